@@ -1,0 +1,112 @@
+// Package abi is the contract between the wasmstream host and a processor
+// module (the guest), version 1. It holds the constants, the status codes and
+// the byte encodings that both sides use; ABI.md is the normative description
+// and says everything an SDK author in another language needs.
+//
+// The package has no dependencies and no mutable state, so it compiles into
+// guests (GOOS=wasip1) as well as into the host.
+package abi
+
+// Version is the ABI version this package describes. It is also carried in
+// the name of the host module the guest imports from (HostModule), so that a
+// guest built for another version fails at instantiation, never mid-stream.
+const Version = 1
+
+// HostModule is the import module name of the host functions of ABI v1.
+const HostModule = "wasmstream_v1"
+
+// Names of the functions a guest exports.
+const (
+	// ExportVersion: () -> i32. Must return Version. Required.
+	ExportVersion = "wasmstream_abi_version"
+	// ExportOnRecord: (handle i32, len i32) -> i32 status. Required.
+	ExportOnRecord = "wasmstream_on_record"
+	// ExportMemory is the guest's linear memory. Required.
+	ExportMemory = "memory"
+	// ExportInitialize is the WASI reactor initialiser, run once per
+	// instance before anything else when present (Go and C reactors have it).
+	ExportInitialize = "_initialize"
+)
+
+// Names of the host functions in HostModule.
+const (
+	// ImportRecordRead: (handle i32, buf i32, buf_len i32) -> i32.
+	ImportRecordRead = "record_read"
+	// ImportEmit: (handle i32, ptr i32, len i32) -> i32.
+	ImportEmit = "emit"
+	// ImportSetError: (handle i32, ptr i32, len i32) -> i32.
+	ImportSetError = "set_error"
+	// ImportLog: (level i32, ptr i32, len i32) -> ().
+	ImportLog = "log"
+)
+
+// Status is what wasmstream_on_record returns: the outcome of a record.
+type Status int32
+
+const (
+	// StatusOK: the record succeeded; what it emitted is released.
+	StatusOK Status = 0
+	// StatusPending: reserved for asynchronous completion. The record stays
+	// in flight and its handle valid until the guest completes it.
+	StatusPending Status = 1
+	// StatusRetry: a retryable failure. Emitted outputs are discarded.
+	StatusRetry Status = 2
+	// StatusFail: a terminal failure; the record will not be retried.
+	// Emitted outputs are discarded.
+	StatusFail Status = 3
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusPending:
+		return "pending"
+	case StatusRetry:
+		return "retry"
+	case StatusFail:
+		return "fail"
+	}
+	return "invalid"
+}
+
+// Errno values returned (negated) by host functions. A host function returns
+// 0 or a non-negative count on success and -Errno on failure. A pointer/length
+// pair outside the guest's memory is not an errno: it traps the call, the
+// record fails and the instance is discarded (see ABI.md, "Faults").
+type Errno int32
+
+const (
+	ErrnoBadHandle    Errno = 1 // the handle names no record in flight on this instance
+	ErrnoBufTooSmall  Errno = 2 // record_read: buf_len is smaller than the record
+	ErrnoBadEncoding  Errno = 3 // emit: the output encoding is malformed
+	ErrnoTopicDenied  Errno = 4 // emit: the output topic is not allowed for this pipeline
+	ErrnoLimit        Errno = 5 // emit: the record's output count or bytes limit is reached
+	ErrnoNotSupported Errno = 6 // the call is not supported by this host
+)
+
+func (e Errno) Error() string {
+	switch e {
+	case ErrnoBadHandle:
+		return "bad record handle"
+	case ErrnoBufTooSmall:
+		return "buffer too small"
+	case ErrnoBadEncoding:
+		return "malformed output encoding"
+	case ErrnoTopicDenied:
+		return "output topic not allowed"
+	case ErrnoLimit:
+		return "output limit reached"
+	case ErrnoNotSupported:
+		return "not supported"
+	}
+	return "unknown errno"
+}
+
+// Log levels for the log host function; they map to slog levels.
+const (
+	LogDebug int32 = 0
+	LogInfo  int32 = 1
+	LogWarn  int32 = 2
+	LogError int32 = 3
+)

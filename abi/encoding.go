@@ -1,0 +1,231 @@
+package abi
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Header is a Kafka record header. A nil Value is a null header value.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is the decoded form of the record a guest receives. Byte slices
+// returned by DecodeRecord alias the input buffer.
+type Record struct {
+	Offset    int64
+	Timestamp int64 // milliseconds since the Unix epoch
+	Partition int32
+	Attempt   uint32 // 1 for the first attempt
+	Topic     string
+	Key       []byte // nil: null key
+	Value     []byte // nil: null value
+	Headers   []Header
+}
+
+// Output is the decoded form of what a guest emits. Topic "" means the
+// pipeline's output topic; Partition -1 lets the host's partitioner choose.
+type Output struct {
+	Topic     string
+	Partition int32
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+}
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("malformed encoding")
+
+const (
+	recordFixed = 8 + 8 + 4 + 4 // offset, timestamp, partition, attempt
+	outputFixed = 4             // partition (after the topic)
+)
+
+// RecordSize is the exact length of the encoding of r.
+func RecordSize(r *Record) int {
+	n := recordFixed + 4 + len(r.Topic) + 4 + len(r.Key) + 4 + len(r.Value) + 4
+	for i := range r.Headers {
+		n += 4 + len(r.Headers[i].Key) + 4 + len(r.Headers[i].Value)
+	}
+	return n
+}
+
+// AppendRecord appends the encoding of r to b.
+func AppendRecord(b []byte, r *Record) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(r.Offset))
+	b = binary.LittleEndian.AppendUint64(b, uint64(r.Timestamp))
+	b = binary.LittleEndian.AppendUint32(b, uint32(r.Partition))
+	b = binary.LittleEndian.AppendUint32(b, r.Attempt)
+	b = appendString(b, r.Topic)
+	b = appendBytes(b, r.Key)
+	b = appendBytes(b, r.Value)
+	return appendHeaders(b, r.Headers)
+}
+
+// DecodeRecord decodes a record encoding. The returned slices alias b.
+func DecodeRecord(b []byte) (Record, error) {
+	var r Record
+	d := decoder{b: b}
+	r.Offset = int64(d.u64())
+	r.Timestamp = int64(d.u64())
+	r.Partition = int32(d.u32())
+	r.Attempt = d.u32()
+	r.Topic = d.str()
+	r.Key = d.bytes()
+	r.Value = d.bytes()
+	r.Headers = d.headers()
+	return r, d.finish("record")
+}
+
+// AppendOutput appends the encoding of o to b.
+func AppendOutput(b []byte, o *Output) []byte {
+	b = appendString(b, o.Topic)
+	b = binary.LittleEndian.AppendUint32(b, uint32(o.Partition))
+	b = appendBytes(b, o.Key)
+	b = appendBytes(b, o.Value)
+	return appendHeaders(b, o.Headers)
+}
+
+// DecodeOutput decodes an output encoding. The returned slices alias b.
+func DecodeOutput(b []byte) (Output, error) {
+	var o Output
+	d := decoder{b: b}
+	o.Topic = d.str()
+	o.Partition = int32(d.u32())
+	o.Key = d.bytes()
+	o.Value = d.bytes()
+	o.Headers = d.headers()
+	if d.err == nil && o.Partition < -1 {
+		d.fail("partition %d (want -1 or >= 0)", o.Partition)
+	}
+	return o, d.finish("output")
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b []byte, v []byte) []byte {
+	if v == nil {
+		return binary.LittleEndian.AppendUint32(b, math.MaxUint32) // -1
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+func appendHeaders(b []byte, hs []Header) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(hs)))
+	for i := range hs {
+		b = appendString(b, hs[i].Key)
+		b = appendBytes(b, hs[i].Value)
+	}
+	return b
+}
+
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: at byte %d: %s", ErrMalformed, d.off, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) need(n int) bool {
+	if d.err != nil {
+		return false
+	}
+	if n < 0 || len(d.b)-d.off < n {
+		d.fail("need %d bytes, have %d", n, len(d.b)-d.off)
+		return false
+	}
+	return true
+}
+
+func (d *decoder) u32() uint32 {
+	if !d.need(4) {
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b[d.off:])
+	d.off += 4
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if !d.need(8) {
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b[d.off:])
+	d.off += 8
+	return v
+}
+
+func (d *decoder) str() string {
+	n := d.u32()
+	if n > math.MaxInt32 {
+		d.fail("string length %d", n)
+		return ""
+	}
+	if !d.need(int(n)) {
+		return ""
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s
+}
+
+func (d *decoder) bytes() []byte {
+	n := int32(d.u32())
+	if d.err != nil {
+		return nil
+	}
+	if n == -1 {
+		return nil
+	}
+	if n < -1 {
+		d.fail("length %d", n)
+		return nil
+	}
+	if !d.need(int(n)) {
+		return nil
+	}
+	v := d.b[d.off : d.off+int(n) : d.off+int(n)]
+	d.off += int(n)
+	return v
+}
+
+func (d *decoder) headers() []Header {
+	n := d.u32()
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	// Each header takes at least 8 bytes: refuse counts the buffer cannot hold
+	// before allocating for them.
+	if uint64(n)*8 > uint64(len(d.b)-d.off) {
+		d.fail("header count %d exceeds remaining %d bytes", n, len(d.b)-d.off)
+		return nil
+	}
+	hs := make([]Header, n)
+	for i := range hs {
+		hs[i].Key = d.str()
+		hs[i].Value = d.bytes()
+	}
+	return hs
+}
+
+func (d *decoder) finish(what string) error {
+	if d.err == nil && d.off != len(d.b) {
+		d.fail("%d trailing bytes after %s", len(d.b)-d.off, what)
+	}
+	if d.err != nil {
+		return fmt.Errorf("abi: decode %s: %w", what, d.err)
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+// Package guest is the Go SDK for writing wasmstream processors.
+//
+// A processor is an ordinary Go function from a record to emitted records and
+// an outcome:
+//
+//	func main() {}
+//
+//	func init() {
+//		guest.Process(func(r *guest.Record, out guest.Emitter) error {
+//			return out.Emit(guest.Output{Key: r.Key, Value: bytes.ToUpper(r.Value)})
+//		})
+//	}
+//
+// Build it with the standard Go toolchain:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o proc.wasm .
+//
+// Built for any other target (go test on the host), the same code runs
+// without a WASM runtime: Run calls the registered function the way the host
+// would and returns what it emitted and its outcome, so a processor is unit
+// tested like any Go function.
+//
+// Outcomes: a nil error means success and releases what was emitted. Any
+// other error fails the record and discards what it emitted: the record is
+// retried (a retryable failure) unless the error is marked with Terminal.
+// A panic, an out-of-memory or a deadline is a fault: the record fails and
+// the host replaces the instance.
+package guest
+
+import (
+	"errors"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Header is a Kafka record header; a nil Value is a null value.
+type Header = abi.Header
+
+// Record is the record being processed. Its byte slices are only valid until
+// the processing function returns: copy what must outlive the call.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	// Attempt is 1 on the first attempt and counts up on each retry.
+	Attempt int
+	Key     []byte // nil: null key
+	Value   []byte // nil: null value
+	Headers []Header
+}
+
+// Header returns the value of the first header named key, and whether there
+// is one.
+func (r *Record) Header(key string) ([]byte, bool) {
+	for i := range r.Headers {
+		if r.Headers[i].Key == key {
+			return r.Headers[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// Output is a record to produce. An empty Topic means the pipeline's output
+// topic; another topic must be allowed by the pipeline's configuration.
+type Output struct {
+	Topic   string
+	Key     []byte
+	Value   []byte
+	Headers []Header
+	// Partition, when set with a value >= 0 through WithPartition, pins the
+	// output partition; otherwise the host partitions by key.
+	partition int32
+	pinned    bool
+}
+
+// WithPartition returns o pinned to partition p.
+func (o Output) WithPartition(p int32) Output {
+	o.partition, o.pinned = p, true
+	return o
+}
+
+// Emitter takes a record's outputs. Outputs are held by the host and
+// produced only if the record succeeds. Emit copies what it is given.
+type Emitter interface {
+	Emit(Output) error
+}
+
+// Func processes one record.
+type Func func(r *Record, out Emitter) error
+
+var processor Func
+
+// Process registers fn as the module's processor. Call it once, from init.
+func Process(fn Func) {
+	if processor != nil {
+		panic("guest: Process called twice")
+	}
+	processor = fn
+}
+
+type terminalError struct{ err error }
+
+func (e terminalError) Error() string { return e.err.Error() }
+func (e terminalError) Unwrap() error { return e.err }
+
+// Terminal marks err as a terminal failure: the record is not retried and goes
+// straight to the dead-letter topic.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return terminalError{err}
+}
+
+// IsTerminal reports whether err was marked with Terminal.
+func IsTerminal(err error) bool {
+	var t terminalError
+	return errors.As(err, &t)
+}
+
+// status maps a processing error to its ABI status.
+func status(err error) abi.Status {
+	switch {
+	case err == nil:
+		return abi.StatusOK
+	case IsTerminal(err):
+		return abi.StatusFail
+	default:
+		return abi.StatusRetry
+	}
+}
+
+func toABIOutput(o *Output) abi.Output {
+	p := int32(-1)
+	if o.pinned {
+		p = o.partition
+	}
+	return abi.Output{Topic: o.Topic, Partition: p, Key: o.Key, Value: o.Value, Headers: o.Headers}
+}
+
+func fromABIRecord(ar *abi.Record, r *Record) {
+	*r = Record{
+		Topic:     ar.Topic,
+		Partition: ar.Partition,
+		Offset:    ar.Offset,
+		Timestamp: time.UnixMilli(ar.Timestamp),
+		Attempt:   int(ar.Attempt),
+		Key:       ar.Key,
+		Value:     ar.Value,
+		Headers:   ar.Headers,
+	}
+}

@@ -1,0 +1,48 @@
+// Package host loads wasmstream processor modules with wazero and runs them.
+//
+// An Engine compiles each module once (compiled code is cached, in memory and
+// optionally on disk) and a Module instantiates it as many times as the
+// scheduler asks. An Instance belongs to one goroutine at a time: it is not
+// safe for concurrent use. Every guest fault (trap, exit, deadline, out of
+// memory, bad pointer) is returned as a *Fault in a Result and leaves the
+// instance dead; the caller replaces it with a fresh one. Nothing a guest does
+// panics the host.
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// Engine compiles modules and owns the compiled-code cache. Safe for
+// concurrent use.
+type Engine struct {
+	cache wazero.CompilationCache
+	log   *slog.Logger
+}
+
+// NewEngine returns an engine. With a non-empty cacheDir compiled code is
+// also kept on disk, so a restart does not recompile.
+func NewEngine(cacheDir string, log *slog.Logger) (*Engine, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	e := &Engine{log: log}
+	if cacheDir == "" {
+		e.cache = wazero.NewCompilationCache()
+		return e, nil
+	}
+	c, err := wazero.NewCompilationCacheWithDir(cacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("host: compilation cache %s: %w", cacheDir, err)
+	}
+	e.cache = c
+	return e, nil
+}
+
+// Close releases the compilation cache. Modules loaded from the engine must
+// be closed first.
+func (e *Engine) Close(ctx context.Context) error { return e.cache.Close(ctx) }

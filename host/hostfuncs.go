@@ -1,0 +1,146 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// maxMessage bounds error and log messages taken from a guest.
+const maxMessage = 4096
+
+func (m *Module) instantiateHostModule(ctx context.Context) error {
+	b := m.rt.NewHostModuleBuilder(abi.HostModule)
+	def := func(name string, fn api.GoModuleFunc) {
+		s := hostFuncs[name]
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, s.params, s.results).Export(name)
+	}
+	def(abi.ImportRecordRead, hostRecordRead)
+	def(abi.ImportEmit, hostEmit)
+	def(abi.ImportSetError, hostSetError)
+	def(abi.ImportLog, hostLog)
+	if _, err := b.Instantiate(ctx); err != nil {
+		return fmt.Errorf("host: instantiate %s: %w", abi.HostModule, err)
+	}
+	return nil
+}
+
+func instance(ctx context.Context) *Instance {
+	in, _ := ctx.Value(instanceKey{}).(*Instance)
+	return in
+}
+
+func errno(e abi.Errno) uint64 { return uint64(uint32(-int32(e))) }
+
+// read returns guest memory [ptr, ptr+n) or faults the call: a pointer the
+// guest passes is never trusted.
+func (in *Instance) read(mod api.Module, fn string, ptr, n uint32) []byte {
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		in.badPointer(mod, fn, ptr, n)
+	}
+	return b
+}
+
+func (in *Instance) badPointer(mod api.Module, fn string, ptr, n uint32) {
+	in.fault = &Fault{Kind: FaultBadPointer, Msg: fmt.Sprintf("%s.%s(ptr=%#x, len=%d) is outside guest memory of %d bytes", abi.HostModule, fn, ptr, n, mod.Memory().Size())}
+	panic(in.fault)
+}
+
+// record_read(handle, buf, buf_len) -> n | -errno
+func hostRecordRead(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instance(ctx)
+	handle, buf, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	if in == nil || handle == 0 || handle != in.handle {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	if int(n) < len(in.enc) {
+		stack[0] = errno(abi.ErrnoBufTooSmall)
+		return
+	}
+	if !mod.Memory().Write(buf, in.enc) {
+		in.badPointer(mod, abi.ImportRecordRead, buf, uint32(len(in.enc)))
+	}
+	stack[0] = uint64(len(in.enc))
+}
+
+// emit(handle, ptr, len) -> 0 | -errno
+func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instance(ctx)
+	handle, ptr, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	if in == nil {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	raw := in.read(mod, abi.ImportEmit, ptr, n)
+	if handle == 0 || handle != in.handle {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	lim := in.m.limits
+	if len(in.outputs) >= lim.MaxOutputs || in.outBytes+len(raw) > lim.MaxOutputBytes {
+		stack[0] = errno(abi.ErrnoLimit)
+		return
+	}
+	// Copy out of guest memory once; the decoded output aliases the copy.
+	o, err := abi.DecodeOutput(append([]byte(nil), raw...))
+	if err != nil {
+		stack[0] = errno(abi.ErrnoBadEncoding)
+		return
+	}
+	if o.Topic != "" && !in.m.allowed[o.Topic] {
+		stack[0] = errno(abi.ErrnoTopicDenied)
+		return
+	}
+	in.outputs = append(in.outputs, o)
+	in.outBytes += len(raw)
+	stack[0] = 0
+}
+
+// set_error(handle, ptr, len) -> 0 | -errno
+func hostSetError(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instance(ctx)
+	handle, ptr, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	if in == nil {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	msg := in.read(mod, abi.ImportSetError, ptr, n)
+	if handle == 0 || handle != in.handle {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage]
+	}
+	in.errMsg = string(msg)
+	stack[0] = 0
+}
+
+// log(level, ptr, len)
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instance(ctx)
+	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	if in == nil {
+		return
+	}
+	msg := in.read(mod, abi.ImportLog, ptr, n)
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage]
+	}
+	lv := slog.LevelInfo
+	switch level {
+	case abi.LogDebug:
+		lv = slog.LevelDebug
+	case abi.LogWarn:
+		lv = slog.LevelWarn
+	case abi.LogError:
+		lv = slog.LevelError
+	}
+	in.m.log.Log(ctx, lv, string(msg), "source", "guest", "instance", in.id)
+}

@@ -1,0 +1,301 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Limits bound what one instance may use.
+type Limits struct {
+	// MemoryPages caps each instance's linear memory (64 KiB pages). A module
+	// whose declared minimum exceeds it is refused at load; a memory.grow past
+	// it fails inside the guest.
+	MemoryPages uint32
+	// RecordTimeout is the deadline of one call into the guest. A guest still
+	// running then is interrupted and the instance discarded.
+	RecordTimeout time.Duration
+	// MaxOutputs and MaxOutputBytes cap what one record may emit.
+	MaxOutputs     int
+	MaxOutputBytes int
+}
+
+// DefaultLimits are used for zero fields.
+var DefaultLimits = Limits{
+	MemoryPages:    512, // 32 MiB
+	RecordTimeout:  5 * time.Second,
+	MaxOutputs:     1000,
+	MaxOutputBytes: 16 << 20,
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MemoryPages == 0 {
+		l.MemoryPages = DefaultLimits.MemoryPages
+	}
+	if l.RecordTimeout <= 0 {
+		l.RecordTimeout = DefaultLimits.RecordTimeout
+	}
+	if l.MaxOutputs <= 0 {
+		l.MaxOutputs = DefaultLimits.MaxOutputs
+	}
+	if l.MaxOutputBytes <= 0 {
+		l.MaxOutputBytes = DefaultLimits.MaxOutputBytes
+	}
+	return l
+}
+
+// ModuleConfig is how a pipeline runs a module.
+type ModuleConfig struct {
+	// Name identifies the module in logs and errors (the pipeline name).
+	Name   string
+	Limits Limits
+	// AllowedTopics are the topics a guest may name in an output besides ""
+	// (the pipeline's output).
+	AllowedTopics []string
+}
+
+// Info describes a loaded module.
+type Info struct {
+	ABIVersion int
+	Digest     string // sha256 of the module bytes, hex
+	Size       int
+	Exports    []string // "name: signature"
+	Imports    []string // "module.name: signature"
+	MemoryMin  uint32   // pages
+	MemoryMax  uint32   // pages; 0 when the module declares none
+}
+
+// Module is a compiled, validated module ready to be instantiated. Safe for
+// concurrent use; Close it after every instance is closed.
+type Module struct {
+	cfg      ModuleConfig
+	limits   Limits
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	info     Info
+	allowed  map[string]bool
+	log      *slog.Logger
+	nextID   atomic.Uint64
+}
+
+// ErrIncompatible is wrapped by every error that refuses a module at load.
+var ErrIncompatible = errors.New("incompatible module")
+
+// Load validates and compiles wasm and checks that an instance starts and
+// speaks ABI v1. The error says precisely what does not fit.
+func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Module, error) {
+	lim := cfg.Limits.withDefaults()
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return nil, fmt.Errorf("%w: not a WebAssembly module (no \\0asm magic number)", ErrIncompatible)
+	}
+	if v := uint32(wasm[4]) | uint32(wasm[5])<<8 | uint32(wasm[6])<<16 | uint32(wasm[7])<<24; v != 1 {
+		return nil, fmt.Errorf("%w: WebAssembly binary format version %d (want 1)", ErrIncompatible, v)
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCompilationCache(e.cache).
+		WithMemoryLimitPages(lim.MemoryPages).
+		WithCloseOnContextDone(true)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name)}
+	ok := false
+	defer func() {
+		if !ok {
+			rt.Close(ctx)
+		}
+	}()
+	compiled, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		if msg := err.Error(); strings.Contains(msg, "section memory") && strings.Contains(msg, "over limit") {
+			return nil, fmt.Errorf("%w: memory minimum exceeds the limit of %d pages (limits.memory_pages): %v", ErrIncompatible, lim.MemoryPages, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
+	}
+	m.compiled = compiled
+	sum := sha256.Sum256(wasm)
+	m.info = Info{ABIVersion: abi.Version, Digest: hex.EncodeToString(sum[:]), Size: len(wasm)}
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return nil, fmt.Errorf("host: wasi: %w", err)
+	}
+	if err := m.instantiateHostModule(ctx); err != nil {
+		return nil, err
+	}
+	m.allowed = make(map[string]bool, len(cfg.AllowedTopics))
+	for _, t := range cfg.AllowedTopics {
+		m.allowed[t] = true
+	}
+	// A trial instance proves the module initialises and speaks our version.
+	in, err := m.NewInstance(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in.Close(ctx)
+	ok = true
+	return m, nil
+}
+
+// Info describes the module.
+func (m *Module) Info() Info { return m.info }
+
+// Limits are the limits the module's instances run under.
+func (m *Module) Limits() Limits { return m.limits }
+
+// Close releases the module and every instance still open.
+func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
+
+type sig struct {
+	params, results []api.ValueType
+}
+
+func (s sig) String() string {
+	f := func(ts []api.ValueType) string {
+		n := make([]string, len(ts))
+		for i, t := range ts {
+			n[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(n, ", ")
+	}
+	return fmt.Sprintf("func(%s) -> (%s)", f(s.params), f(s.results))
+}
+
+func (s sig) matches(params, results []api.ValueType) bool {
+	return string(s.params) == string(params) && string(s.results) == string(results)
+}
+
+var (
+	i32 = api.ValueTypeI32
+
+	requiredExports = map[string]sig{
+		abi.ExportVersion:  {nil, []api.ValueType{i32}},
+		abi.ExportOnRecord: {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+	}
+	hostFuncs = map[string]sig{
+		abi.ImportRecordRead: {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportEmit:       {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportSetError:   {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportLog:        {[]api.ValueType{i32, i32, i32}, nil},
+	}
+)
+
+// check validates the module's imports, exports and memory against ABI v1
+// and the limits, collecting every problem.
+func (m *Module) check() error {
+	var probs []string
+	for _, f := range m.compiled.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		s := sig{f.ParamTypes(), f.ResultTypes()}
+		m.info.Imports = append(m.info.Imports, fmt.Sprintf("%s.%s: %s", mod, name, s))
+		switch {
+		case mod == abi.HostModule:
+			want, ok := hostFuncs[name]
+			if !ok {
+				probs = append(probs, fmt.Sprintf("imports unknown host function %s.%s (ABI v%d provides %s)", mod, name, abi.Version, strings.Join(sortedKeys(hostFuncs), ", ")))
+			} else if !want.matches(f.ParamTypes(), f.ResultTypes()) {
+				probs = append(probs, fmt.Sprintf("imports %s.%s as %s, want %s", mod, name, s, want))
+			}
+		case strings.HasPrefix(mod, "wasmstream_v"):
+			probs = append(probs, fmt.Sprintf("built for wasmstream ABI %s (imports %s.%s); this host implements ABI v%d (%s)", strings.TrimPrefix(mod, "wasmstream_"), mod, name, abi.Version, abi.HostModule))
+		case mod == wasi_snapshot_preview1.ModuleName:
+		default:
+			probs = append(probs, fmt.Sprintf("imports %s.%s from unknown module %q (the host provides %s and %s)", mod, name, mod, abi.HostModule, wasi_snapshot_preview1.ModuleName))
+		}
+	}
+	for _, mem := range m.compiled.ImportedMemories() {
+		mod, name, _ := mem.Import()
+		probs = append(probs, fmt.Sprintf("imports memory %s.%s; a module must define and export its own memory", mod, name))
+	}
+	exports := m.compiled.ExportedFunctions()
+	for _, name := range sortedKeys(requiredExports) {
+		want := requiredExports[name]
+		f, ok := exports[name]
+		if !ok {
+			probs = append(probs, fmt.Sprintf("missing required export %s (%s)", name, want))
+			continue
+		}
+		if !want.matches(f.ParamTypes(), f.ResultTypes()) {
+			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", name, sig{f.ParamTypes(), f.ResultTypes()}, want))
+		}
+	}
+	for _, name := range sortedKeys(exports) {
+		f := exports[name]
+		m.info.Exports = append(m.info.Exports, fmt.Sprintf("%s: %s", name, sig{f.ParamTypes(), f.ResultTypes()}))
+	}
+	mems := m.compiled.ExportedMemories()
+	if mem, ok := mems[abi.ExportMemory]; !ok {
+		probs = append(probs, fmt.Sprintf("missing required export %q (linear memory)", abi.ExportMemory))
+	} else {
+		m.info.MemoryMin = mem.Min()
+		if max, ok := mem.Max(); ok {
+			m.info.MemoryMax = max
+		}
+		m.info.Exports = append(m.info.Exports, fmt.Sprintf("memory: min %d pages", mem.Min()))
+		if mem.Min() > m.limits.MemoryPages {
+			probs = append(probs, fmt.Sprintf("memory minimum of %d pages (%d KiB) exceeds the limit of %d pages (limits.memory_pages)", mem.Min(), mem.Min()*64, m.limits.MemoryPages))
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%w: %s", ErrIncompatible, strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// NewInstance instantiates the module, runs its initialiser and checks its
+// ABI version. The instance belongs to the caller's goroutine.
+func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
+	in := &Instance{m: m, id: m.nextID.Add(1)}
+	in.stderr.max = 2048
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(abi.ExportInitialize).
+		WithStdout(&in.stderr).
+		WithStderr(&in.stderr).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader)
+	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), m.limits.RecordTimeout)
+	defer cancel()
+	mod, err := m.rt.InstantiateModule(ictx, m.compiled, mc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: instantiate: %v%s", ErrIncompatible, err, in.stderr.suffix())
+	}
+	in.mod = mod
+	in.onRecord = mod.ExportedFunction(abi.ExportOnRecord)
+	in.stack = make([]uint64, 2)
+	vf := mod.ExportedFunction(abi.ExportVersion)
+	res, err := vf.Call(ictx)
+	if err != nil {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("%w: %s(): %v%s", ErrIncompatible, abi.ExportVersion, err, in.stderr.suffix())
+	}
+	if v := int32(res[0]); v != abi.Version {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("%w: %s() returned %d; this host implements ABI v%d", ErrIncompatible, abi.ExportVersion, v, abi.Version)
+	}
+	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
+	return in, nil
+}
