@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
-	wt "github.com/wasmstream/wasmstream/host/internal/wasmtest"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
 var (

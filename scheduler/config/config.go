@@ -1,0 +1,512 @@
+// Package config is wasmstream's one configuration path: the YAML file,
+// overridden by WASMSTREAM_* environment variables, overridden by flags, into
+// one typed Config, checked by one Validate that lists every problem with the
+// key it concerns. Unknown keys are errors. The commented config.yaml at the
+// repository root is the reference for every key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// Embedded is the broker address that starts an in-process broker.
+const Embedded = "embedded"
+
+// Config is the whole configuration of a host.
+type Config struct {
+	Kafka     Kafka      `koanf:"kafka"`
+	Pipelines []Pipeline `koanf:"pipelines"`
+	Shutdown  Shutdown   `koanf:"shutdown"`
+	Status    Status     `koanf:"status"`
+	Log       Log        `koanf:"log"`
+	Host      Host       `koanf:"host"`
+
+	// Dir is the directory relative module paths are resolved against (the
+	// config file's directory). Not a config key.
+	Dir string `koanf:"-"`
+}
+
+// Kafka is how the host reaches the brokers.
+type Kafka struct {
+	Brokers          []string      `koanf:"brokers"`
+	Group            string        `koanf:"group"`
+	ClientID         string        `koanf:"client_id"`
+	StartOffset      string        `koanf:"start_offset"`
+	CommitInterval   time.Duration `koanf:"commit_interval"`
+	SessionTimeout   time.Duration `koanf:"session_timeout"`
+	RebalanceTimeout time.Duration `koanf:"rebalance_timeout"`
+	CreateTopics     bool          `koanf:"create_topics"`
+	TopicPartitions  int32         `koanf:"topic_partitions"`
+	EmbeddedPort     int           `koanf:"embedded_port"`
+}
+
+// Pipeline runs one module over its input topics.
+type Pipeline struct {
+	Name            string   `koanf:"name"`
+	Module          string   `koanf:"module"`
+	Inputs          []string `koanf:"inputs"`
+	Output          string   `koanf:"output"`
+	AllowedOutputs  []string `koanf:"allowed_outputs"`
+	DeadLetterTopic string   `koanf:"dead_letter_topic"`
+	Group           string   `koanf:"group"`
+	Limits          Limits   `koanf:"limits"`
+	MaxQueued       int      `koanf:"max_queued"`
+}
+
+// Limits bound each instance of a pipeline's module.
+type Limits struct {
+	MemoryPages    uint32        `koanf:"memory_pages"`
+	RecordTimeout  time.Duration `koanf:"record_timeout"`
+	MaxOutputs     int           `koanf:"max_outputs"`
+	MaxOutputBytes int           `koanf:"max_output_bytes"`
+}
+
+// Shutdown bounds each stage of a graceful stop.
+type Shutdown struct {
+	DrainTimeout time.Duration `koanf:"drain_timeout"`
+}
+
+// Status configures the periodic status line.
+type Status struct {
+	Interval time.Duration `koanf:"interval"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `koanf:"level"`
+	Format string `koanf:"format"`
+}
+
+// Host configures the WebAssembly host.
+type Host struct {
+	CompileCacheDir string `koanf:"compile_cache_dir"`
+}
+
+// GroupID is the consumer group of the pipeline: its own group key, or
+// kafka.group + "." + its name. Each pipeline is its own group so that two
+// pipelines reading one topic each see all of it.
+func (c *Config) GroupID(p *Pipeline) string {
+	if p.Group != "" {
+		return p.Group
+	}
+	return c.Kafka.Group + "." + p.Name
+}
+
+// ModulePath resolves the pipeline's module path.
+func (c *Config) ModulePath(p *Pipeline) string {
+	if filepath.IsAbs(p.Module) || c.Dir == "" {
+		return p.Module
+	}
+	return filepath.Join(c.Dir, p.Module)
+}
+
+// IsEmbedded reports whether the host runs its own in-process broker.
+func (c *Config) IsEmbedded() bool {
+	return len(c.Kafka.Brokers) == 1 && c.Kafka.Brokers[0] == Embedded
+}
+
+func (c *Config) applyDefaults() {
+	k := &c.Kafka
+	if k.ClientID == "" {
+		k.ClientID = "wasmstream"
+	}
+	if k.StartOffset == "" {
+		k.StartOffset = "earliest"
+	}
+	if k.CommitInterval == 0 {
+		k.CommitInterval = time.Second
+	}
+	if k.SessionTimeout == 0 {
+		k.SessionTimeout = 45 * time.Second
+	}
+	if k.RebalanceTimeout == 0 {
+		k.RebalanceTimeout = time.Minute
+	}
+	if k.TopicPartitions == 0 {
+		k.TopicPartitions = 4
+	}
+	for i := range c.Pipelines {
+		p := &c.Pipelines[i]
+		if p.Limits.MemoryPages == 0 {
+			p.Limits.MemoryPages = 512
+		}
+		if p.Limits.RecordTimeout == 0 {
+			p.Limits.RecordTimeout = 5 * time.Second
+		}
+		if p.Limits.MaxOutputs == 0 {
+			p.Limits.MaxOutputs = 1000
+		}
+		if p.Limits.MaxOutputBytes == 0 {
+			p.Limits.MaxOutputBytes = 16 << 20
+		}
+		if p.MaxQueued == 0 {
+			p.MaxQueued = 1000
+		}
+	}
+	if c.Shutdown.DrainTimeout == 0 {
+		c.Shutdown.DrainTimeout = 10 * time.Second
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+}
+
+// Problems is every problem found in a configuration.
+type Problems []string
+
+func (p Problems) Error() string {
+	if len(p) == 1 {
+		return "invalid config: " + p[0]
+	}
+	return "invalid config:\n  - " + strings.Join(p, "\n  - ")
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+
+// Validate checks the configuration and returns Problems listing every
+// problem, each naming its key, or nil.
+func (c *Config) Validate() error {
+	var probs Problems
+	add := func(key, format string, args ...any) {
+		probs = append(probs, key+": "+fmt.Sprintf(format, args...))
+	}
+	k := &c.Kafka
+	if len(k.Brokers) == 0 {
+		add("kafka.brokers", "at least one broker address is required (host:port), or [embedded] for an in-process broker")
+	}
+	for i, b := range k.Brokers {
+		switch {
+		case b == Embedded && len(k.Brokers) > 1:
+			add(fmt.Sprintf("kafka.brokers[%d]", i), "%q starts an in-process broker and cannot be combined with other addresses", Embedded)
+		case b != Embedded && !strings.Contains(b, ":"):
+			add(fmt.Sprintf("kafka.brokers[%d]", i), "%q is not host:port", b)
+		}
+	}
+	if k.Group == "" {
+		add("kafka.group", "a consumer group name is required")
+	}
+	if k.StartOffset != "earliest" && k.StartOffset != "latest" {
+		add("kafka.start_offset", "%q: want earliest or latest", k.StartOffset)
+	}
+	if k.CommitInterval < 10*time.Millisecond {
+		add("kafka.commit_interval", "%s is below the minimum of 10ms", k.CommitInterval)
+	}
+	if k.SessionTimeout < time.Second {
+		add("kafka.session_timeout", "%s is below the minimum of 1s", k.SessionTimeout)
+	}
+	if k.RebalanceTimeout < time.Second {
+		add("kafka.rebalance_timeout", "%s is below the minimum of 1s", k.RebalanceTimeout)
+	}
+	if k.TopicPartitions < 1 {
+		add("kafka.topic_partitions", "%d: want at least 1", k.TopicPartitions)
+	}
+	if k.EmbeddedPort < 0 || k.EmbeddedPort > 65535 {
+		add("kafka.embedded_port", "%d is not a port", k.EmbeddedPort)
+	}
+	if len(c.Pipelines) == 0 {
+		add("pipelines", "at least one pipeline is required")
+	}
+	names := map[string]int{}
+	for i := range c.Pipelines {
+		p := &c.Pipelines[i]
+		key := func(sub string) string { return fmt.Sprintf("pipelines[%d].%s", i, sub) }
+		if !nameRE.MatchString(p.Name) {
+			add(key("name"), "%q: want 1-100 characters of letters, digits, '.', '_' or '-'", p.Name)
+		} else if j, dup := names[p.Name]; dup {
+			add(key("name"), "%q is also the name of pipelines[%d]", p.Name, j)
+		} else {
+			names[p.Name] = i
+		}
+		if p.Module == "" {
+			add(key("module"), "a module path is required")
+		} else if st, err := os.Stat(c.ModulePath(p)); err != nil {
+			add(key("module"), "%v", errors.Unwrap(err))
+			if errors.Is(err, os.ErrNotExist) {
+				probs[len(probs)-1] = key("module") + fmt.Sprintf(": %s does not exist", c.ModulePath(p))
+			}
+		} else if st.IsDir() {
+			add(key("module"), "%s is a directory, want a .wasm file", c.ModulePath(p))
+		}
+		if len(p.Inputs) == 0 {
+			add(key("inputs"), "at least one input topic is required")
+		}
+		inputs := map[string]bool{}
+		for j, t := range p.Inputs {
+			if !validTopic(t) {
+				add(fmt.Sprintf("pipelines[%d].inputs[%d]", i, j), "%q is not a valid topic name", t)
+			}
+			if inputs[t] {
+				add(fmt.Sprintf("pipelines[%d].inputs[%d]", i, j), "%q is listed twice", t)
+			}
+			inputs[t] = true
+		}
+		if p.Output == "" {
+			add(key("output"), "an output topic is required")
+		} else if !validTopic(p.Output) {
+			add(key("output"), "%q is not a valid topic name", p.Output)
+		} else if inputs[p.Output] {
+			add(key("output"), "%q is also an input: the pipeline would consume its own output", p.Output)
+		}
+		for j, t := range p.AllowedOutputs {
+			if !validTopic(t) {
+				add(fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j), "%q is not a valid topic name", t)
+			} else if inputs[t] {
+				add(fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j), "%q is also an input: the pipeline would consume its own output", t)
+			}
+		}
+		switch {
+		case p.DeadLetterTopic == "":
+			add(key("dead_letter_topic"), "a dead-letter topic is required: a record that fails goes there, it is never dropped")
+		case !validTopic(p.DeadLetterTopic):
+			add(key("dead_letter_topic"), "%q is not a valid topic name", p.DeadLetterTopic)
+		case inputs[p.DeadLetterTopic] || p.DeadLetterTopic == p.Output:
+			add(key("dead_letter_topic"), "%q must differ from the pipeline's inputs and output", p.DeadLetterTopic)
+		}
+		if p.Group != "" && !nameRE.MatchString(p.Group) {
+			add(key("group"), "%q is not a valid group name", p.Group)
+		}
+		l := &p.Limits
+		if l.MemoryPages < 1 || l.MemoryPages > 65536 {
+			add(key("limits.memory_pages"), "%d: want 1 to 65536 pages of 64 KiB", l.MemoryPages)
+		}
+		if l.RecordTimeout < time.Millisecond || l.RecordTimeout > time.Hour {
+			add(key("limits.record_timeout"), "%s: want 1ms to 1h", l.RecordTimeout)
+		}
+		if l.MaxOutputs < 1 {
+			add(key("limits.max_outputs"), "%d: want at least 1", l.MaxOutputs)
+		}
+		if l.MaxOutputBytes < 1024 || l.MaxOutputBytes > 1<<30 {
+			add(key("limits.max_output_bytes"), "%d: want 1 KiB to 1 GiB", l.MaxOutputBytes)
+		}
+		if p.MaxQueued < 1 || p.MaxQueued > 1_000_000 {
+			add(key("max_queued"), "%d: want 1 to 1000000", p.MaxQueued)
+		}
+	}
+	if c.Shutdown.DrainTimeout < 0 {
+		add("shutdown.drain_timeout", "%s is negative", c.Shutdown.DrainTimeout)
+	}
+	if c.Status.Interval < 0 {
+		add("status.interval", "%s is negative", c.Status.Interval)
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		add("log.format", "%q: want text or json", c.Log.Format)
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	return probs
+}
+
+func validTopic(t string) bool {
+	return t != "." && t != ".." && len(t) <= 249 && topicRE.MatchString(t)
+}
+
+var topicRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// EnvPrefix is the prefix of environment variables that override config keys:
+// WASMSTREAM_KAFKA_BROKERS overrides kafka.brokers.
+const EnvPrefix = "WASMSTREAM_"
+
+// reservedEnv are WASMSTREAM_ variables that are not config keys.
+var reservedEnv = map[string]bool{
+	"WASMSTREAM_CACHE":       true, // cache directory of the test scripts
+	"WASMSTREAM_ADMIN_TOKEN": true, // admin API token
+}
+
+// Load reads the configuration: the YAML file at path (may be ""), then the
+// environment (environ, KEY=VALUE), then sets ("key=value", from flags),
+// each overriding the one before. It checks for unknown keys, applies
+// defaults and validates.
+func Load(path string, environ []string, sets []string) (*Config, error) {
+	k := koanf.New(".")
+	var probs Problems
+	cfg := &Config{}
+	if path != "" {
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Dir = filepath.Dir(abs)
+	}
+	leaves := leafKeys(reflect.TypeOf(Config{}), "")
+	envMap := map[string]any{}
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || reservedEnv[name] {
+			continue
+		}
+		key, found := leaves[strings.ToLower(strings.TrimPrefix(name, EnvPrefix))]
+		if !found {
+			probs = append(probs, fmt.Sprintf("environment variable %s: matches no config key (keys inside pipelines cannot be set from the environment)", name))
+			continue
+		}
+		envMap[key] = val
+	}
+	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
+		return nil, err
+	}
+	setMap := map[string]any{}
+	for _, s := range sets {
+		key, val, ok := strings.Cut(s, "=")
+		if !ok {
+			probs = append(probs, fmt.Sprintf("--set %q: want key=value", s))
+			continue
+		}
+		if _, found := leaves[strings.ReplaceAll(key, ".", "_")]; !found {
+			probs = append(probs, fmt.Sprintf("--set %s: unknown key %s (keys inside pipelines cannot be set from flags)", s, key))
+			continue
+		}
+		setMap[key] = val
+	}
+	if err := k.Load(confmap.Provider(setMap, "."), nil); err != nil {
+		return nil, err
+	}
+	probs = append(probs, unknownKeys(k.Raw(), reflect.TypeOf(Config{}), "")...)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	dc := &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+		WeaklyTypedInput: true,
+		TagName:          "koanf",
+		Result:           cfg,
+	}
+	if err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
+		return nil, decodeProblems(err)
+	}
+	cfg.applyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func decodeProblems(err error) error {
+	var probs Problems
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
+		if line == "" || strings.HasPrefix(line, "decoding failed due to") || strings.HasSuffix(line, "error(s) decoding:") {
+			continue
+		}
+		probs = append(probs, line)
+	}
+	if len(probs) == 0 {
+		return err
+	}
+	return probs
+}
+
+// leafKeys maps the underscore-joined form of every settable non-list key
+// ("kafka_brokers") to its dotted form ("kafka.brokers").
+func leafKeys(t reflect.Type, prefix string) map[string]string {
+	out := map[string]string{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("koanf")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := tag
+		if prefix != "" {
+			key = prefix + "." + tag
+		}
+		switch {
+		case f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)):
+			for k, v := range leafKeys(f.Type, key) {
+				out[k] = v
+			}
+		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+			// Lists of sections are set in the file only.
+		default:
+			out[strings.ReplaceAll(key, ".", "_")] = key
+		}
+	}
+	return out
+}
+
+// unknownKeys walks raw (the merged config as maps) against t and names every
+// key that matches no field.
+func unknownKeys(raw map[string]any, t reflect.Type, prefix string) []string {
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if tag := f.Tag.Get("koanf"); tag != "" && tag != "-" {
+			fields[tag] = f.Type
+		}
+	}
+	var out []string
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path := k
+		if prefix != "" {
+			path = prefix + "." + k
+		}
+		ft, ok := fields[k]
+		if !ok {
+			known := make([]string, 0, len(fields))
+			for f := range fields {
+				known = append(known, f)
+			}
+			sort.Strings(known)
+			out = append(out, fmt.Sprintf("%s: unknown key (known here: %s)", path, strings.Join(known, ", ")))
+			continue
+		}
+		switch {
+		case ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)):
+			if m, ok := raw[k].(map[string]any); ok {
+				out = append(out, unknownKeys(m, ft, path)...)
+			} else if raw[k] != nil {
+				out = append(out, fmt.Sprintf("%s: want a section of keys, got %v", path, raw[k]))
+			}
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			list, ok := raw[k].([]any)
+			if !ok {
+				if raw[k] != nil {
+					out = append(out, fmt.Sprintf("%s: want a list, got %v", path, raw[k]))
+				}
+				continue
+			}
+			for i, el := range list {
+				m, ok := el.(map[string]any)
+				if !ok {
+					out = append(out, fmt.Sprintf("%s[%d]: want a section of keys, got %v", path, i, el))
+					continue
+				}
+				out = append(out, unknownKeys(m, ft.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			}
+		}
+	}
+	return out
+}

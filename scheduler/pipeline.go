@@ -1,0 +1,408 @@
+// Package scheduler runs pipelines: it consumes input partitions as a
+// consumer-group member, runs one task per assigned partition that feeds
+// records to WebAssembly instances, produces what they emit, dead-letters
+// what fails, and commits offsets only up to records whose outcome is
+// durable. DESIGN notes live in RATIONALE.md at the repository root.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+)
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// Stats are a pipeline's counters since it started. Safe for concurrent use.
+type Stats struct {
+	Fetched    atomic.Int64 // records handed to tasks
+	Done       atomic.Int64 // records whose outcome is durable (output or dead letter acknowledged)
+	Outputs    atomic.Int64 // output records acknowledged by the broker
+	DeadLetter atomic.Int64 // records acknowledged on the dead-letter topic
+	Faults     atomic.Int64 // guest faults (each discarded an instance)
+	Commits    atomic.Int64 // successful offset commits
+}
+
+// Snapshot is a point-in-time view of a pipeline.
+type Snapshot struct {
+	Name       string
+	Fetched    int64
+	Done       int64
+	Outputs    int64
+	DeadLetter int64
+	Faults     int64
+	Commits    int64
+	InFlight   int64 // fetched by the current owner and not yet done
+	Lag        int64 // records behind the partitions' high watermarks
+	Tasks      int
+}
+
+// Pipeline runs one configured pipeline as one consumer-group member.
+type Pipeline struct {
+	cfg   *config.Config
+	pc    *config.Pipeline
+	mod   *host.Module
+	cl    *kgo.Client
+	log   *slog.Logger
+	group string
+
+	mu    sync.Mutex // guards tasks
+	tasks map[tp]*task
+
+	commitMu sync.Mutex // one commit at a time; held across revoke's drain+commit
+
+	stats Stats
+
+	pollCancel context.CancelFunc
+	pollDone   chan struct{}
+	stopCommit chan struct{}
+	wg         sync.WaitGroup // committer and tasks
+	stopped    atomic.Bool
+}
+
+// NewPipeline creates the pipeline's client; Start begins consuming.
+func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, brokers []string, log *slog.Logger, extra ...kgo.Opt) (*Pipeline, error) {
+	p := &Pipeline{
+		cfg:        cfg,
+		pc:         pc,
+		mod:        mod,
+		log:        log.With("pipeline", pc.Name),
+		group:      cfg.GroupID(pc),
+		tasks:      map[tp]*task{},
+		pollDone:   make(chan struct{}),
+		stopCommit: make(chan struct{}),
+	}
+	reset := kgo.NewOffset().AtStart()
+	if cfg.Kafka.StartOffset == "latest" {
+		reset = kgo.NewOffset().AtEnd()
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ClientID(cfg.Kafka.ClientID),
+		kgo.ConsumerGroup(p.group),
+		kgo.ConsumeTopics(pc.Inputs...),
+		kgo.ConsumeResetOffset(reset),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(cfg.Kafka.SessionTimeout),
+		kgo.RebalanceTimeout(cfg.Kafka.RebalanceTimeout),
+		kgo.OnPartitionsAssigned(p.onAssigned),
+		kgo.OnPartitionsRevoked(p.onRevoked),
+		kgo.OnPartitionsLost(p.onLost),
+		kgo.RecordPartitioner(newOutputPartitioner()),
+		kgo.WithLogger(kgoLogger{p.log}),
+	}
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
+	}
+	p.cl = cl
+	return p, nil
+}
+
+// Name is the pipeline's name.
+func (p *Pipeline) Name() string { return p.pc.Name }
+
+// Start begins consuming. Call once.
+func (p *Pipeline) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.pollCancel = cancel
+	go p.pollLoop(ctx)
+	p.wg.Add(1)
+	go p.commitLoop()
+}
+
+// pollLoop fetches records and hands each partition's records to its task.
+// With BlockRebalanceOnPoll no rebalance runs between a poll and
+// AllowRebalance, so a batch is never dispatched to a task that was revoked
+// after the poll returned it.
+func (p *Pipeline) pollLoop(ctx context.Context) {
+	defer close(p.pollDone)
+	var lastErr time.Time
+	for {
+		fetches := p.cl.PollRecords(ctx, 10000)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			p.cl.AllowRebalance()
+			return
+		}
+		fetches.EachError(func(t string, part int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			if time.Since(lastErr) > 5*time.Second {
+				lastErr = time.Now()
+				p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+			}
+		})
+		p.mu.Lock()
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			t := p.tasks[tp{fp.Topic, fp.Partition}]
+			if t == nil {
+				return // not ours: the records are left uncommitted for the owner
+			}
+			if fp.HighWatermark > 0 {
+				t.highWatermark.Store(fp.HighWatermark)
+			}
+			if len(fp.Records) > 0 {
+				t.enqueue(fp.Records)
+			}
+		})
+		p.mu.Unlock()
+		p.cl.AllowRebalance()
+	}
+}
+
+func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped.Load() {
+		return
+	}
+	for topic, parts := range assigned {
+		for _, part := range parts {
+			k := tp{topic, part}
+			if p.tasks[k] != nil {
+				continue
+			}
+			t := newTask(p, topic, part)
+			p.tasks[k] = t
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				t.run()
+			}()
+			p.log.Info("partition assigned", "topic", topic, "partition", part)
+		}
+	}
+}
+
+func (p *Pipeline) detach(parts map[string][]int32) []*task {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*task
+	for topic, ps := range parts {
+		for _, part := range ps {
+			k := tp{topic, part}
+			if t := p.tasks[k]; t != nil {
+				out = append(out, t)
+				delete(p.tasks, k)
+			}
+		}
+	}
+	return out
+}
+
+// onRevoked drains the revoked partitions' tasks (in-flight records finish
+// within shutdown.drain_timeout, queued ones are left for the next owner)
+// and commits what is done before the partitions move. It also runs for
+// every partition when the pipeline leaves the group on shutdown.
+func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	tasks := p.detach(revoked)
+	if len(tasks) == 0 {
+		return
+	}
+	p.commitMu.Lock()
+	defer p.commitMu.Unlock()
+	p.drain(tasks)
+	if err := p.commitTasks(ctx, tasks); err != nil {
+		p.log.Error("commit on revoke failed; the new owner will process the uncommitted records again", "err", err)
+	}
+	for _, t := range tasks {
+		p.log.Info("partition revoked", "topic", t.topic, "partition", t.partition)
+	}
+}
+
+// onLost abandons the partitions: another member may already own them, so
+// nothing is committed.
+func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	tasks := p.detach(lost)
+	for _, t := range tasks {
+		t.stop()
+		t.abort()
+	}
+	for _, t := range tasks {
+		<-t.exited
+		p.log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.topic, "partition", t.partition)
+	}
+}
+
+// drain stops tasks, waits up to the drain deadline for their in-flight
+// records to finish and for the produces those records need to be
+// acknowledged, then aborts whatever is still running.
+func (p *Pipeline) drain(tasks []*task) {
+	deadline := time.Now().Add(p.cfg.Shutdown.DrainTimeout)
+	for _, t := range tasks {
+		t.stop()
+	}
+	for _, t := range tasks {
+		select {
+		case <-t.exited:
+		case <-time.After(time.Until(deadline)):
+			p.log.Warn("drain deadline reached; interrupting the record in progress", "topic", t.topic, "partition", t.partition)
+			t.abort()
+			<-t.exited
+		}
+	}
+	for _, t := range tasks {
+		for t.tr.pending() > 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := t.tr.pending(); n > 0 {
+			p.log.Warn("drain deadline reached with produces unacknowledged; those records stay uncommitted", "topic", t.topic, "partition", t.partition, "records", n)
+		}
+	}
+}
+
+func (p *Pipeline) commitLoop() {
+	defer p.wg.Done()
+	tick := time.NewTicker(p.cfg.Kafka.CommitInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.stopCommit:
+			return
+		case <-tick.C:
+			p.commitMu.Lock()
+			p.mu.Lock()
+			tasks := make([]*task, 0, len(p.tasks))
+			for _, t := range p.tasks {
+				tasks = append(tasks, t)
+			}
+			p.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := p.commitTasks(ctx, tasks); err != nil {
+				p.log.Warn("commit failed; will retry", "err", err)
+			}
+			cancel()
+			p.commitMu.Unlock()
+		}
+	}
+}
+
+// commitTasks commits each task's watermark if it moved. Callers hold
+// commitMu.
+func (p *Pipeline) commitTasks(ctx context.Context, tasks []*task) error {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	var moved []*task
+	marks := map[*task]int64{}
+	for _, t := range tasks {
+		off, epoch, ok := t.tr.watermark()
+		if !ok || off <= t.committed {
+			continue
+		}
+		if offsets[t.topic] == nil {
+			offsets[t.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[t.topic][t.partition] = kgo.EpochOffset{Epoch: epoch, Offset: off}
+		moved = append(moved, t)
+		marks[t] = off
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	var cerr error
+	p.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if e := kerr.ErrorForCode(rp.ErrorCode); e != nil && cerr == nil {
+					cerr = fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, e)
+				}
+			}
+		}
+	})
+	if cerr != nil {
+		return cerr
+	}
+	for _, t := range moved {
+		t.committed = marks[t]
+	}
+	p.stats.Commits.Add(1)
+	return nil
+}
+
+// Stop shuts the pipeline down in stages: stop fetching; leave the group,
+// which revokes every partition (drain within shutdown.drain_timeout, then
+// commit what is done); close the client.
+func (p *Pipeline) Stop(ctx context.Context) {
+	if !p.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	if p.pollCancel != nil {
+		p.pollCancel()
+		<-p.pollDone
+	}
+	if err := p.cl.LeaveGroupContext(ctx); err != nil {
+		p.log.Warn("leaving the group", "err", err)
+	}
+	// Tasks still attached (leave failed or timed out) are drained and
+	// committed here.
+	p.mu.Lock()
+	all := map[string][]int32{}
+	for k := range p.tasks {
+		all[k.topic] = append(all[k.topic], k.partition)
+	}
+	p.mu.Unlock()
+	if len(all) > 0 {
+		p.onRevoked(ctx, p.cl, all)
+	}
+	close(p.stopCommit)
+	p.wg.Wait()
+	p.cl.Close()
+}
+
+// Snapshot returns the pipeline's counters and gauges.
+func (p *Pipeline) Snapshot() Snapshot {
+	s := Snapshot{
+		Name:       p.pc.Name,
+		Fetched:    p.stats.Fetched.Load(),
+		Done:       p.stats.Done.Load(),
+		Outputs:    p.stats.Outputs.Load(),
+		DeadLetter: p.stats.DeadLetter.Load(),
+		Faults:     p.stats.Faults.Load(),
+		Commits:    p.stats.Commits.Load(),
+	}
+	p.mu.Lock()
+	for _, t := range p.tasks {
+		s.Tasks++
+		s.Lag += t.lag()
+		s.InFlight += int64(t.tr.pending())
+	}
+	p.mu.Unlock()
+	return s
+}
+
+// Client is the pipeline's Kafka client (tests and tools).
+func (p *Pipeline) Client() *kgo.Client { return p.cl }
+
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
+	switch level {
+	case kgo.LogLevelError:
+		k.l.Error(msg, kv...)
+	case kgo.LogLevelWarn:
+		k.l.Warn(msg, kv...)
+	default:
+		k.l.Debug(msg, kv...)
+	}
+}

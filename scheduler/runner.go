@@ -1,0 +1,233 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+)
+
+// Runner is a host: every configured pipeline, their modules, and the
+// embedded broker when the config asks for one.
+type Runner struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	engine    *host.Engine
+	broker    *kfake.Cluster
+	brokers   []string
+	modules   []*host.Module
+	pipelines []*Pipeline
+	started   bool
+	stopOnce  sync.Once
+}
+
+// NewRunner loads every module, starts the embedded broker if configured,
+// checks (or creates) the topics and creates the pipelines. Errors name the
+// config key they concern.
+func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (r *Runner, err error) {
+	r = &Runner{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			r.close(context.Background())
+		}
+	}()
+	r.engine, err = host.NewEngine(cfg.Host.CompileCacheDir, log)
+	if err != nil {
+		return nil, err
+	}
+	var probs config.Problems
+	for i := range cfg.Pipelines {
+		pc := &cfg.Pipelines[i]
+		m, err := LoadModule(ctx, r.engine, cfg, pc, log)
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("pipelines[%d].module: %v", i, err))
+			continue
+		}
+		r.modules = append(r.modules, m)
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	r.brokers = cfg.Kafka.Brokers
+	if cfg.IsEmbedded() {
+		r.broker, err = kfake.NewCluster(kfake.Ports(cfg.Kafka.EmbeddedPort), kfake.NumBrokers(1))
+		if err != nil {
+			return nil, fmt.Errorf("kafka.brokers: start embedded broker: %w", err)
+		}
+		r.brokers = r.broker.ListenAddrs()
+		log.Info("embedded Kafka broker listening", "addr", strings.Join(r.brokers, ","))
+	}
+	if err := r.ensureTopics(ctx); err != nil {
+		return nil, err
+	}
+	for i := range cfg.Pipelines {
+		p, err := NewPipeline(cfg, &cfg.Pipelines[i], r.modules[i], r.brokers, log)
+		if err != nil {
+			return nil, err
+		}
+		r.pipelines = append(r.pipelines, p)
+	}
+	return r, nil
+}
+
+// LoadModule reads and loads a pipeline's module with its limits.
+func LoadModule(ctx context.Context, e *host.Engine, cfg *config.Config, pc *config.Pipeline, log *slog.Logger) (*host.Module, error) {
+	path := cfg.ModulePath(pc)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	allowed := append([]string{pc.Output}, pc.AllowedOutputs...)
+	m, err := e.Load(ctx, b, host.ModuleConfig{
+		Name: pc.Name,
+		Limits: host.Limits{
+			MemoryPages:    pc.Limits.MemoryPages,
+			RecordTimeout:  pc.Limits.RecordTimeout,
+			MaxOutputs:     pc.Limits.MaxOutputs,
+			MaxOutputBytes: pc.Limits.MaxOutputBytes,
+		},
+		AllowedTopics: allowed,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	log.Info("module loaded", "pipeline", pc.Name, "path", path, "digest", m.Info().Digest[:12], "took", time.Since(start).Round(time.Millisecond))
+	return m, nil
+}
+
+// Brokers are the broker addresses the pipelines use (the embedded broker's
+// listener when embedded).
+func (r *Runner) Brokers() []string { return r.brokers }
+
+// Pipelines are the runner's pipelines, in config order.
+func (r *Runner) Pipelines() []*Pipeline { return r.pipelines }
+
+// ensureTopics checks that every topic the pipelines use exists; with
+// kafka.create_topics (always with the embedded broker) it creates the
+// missing ones.
+func (r *Runner) ensureTopics(ctx context.Context) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ClientID(r.cfg.Kafka.ClientID))
+	if err != nil {
+		return fmt.Errorf("kafka.brokers: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	keys := map[string]string{} // topic -> first key naming it
+	for i, pc := range r.cfg.Pipelines {
+		for j, t := range pc.Inputs {
+			if _, ok := keys[t]; !ok {
+				keys[t] = fmt.Sprintf("pipelines[%d].inputs[%d]", i, j)
+			}
+		}
+		for _, kv := range [][2]string{{"output", pc.Output}, {"dead_letter_topic", pc.DeadLetterTopic}} {
+			if _, ok := keys[kv[1]]; !ok {
+				keys[kv[1]] = fmt.Sprintf("pipelines[%d].%s", i, kv[0])
+			}
+		}
+		for j, t := range pc.AllowedOutputs {
+			if _, ok := keys[t]; !ok {
+				keys[t] = fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j)
+			}
+		}
+	}
+	topics := make([]string, 0, len(keys))
+	for t := range keys {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	details, err := adm.ListTopics(mctx, topics...)
+	if err != nil {
+		return fmt.Errorf("kafka.brokers: cannot reach %s: %w", strings.Join(r.brokers, ","), err)
+	}
+	var missing []string
+	for _, t := range topics {
+		if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			missing = append(missing, t)
+		} else if d.Err != nil {
+			return fmt.Errorf("%s: topic %s: %w", keys[t], t, d.Err)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if !r.cfg.Kafka.CreateTopics && r.broker == nil {
+		var probs config.Problems
+		for _, t := range missing {
+			probs = append(probs, fmt.Sprintf("%s: topic %q does not exist (create it, or set kafka.create_topics: true)", keys[t], t))
+		}
+		return probs
+	}
+	resp, err := adm.CreateTopics(mctx, r.cfg.Kafka.TopicPartitions, -1, nil, missing...)
+	if err != nil {
+		return fmt.Errorf("kafka.create_topics: %w", err)
+	}
+	for _, t := range missing {
+		if res, ok := resp[t]; ok && res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("%s: create topic %q: %w", keys[t], t, res.Err)
+		}
+		r.log.Info("created topic", "topic", t, "partitions", r.cfg.Kafka.TopicPartitions)
+	}
+	return nil
+}
+
+// Start starts every pipeline.
+func (r *Runner) Start() {
+	r.started = true
+	for _, p := range r.pipelines {
+		p.Start()
+	}
+}
+
+// Stop stops every pipeline (each drains and commits within
+// shutdown.drain_timeout), then closes modules and the embedded broker.
+func (r *Runner) Stop(ctx context.Context) {
+	r.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		for _, p := range r.pipelines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.Stop(ctx)
+			}()
+		}
+		wg.Wait()
+		r.close(ctx)
+	})
+}
+
+func (r *Runner) close(ctx context.Context) {
+	for _, m := range r.modules {
+		m.Close(ctx)
+	}
+	if r.engine != nil {
+		r.engine.Close(ctx)
+	}
+	if r.broker != nil {
+		r.broker.Close()
+	}
+}
+
+// Snapshots returns every pipeline's snapshot.
+func (r *Runner) Snapshots() []Snapshot {
+	out := make([]Snapshot, len(r.pipelines))
+	for i, p := range r.pipelines {
+		out[i] = p.Snapshot()
+	}
+	return out
+}

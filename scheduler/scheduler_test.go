@@ -1,0 +1,170 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+var builds sync.Map
+
+// guestPath builds an example processor once and returns its file.
+func guestPath(t testing.TB, name string) string {
+	f, _ := builds.LoadOrStore(name, sync.OnceValue(func() string {
+		b := wt.BuildGoGuest(t, "plugins/examples/"+name)
+		p := filepath.Join(os.TempDir(), fmt.Sprintf("wasmstream-test-%s-%d.wasm", name, os.Getpid()))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}))
+	return f.(func() string)()
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func testConfig(t testing.TB, brokers []string, group, module, in, out, dlq string) *config.Config {
+	y := fmt.Sprintf(`
+kafka:
+  brokers: [%q]
+  group: %s
+  commit_interval: 100ms
+pipelines:
+  - name: p
+    module: %s
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    limits:
+      record_timeout: 2s
+      memory_pages: 256
+shutdown:
+  drain_timeout: 5s
+`, strings.Join(brokers, ","), group, module, in, out, dlq)
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(p, []byte(y), 0o644)
+	cfg, err := config.Load(p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func startRunner(t testing.TB, cfg *config.Config) *Runner {
+	t.Helper()
+	r, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	return r
+}
+
+func TestPassthroughInOrderAndCommitted(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 3, "in", "out", "dlq")
+	const n = 3000
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprintf("rec-%05d", i) })
+	cfg := testConfig(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq")
+	r := startRunner(t, cfg)
+	rd := kafkatest.NewReader(t, brokers, "out")
+	rd.ReadUntil(t, 60*time.Second, "all outputs", func(rs []*kgo.Record) bool { return len(rs) >= n })
+	// Per key, outputs keep input order (one key maps to one input partition
+	// and one output partition).
+	last := map[string]string{}
+	for _, rec := range rd.Recs {
+		v := string(rec.Value)
+		if !strings.HasPrefix(v, "REC-") {
+			t.Fatalf("output %q not uppercased", v)
+		}
+		if prev, ok := last[string(rec.Key)]; ok && prev >= v {
+			t.Fatalf("key %s: %s after %s", rec.Key, v, prev)
+		}
+		last[string(rec.Key)] = v
+	}
+	kafkatest.Eventually(t, 10*time.Second, "offsets committed up to the end", func() bool {
+		sum := int64(0)
+		for _, o := range kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "in") {
+			sum += o
+		}
+		return sum == n
+	})
+	r.Stop(context.Background())
+	s := r.Snapshots()[0]
+	if s.Done != n || s.Outputs != n || s.DeadLetter != 0 {
+		t.Fatalf("snapshot %+v", s)
+	}
+
+	// A second run in the same group processes nothing again.
+	r2 := startRunner(t, cfg)
+	time.Sleep(1500 * time.Millisecond) // give it the chance to (wrongly) reprocess
+	kafkatest.Eventually(t, 10*time.Second, "second run assigned", func() bool { return r2.Snapshots()[0].Tasks == 3 })
+	r2.Stop(context.Background())
+	if s := r2.Snapshots()[0]; s.Fetched != 0 {
+		t.Fatalf("second run fetched %d records", s.Fetched)
+	}
+}
+
+func TestFaultsGoToDeadLetter(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	faults := []string{"fail", "retry", "panic", "loop", "oom", "badptr", "exit", "", "not json"}
+	kafkatest.Produce(t, brokers, "in", 3*len(faults), func(i int) string {
+		f := faults[i%len(faults)]
+		switch f {
+		case "":
+			return fmt.Sprintf(`{"i":%d}`, i)
+		case "not json":
+			return "not json"
+		}
+		return fmt.Sprintf(`{"i":%d,"fault":%q}`, i, f)
+	})
+	cfg := testConfig(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	dl := kafkatest.NewReader(t, brokers, "dlq")
+	dl.ReadUntil(t, 90*time.Second, "dead letters", func(rs []*kgo.Record) bool { return len(rs) >= 3*(len(faults)-1) })
+	out := kafkatest.NewReader(t, brokers, "out")
+	out.ReadUntil(t, 30*time.Second, "healthy outputs", func(rs []*kgo.Record) bool { return len(rs) >= 3 })
+	wantKind := map[string]string{"fail": "guest.fail", "retry": "guest.retry", "panic": "fault.panic", "loop": "fault.deadline",
+		"oom": "fault.oom", "badptr": "fault.bad_pointer", "exit": "fault.exit", "not json": "guest.fail"}
+	for _, rec := range dl.Recs {
+		off := kafkatest.Header(rec, HeaderOriginalOffset)
+		var i int
+		fmt.Sscan(off, &i)
+		f := faults[i%len(faults)]
+		if got := kafkatest.Header(rec, HeaderErrorKind); got != wantKind[f] {
+			t.Errorf("offset %s (%s): kind %q, want %q; error %q", off, f, got, wantKind[f], kafkatest.Header(rec, HeaderError))
+		}
+		if kafkatest.Header(rec, HeaderError) == "" || kafkatest.Header(rec, HeaderOriginalTopic) != "in" || kafkatest.Header(rec, HeaderPipeline) != "p" {
+			t.Errorf("headers incomplete: %v", rec.Headers)
+		}
+	}
+	if len(out.Recs) != 3 {
+		t.Fatalf("%d healthy outputs, want 3", len(out.Recs))
+	}
+	kafkatest.Eventually(t, 10*time.Second, "committed past every record", func() bool {
+		return kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "in")[0] == int64(3*len(faults))
+	})
+	if s := r.Snapshots()[0]; s.Faults != 3*5 {
+		t.Fatalf("faults = %d, want 15 (panic, loop, oom, badptr, exit ×3)", s.Faults)
+	}
+}

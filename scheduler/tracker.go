@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"sort"
+	"sync"
+)
+
+// tracker holds, for one partition, every fetched record that is not yet
+// done, in offset order, and computes the commit watermark: the offset of the
+// first record not done (Kafka's "next offset to consume"). Only done records
+// move the watermark, so a commit never covers a record whose outcome is not
+// durable. See RATIONALE.md, "Commit watermark".
+//
+// Records are added in offset order (one fetch stream per partition) but may
+// be marked done in any order. Safe for concurrent use.
+type tracker struct {
+	mu      sync.Mutex
+	entries []trackEntry // entries[head:] are live, offsets increasing
+	head    int
+	// next is the watermark when every live entry is done: one past the
+	// highest offset seen; valid when seen.
+	next      int64
+	nextEpoch int32
+	seen      bool
+}
+
+type trackEntry struct {
+	offset int64
+	epoch  int32
+	done   bool
+}
+
+// add records that offset was fetched.
+func (t *tracker) add(offset int64, epoch int32) {
+	t.mu.Lock()
+	t.entries = append(t.entries, trackEntry{offset: offset, epoch: epoch})
+	t.mu.Unlock()
+}
+
+// done marks offset done and reports whether it was tracked.
+func (t *tracker) done(offset int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	live := t.entries[t.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset })
+	if i == len(live) || live[i].offset != offset {
+		return false
+	}
+	live[i].done = true
+	for t.head < len(t.entries) && t.entries[t.head].done {
+		e := t.entries[t.head]
+		t.next, t.nextEpoch, t.seen = e.offset+1, e.epoch, true
+		t.head++
+	}
+	// Compact once the dead prefix dominates, so memory follows the live set.
+	if t.head > 1024 && t.head*2 > len(t.entries) {
+		n := copy(t.entries, t.entries[t.head:])
+		t.entries = t.entries[:n]
+		t.head = 0
+	}
+	return true
+}
+
+// dropFrom forgets every entry at or above offset that is not done: records that
+// were fetched but will not be processed by this owner (shutdown, revoke).
+func (t *tracker) dropFrom(offset int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	live := t.entries[t.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset })
+	t.entries = t.entries[:t.head+i]
+}
+
+// watermark returns the offset to commit (the first offset not done) with the
+// leader epoch of the last done record, and false when nothing is done yet.
+func (t *tracker) watermark() (offset int64, epoch int32, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.next, t.nextEpoch, t.seen
+}
+
+// pending is the number of tracked records not yet done.
+func (t *tracker) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, e := range t.entries[t.head:] {
+		if !e.done {
+			n++
+		}
+	}
+	return n
+}

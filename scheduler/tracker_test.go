@@ -1,0 +1,98 @@
+package scheduler
+
+import (
+	"math/rand"
+	"sync"
+	"testing"
+)
+
+func TestTrackerWatermark(t *testing.T) {
+	var tr tracker
+	if _, _, ok := tr.watermark(); ok {
+		t.Fatal("watermark before anything is done")
+	}
+	for _, o := range []int64{10, 11, 13, 14} { // 12 absent (compacted or a transaction marker)
+		tr.add(o, 1)
+	}
+	check := func(want int64, ok bool) {
+		t.Helper()
+		got, _, gok := tr.watermark()
+		if gok != ok || (ok && got != want) {
+			t.Fatalf("watermark = %d,%v want %d,%v", got, gok, want, ok)
+		}
+	}
+	tr.done(11)
+	check(0, false) // 10 is not done: nothing may be committed
+	tr.done(10)
+	check(12, true)
+	tr.done(14)
+	check(12, true) // 13 holds the watermark; 12 does not exist, resuming at 12 is right
+	if tr.pending() != 1 {
+		t.Fatalf("pending = %d", tr.pending())
+	}
+	tr.done(13)
+	check(15, true)
+	if tr.done(99) {
+		t.Fatal("done of an untracked offset")
+	}
+}
+
+func TestTrackerDropFrom(t *testing.T) {
+	var tr tracker
+	for o := int64(0); o < 10; o++ {
+		tr.add(o, 0)
+	}
+	tr.done(0)
+	tr.done(1)
+	tr.done(5)
+	tr.dropFrom(3)
+	tr.done(2)
+	if w, _, _ := tr.watermark(); w != 3 {
+		t.Fatalf("watermark %d, want 3", w)
+	}
+	if tr.pending() != 0 {
+		t.Fatalf("pending %d", tr.pending())
+	}
+}
+
+// TestTrackerConcurrent marks offsets done in random order from many
+// goroutines; the watermark must never pass an offset that is not done.
+func TestTrackerConcurrent(t *testing.T) {
+	var tr tracker
+	const n = 20000
+	for o := int64(0); o < n; o++ {
+		tr.add(o, 0)
+	}
+	var doneMu sync.Mutex
+	doneSet := make([]bool, n)
+	perm := rand.Perm(n)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += 4 {
+				o := int64(perm[i])
+				doneMu.Lock()
+				doneSet[o] = true
+				doneMu.Unlock()
+				tr.done(o)
+				if wm, _, ok := tr.watermark(); ok {
+					doneMu.Lock()
+					for j := int64(0); j < wm; j++ {
+						if !doneSet[j] {
+							doneMu.Unlock()
+							t.Errorf("watermark %d passes %d, which is not done", wm, j)
+							return
+						}
+					}
+					doneMu.Unlock()
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if wm, _, _ := tr.watermark(); wm != n {
+		t.Fatalf("final watermark %d", wm)
+	}
+}

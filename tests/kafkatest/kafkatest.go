@@ -1,0 +1,154 @@
+// Package kafkatest holds helpers shared by wasmstream's tests: an
+// in-process broker, topic creation, producing inputs, reading outputs, and
+// polling for conditions with a deadline.
+package kafkatest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Fake starts an in-process broker for fast tests and returns its address.
+func Fake(t testing.TB) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// RealBrokers returns the address of the real Kafka broker the test command
+// started (KAFKA_BROKERS). Integration tests fail without it: there is no
+// silent fallback to the in-process broker.
+func RealBrokers(t testing.TB) []string {
+	t.Helper()
+	b := os.Getenv("KAFKA_BROKERS")
+	if b == "" {
+		t.Fatal("KAFKA_BROKERS is not set: integration tests need the real broker that `make test` starts (bash tests/kafka/kafka.sh start)")
+	}
+	return strings.Split(b, ",")
+}
+
+// Client returns a plain client on brokers, closed with the test.
+func Client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// CreateTopic creates topic with partitions partitions.
+func CreateTopic(t testing.TB, brokers []string, partitions int32, topics ...string) {
+	t.Helper()
+	adm := kadm.NewClient(Client(t, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopics(ctx, partitions, 1, nil, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp {
+		if r.Err != nil {
+			t.Fatalf("create %s: %v", r.Topic, r.Err)
+		}
+	}
+}
+
+// Produce produces n records to topic: key "k<i%keys>", value from value(i).
+func Produce(t testing.TB, brokers []string, topic string, n int, value func(i int) string) {
+	t.Helper()
+	cl := Client(t, brokers, kgo.ProducerLinger(5*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recs := make([]*kgo.Record, 0, 1000)
+	for i := 0; i < n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", i%97)), Value: []byte(value(i))})
+		if len(recs) == cap(recs) || i == n-1 {
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+}
+
+// Reader consumes topics from the start, accumulating records.
+type Reader struct {
+	cl   *kgo.Client
+	Recs []*kgo.Record
+}
+
+// NewReader reads topics from the beginning (read_committed).
+func NewReader(t testing.TB, brokers []string, topics ...string) *Reader {
+	return &Reader{cl: Client(t, brokers, kgo.ConsumeTopics(topics...), kgo.FetchIsolationLevel(kgo.ReadCommitted()))}
+}
+
+// ReadUntil polls until cond holds over the records read so far, failing the
+// test at the deadline.
+func (r *Reader) ReadUntil(t testing.TB, timeout time.Duration, what string, cond func([]*kgo.Record) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond(r.Recs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s (have %d records)", timeout, what, len(r.Recs))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := r.cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(rec *kgo.Record) { r.Recs = append(r.Recs, rec) })
+	}
+}
+
+// Eventually polls cond every 20ms until it holds or the deadline passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Committed returns the group's committed offsets for topic, by partition.
+func Committed(t testing.TB, brokers []string, group, topic string) map[int32]int64 {
+	t.Helper()
+	adm := kadm.NewClient(Client(t, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}
+
+// Header returns the value of r's header key.
+func Header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
