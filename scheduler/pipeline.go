@@ -185,7 +185,7 @@ func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 				defer p.wg.Done()
 				t.run()
 			}()
-			p.log.Info("partition assigned", "topic", topic, "partition", part)
+			p.log.Debug("partition assigned", "topic", topic, "partition", part)
 		}
 	}
 }
@@ -222,7 +222,7 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		p.log.Error("commit on revoke failed; the new owner will process the uncommitted records again", "err", err)
 	}
 	for _, t := range tasks {
-		p.log.Info("partition revoked", "topic", t.topic, "partition", t.partition)
+		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
 	}
 }
 

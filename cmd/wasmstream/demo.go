@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/scheduler"
+)
+
+var demoUsers = []string{"ada", "grace", "linus", "barbara", "ken", "margaret"}
+
+// demoFaults: every seventh demo record asks the enrich example to misbehave,
+// to show a fault contained and dead-lettered while the line keeps moving.
+var demoFaults = []string{"fail", "panic", "loop", "oom"}
+
+func demoValue(n int) string {
+	if n%7 == 6 {
+		return fmt.Sprintf(`{"n":%d,"user":%q,"text":"please misbehave","fault":%q}`, n, demoUsers[n%len(demoUsers)], demoFaults[(n/7)%len(demoFaults)])
+	}
+	return fmt.Sprintf(`{"n":%d,"user":%q,"text":"hello from wasmstream"}`, n, demoUsers[n%len(demoUsers)])
+}
+
+func cmdDemo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf commonFlags
+	cf.register(fs, "config.yaml")
+	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
+	rate := fs.Float64("rate", 2, "demo input records per second, after an initial burst of 20")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: wasmstream demo [--config config.yaml] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker, runs the config's pipelines on it, feeds\ntheir input topics with demo records and prints what comes out, with a\nstatus line every few seconds.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cf.brokers == "" {
+		cf.brokers = "embedded"
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return 1
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	r, err := scheduler.NewRunner(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return 1
+	}
+	r.Start()
+	brokers := r.Brokers()
+	inputs, outputs := map[string]bool{}, []string{}
+	for _, p := range cfg.Pipelines {
+		for _, in := range p.Inputs {
+			inputs[in] = true
+		}
+		outputs = append(outputs, p.Output, p.DeadLetterTopic)
+	}
+	fmt.Fprintf(stdout, "wasmstream demo: %d pipeline(s) on the embedded broker at %s\n", len(cfg.Pipelines), strings.Join(brokers, ","))
+	fmt.Fprintf(stdout, "  produce your own input with any client, e.g.: kcat -b %s -t %s -P\n", brokers[0], firstKey(inputs))
+	fmt.Fprintf(stdout, "  Ctrl-C stops: in-flight records finish, offsets are committed.\n\n")
+
+	var out sync.Mutex
+	say := func(format string, a ...any) {
+		out.Lock()
+		fmt.Fprintf(stdout, format, a...)
+		out.Unlock()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(outputs...), kgo.ProducerLinger(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return 1
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // seed
+		defer wg.Done()
+		n := 0
+		produce := func() {
+			for in := range inputs {
+				rec := &kgo.Record{Topic: in, Key: []byte(demoUsers[n%len(demoUsers)]), Value: []byte(demoValue(n))}
+				if err := cl.ProduceSync(ctx, rec).FirstErr(); err == nil {
+					say("→ %-16s %s\n", in, rec.Value)
+				}
+			}
+			n++
+		}
+		for i := 0; i < 20 && ctx.Err() == nil; i++ {
+			produce()
+		}
+		if *rate <= 0 {
+			return
+		}
+		tick := time.NewTicker(time.Duration(float64(time.Second) / *rate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				produce()
+			}
+		}
+	}()
+	go func() { // tail outputs and dead letters
+		defer wg.Done()
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			fs.EachRecord(func(rec *kgo.Record) {
+				if kind := header(rec, scheduler.HeaderErrorKind); kind != "" {
+					msg := header(rec, scheduler.HeaderError)
+					if i := strings.Index(msg, "; guest output:"); i > 0 {
+						msg = msg[:i]
+					}
+					say("✗ %-16s %s[%s]@%s %s: %s\n", rec.Topic, header(rec, scheduler.HeaderOriginalTopic), header(rec, scheduler.HeaderOriginalPartition), header(rec, scheduler.HeaderOriginalOffset), kind, msg)
+					return
+				}
+				say("← %-16s %s\n", rec.Topic, rec.Value)
+			})
+		}
+	}()
+	st := newStatus(r)
+	tick := time.NewTicker(2 * time.Second)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			for _, l := range st.lines() {
+				say("── %s\n", l)
+			}
+		}
+	}
+	tick.Stop()
+	stop()
+	wg.Wait()
+	cl.Close()
+	say("\nstopping: draining in-flight records and committing...\n")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.DrainTimeout+30*time.Second)
+	defer cancel()
+	r.Stop(sctx)
+	for _, s := range r.Snapshots() {
+		say("[%s] done %d · outputs %d · dead-lettered %d · guest faults %d\n", s.Name, s.Done, s.Outputs, s.DeadLetter, s.Faults)
+	}
+	return 0
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func firstKey(m map[string]bool) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}

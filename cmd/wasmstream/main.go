@@ -1,0 +1,66 @@
+// Command wasmstream runs WebAssembly stream processors over Kafka topics.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `wasmstream runs WebAssembly processors over Kafka topics.
+
+Usage:
+  wasmstream <command> [flags]
+
+Commands:
+  run        run the pipelines of a config file
+  demo       run the config's pipelines on an embedded broker with demo input, showing the output
+  validate   check that modules fit the wasmstream ABI and print what they import and export
+  version    print the version and the ABI version
+
+Examples:
+  # Run the pipelines in config.yaml against a real cluster:
+  wasmstream run --config config.yaml --brokers 127.0.0.1:9092
+
+  # Override any key: flags beat WASMSTREAM_* variables, which beat the file:
+  WASMSTREAM_KAFKA_GROUP=prod wasmstream run --config config.yaml --set kafka.commit_interval=500ms
+
+  # Build a Go processor and check it:
+  GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o proc.wasm ./myproc
+  wasmstream validate proc.wasm
+
+  # The zero-install demo (embedded broker, demo input, output on screen):
+  wasmstream demo --config config.yaml
+
+Run 'wasmstream <command> --help' for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
+	case "demo":
+		return cmdDemo(args[1:], stdout, stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		return cmdVersion(stdout)
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "wasmstream: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+)
+
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, ",") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+type commonFlags struct {
+	config  string
+	brokers string
+	sets    setFlags
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet, defConfig string) {
+	fs.StringVar(&c.config, "config", defConfig, "config file (YAML)")
+	fs.StringVar(&c.brokers, "brokers", "", "broker addresses, comma-separated, or 'embedded' (overrides kafka.brokers)")
+	fs.Var(&c.sets, "set", "override a config key, key=value (repeatable), e.g. --set kafka.group=g1")
+}
+
+func (c *commonFlags) load(extra ...string) (*config.Config, error) {
+	sets := append([]string{}, c.sets...)
+	if c.brokers != "" {
+		sets = append(sets, "kafka.brokers="+c.brokers)
+	}
+	sets = append(sets, extra...)
+	return config.Load(c.config, os.Environ(), sets)
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf commonFlags
+	cf.register(fs, "config.yaml")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: wasmstream run [--config config.yaml] [--brokers a:9092,b:9092] [--set key=value]...\n\nRuns every pipeline of the config until SIGINT/SIGTERM, then stops fetching,\nlets in-flight records finish (shutdown.drain_timeout), commits and leaves the group.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return 1
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := scheduler.NewRunner(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return 1
+	}
+	r.Start()
+	log.Info("wasmstream running", "version", version, "pipelines", len(cfg.Pipelines), "brokers", strings.Join(r.Brokers(), ","))
+	interval := cfg.Status.Interval
+	if interval == 0 {
+		interval = 10 * time.Second
+	}
+	st := newStatus(r)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			for _, line := range st.lines() {
+				log.Info("status", line.attrs()...)
+			}
+		}
+	}
+	stop() // a second signal kills the process the default way
+	log.Info("shutting down: draining in-flight records, committing, leaving the group", "drain_timeout", cfg.Shutdown.DrainTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.DrainTimeout+30*time.Second)
+	defer cancel()
+	r.Stop(sctx)
+	if errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		log.Error("shutdown did not finish in time; uncommitted records will be processed again on restart")
+		return 1
+	}
+	for _, s := range r.Snapshots() {
+		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "dead_lettered", s.DeadLetter, "faults", s.Faults)
+	}
+	return 0
+}
+
+// status turns snapshots into per-pipeline rates.
+type status struct {
+	r    *scheduler.Runner
+	last map[string]scheduler.Snapshot
+	at   time.Time
+}
+
+type statusLine struct {
+	scheduler.Snapshot
+	rate float64
+}
+
+func (l statusLine) attrs() []any {
+	return []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
+		"done", l.Done, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks}
+}
+
+func (l statusLine) String() string {
+	return fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · failures (dead-lettered) %d · guest faults %d · partitions %d",
+		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.DeadLetter, l.Faults, l.Tasks)
+}
+
+func newStatus(r *scheduler.Runner) *status {
+	return &status{r: r, last: map[string]scheduler.Snapshot{}, at: time.Now()}
+}
+
+func (s *status) lines() []statusLine {
+	now := time.Now()
+	dt := now.Sub(s.at).Seconds()
+	s.at = now
+	var out []statusLine
+	for _, snap := range s.r.Snapshots() {
+		prev := s.last[snap.Name]
+		rate := 0.0
+		if dt > 0 {
+			rate = float64(snap.Done-prev.Done) / dt
+		}
+		s.last[snap.Name] = snap
+		out = append(out, statusLine{Snapshot: snap, rate: rate})
+	}
+	return out
+}
+
+func cmdVersion(stdout io.Writer) int {
+	fmt.Fprintf(stdout, "wasmstream %s (ABI v%d, host module %s)\n", version, abi.Version, abi.HostModule)
+	return 0
+}
