@@ -1,0 +1,31 @@
+# wasmstream — the two commands a newcomer needs:
+#   make demo   run the demo on an embedded broker (no Kafka installed)
+#   make test   run every test, against a real Kafka broker it starts itself
+GO ?= go
+PLUGINS := uppercase filter enrich
+WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
+
+.PHONY: demo test build plugins bench clean
+
+demo: build plugins
+	./bin/wasmstream demo --config config.yaml $(DEMO_FLAGS)
+
+build:
+	$(GO) build -o bin/wasmstream ./cmd/wasmstream
+
+plugins: $(WASM)
+
+# Each example is a Go guest built with the standard toolchain.
+plugins/examples/%.wasm: FORCE
+	cd $(dir $@) && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $(notdir $@) .
+
+test:
+	bash tests/run.sh
+
+bench:
+	bash tests/run.sh bench
+
+clean:
+	rm -rf bin $(WASM)
+
+FORCE:

@@ -1,0 +1,170 @@
+//go:build integration
+
+// Package integration runs wasmstream end to end against the real Apache
+// Kafka broker that the test command starts (KAFKA_BROKERS), with the
+// wasmstream binary as a separate process where a test kills it.
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+)
+
+var (
+	binary  string            // the wasmstream CLI built for this run
+	modules = map[string]string{} // example name -> .wasm path
+	seq     atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmstream-it")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	tb := &testing.B{}
+	root := wt.RepoRoot(tb)
+	binary = filepath.Join(dir, "wasmstream")
+	cmd := exec.Command("go", "build", "-o", binary, "./cmd/wasmstream")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build wasmstream: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	for _, name := range []string{"uppercase", "enrich"} {
+		p := filepath.Join(dir, name+".wasm")
+		if err := os.WriteFile(p, wt.BuildGoGuest(tb, "plugins/examples/"+name), 0o644); err != nil {
+			panic(err)
+		}
+		modules[name] = p
+	}
+	os.Exit(m.Run())
+}
+
+// names returns topic and group names unique to this run.
+func names(t *testing.T) (prefix string) {
+	return fmt.Sprintf("it-%s-%d-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano()%1e9, seq.Add(1))
+}
+
+func writeConfig(t *testing.T, brokers []string, group, module, in, out, dlq string, extra string) string {
+	y := fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group: %s
+  commit_interval: 200ms
+  session_timeout: 10s
+pipelines:
+  - name: p
+    module: %s
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    limits:
+      record_timeout: 2s
+      memory_pages: 256
+shutdown:
+  drain_timeout: 5s
+status:
+  interval: 1s
+%s`, strings.Join(brokers, ","), group, module, in, out, dlq, extra)
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// proc is a wasmstream process.
+type proc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+func startProc(t *testing.T, args ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("wasmstream-%d.log", seq.Add(1)))
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); f.Close() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("wasmstream log (%s):\n%s", logPath, tail(string(b), 60))
+		}
+	})
+	return p
+}
+
+func (p *proc) alive() bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM and waits for the exit code.
+func (p *proc) stop(t *testing.T, within time.Duration) int {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(within):
+		t.Fatalf("wasmstream did not exit within %v of SIGTERM", within)
+		return -1
+	}
+}
+
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func (p *proc) logContains(s string) bool {
+	b, _ := os.ReadFile(p.log)
+	return strings.Contains(string(b), s)
+}
+
+func tail(s string, n int) string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

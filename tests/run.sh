@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The test command (`make test`): installs what the tests need when it is
+# missing, builds the example processors, starts a real Kafka broker
+# (tests/kafka/kafka.sh; the run fails if it cannot start), runs every test
+# under the race detector, and stops the broker.
+#
+#   bash tests/run.sh          unit + integration tests, and the benchmark smoke run
+#   bash tests/run.sh bench    the full benchmark suite on the real broker
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mode="${1:-test}"
+
+say() { printf '== %s\n' "$*" >&2; }
+
+install_prereqs() {
+    local pkgs=()
+    command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
+    command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+    command -v make >/dev/null 2>&1 || pkgs+=(make)
+    if ((${#pkgs[@]})); then
+        say "installing ${pkgs[*]}"
+        if [[ $(id -u) -ne 0 ]]; then
+            echo "tests/run.sh: need ${pkgs[*]} (run as root, or install them)" >&2
+            exit 1
+        fi
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+    fi
+    command -v go >/dev/null 2>&1 || { echo "tests/run.sh: go is not installed" >&2; exit 1; }
+}
+
+install_prereqs
+say "building the CLI and the example processors"
+make -s build plugins
+
+say "starting a real Kafka broker"
+eval "$(bash tests/kafka/kafka.sh start)"
+export KAFKA_BROKERS
+trap 'bash tests/kafka/kafka.sh stop || true' EXIT
+say "Kafka at $KAFKA_BROKERS"
+
+case "$mode" in
+test)
+    say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
+    go test -race -count=1 -timeout 30m -tags integration ./...
+    ;;
+bench)
+    say "benchmarks on the real broker"
+    go test -run '^$' -bench . -benchtime 1x -count 1 -timeout 60m -tags integration ./tests/bench/ ./host/
+    ;;
+*)
+    echo "usage: tests/run.sh [test|bench]" >&2
+    exit 2
+    ;;
+esac
