@@ -58,6 +58,11 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// InstantiateTimeout bounds instantiation, the guest's initialiser and the
+// version handshake. A Go guest initialises in milliseconds; the bound only
+// stops an initialiser that never returns.
+const InstantiateTimeout = 30 * time.Second
+
 // ModuleConfig is how a pipeline runs a module.
 type ModuleConfig struct {
 	// Name identifies the module in logs and errors (the pipeline name).
@@ -277,7 +282,7 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(rand.Reader)
-	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), m.limits.RecordTimeout)
+	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), max(InstantiateTimeout, m.limits.RecordTimeout))
 	defer cancel()
 	mod, err := m.rt.InstantiateModule(ictx, m.compiled, mc)
 	if err != nil {

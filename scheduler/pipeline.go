@@ -98,6 +98,7 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, brok
 		kgo.ConsumeResetOffset(reset),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.SessionTimeout(cfg.Kafka.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.Kafka.RebalanceTimeout),
 		kgo.OnPartitionsAssigned(p.onAssigned),

@@ -37,8 +37,8 @@ type Runner struct {
 // NewRunner loads every module, starts the embedded broker if configured,
 // checks (or creates) the topics and creates the pipelines. Errors name the
 // config key they concern.
-func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (r *Runner, err error) {
-	r = &Runner{cfg: cfg, log: log}
+func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Runner, err error) {
+	r := &Runner{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {
 			r.close(context.Background())

@@ -25,6 +25,7 @@ type task struct {
 
 	mu       sync.Mutex
 	queue    []*kgo.Record
+	qbytes   int // key+value bytes in queue
 	paused   bool
 	stopping bool
 	wake     chan struct{}
@@ -43,17 +44,25 @@ func newTask(p *Pipeline, topic string, partition int32) *task {
 	return &task{p: p, topic: topic, partition: partition, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, exited: make(chan struct{}), committed: -1}
 }
 
-// enqueue takes a fetched batch (in offset order). A task holding more than
-// max_queued records pauses its partition's fetching until it drains to half.
+// enqueue takes a fetched batch (in offset order). A task holding max_queued
+// records or max_queued_bytes pauses its partition's fetching until it drains
+// to half of both. Pausing drops the client's buffered data for the
+// partition, so the bounds are set well above one fetch (RATIONALE.md,
+// "Backpressure").
 // Called from the poll loop.
 func (t *task) enqueue(recs []*kgo.Record) {
 	for _, r := range recs {
 		t.tr.add(r.Offset, r.LeaderEpoch)
 	}
 	t.p.stats.Fetched.Add(int64(len(recs)))
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value)
+	}
 	t.mu.Lock()
 	t.queue = append(t.queue, recs...)
-	if !t.paused && len(t.queue) >= t.p.pc.MaxQueued {
+	t.qbytes += n
+	if !t.paused && (len(t.queue) >= t.p.pc.MaxQueued || t.qbytes >= t.p.pc.MaxQueuedBytes) {
 		t.paused = true
 		t.p.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
@@ -76,7 +85,8 @@ func (t *task) next() *kgo.Record {
 			r := t.queue[0]
 			t.queue[0] = nil
 			t.queue = t.queue[1:]
-			if t.paused && len(t.queue) <= t.p.pc.MaxQueued/2 {
+			t.qbytes -= len(r.Key) + len(r.Value)
+			if t.paused && len(t.queue) <= t.p.pc.MaxQueued/2 && t.qbytes <= t.p.pc.MaxQueuedBytes/2 {
 				t.paused = false
 				t.p.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 			}
@@ -96,7 +106,7 @@ func (t *task) stop() {
 	t.stopping = true
 	if len(t.queue) > 0 {
 		t.tr.dropFrom(t.queue[0].Offset)
-		t.queue = nil
+		t.queue, t.qbytes = nil, 0
 	}
 	if t.paused {
 		t.paused = false

@@ -55,17 +55,17 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *duration)
-		defer cancel()
-	}
 	r, err := scheduler.NewRunner(ctx, cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
 		return 1
 	}
 	r.Start()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
 	brokers := r.Brokers()
 	inputs, outputs := map[string]bool{}, []string{}
 	for _, p := range cfg.Pipelines {

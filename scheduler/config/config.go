@@ -65,6 +65,7 @@ type Pipeline struct {
 	Group           string   `koanf:"group"`
 	Limits          Limits   `koanf:"limits"`
 	MaxQueued       int      `koanf:"max_queued"`
+	MaxQueuedBytes  int      `koanf:"max_queued_bytes"`
 }
 
 // Limits bound each instance of a pipeline's module.
@@ -154,7 +155,10 @@ func (c *Config) applyDefaults() {
 			p.Limits.MaxOutputBytes = 16 << 20
 		}
 		if p.MaxQueued == 0 {
-			p.MaxQueued = 1000
+			p.MaxQueued = 10000
+		}
+		if p.MaxQueuedBytes == 0 {
+			p.MaxQueuedBytes = 32 << 20
 		}
 	}
 	if c.Shutdown.DrainTimeout == 0 {
@@ -297,6 +301,9 @@ func (c *Config) Validate() error {
 		}
 		if p.MaxQueued < 1 || p.MaxQueued > 1_000_000 {
 			add(key("max_queued"), "%d: want 1 to 1000000", p.MaxQueued)
+		}
+		if p.MaxQueuedBytes < 1024 || p.MaxQueuedBytes > 1<<34 {
+			add(key("max_queued_bytes"), "%d: want 1 KiB to 16 GiB", p.MaxQueuedBytes)
 		}
 	}
 	if c.Shutdown.DrainTimeout < 0 {

@@ -45,7 +45,7 @@ func TestLoadGood(t *testing.T) {
 	if !c.IsEmbedded() || p.Limits.RecordTimeout != 2*time.Second || p.Limits.MemoryPages != 512 || c.GroupID(p) != "wasmstream-demo.uppercase" {
 		t.Fatalf("%+v", c)
 	}
-	if c.Kafka.CommitInterval != time.Second || p.MaxQueued != 1000 || c.Kafka.StartOffset != "earliest" {
+	if c.Kafka.CommitInterval != time.Second || p.MaxQueued != 10000 || c.Kafka.StartOffset != "earliest" {
 		t.Fatalf("defaults not applied: %+v", c.Kafka)
 	}
 	if filepath.Dir(c.ModulePath(p)) != c.Dir {
@@ -115,7 +115,7 @@ func TestReferenceConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, mod := range []string{"plugins/examples/uppercase/uppercase.wasm"} {
+	for _, mod := range []string{"plugins/examples/uppercase/uppercase.wasm", "plugins/examples/enrich/enrich.wasm"} {
 		os.MkdirAll(filepath.Join(dir, filepath.Dir(mod)), 0o755)
 		os.WriteFile(filepath.Join(dir, mod), []byte("\x00asm"), 0o644)
 	}

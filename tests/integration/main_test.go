@@ -22,7 +22,7 @@ import (
 )
 
 var (
-	binary  string            // the wasmstream CLI built for this run
+	binary  string                // the wasmstream CLI built for this run
 	modules = map[string]string{} // example name -> .wasm path
 	seq     atomic.Int64
 )

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, dir, name string, b []byte) string {
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// badModules are modules that do not fit, with the message each must get.
+func badModules(t *testing.T, dir string) map[string]string {
+	hostImport := wt.Import{Module: "wasmstream_v2", Name: "emit", Params: []byte{wt.I32, wt.I32, wt.I32}, Results: []byte{wt.I32}}
+	noExport := wt.Minimal(wt.I32Const(0))
+	noExport.Funcs = noExport.Funcs[:1]
+	bigMem := wt.Minimal(wt.I32Const(0))
+	bigMem.MemoryMin = 1000
+	return map[string]string{
+		writeFile(t, dir, "notwasm.wasm", []byte("hello, I am text")):                  "not a WebAssembly module",
+		writeFile(t, dir, "abi2.wasm", wt.Minimal(wt.I32Const(0), hostImport).Bytes()): "built for wasmstream ABI v2",
+		writeFile(t, dir, "noexport.wasm", noExport.Bytes()):                           "missing required export wasmstream_on_record",
+		writeFile(t, dir, "bigmem.wasm", bigMem.Bytes()):                               "memory minimum exceeds the limit of 512 pages (limits.memory_pages)",
+	}
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good.wasm", wt.Minimal(wt.I32Const(0)).Bytes())
+	code, out, errs := runCLI(t, "validate", good)
+	if code != 0 || !strings.Contains(out, "ABI version: 1") || !strings.Contains(out, "wasmstream_on_record: func(i32, i32) -> (i32)") {
+		t.Fatalf("good module: code %d\n%s\n%s", code, out, errs)
+	}
+	for path, want := range badModules(t, dir) {
+		code, _, errs := runCLI(t, "validate", path)
+		if code != 1 || !strings.Contains(errs, want) || !strings.Contains(errs, path) {
+			t.Errorf("%s: code %d, stderr %q; want 1 and %q", filepath.Base(path), code, errs, want)
+		}
+	}
+	if code, _, _ := runCLI(t, "validate", filepath.Join(dir, "absent.wasm")); code != 1 {
+		t.Errorf("missing file: code %d", code)
+	}
+}
+
+func TestRunRefusesBadModules(t *testing.T) {
+	dir := t.TempDir()
+	for path, want := range badModules(t, dir) {
+		cfg := writeFile(t, dir, "c.yaml", []byte(`
+kafka: {brokers: ["127.0.0.1:1"], group: g}
+pipelines:
+  - {name: p, module: `+path+`, inputs: [a], output: b, dead_letter_topic: c}
+`))
+		code, _, errs := runCLI(t, "run", "--config", cfg)
+		if code != 1 || !strings.Contains(errs, "pipelines[0].module") || !strings.Contains(errs, want) {
+			t.Errorf("%s: code %d, stderr %q; want 1, the key and %q", filepath.Base(path), code, errs, want)
+		}
+	}
+}
+
+func TestRunConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.yaml", []byte(`
+kafka: {brokers: [], group: g, comit_interval: 1s}
+pipelines:
+  - {name: p, module: nope.wasm, inputs: [a], output: a, dead_letter_topic: c, limits: {record_timeout: soon}}
+`))
+	code, _, errs := runCLI(t, "run", "--config", cfg)
+	if code != 1 || !strings.Contains(errs, "kafka.comit_interval: unknown key") {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	cfg = writeFile(t, dir, "c.yaml", []byte(`
+kafka: {brokers: [], group: g}
+pipelines:
+  - {name: p, module: nope.wasm, inputs: [a], output: a, dead_letter_topic: c}
+`))
+	code, _, errs = runCLI(t, "run", "--config", cfg)
+	for _, want := range []string{"kafka.brokers: at least one broker", "pipelines[0].module:", "does not exist", `pipelines[0].output: "a" is also an input`} {
+		if code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("code %d, stderr lacks %q:\n%s", code, want, errs)
+		}
+	}
+	t.Setenv("WASMSTREAM_KAFKA_GRUOP", "x")
+	code, _, errs = runCLI(t, "run", "--config", cfg)
+	if code != 1 || !strings.Contains(errs, "WASMSTREAM_KAFKA_GRUOP: matches no config key") {
+		t.Errorf("env typo: code %d: %s", code, errs)
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	if code, out, _ := runCLI(t, "--help"); code != 0 || !strings.Contains(out, "Examples:") {
+		t.Fatalf("help: %d %s", code, out)
+	}
+	if code, out, _ := runCLI(t, "version"); code != 0 || !strings.Contains(out, "ABI v1") {
+		t.Fatalf("version: %d %s", code, out)
+	}
+	if code, _, errs := runCLI(t, "frobnicate"); code != 2 || !strings.Contains(errs, `unknown command "frobnicate"`) {
+		t.Fatalf("unknown: %d %s", code, errs)
+	}
+}
+
+// TestDemo runs the demo for a few seconds on its embedded broker and checks
+// what it shows: outputs of both pipelines, a dead-lettered fault and the
+// status line.
+func TestDemo(t *testing.T) {
+	root := wt.RepoRoot(t)
+	dir := t.TempDir()
+	for _, name := range []string{"uppercase", "enrich"} {
+		os.MkdirAll(filepath.Join(dir, "plugins/examples", name), 0o755)
+		writeFile(t, filepath.Join(dir, "plugins/examples", name), name+".wasm", wt.BuildGoGuest(t, "plugins/examples/"+name))
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, dir, "config.yaml", b)
+	code, out, errs := runCLI(t, "demo", "--config", cfg, "--duration", "8s", "--rate", "10")
+	if code != 0 {
+		t.Fatalf("demo exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"embedded broker at 127.0.0.1:", "← demo-out ", `"USER":"ADA"`, "← demo-enriched ", `"enriched":true`, "✗ demo-enriched.dlq", "guest.fail: asked to fail", "── [uppercase]", "rec/s", "lag", "[enrich] done"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", out, errs)
+	}
+}
