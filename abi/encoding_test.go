@@ -2,6 +2,7 @@ package abi
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"reflect"
 	"testing"
@@ -100,4 +101,14 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("re-encoding differs")
 		}
 	})
+}
+
+// TestGoldenRecord pins the example encoding printed in ABI.md.
+func TestGoldenRecord(t *testing.T) {
+	r := Record{Offset: 42, Timestamp: 1700000000123, Partition: 3, Attempt: 1, Topic: "in", Key: []byte("k"), Value: []byte("hi")}
+	const want = "2a00000000000000" + "7b68e5cf8b010000" + "03000000" + "01000000" +
+		"02000000" + "696e" + "01000000" + "6b" + "02000000" + "6869" + "00000000"
+	if got := hex.EncodeToString(AppendRecord(nil, &r)); got != want {
+		t.Fatalf("encoding changed:\n got %s\nwant %s", got, want)
+	}
 }

@@ -43,10 +43,14 @@ case "$mode" in
 test)
     say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
     go test -race -count=1 -timeout 30m -tags integration ./...
+    say "benchmark smoke run (checks the harness, not speed)"
+    BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/
+    go test -count=1 -run '^$' -bench . -benchtime 100x ./host/
     ;;
 bench)
     say "benchmarks on the real broker"
-    go test -run '^$' -bench . -benchtime 1x -count 1 -timeout 60m -tags integration ./tests/bench/ ./host/
+    go test -run '^$' -bench . -benchtime 1x -count 1 -timeout 60m -tags integration ./tests/bench/
+    go test -run '^$' -bench . -count 1 ./host/
     ;;
 *)
     echo "usage: tests/run.sh [test|bench]" >&2
