@@ -41,11 +41,11 @@ say "Kafka at $KAFKA_BROKERS"
 
 case "$mode" in
 test)
-    say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
-    go test -race -count=1 -timeout 30m -tags integration ./...
     say "benchmark smoke run (checks the harness, not speed)"
     BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/
     go test -count=1 -run '^$' -bench . -benchtime 100x ./host/
+    say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
+    go test -race -count=1 -timeout 30m -tags integration ./...
     ;;
 bench)
     say "benchmarks on the real broker"

@@ -183,3 +183,59 @@ func TestGuestFaults(t *testing.T) {
 		t.Fatalf("committed %d, want %d", got, len(values))
 	}
 }
+
+// TestRebalance: a second host joins the group mid-run and the first leaves
+// mid-run (SIGTERM). Revoked partitions are drained and committed before they
+// move, so every input is in the output exactly once, and the two hosts'
+// done counts add up to the input.
+func TestRebalance(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 6, in, out, dlq)
+	const count = 400000
+	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+	a := startProc(t, "run", "--config", cfg)
+	rd := kafkatest.NewReader(t, brokers, out)
+	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/10 })
+	b := startProc(t, "run", "--config", cfg)
+	kafkatest.Eventually(t, 2*time.Minute, "the second host processing records", func() bool { return doneCount(b.logText(), "status") > 0 })
+	if code := a.stop(t, time.Minute); code != 0 {
+		t.Fatalf("first host exit code %d", code)
+	}
+	doneA := doneCount(a.logText(), "stopped")
+	seen := map[string]int{}
+	counted := 0
+	rd.ReadUntil(t, 3*time.Minute, "every input in the output", func(rs []*kgo.Record) bool {
+		for _, r := range rs[counted:] {
+			seen[string(r.Value)]++
+		}
+		counted = len(rs)
+		return len(seen) >= count
+	})
+	if code := b.stop(t, time.Minute); code != 0 {
+		t.Fatalf("second host exit code %d", code)
+	}
+	doneB := doneCount(b.logText(), "stopped")
+	rd.ReadFor(2 * time.Second) // late duplicates, if any
+	dups := len(rd.Recs) - len(seen)
+	t.Logf("host A did %d records, host B %d; %d outputs for %d inputs", doneA, doneB, len(rd.Recs), count)
+	if dups != 0 || doneA+doneB != count || doneA == 0 || doneB == 0 {
+		t.Fatalf("not exactly once across the rebalance: %d duplicates, done %d+%d", dups, doneA, doneB)
+	}
+}
+
+// doneCount returns the last "done=N" on a log line with msg=<msg>.
+func doneCount(log, msg string) int {
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "msg="+msg+" ") {
+			continue
+		}
+		if i := strings.Index(line, " done="); i >= 0 {
+			fmt.Sscan(line[i+len(" done="):], &n)
+		}
+	}
+	return n
+}

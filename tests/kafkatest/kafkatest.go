@@ -112,6 +112,15 @@ func (r *Reader) ReadUntil(t testing.TB, timeout time.Duration, what string, con
 	}
 }
 
+// ReadFor keeps reading for d.
+func (r *Reader) ReadFor(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for ctx.Err() == nil {
+		r.cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { r.Recs = append(r.Recs, rec) })
+	}
+}
+
 // Eventually polls cond every 20ms until it holds or the deadline passes.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
