@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,6 +36,7 @@ type Stats struct {
 	DeadLetter atomic.Int64 // records acknowledged on the dead-letter topic
 	Faults     atomic.Int64 // guest faults (each discarded an instance)
 	Commits    atomic.Int64 // successful offset commits
+	Skipped    atomic.Int64 // records skipped because a previous owner recorded them done
 }
 
 // Snapshot is a point-in-time view of a pipeline.
@@ -46,9 +48,13 @@ type Snapshot struct {
 	DeadLetter int64
 	Faults     int64
 	Commits    int64
+	Skipped    int64
 	InFlight   int64 // fetched by the current owner and not yet done
 	Lag        int64 // records behind the partitions' high watermarks
 	Tasks      int
+	Instances  int // live instances across the pipeline's tasks
+	Busy       int // instances running a record
+	Paused     int // partitions whose fetching is paused (backpressure)
 }
 
 // Pipeline runs one configured pipeline as one consumer-group member.
@@ -67,6 +73,10 @@ type Pipeline struct {
 
 	stats Stats
 
+	budget        *Budget
+	instanceBytes int64 // memory an instance reserves in the budget
+	flow          chan struct{}
+
 	pollCancel context.CancelFunc
 	pollDone   chan struct{}
 	stopCommit chan struct{}
@@ -75,16 +85,19 @@ type Pipeline struct {
 }
 
 // NewPipeline creates the pipeline's client; Start begins consuming.
-func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, brokers []string, log *slog.Logger, extra ...kgo.Opt) (*Pipeline, error) {
+func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budget *Budget, brokers []string, log *slog.Logger, extra ...kgo.Opt) (*Pipeline, error) {
 	p := &Pipeline{
-		cfg:        cfg,
-		pc:         pc,
-		mod:        mod,
-		log:        log.With("pipeline", pc.Name),
-		group:      cfg.GroupID(pc),
-		tasks:      map[tp]*task{},
-		pollDone:   make(chan struct{}),
-		stopCommit: make(chan struct{}),
+		budget:        budget,
+		instanceBytes: int64(pc.Limits.MemoryPages) * 65536,
+		flow:          make(chan struct{}, 1),
+		cfg:           cfg,
+		pc:            pc,
+		mod:           mod,
+		log:           log.With("pipeline", pc.Name),
+		group:         cfg.GroupID(pc),
+		tasks:         map[tp]*task{},
+		pollDone:      make(chan struct{}),
+		stopCommit:    make(chan struct{}),
 	}
 	reset := kgo.NewOffset().AtStart()
 	if cfg.Kafka.StartOffset == "latest" {
@@ -123,8 +136,39 @@ func (p *Pipeline) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.pollCancel = cancel
 	go p.pollLoop(ctx)
-	p.wg.Add(1)
+	p.wg.Add(2)
 	go p.commitLoop()
+	go p.flowLoop()
+}
+
+func (p *Pipeline) signalFlow() {
+	select {
+	case p.flow <- struct{}{}:
+	default:
+	}
+}
+
+// flowLoop resumes paused partitions once they drained (RATIONALE.md,
+// "Backpressure"). It runs on a signal from finishing records and every 50ms,
+// because the host-wide bound can clear without this pipeline finishing
+// anything.
+func (p *Pipeline) flowLoop() {
+	defer p.wg.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.stopCommit:
+			return
+		case <-p.flow:
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		for _, t := range p.tasks {
+			t.maybeResume()
+		}
+		p.mu.Unlock()
+	}
 }
 
 // pollLoop fetches records and hands each partition's records to its task.
@@ -167,7 +211,8 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 	}
 }
 
-func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	skips := p.doneSets(ctx, assigned)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped.Load() {
@@ -179,16 +224,43 @@ func (p *Pipeline) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 			if p.tasks[k] != nil {
 				continue
 			}
-			t := newTask(p, topic, part)
+			t := newTask(p, topic, part, skips[k])
 			p.tasks[k] = t
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				t.run()
-			}()
-			p.log.Debug("partition assigned", "topic", topic, "partition", part)
+			t.start()
+			p.log.Debug("partition assigned", "topic", topic, "partition", part, "skip", skips[k].count())
 		}
 	}
+}
+
+// doneSets reads the group's committed offsets for the assigned partitions
+// and decodes the done offsets recorded above them, so the new task skips
+// them. Failure to read them costs duplicates, not correctness.
+func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*doneSet {
+	out := map[tp]*doneSet{}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(p.cl).FetchOffsets(ctx, p.group)
+	if err != nil {
+		p.log.Warn("reading committed done offsets failed; records done by the previous owner may be processed again", "err", err)
+		return out
+	}
+	for topic, parts := range assigned {
+		for _, part := range parts {
+			o, ok := resp.Lookup(topic, part)
+			if !ok || o.Err != nil || o.Metadata == "" {
+				continue
+			}
+			d, err := decodeDone(o.Metadata, o.At)
+			if err != nil {
+				if err != errNotOurs {
+					p.log.Warn("ignoring unreadable commit metadata", "topic", topic, "partition", part, "err", err)
+				}
+				continue
+			}
+			out[tp{topic, part}] = d
+		}
+	}
+	return out
 }
 
 func (p *Pipeline) detach(parts map[string][]int32) []*task {
@@ -223,6 +295,9 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 		p.log.Error("commit on revoke failed; the new owner will process the uncommitted records again", "err", err)
 	}
 	for _, t := range tasks {
+		t.close()
+	}
+	for _, t := range tasks {
 		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
 	}
 }
@@ -236,13 +311,14 @@ func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 		t.abort()
 	}
 	for _, t := range tasks {
-		<-t.exited
+		t.waitWorkers(time.Now().Add(time.Minute))
+		t.close()
 		p.log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.topic, "partition", t.partition)
 	}
 }
 
-// drain stops tasks, waits up to the drain deadline for their in-flight
-// records to finish and for the produces those records need to be
+// drain stops tasks, waits up to the drain deadline for their records in
+// progress to finish and for the produces those records need to be
 // acknowledged, then aborts whatever is still running.
 func (p *Pipeline) drain(tasks []*task) {
 	deadline := time.Now().Add(p.cfg.Shutdown.DrainTimeout)
@@ -250,19 +326,17 @@ func (p *Pipeline) drain(tasks []*task) {
 		t.stop()
 	}
 	for _, t := range tasks {
-		select {
-		case <-t.exited:
-		case <-time.After(time.Until(deadline)):
-			p.log.Warn("drain deadline reached; interrupting the record in progress", "topic", t.topic, "partition", t.partition)
+		if !t.waitWorkers(deadline) {
+			p.log.Warn("drain deadline reached; interrupting the records in progress", "topic", t.topic, "partition", t.partition)
 			t.abort()
-			<-t.exited
+			t.waitWorkers(time.Now().Add(time.Minute))
 		}
 	}
 	for _, t := range tasks {
-		for t.tr.pending() > 0 && time.Now().Before(deadline) {
+		for t.startedPending() > 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if n := t.tr.pending(); n > 0 {
+		if n := t.startedPending(); n > 0 {
 			p.log.Warn("drain deadline reached with produces unacknowledged; those records stay uncommitted", "topic", t.topic, "partition", t.partition, "records", n)
 		}
 	}
@@ -294,27 +368,47 @@ func (p *Pipeline) commitLoop() {
 	}
 }
 
-// commitTasks commits each task's watermark if it moved. Callers hold
-// commitMu.
+// commitTasks commits each task's watermark, with the done offsets above it
+// in the commit metadata, if either changed. Callers hold commitMu.
 func (p *Pipeline) commitTasks(ctx context.Context, tasks []*task) error {
+	type mark struct {
+		t    *task
+		off  int64
+		meta string
+	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
-	var moved []*task
-	marks := map[*task]int64{}
+	metas := map[tp]string{}
+	var marks []mark
 	for _, t := range tasks {
-		off, epoch, ok := t.tr.watermark()
-		if !ok || off <= t.committed {
+		off, epoch, above, ok := t.tr.commitPoint()
+		if !ok {
+			continue
+		}
+		meta, _ := encodeDone(off, above, p.cfg.Kafka.CommitMetadataMaxBytes)
+		if off == t.committed && meta == t.committedMeta {
 			continue
 		}
 		if offsets[t.topic] == nil {
 			offsets[t.topic] = map[int32]kgo.EpochOffset{}
 		}
 		offsets[t.topic][t.partition] = kgo.EpochOffset{Epoch: epoch, Offset: off}
-		moved = append(moved, t)
-		marks[t] = off
+		metas[tp{t.topic, t.partition}] = meta
+		marks = append(marks, mark{t, off, meta})
 	}
-	if len(moved) == 0 {
+	if len(marks) == 0 {
 		return nil
 	}
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			rt := &req.Topics[i]
+			for j := range rt.Partitions {
+				if m := metas[tp{rt.Topic, rt.Partitions[j].Partition}]; m != "" {
+					rt.Partitions[j].Metadata = &m
+				}
+			}
+		}
+		return nil
+	})
 	var cerr error
 	p.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
@@ -332,8 +426,8 @@ func (p *Pipeline) commitTasks(ctx context.Context, tasks []*task) error {
 	if cerr != nil {
 		return cerr
 	}
-	for _, t := range moved {
-		t.committed = marks[t]
+	for _, m := range marks {
+		m.t.committed, m.t.committedMeta = m.off, m.meta
 	}
 	p.stats.Commits.Add(1)
 	return nil
@@ -379,12 +473,19 @@ func (p *Pipeline) Snapshot() Snapshot {
 		DeadLetter: p.stats.DeadLetter.Load(),
 		Faults:     p.stats.Faults.Load(),
 		Commits:    p.stats.Commits.Load(),
+		Skipped:    p.stats.Skipped.Load(),
 	}
 	p.mu.Lock()
 	for _, t := range p.tasks {
 		s.Tasks++
 		s.Lag += t.lag()
-		s.InFlight += int64(t.tr.pending())
+		workers, busy, inFlight, paused := t.counts()
+		s.Instances += workers
+		s.Busy += busy
+		s.InFlight += int64(inFlight)
+		if paused {
+			s.Paused++
+		}
 	}
 	p.mu.Unlock()
 	return s

@@ -30,6 +30,7 @@ type Runner struct {
 	brokers   []string
 	modules   []*host.Module
 	pipelines []*Pipeline
+	budget    *Budget
 	started   bool
 	stopOnce  sync.Once
 }
@@ -73,8 +74,9 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	if err := r.ensureTopics(ctx); err != nil {
 		return nil, err
 	}
+	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
 	for i := range cfg.Pipelines {
-		p, err := NewPipeline(cfg, &cfg.Pipelines[i], r.modules[i], r.brokers, log)
+		p, err := NewPipeline(cfg, &cfg.Pipelines[i], r.modules[i], r.budget, r.brokers, log)
 		if err != nil {
 			return nil, err
 		}
@@ -222,6 +224,9 @@ func (r *Runner) close(ctx context.Context) {
 		r.broker.Close()
 	}
 }
+
+// Budget is the host-wide instance and in-flight budget.
+func (r *Runner) Budget() *Budget { return r.budget }
 
 // Snapshots returns every pipeline's snapshot.
 func (r *Runner) Snapshots() []Snapshot {

@@ -42,6 +42,12 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 func testConfig(t testing.TB, brokers []string, group, module, in, out, dlq string) *config.Config {
+	return testConfigWith(t, brokers, group, module, in, out, dlq, "", "")
+}
+
+// testConfigWith adds pipeline keys (YAML lines indented for the pipeline)
+// and top-level sections.
+func testConfigWith(t testing.TB, brokers []string, group, module, in, out, dlq, pipelineKeys, top string) *config.Config {
 	y := fmt.Sprintf(`
 kafka:
   brokers: [%q]
@@ -56,9 +62,11 @@ pipelines:
     limits:
       record_timeout: 2s
       memory_pages: 256
+%s
 shutdown:
   drain_timeout: 5s
-`, strings.Join(brokers, ","), group, module, in, out, dlq)
+%s
+`, strings.Join(brokers, ","), group, module, in, out, dlq, pipelineKeys, top)
 	p := filepath.Join(t.TempDir(), "c.yaml")
 	os.WriteFile(p, []byte(y), 0o644)
 	cfg, err := config.Load(p, nil, nil)

@@ -11,117 +11,368 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
-// task owns one assigned partition: its queue of fetched records, its offset
-// tracker and its module instance. Records run one at a time, in offset
-// order, on the task's goroutine (the instance's only user).
+// task owns one assigned partition: its fetched records, its offset tracker
+// and its pool of module instances. Each instance has one worker goroutine
+// (its only user); workers pull the next runnable record, where the pipeline's
+// ordering decides what is runnable:
+//
+//   - partition: one lane for the whole partition: one record at a time, in
+//     offset order;
+//   - key: one lane per key: one record of a key at a time, in offset order,
+//     keys concurrently; records with a null key have no order constraint;
+//   - none: any record on any free instance.
+//
+// Between min and max instances run per task: the minimum is kept warm, the
+// rest is borrowed from the host's Budget when records wait and no instance is
+// idle, and given back after instances.idle_timeout idle. See RATIONALE.md,
+// "Pools and ordering".
 type task struct {
 	p         *Pipeline
 	topic     string
 	partition int32
 	tr        tracker
-	committed int64 // last committed watermark; guarded by p.commitMu
+	skip      *doneSet // offsets the previous owner recorded as done
+
+	// Guarded by p.commitMu.
+	committed     int64
+	committedMeta string
 
 	mu       sync.Mutex
-	queue    []*kgo.Record
-	qbytes   int // key+value bytes in queue
+	free     []*kgo.Record    // runnable, no order constraint
+	lanes    map[string]*lane // key ordering
+	single   lane             // partition ordering
+	ready    []*lane          // lanes with records waiting and none in progress
+	queued   int              // records waiting to start
+	inFlight int              // fetched, not done
+	bytes    int              // key+value bytes of records in flight
+	started  int              // started, not done
 	paused   bool
 	stopping bool
-	wake     chan struct{}
+	closed   bool
+	workers  int // live workers
+	borrowed int // workers above the minimum
+	idle     int // workers waiting for work
 
-	ctx    context.Context // guest calls; canceled by abort
+	notify chan struct{} // wakes one idle worker
+	stopCh chan struct{}
+	wg     sync.WaitGroup // workers
+	ctx    context.Context
 	cancel context.CancelFunc
-	exited chan struct{}
-	inst   *host.Instance
 
 	highWatermark atomic.Int64
-	position      atomic.Int64 // one past the last record started
+	position      atomic.Int64 // one past the highest offset started
 }
 
-func newTask(p *Pipeline, topic string, partition int32) *task {
+type lane struct {
+	key    string
+	q      []*kgo.Record
+	busy   bool // a record of the lane is in progress
+	listed bool // in task.ready
+}
+
+func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &task{p: p, topic: topic, partition: partition, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, exited: make(chan struct{}), committed: -1}
+	t := &task{p: p, topic: topic, partition: partition, skip: skip, committed: -1,
+		notify: make(chan struct{}, 1), stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
+	if p.pc.Ordering == config.OrderKey {
+		t.lanes = map[string]*lane{}
+	}
+	return t
 }
 
-// enqueue takes a fetched batch (in offset order). A task holding max_queued
-// records or max_queued_bytes pauses its partition's fetching until it drains
-// to half of both. Pausing drops the client's buffered data for the
-// partition, so the bounds are set well above one fetch (RATIONALE.md,
-// "Backpressure").
-// Called from the poll loop.
-func (t *task) enqueue(recs []*kgo.Record) {
-	for _, r := range recs {
-		t.tr.add(r.Offset, r.LeaderEpoch)
-	}
-	t.p.stats.Fetched.Add(int64(len(recs)))
-	n := 0
-	for _, r := range recs {
-		n += len(r.Key) + len(r.Value)
-	}
+// start launches the task's minimum instances.
+func (t *task) start() {
 	t.mu.Lock()
-	t.queue = append(t.queue, recs...)
-	t.qbytes += n
-	if !t.paused && (len(t.queue) >= t.p.pc.MaxQueued || t.qbytes >= t.p.pc.MaxQueuedBytes) {
+	defer t.mu.Unlock()
+	for i := 0; i < t.p.pc.Instances.Min; i++ {
+		if t.p.budget.reserve(t.p.instanceBytes) {
+			t.p.log.Warn("instance budget exceeded by task minimums (host.max_instances / host.max_instance_memory)", "topic", t.topic, "partition", t.partition)
+		}
+		t.spawnLocked(false)
+	}
+}
+
+func (t *task) spawnLocked(borrowed bool) {
+	t.workers++
+	if borrowed {
+		t.borrowed++
+	}
+	t.wg.Add(1)
+	go t.worker(borrowed)
+}
+
+// enqueue takes a fetched batch (in offset order). Called from the poll loop.
+func (t *task) enqueue(recs []*kgo.Record) {
+	n, nb := 0, 0
+	t.mu.Lock()
+	for _, r := range recs {
+		if t.skip != nil {
+			if t.skip.has(r.Offset) {
+				t.tr.add(r.Offset, r.LeaderEpoch)
+				t.tr.done(r.Offset)
+				t.p.stats.Skipped.Add(1)
+				continue
+			}
+			if r.Offset >= t.skip.base+t.skip.span {
+				t.skip = nil
+			}
+		}
+		t.tr.add(r.Offset, r.LeaderEpoch)
+		n++
+		nb += len(r.Key) + len(r.Value)
+		t.placeLocked(r)
+	}
+	t.queued += n
+	t.inFlight += n
+	t.bytes += nb
+	t.p.budget.inFlight.Add(int64(n))
+	t.p.stats.Fetched.Add(int64(n))
+	if !t.paused && (t.inFlight >= t.p.pc.MaxInFlight || t.bytes >= t.p.pc.MaxInFlightBytes || t.p.budget.overInFlight()) {
 		t.paused = true
 		t.p.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
+	t.growLocked()
 	t.mu.Unlock()
+	t.wake()
+}
+
+// placeLocked makes r runnable under the pipeline's ordering.
+func (t *task) placeLocked(r *kgo.Record) {
+	var ln *lane
+	switch t.p.pc.Ordering {
+	case config.OrderPartition:
+		ln = &t.single
+	case config.OrderKey:
+		if r.Key == nil {
+			t.free = append(t.free, r)
+			return
+		}
+		ln = t.lanes[string(r.Key)]
+		if ln == nil {
+			ln = &lane{key: string(r.Key)}
+			t.lanes[ln.key] = ln
+		}
+	default:
+		t.free = append(t.free, r)
+		return
+	}
+	ln.q = append(ln.q, r)
+	if !ln.busy && !ln.listed {
+		ln.listed = true
+		t.ready = append(t.ready, ln)
+	}
+}
+
+func (t *task) runnableLocked() bool { return len(t.free) > 0 || len(t.ready) > 0 }
+
+// growLocked borrows an instance when records wait and no worker is idle.
+func (t *task) growLocked() {
+	if t.stopping || t.idle > 0 || !t.runnableLocked() || t.workers >= t.p.pc.Instances.Max {
+		return
+	}
+	if t.p.budget.borrow(t.p.instanceBytes) {
+		t.spawnLocked(true)
+	}
+}
+
+func (t *task) wake() {
 	select {
-	case t.wake <- struct{}{}:
+	case t.notify <- struct{}{}:
 	default:
 	}
 }
 
-// next returns the next record to run, or nil once the task is stopping.
-func (t *task) next() *kgo.Record {
+// pickLocked takes the runnable record with the lowest offset (keeping the
+// watermark moving), or nil.
+func (t *task) pickLocked() (*kgo.Record, *lane) {
+	var lr *kgo.Record
+	if len(t.ready) > 0 {
+		lr = t.ready[0].q[0]
+	}
+	if len(t.free) > 0 && (lr == nil || t.free[0].Offset < lr.Offset) {
+		r := t.free[0]
+		t.free[0] = nil
+		t.free = t.free[1:]
+		return r, nil
+	}
+	if lr == nil {
+		return nil, nil
+	}
+	ln := t.ready[0]
+	t.ready[0] = nil
+	t.ready = t.ready[1:]
+	ln.listed = false
+	ln.busy = true
+	ln.q[0] = nil
+	ln.q = ln.q[1:]
+	return lr, ln
+}
+
+// take blocks until a record is runnable and returns it, or returns nil when
+// the worker should exit: the task stops, or a borrowed worker sat idle for
+// instances.idle_timeout.
+func (t *task) take(borrowed bool, idle *time.Timer) (*kgo.Record, *lane) {
 	for {
 		t.mu.Lock()
 		if t.stopping {
 			t.mu.Unlock()
-			return nil
+			return nil, nil
 		}
-		if len(t.queue) > 0 {
-			r := t.queue[0]
-			t.queue[0] = nil
-			t.queue = t.queue[1:]
-			t.qbytes -= len(r.Key) + len(r.Value)
-			if t.paused && len(t.queue) <= t.p.pc.MaxQueued/2 && t.qbytes <= t.p.pc.MaxQueuedBytes/2 {
-				t.paused = false
-				t.p.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
-			}
+		if r, ln := t.pickLocked(); r != nil {
+			t.queued--
+			t.started++
+			more := t.runnableLocked()
 			t.mu.Unlock()
-			return r
+			if more {
+				t.wake()
+			}
+			if p := r.Offset + 1; p > t.position.Load() {
+				t.position.Store(p)
+			}
+			return r, ln
+		}
+		t.idle++
+		t.mu.Unlock()
+		var timeout <-chan time.Time
+		if borrowed {
+			idle.Reset(t.p.pc.Instances.IdleTimeout)
+			timeout = idle.C
+		}
+		retire := false
+		select {
+		case <-t.notify:
+		case <-t.stopCh:
+		case <-timeout:
+			retire = true
+		}
+		t.mu.Lock()
+		t.idle--
+		if retire && !t.runnableLocked() {
+			t.mu.Unlock()
+			return nil, nil
 		}
 		t.mu.Unlock()
-		<-t.wake
 	}
 }
 
-// stop makes the task finish the record in progress and take no other.
-// Queued records are dropped from the tracker: they stay uncommitted and
-// their partition's next owner processes them.
+// release frees ln after its record finished processing (its produces may
+// still be in flight: produce order per partition keeps outputs in order).
+func (t *task) release(ln *lane) {
+	if ln == nil {
+		return
+	}
+	t.mu.Lock()
+	ln.busy = false
+	switch {
+	case len(ln.q) > 0:
+		ln.listed = true
+		t.ready = append(t.ready, ln)
+	case t.lanes != nil:
+		delete(t.lanes, ln.key)
+	}
+	t.growLocked()
+	t.mu.Unlock()
+	t.wake()
+}
+
+// worker runs records on its own instance until take says stop.
+func (t *task) worker(borrowed bool) {
+	defer t.wg.Done()
+	w := &worker{t: t}
+	defer func() {
+		if w.inst != nil {
+			w.inst.Close(context.Background())
+		}
+		t.p.budget.release(t.p.instanceBytes)
+		t.mu.Lock()
+		t.workers--
+		if borrowed {
+			t.borrowed--
+		}
+		t.mu.Unlock()
+	}()
+	if !borrowed {
+		w.instance() // keep the minimum warm
+	}
+	idle := time.NewTimer(time.Hour)
+	defer idle.Stop()
+	for {
+		r, ln := t.take(borrowed, idle)
+		if r == nil {
+			return
+		}
+		w.process(r)
+		t.release(ln)
+	}
+}
+
+// stop makes the task take no further record; workers finish the record in
+// progress. Records not started stay uncommitted: the partition's next owner
+// processes them.
 func (t *task) stop() {
 	t.mu.Lock()
-	t.stopping = true
-	if len(t.queue) > 0 {
-		t.tr.dropFrom(t.queue[0].Offset)
-		t.queue, t.qbytes = nil, 0
+	if t.stopping {
+		t.mu.Unlock()
+		return
 	}
+	t.stopping = true
+	t.free, t.ready, t.lanes, t.single.q = nil, nil, nil, nil
+	t.queued = 0
 	if t.paused {
 		t.paused = false
 		t.p.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
 	t.mu.Unlock()
-	select {
-	case t.wake <- struct{}{}:
-	default:
+	close(t.stopCh)
+}
+
+// abort interrupts guest calls in progress (they fail as canceled and their
+// records stay uncommitted).
+func (t *task) abort() { t.cancel() }
+
+// close releases the task's share of the host's in-flight records; records
+// finishing later no longer count.
+func (t *task) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		t.p.budget.inFlight.Add(-int64(t.inFlight))
 	}
 }
 
-// abort interrupts the guest call in progress (it fails as canceled and its
-// record stays uncommitted).
-func (t *task) abort() { t.cancel() }
+// waitWorkers waits for every worker to exit, until deadline; it reports
+// whether they did.
+func (t *task) waitWorkers(deadline time.Time) bool {
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(time.Until(deadline)):
+		return false
+	}
+}
+
+func (t *task) startedPending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.started
+}
+
+// maybeResume resumes the partition's fetching once the task drained to half
+// of its bounds and the host is under its own.
+func (t *task) maybeResume() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.paused && !t.stopping && t.inFlight <= t.p.pc.MaxInFlight/2 && t.bytes <= t.p.pc.MaxInFlightBytes/2 && !t.p.budget.overInFlight() {
+		t.paused = false
+		t.p.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
+	}
+}
 
 func (t *task) lag() int64 {
 	l := t.highWatermark.Load() - t.position.Load()
@@ -131,46 +382,62 @@ func (t *task) lag() int64 {
 	return l
 }
 
-func (t *task) run() {
-	defer close(t.exited)
-	defer func() {
-		if t.inst != nil {
-			t.inst.Close(context.Background())
-		}
-	}()
-	for {
-		r := t.next()
-		if r == nil {
-			return
-		}
-		t.position.Store(r.Offset + 1)
-		t.process(r)
+// counts returns the task's instance and record gauges.
+func (t *task) counts() (workers, busy, inFlight int, paused bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.workers, t.workers - t.idle, t.inFlight, t.paused
+}
+
+func (t *task) finish(r *kgo.Record) {
+	if !t.tr.done(r.Offset) {
+		return
 	}
+	t.p.stats.Done.Add(1)
+	t.mu.Lock()
+	t.inFlight--
+	t.started--
+	t.bytes -= len(r.Key) + len(r.Value)
+	if !t.closed {
+		t.p.budget.inFlight.Add(-1)
+	}
+	paused := t.paused
+	t.mu.Unlock()
+	if paused {
+		t.p.signalFlow()
+	}
+}
+
+// worker is one instance and the goroutine that owns it.
+type worker struct {
+	t    *task
+	inst *host.Instance
 }
 
 // instance returns a live instance, replacing a dead one. Nil only when the
 // task is aborted.
-func (t *task) instance() *host.Instance {
+func (w *worker) instance() *host.Instance {
 	backoff := 100 * time.Millisecond
-	for t.inst == nil || t.inst.Dead() {
-		in, err := t.p.mod.NewInstance(t.ctx)
+	for w.inst == nil || w.inst.Dead() {
+		in, err := w.t.p.mod.NewInstance(w.t.ctx)
 		if err == nil {
-			t.inst = in
+			w.inst = in
 			break
 		}
-		t.p.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
+		w.t.p.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
 		select {
-		case <-t.ctx.Done():
+		case <-w.t.ctx.Done():
 			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
-	return t.inst
+	return w.inst
 }
 
-func (t *task) process(r *kgo.Record) {
-	in := t.instance()
+func (w *worker) process(r *kgo.Record) {
+	t := w.t
+	in := w.instance()
 	if in == nil {
 		return // aborted: the record stays uncommitted
 	}
@@ -251,12 +518,6 @@ func (t *task) produceOutputs(r *kgo.Record, outs []abi.Output) {
 			}
 			t.finish(r)
 		})
-	}
-}
-
-func (t *task) finish(r *kgo.Record) {
-	if t.tr.done(r.Offset) {
-		t.p.stats.Done.Add(1)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 // be marked done in any order. Safe for concurrent use.
 type tracker struct {
 	mu      sync.Mutex
+	live    int          // entries not done
 	entries []trackEntry // entries[head:] are live, offsets increasing
 	head    int
 	// next is the watermark when every live entry is done: one past the
@@ -34,6 +35,7 @@ type trackEntry struct {
 func (t *tracker) add(offset int64, epoch int32) {
 	t.mu.Lock()
 	t.entries = append(t.entries, trackEntry{offset: offset, epoch: epoch})
+	t.live++
 	t.mu.Unlock()
 }
 
@@ -43,10 +45,11 @@ func (t *tracker) done(offset int64) bool {
 	defer t.mu.Unlock()
 	live := t.entries[t.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset })
-	if i == len(live) || live[i].offset != offset {
+	if i == len(live) || live[i].offset != offset || live[i].done {
 		return false
 	}
 	live[i].done = true
+	t.live--
 	for t.head < len(t.entries) && t.entries[t.head].done {
 		e := t.entries[t.head]
 		t.next, t.nextEpoch, t.seen = e.offset+1, e.epoch, true
@@ -61,16 +64,6 @@ func (t *tracker) done(offset int64) bool {
 	return true
 }
 
-// dropFrom forgets every entry at or above offset that is not done: records that
-// were fetched but will not be processed by this owner (shutdown, revoke).
-func (t *tracker) dropFrom(offset int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	live := t.entries[t.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset })
-	t.entries = t.entries[:t.head+i]
-}
-
 // watermark returns the offset to commit (the first offset not done) with the
 // leader epoch of the last done record, and false when nothing is done yet.
 func (t *tracker) watermark() (offset int64, epoch int32, ok bool) {
@@ -83,11 +76,30 @@ func (t *tracker) watermark() (offset int64, epoch int32, ok bool) {
 func (t *tracker) pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
-	for _, e := range t.entries[t.head:] {
-		if !e.done {
-			n++
+	return t.live
+}
+
+// commitPoint returns what to commit: the watermark (the first offset not
+// done) with the leader epoch of the record before it (-1 if unknown), and
+// the done offsets above it, ascending. ok is false when nothing was fetched.
+func (t *tracker) commitPoint() (offset int64, epoch int32, doneAbove []int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	live := t.entries[t.head:]
+	switch {
+	case len(live) > 0:
+		offset, epoch = live[0].offset, -1
+		if t.seen {
+			epoch = t.nextEpoch
 		}
+		for _, e := range live[1:] {
+			if e.done {
+				doneAbove = append(doneAbove, e.offset)
+			}
+		}
+		return offset, epoch, doneAbove, true
+	case t.seen:
+		return t.next, t.nextEpoch, nil, true
 	}
-	return n
+	return 0, 0, nil, false
 }

@@ -37,20 +37,30 @@ func TestTrackerWatermark(t *testing.T) {
 	}
 }
 
-func TestTrackerDropFrom(t *testing.T) {
+func TestTrackerCommitPoint(t *testing.T) {
 	var tr tracker
-	for o := int64(0); o < 10; o++ {
-		tr.add(o, 0)
+	if _, _, _, ok := tr.commitPoint(); ok {
+		t.Fatal("commit point with nothing fetched")
 	}
-	tr.done(0)
-	tr.done(1)
-	tr.done(5)
-	tr.dropFrom(3)
-	tr.done(2)
-	if w, _, _ := tr.watermark(); w != 3 {
-		t.Fatalf("watermark %d, want 3", w)
+	for o := int64(100); o < 110; o++ {
+		tr.add(o, 3)
 	}
-	if tr.pending() != 0 {
+	tr.done(103)
+	tr.done(105)
+	off, ep, above, ok := tr.commitPoint()
+	if !ok || off != 100 || ep != -1 || len(above) != 2 || above[0] != 103 || above[1] != 105 {
+		t.Fatalf("%d %d %v %v", off, ep, above, ok)
+	}
+	tr.done(100)
+	tr.done(101)
+	off, ep, above, _ = tr.commitPoint()
+	if off != 102 || ep != 3 || len(above) != 2 {
+		t.Fatalf("%d %d %v", off, ep, above)
+	}
+	if tr.done(101) {
+		t.Fatal("done twice")
+	}
+	if tr.pending() != 6 {
 		t.Fatalf("pending %d", tr.pending())
 	}
 }

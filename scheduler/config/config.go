@@ -42,30 +42,47 @@ type Config struct {
 
 // Kafka is how the host reaches the brokers.
 type Kafka struct {
-	Brokers          []string      `koanf:"brokers"`
-	Group            string        `koanf:"group"`
-	ClientID         string        `koanf:"client_id"`
-	StartOffset      string        `koanf:"start_offset"`
-	CommitInterval   time.Duration `koanf:"commit_interval"`
-	SessionTimeout   time.Duration `koanf:"session_timeout"`
-	RebalanceTimeout time.Duration `koanf:"rebalance_timeout"`
-	CreateTopics     bool          `koanf:"create_topics"`
-	TopicPartitions  int32         `koanf:"topic_partitions"`
-	EmbeddedPort     int           `koanf:"embedded_port"`
+	Brokers                []string      `koanf:"brokers"`
+	Group                  string        `koanf:"group"`
+	ClientID               string        `koanf:"client_id"`
+	StartOffset            string        `koanf:"start_offset"`
+	CommitInterval         time.Duration `koanf:"commit_interval"`
+	SessionTimeout         time.Duration `koanf:"session_timeout"`
+	RebalanceTimeout       time.Duration `koanf:"rebalance_timeout"`
+	CreateTopics           bool          `koanf:"create_topics"`
+	TopicPartitions        int32         `koanf:"topic_partitions"`
+	EmbeddedPort           int           `koanf:"embedded_port"`
+	CommitMetadataMaxBytes int           `koanf:"commit_metadata_max_bytes"`
 }
 
 // Pipeline runs one module over its input topics.
 type Pipeline struct {
-	Name            string   `koanf:"name"`
-	Module          string   `koanf:"module"`
-	Inputs          []string `koanf:"inputs"`
-	Output          string   `koanf:"output"`
-	AllowedOutputs  []string `koanf:"allowed_outputs"`
-	DeadLetterTopic string   `koanf:"dead_letter_topic"`
-	Group           string   `koanf:"group"`
-	Limits          Limits   `koanf:"limits"`
-	MaxQueued       int      `koanf:"max_queued"`
-	MaxQueuedBytes  int      `koanf:"max_queued_bytes"`
+	Name             string    `koanf:"name"`
+	Module           string    `koanf:"module"`
+	Inputs           []string  `koanf:"inputs"`
+	Output           string    `koanf:"output"`
+	AllowedOutputs   []string  `koanf:"allowed_outputs"`
+	DeadLetterTopic  string    `koanf:"dead_letter_topic"`
+	Group            string    `koanf:"group"`
+	Limits           Limits    `koanf:"limits"`
+	Ordering         string    `koanf:"ordering"`
+	Instances        Instances `koanf:"instances"`
+	MaxInFlight      int       `koanf:"max_in_flight"`
+	MaxInFlightBytes int       `koanf:"max_in_flight_bytes"`
+}
+
+// Ordering modes.
+const (
+	OrderPartition = "partition" // one record at a time per partition, in offset order
+	OrderKey       = "key"       // one record at a time per key, in offset order; keys run concurrently
+	OrderNone      = "none"      // any record on any free instance
+)
+
+// Instances sizes a partition task's pool of module instances.
+type Instances struct {
+	Min         int           `koanf:"min"`
+	Max         int           `koanf:"max"`
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
 }
 
 // Limits bound each instance of a pipeline's module.
@@ -94,7 +111,10 @@ type Log struct {
 
 // Host configures the WebAssembly host.
 type Host struct {
-	CompileCacheDir string `koanf:"compile_cache_dir"`
+	CompileCacheDir   string `koanf:"compile_cache_dir"`
+	MaxInstances      int    `koanf:"max_instances"`
+	MaxInstanceMemory int64  `koanf:"max_instance_memory"`
+	MaxInFlight       int    `koanf:"max_in_flight"`
 }
 
 // GroupID is the consumer group of the pipeline: its own group key, or
@@ -140,6 +160,18 @@ func (c *Config) applyDefaults() {
 	if k.TopicPartitions == 0 {
 		k.TopicPartitions = 4
 	}
+	if k.CommitMetadataMaxBytes == 0 {
+		k.CommitMetadataMaxBytes = 4096
+	}
+	if c.Host.MaxInstances == 0 {
+		c.Host.MaxInstances = 64
+	}
+	if c.Host.MaxInstanceMemory == 0 {
+		c.Host.MaxInstanceMemory = 4 << 30
+	}
+	if c.Host.MaxInFlight == 0 {
+		c.Host.MaxInFlight = 200000
+	}
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
 		if p.Limits.MemoryPages == 0 {
@@ -154,11 +186,23 @@ func (c *Config) applyDefaults() {
 		if p.Limits.MaxOutputBytes == 0 {
 			p.Limits.MaxOutputBytes = 16 << 20
 		}
-		if p.MaxQueued == 0 {
-			p.MaxQueued = 10000
+		if p.Ordering == "" {
+			p.Ordering = OrderPartition
 		}
-		if p.MaxQueuedBytes == 0 {
-			p.MaxQueuedBytes = 32 << 20
+		if p.Instances.Min == 0 {
+			p.Instances.Min = 1
+		}
+		if p.Instances.Max == 0 {
+			p.Instances.Max = p.Instances.Min
+		}
+		if p.Instances.IdleTimeout == 0 {
+			p.Instances.IdleTimeout = 30 * time.Second
+		}
+		if p.MaxInFlight == 0 {
+			p.MaxInFlight = 10000
+		}
+		if p.MaxInFlightBytes == 0 {
+			p.MaxInFlightBytes = 32 << 20
 		}
 	}
 	if c.Shutdown.DrainTimeout == 0 {
@@ -299,12 +343,46 @@ func (c *Config) Validate() error {
 		if l.MaxOutputBytes < 1024 || l.MaxOutputBytes > 1<<30 {
 			add(key("limits.max_output_bytes"), "%d: want 1 KiB to 1 GiB", l.MaxOutputBytes)
 		}
-		if p.MaxQueued < 1 || p.MaxQueued > 1_000_000 {
-			add(key("max_queued"), "%d: want 1 to 1000000", p.MaxQueued)
+		if p.MaxInFlight < 1 || p.MaxInFlight > 1_000_000 {
+			add(key("max_in_flight"), "%d: want 1 to 1000000", p.MaxInFlight)
 		}
-		if p.MaxQueuedBytes < 1024 || p.MaxQueuedBytes > 1<<34 {
-			add(key("max_queued_bytes"), "%d: want 1 KiB to 16 GiB", p.MaxQueuedBytes)
+		if p.MaxInFlightBytes < 1024 || p.MaxInFlightBytes > 1<<34 {
+			add(key("max_in_flight_bytes"), "%d: want 1 KiB to 16 GiB", p.MaxInFlightBytes)
 		}
+		switch p.Ordering {
+		case OrderPartition, OrderKey, OrderNone:
+		default:
+			add(key("ordering"), "%q: want partition, key or none", p.Ordering)
+		}
+		in := &p.Instances
+		switch {
+		case in.Min < 1:
+			add(key("instances.min"), "%d: a task needs at least one instance", in.Min)
+		case in.Max < in.Min:
+			add(key("instances.max"), "%d is below instances.min (%d)", in.Max, in.Min)
+		case in.Max > 256:
+			add(key("instances.max"), "%d: at most 256 instances per partition task", in.Max)
+		case p.Ordering == OrderPartition && in.Max > 1:
+			add(key("instances.max"), "%d with ordering: partition: strict partition order runs one record at a time, so only one instance could ever be busy; use ordering: key or none to run records concurrently, or instances.max: 1", in.Max)
+		}
+		if in.IdleTimeout < 0 {
+			add(key("instances.idle_timeout"), "%s is negative", in.IdleTimeout)
+		}
+		if p.MaxInFlight < in.Max {
+			add(key("max_in_flight"), "%d is below instances.max (%d): instances beyond it could never be busy", p.MaxInFlight, in.Max)
+		}
+	}
+	if k.CommitMetadataMaxBytes < 64 || k.CommitMetadataMaxBytes > 1<<20 {
+		add("kafka.commit_metadata_max_bytes", "%d: want 64 to 1048576 (the broker's offset.metadata.max.bytes, 4096 by default)", k.CommitMetadataMaxBytes)
+	}
+	if c.Host.MaxInstances < 1 {
+		add("host.max_instances", "%d: want at least 1", c.Host.MaxInstances)
+	}
+	if c.Host.MaxInstanceMemory < 64<<10 {
+		add("host.max_instance_memory", "%d bytes: want at least one 64 KiB page", c.Host.MaxInstanceMemory)
+	}
+	if c.Host.MaxInFlight < 1 {
+		add("host.max_in_flight", "%d: want at least 1", c.Host.MaxInFlight)
 	}
 	if c.Shutdown.DrainTimeout < 0 {
 		add("shutdown.drain_timeout", "%s is negative", c.Shutdown.DrainTimeout)

@@ -45,7 +45,7 @@ func TestLoadGood(t *testing.T) {
 	if !c.IsEmbedded() || p.Limits.RecordTimeout != 2*time.Second || p.Limits.MemoryPages != 512 || c.GroupID(p) != "wasmstream-demo.uppercase" {
 		t.Fatalf("%+v", c)
 	}
-	if c.Kafka.CommitInterval != time.Second || p.MaxQueued != 10000 || c.Kafka.StartOffset != "earliest" {
+	if c.Kafka.CommitInterval != time.Second || p.MaxInFlight != 10000 || p.Ordering != "partition" || p.Instances.Min != 1 || p.Instances.Max != 1 || c.Kafka.StartOffset != "earliest" {
 		t.Fatalf("defaults not applied: %+v", c.Kafka)
 	}
 	if filepath.Dir(c.ModulePath(p)) != c.Dir {
@@ -91,6 +91,9 @@ func TestProblemsNameTheirKeys(t *testing.T) {
 			"pipelines[0].limits.memory_pages: 70000", "pipelines[0].limits.max_output_bytes: 10"}},
 		{"duplicate pipelines", good + strings.Join(strings.Split(good, "\n")[5:], "\n"), nil, nil, []string{`pipelines[1].name: "uppercase" is also the name of pipelines[0]`}},
 		{"log", good + "log:\n  level: loud\n", nil, nil, []string{`log.level: "loud"`}},
+		{"partition order with a pool", strings.Replace(good, "limits:", "instances: {max: 4}\n    limits:", 1), nil, nil, []string{"pipelines[0].instances.max: 4 with ordering: partition: strict partition order runs one record at a time"}},
+		{"pool bounds", strings.Replace(good, "limits:", "ordering: sideways\n    instances: {min: 3, max: 2}\n    limits:", 1), nil, nil, []string{`pipelines[0].ordering: "sideways"`, "pipelines[0].instances.max: 2 is below instances.min (3)"}},
+		{"in flight below pool", strings.Replace(good, "limits:", "ordering: key\n    instances: {max: 8}\n    max_in_flight: 4\n    limits:", 1), nil, nil, []string{"pipelines[0].max_in_flight: 4 is below instances.max (8)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(write(t, tc.yaml), tc.env, tc.sets)

@@ -1,0 +1,72 @@
+package scheduler
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Budget is the host-wide reserve that partition tasks borrow instances
+// from (the seed's "reserve threads"), and the host-wide bound on records in
+// flight. A task's minimum instances are always granted (they may take the
+// budget over its limit, which is logged); instances above the minimum are
+// borrowed only while the budget has room, and given back after an idle
+// period. Memory is accounted by reservation: an instance reserves its
+// pipeline's limits.memory_pages. Safe for concurrent use.
+type Budget struct {
+	maxInstances int
+	maxBytes     int64
+	maxInFlight  int64
+
+	mu        sync.Mutex
+	instances int
+	bytes     int64
+
+	inFlight atomic.Int64
+}
+
+// NewBudget returns a budget of maxInstances instances reserving at most
+// maxBytes of memory, and maxInFlight records in flight.
+func NewBudget(maxInstances int, maxBytes int64, maxInFlight int) *Budget {
+	return &Budget{maxInstances: maxInstances, maxBytes: maxBytes, maxInFlight: int64(maxInFlight)}
+}
+
+// borrow takes an instance reserving bytes if the budget has room.
+func (b *Budget) borrow(bytes int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.instances+1 > b.maxInstances || b.bytes+bytes > b.maxBytes {
+		return false
+	}
+	b.instances++
+	b.bytes += bytes
+	return true
+}
+
+// reserve takes an instance whatever the budget says (a task's minimum) and
+// reports whether that went over the budget.
+func (b *Budget) reserve(bytes int64) (over bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.instances++
+	b.bytes += bytes
+	return b.instances > b.maxInstances || b.bytes > b.maxBytes
+}
+
+func (b *Budget) release(bytes int64) {
+	b.mu.Lock()
+	b.instances--
+	b.bytes -= bytes
+	b.mu.Unlock()
+}
+
+// Instances returns the instances in use and the budget's maximum.
+func (b *Budget) Instances() (used, max int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.instances, b.maxInstances
+}
+
+// InFlight returns the records in flight across the host and the maximum.
+func (b *Budget) InFlight() (n, max int64) { return b.inFlight.Load(), b.maxInFlight }
+
+func (b *Budget) overInFlight() bool { return b.inFlight.Load() >= b.maxInFlight }
