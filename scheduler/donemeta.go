@@ -196,3 +196,17 @@ func decodeDone(meta string, base int64) (*doneSet, error) {
 	}
 	return d, nil
 }
+
+// EncodeDoneOffsets encodes done offsets (ascending, above base) as commit
+// metadata for commit offset base within maxLen bytes, and returns how many it
+// covers. For tools and tests; the scheduler uses it on every commit.
+func EncodeDoneOffsets(base int64, done []int64, maxLen int) (string, int) {
+	return encodeDone(base, done, maxLen)
+}
+
+// DecodeDoneOffsets decodes commit metadata for commit offset base and
+// returns how many done offsets it records.
+func DecodeDoneOffsets(meta string, base int64) (int, error) {
+	d, err := decodeDone(meta, base)
+	return d.count(), err
+}

@@ -237,6 +237,9 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 // them. Failure to read them costs duplicates, not correctness.
 func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*doneSet {
 	out := map[tp]*doneSet{}
+	if !*p.cfg.Kafka.RecordDoneOffsets {
+		return out
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := kadm.NewClient(p.cl).FetchOffsets(ctx, p.group)
@@ -384,7 +387,10 @@ func (p *Pipeline) commitTasks(ctx context.Context, tasks []*task) error {
 		if !ok {
 			continue
 		}
-		meta, _ := encodeDone(off, above, p.cfg.Kafka.CommitMetadataMaxBytes)
+		var meta string
+		if *p.cfg.Kafka.RecordDoneOffsets {
+			meta, _ = encodeDone(off, above, p.cfg.Kafka.CommitMetadataMaxBytes)
+		}
 		if off == t.committed && meta == t.committedMeta {
 			continue
 		}

@@ -109,7 +109,7 @@ loop:
 		return 1
 	}
 	for _, s := range r.Snapshots() {
-		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "dead_lettered", s.DeadLetter, "faults", s.Faults)
+		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "dead_lettered", s.DeadLetter, "faults", s.Faults, "skipped", s.Skipped)
 	}
 	return 0
 }
@@ -128,7 +128,8 @@ type statusLine struct {
 
 func (l statusLine) attrs() []any {
 	return []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
-		"done", l.Done, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks}
+		"done", l.Done, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
+		"instances", l.Instances, "busy", l.Busy, "paused", l.Paused, "skipped", l.Skipped}
 }
 
 func (l statusLine) String() string {

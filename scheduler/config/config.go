@@ -53,6 +53,7 @@ type Kafka struct {
 	TopicPartitions        int32         `koanf:"topic_partitions"`
 	EmbeddedPort           int           `koanf:"embedded_port"`
 	CommitMetadataMaxBytes int           `koanf:"commit_metadata_max_bytes"`
+	RecordDoneOffsets      *bool         `koanf:"record_done_offsets"`
 }
 
 // Pipeline runs one module over its input topics.
@@ -159,6 +160,10 @@ func (c *Config) applyDefaults() {
 	}
 	if k.TopicPartitions == 0 {
 		k.TopicPartitions = 4
+	}
+	if k.RecordDoneOffsets == nil {
+		t := true
+		k.RecordDoneOffsets = &t
 	}
 	if k.CommitMetadataMaxBytes == 0 {
 		k.CommitMetadataMaxBytes = 4096

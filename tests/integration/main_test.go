@@ -6,7 +6,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -42,7 +41,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build wasmstream: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	for _, name := range []string{"uppercase", "enrich"} {
+	for _, name := range []string{"uppercase", "enrich", "hash"} {
 		p := filepath.Join(dir, name+".wasm")
 		if err := os.WriteFile(p, wt.BuildGoGuest(tb, "plugins/examples/"+name), 0o644); err != nil {
 			panic(err)
@@ -153,16 +152,16 @@ func (p *proc) logText() string {
 }
 
 func tail(s string, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+		lines = append(lines[:n/2:n/2], append([]string{"..."}, lines[len(lines)-n/2:]...)...)
 	}
-	return strings.Join(lines, "\n")
+	for i, l := range lines {
+		if len(l) > 2000 {
+			lines[i] = l[:2000] + "…"
+		}
+	}
+	return fmt.Sprintf("(%d bytes)\n%s", len(s), strings.Join(lines, "\n"))
 }
 
 func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
