@@ -11,6 +11,8 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,10 +44,14 @@ func records() int {
 	return 300000
 }
 
-// input creates an input topic holding n random 100-byte records.
+// input creates an input topic holding n 100-byte records.
 func input(b *testing.B, brokers []string, n int) string {
+	return inputOn(b, brokers, n, partitions)
+}
+
+func inputOn(b *testing.B, brokers []string, n int, parts int32) string {
 	topic := fmt.Sprintf("bench-in-%d", time.Now().UnixNano())
-	kafkatest.CreateTopic(b, brokers, partitions, topic)
+	kafkatest.CreateTopic(b, brokers, parts, topic)
 	val := strings.Repeat("abcdefghij", 10)
 	kafkatest.Produce(b, brokers, topic, n, func(int) string { return val })
 	return topic
@@ -55,6 +61,12 @@ func input(b *testing.B, brokers []string, n int) string {
 // for commit when the produce is acknowledged. It returns the time from the
 // first fetched record to the last acknowledgement.
 func passthrough(b *testing.B, brokers []string, in, out string, n int) time.Duration {
+	return passthroughMap(b, brokers, in, out, n, nil)
+}
+
+// passthroughMap is passthrough with fn applied to each value in the poll
+// loop (one goroutine).
+func passthroughMap(b *testing.B, brokers []string, in, out string, n int, fn func([]byte) []byte) time.Duration {
 	cl := kafkatest.Client(b, brokers,
 		kgo.ConsumerGroup(fmt.Sprintf("bench-ref-%d", time.Now().UnixNano())),
 		kgo.ConsumeTopics(in),
@@ -78,7 +90,11 @@ func passthrough(b *testing.B, brokers []string, in, out string, n int) time.Dur
 				start = time.Now()
 			}
 			fetched++
-			cl.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: r.Value}, func(_ *kgo.Record, err error) {
+			v := r.Value
+			if fn != nil {
+				v = fn(v)
+			}
+			cl.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: v}, func(_ *kgo.Record, err error) {
 				if err != nil {
 					b.Error(err)
 				}
@@ -94,16 +110,21 @@ func passthrough(b *testing.B, brokers []string, in, out string, n int) time.Dur
 }
 
 // host runs one wasmstream pipeline over in and returns the time from its
-// first fetched record to every record being done.
-func host(b *testing.B, brokers []string, module, in string, n int) time.Duration {
+// first fetched record to every record being done. extra holds pipeline keys
+// in YAML flow style ("ordering: none, instances: {min: 2, max: 2}").
+func host(b *testing.B, brokers []string, module, in string, n int, extra ...string) time.Duration {
 	dir := b.TempDir()
+	keys := ""
+	if len(extra) > 0 {
+		keys = ", " + strings.Join(extra, ", ")
+	}
 	y := fmt.Sprintf(`kafka: {brokers: [%q], group: bench-ws-%d}
 pipelines:
-  - {name: p, module: %s, inputs: [%s], output: %s-out, dead_letter_topic: %s-dlq}
-`, strings.Join(brokers, ","), time.Now().UnixNano(), module, in, in, in)
+  - {name: p, module: %s, inputs: [%s], output: %s-out, dead_letter_topic: %s-dlq%s}
+`, strings.Join(brokers, ","), time.Now().UnixNano(), module, in, in, in, keys)
 	p := filepath.Join(dir, "c.yaml")
 	os.WriteFile(p, []byte(y), 0o644)
-	cfg, err := config.Load(p, nil, []string{"kafka.create_topics=true", fmt.Sprintf("kafka.topic_partitions=%d", partitions)})
+	cfg, err := config.Load(p, nil, []string{"kafka.create_topics=true", fmt.Sprintf("kafka.topic_partitions=%d", partitions), "host.max_instances=256"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,4 +183,54 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCPUBound: a CPU-bound Go guest (hash: SHA-256 over the value, 100
+// rounds per record) with ordering none and a fixed pool of 1, 2 or 4
+// instances per partition task, on 1, 4 and 16 partitions, beside the
+// passthrough reference over the same input. The machine has 2 cores: past
+// two busy instances host-wide, more instances cannot add throughput.
+func BenchmarkCPUBound(b *testing.B) {
+	brokers := kafkatest.RealBrokers(b)
+	n := max(records()/15, 200)
+	hash := filepath.Join(b.TempDir(), "hash.wasm")
+	os.WriteFile(hash, wt.BuildGoGuest(b, "plugins/examples/hash"), 0o644)
+	for _, parts := range []int32{1, 4, 16} {
+		in := inputOn(b, brokers, n, parts)
+		kafkatest.CreateTopic(b, brokers, parts, in+"-ref")
+		var ref, native float64
+		b.Run(fmt.Sprintf("partitions=%d/reference-passthrough", parts), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				ref = float64(n) / passthrough(b, brokers, in, in+"-ref", n).Seconds()
+				b.ReportMetric(ref, "rec/s")
+			}
+		})
+		b.Run(fmt.Sprintf("partitions=%d/reference-native-go-hash", parts), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				native = float64(n) / passthroughMap(b, brokers, in, in+"-ref", n, nativeHash).Seconds()
+				b.ReportMetric(native, "rec/s")
+				b.ReportMetric(native/ref, "x_ref")
+			}
+		})
+		for _, inst := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("partitions=%d/instances=%d", parts, inst), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					el := host(b, brokers, hash, in, n, "ordering: none", fmt.Sprintf("instances: {min: %d, max: %d}", inst, inst))
+					rate := float64(n) / el.Seconds()
+					b.ReportMetric(rate, "rec/s")
+					b.ReportMetric(rate/ref, "x_ref")
+					b.ReportMetric(rate/native, "x_native")
+				}
+			})
+		}
+	}
+}
+
+// nativeHash is the hash example's work done natively: SHA-256, 100 rounds.
+func nativeHash(v []byte) []byte {
+	sum := sha256.Sum256(v)
+	for i := 1; i < 100; i++ {
+		sum = sha256.Sum256(sum[:])
+	}
+	return []byte(hex.EncodeToString(sum[:]))
 }
