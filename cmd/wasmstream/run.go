@@ -133,8 +133,8 @@ func (l statusLine) attrs() []any {
 }
 
 func (l statusLine) String() string {
-	return fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · failures (dead-lettered) %d · guest faults %d · partitions %d",
-		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.DeadLetter, l.Faults, l.Tasks)
+	return fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · failures (dead-lettered) %d · guest faults %d · partitions %d · instances %d (%d busy)",
+		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
 }
 
 func newStatus(r *scheduler.Runner) *status {
