@@ -107,7 +107,6 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(cfg.Kafka.ClientID),
 		kgo.ConsumerGroup(p.group),
-		kgo.ConsumeTopics(pc.Inputs...),
 		kgo.ConsumeResetOffset(reset),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -133,6 +132,9 @@ func (p *Pipeline) Name() string { return p.pc.Name }
 
 // Start begins consuming. Call once.
 func (p *Pipeline) Start() {
+	// Topics are added only now, so the group is joined (and the partition
+	// callbacks can run) only once the pipeline is fully built.
+	p.cl.AddConsumeTopics(p.pc.Inputs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.pollCancel = cancel
 	go p.pollLoop(ctx)

@@ -214,6 +214,11 @@ func (r *Runner) Stop(ctx context.Context) {
 }
 
 func (r *Runner) close(ctx context.Context) {
+	if !r.started {
+		for _, p := range r.pipelines {
+			p.cl.Close() // never joined: nothing to drain
+		}
+	}
 	for _, m := range r.modules {
 		m.Close(ctx)
 	}
