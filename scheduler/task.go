@@ -261,18 +261,19 @@ func (t *task) take(borrowed bool, idle *time.Timer) (*kgo.Record, *lane) {
 // release frees ln after its record finished processing (its produces may
 // still be in flight: produce order per partition keeps outputs in order).
 func (t *task) release(ln *lane) {
-	if ln == nil {
-		return
-	}
 	t.mu.Lock()
-	ln.busy = false
-	switch {
-	case len(ln.q) > 0:
-		ln.listed = true
-		t.ready = append(t.ready, ln)
-	case t.lanes != nil:
-		delete(t.lanes, ln.key)
+	if ln != nil {
+		ln.busy = false
+		switch {
+		case len(ln.q) > 0:
+			ln.listed = true
+			t.ready = append(t.ready, ln)
+		case t.lanes != nil:
+			delete(t.lanes, ln.key)
+		}
 	}
+	// A worker that finished and finds records waiting while none is idle
+	// means the task is backlogged: borrow another instance.
 	t.growLocked()
 	t.mu.Unlock()
 	t.wake()
