@@ -13,7 +13,17 @@ const (
 	HeaderOriginalTimestamp = "wasmstream.original.timestamp" // milliseconds since the Unix epoch
 	HeaderAttempt           = "wasmstream.attempt"
 	HeaderModuleDigest      = "wasmstream.module.digest"
-	HeaderFailedAt          = "wasmstream.failed.at" // RFC 3339
+	HeaderFailedAt          = "wasmstream.failed.at"     // RFC 3339
+	HeaderFirstFailure      = "wasmstream.first.failure" // RFC 3339: when the first attempt failed
+	HeaderDue               = "wasmstream.due"           // retry records: when the next attempt is due, ms since the Unix epoch
+	// HeaderHistoryPrefix + N carries "<kind>: <error>" of failed attempt N,
+	// one header per attempt, on retry and dead-letter records.
+	HeaderHistoryPrefix = "wasmstream.history."
+	// HeaderRedrivenFrom marks a record sent back from the dead-letter topic:
+	// "<topic>[<partition>]@<offset>".
+	HeaderRedrivenFrom = "wasmstream.redriven.from"
+	// HeaderPrefix starts every header wasmstream adds.
+	HeaderPrefix = "wasmstream."
 )
 
 // Error kinds in HeaderErrorKind.

@@ -37,6 +37,7 @@ type Stats struct {
 	Faults     atomic.Int64 // guest faults (each discarded an instance)
 	Commits    atomic.Int64 // successful offset commits
 	Skipped    atomic.Int64 // records skipped because a previous owner recorded them done
+	Retried    atomic.Int64 // records acknowledged on a retry topic (or retried inline)
 }
 
 // Snapshot is a point-in-time view of a pipeline.
@@ -49,6 +50,7 @@ type Snapshot struct {
 	Faults     int64
 	Commits    int64
 	Skipped    int64
+	Retried    int64
 	InFlight   int64 // fetched by the current owner and not yet done
 	Lag        int64 // records behind the partitions' high watermarks
 	Tasks      int
@@ -75,7 +77,12 @@ type Pipeline struct {
 
 	budget        *Budget
 	instanceBytes int64 // memory an instance reserves in the budget
-	flow          chan struct{}
+	// secondary marks a retry pipeline: it consumes the retry topics of the
+	// pipeline pc describes, holds each record until it is due, and takes the
+	// attempt number from the record's headers.
+	secondary bool
+	retryable map[string]bool // fault kinds retried
+	flow      chan struct{}
 
 	pollCancel context.CancelFunc
 	pollDone   chan struct{}
@@ -90,6 +97,7 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		budget:        budget,
 		instanceBytes: int64(pc.Limits.MemoryPages) * 65536,
 		flow:          make(chan struct{}, 1),
+		retryable:     map[string]bool{},
 		cfg:           cfg,
 		pc:            pc,
 		mod:           mod,
@@ -98,6 +106,9 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		tasks:         map[tp]*task{},
 		pollDone:      make(chan struct{}),
 		stopCommit:    make(chan struct{}),
+	}
+	for _, f := range pc.Retry.RetryableFaults {
+		p.retryable["fault."+f] = true
 	}
 	reset := kgo.NewOffset().AtStart()
 	if cfg.Kafka.StartOffset == "latest" {
@@ -168,6 +179,7 @@ func (p *Pipeline) flowLoop() {
 		p.mu.Lock()
 		for _, t := range p.tasks {
 			t.maybeResume()
+			t.grow() // a task with no instance (retry workers) starts one when a record is due
 		}
 		p.mu.Unlock()
 	}
@@ -482,6 +494,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 		Faults:     p.stats.Faults.Load(),
 		Commits:    p.stats.Commits.Load(),
 		Skipped:    p.stats.Skipped.Load(),
+		Retried:    p.stats.Retried.Load(),
 	}
 	p.mu.Lock()
 	for _, t := range p.tasks {

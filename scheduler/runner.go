@@ -76,13 +76,36 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	}
 	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
 	for i := range cfg.Pipelines {
-		p, err := NewPipeline(cfg, &cfg.Pipelines[i], r.modules[i], r.budget, r.brokers, log)
+		pc := &cfg.Pipelines[i]
+		p, err := NewPipeline(cfg, pc, r.modules[i], r.budget, r.brokers, log)
 		if err != nil {
 			return nil, err
 		}
 		r.pipelines = append(r.pipelines, p)
+		if topics := pc.RetryTopics(); len(topics) > 0 {
+			sp, err := NewPipeline(cfg, secondaryConfig(cfg, pc, topics), r.modules[i], r.budget, r.brokers, log)
+			if err != nil {
+				return nil, err
+			}
+			sp.secondary = true
+			r.pipelines = append(r.pipelines, sp)
+		}
 	}
 	return r, nil
+}
+
+// secondaryConfig is the retry pipeline of pc: the same module, output and
+// retry policy, consuming pc's retry topics in its own group, records in
+// order of their due time on a pool that starts empty, grows while records
+// are due and shrinks when the backlog is gone (RATIONALE.md, "Retries").
+func secondaryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *config.Pipeline {
+	s := *pc
+	s.Name = pc.Name + ".retry"
+	s.Group = cfg.GroupID(pc) + ".retry"
+	s.Inputs = topics
+	s.Ordering = config.OrderNone
+	s.Instances = pc.Retry.Instances
+	return &s
 }
 
 // LoadModule reads and loads a pipeline's module with its limits.
@@ -143,6 +166,11 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 		for j, t := range pc.AllowedOutputs {
 			if _, ok := keys[t]; !ok {
 				keys[t] = fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j)
+			}
+		}
+		for _, t := range pc.RetryTopics() {
+			if _, ok := keys[t]; !ok {
+				keys[t] = fmt.Sprintf("pipelines[%d].retry (topic_prefix, backoff)", i)
 			}
 		}
 	}

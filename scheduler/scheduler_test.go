@@ -48,6 +48,9 @@ func testConfig(t testing.TB, brokers []string, group, module, in, out, dlq stri
 // testConfigWith adds pipeline keys (YAML lines indented for the pipeline)
 // and top-level sections.
 func testConfigWith(t testing.TB, brokers []string, group, module, in, out, dlq, pipelineKeys, top string) *config.Config {
+	if !strings.Contains(pipelineKeys, "retry:") {
+		pipelineKeys += "\n    retry: {max_attempts: 1}" // no retries unless the test asks
+	}
 	y := fmt.Sprintf(`
 kafka:
   brokers: [%q]

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,7 +167,37 @@ func (t *task) placeLocked(r *kgo.Record) {
 	}
 }
 
-func (t *task) runnableLocked() bool { return len(t.free) > 0 || len(t.ready) > 0 }
+func (t *task) runnableLocked() bool {
+	if t.p.secondary {
+		return len(t.free) > 0 && !dueAt(t.free[0]).After(time.Now())
+	}
+	return len(t.free) > 0 || len(t.ready) > 0
+}
+
+// dueAt is when a retry record's next attempt is due (zero if unknown).
+func dueAt(r *kgo.Record) time.Time {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == HeaderDue {
+			ms, err := strconv.ParseInt(string(r.Headers[i].Value), 10, 64)
+			if err != nil {
+				return time.Time{}
+			}
+			return time.UnixMilli(ms)
+		}
+	}
+	return time.Time{}
+}
+
+// grow borrows an instance if records are runnable and none is idle.
+func (t *task) grow() {
+	t.mu.Lock()
+	t.growLocked()
+	runnable := t.runnableLocked()
+	t.mu.Unlock()
+	if runnable {
+		t.wake()
+	}
+}
 
 // growLocked borrows an instance when records wait and no worker is idle.
 func (t *task) growLocked() {
@@ -188,6 +219,9 @@ func (t *task) wake() {
 // pickLocked takes the runnable record with the lowest offset (keeping the
 // watermark moving), or nil.
 func (t *task) pickLocked() (*kgo.Record, *lane) {
+	if t.p.secondary && !t.runnableLocked() {
+		return nil, nil // the oldest retry record is not due yet: neither is any after it
+	}
 	var lr *kgo.Record
 	if len(t.ready) > 0 {
 		lr = t.ready[0].q[0]
@@ -234,6 +268,12 @@ func (t *task) take(borrowed bool, idle *time.Timer) (*kgo.Record, *lane) {
 			}
 			return r, ln
 		}
+		var due <-chan time.Time
+		var dueTimer *time.Timer
+		if t.p.secondary && len(t.free) > 0 {
+			dueTimer = time.NewTimer(time.Until(dueAt(t.free[0])))
+			due = dueTimer.C
+		}
 		t.idle++
 		t.mu.Unlock()
 		var timeout <-chan time.Time
@@ -245,8 +285,12 @@ func (t *task) take(borrowed bool, idle *time.Timer) (*kgo.Record, *lane) {
 		select {
 		case <-t.notify:
 		case <-t.stopCh:
+		case <-due:
 		case <-timeout:
 			retire = true
+		}
+		if dueTimer != nil {
+			dueTimer.Stop()
 		}
 		t.mu.Lock()
 		t.idle--
@@ -436,57 +480,200 @@ func (w *worker) instance() *host.Instance {
 	return w.inst
 }
 
+// failure says why an attempt failed and whether it may be retried.
+type failure struct {
+	kind      string
+	msg       string
+	retryable bool
+}
+
+func (t *task) classify(res *host.Result) failure {
+	if f := res.Fault(); f != nil {
+		kind := "fault." + string(f.Kind)
+		return failure{kind, res.Err.Error(), t.p.retryable[kind]}
+	}
+	if res.Status == abi.StatusFail {
+		return failure{KindGuestFail, res.Err.Error(), false}
+	}
+	return failure{KindGuestRetry, res.Err.Error(), true}
+}
+
+// attemptOf is the attempt number r is on: 1, or what its retry headers say.
+func (t *task) attemptOf(r *kgo.Record) int {
+	if !t.p.secondary {
+		return 1
+	}
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == HeaderAttempt {
+			if n, err := strconv.Atoi(string(r.Headers[i].Value)); err == nil && n >= 1 {
+				return n
+			}
+		}
+	}
+	return 1
+}
+
 func (w *worker) process(r *kgo.Record) {
 	t := w.t
-	in := w.instance()
-	if in == nil {
-		return // aborted: the record stays uncommitted
-	}
 	ar := abi.Record{
 		Offset:    r.Offset,
 		Timestamp: r.Timestamp.UnixMilli(),
 		Partition: r.Partition,
-		Attempt:   1,
 		Topic:     r.Topic,
 		Key:       r.Key,
 		Value:     r.Value,
 	}
 	if len(r.Headers) > 0 {
-		ar.Headers = make([]abi.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			ar.Headers[i] = abi.Header{Key: h.Key, Value: h.Value}
+		ar.Headers = make([]abi.Header, 0, len(r.Headers))
+		for _, h := range r.Headers {
+			if !strings.HasPrefix(h.Key, HeaderPrefix) {
+				ar.Headers = append(ar.Headers, abi.Header{Key: h.Key, Value: h.Value})
+			}
 		}
 	}
-	res := in.Process(t.ctx, &ar)
-	if f := res.Fault(); f != nil {
-		if f.Kind == host.FaultCanceled {
-			return // aborted by a drain deadline: uncommitted, processed again by the next owner
-		}
-		t.p.stats.Faults.Add(1)
-		t.p.log.Warn("guest fault; instance replaced", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "kind", f.Kind, "err", f.Msg)
+	if t.p.secondary {
+		// The guest sees the record as it was first consumed.
+		ar.Topic, ar.Partition, ar.Offset, ar.Timestamp = originOf(r)
 	}
-	if res.Status != abi.StatusOK {
-		kind := KindGuestRetry
+	attempt := t.attemptOf(r)
+	var history []string // inline retries
+	for {
+		in := w.instance()
+		if in == nil {
+			return // aborted: the record stays uncommitted
+		}
+		ar.Attempt = uint32(attempt)
+		res := in.Process(t.ctx, &ar)
 		if f := res.Fault(); f != nil {
-			kind = "fault." + string(f.Kind)
-		} else if res.Status == abi.StatusFail {
-			kind = KindGuestFail
+			if f.Kind == host.FaultCanceled {
+				return // aborted by a drain deadline: uncommitted, processed again by the next owner
+			}
+			t.p.stats.Faults.Add(1)
+			t.p.log.Warn("guest fault; instance replaced", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", attempt, "kind", f.Kind, "err", f.Msg)
 		}
-		t.deadLetter(r, kind, res.Err.Error())
+		if res.Status == abi.StatusOK {
+			if len(res.Outputs) == 0 {
+				t.finish(r)
+				return
+			}
+			t.produceOutputs(r, attempt, res.Outputs)
+			return
+		}
+		f := t.classify(&res)
+		rc := &t.p.pc.Retry
+		if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryInline {
+			// Inline: wait in place, blocking this record's lane only.
+			history = append(history, historyEntry(f))
+			delay, _ := t.p.pc.Delay(attempt + 1)
+			t.p.stats.Retried.Add(1)
+			select {
+			case <-time.After(delay):
+			case <-t.stopCh:
+				return // stays uncommitted; the next owner starts it over
+			}
+			attempt++
+			continue
+		}
+		t.fail(r, attempt, f, history)
 		return
 	}
-	if len(res.Outputs) == 0 {
-		t.finish(r)
+}
+
+func historyEntry(f failure) string {
+	e := f.kind + ": " + f.msg
+	if len(e) > 1024 {
+		e = e[:1024]
+	}
+	return e
+}
+
+// originOf returns where a retry record was first consumed.
+func originOf(r *kgo.Record) (topic string, partition int32, offset, timestamp int64) {
+	topic, partition, offset, timestamp = r.Topic, r.Partition, r.Offset, r.Timestamp.UnixMilli()
+	for _, h := range r.Headers {
+		v := string(h.Value)
+		switch h.Key {
+		case HeaderOriginalTopic:
+			topic = v
+		case HeaderOriginalPartition:
+			if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+				partition = int32(n)
+			}
+		case HeaderOriginalOffset:
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				offset = n
+			}
+		case HeaderOriginalTimestamp:
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				timestamp = n
+			}
+		}
+	}
+	return
+}
+
+// fail routes a failed attempt: to the retry topic of the next attempt's
+// backoff tier when it may be retried there, otherwise to the dead-letter
+// topic. Either way r is done once that produce is acknowledged.
+func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string) {
+	rc := &t.p.pc.Retry
+	if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryTopics {
+		delay, tier := t.p.pc.Delay(attempt + 1)
+		hs := t.failureHeaders(r, attempt, attempt+1, f, history)
+		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, time.Now().Add(delay).UnixMilli(), 10)})
+		t.produceFailure(r, t.p.pc.TierTopic(tier), hs, &t.p.stats.Retried)
 		return
 	}
-	t.produceOutputs(r, res.Outputs)
+	t.produceFailure(r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), &t.p.stats.DeadLetter)
+}
+
+// failureHeaders builds a failed record's headers: its own (not wasmstream's),
+// where it was first consumed, its error history with this failure appended,
+// and attemptHeader in HeaderAttempt.
+func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failure, inline []string) []kgo.RecordHeader {
+	now := time.Now().UTC()
+	hs := make([]kgo.RecordHeader, 0, len(r.Headers)+12)
+	first := now.Format(time.RFC3339Nano)
+	var past []kgo.RecordHeader
+	for _, h := range r.Headers {
+		switch {
+		case !strings.HasPrefix(h.Key, HeaderPrefix):
+			hs = append(hs, h)
+		case h.Key == HeaderFirstFailure:
+			first = string(h.Value)
+		case strings.HasPrefix(h.Key, HeaderHistoryPrefix):
+			past = append(past, h)
+		}
+	}
+	topic, partition, offset, ts := originOf(r)
+	hs = append(hs, past...)
+	n := attempt - len(inline)
+	for _, e := range inline {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderHistoryPrefix + strconv.Itoa(n), Value: []byte(e)})
+		n++
+	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: HeaderHistoryPrefix + strconv.Itoa(attempt), Value: []byte(historyEntry(f))},
+		kgo.RecordHeader{Key: HeaderPipeline, Value: []byte(t.p.pc.Name)},
+		kgo.RecordHeader{Key: HeaderErrorKind, Value: []byte(f.kind)},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(f.msg)},
+		kgo.RecordHeader{Key: HeaderOriginalTopic, Value: []byte(topic)},
+		kgo.RecordHeader{Key: HeaderOriginalPartition, Value: strconv.AppendInt(nil, int64(partition), 10)},
+		kgo.RecordHeader{Key: HeaderOriginalOffset, Value: strconv.AppendInt(nil, offset, 10)},
+		kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: strconv.AppendInt(nil, ts, 10)},
+		kgo.RecordHeader{Key: HeaderAttempt, Value: strconv.AppendInt(nil, int64(attemptHeader), 10)},
+		kgo.RecordHeader{Key: HeaderFirstFailure, Value: []byte(first)},
+		kgo.RecordHeader{Key: HeaderModuleDigest, Value: []byte(t.p.mod.Info().Digest)},
+		kgo.RecordHeader{Key: HeaderFailedAt, Value: []byte(now.Format(time.RFC3339Nano))},
+	)
+	return hs
 }
 
 // produceOutputs produces a succeeded record's outputs; the record is done
 // once the broker acknowledged all of them. If one cannot be produced, the
 // record is dead-lettered instead (outputs already acknowledged stay: this is
 // at-least-once).
-func (t *task) produceOutputs(r *kgo.Record, outs []abi.Output) {
+func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output) {
 	remaining := atomic.Int32{}
 	remaining.Store(int32(len(outs)))
 	var failed atomic.Pointer[error]
@@ -513,8 +700,8 @@ func (t *task) produceOutputs(r *kgo.Record, outs []abi.Output) {
 				return
 			}
 			if e := failed.Load(); e != nil {
-				// Not from inside a promise: deadLetter produces again.
-				go t.deadLetter(r, KindProduce, "producing an output failed: "+(*e).Error())
+				// Not from inside a promise: fail produces again.
+				go t.fail(r, attempt, failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, nil)
 				return
 			}
 			t.finish(r)
@@ -522,41 +709,26 @@ func (t *task) produceOutputs(r *kgo.Record, outs []abi.Output) {
 	}
 }
 
-// deadLetter produces r to the dead-letter topic with headers saying why; r
-// is done once that is acknowledged. A failed dead-letter produce is retried
-// with backoff until it succeeds or the pipeline stops (r then stays
-// uncommitted): a failed record is never dropped.
-func (t *task) deadLetter(r *kgo.Record, kind, reason string) {
-	info := t.p.mod.Info()
-	hs := make([]kgo.RecordHeader, 0, len(r.Headers)+10)
-	hs = append(hs, r.Headers...)
-	hs = append(hs,
-		kgo.RecordHeader{Key: HeaderPipeline, Value: []byte(t.p.pc.Name)},
-		kgo.RecordHeader{Key: HeaderErrorKind, Value: []byte(kind)},
-		kgo.RecordHeader{Key: HeaderError, Value: []byte(reason)},
-		kgo.RecordHeader{Key: HeaderOriginalTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: HeaderOriginalPartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
-		kgo.RecordHeader{Key: HeaderOriginalOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-		kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
-		kgo.RecordHeader{Key: HeaderAttempt, Value: []byte("1")},
-		kgo.RecordHeader{Key: HeaderModuleDigest, Value: []byte(info.Digest)},
-		kgo.RecordHeader{Key: HeaderFailedAt, Value: []byte(time.Now().UTC().Format(time.RFC3339Nano))},
-	)
-	t.p.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "kind", kind, "err", reason)
+// produceFailure produces r's failure copy (retry or dead letter) to topic;
+// r is done once that is acknowledged. A failed produce is retried with
+// backoff until it succeeds or the pipeline stops (r then stays uncommitted):
+// a failed record is never dropped.
+func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader, counter *atomic.Int64) {
+	t.p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", topic)
 	var attempt func(backoff time.Duration)
 	attempt = func(backoff time.Duration) {
-		dl := &kgo.Record{Topic: t.p.pc.DeadLetterTopic, Key: r.Key, Value: r.Value, Headers: hs, Partition: -1}
-		t.p.cl.Produce(context.Background(), dl, func(_ *kgo.Record, err error) {
+		fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs, Partition: -1}
+		t.p.cl.Produce(context.Background(), fr, func(_ *kgo.Record, err error) {
 			if err == nil {
-				t.p.stats.DeadLetter.Add(1)
+				counter.Add(1)
 				t.finish(r)
 				return
 			}
 			if t.p.stopped.Load() {
-				t.p.log.Error("dead-letter produce failed during shutdown; the record stays uncommitted", "offset", r.Offset, "err", err)
+				t.p.log.Error("producing a failed record during shutdown failed; it stays uncommitted", "to", topic, "offset", r.Offset, "err", err)
 				return
 			}
-			t.p.log.Error("dead-letter produce failed; retrying", "topic", t.p.pc.DeadLetterTopic, "offset", r.Offset, "err", err, "backoff", backoff)
+			t.p.log.Error("producing a failed record failed; retrying", "to", topic, "offset", r.Offset, "err", err, "backoff", backoff)
 			time.AfterFunc(backoff, func() { attempt(min(backoff*2, 30*time.Second)) })
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -70,6 +71,67 @@ type Pipeline struct {
 	Instances        Instances `koanf:"instances"`
 	MaxInFlight      int       `koanf:"max_in_flight"`
 	MaxInFlightBytes int       `koanf:"max_in_flight_bytes"`
+	Retry            Retry     `koanf:"retry"`
+}
+
+// Retry configures what happens to a record that fails retryably.
+type Retry struct {
+	Mode            string          `koanf:"mode"`
+	MaxAttempts     int             `koanf:"max_attempts"`
+	Backoff         []time.Duration `koanf:"backoff"`
+	TopicPrefix     string          `koanf:"topic_prefix"`
+	RetryableFaults []string        `koanf:"retryable_faults"`
+	Instances       Instances       `koanf:"instances"`
+}
+
+// Retry modes.
+const (
+	RetryTopics = "topics" // failed records go to a retry topic per backoff tier; secondary workers retry them
+	RetryInline = "inline" // retry in place, blocking the record's partition (or key) only
+)
+
+// FaultKinds are the guest fault kinds retry.retryable_faults may name.
+var FaultKinds = []string{"trap", "panic", "exit", "deadline", "oom", "bad_pointer", "protocol"}
+
+// TierTopic is the retry topic of backoff tier i.
+func (p *Pipeline) TierTopic(i int) string {
+	return p.Retry.TopicPrefix + "." + compactDuration(p.Retry.Backoff[i])
+}
+
+// RetryTopics are the pipeline's retry topics, one per distinct backoff
+// tier, or none when records are not retried through topics.
+func (p *Pipeline) RetryTopics() []string {
+	if p.Retry.Mode != RetryTopics || p.Retry.MaxAttempts < 2 {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i := range p.Retry.Backoff {
+		if t := p.TierTopic(i); !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Delay is the wait before attempt (attempt >= 2): the backoff tier
+// attempt-2, the last tier repeating.
+func (p *Pipeline) Delay(attempt int) (time.Duration, int) {
+	i := min(max(attempt-2, 0), len(p.Retry.Backoff)-1)
+	return p.Retry.Backoff[i], i
+}
+
+func compactDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0 && d > 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0 && d > 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return fmt.Sprintf("%dms", d/time.Millisecond)
 }
 
 // Ordering modes.
@@ -208,6 +270,28 @@ func (c *Config) applyDefaults() {
 		}
 		if p.MaxInFlightBytes == 0 {
 			p.MaxInFlightBytes = 32 << 20
+		}
+		r := &p.Retry
+		if r.Mode == "" {
+			r.Mode = RetryTopics
+		}
+		if r.MaxAttempts == 0 {
+			r.MaxAttempts = 4
+		}
+		if r.Backoff == nil {
+			r.Backoff = []time.Duration{time.Second, 10 * time.Second, time.Minute}
+		}
+		if r.TopicPrefix == "" {
+			r.TopicPrefix = p.Name + ".retry"
+		}
+		if r.RetryableFaults == nil {
+			r.RetryableFaults = []string{"trap", "panic", "exit", "deadline", "oom"}
+		}
+		if r.Instances.Max == 0 {
+			r.Instances.Max = max(r.Instances.Min, 2)
+		}
+		if r.Instances.IdleTimeout == 0 {
+			r.Instances.IdleTimeout = 10 * time.Second
 		}
 	}
 	if c.Shutdown.DrainTimeout == 0 {
@@ -372,6 +456,41 @@ func (c *Config) Validate() error {
 		}
 		if in.IdleTimeout < 0 {
 			add(key("instances.idle_timeout"), "%s is negative", in.IdleTimeout)
+		}
+		rt := &p.Retry
+		switch rt.Mode {
+		case RetryTopics, RetryInline:
+		default:
+			add(key("retry.mode"), "%q: want topics or inline", rt.Mode)
+		}
+		if rt.MaxAttempts < 1 || rt.MaxAttempts > 100 {
+			add(key("retry.max_attempts"), "%d: want 1 (no retries) to 100", rt.MaxAttempts)
+		}
+		if rt.MaxAttempts > 1 && len(rt.Backoff) == 0 {
+			add(key("retry.backoff"), "retry.max_attempts is %d but there is no backoff tier: list the delays, e.g. [1s, 10s, 1m]", rt.MaxAttempts)
+		}
+		for j, d := range rt.Backoff {
+			if d < 0 || d > 7*24*time.Hour {
+				add(fmt.Sprintf("pipelines[%d].retry.backoff[%d]", i, j), "%s: want 0 to 168h", d)
+			} else if j > 0 && d < rt.Backoff[j-1] {
+				add(fmt.Sprintf("pipelines[%d].retry.backoff[%d]", i, j), "%s is shorter than the tier before it (%s): tiers go from short to long", d, rt.Backoff[j-1])
+			}
+		}
+		if !validTopic(rt.TopicPrefix + ".1s") {
+			add(key("retry.topic_prefix"), "%q does not make valid topic names", rt.TopicPrefix)
+		}
+		for j, f := range rt.RetryableFaults {
+			if !slices.Contains(FaultKinds, f) {
+				add(fmt.Sprintf("pipelines[%d].retry.retryable_faults[%d]", i, j), "%q: want one of %s", f, strings.Join(FaultKinds, ", "))
+			}
+		}
+		if rt.Instances.Min < 0 || rt.Instances.Max < 1 || rt.Instances.Max < rt.Instances.Min || rt.Instances.Max > 256 {
+			add(key("retry.instances"), "min %d, max %d: want 0 <= min <= max, 1 <= max <= 256", rt.Instances.Min, rt.Instances.Max)
+		}
+		for _, t := range p.RetryTopics() {
+			if inputs[t] || t == p.Output || t == p.DeadLetterTopic {
+				add(key("retry.topic_prefix"), "retry topic %q is also an input, the output or the dead-letter topic", t)
+			}
 		}
 		if p.MaxInFlight < in.Max {
 			add(key("max_in_flight"), "%d is below instances.max (%d): instances beyond it could never be busy", p.MaxInFlight, in.Max)

@@ -118,6 +118,9 @@ func host(b *testing.B, brokers []string, module, in string, n int, extra ...str
 	if len(extra) > 0 {
 		keys = ", " + strings.Join(extra, ", ")
 	}
+	if !strings.Contains(keys, "retry:") {
+		keys += ", retry: {max_attempts: 1}"
+	}
 	y := fmt.Sprintf(`kafka: {brokers: [%q], group: bench-ws-%d}
 pipelines:
   - {name: p, module: %s, inputs: [%s], output: %s-out, dead_letter_topic: %s-dlq%s}

@@ -68,6 +68,7 @@ pipelines:
     inputs: [%s]
     output: %s
     dead_letter_topic: %s
+    retry: {max_attempts: 1}
     limits:
       record_timeout: 2s
       memory_pages: 256
