@@ -5,6 +5,8 @@
 //
 //	"fail"    terminal failure (an error marked guest.Terminal)
 //	"retry"   retryable failure (a plain error)
+//	"transient" retryable failure until the attempt number reaches the
+//	          field "until" (default 3), then success
 //	"panic"   a Go panic (the Go runtime exits: an instance fault)
 //	"loop"    an infinite loop (the host's record deadline interrupts it)
 //	"oom"     allocates without bound (memory grows to the limit, then the
@@ -45,6 +47,14 @@ func enrich(r *guest.Record, out guest.Emitter) error {
 		return guest.Terminal(errors.New("asked to fail"))
 	case "retry":
 		return errors.New("asked to retry")
+	case "transient":
+		until := 3.0
+		if u, ok := doc["until"].(float64); ok {
+			until = u
+		}
+		if float64(r.Attempt) < until {
+			return fmt.Errorf("transient failure on attempt %d (succeeds at %v)", r.Attempt, until)
+		}
 	case "panic":
 		panic("asked to panic")
 	case "loop":

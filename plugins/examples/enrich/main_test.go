@@ -42,3 +42,12 @@ func TestEnrichOutcomes(t *testing.T) {
 		}
 	}
 }
+
+func TestEnrichTransient(t *testing.T) {
+	for attempt, want := range map[uint32]abi.Status{1: abi.StatusRetry, 2: abi.StatusRetry, 3: abi.StatusOK} {
+		res := guest.Run(abi.Record{Topic: "t", Attempt: attempt, Value: []byte(`{"fault":"transient","until":3}`)})
+		if res.Status != want {
+			t.Fatalf("attempt %d: %v (%v)", attempt, res.Status, res.Err)
+		}
+	}
+}
