@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,6 +74,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 			inputs[in] = true
 		}
 		outputs = append(outputs, p.Output, p.DeadLetterTopic)
+		outputs = append(outputs, p.RetryTopics()...)
 	}
 	fmt.Fprintf(stdout, "wasmstream demo: %d pipeline(s) on the embedded broker at %s\n", len(cfg.Pipelines), strings.Join(brokers, ","))
 	fmt.Fprintf(stdout, "  produce your own input with any client, e.g.: kcat -b %s -t %s -P\n", brokers[0], firstKey(inputs))
@@ -133,6 +135,12 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 					if i := strings.Index(msg, "; guest output:"); i > 0 {
 						msg = msg[:i]
 					}
+					if due := header(rec, scheduler.HeaderDue); due != "" {
+						ms, _ := strconv.ParseInt(due, 10, 64)
+						say("↻ %-16s %s[%s]@%s attempt %s due in %s after %s: %s\n", rec.Topic, header(rec, scheduler.HeaderOriginalTopic), header(rec, scheduler.HeaderOriginalPartition), header(rec, scheduler.HeaderOriginalOffset),
+							header(rec, scheduler.HeaderAttempt), time.Until(time.UnixMilli(ms)).Round(100*time.Millisecond), kind, msg)
+						return
+					}
 					say("✗ %-16s %s[%s]@%s %s: %s\n", rec.Topic, header(rec, scheduler.HeaderOriginalTopic), header(rec, scheduler.HeaderOriginalPartition), header(rec, scheduler.HeaderOriginalOffset), kind, msg)
 					return
 				}
@@ -165,15 +173,6 @@ loop:
 		say("[%s] done %d · outputs %d · dead-lettered %d · guest faults %d\n", s.Name, s.Done, s.Outputs, s.DeadLetter, s.Faults)
 	}
 	return 0
-}
-
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 func firstKey(m map[string]bool) string {

@@ -19,6 +19,7 @@ Commands:
   run        run the pipelines of a config file
   demo       run the config's pipelines on an embedded broker with demo input, showing the output
   validate   check that modules fit the wasmstream ABI and print what they import and export
+  dlq        list, show and redrive dead-lettered records
   version    print the version and the ABI version
 
 Examples:
@@ -31,6 +32,10 @@ Examples:
   # Build a Go processor and check it:
   GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o proc.wasm ./myproc
   wasmstream validate proc.wasm
+
+  # Dead letters: inspect, then send back after fixing the processor:
+  wasmstream dlq list --config config.yaml --pipeline uppercase --since 1h
+  wasmstream dlq redrive --config config.yaml --pipeline uppercase --kind guest.fail --dry-run
 
   # The zero-install demo (embedded broker, demo input, output on screen):
   wasmstream demo --config config.yaml
@@ -54,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
+	case "dlq":
+		return cmdDLQ(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help", "-help":
