@@ -75,10 +75,19 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.to, "to", "input", "redrive: where to send records, input or retry")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "redrive: show what would be sent, send nothing")
 	fs.Usage = func() { fmt.Fprint(stderr, dlqUsage, "\nFlags:\n"); fs.PrintDefaults() }
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	// Flags may come before or after the positional argument.
+	var positional []string
+	for rest := args[1:]; ; {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
-	err := runDLQ(sub, &f, fs.Args(), stdout)
+	err := runDLQ(sub, &f, positional, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "wasmstream dlq %s: %v\n", sub, err)
 		return 1
