@@ -115,38 +115,13 @@ func passthroughMap(b *testing.B, brokers []string, in, out string, n int, fn fu
 // first fetched record to every record being done. extra holds pipeline keys
 // in YAML flow style ("ordering: none, instances: {min: 2, max: 2}").
 func host(b *testing.B, brokers []string, module, in string, n int, extra ...string) time.Duration {
-	dir := b.TempDir()
-	keys := ""
-	if len(extra) > 0 {
-		keys = ", " + strings.Join(extra, ", ")
+	if !strings.Contains(strings.Join(extra, ","), "retry:") {
+		extra = append(extra, "retry: {max_attempts: 1}")
 	}
-	if !strings.Contains(keys, "retry:") {
-		keys += ", retry: {max_attempts: 1}"
-	}
-	y := fmt.Sprintf(`kafka: {brokers: [%q], group: bench-ws-%d}
-pipelines:
-  - {name: p, module: %s, inputs: [%s], output: %s-out, dead_letter_topic: %s-dlq%s}
-`, strings.Join(brokers, ","), time.Now().UnixNano(), module, in, in, in, keys)
-	p := filepath.Join(dir, "c.yaml")
-	os.WriteFile(p, []byte(y), 0o644)
-	cfg, err := config.Load(p, nil, []string{"kafka.create_topics=true", fmt.Sprintf("kafka.topic_partitions=%d", partitions), "host.max_instances=256"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := scheduler.NewRunner(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.Start()
+	r, _ := startHost(b, brokers, module, in, extra...)
 	defer r.Stop(context.Background())
+	start := waitFetched(b, r)
 	deadline := time.Now().Add(10 * time.Minute)
-	for r.Snapshots()[0].Fetched == 0 {
-		if time.Now().After(deadline) {
-			b.Fatal("nothing fetched")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	start := time.Now()
 	for r.Snapshots()[0].Done < int64(n) {
 		if time.Now().After(deadline) {
 			b.Fatalf("timed out: %+v", r.Snapshots()[0])
@@ -245,7 +220,7 @@ func nativeHash(v []byte) []byte {
 // attempts, 100 ms backoff, then the dead-letter topic), retrying through
 // retry topics vs inline. Throughput: 5,000 records already in the topic, 4
 // partitions, healthy records per second until the last healthy output.
-// Latency: 2,000 records produced at ~500/s into a running host, healthy
+// Latency: 2,000 records (BENCH_RECORDS/150) produced at ~500/s into a running host, healthy
 // records' input-to-output p50/p99.
 func BenchmarkRetries(b *testing.B) {
 	brokers := kafkatest.RealBrokers(b)
@@ -277,7 +252,7 @@ func BenchmarkRetries(b *testing.B) {
 					waitOutputs(b, r, healthy, 10*time.Minute)
 					rate := float64(healthy) / time.Since(start).Seconds()
 					// Latency: the same host, records arriving at a steady rate.
-					p50, p99 := steadyLatency(b, brokers, in, r, 2000, value)
+					p50, p99 := steadyLatency(b, brokers, in, r, max(records()/150, 100), value)
 					r.Stop(context.Background())
 					_ = cfg
 					b.ReportMetric(rate, "healthy_rec/s")
@@ -296,7 +271,7 @@ pipelines:
 `, strings.Join(brokers, ","), time.Now().UnixNano(), module, in, in, in, strings.Join(extra, ", "))
 	p := filepath.Join(b.TempDir(), "c.yaml")
 	os.WriteFile(p, []byte(y), 0o644)
-	cfg, err := config.Load(p, nil, nil)
+	cfg, err := config.Load(p, nil, []string{"kafka.create_topics=true", fmt.Sprintf("kafka.topic_partitions=%d", partitions), "host.max_instances=256"})
 	if err != nil {
 		b.Fatal(err)
 	}

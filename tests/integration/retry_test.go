@@ -173,7 +173,7 @@ func latencies(t *testing.T, retryYAML string, poison bool) (p50, p99 time.Durat
 		rec := &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: []byte(v), Timestamp: time.Now()}
 		cl.Produce(context.Background(), rec, nil)
 		sent[i] = rec.Timestamp.Truncate(time.Millisecond) // Kafka timestamps are milliseconds
-		time.Sleep(2 * time.Millisecond) // ~500 records/s
+		time.Sleep(2 * time.Millisecond)                   // ~500 records/s
 	}
 	cl.Flush(context.Background())
 	rd := kafkatest.NewReader(t, brokers, out)
