@@ -45,7 +45,9 @@ test)
     BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/
     go test -count=1 -run '^$' -bench . -benchtime 100x ./host/
     say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
-    go test -race -count=1 -timeout 30m -tags integration ./...
+    # -p 1: packages one at a time, so the timing-sensitive integration tests
+    # (latency, RSS) do not share the 2 cores with race-instrumented unit tests.
+    go test -race -count=1 -p 1 -timeout 40m -tags integration ./...
     ;;
 bench)
     say "benchmarks on the real broker"

@@ -142,3 +142,38 @@ func TestDemo(t *testing.T) {
 		t.Logf("stdout:\n%s\nstderr:\n%s", out, errs)
 	}
 }
+
+func TestDLQArgumentErrors(t *testing.T) {
+	dir := t.TempDir()
+	mod := writeFile(t, dir, "m.wasm", wt.Minimal(wt.I32Const(0)).Bytes())
+	cfg := writeFile(t, dir, "c.yaml", []byte(`
+kafka: {brokers: ["127.0.0.1:1"], group: g}
+pipelines:
+  - {name: a, module: `+mod+`, inputs: [in], output: out, dead_letter_topic: dlq}
+  - {name: b, module: `+mod+`, inputs: [in], output: out2, dead_letter_topic: dlq2}
+`))
+	embedded := writeFile(t, dir, "e.yaml", []byte(`
+kafka: {brokers: [embedded], group: g}
+pipelines:
+  - {name: a, module: `+mod+`, inputs: [in], output: out, dead_letter_topic: dlq}
+`))
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"dlq"}, 2, "Usage:"},
+		{[]string{"dlq", "purge"}, 2, `unknown subcommand "purge"`},
+		{[]string{"dlq", "list", "--config", cfg}, 1, "choose one with --pipeline (a, b)"},
+		{[]string{"dlq", "list", "--config", cfg, "--pipeline", "c"}, 1, `--pipeline "c": no such pipeline`},
+		{[]string{"dlq", "redrive", "--config", cfg, "--pipeline", "a", "--to", "nowhere"}, 1, `--to "nowhere": want input or retry`},
+		{[]string{"dlq", "list", "--config", cfg, "--pipeline", "a", "--since", "yesterday"}, 1, `--since "yesterday": want a duration`},
+		{[]string{"dlq", "show", "--config", cfg, "--pipeline", "a", "zero"}, 1, `"zero": want PARTITION@OFFSET`},
+		{[]string{"dlq", "list", "--config", embedded}, 1, "the config's broker is embedded"},
+	} {
+		code, _, errs := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: code %d, stderr %q; want %d and %q", tc.args, code, errs, tc.code, tc.want)
+		}
+	}
+}

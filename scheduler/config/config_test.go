@@ -128,3 +128,33 @@ func TestReferenceConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRetryConfig(t *testing.T) {
+	c, err := Load(write(t, good), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &c.Pipelines[0]
+	if got := strings.Join(p.RetryTopics(), ","); got != "uppercase.retry.1s,uppercase.retry.10s,uppercase.retry.1m" {
+		t.Fatalf("default retry topics %s", got)
+	}
+	for attempt, want := range map[int]time.Duration{2: time.Second, 3: 10 * time.Second, 4: time.Minute, 9: time.Minute} {
+		if d, _ := p.Delay(attempt); d != want {
+			t.Fatalf("attempt %d waits %v, want %v", attempt, d, want)
+		}
+	}
+	bad := strings.Replace(good, "limits:", "retry: {mode: later, max_attempts: 3, backoff: [10s, 1s], retryable_faults: [hiccup], topic_prefix: demo-out}\n    limits:", 1)
+	_, err = Load(write(t, bad), nil, nil)
+	for _, want := range []string{`pipelines[0].retry.mode: "later"`, "pipelines[0].retry.backoff[1]: 1s is shorter than the tier before it", `pipelines[0].retry.retryable_faults[0]: "hiccup"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	noTiers := strings.Replace(good, "limits:", "retry: {max_attempts: 3, backoff: []}\n    limits:", 1)
+	if _, err := Load(write(t, noTiers), nil, nil); err == nil || !strings.Contains(err.Error(), "pipelines[0].retry.backoff: retry.max_attempts is 3 but there is no backoff tier") {
+		t.Errorf("no tiers: %v", err)
+	}
+	if c, err := Load(write(t, strings.Replace(good, "limits:", "retry: {max_attempts: 1}\n    limits:", 1)), nil, nil); err != nil || len(c.Pipelines[0].RetryTopics()) != 0 {
+		t.Errorf("max_attempts 1 needs no retry topics: %v", err)
+	}
+}
