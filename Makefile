@@ -5,7 +5,7 @@ GO ?= go
 PLUGINS := uppercase filter enrich hash
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
-.PHONY: demo test build plugins bench clean
+.PHONY: demo test build plugins c-plugins bench clean
 
 demo: build plugins
 	./bin/wasmstream demo --config config.yaml $(DEMO_FLAGS)
@@ -19,6 +19,13 @@ plugins: $(WASM)
 plugins/examples/%.wasm: FORCE
 	cd $(dir $@) && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $(notdir $@) .
 
+# The C example, written from abi/ABI.md alone (needs clang, lld, wasi-libc,
+# libclang-rt-14-dev-wasm32; the test command installs them).
+c-plugins: plugins/examples/c-uppercase/uppercase.wasm
+
+plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/uppercase.c
+	clang --target=wasm32-wasi -O2 -mexec-model=reactor -o $@ $<
+
 test:
 	bash tests/run.sh
 
@@ -26,6 +33,6 @@ bench:
 	bash tests/run.sh bench
 
 clean:
-	rm -rf bin $(WASM)
+	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm
 
 FORCE:

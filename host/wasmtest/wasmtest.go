@@ -208,3 +208,23 @@ func BuildGoGuest(t testing.TB, dir string) []byte {
 	}
 	return b
 }
+
+// BuildCGuest builds the C guest source file src (relative to the repository
+// root) with clang for wasm32-wasi and returns the module bytes. The test
+// command installs clang, lld, wasi-libc and libclang-rt-14-dev-wasm32.
+func BuildCGuest(t testing.TB, src string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("clang"); err != nil {
+		t.Fatal("clang not found: C guests need clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (the test command installs them)")
+	}
+	out := filepath.Join(t.TempDir(), "guest.wasm")
+	cmd := exec.Command("clang", "--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-o", out, filepath.Join(RepoRoot(t), src))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("clang %s: %v\n%s", src, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

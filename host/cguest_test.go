@@ -1,0 +1,62 @@
+//go:build integration
+
+package host
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/abi"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+)
+
+// The C guest is written from abi/ABI.md alone: it proves the spec is enough
+// to implement the ABI in another language. It needs clang (installed by the
+// test command), hence the integration build tag.
+
+func cGuest(t testing.TB) *Instance {
+	m := load(t, wt.BuildCGuest(t, "plugins/examples/c-uppercase/uppercase.c"), Limits{})
+	return newInstance(t, m)
+}
+
+func TestCGuestUppercase(t *testing.T) {
+	in := cGuest(t)
+	for _, tc := range []abi.Record{
+		{Topic: "in", Key: []byte("k"), Value: []byte("hello, c guest"), Headers: []abi.Header{{Key: "h", Value: []byte("v")}, {Key: "n"}}},
+		{Topic: "in", Key: nil, Value: nil},
+		{Topic: "a-longer-topic", Key: []byte{}, Value: []byte(strings.Repeat("xyz", 10000))},
+	} {
+		res := in.Process(context.Background(), &tc)
+		if res.Err != nil || len(res.Outputs) != 1 {
+			t.Fatalf("%+v", res)
+		}
+		o := res.Outputs[0]
+		want := tc.Value
+		if want != nil {
+			want = []byte(strings.ToUpper(string(want)))
+		}
+		if string(o.Value) != string(want) || (o.Value == nil) != (tc.Value == nil) || string(o.Key) != string(tc.Key) || (o.Key == nil) != (tc.Key == nil) ||
+			o.Topic != "" || o.Partition != -1 || len(o.Headers) != len(tc.Headers) {
+			t.Fatalf("output %+v for %+v", o, tc)
+		}
+		for i, h := range tc.Headers {
+			if o.Headers[i].Key != h.Key || string(o.Headers[i].Value) != string(h.Value) || (o.Headers[i].Value == nil) != (h.Value == nil) {
+				t.Fatalf("header %d: %+v", i, o.Headers[i])
+			}
+		}
+	}
+}
+
+func BenchmarkProcessUppercaseC(b *testing.B) {
+	in := cGuest(b)
+	rec := &abi.Record{Topic: "in", Key: []byte("key-0001"), Value: []byte(strings.Repeat("x", 100)), Attempt: 1}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if res := in.Process(ctx, rec); len(res.Outputs) != 1 {
+			b.Fatal(res.Err)
+		}
+	}
+}
