@@ -5,12 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -48,20 +45,12 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	if cf.brokers == "" {
 		cf.brokers = "embedded"
 	}
-	cfg, err := cf.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return 1
+	h, code := startHost(&cf, stderr)
+	if h == nil {
+		return code
 	}
-	log := newLogger(cfg, stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	r, err := scheduler.NewRunner(ctx, cfg, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return 1
-	}
-	r.Start()
+	defer h.stop()
+	cfg, ctx, r := h.cfg, h.ctx, h.r
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
@@ -162,13 +151,11 @@ loop:
 		}
 	}
 	tick.Stop()
-	stop()
+	h.stop()
 	wg.Wait()
 	cl.Close()
 	say("\nstopping: draining in-flight records and committing...\n")
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.DrainTimeout+30*time.Second)
-	defer cancel()
-	r.Stop(sctx)
+	h.shutdown()
 	for _, s := range r.Snapshots() {
 		say("[%s] done %d · outputs %d · dead-lettered %d · guest faults %d\n", s.Name, s.Done, s.Outputs, s.DeadLetter, s.Faults)
 	}

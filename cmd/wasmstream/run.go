@@ -66,20 +66,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg, err := cf.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return 1
+	h, code := startHost(&cf, stderr)
+	if h == nil {
+		return code
 	}
-	log := newLogger(cfg, stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	r, err := scheduler.NewRunner(ctx, cfg, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return 1
-	}
-	r.Start()
+	defer h.stop()
+	cfg, log, ctx, r := h.cfg, h.log, h.ctx, h.r
 	log.Info("wasmstream running", "version", version, "pipelines", len(cfg.Pipelines), "brokers", strings.Join(r.Brokers(), ","))
 	interval := cfg.Status.Interval
 	if interval == 0 {
@@ -99,12 +91,7 @@ loop:
 			}
 		}
 	}
-	stop() // a second signal kills the process the default way
-	log.Info("shutting down: draining in-flight records, committing, leaving the group", "drain_timeout", cfg.Shutdown.DrainTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.DrainTimeout+30*time.Second)
-	defer cancel()
-	r.Stop(sctx)
-	if errors.Is(sctx.Err(), context.DeadlineExceeded) {
+	if !h.shutdown() {
 		log.Error("shutdown did not finish in time; uncommitted records will be processed again on restart")
 		return 1
 	}
@@ -112,6 +99,47 @@ loop:
 		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "dead_lettered", s.DeadLetter, "faults", s.Faults, "skipped", s.Skipped)
 	}
 	return 0
+}
+
+// hostProc is a started Runner with its config, logger and signal context.
+type hostProc struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	ctx  context.Context // ends on SIGINT/SIGTERM
+	stop context.CancelFunc
+	r    *scheduler.Runner
+}
+
+// startHost loads the config, starts the runner and returns it, or nil and
+// the exit code after printing why it could not.
+func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return nil, 1
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	r, err := scheduler.NewRunner(ctx, cfg, log)
+	if err != nil {
+		stop()
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return nil, 1
+	}
+	r.Start()
+	return &hostProc{cfg: cfg, log: log, ctx: ctx, stop: stop, r: r}, 0
+}
+
+// shutdown stops the runner in stages (drain, commit, leave) within
+// shutdown.drain_timeout plus a margin, and reports whether it finished.
+// A second signal during it kills the process the default way.
+func (h *hostProc) shutdown() bool {
+	h.stop()
+	h.log.Info("shutting down: draining in-flight records, committing, leaving the group", "drain_timeout", h.cfg.Shutdown.DrainTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), h.cfg.Shutdown.DrainTimeout+30*time.Second)
+	defer cancel()
+	h.r.Stop(sctx)
+	return !errors.Is(sctx.Err(), context.DeadlineExceeded)
 }
 
 // status turns snapshots into per-pipeline rates.
