@@ -157,7 +157,7 @@ loop:
 	say("\nstopping: draining in-flight records and committing...\n")
 	h.shutdown()
 	for _, s := range r.Snapshots() {
-		say("[%s] done %d · outputs %d · dead-lettered %d · guest faults %d\n", s.Name, s.Done, s.Outputs, s.DeadLetter, s.Faults)
+		say("[%s] done %d · outputs %d · retried %d · dead-lettered %d · guest faults %d\n", s.Name, s.Done, s.Outputs, s.Retried, s.DeadLetter, s.Faults)
 	}
 	return 0
 }

@@ -96,7 +96,7 @@ loop:
 		return 1
 	}
 	for _, s := range r.Snapshots() {
-		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "dead_lettered", s.DeadLetter, "faults", s.Faults, "skipped", s.Skipped)
+		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "skipped", s.Skipped)
 	}
 	return 0
 }
@@ -156,13 +156,13 @@ type statusLine struct {
 
 func (l statusLine) attrs() []any {
 	return []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
-		"done", l.Done, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
+		"done", l.Done, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
 		"instances", l.Instances, "busy", l.Busy, "paused", l.Paused, "skipped", l.Skipped}
 }
 
 func (l statusLine) String() string {
-	return fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · failures (dead-lettered) %d · guest faults %d · partitions %d · instances %d (%d busy)",
-		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
+	return fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
+		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.Retried, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
 }
 
 func newStatus(r *scheduler.Runner) *status {
