@@ -115,6 +115,9 @@ func (t *task) enqueue(recs []*kgo.Record) {
 				t.tr.add(r.Offset, r.LeaderEpoch)
 				t.tr.done(r.Offset)
 				t.p.stats.Skipped.Add(1)
+				if p := r.Offset + 1; p > t.position.Load() {
+					t.position.Store(p) // skipped records count as consumed for lag
+				}
 				continue
 			}
 			if r.Offset >= t.skip.base+t.skip.span {

@@ -139,7 +139,7 @@ func TestGuestFaults(t *testing.T) {
 	wantKind := map[string]string{"fail": "guest.fail", "retry": "guest.retry", "panic": "fault.panic", "loop": "fault.deadline",
 		"oom": "fault.oom", "badptr": "fault.bad_pointer", "exit": "fault.exit", "poison": "guest.fail"}
 	wantMsg := map[string]string{"fail": "asked to fail", "retry": "asked to retry", "panic": "guest panic: asked to panic",
-		"loop": "record deadline of 2s exceeded", "oom": "out of memory", "badptr": "outside guest memory",
+		"loop": "record deadline of 10s exceeded", "oom": "out of memory", "badptr": "outside guest memory",
 		"exit": "exited with code 3", "poison": "not a JSON object"}
 	// Each fault, then a healthy record right behind it.
 	var values []string
