@@ -11,6 +11,7 @@ package host
 
 import (
 	"context"
+	"runtime"
 	"fmt"
 	"log/slog"
 
@@ -22,6 +23,9 @@ import (
 type Engine struct {
 	cache wazero.CompilationCache
 	log   *slog.Logger
+	// running bounds guest calls executing at once to the cores the Go
+	// runtime uses (RATIONALE.md, "Guest calls and cores").
+	running chan struct{}
 }
 
 // NewEngine returns an engine. With a non-empty cacheDir compiled code is
@@ -30,7 +34,7 @@ func NewEngine(cacheDir string, log *slog.Logger) (*Engine, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Engine{log: log}
+	e := &Engine{log: log, running: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if cacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
 		return e, nil

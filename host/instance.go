@@ -130,6 +130,16 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record) Result {
 	in.outputs, in.outBytes, in.errMsg, in.fault = nil, 0, "", nil
 	in.stderr.reset()
 
+	// Wait for a core before the deadline starts: with more instances than
+	// cores, the Go scheduler cannot preempt a goroutine inside guest code,
+	// and calls left runnable would be starved for seconds and time out for
+	// no fault of theirs.
+	select {
+	case in.m.running <- struct{}{}:
+	case <-ctx.Done():
+		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host before it started: " + ctx.Err().Error()}}
+	}
+	defer func() { <-in.m.running }()
 	cctx, cancel := context.WithTimeout(ctx, in.m.limits.RecordTimeout)
 	cctx = context.WithValue(cctx, instanceKey{}, in)
 	in.stack[0], in.stack[1] = uint64(in.handle), uint64(len(in.enc))

@@ -95,6 +95,7 @@ type Module struct {
 	allowed  map[string]bool
 	log      *slog.Logger
 	nextID   atomic.Uint64
+	running  chan struct{} // the engine's
 }
 
 // ErrIncompatible is wrapped by every error that refuses a module at load.
@@ -115,7 +116,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 		WithMemoryLimitPages(lim.MemoryPages).
 		WithCloseOnContextDone(true)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name)}
+	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), running: e.running}
 	ok := false
 	defer func() {
 		if !ok {

@@ -49,6 +49,9 @@ test)
     say "benchmark smoke run (checks the harness, not speed)"
     BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/
     go test -count=1 -run "^$" -bench . -benchtime 100x -tags integration ./host/
+    # Scheduling under oversubscription is only faithful without the race
+    # detector's instrumentation: run that test plainly too.
+    go test -count=1 -run TestOversubscribedInstancesMeetDeadlines ./host/
     say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
     # -p 1: packages one at a time, so the timing-sensitive integration tests
     # (latency, RSS) do not share the 2 cores with race-instrumented unit tests.
