@@ -11,9 +11,9 @@ package host
 
 import (
 	"context"
-	"runtime"
 	"fmt"
 	"log/slog"
+	"runtime"
 
 	"github.com/tetratelabs/wazero"
 )
