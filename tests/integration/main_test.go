@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
 var (
@@ -174,4 +177,26 @@ func tail(s string, n int) string {
 
 func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
+}
+
+// readOutcomes reads the output and dead-letter readers until want distinct
+// inputs have appeared across the two, and returns how often each did. idOut
+// and idDLQ name the input a record stands for.
+func readOutcomes(t *testing.T, out, dlq *kafkatest.Reader, want int, idOut, idDLQ func(*kgo.Record) int64) map[int64]int {
+	t.Helper()
+	seen := map[int64]int{}
+	outN, dlN := 0, 0
+	kafkatest.Eventually(t, 3*time.Minute, "every input in the output or the dead-letter topic", func() bool {
+		out.ReadFor(200 * time.Millisecond)
+		dlq.ReadFor(100 * time.Millisecond)
+		for _, r := range out.Recs[outN:] {
+			seen[idOut(r)]++
+		}
+		for _, r := range dlq.Recs[dlN:] {
+			seen[idDLQ(r)]++
+		}
+		outN, dlN = len(out.Recs), len(dlq.Recs)
+		return len(seen) >= want
+	})
+	return seen
 }

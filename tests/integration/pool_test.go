@@ -140,24 +140,15 @@ func TestPoolRebalance(t *testing.T) {
 	// Every input ends in the output or, if it faulted (a deadline on a
 	// loaded machine), the dead-letter topic — exactly once across the two.
 	dl := kafkatest.NewReader(t, brokers, dlq)
-	seen := map[int64]int{}
-	outN, dlN := 0, 0
-	kafkatest.Eventually(t, 3*time.Minute, "every input in the output or the dead-letter topic", func() bool {
-		rd.ReadFor(200 * time.Millisecond)
-		dl.ReadFor(100 * time.Millisecond)
-		for _, r := range rd.Recs[outN:] {
-			var h hashOut
-			json.Unmarshal(r.Value, &h)
-			seen[int64(h.Partition)<<40|h.Offset]++
-		}
-		for _, r := range dl.Recs[dlN:] {
-			var p, o int64
-			fmt.Sscan(kafkatest.Header(r, scheduler.HeaderOriginalPartition), &p)
-			fmt.Sscan(kafkatest.Header(r, scheduler.HeaderOriginalOffset), &o)
-			seen[p<<40|o]++
-		}
-		outN, dlN = len(rd.Recs), len(dl.Recs)
-		return len(seen) >= count
+	readOutcomes(t, rd, dl, count, func(r *kgo.Record) int64 {
+		var h hashOut
+		json.Unmarshal(r.Value, &h)
+		return int64(h.Partition)<<40 | h.Offset
+	}, func(r *kgo.Record) int64 {
+		var p, o int64
+		fmt.Sscan(kafkatest.Header(r, scheduler.HeaderOriginalPartition), &p)
+		fmt.Sscan(kafkatest.Header(r, scheduler.HeaderOriginalOffset), &o)
+		return p<<40 | o
 	})
 	if code := bp.stop(t, time.Minute); code != 0 {
 		t.Fatalf("exit code %d", code)

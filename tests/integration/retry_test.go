@@ -120,24 +120,12 @@ func TestKillWithRetryBacklog(t *testing.T) {
 	p1.kill(t)
 	p2 := startProc(t, "run", "--config", cfg)
 	dl := kafkatest.NewReader(t, brokers, dlq)
-	seen := map[int]bool{}
-	outN, dlN := 0, 0
-	kafkatest.Eventually(t, 3*time.Minute, "every input in the output or the dead-letter topic", func() bool {
-		rd.ReadFor(200 * time.Millisecond)
-		dl.ReadFor(200 * time.Millisecond)
-		for _, r := range rd.Recs[outN:] {
-			var e enriched
-			json.Unmarshal(r.Value, &e)
-			seen[e.I] = true
-		}
-		for _, r := range dl.Recs[dlN:] {
-			var e enriched
-			json.Unmarshal(r.Value, &e)
-			seen[e.I] = true
-		}
-		outN, dlN = len(rd.Recs), len(dl.Recs)
-		return len(seen) >= count
-	})
+	inputOf := func(r *kgo.Record) int64 {
+		var e enriched
+		json.Unmarshal(r.Value, &e)
+		return int64(e.I)
+	}
+	readOutcomes(t, rd, dl, count, inputOf, inputOf)
 	poison := 0
 	for _, r := range dl.Recs {
 		var e enriched
