@@ -46,8 +46,9 @@ type Status int32
 const (
 	// StatusOK: the record succeeded; what it emitted is released.
 	StatusOK Status = 0
-	// StatusPending: reserved for asynchronous completion. The record stays
-	// in flight and its handle valid until the guest completes it.
+	// StatusPending: the record waits on asynchronous operations it started
+	// (async_start). It stays in flight and its handle valid until a call of
+	// wasmstream_on_complete for it returns another status.
 	StatusPending Status = 1
 	// StatusRetry: a retryable failure. Emitted outputs are discarded.
 	StatusRetry Status = 2
@@ -81,8 +82,9 @@ const (
 	ErrnoBufTooSmall  Errno = 2 // record_read: buf_len is smaller than the record
 	ErrnoBadEncoding  Errno = 3 // emit: the output encoding is malformed
 	ErrnoTopicDenied  Errno = 4 // emit: the output topic is not allowed for this pipeline
-	ErrnoLimit        Errno = 5 // emit: the record's output count or bytes limit is reached
+	ErrnoLimit        Errno = 5 // emit: the record's output count or bytes limit is reached; async_start: the record's operation limit is reached
 	ErrnoNotSupported Errno = 6 // the call is not supported by this host
+	ErrnoBadOp        Errno = 7 // result_read: op is not the operation being completed
 )
 
 func (e Errno) Error() string {
@@ -99,6 +101,8 @@ func (e Errno) Error() string {
 		return "output limit reached"
 	case ErrnoNotSupported:
 		return "not supported"
+	case ErrnoBadOp:
+		return "bad operation id"
 	}
 	return "unknown errno"
 }

@@ -27,7 +27,7 @@ func TestCGuestUppercase(t *testing.T) {
 		{Topic: "in", Key: nil, Value: nil},
 		{Topic: "a-longer-topic", Key: []byte{}, Value: []byte(strings.Repeat("xyz", 10000))},
 	} {
-		res := in.Process(context.Background(), &tc)
+		res := in.Process(context.Background(), &tc, nil)
 		if res.Err != nil || len(res.Outputs) != 1 {
 			t.Fatalf("%+v", res)
 		}
@@ -55,7 +55,7 @@ func BenchmarkProcessUppercaseC(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if res := in.Process(ctx, rec); len(res.Outputs) != 1 {
+		if res := in.Process(ctx, rec, nil); len(res.Outputs) != 1 {
 			b.Fatal(res.Err)
 		}
 	}

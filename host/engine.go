@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -26,7 +27,13 @@ type Engine struct {
 	// running bounds guest calls executing at once to the cores the Go
 	// runtime uses (RATIONALE.md, "Guest calls and cores").
 	running chan struct{}
+	// asyncOps counts guest asynchronous operations in flight.
+	asyncOps atomic.Int64
 }
+
+// AsyncInFlight is the number of asynchronous operations in flight across
+// every module of the engine.
+func (e *Engine) AsyncInFlight() int64 { return e.asyncOps.Load() }
 
 // NewEngine returns an engine. With a non-empty cacheDir compiled code is
 // also kept on disk, so a restart does not recompile.

@@ -58,7 +58,7 @@ func TestUppercaseGuest(t *testing.T) {
 	in := newInstance(t, m)
 	for i := 0; i < 100; i++ {
 		res := in.Process(context.Background(), &abi.Record{Topic: "in", Offset: int64(i), Key: []byte("k"), Value: []byte("abc"), Attempt: 1,
-			Headers: []abi.Header{{Key: "h", Value: []byte("v")}}})
+			Headers: []abi.Header{{Key: "h", Value: []byte("v")}}}, nil)
 		if res.Err != nil || res.Status != abi.StatusOK {
 			t.Fatalf("record %d: %v %v", i, res.Status, res.Err)
 		}
@@ -90,7 +90,7 @@ func TestGuestFaults(t *testing.T) {
 			in := newInstance(t, m)
 			defer in.Close(context.Background())
 			start := time.Now()
-			res := in.Process(context.Background(), &abi.Record{Topic: "in", Value: []byte(`{"fault":"` + tc.fault + `"}`)})
+			res := in.Process(context.Background(), &abi.Record{Topic: "in", Value: []byte(`{"fault":"` + tc.fault + `"}`)}, nil)
 			if res.Status != tc.status || res.Err == nil || len(res.Outputs) != 0 {
 				t.Fatalf("status %v err %v outputs %d", res.Status, res.Err, len(res.Outputs))
 			}
@@ -120,7 +120,7 @@ func TestGuestFaults(t *testing.T) {
 			// A fresh instance processes normally after any fault.
 			in2 := newInstance(t, m)
 			defer in2.Close(context.Background())
-			res = in2.Process(context.Background(), &abi.Record{Topic: "in", Value: []byte(`{"ok":1}`)})
+			res = in2.Process(context.Background(), &abi.Record{Topic: "in", Value: []byte(`{"ok":1}`)}, nil)
 			if res.Err != nil || len(res.Outputs) != 1 || !strings.Contains(string(res.Outputs[0].Value), `"enriched":true`) {
 				t.Fatalf("after fault: %+v", res)
 			}
@@ -202,7 +202,7 @@ func TestHandBuiltFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := load(t, tc.mod.Bytes(), Limits{RecordTimeout: 200 * time.Millisecond})
 			in := newInstance(t, m)
-			res := in.Process(context.Background(), &abi.Record{Topic: "t"})
+			res := in.Process(context.Background(), &abi.Record{Topic: "t"}, nil)
 			f := res.Fault()
 			if f == nil || f.Kind != tc.kind || !strings.Contains(f.Error(), tc.msg) || !in.Dead() {
 				t.Fatalf("got %v (dead=%v), want %s fault containing %q", res.Err, in.Dead(), tc.kind, tc.msg)
@@ -218,7 +218,7 @@ func TestEmitErrnos(t *testing.T) {
 	body := append(append(append(wt.LocalGet(0), wt.I32Const(0)...), wt.I32Const(4)...), wt.Call(0)...)
 	m := load(t, wt.Minimal(body, emit).Bytes(), Limits{})
 	in := newInstance(t, m)
-	res := in.Process(context.Background(), &abi.Record{Topic: "t"})
+	res := in.Process(context.Background(), &abi.Record{Topic: "t"}, nil)
 	// -3 is not a valid status: the protocol fault message carries it.
 	if f := res.Fault(); f == nil || !strings.Contains(f.Msg, "invalid status -3") {
 		t.Fatalf("got %v", res.Err)
@@ -230,7 +230,7 @@ func TestCanceledCall(t *testing.T) {
 	in := newInstance(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	res := in.Process(ctx, &abi.Record{Topic: "in", Value: []byte(`{"fault":"loop"}`)})
+	res := in.Process(ctx, &abi.Record{Topic: "in", Value: []byte(`{"fault":"loop"}`)}, nil)
 	if f := res.Fault(); f == nil || f.Kind != FaultCanceled {
 		t.Fatalf("got %v", res.Err)
 	}
@@ -244,7 +244,7 @@ func BenchmarkProcessUppercase(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res := in.Process(ctx, rec)
+		res := in.Process(ctx, rec, nil)
 		if len(res.Outputs) != 1 {
 			b.Fatal(res.Err)
 		}
@@ -259,7 +259,7 @@ func BenchmarkProcessMinimal(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if res := in.Process(ctx, rec); res.Err != nil {
+		if res := in.Process(ctx, rec, nil); res.Err != nil {
 			b.Fatal(res.Err)
 		}
 	}
@@ -282,7 +282,7 @@ func TestOversubscribedInstancesMeetDeadlines(t *testing.T) {
 			defer wg.Done()
 			rec := &abi.Record{Topic: "in", Value: []byte("0123456789"), Attempt: 1, Headers: []abi.Header{{Key: "rounds", Value: []byte("25")}}}
 			for start := time.Now(); time.Since(start) < 4*time.Second; {
-				res := in.Process(context.Background(), rec)
+				res := in.Process(context.Background(), rec, nil)
 				mu.Lock()
 				calls++
 				if res.Err != nil {

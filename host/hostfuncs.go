@@ -23,6 +23,8 @@ func (m *Module) instantiateHostModule(ctx context.Context) error {
 	def(abi.ImportEmit, hostEmit)
 	def(abi.ImportSetError, hostSetError)
 	def(abi.ImportLog, hostLog)
+	def(abi.ImportAsyncStart, hostAsyncStart)
+	def(abi.ImportResultRead, hostResultRead)
 	if _, err := b.Instantiate(ctx); err != nil {
 		return fmt.Errorf("host: instantiate %s: %w", abi.HostModule, err)
 	}
@@ -51,22 +53,72 @@ func (in *Instance) badPointer(mod api.Module, fn string, ptr, n uint32) {
 	panic(in.fault)
 }
 
+// current returns the record of the call in progress if handle names it.
+func (in *Instance) current(handle uint32) *recState {
+	if in == nil || in.cur == nil || in.cur.ended || handle == 0 || handle != in.cur.handle {
+		return nil
+	}
+	return in.cur
+}
+
 // record_read(handle, buf, buf_len) -> n | -errno
 func hostRecordRead(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instance(ctx)
 	handle, buf, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
-	if in == nil || handle == 0 || handle != in.handle {
+	st := in.current(handle)
+	if st == nil {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
 	}
-	if int(n) < len(in.enc) {
+	if int(n) < len(st.enc) {
 		stack[0] = errno(abi.ErrnoBufTooSmall)
 		return
 	}
-	if !mod.Memory().Write(buf, in.enc) {
-		in.badPointer(mod, abi.ImportRecordRead, buf, uint32(len(in.enc)))
+	if !mod.Memory().Write(buf, st.enc) {
+		in.badPointer(mod, abi.ImportRecordRead, buf, uint32(len(st.enc)))
 	}
-	stack[0] = uint64(len(in.enc))
+	stack[0] = uint64(len(st.enc))
+}
+
+// async_start(handle, kind, req, req_len) -> op | -errno
+func hostAsyncStart(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instance(ctx)
+	handle, kind, ptr, n := uint32(stack[0]), abi.OpKind(int32(stack[1])), uint32(stack[2]), uint32(stack[3])
+	if in == nil {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	req := in.read(mod, abi.ImportAsyncStart, ptr, n)
+	st := in.current(handle)
+	if st == nil {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	id, e := in.startOp(kind, req)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	stack[0] = uint64(id)
+}
+
+// result_read(op, buf, buf_len) -> n | -errno
+func hostResultRead(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instance(ctx)
+	id, buf, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	if in == nil || in.curOp == nil || id == 0 || id != in.curOp.id {
+		stack[0] = errno(abi.ErrnoBadOp)
+		return
+	}
+	res := in.curOp.result
+	if int(n) < len(res) {
+		stack[0] = errno(abi.ErrnoBufTooSmall)
+		return
+	}
+	if !mod.Memory().Write(buf, res) {
+		in.badPointer(mod, abi.ImportResultRead, buf, uint32(len(res)))
+	}
+	stack[0] = uint64(len(res))
 }
 
 // emit(handle, ptr, len) -> 0 | -errno
@@ -78,12 +130,13 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	raw := in.read(mod, abi.ImportEmit, ptr, n)
-	if handle == 0 || handle != in.handle {
+	st := in.current(handle)
+	if st == nil {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
 	}
 	lim := in.m.limits
-	if len(in.outputs) >= lim.MaxOutputs || in.outBytes+len(raw) > lim.MaxOutputBytes {
+	if len(st.outputs) >= lim.MaxOutputs || st.outBytes+len(raw) > lim.MaxOutputBytes {
 		stack[0] = errno(abi.ErrnoLimit)
 		return
 	}
@@ -97,8 +150,8 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(abi.ErrnoTopicDenied)
 		return
 	}
-	in.outputs = append(in.outputs, o)
-	in.outBytes += len(raw)
+	st.outputs = append(st.outputs, o)
+	st.outBytes += len(raw)
 	stack[0] = 0
 }
 
@@ -111,14 +164,15 @@ func hostSetError(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	msg := in.read(mod, abi.ImportSetError, ptr, n)
-	if handle == 0 || handle != in.handle {
+	st := in.current(handle)
+	if st == nil {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
 	}
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage]
 	}
-	in.errMsg = string(msg)
+	st.errMsg = string(msg)
 	stack[0] = 0
 }
 

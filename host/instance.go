@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
@@ -25,13 +27,19 @@ const (
 	FaultBadPointer FaultKind = "bad_pointer" // a host function got a pointer/length outside guest memory
 	FaultProtocol   FaultKind = "protocol"    // the guest broke the ABI (invalid status, ...)
 	FaultCanceled   FaultKind = "canceled"    // the host abandoned the call (shutdown deadline)
+	// FaultInstanceLost: the record waited on asynchronous operations when
+	// its instance was discarded (another record faulted on it).
+	FaultInstanceLost FaultKind = "instance_lost"
 )
 
-// Fault is a guest fault. The instance that faulted is dead.
+// Fault is a guest fault. The instance that faulted is dead, unless Keep is
+// set: a record that reached its deadline while waiting on asynchronous
+// operations fails without its instance (the guest was not running).
 type Fault struct {
 	Kind   FaultKind
 	Msg    string
 	Stderr string // the tail of what the guest wrote to stdout/stderr during the call
+	Keep   bool   // the instance lives on
 }
 
 func (f *Fault) Error() string {
@@ -70,25 +78,72 @@ func (r *Result) Fault() *Fault {
 }
 
 // Instance is one instantiation of a module. It is not safe for concurrent
-// use: one goroutine at a time calls Process.
+// use: one goroutine at a time calls Process, Poll and Close. Asynchronous
+// operations complete on other goroutines, but their completions only queue;
+// the owner delivers them into the guest with Poll, so every call into an
+// instance is serialised.
 type Instance struct {
-	m        *Module
-	id       uint64
-	mod      api.Module
-	onRecord api.Function
-	stack    []uint64
-	ctx      context.Context
-	stderr   outputBuffer
-	dead     bool
+	m          *Module
+	id         uint64
+	mod        api.Module
+	onRecord   api.Function
+	onComplete api.Function // nil when the module does no async work
+	stack      []uint64
+	ctx        context.Context
+	base       context.Context // ends when the instance closes: cancels its operations
+	baseCancel context.CancelFunc
+	stderr     outputBuffer
+	dead       bool
 
-	// The call in progress.
-	handle     uint32
+	cur        *recState // the record of the call in progress
+	curOp      *opState  // the operation being completed (result_read)
+	spare      *recState // reused for records that complete in one call
 	lastHandle uint32
-	enc        []byte
-	outputs    []abi.Output
-	outBytes   int
-	errMsg     string
+	lastOp     uint32
 	fault      *Fault
+
+	pending map[uint32]*recState // records waiting on operations, by handle
+	opsOut  int                  // operations of pending records not yet completed
+	lost    []Done               // pending records failed by the instance's death, not yet collected
+
+	qmu     sync.Mutex
+	queue   []*opState // completed operations waiting for delivery
+	qclosed bool
+	ready   chan struct{}
+}
+
+// recState is one record in flight on the instance.
+type recState struct {
+	handle   uint32
+	tag      any
+	enc      []byte
+	outputs  []abi.Output
+	outBytes int
+	errMsg   string
+	deadline time.Time
+	ops      map[uint32]*opState // outstanding
+	ctx      context.Context     // the operations' context, made at the first one
+	cancel   context.CancelFunc
+	ended    bool
+}
+
+// opState is one asynchronous operation.
+type opState struct {
+	id      uint32
+	kind    abi.OpKind
+	desc    string
+	started time.Time
+	rec     *recState
+	result  []byte
+	// Guarded by the instance's qmu.
+	finished bool // done was called
+	orphan   bool // its record ended: deliver it as canceled
+}
+
+// Done is a record that finished: its tag (as given to Process) and outcome.
+type Done struct {
+	Tag any
+	Result
 }
 
 type instanceKey struct{}
@@ -107,29 +162,123 @@ func (in *Instance) MemoryPages() uint32 {
 	return in.mod.Memory().Size() / 65536
 }
 
-// Close releases the instance.
+// Pending is the number of records waiting on asynchronous operations.
+func (in *Instance) Pending() int { return len(in.pending) + len(in.lost) }
+
+// AsyncInFlight is the number of operations outstanding for the instance's
+// pending records.
+func (in *Instance) AsyncInFlight() int { return in.opsOut }
+
+// Ready is signalled when a completion is queued or the instance lost its
+// pending records; call Poll then.
+func (in *Instance) Ready() <-chan struct{} { return in.ready }
+
+// NextDeadline is the earliest deadline of a pending record (zero if none).
+func (in *Instance) NextDeadline() time.Time {
+	var d time.Time
+	for _, st := range in.pending {
+		if d.IsZero() || st.deadline.Before(d) {
+			d = st.deadline
+		}
+	}
+	return d
+}
+
+// Close releases the instance. Records still pending fail as lost; Poll
+// returns them.
 func (in *Instance) Close(ctx context.Context) {
+	if in.dead {
+		return
+	}
 	in.dead = true
+	in.qmu.Lock()
+	in.qclosed = true
+	in.queue = nil
+	in.qmu.Unlock()
+	if in.baseCancel != nil {
+		in.baseCancel()
+	}
+	if len(in.pending) > 0 {
+		for h, st := range in.pending {
+			in.lost = append(in.lost, Done{Tag: st.tag, Result: Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultInstanceLost,
+				Msg: fmt.Sprintf("the instance was discarded while the record waited on %d asynchronous operation(s)%s", len(st.ops), opList(st))}}})
+			in.endRecord(st)
+			delete(in.pending, h)
+		}
+		in.signal()
+	}
 	if in.mod != nil {
 		in.mod.Close(ctx)
 	}
 }
 
-// Process calls the guest with rec and returns its outcome. ctx bounds the
-// call besides the record deadline: when ctx ends, the guest is interrupted.
-func (in *Instance) Process(ctx context.Context, rec *abi.Record) Result {
-	if in.dead {
-		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "instance is closed"}}
+func (in *Instance) signal() {
+	select {
+	case in.ready <- struct{}{}:
+	default:
 	}
+}
+
+// newRec takes a record state for a call.
+func (in *Instance) newRec(tag any) *recState {
+	st := in.spare
+	if st == nil {
+		st = &recState{}
+	}
+	in.spare = nil
 	in.lastHandle++
 	if in.lastHandle == 0 {
 		in.lastHandle = 1
 	}
-	in.handle = in.lastHandle
-	in.enc = abi.AppendRecord(in.enc[:0], rec)
-	in.outputs, in.outBytes, in.errMsg, in.fault = nil, 0, "", nil
-	in.stderr.reset()
+	st.handle, st.tag, st.ended = in.lastHandle, tag, false
+	st.outputs, st.outBytes, st.errMsg = nil, 0, ""
+	return st
+}
 
+// endRecord retires st: its outstanding operations are canceled and will be
+// delivered to the guest as canceled, and its handle becomes invalid.
+func (in *Instance) endRecord(st *recState) {
+	st.ended = true
+	if len(st.ops) > 0 {
+		in.opsOut -= len(st.ops)
+		in.qmu.Lock()
+		for _, op := range st.ops {
+			op.orphan = true // delivered as canceled, if it still completes
+		}
+		in.qmu.Unlock()
+		st.ops = nil
+	}
+	if st.cancel != nil {
+		st.cancel()
+		st.ctx, st.cancel = nil, nil
+	}
+	st.tag = nil
+	st.outputs = nil
+}
+
+// Process calls the guest with rec and returns its outcome. ctx bounds the
+// call besides the record deadline: when ctx ends, the guest is interrupted.
+// tag identifies the record to the caller: a record that returns
+// StatusPending finishes later, and Poll returns it with its tag.
+func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Result {
+	if in.dead {
+		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "instance is closed"}}
+	}
+	st := in.newRec(tag)
+	st.enc = abi.AppendRecord(st.enc[:0], rec)
+	res := in.call(ctx, st, nil, func() ([]uint64, api.Function) {
+		s := in.stack[:2]
+		s[0], s[1] = uint64(st.handle), uint64(len(st.enc))
+		return s, in.onRecord
+	})
+	return in.settle(st, res, true)
+}
+
+// call runs fn's export for st under the record deadline and classifies the
+// outcome; on a fault the instance is closed.
+func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func() ([]uint64, api.Function)) Result {
+	in.fault = nil
+	in.stderr.reset()
 	// Wait for a core before the deadline starts: with more instances than
 	// cores, the Go scheduler cannot preempt a goroutine inside guest code,
 	// and calls left runnable would be starved for seconds and time out for
@@ -140,37 +289,231 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record) Result {
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host before it started: " + ctx.Err().Error()}}
 	}
 	defer func() { <-in.m.running }()
-	cctx, cancel := context.WithTimeout(ctx, in.m.limits.RecordTimeout)
+	if op == nil {
+		st.deadline = time.Now().Add(in.m.limits.RecordTimeout)
+	}
+	cctx, cancel := context.WithDeadline(ctx, st.deadline)
 	cctx = context.WithValue(cctx, instanceKey{}, in)
-	in.stack[0], in.stack[1] = uint64(in.handle), uint64(len(in.enc))
-	err := in.onRecord.CallWithStack(cctx, in.stack)
+	in.cur, in.curOp = st, op
+	stack, f := fn()
+	err := f.CallWithStack(cctx, stack)
 	cerr := cctx.Err()
 	cancel()
-	in.handle = 0
+	in.cur, in.curOp = nil, nil
 	if err != nil {
-		f := in.classify(err, cerr, ctx.Err())
+		flt := in.classify(err, cerr, ctx.Err())
+		delete(in.pending, st.handle) // st gets this fault, not "lost"
 		in.Close(context.Background())
-		return Result{Status: abi.StatusRetry, Err: f}
+		return Result{Status: abi.StatusRetry, Err: flt}
 	}
-	st := abi.Status(int32(in.stack[0]))
-	switch st {
+	return Result{Status: abi.Status(int32(stack[0]))}
+}
+
+// settle turns the status a call returned for st into the record's outcome.
+func (in *Instance) settle(st *recState, res Result, first bool) Result {
+	if res.Err != nil {
+		in.finishRec(st)
+		return res
+	}
+	switch res.Status {
 	case abi.StatusOK:
-		out := in.outputs
-		in.outputs = nil
-		return Result{Status: st, Outputs: out}
+		out := st.outputs
+		st.outputs = nil
+		in.finishRec(st)
+		return Result{Status: abi.StatusOK, Outputs: out}
 	case abi.StatusRetry, abi.StatusFail:
-		msg := in.errMsg
+		msg := st.errMsg
 		if msg == "" {
-			msg = fmt.Sprintf("guest returned %s without an error message", st)
+			msg = fmt.Sprintf("guest returned %s without an error message", res.Status)
 		}
-		return Result{Status: st, Err: &GuestError{Status: st, Msg: msg}}
+		in.finishRec(st)
+		return Result{Status: res.Status, Err: &GuestError{Status: res.Status, Msg: msg}}
 	case abi.StatusPending:
-		in.Close(context.Background())
-		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "guest returned pending, but it started no asynchronous operation"}}
+		if len(st.ops) == 0 {
+			in.finishRec(st)
+			in.Close(context.Background())
+			return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "guest returned pending, but the record has no asynchronous operation outstanding: it could never complete"}}
+		}
+		if first {
+			if in.pending == nil {
+				in.pending = map[uint32]*recState{}
+			}
+			in.pending[st.handle] = st
+			// The record keeps its encoding for record_read in callbacks.
+		}
+		return Result{Status: abi.StatusPending}
 	default:
+		in.finishRec(st)
 		in.Close(context.Background())
-		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: fmt.Sprintf("guest returned invalid status %d", int32(st))}}
+		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: fmt.Sprintf("guest returned invalid status %d", int32(res.Status))}}
 	}
+}
+
+// finishRec retires st after its outcome is known.
+func (in *Instance) finishRec(st *recState) {
+	if in.pending != nil {
+		delete(in.pending, st.handle)
+	}
+	pendingBefore := st.ops != nil || st.ctx != nil
+	in.endRecord(st)
+	if !pendingBefore && in.spare == nil {
+		in.spare = st
+	}
+}
+
+// startOp is async_start: it registers and starts an operation of the
+// record in progress. It returns the op id or an errno.
+func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
+	st := in.cur
+	opr, ok := in.m.ops[kind]
+	if !ok || in.onComplete == nil {
+		return 0, abi.ErrnoNotSupported
+	}
+	if len(st.ops) >= in.m.async.MaxPerRecord {
+		return 0, abi.ErrnoLimit
+	}
+	if st.ctx == nil {
+		st.ctx, st.cancel = context.WithDeadline(in.base, st.deadline)
+	}
+	in.lastOp++
+	if in.lastOp == 0 {
+		in.lastOp = 1
+	}
+	op := &opState{id: in.lastOp, kind: kind, started: time.Now(), rec: st}
+	desc, err := opr.Start(st.ctx, req, func(result []byte) { in.deliver(op, result) })
+	if err != nil {
+		return 0, abi.ErrnoBadEncoding
+	}
+	op.desc = desc
+	if st.ops == nil {
+		st.ops = map[uint32]*opState{}
+	}
+	st.ops[op.id] = op
+	in.opsOut++
+	in.m.asyncOps.Add(1)
+	return op.id, 0
+}
+
+// deliver queues op's result; it runs on the operation's goroutine (or
+// inside Start).
+func (in *Instance) deliver(op *opState, result []byte) {
+	in.qmu.Lock()
+	if op.finished {
+		in.qmu.Unlock()
+		return
+	}
+	op.finished = true
+	if in.qclosed {
+		in.qmu.Unlock()
+		in.m.asyncOps.Add(-1)
+		return // the instance is gone: the late completion is dropped
+	}
+	op.result = result
+	in.queue = append(in.queue, op)
+	in.qmu.Unlock()
+	in.m.asyncOps.Add(-1)
+	in.signal()
+}
+
+// Poll fails the pending records whose deadline passed, then delivers the
+// queued completions into the guest (one call each, on this goroutine), and
+// returns the records that finished. After the instance died, it returns
+// the records it lost.
+func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
+	var out []Done
+	if len(in.lost) > 0 {
+		out, in.lost = in.lost, nil
+	}
+	if in.dead {
+		return out
+	}
+	for h, st := range in.pending {
+		if !now.Before(st.deadline) {
+			delete(in.pending, h)
+			res := Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultDeadline, Keep: true,
+				Msg: fmt.Sprintf("record deadline of %s exceeded while waiting on %d asynchronous operation(s)%s (limits.record_timeout)", in.m.limits.RecordTimeout, len(st.ops), opList(st))}}
+			out = append(out, Done{Tag: st.tag, Result: res})
+			in.finishRec(st)
+		}
+	}
+	in.qmu.Lock()
+	q := in.queue
+	in.queue = nil
+	in.qmu.Unlock()
+	for _, op := range q {
+		if in.dead {
+			break
+		}
+		st := op.rec
+		if op.orphan || st.ended {
+			in.deliverCanceled(ctx, op)
+			continue
+		}
+		delete(st.ops, op.id)
+		in.opsOut--
+		if !time.Now().Before(st.deadline) {
+			continue // expired: the next Poll fails it
+		}
+		res := in.call(ctx, st, op, func() ([]uint64, api.Function) {
+			in.stack[0], in.stack[1] = uint64(st.handle), uint64(op.id)
+			in.stack = append(in.stack[:2], uint64(len(op.result)))
+			return in.stack, in.onComplete
+		})
+		op.result = nil
+		if res.Err == nil && res.Status == abi.StatusPending {
+			if len(st.ops) > 0 {
+				continue
+			}
+		}
+		tag := st.tag
+		res = in.settle(st, res, false)
+		out = append(out, Done{Tag: tag, Result: res})
+	}
+	if len(in.lost) > 0 {
+		out = append(out, in.lost...)
+		in.lost = nil
+	}
+	return out
+}
+
+// deliverCanceled tells the guest an operation of a record that already
+// ended will not complete, so that it can free what it kept for it. What the
+// call returns is ignored; the handle is no longer valid.
+func (in *Instance) deliverCanceled(ctx context.Context, op *opState) {
+	if in.onComplete == nil {
+		return
+	}
+	op.result = abi.AppendCompletionError(op.result[:0], abi.CompletionCanceled, "the record ended before the operation completed")
+	st := &recState{handle: op.rec.handle, ended: true, deadline: time.Now().Add(in.m.limits.RecordTimeout)}
+	res := in.call(ctx, st, op, func() ([]uint64, api.Function) {
+		s := in.stack[:3]
+		s[0], s[1], s[2] = uint64(st.handle), uint64(op.id), uint64(len(op.result))
+		return s, in.onComplete
+	})
+	if f := res.Fault(); f != nil {
+		in.m.log.Warn("guest faulted on a canceled completion; instance discarded", "instance", in.id, "err", f)
+	}
+}
+
+func opList(st *recState) string {
+	if len(st.ops) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(": ")
+	n := 0
+	for _, op := range st.ops {
+		if n == 3 {
+			fmt.Fprintf(&b, ", … %d more", len(st.ops)-n)
+			break
+		}
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(describe(op.kind, op.desc, op.started))
+		n++
+	}
+	return b.String()
 }
 
 func (in *Instance) classify(err, callCtxErr, parentErr error) *Fault {

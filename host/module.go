@@ -71,6 +71,10 @@ type ModuleConfig struct {
 	// AllowedTopics are the topics a guest may name in an output besides ""
 	// (the pipeline's output).
 	AllowedTopics []string
+	// Async configures asynchronous operations.
+	Async AsyncConfig
+	// Env is the instances' environment (WASI environment variables).
+	Env map[string]string
 }
 
 // Info describes a loaded module.
@@ -96,6 +100,9 @@ type Module struct {
 	log      *slog.Logger
 	nextID   atomic.Uint64
 	running  chan struct{} // the engine's
+	async    AsyncConfig
+	ops      map[abi.OpKind]Operation
+	asyncOps *atomic.Int64 // the engine's count of operations in flight
 }
 
 // ErrIncompatible is wrapped by every error that refuses a module at load.
@@ -116,7 +123,11 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 		WithMemoryLimitPages(lim.MemoryPages).
 		WithCloseOnContextDone(true)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), running: e.running}
+	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), running: e.running, asyncOps: &e.asyncOps, async: cfg.Async}
+	if m.async.MaxPerRecord <= 0 {
+		m.async.MaxPerRecord = 16
+	}
+	m.ops = defaultOperations(m.async)
 	ok := false
 	defer func() {
 		if !ok {
@@ -196,14 +207,21 @@ var (
 		abi.ImportEmit:       {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
 		abi.ImportSetError:   {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
 		abi.ImportLog:        {[]api.ValueType{i32, i32, i32}, nil},
+		abi.ImportAsyncStart: {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportResultRead: {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
 	}
+	onCompleteSig = sig{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
 )
 
 // check validates the module's imports, exports and memory against ABI v1
 // and the limits, collecting every problem.
 func (m *Module) check() error {
 	var probs []string
+	async := false
 	for _, f := range m.compiled.ImportedFunctions() {
+		if mod, name, _ := f.Import(); mod == abi.HostModule && name == abi.ImportAsyncStart {
+			async = true
+		}
 		mod, name, _ := f.Import()
 		s := sig{f.ParamTypes(), f.ResultTypes()}
 		m.info.Imports = append(m.info.Imports, fmt.Sprintf("%s.%s: %s", mod, name, s))
@@ -237,6 +255,13 @@ func (m *Module) check() error {
 		if !want.matches(f.ParamTypes(), f.ResultTypes()) {
 			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", name, sig{f.ParamTypes(), f.ResultTypes()}, want))
 		}
+	}
+	if f, ok := exports[abi.ExportOnComplete]; ok {
+		if !onCompleteSig.matches(f.ParamTypes(), f.ResultTypes()) {
+			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", abi.ExportOnComplete, sig{f.ParamTypes(), f.ResultTypes()}, onCompleteSig))
+		}
+	} else if async {
+		probs = append(probs, fmt.Sprintf("imports %s.%s but does not export %s (%s): its operations could never complete", abi.HostModule, abi.ImportAsyncStart, abi.ExportOnComplete, onCompleteSig))
 	}
 	for _, name := range sortedKeys(exports) {
 		f := exports[name]
@@ -273,7 +298,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // NewInstance instantiates the module, runs its initialiser and checks its
 // ABI version. The instance belongs to the caller's goroutine.
 func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
-	in := &Instance{m: m, id: m.nextID.Add(1)}
+	in := &Instance{m: m, id: m.nextID.Add(1), ready: make(chan struct{}, 1)}
 	in.stderr.max = 2048
 	mc := wazero.NewModuleConfig().
 		WithName("").
@@ -283,6 +308,9 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(rand.Reader)
+	for _, k := range sortedKeys(m.cfg.Env) {
+		mc = mc.WithEnv(k, m.cfg.Env[k])
+	}
 	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), max(InstantiateTimeout, m.limits.RecordTimeout))
 	defer cancel()
 	mod, err := m.rt.InstantiateModule(ictx, m.compiled, mc)
@@ -291,7 +319,9 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	}
 	in.mod = mod
 	in.onRecord = mod.ExportedFunction(abi.ExportOnRecord)
-	in.stack = make([]uint64, 2)
+	in.onComplete = mod.ExportedFunction(abi.ExportOnComplete)
+	in.stack = make([]uint64, 3)
+	in.base, in.baseCancel = context.WithCancel(context.Background())
 	vf := mod.ExportedFunction(abi.ExportVersion)
 	res, err := vf.Call(ictx)
 	if err != nil {

@@ -22,6 +22,22 @@ type Budget struct {
 	bytes     int64
 
 	inFlight atomic.Int64
+
+	// The host's bound on guest asynchronous operations in flight (0: none)
+	// and what counts them.
+	maxAsync   int64
+	asyncCount func() int64
+}
+
+// LimitAsync bounds asynchronous operations in flight across the host to
+// max, counted by count: past it, instances with operations outstanding take
+// no new record.
+func (b *Budget) LimitAsync(max int, count func() int64) {
+	b.maxAsync, b.asyncCount = int64(max), count
+}
+
+func (b *Budget) overAsync() bool {
+	return b.maxAsync > 0 && b.asyncCount != nil && b.asyncCount() >= b.maxAsync
 }
 
 // NewBudget returns a budget of maxInstances instances reserving at most

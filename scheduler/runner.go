@@ -75,6 +75,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 		return nil, err
 	}
 	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
+	r.budget.LimitAsync(cfg.Host.MaxAsyncInFlight, r.engine.AsyncInFlight)
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
 		p, err := NewPipeline(cfg, pc, r.modules[i], r.budget, r.brokers, log)
@@ -126,6 +127,18 @@ func LoadModule(ctx context.Context, e *host.Engine, cfg *config.Config, pc *con
 			MaxOutputBytes: pc.Limits.MaxOutputBytes,
 		},
 		AllowedTopics: allowed,
+		Async: host.AsyncConfig{
+			MaxPerRecord: pc.Async.MaxPerRecord,
+			HTTP: host.HTTPConfig{
+				AllowHosts:       pc.Async.HTTP.AllowHosts,
+				Timeout:          pc.Async.HTTP.Timeout,
+				ConnectTimeout:   pc.Async.HTTP.ConnectTimeout,
+				MaxResponseBytes: pc.Async.HTTP.MaxResponseBytes,
+				MaxRequestBytes:  pc.Async.HTTP.MaxRequestBytes,
+				ConfigKey:        "pipelines." + pc.Name + ".async.http",
+			},
+		},
+		Env: pc.Env,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -63,6 +63,8 @@ type task struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	rel *releaser // release order, under ordering partition
+
 	highWatermark atomic.Int64
 	position      atomic.Int64 // one past the highest offset started
 }
@@ -78,8 +80,11 @@ func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &task{p: p, topic: topic, partition: partition, skip: skip, committed: -1,
 		notify: make(chan struct{}, 1), stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
-	if p.pc.Ordering == config.OrderKey {
+	switch p.pc.Ordering {
+	case config.OrderKey:
 		t.lanes = map[string]*lane{}
+	case config.OrderPartition:
+		t.rel = &releaser{}
 	}
 	return t
 }
@@ -248,63 +253,6 @@ func (t *task) pickLocked() (*kgo.Record, *lane) {
 	return lr, ln
 }
 
-// take blocks until a record is runnable and returns it, or returns nil when
-// the worker should exit: the task stops, or a borrowed worker sat idle for
-// instances.idle_timeout.
-func (t *task) take(borrowed bool, idle *time.Timer) (*kgo.Record, *lane) {
-	for {
-		t.mu.Lock()
-		if t.stopping {
-			t.mu.Unlock()
-			return nil, nil
-		}
-		if r, ln := t.pickLocked(); r != nil {
-			t.queued--
-			t.started++
-			more := t.runnableLocked()
-			t.mu.Unlock()
-			if more {
-				t.wake()
-			}
-			if p := r.Offset + 1; p > t.position.Load() {
-				t.position.Store(p)
-			}
-			return r, ln
-		}
-		var due <-chan time.Time
-		var dueTimer *time.Timer
-		if t.p.secondary && len(t.free) > 0 {
-			dueTimer = time.NewTimer(time.Until(dueAt(t.free[0])))
-			due = dueTimer.C
-		}
-		t.idle++
-		t.mu.Unlock()
-		var timeout <-chan time.Time
-		if borrowed {
-			idle.Reset(t.p.pc.Instances.IdleTimeout)
-			timeout = idle.C
-		}
-		retire := false
-		select {
-		case <-t.notify:
-		case <-t.stopCh:
-		case <-due:
-		case <-timeout:
-			retire = true
-		}
-		if dueTimer != nil {
-			dueTimer.Stop()
-		}
-		t.mu.Lock()
-		t.idle--
-		if retire && !t.runnableLocked() {
-			t.mu.Unlock()
-			return nil, nil
-		}
-		t.mu.Unlock()
-	}
-}
-
 // release frees ln after its record finished processing (its produces may
 // still be in flight: produce order per partition keeps outputs in order).
 func (t *task) release(ln *lane) {
@@ -324,37 +272,6 @@ func (t *task) release(ln *lane) {
 	t.growLocked()
 	t.mu.Unlock()
 	t.wake()
-}
-
-// worker runs records on its own instance until take says stop.
-func (t *task) worker(borrowed bool) {
-	defer t.wg.Done()
-	w := &worker{t: t}
-	defer func() {
-		if w.inst != nil {
-			w.inst.Close(context.Background())
-		}
-		t.p.budget.release(t.p.instanceBytes)
-		t.mu.Lock()
-		t.workers--
-		if borrowed {
-			t.borrowed--
-		}
-		t.mu.Unlock()
-	}()
-	if !borrowed {
-		w.instance() // keep the minimum warm
-	}
-	idle := time.NewTimer(time.Hour)
-	defer idle.Stop()
-	for {
-		r, ln := t.take(borrowed, idle)
-		if r == nil {
-			return
-		}
-		w.process(r)
-		t.release(ln)
-	}
 }
 
 // stop makes the task take no further record; workers finish the record in
@@ -456,33 +373,6 @@ func (t *task) finish(r *kgo.Record) {
 	}
 }
 
-// worker is one instance and the goroutine that owns it.
-type worker struct {
-	t    *task
-	inst *host.Instance
-}
-
-// instance returns a live instance, replacing a dead one. Nil only when the
-// task is aborted.
-func (w *worker) instance() *host.Instance {
-	backoff := 100 * time.Millisecond
-	for w.inst == nil || w.inst.Dead() {
-		in, err := w.t.p.mod.NewInstance(w.t.ctx)
-		if err == nil {
-			w.inst = in
-			break
-		}
-		w.t.p.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
-		select {
-		case <-w.t.ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 10*time.Second)
-	}
-	return w.inst
-}
-
 // failure says why an attempt failed and whether it may be retried.
 type failure struct {
 	kind      string
@@ -514,72 +404,6 @@ func (t *task) attemptOf(r *kgo.Record) int {
 		}
 	}
 	return 1
-}
-
-func (w *worker) process(r *kgo.Record) {
-	t := w.t
-	ar := abi.Record{
-		Offset:    r.Offset,
-		Timestamp: r.Timestamp.UnixMilli(),
-		Partition: r.Partition,
-		Topic:     r.Topic,
-		Key:       r.Key,
-		Value:     r.Value,
-	}
-	if len(r.Headers) > 0 {
-		ar.Headers = make([]abi.Header, 0, len(r.Headers))
-		for _, h := range r.Headers {
-			if !strings.HasPrefix(h.Key, HeaderPrefix) {
-				ar.Headers = append(ar.Headers, abi.Header{Key: h.Key, Value: h.Value})
-			}
-		}
-	}
-	if t.p.secondary {
-		// The guest sees the record as it was first consumed.
-		ar.Topic, ar.Partition, ar.Offset, ar.Timestamp = originOf(r)
-	}
-	attempt := t.attemptOf(r)
-	var history []string // inline retries
-	for {
-		in := w.instance()
-		if in == nil {
-			return // aborted: the record stays uncommitted
-		}
-		ar.Attempt = uint32(attempt)
-		res := in.Process(t.ctx, &ar)
-		if f := res.Fault(); f != nil {
-			if f.Kind == host.FaultCanceled {
-				return // aborted by a drain deadline: uncommitted, processed again by the next owner
-			}
-			t.p.stats.Faults.Add(1)
-			t.p.log.Warn("guest fault; instance replaced", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", attempt, "kind", f.Kind, "err", f.Msg)
-		}
-		if res.Status == abi.StatusOK {
-			if len(res.Outputs) == 0 {
-				t.finish(r)
-				return
-			}
-			t.produceOutputs(r, attempt, res.Outputs)
-			return
-		}
-		f := t.classify(&res)
-		rc := &t.p.pc.Retry
-		if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryInline {
-			// Inline: wait in place, blocking this record's lane only.
-			history = append(history, historyEntry(f))
-			delay, _ := t.p.pc.Delay(attempt + 1)
-			t.p.stats.Retried.Add(1)
-			select {
-			case <-time.After(delay):
-			case <-t.stopCh:
-				return // stays uncommitted; the next owner starts it over
-			}
-			attempt++
-			continue
-		}
-		t.fail(r, attempt, f, history)
-		return
-	}
 }
 
 func historyEntry(f failure) string {

@@ -3,7 +3,12 @@
 package guest
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 )
@@ -32,7 +37,10 @@ func (c *collector) Emit(o Output) error {
 
 // Run processes r with the registered processor, on the host, without a
 // WASM runtime. The record goes through the ABI encoding first, as it would
-// in the host. Use it in a processor's unit tests.
+// in the host. Asynchronous operations are performed for real, one after
+// the other in the order they were started: timers sleep and HTTP requests
+// go out with net/http (point them at an httptest server). Use it in a
+// processor's unit tests.
 func Run(r abi.Record) Result {
 	if processor == nil {
 		return Result{Status: abi.StatusFail, Err: fmt.Errorf("guest: no processor registered")}
@@ -47,12 +55,107 @@ func Run(r abi.Record) Result {
 	var rec Record
 	fromABIRecord(&ar, &rec)
 	c := &collector{}
+	lastHandle++
+	h := lastHandle
+	curHandle = h
 	err = processor(&rec, c)
-	res := Result{Status: status(err), Err: err}
-	if err == nil {
+	curHandle = 0
+	st, msg := decide(h, err)
+	for st == abi.StatusPending {
+		op := queued[0]
+		queued = queued[1:]
+		if calls[h] == nil || calls[h].ops[op.id] == nil {
+			continue
+		}
+		st, msg = complete(h, op.id, perform(op))
+	}
+	queued = nil
+	res := Result{Status: st}
+	if st == abi.StatusOK {
 		res.Outputs = c.out
+	} else {
+		res.Err = fmt.Errorf("%s", msg)
+		if err != nil && !isPending(err) {
+			res.Err = err
+		}
 	}
 	return res
+}
+
+func isPending(err error) bool { return err == Pending }
+
+type queuedOp struct {
+	id   uint32
+	kind abi.OpKind
+	req  []byte
+}
+
+var (
+	lastHandle, lastOp uint32
+	queued             []queuedOp
+)
+
+func startOp(handle uint32, kind abi.OpKind, req []byte) (uint32, error) {
+	if kind != abi.OpTimer && kind != abi.OpHTTP {
+		return 0, abi.ErrnoNotSupported
+	}
+	lastOp++
+	queued = append(queued, queuedOp{id: lastOp, kind: kind, req: bytes.Clone(req)})
+	return lastOp, nil
+}
+
+// perform runs an operation on the host, the way the wasmstream host would
+// (without its allow list).
+func perform(op queuedOp) []byte {
+	fail := func(err error) []byte {
+		return abi.AppendCompletionError(nil, abi.CompletionError, op.kind.String()+": "+err.Error())
+	}
+	switch op.kind {
+	case abi.OpTimer:
+		d, err := abi.DecodeTimer(op.req)
+		if err != nil {
+			return fail(err)
+		}
+		time.Sleep(d)
+		return abi.AppendCompletionOK(nil, nil)
+	default:
+		req, err := abi.DecodeHTTPRequest(op.req)
+		if err != nil {
+			return fail(err)
+		}
+		if req.Method == "" {
+			req.Method = http.MethodGet
+		}
+		timeout := req.Timeout
+		if timeout == 0 {
+			timeout = 10 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		hr, err := http.NewRequestWithContext(ctx, req.Method, req.URL, bytes.NewReader(req.Body))
+		if err != nil {
+			return fail(err)
+		}
+		for _, h := range req.Headers {
+			hr.Header.Add(h.Key, string(h.Value))
+		}
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			return fail(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return fail(err)
+		}
+		out := abi.HTTPResponse{Status: resp.StatusCode, Body: body}
+		for k, vs := range resp.Header {
+			for _, v := range vs {
+				out.Headers = append(out.Headers, abi.Header{Key: k, Value: []byte(v)})
+			}
+		}
+		return abi.AppendHTTPResponse([]byte{abi.CompletionOK}, &out)
+	}
 }
 
 // Log prints the message on the host (tests).

@@ -20,15 +20,44 @@ func hostSetError(handle uint32, ptr unsafe.Pointer, n uint32) int32
 //go:wasmimport wasmstream_v1 log
 func hostLog(level int32, ptr unsafe.Pointer, n uint32)
 
+//go:wasmimport wasmstream_v1 async_start
+func hostAsyncStart(handle uint32, kind int32, ptr unsafe.Pointer, n uint32) int32
+
+//go:wasmimport wasmstream_v1 result_read
+func hostResultRead(op uint32, buf unsafe.Pointer, n uint32) int32
+
 //go:wasmexport wasmstream_abi_version
 func abiVersion() int32 { return abi.Version }
 
-// Buffers reused across calls: an instance runs one call at a time.
+// Buffers reused across calls: an instance runs one call at a time. A
+// record that goes pending keeps its buffer and Record; the next one gets
+// new ones.
 var (
 	inBuf  []byte
 	outBuf []byte
-	rec    Record
+	rec    = new(Record)
 )
+
+func startOp(handle uint32, kind abi.OpKind, req []byte) (uint32, error) {
+	rc := hostAsyncStart(handle, int32(kind), bytesPtr(req), uint32(len(req)))
+	if rc < 0 {
+		return 0, abi.Errno(-rc)
+	}
+	return uint32(rc), nil
+}
+
+//go:wasmexport wasmstream_on_complete
+func onComplete(handle, op, n uint32) int32 {
+	buf := make([]byte, n) // the continuation may keep what it decodes
+	if rc := hostResultRead(op, bytesPtr(buf), n); rc < 0 {
+		return fail(handle, "result_read: "+abi.Errno(-rc).Error())
+	}
+	st, msg := complete(handle, op, buf)
+	if msg != "" && st != abi.StatusPending {
+		hostSetError(handle, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
+	}
+	return int32(st)
+}
 
 type emitter struct{ handle uint32 }
 
@@ -59,11 +88,15 @@ func onRecord(handle uint32, n uint32) int32 {
 	if err != nil {
 		return fail(handle, err.Error())
 	}
-	fromABIRecord(&ar, &rec)
-	err = processor(&rec, emitter{handle})
-	st := status(err)
-	if err != nil {
-		msg := err.Error()
+	fromABIRecord(&ar, rec)
+	curHandle = handle
+	err = processor(rec, emitter{handle})
+	curHandle = 0
+	st, msg := decide(handle, err)
+	switch {
+	case st == abi.StatusPending:
+		inBuf, rec = nil, new(Record) // the waiting record keeps them
+	case msg != "":
 		hostSetError(handle, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 	}
 	return int32(st)

@@ -72,6 +72,31 @@ type Pipeline struct {
 	MaxInFlight      int       `koanf:"max_in_flight"`
 	MaxInFlightBytes int       `koanf:"max_in_flight_bytes"`
 	Retry            Retry     `koanf:"retry"`
+	Async            Async     `koanf:"async"`
+	// Env is the module's environment (WASI environment variables): how a
+	// processor is configured (a service URL, a feature switch). Never put
+	// secrets here in plain text.
+	Env map[string]string `koanf:"env"`
+}
+
+// Async configures a pipeline's asynchronous operations (ABI.md, section 8).
+type Async struct {
+	// MaxInFlight bounds the operations in flight per instance: while an
+	// instance has that many outstanding, it takes no new record.
+	MaxInFlight int `koanf:"max_in_flight"`
+	// MaxPerRecord bounds the operations one record may have outstanding.
+	MaxPerRecord int       `koanf:"max_per_record"`
+	HTTP         AsyncHTTP `koanf:"http"`
+}
+
+// AsyncHTTP configures guests' HTTP requests. With no allow_hosts, every
+// request is refused.
+type AsyncHTTP struct {
+	AllowHosts       []string      `koanf:"allow_hosts"`
+	Timeout          time.Duration `koanf:"timeout"`
+	ConnectTimeout   time.Duration `koanf:"connect_timeout"`
+	MaxResponseBytes int64         `koanf:"max_response_bytes"`
+	MaxRequestBytes  int           `koanf:"max_request_bytes"`
 }
 
 // Retry configures what happens to a record that fails retryably.
@@ -91,7 +116,7 @@ const (
 )
 
 // FaultKinds are the guest fault kinds retry.retryable_faults may name.
-var FaultKinds = []string{"trap", "panic", "exit", "deadline", "oom", "bad_pointer", "protocol"}
+var FaultKinds = []string{"trap", "panic", "exit", "deadline", "oom", "bad_pointer", "protocol", "instance_lost"}
 
 // TierTopic is the retry topic of backoff tier i.
 func (p *Pipeline) TierTopic(i int) string {
@@ -178,6 +203,7 @@ type Host struct {
 	MaxInstances      int    `koanf:"max_instances"`
 	MaxInstanceMemory int64  `koanf:"max_instance_memory"`
 	MaxInFlight       int    `koanf:"max_in_flight"`
+	MaxAsyncInFlight  int    `koanf:"max_async_in_flight"`
 }
 
 // GroupID is the consumer group of the pipeline: its own group key, or
@@ -239,6 +265,9 @@ func (c *Config) applyDefaults() {
 	if c.Host.MaxInFlight == 0 {
 		c.Host.MaxInFlight = 200000
 	}
+	if c.Host.MaxAsyncInFlight == 0 {
+		c.Host.MaxAsyncInFlight = 10000
+	}
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
 		if p.Limits.MemoryPages == 0 {
@@ -271,6 +300,25 @@ func (c *Config) applyDefaults() {
 		if p.MaxInFlightBytes == 0 {
 			p.MaxInFlightBytes = 32 << 20
 		}
+		a := &p.Async
+		if a.MaxInFlight == 0 {
+			a.MaxInFlight = 64
+		}
+		if a.MaxPerRecord == 0 {
+			a.MaxPerRecord = 16
+		}
+		if a.HTTP.Timeout == 0 {
+			a.HTTP.Timeout = 10 * time.Second
+		}
+		if a.HTTP.ConnectTimeout == 0 {
+			a.HTTP.ConnectTimeout = 3 * time.Second
+		}
+		if a.HTTP.MaxResponseBytes == 0 {
+			a.HTTP.MaxResponseBytes = 1 << 20
+		}
+		if a.HTTP.MaxRequestBytes == 0 {
+			a.HTTP.MaxRequestBytes = 1 << 20
+		}
 		r := &p.Retry
 		if r.Mode == "" {
 			r.Mode = RetryTopics
@@ -285,7 +333,7 @@ func (c *Config) applyDefaults() {
 			r.TopicPrefix = p.Name + ".retry"
 		}
 		if r.RetryableFaults == nil {
-			r.RetryableFaults = []string{"trap", "panic", "exit", "deadline", "oom"}
+			r.RetryableFaults = []string{"trap", "panic", "exit", "deadline", "oom", "instance_lost"}
 		}
 		if r.Instances.Max == 0 {
 			r.Instances.Max = max(r.Instances.Min, 2)
@@ -495,6 +543,35 @@ func (c *Config) Validate() error {
 		if p.MaxInFlight < in.Max {
 			add(key("max_in_flight"), "%d is below instances.max (%d): instances beyond it could never be busy", p.MaxInFlight, in.Max)
 		}
+		as := &p.Async
+		if as.MaxInFlight < 1 || as.MaxInFlight > 100000 {
+			add(key("async.max_in_flight"), "%d: want 1 to 100000 operations per instance", as.MaxInFlight)
+		}
+		if as.MaxPerRecord < 1 || as.MaxPerRecord > 1024 {
+			add(key("async.max_per_record"), "%d: want 1 to 1024", as.MaxPerRecord)
+		}
+		for j, h := range as.HTTP.AllowHosts {
+			if msg := checkAllowHost(h); msg != "" {
+				add(fmt.Sprintf("pipelines[%d].async.http.allow_hosts[%d]", i, j), "%q: %s", h, msg)
+			}
+		}
+		if as.HTTP.Timeout < time.Millisecond {
+			add(key("async.http.timeout"), "%s: want at least 1ms", as.HTTP.Timeout)
+		}
+		if as.HTTP.ConnectTimeout < time.Millisecond {
+			add(key("async.http.connect_timeout"), "%s: want at least 1ms", as.HTTP.ConnectTimeout)
+		}
+		if as.HTTP.MaxResponseBytes < 1 || as.HTTP.MaxResponseBytes > 1<<30 {
+			add(key("async.http.max_response_bytes"), "%d: want 1 to 1 GiB", as.HTTP.MaxResponseBytes)
+		}
+		if as.HTTP.MaxRequestBytes < 1 || as.HTTP.MaxRequestBytes > 1<<30 {
+			add(key("async.http.max_request_bytes"), "%d: want 1 to 1 GiB", as.HTTP.MaxRequestBytes)
+		}
+		for _, k := range sortedKeys(p.Env) {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				add(key("env"), "%q is not an environment variable name", k)
+			}
+		}
 	}
 	if k.CommitMetadataMaxBytes < 64 || k.CommitMetadataMaxBytes > 1<<20 {
 		add("kafka.commit_metadata_max_bytes", "%d: want 64 to 1048576 (the broker's offset.metadata.max.bytes, 4096 by default)", k.CommitMetadataMaxBytes)
@@ -507,6 +584,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Host.MaxInFlight < 1 {
 		add("host.max_in_flight", "%d: want at least 1", c.Host.MaxInFlight)
+	}
+	if c.Host.MaxAsyncInFlight < 1 {
+		add("host.max_async_in_flight", "%d: want at least 1", c.Host.MaxAsyncInFlight)
 	}
 	if c.Shutdown.DrainTimeout < 0 {
 		add("shutdown.drain_timeout", "%s is negative", c.Shutdown.DrainTimeout)
@@ -526,6 +606,29 @@ func (c *Config) Validate() error {
 		return nil
 	}
 	return probs
+}
+
+// checkAllowHost checks an async.http.allow_hosts entry: "name",
+// "name:port" or "*.domain", no scheme and no path.
+func checkAllowHost(h string) string {
+	switch {
+	case h == "":
+		return "empty"
+	case strings.Contains(h, "://") || strings.ContainsAny(h, "/?#@ "):
+		return "want a host name, host:port or *.domain, without scheme or path"
+	case h == "*" || (strings.Contains(h, "*") && (!strings.HasPrefix(h, "*.") || strings.Count(h, "*") > 1)):
+		return "a wildcard is only allowed as a leading \"*.\" (any subdomain)"
+	}
+	return ""
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 func validTopic(t string) bool {

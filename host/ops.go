@@ -1,0 +1,257 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// An Operation performs one kind of asynchronous operation for guests. The
+// registry of a module maps abi.OpKind to its Operation; a new kind is a new
+// OpKind constant and a new Operation, and nothing else in the ABI changes.
+type Operation interface {
+	// Start decodes req and starts the operation. A malformed request is an
+	// error (the guest's async_start gets ErrnoBadEncoding) and done is not
+	// called. Otherwise Start returns a short description for reports
+	// ("GET http://lookup/users/7") and done is called exactly once, from
+	// any goroutine, with the result (abi.AppendCompletionOK or
+	// abi.AppendCompletionError), also when ctx ends first. A refusal by
+	// policy is a result, so the guest reads why.
+	Start(ctx context.Context, req []byte, done func(result []byte)) (desc string, err error)
+}
+
+// AsyncConfig enables a module's asynchronous operations.
+type AsyncConfig struct {
+	// MaxPerRecord caps the operations one record may have outstanding;
+	// async_start returns ErrnoLimit past it. 0 means 16.
+	MaxPerRecord int
+	HTTP         HTTPConfig
+	// Operations adds or replaces operation kinds (tests, embedders).
+	Operations map[abi.OpKind]Operation
+}
+
+// HTTPConfig configures the OpHTTP operation. With no AllowHosts every
+// request is refused: a module has no network unless the config grants it.
+type HTTPConfig struct {
+	// AllowHosts are the hosts a guest may call: "name", "name:port" or
+	// "*.domain" (any subdomain). Names compare case-insensitively; an entry
+	// without a port allows every port.
+	AllowHosts []string
+	// Timeout bounds each request, from start to the end of the body (0 =
+	// 10s). A guest may ask for less, never more; the record's deadline
+	// bounds it too.
+	Timeout time.Duration
+	// ConnectTimeout bounds connecting and the TLS handshake (0 = 3s).
+	ConnectTimeout time.Duration
+	// MaxResponseBytes caps a response body (0 = 1 MiB); a longer one
+	// completes with an error.
+	MaxResponseBytes int64
+	// MaxRequestBytes caps a request body (0 = 1 MiB).
+	MaxRequestBytes int
+	// ConfigKey names the configuration section in refusals.
+	ConfigKey string
+}
+
+func (c HTTPConfig) withDefaults() HTTPConfig {
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 3 * time.Second
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 1 << 20
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 1 << 20
+	}
+	if c.ConfigKey == "" {
+		c.ConfigKey = "async.http"
+	}
+	return c
+}
+
+func defaultOperations(cfg AsyncConfig) map[abi.OpKind]Operation {
+	ops := map[abi.OpKind]Operation{
+		abi.OpTimer: timerOp{},
+		abi.OpHTTP:  newHTTPOp(cfg.HTTP),
+	}
+	for k, op := range cfg.Operations {
+		ops[k] = op
+	}
+	return ops
+}
+
+// timerOp completes after the requested delay.
+type timerOp struct{}
+
+func (timerOp) Start(ctx context.Context, req []byte, done func([]byte)) (string, error) {
+	d, err := abi.DecodeTimer(req)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			done(abi.AppendCompletionOK(nil, nil))
+		case <-ctx.Done():
+			done(abi.AppendCompletionError(nil, abi.CompletionError, "timer: "+ctx.Err().Error()))
+		}
+	}()
+	return "timer " + d.String(), nil
+}
+
+// httpOp performs HTTP requests to allowed hosts.
+type httpOp struct {
+	cfg    HTTPConfig
+	client *http.Client
+}
+
+func newHTTPOp(cfg HTTPConfig) *httpOp {
+	cfg = cfg.withDefaults()
+	op := &httpOp{cfg: cfg}
+	tr := &http.Transport{
+		Proxy:                 nil, // never from the environment: the allow list is the policy
+		DialContext:           (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   cfg.ConnectTimeout,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	op.client = &http.Client{
+		Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("stopped after 5 redirects")
+			}
+			return op.allowed(req.URL)
+		},
+	}
+	return op
+}
+
+// allowed checks u against the allow list.
+func (op *httpOp) allowed(u *url.URL) error {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme %q is not allowed (http or https)", u.Scheme)
+	}
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	for _, e := range op.cfg.AllowHosts {
+		eh, ep := strings.ToLower(e), ""
+		if h, p, err := net.SplitHostPort(e); err == nil {
+			eh, ep = strings.ToLower(h), p
+		}
+		if ep != "" && ep != port {
+			continue
+		}
+		if eh == host || (strings.HasPrefix(eh, "*.") && strings.HasSuffix(host, eh[1:])) {
+			return nil
+		}
+	}
+	if len(op.cfg.AllowHosts) == 0 {
+		return fmt.Errorf("host %s is not allowed: no hosts are (%s.allow_hosts is empty)", net.JoinHostPort(host, port), op.cfg.ConfigKey)
+	}
+	return fmt.Errorf("host %s is not allowed (%s.allow_hosts: %s)", net.JoinHostPort(host, port), op.cfg.ConfigKey, strings.Join(op.cfg.AllowHosts, ", "))
+}
+
+func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (string, error) {
+	req, err := abi.DecodeHTTPRequest(raw)
+	if err != nil {
+		return "", err
+	}
+	if req.Method == "" {
+		req.Method = http.MethodGet
+	}
+	desc := req.Method + " " + req.URL
+	if len(desc) > 200 {
+		desc = desc[:200] + "…"
+	}
+	refuse := func(format string, args ...any) (string, error) {
+		done(abi.AppendCompletionError(nil, abi.CompletionError, "http: "+fmt.Sprintf(format, args...)))
+		return desc, nil
+	}
+	u, err := url.Parse(req.URL)
+	if err != nil {
+		return refuse("bad URL: %v", err)
+	}
+	if err := op.allowed(u); err != nil {
+		return refuse("%s %s refused: %v", req.Method, req.URL, err)
+	}
+	if len(req.Body) > op.cfg.MaxRequestBytes {
+		return refuse("request body of %d bytes exceeds %s.max_request_bytes (%d)", len(req.Body), op.cfg.ConfigKey, op.cfg.MaxRequestBytes)
+	}
+	timeout := op.cfg.Timeout
+	if req.Timeout > 0 && req.Timeout < timeout {
+		timeout = req.Timeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	hr, err := http.NewRequestWithContext(rctx, req.Method, u.String(), bytes.NewReader(req.Body))
+	if err != nil {
+		cancel()
+		return refuse("%v", err)
+	}
+	if req.Body == nil {
+		hr.Body, hr.ContentLength = http.NoBody, 0
+	}
+	for _, h := range req.Headers {
+		hr.Header.Add(h.Key, string(h.Value))
+	}
+	// Copy what the goroutine keeps: req aliases guest-call buffers.
+	go func() {
+		defer cancel()
+		done(op.do(rctx, hr, timeout))
+	}()
+	return desc, nil
+}
+
+func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duration) []byte {
+	fail := func(err error) []byte {
+		msg := err.Error()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			msg = fmt.Sprintf("%s %s: timed out (request timeout %s or the record's deadline): %v", hr.Method, hr.URL, timeout, err)
+		}
+		return abi.AppendCompletionError(nil, abi.CompletionError, "http: "+msg)
+	}
+	resp, err := op.client.Do(hr)
+	if err != nil {
+		return fail(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, op.cfg.MaxResponseBytes+1))
+	if err != nil {
+		return fail(err)
+	}
+	if int64(len(body)) > op.cfg.MaxResponseBytes {
+		return abi.AppendCompletionError(nil, abi.CompletionError, fmt.Sprintf("http: %s %s: response body exceeds %s.max_response_bytes (%d)", hr.Method, hr.URL, op.cfg.ConfigKey, op.cfg.MaxResponseBytes))
+	}
+	r := abi.HTTPResponse{Status: resp.StatusCode, Body: body}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			r.Headers = append(r.Headers, abi.Header{Key: k, Value: []byte(v)})
+		}
+	}
+	return abi.AppendHTTPResponse(append(make([]byte, 0, 64+len(body)), abi.CompletionOK), &r)
+}
+
+// describe names an op for reports.
+func describe(kind abi.OpKind, desc string, started time.Time) string {
+	return desc + " (" + kind.String() + ", started " + strconv.FormatInt(time.Since(started).Milliseconds(), 10) + "ms ago)"
+}

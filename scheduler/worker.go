@@ -1,0 +1,410 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+)
+
+// job is one record on a worker, across its inline attempts.
+type job struct {
+	r       *kgo.Record
+	ln      *lane // held until the record is decided (key ordering) or has started (partition)
+	ar      abi.Record
+	attempt int
+	history []string  // inline retries
+	slot    *slot     // its place in the partition's release order
+	due     time.Time // when an inline retry is due
+}
+
+// slot is a record's place in a partition's release order: under ordering
+// partition, what a record's outcome produces is released in offset order
+// even when asynchronous completions decide records out of order.
+type slot struct {
+	action func()
+	set    bool
+}
+
+// releaser keeps a partition's release order.
+type releaser struct {
+	mu sync.Mutex
+	q  []*slot
+}
+
+func (rl *releaser) add() *slot {
+	s := &slot{}
+	rl.mu.Lock()
+	rl.q = append(rl.q, s)
+	rl.mu.Unlock()
+	return s
+}
+
+// settle records s's action and runs every action at the head of the order
+// that is set, in order.
+func (rl *releaser) settle(s *slot, action func()) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	s.action, s.set = action, true
+	for len(rl.q) > 0 && rl.q[0].set {
+		h := rl.q[0]
+		rl.q[0] = nil
+		rl.q = rl.q[1:]
+		if h.action != nil {
+			h.action()
+		}
+	}
+}
+
+// worker is one instance and the goroutine that owns it: every call into the
+// instance, records and completions alike, is made from this goroutine.
+type worker struct {
+	t       *task
+	inst    *host.Instance
+	retries []*job // inline retries waiting, by due time
+}
+
+// worker runs records on its own instance until the task stops (and its
+// records waiting on asynchronous operations are decided) or, for a borrowed
+// instance, until it sat idle for instances.idle_timeout.
+func (t *task) worker(borrowed bool) {
+	defer t.wg.Done()
+	w := &worker{t: t}
+	defer func() {
+		if w.inst != nil {
+			w.inst.Close(context.Background())
+			for _, d := range w.inst.Poll(context.Background(), time.Now()) {
+				t.drop(d.Tag.(*job)) // aborted: uncommitted
+			}
+		}
+		for _, j := range w.retries {
+			t.drop(j)
+		}
+		t.p.budget.release(t.p.instanceBytes)
+		t.mu.Lock()
+		t.workers--
+		if borrowed {
+			t.borrowed--
+		}
+		t.mu.Unlock()
+	}()
+	if !borrowed {
+		w.instance() // keep the minimum warm
+	}
+	idle := time.NewTimer(time.Hour)
+	defer idle.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if t.ctx.Err() != nil {
+			return
+		}
+		w.poll()
+		w.startDueRetries()
+		took := w.admit()
+		pending := w.inst != nil && w.inst.Pending() > 0
+		t.mu.Lock()
+		stopping := t.stopping
+		t.mu.Unlock()
+		if stopping {
+			for _, j := range w.retries {
+				t.drop(j) // stays uncommitted; the next owner starts it over
+			}
+			w.retries = nil
+			if !pending {
+				return
+			}
+		}
+		if took {
+			continue
+		}
+		// Nothing to start: wait for work, a completion, a deadline or a due
+		// retry.
+		var next time.Time
+		if pending {
+			next = w.inst.NextDeadline()
+		}
+		if len(w.retries) > 0 && (next.IsZero() || w.retries[0].due.Before(next)) {
+			next = w.retries[0].due
+		}
+		canTake := w.canTake()
+		if canTake && t.p.secondary {
+			t.mu.Lock()
+			if len(t.free) > 0 {
+				if d := dueAt(t.free[0]); next.IsZero() || d.Before(next) {
+					next = d
+				}
+			}
+			t.mu.Unlock()
+		}
+		if !canTake && !w.instLimited() {
+			// Held back by the host's bound on asynchronous operations:
+			// look again soon.
+			if n := time.Now().Add(20 * time.Millisecond); next.IsZero() || n.Before(next) {
+				next = n
+			}
+		}
+		var timerC <-chan time.Time
+		if !next.IsZero() {
+			timer.Reset(max(time.Until(next), 0))
+			timerC = timer.C
+		}
+		var idleC <-chan time.Time
+		if borrowed && !pending && len(w.retries) == 0 && !stopping {
+			idle.Reset(t.p.pc.Instances.IdleTimeout)
+			idleC = idle.C
+		}
+		var notify <-chan struct{}
+		var stopC <-chan struct{}
+		if canTake && !stopping {
+			notify, stopC = t.notify, t.stopCh
+			t.mu.Lock()
+			t.idle++
+			t.mu.Unlock()
+		}
+		var ready <-chan struct{}
+		if w.inst != nil {
+			ready = w.inst.Ready()
+		}
+		retire := false
+		select {
+		case <-notify:
+		case <-stopC:
+		case <-ready:
+		case <-timerC:
+		case <-idleC:
+			retire = true
+		case <-t.ctx.Done():
+		}
+		if timerC != nil && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if notify != nil {
+			t.mu.Lock()
+			t.idle--
+			runnable := t.runnableLocked()
+			t.mu.Unlock()
+			if retire && !runnable {
+				return
+			}
+		}
+	}
+}
+
+// instLimited reports whether the instance's own bound on asynchronous
+// operations holds it back.
+func (w *worker) instLimited() bool {
+	return w.inst != nil && w.inst.AsyncInFlight() >= w.t.p.pc.Async.MaxInFlight
+}
+
+// canTake reports whether the worker may start another record: its instance
+// is under its bound on asynchronous operations, and the host under its own.
+func (w *worker) canTake() bool {
+	if w.inst == nil || w.inst.Pending() == 0 {
+		return true // no async work on the instance: one record at a time
+	}
+	if w.instLimited() {
+		return false
+	}
+	return !w.t.p.budget.overAsync()
+}
+
+// admit starts runnable records while the worker may; it reports whether it
+// started any.
+func (w *worker) admit() bool {
+	t := w.t
+	took := false
+	for w.canTake() {
+		t.mu.Lock()
+		if t.stopping {
+			t.mu.Unlock()
+			return took
+		}
+		r, ln := t.pickLocked()
+		if r == nil {
+			t.mu.Unlock()
+			return took
+		}
+		t.queued--
+		t.started++
+		more := t.runnableLocked()
+		t.mu.Unlock()
+		if more {
+			t.wake()
+		}
+		if p := r.Offset + 1; p > t.position.Load() {
+			t.position.Store(p)
+		}
+		took = true
+		w.start(w.newJob(r, ln))
+	}
+	return took
+}
+
+// poll delivers the instance's completions and expires its overdue records.
+func (w *worker) poll() {
+	if w.inst == nil || w.inst.Pending() == 0 {
+		return
+	}
+	for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
+		w.outcome(d.Tag.(*job), d.Result)
+	}
+}
+
+func (w *worker) startDueRetries() {
+	now := time.Now()
+	for len(w.retries) > 0 && !w.retries[0].due.After(now) {
+		j := w.retries[0]
+		w.retries = w.retries[1:]
+		w.start(j)
+	}
+}
+
+// instance returns a live instance, replacing a dead one (after collecting
+// the records it lost). Nil only when the task is aborted.
+func (w *worker) instance() *host.Instance {
+	backoff := 100 * time.Millisecond
+	for w.inst == nil || w.inst.Dead() {
+		if w.inst != nil {
+			for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
+				w.outcome(d.Tag.(*job), d.Result)
+			}
+		}
+		in, err := w.t.p.mod.NewInstance(w.t.ctx)
+		if err == nil {
+			w.inst = in
+			break
+		}
+		w.t.p.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
+		select {
+		case <-w.t.ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+	return w.inst
+}
+
+func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
+	t := w.t
+	j := &job{r: r, ln: ln, attempt: t.attemptOf(r)}
+	j.ar = abi.Record{
+		Offset:    r.Offset,
+		Timestamp: r.Timestamp.UnixMilli(),
+		Partition: r.Partition,
+		Topic:     r.Topic,
+		Key:       r.Key,
+		Value:     r.Value,
+	}
+	if len(r.Headers) > 0 {
+		j.ar.Headers = make([]abi.Header, 0, len(r.Headers))
+		for _, h := range r.Headers {
+			if !strings.HasPrefix(h.Key, HeaderPrefix) {
+				j.ar.Headers = append(j.ar.Headers, abi.Header{Key: h.Key, Value: h.Value})
+			}
+		}
+	}
+	if t.p.secondary {
+		// The guest sees the record as it was first consumed.
+		j.ar.Topic, j.ar.Partition, j.ar.Offset, j.ar.Timestamp = originOf(r)
+	}
+	if t.rel != nil {
+		j.slot = t.rel.add()
+	}
+	return j
+}
+
+// start runs an attempt of j.
+func (w *worker) start(j *job) {
+	in := w.instance()
+	if in == nil {
+		w.t.drop(j) // aborted: the record stays uncommitted
+		return
+	}
+	j.ar.Attempt = uint32(j.attempt)
+	w.outcome(j, in.Process(w.t.ctx, &j.ar, j))
+}
+
+// outcome acts on what an attempt of j came to.
+func (w *worker) outcome(j *job, res host.Result) {
+	t := w.t
+	r := j.r
+	if res.Status == abi.StatusPending {
+		if t.p.pc.Ordering == config.OrderPartition && j.ln != nil {
+			// Pipelining: the partition's next record may start; the release
+			// order keeps its outputs behind this one's.
+			t.release(j.ln)
+			j.ln = nil
+		}
+		return
+	}
+	if f := res.Fault(); f != nil {
+		if f.Kind == host.FaultCanceled {
+			t.drop(j) // aborted by a drain deadline: uncommitted, processed again by the next owner
+			return
+		}
+		t.p.stats.Faults.Add(1)
+		t.p.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
+	}
+	if res.Status == abi.StatusOK {
+		outs, attempt := res.Outputs, j.attempt
+		if len(outs) == 0 {
+			w.settle(j, func() { t.finish(r) })
+		} else {
+			w.settle(j, func() { t.produceOutputs(r, attempt, outs) })
+		}
+		return
+	}
+	f := t.classify(&res)
+	rc := &t.p.pc.Retry
+	if f.retryable && j.attempt < rc.MaxAttempts && rc.Mode == config.RetryInline {
+		// Inline: the record waits in place, holding its lane (its key, or
+		// its partition's release order) but not the instance.
+		j.history = append(j.history, historyEntry(f))
+		delay, _ := t.p.pc.Delay(j.attempt + 1)
+		t.p.stats.Retried.Add(1)
+		j.attempt++
+		j.due = time.Now().Add(delay)
+		i, _ := slices.BinarySearchFunc(w.retries, j.due, func(a *job, d time.Time) int { return a.due.Compare(d) })
+		w.retries = slices.Insert(w.retries, i, j)
+		return
+	}
+	attempt, history := j.attempt, j.history
+	w.settle(j, func() { t.fail(r, attempt, f, history) })
+}
+
+// settle releases j's outcome, in partition order when that is kept, and
+// frees its lane.
+func (w *worker) settle(j *job, action func()) {
+	if j.slot != nil {
+		w.t.rel.settle(j.slot, action)
+	} else {
+		action()
+	}
+	if j.ln != nil {
+		w.t.release(j.ln)
+		j.ln = nil
+	}
+}
+
+// drop gives up on j without an outcome: it stays uncommitted, and the
+// partition's next owner processes it again.
+func (t *task) drop(j *job) {
+	if j.slot != nil {
+		t.rel.settle(j.slot, nil)
+	}
+	t.mu.Lock()
+	t.started--
+	t.mu.Unlock()
+}
