@@ -2,7 +2,7 @@
 #   make demo   run the demo on an embedded broker (no Kafka installed)
 #   make test   run every test, against a real Kafka broker it starts itself
 GO ?= go
-PLUGINS := uppercase filter enrich hash
+PLUGINS := uppercase filter enrich hash lookup
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
 .PHONY: demo test build plugins c-plugins bench clean

@@ -53,6 +53,7 @@ const (
 	CompletionOK       byte = 0 // the operation succeeded; a kind-specific payload follows
 	CompletionError    byte = 1 // the operation failed; a string message follows
 	CompletionCanceled byte = 2 // the record ended first (deadline, instance lost); a string message follows. The record's handle is no longer valid.
+	CompletionRefused  byte = 3 // the host refused the operation by policy (a host not on the allow list, a body over a limit): retrying will not help; a string message follows
 )
 
 // Completion is a decoded result.
@@ -83,7 +84,7 @@ func DecodeCompletion(b []byte) (Completion, error) {
 	case CompletionOK:
 		c.Payload = b[1:len(b):len(b)]
 		d.off = len(b)
-	case CompletionError, CompletionCanceled:
+	case CompletionError, CompletionCanceled, CompletionRefused:
 		c.Message = d.str()
 	default:
 		d.fail("completion code %d", c.Code)

@@ -69,7 +69,7 @@ type Result struct {
 }
 
 // Fault returns the fault that ended the call, or nil.
-func (r *Result) Fault() *Fault {
+func (r Result) Fault() *Fault {
 	var f *Fault
 	if errors.As(r.Err, &f) {
 		return f

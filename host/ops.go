@@ -185,7 +185,7 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 		desc = desc[:200] + "…"
 	}
 	refuse := func(format string, args ...any) (string, error) {
-		done(abi.AppendCompletionError(nil, abi.CompletionError, "http: "+fmt.Sprintf(format, args...)))
+		done(abi.AppendCompletionError(nil, abi.CompletionRefused, "http: "+fmt.Sprintf(format, args...)))
 		return desc, nil
 	}
 	u, err := url.Parse(req.URL)

@@ -52,9 +52,18 @@ type Op[T any] struct {
 type OpError struct {
 	Op  string // "http", "timer"
 	Msg string
+	// Refused: the host refused the operation by policy (a host not on the
+	// allow list, a body over a limit). Retrying will not help.
+	Refused bool
 }
 
 func (e *OpError) Error() string { return e.Msg }
+
+// IsRefused reports whether err is an operation the host refused by policy.
+func IsRefused(err error) bool {
+	var oe *OpError
+	return errors.As(err, &oe) && oe.Refused
+}
 
 // Timer completes after d.
 func Timer(d time.Duration) Op[struct{}] {
@@ -135,7 +144,7 @@ func Await[T any](op Op[T], then func(T, error) error) error {
 		if c.Code == abi.CompletionOK {
 			v, err = op.decode(c.Payload)
 		} else {
-			err = &OpError{Op: op.kind.String(), Msg: c.Message}
+			err = &OpError{Op: op.kind.String(), Msg: c.Message, Refused: c.Code == abi.CompletionRefused}
 		}
 		return then(v, err)
 	}

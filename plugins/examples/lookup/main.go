@@ -1,0 +1,110 @@
+// Command lookup is a wasmstream processor that enriches each record with
+// what an HTTP service knows about its key, without blocking: it starts a
+// GET of $LOOKUP_URL<key> and returns; the host performs the request while
+// the instance takes other records, and calls back with the response. One
+// instance keeps many lookups in flight (pipelines[].async.max_in_flight).
+//
+// The output's value is a JSON object:
+//
+//	{"key": "...", "record": <the input value>, "lookup": <the response body>}
+//
+// where the input value and the body are embedded as JSON when they are
+// JSON, as strings otherwise, and "lookup" is null when the service answers
+// 404. A 5xx or 429 answer or a transport error fails the record retryably;
+// another 4xx, a refusal by the host's allow list, a null key or an unset
+// LOOKUP_URL fails it terminally (dead letter).
+//
+// Configure it with the pipeline's env and allow the service's host:
+//
+//	env: {LOOKUP_URL: "http://127.0.0.1:8089/users/"}
+//	async: {http: {allow_hosts: ["127.0.0.1:8089"]}}
+//
+// The record header "lookup.mode" makes it misbehave on purpose, to test the
+// host: "leak" re-arms a timer forever and never decides the record (the
+// record deadline must catch it); "panic" panics in the continuation (the
+// instance is discarded with the other lookups it had in flight);
+// "pending" returns guest.Pending without starting anything; "chain" waits
+// 5 ms on a timer after the lookup before emitting.
+//
+// Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o lookup.wasm .
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi/guest"
+)
+
+func main() {}
+
+func init() { guest.Process(lookup) }
+
+func lookup(r *guest.Record, out guest.Emitter) error {
+	base := os.Getenv("LOOKUP_URL")
+	if base == "" {
+		return guest.Terminal(errors.New("LOOKUP_URL is not set (pipelines[].env)"))
+	}
+	if r.Key == nil {
+		return guest.Terminal(errors.New("the record has no key to look up"))
+	}
+	mode, _ := r.Header("lookup.mode")
+	switch string(mode) {
+	case "leak":
+		return leak()
+	case "pending":
+		return guest.Pending
+	}
+	return guest.Await(guest.Get(base+url.PathEscape(string(r.Key))), func(resp *guest.HTTPResponse, err error) error {
+		if string(mode) == "panic" {
+			panic("asked to panic in the continuation")
+		}
+		if err != nil {
+			if guest.IsRefused(err) {
+				return guest.Terminal(err)
+			}
+			return err
+		}
+		var found []byte
+		switch {
+		case resp.Status == 200:
+			found = resp.Body
+		case resp.Status == 404:
+		case resp.Status == 429 || resp.Status >= 500:
+			return fmt.Errorf("lookup service answered %d", resp.Status)
+		default:
+			return guest.Terminal(fmt.Errorf("lookup service answered %d: %.200s", resp.Status, resp.Body))
+		}
+		emit := func() error {
+			v, err := json.Marshal(map[string]any{"key": string(r.Key), "record": embed(r.Value), "lookup": embed(found)})
+			if err != nil {
+				return guest.Terminal(err)
+			}
+			return out.Emit(guest.Output{Key: r.Key, Value: v, Headers: []guest.Header{{Key: "lookup.status", Value: []byte(fmt.Sprint(resp.Status))}}})
+		}
+		if string(mode) == "chain" {
+			return guest.Await(guest.Timer(5*time.Millisecond), func(struct{}, error) error { return emit() })
+		}
+		return emit()
+	})
+}
+
+// leak never decides its record.
+func leak() error {
+	return guest.Await(guest.Timer(10*time.Millisecond), func(struct{}, error) error { return leak() })
+}
+
+// embed returns b as JSON when it is JSON, as a string otherwise, nil as null.
+func embed(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	return string(b)
+}
