@@ -6,55 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/tests/lookupsrv"
 )
 
-// lookupServer is a real HTTP server answering /users/<key> with
-// {"id": key} after a delay, counting concurrent requests. The key "hang"
-// never answers (until the test ends); "slow" answers after 400ms.
-type lookupServer struct {
-	*httptest.Server
-	cur, peak, total atomic.Int64
-	delay            func() time.Duration
-	stop             chan struct{}
-}
+type lookupServer = lookupsrv.Server
 
 func newLookupServer(t *testing.T, delay func() time.Duration) *lookupServer {
-	s := &lookupServer{delay: delay, stop: make(chan struct{})}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := s.cur.Add(1)
-		defer s.cur.Add(-1)
-		s.total.Add(1)
-		for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
-		}
-		key := strings.TrimPrefix(r.URL.Path, "/users/")
-		d := s.delay()
-		switch key {
-		case "hang":
-			d = time.Hour
-		case "slow":
-			d = 400 * time.Millisecond
-		}
-		select {
-		case <-time.After(d):
-		case <-s.stop:
-			return
-		case <-r.Context().Done():
-			return
-		}
-		json.NewEncoder(w).Encode(map[string]string{"id": key})
-	}))
-	t.Cleanup(func() { close(s.stop); s.Close() })
-	return s
+	return lookupsrv.New(t, func(string) time.Duration { return delay() })
 }
 
 func loadLookup(t *testing.T, srv *lookupServer, lim Limits, allow ...string) (*Module, *Engine) {
@@ -159,11 +124,11 @@ func TestAsyncResultsReachTheirRecords(t *testing.T) {
 			t.Fatalf("record %d got %+v", i, v)
 		}
 	}
-	if p := srv.peak.Load(); p < 10 {
+	if p := srv.Peak.Load(); p < 10 {
 		t.Fatalf("peak concurrent requests %d: the instance did not overlap its lookups", p)
 	}
 	waitZero(t, e)
-	t.Logf("peak concurrent requests from one instance: %d", srv.peak.Load())
+	t.Logf("peak concurrent requests from one instance: %d", srv.Peak.Load())
 }
 
 func waitZero(t *testing.T, e *Engine) {
@@ -187,7 +152,7 @@ func TestAsyncRefusedHost(t *testing.T) {
 	if got.Status != abi.StatusFail || got.Err == nil || !strings.Contains(got.Err.Error(), "is not allowed (pipelines.lookup.async.http.allow_hosts: lookup.internal:8080, *.example.com)") {
 		t.Fatalf("want a terminal failure naming the allow list, got %v %v", got.Status, got.Err)
 	}
-	if srv.total.Load() != 0 {
+	if srv.Total.Load() != 0 {
 		t.Fatal("the refused request reached the server")
 	}
 }
