@@ -86,6 +86,7 @@ type Info struct {
 	Imports    []string // "module.name: signature"
 	MemoryMin  uint32   // pages
 	MemoryMax  uint32   // pages; 0 when the module declares none
+	Async      bool     // the module starts asynchronous operations (imports async_start)
 }
 
 // Module is a compiled, validated module ready to be instantiated. Safe for
@@ -256,6 +257,7 @@ func (m *Module) check() error {
 			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", name, sig{f.ParamTypes(), f.ResultTypes()}, want))
 		}
 	}
+	m.info.Async = async
 	if f, ok := exports[abi.ExportOnComplete]; ok {
 		if !onCompleteSig.matches(f.ParamTypes(), f.ResultTypes()) {
 			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", abi.ExportOnComplete, sig{f.ParamTypes(), f.ResultTypes()}, onCompleteSig))

@@ -141,3 +141,24 @@ func TestAsyncLeakDoesNotBlock(t *testing.T) {
 		return kafkatest.Committed(t, brokers, "g.p", "in")[0] == int64(len(recs))
 	})
 }
+
+// The host's bound on asynchronous operations holds across tasks: four
+// partitions whose instances could each keep 50 lookups in flight share a
+// host bound of 30.
+func TestAsyncHostBound(t *testing.T) {
+	srv := lookupsrv.New(t, func(string) time.Duration { return 20 * time.Millisecond })
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
+	const n = 2000
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprint(i) })
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "lookup"), "in", "out", "dlq",
+		asyncKeys(srv, "      max_in_flight: 50"), "host: {max_async_in_flight: 30}")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	rd := kafkatest.NewReader(t, brokers, "out")
+	rd.ReadUntil(t, 2*time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n })
+	if p := srv.Peak.Load(); p > 30 || p < 15 {
+		t.Fatalf("peak concurrent lookups %d, want 15..30 (host.max_async_in_flight 30)", p)
+	}
+	t.Logf("peak concurrent lookups %d", srv.Peak.Load())
+}

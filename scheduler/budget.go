@@ -27,6 +27,8 @@ type Budget struct {
 	// and what counts them.
 	maxAsync   int64
 	asyncCount func() int64
+	asyncMu    sync.Mutex
+	admitting  int64 // records admitted under the bound whose call has not returned
 }
 
 // LimitAsync bounds asynchronous operations in flight across the host to
@@ -38,6 +40,32 @@ func (b *Budget) LimitAsync(max int, count func() int64) {
 
 func (b *Budget) overAsync() bool {
 	return b.maxAsync > 0 && b.asyncCount != nil && b.asyncCount() >= b.maxAsync
+}
+
+// admitAsync reserves room for a record that may start an operation; the
+// caller calls admitted once the record's first call returned (its
+// operations are counted then). Reservations make the bound exact for
+// records that start one operation each.
+func (b *Budget) admitAsync() bool {
+	if b.maxAsync <= 0 || b.asyncCount == nil {
+		return true
+	}
+	b.asyncMu.Lock()
+	defer b.asyncMu.Unlock()
+	if b.asyncCount()+b.admitting >= b.maxAsync {
+		return false
+	}
+	b.admitting++
+	return true
+}
+
+func (b *Budget) admitted() {
+	if b.maxAsync <= 0 || b.asyncCount == nil {
+		return
+	}
+	b.asyncMu.Lock()
+	b.admitting--
+	b.asyncMu.Unlock()
 }
 
 // NewBudget returns a budget of maxInstances instances reserving at most

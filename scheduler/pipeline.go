@@ -38,6 +38,7 @@ type Stats struct {
 	Commits    atomic.Int64 // successful offset commits
 	Skipped    atomic.Int64 // records skipped because a previous owner recorded them done
 	Retried    atomic.Int64 // records acknowledged on a retry topic (or retried inline)
+	Restarted  atomic.Int64 // records restarted because their instance was discarded while they waited
 }
 
 // Snapshot is a point-in-time view of a pipeline.
@@ -51,6 +52,7 @@ type Snapshot struct {
 	Commits    int64
 	Skipped    int64
 	Retried    int64
+	Restarted  int64
 	InFlight   int64 // fetched by the current owner and not yet done
 	Lag        int64 // records behind the partitions' high watermarks
 	Tasks      int
@@ -82,6 +84,7 @@ type Pipeline struct {
 	// attempt number from the record's headers.
 	secondary bool
 	retryable map[string]bool // fault kinds retried
+	async     bool            // the module starts asynchronous operations
 	flow      chan struct{}
 
 	pollCancel context.CancelFunc
@@ -107,6 +110,7 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		pollDone:      make(chan struct{}),
 		stopCommit:    make(chan struct{}),
 	}
+	p.async = mod.Info().Async
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true
 	}
@@ -495,6 +499,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 		Commits:    p.stats.Commits.Load(),
 		Skipped:    p.stats.Skipped.Load(),
 		Retried:    p.stats.Retried.Load(),
+		Restarted:  p.stats.Restarted.Load(),
 	}
 	p.mu.Lock()
 	for _, t := range p.tasks {

@@ -23,7 +23,13 @@ type job struct {
 	history []string  // inline retries
 	slot    *slot     // its place in the partition's release order
 	due     time.Time // when an inline retry is due
+	lost    int       // restarts after its instance was discarded under it
 }
+
+// maxLostRestarts bounds how often a record is restarted because its
+// instance was discarded while it waited (another record's fault) before
+// that counts as its own failed attempt.
+const maxLostRestarts = 3
 
 // slot is a record's place in a partition's release order: under ordering
 // partition, what a record's outcome produces is released in offset order
@@ -210,13 +216,10 @@ func (w *worker) instLimited() bool {
 // canTake reports whether the worker may start another record: its instance
 // is under its bound on asynchronous operations, and the host under its own.
 func (w *worker) canTake() bool {
-	if w.inst == nil || w.inst.Pending() == 0 {
-		return true // no async work on the instance: one record at a time
+	if !w.t.p.async {
+		return true // no async work: one record at a time
 	}
-	if w.instLimited() {
-		return false
-	}
-	return !w.t.p.budget.overAsync()
+	return !w.instLimited() && !w.t.p.budget.overAsync()
 }
 
 // admit starts runnable records while the worker may; it reports whether it
@@ -230,9 +233,16 @@ func (w *worker) admit() bool {
 			t.mu.Unlock()
 			return took
 		}
+		if t.p.async && !t.p.budget.admitAsync() {
+			t.mu.Unlock()
+			return took
+		}
 		r, ln := t.pickLocked()
 		if r == nil {
 			t.mu.Unlock()
+			if t.p.async {
+				t.p.budget.admitted()
+			}
 			return took
 		}
 		t.queued--
@@ -247,6 +257,9 @@ func (w *worker) admit() bool {
 		}
 		took = true
 		w.start(w.newJob(r, ln))
+		if t.p.async {
+			t.p.budget.admitted()
+		}
 	}
 	return took
 }
@@ -352,6 +365,16 @@ func (w *worker) outcome(j *job, res host.Result) {
 	if f := res.Fault(); f != nil {
 		if f.Kind == host.FaultCanceled {
 			t.drop(j) // aborted by a drain deadline: uncommitted, processed again by the next owner
+			return
+		}
+		if f.Kind == host.FaultInstanceLost && j.lost < maxLostRestarts {
+			// Not the record's fault: start it over on the replacement
+			// instance, keeping its attempt number and its place.
+			j.lost++
+			t.p.stats.Restarted.Add(1)
+			j.due = time.Now()
+			w.retries = slices.Insert(w.retries, 0, j)
+			t.p.log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 			return
 		}
 		t.p.stats.Faults.Add(1)

@@ -96,7 +96,7 @@ loop:
 		return 1
 	}
 	for _, s := range r.Snapshots() {
-		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "skipped", s.Skipped)
+		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped)
 	}
 	return 0
 }

@@ -6,7 +6,7 @@
 //
 // The output's value is a JSON object:
 //
-//	{"key": "...", "record": <the input value>, "lookup": <the response body>}
+//	{"key": "...", "record": <the input value>, "lookup": <the response body>, "attempt": 1}
 //
 // where the input value and the body are embedded as JSON when they are
 // JSON, as strings otherwise, and "lookup" is null when the service answers
@@ -80,7 +80,7 @@ func lookup(r *guest.Record, out guest.Emitter) error {
 			return guest.Terminal(fmt.Errorf("lookup service answered %d: %.200s", resp.Status, resp.Body))
 		}
 		emit := func() error {
-			v, err := json.Marshal(map[string]any{"key": string(r.Key), "record": embed(r.Value), "lookup": embed(found)})
+			v, err := json.Marshal(map[string]any{"key": string(r.Key), "record": embed(r.Value), "lookup": embed(found), "attempt": r.Attempt})
 			if err != nil {
 				return guest.Terminal(err)
 			}
