@@ -1,0 +1,141 @@
+//go:build integration
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+	"github.com/wasmstream/wasmstream/tests/lookupsrv"
+)
+
+// ioLatency is the lookup service's fixed latency per request.
+const ioLatency = 10 * time.Millisecond
+
+// BenchmarkAsyncIO: an I/O-bound pipeline where each record needs one HTTP
+// lookup taking 10 ms (the lookup example against a local service). Beside
+// each other in one run:
+//   - the blocking reference: a franz-go consumer that looks each record up
+//     with a blocking request, one at a time (what a consumer loop without
+//     async support does; its bound is 1/latency = 100 rec/s);
+//   - wasmstream with async.max_in_flight L per instance, ordering
+//     partition, 4 partitions (4 instances, 4·L lookups in flight at most),
+//     reported as rec/s, the Little's-law bound 4·L/latency, the fraction of
+//     the bound reached ("of_bound") and the ratio to the blocking reference
+//     ("x_blocking").
+func BenchmarkAsyncIO(b *testing.B) {
+	brokers := kafkatest.RealBrokers(b)
+	srv := lookupsrv.New(b, func(string) time.Duration { return ioLatency })
+	lookup := filepath.Join(b.TempDir(), "lookup.wasm")
+	os.WriteFile(lookup, wt.BuildGoGuest(b, "plugins/examples/lookup"), 0o644)
+	const parts = 4
+	var blocking float64
+	b.Run("reference-blocking-one-at-a-time", func(b *testing.B) {
+		n := 300
+		in := inputEven(b, brokers, n, parts)
+		kafkatest.CreateTopic(b, brokers, parts, in+"-ref")
+		for i := 0; i < b.N; i++ {
+			el := blockingLookup(b, brokers, in, in+"-ref", n, srv.URL+"/users/")
+			blocking = float64(n) / el.Seconds()
+			b.ReportMetric(blocking, "rec/s")
+			b.ReportMetric(float64(time.Second/ioLatency), "bound_rec/s")
+		}
+	})
+	for _, limit := range []int{1, 4, 16, 64, 256} {
+		bound := float64(parts*limit) / ioLatency.Seconds()
+		// Enough records for ~3 s at the bound (or 60000 past saturation),
+		// within BENCH_RECORDS.
+		n := min(max(int(bound*3), 400), records(), 60000)
+		in := inputEven(b, brokers, n, parts)
+		b.Run(fmt.Sprintf("wasmstream-async/in_flight_per_instance=%d", limit), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				el := host(b, brokers, lookup, in, n,
+					fmt.Sprintf(`env: {LOOKUP_URL: "%s/users/"}`, srv.URL),
+					fmt.Sprintf(`async: {max_in_flight: %d, http: {allow_hosts: [%q]}}`, limit, srv.Host()),
+					"limits: {record_timeout: 30s}")
+				rate := float64(n) / el.Seconds()
+				b.ReportMetric(rate, "rec/s")
+				b.ReportMetric(bound, "bound_rec/s")
+				b.ReportMetric(rate/bound, "of_bound")
+				if blocking > 0 {
+					b.ReportMetric(rate/blocking, "x_blocking")
+				}
+			}
+		})
+	}
+}
+
+// blockingLookup consumes in, looks each record's key up with a blocking GET
+// and produces the answer, one record at a time; it returns the time from
+// the first record to the last acknowledgement.
+func blockingLookup(b *testing.B, brokers []string, in, out string, n int, base string) time.Duration {
+	cl := kafkatest.Client(b, brokers,
+		kgo.ConsumerGroup(fmt.Sprintf("bench-blocking-%d", time.Now().UnixNano())),
+		kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AutoCommitMarks(),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var acked atomic.Int64
+	done := make(chan struct{})
+	var start time.Time
+	fetched := 0
+	for fetched < n {
+		fs := cl.PollRecords(ctx, 100)
+		if ctx.Err() != nil {
+			b.Fatal("blocking reference timed out")
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if start.IsZero() {
+				start = time.Now()
+			}
+			fetched++
+			resp, err := http.Get(base + string(r.Key))
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			cl.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: body}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					b.Error(err)
+				}
+				cl.MarkCommitRecords(r)
+				if acked.Add(1) == int64(n) {
+					close(done)
+				}
+			})
+		})
+	}
+	<-done
+	return time.Since(start)
+}
+
+// inputEven creates a topic of parts partitions holding n records spread
+// round-robin, each with its own key, so that every partition task has the
+// same share of the work.
+func inputEven(b *testing.B, brokers []string, n int, parts int32) string {
+	topic := fmt.Sprintf("bench-in-%d", time.Now().UnixNano())
+	kafkatest.CreateTopic(b, brokers, parts, topic)
+	cl := kafkatest.Client(b, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	recs := make([]*kgo.Record, 0, n)
+	for i := 0; i < n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i) % parts, Key: []byte(fmt.Sprint("u", i)), Value: []byte(fmt.Sprintf(`{"i":%d}`, i))})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	return topic
+}
