@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,8 +38,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	cf.register(fs, "config.yaml")
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	rate := fs.Float64("rate", 2, "demo input records per second, after an initial burst of 20")
+	lookupAddr := fs.String("lookup-service", "127.0.0.1:18089", "serve the demo user directory that the lookup pipeline calls here (\"\": don't)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: wasmstream demo [--config config.yaml] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker, runs the config's pipelines on it, feeds\ntheir input topics with demo records and prints what comes out, with a\nstatus line every few seconds.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: wasmstream demo [--config config.yaml] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records and prints what comes out, with a status line\nevery few seconds.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,6 +48,14 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	if cf.brokers == "" {
 		cf.brokers = "embedded"
+	}
+	if *lookupAddr != "" {
+		stopLookup, err := serveDemoLookup(*lookupAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "wasmstream demo: the demo user directory cannot listen on %s (%v); the lookup pipeline's records will fail and be dead-lettered\n", *lookupAddr, err)
+		} else {
+			defer stopLookup()
+		}
 	}
 	h, code := startHost(&cf, stderr)
 	if h == nil {
@@ -167,4 +179,34 @@ func firstKey(m map[string]bool) string {
 		return k
 	}
 	return ""
+}
+
+// serveDemoLookup serves the demo user directory: GET /users/<name> answers
+// a small JSON profile after 20-80 ms, like a remote service would; unknown
+// names get 404.
+func serveDemoLookup(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	profiles := map[string]string{
+		"ada":      `{"name":"Ada Lovelace","team":"analytics"}`,
+		"grace":    `{"name":"Grace Hopper","team":"compilers"}`,
+		"linus":    `{"name":"Linus Torvalds","team":"kernel"}`,
+		"barbara":  `{"name":"Barbara Liskov","team":"languages"}`,
+		"ken":      `{"name":"Ken Thompson","team":"systems"}`,
+		"margaret": `{"name":"Margaret Hamilton","team":"flight software"}`,
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
+		p, ok := profiles[strings.TrimPrefix(r.URL.Path, "/users/")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, p)
+	})}
+	go srv.Serve(ln)
+	return func() { srv.Close() }, nil
 }

@@ -115,12 +115,12 @@ func TestHelpAndVersion(t *testing.T) {
 }
 
 // TestDemo runs the demo for a few seconds on its embedded broker and checks
-// what it shows: outputs of both pipelines, a dead-lettered fault and the
-// status line.
+// what it shows: outputs of the three pipelines (the lookup pipeline calling
+// the demo user directory), a dead-lettered fault and the status line.
 func TestDemo(t *testing.T) {
 	root := wt.RepoRoot(t)
 	dir := t.TempDir()
-	for _, name := range []string{"uppercase", "enrich"} {
+	for _, name := range []string{"uppercase", "enrich", "lookup"} {
 		os.MkdirAll(filepath.Join(dir, "plugins/examples", name), 0o755)
 		writeFile(t, filepath.Join(dir, "plugins/examples", name), name+".wasm", wt.BuildGoGuest(t, "plugins/examples/"+name))
 	}
@@ -133,7 +133,7 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"embedded broker at 127.0.0.1:", "← demo-out ", `"USER":"ADA"`, "← demo-enriched ", `"enriched":true`, "✗ demo-enriched.dlq", "guest.fail: asked to fail", "── [uppercase]", "rec/s", "lag", "[enrich] done"} {
+	for _, want := range []string{"embedded broker at 127.0.0.1:", "← demo-out ", `"USER":"ADA"`, "← demo-enriched ", `"enriched":true`, "✗ demo-enriched.dlq", "guest.fail: asked to fail", "← demo-profiles ", `"lookup":{"name":"Ada Lovelace"`, "── [uppercase]", "rec/s", "lag", "[enrich] done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
