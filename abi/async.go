@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Asynchronous operations (ABI.md, section 8). A guest starts an operation
+// Asynchronous operations (ABI.md, section 7). A guest starts an operation
 // with async_start and returns StatusPending; the host performs it
 // concurrently and, when it completes, calls wasmstream_on_complete on the
 // same instance with the operation's result, readable with result_read.

@@ -29,6 +29,7 @@ package guest
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -49,6 +50,14 @@ type Record struct {
 	Key     []byte // nil: null key
 	Value   []byte // nil: null value
 	Headers []Header
+}
+
+// IdempotencyKey identifies the record across its attempts, retry topics
+// included: "<topic>/<partition>/<offset>" of where it was first consumed.
+// Pass it to external services that deduplicate requests: a retried record
+// repeats its side effects, and Kafka cannot undo an HTTP call.
+func (r *Record) IdempotencyKey() string {
+	return r.Topic + "/" + strconv.FormatInt(int64(r.Partition), 10) + "/" + strconv.FormatInt(r.Offset, 10)
 }
 
 // Header returns the value of the first header named key, and whether there

@@ -79,7 +79,7 @@ type Pipeline struct {
 	Env map[string]string `koanf:"env"`
 }
 
-// Async configures a pipeline's asynchronous operations (ABI.md, section 8).
+// Async configures a pipeline's asynchronous operations (ABI.md, section 7).
 type Async struct {
 	// MaxInFlight bounds the operations in flight per instance: while an
 	// instance has that many outstanding, it takes no new record.

@@ -59,7 +59,10 @@ func lookup(r *guest.Record, out guest.Emitter) error {
 	case "pending":
 		return guest.Pending
 	}
-	return guest.Await(guest.Get(base+url.PathEscape(string(r.Key))), func(resp *guest.HTTPResponse, err error) error {
+	req := guest.HTTPRequest{URL: base + url.PathEscape(string(r.Key)),
+		// The same on every attempt: a service that deduplicates sees one request per record.
+		Headers: []guest.Header{{Key: "Idempotency-Key", Value: []byte(r.IdempotencyKey())}}}
+	return guest.Await(guest.HTTP(req), func(resp *guest.HTTPResponse, err error) error {
 		if string(mode) == "panic" {
 			panic("asked to panic in the continuation")
 		}
