@@ -93,6 +93,13 @@ func TestProblemsNameTheirKeys(t *testing.T) {
 		{"log", good + "log:\n  level: loud\n", nil, nil, []string{`log.level: "loud"`}},
 		{"partition order with a pool", strings.Replace(good, "limits:", "instances: {max: 4}\n    limits:", 1), nil, nil, []string{"pipelines[0].instances.max: 4 with ordering: partition: strict partition order runs one record at a time"}},
 		{"pool bounds", strings.Replace(good, "limits:", "ordering: sideways\n    instances: {min: 3, max: 2}\n    limits:", 1), nil, nil, []string{`pipelines[0].ordering: "sideways"`, "pipelines[0].instances.max: 2 is below instances.min (3)"}},
+		{"async", strings.Replace(good, "limits:", "async:\n      max_in_flight: -1\n      http: {allow_hosts: ['http://x.internal/path', '*', 'a.*.b', ''], timeout: 0s, max_response_bytes: -5}\n    env: {'A=B': x}\n    limits:", 1), nil, []string{"host.max_async_in_flight=-1"}, []string{
+			"pipelines[0].async.max_in_flight: -1: want 1 to 100000",
+			`pipelines[0].async.http.allow_hosts[0]: "http://x.internal/path": want a host name, host:port or *.domain, without scheme or path`,
+			`pipelines[0].async.http.allow_hosts[1]: "*": a wildcard is only allowed as a leading "*."`,
+			`pipelines[0].async.http.allow_hosts[2]: "a.*.b"`, `pipelines[0].async.http.allow_hosts[3]: "": empty`,
+			"pipelines[0].async.http.max_response_bytes: -5", `pipelines[0].env: "A=B" is not an environment variable name`,
+			"host.max_async_in_flight: -1"}},
 		{"in flight below pool", strings.Replace(good, "limits:", "ordering: key\n    instances: {max: 8}\n    max_in_flight: 4\n    limits:", 1), nil, nil, []string{"pipelines[0].max_in_flight: 4 is below instances.max (8)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,7 +125,7 @@ func TestReferenceConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, mod := range []string{"plugins/examples/uppercase/uppercase.wasm", "plugins/examples/enrich/enrich.wasm"} {
+	for _, mod := range []string{"plugins/examples/uppercase/uppercase.wasm", "plugins/examples/enrich/enrich.wasm", "plugins/examples/lookup/lookup.wasm"} {
 		os.MkdirAll(filepath.Join(dir, filepath.Dir(mod)), 0o755)
 		os.WriteFile(filepath.Join(dir, mod), []byte("\x00asm"), 0o644)
 	}
