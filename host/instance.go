@@ -135,6 +135,7 @@ type opState struct {
 	started time.Time
 	rec     *recState
 	result  []byte
+	doneAt  time.Time // when it completed (set with finished)
 	// Guarded by the instance's qmu.
 	finished bool // done was called
 	orphan   bool // its record ended: deliver it as canceled
@@ -240,6 +241,12 @@ func (in *Instance) newRec(tag any) *recState {
 func (in *Instance) endRecord(st *recState) {
 	st.ended = true
 	if len(st.ops) > 0 {
+		if obs := in.m.cfg.Observer; obs != nil && st.tag != nil {
+			now := time.Now()
+			for _, op := range st.ops {
+				obs.AsyncOp(st.tag, op.kind, op.desc, op.started, now.Sub(op.started), "canceled: the record ended first")
+			}
+		}
 		in.opsOut -= len(st.ops)
 		in.qmu.Lock()
 		for _, op := range st.ops {
@@ -296,10 +303,22 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	cctx = context.WithValue(cctx, instanceKey{}, in)
 	in.cur, in.curOp = st, op
 	stack, f := fn()
+	obs := in.m.cfg.Observer
+	var start time.Time
+	if obs != nil {
+		start = time.Now()
+	}
 	err := f.CallWithStack(cctx, stack)
 	cerr := cctx.Err()
 	cancel()
 	in.cur, in.curOp = nil, nil
+	if obs != nil && st.tag != nil {
+		name := abi.ExportOnRecord
+		if op != nil {
+			name = abi.ExportOnComplete
+		}
+		obs.GuestCall(st.tag, name, start, time.Since(start), err)
+	}
 	if err != nil {
 		flt := in.classify(err, cerr, ctx.Err())
 		delete(in.pending, st.handle) // st gets this fault, not "lost"
@@ -403,6 +422,7 @@ func (in *Instance) deliver(op *opState, result []byte) {
 		return
 	}
 	op.finished = true
+	op.doneAt = time.Now()
 	if in.qclosed {
 		in.qmu.Unlock()
 		in.m.asyncOps.Add(-1)
@@ -451,6 +471,9 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 		}
 		delete(st.ops, op.id)
 		in.opsOut--
+		if obs := in.m.cfg.Observer; obs != nil {
+			obs.AsyncOp(st.tag, op.kind, op.desc, op.started, op.doneAt.Sub(op.started), outcomeOf(op.result))
+		}
 		if !time.Now().Before(st.deadline) {
 			continue // expired: the next Poll fails it
 		}
@@ -493,6 +516,20 @@ func (in *Instance) deliverCanceled(ctx context.Context, op *opState) {
 	if f := res.Fault(); f != nil {
 		in.m.log.Warn("guest faulted on a canceled completion; instance discarded", "instance", in.id, "err", f)
 	}
+}
+
+// outcomeOf names how an operation ended, from its result.
+func outcomeOf(result []byte) string {
+	c, err := abi.DecodeCompletion(result)
+	switch {
+	case err != nil:
+		return "malformed result"
+	case c.Code == abi.CompletionOK:
+		return "ok"
+	case c.Code == abi.CompletionRefused:
+		return "refused: " + c.Message
+	}
+	return c.Message
 }
 
 func opList(st *recState) string {

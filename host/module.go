@@ -75,6 +75,16 @@ type ModuleConfig struct {
 	Async AsyncConfig
 	// Env is the instances' environment (WASI environment variables).
 	Env map[string]string
+	// Observer, when set, sees every guest call and asynchronous operation.
+	Observer Observer
+}
+
+// Observer sees the timing of guest calls and asynchronous operations, with
+// the tag of the record they were for (as given to Process). It is called on
+// the goroutine that owns the instance and must not block.
+type Observer interface {
+	GuestCall(tag any, export string, start time.Time, d time.Duration, err error)
+	AsyncOp(tag any, kind abi.OpKind, desc string, start time.Time, d time.Duration, outcome string)
 }
 
 // Info describes a loaded module.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tracing"
 )
 
 type tp struct {
@@ -85,6 +86,7 @@ type Pipeline struct {
 	secondary bool
 	retryable map[string]bool // fault kinds retried
 	async     bool            // the module starts asynchronous operations
+	tracer    *tracing.Tracer // nil: tracing off
 	flow      chan struct{}
 
 	pollCancel context.CancelFunc

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // Runner is a host: every configured pipeline, their modules, and the
@@ -31,6 +32,7 @@ type Runner struct {
 	modules   []*host.Module
 	pipelines []*Pipeline
 	budget    *Budget
+	tracer    *tracing.Tracer
 	started   bool
 	stopOnce  sync.Once
 }
@@ -49,10 +51,20 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	if err != nil {
 		return nil, err
 	}
+	tc := cfg.Tracing
+	r.tracer, err = tracing.New(ctx, tracing.Config{Exporter: tc.Exporter, Endpoint: tc.Endpoint, Insecure: tc.Insecure,
+		File: cfg.TracingFile(), SampleRatio: *tc.SampleRatio, ServiceName: tc.ServiceName, Version: Version})
+	if err != nil {
+		return nil, err
+	}
+	var obs host.Observer
+	if r.tracer != nil {
+		obs = jobObserver{}
+	}
 	var probs config.Problems
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
-		m, err := LoadModule(ctx, r.engine, cfg, pc, log)
+		m, err := loadModule(ctx, r.engine, cfg, pc, log, obs)
 		if err != nil {
 			probs = append(probs, fmt.Sprintf("pipelines[%d].module: %v", i, err))
 			continue
@@ -92,6 +104,9 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 			r.pipelines = append(r.pipelines, sp)
 		}
 	}
+	for _, p := range r.pipelines {
+		p.tracer = r.tracer
+	}
 	return r, nil
 }
 
@@ -111,6 +126,10 @@ func secondaryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *
 
 // LoadModule reads and loads a pipeline's module with its limits.
 func LoadModule(ctx context.Context, e *host.Engine, cfg *config.Config, pc *config.Pipeline, log *slog.Logger) (*host.Module, error) {
+	return loadModule(ctx, e, cfg, pc, log, nil)
+}
+
+func loadModule(ctx context.Context, e *host.Engine, cfg *config.Config, pc *config.Pipeline, log *slog.Logger, obs host.Observer) (*host.Module, error) {
 	path := cfg.ModulePath(pc)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -138,7 +157,8 @@ func LoadModule(ctx context.Context, e *host.Engine, cfg *config.Config, pc *con
 				ConfigKey:        "pipelines." + pc.Name + ".async.http",
 			},
 		},
-		Env: pc.Env,
+		Env:      pc.Env,
+		Observer: obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -266,10 +286,18 @@ func (r *Runner) close(ctx context.Context) {
 	if r.engine != nil {
 		r.engine.Close(ctx)
 	}
+	if r.tracer != nil {
+		if err := r.tracer.Shutdown(ctx); err != nil {
+			r.log.Warn("tracing: exporting the last spans failed", "err", err)
+		}
+	}
 	if r.broker != nil {
 		r.broker.Close()
 	}
 }
+
+// Version is wasmstream's version, set by the CLI at start.
+var Version = "dev"
 
 // Budget is the host-wide instance and in-flight budget.
 func (r *Runner) Budget() *Budget { return r.budget }

@@ -13,6 +13,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // task owns one assigned partition: its fetched records, its offset tracker
@@ -442,16 +443,36 @@ func originOf(r *kgo.Record) (topic string, partition int32, offset, timestamp i
 // fail routes a failed attempt: to the retry topic of the next attempt's
 // backoff tier when it may be retried there, otherwise to the dead-letter
 // topic. Either way r is done once that produce is acknowledged.
-func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string) {
+func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string, tr *tracing.Attempt) {
 	rc := &t.p.pc.Retry
 	if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryTopics {
 		delay, tier := t.p.pc.Delay(attempt + 1)
 		hs := t.failureHeaders(r, attempt, attempt+1, f, history)
 		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, time.Now().Add(delay).UnixMilli(), 10)})
-		t.produceFailure(r, t.p.pc.TierTopic(tier), hs, &t.p.stats.Retried)
+		t.produceFailure(r, t.p.pc.TierTopic(tier), hs, &t.p.stats.Retried, tr, tracing.ProduceRetry, f)
 		return
 	}
-	t.produceFailure(r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), &t.p.stats.DeadLetter)
+	t.produceFailure(r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), &t.p.stats.DeadLetter, tr, tracing.ProduceDeadLetter, f)
+}
+
+// withTraceContext returns hs with the trace context replaced by tp and ts
+// (when tp is set: the record is traced; otherwise hs as it is, so that an
+// upstream trace context passes through).
+func withTraceContext(hs []kgo.RecordHeader, tp, ts []byte) []kgo.RecordHeader {
+	if tp == nil {
+		return hs
+	}
+	out := hs[:0:0]
+	for _, h := range hs {
+		if h.Key != tracing.HeaderTraceparent && h.Key != tracing.HeaderTracestate {
+			out = append(out, h)
+		}
+	}
+	out = append(out, kgo.RecordHeader{Key: tracing.HeaderTraceparent, Value: tp})
+	if ts != nil {
+		out = append(out, kgo.RecordHeader{Key: tracing.HeaderTracestate, Value: ts})
+	}
+	return out
 }
 
 // failureHeaders builds a failed record's headers: its own (not wasmstream's),
@@ -500,7 +521,7 @@ func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 // once the broker acknowledged all of them. If one cannot be produced, the
 // record is dead-lettered instead (outputs already acknowledged stay: this is
 // at-least-once).
-func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output) {
+func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, tr *tracing.Attempt) {
 	remaining := atomic.Int32{}
 	remaining.Store(int32(len(outs)))
 	var failed atomic.Pointer[error]
@@ -517,7 +538,10 @@ func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output) {
 				kr.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 			}
 		}
-		t.p.cl.Produce(context.Background(), kr, func(_ *kgo.Record, err error) {
+		tp, ts, sent := tr.Produce(tracing.ProduceOutput, topic)
+		kr.Headers = withTraceContext(kr.Headers, tp, ts)
+		t.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
+			sent(pr.Partition, pr.Offset, err)
 			if err != nil {
 				failed.CompareAndSwap(nil, &err)
 			} else {
@@ -528,10 +552,11 @@ func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output) {
 			}
 			if e := failed.Load(); e != nil {
 				// Not from inside a promise: fail produces again.
-				go t.fail(r, attempt, failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, nil)
+				go t.fail(r, attempt, failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, nil, tr)
 				return
 			}
 			t.finish(r)
+			tr.End("ok", "", "")
 		})
 	}
 }
@@ -540,15 +565,18 @@ func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output) {
 // r is done once that is acknowledged. A failed produce is retried with
 // backoff until it succeeds or the pipeline stops (r then stays uncommitted):
 // a failed record is never dropped.
-func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader, counter *atomic.Int64) {
+func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader, counter *atomic.Int64, tr *tracing.Attempt, kind string, f failure) {
 	t.p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", topic)
 	var attempt func(backoff time.Duration)
 	attempt = func(backoff time.Duration) {
-		fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs, Partition: -1}
-		t.p.cl.Produce(context.Background(), fr, func(_ *kgo.Record, err error) {
+		tp, ts, sent := tr.Produce(kind, topic)
+		fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(hs, tp, ts), Partition: -1}
+		t.p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
+			sent(pr.Partition, pr.Offset, err)
 			if err == nil {
 				counter.Add(1)
 				t.finish(r)
+				tr.End(kind, f.kind, f.msg)
 				return
 			}
 			if t.p.stopped.Load() {

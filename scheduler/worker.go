@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // job is one record on a worker, across its inline attempts.
@@ -24,6 +26,44 @@ type job struct {
 	slot    *slot     // its place in the partition's release order
 	due     time.Time // when an inline retry is due
 	lost    int       // restarts after its instance was discarded under it
+	tr      *tracing.Attempt
+}
+
+// jobObserver hands guest call and operation timings to the job's trace.
+type jobObserver struct{}
+
+func (jobObserver) GuestCall(tag any, export string, start time.Time, d time.Duration, err error) {
+	if j, ok := tag.(*job); ok {
+		j.tr.Call(export, start, d, err)
+	}
+}
+
+func (jobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Time, d time.Duration, outcome string) {
+	if j, ok := tag.(*job); ok {
+		j.tr.Op(kind.String(), desc, start, d, outcome)
+	}
+}
+
+// traceInfo describes j's current attempt for its trace.
+func (t *task) traceInfo(j *job) tracing.Info {
+	r := j.r
+	info := tracing.Info{
+		Pipeline: t.p.pc.Name, Group: t.p.group, Module: filepath.Base(t.p.pc.Module), ModuleDigest: t.p.mod.Info().Digest,
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
+		OriginTopic: j.ar.Topic, OriginPartition: j.ar.Partition, OriginOffset: j.ar.Offset,
+	}
+	return info
+}
+
+func headerOf(r *kgo.Record) func(string) []byte {
+	return func(k string) []byte {
+		for i := len(r.Headers) - 1; i >= 0; i-- {
+			if r.Headers[i].Key == k {
+				return r.Headers[i].Value
+			}
+		}
+		return nil
+	}
 }
 
 // maxLostRestarts bounds how often a record is restarted because its
@@ -346,6 +386,12 @@ func (w *worker) start(j *job) {
 		return
 	}
 	j.ar.Attempt = uint32(j.attempt)
+	if t := w.t; t.p.tracer != nil {
+		if j.tr == nil {
+			j.tr = t.p.tracer.Begin(t.traceInfo(j), headerOf(j.r))
+		}
+		j.tr.SetInstance(in.ID())
+	}
 	w.outcome(j, in.Process(w.t.ctx, &j.ar, j))
 }
 
@@ -381,11 +427,12 @@ func (w *worker) outcome(j *job, res host.Result) {
 		t.p.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
 	}
 	if res.Status == abi.StatusOK {
-		outs, attempt := res.Outputs, j.attempt
+		outs, attempt, tr := res.Outputs, j.attempt, j.tr
+		tr.Decide(false)
 		if len(outs) == 0 {
-			w.settle(j, func() { t.finish(r) })
+			w.settle(j, func() { t.finish(r); tr.End("ok", "", "") })
 		} else {
-			w.settle(j, func() { t.produceOutputs(r, attempt, outs) })
+			w.settle(j, func() { t.produceOutputs(r, attempt, outs, tr) })
 		}
 		return
 	}
@@ -398,13 +445,19 @@ func (w *worker) outcome(j *job, res host.Result) {
 		delay, _ := t.p.pc.Delay(j.attempt + 1)
 		t.p.stats.Retried.Add(1)
 		j.attempt++
+		if j.tr != nil {
+			j.tr.Decide(true)
+			j.tr.End("retry_inline", f.kind, f.msg)
+			j.tr = j.tr.Next(t.traceInfo(j))
+		}
 		j.due = time.Now().Add(delay)
 		i, _ := slices.BinarySearchFunc(w.retries, j.due, func(a *job, d time.Time) int { return a.due.Compare(d) })
 		w.retries = slices.Insert(w.retries, i, j)
 		return
 	}
-	attempt, history := j.attempt, j.history
-	w.settle(j, func() { t.fail(r, attempt, f, history) })
+	attempt, history, tr := j.attempt, j.history, j.tr
+	tr.Decide(true)
+	w.settle(j, func() { t.fail(r, attempt, f, history, tr) })
 }
 
 // settle releases j's outcome, in partition order when that is kept, and

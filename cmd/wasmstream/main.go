@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/wasmstream/wasmstream/scheduler"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -20,6 +22,7 @@ Commands:
   demo       run the config's pipelines on an embedded broker with demo input, showing the output
   validate   check that modules fit the wasmstream ABI and print what they import and export
   dlq        list, show and redrive dead-lettered records
+  trace      print a record's path (attempts, retries, outputs) from its trace
   version    print the version and the ABI version
 
 Examples:
@@ -37,6 +40,10 @@ Examples:
   wasmstream dlq list --config config.yaml --pipeline uppercase --since 1h
   wasmstream dlq redrive --config config.yaml --pipeline uppercase --kind guest.fail --dry-run
 
+  # One record's path through its retries, from the demo's trace file or Jaeger:
+  wasmstream trace --config config.yaml --topic demo-in --partition 2 --offset 17
+  wasmstream trace --jaeger http://127.0.0.1:16686 --retried
+
   # The zero-install demo (embedded broker, demo input, output on screen):
   wasmstream demo --config config.yaml
 
@@ -48,6 +55,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	scheduler.Version = version
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -61,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "dlq":
 		return cmdDLQ(args[1:], stdout, stderr)
+	case "trace":
+		return cmdTrace(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help", "-help":

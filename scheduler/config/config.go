@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -35,6 +36,7 @@ type Config struct {
 	Status    Status     `koanf:"status"`
 	Log       Log        `koanf:"log"`
 	Host      Host       `koanf:"host"`
+	Tracing   Tracing    `koanf:"tracing"`
 
 	// Dir is the directory relative module paths are resolved against (the
 	// config file's directory). Not a config key.
@@ -197,6 +199,31 @@ type Log struct {
 	Format string `koanf:"format"`
 }
 
+// Tracing configures OpenTelemetry tracing of records.
+type Tracing struct {
+	// Exporter: none, jsonl (a file), stdout, otlp-grpc or otlp-http.
+	Exporter string `koanf:"exporter"`
+	// Endpoint is the OTLP receiver, host:port. Credentials come from the
+	// standard OTEL_EXPORTER_OTLP_HEADERS environment variable, never from
+	// this file.
+	Endpoint string `koanf:"endpoint"`
+	Insecure bool   `koanf:"insecure"`
+	// File is the JSON-lines file (relative to the config's directory).
+	File string `koanf:"file"`
+	// SampleRatio is the share of healthy records traced; records that fail
+	// are always traced in full.
+	SampleRatio *float64 `koanf:"sample_ratio"`
+	ServiceName string   `koanf:"service_name"`
+}
+
+// TracingFile resolves tracing.file.
+func (c *Config) TracingFile() string {
+	if filepath.IsAbs(c.Tracing.File) || c.Dir == "" {
+		return c.Tracing.File
+	}
+	return filepath.Join(c.Dir, c.Tracing.File)
+}
+
 // Host configures the WebAssembly host.
 type Host struct {
 	CompileCacheDir   string `koanf:"compile_cache_dir"`
@@ -344,6 +371,20 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Shutdown.DrainTimeout == 0 {
 		c.Shutdown.DrainTimeout = 10 * time.Second
+	}
+	tr := &c.Tracing
+	if tr.Exporter == "" {
+		tr.Exporter = "none"
+	}
+	if tr.SampleRatio == nil {
+		one := 1.0
+		tr.SampleRatio = &one
+	}
+	if tr.ServiceName == "" {
+		tr.ServiceName = "wasmstream"
+	}
+	if tr.File == "" && tr.Exporter == "jsonl" {
+		tr.File = "wasmstream-traces.jsonl"
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
@@ -587,6 +628,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Host.MaxAsyncInFlight < 1 {
 		add("host.max_async_in_flight", "%d: want at least 1", c.Host.MaxAsyncInFlight)
+	}
+	switch tr := &c.Tracing; tr.Exporter {
+	case "none", "stdout", "jsonl":
+	case "otlp-grpc", "otlp-http":
+		if _, _, err := net.SplitHostPort(tr.Endpoint); err != nil {
+			add("tracing.endpoint", "%q: the %s exporter needs host:port of an OTLP receiver", tr.Endpoint, tr.Exporter)
+		}
+	default:
+		add("tracing.exporter", "%q: want none, jsonl, stdout, otlp-grpc or otlp-http", tr.Exporter)
+	}
+	if r := *c.Tracing.SampleRatio; r < 0 || r > 1 {
+		add("tracing.sample_ratio", "%v: want 0 to 1 (the share of healthy records traced)", r)
 	}
 	if c.Shutdown.DrainTimeout < 0 {
 		add("shutdown.drain_timeout", "%s is negative", c.Shutdown.DrainTimeout)
