@@ -204,5 +204,3 @@ func isHex(s string, n int) bool {
 	}
 	return true
 }
-
-
