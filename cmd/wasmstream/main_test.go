@@ -141,6 +141,52 @@ func TestDemo(t *testing.T) {
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s", out, errs)
 	}
+
+	// The demo traces to a JSON-lines file; wasmstream trace reads it: a
+	// record that panicked on every attempt went through both retry tiers to
+	// the dead-letter topic, and its trace shows exactly that path.
+	code, list, errs := runCLI(t, "trace", "--config", cfg, "--retried", "--pipeline", "enrich")
+	if code != 0 || !strings.Contains(list, "dead_letter") {
+		t.Fatalf("trace --retried: exit %d\n%s\n%s", code, list, errs)
+	}
+	var id string
+	for _, line := range strings.Split(list, "\n") {
+		if strings.Contains(line, "attempts 3") && strings.Contains(line, "dead_letter") && strings.Contains(line, "fault.panic") {
+			id = strings.Fields(line)[1]
+			break
+		}
+	}
+	if id == "" {
+		t.Fatalf("no record that panicked three times in:\n%s", list)
+	}
+	code, tree, errs := runCLI(t, "trace", "--config", cfg, "--trace-id", id)
+	if code != 0 {
+		t.Fatalf("trace --trace-id: exit %d\n%s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(tree), "\n")
+	var path []string
+	for _, l := range lines[1:] {
+		switch {
+		case strings.Contains(l, "process demo-in["):
+			path = append(path, "attempt 1")
+		case strings.Contains(l, "process enrich.retry.1s["):
+			path = append(path, "attempt 2")
+		case strings.Contains(l, "process enrich.retry.3s["):
+			path = append(path, "attempt 3")
+		case strings.Contains(l, "send enrich.retry.1s (retry)"):
+			path = append(path, "retry 1s")
+		case strings.Contains(l, "send enrich.retry.3s (retry)"):
+			path = append(path, "retry 3s")
+		case strings.Contains(l, "send demo-enriched.dlq (dead letter)"):
+			path = append(path, "dead letter")
+		}
+	}
+	if got, want := strings.Join(path, " → "), "attempt 1 → retry 1s → attempt 2 → retry 3s → attempt 3 → dead letter"; got != want {
+		t.Fatalf("trace path %q, want %q:\n%s", got, want, tree)
+	}
+	if !strings.Contains(lines[0], "3 attempt(s) · outcome dead_letter") || !strings.Contains(tree, "✗ fault.panic") {
+		t.Fatalf("trace header or errors missing:\n%s", tree)
+	}
 }
 
 func TestDLQArgumentErrors(t *testing.T) {
