@@ -264,6 +264,9 @@ func BenchmarkRetries(b *testing.B) {
 	}
 }
 
+// hostSets are extra --set overrides for the hosts startHost starts.
+var hostSets []string
+
 func startHost(b *testing.B, brokers []string, module, in string, extra ...string) (*scheduler.Runner, *config.Config) {
 	y := fmt.Sprintf(`kafka: {brokers: [%q], group: bench-ws-%d}
 pipelines:
@@ -271,7 +274,8 @@ pipelines:
 `, strings.Join(brokers, ","), time.Now().UnixNano(), module, in, in, in, strings.Join(extra, ", "))
 	p := filepath.Join(b.TempDir(), "c.yaml")
 	os.WriteFile(p, []byte(y), 0o644)
-	cfg, err := config.Load(p, nil, []string{"kafka.create_topics=true", fmt.Sprintf("kafka.topic_partitions=%d", partitions), "host.max_instances=256"})
+	sets := []string{"kafka.create_topics=true", fmt.Sprintf("kafka.topic_partitions=%d", partitions), "host.max_instances=256"}
+	cfg, err := config.Load(p, nil, append(sets, hostSets...))
 	if err != nil {
 		b.Fatal(err)
 	}

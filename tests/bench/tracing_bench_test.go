@@ -1,0 +1,63 @@
+//go:build integration
+
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// BenchmarkTracing: the uppercase Go guest over the same input with tracing
+// off, with 1% of healthy records sampled, and with every record traced (to
+// a JSON-lines file: spans are really serialised and written), beside the
+// passthrough reference, in one run.
+func BenchmarkTracing(b *testing.B) {
+	brokers := kafkatest.RealBrokers(b)
+	n := records()
+	in := input(b, brokers, n)
+	kafkatest.CreateTopic(b, brokers, partitions, in+"-ref")
+	uppercase := filepath.Join(b.TempDir(), "uppercase.wasm")
+	os.WriteFile(uppercase, wt.BuildGoGuest(b, "plugins/examples/uppercase"), 0o644)
+	var ref, off float64
+	b.Run("reference-franz-go-passthrough", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			ref = float64(n) / passthrough(b, brokers, in, in+"-ref", n).Seconds()
+			b.ReportMetric(ref, "rec/s")
+			b.ReportMetric(1, "x_ref")
+		}
+	})
+	for _, mode := range []struct {
+		name string
+		sets []string
+	}{
+		{"tracing=off", nil},
+		{"tracing=1%", []string{"tracing.exporter=jsonl", "tracing.sample_ratio=0.01"}},
+		{"tracing=100%", []string{"tracing.exporter=jsonl", "tracing.sample_ratio=1"}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			file := filepath.Join(b.TempDir(), "spans.jsonl")
+			hostSets = append(mode.sets, "tracing.file="+file)
+			defer func() { hostSets = nil }()
+			for i := 0; i < b.N; i++ {
+				rate := float64(n) / host(b, brokers, uppercase, in, n).Seconds()
+				b.ReportMetric(rate, "rec/s")
+				b.ReportMetric(rate/ref, "x_ref")
+				if mode.sets == nil {
+					off = rate
+				} else if off > 0 {
+					b.ReportMetric(rate/off, "x_off")
+				}
+			}
+			if st, err := os.Stat(file); err == nil {
+				b.ReportMetric(float64(st.Size())/float64(n), "span_bytes/rec")
+			} else if mode.sets != nil {
+				b.Fatal(fmt.Errorf("no span file: %w", err))
+			}
+		})
+	}
+}
