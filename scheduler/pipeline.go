@@ -66,7 +66,10 @@ type Snapshot struct {
 type Pipeline struct {
 	cfg   *config.Config
 	pc    *config.Pipeline
-	mod   *host.Module
+	ver   atomic.Pointer[modVersion] // the current module version
+
+	swapMu sync.Mutex
+	swapCh chan struct{} // closed at a swap
 	cl    *kgo.Client
 	log   *slog.Logger
 	group string
@@ -78,6 +81,9 @@ type Pipeline struct {
 
 	stats Stats
 
+	psMu  sync.Mutex
+	parts map[tp]*Stats // per partition, kept across assignments (metrics)
+
 	budget        *Budget
 	instanceBytes int64 // memory an instance reserves in the budget
 	// secondary marks a retry pipeline: it consumes the retry topics of the
@@ -87,6 +93,7 @@ type Pipeline struct {
 	retryable map[string]bool // fault kinds retried
 	async     bool            // the module starts asynchronous operations
 	tracer    *tracing.Tracer // nil: tracing off
+	metrics   *Metrics        // nil: no metrics
 	flow      chan struct{}
 
 	pollCancel context.CancelFunc
@@ -105,13 +112,14 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		retryable:     map[string]bool{},
 		cfg:           cfg,
 		pc:            pc,
-		mod:           mod,
+		swapCh:        make(chan struct{}),
 		log:           log.With("pipeline", pc.Name),
 		group:         cfg.GroupID(pc),
 		tasks:         map[tp]*task{},
 		pollDone:      make(chan struct{}),
 		stopCommit:    make(chan struct{}),
 	}
+	p.ver.Store(&modVersion{m: mod})
 	p.async = mod.Info().Async
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true
@@ -516,6 +524,21 @@ func (p *Pipeline) Snapshot() Snapshot {
 		}
 	}
 	p.mu.Unlock()
+	return s
+}
+
+// partitionStats returns the counters of a partition.
+func (p *Pipeline) partitionStats(topic string, partition int32) *Stats {
+	p.psMu.Lock()
+	defer p.psMu.Unlock()
+	if p.parts == nil {
+		p.parts = map[tp]*Stats{}
+	}
+	s := p.parts[tp{topic, partition}]
+	if s == nil {
+		s = &Stats{}
+		p.parts[tp{topic, partition}] = s
+	}
 	return s
 }
 

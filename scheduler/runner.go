@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -33,7 +34,9 @@ type Runner struct {
 	pipelines []*Pipeline
 	budget    *Budget
 	tracer    *tracing.Tracer
-	started   bool
+	metrics   *Metrics
+	loadTimes []loadTime
+	started   atomic.Bool
 	stopOnce  sync.Once
 }
 
@@ -64,7 +67,9 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	var probs config.Problems
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
+		start := time.Now()
 		m, err := loadModule(ctx, r.engine, cfg, pc, log, obs)
+		r.loadTimes = append(r.loadTimes, loadTime{pc.Name, time.Since(start)})
 		if err != nil {
 			probs = append(probs, fmt.Sprintf("pipelines[%d].module: %v", i, err))
 			continue
@@ -101,6 +106,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 				return nil, err
 			}
 			sp.secondary = true
+			sp.ver.Store(p.ver.Load()) // one version shared: retiring it waits for both
 			r.pipelines = append(r.pipelines, sp)
 		}
 	}
@@ -135,6 +141,11 @@ func loadModule(ctx context.Context, e *host.Engine, cfg *config.Config, pc *con
 	if err != nil {
 		return nil, err
 	}
+	return loadModuleBytes(ctx, e, pc, b, path, log, obs)
+}
+
+// loadModuleBytes validates and compiles wasm for the pipeline pc.
+func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b []byte, path string, log *slog.Logger, obs host.Observer) (*host.Module, error) {
 	start := time.Now()
 	allowed := append([]string{pc.Output}, pc.AllowedOutputs...)
 	m, err := e.Load(ctx, b, host.ModuleConfig{
@@ -251,7 +262,7 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 
 // Start starts every pipeline.
 func (r *Runner) Start() {
-	r.started = true
+	r.started.Store(true)
 	for _, p := range r.pipelines {
 		p.Start()
 	}
@@ -275,13 +286,18 @@ func (r *Runner) Stop(ctx context.Context) {
 }
 
 func (r *Runner) close(ctx context.Context) {
-	if !r.started {
+	if !r.started.Load() {
 		for _, p := range r.pipelines {
 			p.cl.Close() // never joined: nothing to drain
 		}
 	}
 	for _, m := range r.modules {
 		m.Close(ctx)
+	}
+	for _, p := range r.pipelines {
+		if v := p.ver.Load(); v != nil {
+			v.close()
+		}
 	}
 	if r.engine != nil {
 		r.engine.Close(ctx)
@@ -294,6 +310,102 @@ func (r *Runner) close(ctx context.Context) {
 	if r.broker != nil {
 		r.broker.Close()
 	}
+}
+
+// pipelineByName returns the primary pipeline named name and its retry
+// pipeline (nil when it has none).
+func (r *Runner) pipelineByName(name string) (primary, retry *Pipeline) {
+	for _, p := range r.pipelines {
+		switch {
+		case p.pc.Name == name && !p.secondary:
+			primary = p
+		case p.secondary && p.pc.Name == name+".retry":
+			retry = p
+		}
+	}
+	return
+}
+
+// PipelineNames are the configured pipelines' names.
+func (r *Runner) PipelineNames() []string {
+	var out []string
+	for _, p := range r.pipelines {
+		if !p.secondary {
+			out = append(out, p.pc.Name)
+		}
+	}
+	return out
+}
+
+// Ready reports nil when every module is loaded, every pipeline joined its
+// consumer group and the brokers answer; otherwise why not.
+func (r *Runner) Ready(ctx context.Context) error {
+	if !r.started.Load() {
+		return errors.New("not started")
+	}
+	for _, p := range r.pipelines {
+		if p.stopped.Load() {
+			return fmt.Errorf("pipeline %s is stopping", p.pc.Name)
+		}
+		if _, gen := p.cl.GroupMetadata(); gen < 0 {
+			return fmt.Errorf("pipeline %s has not joined group %s yet", p.pc.Name, p.group)
+		}
+	}
+	if len(r.pipelines) > 0 {
+		if err := r.pipelines[0].cl.Ping(ctx); err != nil {
+			return fmt.Errorf("brokers unreachable: %w", err)
+		}
+	}
+	return nil
+}
+
+// ErrNoPipeline is returned for a pipeline name the config does not have.
+var ErrNoPipeline = errors.New("no such pipeline")
+
+// Check validates and compiles wasm as the pipeline's module would be,
+// without deploying it.
+func (r *Runner) Check(ctx context.Context, pipeline string, wasm []byte) (host.Info, error) {
+	p, _ := r.pipelineByName(pipeline)
+	if p == nil {
+		return host.Info{}, fmt.Errorf("%w %q", ErrNoPipeline, pipeline)
+	}
+	m, err := loadModuleBytes(ctx, r.engine, p.pc, wasm, "upload", r.log, nil)
+	if err != nil {
+		return host.Info{}, err
+	}
+	defer m.Close(ctx)
+	return m.Info(), nil
+}
+
+// Deploy makes wasm the pipeline's module (and its retry workers'), without
+// stopping: records not yet started run on the new version, records in
+// progress finish on the old one. A module that does not validate is
+// refused and the running version keeps running untouched.
+func (r *Runner) Deploy(ctx context.Context, pipeline string, wasm []byte) (host.Info, error) {
+	p, rp := r.pipelineByName(pipeline)
+	if p == nil {
+		return host.Info{}, fmt.Errorf("%w %q", ErrNoPipeline, pipeline)
+	}
+	var obs host.Observer
+	if r.tracer != nil {
+		obs = jobObserver{}
+	}
+	m, err := loadModuleBytes(ctx, r.engine, p.pc, wasm, "deploy", r.log, obs)
+	if err != nil {
+		return host.Info{}, err
+	}
+	// One version for the pipeline and its retry workers: it closes when the
+	// last instance of either is gone.
+	v := &modVersion{m: m}
+	if rp != nil {
+		v.acquire() // held until both pipelines point to v
+		rp.setModule(v)
+	}
+	p.setModule(v)
+	if rp != nil {
+		v.release()
+	}
+	return m.Info(), nil
 }
 
 // Version is wasmstream's version, set by the CLI at start.

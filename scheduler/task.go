@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
@@ -54,7 +55,8 @@ type task struct {
 	paused   bool
 	stopping bool
 	closed   bool
-	workers  int // live workers
+	workers  int             // live workers
+	live     map[int]*worker // by slot
 	borrowed int // workers above the minimum
 	idle     int // workers waiting for work
 
@@ -65,6 +67,8 @@ type task struct {
 	cancel context.CancelFunc
 
 	rel *releaser // release order, under ordering partition
+	ps  *Stats    // the partition's counters (kept across assignments)
+	mattrs attribute.Set // metric attributes
 
 	highWatermark atomic.Int64
 	position      atomic.Int64 // one past the highest offset started
@@ -79,8 +83,9 @@ type lane struct {
 
 func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{p: p, topic: topic, partition: partition, skip: skip, committed: -1,
+	t := &task{p: p, topic: topic, partition: partition, skip: skip, committed: -1, ps: p.partitionStats(topic, partition),
 		notify: make(chan struct{}, 1), stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
+	t.mattrs = attribute.NewSet(attribute.String("pipeline", p.pc.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
 	switch p.pc.Ordering {
 	case config.OrderKey:
 		t.lanes = map[string]*lane{}
@@ -102,6 +107,19 @@ func (t *task) start() {
 	}
 }
 
+// addWorkerLocked registers w under the lowest free slot.
+func (t *task) addWorkerLocked(w *worker) int {
+	if t.live == nil {
+		t.live = map[int]*worker{}
+	}
+	slot := 0
+	for t.live[slot] != nil {
+		slot++
+	}
+	t.live[slot] = w
+	return slot
+}
+
 func (t *task) spawnLocked(borrowed bool) {
 	t.workers++
 	if borrowed {
@@ -121,6 +139,7 @@ func (t *task) enqueue(recs []*kgo.Record) {
 				t.tr.add(r.Offset, r.LeaderEpoch)
 				t.tr.done(r.Offset)
 				t.p.stats.Skipped.Add(1)
+				t.ps.Skipped.Add(1)
 				if p := r.Offset + 1; p > t.position.Load() {
 					t.position.Store(p) // skipped records count as consumed for lag
 				}
@@ -140,6 +159,7 @@ func (t *task) enqueue(recs []*kgo.Record) {
 	t.bytes += nb
 	t.p.budget.inFlight.Add(int64(n))
 	t.p.stats.Fetched.Add(int64(n))
+	t.ps.Fetched.Add(int64(n))
 	if !t.paused && (t.inFlight >= t.p.pc.MaxInFlight || t.bytes >= t.p.pc.MaxInFlightBytes || t.p.budget.overInFlight()) {
 		t.paused = true
 		t.p.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
@@ -360,6 +380,7 @@ func (t *task) finish(r *kgo.Record) {
 		return
 	}
 	t.p.stats.Done.Add(1)
+	t.ps.Done.Add(1)
 	t.mu.Lock()
 	t.inFlight--
 	t.started--
@@ -449,10 +470,10 @@ func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string, tr 
 		delay, tier := t.p.pc.Delay(attempt + 1)
 		hs := t.failureHeaders(r, attempt, attempt+1, f, history)
 		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, time.Now().Add(delay).UnixMilli(), 10)})
-		t.produceFailure(r, t.p.pc.TierTopic(tier), hs, &t.p.stats.Retried, tr, tracing.ProduceRetry, f)
+		t.produceFailure(r, t.p.pc.TierTopic(tier), hs, func(s *Stats) *atomic.Int64 { return &s.Retried }, tr, tracing.ProduceRetry, f)
 		return
 	}
-	t.produceFailure(r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), &t.p.stats.DeadLetter, tr, tracing.ProduceDeadLetter, f)
+	t.produceFailure(r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), func(s *Stats) *atomic.Int64 { return &s.DeadLetter }, tr, tracing.ProduceDeadLetter, f)
 }
 
 // withTraceContext returns hs with the trace context replaced by tp and ts
@@ -511,7 +532,7 @@ func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 		kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: strconv.AppendInt(nil, ts, 10)},
 		kgo.RecordHeader{Key: HeaderAttempt, Value: strconv.AppendInt(nil, int64(attemptHeader), 10)},
 		kgo.RecordHeader{Key: HeaderFirstFailure, Value: []byte(first)},
-		kgo.RecordHeader{Key: HeaderModuleDigest, Value: []byte(t.p.mod.Info().Digest)},
+		kgo.RecordHeader{Key: HeaderModuleDigest, Value: []byte(t.p.Module().Info().Digest)},
 		kgo.RecordHeader{Key: HeaderFailedAt, Value: []byte(now.Format(time.RFC3339Nano))},
 	)
 	return hs
@@ -546,6 +567,7 @@ func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, tr 
 				failed.CompareAndSwap(nil, &err)
 			} else {
 				t.p.stats.Outputs.Add(1)
+				t.ps.Outputs.Add(1)
 			}
 			if remaining.Add(-1) != 0 {
 				return
@@ -565,7 +587,7 @@ func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, tr 
 // r is done once that is acknowledged. A failed produce is retried with
 // backoff until it succeeds or the pipeline stops (r then stays uncommitted):
 // a failed record is never dropped.
-func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader, counter *atomic.Int64, tr *tracing.Attempt, kind string, f failure) {
+func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader, counter func(*Stats) *atomic.Int64, tr *tracing.Attempt, kind string, f failure) {
 	t.p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", topic)
 	var attempt func(backoff time.Duration)
 	attempt = func(backoff time.Duration) {
@@ -574,7 +596,8 @@ func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader
 		t.p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
 			if err == nil {
-				counter.Add(1)
+				counter(&t.p.stats).Add(1)
+				counter(t.ps).Add(1)
 				t.finish(r)
 				tr.End(kind, f.kind, f.msg)
 				return

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,6 +27,7 @@ type job struct {
 	slot    *slot     // its place in the partition's release order
 	due     time.Time // when an inline retry is due
 	lost    int       // restarts after its instance was discarded under it
+	started time.Time // the current attempt's first call
 	tr      *tracing.Attempt
 }
 
@@ -48,7 +50,7 @@ func (jobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Tim
 func (t *task) traceInfo(j *job) tracing.Info {
 	r := j.r
 	info := tracing.Info{
-		Pipeline: t.p.pc.Name, Group: t.p.group, Module: filepath.Base(t.p.pc.Module), ModuleDigest: t.p.mod.Info().Digest,
+		Pipeline: t.p.pc.Name, Group: t.p.group, Module: filepath.Base(t.p.pc.Module), ModuleDigest: t.p.Module().Info().Digest,
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
 		OriginTopic: j.ar.Topic, OriginPartition: j.ar.Partition, OriginOffset: j.ar.Offset,
 	}
@@ -114,7 +116,36 @@ func (rl *releaser) settle(s *slot, action func()) {
 type worker struct {
 	t       *task
 	inst    *host.Instance
+	ver     *modVersion // the version inst belongs to
 	retries []*job // inline retries waiting, by due time
+	slot    int    // its index among the task's workers (a metrics label)
+
+	// Read by metrics from other goroutines.
+	state   atomic.Int32 // workerIdle, workerBusy, workerAwaiting
+	handled atomic.Int64 // records decided on this worker
+	faults  atomic.Int64
+	pages   atomic.Int64 // memory pages of its instance after its last call
+}
+
+// Worker states, as metrics report them.
+const (
+	workerIdle     = 0 // no record in progress
+	workerBusy     = 1 // in a call into its instance
+	workerAwaiting = 2 // its records wait on asynchronous operations
+)
+
+var workerStates = [...]string{"idle", "busy", "awaiting_async"}
+
+// settleState records the worker's state between calls.
+func (w *worker) settleState() {
+	st := int32(workerIdle)
+	if w.inst != nil && w.inst.Pending() > 0 {
+		st = workerAwaiting
+	}
+	w.state.Store(st)
+	if w.inst != nil {
+		w.pages.Store(int64(w.inst.MemoryPages()))
+	}
 }
 
 // worker runs records on its own instance until the task stops (and its
@@ -123,7 +154,13 @@ type worker struct {
 func (t *task) worker(borrowed bool) {
 	defer t.wg.Done()
 	w := &worker{t: t}
+	t.mu.Lock()
+	w.slot = t.addWorkerLocked(w)
+	t.mu.Unlock()
 	defer func() {
+		t.mu.Lock()
+		delete(t.live, w.slot)
+		t.mu.Unlock()
 		if w.inst != nil {
 			w.inst.Close(context.Background())
 			for _, d := range w.inst.Poll(context.Background(), time.Now()) {
@@ -180,6 +217,7 @@ func (t *task) worker(borrowed bool) {
 		if len(w.retries) > 0 && (next.IsZero() || w.retries[0].due.Before(next)) {
 			next = w.retries[0].due
 		}
+		swapC := t.p.swapped()
 		canTake := w.canTake()
 		if canTake && t.p.secondary {
 			t.mu.Lock()
@@ -221,6 +259,7 @@ func (t *task) worker(borrowed bool) {
 		}
 		retire := false
 		select {
+		case <-swapC:
 		case <-notify:
 		case <-stopC:
 		case <-ready:
@@ -256,10 +295,31 @@ func (w *worker) instLimited() bool {
 // canTake reports whether the worker may start another record: its instance
 // is under its bound on asynchronous operations, and the host under its own.
 func (w *worker) canTake() bool {
+	if w.ver != nil && w.ver != w.t.p.current() {
+		// A new version is deployed: finish what the old instance has in
+		// progress, then replace it before taking new records.
+		if w.inst != nil && !w.inst.Dead() && w.inst.Pending() > 0 {
+			return false
+		}
+		w.upgrade()
+	}
 	if !w.t.p.async {
 		return true // no async work: one record at a time
 	}
 	return !w.instLimited() && !w.t.p.budget.overAsync()
+}
+
+// upgrade closes the worker's instance of an old version; the next record
+// gets an instance of the current one.
+func (w *worker) upgrade() {
+	if w.inst != nil {
+		w.inst.Close(context.Background())
+		w.inst = nil
+	}
+	if w.ver != nil {
+		w.ver.release()
+		w.ver = nil
+	}
 }
 
 // admit starts runnable records while the worker may; it reports whether it
@@ -309,9 +369,11 @@ func (w *worker) poll() {
 	if w.inst == nil || w.inst.Pending() == 0 {
 		return
 	}
+	w.state.Store(workerBusy)
 	for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
 		w.outcome(d.Tag.(*job), d.Result)
 	}
+	w.settleState()
 }
 
 func (w *worker) startDueRetries() {
@@ -333,11 +395,20 @@ func (w *worker) instance() *host.Instance {
 				w.outcome(d.Tag.(*job), d.Result)
 			}
 		}
-		in, err := w.t.p.mod.NewInstance(w.t.ctx)
+		if w.ver != nil {
+			w.ver.release()
+			w.ver = nil
+		}
+		start := time.Now()
+		v := w.t.p.current()
+		v.acquire()
+		in, err := v.m.NewInstance(w.t.ctx)
 		if err == nil {
-			w.inst = in
+			w.t.p.recordInstantiate(time.Since(start))
+			w.inst, w.ver = in, v
 			break
 		}
+		v.release()
 		w.t.p.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
 		select {
 		case <-w.t.ctx.Done():
@@ -392,13 +463,23 @@ func (w *worker) start(j *job) {
 		}
 		j.tr.SetInstance(in.ID())
 	}
+	w.state.Store(workerBusy)
+	j.started = time.Now()
 	w.outcome(j, in.Process(w.t.ctx, &j.ar, j))
+	w.settleState()
 }
 
 // outcome acts on what an attempt of j came to.
 func (w *worker) outcome(j *job, res host.Result) {
 	t := w.t
 	r := j.r
+	if res.Status != abi.StatusPending {
+		t.recordLatency(time.Since(j.started))
+		w.handled.Add(1)
+		if res.Fault() != nil {
+			w.faults.Add(1)
+		}
+	}
 	if res.Status == abi.StatusPending {
 		if t.p.pc.Ordering == config.OrderPartition && j.ln != nil {
 			// Pipelining: the partition's next record may start; the release
@@ -418,12 +499,14 @@ func (w *worker) outcome(j *job, res host.Result) {
 			// instance, keeping its attempt number and its place.
 			j.lost++
 			t.p.stats.Restarted.Add(1)
+			t.ps.Restarted.Add(1)
 			j.due = time.Now()
 			w.retries = slices.Insert(w.retries, 0, j)
 			t.p.log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 			return
 		}
 		t.p.stats.Faults.Add(1)
+		t.ps.Faults.Add(1)
 		t.p.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
 	}
 	if res.Status == abi.StatusOK {
@@ -444,6 +527,7 @@ func (w *worker) outcome(j *job, res host.Result) {
 		j.history = append(j.history, historyEntry(f))
 		delay, _ := t.p.pc.Delay(j.attempt + 1)
 		t.p.stats.Retried.Add(1)
+		t.ps.Retried.Add(1)
 		j.attempt++
 		if j.tr != nil {
 			j.tr.Decide(true)

@@ -13,8 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
@@ -108,6 +111,107 @@ type hostProc struct {
 	ctx  context.Context // ends on SIGINT/SIGTERM
 	stop context.CancelFunc
 	r    *scheduler.Runner
+
+	metricsSrv, adminSrv *admin.Server
+	meter                *sdkmetric.MeterProvider
+}
+
+// startOps starts the metrics and health endpoints and the admin API, and
+// brings back the module versions the admin API deployed before a restart.
+func (h *hostProc) startOps() error {
+	cfg, r := h.cfg, h.r
+	if cfg.Metrics.Listen != "" {
+		meter, handler, mp, err := admin.NewMeter()
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		h.meter = mp
+		if err := r.RegisterMetrics(meter); err != nil {
+			return err
+		}
+		h.metricsSrv, err = admin.Listen("metrics.listen", cfg.Metrics.Listen, admin.HealthHandler(handler, r.Ready), h.log)
+		if err != nil {
+			return err
+		}
+		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz")
+	}
+	if !*cfg.Admin.Enabled {
+		return nil
+	}
+	token, err := adminToken(cfg)
+	if err != nil {
+		return err
+	}
+	store, err := admin.OpenStore(cfg.AdminPath(cfg.Admin.StoreDir))
+	if err != nil {
+		return err
+	}
+	for i := range cfg.Pipelines {
+		pc := &cfg.Pipelines[i]
+		if d, ok := store.Active(pc.Name); ok {
+			wasm, err := store.Get(d)
+			if err == nil {
+				_, err = r.Deploy(h.ctx, pc.Name, wasm)
+			}
+			if err != nil {
+				return fmt.Errorf("admin.store_dir: pipeline %s was deployed with %s, which cannot be loaded: %w", pc.Name, d[:12], err)
+			}
+			h.log.Info("running the deployed version", "pipeline", pc.Name, "digest", d[:12])
+			continue
+		}
+		// First start: the config's module is the first version.
+		wasm, err := os.ReadFile(cfg.ModulePath(pc))
+		if err != nil {
+			return err
+		}
+		d, err := store.Put(pc.Name, "config", wasm)
+		if err == nil {
+			err = store.Activate(pc.Name, d)
+		}
+		if err != nil {
+			return fmt.Errorf("admin.store_dir: %w", err)
+		}
+	}
+	api, err := admin.NewAPI(token, store, r, cfg.Admin.MaxModuleBytes, h.log)
+	if err != nil {
+		return err
+	}
+	h.adminSrv, err = admin.Listen("admin.listen", cfg.Admin.Listen, api.Handler(), h.log)
+	if err != nil {
+		return err
+	}
+	h.log.Info("admin API", "addr", "http://"+h.adminSrv.Addr)
+	return nil
+}
+
+func (h *hostProc) closeOps() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h.adminSrv.Close(ctx)
+	h.metricsSrv.Close(ctx)
+	if h.meter != nil {
+		h.meter.Shutdown(ctx)
+	}
+}
+
+// adminToken reads the admin API's token: WASMSTREAM_ADMIN_TOKEN, or
+// admin.token_file. There is no default: an admin API without a token is
+// refused.
+func adminToken(cfg *config.Config) (string, error) {
+	if t := strings.TrimSpace(os.Getenv("WASMSTREAM_ADMIN_TOKEN")); t != "" {
+		return t, nil
+	}
+	if f := cfg.Admin.TokenFile; f != "" {
+		b, err := os.ReadFile(cfg.AdminPath(f))
+		if err != nil {
+			return "", fmt.Errorf("admin.token_file: %w", err)
+		}
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", fmt.Errorf("admin.token_file: %s is empty", f)
+	}
+	return "", fmt.Errorf("admin: no token: set WASMSTREAM_ADMIN_TOKEN or admin.token_file, or turn the admin API off with admin.enabled: false")
 }
 
 // startHost loads the config, starts the runner and returns it, or nil and
@@ -126,8 +230,16 @@ func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
 		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
 		return nil, 1
 	}
+	h := &hostProc{cfg: cfg, log: log, ctx: ctx, stop: stop, r: r}
+	if err := h.startOps(); err != nil {
+		h.closeOps()
+		r.Stop(context.Background())
+		stop()
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return nil, 1
+	}
 	r.Start()
-	return &hostProc{cfg: cfg, log: log, ctx: ctx, stop: stop, r: r}, 0
+	return h, 0
 }
 
 // shutdown stops the runner in stages (drain, commit, leave) within
@@ -139,6 +251,7 @@ func (h *hostProc) shutdown() bool {
 	sctx, cancel := context.WithTimeout(context.Background(), h.cfg.Shutdown.DrainTimeout+30*time.Second)
 	defer cancel()
 	h.r.Stop(sctx)
+	h.closeOps()
 	return !errors.Is(sctx.Err(), context.DeadlineExceeded)
 }
 

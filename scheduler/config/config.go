@@ -37,6 +37,8 @@ type Config struct {
 	Log       Log        `koanf:"log"`
 	Host      Host       `koanf:"host"`
 	Tracing   Tracing    `koanf:"tracing"`
+	Metrics   Metrics    `koanf:"metrics"`
+	Admin     Admin      `koanf:"admin"`
 
 	// Dir is the directory relative module paths are resolved against (the
 	// config file's directory). Not a config key.
@@ -197,6 +199,33 @@ type Status struct {
 type Log struct {
 	Level  string `koanf:"level"`
 	Format string `koanf:"format"`
+}
+
+// Metrics configures the metrics and health endpoints.
+type Metrics struct {
+	// Listen is where /metrics (Prometheus), /healthz and /readyz are
+	// served; "" turns them off. Port 0 picks a free port (logged).
+	Listen string `koanf:"listen"`
+}
+
+// Admin configures the admin API. Its bearer token comes from the
+// WASMSTREAM_ADMIN_TOKEN environment variable or token_file, never from this
+// file; with no token the host refuses to start unless enabled is false.
+type Admin struct {
+	Enabled        *bool  `koanf:"enabled"`
+	Listen         string `koanf:"listen"`
+	TokenFile      string `koanf:"token_file"`
+	StoreDir       string `koanf:"store_dir"`
+	MaxModuleBytes int64  `koanf:"max_module_bytes"`
+}
+
+// AdminPath resolves a path of the admin section against the config's
+// directory.
+func (c *Config) AdminPath(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.Dir == "" {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
 }
 
 // Tracing configures OpenTelemetry tracing of records.
@@ -371,6 +400,19 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Shutdown.DrainTimeout == 0 {
 		c.Shutdown.DrainTimeout = 10 * time.Second
+	}
+	if c.Admin.Enabled == nil {
+		t := true
+		c.Admin.Enabled = &t
+	}
+	if c.Admin.Listen == "" {
+		c.Admin.Listen = "127.0.0.1:9465"
+	}
+	if c.Admin.StoreDir == "" {
+		c.Admin.StoreDir = "wasmstream-store"
+	}
+	if c.Admin.MaxModuleBytes == 0 {
+		c.Admin.MaxModuleBytes = 64 << 20
 	}
 	tr := &c.Tracing
 	if tr.Exporter == "" {
@@ -640,6 +682,19 @@ func (c *Config) Validate() error {
 	}
 	if r := *c.Tracing.SampleRatio; r < 0 || r > 1 {
 		add("tracing.sample_ratio", "%v: want 0 to 1 (the share of healthy records traced)", r)
+	}
+	if l := c.Metrics.Listen; l != "" {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			add("metrics.listen", "%q is not host:port", l)
+		}
+	}
+	if *c.Admin.Enabled {
+		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+			add("admin.listen", "%q is not host:port", c.Admin.Listen)
+		}
+		if c.Admin.MaxModuleBytes < 1024 || c.Admin.MaxModuleBytes > 1<<30 {
+			add("admin.max_module_bytes", "%d: want 1 KiB to 1 GiB", c.Admin.MaxModuleBytes)
+		}
 	}
 	if c.Shutdown.DrainTimeout < 0 {
 		add("shutdown.drain_timeout", "%s is negative", c.Shutdown.DrainTimeout)

@@ -109,8 +109,13 @@ func TestAsyncRealKafka(t *testing.T) {
 	}
 	for _, d := range dlqR.Recs {
 		i := int(idDLQ(d))
-		if kind := kafkatest.Header(d, scheduler.HeaderErrorKind); kind != wantDLQ[i] || (kind == "guest.retry" && !strings.Contains(kafkatest.Header(d, scheduler.HeaderError), "timed out")) {
-			t.Errorf("dead letter of input %d: kind %q (%s), want %q", i, kind, kafkatest.Header(d, scheduler.HeaderError), wantDLQ[i])
+		kind, msg := kafkatest.Header(d, scheduler.HeaderErrorKind), kafkatest.Header(d, scheduler.HeaderError)
+		// A hanging lookup waits 2 s on an instance that the panicking
+		// records beside it may discard more often than a record is
+		// restarted for free (3 times): then it fails as lost instead.
+		lostHang := kind == "fault.instance_lost" && strings.Contains(msg, "/users/hang-")
+		if (kind != wantDLQ[i] && !lostHang) || (kind == "guest.retry" && !strings.Contains(msg, "timed out")) {
+			t.Errorf("dead letter of input %d: kind %q (%s), want %q", i, kind, msg, wantDLQ[i])
 		}
 	}
 	last := map[int]int{} // input partition -> last first-attempt input

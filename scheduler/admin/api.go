@@ -1,0 +1,273 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// Deployer validates and deploys modules: the scheduler's Runner.
+type Deployer interface {
+	Check(ctx context.Context, pipeline string, wasm []byte) (host.Info, error)
+	Deploy(ctx context.Context, pipeline string, wasm []byte) (host.Info, error)
+	PipelineNames() []string
+}
+
+// API is the admin API. Every request must carry the bearer token.
+type API struct {
+	token    [32]byte // sha256 of the token: compared in constant time
+	store    *Store
+	d        Deployer
+	maxBytes int64
+	log      *slog.Logger
+}
+
+// NewAPI returns the admin API; token must not be empty.
+func NewAPI(token string, store *Store, d Deployer, maxBytes int64, log *slog.Logger) (*API, error) {
+	if token == "" {
+		return nil, errors.New("admin: no token")
+	}
+	return &API{token: sha256.Sum256([]byte(token)), store: store, d: d, maxBytes: maxBytes, log: log}, nil
+}
+
+// Handler serves the API:
+//
+//	GET  /v1/pipelines                       every pipeline: the version it runs, its stored versions
+//	GET  /v1/pipelines/{name}                one pipeline
+//	POST /v1/pipelines/{name}/modules        upload a module (Content-Type: application/wasm) [?deploy=true]
+//	POST /v1/pipelines/{name}/deploy         {"digest": "..."}: switch to a stored version
+//	POST /v1/pipelines/{name}/rollback       switch back to the version before the current one
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/pipelines", a.list)
+	mux.HandleFunc("GET /v1/pipelines/{name}", a.get)
+	mux.HandleFunc("POST /v1/pipelines/{name}/modules", a.upload)
+	mux.HandleFunc("POST /v1/pipelines/{name}/deploy", a.deploy)
+	mux.HandleFunc("POST /v1/pipelines/{name}/rollback", a.rollback)
+	return a.auth(mux)
+}
+
+func (a *API) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		sum := sha256.Sum256([]byte(tok))
+		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="wasmstream"`)
+			fail(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			a.log.Warn("admin: unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func fail(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(errorBody{Error: fmt.Sprintf(format, args...)})
+}
+
+func reply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// PipelineView is what the API says of a pipeline.
+type PipelineView struct {
+	Name     string       `json:"name"`
+	Active   string       `json:"active"`
+	Deployed time.Time    `json:"deployed"`
+	History  []string     `json:"history,omitempty"`
+	Versions []ModuleMeta `json:"versions"`
+}
+
+func (a *API) view(name string) PipelineView {
+	m := a.store.Snapshot()
+	v := PipelineView{Name: name, Versions: a.store.Versions(name)}
+	if ps := m.Pipelines[name]; ps != nil {
+		v.Active, v.Deployed, v.History = ps.Active, ps.Deployed, ps.History
+	}
+	return v
+}
+
+func (a *API) known(w http.ResponseWriter, name string) bool {
+	for _, n := range a.d.PipelineNames() {
+		if n == name {
+			return true
+		}
+	}
+	fail(w, http.StatusNotFound, "no pipeline %q (pipelines: %s)", name, strings.Join(a.d.PipelineNames(), ", "))
+	return false
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	var out []PipelineView
+	for _, n := range a.d.PipelineNames() {
+		out = append(out, a.view(n))
+	}
+	reply(w, http.StatusOK, out)
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !a.known(w, name) {
+		return
+	}
+	reply(w, http.StatusOK, a.view(name))
+}
+
+// UploadResult is the answer to an upload.
+type UploadResult struct {
+	Digest   string    `json:"digest"`
+	Size     int       `json:"size"`
+	Deployed bool      `json:"deployed"`
+	Info     host.Info `json:"info"`
+}
+
+func (a *API) upload(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !a.known(w, name) {
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/wasm" {
+		fail(w, http.StatusUnsupportedMediaType, "Content-Type %q: want application/wasm", ct)
+		return
+	}
+	deploy := r.URL.Query().Get("deploy")
+	if deploy != "" && deploy != "true" && deploy != "false" {
+		fail(w, http.StatusBadRequest, "deploy=%q: want true or false", deploy)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			fail(w, http.StatusRequestEntityTooLarge, "module larger than admin.max_module_bytes (%d bytes)", a.maxBytes)
+			return
+		}
+		fail(w, http.StatusBadRequest, "reading the body: %v", err)
+		return
+	}
+	if r.ContentLength >= 0 && int64(len(body)) != r.ContentLength {
+		fail(w, http.StatusBadRequest, "body of %d bytes, Content-Length said %d", len(body), r.ContentLength)
+		return
+	}
+	if len(body) < 8 || !bytes.Equal(body[:4], []byte("\x00asm")) {
+		fail(w, http.StatusUnprocessableEntity, "not a WebAssembly module: the body does not start with the \\0asm magic number")
+		return
+	}
+	info, err := a.d.Check(r.Context(), name, body)
+	if err != nil {
+		fail(w, http.StatusUnprocessableEntity, "module refused: %v", err)
+		return
+	}
+	d, err := a.store.Put(name, "upload", body)
+	if err != nil {
+		fail(w, http.StatusInternalServerError, "storing the module: %v", err)
+		return
+	}
+	res := UploadResult{Digest: d, Size: len(body), Info: info}
+	if deploy == "true" {
+		if _, err := a.activate(r.Context(), name, d, body); err != nil {
+			fail(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
+		res.Deployed = true
+	}
+	a.log.Info("admin: module uploaded", "pipeline", name, "digest", d[:12], "size", len(body), "deployed", res.Deployed)
+	reply(w, http.StatusCreated, res)
+}
+
+func (a *API) activate(ctx context.Context, name, digest string, wasm []byte) (host.Info, error) {
+	start := time.Now()
+	info, err := a.d.Deploy(ctx, name, wasm)
+	if err != nil {
+		return info, fmt.Errorf("deploy refused; the running version keeps running: %w", err)
+	}
+	if err := a.store.Activate(name, digest); err != nil {
+		return info, fmt.Errorf("deployed, but recording it in the manifest failed (a restart would come back on the previous version): %w", err)
+	}
+	a.log.Info("admin: deployed", "pipeline", name, "digest", digest[:12], "took", time.Since(start).Round(time.Millisecond))
+	return info, nil
+}
+
+type deployReq struct {
+	Digest string `json:"digest"`
+}
+
+func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !a.known(w, name) {
+		return
+	}
+	var req deployReq
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		fail(w, http.StatusBadRequest, "body: want {\"digest\": \"<sha256>\"}: %v", err)
+		return
+	}
+	if len(req.Digest) != 64 || strings.Trim(req.Digest, "0123456789abcdef") != "" {
+		fail(w, http.StatusBadRequest, "digest %q: want 64 hex digits (sha256)", req.Digest)
+		return
+	}
+	wasm, err := a.store.Get(req.Digest)
+	if errors.Is(err, ErrNotFound) {
+		fail(w, http.StatusNotFound, "%v: upload it first", err)
+		return
+	} else if err != nil {
+		fail(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if _, err := a.activate(r.Context(), name, req.Digest, wasm); err != nil {
+		fail(w, http.StatusUnprocessableEntity, "%v", err)
+		return
+	}
+	reply(w, http.StatusOK, a.view(name))
+}
+
+func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !a.known(w, name) {
+		return
+	}
+	prev, ok := a.store.Previous(name)
+	if !ok {
+		fail(w, http.StatusConflict, "pipeline %q has no earlier version to roll back to", name)
+		return
+	}
+	wasm, err := a.store.Get(prev)
+	if err != nil {
+		fail(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if _, err := a.d.Deploy(r.Context(), name, wasm); err != nil {
+		fail(w, http.StatusUnprocessableEntity, "rollback refused; the running version keeps running: %v", err)
+		return
+	}
+	if err := a.store.Rolled(name, prev); err != nil {
+		fail(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	a.log.Info("admin: rolled back", "pipeline", name, "digest", prev[:12])
+	reply(w, http.StatusOK, a.view(name))
+}

@@ -1,0 +1,80 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// NewMeter returns a meter whose instruments are exported for Prometheus by
+// the returned handler, and the provider to shut down.
+func NewMeter() (metric.Meter, http.Handler, *sdkmetric.MeterProvider, error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	return mp.Meter("github.com/wasmstream/wasmstream"), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), mp, nil
+}
+
+// HealthHandler serves /metrics, /healthz (the process is alive) and
+// /readyz (ready reports nil: modules loaded, groups joined, broker
+// reachable; otherwise 503 with the reason).
+func HealthHandler(metrics http.Handler, ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// Server is a listening HTTP server.
+type Server struct {
+	srv  *http.Server
+	Addr string // the address it listens on (port 0 resolved)
+}
+
+// Listen starts serving h on addr; key names the config key in errors.
+func Listen(key, addr string, h http.Handler, log *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}, Addr: ln.Addr().String()}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "key", key, "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close(ctx context.Context) {
+	if s != nil {
+		s.srv.Shutdown(ctx)
+	}
+}

@@ -1,0 +1,238 @@
+// Package admin is wasmstream's operations surface: the module store
+// (content-addressed, with a manifest of what each pipeline runs), the
+// authenticated admin API that uploads, deploys and rolls back processors,
+// and the metrics and health endpoints.
+package admin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Store keeps modules on disk by digest (modules/<sha256>.wasm) and a
+// manifest of which version each pipeline runs and ran before, so that a
+// restart comes back on the deployed versions. Safe for concurrent use.
+type Store struct {
+	dir string
+	mu  sync.Mutex
+	man Manifest
+}
+
+// Manifest is the store's index (manifest.json).
+type Manifest struct {
+	Pipelines map[string]*PipelineState `json:"pipelines"`
+	Modules   map[string]*ModuleMeta    `json:"modules"`
+}
+
+// PipelineState is what a pipeline runs.
+type PipelineState struct {
+	Active   string    `json:"active"`            // digest
+	History  []string  `json:"history,omitempty"` // earlier active digests, oldest first
+	Deployed time.Time `json:"deployed"`
+}
+
+// ModuleMeta describes a stored module.
+type ModuleMeta struct {
+	Digest   string    `json:"digest"`
+	Size     int       `json:"size"`
+	Pipeline string    `json:"pipeline"` // validated against this pipeline's config
+	Source   string    `json:"source"`   // "config" or "upload"
+	Added    time.Time `json:"added"`
+}
+
+// ErrNotFound is returned for an unknown digest.
+var ErrNotFound = errors.New("no such module")
+
+// OpenStore opens (creating) the store in dir.
+func OpenStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "modules"), 0o755); err != nil {
+		return nil, fmt.Errorf("admin.store_dir: %w", err)
+	}
+	s := &Store{dir: dir, man: Manifest{Pipelines: map[string]*PipelineState{}, Modules: map[string]*ModuleMeta{}}}
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("admin.store_dir: %w", err)
+	default:
+		if err := json.Unmarshal(b, &s.man); err != nil {
+			return nil, fmt.Errorf("admin.store_dir: %s/manifest.json: %w", dir, err)
+		}
+		if s.man.Pipelines == nil {
+			s.man.Pipelines = map[string]*PipelineState{}
+		}
+		if s.man.Modules == nil {
+			s.man.Modules = map[string]*ModuleMeta{}
+		}
+	}
+	return s, nil
+}
+
+// Digest is the store's name for wasm.
+func Digest(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return hex.EncodeToString(sum[:])
+}
+
+// Put stores wasm (already validated for pipeline) and returns its digest.
+func (s *Store) Put(pipeline, source string, wasm []byte) (string, error) {
+	d := Digest(wasm)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.man.Modules[d]; ok {
+		return d, nil
+	}
+	if err := writeAtomic(s.path(d), wasm); err != nil {
+		return "", err
+	}
+	s.man.Modules[d] = &ModuleMeta{Digest: d, Size: len(wasm), Pipeline: pipeline, Source: source, Added: time.Now().UTC()}
+	return d, s.saveLocked()
+}
+
+// Get returns a stored module, checking it against its digest.
+func (s *Store) Get(digest string) ([]byte, error) {
+	s.mu.Lock()
+	_, ok := s.man.Modules[digest]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %s", ErrNotFound, digest)
+	}
+	b, err := os.ReadFile(s.path(digest))
+	if err != nil {
+		return nil, err
+	}
+	if Digest(b) != digest {
+		return nil, fmt.Errorf("module %s on disk does not match its digest (corrupted store)", digest)
+	}
+	return b, nil
+}
+
+// Activate records that pipeline now runs digest.
+func (s *Store) Activate(pipeline, digest string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.man.Pipelines[pipeline]
+	if ps == nil {
+		ps = &PipelineState{}
+		s.man.Pipelines[pipeline] = ps
+	}
+	if ps.Active == digest {
+		return nil
+	}
+	if ps.Active != "" {
+		ps.History = append(ps.History, ps.Active)
+		if len(ps.History) > 50 {
+			ps.History = ps.History[len(ps.History)-50:]
+		}
+	}
+	ps.Active, ps.Deployed = digest, time.Now().UTC()
+	return s.saveLocked()
+}
+
+// Previous is the version pipeline ran before its active one.
+func (s *Store) Previous(pipeline string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.man.Pipelines[pipeline]
+	if ps == nil || len(ps.History) == 0 {
+		return "", false
+	}
+	return ps.History[len(ps.History)-1], true
+}
+
+// Rolled records a rollback of pipeline to its previous version (which
+// leaves the history, rather than growing it).
+func (s *Store) Rolled(pipeline, digest string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.man.Pipelines[pipeline]
+	if ps == nil || len(ps.History) == 0 || ps.History[len(ps.History)-1] != digest {
+		return fmt.Errorf("%s is not the previous version of %s", digest, pipeline)
+	}
+	ps.History = ps.History[:len(ps.History)-1]
+	ps.Active, ps.Deployed = digest, time.Now().UTC()
+	return s.saveLocked()
+}
+
+// Active is the version pipeline runs, per the manifest.
+func (s *Store) Active(pipeline string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.man.Pipelines[pipeline]
+	if ps == nil || ps.Active == "" {
+		return "", false
+	}
+	return ps.Active, true
+}
+
+// Snapshot returns a copy of the manifest.
+func (s *Store) Snapshot() Manifest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, _ := json.Marshal(&s.man)
+	var m Manifest
+	json.Unmarshal(b, &m)
+	return m
+}
+
+// Versions lists the modules stored for pipeline, newest first.
+func (s *Store) Versions(pipeline string) []ModuleMeta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ModuleMeta
+	for _, m := range s.man.Modules {
+		if m.Pipeline == pipeline {
+			out = append(out, *m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Added.After(out[j].Added) })
+	return out
+}
+
+func (s *Store) path(digest string) string {
+	return filepath.Join(s.dir, "modules", digest+".wasm")
+}
+
+func (s *Store) saveLocked() error {
+	b, err := json.MarshalIndent(&s.man, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(s.dir, "manifest.json"), b)
+}
+
+// writeAtomic writes b to path through a synced temporary file and a rename.
+func writeAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

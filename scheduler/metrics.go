@@ -1,0 +1,193 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metrics are the runner's OpenTelemetry instruments. Most are observable:
+// they read the pipelines' counters and gauges when collected, so the record
+// path pays nothing for them; the processing-latency histogram is recorded
+// per record. Labels are bounded: pipeline, topic, partition, instance slot
+// and state — never a key or an offset.
+type Metrics struct {
+	latency     metric.Float64Histogram
+	compile     metric.Float64Histogram
+	instantiate metric.Float64Histogram
+}
+
+// RegisterMetrics registers the runner's instruments with meter.
+func (r *Runner) RegisterMetrics(meter metric.Meter) error {
+	m := &Metrics{}
+	var err error
+	errs := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	hist := func(name, unit, desc string, bounds ...float64) metric.Float64Histogram {
+		h, e := meter.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(bounds...))
+		errs(e)
+		return h
+	}
+	m.latency = hist("wasmstream.record.processing.duration", "s", "Time from a record's first call into its instance to its outcome (asynchronous waits included), per attempt.",
+		0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+	m.compile = hist("wasmstream.module.compile.duration", "s", "Time to validate and compile a module.", 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+	m.instantiate = hist("wasmstream.module.instantiate.duration", "s", "Time to create a module instance (initialiser included).", 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
+
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, e := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs(e)
+		return c
+	}
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, e := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs(e)
+		return g
+	}
+	var (
+		fetched   = counter("wasmstream.records.fetched", "{record}", "Records handed to partition tasks.")
+		done      = counter("wasmstream.records.done", "{record}", "Records whose outcome is durable (outputs or failure copy acknowledged).")
+		outputs   = counter("wasmstream.records.outputs", "{record}", "Output records acknowledged by the broker.")
+		dead      = counter("wasmstream.records.dead_lettered", "{record}", "Records acknowledged on the dead-letter topic.")
+		retried   = counter("wasmstream.records.retried", "{record}", "Records sent to a retry topic or retried inline.")
+		skipped   = counter("wasmstream.records.skipped", "{record}", "Records skipped because a previous owner recorded them done.")
+		faults    = counter("wasmstream.guest.faults", "{fault}", "Guest faults (traps, panics, deadlines, out of memory, bad pointers...).")
+		restarted = counter("wasmstream.records.restarted", "{record}", "Records restarted because their instance was discarded while they waited.")
+		commits   = counter("wasmstream.commits", "{commit}", "Successful offset commits.")
+
+		inFlight  = gauge("wasmstream.task.in_flight", "{record}", "Records fetched and not yet done, per partition task.")
+		queued    = gauge("wasmstream.task.queued", "{record}", "Records waiting to start, per partition task.")
+		committed = gauge("wasmstream.task.committed_offset", "{offset}", "The task's last committed offset (the next record to consume).")
+		watermark = gauge("wasmstream.task.watermark", "{offset}", "One past the highest offset below which every record is done.")
+		lag       = gauge("wasmstream.task.lag", "{record}", "Records behind the partition's high watermark.")
+		paused    = gauge("wasmstream.task.paused", "1", "1 while the partition's fetching is paused (backpressure).")
+		instances = gauge("wasmstream.instances", "{instance}", "Module instances per task, by state (idle, busy, awaiting_async).")
+
+		instRecords = counter("wasmstream.instance.records", "{record}", "Records decided on an instance slot of a task.")
+		instFaults  = counter("wasmstream.instance.faults", "{fault}", "Faults on an instance slot of a task.")
+		instPages   = gauge("wasmstream.instance.memory.pages", "{page}", "Linear memory of the instance in a slot, in 64 KiB pages.")
+
+		hostInst      = gauge("wasmstream.host.instances", "{instance}", "Instances in use host-wide.")
+		hostInstLimit = gauge("wasmstream.host.instances.limit", "{instance}", "host.max_instances.")
+		hostInFlight  = gauge("wasmstream.host.records.in_flight", "{record}", "Records in flight host-wide.")
+		hostAsync     = gauge("wasmstream.host.async.in_flight", "{operation}", "Guest asynchronous operations in flight host-wide.")
+		retryBacklog  = gauge("wasmstream.retry.backlog", "{record}", "Records waiting on a retry tier topic (its retry workers' lag).")
+	)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for _, p := range r.pipelines {
+			pipe := attribute.String("pipeline", p.pc.Name)
+			p.psMu.Lock()
+			for k, s := range p.parts {
+				at := metric.WithAttributes(pipe, attribute.String("topic", k.topic), attribute.Int("partition", int(k.partition)))
+				o.ObserveInt64(fetched, s.Fetched.Load(), at)
+				o.ObserveInt64(done, s.Done.Load(), at)
+				o.ObserveInt64(outputs, s.Outputs.Load(), at)
+				o.ObserveInt64(dead, s.DeadLetter.Load(), at)
+				o.ObserveInt64(retried, s.Retried.Load(), at)
+				o.ObserveInt64(skipped, s.Skipped.Load(), at)
+				o.ObserveInt64(faults, s.Faults.Load(), at)
+				o.ObserveInt64(restarted, s.Restarted.Load(), at)
+			}
+			p.psMu.Unlock()
+			o.ObserveInt64(commits, p.stats.Commits.Load(), metric.WithAttributes(pipe))
+			p.mu.Lock()
+			tasks := make([]*task, 0, len(p.tasks))
+			for _, t := range p.tasks {
+				tasks = append(tasks, t)
+			}
+			p.mu.Unlock()
+			p.commitMu.Lock()
+			for _, t := range tasks {
+				at := metric.WithAttributes(pipe, attribute.String("topic", t.topic), attribute.Int("partition", int(t.partition)))
+				o.ObserveInt64(committed, t.committed, at)
+			}
+			p.commitMu.Unlock()
+			backlog := map[string]int64{}
+			for _, t := range tasks {
+				base := []attribute.KeyValue{pipe, attribute.String("topic", t.topic), attribute.Int("partition", int(t.partition))}
+				at := metric.WithAttributes(base...)
+				if wm, _, ok := t.tr.watermark(); ok {
+					o.ObserveInt64(watermark, wm, at)
+				}
+				o.ObserveInt64(lag, t.lag(), at)
+				if p.secondary {
+					backlog[t.topic] += t.lag()
+				}
+				var states [3]int64
+				t.mu.Lock()
+				o.ObserveInt64(inFlight, int64(t.inFlight), at)
+				o.ObserveInt64(queued, int64(t.queued), at)
+				pz := int64(0)
+				if t.paused {
+					pz = 1
+				}
+				o.ObserveInt64(paused, pz, at)
+				for slot, w := range t.live {
+				st := w.state.Load()
+					states[st]++
+					wa := metric.WithAttributes(append(base, attribute.Int("slot", slot))...)
+					o.ObserveInt64(instRecords, w.handled.Load(), wa)
+					o.ObserveInt64(instFaults, w.faults.Load(), wa)
+					o.ObserveInt64(instPages, w.pages.Load(), wa)
+				}
+				t.mu.Unlock()
+				for i, n := range states {
+					o.ObserveInt64(instances, n, metric.WithAttributes(append(base, attribute.String("state", workerStates[i]))...))
+				}
+			}
+			for topic, n := range backlog {
+				o.ObserveInt64(retryBacklog, n, metric.WithAttributes(attribute.String("pipeline", p.pc.Name), attribute.String("topic", topic)))
+			}
+		}
+		used, limit := r.budget.Instances()
+		o.ObserveInt64(hostInst, int64(used))
+		o.ObserveInt64(hostInstLimit, int64(limit))
+		n, _ := r.budget.InFlight()
+		o.ObserveInt64(hostInFlight, n)
+		o.ObserveInt64(hostAsync, r.engine.AsyncInFlight())
+		return nil
+	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, commits, inFlight, queued, committed, watermark, lag, paused, instances,
+		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, retryBacklog)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	r.metrics = m
+	for _, p := range r.pipelines {
+		p.metrics = m
+	}
+	for _, d := range r.loadTimes {
+		m.compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline)))
+	}
+	return nil
+}
+
+type loadTime struct {
+	pipeline string
+	time.Duration
+}
+
+// recordLatency records an attempt's processing latency.
+func (t *task) recordLatency(d time.Duration) {
+	if m := t.p.metrics; m != nil {
+		m.latency.Record(context.Background(), d.Seconds(), t.metricAttrs())
+	}
+}
+
+func (t *task) metricAttrs() metric.MeasurementOption {
+	return metric.WithAttributeSet(t.mattrs)
+}
+
+// recordInstantiate records the time a new instance took.
+func (p *Pipeline) recordInstantiate(d time.Duration) {
+	if m := p.metrics; m != nil {
+		m.instantiate.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", p.pc.Name)))
+	}
+}

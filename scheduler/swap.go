@@ -1,0 +1,69 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// modVersion is one deployed version of a pipeline's module. Instances hold
+// a reference; a version that is no longer current closes its module when
+// its last instance is closed.
+type modVersion struct {
+	m       *host.Module
+	refs    atomic.Int64
+	retired atomic.Bool
+	once    sync.Once
+}
+
+func (v *modVersion) acquire() { v.refs.Add(1) }
+
+func (v *modVersion) release() {
+	if v.refs.Add(-1) == 0 && v.retired.Load() {
+		v.close()
+	}
+}
+
+// retire marks v as replaced; it closes once unused.
+func (v *modVersion) retire() {
+	v.retired.Store(true)
+	if v.refs.Load() == 0 {
+		v.close()
+	}
+}
+
+func (v *modVersion) close() { v.once.Do(func() { v.m.Close(context.Background()) }) }
+
+// current is the version new instances are created from.
+func (p *Pipeline) current() *modVersion { return p.ver.Load() }
+
+// Module is the pipeline's current module.
+func (p *Pipeline) Module() *host.Module { return p.current().m }
+
+// swapped returns a channel closed at the next swap.
+func (p *Pipeline) swapped() <-chan struct{} {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	return p.swapCh
+}
+
+// setModule makes m the pipeline's module: records not yet started run on
+// instances of m. Each worker finishes what its instance has in progress
+// (asynchronous waits included) on the old version, then replaces its
+// instance; the old module is closed when its last instance is. Nothing in
+// flight is dropped or repeated by the swap.
+func (p *Pipeline) setModule(nv *modVersion) {
+	m := nv.m
+	old := p.ver.Swap(nv)
+	p.async = m.Info().Async || p.async
+	p.swapMu.Lock()
+	close(p.swapCh)
+	p.swapCh = make(chan struct{})
+	p.swapMu.Unlock()
+	if old != nil && old != nv {
+		old.retire()
+	}
+	p.log.Info("module swapped", "digest", m.Info().Digest[:12])
+}
