@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +59,10 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		} else {
 			defer stopLookup()
 		}
+	}
+	if err := demoToken(&cf, stdout); err != nil {
+		fmt.Fprintf(stderr, "wasmstream demo: %v\n", err)
+		return 1
 	}
 	h, code := startHost(&cf, stderr)
 	if h == nil {
@@ -209,4 +216,27 @@ func serveDemoLookup(addr string) (stop func(), err error) {
 	})}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil
+}
+
+// demoToken creates the admin token file the config names, with a random
+// token, when the admin API is on, no token is in the environment and the
+// file does not exist yet. The token is never printed: the file's path is.
+func demoToken(cf *commonFlags, stdout io.Writer) error {
+	cfg, err := cf.load()
+	if err != nil || !*cfg.Admin.Enabled || cfg.Admin.TokenFile == "" || os.Getenv("WASMSTREAM_ADMIN_TOKEN") != "" {
+		return nil // startHost reports config errors
+	}
+	path := cfg.AdminPath(cfg.Admin.TokenFile)
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	b := make([]byte, 24)
+	if _, err := cryptorand.Read(b); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("admin.token_file: %w", err)
+	}
+	fmt.Fprintf(stdout, "admin API token created in %s (mode 0600)\n", path)
+	return nil
 }

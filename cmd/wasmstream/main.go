@@ -23,6 +23,8 @@ Commands:
   validate   check that modules fit the wasmstream ABI and print what they import and export
   dlq        list, show and redrive dead-lettered records
   trace      print a record's path (attempts, retries, outputs) from its trace
+  deploy     upload a processor to a running host and hot-swap a pipeline to it (or roll back)
+  processors list the pipelines of a running host and their module versions
   version    print the version and the ABI version
 
 Examples:
@@ -39,6 +41,11 @@ Examples:
   # Dead letters: inspect, then send back after fixing the processor:
   wasmstream dlq list --config config.yaml --pipeline uppercase --since 1h
   wasmstream dlq redrive --config config.yaml --pipeline uppercase --kind guest.fail --dry-run
+
+  # Ship a new version of a processor without stopping (admin API), list, roll back:
+  wasmstream deploy --config config.yaml --pipeline uppercase ./uppercase-v2.wasm
+  wasmstream processors --config config.yaml
+  wasmstream deploy --config config.yaml --pipeline uppercase --rollback
 
   # One record's path through its retries, from the demo's trace file or Jaeger:
   wasmstream trace --config config.yaml --topic demo-in --partition 2 --offset 17
@@ -71,6 +78,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDLQ(args[1:], stdout, stderr)
 	case "trace":
 		return cmdTrace(args[1:], stdout, stderr)
+	case "deploy":
+		return cmdDeploy(args[1:], stdout, stderr)
+	case "processors":
+		return cmdProcessors(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help", "-help":

@@ -148,7 +148,8 @@ func (h *hostProc) startOps() error {
 	}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
-		if d, ok := store.Active(pc.Name); ok {
+		cfgWasm, cerr := os.ReadFile(cfg.ModulePath(pc))
+		if d, ok := store.Active(pc.Name); ok && (cerr != nil || admin.Digest(cfgWasm) != d) {
 			wasm, err := store.Get(d)
 			if err == nil {
 				_, err = r.Deploy(h.ctx, pc.Name, wasm)
@@ -159,12 +160,12 @@ func (h *hostProc) startOps() error {
 			h.log.Info("running the deployed version", "pipeline", pc.Name, "digest", d[:12])
 			continue
 		}
-		// First start: the config's module is the first version.
-		wasm, err := os.ReadFile(cfg.ModulePath(pc))
-		if err != nil {
-			return err
+		// The config's module is what runs: on a first start it is the first
+		// version in the store.
+		if cerr != nil {
+			return cerr
 		}
-		d, err := store.Put(pc.Name, "config", wasm)
+		d, err := store.Put(pc.Name, "config", cfgWasm)
 		if err == nil {
 			err = store.Activate(pc.Name, d)
 		}

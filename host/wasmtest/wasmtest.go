@@ -191,12 +191,13 @@ func RepoRoot(t testing.TB) string {
 }
 
 // BuildGoGuest builds the Go guest in dir (relative to the repository root)
-// with the standard toolchain and returns the module bytes.
-func BuildGoGuest(t testing.TB, dir string) []byte {
+// with the standard toolchain (and buildFlags, e.g. -ldflags) and returns
+// the module bytes.
+func BuildGoGuest(t testing.TB, dir string, buildFlags ...string) []byte {
 	t.Helper()
 	root := RepoRoot(t)
 	out := filepath.Join(t.TempDir(), filepath.Base(dir)+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, ".")
+	cmd := exec.Command("go", append(append([]string{"build", "-buildmode=c-shared", "-o", out}, buildFlags...), ".")...)
 	cmd.Dir = filepath.Join(root, dir)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -79,6 +79,10 @@ shutdown:
   drain_timeout: 5s
 status:
   interval: 1s
+metrics:
+  listen: 127.0.0.1:0
+admin:
+  enabled: false
 %s`, strings.Join(brokers, ","), group, module, in, out, dlq, extra)
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {

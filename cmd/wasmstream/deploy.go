@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/wasmstream/wasmstream/scheduler/admin"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+)
+
+// adminClient calls a running host's admin API.
+type adminClient struct {
+	url, token string
+	http       *http.Client
+}
+
+func (c *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "config.yaml", "config file of the host (admin.listen, admin.token_file)")
+	fs.StringVar(&c.url, "admin", "", "admin API URL (default: http:// + the config's admin.listen)")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the token (default: $WASMSTREAM_ADMIN_TOKEN, then the config's admin.token_file)")
+}
+
+type adminFlags struct {
+	config, url, tokenFile string
+}
+
+// client resolves the API's URL and token from the flags, the environment
+// and the config file.
+func (c *adminFlags) client() (*adminClient, error) {
+	url, tokenFile := c.url, c.tokenFile
+	token := strings.TrimSpace(os.Getenv("WASMSTREAM_ADMIN_TOKEN"))
+	if url == "" || (token == "" && tokenFile == "") {
+		cfg, err := config.Load(c.config, os.Environ(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("%v (or give --admin and --token-file)", err)
+		}
+		if url == "" {
+			url = "http://" + cfg.Admin.Listen
+		}
+		if token == "" && tokenFile == "" {
+			tokenFile = cfg.AdminPath(cfg.Admin.TokenFile)
+		}
+	}
+	if token == "" {
+		if tokenFile == "" {
+			return nil, fmt.Errorf("no token: set WASMSTREAM_ADMIN_TOKEN or --token-file")
+		}
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("token: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return &adminClient{url: strings.TrimSuffix(url, "/"), token: token, http: &http.Client{Timeout: 5 * time.Minute}}, nil
+}
+
+// call sends a request and decodes a JSON answer into out; an error answer
+// becomes an error with the API's message.
+func (c *adminClient) call(method, path, contentType string, body io.Reader, out any) error {
+	req, err := http.NewRequest(method, c.url+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API at %s: %w (is the host running with the admin API on?)", c.url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode >= 300 {
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s (%s)", e.Error, resp.Status)
+		}
+		return fmt.Errorf("%s: %.300s", resp.Status, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+const deployUsage = `Usage:
+  wasmstream deploy --pipeline NAME module.wasm     upload a module and switch the pipeline to it
+  wasmstream deploy --pipeline NAME --digest SHA256  switch to a version uploaded before
+  wasmstream deploy --pipeline NAME --rollback       switch back to the version before the current one
+  wasmstream deploy --pipeline NAME --upload-only module.wasm
+
+Calls the admin API of a running host. The module is validated and compiled
+before it is accepted; a module that does not fit is refused with the reason
+and the running version keeps running. The switch is a hot swap: records not
+yet started run on the new version, records in progress finish on the old
+one; nothing is lost or processed twice because of it.
+
+Flags:
+`
+
+func cmdDeploy(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("deploy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var af adminFlags
+	af.register(fs)
+	pipeline := fs.String("pipeline", "", "the pipeline to deploy to (required)")
+	digest := fs.String("digest", "", "deploy this stored version")
+	rollback := fs.Bool("rollback", false, "deploy the version before the current one")
+	uploadOnly := fs.Bool("upload-only", false, "upload and validate, do not deploy")
+	fs.Usage = func() { fmt.Fprint(stderr, deployUsage); fs.PrintDefaults() }
+	if err := fs.Parse(interleave(args, fs)); err != nil {
+		return 2
+	}
+	if *pipeline == "" {
+		fmt.Fprintln(stderr, "wasmstream deploy: --pipeline is required")
+		return 2
+	}
+	modes := 0
+	for _, b := range []bool{fs.NArg() > 0, *digest != "", *rollback} {
+		if b {
+			modes++
+		}
+	}
+	if modes != 1 || fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "wasmstream deploy: give one module file, or --digest, or --rollback")
+		return 2
+	}
+	c, err := af.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream deploy: %v\n", err)
+		return 1
+	}
+	start := time.Now()
+	var view admin.PipelineView
+	switch {
+	case *rollback:
+		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/rollback", "", nil, &view)
+	case *digest != "":
+		b, _ := json.Marshal(map[string]string{"digest": *digest})
+		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/deploy", "application/json", bytes.NewReader(b), &view)
+	default:
+		wasm, rerr := os.ReadFile(fs.Arg(0))
+		if rerr != nil {
+			fmt.Fprintf(stderr, "wasmstream deploy: %v\n", rerr)
+			return 1
+		}
+		var res admin.UploadResult
+		q := "?deploy=true"
+		if *uploadOnly {
+			q = ""
+		}
+		if err = c.call("POST", "/v1/pipelines/"+*pipeline+"/modules"+q, "application/wasm", bytes.NewReader(wasm), &res); err == nil {
+			if *uploadOnly {
+				fmt.Fprintf(stdout, "uploaded %s (%d bytes) for %s; deploy it with --digest %s\n", res.Digest, res.Size, *pipeline, res.Digest)
+				return 0
+			}
+			view.Active = res.Digest
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream deploy: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s now runs %s (switched in %s)\n", *pipeline, view.Active, time.Since(start).Round(time.Millisecond))
+	return 0
+}
+
+func cmdProcessors(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("processors", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var af adminFlags
+	af.register(fs)
+	asJSON := fs.Bool("json", false, "print the API's JSON")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: wasmstream processors [--config F] [--json]\n\nLists each pipeline of a running host, the module version it runs and the\nversions stored for it (via the admin API).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c, err := af.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream processors: %v\n", err)
+		return 1
+	}
+	var views []admin.PipelineView
+	if err := c.call("GET", "/v1/pipelines", "", nil, &views); err != nil {
+		fmt.Fprintf(stderr, "wasmstream processors: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(views)
+		return 0
+	}
+	for _, v := range views {
+		fmt.Fprintf(stdout, "%s  runs %s since %s\n", v.Name, short(v.Active), v.Deployed.Local().Format(time.DateTime))
+		for _, m := range v.Versions {
+			mark := " "
+			if m.Digest == v.Active {
+				mark = "*"
+			}
+			fmt.Fprintf(stdout, "  %s %s  %8d bytes  %-6s  added %s\n", mark, m.Digest, m.Size, m.Source, m.Added.Local().Format(time.DateTime))
+		}
+	}
+	return 0
+}
+
+func short(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}
+
+// interleave moves flags that follow positional arguments in front of them,
+// so that "deploy m.wasm --pipeline p" parses.
+func interleave(args []string, fs *flag.FlagSet) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") && a != "-" {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if f := fs.Lookup(name); f != nil && !strings.Contains(name, "=") {
+				if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !(ok && bf.IsBoolFlag()) && i+1 < len(args) {
+					flags = append(flags, args[i+1])
+					i++
+				}
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}

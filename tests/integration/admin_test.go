@@ -1,0 +1,187 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// cli runs the wasmstream binary with env and returns its output.
+func cli(t *testing.T, env []string, args ...string) (string, error) {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestHotSwapRealKafka: under continuous load on the real broker, a pipeline
+// is switched from version 1 to version 2 of its processor through the admin
+// API (wasmstream deploy), then to a C build of it: every input is in the
+// output exactly once, and per input partition the outputs of version 1 all
+// come before those of version 2. A request with a wrong token changes
+// nothing. A restart comes back on the deployed version. Measured: time from
+// upload to the new version serving, for the Go and the C guest.
+func TestHotSwapRealKafka(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 4, in, dlq)
+	kafkatest.CreateTopic(t, brokers, 1, out)
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm")
+	os.WriteFile(v1, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=1"), 0o644)
+	os.WriteFile(v2, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=2"), 0o644)
+	cv := filepath.Join(dir, "c.wasm")
+	os.WriteFile(cv, wt.BuildCGuest(t, "plugins/examples/c-uppercase/uppercase.c"), 0o644)
+	addr := freePort(t)
+	cfg := writeConfig(t, brokers, n, v1, in, out, dlq, "")
+	replace(t, cfg, "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, "store")))
+	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	adminArgs := []string{"--admin", "http://" + addr}
+
+	// Continuous load: records i = 0.. spread round-robin over 4 partitions.
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+	var produced atomic.Int64
+	stopLoad := make(chan struct{})
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stopLoad:
+				return
+			case <-tick.C:
+			}
+			r := &kgo.Record{Topic: in, Partition: int32(i % 4), Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf("v-%d", i))}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			produced.Add(1)
+		}
+	}()
+	p := startProcEnv(t, []string{token}, "run", "--config", cfg)
+	rd := kafkatest.NewReader(t, brokers, out)
+	rd.ReadUntil(t, time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 1000 })
+
+	// A wrong token is refused and changes nothing.
+	if o, err := cli(t, []string{"WASMSTREAM_ADMIN_TOKEN=wrong"}, append([]string{"deploy", "--pipeline", "p", v2}, adminArgs...)...); err == nil || !strings.Contains(o, "missing or wrong bearer token") {
+		t.Fatalf("deploy with a wrong token: %v\n%s", err, o)
+	}
+	// An incompatible module is refused with its reason.
+	bad := filepath.Join(dir, "bad.wasm")
+	os.WriteFile(bad, wt.Minimal(wt.I32Const(0), wt.Import{Module: "wasmstream_v9", Name: "emit", Params: []byte{wt.I32}, Results: []byte{wt.I32}}).Bytes(), 0o644)
+	if o, err := cli(t, []string{token}, append([]string{"deploy", "--pipeline", "p", bad}, adminArgs...)...); err == nil || !strings.Contains(o, "built for wasmstream ABI v9") {
+		t.Fatalf("deploy of an incompatible module: %v\n%s", err, o)
+	}
+
+	swap := func(module, want string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		o, err := cli(t, []string{token}, append([]string{"deploy", "--pipeline", "p", module}, adminArgs...)...)
+		if err != nil {
+			t.Fatalf("deploy: %v\n%s", err, o)
+		}
+		t.Logf("%s", strings.TrimSpace(o))
+		seen := len(rd.Recs)
+		rd.ReadUntil(t, time.Minute, "the new version serving", func(rs []*kgo.Record) bool {
+			for _, r := range rs[seen:] {
+				if kafkatest.Header(r, "processor.version") == want {
+					return true
+				}
+			}
+			return false
+		})
+		return time.Since(start)
+	}
+	goSwap := swap(v2, "2")
+	rd.ReadUntil(t, time.Minute, "more output on version 2", func(rs []*kgo.Record) bool { return len(rs) >= int(produced.Load())/2+2000 })
+	cSwap := swap(cv, "")
+	time.Sleep(time.Second)
+	close(stopLoad)
+	<-loadDone
+	total := int(produced.Load())
+	rd.ReadUntil(t, 2*time.Minute, "every input", func(rs []*kgo.Record) bool { return len(rs) >= total })
+
+	seen := map[string]int{}
+	lastVersion := map[int]int{} // input partition -> rank of the last version seen (1, 2, 3 = C)
+	rank := map[string]int{"1": 1, "2": 2, "": 3}
+	counts := map[int]int{}
+	for _, r := range rd.Recs {
+		v := strings.ToLower(string(r.Value))
+		seen[v]++
+		var i int
+		fmt.Sscanf(v, "v-%d", &i)
+		ver := kafkatest.Header(r, "processor.version")
+		k := rank[ver]
+		if k < lastVersion[i%4] {
+			t.Fatalf("partition %d: input %d processed by version %q after a newer version", i%4, i, ver)
+		}
+		lastVersion[i%4] = k
+		counts[k]++
+	}
+	dups := 0
+	for i := 0; i < total; i++ {
+		switch c := seen[fmt.Sprintf("v-%d", i)]; {
+		case c == 0:
+			t.Fatalf("input %d lost", i)
+		case c > 1:
+			dups += c - 1
+		}
+	}
+	if dups != 0 {
+		t.Errorf("%d duplicates from the swaps", dups)
+	}
+	if counts[1] == 0 || counts[2] == 0 || counts[3] == 0 {
+		t.Fatalf("outputs per version %v: every version must have served", counts)
+	}
+	o, err := cli(t, []string{token}, append([]string{"processors"}, adminArgs...)...)
+	if err != nil || strings.Count(o, "upload") != 2 || !strings.Contains(o, "config") {
+		t.Fatalf("processors: %v\n%s", err, o)
+	}
+	t.Logf("%d inputs, outputs per version %v, 0 lost, %d duplicates; upload to serving: Go guest %s, C guest %s", total, counts, dups, goSwap.Round(time.Millisecond), cSwap.Round(time.Millisecond))
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+
+	// Restart: the deployed version (C) comes back, not the config's v1.
+	p = startProcEnv(t, []string{token}, "run", "--config", cfg)
+	before := len(rd.Recs)
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: in, Partition: 0, Key: []byte("after"), Value: []byte("after-restart")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rd.ReadUntil(t, time.Minute, "the record after the restart", func(rs []*kgo.Record) bool { return len(rs) > before })
+	last := rd.Recs[len(rd.Recs)-1]
+	if string(last.Value) != "AFTER-RESTART" || kafkatest.Header(last, "processor.version") != "" {
+		t.Fatalf("after the restart: %q version %q, want the C guest's output", last.Value, kafkatest.Header(last, "processor.version"))
+	}
+	if !strings.Contains(p.logText(), "running the deployed version") {
+		t.Fatal("the restart did not report the deployed version")
+	}
+	p.stop(t, 30*time.Second)
+}
