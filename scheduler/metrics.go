@@ -131,7 +131,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 				}
 				o.ObserveInt64(paused, pz, at)
 				for slot, w := range t.live {
-				st := w.state.Load()
+					st := w.state.Load()
 					states[st]++
 					wa := metric.WithAttributes(append(base, attribute.Int("slot", slot))...)
 					o.ObserveInt64(instRecords, w.handled.Load(), wa)

@@ -64,15 +64,15 @@ type Snapshot struct {
 
 // Pipeline runs one configured pipeline as one consumer-group member.
 type Pipeline struct {
-	cfg   *config.Config
-	pc    *config.Pipeline
-	ver   atomic.Pointer[modVersion] // the current module version
+	cfg *config.Config
+	pc  *config.Pipeline
+	ver atomic.Pointer[modVersion] // the current module version
 
 	swapMu sync.Mutex
 	swapCh chan struct{} // closed at a swap
-	cl    *kgo.Client
-	log   *slog.Logger
-	group string
+	cl     *kgo.Client
+	log    *slog.Logger
+	group  string
 
 	mu    sync.Mutex // guards tasks
 	tasks map[tp]*task

@@ -57,8 +57,8 @@ type task struct {
 	closed   bool
 	workers  int             // live workers
 	live     map[int]*worker // by slot
-	borrowed int // workers above the minimum
-	idle     int // workers waiting for work
+	borrowed int             // workers above the minimum
+	idle     int             // workers waiting for work
 
 	notify chan struct{} // wakes one idle worker
 	stopCh chan struct{}
@@ -66,8 +66,8 @@ type task struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	rel *releaser // release order, under ordering partition
-	ps  *Stats    // the partition's counters (kept across assignments)
+	rel    *releaser     // release order, under ordering partition
+	ps     *Stats        // the partition's counters (kept across assignments)
 	mattrs attribute.Set // metric attributes
 
 	highWatermark atomic.Int64

@@ -117,8 +117,8 @@ type worker struct {
 	t       *task
 	inst    *host.Instance
 	ver     *modVersion // the version inst belongs to
-	retries []*job // inline retries waiting, by due time
-	slot    int    // its index among the task's workers (a metrics label)
+	retries []*job      // inline retries waiting, by due time
+	slot    int         // its index among the task's workers (a metrics label)
 
 	// Read by metrics from other goroutines.
 	state   atomic.Int32 // workerIdle, workerBusy, workerAwaiting
