@@ -283,9 +283,15 @@ pipelines:
 	if err != nil {
 		b.Fatal(err)
 	}
+	if hostHook != nil {
+		hostHook(r)
+	}
 	r.Start()
 	return r, cfg
 }
+
+// hostHook, when set, is called with each runner before it starts.
+var hostHook func(*scheduler.Runner)
 
 func waitFetched(b *testing.B, r *scheduler.Runner) time.Time {
 	deadline := time.Now().Add(2 * time.Minute)

@@ -3,12 +3,17 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -57,6 +62,57 @@ func BenchmarkTracing(b *testing.B) {
 				b.ReportMetric(float64(st.Size())/float64(n), "span_bytes/rec")
 			} else if mode.sets != nil {
 				b.Fatal(fmt.Errorf("no span file: %w", err))
+			}
+		})
+	}
+}
+
+// BenchmarkMetrics: the uppercase Go guest over the same input with metrics
+// off and on (the OpenTelemetry instruments registered, the Prometheus
+// endpoint scraped every second), in one run.
+func BenchmarkMetrics(b *testing.B) {
+	brokers := kafkatest.RealBrokers(b)
+	n := records()
+	in := input(b, brokers, n)
+	uppercase := filepath.Join(b.TempDir(), "uppercase.wasm")
+	os.WriteFile(uppercase, wt.BuildGoGuest(b, "plugins/examples/uppercase"), 0o644)
+	var off float64
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("metrics=%v", on), func(b *testing.B) {
+			stop := make(chan struct{})
+			if on {
+				hostHook = func(r *scheduler.Runner) {
+					meter, handler, mp, err := admin.NewMeter()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := r.RegisterMetrics(meter); err != nil {
+						b.Fatal(err)
+					}
+					go func() {
+						defer mp.Shutdown(context.Background())
+						t := time.NewTicker(time.Second)
+						defer t.Stop()
+						for {
+							select {
+							case <-stop:
+								return
+							case <-t.C:
+								handler.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+							}
+						}
+					}()
+				}
+			}
+			defer func() { hostHook = nil; close(stop) }()
+			for i := 0; i < b.N; i++ {
+				rate := float64(n) / host(b, brokers, uppercase, in, n).Seconds()
+				b.ReportMetric(rate, "rec/s")
+				if !on {
+					off = rate
+				} else if off > 0 {
+					b.ReportMetric(rate/off, "x_off")
+				}
 			}
 		})
 	}

@@ -1,0 +1,154 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// collect reads every metric as name -> data points.
+func collect(t *testing.T, rd *sdkmetric.ManualReader) map[string]metricdata.Aggregation {
+	var rm metricdata.ResourceMetrics
+	if err := rd.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricdata.Aggregation{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			out[m.Name] = m.Data
+		}
+	}
+	return out
+}
+
+func sumInt(a metricdata.Aggregation, match func(attribute.Set) bool) (total int64) {
+	switch d := a.(type) {
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			if match(p.Attributes) {
+				total += p.Value
+			}
+		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			if match(p.Attributes) {
+				total += p.Value
+			}
+		}
+	}
+	return
+}
+
+func all(attribute.Set) bool { return true }
+
+// Under a known load, the metrics count records exactly, per partition, and
+// the instance states add up to the instances running; labels stay bounded.
+func TestMetricsUnderKnownLoad(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 3, "in", "out", "dlq")
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	perPartition := []int{500, 300, 100}
+	var recs []*kgo.Record
+	for p, n := range perPartition {
+		for i := 0; i < n; i++ {
+			recs = append(recs, &kgo.Record{Topic: "in", Partition: int32(p), Value: []byte(fmt.Sprint("v", i))})
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", "    ordering: none\n    instances: {min: 1, max: 3}", "")
+	r, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	if err := r.RegisterMetrics(mp.Meter("test")); err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	defer r.Stop(context.Background())
+	kafkatest.Eventually(t, time.Minute, "every record done", func() bool { return r.Snapshots()[0].Done == 900 })
+	m := collect(t, reader)
+	for _, name := range []string{"wasmstream.records.fetched", "wasmstream.records.done", "wasmstream.records.outputs", "wasmstream.task.in_flight",
+		"wasmstream.task.lag", "wasmstream.task.committed_offset", "wasmstream.instances", "wasmstream.instance.records", "wasmstream.instance.memory.pages",
+		"wasmstream.host.instances", "wasmstream.host.instances.limit", "wasmstream.host.async.in_flight", "wasmstream.record.processing.duration",
+		"wasmstream.module.compile.duration", "wasmstream.module.instantiate.duration"} {
+		if m[name] == nil {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+	for p, n := range perPartition {
+		part := func(s attribute.Set) bool {
+			v, _ := s.Value("partition")
+			return v.AsInt64() == int64(p)
+		}
+		if got := sumInt(m["wasmstream.records.done"], part); got != int64(n) {
+			t.Errorf("partition %d: records.done %d, want %d", p, got, n)
+		}
+		if got := sumInt(m["wasmstream.records.outputs"], part); got != int64(n) {
+			t.Errorf("partition %d: records.outputs %d, want %d", p, got, n)
+		}
+	}
+	if got := sumInt(m["wasmstream.records.fetched"], all); got != 900 {
+		t.Errorf("records.fetched %d, want 900", got)
+	}
+	// Histogram: one latency per record.
+	if h, ok := m["wasmstream.record.processing.duration"].(metricdata.Histogram[float64]); ok {
+		var c uint64
+		for _, p := range h.DataPoints {
+			c += p.Count
+		}
+		if c != 900 {
+			t.Errorf("latency histogram counted %d records, want 900", c)
+		}
+	} else {
+		t.Error("processing duration is not a histogram")
+	}
+	// Instance states add up to the instances running.
+	snap := r.Snapshots()[0]
+	if got := sumInt(m["wasmstream.instances"], all); got != int64(snap.Instances) {
+		t.Errorf("instances by state add up to %d, the pipeline runs %d", got, snap.Instances)
+	}
+	if used, _ := r.Budget().Instances(); sumInt(m["wasmstream.host.instances"], all) != int64(used) {
+		t.Errorf("host.instances %d, budget %d", sumInt(m["wasmstream.host.instances"], all), used)
+	}
+	// Bounded labels: no key, offset or instance id.
+	allowed := map[attribute.Key]bool{"pipeline": true, "topic": true, "partition": true, "state": true, "slot": true}
+	var rm metricdata.ResourceMetrics
+	reader.Collect(context.Background(), &rm)
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			check := func(s attribute.Set) {
+				for _, kv := range s.ToSlice() {
+					if !allowed[kv.Key] {
+						t.Errorf("%s has label %s", mt.Name, kv.Key)
+					}
+				}
+			}
+			switch d := mt.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					check(p.Attributes)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					check(p.Attributes)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					check(p.Attributes)
+				}
+			}
+		}
+	}
+}
