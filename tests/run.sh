@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command (`make test`): installs what the tests need when it is
 # missing, builds the example processors, starts a real Kafka broker
-# (tests/kafka/kafka.sh; the run fails if it cannot start), runs every test
-# under the race detector, and stops the broker.
+# (tests/kafka/kafka.sh) and, for the test run, a real Jaeger built from
+# source (tests/jaeger/jaeger.sh; ~7-12 min the first time on a new machine) —
+# the run fails if either cannot start — runs every test under the race
+# detector, and stops both.
 #
 #   bash tests/run.sh          unit + integration tests, and the benchmark smoke run
 #   bash tests/run.sh bench    the full benchmark suite on the real broker
@@ -17,6 +19,7 @@ install_prereqs() {
     command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
     command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
     command -v make >/dev/null 2>&1 || pkgs+=(make)
+    command -v curl >/dev/null 2>&1 || pkgs+=(curl)
     # The C example guest (plugins/examples/c-uppercase) is built with clang for wasm32-wasi.
     command -v clang >/dev/null 2>&1 || pkgs+=(clang)
     command -v wasm-ld >/dev/null 2>&1 || pkgs+=(lld)
@@ -46,6 +49,11 @@ say "Kafka at $KAFKA_BROKERS"
 
 case "$mode" in
 test)
+    say "starting a real Jaeger (built from source the first time)"
+    eval "$(bash tests/jaeger/jaeger.sh start)"
+    export JAEGER_QUERY JAEGER_OTLP_HTTP JAEGER_OTLP_GRPC
+    trap 'bash tests/jaeger/jaeger.sh stop || true; bash tests/kafka/kafka.sh stop || true' EXIT
+    say "Jaeger query API at $JAEGER_QUERY, OTLP/HTTP at $JAEGER_OTLP_HTTP"
     say "benchmark smoke run (checks the harness, not speed)"
     BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/
     go test -count=1 -run "^$" -bench . -benchtime 100x -tags integration ./host/
