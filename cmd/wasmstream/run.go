@@ -121,7 +121,8 @@ type hostProc struct {
 func (h *hostProc) startOps() error {
 	cfg, r := h.cfg, h.r
 	if cfg.Metrics.Listen != "" {
-		meter, handler, mp, err := admin.NewMeter()
+		o := cfg.Metrics.OTLP
+		meter, handler, mp, err := admin.NewMeter(admin.OTLP{Endpoint: o.Endpoint, Insecure: o.Insecure, Interval: o.Interval})
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}

@@ -11,20 +11,44 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
+// OTLP configures pushing metrics over OTLP/HTTP besides /metrics.
+type OTLP struct {
+	Endpoint string // host:port; "" = off
+	Insecure bool
+	Interval time.Duration
+}
+
 // NewMeter returns a meter whose instruments are exported for Prometheus by
-// the returned handler, and the provider to shut down.
-func NewMeter() (metric.Meter, http.Handler, *sdkmetric.MeterProvider, error) {
+// the returned handler (and pushed over OTLP when o has an endpoint), and
+// the provider to shut down.
+func NewMeter(o ...OTLP) (metric.Meter, http.Handler, *sdkmetric.MeterProvider, error) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	opts := []sdkmetric.Option{sdkmetric.WithReader(exp)}
+	for _, c := range o {
+		if c.Endpoint == "" {
+			continue
+		}
+		eo := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(c.Endpoint)}
+		if c.Insecure {
+			eo = append(eo, otlpmetrichttp.WithInsecure())
+		}
+		me, err := otlpmetrichttp.New(context.Background(), eo...)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("metrics.otlp: %w", err)
+		}
+		opts = append(opts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me, sdkmetric.WithInterval(c.Interval))))
+	}
+	mp := sdkmetric.NewMeterProvider(opts...)
 	return mp.Meter("github.com/wasmstream/wasmstream"), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), mp, nil
 }
 

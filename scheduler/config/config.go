@@ -206,6 +206,16 @@ type Metrics struct {
 	// Listen is where /metrics (Prometheus), /healthz and /readyz are
 	// served; "" turns them off. Port 0 picks a free port (logged).
 	Listen string `koanf:"listen"`
+	// OTLP pushes the same metrics to an OTLP/HTTP receiver (a collector)
+	// when its endpoint is set; credentials from OTEL_EXPORTER_OTLP_HEADERS.
+	OTLP MetricsOTLP `koanf:"otlp"`
+}
+
+// MetricsOTLP configures pushing metrics over OTLP/HTTP.
+type MetricsOTLP struct {
+	Endpoint string        `koanf:"endpoint"`
+	Insecure bool          `koanf:"insecure"`
+	Interval time.Duration `koanf:"interval"`
 }
 
 // Admin configures the admin API. Its bearer token comes from the
@@ -400,6 +410,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Shutdown.DrainTimeout == 0 {
 		c.Shutdown.DrainTimeout = 10 * time.Second
+	}
+	if c.Metrics.OTLP.Interval == 0 {
+		c.Metrics.OTLP.Interval = 30 * time.Second
 	}
 	if c.Admin.Enabled == nil {
 		t := true
@@ -687,6 +700,17 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(l); err != nil {
 			add("metrics.listen", "%q is not host:port", l)
 		}
+	}
+	if e := c.Metrics.OTLP.Endpoint; e != "" {
+		if _, _, err := net.SplitHostPort(e); err != nil {
+			add("metrics.otlp.endpoint", "%q is not host:port", e)
+		}
+		if c.Metrics.Listen == "" {
+			add("metrics.otlp.endpoint", "metrics are collected only with metrics.listen set (use port 0 if /metrics should not be reachable at a known port)")
+		}
+	}
+	if c.Metrics.OTLP.Interval < time.Second {
+		add("metrics.otlp.interval", "%s: want at least 1s", c.Metrics.OTLP.Interval)
 	}
 	if *c.Admin.Enabled {
 		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
