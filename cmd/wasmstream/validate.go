@@ -53,7 +53,11 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		if info.MemoryMax > 0 {
 			fmt.Fprintf(stdout, ", max %d pages", info.MemoryMax)
 		}
-		fmt.Fprintf(stdout, " (limit %d)\n  load + first instance: %s\n  exports:\n", *pages, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(stdout, " (limit %d)\n", *pages)
+		if info.Async {
+			fmt.Fprintf(stdout, "  asynchronous operations: yes (needs async.http.allow_hosts for any network access)\n")
+		}
+		fmt.Fprintf(stdout, "  load + first instance: %s\n  exports:\n", time.Since(start).Round(time.Millisecond))
 		for _, x := range info.Exports {
 			fmt.Fprintf(stdout, "    %s\n", x)
 		}
