@@ -164,6 +164,21 @@ func TestHotSwapRealKafka(t *testing.T) {
 	if err != nil || strings.Count(o, "upload") != 2 || !strings.Contains(o, "config") {
 		t.Fatalf("processors: %v\n%s", err, o)
 	}
+	// Roll back to v2 and forward to the C build again: both are switches
+	// like any other.
+	if o, err := cli(t, []string{token}, append([]string{"deploy", "--pipeline", "p", "--rollback"}, adminArgs...)...); err != nil || !strings.Contains(o, "p now runs") {
+		t.Fatalf("rollback: %v\n%s", err, o)
+	}
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: in, Partition: 1, Key: []byte("rb"), Value: []byte("rolled-back")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rd.ReadUntil(t, time.Minute, "the record after the rollback", func(rs []*kgo.Record) bool {
+		r := rs[len(rs)-1]
+		return string(r.Value) == "ROLLED-BACK" && kafkatest.Header(r, "processor.version") == "2"
+	})
+	if o, err := cli(t, []string{token}, append([]string{"deploy", "--pipeline", "p", cv}, adminArgs...)...); err != nil {
+		t.Fatalf("deploy C again: %v\n%s", err, o)
+	}
 	t.Logf("%d inputs, outputs per version %v, 0 lost, %d duplicates; upload to serving: Go guest %s, C guest %s", total, counts, dups, goSwap.Round(time.Millisecond), cSwap.Round(time.Millisecond))
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d", code)

@@ -164,3 +164,32 @@ func TestTracesInJaeger(t *testing.T) {
 		return string(o)
 	}())
 }
+
+// TestTracesOverOTLPGRPC: the same export over OTLP/gRPC reaches Jaeger.
+func TestTracesOverOTLPGRPC(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	query, _ := jaeger(t)
+	grpcEndpoint := os.Getenv("JAEGER_OTLP_GRPC")
+	if grpcEndpoint == "" {
+		t.Fatal("JAEGER_OTLP_GRPC is not set: run the tests through tests/run.sh (make test)")
+	}
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 1, in, out, dlq)
+	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+	service := "ws-" + n
+	replace(t, cfg, "status:", fmt.Sprintf("tracing: {exporter: otlp-grpc, endpoint: %q, insecure: true, service_name: %q}\nstatus:", grpcEndpoint, service))
+	kafkatest.Produce(t, brokers, in, 5, func(i int) string { return fmt.Sprint("grpc-", i) })
+	p := startProc(t, "run", "--config", cfg)
+	rd := kafkatest.NewReader(t, brokers, out)
+	rd.ReadUntil(t, time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= 5 })
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	id := traceIDOf(rd.Recs[0])
+	j := &tracing.Jaeger{URL: query, Service: service}
+	kafkatest.Eventually(t, 30*time.Second, "the trace in Jaeger over OTLP/gRPC", func() bool {
+		spans, _ := j.Trace(id)
+		return len(spans) >= 3 // attempt, guest call, output
+	})
+}
