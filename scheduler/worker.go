@@ -314,6 +314,10 @@ func (w *worker) canTake() bool {
 func (w *worker) upgrade() {
 	if w.inst != nil {
 		w.inst.Close(context.Background())
+		// A dead instance may still hold records it lost: they restart.
+		for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
+			w.outcome(d.Tag.(*job), d.Result)
+		}
 		w.inst = nil
 	}
 	if w.ver != nil {
