@@ -17,6 +17,8 @@ say() { printf '== %s\n' "$*" >&2; }
 install_prereqs() {
     local pkgs=()
     command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
+    # javac: the Java peers of the benchmarks (tests/peers) are compiled here.
+    command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
     command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
     command -v make >/dev/null 2>&1 || pkgs+=(make)
     command -v curl >/dev/null 2>&1 || pkgs+=(curl)
