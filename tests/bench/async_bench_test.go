@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,6 +76,50 @@ func BenchmarkAsyncIO(b *testing.B) {
 			}
 		})
 	}
+	// The peer: Confluent Parallel Consumer with as many threads as
+	// wasmstream has lookups in flight at L = 4 and 16.
+	for _, conc := range []int{16, 64} {
+		bound := float64(conc) / ioLatency.Seconds()
+		n := min(max(int(bound*3), 400), records(), 60000)
+		in := inputEven(b, brokers, n, parts)
+		b.Run(fmt.Sprintf("parallel-consumer/concurrency=%d", conc), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				rate, cpu, rss := parallelConsumer(b, brokers, in, n, conc, srv.URL+"/users/")
+				b.ReportMetric(rate, "rec/s")
+				b.ReportMetric(bound, "bound_rec/s")
+				b.ReportMetric(rate/bound, "of_bound")
+				if blocking > 0 {
+					b.ReportMetric(rate/blocking, "x_blocking")
+				}
+				b.ReportMetric(cpu.Seconds(), "cpu_s")
+				b.ReportMetric(float64(rss)/(1<<20), "peak_rss_MiB")
+			}
+		})
+	}
+}
+
+// parallelConsumer runs the Parallel Consumer peer (tests/peers/pc) over
+// n records of in with concurrency threads, each doing one blocking lookup,
+// and returns its rate from its first output to its last, with its CPU time
+// and peak RSS.
+func parallelConsumer(b *testing.B, brokers []string, in string, n, concurrency int, base string) (rate float64, cpu time.Duration, rss int64) {
+	out, err := exec.Command("bash", filepath.Join(wt.RepoRoot(b), "tests/peers/peers.sh"), "build", "pc").Output()
+	if err != nil {
+		b.Fatalf("building the Parallel Consumer peer: %v", err)
+	}
+	outTopic := in + "-pc"
+	kafkatest.CreateTopic(b, brokers, 4, outTopic)
+	cmd := exec.Command("java", "-Xmx1g", "-cp", strings.TrimSpace(string(out)), "wasmstream.peers.ParallelLookup",
+		strings.Join(brokers, ","), in, outTopic, fmt.Sprintf("bench-pc-%d", time.Now().UnixNano()), fmt.Sprint(concurrency), base)
+	logf, _ := os.Create(filepath.Join(b.TempDir(), "pc.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	first, last := consumeCount(b, brokers, outTopic, n, 5*time.Minute)
+	cpu, rss = procStats(cmd.Process.Pid)
+	return float64(n) / last.Sub(first).Seconds(), cpu, rss
 }
 
 // blockingLookup consumes in, looks each record's key up with a blocking GET

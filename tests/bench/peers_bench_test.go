@@ -53,7 +53,7 @@ func BenchmarkUppercasePeers(b *testing.B) {
 		})
 	}
 	b.Run("kafka-streams-2-threads", func(b *testing.B) {
-		out, err := exec.Command("bash", filepath.Join(wt.RepoRoot(b), "tests/peers/peers.sh"), "build").Output()
+		out, err := exec.Command("bash", filepath.Join(wt.RepoRoot(b), "tests/peers/peers.sh"), "build", "streams").Output()
 		if err != nil {
 			b.Fatalf("building the Java peers: %v", err)
 		}
