@@ -107,7 +107,7 @@ func parallelConsumer(b *testing.B, brokers []string, in string, n, concurrency 
 	if err != nil {
 		b.Fatalf("building the Parallel Consumer peer: %v", err)
 	}
-	outTopic := in + "-pc"
+	outTopic := fmt.Sprintf("%s-pc-%d", in, time.Now().UnixNano())
 	kafkatest.CreateTopic(b, brokers, 4, outTopic)
 	cmd := exec.Command("java", "-Xmx1g", "-cp", strings.TrimSpace(string(out)), "wasmstream.peers.ParallelLookup",
 		strings.Join(brokers, ","), in, outTopic, fmt.Sprintf("bench-pc-%d", time.Now().UnixNano()), fmt.Sprint(concurrency), base)
