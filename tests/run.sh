@@ -69,8 +69,17 @@ test)
     ;;
 bench)
     say "benchmarks on the real broker"
-    go test -run '^$' -bench . -benchtime 1x -count 1 -timeout 60m -tags integration ./tests/bench/
-    go test -run '^$' -bench . -count 1 -tags integration ./host/
+    out=tests/bench/results
+    mkdir -p "$out"
+    go test -run '^$' -bench . -benchtime 1x -count 1 -timeout 90m -tags integration ./tests/bench/ | tee "$out/latest.txt"
+    go test -run '^$' -bench . -count 1 -tags integration ./host/ | tee -a "$out/latest.txt"
+    header="# Benchmark suite results
+
+$(date -u +%Y-%m-%d) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr); broker: Apache Kafka 4.4.0 on 127.0.0.1.
+Command: \`make bench\` (tests/run.sh bench). Raw output: latest.txt. Chart: latest.png.
+"
+    go run ./tests/bench/report -in "$out/latest.txt" -md "$out/latest.md" -png "$out/latest.png" -header "$header"
+    say "results in $out/latest.md and $out/latest.png"
     ;;
 *)
     echo "usage: tests/run.sh [test|bench]" >&2
