@@ -36,8 +36,10 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			pc := &config.Pipeline{Name: "bench", Ordering: tc.ordering, MaxInFlight: 1 << 30, MaxInFlightBytes: 1 << 40,
 				Instances: config.Instances{Min: tc.inst, Max: tc.inst, IdleTimeout: time.Minute}}
 			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				budget: NewBudget(1000, 1<<40, 1<<40), flow: make(chan struct{}, 1), swapCh: make(chan struct{})}
+				budget: NewBudget(1000, 1<<40, 1<<40), flow: make(chan struct{}, 1)}
 			p.ver.Store(&modVersion{m: mod})
+			sc := make(chan struct{})
+			p.swapCh.Store(&sc)
 			t := newTask(p, "t", 0, nil)
 			t.start()
 			defer func() {

@@ -68,8 +68,7 @@ type Pipeline struct {
 	pc  *config.Pipeline
 	ver atomic.Pointer[modVersion] // the current module version
 
-	swapMu sync.Mutex
-	swapCh chan struct{} // closed at a swap
+	swapCh atomic.Pointer[chan struct{}] // closed at a swap, then replaced
 	cl     *kgo.Client
 	log    *slog.Logger
 	group  string
@@ -112,7 +111,6 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		retryable:     map[string]bool{},
 		cfg:           cfg,
 		pc:            pc,
-		swapCh:        make(chan struct{}),
 		log:           log.With("pipeline", pc.Name),
 		group:         cfg.GroupID(pc),
 		tasks:         map[tp]*task{},
@@ -120,6 +118,8 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		stopCommit:    make(chan struct{}),
 	}
 	p.ver.Store(&modVersion{m: mod})
+	sc := make(chan struct{})
+	p.swapCh.Store(&sc)
 	p.async = mod.Info().Async
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true

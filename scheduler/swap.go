@@ -42,12 +42,9 @@ func (p *Pipeline) current() *modVersion { return p.ver.Load() }
 // Module is the pipeline's current module.
 func (p *Pipeline) Module() *host.Module { return p.current().m }
 
-// swapped returns a channel closed at the next swap.
-func (p *Pipeline) swapped() <-chan struct{} {
-	p.swapMu.Lock()
-	defer p.swapMu.Unlock()
-	return p.swapCh
-}
+// swapped returns a channel closed at the next swap (read by every worker
+// each time it waits: an atomic load, no lock).
+func (p *Pipeline) swapped() <-chan struct{} { return *p.swapCh.Load() }
 
 // setModule makes m the pipeline's module: records not yet started run on
 // instances of m. Each worker finishes what its instance has in progress
@@ -58,10 +55,8 @@ func (p *Pipeline) setModule(nv *modVersion) {
 	m := nv.m
 	old := p.ver.Swap(nv)
 	p.async = m.Info().Async || p.async
-	p.swapMu.Lock()
-	close(p.swapCh)
-	p.swapCh = make(chan struct{})
-	p.swapMu.Unlock()
+	next := make(chan struct{})
+	close(*p.swapCh.Swap(&next))
 	if old != nil && old != nv {
 		old.retire()
 	}

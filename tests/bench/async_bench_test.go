@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,47 +125,15 @@ func parallelConsumer(b *testing.B, brokers []string, in string, n, concurrency 
 // and produces the answer, one record at a time; it returns the time from
 // the first record to the last acknowledgement.
 func blockingLookup(b *testing.B, brokers []string, in, out string, n int, base string) time.Duration {
-	cl := kafkatest.Client(b, brokers,
-		kgo.ConsumerGroup(fmt.Sprintf("bench-blocking-%d", time.Now().UnixNano())),
-		kgo.ConsumeTopics(in),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.AutoCommitMarks(),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var acked atomic.Int64
-	done := make(chan struct{})
-	var start time.Time
-	fetched := 0
-	for fetched < n {
-		fs := cl.PollRecords(ctx, 100)
-		if ctx.Err() != nil {
-			b.Fatal("blocking reference timed out")
+	return passthroughMap(b, brokers, in, out, n, func(r *kgo.Record) []byte {
+		resp, err := http.Get(base + string(r.Key))
+		if err != nil {
+			b.Fatal(err)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if start.IsZero() {
-				start = time.Now()
-			}
-			fetched++
-			resp, err := http.Get(base + string(r.Key))
-			if err != nil {
-				b.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			cl.Produce(ctx, &kgo.Record{Topic: out, Key: r.Key, Value: body}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					b.Error(err)
-				}
-				cl.MarkCommitRecords(r)
-				if acked.Add(1) == int64(n) {
-					close(done)
-				}
-			})
-		})
-	}
-	<-done
-	return time.Since(start)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return body
+	})
 }
 
 // inputEven creates a topic of parts partitions holding n records spread

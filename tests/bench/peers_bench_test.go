@@ -27,22 +27,11 @@ import (
 // to its last as seen by a consumer, and its CPU time and peak RSS are read
 // from /proc.
 func BenchmarkUppercasePeers(b *testing.B) {
-	brokers := kafkatest.RealBrokers(b)
-	n := records()
-	in := input(b, brokers, n)
-	kafkatest.CreateTopic(b, brokers, partitions, in+"-ref")
-	dir := b.TempDir()
-	goMod, cMod := filepath.Join(dir, "go.wasm"), filepath.Join(dir, "c.wasm")
-	os.WriteFile(goMod, wt.BuildGoGuest(b, "plugins/examples/uppercase"), 0o644)
+	brokers, n, in, goMod := uppercaseInput(b)
+	cMod := filepath.Join(b.TempDir(), "c.wasm")
 	os.WriteFile(cMod, wt.BuildCGuest(b, "plugins/examples/c-uppercase/uppercase.c"), 0o644)
 	var ref float64
-	b.Run("reference-franz-go-passthrough", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			ref = float64(n) / passthrough(b, brokers, in, in+"-ref", n).Seconds()
-			b.ReportMetric(ref, "rec/s")
-			b.ReportMetric(1, "x_ref")
-		}
-	})
+	runReference(b, brokers, in, n, &ref)
 	for _, g := range []struct{ name, path string }{{"go", goMod}, {"c", cMod}} {
 		b.Run("wasmstream-"+g.name+"-guest", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
-	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
 // BenchmarkTracing: the uppercase Go guest over the same input with tracing
@@ -22,20 +20,9 @@ import (
 // a JSON-lines file: spans are really serialised and written), beside the
 // passthrough reference, in one run.
 func BenchmarkTracing(b *testing.B) {
-	brokers := kafkatest.RealBrokers(b)
-	n := records()
-	in := input(b, brokers, n)
-	kafkatest.CreateTopic(b, brokers, partitions, in+"-ref")
-	uppercase := filepath.Join(b.TempDir(), "uppercase.wasm")
-	os.WriteFile(uppercase, wt.BuildGoGuest(b, "plugins/examples/uppercase"), 0o644)
+	brokers, n, in, uppercase := uppercaseInput(b)
 	var ref, off float64
-	b.Run("reference-franz-go-passthrough", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			ref = float64(n) / passthrough(b, brokers, in, in+"-ref", n).Seconds()
-			b.ReportMetric(ref, "rec/s")
-			b.ReportMetric(1, "x_ref")
-		}
-	})
+	runReference(b, brokers, in, n, &ref)
 	for _, mode := range []struct {
 		name string
 		sets []string
@@ -71,11 +58,7 @@ func BenchmarkTracing(b *testing.B) {
 // off and on (the OpenTelemetry instruments registered, the Prometheus
 // endpoint scraped every second), in one run.
 func BenchmarkMetrics(b *testing.B) {
-	brokers := kafkatest.RealBrokers(b)
-	n := records()
-	in := input(b, brokers, n)
-	uppercase := filepath.Join(b.TempDir(), "uppercase.wasm")
-	os.WriteFile(uppercase, wt.BuildGoGuest(b, "plugins/examples/uppercase"), 0o644)
+	brokers, n, in, uppercase := uppercaseInput(b)
 	var off float64
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("metrics=%v", on), func(b *testing.B) {
