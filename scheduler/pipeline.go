@@ -40,6 +40,9 @@ type Stats struct {
 	Skipped    atomic.Int64 // records skipped because a previous owner recorded them done
 	Retried    atomic.Int64 // records acknowledged on a retry topic (or retried inline)
 	Restarted  atomic.Int64 // records restarted because their instance was discarded while they waited
+
+	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
+	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
 }
 
 // Snapshot is a point-in-time view of a pipeline.
@@ -54,12 +57,15 @@ type Snapshot struct {
 	Skipped    int64
 	Retried    int64
 	Restarted  int64
-	InFlight   int64 // fetched by the current owner and not yet done
-	Lag        int64 // records behind the partitions' high watermarks
-	Tasks      int
-	Instances  int // live instances across the pipeline's tasks
-	Busy       int // instances running a record
-	Paused     int // partitions whose fetching is paused (backpressure)
+	// Transactions committed and aborted (exactly_once pipelines).
+	TxnCommitted int64
+	TxnAborted   int64
+	InFlight     int64 // fetched by the current owner and not yet done
+	Lag          int64 // records behind the partitions' high watermarks
+	Tasks        int
+	Instances    int // live instances across the pipeline's tasks
+	Busy         int // instances running a record
+	Paused       int // partitions whose fetching is paused (backpressure)
 }
 
 // Pipeline runs one configured pipeline as one consumer-group member.
@@ -100,6 +106,18 @@ type Pipeline struct {
 	stopCommit chan struct{}
 	wg         sync.WaitGroup // committer and tasks
 	stopped    atomic.Bool
+
+	// Exactly once (txn.go).
+	eos          bool
+	sess         *kgo.GroupTransactSession
+	txnID        string
+	txnGate      sync.RWMutex // held shared by releases, exclusively by a cut
+	txnErr       atomic.Pointer[error]
+	released     atomic.Int64 // records released since the last cut
+	revokedSince atomic.Bool  // partitions revoked or lost since the last cut
+	pollStop     atomic.Pointer[context.CancelFunc]
+	failed       atomic.Bool
+	onFail       func(error)
 }
 
 // NewPipeline creates the pipeline's client; Start begins consuming.
@@ -143,8 +161,25 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.RecordPartitioner(newOutputPartitioner()),
 		kgo.WithLogger(kgoLogger{p.log}),
+		// Records of aborted transactions upstream are never processed.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
-	cl, err := kgo.NewClient(append(opts, extra...)...)
+	opts = append(opts, extra...)
+	if pc.Guarantee == config.ExactlyOnce {
+		p.eos = true
+		p.txnID = pc.Transactions.ID
+		if p.txnID == "" {
+			p.txnID = p.group + "." + cfg.Host.ID
+		}
+		opts = append(opts, kgo.TransactionalID(p.txnID), kgo.TransactionTimeout(pc.Transactions.Timeout), kgo.RequireStableFetchOffsets())
+		sess, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
+		}
+		p.sess, p.cl = sess, sess.Client()
+		return p, nil
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 	}
@@ -162,6 +197,12 @@ func (p *Pipeline) Start() {
 	p.cl.AddConsumeTopics(p.pc.Inputs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.pollCancel = cancel
+	if p.eos {
+		go p.txnLoop(ctx)
+		p.wg.Add(1)
+		go p.flowLoop()
+		return
+	}
 	go p.pollLoop(ctx)
 	p.wg.Add(2)
 	go p.commitLoop()
@@ -221,22 +262,27 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 				p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
 			}
 		})
-		p.mu.Lock()
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			t := p.tasks[tp{fp.Topic, fp.Partition}]
-			if t == nil {
-				return // not ours: the records are left uncommitted for the owner
-			}
-			if fp.HighWatermark > 0 {
-				t.highWatermark.Store(fp.HighWatermark)
-			}
-			if len(fp.Records) > 0 {
-				t.enqueue(fp.Records)
-			}
-		})
-		p.mu.Unlock()
+		p.dispatch(fetches)
 		p.cl.AllowRebalance()
 	}
+}
+
+// dispatch hands each partition's fetched records to its task.
+func (p *Pipeline) dispatch(fetches kgo.Fetches) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		t := p.tasks[tp{fp.Topic, fp.Partition}]
+		if t == nil {
+			return // not ours: the records are left uncommitted for the owner
+		}
+		if fp.HighWatermark > 0 {
+			t.highWatermark.Store(fp.HighWatermark)
+		}
+		if len(fp.Records) > 0 {
+			t.enqueue(fp.Records)
+		}
+	})
 }
 
 func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -265,7 +311,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 // them. Failure to read them costs duplicates, not correctness.
 func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*doneSet {
 	out := map[tp]*doneSet{}
-	if !*p.cfg.Kafka.RecordDoneOffsets {
+	if !*p.cfg.Kafka.RecordDoneOffsets || p.eos {
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -315,6 +361,10 @@ func (p *Pipeline) detach(parts map[string][]int32) []*task {
 // and commits what is done before the partitions move. It also runs for
 // every partition when the pipeline leaves the group on shutdown.
 func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if p.eos {
+		p.revokeTxn(revoked)
+		return
+	}
 	tasks := p.detach(revoked)
 	if len(tasks) == 0 {
 		return
@@ -336,6 +386,10 @@ func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 // onLost abandons the partitions: another member may already own them, so
 // nothing is committed.
 func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if p.eos {
+		p.revokeTxn(lost)
+		return
+	}
 	tasks := p.detach(lost)
 	for _, t := range tasks {
 		t.stop()
@@ -474,6 +528,10 @@ func (p *Pipeline) Stop(ctx context.Context) {
 	if !p.stopped.CompareAndSwap(false, true) {
 		return
 	}
+	if p.eos {
+		p.stopTxn(ctx)
+		return
+	}
 	if p.pollCancel != nil {
 		p.pollCancel()
 		<-p.pollDone
@@ -510,6 +568,9 @@ func (p *Pipeline) Snapshot() Snapshot {
 		Skipped:    p.stats.Skipped.Load(),
 		Retried:    p.stats.Retried.Load(),
 		Restarted:  p.stats.Restarted.Load(),
+
+		TxnCommitted: p.stats.TxnCommitted.Load(),
+		TxnAborted:   p.stats.TxnAborted.Load(),
 	}
 	p.mu.Lock()
 	for _, t := range p.tasks {

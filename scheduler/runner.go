@@ -38,13 +38,14 @@ type Runner struct {
 	loadTimes []loadTime
 	started   atomic.Bool
 	stopOnce  sync.Once
+	failed    chan error // a pipeline's unrecoverable error (buffered, first one)
 }
 
 // NewRunner loads every module, starts the embedded broker if configured,
 // checks (or creates) the topics and creates the pipelines. Errors name the
 // config key they concern.
 func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Runner, err error) {
-	r := &Runner{cfg: cfg, log: log}
+	r := &Runner{cfg: cfg, log: log, failed: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			r.close(context.Background())
@@ -112,9 +113,20 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	}
 	for _, p := range r.pipelines {
 		p.tracer = r.tracer
+		p.onFail = func(err error) {
+			select {
+			case r.failed <- err:
+			default:
+			}
+		}
 	}
 	return r, nil
 }
+
+// Failed delivers the first error a pipeline cannot recover from (an
+// exactly_once pipeline whose transactional producer was fenced by another
+// with the same transactional id); the host should then stop.
+func (r *Runner) Failed() <-chan error { return r.failed }
 
 // secondaryConfig is the retry pipeline of pc: the same module, output and
 // retry policy, consuming pc's retry topics in its own group, records in
@@ -127,6 +139,9 @@ func secondaryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *
 	s.Inputs = topics
 	s.Ordering = config.OrderNone
 	s.Instances = pc.Retry.Instances
+	if s.Transactions.ID != "" {
+		s.Transactions.ID += ".retry"
+	}
 	return &s
 }
 

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,8 @@ type task struct {
 	ps     *Stats        // the partition's counters (kept across assignments)
 	mattrs attribute.Set // metric attributes
 
+	dead atomic.Bool // cut off (exactly_once): nothing more of it is released
+
 	highWatermark atomic.Int64
 	position      atomic.Int64 // one past the highest offset started
 }
@@ -90,6 +93,11 @@ func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
 	case config.OrderKey:
 		t.lanes = map[string]*lane{}
 	case config.OrderPartition:
+		t.rel = &releaser{}
+	}
+	if p.eos {
+		// Outcomes enter a transaction in offset order, so that a commit
+		// covers exactly the records whose outputs it carries.
 		t.rel = &releaser{}
 	}
 	return t
@@ -543,23 +551,16 @@ func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 // record is dead-lettered instead (outputs already acknowledged stay: this is
 // at-least-once).
 func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, tr *tracing.Attempt) {
+	if t.p.eos {
+		t.produceOutputsTxn(r, attempt, outs, tr)
+		return
+	}
 	remaining := atomic.Int32{}
 	remaining.Store(int32(len(outs)))
 	var failed atomic.Pointer[error]
 	for i := range outs {
-		o := &outs[i]
-		topic := o.Topic
-		if topic == "" {
-			topic = t.p.pc.Output
-		}
-		kr := &kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Partition: o.Partition}
-		if len(o.Headers) > 0 {
-			kr.Headers = make([]kgo.RecordHeader, len(o.Headers))
-			for j, h := range o.Headers {
-				kr.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-			}
-		}
-		tp, ts, sent := tr.Produce(tracing.ProduceOutput, topic)
+		kr := t.outputRecord(&outs[i])
+		tp, ts, sent := tr.Produce(tracing.ProduceOutput, kr.Topic)
 		kr.Headers = withTraceContext(kr.Headers, tp, ts)
 		t.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
@@ -583,12 +584,74 @@ func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, tr 
 	}
 }
 
+// outputRecord is the record an output is produced as.
+func (t *task) outputRecord(o *abi.Output) *kgo.Record {
+	topic := o.Topic
+	if topic == "" {
+		topic = t.p.pc.Output
+	}
+	kr := &kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Partition: o.Partition}
+	if len(o.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(o.Headers))
+		for j, h := range o.Headers {
+			kr.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return kr
+}
+
+// produceOutputsTxn releases a succeeded record's outputs into the open
+// transaction (exactly_once): the record is done at once, and the
+// transaction's cut commits it only if every produce was acknowledged
+// (otherwise the transaction aborts and the record is processed again).
+func (t *task) produceOutputsTxn(r *kgo.Record, attempt int, outs []abi.Output, tr *tracing.Attempt) {
+	krs := make([]*kgo.Record, len(outs))
+	for i := range outs {
+		krs[i] = t.outputRecord(&outs[i])
+		if outputTooLarge(krs[i]) {
+			t.fail(r, attempt, failure{KindProduce, fmt.Sprintf("output %d to %s is over the %d bytes a transactional produce may carry", i, krs[i].Topic, maxOutputRecordBytes), false}, nil, tr)
+			return
+		}
+	}
+	for _, kr := range krs {
+		tp, ts, sent := tr.Produce(tracing.ProduceOutput, kr.Topic)
+		kr.Headers = withTraceContext(kr.Headers, tp, ts)
+		t.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
+			sent(pr.Partition, pr.Offset, err)
+			if err != nil {
+				t.p.txnFailed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
+				return
+			}
+			t.p.stats.Outputs.Add(1)
+			t.ps.Outputs.Add(1)
+		})
+	}
+	t.finish(r)
+	tr.End("ok", "", "")
+}
+
 // produceFailure produces r's failure copy (retry or dead letter) to topic;
 // r is done once that is acknowledged. A failed produce is retried with
 // backoff until it succeeds or the pipeline stops (r then stays uncommitted):
 // a failed record is never dropped.
 func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader, counter func(*Stats) *atomic.Int64, tr *tracing.Attempt, kind string, f failure) {
 	t.p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", topic)
+	if t.p.eos {
+		// Into the open transaction, like outputs (produceOutputsTxn).
+		tp, ts, sent := tr.Produce(kind, topic)
+		fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(hs, tp, ts), Partition: -1}
+		t.p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
+			sent(pr.Partition, pr.Offset, err)
+			if err != nil {
+				t.p.txnFailed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, topic, err))
+			}
+		})
+		counter(&t.p.stats).Add(1)
+		counter(t.ps).Add(1)
+		t.finish(r)
+		tr.End(kind, f.kind, f.msg)
+		return
+	}
 	var attempt func(backoff time.Duration)
 	attempt = func(backoff time.Duration) {
 		tp, ts, sent := tr.Produce(kind, topic)

@@ -551,6 +551,9 @@ func (w *worker) outcome(j *job, res host.Result) {
 // settle releases j's outcome, in partition order when that is kept, and
 // frees its lane.
 func (w *worker) settle(j *job, action func()) {
+	if w.t.p.eos {
+		action = w.t.inTxn(action)
+	}
 	if j.slot != nil {
 		w.t.rel.settle(j.slot, action)
 	} else {
@@ -565,7 +568,9 @@ func (w *worker) settle(j *job, action func()) {
 // drop gives up on j without an outcome: it stays uncommitted, and the
 // partition's next owner processes it again.
 func (t *task) drop(j *job) {
-	if j.slot != nil {
+	if j.slot != nil && !t.p.eos {
+		// Under exactly_once the slot stays unsettled: nothing behind a
+		// record that is not done may enter a transaction.
 		t.rel.settle(j.slot, nil)
 	}
 	t.mu.Lock()

@@ -88,6 +88,10 @@ loop:
 		select {
 		case <-ctx.Done():
 			break loop
+		case err := <-r.Failed():
+			log.Error("stopping: a pipeline cannot go on", "err", err)
+			h.shutdown()
+			return 1
 		case <-tick.C:
 			for _, line := range st.lines() {
 				log.Info("status", line.attrs()...)
@@ -99,7 +103,7 @@ loop:
 		return 1
 	}
 	for _, s := range r.Snapshots() {
-		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped)
+		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped, "transactions", s.TxnCommitted, "aborted", s.TxnAborted)
 	}
 	return 0
 }
@@ -272,7 +276,7 @@ type statusLine struct {
 func (l statusLine) attrs() []any {
 	return []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
 		"done", l.Done, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
-		"instances", l.Instances, "busy", l.Busy, "paused", l.Paused, "skipped", l.Skipped}
+		"instances", l.Instances, "busy", l.Busy, "paused", l.Paused, "skipped", l.Skipped, "transactions", l.TxnCommitted, "aborted", l.TxnAborted}
 }
 
 func (l statusLine) String() string {

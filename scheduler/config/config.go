@@ -77,10 +77,37 @@ type Pipeline struct {
 	MaxInFlightBytes int       `koanf:"max_in_flight_bytes"`
 	Retry            Retry     `koanf:"retry"`
 	Async            Async     `koanf:"async"`
+	// Guarantee is at_least_once (the default) or exactly_once: a record's
+	// outputs, the retry or dead-letter copy it causes and its input offset
+	// commit in one Kafka transaction (RATIONALE.md, "Exactly once").
+	Guarantee    string       `koanf:"guarantee"`
+	Transactions Transactions `koanf:"transactions"`
 	// Env is the module's environment (WASI environment variables): how a
 	// processor is configured (a service URL, a feature switch). Never put
 	// secrets here in plain text.
 	Env map[string]string `koanf:"env"`
+}
+
+// Delivery guarantees.
+const (
+	AtLeastOnce = "at_least_once"
+	ExactlyOnce = "exactly_once"
+)
+
+// Transactions tunes an exactly_once pipeline's transactions: one is
+// committed once max_records records were released into it, or interval
+// after it began, whichever comes first.
+type Transactions struct {
+	MaxRecords int           `koanf:"max_records"`
+	Interval   time.Duration `koanf:"interval"`
+	// Timeout is the broker's transaction.timeout.ms for this producer: a
+	// transaction left open longer (a host paused or cut off) is aborted.
+	Timeout time.Duration `koanf:"timeout"`
+	// ID is the transactional id prefix; the default is the pipeline's group
+	// and host.id. It must be stable across restarts of one host (a restart
+	// then aborts what the killed process left open at once) and differ
+	// between hosts.
+	ID string `koanf:"id"`
 }
 
 // Async configures a pipeline's asynchronous operations (ABI.md, section 7).
@@ -270,6 +297,10 @@ type Host struct {
 	MaxInstanceMemory int64  `koanf:"max_instance_memory"`
 	MaxInFlight       int    `koanf:"max_in_flight"`
 	MaxAsyncInFlight  int    `koanf:"max_async_in_flight"`
+	// ID names this host among the group's members: stable across its
+	// restarts, different between hosts (exactly_once transactional ids are
+	// derived from it). The default is the machine's hostname.
+	ID string `koanf:"id"`
 }
 
 // GroupID is the consumer group of the pipeline: its own group key, or
@@ -334,8 +365,27 @@ func (c *Config) applyDefaults() {
 	if c.Host.MaxAsyncInFlight == 0 {
 		c.Host.MaxAsyncInFlight = 10000
 	}
+	if c.Host.ID == "" {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			c.Host.ID = h
+		} else {
+			c.Host.ID = "wasmstream"
+		}
+	}
 	for i := range c.Pipelines {
 		p := &c.Pipelines[i]
+		if p.Guarantee == "" {
+			p.Guarantee = AtLeastOnce
+		}
+		if p.Transactions.MaxRecords == 0 {
+			p.Transactions.MaxRecords = 10000
+		}
+		if p.Transactions.Interval == 0 {
+			p.Transactions.Interval = 100 * time.Millisecond
+		}
+		if p.Transactions.Timeout == 0 {
+			p.Transactions.Timeout = time.Minute
+		}
 		if p.Limits.MemoryPages == 0 {
 			p.Limits.MemoryPages = 512
 		}
@@ -586,6 +636,25 @@ func (c *Config) Validate() error {
 		case OrderPartition, OrderKey, OrderNone:
 		default:
 			add(key("ordering"), "%q: want partition, key or none", p.Ordering)
+		}
+		switch p.Guarantee {
+		case AtLeastOnce, ExactlyOnce:
+		default:
+			add(key("guarantee"), "%q: want at_least_once or exactly_once", p.Guarantee)
+		}
+		if tx := &p.Transactions; p.Guarantee == ExactlyOnce {
+			if tx.MaxRecords < 1 || tx.MaxRecords > 1_000_000 {
+				add(key("transactions.max_records"), "%d: want 1 to 1000000", tx.MaxRecords)
+			}
+			if tx.Timeout < time.Second || tx.Timeout > 15*time.Minute {
+				add(key("transactions.timeout"), "%s: want 1s to 15m (the broker's transaction.max.timeout.ms is 15m by default)", tx.Timeout)
+			}
+			if tx.Interval < time.Millisecond || tx.Interval*2 > tx.Timeout {
+				add(key("transactions.interval"), "%s: want at least 1ms and at most half of transactions.timeout (%s)", tx.Interval, tx.Timeout)
+			}
+			if tx.ID != "" && !nameRE.MatchString(tx.ID) {
+				add(key("transactions.id"), "%q is not a valid transactional id", tx.ID)
+			}
 		}
 		in := &p.Instances
 		switch {
