@@ -1,0 +1,191 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// Exactly-once on the real broker: crashes, a rebalance and a zombie host,
+// each checked by a read_committed reader that counts every input's output.
+
+const eosKeys = `    guarantee: exactly_once
+    transactions: {max_records: 5000, interval: 100ms}
+`
+
+// eosCheck reads out read_committed until every one of count inputs
+// ("v-%06d" upper-cased) is there, then a little longer, and fails on any
+// loss or duplicate. It returns the number of records read.
+func eosCheck(t *testing.T, rd *kafkatest.Reader, count int) {
+	t.Helper()
+	seen := map[string]int{}
+	counted := 0
+	read := func(rs []*kgo.Record) {
+		for _, r := range rs[counted:] {
+			seen[string(r.Value)]++
+		}
+		counted = len(rs)
+	}
+	rd.ReadUntil(t, 4*time.Minute, "every input in the read_committed output", func(rs []*kgo.Record) bool {
+		read(rs)
+		return len(seen) >= count
+	})
+	rd.ReadFor(3 * time.Second) // late duplicates, if any
+	read(rd.Recs)
+	dups := 0
+	for i := 0; i < count; i++ {
+		v := fmt.Sprintf("V-%06d", i)
+		switch c := seen[v]; {
+		case c == 0:
+			t.Errorf("input %d lost", i)
+		case c > 1:
+			dups += c - 1
+			if dups < 5 {
+				t.Errorf("input %d appears %d times", i, c)
+			}
+		}
+	}
+	if len(seen) != count || dups > 0 || t.Failed() {
+		t.Fatalf("not exactly once: %d distinct outputs for %d inputs, %d duplicates, %d records read", len(seen), count, dups, len(rd.Recs))
+	}
+}
+
+// uncommittedCount reads topic read_uncommitted to its end and counts.
+func uncommittedCount(t *testing.T, brokers []string, topic string) int {
+	cl := kafkatest.Client(t, brokers, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	n := 0
+	idle := time.Now()
+	for time.Since(idle) < 3*time.Second {
+		ctx, cancel := ctxTimeout(time.Second)
+		got := cl.PollFetches(ctx).NumRecords()
+		cancel()
+		if got > 0 {
+			n += got
+			idle = time.Now()
+		}
+	}
+	return n
+}
+
+// TestExactlyOnceKills: SIGKILL wasmstream three times during a run of
+// 300,000 records, restarting it each time. The read_committed output holds
+// every input exactly once, while a read_uncommitted reader shows that the
+// killed processes' open transactions did write records that were aborted.
+func TestExactlyOnceKills(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 4, in, out, dlq)
+	const count = 300000
+	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n"+eosKeys)
+
+	rd := kafkatest.NewReader(t, brokers, out)
+	p := startProc(t, "run", "--config", cfg)
+	for i, frac := range []int{15, 40, 65} {
+		// Kill while a transaction is open: after more committed outputs,
+		// at a random point of the next transaction.
+		rd.ReadUntil(t, 3*time.Minute, fmt.Sprintf("%d%% of the outputs before kill %d", frac, i+1), func(rs []*kgo.Record) bool { return len(rs) >= count*frac/100 })
+		time.Sleep(time.Duration(37*(i+1)) * time.Millisecond)
+		p.kill(t)
+		t.Logf("kill %d after %d committed outputs", i+1, len(rd.Recs))
+		p = startProc(t, "run", "--config", cfg)
+	}
+	eosCheck(t, rd, count)
+	if code := p.stop(t, time.Minute); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	sum := int64(0)
+	for _, o := range kafkatest.Committed(t, brokers, n+".p", in) {
+		sum += o
+	}
+	if sum != count {
+		t.Fatalf("committed %d offsets after a graceful stop, want %d", sum, count)
+	}
+	raw := uncommittedCount(t, brokers, out)
+	t.Logf("read_committed: each of %d inputs once; read_uncommitted: %d records (%d from aborted transactions)", count, raw, raw-count)
+	if raw <= count {
+		t.Fatalf("read_uncommitted saw %d records for %d inputs: the kills interrupted no open transaction, so the test proved nothing", raw, count)
+	}
+}
+
+// TestExactlyOnceRebalance: a second host joins mid-run, then the first
+// leaves mid-run; the output is still exactly once and both hosts did work.
+func TestExactlyOnceRebalance(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 6, in, out, dlq)
+	const count = 300000
+	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n"+eosKeys)
+	rd := kafkatest.NewReader(t, brokers, out)
+	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
+	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/10 })
+	b := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=b"}, "run", "--config", cfg)
+	kafkatest.Eventually(t, 2*time.Minute, "the second host processing records", func() bool { return doneCount(b.logText(), "status") > 0 })
+	if code := a.stop(t, time.Minute); code != 0 {
+		t.Fatalf("first host exit code %d", code)
+	}
+	eosCheck(t, rd, count)
+	if code := b.stop(t, time.Minute); code != 0 {
+		t.Fatalf("second host exit code %d", code)
+	}
+	t.Logf("host a did %d records, host b %d (a count includes work of aborted transactions)", doneCount(a.logText(), "stopped"), doneCount(b.logText(), "stopped"))
+}
+
+// TestExactlyOnceZombieFenced: a host is paused (SIGSTOP) with a transaction
+// open until the group gives its partitions to a second host, then resumed.
+// The zombie's commit is refused and its transaction aborted; the output is
+// exactly once.
+func TestExactlyOnceZombieFenced(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 2, in, out, dlq)
+	const count = 200000
+	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+	// Small transactions that take a while: the pause lands in an open one.
+	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n    guarantee: exactly_once\n    transactions: {max_records: 2000, interval: 500ms}\n")
+	rd := kafkatest.NewReader(t, brokers, out)
+	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
+	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/20 })
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	paused := time.Now()
+	abortsBefore := strings.Count(a.logText(), "transaction aborted")
+	t.Logf("host a paused after %d outputs", len(rd.Recs))
+	b := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=b"}, "run", "--config", cfg)
+	// b owns every partition once a's session (10s) expired and b joined.
+	kafkatest.Eventually(t, 2*time.Minute, "host b processing records", func() bool { return doneCount(b.logText(), "status") > 0 })
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	t.Logf("host a resumed after %v", time.Since(paused).Round(time.Second))
+	kafkatest.Eventually(t, time.Minute, "host a's open transaction aborted after it resumed", func() bool {
+		return strings.Count(a.logText(), "transaction aborted") > abortsBefore
+	})
+	eosCheck(t, rd, count)
+	for _, p := range []*proc{a, b} {
+		if !p.alive() {
+			t.Fatal("a host died")
+		}
+		if code := p.stop(t, time.Minute); code != 0 {
+			t.Fatalf("exit code %d", code)
+		}
+	}
+	for _, l := range strings.Split(a.logText(), "\n") {
+		if strings.Contains(l, "transaction aborted") {
+			t.Logf("zombie: %s", l)
+			break
+		}
+	}
+}
