@@ -2,14 +2,17 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
+	"github.com/wasmstream/wasmstream/tests/lookupsrv"
 )
 
 // Fast checks of the exactly_once path on the in-process broker; the
@@ -107,4 +110,121 @@ func TestExactlyOnceAbortStartsOver(t *testing.T) {
 		t.Fatalf("read_uncommitted saw %d records for %d inputs: no aborted output reached the log", got, n)
 	}
 	t.Logf("read_uncommitted: %d records for %d inputs (aborted attempts); read_committed: exactly %d", got, n, n)
+}
+
+// TestExactlyOnceAsyncPipelined: ordering partition with asynchronous
+// lookups pipelined on one instance, under exactly_once, with transactions
+// aborted mid-run: outputs come out once each and in offset order, and many
+// lookups were in flight at once.
+func TestExactlyOnceAsyncPipelined(t *testing.T) {
+	srv := lookupsrv.New(t, func(string) time.Duration { return time.Duration(rand.IntN(20)) * time.Millisecond })
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	const n = 1500
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprintf(`"v%05d"`, i) })
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "lookup"), "in", "out", "dlq",
+		asyncKeys(srv, "      max_in_flight: 20\n    guarantee: exactly_once\n    transactions: {max_records: 100, interval: 50ms}"), "")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	p := r.Pipelines()[0]
+	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
+	p.txnFailed(errors.New("injected produce failure"))
+	rd := kafkatest.NewReader(t, brokers, "out")
+	rd.ReadUntil(t, 2*time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n })
+	rd.ReadFor(500 * time.Millisecond)
+	if len(rd.Recs) != n {
+		t.Fatalf("%d outputs for %d inputs", len(rd.Recs), n)
+	}
+	for i, rec := range rd.Recs {
+		if o := decodeLookup(t, rec); string(o.Record) != fmt.Sprintf(`"v%05d"`, i) {
+			t.Fatalf("output %d is of record %s: partition order or exactly-once broken", i, o.Record)
+		}
+	}
+	if pk := srv.Peak.Load(); pk < 5 {
+		t.Fatalf("peak concurrent lookups %d: not pipelined", pk)
+	}
+	if s := p.Snapshot(); s.TxnAborted == 0 {
+		t.Fatal("no transaction aborted")
+	}
+	t.Logf("peak concurrent lookups %d, %d transactions, %d aborted", srv.Peak.Load(), p.Snapshot().TxnCommitted, p.Snapshot().TxnAborted)
+}
+
+// TestExactlyOnceFailurePaths: under exactly_once with key ordering on a
+// pool, retry-topic and dead-letter produces ride the same transactions as
+// outputs: every input ends exactly once in the output (healthy, or
+// succeeded on a retry) or the dead-letter topic (terminal failures),
+// read_committed, and both groups' offsets are committed to the end.
+func TestExactlyOnceFailurePaths(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq", "p.retry.200ms")
+	const n = 1000
+	cl := kafkatest.Client(t, brokers)
+	var recs []*kgo.Record
+	for i := 0; i < n; i++ {
+		v := fmt.Sprintf(`{"i":%d}`, i)
+		switch i % 50 {
+		case 7:
+			v = fmt.Sprintf(`{"i":%d,"fault":"fail"}`, i)
+		case 13:
+			v = fmt.Sprintf(`{"i":%d,"fault":"transient","until":2}`, i)
+		}
+		recs = append(recs, &kgo.Record{Topic: "in", Key: []byte(fmt.Sprint(i % 11)), Value: []byte(v)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
+		"    ordering: key\n    instances: {min: 1, max: 2}\n    retry: {max_attempts: 2, backoff: [200ms]}\n    guarantee: exactly_once\n    transactions: {max_records: 100, interval: 50ms}", "")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	out := kafkatest.NewReader(t, brokers, "out")
+	dlq := kafkatest.NewReader(t, brokers, "dlq")
+	seen := map[int]int{}
+	outN, dlN := 0, 0
+	kafkatest.Eventually(t, 2*time.Minute, "every input in the output or the dead-letter topic", func() bool {
+		out.ReadFor(100 * time.Millisecond)
+		dlq.ReadFor(100 * time.Millisecond)
+		for _, rec := range out.Recs[outN:] {
+			var doc struct{ I int }
+			json.Unmarshal(rec.Value, &doc)
+			seen[doc.I]++
+		}
+		for _, rec := range dlq.Recs[dlN:] {
+			var doc struct{ I int }
+			json.Unmarshal(rec.Value, &doc)
+			seen[doc.I]++
+			if kafkatest.Header(rec, HeaderErrorKind) != KindGuestFail {
+				t.Errorf("dead letter %s: kind %q", rec.Value, kafkatest.Header(rec, HeaderErrorKind))
+			}
+		}
+		outN, dlN = len(out.Recs), len(dlq.Recs)
+		return len(seen) >= n
+	})
+	out.ReadFor(500 * time.Millisecond)
+	dlq.ReadFor(100 * time.Millisecond)
+	if len(out.Recs)+len(dlq.Recs) != n || len(dlq.Recs) != n/50 {
+		t.Fatalf("%d outputs + %d dead letters for %d inputs (want %d dead letters)", len(out.Recs), len(dlq.Recs), n, n/50)
+	}
+	// Committed to the end: past the last record of each partition (a
+	// transactionally written topic also holds commit markers, which take
+	// offsets of their own).
+	for group, topic := range map[string]string{"g.p": "in", "g.p.retry": "p.retry.200ms"} {
+		rd := kafkatest.NewReader(t, brokers, topic)
+		rd.ReadFor(time.Second)
+		end := map[int32]int64{}
+		for _, rec := range rd.Recs {
+			end[rec.Partition] = max(end[rec.Partition], rec.Offset+1)
+		}
+		kafkatest.Eventually(t, 30*time.Second, group+" committed to the end", func() bool {
+			got := kafkatest.Committed(t, brokers, group, topic)
+			for part, e := range end {
+				if got[part] < e {
+					return false
+				}
+			}
+			return len(end) > 0
+		})
+	}
 }
