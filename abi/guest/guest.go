@@ -54,8 +54,9 @@ type Record struct {
 
 // IdempotencyKey identifies the record across its attempts, retry topics
 // included: "<topic>/<partition>/<offset>" of where it was first consumed.
-// Pass it to external services that deduplicate requests: a retried record
-// repeats its side effects, and Kafka cannot undo an HTTP call.
+// Pass it to external services that deduplicate requests: a retried record,
+// or one processed again after its exactly_once transaction aborted, repeats
+// its side effects, and Kafka cannot undo an HTTP call (ABI.md §7.4).
 func (r *Record) IdempotencyKey() string {
 	return r.Topic + "/" + strconv.FormatInt(int64(r.Partition), 10) + "/" + strconv.FormatInt(r.Offset, 10)
 }

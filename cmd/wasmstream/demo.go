@@ -176,7 +176,11 @@ loop:
 	say("\nstopping: draining in-flight records and committing...\n")
 	h.shutdown()
 	for _, s := range r.Snapshots() {
-		say("[%s] done %d · outputs %d · retried %d · dead-lettered %d · guest faults %d\n", s.Name, s.Done, s.Outputs, s.Retried, s.DeadLetter, s.Faults)
+		txn := ""
+		if s.TxnCommitted+s.TxnAborted > 0 {
+			txn = fmt.Sprintf(" · transactions %d (%d aborted)", s.TxnCommitted, s.TxnAborted)
+		}
+		say("[%s] done %d · outputs %d · retried %d · dead-lettered %d · guest faults %d%s\n", s.Name, s.Done, s.Outputs, s.Retried, s.DeadLetter, s.Faults, txn)
 	}
 	return 0
 }

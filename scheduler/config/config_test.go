@@ -100,6 +100,12 @@ func TestProblemsNameTheirKeys(t *testing.T) {
 			`pipelines[0].async.http.allow_hosts[2]: "a.*.b"`, `pipelines[0].async.http.allow_hosts[3]: "": empty`,
 			"pipelines[0].async.http.max_response_bytes: -5", `pipelines[0].env: "A=B" is not an environment variable name`,
 			"host.max_async_in_flight: -1"}},
+		{"exactly once", strings.Replace(good, "limits:", "guarantee: twice\n    limits:", 1), nil, nil, []string{`pipelines[0].guarantee: "twice": want at_least_once or exactly_once`}},
+		{"transactions", strings.Replace(good, "limits:", "guarantee: exactly_once\n    transactions: {max_records: 0, interval: 40s, timeout: 1m, id: 'a b'}\n    limits:", 1), nil, nil, []string{
+			"pipelines[0].transactions.interval: 40s: want at least 1ms and at most half of transactions.timeout (1m0s)",
+			`pipelines[0].transactions.id: "a b" is not a valid transactional id`}},
+		{"transaction timeout", strings.Replace(good, "limits:", "guarantee: exactly_once\n    transactions: {max_records: -3, timeout: 20m}\n    limits:", 1), nil, nil, []string{
+			"pipelines[0].transactions.max_records: -3: want 1 to 1000000", "pipelines[0].transactions.timeout: 20m0s: want 1s to 15m"}},
 		{"in flight below pool", strings.Replace(good, "limits:", "ordering: key\n    instances: {max: 8}\n    max_in_flight: 4\n    limits:", 1), nil, nil, []string{"pipelines[0].max_in_flight: 4 is below instances.max (8)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,13 +19,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
@@ -114,12 +118,20 @@ func passthroughMap(b *testing.B, brokers []string, in, out string, n int, fn fu
 // host runs one wasmstream pipeline over in and returns the time from its
 // first fetched record to every record being done. extra holds pipeline keys
 // in YAML flow style ("ordering: none, instances: {min: 2, max: 2}").
+//
+// Beside the rate it reports, as metrics of b, the CPU time and peak RSS of
+// the drain (cpu_s, peak_rss_MiB: see usage) and the latency of a paced
+// phase after it (p50_ms, p99_ms: see pacedLatency).
 func host(b *testing.B, brokers []string, module, in string, n int, extra ...string) time.Duration {
 	if !strings.Contains(strings.Join(extra, ","), "retry:") {
 		extra = append(extra, "retry: {max_attempts: 1}")
 	}
-	r, _ := startHost(b, brokers, module, in, extra...)
+	parts := topicPartitions(b, brokers, in)
+	latIn := fmt.Sprintf("%s-lat-%d", in, time.Now().UnixNano())
+	kafkatest.CreateTopic(b, brokers, parts, latIn)
+	r, _ := startHostInputs(b, brokers, module, in, []string{latIn}, extra...)
 	defer r.Stop(context.Background())
+	done := startUsage(b)
 	start := waitFetched(b, r)
 	deadline := time.Now().Add(10 * time.Minute)
 	for r.Snapshots()[0].Done < int64(n) {
@@ -129,10 +141,104 @@ func host(b *testing.B, brokers []string, module, in string, n int, extra ...str
 		time.Sleep(time.Millisecond)
 	}
 	el := time.Since(start)
+	done().report(b)
 	if s := r.Snapshots()[0]; s.Outputs != int64(n) || s.DeadLetter != 0 {
 		b.Fatalf("outputs %d, dead letters %d, want %d and 0", s.Outputs, s.DeadLetter, n)
 	}
+	rate := float64(n) / el.Seconds()
+	p50, p99 := pacedLatency(b, brokers, latIn, in+"-out", rate/2)
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
 	return el
+}
+
+// topicPartitions is the number of partitions of topic.
+func topicPartitions(b *testing.B, brokers []string, topic string) int32 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := kadm.NewClient(kafkatest.Client(b, brokers)).ListTopics(ctx, topic)
+	if err != nil || td[topic].Err != nil {
+		b.Fatalf("partitions of %s: %v %v", topic, err, td[topic].Err)
+	}
+	return int32(len(td[topic].Partitions))
+}
+
+// usage is the CPU time and peak resident set of this process over a run.
+// The benchmarks run wasmstream in process, so it is wasmstream's usage plus
+// the harness's (a snapshot read every millisecond, a few MiB of heap):
+// startUsage returns unused memory to the OS and resets the kernel's
+// high-water mark (/proc/self/clear_refs) first.
+type usage struct {
+	cpu time.Duration
+	rss int64
+}
+
+func startUsage(b *testing.B) func() usage {
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Logf("cannot reset the peak RSS (%v): peak_rss_MiB covers the whole benchmark process", err)
+	}
+	cpu0 := selfCPU()
+	return func() usage {
+		_, rss := procStats(os.Getpid())
+		return usage{cpu: selfCPU() - cpu0, rss: rss}
+	}
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (u usage) report(b *testing.B) {
+	b.ReportMetric(u.cpu.Seconds(), "cpu_s")
+	b.ReportMetric(float64(u.rss)/(1<<20), "peak_rss_MiB")
+}
+
+// pacedLatency produces records into in at rate (between 50 and 2,000 per
+// second: half the scenario's measured throughput, so the pipeline is not
+// saturated) for 2 s, and returns their input-to-output latency: from the
+// input record's timestamp (set when produced) to its output's (set when
+// wasmstream produced it), matched by key; Kafka timestamps are
+// milliseconds.
+func pacedLatency(b *testing.B, brokers []string, in, out string, rate float64) (p50, p99 time.Duration) {
+	rate = min(max(rate, 50), 2000)
+	count := int(2 * rate)
+	cl := kafkatest.Client(b, brokers, kgo.ProducerLinger(0))
+	sent := make(map[string]time.Time, count)
+	val := strings.Repeat("abcdefghij", 10)
+	start := time.Now()
+	run := start.UnixNano() // keys unique to this phase (outputs of other runs share the topic)
+	for i := 0; i < count; i++ {
+		if d := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
+			time.Sleep(d)
+		}
+		k := fmt.Sprintf("lat%d-%d", run, i)
+		rec := &kgo.Record{Topic: in, Key: []byte(k), Value: []byte(val), Timestamp: time.Now()}
+		sent[k] = rec.Timestamp.Truncate(time.Millisecond)
+		cl.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	cl.Flush(context.Background())
+	rd := kafkatest.NewReader(b, brokers, out)
+	var lat []time.Duration
+	read := 0
+	rd.ReadUntil(b, 5*time.Minute, "the paced phase's outputs", func(rs []*kgo.Record) bool {
+		for _, rec := range rs[read:] {
+			if t, ok := sent[string(rec.Key)]; ok {
+				lat = append(lat, rec.Timestamp.Sub(t))
+			}
+		}
+		read = len(rs)
+		return len(lat) >= count
+	})
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat[len(lat)/2], lat[len(lat)*99/100]
 }
 
 // uppercaseInput is the input of the uppercase benchmarks: records() records
@@ -152,7 +258,9 @@ func runReference(b *testing.B, brokers []string, in string, n int, ref *float64
 	kafkatest.CreateTopic(b, brokers, partitions, in+"-ref")
 	b.Run("reference-franz-go-passthrough", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
+			done := startUsage(b)
 			*ref = float64(n) / passthrough(b, brokers, in, in+"-ref", n).Seconds()
+			done().report(b)
 			b.ReportMetric(*ref, "rec/s")
 			b.ReportMetric(1, "x_ref")
 		}
@@ -261,9 +369,11 @@ func BenchmarkRetries(b *testing.B) {
 					kafkatest.Produce(b, brokers, in, n, value)
 					retry := fmt.Sprintf("retry: {mode: %s, max_attempts: 2, backoff: [100ms], topic_prefix: %s.r}", mode, in)
 					r, cfg := startHost(b, brokers, enrich, in, retry, "instances: {min: 1, max: 1}")
+					done := startUsage(b)
 					start := waitFetched(b, r)
 					waitOutputs(b, r, healthy, 10*time.Minute)
 					rate := float64(healthy) / time.Since(start).Seconds()
+					done().report(b)
 					// Latency: the same host, records arriving at a steady rate.
 					p50, p99 := steadyLatency(b, brokers, in, r, max(records()/150, 100), value)
 					r.Stop(context.Background())
@@ -281,10 +391,16 @@ func BenchmarkRetries(b *testing.B) {
 var hostSets []string
 
 func startHost(b *testing.B, brokers []string, module, in string, extra ...string) (*scheduler.Runner, *config.Config) {
+	return startHostInputs(b, brokers, module, in, nil, extra...)
+}
+
+// startHostInputs is startHost with more input topics beside in (whose name
+// still makes the output and dead-letter topics' names).
+func startHostInputs(b *testing.B, brokers []string, module, in string, more []string, extra ...string) (*scheduler.Runner, *config.Config) {
 	y := fmt.Sprintf(`kafka: {brokers: [%q], group: bench-ws-%d}
 pipelines:
   - {name: p, module: %s, inputs: [%s], output: %s-out, dead_letter_topic: %s-dlq, %s}
-`, strings.Join(brokers, ","), time.Now().UnixNano(), module, in, in, in, strings.Join(extra, ", "))
+`, strings.Join(brokers, ","), time.Now().UnixNano(), module, strings.Join(append([]string{in}, more...), ", "), in, in, strings.Join(extra, ", "))
 	p := filepath.Join(b.TempDir(), "c.yaml")
 	os.WriteFile(p, []byte(y), 0o644)
 	sets := []string{"kafka.create_topics=true", fmt.Sprintf("kafka.topic_partitions=%d", partitions), "host.max_instances=256"}

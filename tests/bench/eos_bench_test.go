@@ -41,6 +41,7 @@ func BenchmarkExactlyOnce(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				r, cfg := startHost(b, brokers, uppercase, in, "retry: {max_attempts: 1}", "guarantee: exactly_once",
 					fmt.Sprintf("transactions: {max_records: %d, interval: 100ms}", size))
+				usage := startUsage(b)
 				start := waitFetched(b, r)
 				adm := kadm.NewClient(kafkatest.Client(b, brokers))
 				group := cfg.GroupID(&cfg.Pipelines[0])
@@ -62,6 +63,7 @@ func BenchmarkExactlyOnce(b *testing.B) {
 					time.Sleep(5 * time.Millisecond)
 				}
 				el := time.Since(start)
+				usage().report(b)
 				s := r.Snapshots()[0]
 				r.Stop(context.Background())
 				if s.Outputs != int64(n) || s.TxnAborted != 0 {
