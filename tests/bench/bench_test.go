@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -199,44 +200,78 @@ func (u usage) report(b *testing.B) {
 
 // pacedLatency produces records into in at rate (between 50 and 2,000 per
 // second: half the scenario's measured throughput, so the pipeline is not
-// saturated) for 2 s, and returns their input-to-output latency: from the
-// input record's timestamp (set when produced) to its output's (set when
-// wasmstream produced it), matched by key; Kafka timestamps are
-// milliseconds.
+// saturated) for 2 s, and returns their latency from being produced to
+// their output being received by a consumer tailing out, matched by key.
+// It measures any consumer-producer on the same terms: wasmstream as much as
+// a peer (Kafka Streams keeps input timestamps on its outputs, so the
+// outputs' own timestamps could not tell).
 func pacedLatency(b *testing.B, brokers []string, in, out string, rate float64) (p50, p99 time.Duration) {
 	rate = min(max(rate, 50), 2000)
 	count := int(2 * rate)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(kafkatest.Client(b, brokers)).ListEndOffsets(ctx, out)
+	if err != nil {
+		b.Fatalf("end offsets of %s: %v", out, err)
+	}
+	from := map[string]map[int32]kgo.Offset{out: {}}
+	ends.Each(func(o kadm.ListedOffset) { from[out][o.Partition] = kgo.NewOffset().At(o.Offset) })
+	rd := kafkatest.Client(b, brokers, kgo.ConsumePartitions(from), kgo.FetchMaxWait(100*time.Millisecond))
+	run := time.Now().UnixNano() // keys unique to this phase (outputs of other runs share the topic)
+	keys := make([]string, count)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("lat%d-%d", run, i)
+	}
+	sent := make([]time.Time, count)
+	var mu sync.Mutex
+	got := make(map[string]time.Time, count)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for ctx.Err() == nil {
+			fs := rd.PollFetches(ctx)
+			now := time.Now()
+			mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				if _, dup := got[string(r.Key)]; !dup {
+					got[string(r.Key)] = now
+				}
+			})
+			n := len(got)
+			mu.Unlock()
+			if n >= count {
+				return
+			}
+		}
+	}()
 	cl := kafkatest.Client(b, brokers, kgo.ProducerLinger(0))
-	sent := make(map[string]time.Time, count)
 	val := strings.Repeat("abcdefghij", 10)
 	start := time.Now()
-	run := start.UnixNano() // keys unique to this phase (outputs of other runs share the topic)
 	for i := 0; i < count; i++ {
 		if d := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
 			time.Sleep(d)
 		}
-		k := fmt.Sprintf("lat%d-%d", run, i)
-		rec := &kgo.Record{Topic: in, Key: []byte(k), Value: []byte(val), Timestamp: time.Now()}
-		sent[k] = rec.Timestamp.Truncate(time.Millisecond)
-		cl.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+		mu.Lock()
+		sent[i] = time.Now()
+		mu.Unlock()
+		cl.Produce(ctx, &kgo.Record{Topic: in, Key: []byte(keys[i]), Value: []byte(val)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				b.Error(err)
 			}
 		})
 	}
-	cl.Flush(context.Background())
-	rd := kafkatest.NewReader(b, brokers, out)
-	var lat []time.Duration
-	read := 0
-	rd.ReadUntil(b, 5*time.Minute, "the paced phase's outputs", func(rs []*kgo.Record) bool {
-		for _, rec := range rs[read:] {
-			if t, ok := sent[string(rec.Key)]; ok {
-				lat = append(lat, rec.Timestamp.Sub(t))
-			}
+	<-readDone
+	mu.Lock()
+	defer mu.Unlock()
+	lat := make([]time.Duration, 0, count)
+	for i, k := range keys {
+		if t, ok := got[k]; ok {
+			lat = append(lat, t.Sub(sent[i]))
 		}
-		read = len(rs)
-		return len(lat) >= count
-	})
+	}
+	if len(lat) < count {
+		b.Fatalf("paced phase: %d of %d outputs within the deadline", len(lat), count)
+	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return lat[len(lat)/2], lat[len(lat)*99/100]
 }

@@ -120,6 +120,9 @@ func TestExactlyOnceKills(t *testing.T) {
 
 // TestExactlyOnceRebalance: a second host joins mid-run, then the first
 // leaves mid-run; the output is still exactly once and both hosts did work.
+// The pipeline runs a pool of instances per partition (ordering none), so
+// records finish out of order and each transaction carries only the
+// contiguous prefix of done records.
 func TestExactlyOnceRebalance(t *testing.T) {
 	brokers := kafkatest.RealBrokers(t)
 	n := names(t)
@@ -128,7 +131,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	const count = 300000
 	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
 	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
-	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n"+eosKeys)
+	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n    ordering: none\n    instances: {min: 1, max: 3}\n"+eosKeys)
 	rd := kafkatest.NewReader(t, brokers, out)
 	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
 	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/10 })
