@@ -90,6 +90,7 @@ func Markdown(w io.Writer, rs []Result) {
 		}
 		groups[g] = append(groups[g], r)
 	}
+	var micro []Result // benchmarks with only the standard figures (ns/op, B/op, allocs/op)
 	for _, g := range order {
 		var cols []int
 		for i, c := range columns {
@@ -99,6 +100,10 @@ func Markdown(w io.Writer, rs []Result) {
 					break
 				}
 			}
+		}
+		if len(cols) == 0 {
+			micro = append(micro, groups[g]...)
+			continue
 		}
 		fmt.Fprintf(w, "\n### %s\n\n| run |", g)
 		for _, i := range cols {
@@ -114,6 +119,20 @@ func Markdown(w io.Writer, rs []Result) {
 			fmt.Fprintf(w, "| %s |", sub)
 			for _, i := range cols {
 				if v, ok := r.Metrics[columns[i].unit]; ok {
+					fmt.Fprintf(w, " %s |", format(v))
+				} else {
+					fmt.Fprint(w, " |")
+				}
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(micro) > 0 {
+		fmt.Fprint(w, "\n### Microbenchmarks\n\n| benchmark | ns/op | B/op | allocs/op |\n|---|---|---|---|\n")
+		for _, r := range micro {
+			fmt.Fprintf(w, "| %s |", r.Name)
+			for _, u := range []string{"ns/op", "B/op", "allocs/op"} {
+				if v, ok := r.Metrics[u]; ok {
 					fmt.Fprintf(w, " %s |", format(v))
 				} else {
 					fmt.Fprint(w, " |")
@@ -224,7 +243,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		fmt.Fprint(f, *header)
+		fmt.Fprint(f, strings.TrimRight(*header, "\n")+"\n")
 		Markdown(f, rs)
 		f.Close()
 	} else {
