@@ -253,18 +253,24 @@ func (p *Pipeline) pollLoop(ctx context.Context) {
 			p.cl.AllowRebalance()
 			return
 		}
-		fetches.EachError(func(t string, part int32, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			if time.Since(lastErr) > 5*time.Second {
-				lastErr = time.Now()
-				p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
-			}
-		})
+		p.logFetchErrors(fetches, &lastErr)
 		p.dispatch(fetches)
 		p.cl.AllowRebalance()
 	}
+}
+
+// logFetchErrors logs fetch errors, at most one every 5 s (lastErr); a
+// poll's own context ending is not one.
+func (p *Pipeline) logFetchErrors(fetches kgo.Fetches, lastErr *time.Time) {
+	fetches.EachError(func(t string, part int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if time.Since(*lastErr) > 5*time.Second {
+			*lastErr = time.Now()
+			p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+		}
+	})
 }
 
 // dispatch hands each partition's fetched records to its task.

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -64,15 +63,7 @@ func (p *Pipeline) txnLoop(ctx context.Context) {
 			p.cl.AllowRebalance()
 			return
 		}
-		fetches.EachError(func(t string, part int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			if time.Since(lastErr) > 5*time.Second {
-				lastErr = time.Now()
-				p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
-			}
-		})
+		p.logFetchErrors(fetches, &lastErr)
 		p.dispatch(fetches)
 		p.cl.AllowRebalance()
 		if !time.Now().Before(next) || p.released.Load() >= int64(p.pc.Transactions.MaxRecords) {

@@ -75,19 +75,27 @@ func uncommittedCount(t *testing.T, brokers []string, topic string) int {
 	return n
 }
 
+// eosRun creates the topics of an exactly-once test (parts partitions),
+// produces count records "v-%06d" and writes a config running the uppercase
+// example with pipelineKeys (YAML lines at pipeline indentation) added.
+func eosRun(t *testing.T, parts int32, count int, pipelineKeys string) (brokers []string, n, in, out, cfg string) {
+	brokers = kafkatest.RealBrokers(t)
+	n = names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, parts, in, out, dlq)
+	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	cfg = writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n"+pipelineKeys)
+	return
+}
+
 // TestExactlyOnceKills: SIGKILL wasmstream three times during a run of
 // 300,000 records, restarting it each time. The read_committed output holds
 // every input exactly once, while a read_uncommitted reader shows that the
 // killed processes' open transactions did write records that were aborted.
 func TestExactlyOnceKills(t *testing.T) {
-	brokers := kafkatest.RealBrokers(t)
-	n := names(t)
-	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
-	kafkatest.CreateTopic(t, brokers, 4, in, out, dlq)
 	const count = 300000
-	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
-	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
-	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n"+eosKeys)
+	brokers, n, in, out, cfg := eosRun(t, 4, count, eosKeys)
 
 	rd := kafkatest.NewReader(t, brokers, out)
 	p := startProc(t, "run", "--config", cfg)
@@ -124,14 +132,8 @@ func TestExactlyOnceKills(t *testing.T) {
 // records finish out of order and each transaction carries only the
 // contiguous prefix of done records.
 func TestExactlyOnceRebalance(t *testing.T) {
-	brokers := kafkatest.RealBrokers(t)
-	n := names(t)
-	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
-	kafkatest.CreateTopic(t, brokers, 6, in, out, dlq)
 	const count = 300000
-	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
-	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
-	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n    ordering: none\n    instances: {min: 1, max: 3}\n"+eosKeys)
+	brokers, _, _, out, cfg := eosRun(t, 6, count, "    ordering: none\n    instances: {min: 1, max: 3}\n"+eosKeys)
 	rd := kafkatest.NewReader(t, brokers, out)
 	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
 	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/10 })
@@ -152,15 +154,9 @@ func TestExactlyOnceRebalance(t *testing.T) {
 // The zombie's commit is refused and its transaction aborted; the output is
 // exactly once.
 func TestExactlyOnceZombieFenced(t *testing.T) {
-	brokers := kafkatest.RealBrokers(t)
-	n := names(t)
-	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
-	kafkatest.CreateTopic(t, brokers, 2, in, out, dlq)
 	const count = 200000
-	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
-	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
 	// Small transactions that take a while: the pause lands in an open one.
-	replace(t, cfg, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n    guarantee: exactly_once\n    transactions: {max_records: 2000, interval: 500ms}\n")
+	brokers, _, _, out, cfg := eosRun(t, 2, count, "    guarantee: exactly_once\n    transactions: {max_records: 2000, interval: 500ms}\n")
 	rd := kafkatest.NewReader(t, brokers, out)
 	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
 	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/20 })
