@@ -205,7 +205,10 @@ func (u usage) report(b *testing.B) {
 // It measures any consumer-producer on the same terms: wasmstream as much as
 // a peer (Kafka Streams keeps input timestamps on its outputs, so the
 // outputs' own timestamps could not tell).
-func pacedLatency(b *testing.B, brokers []string, in, out string, rate float64) (p50, p99 time.Duration) {
+//
+// readOpts are options of the tailing consumer (read_committed, for an
+// exactly_once pipeline's outputs).
+func pacedLatency(b *testing.B, brokers []string, in, out string, rate float64, readOpts ...kgo.Opt) (p50, p99 time.Duration) {
 	rate = min(max(rate, 50), 2000)
 	count := int(2 * rate)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -216,7 +219,7 @@ func pacedLatency(b *testing.B, brokers []string, in, out string, rate float64) 
 	}
 	from := map[string]map[int32]kgo.Offset{out: {}}
 	ends.Each(func(o kadm.ListedOffset) { from[out][o.Partition] = kgo.NewOffset().At(o.Offset) })
-	rd := kafkatest.Client(b, brokers, kgo.ConsumePartitions(from), kgo.FetchMaxWait(100*time.Millisecond))
+	rd := kafkatest.Client(b, brokers, append([]kgo.Opt{kgo.ConsumePartitions(from), kgo.FetchMaxWait(100 * time.Millisecond)}, readOpts...)...)
 	run := time.Now().UnixNano() // keys unique to this phase (outputs of other runs share the topic)
 	keys := make([]string, count)
 	for i := range keys {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -39,7 +40,9 @@ func BenchmarkExactlyOnce(b *testing.B) {
 	for _, size := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("exactly_once/max_records=%d", size), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				r, cfg := startHost(b, brokers, uppercase, in, "retry: {max_attempts: 1}", "guarantee: exactly_once",
+				latIn := fmt.Sprintf("%s-lat-%d", in, time.Now().UnixNano())
+				kafkatest.CreateTopic(b, brokers, partitions, latIn)
+				r, cfg := startHostInputs(b, brokers, uppercase, in, []string{latIn}, "retry: {max_attempts: 1}", "guarantee: exactly_once",
 					fmt.Sprintf("transactions: {max_records: %d, interval: 100ms}", size))
 				usage := startUsage(b)
 				start := waitFetched(b, r)
@@ -65,10 +68,15 @@ func BenchmarkExactlyOnce(b *testing.B) {
 				el := time.Since(start)
 				usage().report(b)
 				s := r.Snapshots()[0]
-				r.Stop(context.Background())
 				if s.Outputs != int64(n) || s.TxnAborted != 0 {
 					b.Fatalf("outputs %d, aborted transactions %d, want %d and 0", s.Outputs, s.TxnAborted, n)
 				}
+				// Latency as a read_committed consumer sees it: outputs
+				// appear when their transaction commits.
+				p50, p99 := pacedLatency(b, brokers, latIn, in+"-out", float64(n)/el.Seconds()/2, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+				r.Stop(context.Background())
+				b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
+				b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
 				report(b, el)
 				b.ReportMetric(float64(s.TxnCommitted), "transactions")
 				// max_records starts a cut; records released while one is

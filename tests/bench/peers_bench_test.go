@@ -23,23 +23,26 @@ import (
 // same input on the same broker, side by side: the franz-go passthrough
 // reference, wasmstream with the Go guest and with the C guest, and Kafka
 // Streams (tests/peers, built with Maven and javac) with 2 stream threads.
-// Kafka Streams is a separate JVM: its rate is taken from its first output
-// to its last as seen by a consumer, and its CPU time and peak RSS are read
-// from /proc.
+// wasmstream (the CLI) and Kafka Streams (a JVM) run as separate processes
+// and are measured the same way: the rate from the first output to the last
+// as seen by a consumer, CPU time and peak RSS from /proc, latency from a
+// paced phase.
 func BenchmarkUppercasePeers(b *testing.B) {
 	brokers, n, in, goMod := uppercaseInput(b)
 	cMod := filepath.Join(b.TempDir(), "c.wasm")
 	os.WriteFile(cMod, wt.BuildCGuest(b, "plugins/examples/c-uppercase/uppercase.c"), 0o644)
 	var ref float64
 	runReference(b, brokers, in, n, &ref)
+	bin := filepath.Join(b.TempDir(), "wasmstream")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/wasmstream")
+	build.Dir = wt.RepoRoot(b)
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building the wasmstream CLI: %v\n%s", err, out)
+	}
 	for _, g := range []struct{ name, path string }{{"go", goMod}, {"c", cMod}} {
 		b.Run("wasmstream-"+g.name+"-guest", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				rate := float64(n) / host(b, brokers, g.path, in, n).Seconds()
-				b.ReportMetric(rate, "rec/s")
-				if ref > 0 {
-					b.ReportMetric(rate/ref, "x_ref")
-				}
+				wasmstreamProcess(b, brokers, bin, g.path, in, n, ref)
 			}
 		})
 	}
@@ -77,6 +80,56 @@ func BenchmarkUppercasePeers(b *testing.B) {
 			b.ReportMetric(float64(rss)/(1<<20), "peak_rss_MiB")
 		}
 	})
+}
+
+// wasmstreamProcess runs the wasmstream CLI over in as a separate process,
+// measured like the Java peers: CPU time and peak RSS from /proc (the
+// process's whole life: start, module compile, drain), the paced latency
+// phase; the rate over the span of its outputs' timestamps.
+func wasmstreamProcess(b *testing.B, brokers []string, bin, module, in string, n int, ref float64) {
+	id := time.Now().UnixNano()
+	out, latIn := fmt.Sprintf("%s-ws-%d", in, id), fmt.Sprintf("%s-wslat-%d", in, id)
+	kafkatest.CreateTopic(b, brokers, partitions, out, out+"-dlq", latIn)
+	cfg := filepath.Join(b.TempDir(), "wasmstream.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`kafka: {brokers: [%q], group: bench-proc-%d}
+pipelines:
+  - {name: p, module: %s, inputs: [%s, %s], output: %s, dead_letter_topic: %s-dlq, retry: {max_attempts: 1}}
+metrics: {listen: ""}
+admin: {enabled: false}
+log: {level: warn}
+`, strings.Join(brokers, ","), id, module, in, latIn, out, out)), 0o644)
+	cmd := exec.Command(bin, "run", "--config", cfg)
+	logf, _ := os.Create(filepath.Join(b.TempDir(), "wasmstream.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	// The span of the outputs' own timestamps (set when wasmstream produced
+	// them): a consumer started beside the process may join after the
+	// first outputs, which would overstate the rate.
+	rd := kafkatest.NewReader(b, brokers, out)
+	rd.ReadUntil(b, 5*time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n })
+	cpu, rss := procStats(cmd.Process.Pid)
+	first, last := rd.Recs[0].Timestamp, rd.Recs[0].Timestamp
+	for _, r := range rd.Recs {
+		if r.Timestamp.Before(first) {
+			first = r.Timestamp
+		}
+		if r.Timestamp.After(last) {
+			last = r.Timestamp
+		}
+	}
+	rate := float64(n) / last.Sub(first).Seconds()
+	p50, p99 := pacedLatency(b, brokers, latIn, out, rate/2)
+	b.ReportMetric(rate, "rec/s")
+	if ref > 0 {
+		b.ReportMetric(rate/ref, "x_ref")
+	}
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
+	b.ReportMetric(cpu.Seconds(), "cpu_s")
+	b.ReportMetric(float64(rss)/(1<<20), "peak_rss_MiB")
 }
 
 // consumeCount reads topic until n records arrived and returns when the
