@@ -139,7 +139,8 @@ func (p *Pipeline) cut(final bool) bool {
 	if p.revokedSince.Swap(false) {
 		why = "partitions were revoked or lost since it began"
 	}
-	if why == "" && len(marks) == 0 && released == 0 && !final {
+	empty := why == "" && len(marks) == 0 && released == 0
+	if empty && !final {
 		return true // nothing to commit: keep the transaction open
 	}
 	commit := kgo.TryCommit
@@ -168,6 +169,8 @@ func (p *Pipeline) cut(final bool) bool {
 	start := time.Now()
 	committed, err := p.sess.End(ctx, commit)
 	switch {
+	case committed && empty:
+		// The last, empty transaction of a shutdown: nothing was in it.
 	case committed:
 		for _, m := range marks {
 			m.t.committed = m.off
