@@ -98,7 +98,7 @@ func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
 	if p.eos {
 		// Outcomes enter a transaction in offset order, so that a commit
 		// covers exactly the records whose outputs it carries.
-		t.rel = &releaser{}
+		t.rel = &releaser{tx: t}
 	}
 	return t
 }
@@ -644,10 +644,11 @@ func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader
 			sent(pr.Partition, pr.Offset, err)
 			if err != nil {
 				t.p.txnFailed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, topic, err))
+				return
 			}
+			counter(&t.p.stats).Add(1) // on acknowledgement, as outputs are
+			counter(t.ps).Add(1)
 		})
-		counter(&t.p.stats).Add(1)
-		counter(t.ps).Add(1)
 		t.finish(r)
 		tr.End(kind, f.kind, f.msg)
 		return

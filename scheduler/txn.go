@@ -90,20 +90,19 @@ func (p *Pipeline) txnFailed(err error) {
 	p.txnErr.CompareAndSwap(nil, &err)
 }
 
-// inTxn wraps a release action of t under exactly_once: it runs while no
-// transaction is being cut, and not at all once t was cut off (its
-// partition revoked or its transaction aborted).
-func (t *task) inTxn(action func()) func() {
-	return func() {
-		p := t.p
-		p.txnGate.RLock()
-		defer p.txnGate.RUnlock()
-		if t.dead.Load() {
-			return
-		}
-		action()
-		p.countReleased()
+// releaseInTxn runs a release action of t under exactly_once: while no
+// transaction is being cut, and not at all once t was cut off (its partition
+// revoked or its transaction aborted). The release queue calls it for every
+// action, so no per-record wrapper is allocated.
+func (t *task) releaseInTxn(action func()) {
+	p := t.p
+	p.txnGate.RLock()
+	defer p.txnGate.RUnlock()
+	if t.dead.Load() {
+		return
 	}
+	action()
+	p.countReleased()
 }
 
 // cut ends the open transaction — committing each partition's watermark

@@ -85,6 +85,7 @@ type slot struct {
 type releaser struct {
 	mu sync.Mutex
 	q  []*slot
+	tx *task // exactly_once: actions run through tx.releaseInTxn
 }
 
 func (rl *releaser) add() *slot {
@@ -105,7 +106,11 @@ func (rl *releaser) settle(s *slot, action func()) {
 		h := rl.q[0]
 		rl.q[0] = nil
 		rl.q = rl.q[1:]
-		if h.action != nil {
+		switch {
+		case h.action == nil:
+		case rl.tx != nil:
+			rl.tx.releaseInTxn(h.action)
+		default:
 			h.action()
 		}
 	}
@@ -551,9 +556,6 @@ func (w *worker) outcome(j *job, res host.Result) {
 // settle releases j's outcome, in partition order when that is kept, and
 // frees its lane.
 func (w *worker) settle(j *job, action func()) {
-	if w.t.p.eos {
-		action = w.t.inTxn(action)
-	}
 	if j.slot != nil {
 		w.t.rel.settle(j.slot, action)
 	} else {
