@@ -7,6 +7,7 @@
 #   kafka.sh start            fresh data dir, format, start, wait until ready;
 #                             prints KAFKA_BROKERS=127.0.0.1:<port> on stdout
 #   kafka.sh stop             TERM (then KILL after a deadline), idempotent
+#   kafka.sh restart          stop, then start again on the same data
 #   kafka.sh status           exit 0 iff running and answering Kafka requests
 #   kafka.sh topics ARGS...   TopicCommand with --bootstrap-server filled in
 #   kafka.sh tool CLASS ARGS  any Kafka CLI class on the fetched classpath
@@ -330,6 +331,13 @@ cmd_start() {
         die "storage format failed"
     fi
 
+    launch_broker "$t0"
+}
+
+# launch_broker starts the broker on the formatted data dir and waits until
+# it answers; $1 is when the command started (for the log line).
+launch_broker() {
+    local t0="$1"
     log "starting broker on $KAFKA_HOST:$KAFKA_PORT (controller $KAFKA_HOST:$KAFKA_CONTROLLER_PORT), log $LOG_FILE"
     # shellcheck disable=SC2086 # word splitting of the *_OPTS strings is intended
     nohup java $KAFKA_HEAP_OPTS $KAFKA_JVM_OPTS \
@@ -366,6 +374,18 @@ cmd_start() {
     printf 'KAFKA_BROKERS=%s:%s\n' "$KAFKA_HOST" "$KAFKA_PORT"
 }
 
+# cmd_restart stops the broker and starts it again on the same data (topics,
+# records, committed offsets and transactions survive), as an operator's
+# rolling restart would.
+cmd_restart() {
+    local t0
+    t0="$(now)"
+    need_java
+    [[ -f "$DATA_MARKER" && -f "$PROPS_FILE" ]] || die "no broker data in $KAFKA_DATA_DIR to restart (run kafka.sh start first)"
+    cmd_stop
+    launch_broker "$t0"
+}
+
 cmd_status() {
     local pid
     if ! pid="$(running_pid)"; then
@@ -398,7 +418,7 @@ cmd_topics() {
 
 usage() {
     cat >&2 <<EOF
-usage: kafka.sh fetch|start|stop|status|topics ARGS...|tool CLASS ARGS...
+usage: kafka.sh fetch|start|stop|restart|status|topics ARGS...|tool CLASS ARGS...
 env: KAFKA_VERSION=$KAFKA_VERSION WASMSTREAM_CACHE=$CACHE_ROOT
      KAFKA_DATA_DIR=$KAFKA_DATA_DIR KAFKA_PORT=$KAFKA_PORT KAFKA_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT
      KAFKA_START_TIMEOUT=$KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT=$KAFKA_STOP_TIMEOUT
@@ -413,6 +433,7 @@ main() {
         fetch) cmd_fetch ;;
         start) cmd_start ;;
         stop) cmd_stop ;;
+        restart) cmd_restart ;;
         status) cmd_status ;;
         topics) cmd_topics "$@" ;;
         tool) cmd_tool "$@" ;;

@@ -1,0 +1,263 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// The tests of this file back the promises of RELIABILITY.md: repeated
+// SIGKILLs lose nothing, a broker restart is survived, and memory stays flat
+// over a soak with hostile records in the mix.
+
+// TestRepeatedKills: five SIGKILLs of the wasmstream process during one run,
+// each followed by a restart; every input reaches the output, and a final
+// SIGTERM commits everything.
+func TestRepeatedKills(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 4, in, out, dlq)
+	const count, kills = 150000, 5
+	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+
+	rd := kafkatest.NewReader(t, brokers, out)
+	seen := map[string]int{}
+	counted := 0
+	tally := func(rs []*kgo.Record) {
+		for _, r := range rs[counted:] {
+			seen[string(r.Value)]++
+		}
+		counted = len(rs)
+	}
+	for k := 1; k <= kills; k++ {
+		p := startProc(t, "run", "--config", cfg)
+		// Each incarnation makes some progress before it is killed, so every
+		// kill lands mid-stream with records in flight and uncommitted.
+		target := len(seen) + count/(kills+2)
+		rd.ReadUntil(t, 3*time.Minute, fmt.Sprintf("progress before kill %d", k), func(rs []*kgo.Record) bool {
+			tally(rs)
+			return len(seen) >= target
+		})
+		p.kill(t)
+	}
+	p := startProc(t, "run", "--config", cfg)
+	rd.ReadUntil(t, 4*time.Minute, "every input in the output after the last restart", func(rs []*kgo.Record) bool {
+		tally(rs)
+		return len(seen) >= count
+	})
+	for i := 0; i < count; i++ {
+		if seen[fmt.Sprintf("V-%06d", i)] == 0 {
+			t.Fatalf("input %d lost", i)
+		}
+	}
+	if code := p.stop(t, 60*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	sum := int64(0)
+	for _, o := range kafkatest.Committed(t, brokers, n+".p", in) {
+		sum += o
+	}
+	if sum != count {
+		t.Fatalf("committed %d offsets after the graceful stop, want %d", sum, count)
+	}
+	t.Logf("%d SIGKILLs over %d records: 0 lost, %d duplicates (%.2f%%)", kills, count, len(rd.Recs)-count, 100*float64(len(rd.Recs)-count)/count)
+}
+
+// TestBrokerRestart: the broker is stopped and started again (same data)
+// while wasmstream runs; the host rides it out, takes the records produced
+// after the restart, loses none and commits to the end.
+func TestBrokerRestart(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	script := wt.RepoRoot(t) + "/tests/kafka/kafka.sh"
+	if err := exec.Command("bash", script, "status").Run(); err != nil {
+		t.Fatalf("this test restarts the broker that tests/kafka/kafka.sh started, and that broker is not running: %v", err)
+	}
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 4, in, out, dlq)
+	const half = 30000
+	kafkatest.Produce(t, brokers, in, half, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+	p := startProc(t, "run", "--config", cfg)
+
+	rd := kafkatest.NewReader(t, brokers, out)
+	rd.ReadUntil(t, 2*time.Minute, "a third of the outputs before the restart", func(rs []*kgo.Record) bool { return len(rs) >= half/3 })
+	t0 := time.Now()
+	cmd := exec.Command("bash", script, "restart")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("broker restart: %v\n%s", err, stderr.String())
+	}
+	down := time.Since(t0)
+	if !p.alive() {
+		t.Fatalf("wasmstream exited during the broker restart")
+	}
+	kafkatest.Produce(t, brokers, in, half, func(i int) string { return fmt.Sprintf("v-%06d", half+i) })
+	seen := map[string]bool{}
+	counted := 0
+	rd.ReadUntil(t, 3*time.Minute, "every input in the output after the broker restart", func(rs []*kgo.Record) bool {
+		for _, r := range rs[counted:] {
+			seen[string(r.Value)] = true
+		}
+		counted = len(rs)
+		return len(seen) >= 2*half
+	})
+	resumed := time.Since(t0)
+	if code := p.stop(t, 60*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	sum := int64(0)
+	for _, o := range kafkatest.Committed(t, brokers, n+".p", in) {
+		sum += o
+	}
+	if sum != 2*half {
+		t.Fatalf("committed %d offsets after the graceful stop, want %d", sum, 2*half)
+	}
+	t.Logf("broker restart took %v; every one of %d inputs in the output %v after it began; %d duplicates; offsets committed to the end",
+		down.Round(100*time.Millisecond), 2*half, resumed.Round(100*time.Millisecond), len(rd.Recs)-2*half)
+}
+
+// TestSoakMemory runs the host under steady load with hostile records in
+// the mix (panics, out-of-memory guests, terminal failures: every one
+// replaces an instance) and samples its resident memory. After warm-up the
+// RSS must not trend upwards. WASMSTREAM_SOAK sets the duration (default
+// 90s; RELIABILITY.md quotes a longer run).
+func TestSoakMemory(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	dur := 90 * time.Second
+	if s := os.Getenv("WASMSTREAM_SOAK"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("WASMSTREAM_SOAK=%q: %v", s, err)
+		}
+		dur = d
+	}
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 4, in, out, dlq)
+	cfg := writeConfig(t, brokers, n, modules["enrich"], in, out, dlq, "")
+	p := startProc(t, "run", "--config", cfg)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cl := kafkatest.Client(t, brokers, kgo.ProducerLinger(5*time.Millisecond))
+	const rate = 800 // records/s
+	produced, hostile := 0, 0
+	prodDone := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		end := time.Now().Add(dur)
+		for time.Now().Before(end) {
+			select {
+			case <-ctx.Done():
+				prodDone <- ctx.Err()
+				return
+			case <-tick.C:
+			}
+			recs := make([]*kgo.Record, 0, rate/20)
+			for j := 0; j < rate/20; j++ {
+				v := fmt.Sprintf(`{"i":%d}`, produced)
+				switch {
+				case produced%100 == 7:
+					v = fmt.Sprintf(`{"i":%d,"fault":"panic"}`, produced)
+				case produced%100 == 31:
+					v = fmt.Sprintf(`{"i":%d,"fault":"fail"}`, produced)
+				case produced%500 == 77:
+					v = fmt.Sprintf(`{"i":%d,"fault":"oom"}`, produced)
+				case produced%250 == 3:
+					v = "not json"
+				}
+				if strings.Contains(v, "fault") || v == "not json" {
+					hostile++
+				}
+				recs = append(recs, &kgo.Record{Topic: in, Key: []byte(fmt.Sprintf("k%d", produced%97)), Value: []byte(v)})
+				produced++
+			}
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				prodDone <- err
+				return
+			}
+		}
+		prodDone <- nil
+	}()
+
+	type sample struct {
+		at  time.Duration
+		rss int // KiB
+	}
+	var samples []sample
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var perr error
+sampling:
+	for {
+		select {
+		case perr = <-prodDone:
+			break sampling
+		case <-tick.C:
+			if !p.alive() {
+				t.Fatalf("wasmstream exited during the soak")
+			}
+			rss := rssKiB(p.cmd.Process.Pid)
+			if rss == 0 {
+				t.Fatalf("could not read the resident memory of pid %d", p.cmd.Process.Pid)
+			}
+			samples = append(samples, sample{time.Since(start), rss})
+		}
+	}
+	if perr != nil {
+		t.Fatalf("producing: %v", perr)
+	}
+	// Every input ends in the output or the dead-letter topic.
+	outR, dlqR := kafkatest.NewReader(t, brokers, out), kafkatest.NewReader(t, brokers, dlq)
+	outR.ReadUntil(t, 3*time.Minute, "the healthy records in the output", func(rs []*kgo.Record) bool { return len(rs) >= produced-hostile })
+	dlqR.ReadUntil(t, 3*time.Minute, "the hostile records in the dead-letter topic", func(rs []*kgo.Record) bool { return len(rs) >= hostile })
+	if code := p.stop(t, 60*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+
+	// Compare the middle third with the last third (the first third is
+	// warm-up: instances, buffers and caches reach their working size).
+	third := len(samples) / 3
+	if third < 5 {
+		t.Fatalf("only %d RSS samples", len(samples))
+	}
+	med := func(s []sample) int {
+		v := make([]int, len(s))
+		for i := range s {
+			v[i] = s[i].rss
+		}
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		return v[len(v)/2]
+	}
+	peak := 0
+	for _, s := range samples {
+		peak = max(peak, s.rss)
+	}
+	mid, last := med(samples[third:2*third]), med(samples[2*third:])
+	t.Logf("soak %v at %d rec/s, %d records (%d hostile, every one in the dead-letter topic): RSS median %d MiB in the middle third, %d MiB in the last third (%+.1f%%), peak %d MiB, first sample %d MiB",
+		dur, rate, produced, hostile, mid/1024, last/1024, 100*float64(last-mid)/float64(mid), peak/1024, samples[0].rss/1024)
+	// Flat means: the last third's median is within 15% (+8 MiB of noise)
+	// of the middle third's.
+	if float64(last) > float64(mid)*1.15+8*1024 {
+		t.Fatalf("resident memory trends upwards: median %d KiB in the middle third, %d KiB in the last third", mid, last)
+	}
+}
