@@ -62,6 +62,8 @@ test)
     # Scheduling under oversubscription is only faithful without the race
     # detector's instrumentation: run that test plainly too.
     go test -count=1 -run TestOversubscribedInstancesMeetDeadlines ./host/
+    say "fuzz targets, briefly (FUZZTIME=10m bash tests/fuzz.sh for a long run)"
+    FUZZTIME="${FUZZTIME:-8s}" bash tests/fuzz.sh
     say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
     # -p 1: packages one at a time, so the timing-sensitive integration tests
     # (latency, RSS) do not share the 2 cores with race-instrumented unit tests.

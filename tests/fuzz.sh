@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the repository (each `func FuzzXxx` in a
+# *_test.go file) for FUZZTIME each (default 8s) and prints one line per
+# target with the executions it ran. The test command runs it short; for a
+# long run: FUZZTIME=10m bash tests/fuzz.sh  (or FUZZ=FuzzDecodeRecord to pick
+# targets by regular expression). New corpus entries that fail are written
+# to the package's testdata/fuzz/ by Go; commit them as regression seeds.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+fuzztime="${FUZZTIME:-8s}"
+pick="${FUZZ:-.}"
+failed=0
+while IFS= read -r file; do
+    dir="$(dirname "$file")"
+    for target in $(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$file" | sed 's/^func //'); do
+        [[ "$target" =~ $pick ]] || continue
+        out="$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$dir" 2>&1)" || {
+            printf '%s\n' "$out" >&2
+            echo "FAIL fuzz $dir $target" >&2
+            failed=1
+            continue
+        }
+        execs="$(printf '%s\n' "$out" | grep -oE 'execs: [0-9]+' | tail -1 | grep -oE '[0-9]+' || echo '?')"
+        printf 'fuzz %-28s %-22s %s executions in %s\n' "$dir" "$target" "$execs" "$fuzztime"
+    done
+done < <(grep -rlE --include='*_test.go' '^func Fuzz' . | grep -v '^./tests/tools/' | sort)
+exit "$failed"
