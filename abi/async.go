@@ -2,6 +2,7 @@ package abi
 
 import (
 	"encoding/binary"
+	"math"
 	"time"
 )
 
@@ -124,7 +125,7 @@ func AppendHTTPRequest(b []byte, r *HTTPRequest) []byte {
 	b = appendString(b, r.URL)
 	b = appendHeaders(b, r.Headers)
 	b = appendBytes(b, r.Body)
-	return binary.LittleEndian.AppendUint32(b, uint32(min(max(r.Timeout/time.Millisecond, 0), 1<<31)))
+	return binary.LittleEndian.AppendUint32(b, uint32(min(max(r.Timeout/time.Millisecond, 0), math.MaxUint32)))
 }
 
 // DecodeHTTPRequest decodes an HTTP request. The returned slices alias b.

@@ -14,9 +14,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmstream/wasmstream/host/internal/slots"
 )
 
 // Engine compiles modules and owns the compiled-code cache. Safe for
@@ -24,11 +27,18 @@ import (
 type Engine struct {
 	cache wazero.CompilationCache
 	log   *slog.Logger
-	// running bounds guest calls executing at once to the cores the Go
-	// runtime uses (RATIONALE.md, "Guest calls and cores").
-	running chan struct{}
+	// slots bounds guest calls executing at once to the cores the Go
+	// runtime uses (RATIONALE.md, "Guest calls and cores") and shares them
+	// among pipelines by weight: one group per module name, so a pipeline's
+	// retry tier and its deployed versions share one share.
+	slots *slots.Pool
 	// asyncOps counts guest asynchronous operations in flight.
 	asyncOps atomic.Int64
+	// held counts the bytes of emitted outputs held (heldoutputs.go).
+	held heldOutputs
+	// logStats counts dropped guest log lines per pipeline name (guestlog.go).
+	logMu    sync.Mutex
+	logStats map[string]*guestLogStats
 }
 
 // AsyncInFlight is the number of asynchronous operations in flight across
@@ -41,7 +51,7 @@ func NewEngine(cacheDir string, log *slog.Logger) (*Engine, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Engine{log: log, running: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	e := &Engine{log: log, slots: slots.New(runtime.GOMAXPROCS(0), slots.Options{})}
 	if cacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
 		return e, nil

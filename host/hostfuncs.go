@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -150,6 +151,10 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(abi.ErrnoTopicDenied)
 		return
 	}
+	if !in.holdOutput(st, len(raw)) { // host.max_held_output_bytes
+		stack[0] = errno(abi.ErrnoLimit)
+		return
+	}
 	st.outputs = append(st.outputs, o)
 	st.outBytes += len(raw)
 	stack[0] = 0
@@ -176,7 +181,8 @@ func hostSetError(ctx context.Context, mod api.Module, stack []uint64) {
 	stack[0] = 0
 }
 
-// log(level, ptr, len)
+// log(level, ptr, len): the message (cut to maxMessage bytes) goes to the
+// host's log unless the instance is over its log rate (guestlog.go).
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instance(ctx)
 	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
@@ -195,6 +201,14 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		lv = slog.LevelWarn
 	case abi.LogError:
 		lv = slog.LevelError
+	}
+	if !in.m.log.Enabled(ctx, lv) {
+		return // a level the host does not write costs the guest nothing
+	}
+	lim, now := &in.m.limits, time.Now()
+	if !in.logs.take(now, len(msg)+logLineOverhead, lim.LogBytesPerSecond, lim.LogBurstBytes) {
+		in.m.logDropped(now, len(msg))
+		return
 	}
 	in.m.log.Log(ctx, lv, string(msg), "source", "guest", "instance", in.id)
 }

@@ -64,6 +64,10 @@ type Result struct {
 	// Outputs are what the record emitted, held until now; set only when
 	// Status is StatusOK. The caller owns them.
 	Outputs []abi.Output
+	// HeldBytes is what Outputs count against the engine's bound on held
+	// outputs (heldoutputs.go); the caller gives it back with
+	// Engine.ReleaseOutputs once they are acknowledged or dropped.
+	HeldBytes int64
 	// Err explains a failure: a *GuestError or a *Fault.
 	Err error
 }
@@ -93,6 +97,7 @@ type Instance struct {
 	base       context.Context // ends when the instance closes: cancels its operations
 	baseCancel context.CancelFunc
 	stderr     outputBuffer
+	logs       logBucket // rate-limits log (guestlog.go)
 	dead       bool
 
 	cur        *recState // the record of the call in progress
@@ -119,6 +124,7 @@ type recState struct {
 	enc      []byte
 	outputs  []abi.Output
 	outBytes int
+	held     int64 // what outputs count in the engine's heldOutputs
 	errMsg   string
 	deadline time.Time
 	ops      map[uint32]*opState // outstanding
@@ -232,7 +238,7 @@ func (in *Instance) newRec(tag any) *recState {
 		in.lastHandle = 1
 	}
 	st.handle, st.tag, st.ended = in.lastHandle, tag, false
-	st.outputs, st.outBytes, st.errMsg = nil, 0, ""
+	st.outputs, st.outBytes, st.held, st.errMsg = nil, 0, 0, ""
 	return st
 }
 
@@ -261,6 +267,8 @@ func (in *Instance) endRecord(st *recState) {
 	}
 	st.tag = nil
 	st.outputs = nil
+	in.m.held.release(st.held) // outputs not handed over die with the record
+	st.held = 0
 }
 
 // Process calls the guest with rec and returns its outcome. ctx bounds the
@@ -286,16 +294,16 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Resul
 func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func() ([]uint64, api.Function)) Result {
 	in.fault = nil
 	in.stderr.reset()
-	// Wait for a core before the deadline starts: with more instances than
-	// cores, the Go scheduler cannot preempt a goroutine inside guest code,
-	// and calls left runnable would be starved for seconds and time out for
-	// no fault of theirs.
-	select {
-	case in.m.running <- struct{}{}:
-	case <-ctx.Done():
-		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host before it started: " + ctx.Err().Error()}}
+	// Wait for a core, within the pipeline's share of them (host/internal/slots),
+	// before the deadline starts: with more instances than cores, the Go
+	// scheduler cannot preempt a goroutine inside guest code, and calls left
+	// runnable would be starved for seconds and time out for no fault of
+	// theirs.
+	held, aerr := in.m.slots.Acquire(ctx)
+	if aerr != nil {
+		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host before it started: " + aerr.Error()}}
 	}
-	defer func() { <-in.m.running }()
+	defer held.Release()
 	if op == nil {
 		st.deadline = time.Now().Add(in.m.limits.RecordTimeout)
 	}
@@ -336,10 +344,10 @@ func (in *Instance) settle(st *recState, res Result, first bool) Result {
 	}
 	switch res.Status {
 	case abi.StatusOK:
-		out := st.outputs
-		st.outputs = nil
+		out, held := st.outputs, st.held
+		st.outputs, st.held = nil, 0 // the caller's now
 		in.finishRec(st)
-		return Result{Status: abi.StatusOK, Outputs: out}
+		return Result{Status: abi.StatusOK, Outputs: out, HeldBytes: held}
 	case abi.StatusRetry, abi.StatusFail:
 		msg := st.errMsg
 		if msg == "" {

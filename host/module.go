@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/slots"
 )
 
 // Limits bound what one instance may use.
@@ -26,25 +27,44 @@ type Limits struct {
 	// whose declared minimum exceeds it is refused at load; a memory.grow past
 	// it fails inside the guest.
 	MemoryPages uint32
+	// TableElements caps the elements of each instance's tables together
+	// (8 bytes each). A module whose tables' declared minimums or element
+	// segments exceed it is refused at load; a table.grow past it returns
+	// -1 inside the guest (bounds.go).
+	TableElements uint32
 	// RecordTimeout is the deadline of one call into the guest. A guest still
 	// running then is interrupted and the instance discarded.
 	RecordTimeout time.Duration
 	// MaxOutputs and MaxOutputBytes cap what one record may emit.
 	MaxOutputs     int
 	MaxOutputBytes int
+	// LogBytesPerSecond and LogBurstBytes rate-limit each instance's log
+	// calls: a token bucket of bytes refilled at LogBytesPerSecond up to
+	// LogBurstBytes, where a line costs its message (at most 4 KiB) plus 256
+	// bytes. Lines over it are dropped and counted (guestlog.go).
+	LogBytesPerSecond int
+	LogBurstBytes     int
 }
 
-// DefaultLimits are used for zero fields.
+// DefaultLimits are used for zero fields. They are the only defaults: the
+// configuration (limits.*) takes its defaults from here.
 var DefaultLimits = Limits{
-	MemoryPages:    512, // 32 MiB
+	MemoryPages:    512,     // 32 MiB
+	TableElements:  1 << 20, // 8 MiB; a Go guest's table holds ~6,000
 	RecordTimeout:  5 * time.Second,
 	MaxOutputs:     1000,
 	MaxOutputBytes: 16 << 20,
+	// ~128 short lines a second per instance, after a burst of ~512.
+	LogBytesPerSecond: 32 << 10,
+	LogBurstBytes:     128 << 10,
 }
 
 func (l Limits) withDefaults() Limits {
 	if l.MemoryPages == 0 {
 		l.MemoryPages = DefaultLimits.MemoryPages
+	}
+	if l.TableElements == 0 {
+		l.TableElements = DefaultLimits.TableElements
 	}
 	if l.RecordTimeout <= 0 {
 		l.RecordTimeout = DefaultLimits.RecordTimeout
@@ -54,6 +74,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxOutputBytes <= 0 {
 		l.MaxOutputBytes = DefaultLimits.MaxOutputBytes
+	}
+	if l.LogBytesPerSecond <= 0 {
+		l.LogBytesPerSecond = DefaultLimits.LogBytesPerSecond
+	}
+	if l.LogBurstBytes <= 0 {
+		l.LogBurstBytes = DefaultLimits.LogBurstBytes
 	}
 	return l
 }
@@ -77,6 +103,10 @@ type ModuleConfig struct {
 	Env map[string]string
 	// Observer, when set, sees every guest call and asynchronous operation.
 	Observer Observer
+	// Weight is the module's share of the engine's guest-call slots relative
+	// to other names' (pipelines[].weight; 0 means 1). Modules of one Name
+	// share one share.
+	Weight int
 }
 
 // Observer sees the timing of guest calls and asynchronous operations, with
@@ -110,10 +140,12 @@ type Module struct {
 	allowed  map[string]bool
 	log      *slog.Logger
 	nextID   atomic.Uint64
-	running  chan struct{} // the engine's
+	slots    *slots.Group // its share of the engine's guest-call slots
+	held     *heldOutputs // the engine's account of held outputs
 	async    AsyncConfig
 	ops      map[abi.OpKind]Operation
-	asyncOps *atomic.Int64 // the engine's count of operations in flight
+	asyncOps *atomic.Int64  // the engine's count of operations in flight
+	logStats *guestLogStats // the engine's, for this pipeline name
 }
 
 // ErrIncompatible is wrapped by every error that refuses a module at load.
@@ -129,12 +161,18 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 	if v := uint32(wasm[4]) | uint32(wasm[5])<<8 | uint32(wasm[6])<<16 | uint32(wasm[7])<<24; v != 1 {
 		return nil, fmt.Errorf("%w: WebAssembly binary format version %d (want 1)", ErrIncompatible, v)
 	}
+	// Measure before wazero decodes anything: it allocates what the module
+	// declares. code is what is compiled: tables given a maximum.
+	code, err := bound(wasm, lim)
+	if err != nil {
+		return nil, err
+	}
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(e.cache).
 		WithMemoryLimitPages(lim.MemoryPages).
 		WithCloseOnContextDone(true)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), running: e.running, asyncOps: &e.asyncOps, async: cfg.Async}
+	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name)}
 	if m.async.MaxPerRecord <= 0 {
 		m.async.MaxPerRecord = 16
 	}
@@ -145,7 +183,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 			rt.Close(ctx)
 		}
 	}()
-	compiled, err := rt.CompileModule(ctx, wasm)
+	compiled, err := rt.CompileModule(ctx, code)
 	if err != nil {
 		if msg := err.Error(); strings.Contains(msg, "section memory") && strings.Contains(msg, "over limit") {
 			return nil, fmt.Errorf("%w: memory minimum exceeds the limit of %d pages (limits.memory_pages): %v", ErrIncompatible, lim.MemoryPages, err)
@@ -184,8 +222,12 @@ func (m *Module) Info() Info { return m.info }
 // Limits are the limits the module's instances run under.
 func (m *Module) Limits() Limits { return m.limits }
 
-// Close releases the module and every instance still open.
-func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
+// Close releases the module and every instance still open, and writes the
+// summary of guest log lines dropped since the last one.
+func (m *Module) Close(ctx context.Context) error {
+	m.flushLogSummary()
+	return m.rt.Close(ctx)
+}
 
 type sig struct {
 	params, results []api.ValueType
@@ -246,7 +288,10 @@ func (m *Module) check() error {
 			}
 		case strings.HasPrefix(mod, "wasmstream_v"):
 			probs = append(probs, fmt.Sprintf("built for wasmstream ABI %s (imports %s.%s); this host implements ABI v%d (%s)", strings.TrimPrefix(mod, "wasmstream_"), mod, name, abi.Version, abi.HostModule))
-		case mod == wasi_snapshot_preview1.ModuleName:
+		case mod == abi.WASIModule:
+			if !abi.WASIAllowed(name) {
+				probs = append(probs, fmt.Sprintf("imports %s.%s, which the ABI forbids: no filesystem, no sockets (ABI.md §1 allows %s)", mod, name, strings.Join(abi.WASIFunctions(), ", ")))
+			}
 		default:
 			probs = append(probs, fmt.Sprintf("imports %s.%s from unknown module %q (the host provides %s and %s)", mod, name, mod, abi.HostModule, wasi_snapshot_preview1.ModuleName))
 		}

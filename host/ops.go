@@ -53,8 +53,10 @@ type HTTPConfig struct {
 	Timeout time.Duration
 	// ConnectTimeout bounds connecting and the TLS handshake (0 = 3s).
 	ConnectTimeout time.Duration
-	// MaxResponseBytes caps a response body (0 = 1 MiB); a longer one
-	// completes with an error.
+	// MaxResponseBytes caps a response (0 = 1 MiB): its status line, header
+	// names and values and body together, as the guest would read them. The
+	// transport stops reading headers past it; a longer response completes
+	// with an error.
 	MaxResponseBytes int64
 	// MaxRequestBytes caps a request body (0 = 1 MiB).
 	MaxRequestBytes int
@@ -131,6 +133,9 @@ func newHTTPOp(cfg HTTPConfig) *httpOp {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     true,
+		// Headers count against the response cap: the transport stops
+		// reading them (HTTP/1 and HTTP/2) before they could exceed it.
+		MaxResponseHeaderBytes: cfg.MaxResponseBytes,
 	}
 	op.client = &http.Client{
 		Transport: tr,
@@ -230,17 +235,33 @@ func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duratio
 		}
 		return abi.AppendCompletionError(nil, abi.CompletionError, "http: "+msg)
 	}
+	tooLarge := func(detail string) []byte {
+		return abi.AppendCompletionError(nil, abi.CompletionError, fmt.Sprintf("http: %s %s: response over %s.max_response_bytes (%d bytes for the status line, headers and body together): %s", hr.Method, hr.URL, op.cfg.ConfigKey, op.cfg.MaxResponseBytes, detail))
+	}
 	resp, err := op.client.Do(hr)
 	if err != nil {
+		if headerLimitErr(err) {
+			return tooLarge(fmt.Sprintf("the transport stopped reading its headers (%v)", err))
+		}
+		if strings.Contains(err.Error(), "connection error: PROTOCOL_ERROR") {
+			// An HTTP/2 client ends the connection this way when a header
+			// block is far over the limit it advertised.
+			err = fmt.Errorf("%w (the server broke HTTP/2, or sent response headers over %s.max_response_bytes (%d))", err, op.cfg.ConfigKey, op.cfg.MaxResponseBytes)
+		}
 		return fail(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, op.cfg.MaxResponseBytes+1))
+	head := headerSize(resp)
+	if head > op.cfg.MaxResponseBytes {
+		return tooLarge(fmt.Sprintf("%d bytes of status line and headers", head))
+	}
+	room := op.cfg.MaxResponseBytes - head
+	body, err := io.ReadAll(io.LimitReader(resp.Body, room+1))
 	if err != nil {
 		return fail(err)
 	}
-	if int64(len(body)) > op.cfg.MaxResponseBytes {
-		return abi.AppendCompletionError(nil, abi.CompletionError, fmt.Sprintf("http: %s %s: response body exceeds %s.max_response_bytes (%d)", hr.Method, hr.URL, op.cfg.ConfigKey, op.cfg.MaxResponseBytes))
+	if int64(len(body)) > room {
+		return tooLarge(fmt.Sprintf("%d bytes of status line and headers, then a body of more than %d", head, room))
 	}
 	r := abi.HTTPResponse{Status: resp.StatusCode, Body: body}
 	for k, vs := range resp.Header {
@@ -249,6 +270,27 @@ func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duratio
 		}
 	}
 	return abi.AppendHTTPResponse(append(make([]byte, 0, 64+len(body)), abi.CompletionOK), &r)
+}
+
+// headerSize is what a response's status line and headers count against
+// max_response_bytes: the protocol and status, and every header name and
+// value.
+func headerSize(resp *http.Response) int64 {
+	n := int64(len(resp.Proto) + 1 + len(resp.Status))
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			n += int64(len(k) + len(v))
+		}
+	}
+	return n
+}
+
+// headerLimitErr reports whether err is the transport refusing response
+// headers over Transport.MaxResponseHeaderBytes (HTTP/1 or HTTP/2); net/http
+// has no sentinel for either.
+func headerLimitErr(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "server response headers exceeded") || strings.Contains(msg, "header list larger than")
 }
 
 // describe names an op for reports.

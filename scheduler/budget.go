@@ -11,7 +11,8 @@ import (
 // budget over its limit, which is logged); instances above the minimum are
 // borrowed only while the budget has room, and given back after an idle
 // period. Memory is accounted by reservation: an instance reserves its
-// pipeline's limits.memory_pages. Safe for concurrent use.
+// pipeline's limits.memory_pages and limits.table_elements (8 bytes each).
+// Safe for concurrent use.
 type Budget struct {
 	maxInstances int
 	maxBytes     int64
@@ -29,6 +30,41 @@ type Budget struct {
 	asyncCount func() int64
 	asyncMu    sync.Mutex
 	admitting  int64 // records admitted under the bound whose call has not returned
+
+	// The host's account of emitted outputs held (nil: none).
+	outputs OutputAccount
+}
+
+// OutputAccount is the host's account of the bytes of emitted outputs it
+// holds (host.Engine): records running or waiting hold theirs, and the
+// outputs handed to the producer stay counted until the broker acknowledged
+// them.
+type OutputAccount interface {
+	HeldOutputBytes() (held, max int64)
+	ReleaseOutputs(n int64)
+}
+
+// LimitHeldOutputs makes admission respect a: no task starts a record while
+// the outputs held are at or above half of a's bound (the soft mark), so
+// that records already running have the other half to emit into before
+// emit refuses outputs (the hard bound).
+func (b *Budget) LimitHeldOutputs(a OutputAccount) { b.outputs = a }
+
+// overHeldOutputs reports whether the held outputs are at the soft mark.
+func (b *Budget) overHeldOutputs() bool {
+	if b.outputs == nil {
+		return false
+	}
+	held, max := b.outputs.HeldOutputBytes()
+	return max > 0 && held >= max/2
+}
+
+// releaseOutputs gives back what a record's outputs counted (host.Result's
+// HeldBytes) once they are acknowledged or dropped.
+func (b *Budget) releaseOutputs(n int64) {
+	if b.outputs != nil && n != 0 {
+		b.outputs.ReleaseOutputs(n)
+	}
 }
 
 // LimitAsync bounds asynchronous operations in flight across the host to

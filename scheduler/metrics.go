@@ -59,6 +59,9 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		faults    = counter("wasmstream.guest.faults", "{fault}", "Guest faults (traps, panics, deadlines, out of memory, bad pointers...).")
 		restarted = counter("wasmstream.records.restarted", "{record}", "Records restarted because their instance was discarded while they waited.")
 		commits   = counter("wasmstream.commits", "{commit}", "Successful offset commits.")
+		logDrop   = counter("wasmstream.guest.log.dropped", "{line}", "Guest log lines dropped over limits.log_bytes_per_second and limits.log_burst_bytes.")
+		logDropB  = counter("wasmstream.guest.log.dropped_bytes", "By", "Message bytes of the guest log lines dropped.")
+		forged    = counter("wasmstream.forged_headers", "{header}", "wasmstream.* headers not believed: any on an input record (a producer set them), malformed ones on a retry record.")
 
 		inFlight  = gauge("wasmstream.task.in_flight", "{record}", "Records fetched and not yet done, per partition task.")
 		queued    = gauge("wasmstream.task.queued", "{record}", "Records waiting to start, per partition task.")
@@ -76,6 +79,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		hostInstLimit = gauge("wasmstream.host.instances.limit", "{instance}", "host.max_instances.")
 		hostInFlight  = gauge("wasmstream.host.records.in_flight", "{record}", "Records in flight host-wide.")
 		hostAsync     = gauge("wasmstream.host.async.in_flight", "{operation}", "Guest asynchronous operations in flight host-wide.")
+		hostHeld      = gauge("wasmstream.host.held_output_bytes", "By", "Bytes of emitted outputs the host holds (records running or waiting, outputs not yet acknowledged).")
+		hostHeldLimit = gauge("wasmstream.host.held_output_bytes.limit", "By", "host.max_held_output_bytes.")
 		retryBacklog  = gauge("wasmstream.retry.backlog", "{record}", "Records waiting on a retry tier topic (its retry workers' lag).")
 	)
 	if err != nil {
@@ -98,6 +103,10 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			}
 			p.psMu.Unlock()
 			o.ObserveInt64(commits, p.stats.Commits.Load(), metric.WithAttributes(pipe))
+			dl, db := r.engine.GuestLogDropped(p.pc.Name)
+			o.ObserveInt64(logDrop, dl, metric.WithAttributes(pipe))
+			o.ObserveInt64(logDropB, db, metric.WithAttributes(pipe))
+			o.ObserveInt64(forged, p.stats.ForgedHeaders.Load(), metric.WithAttributes(pipe))
 			p.mu.Lock()
 			tasks := make([]*task, 0, len(p.tasks))
 			for _, t := range p.tasks {
@@ -153,9 +162,12 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		n, _ := r.budget.InFlight()
 		o.ObserveInt64(hostInFlight, n)
 		o.ObserveInt64(hostAsync, r.engine.AsyncInFlight())
+		held, heldMax := r.engine.HeldOutputBytes()
+		o.ObserveInt64(hostHeld, held)
+		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
-	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, commits, inFlight, queued, committed, watermark, lag, paused, instances,
-		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, retryBacklog)
+	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, commits, forged, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
+		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

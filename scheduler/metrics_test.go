@@ -119,6 +119,10 @@ func TestMetricsUnderKnownLoad(t *testing.T) {
 	if got := sumInt(m["wasmstream.instances"], all); got != int64(snap.Instances) {
 		t.Errorf("instances by state add up to %d, the pipeline runs %d", got, snap.Instances)
 	}
+	// Every output acknowledged: the host holds no output bytes any more.
+	if got, lim := sumInt(m["wasmstream.host.held_output_bytes"], all), sumInt(m["wasmstream.host.held_output_bytes.limit"], all); got != 0 || lim <= 0 {
+		t.Errorf("host.held_output_bytes %d (limit %d) after every output was acknowledged, want 0 (limit > 0)", got, lim)
+	}
 	if used, _ := r.Budget().Instances(); sumInt(m["wasmstream.host.instances"], all) != int64(used) {
 		t.Errorf("host.instances %d, budget %d", sumInt(m["wasmstream.host.instances"], all), used)
 	}

@@ -40,6 +40,9 @@ type Stats struct {
 	Skipped    atomic.Int64 // records skipped because a previous owner recorded them done
 	Retried    atomic.Int64 // records acknowledged on a retry topic (or retried inline)
 	Restarted  atomic.Int64 // records restarted because their instance was discarded while they waited
+	// ForgedHeaders counts wasmstream.* headers not believed: any on an
+	// input topic, malformed ones on a retry topic (scheduler/headers.go).
+	ForgedHeaders atomic.Int64
 
 	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
 	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
@@ -96,10 +99,12 @@ type Pipeline struct {
 	// attempt number from the record's headers.
 	secondary bool
 	retryable map[string]bool // fault kinds retried
-	async     bool            // the module starts asynchronous operations
-	tracer    *tracing.Tracer // nil: tracing off
-	metrics   *Metrics        // nil: no metrics
-	flow      chan struct{}
+	// async is set once any version of the module starts asynchronous
+	// operations; a deploy (admin API goroutine) sets it while workers read it.
+	async   atomic.Bool
+	tracer  *tracing.Tracer // nil: tracing off
+	metrics *Metrics        // nil: no metrics
+	flow    chan struct{}
 
 	pollCancel context.CancelFunc
 	pollDone   chan struct{}
@@ -123,8 +128,9 @@ type Pipeline struct {
 // NewPipeline creates the pipeline's client; Start begins consuming.
 func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budget *Budget, brokers []string, log *slog.Logger, extra ...kgo.Opt) (*Pipeline, error) {
 	p := &Pipeline{
-		budget:        budget,
-		instanceBytes: int64(pc.Limits.MemoryPages) * 65536,
+		budget: budget,
+		// An instance reserves its linear memory and its tables at their bounds.
+		instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 		flow:          make(chan struct{}, 1),
 		retryable:     map[string]bool{},
 		cfg:           cfg,
@@ -138,7 +144,7 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 	p.ver.Store(&modVersion{m: mod})
 	sc := make(chan struct{})
 	p.swapCh.Store(&sc)
-	p.async = mod.Info().Async
+	p.async.Store(mod.Info().Async)
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true
 	}

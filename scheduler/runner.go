@@ -55,6 +55,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	if err != nil {
 		return nil, err
 	}
+	r.engine.LimitHeldOutputs(cfg.Host.MaxHeldOutputBytes)
 	tc := cfg.Tracing
 	r.tracer, err = tracing.New(ctx, tracing.Config{Exporter: tc.Exporter, Endpoint: tc.Endpoint, Insecure: tc.Insecure,
 		File: cfg.TracingFile(), SampleRatio: *tc.SampleRatio, ServiceName: tc.ServiceName, Version: Version})
@@ -94,6 +95,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	}
 	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
 	r.budget.LimitAsync(cfg.Host.MaxAsyncInFlight, r.engine.AsyncInFlight)
+	r.budget.LimitHeldOutputs(r.engine)
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
 		p, err := NewPipeline(cfg, pc, r.modules[i], r.budget, r.brokers, log)
@@ -166,10 +168,13 @@ func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b
 	m, err := e.Load(ctx, b, host.ModuleConfig{
 		Name: pc.Name,
 		Limits: host.Limits{
-			MemoryPages:    pc.Limits.MemoryPages,
-			RecordTimeout:  pc.Limits.RecordTimeout,
-			MaxOutputs:     pc.Limits.MaxOutputs,
-			MaxOutputBytes: pc.Limits.MaxOutputBytes,
+			MemoryPages:       pc.Limits.MemoryPages,
+			TableElements:     pc.Limits.TableElements,
+			RecordTimeout:     pc.Limits.RecordTimeout,
+			MaxOutputs:        pc.Limits.MaxOutputs,
+			MaxOutputBytes:    pc.Limits.MaxOutputBytes,
+			LogBytesPerSecond: pc.Limits.LogBytesPerSecond,
+			LogBurstBytes:     pc.Limits.LogBurstBytes,
 		},
 		AllowedTopics: allowed,
 		Async: host.AsyncConfig{
@@ -185,6 +190,7 @@ func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b
 		},
 		Env:      pc.Env,
 		Observer: obs,
+		Weight:   pc.Weight,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -54,7 +54,9 @@ func (p *Pipeline) swapped() <-chan struct{} { return *p.swapCh.Load() }
 func (p *Pipeline) setModule(nv *modVersion) {
 	m := nv.m
 	old := p.ver.Swap(nv)
-	p.async = m.Info().Async || p.async
+	if m.Info().Async {
+		p.async.Store(true) // never cleared: instances of an older version may still wait on operations
+	}
 	next := make(chan struct{})
 	close(*p.swapCh.Swap(&next))
 	if old != nil && old != nv {

@@ -3,8 +3,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -211,20 +212,6 @@ func (t *task) runnableLocked() bool {
 	return len(t.free) > 0 || len(t.ready) > 0
 }
 
-// dueAt is when a retry record's next attempt is due (zero if unknown).
-func dueAt(r *kgo.Record) time.Time {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == HeaderDue {
-			ms, err := strconv.ParseInt(string(r.Headers[i].Value), 10, 64)
-			if err != nil {
-				return time.Time{}
-			}
-			return time.UnixMilli(ms)
-		}
-	}
-	return time.Time{}
-}
-
 // grow borrows an instance if records are runnable and none is idle.
 func (t *task) grow() {
 	t.mu.Lock()
@@ -331,10 +318,15 @@ func (t *task) abort() { t.cancel() }
 // finishing later no longer count.
 func (t *task) close() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.closed {
+	first := !t.closed
+	if first {
 		t.closed = true
 		t.p.budget.inFlight.Add(-int64(t.inFlight))
+	}
+	t.mu.Unlock()
+	if first && t.rel != nil {
+		// Not under t.mu: settling takes the releaser's lock, then t.mu.
+		t.rel.abandon(t.p.budget.releaseOutputs)
 	}
 }
 
@@ -421,53 +413,7 @@ func (t *task) classify(res *host.Result) failure {
 	return failure{KindGuestRetry, res.Err.Error(), true}
 }
 
-// attemptOf is the attempt number r is on: 1, or what its retry headers say.
-func (t *task) attemptOf(r *kgo.Record) int {
-	if !t.p.secondary {
-		return 1
-	}
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == HeaderAttempt {
-			if n, err := strconv.Atoi(string(r.Headers[i].Value)); err == nil && n >= 1 {
-				return n
-			}
-		}
-	}
-	return 1
-}
-
-func historyEntry(f failure) string {
-	e := f.kind + ": " + f.msg
-	if len(e) > 1024 {
-		e = e[:1024]
-	}
-	return e
-}
-
-// originOf returns where a retry record was first consumed.
-func originOf(r *kgo.Record) (topic string, partition int32, offset, timestamp int64) {
-	topic, partition, offset, timestamp = r.Topic, r.Partition, r.Offset, r.Timestamp.UnixMilli()
-	for _, h := range r.Headers {
-		v := string(h.Value)
-		switch h.Key {
-		case HeaderOriginalTopic:
-			topic = v
-		case HeaderOriginalPartition:
-			if n, err := strconv.ParseInt(v, 10, 32); err == nil {
-				partition = int32(n)
-			}
-		case HeaderOriginalOffset:
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				offset = n
-			}
-		case HeaderOriginalTimestamp:
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				timestamp = n
-			}
-		}
-	}
-	return
-}
+func historyEntry(f failure) string { return failhdr.NewEntry(0, f.kind, f.msg).Text }
 
 // fail routes a failed attempt: to the retry topic of the next attempt's
 // backoff tier when it may be retried there, otherwise to the dead-letter
@@ -477,7 +423,7 @@ func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string, tr 
 	if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryTopics {
 		delay, tier := t.p.pc.Delay(attempt + 1)
 		hs := t.failureHeaders(r, attempt, attempt+1, f, history)
-		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, time.Now().Add(delay).UnixMilli(), 10)})
+		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, time.Now().Add(delay).UnixMilli(), 10)}) // the one header failureHeaders leaves out
 		t.produceFailure(r, t.p.pc.TierTopic(tier), hs, func(s *Stats) *atomic.Int64 { return &s.Retried }, tr, tracing.ProduceRetry, f)
 		return
 	}
@@ -505,54 +451,38 @@ func withTraceContext(hs []kgo.RecordHeader, tp, ts []byte) []kgo.RecordHeader {
 }
 
 // failureHeaders builds a failed record's headers: its own (not wasmstream's),
-// where it was first consumed, its error history with this failure appended,
-// and attemptHeader in HeaderAttempt.
+// then what internal/failure encodes: where it was first consumed, its error
+// history with the inline attempts and this failure appended, and
+// attemptHeader as the attempt. What r's wasmstream.* headers are believed
+// is priorOf's decision: nothing on an input topic.
 func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failure, inline []string) []kgo.RecordHeader {
 	now := time.Now().UTC()
-	hs := make([]kgo.RecordHeader, 0, len(r.Headers)+12)
-	first := now.Format(time.RFC3339Nano)
-	var past []kgo.RecordHeader
-	for _, h := range r.Headers {
-		switch {
-		case !strings.HasPrefix(h.Key, HeaderPrefix):
-			hs = append(hs, h)
-		case h.Key == HeaderFirstFailure:
-			first = string(h.Value)
-		case strings.HasPrefix(h.Key, HeaderHistoryPrefix):
-			past = append(past, h)
-		}
+	st, _ := t.priorOf(r)
+	if !t.p.secondary {
+		st.FirstFailure = now
 	}
-	topic, partition, offset, ts := originOf(r)
-	hs = append(hs, past...)
 	n := attempt - len(inline)
 	for _, e := range inline {
-		hs = append(hs, kgo.RecordHeader{Key: HeaderHistoryPrefix + strconv.Itoa(n), Value: []byte(e)})
+		st.History = append(st.History, failhdr.Entry{Attempt: n, Text: e})
 		n++
 	}
-	hs = append(hs,
-		kgo.RecordHeader{Key: HeaderHistoryPrefix + strconv.Itoa(attempt), Value: []byte(historyEntry(f))},
-		kgo.RecordHeader{Key: HeaderPipeline, Value: []byte(t.p.pc.Name)},
-		kgo.RecordHeader{Key: HeaderErrorKind, Value: []byte(f.kind)},
-		kgo.RecordHeader{Key: HeaderError, Value: []byte(f.msg)},
-		kgo.RecordHeader{Key: HeaderOriginalTopic, Value: []byte(topic)},
-		kgo.RecordHeader{Key: HeaderOriginalPartition, Value: strconv.AppendInt(nil, int64(partition), 10)},
-		kgo.RecordHeader{Key: HeaderOriginalOffset, Value: strconv.AppendInt(nil, offset, 10)},
-		kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: strconv.AppendInt(nil, ts, 10)},
-		kgo.RecordHeader{Key: HeaderAttempt, Value: strconv.AppendInt(nil, int64(attemptHeader), 10)},
-		kgo.RecordHeader{Key: HeaderFirstFailure, Value: []byte(first)},
-		kgo.RecordHeader{Key: HeaderModuleDigest, Value: []byte(t.p.Module().Info().Digest)},
-		kgo.RecordHeader{Key: HeaderFailedAt, Value: []byte(now.Format(time.RFC3339Nano))},
-	)
-	return hs
+	st.History = append(st.History, failhdr.NewEntry(attempt, f.kind, f.msg))
+	st.Pipeline, st.Kind, st.Error = t.p.pc.Name, f.kind, f.msg
+	st.Attempt, st.ModuleDigest, st.FailedAt = attemptHeader, t.p.Module().Info().Digest, now
+	st.Due = time.Time{}
+	hs := failhdr.Own(r.Headers)
+	return failhdr.Encode(slices.Grow(hs, 12+len(st.History)), &st)
 }
 
 // produceOutputs produces a succeeded record's outputs; the record is done
 // once the broker acknowledged all of them. If one cannot be produced, the
 // record is dead-lettered instead (outputs already acknowledged stay: this is
 // at-least-once).
-func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, tr *tracing.Attempt) {
+// held is what the outputs count in the host's held outputs: given back once
+// the broker answered for every one of them.
+func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, held int64, tr *tracing.Attempt) {
 	if t.p.eos {
-		t.produceOutputsTxn(r, attempt, outs, tr)
+		t.produceOutputsTxn(r, attempt, outs, held, tr)
 		return
 	}
 	remaining := atomic.Int32{}
@@ -573,6 +503,7 @@ func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, tr 
 			if remaining.Add(-1) != 0 {
 				return
 			}
+			t.p.budget.releaseOutputs(held)
 			if e := failed.Load(); e != nil {
 				// Not from inside a promise: fail produces again.
 				go t.fail(r, attempt, failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, nil, tr)
@@ -604,20 +535,26 @@ func (t *task) outputRecord(o *abi.Output) *kgo.Record {
 // transaction (exactly_once): the record is done at once, and the
 // transaction's cut commits it only if every produce was acknowledged
 // (otherwise the transaction aborts and the record is processed again).
-func (t *task) produceOutputsTxn(r *kgo.Record, attempt int, outs []abi.Output, tr *tracing.Attempt) {
+func (t *task) produceOutputsTxn(r *kgo.Record, attempt int, outs []abi.Output, held int64, tr *tracing.Attempt) {
 	krs := make([]*kgo.Record, len(outs))
 	for i := range outs {
 		krs[i] = t.outputRecord(&outs[i])
 		if outputTooLarge(krs[i]) {
+			t.p.budget.releaseOutputs(held)
 			t.fail(r, attempt, failure{KindProduce, fmt.Sprintf("output %d to %s is over the %d bytes a transactional produce may carry", i, krs[i].Topic, maxOutputRecordBytes), false}, nil, tr)
 			return
 		}
 	}
+	remaining := atomic.Int32{}
+	remaining.Store(int32(len(krs)))
 	for _, kr := range krs {
 		tp, ts, sent := tr.Produce(tracing.ProduceOutput, kr.Topic)
 		kr.Headers = withTraceContext(kr.Headers, tp, ts)
 		t.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
+			if remaining.Add(-1) == 0 {
+				t.p.budget.releaseOutputs(held)
+			}
 			if err != nil {
 				t.p.txnFailed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
 				return

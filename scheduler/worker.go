@@ -79,13 +79,15 @@ const maxLostRestarts = 3
 type slot struct {
 	action func()
 	set    bool
+	held   int64 // output bytes the action gives back to the budget when it runs
 }
 
 // releaser keeps a partition's release order.
 type releaser struct {
-	mu sync.Mutex
-	q  []*slot
-	tx *task // exactly_once: actions run through tx.releaseInTxn
+	mu   sync.Mutex
+	q    []*slot
+	tx   *task       // exactly_once: actions run through tx.releaseInTxn
+	gone func(int64) // set by abandon: gives back the held bytes of later settles
 }
 
 func (rl *releaser) add() *slot {
@@ -101,6 +103,10 @@ func (rl *releaser) add() *slot {
 func (rl *releaser) settle(s *slot, action func()) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
+	if rl.gone != nil {
+		rl.gone(s.held) // the task closed: the outcome is not released
+		return
+	}
 	s.action, s.set = action, true
 	for len(rl.q) > 0 && rl.q[0].set {
 		h := rl.q[0]
@@ -114,6 +120,21 @@ func (rl *releaser) settle(s *slot, action func()) {
 			h.action()
 		}
 	}
+}
+
+// abandon drops the outcomes still waiting for their turn when the task
+// closes (under exactly_once, behind a record that was never decided): their
+// records stay uncommitted, and the outputs they held are given back with
+// giveBack, as are those of records settled later.
+func (rl *releaser) abandon(giveBack func(int64)) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	for _, s := range rl.q {
+		if s.set {
+			giveBack(s.held)
+		}
+	}
+	rl.q, rl.gone = nil, giveBack
 }
 
 // worker is one instance and the goroutine that owns it: every call into the
@@ -308,7 +329,10 @@ func (w *worker) canTake() bool {
 		}
 		w.upgrade()
 	}
-	if !w.t.p.async {
+	if w.t.p.budget.overHeldOutputs() {
+		return false // the host holds outputs up to its soft mark (host.max_held_output_bytes)
+	}
+	if !w.t.p.async.Load() {
 		return true // no async work: one record at a time
 	}
 	return !w.instLimited() && !w.t.p.budget.overAsync()
@@ -337,19 +361,20 @@ func (w *worker) admit() bool {
 	t := w.t
 	took := false
 	for w.canTake() {
+		async := t.p.async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
 		if t.stopping {
 			t.mu.Unlock()
 			return took
 		}
-		if t.p.async && !t.p.budget.admitAsync() {
+		if async && !t.p.budget.admitAsync() {
 			t.mu.Unlock()
 			return took
 		}
 		r, ln := t.pickLocked()
 		if r == nil {
 			t.mu.Unlock()
-			if t.p.async {
+			if async {
 				t.p.budget.admitted()
 			}
 			return took
@@ -366,7 +391,7 @@ func (w *worker) admit() bool {
 		}
 		took = true
 		w.start(w.newJob(r, ln))
-		if t.p.async {
+		if async {
 			t.p.budget.admitted()
 		}
 	}
@@ -431,12 +456,20 @@ func (w *worker) instance() *host.Instance {
 
 func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
 	t := w.t
-	j := &job{r: r, ln: ln, attempt: t.attemptOf(r)}
+	// The guest sees the record as it was first consumed, without
+	// wasmstream's headers; on an input topic those are a producer's and
+	// are not believed (priorOf).
+	prior, untrusted := t.priorOf(r)
+	if untrusted > 0 {
+		t.p.stats.ForgedHeaders.Add(int64(untrusted))
+	}
+	j := &job{r: r, ln: ln, attempt: prior.Attempt}
+	o := prior.Origin
 	j.ar = abi.Record{
-		Offset:    r.Offset,
-		Timestamp: r.Timestamp.UnixMilli(),
-		Partition: r.Partition,
-		Topic:     r.Topic,
+		Offset:    o.Offset,
+		Timestamp: o.Timestamp,
+		Partition: o.Partition,
+		Topic:     o.Topic,
 		Key:       r.Key,
 		Value:     r.Value,
 	}
@@ -447,10 +480,6 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
 				j.ar.Headers = append(j.ar.Headers, abi.Header{Key: h.Key, Value: h.Value})
 			}
 		}
-	}
-	if t.p.secondary {
-		// The guest sees the record as it was first consumed.
-		j.ar.Topic, j.ar.Partition, j.ar.Offset, j.ar.Timestamp = originOf(r)
 	}
 	if t.rel != nil {
 		j.slot = t.rel.add()
@@ -519,12 +548,16 @@ func (w *worker) outcome(j *job, res host.Result) {
 		t.p.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
 	}
 	if res.Status == abi.StatusOK {
-		outs, attempt, tr := res.Outputs, j.attempt, j.tr
+		outs, attempt, tr, held := res.Outputs, j.attempt, j.tr, res.HeldBytes
 		tr.Decide(false)
 		if len(outs) == 0 {
+			t.p.budget.releaseOutputs(held)
 			w.settle(j, func() { t.finish(r); tr.End("ok", "", "") })
 		} else {
-			w.settle(j, func() { t.produceOutputs(r, attempt, outs, tr) })
+			if j.slot != nil {
+				j.slot.held = held
+			}
+			w.settle(j, func() { t.produceOutputs(r, attempt, outs, held, tr) })
 		}
 		return
 	}

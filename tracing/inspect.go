@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 )
 
 // Query selects records: by where they were first consumed (topic, and
@@ -144,8 +146,20 @@ func Summarize(spans []Span, retried bool) []Summary {
 	return out
 }
 
+// Bounds of Render: a trace file is input like any other (a hand-edited or
+// corrupt one can have a span that is its own ancestor, or two spans sharing
+// an id), so what Render prints of it is bounded whatever it holds.
+const (
+	MaxRenderSpans = 10000 // spans printed of one trace; the rest are counted
+	MaxRenderDepth = 64    // nesting levels printed; deeper spans are counted
+	maxFieldBytes  = 300   // bytes of one span's description printed
+)
+
 // Render writes a trace as a tree: each span with its start relative to the
-// trace's first span, its duration, what it did and its error.
+// trace's first span, its duration, what it did and its error. Each span is
+// printed once, under its parent; spans whose parents form a cycle are
+// printed after the tree, each cycle from its earliest span. Text from the
+// spans is escaped (internal/termsafe).
 func Render(w io.Writer, spans []Span) {
 	if len(spans) == 0 {
 		return
@@ -155,10 +169,11 @@ func Render(w io.Writer, spans []Span) {
 		ids[s.SpanID] = true
 	}
 	children := map[string][]*Span{}
-	var roots []*Span
+	var roots, all []*Span
 	t0 := spans[0].Start
 	for i := range spans {
 		s := &spans[i]
+		all = append(all, s)
 		if s.Start.Before(t0) {
 			t0 = s.Start
 		}
@@ -175,16 +190,43 @@ func Render(w io.Writer, spans []Span) {
 	sums := Summarize(spans, false)
 	if len(sums) > 0 {
 		sm := sums[0]
-		fmt.Fprintf(w, "trace %s · pipeline %s · record %s", sm.TraceID, sm.Pipeline, sm.Record)
+		fmt.Fprintf(w, "trace %s · pipeline %s · record %s", field(sm.TraceID), field(sm.Pipeline), field(sm.Record))
 		if sm.Key != "" {
-			fmt.Fprintf(w, " · key %q", sm.Key)
+			fmt.Fprintf(w, " · key %s", field(strconv.Quote(sm.Key)))
 		}
-		fmt.Fprintf(w, " · %d attempt(s) · outcome %s · %s\n", sm.Attempts, sm.Outcome, fmtDur(sm.Duration))
+		fmt.Fprintf(w, " · %d attempt(s) · outcome %s · %s\n", sm.Attempts, field(sm.Outcome), fmtDur(sm.Duration))
 	} else {
-		fmt.Fprintf(w, "trace %s\n", spans[0].TraceID)
+		fmt.Fprintf(w, "trace %s\n", field(spans[0].TraceID))
 	}
-	var walk func(s *Span, prefix string, last bool, top bool)
-	walk = func(s *Span, prefix string, last, top bool) {
+	visited := make(map[*Span]bool, len(spans))
+	printed, deep := 0, 0
+	// hide marks s and its unvisited descendants visited without printing
+	// them, and counts them (iteratively: no recursion on the input's shape).
+	hide := func(s *Span) int {
+		n, stack := 0, []*Span{s}
+		for len(stack) > 0 {
+			x := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if visited[x] {
+				continue
+			}
+			visited[x] = true
+			n++
+			stack = append(stack, children[x.SpanID]...)
+		}
+		return n
+	}
+	var walk func(s *Span, prefix string, last, top bool, depth int)
+	walk = func(s *Span, prefix string, last, top bool, depth int) {
+		if visited[s] {
+			return
+		}
+		if printed >= MaxRenderSpans || depth >= MaxRenderDepth {
+			deep += hide(s)
+			return
+		}
+		visited[s] = true
+		printed++
 		branch, next := "├─ ", "│  "
 		if last {
 			branch, next = "└─ ", "   "
@@ -192,17 +234,42 @@ func Render(w io.Writer, spans []Span) {
 		if top {
 			branch, next = "", ""
 		}
-		fmt.Fprintf(w, "%s%s%s  [+%s, %s]%s\n", prefix, branch, describeSpan(s), fmtDur(s.Start.Sub(t0)), fmtDur(s.Duration()), errSuffix(s))
-		kids := children[s.SpanID]
+		fmt.Fprintf(w, "%s%s%s  [+%s, %s]%s\n", prefix, branch, field(describeSpan(s)), fmtDur(s.Start.Sub(t0)), fmtDur(s.Duration()), errSuffix(s))
+		var kids []*Span
+		for _, k := range children[s.SpanID] {
+			if !visited[k] {
+				kids = append(kids, k)
+			}
+		}
 		byStart(kids)
 		for i, k := range kids {
-			walk(k, prefix+next, i == len(kids)-1, false)
+			walk(k, prefix+next, i == len(kids)-1, false, depth+1)
 		}
 	}
 	for _, r := range roots {
-		walk(r, "", true, true)
+		walk(r, "", true, true, 0)
+	}
+	// What the roots did not reach hangs off a parent cycle.
+	byStart(all)
+	cycle := false
+	for _, s := range all {
+		if visited[s] {
+			continue
+		}
+		if !cycle {
+			cycle = true
+			fmt.Fprintln(w, "spans whose parents form a cycle (the file is inconsistent):")
+		}
+		walk(s, "", true, true, 0)
+	}
+	if deep > 0 {
+		fmt.Fprintf(w, "… %d more spans not shown (over %d spans or %d levels deep)\n", deep, MaxRenderSpans, MaxRenderDepth)
 	}
 }
+
+// field is a span's text as Render prints it: its first line, cut to
+// maxFieldBytes, escaped.
+func field(s string) string { return termsafe.Line(OneLine(s, maxFieldBytes)) }
 
 func describeSpan(s *Span) string {
 	a := s.Attrs
@@ -239,7 +306,7 @@ func errSuffix(s *Span) string {
 	if s.Error == "" {
 		return ""
 	}
-	return "  ✗ " + OneLine(s.Error, 160)
+	return "  ✗ " + termsafe.Line(OneLine(s.Error, 160))
 }
 
 // OneLine returns the first line of s, at most n bytes of it.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -88,21 +89,60 @@ func (e *jsonlExporter) Shutdown(ctx context.Context) error {
 	return e.w.Flush()
 }
 
-// ReadJSONL reads the spans of a JSON-lines file; a malformed line is an
-// error naming it.
+// Bounds of reading a JSON-lines file. The exporter appends to it for as long
+// as the host runs, so it can be larger than what `wasmstream trace` should
+// hold: the newest spans are kept (the last lines) and the older ones only
+// counted.
+const (
+	MaxLineBytes = 4 << 20   // a longer line is an error naming it
+	MaxReadSpans = 200_000   // spans kept
+	MaxReadBytes = 256 << 20 // bytes of lines kept
+)
+
+// ReadJSONL reads the spans of a JSON-lines file: the newest MaxReadSpans (or
+// MaxReadBytes) of them. A malformed or over-long line is an error naming it.
 func ReadJSONL(r io.Reader) ([]Span, error) {
-	var out []Span
+	spans, _, err := ReadJSONLTail(r, MaxReadSpans, MaxReadBytes)
+	return spans, err
+}
+
+// ReadJSONLTail reads the spans of a JSON-lines file, keeping the last
+// maxSpans of them within maxBytes of lines; skipped is how many earlier
+// spans it read and left out.
+func ReadJSONLTail(r io.Reader, maxSpans, maxBytes int) (spans []Span, skipped int, err error) {
+	var sizes []int
+	head, kept := 0, 0 // spans[head:] are kept; kept is their line bytes
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for n := 1; sc.Scan(); n++ {
-		if len(sc.Bytes()) == 0 {
+	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		if len(line) == 0 {
 			continue
 		}
 		var s Span
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+		if err := json.Unmarshal(line, &s); err != nil {
+			return nil, 0, fmt.Errorf("line %d: %w", n, err)
 		}
-		out = append(out, s)
+		spans, sizes = append(spans, s), append(sizes, len(line))
+		kept += len(line)
+		for len(spans)-head > maxSpans || (kept > maxBytes && len(spans)-head > 1) {
+			kept -= sizes[head]
+			spans[head] = Span{}
+			head++
+			skipped++
+		}
+		if head > 1024 && head > len(spans)/2 {
+			spans, sizes = append(spans[:0:0], spans[head:]...), append(sizes[:0:0], sizes[head:]...)
+			head = 0
+		}
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, 0, fmt.Errorf("line %d: longer than %d bytes: not a span this host wrote", n+1, MaxLineBytes)
+		}
+		return nil, 0, err
+	}
+	return spans[head:], skipped, nil
 }

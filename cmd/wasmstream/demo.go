@@ -2,8 +2,7 @@ package main
 
 import (
 	"context"
-	cryptorand "crypto/rand"
-	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/scheduler/admin"
 )
 
 var demoUsers = []string{"ada", "grace", "linus", "barbara", "ken", "margaret"}
@@ -138,21 +138,21 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 				return
 			}
 			fs.EachRecord(func(rec *kgo.Record) {
-				if kind := header(rec, scheduler.HeaderErrorKind); kind != "" {
-					msg := header(rec, scheduler.HeaderError)
+				if kind := printableHeader(rec, scheduler.HeaderErrorKind); kind != "" {
+					msg := printableHeader(rec, scheduler.HeaderError)
 					if i := strings.Index(msg, "; guest output:"); i > 0 {
 						msg = msg[:i]
 					}
-					if due := header(rec, scheduler.HeaderDue); due != "" {
+					if due := printableHeader(rec, scheduler.HeaderDue); due != "" {
 						ms, _ := strconv.ParseInt(due, 10, 64)
-						say("↻ %-16s %s[%s]@%s attempt %s due in %s after %s: %s\n", rec.Topic, header(rec, scheduler.HeaderOriginalTopic), header(rec, scheduler.HeaderOriginalPartition), header(rec, scheduler.HeaderOriginalOffset),
-							header(rec, scheduler.HeaderAttempt), time.Until(time.UnixMilli(ms)).Round(100*time.Millisecond), kind, msg)
+						say("↻ %-16s %s[%s]@%s attempt %s due in %s after %s: %s\n", rec.Topic, printableHeader(rec, scheduler.HeaderOriginalTopic), printableHeader(rec, scheduler.HeaderOriginalPartition), printableHeader(rec, scheduler.HeaderOriginalOffset),
+							printableHeader(rec, scheduler.HeaderAttempt), time.Until(time.UnixMilli(ms)).Round(100*time.Millisecond), kind, msg)
 						return
 					}
-					say("✗ %-16s %s[%s]@%s %s: %s\n", rec.Topic, header(rec, scheduler.HeaderOriginalTopic), header(rec, scheduler.HeaderOriginalPartition), header(rec, scheduler.HeaderOriginalOffset), kind, msg)
+					say("✗ %-16s %s[%s]@%s %s: %s\n", rec.Topic, printableHeader(rec, scheduler.HeaderOriginalTopic), printableHeader(rec, scheduler.HeaderOriginalPartition), printableHeader(rec, scheduler.HeaderOriginalOffset), kind, msg)
 					return
 				}
-				say("← %-16s %s\n", rec.Topic, rec.Value)
+				say("← %-16s %s\n", rec.Topic, printable(rec.Value))
 			})
 		}
 	}()
@@ -231,15 +231,10 @@ func demoToken(cf *commonFlags, stdout io.Writer) error {
 		return nil // startHost reports config errors
 	}
 	path := cfg.AdminPath(cfg.Admin.TokenFile)
-	if _, err := os.Stat(path); err == nil {
+	if err := admin.CreateTokenFile(path); errors.Is(err, os.ErrExist) {
 		return nil
-	}
-	b := make([]byte, 24)
-	if _, err := cryptorand.Read(b); err != nil {
+	} else if err != nil {
 		return err
-	}
-	if err := os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("admin.token_file: %w", err)
 	}
 	fmt.Fprintf(stdout, "admin API token created in %s (mode 0600)\n", path)
 	return nil

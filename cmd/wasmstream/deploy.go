@@ -52,11 +52,11 @@ func (c *adminFlags) client() (*adminClient, error) {
 		if tokenFile == "" {
 			return nil, fmt.Errorf("no token: set WASMSTREAM_ADMIN_TOKEN or --token-file")
 		}
-		b, err := os.ReadFile(tokenFile)
+		t, err := admin.ReadTokenFile(tokenFile, "token file")
 		if err != nil {
-			return nil, fmt.Errorf("token: %w", err)
+			return nil, err
 		}
-		token = strings.TrimSpace(string(b))
+		token = t
 	}
 	return &adminClient{url: strings.TrimSuffix(url, "/"), token: token, http: &http.Client{Timeout: 5 * time.Minute}}, nil
 }

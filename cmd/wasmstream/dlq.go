@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,8 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/internal/failhdr"
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tracing"
 )
 
 const dlqUsage = `Usage:
@@ -24,11 +27,14 @@ const dlqUsage = `Usage:
 
 Inspects a pipeline's dead-letter topic: each record with where it came from,
 how many attempts it had and every attempt's error; and sends records back —
-to the input topic they came from (attempt 1 again), or to the first retry
-tier (processed by the retry workers, attempt 2). A redriven record keeps its
-key, value and own headers (its trace context included) and is marked with
-wasmstream.redriven.from. Redrive is not idempotent: running it twice sends
-records twice; narrow it with filters and check with --dry-run.
+to the input topic they came from (a fresh start: attempt 1, at its new
+offset), or to the first retry tier (processed by the retry workers as the
+next attempt, keeping where it was first consumed and its history). A
+redriven record keeps its key, value and own headers (its trace context
+included) and is marked with wasmstream.redriven.from. A record that cannot
+be redriven is reported and skipped; the others are still sent, and the
+command then exits with status 1. Redrive is not idempotent: running it twice
+sends records twice; narrow it with filters and check with --dry-run.
 
 Filters:
   --kind KIND     error kind (guest.fail, guest.retry, fault.panic, ...)
@@ -163,6 +169,7 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 		defer prod.Close()
 	}
 	n := 0
+	var bad []string // records redrive could not send, with the reason
 	for _, r := range recs {
 		if want.set {
 			if r.Partition == want.partition && r.Offset == want.offset {
@@ -171,25 +178,33 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 			}
 			continue
 		}
-		if !f.matches(r) {
+		st, decodeErr := failhdr.Decode(r.Headers)
+		if !f.matches(r, &st) {
 			continue
 		}
 		n++
 		switch sub {
 		case "list":
-			fmt.Fprintln(stdout, listLine(r))
+			fmt.Fprintln(stdout, listLine(r, &st))
 		case "redrive":
-			dst, rec, err := redriveRecord(cfg, pc, f.to, pc.DeadLetterTopic, r)
+			// One bad record is reported and skipped: the others still go.
+			dst, rec, err := redriveRecord(pc, f.to, pc.DeadLetterTopic, r, &st, decodeErr)
+			if err == nil && !f.dryRun {
+				if err = prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
+					err = fmt.Errorf("produce to %s: %w", dst, err)
+				}
+			}
 			if err != nil {
-				return fmt.Errorf("%d@%d: %w", r.Partition, r.Offset, err)
+				msg := fmt.Sprintf("%d@%d: %s", r.Partition, r.Offset, termsafe.Line(err.Error()))
+				bad = append(bad, msg)
+				fmt.Fprintf(stdout, "not redriven %s\n", msg)
+				continue
 			}
 			verb := "redriven"
 			if f.dryRun {
 				verb = "would redrive"
-			} else if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
-				return fmt.Errorf("%d@%d: produce to %s: %w (%d records redriven before it)", r.Partition, r.Offset, dst, err, n-1)
 			}
-			fmt.Fprintf(stdout, "%s %d@%d -> %s\n", verb, r.Partition, r.Offset, dst)
+			fmt.Fprintf(stdout, "%s %d@%d -> %s\n", verb, r.Partition, r.Offset, termsafe.Line(dst))
 		}
 	}
 	switch {
@@ -198,9 +213,18 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 	case sub == "list":
 		fmt.Fprintf(stdout, "%d of %d dead-lettered records in %s match\n", n, len(recs), pc.DeadLetterTopic)
 	case sub == "redrive" && f.dryRun:
-		fmt.Fprintf(stdout, "%d records would be redriven (dry run: nothing sent)\n", n)
+		fmt.Fprintf(stdout, "%d records would be redriven (dry run: nothing sent), %d could not be\n", n-len(bad), len(bad))
 	case sub == "redrive":
-		fmt.Fprintf(stdout, "%d records redriven\n", n)
+		fmt.Fprintf(stdout, "%d records redriven, %d could not be\n", n-len(bad), len(bad))
+	}
+	if len(bad) > 0 {
+		const shown = 5
+		count, more := len(bad), ""
+		if count > shown {
+			more = fmt.Sprintf("; and %d more above", count-shown)
+			bad = bad[:shown]
+		}
+		return fmt.Errorf("%d of %d matching records could not be redriven: %s%s", count, n, strings.Join(bad, "; "), more)
 	}
 	return nil
 }
@@ -280,6 +304,13 @@ func readAll(ctx context.Context, brokers []string, topic string) ([]*kgo.Record
 	return out, nil
 }
 
+// printableHeader is header escaped for the terminal (termsafe.Line).
+func printableHeader(r *kgo.Record, key string) string { return termsafe.Line(header(r, key)) }
+
+// printable is b (a record's key or value) escaped for the terminal.
+func printable(b []byte) string { return termsafe.Line(string(b)) }
+
+// header is the value of r's last header named key, raw.
 func header(r *kgo.Record, key string) string {
 	for i := len(r.Headers) - 1; i >= 0; i-- {
 		if r.Headers[i].Key == key {
@@ -289,19 +320,19 @@ func header(r *kgo.Record, key string) string {
 	return ""
 }
 
-func (f *dlqFlags) matches(r *kgo.Record) bool {
-	if f.kind != "" && header(r, scheduler.HeaderErrorKind) != f.kind {
+func (f *dlqFlags) matches(r *kgo.Record, st *failhdr.State) bool {
+	if f.kind != "" && st.Kind != f.kind {
 		return false
 	}
-	if f.errText != "" && !strings.Contains(header(r, scheduler.HeaderError), f.errText) {
+	if f.errText != "" && !strings.Contains(st.Error, f.errText) {
 		return false
 	}
 	if f.key != "" && string(r.Key) != f.key {
 		return false
 	}
 	if !f.sinceT.IsZero() || !f.untilT.IsZero() {
-		at, err := time.Parse(time.RFC3339Nano, header(r, scheduler.HeaderFailedAt))
-		if err != nil {
+		at := st.FailedAt
+		if at.IsZero() {
 			at = r.Timestamp
 		}
 		if (!f.sinceT.IsZero() && at.Before(f.sinceT)) || (!f.untilT.IsZero() && !at.Before(f.untilT)) {
@@ -311,68 +342,78 @@ func (f *dlqFlags) matches(r *kgo.Record) bool {
 	return true
 }
 
-func listLine(r *kgo.Record) string {
-	msg := header(r, scheduler.HeaderError)
+// listLine is one dead letter in `dlq list`; everything from the record is
+// escaped (termsafe).
+func listLine(r *kgo.Record, st *failhdr.State) string {
+	msg := st.Error
 	if i := strings.Index(msg, "; guest output:"); i > 0 {
 		msg = msg[:i]
 	}
-	if len(msg) > 100 {
-		msg = msg[:100] + "…"
-	}
+	msg = tracing.OneLine(termsafe.Line(msg), 100)
 	return fmt.Sprintf("%d@%d  %s  from %s[%s]@%s  attempts %s  %s  key=%q  %s",
-		r.Partition, r.Offset, header(r, scheduler.HeaderFailedAt),
-		header(r, scheduler.HeaderOriginalTopic), header(r, scheduler.HeaderOriginalPartition), header(r, scheduler.HeaderOriginalOffset),
-		header(r, scheduler.HeaderAttempt), header(r, scheduler.HeaderErrorKind), r.Key, msg)
+		r.Partition, r.Offset, printableHeader(r, failhdr.FailedAt),
+		printableHeader(r, failhdr.OriginalTopic), printableHeader(r, failhdr.OriginalPartition), printableHeader(r, failhdr.OriginalOffset),
+		printableHeader(r, failhdr.Attempt), termsafe.Line(st.Kind), r.Key, msg)
 }
 
+// showRecord prints one dead letter in full for `dlq show`; everything from
+// the record is escaped (termsafe), multi-line messages indented.
 func showRecord(w io.Writer, topic string, r *kgo.Record) {
+	const indent = "      "
 	fmt.Fprintf(w, "%s[%d]@%d (appended %s)\n", topic, r.Partition, r.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(w, "  key:   %q\n  value: %q\n", r.Key, r.Value)
-	fmt.Fprintf(w, "  error: %s: %s\n", header(r, scheduler.HeaderErrorKind), header(r, scheduler.HeaderError))
+	fmt.Fprintf(w, "  error: %s: %s\n", printableHeader(r, failhdr.ErrorKind), termsafe.Text(header(r, failhdr.Error), indent))
 	fmt.Fprintf(w, "  history:\n")
 	for _, h := range r.Headers {
-		if strings.HasPrefix(h.Key, scheduler.HeaderHistoryPrefix) {
-			fmt.Fprintf(w, "    attempt %s: %s\n", strings.TrimPrefix(h.Key, scheduler.HeaderHistoryPrefix), h.Value)
+		if strings.HasPrefix(h.Key, failhdr.HistoryPrefix) {
+			fmt.Fprintf(w, "    attempt %s: %s\n", termsafe.Line(strings.TrimPrefix(h.Key, failhdr.HistoryPrefix)), termsafe.Text(string(h.Value), indent))
 		}
 	}
 	fmt.Fprintf(w, "  headers:\n")
 	for _, h := range r.Headers {
-		if !strings.HasPrefix(h.Key, scheduler.HeaderHistoryPrefix) {
-			fmt.Fprintf(w, "    %s: %q\n", h.Key, h.Value)
+		if !strings.HasPrefix(h.Key, failhdr.HistoryPrefix) {
+			fmt.Fprintf(w, "    %s: %q\n", termsafe.Line(h.Key), h.Value)
 		}
+	}
+	if _, err := failhdr.Decode(r.Headers); err != nil {
+		fmt.Fprintf(w, "  malformed: %s\n", termsafe.Line(err.Error()))
 	}
 }
 
-// redriveRecord builds the copy of dead letter r to send back.
-func redriveRecord(cfg *config.Config, pc *config.Pipeline, to, dlqTopic string, r *kgo.Record) (string, *kgo.Record, error) {
-	var hs []kgo.RecordHeader
-	for _, h := range r.Headers {
-		if !strings.HasPrefix(h.Key, scheduler.HeaderPrefix) {
-			hs = append(hs, h) // the record's own headers, trace context included
-		}
+// redriveRecord builds the copy of dead letter r (st and decodeErr: what its
+// headers say) to send back; an error says why r cannot be. See
+// RATIONALE.md, "Redrive": to the input it is a fresh start (only its own
+// headers and the wasmstream.redriven.from mark); to the first retry tier it
+// keeps where it was first consumed and its history, on the next attempt.
+func redriveRecord(pc *config.Pipeline, to, dlqTopic string, r *kgo.Record, st *failhdr.State, decodeErr error) (string, *kgo.Record, error) {
+	from := fmt.Sprintf("%s[%d]@%d", dlqTopic, r.Partition, r.Offset)
+	hs := failhdr.Own(r.Headers) // the record's own headers, trace context included
+	if failhdr.Unusable(decodeErr, failhdr.OriginalTopic) {
+		return "", nil, fmt.Errorf("it has no usable %s header", failhdr.OriginalTopic)
 	}
-	hs = append(hs, kgo.RecordHeader{Key: scheduler.HeaderRedrivenFrom, Value: []byte(fmt.Sprintf("%s[%d]@%d", dlqTopic, r.Partition, r.Offset))})
+	if !slices.Contains(pc.Inputs, st.Origin.Topic) {
+		return "", nil, fmt.Errorf("its original topic %q is not an input of pipeline %s", st.Origin.Topic, pc.Name)
+	}
 	if to == "retry" {
 		topics := pc.RetryTopics()
 		if len(topics) == 0 {
 			return "", nil, fmt.Errorf("--to retry: pipeline %s has no retry topics (retry.mode topics with max_attempts >= 2)", pc.Name)
 		}
-		for _, k := range []string{scheduler.HeaderOriginalTopic, scheduler.HeaderOriginalPartition, scheduler.HeaderOriginalOffset, scheduler.HeaderOriginalTimestamp} {
-			hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(header(r, k))})
+		if decodeErr != nil {
+			return "", nil, fmt.Errorf("its headers do not say where it was first consumed and how it failed: %w", decodeErr)
 		}
-		hs = append(hs,
-			kgo.RecordHeader{Key: scheduler.HeaderAttempt, Value: []byte("2")},
-			kgo.RecordHeader{Key: scheduler.HeaderDue, Value: []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))},
-		)
-		return topics[0], &kgo.Record{Topic: topics[0], Key: r.Key, Value: r.Value, Headers: hs}, nil
+		next := *st
+		last := next.Attempt
+		if h := next.History; len(h) > 0 {
+			last = max(last, h[len(h)-1].Attempt)
+		}
+		if last >= failhdr.MaxAttempt {
+			return "", nil, fmt.Errorf("attempt %d: no attempt number left", last)
+		}
+		next.Attempt, next.Due, next.RedrivenFrom = last+1, time.Now(), from
+		return topics[0], &kgo.Record{Topic: topics[0], Key: r.Key, Value: r.Value, Headers: failhdr.Encode(hs, &next)}, nil
 	}
-	dst := header(r, scheduler.HeaderOriginalTopic)
-	ok := false
-	for _, in := range pc.Inputs {
-		ok = ok || in == dst
-	}
-	if !ok {
-		return "", nil, fmt.Errorf("its original topic %q is not an input of pipeline %s", dst, pc.Name)
-	}
+	dst := st.Origin.Topic
+	hs = append(hs, kgo.RecordHeader{Key: failhdr.RedrivenFrom, Value: []byte(from)})
 	return dst, &kgo.Record{Topic: dst, Key: r.Key, Value: r.Value, Headers: hs}, nil
 }

@@ -147,7 +147,7 @@ func (h *hostProc) startOps() error {
 	if err != nil {
 		return err
 	}
-	store, err := admin.OpenStore(cfg.AdminPath(cfg.Admin.StoreDir))
+	store, err := admin.OpenStore(cfg.AdminPath(cfg.Admin.StoreDir), h.log)
 	if err != nil {
 		return err
 	}
@@ -182,6 +182,11 @@ func (h *hostProc) startOps() error {
 	if err != nil {
 		return err
 	}
+	if h.meter != nil {
+		if err := api.RegisterMetrics(h.meter.Meter("github.com/wasmstream/wasmstream")); err != nil {
+			return err
+		}
+	}
 	h.adminSrv, err = admin.Listen("admin.listen", cfg.Admin.Listen, api.Handler(), h.log)
 	if err != nil {
 		return err
@@ -202,22 +207,10 @@ func (h *hostProc) closeOps() {
 
 // adminToken reads the admin API's token: WASMSTREAM_ADMIN_TOKEN, or
 // admin.token_file. There is no default: an admin API without a token is
-// refused.
+// refused, and so are a short token and a token file other users may read
+// (admin.ResolveToken).
 func adminToken(cfg *config.Config) (string, error) {
-	if t := strings.TrimSpace(os.Getenv("WASMSTREAM_ADMIN_TOKEN")); t != "" {
-		return t, nil
-	}
-	if f := cfg.Admin.TokenFile; f != "" {
-		b, err := os.ReadFile(cfg.AdminPath(f))
-		if err != nil {
-			return "", fmt.Errorf("admin.token_file: %w", err)
-		}
-		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, nil
-		}
-		return "", fmt.Errorf("admin.token_file: %s is empty", f)
-	}
-	return "", fmt.Errorf("admin: no token: set WASMSTREAM_ADMIN_TOKEN or admin.token_file, or turn the admin API off with admin.enabled: false")
+	return admin.ResolveToken(os.Getenv(admin.TokenEnv), cfg.AdminPath(cfg.Admin.TokenFile))
 }
 
 // startHost loads the config, starts the runner and returns it, or nil and

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -123,7 +124,7 @@ func cmdTrace(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "wasmstream trace: jaeger: %v\n", err)
+			fmt.Fprintf(stderr, "wasmstream trace: jaeger: %s\n", termsafe.Line(err.Error()))
 			return 1
 		}
 	} else {
@@ -145,11 +146,15 @@ func cmdTrace(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "wasmstream trace: %v\n", err)
 			return 1
 		}
-		spans, err = tracing.ReadJSONL(f)
+		var skipped int
+		spans, skipped, err = tracing.ReadJSONLTail(f, tracing.MaxReadSpans, tracing.MaxReadBytes)
 		f.Close()
 		if err != nil {
-			fmt.Fprintf(stderr, "wasmstream trace: %s: %v\n", path, err)
+			fmt.Fprintf(stderr, "wasmstream trace: %s: %s\n", path, termsafe.Line(err.Error()))
 			return 1
+		}
+		if skipped > 0 {
+			fmt.Fprintf(stderr, "wasmstream trace: %s: read its newest %d spans; %d older ones were left out\n", path, len(spans), skipped)
 		}
 	}
 
@@ -167,12 +172,14 @@ func cmdTrace(args []string, stdout, stderr io.Writer) int {
 			if *pipeline != "" && s.Pipeline != *pipeline {
 				continue
 			}
-			line := fmt.Sprintf("%s  %s  %-10s %s  attempts %d  %s", s.Start.Local().Format("15:04:05.000"), s.TraceID, s.Pipeline, s.Record, s.Attempts, s.Outcome)
+			// Every field came from the traces: escaped (termsafe).
+			line := fmt.Sprintf("%s  %s  %-10s %s  attempts %d  %s", s.Start.Local().Format("15:04:05.000"),
+				termsafe.Line(s.TraceID), termsafe.Line(s.Pipeline), termsafe.Line(s.Record), s.Attempts, termsafe.Line(s.Outcome))
 			if s.Key != "" {
 				line += fmt.Sprintf("  key %q", s.Key)
 			}
 			if s.Error != "" {
-				line += "  last error: " + tracing.OneLine(s.Error, 100)
+				line += "  last error: " + termsafe.Line(tracing.OneLine(s.Error, 100))
 			}
 			fmt.Fprintln(stdout, line)
 		}
@@ -188,7 +195,7 @@ func cmdTrace(args []string, stdout, stderr io.Writer) int {
 	}
 	tracing.Render(stdout, tracing.Trace(spans, ids[0]))
 	if len(ids) > 1 {
-		fmt.Fprintf(stdout, "\n%d more traces match, newest first: %s\n", len(ids)-1, strings.Join(ids[1:min(len(ids), *limit)], " "))
+		fmt.Fprintf(stdout, "\n%d more traces match, newest first: %s\n", len(ids)-1, termsafe.Line(strings.Join(ids[1:max(1, min(len(ids), *limit))], " ")))
 	}
 	return 0
 }

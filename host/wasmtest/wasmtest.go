@@ -12,8 +12,10 @@ import (
 
 // Value types.
 const (
-	I32 byte = 0x7f
-	I64 byte = 0x7e
+	I32     byte = 0x7f
+	I64     byte = 0x7e
+	V128    byte = 0x7b
+	FuncRef byte = 0x70
 )
 
 // Instructions used by tests.
@@ -31,6 +33,24 @@ func LocalGet(i uint32) []byte { return append([]byte{0x20}, uleb(uint64(i))...)
 // Call is call f (function index: imports first, then defined functions).
 func Call(f uint32) []byte { return append([]byte{0x10}, uleb(uint64(f))...) }
 
+// RefNullFunc is ref.null func.
+var RefNullFunc = []byte{0xd0, FuncRef}
+
+// TableGrow is table.grow t: it pops a reference and a count and pushes the
+// table's previous size, or -1.
+func TableGrow(t uint32) []byte { return append([]byte{0xfc, 15}, uleb(uint64(t))...) }
+
+// TableSize is table.size t.
+func TableSize(t uint32) []byte { return append([]byte{0xfc, 16}, uleb(uint64(t))...) }
+
+// GrowTable is the instructions of table.grow t by n null references,
+// leaving the result (previous size or -1) on the stack.
+func GrowTable(t uint32, n int32) []byte {
+	b := append([]byte{}, RefNullFunc...)
+	b = append(b, I32Const(n)...)
+	return append(b, TableGrow(t)...)
+}
+
 // Loop is an infinite loop: loop br 0 end.
 var Loop = []byte{0x03, 0x40, 0x0c, 0x00, 0x0b}
 
@@ -44,7 +64,20 @@ type Import struct {
 type Func struct {
 	Export          string
 	Params, Results []byte
+	Locals          []Locals
 	Body            []byte
+}
+
+// Locals declares N locals of Type.
+type Locals struct {
+	N    uint32
+	Type byte
+}
+
+// Table is a funcref table.
+type Table struct {
+	Min, Max uint32
+	HasMax   bool
 }
 
 // Module is a module to assemble.
@@ -54,6 +87,18 @@ type Module struct {
 	MemoryMin    uint32
 	NoMemory     bool
 	MemoryExport string // default "memory"
+	Tables       []Table
+	// Globals defines that many immutable i32 globals (value 0).
+	Globals int
+	// Start names the defined function (index in Funcs) of a start
+	// section, when HasStart.
+	Start    uint32
+	HasStart bool
+	// Elements are passive element segments of that many references to
+	// the first function each.
+	Elements []int
+	// Data are passive data segments.
+	Data [][]byte
 }
 
 // Bytes assembles the module.
@@ -81,7 +126,11 @@ func (m Module) Bytes() []byte {
 	}
 	for i, f := range m.Funcs {
 		funcs = append(funcs, uleb(uint64(typeIdx(f.Params, f.Results)))...)
-		body := append([]byte{0x00}, f.Body...) // no locals
+		body := uleb(uint64(len(f.Locals)))
+		for _, l := range f.Locals {
+			body = append(append(body, uleb(uint64(l.N))...), l.Type)
+		}
+		body = append(body, f.Body...)
 		body = append(body, 0x0b)
 		code = append(code, uleb(uint64(len(body)))...)
 		code = append(code, body...)
@@ -110,14 +159,53 @@ func (m Module) Bytes() []byte {
 	out = section(out, 1, len(types), typeSec)
 	out = section(out, 2, len(m.Imports), imports)
 	out = section(out, 3, len(m.Funcs), funcs)
+	var tables []byte
+	for _, t := range m.Tables {
+		tables = append(tables, FuncRef)
+		if t.HasMax {
+			tables = append(append(append(tables, 0x01), uleb(uint64(t.Min))...), uleb(uint64(t.Max))...)
+		} else {
+			tables = append(append(tables, 0x00), uleb(uint64(t.Min))...)
+		}
+	}
+	out = section(out, 4, len(m.Tables), tables)
 	if mem != nil {
 		out = append(out, 5)
 		out = append(out, uleb(uint64(len(mem)))...)
 		out = append(out, mem...)
 	}
+	globals := make([]byte, 0, 5*m.Globals)
+	for i := 0; i < m.Globals; i++ {
+		globals = append(globals, I32, 0x00, 0x41, 0x00, 0x0b) // i32 const, i32.const 0 end
+	}
+	out = section(out, 6, m.Globals, globals)
 	out = section(out, 7, nExports, exports)
+	if m.HasStart {
+		out = append(out, 8)
+		s := uleb(uint64(len(m.Imports)) + uint64(m.Start))
+		out = append(append(out, uleb(uint64(len(s)))...), s...)
+	}
+	var elems []byte
+	for _, n := range m.Elements {
+		elems = append(elems, 0x01, 0x00) // passive, elemkind funcref
+		elems = append(elems, uleb(uint64(n))...)
+		first := uleb(uint64(len(m.Imports)))
+		for i := 0; i < n; i++ {
+			elems = append(elems, first...)
+		}
+	}
+	out = section(out, 9, len(m.Elements), elems)
+	if len(m.Data) > 0 {
+		dc := uleb(uint64(len(m.Data))) // data count section
+		out = append(append(append(out, 12), uleb(uint64(len(dc)))...), dc...)
+	}
 	out = section(out, 10, len(m.Funcs), code)
-	return out
+	var data []byte
+	for _, d := range m.Data {
+		data = append(data, 0x01) // passive
+		data = append(append(data, uleb(uint64(len(d)))...), d...)
+	}
+	return section(out, 11, len(m.Data), data)
 }
 
 func section(out []byte, id byte, n int, body []byte) []byte {

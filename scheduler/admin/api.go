@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/wasmstream/wasmstream/host"
 )
 
@@ -24,21 +26,41 @@ type Deployer interface {
 	PipelineNames() []string
 }
 
-// API is the admin API. Every request must carry the bearer token.
+// API is the admin API. Every request must carry the bearer token. Safe
+// for concurrent use: deploys and rollbacks of one pipeline run one at a
+// time (switch.go).
 type API struct {
 	token    [32]byte // sha256 of the token: compared in constant time
 	store    *Store
 	d        Deployer
 	maxBytes int64
 	log      *slog.Logger
+	locks    pipelineLocks
+	refusals *refusalLog
 }
 
-// NewAPI returns the admin API; token must not be empty.
+// NewAPI returns the admin API; token must be at least MinTokenBytes long.
 func NewAPI(token string, store *Store, d Deployer, maxBytes int64, log *slog.Logger) (*API, error) {
 	if token == "" {
 		return nil, errors.New("admin: no token")
 	}
-	return &API{token: sha256.Sum256([]byte(token)), store: store, d: d, maxBytes: maxBytes, log: log}, nil
+	if err := CheckToken(token, "admin"); err != nil {
+		return nil, err
+	}
+	return &API{token: sha256.Sum256([]byte(token)), store: store, d: d, maxBytes: maxBytes, log: log, refusals: newRefusalLog(log)}, nil
+}
+
+// RegisterMetrics registers the API's instruments on meter:
+// wasmstream.admin.refused, the requests refused for a missing or wrong
+// token (logged one by one only up to a rate, refusals.go).
+func (a *API) RegisterMetrics(meter metric.Meter) error {
+	_, err := meter.Int64ObservableCounter("wasmstream.admin.refused", metric.WithUnit("{request}"),
+		metric.WithDescription("admin API requests refused for a missing or wrong bearer token"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(a.refusals.total.Load())
+			return nil
+		}))
+	return err
 }
 
 // Handler serves the API:
@@ -66,7 +88,7 @@ func (a *API) auth(next http.Handler) http.Handler {
 		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="wasmstream"`)
 			fail(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			a.log.Warn("admin: unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			a.refusals.refused(r.Method, r.URL.Path, r.RemoteAddr)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -187,8 +209,11 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	res := UploadResult{Digest: d, Size: len(body), Info: info}
 	if deploy == "true" {
-		if _, err := a.activate(r.Context(), name, d, body); err != nil {
-			fail(w, http.StatusInternalServerError, "%v", err)
+		unlock := a.locks.lock(name)
+		_, err := a.activate(r.Context(), name, d, body)
+		unlock()
+		if err != nil {
+			fail(w, statusOf(err), "stored as %s, not deployed: %v", d[:12], err)
 			return
 		}
 		res.Deployed = true
@@ -197,17 +222,10 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 	reply(w, http.StatusCreated, res)
 }
 
+// activate deploys digest (wasm) on pipeline name; the caller holds name's
+// pipeline lock.
 func (a *API) activate(ctx context.Context, name, digest string, wasm []byte) (host.Info, error) {
-	start := time.Now()
-	info, err := a.d.Deploy(ctx, name, wasm)
-	if err != nil {
-		return info, fmt.Errorf("deploy refused; the running version keeps running: %w", err)
-	}
-	if err := a.store.Activate(name, digest); err != nil {
-		return info, fmt.Errorf("deployed, but recording it in the manifest failed (a restart would come back on the previous version): %w", err)
-	}
-	a.log.Info("admin: deployed", "pipeline", name, "digest", digest[:12], "took", time.Since(start).Round(time.Millisecond))
-	return info, nil
+	return a.switchTo(ctx, name, digest, wasm, "deploy", func() error { return a.store.Activate(name, digest) })
 }
 
 type deployReq struct {
@@ -230,6 +248,8 @@ func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "digest %q: want 64 hex digits (sha256)", req.Digest)
 		return
 	}
+	unlock := a.locks.lock(name)
+	defer unlock()
 	wasm, err := a.store.Get(req.Digest)
 	if errors.Is(err, ErrNotFound) {
 		fail(w, http.StatusNotFound, "%v: upload it first", err)
@@ -239,7 +259,7 @@ func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := a.activate(r.Context(), name, req.Digest, wasm); err != nil {
-		fail(w, http.StatusUnprocessableEntity, "%v", err)
+		fail(w, statusOf(err), "%v", err)
 		return
 	}
 	reply(w, http.StatusOK, a.view(name))
@@ -250,6 +270,8 @@ func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
 	if !a.known(w, name) {
 		return
 	}
+	unlock := a.locks.lock(name)
+	defer unlock()
 	prev, ok := a.store.Previous(name)
 	if !ok {
 		fail(w, http.StatusConflict, "pipeline %q has no earlier version to roll back to", name)
@@ -260,14 +282,9 @@ func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
-	if _, err := a.d.Deploy(r.Context(), name, wasm); err != nil {
-		fail(w, http.StatusUnprocessableEntity, "rollback refused; the running version keeps running: %v", err)
+	if _, err := a.switchTo(r.Context(), name, prev, wasm, "rollback", func() error { return a.store.Rolled(name, prev) }); err != nil {
+		fail(w, statusOf(err), "%v", err)
 		return
 	}
-	if err := a.store.Rolled(name, prev); err != nil {
-		fail(w, http.StatusInternalServerError, "%v", err)
-		return
-	}
-	a.log.Info("admin: rolled back", "pipeline", name, "digest", prev[:12])
 	reply(w, http.StatusOK, a.view(name))
 }

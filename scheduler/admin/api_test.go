@@ -7,17 +7,26 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/host"
 )
 
+// testToken is the admin token of the tests' APIs.
+const testToken = "tok-0123456789abcdef"
+
 // fakeDeployer accepts modules whose body contains "ok" and records deploys.
+// Safe for concurrent use, like the scheduler's Runner.
 type fakeDeployer struct {
+	mu       sync.Mutex
 	deployed [][]byte
+	delay    time.Duration // each Deploy takes up to this long, as a compile does
 }
 
 func (f *fakeDeployer) Check(ctx context.Context, p string, wasm []byte) (host.Info, error) {
@@ -29,27 +38,60 @@ func (f *fakeDeployer) Check(ctx context.Context, p string, wasm []byte) (host.I
 
 func (f *fakeDeployer) Deploy(ctx context.Context, p string, wasm []byte) (host.Info, error) {
 	info, err := f.Check(ctx, p, wasm)
-	if err == nil {
-		f.deployed = append(f.deployed, wasm)
+	if err != nil {
+		return info, err
 	}
-	return info, err
+	if f.delay > 0 {
+		time.Sleep(rand.N(f.delay)) // the compile before the swap
+	}
+	f.mu.Lock()
+	f.deployed = append(f.deployed, wasm)
+	f.mu.Unlock()
+	return info, nil
+}
+
+// running is the module the last Deploy swapped in.
+func (f *fakeDeployer) running() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.deployed) == 0 {
+		return nil
+	}
+	return f.deployed[len(f.deployed)-1]
+}
+
+func (f *fakeDeployer) deploys() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.deployed)
 }
 
 func (f *fakeDeployer) PipelineNames() []string { return []string{"p"} }
 
 func newTestAPI(t *testing.T) (*httptest.Server, *fakeDeployer, *Store) {
-	store, err := OpenStore(t.TempDir())
+	srv, d, store, _ := newTestAPIWith(t, io.Discard, nil)
+	return srv, d, store
+}
+
+// newTestAPIWith is newTestAPI logging to logw; tune, if not nil, adjusts
+// the API before it serves.
+func newTestAPIWith(t *testing.T, logw io.Writer, tune func(*API)) (*httptest.Server, *fakeDeployer, *Store, *API) {
+	log := slog.New(slog.NewTextHandler(logw, nil))
+	store, err := OpenStore(t.TempDir(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &fakeDeployer{}
-	api, err := NewAPI("tok", store, d, 1024, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	api, err := NewAPI(testToken, store, d, 1024, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tune != nil {
+		tune(api)
+	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return srv, d, store
+	return srv, d, store, api
 }
 
 func do(t *testing.T, srv *httptest.Server, method, path, token, ctype string, body []byte) (int, string) {
@@ -85,7 +127,7 @@ func TestAPIRefusesWithoutTheToken(t *testing.T) {
 			}
 		}
 	}
-	if len(d.deployed) != 0 || len(store.Snapshot().Modules) != 0 {
+	if d.deploys() != 0 || len(store.Snapshot().Modules) != 0 {
 		t.Fatal("an unauthorized request changed something")
 	}
 	if _, err := NewAPI("", store, d, 1, nil); err == nil {
@@ -107,27 +149,27 @@ func TestAPIRefusesBadUploads(t *testing.T) {
 		{"not what it claims", "application/json", goodModule, 415, `Content-Type "application/json": want application/wasm`},
 		{"no content type", "", goodModule, 415, "want application/wasm"},
 	} {
-		code, body := do(t, srv, "POST", "/v1/pipelines/p/modules?deploy=true", "tok", tc.ctype, tc.body)
+		code, body := do(t, srv, "POST", "/v1/pipelines/p/modules?deploy=true", testToken, tc.ctype, tc.body)
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("%s: %d %s; want %d %q", tc.name, code, body, tc.code, tc.want)
 		}
 	}
-	code, body := do(t, srv, "POST", "/v1/pipelines/nope/modules", "tok", "application/wasm", goodModule)
+	code, body := do(t, srv, "POST", "/v1/pipelines/nope/modules", testToken, "application/wasm", goodModule)
 	if code != 404 || !strings.Contains(body, `no pipeline "nope"`) {
 		t.Errorf("unknown pipeline: %d %s", code, body)
 	}
 	for _, b := range []string{`{"digest": "xyz"}`, `{"digest": 5}`, `{"digest": "` + strings.Repeat("a", 64) + `", "extra": 1}`, `not json`} {
-		if code, body := do(t, srv, "POST", "/v1/pipelines/p/deploy", "tok", "application/json", []byte(b)); code != 400 {
+		if code, body := do(t, srv, "POST", "/v1/pipelines/p/deploy", testToken, "application/json", []byte(b)); code != 400 {
 			t.Errorf("deploy body %s: %d %s", b, code, body)
 		}
 	}
-	if code, body := do(t, srv, "POST", "/v1/pipelines/p/deploy", "tok", "application/json", []byte(`{"digest": "`+strings.Repeat("a", 64)+`"}`)); code != 404 || !strings.Contains(body, "upload it first") {
+	if code, body := do(t, srv, "POST", "/v1/pipelines/p/deploy", testToken, "application/json", []byte(`{"digest": "`+strings.Repeat("a", 64)+`"}`)); code != 404 || !strings.Contains(body, "upload it first") {
 		t.Errorf("unknown digest: %d %s", code, body)
 	}
-	if code, _ := do(t, srv, "POST", "/v1/pipelines/p/rollback", "tok", "", nil); code != 409 {
+	if code, _ := do(t, srv, "POST", "/v1/pipelines/p/rollback", testToken, "", nil); code != 409 {
 		t.Errorf("rollback without history: %d", code)
 	}
-	if len(d.deployed) != 0 || len(store.Snapshot().Modules) != 0 {
+	if d.deploys() != 0 || len(store.Snapshot().Modules) != 0 {
 		t.Fatal("a refused request changed something")
 	}
 }
@@ -138,7 +180,7 @@ func TestAPIDeployAndRollback(t *testing.T) {
 	second := append(append([]byte{}, goodModule...), " v2"...)
 	var res UploadResult
 	for _, m := range [][]byte{first, second} {
-		code, body := do(t, srv, "POST", "/v1/pipelines/p/modules?deploy=true", "tok", "application/wasm", m)
+		code, body := do(t, srv, "POST", "/v1/pipelines/p/modules?deploy=true", testToken, "application/wasm", m)
 		if code != 201 {
 			t.Fatalf("upload: %d %s", code, body)
 		}
@@ -147,10 +189,10 @@ func TestAPIDeployAndRollback(t *testing.T) {
 			t.Fatalf("upload result %+v", res)
 		}
 	}
-	if a, _ := store.Active("p"); a != Digest(second) || len(d.deployed) != 2 {
+	if a, _ := store.Active("p"); a != Digest(second) || d.deploys() != 2 {
 		t.Fatalf("active %s after two deploys", a)
 	}
-	code, body := do(t, srv, "POST", "/v1/pipelines/p/rollback", "tok", "", nil)
+	code, body := do(t, srv, "POST", "/v1/pipelines/p/rollback", testToken, "", nil)
 	if code != 200 || !strings.Contains(body, Digest(first)) {
 		t.Fatalf("rollback: %d %s", code, body)
 	}
@@ -158,7 +200,7 @@ func TestAPIDeployAndRollback(t *testing.T) {
 		t.Fatal("rollback did not deploy the first version")
 	}
 	// The manifest survives a reopen (a restart).
-	again, err := OpenStore(store.dir)
+	again, err := OpenStore(store.dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -26,9 +27,17 @@ type OTLP struct {
 
 // NewMeter returns a meter whose instruments are exported for Prometheus by
 // the returned handler (and pushed over OTLP when o has an endpoint), and
-// the provider to shut down.
+// the provider to shut down. The handler also serves the host's own health:
+// the Go runtime's collector (go_goroutines, go_memstats_*, go_gc_*) and the
+// process collector (process_resident_memory_bytes, process_open_fds, ...).
 func NewMeter(o ...OTLP) (metric.Meter, http.Handler, *sdkmetric.MeterProvider, error) {
 	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, nil, nil, fmt.Errorf("metrics: go collector: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, nil, nil, fmt.Errorf("metrics: process collector: %w", err)
+	}
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, nil, nil, err

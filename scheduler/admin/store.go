@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -51,9 +53,14 @@ type ModuleMeta struct {
 // ErrNotFound is returned for an unknown digest.
 var ErrNotFound = errors.New("no such module")
 
-// OpenStore opens (creating) the store in dir.
-func OpenStore(dir string) (*Store, error) {
+// OpenStore opens (creating) the store in dir. It removes the temporary
+// files a write cut short (a crash, a full disk) left behind, and logs each
+// one on log.
+func OpenStore(dir string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "modules"), 0o755); err != nil {
+		return nil, fmt.Errorf("admin.store_dir: %w", err)
+	}
+	if err := removeTemps(dir, log); err != nil {
 		return nil, fmt.Errorf("admin.store_dir: %w", err)
 	}
 	s := &Store{dir: dir, man: Manifest{Pipelines: map[string]*PipelineState{}, Modules: map[string]*ModuleMeta{}}}
@@ -94,7 +101,11 @@ func (s *Store) Put(pipeline, source string, wasm []byte) (string, error) {
 		return "", err
 	}
 	s.man.Modules[d] = &ModuleMeta{Digest: d, Size: len(wasm), Pipeline: pipeline, Source: source, Added: time.Now().UTC()}
-	return d, s.saveLocked()
+	if err := s.saveLocked(); err != nil {
+		delete(s.man.Modules, d) // the manifest in memory stays what is on disk
+		return "", err
+	}
+	return d, nil
 }
 
 // Get returns a stored module, checking it against its digest.
@@ -119,22 +130,45 @@ func (s *Store) Get(digest string) ([]byte, error) {
 func (s *Store) Activate(pipeline, digest string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := s.man.Pipelines[pipeline]
-	if ps == nil {
-		ps = &PipelineState{}
-		s.man.Pipelines[pipeline] = ps
-	}
-	if ps.Active == digest {
-		return nil
-	}
-	if ps.Active != "" {
-		ps.History = append(ps.History, ps.Active)
-		if len(ps.History) > 50 {
-			ps.History = ps.History[len(ps.History)-50:]
+	return s.updateLocked(pipeline, func(ps *PipelineState) (bool, error) {
+		if ps.Active == digest {
+			return false, nil
 		}
+		if ps.Active != "" {
+			ps.History = append(ps.History, ps.Active)
+			if len(ps.History) > 50 {
+				ps.History = ps.History[len(ps.History)-50:]
+			}
+		}
+		ps.Active, ps.Deployed = digest, time.Now().UTC()
+		return true, nil
+	})
+}
+
+// updateLocked applies f to a copy of pipeline's state and, if f changed
+// it, saves the manifest with the copy; the state in memory changes only if
+// the save succeeds, so it always equals the manifest on disk.
+func (s *Store) updateLocked(pipeline string, f func(ps *PipelineState) (changed bool, err error)) error {
+	old := s.man.Pipelines[pipeline]
+	next := &PipelineState{}
+	if old != nil {
+		*next = *old
+		next.History = slices.Clone(old.History)
 	}
-	ps.Active, ps.Deployed = digest, time.Now().UTC()
-	return s.saveLocked()
+	changed, err := f(next)
+	if err != nil || !changed {
+		return err
+	}
+	s.man.Pipelines[pipeline] = next
+	if err := s.saveLocked(); err != nil {
+		if old == nil {
+			delete(s.man.Pipelines, pipeline)
+		} else {
+			s.man.Pipelines[pipeline] = old
+		}
+		return err
+	}
+	return nil
 }
 
 // Previous is the version pipeline ran before its active one.
@@ -153,13 +187,14 @@ func (s *Store) Previous(pipeline string) (string, bool) {
 func (s *Store) Rolled(pipeline, digest string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps := s.man.Pipelines[pipeline]
-	if ps == nil || len(ps.History) == 0 || ps.History[len(ps.History)-1] != digest {
-		return fmt.Errorf("%s is not the previous version of %s", digest, pipeline)
-	}
-	ps.History = ps.History[:len(ps.History)-1]
-	ps.Active, ps.Deployed = digest, time.Now().UTC()
-	return s.saveLocked()
+	return s.updateLocked(pipeline, func(ps *PipelineState) (bool, error) {
+		if len(ps.History) == 0 || ps.History[len(ps.History)-1] != digest {
+			return false, fmt.Errorf("%s is not the previous version of %s", digest, pipeline)
+		}
+		ps.History = ps.History[:len(ps.History)-1]
+		ps.Active, ps.Deployed = digest, time.Now().UTC()
+		return true, nil
+	})
 }
 
 // Active is the version pipeline runs, per the manifest.
@@ -209,9 +244,35 @@ func (s *Store) saveLocked() error {
 	return writeAtomic(filepath.Join(s.dir, "manifest.json"), b)
 }
 
+// tempPattern names writeAtomic's temporary files; removeTemps removes the
+// ones left behind.
+const tempPattern = ".tmp-*"
+
+// removeTemps removes the temporary files of writeAtomic left in the store's
+// directories, logging each.
+func removeTemps(dir string, log *slog.Logger) error {
+	for _, d := range []string{dir, filepath.Join(dir, "modules")} {
+		names, err := filepath.Glob(filepath.Join(d, tempPattern))
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			st, err := os.Lstat(n)
+			if err != nil || !st.Mode().IsRegular() {
+				continue
+			}
+			if err := os.Remove(n); err != nil {
+				return fmt.Errorf("removing a leftover temporary file: %w", err)
+			}
+			log.Info("admin: removed a leftover temporary file of the module store", "file", n, "size", st.Size(), "modified", st.ModTime().UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
 // writeAtomic writes b to path through a synced temporary file and a rename.
 func writeAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	f, err := os.CreateTemp(filepath.Dir(path), tempPattern)
 	if err != nil {
 		return err
 	}

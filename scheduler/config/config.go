@@ -23,6 +23,8 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+
+	"github.com/wasmstream/wasmstream/host"
 )
 
 // Embedded is the broker address that starts an in-process broker.
@@ -82,10 +84,18 @@ type Pipeline struct {
 	// commit in one Kafka transaction (RATIONALE.md, "Exactly once").
 	Guarantee    string       `koanf:"guarantee"`
 	Transactions Transactions `koanf:"transactions"`
+	// AllowCycles lets the pipeline be part of a cycle of pipelines feeding
+	// each other, or read its own output: it is declared to end the loop
+	// itself (topology.go).
+	AllowCycles bool `koanf:"allow_cycles"`
 	// Env is the module's environment (WASI environment variables): how a
 	// processor is configured (a service URL, a feature switch). Never put
 	// secrets here in plain text.
 	Env map[string]string `koanf:"env"`
+	// Weight is the pipeline's share of the host's guest-call slots (one per
+	// core) relative to the other pipelines' while they all have records to
+	// run; its retry workers share it (host/internal/slots).
+	Weight int `koanf:"weight"`
 }
 
 // Delivery guarantees.
@@ -207,9 +217,15 @@ type Instances struct {
 // Limits bound each instance of a pipeline's module.
 type Limits struct {
 	MemoryPages    uint32        `koanf:"memory_pages"`
+	TableElements  uint32        `koanf:"table_elements"`
 	RecordTimeout  time.Duration `koanf:"record_timeout"`
 	MaxOutputs     int           `koanf:"max_outputs"`
 	MaxOutputBytes int           `koanf:"max_output_bytes"`
+	// LogBytesPerSecond and LogBurstBytes rate-limit each instance's guest
+	// log lines (a line costs its message plus 256 bytes); lines over them
+	// are dropped and counted.
+	LogBytesPerSecond int `koanf:"log_bytes_per_second"`
+	LogBurstBytes     int `koanf:"log_burst_bytes"`
 }
 
 // Shutdown bounds each stage of a graceful stop.
@@ -297,6 +313,11 @@ type Host struct {
 	MaxInstanceMemory int64  `koanf:"max_instance_memory"`
 	MaxInFlight       int    `koanf:"max_in_flight"`
 	MaxAsyncInFlight  int    `koanf:"max_async_in_flight"`
+	// MaxHeldOutputBytes bounds the bytes of emitted outputs the host holds:
+	// those of records running or waiting on asynchronous operations, and
+	// those produced until the broker acknowledged them. Records are not
+	// started at half of it; emit refuses an output past it.
+	MaxHeldOutputBytes int64 `koanf:"max_held_output_bytes"`
 	// ID names this host among the group's members: stable across its
 	// restarts, different between hosts (exactly_once transactional ids are
 	// derived from it). The default is the machine's hostname.
@@ -365,6 +386,9 @@ func (c *Config) applyDefaults() {
 	if c.Host.MaxAsyncInFlight == 0 {
 		c.Host.MaxAsyncInFlight = 10000
 	}
+	if c.Host.MaxHeldOutputBytes == 0 {
+		c.Host.MaxHeldOutputBytes = 256 << 20
+	}
 	if c.Host.ID == "" {
 		if h, err := os.Hostname(); err == nil && h != "" {
 			c.Host.ID = h
@@ -386,17 +410,26 @@ func (c *Config) applyDefaults() {
 		if p.Transactions.Timeout == 0 {
 			p.Transactions.Timeout = time.Minute
 		}
-		if p.Limits.MemoryPages == 0 {
-			p.Limits.MemoryPages = 512
+		if p.Limits.MemoryPages == 0 { // limits' defaults are the host's
+			p.Limits.MemoryPages = host.DefaultLimits.MemoryPages
+		}
+		if p.Limits.TableElements == 0 {
+			p.Limits.TableElements = host.DefaultLimits.TableElements
 		}
 		if p.Limits.RecordTimeout == 0 {
-			p.Limits.RecordTimeout = 5 * time.Second
+			p.Limits.RecordTimeout = host.DefaultLimits.RecordTimeout
 		}
 		if p.Limits.MaxOutputs == 0 {
-			p.Limits.MaxOutputs = 1000
+			p.Limits.MaxOutputs = host.DefaultLimits.MaxOutputs
 		}
 		if p.Limits.MaxOutputBytes == 0 {
-			p.Limits.MaxOutputBytes = 16 << 20
+			p.Limits.MaxOutputBytes = host.DefaultLimits.MaxOutputBytes
+		}
+		if p.Limits.LogBytesPerSecond == 0 {
+			p.Limits.LogBytesPerSecond = host.DefaultLimits.LogBytesPerSecond
+		}
+		if p.Limits.LogBurstBytes == 0 {
+			p.Limits.LogBurstBytes = host.DefaultLimits.LogBurstBytes
 		}
 		if p.Ordering == "" {
 			p.Ordering = OrderPartition
@@ -415,6 +448,9 @@ func (c *Config) applyDefaults() {
 		}
 		if p.MaxInFlightBytes == 0 {
 			p.MaxInFlightBytes = 32 << 20
+		}
+		if p.Weight == 0 {
+			p.Weight = 1
 		}
 		a := &p.Async
 		if a.MaxInFlight == 0 {
@@ -592,14 +628,14 @@ func (c *Config) Validate() error {
 			add(key("output"), "an output topic is required")
 		} else if !validTopic(p.Output) {
 			add(key("output"), "%q is not a valid topic name", p.Output)
-		} else if inputs[p.Output] {
-			add(key("output"), "%q is also an input: the pipeline would consume its own output", p.Output)
+		} else if inputs[p.Output] && !p.AllowCycles {
+			add(key("output"), "%q is also an input: the pipeline would consume its own output (set allow_cycles: true if it ends the loop itself)", p.Output)
 		}
 		for j, t := range p.AllowedOutputs {
 			if !validTopic(t) {
 				add(fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j), "%q is not a valid topic name", t)
-			} else if inputs[t] {
-				add(fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j), "%q is also an input: the pipeline would consume its own output", t)
+			} else if inputs[t] && !p.AllowCycles {
+				add(fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j), "%q is also an input: the pipeline would consume its own output (set allow_cycles: true if it ends the loop itself)", t)
 			}
 		}
 		switch {
@@ -617,6 +653,9 @@ func (c *Config) Validate() error {
 		if l.MemoryPages < 1 || l.MemoryPages > 65536 {
 			add(key("limits.memory_pages"), "%d: want 1 to 65536 pages of 64 KiB", l.MemoryPages)
 		}
+		if l.TableElements < 1 || l.TableElements > host.MaxTableElements {
+			add(key("limits.table_elements"), "%d: want 1 to %d table elements of 8 bytes", l.TableElements, host.MaxTableElements)
+		}
 		if l.RecordTimeout < time.Millisecond || l.RecordTimeout > time.Hour {
 			add(key("limits.record_timeout"), "%s: want 1ms to 1h", l.RecordTimeout)
 		}
@@ -626,11 +665,20 @@ func (c *Config) Validate() error {
 		if l.MaxOutputBytes < 1024 || l.MaxOutputBytes > 1<<30 {
 			add(key("limits.max_output_bytes"), "%d: want 1 KiB to 1 GiB", l.MaxOutputBytes)
 		}
+		if l.LogBytesPerSecond < 1 || l.LogBytesPerSecond > 1<<30 {
+			add(key("limits.log_bytes_per_second"), "%d: want 1 to 1 GiB", l.LogBytesPerSecond)
+		}
+		if l.LogBurstBytes < 8<<10 || l.LogBurstBytes > 1<<30 {
+			add(key("limits.log_burst_bytes"), "%d: want 8 KiB to 1 GiB (a burst holds at least one full 4 KiB line)", l.LogBurstBytes)
+		}
 		if p.MaxInFlight < 1 || p.MaxInFlight > 1_000_000 {
 			add(key("max_in_flight"), "%d: want 1 to 1000000", p.MaxInFlight)
 		}
 		if p.MaxInFlightBytes < 1024 || p.MaxInFlightBytes > 1<<34 {
 			add(key("max_in_flight_bytes"), "%d: want 1 KiB to 16 GiB", p.MaxInFlightBytes)
+		}
+		if p.Weight < 1 || p.Weight > 1000 {
+			add(key("weight"), "%d: want 1 to 1000", p.Weight)
 		}
 		switch p.Ordering {
 		case OrderPartition, OrderKey, OrderNone:
@@ -753,6 +801,13 @@ func (c *Config) Validate() error {
 	if c.Host.MaxAsyncInFlight < 1 {
 		add("host.max_async_in_flight", "%d: want at least 1", c.Host.MaxAsyncInFlight)
 	}
+	for i, p := range c.Pipelines {
+		// Half the bound is where records stop starting: one started just
+		// below it must still be able to emit its maximum.
+		if need := 2 * int64(p.Limits.MaxOutputBytes); c.Host.MaxHeldOutputBytes < need {
+			add("host.max_held_output_bytes", "%d: want at least twice pipelines[%d].limits.max_output_bytes (%d)", c.Host.MaxHeldOutputBytes, i, need)
+		}
+	}
 	switch tr := &c.Tracing; tr.Exporter {
 	case "none", "stdout", "jsonl":
 	case "otlp-grpc", "otlp-http":
@@ -785,8 +840,8 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
 			add("admin.listen", "%q is not host:port", c.Admin.Listen)
 		}
-		if c.Admin.MaxModuleBytes < 1024 || c.Admin.MaxModuleBytes > 1<<30 {
-			add("admin.max_module_bytes", "%d: want 1 KiB to 1 GiB", c.Admin.MaxModuleBytes)
+		if c.Admin.MaxModuleBytes < 1024 || c.Admin.MaxModuleBytes > host.MaxModuleBytes {
+			add("admin.max_module_bytes", "%d: want 1 KiB to %d (the host loads no larger module)", c.Admin.MaxModuleBytes, host.MaxModuleBytes)
 		}
 	}
 	if c.Shutdown.DrainTimeout < 0 {
@@ -803,6 +858,8 @@ func (c *Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		add("log.format", "%q: want text or json", c.Log.Format)
 	}
+	c.checkTopology(add)
+	probs = c.addNegatives(probs)
 	if len(probs) == 0 {
 		return nil
 	}
@@ -907,6 +964,7 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
+			integerHook(),
 		),
 		WeaklyTypedInput: true,
 		TagName:          "koanf",
@@ -922,12 +980,17 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 	return cfg, nil
 }
 
+var decodeErrRE = regexp.MustCompile(`^'([^' ]+)' (.*)$`)
+
 func decodeProblems(err error) error {
 	var probs Problems
 	for _, line := range strings.Split(err.Error(), "\n") {
 		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
 		if line == "" || strings.HasPrefix(line, "decoding failed due to") || strings.HasSuffix(line, "error(s) decoding:") {
 			continue
+		}
+		if m := decodeErrRE.FindStringSubmatch(line); m != nil {
+			line = m[1] + ": " + m[2] // the decoder's "'key' problem" as Validate says it
 		}
 		probs = append(probs, line)
 	}

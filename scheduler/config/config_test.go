@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,4 +171,162 @@ func TestRetryConfig(t *testing.T) {
 	if c, err := Load(write(t, strings.Replace(good, "limits:", "retry: {max_attempts: 1}\n    limits:", 1)), nil, nil); err != nil || len(c.Pipelines[0].RetryTopics()) != 0 {
 		t.Errorf("max_attempts 1 needs no retry topics: %v", err)
 	}
+}
+
+// Integer keys take whole numbers that fit their type, from the file, the
+// environment and flags alike; nothing wraps, truncates or reads true as 1.
+func TestIntegerKeysStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		env, sets  []string
+		want       []string
+	}{
+		{"wraps", strings.Replace(good, "memory_pages: 512", "memory_pages: 4294967297", 1), nil, nil, []string{"pipelines[0].limits.memory_pages: 4294967297 is too large: want at most 4294967295"}},
+		{"truncates", strings.Replace(good, "record_timeout: 2s", "record_timeout: 2s\n      max_outputs: 2.9", 1), nil, nil, []string{"pipelines[0].limits.max_outputs: 2.9 is not a whole number"}},
+		{"bool", strings.Replace(good, "record_timeout: 2s", "record_timeout: 2s\n      max_outputs: true", 1), nil, nil, []string{"pipelines[0].limits.max_outputs: true is not a number"}},
+		{"negative unsigned", strings.Replace(good, "memory_pages: 512", "memory_pages: -1", 1), nil, nil, []string{"pipelines[0].limits.memory_pages: -1 is negative: want 0 to 4294967295"}},
+		{"huge float", strings.Replace(good, "memory_pages: 512", "memory_pages: 1e30", 1), nil, nil, []string{"pipelines[0].limits.memory_pages: 1e+30 is too large"}},
+		{"int32", good, []string{"WASMSTREAM_KAFKA_TOPIC_PARTITIONS=4294967300"}, nil, []string{"kafka.topic_partitions: 4294967300 is too large: want at most 2147483647"}},
+		{"env fraction", good, []string{"WASMSTREAM_HOST_MAX_INSTANCES=2.5"}, nil, []string{"host.max_instances: 2.5 is not a whole number"}},
+		{"flag overflow", good, nil, []string{"host.max_in_flight=99999999999999999999"}, []string{"host.max_in_flight: 99999999999999999999 is too large"}},
+		{"unused but negative", good + "admin:\n  enabled: false\n  max_module_bytes: -1\n", nil, []string{"kafka.embedded_port=-2"}, []string{
+			"admin.max_module_bytes: -1 is negative: want 0 or more", "kafka.embedded_port: -2 is not a port"}},
+		{"at_least_once transactions", strings.Replace(good, "limits:", "transactions: {max_records: -4}\n    limits:", 1), nil, nil, []string{"pipelines[0].transactions.max_records: -4 is negative"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(write(t, tc.yaml), tc.env, tc.sets)
+			if err == nil {
+				t.Fatal("loaded an invalid config")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+			if strings.Count(err.Error(), "kafka.embedded_port") > 1 {
+				t.Errorf("a key is named twice:\n%v", err)
+			}
+		})
+	}
+	// Whole numbers written as floats, strings of digits and durations as
+	// before are fine.
+	c, err := Load(write(t, strings.Replace(good, "memory_pages: 512", "memory_pages: 1e3\n      max_outputs: 7.0", 1)), []string{"WASMSTREAM_HOST_MAX_INSTANCES=12"}, []string{"kafka.topic_partitions=0x10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Pipelines[0].Limits; l.MemoryPages != 1000 || l.MaxOutputs != 7 || l.RecordTimeout != 2*time.Second || c.Host.MaxInstances != 12 || c.Kafka.TopicPartitions != 16 {
+		t.Fatalf("decoded %+v, max_instances %d, topic_partitions %d", l, c.Host.MaxInstances, c.Kafka.TopicPartitions)
+	}
+}
+
+// pipelinesYAML is a config with one pipeline per spec: "name: in -> out",
+// then any further keys of it, each after a ";" (its dead-letter topic is
+// name.dlq unless one is given).
+func pipelinesYAML(specs ...string) string {
+	var b strings.Builder
+	b.WriteString("kafka:\n  brokers: [embedded]\n  group: g\npipelines:\n")
+	for _, s := range specs {
+		head, extra, _ := strings.Cut(s, ";")
+		name, flow, _ := strings.Cut(head, ":")
+		in, out, _ := strings.Cut(flow, "->")
+		name, in, out = strings.TrimSpace(name), strings.TrimSpace(in), strings.TrimSpace(out)
+		fmt.Fprintf(&b, "  - name: %s\n    module: m.wasm\n    inputs: [%s]\n    output: %s\n", name, in, out)
+		if !strings.Contains(extra, "dead_letter_topic:") {
+			fmt.Fprintf(&b, "    dead_letter_topic: %s.dlq\n", name)
+		}
+		for _, l := range strings.Split(extra, ";") {
+			if l = strings.TrimSpace(l); l != "" {
+				b.WriteString("    " + l + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// Pipelines that feed each other in a cycle are refused unless one of the
+// cycle allows it.
+func TestCyclesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		specs []string
+		want  string // "" = loads
+	}{
+		{"two", []string{"a: x -> y", "b: y -> x"}, `pipelines[0].output: "y" feeds a cycle of pipelines: a -[y]-> b -[x]-> a; a record could go round forever`},
+		{"three through allowed_outputs", []string{"a: x -> y", "b: y -> z; allowed_outputs: [w]", "c: w -> x"}, `pipelines[0].output: "y" feeds a cycle of pipelines: a -[y]-> b -[w]-> c -[x]-> a`},
+		{"through a dead-letter topic", []string{"a: x -> y", "redrive: a.dlq -> x"}, `pipelines[0].dead_letter_topic: "a.dlq" feeds a cycle of pipelines: a -[a.dlq]-> redrive -[x]-> a`},
+		{"own output", []string{"a: x -> x"}, `pipelines[0].output: "x" is also an input: the pipeline would consume its own output (set allow_cycles: true`},
+		{"own allowed output", []string{"a: x -> y; allowed_outputs: [x]"}, `pipelines[0].allowed_outputs[0]: "x" is also an input`},
+		{"one cycle allowed, another not", []string{"a: x -> y; allow_cycles: true", "b: y -> x", "c: y -> z", "d: z -> y"}, `pipelines[2].output: "z" feeds a cycle of pipelines: c -[z]-> d -[y]-> c`},
+		{"allowed", []string{"a: x -> y", "b: y -> x; allow_cycles: true"}, ""},
+		{"own output allowed", []string{"a: x -> x; allow_cycles: true"}, ""},
+		{"no cycle", []string{"a: x -> y", "b: y -> z", "c: x -> z", "dlq-reader: a.dlq -> audit"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(write(t, pipelinesYAML(tc.specs...)), nil, nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error does not contain %q:\n%v", tc.want, err)
+			case err != nil && strings.Count(err.Error(), "\n") > 0:
+				t.Fatalf("more than one problem:\n%v", err)
+			}
+		})
+	}
+}
+
+// Retry topics, consumer groups and transactional ids belong to one
+// pipeline; dead-letter topics may be shared and read.
+func TestSharedInternalsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		specs []string
+		want  string // "" = loads
+	}{
+		{"retry prefix", []string{"a: x -> y; retry: {topic_prefix: shared}", "b: z -> w; retry: {topic_prefix: shared}"}, `pipelines[1].retry.topic_prefix: retry topic "shared.1s" is also a retry topic of pipelines[0] (a): each pipeline needs retry topics of its own`},
+		{"another's retry topic as input", []string{"a: x -> y", "b: a.retry.10s -> w"}, `pipelines[1].inputs[0]: "a.retry.10s" is a retry topic of pipelines[0] (a)`},
+		{"another's retry topic as output", []string{"a: x -> y", "b: z -> a.retry.1m"}, `pipelines[1].output: "a.retry.1m" is a retry topic of pipelines[0] (a)`},
+		{"own retry topic as allowed output", []string{"a: x -> y; allowed_outputs: [a.retry.1s]"}, `pipelines[0].allowed_outputs[0]: "a.retry.1s" is a retry topic of pipelines[0] (a)`},
+		{"group", []string{"a: x -> y; group: same", "b: z -> w; group: same"}, `pipelines[1].group: consumer group "same" is also used by pipelines[0] (a)`},
+		{"retry workers' group", []string{"a: x -> y", "b: z -> w; group: g.a.retry"}, `pipelines[1].group: consumer group "g.a.retry" is also used by pipelines[0] (a)`},
+		{"transactional id", []string{"a: x -> y; guarantee: exactly_once; transactions: {id: tx}", "b: z -> w; guarantee: exactly_once; transactions: {id: tx}"}, `pipelines[1].transactions.id: transactional id "tx" is also used by pipelines[0] (a)`},
+		{"shared and read dead-letter topic", []string{"a: x -> y; dead_letter_topic: dlq", "b: z -> w; dead_letter_topic: dlq", "c: dlq -> audit"}, ""},
+		{"no retry topics, no retry group", []string{"a: x -> y; retry: {max_attempts: 1}", "b: z -> w; group: g.a.retry"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(write(t, pipelinesYAML(tc.specs...)), nil, nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error does not contain %q:\n%v", tc.want, err)
+			}
+		})
+	}
+}
+
+// Load never panics or hangs, whatever the file holds: it returns a valid
+// config or an error.
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte(pipelinesYAML("a: x -> y", "b: y -> x")))
+	f.Add([]byte(pipelinesYAML("a: x -> y; retry: {topic_prefix: s, backoff: [1s, 1h]}", "b: y -> z; allowed_outputs: [x]; allow_cycles: true")))
+	f.Add([]byte(strings.Replace(good, "512", "4294967297", 1)))
+	f.Add([]byte("a: &a [*a, *a]\nb: [*a, *a, *a]\n"))
+	f.Add([]byte("pipelines: {x: 1}\nkafka: 3\n"))
+	f.Add([]byte("pipelines:\n  - limits: {memory_pages: .nan, max_outputs: -.inf}\n    retry: {backoff: [-1s]}\n"))
+	if b, err := os.ReadFile("../../config.yaml"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, yaml []byte) {
+		c, err := Load(write(t, string(yaml)), nil, nil)
+		if err == nil {
+			if verr := c.Validate(); verr != nil {
+				t.Fatalf("Load returned a config that does not validate: %v", verr)
+			}
+			if len(c.Pipelines) == 0 {
+				t.Fatal("Load returned a config without pipelines")
+			}
+		}
+	})
 }

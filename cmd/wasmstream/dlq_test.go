@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/internal/failhdr"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// hostile is a guest error message that would retitle the terminal, clear
+// it and start a C1 (8-bit) CSI sequence if printed raw.
+const hostile = "\x1b]0;pwned\x07\x1b[2J\x9b31m"
+
+// assertPrintable fails if out holds a byte or rune a terminal would act
+// on: a control other than newline, DEL, C1, a format character or invalid
+// UTF-8.
+func assertPrintable(t *testing.T, what, out string) {
+	t.Helper()
+	if !utf8.ValidString(out) {
+		t.Errorf("%s: invalid UTF-8 printed raw:\n%q", what, out)
+	}
+	for _, r := range out {
+		if r != '\n' && r != '\t' && unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
+			t.Errorf("%s: control %U printed raw:\n%q", what, r, out)
+			return
+		}
+	}
+}
+
+// dlqSetup starts an in-process broker with a pipeline's topics and
+// dead-letter records: 0@0 and 0@2 well-formed (0@0 with a hostile error,
+// key and header name), 0@1 from a topic that is not an input, 0@3 with no
+// wasmstream headers at all, 0@4 with a repeated, malformed attempt header.
+func dlqSetup(t *testing.T) (cfg string, brokers []string) {
+	brokers = kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "p.retry.1s")
+	dir := t.TempDir()
+	mod := writeFile(t, dir, "m.wasm", wt.Minimal(wt.I32Const(0)).Bytes())
+	cfg = writeFile(t, dir, "c.yaml", []byte(`
+kafka: {brokers: [`+brokers[0]+`], group: g}
+pipelines:
+  - {name: p, module: `+mod+`, inputs: [in], output: out, dead_letter_topic: dlq, retry: {max_attempts: 2, backoff: [1s]}}
+`))
+	dead := func(topic string, offset int64, msg string) []kgo.RecordHeader {
+		st := failhdr.State{
+			Pipeline: "p", Kind: "guest.fail", Error: msg,
+			Origin:  failhdr.Origin{Topic: topic, Partition: 0, Offset: offset, Timestamp: 1},
+			Attempt: 2, ModuleDigest: "sha256:00", FailedAt: time.Now(), FirstFailure: time.Now().Add(-time.Second),
+			History: []failhdr.Entry{{Attempt: 1, Text: "guest.retry: first " + msg}, {Attempt: 2, Text: "guest.fail: " + msg + "\nsecond line"}},
+		}
+		return failhdr.Encode([]kgo.RecordHeader{{Key: "own" + msg, Value: []byte("kept")}}, &st)
+	}
+	recs := []*kgo.Record{
+		{Key: []byte("k" + hostile), Value: []byte("v0"), Headers: dead("in", 10, hostile)},
+		{Key: []byte("k1"), Value: []byte("v1"), Headers: dead("elsewhere", 11, "wrong topic")},
+		{Key: []byte("k2"), Value: []byte("v2"), Headers: dead("in", 12, "plain")},
+		{Key: []byte("k3"), Value: []byte("v3")},
+		{Key: []byte("k4"), Value: []byte("v4"), Headers: append(dead("in", 14, "bad attempt"), kgo.RecordHeader{Key: failhdr.Attempt, Value: []byte("x")})},
+	}
+	for _, r := range recs {
+		r.Topic = "dlq"
+	}
+	if err := kafkatest.Client(t, brokers).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, brokers
+}
+
+// TestDLQEscapesGuestText: list and show print a hostile error message, key
+// and header name escaped.
+func TestDLQEscapesGuestText(t *testing.T) {
+	cfg, _ := dlqSetup(t)
+	code, out, errs := runCLI(t, "dlq", "list", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "5 of 5 dead-lettered records") || !strings.Contains(out, `\x1b]0;pwned\x07\x1b[2J\x9b31m`) {
+		t.Fatalf("list: code %d\n%s\n%s", code, out, errs)
+	}
+	assertPrintable(t, "dlq list", out)
+	code, out, errs = runCLI(t, "dlq", "show", "--config", cfg, "0@0")
+	if code != 0 || !strings.Contains(out, `attempt 2: guest.fail: \x1b]0;pwned`) || !strings.Contains(out, "\n      second line") {
+		t.Fatalf("show: code %d\n%s\n%s", code, out, errs)
+	}
+	assertPrintable(t, "dlq show", out)
+	code, out, _ = runCLI(t, "dlq", "show", "--config", cfg, "0@3")
+	if code != 0 || !strings.Contains(out, "malformed: wasmstream.pipeline: missing") {
+		t.Fatalf("show of a record without headers: code %d\n%s", code, out)
+	}
+}
+
+// TestDLQRedriveSkipsBadRecords: a dead letter that cannot be redriven is
+// reported and skipped; every other one is sent; the command exits 1 with a
+// summary naming the bad ones.
+func TestDLQRedriveSkipsBadRecords(t *testing.T) {
+	cfg, brokers := dlqSetup(t)
+	code, out, errs := runCLI(t, "dlq", "redrive", "--config", cfg)
+	for _, want := range []string{"redriven 0@0 -> in", "not redriven 0@1: its original topic \"elsewhere\" is not an input", "redriven 0@2 -> in",
+		"not redriven 0@3: it has no usable wasmstream.original.topic", "redriven 0@4 -> in", "3 records redriven, 2 could not be"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if code != 1 || !strings.Contains(errs, "2 of 5 matching records could not be redriven: 0@1: ") || !strings.Contains(errs, "; 0@3: ") {
+		t.Errorf("code %d, stderr %q", code, errs)
+	}
+	assertPrintable(t, "dlq redrive", out+errs)
+	if t.Failed() {
+		t.Fatalf("stdout:\n%s", out)
+	}
+	in := kafkatest.NewReader(t, brokers, "in")
+	in.ReadUntil(t, 30*time.Second, "three redriven records", func(rs []*kgo.Record) bool { return len(rs) >= 3 })
+	for i, r := range in.Recs {
+		// A fresh start: the record's own headers and the mark, nothing else.
+		var ours []string
+		for _, h := range r.Headers {
+			if strings.HasPrefix(h.Key, failhdr.Prefix) {
+				ours = append(ours, h.Key)
+			}
+		}
+		if len(ours) != 1 || kafkatest.Header(r, failhdr.RedrivenFrom) != []string{"dlq[0]@0", "dlq[0]@2", "dlq[0]@4"}[i] || len(r.Headers) != 2 {
+			t.Errorf("redriven record %d: headers %v", i, r.Headers)
+		}
+	}
+
+	// To the retry tier: the well-formed ones keep their origin and history
+	// and are on the next attempt; the malformed are reported.
+	code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg, "--to", "retry")
+	if code != 1 || !strings.Contains(out, "redriven 0@0 -> p.retry.1s") || !strings.Contains(out, "not redriven 0@1: its original topic") ||
+		!strings.Contains(out, "redriven 0@2 -> p.retry.1s") || !strings.Contains(out, "not redriven 0@3: it has no usable") ||
+		!strings.Contains(out, `not redriven 0@4: its headers do not say where it was first consumed and how it failed: wasmstream.attempt: repeated`) || !strings.Contains(errs, "3 of 5 matching records") {
+		t.Fatalf("redrive --to retry: code %d\n%s\n%s", code, out, errs)
+	}
+	rt := kafkatest.NewReader(t, brokers, "p.retry.1s")
+	rt.ReadUntil(t, 30*time.Second, "two records on the retry tier", func(rs []*kgo.Record) bool { return len(rs) >= 2 })
+	st, err := failhdr.Decode(rt.Recs[1].Headers)
+	if err != nil || st.Origin.Topic != "in" || st.Origin.Offset != 12 || st.Attempt != 3 || len(st.History) != 2 || st.RedrivenFrom != "dlq[0]@2" || st.Due.IsZero() {
+		t.Fatalf("retry copy: %+v, %v", st, err)
+	}
+}

@@ -1,0 +1,59 @@
+package host
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// FuzzOperationStart feeds the bytes a guest passes to async_start to the
+// operations. Whatever they are, Start either refuses them (and never calls
+// done) or calls done exactly once with a result that decodes. No request
+// reaches the network: the context is canceled before Start, and the only
+// allowed host is a closed port.
+func FuzzOperationStart(f *testing.F) {
+	f.Add(int32(abi.OpHTTP), abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "GET", URL: "http://127.0.0.1:1/users/7"}))
+	f.Add(int32(abi.OpHTTP), abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "POST", URL: "http://127.0.0.1:1/",
+		Headers: []abi.Header{{Key: "Bad Name", Value: []byte("v\r\n")}}, Body: []byte("x"), Timeout: time.Second}))
+	f.Add(int32(abi.OpHTTP), abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "GET", URL: "http://elsewhere.example/"}))
+	f.Add(int32(abi.OpHTTP), abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "G ET", URL: "::"}))
+	f.Add(int32(abi.OpTimer), abi.AppendTimer(nil, time.Hour))
+	f.Add(int32(abi.OpTimer), []byte{1})
+	ops := map[abi.OpKind]Operation{
+		abi.OpTimer: timerOp{},
+		abi.OpHTTP:  newHTTPOp(HTTPConfig{AllowHosts: []string{"127.0.0.1:1"}, MaxRequestBytes: 64}),
+	}
+	f.Fuzz(func(t *testing.T, kind int32, req []byte) {
+		op := ops[abi.OpKind(kind)]
+		if op == nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		results := make(chan []byte, 2)
+		if _, err := op.Start(ctx, req, func(r []byte) { results <- r }); err != nil {
+			select {
+			case <-results:
+				t.Fatalf("done was called for a refused request: %v", err)
+			default:
+			}
+			return
+		}
+		var res []byte
+		select {
+		case res = <-results:
+		case <-time.After(10 * time.Second):
+			t.Fatal("done was not called")
+		}
+		if _, err := abi.DecodeCompletion(res); err != nil {
+			t.Fatalf("result does not decode: %v", err)
+		}
+		select {
+		case <-results:
+			t.Fatal("done was called twice")
+		case <-time.After(time.Millisecond):
+		}
+	})
+}
