@@ -73,3 +73,47 @@ func TestHeldOutputsBound(t *testing.T) {
 		t.Fatalf("%d bytes held after the caller released its outputs", h)
 	}
 }
+
+// One record's outputs are bounded by limits.max_outputs and
+// limits.max_output_bytes whatever the host-wide bound: emit past either
+// returns the limit error, the record fails and holds nothing afterwards.
+func TestRecordOutputLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lim   Limits
+		bytes string
+	}{
+		{"max_outputs", Limits{MaxOutputs: 3}, "262144"},                  // four outputs of 64 KiB
+		{"max_output_bytes", Limits{MaxOutputBytes: 100 << 10}, "131072"}, // 128 KiB > 100 KiB
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t)
+			e.LimitHeldOutputs(64 << 20)
+			tc.lim.RecordTimeout = 10 * time.Second
+			m, err := e.Load(context.Background(), guest(t, "host/testdata/holdout"), ModuleConfig{Name: "test", Limits: tc.lim})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			in := newInstance(t, m)
+			res := in.Process(context.Background(), holdRec(tc.bytes, "0s"), "r")
+			if res.Status != abi.StatusRetry || res.Err == nil || !strings.Contains(res.Err.Error(), "limit") || len(res.Outputs) != 0 {
+				t.Fatalf("a record emitting past %s: %+v", tc.name, res)
+			}
+			if h, _ := e.HeldOutputBytes(); h != 0 {
+				t.Fatalf("%d bytes held after the record failed", h)
+			}
+			// Within the limit the same guest succeeds.
+			res = in.Process(context.Background(), holdRec("65536", "0s"), "r2")
+			for deadline := time.Now().Add(5 * time.Second); res.Status == abi.StatusPending && time.Now().Before(deadline); {
+				<-in.Ready()
+				for _, d := range in.Poll(context.Background(), time.Now()) {
+					res = d.Result
+				}
+			}
+			if res.Status != abi.StatusOK || len(res.Outputs) != 1 {
+				t.Fatalf("a record within the limits: %+v", res)
+			}
+		})
+	}
+}

@@ -210,6 +210,22 @@ func TestHandBuiltFaults(t *testing.T) {
 	}
 }
 
+// TestUnboundedRecursion: wasmstream_on_record (function 1) calls itself
+// without end. The engine's call-stack bound traps it long before the record
+// deadline; the instance is discarded and the stack memory goes with it.
+func TestUnboundedRecursion(t *testing.T) {
+	body := append(append(wt.LocalGet(0), wt.LocalGet(1)...), wt.Call(1)...)
+	m := load(t, wt.Minimal(body).Bytes(), Limits{RecordTimeout: time.Minute})
+	in := newInstance(t, m)
+	start := time.Now()
+	res := in.Process(context.Background(), &abi.Record{Topic: "t"}, nil)
+	f := res.Fault()
+	if f == nil || f.Kind != FaultTrap || !strings.Contains(f.Msg, "stack overflow") || !in.Dead() {
+		t.Fatalf("got %v (dead=%v), want a trap fault with \"stack overflow\"", res.Err, in.Dead())
+	}
+	t.Logf("%v after %v; %s", f, time.Since(start).Round(time.Millisecond), vmRSS())
+}
+
 func TestEmitErrnos(t *testing.T) {
 	// emit with a malformed encoding (4 zero bytes: topic "" then nothing)
 	// returns -ErrnoBadEncoding to the guest, which returns it as its status.
