@@ -10,15 +10,27 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 fuzztime="${FUZZTIME:-8s}"
 pick="${FUZZ:-.}"
 failed=0
+count_files() { if [[ -d "$1" ]]; then find "$1" -type f | wc -l; else echo 0; fi; }
 while IFS= read -r file; do
     dir="$(dirname "$file")"
     for target in $(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$file" | sed 's/^func //'); do
         [[ "$target" =~ $pick ]] || continue
+        corpus="$dir/testdata/fuzz/$target"
+        before="$(count_files "$corpus")"
         out="$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$dir" 2>&1)" || {
-            printf '%s\n' "$out" >&2
-            echo "FAIL fuzz $dir $target" >&2
-            failed=1
-            continue
+            after="$(count_files "$corpus")"
+            # Go 1.26's fuzzing coordinator can report "context deadline
+            # exceeded" when -fuzztime ends while a worker is mid-input
+            # (golang/go#75804, fixed in Go 1.27). A real failure writes its
+            # input to testdata/fuzz/; without one, that is the known race.
+            if [[ "$after" == "$before" ]] && grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+                echo "note: $dir $target stopped with the fuzz coordinator's deadline race (golang/go#75804); no failing input" >&2
+            else
+                printf '%s\n' "$out" >&2
+                echo "FAIL fuzz $dir $target" >&2
+                failed=1
+                continue
+            fi
         }
         execs="$(printf '%s\n' "$out" | grep -oE 'execs: [0-9]+' | tail -1 | grep -oE '[0-9]+' || echo '?')"
         printf 'fuzz %-28s %-22s %s executions in %s\n' "$dir" "$target" "$execs" "$fuzztime"

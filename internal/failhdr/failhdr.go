@@ -312,7 +312,10 @@ func attemptNumber(s string) (int, bool) {
 		}
 		n = n*10 + int(s[i]-'0')
 	}
-	return n, n <= MaxAttempt
+	if n > MaxAttempt {
+		return 0, false
+	}
+	return n, true
 }
 
 // quote shows a header value in an error: quoted (control characters
