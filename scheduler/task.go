@@ -451,7 +451,7 @@ func withTraceContext(hs []kgo.RecordHeader, tp, ts []byte) []kgo.RecordHeader {
 }
 
 // failureHeaders builds a failed record's headers: its own (not wasmstream's),
-// then what internal/failure encodes: where it was first consumed, its error
+// then what internal/failhdr encodes: where it was first consumed, its error
 // history with the inline attempts and this failure appended, and
 // attemptHeader as the attempt. What r's wasmstream.* headers are believed
 // is priorOf's decision: nothing on an input topic.
