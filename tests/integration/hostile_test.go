@@ -33,28 +33,7 @@ func limited(args ...string) *exec.Cmd {
 
 func startLimited(t *testing.T, args ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("wasmstream-%d.log", seq.Add(1)))
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := limited(args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, log: logPath, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); f.Close() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("wasmstream log (%s):\n%s", logPath, tail(p.logText(), 60))
-		}
-	})
-	return p
+	return startCmd(t, limited(args...))
 }
 
 func writeModule(t *testing.T, m wt.Module) string {

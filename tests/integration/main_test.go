@@ -106,13 +106,21 @@ func startProc(t *testing.T, args ...string) *proc {
 // startProcEnv starts wasmstream with extra environment variables.
 func startProcEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, cmd)
+}
+
+// startCmd starts cmd (a wasmstream process, perhaps wrapped) with its output
+// in a log file; the process is killed at the end of the test if it still
+// runs, and its log shown if the test failed.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("wasmstream-%d.log", seq.Add(1)))
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -125,8 +133,7 @@ func startProcEnv(t *testing.T, env []string, args ...string) *proc {
 			<-p.done
 		}
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("wasmstream log (%s):\n%s", logPath, tail(string(b), 60))
+			t.Logf("wasmstream log (%s):\n%s", logPath, tail(p.logText(), 60))
 		}
 	})
 	return p
