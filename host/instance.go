@@ -96,6 +96,7 @@ type Instance struct {
 	ctx        context.Context
 	base       context.Context // ends when the instance closes: cancels its operations
 	baseCancel context.CancelFunc
+	fuel       fuelState // the meter's deadline and allowance (fuel.go)
 	stderr     outputBuffer
 	logs       logBucket // rate-limits log (guestlog.go)
 	dead       bool
@@ -307,8 +308,8 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	if op == nil {
 		st.deadline = time.Now().Add(in.m.limits.RecordTimeout)
 	}
-	cctx, cancel := context.WithDeadline(ctx, st.deadline)
-	cctx = context.WithValue(cctx, instanceKey{}, in)
+	// No context per call: refuel checks st.deadline and ctx (fuel.go).
+	in.fuel.startCall(ctx, st.deadline, "record")
 	in.cur, in.curOp = st, op
 	stack, f := fn()
 	obs := in.m.cfg.Observer
@@ -316,9 +317,8 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	if obs != nil {
 		start = time.Now()
 	}
-	err := f.CallWithStack(cctx, stack)
-	cerr := cctx.Err()
-	cancel()
+	err := f.CallWithStack(in.ctx, stack)
+	in.fuel.endCall()
 	in.cur, in.curOp = nil, nil
 	if obs != nil && st.tag != nil {
 		name := abi.ExportOnRecord
@@ -328,7 +328,7 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 		obs.GuestCall(st.tag, name, start, time.Since(start), err)
 	}
 	if err != nil {
-		flt := in.classify(err, cerr, ctx.Err())
+		flt := in.classify(err, ctx.Err())
 		delete(in.pending, st.handle) // st gets this fault, not "lost"
 		in.Close(context.Background())
 		return Result{Status: abi.StatusRetry, Err: flt}
@@ -561,7 +561,7 @@ func opList(st *recState) string {
 	return b.String()
 }
 
-func (in *Instance) classify(err, callCtxErr, parentErr error) *Fault {
+func (in *Instance) classify(err, parentErr error) *Fault {
 	tail := in.stderr.String()
 	switch {
 	case in.fault != nil:
@@ -569,8 +569,6 @@ func (in *Instance) classify(err, callCtxErr, parentErr error) *Fault {
 		return in.fault
 	case parentErr != nil:
 		return &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host: " + parentErr.Error(), Stderr: tail}
-	case errors.Is(callCtxErr, context.DeadlineExceeded):
-		return &Fault{Kind: FaultDeadline, Msg: fmt.Sprintf("record deadline of %s exceeded; the guest was interrupted (limits.record_timeout)", in.m.limits.RecordTimeout), Stderr: tail}
 	case strings.Contains(tail, "out of memory"):
 		return &Fault{Kind: FaultOOM, Msg: fmt.Sprintf("guest ran out of memory (limit %d pages = %d MiB, limits.memory_pages)", in.m.limits.MemoryPages, in.m.limits.MemoryPages/16), Stderr: tail}
 	case strings.HasPrefix(tail, "panic: ") || strings.Contains(tail, "\npanic: "):

@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/meter"
 	"github.com/wasmstream/wasmstream/host/internal/slots"
 )
 
@@ -167,10 +168,15 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 	if err != nil {
 		return nil, err
 	}
+	// Then meter its code: the record deadline interrupts a guest through
+	// the fuel counter (fuel.go), not through wazero's checks.
+	code, _, err = meter.Instrument(code)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
+	}
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(e.cache).
-		WithMemoryLimitPages(lim.MemoryPages).
-		WithCloseOnContextDone(true)
+		WithMemoryLimitPages(lim.MemoryPages)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name)}
 	if m.async.MaxPerRecord <= 0 {
@@ -200,6 +206,9 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 		return nil, fmt.Errorf("host: wasi: %w", err)
 	}
 	if err := m.instantiateHostModule(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.instantiateMeter(ctx); err != nil {
 		return nil, err
 	}
 	m.allowed = make(map[string]bool, len(cfg.AllowedTopics))
@@ -276,6 +285,9 @@ func (m *Module) check() error {
 			async = true
 		}
 		mod, name, _ := f.Import()
+		if mod == meter.ImportModule {
+			continue // added by the meter: the module itself may not import it
+		}
 		s := sig{f.ParamTypes(), f.ResultTypes()}
 		m.info.Imports = append(m.info.Imports, fmt.Sprintf("%s.%s: %s", mod, name, s))
 		switch {
@@ -368,10 +380,17 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	for _, k := range sortedKeys(m.cfg.Env) {
 		mc = mc.WithEnv(k, m.cfg.Env[k])
 	}
-	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), max(InstantiateTimeout, m.limits.RecordTimeout))
-	defer cancel()
-	mod, err := m.rt.InstantiateModule(ictx, m.compiled, mc)
+	// One context per instance carries it to the host functions; the
+	// deadline and the caller's context live in its fuel state, checked by
+	// refuel (fuel.go).
+	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
+	in.fuel.startCall(ctx, time.Now().Add(max(InstantiateTimeout, m.limits.RecordTimeout)), "initialisation")
+	defer in.fuel.endCall()
+	mod, err := m.rt.InstantiateModule(in.ctx, m.compiled, mc)
 	if err != nil {
+		if in.fault != nil {
+			err = in.fault
+		}
 		return nil, fmt.Errorf("%w: instantiate: %v%s", ErrIncompatible, err, in.stderr.suffix())
 	}
 	in.mod = mod
@@ -380,8 +399,11 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	in.stack = make([]uint64, 3)
 	in.base, in.baseCancel = context.WithCancel(context.Background())
 	vf := mod.ExportedFunction(abi.ExportVersion)
-	res, err := vf.Call(ictx)
+	res, err := vf.Call(in.ctx)
 	if err != nil {
+		if in.fault != nil {
+			err = in.fault
+		}
 		mod.Close(ctx)
 		return nil, fmt.Errorf("%w: %s(): %v%s", ErrIncompatible, abi.ExportVersion, err, in.stderr.suffix())
 	}
@@ -389,6 +411,6 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("%w: %s() returned %d; this host implements ABI v%d", ErrIncompatible, abi.ExportVersion, v, abi.Version)
 	}
-	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
+	in.fault = nil
 	return in, nil
 }

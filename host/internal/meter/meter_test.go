@@ -1,0 +1,234 @@
+package meter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmstream/wasmstream/host/internal/meter"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+)
+
+func features(t testing.TB) []byte {
+	b, err := os.ReadFile("testdata/features.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// run instantiates wasm (instrumented or not) and calls each export named
+// in names, returning "result" or "trap: msg" per export. Imports: env.ignored
+// (adds 1) and, for metered code, a refuel that gives allowance units and
+// counts its calls.
+type runner struct {
+	allowance int64
+	refuels   int
+}
+
+func (rn *runner) run(t testing.TB, wasm []byte, names []string) []string {
+	t.Helper()
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true))
+	defer rt.Close(ctx)
+	if _, err := rt.NewHostModuleBuilder("env").NewFunctionBuilder().
+		WithFunc(func(x int32) int32 { return x + 1 }).Export("ignored").Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.NewHostModuleBuilder(meter.ImportModule).NewFunctionBuilder().
+		WithFunc(func() int32 { rn.refuels++; return int32(rn.allowance) }).Export(meter.ImportName).Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := rt.Instantiate(ctx, wasm)
+	if err != nil {
+		t.Fatalf("instantiate: %v", err)
+	}
+	var out []string
+	for _, name := range names {
+		f := mod.ExportedFunction(name)
+		if f == nil {
+			t.Fatalf("no export %s", name)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := f.Call(cctx)
+		cancel()
+		if err != nil {
+			msg := err.Error()
+			if i := strings.IndexByte(msg, '\n'); i >= 0 {
+				msg = msg[:i]
+			}
+			out = append(out, "trap: "+msg)
+			continue
+		}
+		out = append(out, fmt.Sprint(res))
+	}
+	return out
+}
+
+var featureExports = []string{"sum", "fib", "multi", "refs", "mem", "simd", "nested", "uses_import"}
+
+// TestInstrumentBehavesTheSame: every export of the feature module returns
+// the same instrumented as not, whatever the allowance (1 refuels at every
+// charge), and refuel is called as the charges predict.
+func TestInstrumentBehavesTheSame(t *testing.T) {
+	orig := features(t)
+	want := (&runner{}).run(t, orig, featureExports)
+	t.Logf("results: %v", want)
+	out, st, err := meter.Instrument(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Functions != 11 || st.Loops != 4 || st.Bulk != 6 {
+		t.Errorf("stats %+v", st)
+	}
+	for _, allowance := range []int64{1, 1000, meter.MaxFuel} {
+		rn := &runner{allowance: allowance}
+		got := rn.run(t, out, featureExports)
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("allowance %d:\n got %v\nwant %v", allowance, got, want)
+		}
+		t.Logf("allowance %d: %d refuels", allowance, rn.refuels)
+		if allowance == 1 && rn.refuels < 100000+100*1000 {
+			t.Errorf("allowance 1: %d refuels, want one per loop iteration at least", rn.refuels)
+		}
+		if allowance == meter.MaxFuel && rn.refuels != 1 {
+			t.Errorf("allowance 2^30: %d refuels, want 1 (the first charge)", rn.refuels)
+		}
+	}
+	for _, w := range want {
+		if strings.HasPrefix(w, "trap") {
+			t.Errorf("the feature module traps: %v", want)
+		}
+	}
+}
+
+// TestInstrumentExamples: the example guests (built by `make plugins
+// c-plugins`) instrument into modules wazero compiles.
+func TestInstrumentExamples(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(wt.RepoRoot(t), "plugins/examples/*/*.wasm"))
+	if len(files) == 0 {
+		t.Skip("no example built (make plugins c-plugins)")
+	}
+	ctx := context.Background()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		out, st, err := meter.Instrument(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		took := time.Since(start)
+		rt := wazero.NewRuntime(ctx)
+		if _, err := rt.CompileModule(ctx, out); err != nil {
+			t.Fatalf("%s: instrumented module does not compile: %v", f, err)
+		}
+		rt.Close(ctx)
+		t.Logf("%s: %d → %d bytes (+%.1f%%) in %v, %+v", filepath.Base(f), len(b), len(out), 100*float64(len(out)-len(b))/float64(len(b)), took.Round(time.Millisecond), st)
+	}
+}
+
+// TestInstrumentRefuses: the original may not name what the meter adds.
+func TestInstrumentRefuses(t *testing.T) {
+	loop := wt.Minimal(wt.Loop)
+	imports := wt.Minimal(wt.I32Const(0), wt.Import{Module: meter.ImportModule, Name: meter.ImportName, Results: []byte{wt.I32}})
+	callPast := wt.Minimal(append(wt.Call(2), 0x1a, 0x41, 0x00)) // call 2: there are 2 functions
+	globalPast := wt.Minimal([]byte{0x23, 0x00})                  // global.get 0: there is none
+	typePast := wt.Minimal([]byte{0x02, 0x02, 0x0b, 0x41, 0x00})  // block (type 2): there are 2 types
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"meter import", imports.Bytes(), `imports wasmstream_meter.refuel`},
+		{"function index", callPast.Bytes(), "reference to function 2, but the module has 2 functions"},
+		{"global index", globalPast.Bytes(), "reference to global 0, but the module has 0 globals"},
+		{"type index", typePast.Bytes(), "block type 2, but the module has 2 types"},
+		{"threads", wt.Minimal([]byte{0xfe, 0x03, 0x00, 0x41, 0x00}).Bytes(), "opcode 0xfe"},
+		{"truncated", loop.Bytes()[:len(loop.Bytes())-3], "malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := meter.Instrument(tc.wasm)
+			var me *meter.Error
+			if err == nil || !errors.As(err, &me) || (tc.want != "malformed" && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzInstrument: Instrument never panics; a module wazero compiles is
+// instrumented, the result compiles too, and its exported functions without
+// parameters return the same results (or trap alike) with any allowance.
+func FuzzInstrument(f *testing.F) {
+	f.Add(features(f))
+	f.Add(wt.Minimal(wt.Loop).Bytes())
+	f.Add(wt.LogLoop(10, 1, 4).Bytes())
+	m := wt.Minimal(wt.I32Const(0))
+	m.Tables = []wt.Table{{Min: 3}}
+	m.Globals = 2
+	m.Elements = []int{2}
+	m.Data = [][]byte{[]byte("abc")}
+	m.HasStart = true
+	f.Add(m.Bytes())
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	f.Cleanup(func() { rt.Close(ctx) })
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, _, err := meter.Instrument(b)
+		if err != nil {
+			var me *meter.Error
+			if !errors.As(err, &me) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+		}
+		cm, cerr := rt.CompileModule(ctx, b)
+		if cerr != nil {
+			return
+		}
+		defer cm.Close(ctx)
+		if err != nil {
+			t.Fatalf("wazero compiles the module, Instrument refuses it: %v", err)
+		}
+		cm2, err := rt.CompileModule(ctx, out)
+		if err != nil {
+			t.Fatalf("the instrumented module does not compile: %v", err)
+		}
+		cm2.Close(ctx)
+		// Behaviour: only modules without imports of their own, calling
+		// exports that take nothing.
+		if len(cm.ImportedFunctions()) > 0 || len(cm.ImportedMemories()) > 0 {
+			return
+		}
+		var names []string
+		for name, fd := range cm.ExportedFunctions() {
+			if len(fd.ParamTypes()) == 0 {
+				names = append(names, name)
+			}
+		}
+		if len(names) == 0 {
+			return
+		}
+		want := (&runner{}).run(t, b, names)
+		for _, w := range want {
+			if strings.Contains(w, "context deadline") {
+				return // loops: compared elsewhere
+			}
+		}
+		for _, allowance := range []int64{1, 977, meter.MaxFuel} {
+			got := (&runner{allowance: allowance}).run(t, out, names)
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("allowance %d:\n got %v\nwant %v", allowance, got, want)
+			}
+		}
+	})
+}
