@@ -142,8 +142,8 @@ func TestInstrumentRefuses(t *testing.T) {
 	loop := wt.Minimal(wt.Loop)
 	imports := wt.Minimal(wt.I32Const(0), wt.Import{Module: meter.ImportModule, Name: meter.ImportName, Results: []byte{wt.I32}})
 	callPast := wt.Minimal(append(wt.Call(2), 0x1a, 0x41, 0x00)) // call 2: there are 2 functions
-	globalPast := wt.Minimal([]byte{0x23, 0x00})                  // global.get 0: there is none
-	typePast := wt.Minimal([]byte{0x02, 0x02, 0x0b, 0x41, 0x00})  // block (type 2): there are 2 types
+	globalPast := wt.Minimal([]byte{0x23, 0x00})                 // global.get 0: there is none
+	typePast := wt.Minimal([]byte{0x02, 0x02, 0x0b, 0x41, 0x00}) // block (type 2): there are 2 types
 	for _, tc := range []struct {
 		name string
 		wasm []byte
