@@ -2,6 +2,9 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +160,30 @@ func TestInitialiserInterrupted(t *testing.T) {
 	_, err := newEngine(t).Load(ctx, mod.Bytes(), ModuleConfig{})
 	if err == nil || !strings.Contains(err.Error(), "abandoned") || time.Since(start) > 5*time.Second {
 		t.Fatalf("got %v after %v", err, time.Since(start))
+	}
+}
+
+// TestMeteredHashGuest: the hash example, whose time is all in loops,
+// computes under the meter what Go computes natively (the uppercase guests'
+// outputs are checked by TestUppercaseGuest and TestCGuestUppercase).
+func TestMeteredHashGuest(t *testing.T) {
+	in := newInstance(t, load(t, guest(t, "plugins/examples/hash"), Limits{}))
+	for i, rounds := range []int{1, 7, 1000} {
+		value := []byte(strings.Repeat("metered ", i*50+1))
+		res := in.Process(context.Background(), &abi.Record{Topic: "t", Value: value,
+			Headers: []abi.Header{{Key: "rounds", Value: []byte(strconv.Itoa(rounds))}}}, nil)
+		if res.Err != nil || len(res.Outputs) != 1 {
+			t.Fatalf("%+v", res)
+		}
+		sum := sha256.Sum256(value)
+		for r := 1; r < rounds; r++ {
+			sum = sha256.Sum256(sum[:])
+		}
+		if want := hex.EncodeToString(sum[:]); !strings.Contains(string(res.Outputs[0].Value), want) {
+			t.Fatalf("rounds %d: %s, want sha256 %s", rounds, res.Outputs[0].Value, want)
+		}
+	}
+	if in.fuel.refuels == 0 {
+		t.Fatal("the guest never refuelled: is it metered?")
 	}
 }
