@@ -267,9 +267,12 @@ func (p *Pool) dispatch(now time.Time) {
 			}
 			continue
 		}
+		// Shift rather than reslice, so that the queue keeps its backing
+		// array and a call allocates nothing (queues are a few entries long).
 		w := g.waiters[0]
-		g.waiters[0] = nil
-		g.waiters = g.waiters[1:]
+		n := copy(g.waiters, g.waiters[1:])
+		g.waiters[n] = nil
+		g.waiters = g.waiters[:n]
 		g.running++
 		p.used++
 		w.granted, w.at = true, now
