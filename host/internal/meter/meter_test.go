@@ -232,3 +232,43 @@ func FuzzInstrument(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkLoop: one iteration of a tight loop (a counter and a compare)
+// as compiled by wazero, plain and metered: the meter's cost per iteration.
+func BenchmarkLoop(b *testing.B) {
+	const n = 1_000_000
+	mod := wt.Minimal(append(wt.Repeat(n, 2, nil), wt.I32Const(0)...))
+	mod.Funcs[1].Locals = []wt.Locals{{N: 1, Type: wt.I32}}
+	plain := mod.Bytes()
+	metered, _, err := meter.Instrument(plain)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+	}{{"plain", plain}, {"metered", metered}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			rt := wazero.NewRuntime(ctx)
+			defer rt.Close(ctx)
+			if _, err := rt.NewHostModuleBuilder(meter.ImportModule).NewFunctionBuilder().
+				WithFunc(func() int32 { return 1 << 20 }).Export(meter.ImportName).Instantiate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			m, err := rt.Instantiate(ctx, tc.wasm)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f := m.ExportedFunction("wasmstream_on_record")
+			stack := make([]uint64, 2)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := f.CallWithStack(ctx, stack); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/iter")
+		})
+	}
+}
