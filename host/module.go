@@ -189,7 +189,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 			rt.Close(ctx)
 		}
 	}()
-	compiled, err := rt.CompileModule(ctx, code)
+	compiled, err := compile(ctx, rt, code)
 	if err != nil {
 		if msg := err.Error(); strings.Contains(msg, "section memory") && strings.Contains(msg, "over limit") {
 			return nil, fmt.Errorf("%w: memory minimum exceeds the limit of %d pages (limits.memory_pages): %v", ErrIncompatible, lim.MemoryPages, err)
@@ -223,6 +223,19 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 	in.Close(ctx)
 	ok = true
 	return m, nil
+}
+
+// compile compiles code, turning a panic of wazero's into an error: wazero
+// v1.12 panics on some invalid modules (a function imported with a type
+// index out of range; the meter refuses those first), and no module may
+// take the host down.
+func compile(ctx context.Context, rt wazero.Runtime, code []byte) (cm wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cm, err = nil, fmt.Errorf("the runtime failed on the module: %v", p)
+		}
+	}()
+	return rt.CompileModule(ctx, code)
 }
 
 // Info describes the module.

@@ -372,6 +372,30 @@ func (m *module) valType(r *reader) error {
 	return r.fail("unknown value type 0x%x", c)
 }
 
+// tableType reads a table type as wazero does: an optional initialiser
+// prefix (0x40 0x00, reported), a reference type (wazero takes any byte,
+// refusing an unusable one later), and limits.
+func (m *module) tableType(r *reader) (init bool, err error) {
+	if r.pos < r.end && r.b[r.pos] == 0x40 {
+		r.pos++
+		if c, err := r.byte(); err != nil || c != 0 {
+			return false, r.fail("bad table initialiser prefix")
+		}
+		init = true
+	}
+	c, err := r.byte()
+	if err != nil {
+		return false, err
+	}
+	if c == 0x63 || c == 0x64 {
+		r.pos--
+		if err := m.valType(r); err != nil {
+			return false, err
+		}
+	}
+	return init, r.limits()
+}
+
 func (m *module) surveyImports(r *reader) error {
 	n, err := r.count(4)
 	if err != nil {
@@ -396,10 +420,15 @@ func (m *module) surveyImports(r *reader) error {
 		switch kind {
 		case 0:
 			m.funcImports++
-			_, err = r.u32()
+			var t uint32
+			if t, err = r.u32(); err == nil && int64(t) >= int64(m.types) {
+				// wazero v1.12 panics validating a call to such a function.
+				err = r.fail("import %d has type %d, but the module has %d types", i, t, m.types)
+			}
 		case 1:
-			if err = m.valType(r); err == nil {
-				err = r.limits()
+			var init bool
+			if init, err = m.tableType(r); err == nil && init {
+				err = skipConstExpr(r)
 			}
 		case 2:
 			err = r.limits()
@@ -453,10 +482,8 @@ func (m *module) rewrite(s section) (content []byte, keep bool, err error) {
 		b = append(b, m.b[r.pos:s.end]...)
 		return m.appendType(b), true, nil
 	case secImport:
-		n, _ := r.u32()
-		b := appendU32(nil, n+1)
-		b = append(b, m.b[r.pos:s.end]...)
-		return m.appendImport(b), true, nil
+		b, err := m.rewriteImports(r)
+		return b, true, err
 	case secGlobal:
 		b, err := m.rewriteGlobals(r)
 		return b, true, err
@@ -588,6 +615,69 @@ func (m *module) rewriteGlobals(r *reader) ([]byte, error) {
 	return m.appendGlobal(out), nil
 }
 
+// rewriteImports copies the imports (renumbering ref.func in the
+// initialiser of an imported table) and appends refuel.
+func (m *module) rewriteImports(r *reader) ([]byte, error) {
+	n, err := r.count(4)
+	if err != nil {
+		return nil, err
+	}
+	out := appendU32(nil, uint32(n+1))
+	for i := 0; i < n; i++ {
+		start := r.pos
+		r.name()
+		r.name()
+		kind, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		if kind != 1 {
+			// Surveyed already: skip to the next import.
+			switch kind {
+			case 0:
+				_, err = r.u32()
+			case 2:
+				err = r.limits()
+			case 3:
+				if err = m.valType(r); err == nil {
+					_, err = r.byte()
+				}
+			case 4:
+				if _, err = r.byte(); err == nil {
+					_, err = r.u32()
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m.b[start:r.pos]...)
+			continue
+		}
+		init, err := m.tableType(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m.b[start:r.pos]...)
+		if init {
+			if out, err = m.constExpr(r, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r.pos != r.end {
+		return nil, r.fail("import section longer than its imports")
+	}
+	return m.appendImport(out), nil
+}
+
+// skipConstExpr skips a constant expression (in the survey, before the
+// function count is known).
+func skipConstExpr(r *reader) error {
+	m := &module{b: r.b, funcs: 1<<32 - 1, globals: 1<<32 - 1}
+	_, err := m.constExpr(r, nil)
+	return err
+}
+
 func (m *module) rewriteTables(r *reader) ([]byte, error) {
 	n, err := r.count(3)
 	if err != nil {
@@ -596,17 +686,8 @@ func (m *module) rewriteTables(r *reader) ([]byte, error) {
 	out := appendU32(nil, uint32(n))
 	for i := 0; i < n; i++ {
 		start := r.pos
-		init := r.pos < r.end && r.b[r.pos] == 0x40
-		if init {
-			r.pos++
-			if c, err := r.byte(); err != nil || c != 0 {
-				return nil, r.fail("table %d: bad initialiser prefix", i)
-			}
-		}
-		if err := m.valType(r); err != nil {
-			return nil, err
-		}
-		if err := r.limits(); err != nil {
+		init, err := m.tableType(r)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, m.b[start:r.pos]...)
