@@ -61,6 +61,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		commits   = counter("wasmstream.commits", "{commit}", "Successful offset commits.")
 		logDrop   = counter("wasmstream.guest.log.dropped", "{line}", "Guest log lines dropped over limits.log_bytes_per_second and limits.log_burst_bytes.")
 		logDropB  = counter("wasmstream.guest.log.dropped_bytes", "By", "Message bytes of the guest log lines dropped.")
+		borrowed  = counter("wasmstream.instances.borrowed", "{instance}", "Instances a task borrowed above its minimum because records waited.")
+		released  = counter("wasmstream.instances.released", "{instance}", "Borrowed instances a task gave back after instances.idle_timeout without a record.")
 		forged    = counter("wasmstream.forged_headers", "{header}", "wasmstream.* headers not believed: any on an input record (a producer set them), malformed ones on a retry record.")
 
 		inFlight  = gauge("wasmstream.task.in_flight", "{record}", "Records fetched and not yet done, per partition task.")
@@ -100,6 +102,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 				o.ObserveInt64(skipped, s.Skipped.Load(), at)
 				o.ObserveInt64(faults, s.Faults.Load(), at)
 				o.ObserveInt64(restarted, s.Restarted.Load(), at)
+				o.ObserveInt64(borrowed, s.Borrowed.Load(), at)
+				o.ObserveInt64(released, s.Released.Load(), at)
 			}
 			p.psMu.Unlock()
 			o.ObserveInt64(commits, p.stats.Commits.Load(), metric.WithAttributes(pipe))
@@ -166,7 +170,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		o.ObserveInt64(hostHeld, held)
 		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
-	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, commits, forged, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
+	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, forged, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
 		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

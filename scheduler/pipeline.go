@@ -40,6 +40,8 @@ type Stats struct {
 	Skipped    atomic.Int64 // records skipped because a previous owner recorded them done
 	Retried    atomic.Int64 // records acknowledged on a retry topic (or retried inline)
 	Restarted  atomic.Int64 // records restarted because their instance was discarded while they waited
+	Borrowed   atomic.Int64 // instances borrowed above the tasks' minimums (records waited)
+	Released   atomic.Int64 // borrowed instances given back after instances.idle_timeout without a record
 	// ForgedHeaders counts wasmstream.* headers not believed: any on an
 	// input topic, malformed ones on a retry topic (scheduler/headers.go).
 	ForgedHeaders atomic.Int64
@@ -60,6 +62,8 @@ type Snapshot struct {
 	Skipped    int64
 	Retried    int64
 	Restarted  int64
+	Borrowed   int64 // instances borrowed because records waited
+	Released   int64 // instances given back after instances.idle_timeout without a record
 	// Transactions committed and aborted (exactly_once pipelines).
 	TxnCommitted int64
 	TxnAborted   int64
@@ -240,7 +244,7 @@ func (p *Pipeline) flowLoop() {
 		p.mu.Lock()
 		for _, t := range p.tasks {
 			t.maybeResume()
-			t.grow() // a task with no instance (retry workers) starts one when a record is due
+			t.dispatch() // a safety net: the task's kick timer runs it when records fall due or wait
 		}
 		p.mu.Unlock()
 	}
@@ -580,6 +584,8 @@ func (p *Pipeline) Snapshot() Snapshot {
 		Skipped:    p.stats.Skipped.Load(),
 		Retried:    p.stats.Retried.Load(),
 		Restarted:  p.stats.Restarted.Load(),
+		Borrowed:   p.stats.Borrowed.Load(),
+		Released:   p.stats.Released.Load(),
 
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),

@@ -31,9 +31,14 @@ import (
 //   - none: any record on any free instance.
 //
 // Between min and max instances run per task: the minimum is kept warm, the
-// rest is borrowed from the host's Budget when records wait and no instance is
-// idle, and given back after instances.idle_timeout idle. See RATIONALE.md,
-// "Pools and ordering".
+// rest is borrowed from the host's Budget when records keep waiting (the
+// workers it has do not keep up), and given back after
+// instances.idle_timeout without a record. The most recently used idle worker
+// takes the next record, so that steady traffic concentrates on as few
+// instances as keep up with it and the others time out (dispatch.go; see
+// RATIONALE.md, "Pools and ordering").
+//
+// Lock order, outermost first: Pipeline.mu, releaser.mu, task.mu, Budget.mu.
 type task struct {
 	p         *Pipeline
 	topic     string
@@ -57,12 +62,16 @@ type task struct {
 	paused   bool
 	stopping bool
 	closed   bool
-	workers  int             // live workers
+	workers  int             // live workers, not counting those retiring
 	live     map[int]*worker // by slot
-	borrowed int             // workers above the minimum
-	idle     int             // workers waiting for work
 
-	notify chan struct{} // wakes one idle worker
+	// Dispatch (dispatch.go).
+	idleW     []*worker   // workers waiting for work, least recently used first
+	blocked   int         // workers waiting that may not take a record (async or output bounds)
+	waitSince time.Time   // since when records have been runnable without pause (zero: none is)
+	kick      *time.Timer // runs dispatch when records fall due or have waited growAfter
+	kickAt    time.Time   // when kick fires (zero: not set)
+
 	stopCh chan struct{}
 	wg     sync.WaitGroup // workers
 	ctx    context.Context
@@ -88,7 +97,11 @@ type lane struct {
 func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &task{p: p, topic: topic, partition: partition, skip: skip, committed: -1, ps: p.partitionStats(topic, partition),
-		notify: make(chan struct{}, 1), stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
+		stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
+	// The timer's function runs on a goroutine of its own; stop stops it,
+	// and a run racing with stop finds the task stopping and does nothing.
+	t.kick = time.AfterFunc(time.Hour, t.dispatch)
+	t.kick.Stop()
 	t.mattrs = attribute.NewSet(attribute.String("pipeline", p.pc.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
 	switch p.pc.Ordering {
 	case config.OrderKey:
@@ -131,9 +144,6 @@ func (t *task) addWorkerLocked(w *worker) int {
 
 func (t *task) spawnLocked(borrowed bool) {
 	t.workers++
-	if borrowed {
-		t.borrowed++
-	}
 	t.wg.Add(1)
 	go t.worker(borrowed)
 }
@@ -173,9 +183,8 @@ func (t *task) enqueue(recs []*kgo.Record) {
 		t.paused = true
 		t.p.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
-	t.growLocked()
+	t.dispatchLocked()
 	t.mu.Unlock()
-	t.wake()
 }
 
 // placeLocked makes r runnable under the pipeline's ordering.
@@ -210,34 +219,6 @@ func (t *task) runnableLocked() bool {
 		return len(t.free) > 0 && !dueAt(t.free[0]).After(time.Now())
 	}
 	return len(t.free) > 0 || len(t.ready) > 0
-}
-
-// grow borrows an instance if records are runnable and none is idle.
-func (t *task) grow() {
-	t.mu.Lock()
-	t.growLocked()
-	runnable := t.runnableLocked()
-	t.mu.Unlock()
-	if runnable {
-		t.wake()
-	}
-}
-
-// growLocked borrows an instance when records wait and no worker is idle.
-func (t *task) growLocked() {
-	if t.stopping || t.idle > 0 || !t.runnableLocked() || t.workers >= t.p.pc.Instances.Max {
-		return
-	}
-	if t.p.budget.borrow(t.p.instanceBytes) {
-		t.spawnLocked(true)
-	}
-}
-
-func (t *task) wake() {
-	select {
-	case t.notify <- struct{}{}:
-	default:
-	}
 }
 
 // pickLocked takes the runnable record with the lowest offset (keeping the
@@ -283,11 +264,8 @@ func (t *task) release(ln *lane) {
 			delete(t.lanes, ln.key)
 		}
 	}
-	// A worker that finished and finds records waiting while none is idle
-	// means the task is backlogged: borrow another instance.
-	t.growLocked()
+	t.dispatchLocked()
 	t.mu.Unlock()
-	t.wake()
 }
 
 // stop makes the task take no further record; workers finish the record in
@@ -302,6 +280,7 @@ func (t *task) stop() {
 	t.stopping = true
 	t.free, t.ready, t.lanes, t.single.q = nil, nil, nil, nil
 	t.queued = 0
+	t.kick.Stop()
 	if t.paused {
 		t.paused = false
 		t.p.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
@@ -372,7 +351,7 @@ func (t *task) lag() int64 {
 func (t *task) counts() (workers, busy, inFlight int, paused bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.workers, t.workers - t.idle, t.inFlight, t.paused
+	return t.workers, t.workers - len(t.idleW), t.inFlight, t.paused
 }
 
 func (t *task) finish(r *kgo.Record) {

@@ -146,6 +146,14 @@ type worker struct {
 	retries []*job      // inline retries waiting, by due time
 	slot    int         // its index among the task's workers (a metrics label)
 
+	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
+	// takes the worker off task.idleW and sends here (buffer 1, never
+	// blocks); lastUsed and keptUntil are the worker's own, read by
+	// pushIdleLocked under task.mu while the worker is on task.idleW.
+	wake      chan struct{}
+	lastUsed  time.Time // when it last started a record or had one pending
+	keptUntil time.Time // kept as part of the minimum: no idle check before
+
 	// Read by metrics from other goroutines.
 	state   atomic.Int32 // workerIdle, workerBusy, workerAwaiting
 	handled atomic.Int64 // records decided on this worker
@@ -175,34 +183,40 @@ func (w *worker) settleState() {
 }
 
 // worker runs records on its own instance until the task stops (and its
-// records waiting on asynchronous operations are decided) or, for a borrowed
-// instance, until it sat idle for instances.idle_timeout.
+// records waiting on asynchronous operations are decided) or, while the task
+// is above its minimum, until it went instances.idle_timeout without a
+// record (dispatch.go decides who takes records and who retires).
 func (t *task) worker(borrowed bool) {
 	defer t.wg.Done()
-	w := &worker{t: t}
+	w := &worker{t: t, wake: make(chan struct{}, 1), lastUsed: time.Now()}
 	t.mu.Lock()
 	w.slot = t.addWorkerLocked(w)
 	t.mu.Unlock()
+	retired := false
 	defer func() {
 		t.mu.Lock()
 		delete(t.live, w.slot)
+		if !retired {
+			t.workers--
+		}
 		t.mu.Unlock()
 		if w.inst != nil {
+			// Closing frees the instance's linear memory; nothing else
+			// refers to it once the worker is gone from t.live.
 			w.inst.Close(context.Background())
 			for _, d := range w.inst.Poll(context.Background(), time.Now()) {
 				t.drop(d.Tag.(*job)) // aborted: uncommitted
 			}
+			w.inst = nil
+		}
+		if w.ver != nil {
+			w.ver.release() // a replaced version closes with its last instance
+			w.ver = nil
 		}
 		for _, j := range w.retries {
 			t.drop(j)
 		}
 		t.p.budget.release(t.p.instanceBytes)
-		t.mu.Lock()
-		t.workers--
-		if borrowed {
-			t.borrowed--
-		}
-		t.mu.Unlock()
 	}()
 	if !borrowed {
 		w.instance() // keep the minimum warm
@@ -211,14 +225,18 @@ func (t *task) worker(borrowed bool) {
 	defer idle.Stop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	idleTimeout := t.p.pc.Instances.IdleTimeout
 	for {
 		if t.ctx.Err() != nil {
 			return
 		}
 		w.poll()
 		w.startDueRetries()
-		took := w.admit()
+		took, refused := w.admit()
 		pending := w.inst != nil && w.inst.Pending() > 0
+		if took || pending || len(w.retries) > 0 {
+			w.lastUsed = time.Now() // not idle: records in progress or due
+		}
 		t.mu.Lock()
 		stopping := t.stopping
 		t.mu.Unlock()
@@ -244,19 +262,10 @@ func (t *task) worker(borrowed bool) {
 			next = w.retries[0].due
 		}
 		swapC := t.p.swapped()
-		canTake := w.canTake()
-		if canTake && t.p.secondary {
-			t.mu.Lock()
-			if len(t.free) > 0 {
-				if d := dueAt(t.free[0]); next.IsZero() || d.Before(next) {
-					next = d
-				}
-			}
-			t.mu.Unlock()
-		}
+		canTake := !refused && w.canTake()
 		if !canTake && !w.instLimited() {
-			// Held back by the host's bound on asynchronous operations:
-			// look again soon.
+			// Held back by a host-wide bound (asynchronous operations,
+			// held outputs): look again soon.
 			if n := time.Now().Add(20 * time.Millisecond); next.IsZero() || n.Before(next) {
 				next = n
 			}
@@ -266,32 +275,48 @@ func (t *task) worker(borrowed bool) {
 			timer.Reset(max(time.Until(next), 0))
 			timerC = timer.C
 		}
-		var idleC <-chan time.Time
-		if borrowed && !pending && len(w.retries) == 0 && !stopping {
-			idle.Reset(t.p.pc.Instances.IdleTimeout)
-			idleC = idle.C
-		}
-		var notify <-chan struct{}
 		var stopC <-chan struct{}
-		if canTake && !stopping {
-			notify, stopC = t.notify, t.stopCh
-			t.mu.Lock()
-			t.idle++
-			t.mu.Unlock()
+		var idleC <-chan time.Time
+		waiting, blocked := false, false
+		t.mu.Lock()
+		switch {
+		case stopping:
+		case canTake:
+			if t.runnableLocked() {
+				t.mu.Unlock() // records came in since admit: take them
+				continue
+			}
+			// Wait for work on the idle list, in order of last use.
+			t.pushIdleLocked(w)
+			waiting, stopC = true, t.stopCh
+			if !pending && len(w.retries) == 0 && idleTimeout > 0 {
+				at := w.lastUsed.Add(idleTimeout)
+				if at.Before(w.keptUntil) {
+					at = w.keptUntil
+				}
+				idle.Reset(max(time.Until(at), 0))
+				idleC = idle.C
+			}
+		default:
+			// Held back: records are for the other workers meanwhile.
+			t.blocked++
+			blocked = true
+			t.dispatchLocked()
 		}
+		t.mu.Unlock()
 		var ready <-chan struct{}
 		if w.inst != nil {
 			ready = w.inst.Ready()
 		}
-		retire := false
+		expired := false
 		select {
 		case <-swapC:
-		case <-notify:
+		case <-w.wake:
 		case <-stopC:
 		case <-ready:
 		case <-timerC:
 		case <-idleC:
-			retire = true
+			expired = true
 		case <-t.ctx.Done():
 		}
 		if timerC != nil && !timer.Stop() {
@@ -300,13 +325,37 @@ func (t *task) worker(borrowed bool) {
 			default:
 			}
 		}
-		if notify != nil {
+		if idleC != nil && !expired && !idle.Stop() {
+			select {
+			case <-idle.C:
+			default:
+			}
+		}
+		if waiting || blocked {
 			t.mu.Lock()
-			t.idle--
-			runnable := t.runnableLocked()
+			if blocked {
+				t.blocked--
+			}
+			// Off the list: a waker may have taken it off already, to hand
+			// it records (its wake signal is then consumed below).
+			onList := waiting && t.removeIdleLocked(w)
+			if expired && onList {
+				if t.retireLocked(w) {
+					retired = true
+					t.mu.Unlock()
+					return
+				}
+				// Part of the minimum: stay, warm, and look again after
+				// another idle_timeout.
+				w.keptUntil = time.Now().Add(idleTimeout)
+			}
 			t.mu.Unlock()
-			if retire && !runnable {
-				return
+			select {
+			case <-w.wake:
+			default:
+			}
+			if expired && onList && w.inst == nil {
+				w.instance()
 			}
 		}
 	}
@@ -356,20 +405,20 @@ func (w *worker) upgrade() {
 }
 
 // admit starts runnable records while the worker may; it reports whether it
-// started any.
-func (w *worker) admit() bool {
+// started any, and whether the host's bound on asynchronous operations
+// refused one (the worker is then held back like !canTake).
+func (w *worker) admit() (took, refused bool) {
 	t := w.t
-	took := false
 	for w.canTake() {
 		async := t.p.async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
 		if t.stopping {
 			t.mu.Unlock()
-			return took
+			return took, false
 		}
 		if async && !t.p.budget.admitAsync() {
 			t.mu.Unlock()
-			return took
+			return took, true
 		}
 		r, ln := t.pickLocked()
 		if r == nil {
@@ -377,15 +426,12 @@ func (w *worker) admit() bool {
 			if async {
 				t.p.budget.admitted()
 			}
-			return took
+			return took, false
 		}
 		t.queued--
 		t.started++
-		more := t.runnableLocked()
+		t.dispatchLocked() // this worker comes back for more; others only if records keep waiting
 		t.mu.Unlock()
-		if more {
-			t.wake()
-		}
 		if p := r.Offset + 1; p > t.position.Load() {
 			t.position.Store(p)
 		}
@@ -395,7 +441,7 @@ func (w *worker) admit() bool {
 			t.p.budget.admitted()
 		}
 	}
-	return took
+	return took, false
 }
 
 // poll delivers the instance's completions and expires its overdue records.

@@ -269,7 +269,7 @@ type statusLine struct {
 func (l statusLine) attrs() []any {
 	return []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
 		"done", l.Done, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
-		"instances", l.Instances, "busy", l.Busy, "paused", l.Paused, "skipped", l.Skipped, "transactions", l.TxnCommitted, "aborted", l.TxnAborted}
+		"instances", l.Instances, "busy", l.Busy, "borrowed", l.Borrowed, "released", l.Released, "paused", l.Paused, "skipped", l.Skipped, "transactions", l.TxnCommitted, "aborted", l.TxnAborted}
 }
 
 func (l statusLine) String() string {

@@ -1,0 +1,165 @@
+package scheduler
+
+import (
+	"slices"
+	"time"
+)
+
+// Dispatch: which worker of a task takes the next runnable record, when the
+// pool grows and when it shrinks (RATIONALE.md, "Pools and ordering").
+//
+//   - Idle workers wait in task.idleW, ordered by when each last had work
+//     (lastUsed), most recent last. A record that nobody is taking wakes
+//     the most recently used one, through that worker's own wake channel:
+//     work concentrates on the fewest instances that keep up, and the least
+//     recently used ones stay untouched until instances.idle_timeout retires
+//     them.
+//   - A worker already taking records (a "taker": running one, or between
+//     being woken and waiting again) takes the next one itself when it is
+//     done. Another worker is woken, or an instance borrowed when none is
+//     idle, only once records have been runnable without pause for
+//     growAfter: the records actually wait, the takers do not keep up.
+//     Borrowing then happens at most once per growAfter per task.
+//   - A task with no worker at all (retry tasks start empty) borrows at
+//     once when a record is runnable.
+//
+// Everything here runs under task.mu. Lock order, outermost first:
+// Pipeline.mu, releaser.mu, task.mu, Budget.mu (Budget.asyncMu is taken
+// without task.mu). The wake channels and the kick timer are only ever sent
+// on or reset without blocking, so holding task.mu there is safe.
+
+// growAfter is how long records must stay runnable, with every taker busy,
+// before the task wakes another idle worker or borrows an instance. It is
+// small next to a person's sense of latency and large next to one fetch
+// batch of fast records, so that a batch arriving while a worker is busy
+// does not grow the pool; instances are never created per record.
+const growAfter = 20 * time.Millisecond
+
+// pushIdleLocked makes w wait for work, in order of last use.
+func (t *task) pushIdleLocked(w *worker) {
+	i, _ := slices.BinarySearchFunc(t.idleW, w.lastUsed, func(x *worker, at time.Time) int {
+		if x.lastUsed.After(at) {
+			return 1
+		}
+		return -1 // equal times: after the ones already waiting
+	})
+	t.idleW = slices.Insert(t.idleW, i, w)
+}
+
+// removeIdleLocked takes w off the idle list; it reports whether w was on
+// it (false: a waker took it off to hand it records).
+func (t *task) removeIdleLocked(w *worker) bool {
+	i := slices.Index(t.idleW, w)
+	if i < 0 {
+		return false
+	}
+	t.idleW = slices.Delete(t.idleW, i, i+1)
+	return true
+}
+
+// wakeLocked hands the runnable records to the most recently used idle
+// worker. The worker is off the idle list from now on: it counts as a
+// taker until it waits again.
+func (t *task) wakeLocked() bool {
+	n := len(t.idleW)
+	if n == 0 {
+		return false
+	}
+	w := t.idleW[n-1]
+	t.idleW[n-1] = nil
+	t.idleW = t.idleW[:n-1]
+	select {
+	case w.wake <- struct{}{}:
+	default: // already signalled
+	}
+	return true
+}
+
+// takersLocked counts the workers that will take runnable records without
+// being woken: not waiting for work and not held back from taking any.
+func (t *task) takersLocked() int { return t.workers - len(t.idleW) - t.blocked }
+
+// dispatch runs dispatchLocked; the kick timer and the pipeline's flow loop
+// call it (records become due, or have waited growAfter, with no event in
+// the task to notice).
+func (t *task) dispatch() {
+	t.mu.Lock()
+	t.kickAt = time.Time{}
+	t.dispatchLocked()
+	t.mu.Unlock()
+}
+
+// dispatchLocked makes sure runnable records get a worker: it wakes an idle
+// worker when no taker is left, and wakes one more or borrows an instance
+// when records have waited growAfter. Called after anything that makes
+// records runnable or changes who takes them.
+func (t *task) dispatchLocked() {
+	if t.stopping {
+		return
+	}
+	now := time.Now()
+	if !t.runnableLocked() {
+		t.waitSince = time.Time{}
+		if t.p.secondary && len(t.free) > 0 {
+			t.kickLocked(dueAt(t.free[0])) // the oldest retry record falls due
+		}
+		return
+	}
+	if t.waitSince.IsZero() {
+		t.waitSince = now
+	}
+	switch {
+	case t.takersLocked() <= 0 && len(t.idleW) > 0:
+		t.wakeLocked()
+	case t.workers == 0:
+		t.growLocked()
+	case now.Sub(t.waitSince) >= growAfter:
+		if !t.wakeLocked() {
+			t.growLocked()
+		}
+		t.waitSince = now // the next step only if records still wait growAfter from now
+	}
+	if len(t.idleW) > 0 || t.workers < t.p.pc.Instances.Max {
+		t.kickLocked(t.waitSince.Add(growAfter)) // else nothing to do but wait for the workers
+	}
+}
+
+// kickLocked makes the kick timer run dispatch at at, unless it is set to
+// run earlier.
+func (t *task) kickLocked(at time.Time) {
+	if !t.kickAt.IsZero() && !t.kickAt.After(time.Now()) {
+		t.kickAt = time.Time{} // fired (or about to): not a bound any more
+	}
+	if !t.kickAt.IsZero() && !at.Before(t.kickAt) {
+		return
+	}
+	t.kickAt = at
+	t.kick.Reset(max(time.Until(at), 0))
+}
+
+// growLocked borrows an instance from the host's budget, under the task's
+// maximum.
+func (t *task) growLocked() {
+	if t.stopping || t.workers >= t.p.pc.Instances.Max {
+		return
+	}
+	if t.p.budget.borrow(t.p.instanceBytes) {
+		t.p.stats.Borrowed.Add(1)
+		t.ps.Borrowed.Add(1)
+		t.spawnLocked(true)
+	}
+}
+
+// retireLocked decides whether w, idle since w.lastUsed+idle_timeout, gives
+// its instance back: while the task is above its minimum and no record is
+// runnable. Which instance goes does not matter (the budget counts
+// instances, not identities): the least recently used one times out first.
+func (t *task) retireLocked(w *worker) bool {
+	if t.stopping || t.runnableLocked() || t.workers <= t.p.pc.Instances.Min {
+		return false
+	}
+	t.workers--
+	t.p.stats.Released.Add(1)
+	t.ps.Released.Add(1)
+	return true
+}
