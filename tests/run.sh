@@ -27,6 +27,8 @@ install_prereqs() {
     command -v wasm-ld >/dev/null 2>&1 || pkgs+=(lld)
     [[ -d /usr/share/wasi-sysroot || -d /usr/lib/wasm32-wasi ]] || pkgs+=(wasi-libc)
     ls /usr/lib/llvm-14/lib/clang/14*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || pkgs+=(libclang-rt-14-dev-wasm32)
+    # wat2wasm: hand-written test modules (host/internal/meter/testdata/*.wat).
+    command -v wat2wasm >/dev/null 2>&1 || pkgs+=(wabt)
     if ((${#pkgs[@]})); then
         say "installing ${pkgs[*]}"
         if [[ $(id -u) -ne 0 ]]; then

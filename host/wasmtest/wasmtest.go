@@ -298,6 +298,26 @@ func BuildGoGuest(t testing.TB, dir string, buildFlags ...string) []byte {
 	return b
 }
 
+// BuildWat assembles the WebAssembly text file src (relative to the
+// repository root) with wat2wasm (wabt; the test command installs it) and
+// returns the module bytes.
+func BuildWat(t testing.TB, src string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("wat2wasm"); err != nil {
+		t.Fatal("wat2wasm not found: hand-written test modules need wabt (the test command installs it)")
+	}
+	out := filepath.Join(t.TempDir(), "module.wasm")
+	cmd := exec.Command("wat2wasm", "--debug-names", "-o", out, filepath.Join(RepoRoot(t), src))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm %s: %v\n%s", src, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // BuildCGuest builds the C guest source file src (relative to the repository
 // root) with clang for wasm32-wasi and returns the module bytes. The test
 // command installs clang, lld, wasi-libc and libclang-rt-14-dev-wasm32.

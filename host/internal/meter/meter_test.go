@@ -18,11 +18,7 @@ import (
 )
 
 func features(t testing.TB) []byte {
-	b, err := os.ReadFile("testdata/features.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return wt.BuildWat(t, "host/internal/meter/testdata/features.wat")
 }
 
 // run instantiates wasm (instrumented or not) and calls each export named

@@ -1,6 +1,6 @@
 ;; Every kind of instruction the meter decodes, in functions whose results
 ;; the tests compare before and after instrumentation (meter_test.go).
-;; Build: wat2wasm --debug-names features.wat -o features.wasm
+;; Assembled by the tests with wat2wasm (wasmtest.BuildWat).
 (module
   (type $pair (func (param i32) (result i32 i32)))
   (import "env" "ignored" (func $imported (param i32) (result i32)))
