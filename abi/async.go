@@ -3,6 +3,7 @@ package abi
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -121,6 +122,11 @@ type HTTPRequest struct {
 
 // AppendHTTPRequest appends the encoding of r.
 func AppendHTTPRequest(b []byte, r *HTTPRequest) []byte {
+	n := 4*4 + len(r.Method) + len(r.URL) + 4 + len(r.Body) + 4
+	for _, h := range r.Headers {
+		n += 8 + len(h.Key) + len(h.Value)
+	}
+	b = slices.Grow(b, n)
 	b = appendString(b, r.Method)
 	b = appendString(b, r.URL)
 	b = appendHeaders(b, r.Headers)

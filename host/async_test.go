@@ -18,11 +18,11 @@ import (
 
 type lookupServer = lookupsrv.Server
 
-func newLookupServer(t *testing.T, delay func() time.Duration) *lookupServer {
+func newLookupServer(t testing.TB, delay func() time.Duration) *lookupServer {
 	return lookupsrv.New(t, func(string) time.Duration { return delay() })
 }
 
-func loadLookup(t *testing.T, srv *lookupServer, lim Limits, allow ...string) (*Module, *Engine) {
+func loadLookup(t testing.TB, srv *lookupServer, lim Limits, allow ...string) (*Module, *Engine) {
 	t.Helper()
 	if allow == nil {
 		allow = []string{strings.TrimPrefix(srv.URL, "http://")}
@@ -47,7 +47,7 @@ var engineOnce struct {
 
 // sharedEngine is one engine for the async tests, so that the lookup guest
 // is compiled once (its cache is the engine's).
-func sharedEngine(t *testing.T) *Engine {
+func sharedEngine(t testing.TB) *Engine {
 	engineOnce.Do(func() {
 		e, err := NewEngine("", nil)
 		if err != nil {

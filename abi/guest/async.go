@@ -135,10 +135,11 @@ func Await[T any](op Op[T], then func(T, error) error) error {
 	}
 	pc := calls[curHandle]
 	if pc == nil {
-		pc = &pendingCall{ops: map[uint32]opCallback{}}
+		pc = &pendingCall{}
+		pc.ops = pc.inline[:0]
 		calls[curHandle] = pc
 	}
-	pc.ops[id] = func(c abi.Completion) error {
+	pc.add(id, func(c abi.Completion) error {
 		var v T
 		var err error
 		if c.Code == abi.CompletionOK {
@@ -147,15 +148,49 @@ func Await[T any](op Op[T], then func(T, error) error) error {
 			err = &OpError{Op: op.kind.String(), Msg: c.Message, Refused: c.Code == abi.CompletionRefused}
 		}
 		return then(v, err)
-	}
+	})
 	return Pending
 }
 
 type opCallback func(abi.Completion) error
 
-// pendingCall is a record waiting on operations.
+// pendingCall is a record waiting on operations: most wait on one or two,
+// so they are a short slice (ABI.md: at most async.max_per_record).
 type pendingCall struct {
-	ops map[uint32]opCallback
+	ops    []pendingOp
+	inline [2]pendingOp
+}
+
+type pendingOp struct {
+	id uint32
+	cb opCallback
+}
+
+func (pc *pendingCall) add(id uint32, cb opCallback) {
+	pc.ops = append(pc.ops, pendingOp{id, cb})
+}
+
+// take removes the continuation of operation id and returns it (nil if the
+// record has none).
+func (pc *pendingCall) take(id uint32) opCallback {
+	for i, o := range pc.ops {
+		if o.id == id {
+			pc.ops = append(pc.ops[:i], pc.ops[i+1:]...)
+			pc.ops[len(pc.ops):cap(pc.ops)][0] = pendingOp{} // drop the reference
+			return o.cb
+		}
+	}
+	return nil
+}
+
+// has reports whether operation id is outstanding.
+func (pc *pendingCall) has(id uint32) bool {
+	for _, o := range pc.ops {
+		if o.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 var (
@@ -186,8 +221,7 @@ func complete(handle, op uint32, result []byte) (abi.Status, string) {
 	pc := calls[handle]
 	var cb opCallback
 	if pc != nil {
-		cb = pc.ops[op]
-		delete(pc.ops, op)
+		cb = pc.take(op)
 	}
 	c, err := abi.DecodeCompletion(result)
 	if cb == nil || (err == nil && c.Code == abi.CompletionCanceled) {

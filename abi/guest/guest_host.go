@@ -64,7 +64,7 @@ func Run(r abi.Record) Result {
 	for st == abi.StatusPending {
 		op := queued[0]
 		queued = queued[1:]
-		if calls[h] == nil || calls[h].ops[op.id] == nil {
+		if calls[h] == nil || !calls[h].has(op.id) {
 			continue
 		}
 		st, msg = complete(h, op.id, perform(op))
