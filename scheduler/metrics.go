@@ -63,6 +63,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		logDropB  = counter("wasmstream.guest.log.dropped_bytes", "By", "Message bytes of the guest log lines dropped.")
 		borrowed  = counter("wasmstream.instances.borrowed", "{instance}", "Instances a task borrowed above its minimum because records waited.")
 		released  = counter("wasmstream.instances.released", "{instance}", "Borrowed instances a task gave back after instances.idle_timeout without a record.")
+		spansLost = counter("wasmstream.trace.spans.lost", "{span}", "Spans the trace exporter failed to deliver (a collector down or refusing); none are dropped otherwise.")
 		forged    = counter("wasmstream.forged_headers", "{header}", "wasmstream.* headers not believed: any on an input record (a producer set them), malformed ones on a retry record.")
 
 		inFlight  = gauge("wasmstream.task.in_flight", "{record}", "Records fetched and not yet done, per partition task.")
@@ -89,6 +90,9 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		if r.tracer != nil {
+			o.ObserveInt64(spansLost, r.tracer.SpansLost())
+		}
 		for _, p := range r.pipelines {
 			pipe := attribute.String("pipeline", p.pc.Name)
 			p.psMu.Lock()
@@ -170,7 +174,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		o.ObserveInt64(hostHeld, held)
 		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
-	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, forged, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
+	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
 		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

@@ -21,6 +21,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -61,6 +62,7 @@ type Tracer struct {
 	tr    trace.Tracer
 	ratio float64
 	close func() error
+	exp   *countingExporter
 }
 
 // New returns a tracer exporting as cfg says, or nil when the exporter is
@@ -102,19 +104,61 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	default:
 		return nil, fmt.Errorf("tracing.exporter: %q: want none, jsonl, stdout, otlp-grpc or otlp-http", cfg.Exporter)
 	}
+	return newTracer(exp, cfg, closeFn), nil
+}
+
+// newTracer is a tracer exporting to exp.
+func newTracer(exp sdktrace.SpanExporter, cfg Config, closeFn func() error) *Tracer {
 	name := cfg.ServiceName
 	if name == "" {
 		name = "wasmstream"
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", name), attribute.String("service.version", cfg.Version))
+	ce := &countingExporter{SpanExporter: exp}
 	tp := sdktrace.NewTracerProvider(
 		// Every span that is created is kept: the decision was made per
 		// record before its spans were created.
 		sdktrace.WithSampler(sdktrace.AlwaysSample()),
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
+		// A record that is traced is traced in full: when the queue is
+		// full, ending a span waits for room instead of dropping it (the
+		// SDK's default), so a slow exporter slows the records it traces.
+		// Spans an exporter fails to deliver are counted (SpansLost).
+		sdktrace.WithBatcher(ce, sdktrace.WithBatchTimeout(time.Second), sdktrace.WithBlocking(),
+			sdktrace.WithMaxQueueSize(queueSpans), sdktrace.WithMaxExportBatchSize(batchSpans)),
 		sdktrace.WithResource(res),
 	)
-	return &Tracer{tp: tp, tr: tp.Tracer("github.com/wasmstream/wasmstream"), ratio: cfg.SampleRatio, close: closeFn}, nil
+	return &Tracer{tp: tp, tr: tp.Tracer("github.com/wasmstream/wasmstream"), ratio: cfg.SampleRatio, close: closeFn, exp: ce}
+}
+
+// The batcher's queue and batch, in spans: three to five spans a record,
+// so the queue holds a few thousand records' spans (a few MiB) while a
+// batch is written.
+const (
+	queueSpans = 16384
+	batchSpans = 2048
+)
+
+// SpansLost is how many spans the exporter failed to deliver (a collector
+// down or refusing), exported as the metric wasmstream.trace.spans.lost.
+func (t *Tracer) SpansLost() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.exp.lost.Load()
+}
+
+// countingExporter counts the spans of failed exports.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	lost atomic.Int64
+}
+
+func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.lost.Add(int64(len(spans)))
+	}
+	return err
 }
 
 // Shutdown exports what is buffered and stops.
