@@ -18,8 +18,8 @@ import (
 //     being woken and waiting again) takes the next one itself when it is
 //     done. Another worker is woken, or an instance borrowed when none is
 //     idle, only once records have been runnable without pause for
-//     growAfter: the records actually wait, the takers do not keep up.
-//     Borrowing then happens at most once per growAfter per task.
+//     instances.grow_after: the records actually wait, the takers do not keep up.
+//     Borrowing then happens at most once per instances.grow_after per task.
 //   - A task with no worker at all (retry tasks start empty) borrows at
 //     once when a record is runnable.
 //
@@ -28,12 +28,6 @@ import (
 // without task.mu). The wake channels and the kick timer are only ever sent
 // on or reset without blocking, so holding task.mu there is safe.
 
-// growAfter is how long records must stay runnable, with every taker busy,
-// before the task wakes another idle worker or borrows an instance. It is
-// small next to a person's sense of latency and large next to one fetch
-// batch of fast records, so that a batch arriving while a worker is busy
-// does not grow the pool; instances are never created per record.
-const growAfter = 20 * time.Millisecond
 
 // pushIdleLocked makes w wait for work, in order of last use.
 func (t *task) pushIdleLocked(w *worker) {
@@ -80,7 +74,7 @@ func (t *task) wakeLocked() bool {
 func (t *task) takersLocked() int { return t.workers - len(t.idleW) - t.blocked }
 
 // dispatch runs dispatchLocked; the kick timer and the pipeline's flow loop
-// call it (records become due, or have waited growAfter, with no event in
+// call it (records become due, or have waited instances.grow_after, with no event in
 // the task to notice).
 func (t *task) dispatch() {
 	t.mu.Lock()
@@ -91,7 +85,7 @@ func (t *task) dispatch() {
 
 // dispatchLocked makes sure runnable records get a worker: it wakes an idle
 // worker when no taker is left, and wakes one more or borrows an instance
-// when records have waited growAfter. Called after anything that makes
+// when records have waited instances.grow_after. Called after anything that makes
 // records runnable or changes who takes them.
 func (t *task) dispatchLocked() {
 	if t.stopping {
@@ -113,14 +107,14 @@ func (t *task) dispatchLocked() {
 		t.wakeLocked()
 	case t.workers == 0:
 		t.growLocked()
-	case now.Sub(t.waitSince) >= growAfter:
+	case now.Sub(t.waitSince) >= t.p.pc.Instances.GrowAfter:
 		if !t.wakeLocked() {
 			t.growLocked()
 		}
-		t.waitSince = now // the next step only if records still wait growAfter from now
+		t.waitSince = now // the next step only if records still wait instances.grow_after from now
 	}
 	if len(t.idleW) > 0 || t.workers < t.p.pc.Instances.Max {
-		t.kickLocked(t.waitSince.Add(growAfter)) // else nothing to do but wait for the workers
+		t.kickLocked(t.waitSince.Add(t.p.pc.Instances.GrowAfter)) // else nothing to do but wait for the workers
 	}
 }
 

@@ -69,7 +69,7 @@ type task struct {
 	idleW     []*worker   // workers waiting for work, least recently used first
 	blocked   int         // workers waiting that may not take a record (async or output bounds)
 	waitSince time.Time   // since when records have been runnable without pause (zero: none is)
-	kick      *time.Timer // runs dispatch when records fall due or have waited growAfter
+	kick      *time.Timer // runs dispatch when records fall due or have waited instances.grow_after
 	kickAt    time.Time   // when kick fires (zero: not set)
 
 	stopCh chan struct{}

@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -331,12 +332,13 @@ func (a *Attempt) Decide(failed bool) bool {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, a.parent)
 	}
 	i := &a.info
-	attrs := []attribute.KeyValue{
+	attrs := make([]attribute.KeyValue, 0, 16)
+	attrs = append(attrs,
 		attribute.String("messaging.system", "kafka"),
 		attribute.String("messaging.operation.type", "process"),
 		attribute.String("messaging.operation.name", "process"),
 		attribute.String("messaging.destination.name", i.Topic),
-		attribute.String("messaging.destination.partition.id", fmt.Sprint(i.Partition)),
+		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(i.Partition))),
 		attribute.Int64("messaging.kafka.offset", i.Offset),
 		attribute.String("messaging.consumer.group.name", i.Group),
 		attribute.String("wasmstream.pipeline", i.Pipeline),
@@ -347,7 +349,7 @@ func (a *Attempt) Decide(failed bool) bool {
 		attribute.String("wasmstream.origin.topic", i.OriginTopic),
 		attribute.Int("wasmstream.origin.partition", int(i.OriginPartition)),
 		attribute.Int64("wasmstream.origin.offset", i.OriginOffset),
-	}
+	)
 	if i.Key != nil {
 		attrs = append(attrs, attribute.String("messaging.kafka.message.key", keyString(i.Key)))
 	}
@@ -402,7 +404,7 @@ func (a *Attempt) Produce(kind, topic string) (traceparent, tracestate []byte, d
 		tracestate = []byte(ts)
 	}
 	return traceparent, tracestate, func(partition int32, offset int64, err error) {
-		s.SetAttributes(attribute.String("messaging.destination.partition.id", fmt.Sprint(partition)), attribute.Int64("messaging.kafka.offset", offset))
+		s.SetAttributes(attribute.String("messaging.destination.partition.id", strconv.Itoa(int(partition))), attribute.Int64("messaging.kafka.offset", offset))
 		if err != nil {
 			s.SetStatus(codes.Error, err.Error())
 		}

@@ -207,11 +207,20 @@ const (
 	OrderNone      = "none"      // any record on any free instance
 )
 
+// DefaultGrowAfter is instances.grow_after unless set. It is small next to
+// a person's sense of latency and large next to one fetch batch of fast
+// records, so that a batch arriving while an instance is busy does not grow
+// the pool; instances are never created per record.
+const DefaultGrowAfter = 20 * time.Millisecond
+
 // Instances sizes a partition task's pool of module instances.
 type Instances struct {
 	Min         int           `koanf:"min"`
 	Max         int           `koanf:"max"`
 	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// GrowAfter is how long records must wait with every instance busy
+	// before the task borrows another instance (and between two borrows).
+	GrowAfter time.Duration `koanf:"grow_after"`
 }
 
 // Limits bound each instance of a pipeline's module.
@@ -443,6 +452,9 @@ func (c *Config) applyDefaults() {
 		if p.Instances.IdleTimeout == 0 {
 			p.Instances.IdleTimeout = 30 * time.Second
 		}
+		if p.Instances.GrowAfter == 0 {
+			p.Instances.GrowAfter = DefaultGrowAfter
+		}
 		if p.MaxInFlight == 0 {
 			p.MaxInFlight = 10000
 		}
@@ -492,6 +504,9 @@ func (c *Config) applyDefaults() {
 		}
 		if r.Instances.IdleTimeout == 0 {
 			r.Instances.IdleTimeout = 10 * time.Second
+		}
+		if r.Instances.GrowAfter == 0 {
+			r.Instances.GrowAfter = DefaultGrowAfter
 		}
 	}
 	if c.Shutdown.DrainTimeout == 0 {
@@ -717,6 +732,9 @@ func (c *Config) Validate() error {
 		}
 		if in.IdleTimeout < 0 {
 			add(key("instances.idle_timeout"), "%s is negative", in.IdleTimeout)
+		}
+		if in.GrowAfter < 0 {
+			add(key("instances.grow_after"), "%s is negative", in.GrowAfter)
 		}
 		rt := &p.Retry
 		switch rt.Mode {

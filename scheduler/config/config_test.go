@@ -330,3 +330,27 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestGrowAfter(t *testing.T) {
+	c, err := Load(write(t, strings.Replace(good, "limits:", "ordering: none\n    instances: {max: 4, grow_after: 5ms}\n    limits:", 1)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := c.Pipelines[0].Instances.GrowAfter; g != 5*time.Millisecond {
+		t.Fatalf("grow_after %s", g)
+	}
+	if g := c.Pipelines[0].Retry.Instances.GrowAfter; g != DefaultGrowAfter {
+		t.Fatalf("retry workers' grow_after %s, want the default", g)
+	}
+	c, err = Load(write(t, good), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := c.Pipelines[0].Instances.GrowAfter; g != DefaultGrowAfter {
+		t.Fatalf("default grow_after %s", g)
+	}
+	_, err = Load(write(t, strings.Replace(good, "limits:", "ordering: none\n    instances: {max: 4, grow_after: -1s}\n    limits:", 1)), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "pipelines[0].instances.grow_after: -1s is negative") {
+		t.Fatalf("got %v", err)
+	}
+}
