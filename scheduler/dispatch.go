@@ -28,7 +28,6 @@ import (
 // without task.mu). The wake channels and the kick timer are only ever sent
 // on or reset without blocking, so holding task.mu there is safe.
 
-
 // pushIdleLocked makes w wait for work, in order of last use.
 func (t *task) pushIdleLocked(w *worker) {
 	i, _ := slices.BinarySearchFunc(t.idleW, w.lastUsed, func(x *worker, at time.Time) int {
