@@ -163,7 +163,7 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		kgo.ConsumeResetOffset(reset),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchMaxWait(cfg.Kafka.FetchMaxWait),
 		kgo.SessionTimeout(cfg.Kafka.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.Kafka.RebalanceTimeout),
 		kgo.OnPartitionsAssigned(p.onAssigned),

@@ -49,11 +49,16 @@ type Config struct {
 
 // Kafka is how the host reaches the brokers.
 type Kafka struct {
-	Brokers                []string      `koanf:"brokers"`
-	Group                  string        `koanf:"group"`
-	ClientID               string        `koanf:"client_id"`
-	StartOffset            string        `koanf:"start_offset"`
-	CommitInterval         time.Duration `koanf:"commit_interval"`
+	Brokers        []string      `koanf:"brokers"`
+	Group          string        `koanf:"group"`
+	ClientID       string        `koanf:"client_id"`
+	StartOffset    string        `koanf:"start_offset"`
+	CommitInterval time.Duration `koanf:"commit_interval"`
+	// FetchMaxWait is how long the broker may hold a fetch with no new
+	// data. A partition resumed after backpressure is fetched only once the
+	// fetch in flight for the others returns, so this is also the longest
+	// a resumed partition waits (RATIONALE.md, "Backpressure").
+	FetchMaxWait           time.Duration `koanf:"fetch_max_wait"`
 	SessionTimeout         time.Duration `koanf:"session_timeout"`
 	RebalanceTimeout       time.Duration `koanf:"rebalance_timeout"`
 	CreateTopics           bool          `koanf:"create_topics"`
@@ -364,6 +369,9 @@ func (c *Config) applyDefaults() {
 	if k.StartOffset == "" {
 		k.StartOffset = "earliest"
 	}
+	if k.FetchMaxWait == 0 {
+		k.FetchMaxWait = 100 * time.Millisecond
+	}
 	if k.CommitInterval == 0 {
 		k.CommitInterval = time.Second
 	}
@@ -586,6 +594,9 @@ func (c *Config) Validate() error {
 	}
 	if k.StartOffset != "earliest" && k.StartOffset != "latest" {
 		add("kafka.start_offset", "%q: want earliest or latest", k.StartOffset)
+	}
+	if k.FetchMaxWait < time.Millisecond || k.FetchMaxWait > 30*time.Second {
+		add("kafka.fetch_max_wait", "%s: want 1ms to 30s", k.FetchMaxWait)
 	}
 	if k.CommitInterval < 10*time.Millisecond {
 		add("kafka.commit_interval", "%s is below the minimum of 10ms", k.CommitInterval)
