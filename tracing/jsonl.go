@@ -122,41 +122,53 @@ func appendSpanJSON(b []byte, s sdktrace.ReadOnlySpan) []byte {
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
+	start := 0 // s[start:i] needs no escaping and is appended in one go
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
 				b = append(b, '\\', c)
-			case c == '\n':
+			case '\n':
 				b = append(b, '\\', 'n')
-			case c == '\r':
+			case '\r':
 				b = append(b, '\\', 'r')
-			case c == '\t':
+			case '\t':
 				b = append(b, '\\', 't')
-			case c == '\b':
+			case '\b':
 				b = append(b, '\\', 'b')
-			case c == '\f':
+			case '\f':
 				b = append(b, '\\', 'f')
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			default:
-				b = append(b, c)
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			}
 			i++
+			start = i
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			b = append(b, s[i:i+n]...)
+			i += n
+			start = i
+			continue
 		}
 		i += n
 	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 
