@@ -58,6 +58,34 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// validate checks against the table limit it is given, and prints the
+// module's own names escaped: a name is not a terminal escape sequence.
+func TestValidateTablesAndHostileNames(t *testing.T) {
+	dir := t.TempDir()
+	m := wt.Minimal(wt.I32Const(0))
+	m.Tables = []wt.Table{{Min: 100}}
+	tables := writeFile(t, dir, "tables.wasm", m.Bytes())
+	if code, _, errs := runCLI(t, "validate", "--table-elements", "10", tables); code != 1 || !strings.Contains(errs, "limits.table_elements") {
+		t.Fatalf("table of 100 against --table-elements 10: code %d, stderr %q", code, errs)
+	}
+	if code, out, errs := runCLI(t, "validate", "--table-elements", "100", tables); code != 0 {
+		t.Fatalf("table of 100 against --table-elements 100: code %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, errs := runCLI(t, "validate", "--table-elements", "0", tables); code != 2 || !strings.Contains(errs, "--table-elements 0") {
+		t.Fatalf("--table-elements 0: code %d, stderr %q", code, errs)
+	}
+	m = wt.Minimal(wt.I32Const(0))
+	m.Funcs = append(m.Funcs, wt.Func{Export: "evil\x1b]0;owned\x07\x1b[2J", Body: nil})
+	evil := writeFile(t, dir, "evil.wasm", m.Bytes())
+	code, out, errs := runCLI(t, "validate", evil)
+	if strings.ContainsRune(out+errs, 0x1b) || strings.ContainsRune(out+errs, 0x07) {
+		t.Fatalf("a module's name reached the terminal unescaped (code %d):\n%q\n%q", code, out, errs)
+	}
+	if !strings.Contains(out+errs, `evil\x1b]0;owned\x07\x1b[2J`) {
+		t.Fatalf("the name is not shown escaped (code %d):\n%q\n%q", code, out, errs)
+	}
+}
+
 func TestRunRefusesBadModules(t *testing.T) {
 	dir := t.TempDir()
 	for path, want := range badModules(t, dir) {

@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pages := fs.Uint("memory-pages", uint(host.DefaultLimits.MemoryPages), "memory limit to check the module against, in 64 KiB pages (as limits.memory_pages)")
+	tables := fs.Uint("table-elements", uint(host.DefaultLimits.TableElements), "table limit to check the module against, in elements of all its tables together (as limits.table_elements)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: wasmstream validate [--memory-pages N] module.wasm...\n\nChecks each module against the wasmstream ABI: format, imports, exports,\nmemory minimum, initialisation and the version handshake. Prints what it\nimports and exports. Exits 1 if any module does not fit.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: wasmstream validate [--memory-pages N] [--table-elements N] module.wasm...\n\nChecks each module against the wasmstream ABI: format, imports, exports,\nmemory minimum, initialisation and the version handshake. Prints what it\nimports and exports. Exits 1 if any module does not fit.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -24,6 +26,14 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
+		return 2
+	}
+	if *pages == 0 || *pages > 65536 {
+		fmt.Fprintf(stderr, "wasmstream validate: --memory-pages %d: want 1 to 65536\n", *pages)
+		return 2
+	}
+	if *tables == 0 || *tables > host.MaxTableElements {
+		fmt.Fprintf(stderr, "wasmstream validate: --table-elements %d: want 1 to %d\n", *tables, host.MaxTableElements)
 		return 2
 	}
 	ctx := context.Background()
@@ -42,9 +52,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		start := time.Now()
-		m, err := e.Load(ctx, b, host.ModuleConfig{Name: path, Limits: host.Limits{MemoryPages: uint32(*pages)}})
+		m, err := e.Load(ctx, b, host.ModuleConfig{Name: path, Limits: host.Limits{MemoryPages: uint32(*pages), TableElements: uint32(*tables)}})
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			fmt.Fprintf(stderr, "%s: %s\n", termsafe.Line(path), termsafe.Text(err.Error(), "  "))
 			rc = 1
 			continue
 		}
@@ -58,12 +68,14 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  asynchronous operations: yes (needs async.http.allow_hosts for any network access)\n")
 		}
 		fmt.Fprintf(stdout, "  load + first instance: %s\n  exports:\n", time.Since(start).Round(time.Millisecond))
+		// Names come from the module: printed escaped, so a hostile one
+		// cannot drive the terminal.
 		for _, x := range info.Exports {
-			fmt.Fprintf(stdout, "    %s\n", x)
+			fmt.Fprintf(stdout, "    %s\n", termsafe.Line(x))
 		}
 		fmt.Fprintf(stdout, "  imports:\n")
 		for _, x := range info.Imports {
-			fmt.Fprintf(stdout, "    %s\n", x)
+			fmt.Fprintf(stdout, "    %s\n", termsafe.Line(x))
 		}
 		m.Close(ctx)
 	}
