@@ -160,6 +160,16 @@ func cmdTrace(args []string, stdout, stderr io.Writer) int {
 
 	if *retried {
 		sums := tracing.Summarize(spans, true)
+		if *pipeline != "" {
+			// Filter before counting: --limit is of the pipeline's records.
+			kept := sums[:0]
+			for _, s := range sums {
+				if s.Pipeline == *pipeline {
+					kept = append(kept, s)
+				}
+			}
+			sums = kept
+		}
 		if len(sums) == 0 {
 			fmt.Fprintln(stdout, "no traced record needed a retry")
 			return 0
@@ -168,9 +178,6 @@ func cmdTrace(args []string, stdout, stderr io.Writer) int {
 			if i == *limit {
 				fmt.Fprintf(stdout, "… %d more (--limit)\n", len(sums)-i)
 				break
-			}
-			if *pipeline != "" && s.Pipeline != *pipeline {
-				continue
 			}
 			// Every field came from the traces: escaped (termsafe).
 			line := fmt.Sprintf("%s  %s  %-10s %s  attempts %d  %s", s.Start.Local().Format("15:04:05.000"),

@@ -60,3 +60,26 @@ func TestTraceCyclicAndHostileFile(t *testing.T) {
 	}
 	assertPrintable(t, "trace --retried", r.out)
 }
+
+// --limit counts the records of --pipeline, not the records before the
+// filter: with three newer retried records of another pipeline, --limit 1
+// still lists the one of the pipeline asked for.
+func TestTraceRetriedLimitAfterPipeline(t *testing.T) {
+	var b strings.Builder
+	rec := func(trace, pipeline string, ms int) {
+		at := time.Date(2025, 1, 1, 0, 0, 0, ms*int(time.Millisecond), time.UTC).Format(time.RFC3339Nano)
+		for attempt := 1; attempt <= 2; attempt++ {
+			fmt.Fprintf(&b, `{"trace_id":%q,"span_id":"%s%d","name":"process in","kind":"consumer","start":%q,"end":%q,"attrs":{"wasmstream.attempt":"%d","wasmstream.origin.topic":"in","wasmstream.pipeline":%q}}`+"\n",
+				trace, trace[:15], attempt, at, at, attempt, pipeline)
+		}
+	}
+	rec("b0000000000000000000000000000001", "wanted", 0)
+	for i := 1; i <= 3; i++ {
+		rec(fmt.Sprintf("a000000000000000000000000000000%d", i), "other", i*10)
+	}
+	file := writeFile(t, t.TempDir(), "traces.jsonl", []byte(b.String()))
+	code, out, errs := runCLI(t, "trace", "--file", file, "--retried", "--pipeline", "wanted", "--limit", "1")
+	if code != 0 || !strings.Contains(out, "b0000000000000000000000000000001") || strings.Contains(out, "more (--limit)") {
+		t.Fatalf("code %d\n%s\n%s", code, out, errs)
+	}
+}
