@@ -17,7 +17,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -26,13 +28,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -59,11 +64,11 @@ type Config struct {
 
 // Tracer creates attempts. Safe for concurrent use.
 type Tracer struct {
-	tp    *sdktrace.TracerProvider
-	tr    trace.Tracer
+	b     *batcher
+	res   *resource.Resource
+	scope instrumentation.Scope
 	ratio float64
 	close func() error
-	exp   *countingExporter
 }
 
 // New returns a tracer exporting as cfg says, or nil when the exporter is
@@ -115,29 +120,87 @@ func newTracer(exp sdktrace.SpanExporter, cfg Config, closeFn func() error) *Tra
 		name = "wasmstream"
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", name), attribute.String("service.version", cfg.Version))
-	ce := &countingExporter{SpanExporter: exp}
-	tp := sdktrace.NewTracerProvider(
-		// Every span that is created is kept: the decision was made per
-		// record before its spans were created.
-		sdktrace.WithSampler(sdktrace.AlwaysSample()),
-		// A record that is traced is traced in full: when the queue is
-		// full, ending a span waits for room instead of dropping it (the
-		// SDK's default), so a slow exporter slows the records it traces.
-		// Spans an exporter fails to deliver are counted (SpansLost).
-		sdktrace.WithBatcher(ce, sdktrace.WithBatchTimeout(time.Second), sdktrace.WithBlocking(),
-			sdktrace.WithMaxQueueSize(queueSpans), sdktrace.WithMaxExportBatchSize(batchSpans)),
-		sdktrace.WithResource(res),
-	)
-	return &Tracer{tp: tp, tr: tp.Tracer("github.com/wasmstream/wasmstream"), ratio: cfg.SampleRatio, close: closeFn, exp: ce}
+	b := &batcher{exp: exp, q: make(chan sdktrace.ReadOnlySpan, queueSpans), done: make(chan struct{})}
+	go b.run()
+	return &Tracer{b: b, res: res, scope: instrumentation.Scope{Name: "github.com/wasmstream/wasmstream"}, ratio: cfg.SampleRatio, close: closeFn}
 }
 
+// Spans are built by wasmstream itself, not by the OpenTelemetry SDK's
+// tracer: an attempt knows every span's times and attributes when it
+// writes it, so it fills a finished span in one step and hands it to the
+// batcher, which passes batches to the SDK's exporters (OTLP, or ours).
+// The SDK's tracer cost three times as much per span (starting a recording
+// span, copying and deduplicating its attributes, snapshotting it at End,
+// its batch processor), and dropped spans when its queue was full.
+//
 // The batcher's queue and batch, in spans: three to five spans a record,
 // so the queue holds a few thousand records' spans (a few MiB) while a
-// batch is written.
+// batch is written. A record that is traced is traced in full: when the
+// queue is full, ending a span waits for room, so a slow exporter slows
+// the records it traces instead of losing their spans.
 const (
-	queueSpans = 16384
-	batchSpans = 2048
+	queueSpans    = 16384
+	batchSpans    = 2048
+	batchTimeout  = time.Second
+	exportTimeout = 30 * time.Second
 )
+
+// batcher queues finished spans and exports them in batches from its own
+// goroutine, which Shutdown waits for.
+type batcher struct {
+	exp  sdktrace.SpanExporter
+	q    chan sdktrace.ReadOnlySpan
+	done chan struct{}
+	lost atomic.Int64
+
+	mu     sync.RWMutex // held for reading while sending on q; Shutdown closes q under it
+	closed bool
+}
+
+func (b *batcher) send(s sdktrace.ReadOnlySpan) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		b.lost.Add(1) // ended after shutdown
+		return
+	}
+	b.q <- s
+}
+
+func (b *batcher) run() {
+	defer close(b.done)
+	batch := make([]sdktrace.ReadOnlySpan, 0, batchSpans)
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), exportTimeout)
+		if err := b.exp.ExportSpans(ctx, batch); err != nil {
+			b.lost.Add(int64(len(batch)))
+			otel.Handle(err)
+		}
+		cancel()
+		clear(batch)
+		batch = batch[:0]
+	}
+	tick := time.NewTicker(batchTimeout)
+	defer tick.Stop()
+	for {
+		select {
+		case s, ok := <-b.q:
+			if !ok {
+				flush()
+				return
+			}
+			batch = append(batch, s)
+			if len(batch) == batchSpans {
+				flush()
+			}
+		case <-tick.C:
+			flush()
+		}
+	}
+}
 
 // SpansLost is how many spans the exporter failed to deliver (a collector
 // down or refusing), exported as the metric wasmstream.trace.spans.lost.
@@ -145,33 +208,74 @@ func (t *Tracer) SpansLost() int64 {
 	if t == nil {
 		return 0
 	}
-	return t.exp.lost.Load()
+	return t.b.lost.Load()
 }
 
-// countingExporter counts the spans of failed exports.
-type countingExporter struct {
-	sdktrace.SpanExporter
-	lost atomic.Int64
-}
-
-func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := e.SpanExporter.ExportSpans(ctx, spans)
-	if err != nil {
-		e.lost.Add(int64(len(spans)))
-	}
-	return err
-}
-
-// Shutdown exports what is buffered and stops.
+// Shutdown exports what is queued and stops.
 func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	err := t.tp.Shutdown(ctx)
+	b := t.b
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.q)
+	}
+	b.mu.Unlock()
+	var err error
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		err = fmt.Errorf("tracing: spans still queued at shutdown: %w", ctx.Err())
+	}
+	if eerr := b.exp.Shutdown(ctx); err == nil {
+		err = eerr
+	}
 	if cerr := t.close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// export hands a finished span to the batcher.
+func (t *Tracer) export(s *tracetest.SpanStub) {
+	s.Resource, s.InstrumentationScope = t.res, t.scope
+	t.b.send(s.Snapshot())
+}
+
+// child is a new span context in sc's trace.
+func child(sc trace.SpanContext) trace.SpanContext {
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: sc.TraceID(), SpanID: newSpanID(), TraceFlags: trace.FlagsSampled, TraceState: sc.TraceState()})
+}
+
+func newSpanID() trace.SpanID {
+	var id trace.SpanID
+	for !id.IsValid() {
+		binary.BigEndian.PutUint64(id[:], mrand.Uint64())
+	}
+	return id
+}
+
+func newTraceID() trace.TraceID {
+	var id trace.TraceID
+	for !id.IsValid() {
+		binary.BigEndian.PutUint64(id[:8], mrand.Uint64())
+		binary.BigEndian.PutUint64(id[8:], mrand.Uint64())
+	}
+	return id
+}
+
+// formatTraceparent is sc as a W3C traceparent header value.
+func formatTraceparent(sc trace.SpanContext) []byte {
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b := make([]byte, 0, 55)
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	return hex.AppendEncode(b, []byte{byte(sc.TraceFlags() & trace.FlagsSampled)})
 }
 
 // Header names of W3C trace context.
@@ -212,8 +316,9 @@ type Attempt struct {
 	events  []event // guest calls and operations, until decided
 	decided bool
 	kept    bool
-	ctx     context.Context
-	span    trace.Span
+	sc      trace.SpanContext    // the attempt's span, once kept
+	open    bool                 // the attempt's span is not ended yet
+	attrs   []attribute.KeyValue // the attempt span's, once kept
 }
 
 type event struct {
@@ -249,8 +354,8 @@ func (a *Attempt) Next(info Info) *Attempt {
 	}
 	n := &Attempt{t: a.t, info: info, start: time.Now(), parent: a.parent}
 	a.mu.Lock()
-	if a.span != nil {
-		n.parent = a.span.SpanContext()
+	if a.open {
+		n.parent = a.sc
 	}
 	a.mu.Unlock()
 	return n
@@ -327,12 +432,8 @@ func (a *Attempt) Decide(failed bool) bool {
 		a.events = nil
 		return false
 	}
-	ctx := context.Background()
-	if a.parent.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, a.parent)
-	}
 	i := &a.info
-	attrs := make([]attribute.KeyValue, 0, 16)
+	attrs := make([]attribute.KeyValue, 0, 19)
 	attrs = append(attrs,
 		attribute.String("messaging.system", "kafka"),
 		attribute.String("messaging.operation.type", "process"),
@@ -353,7 +454,12 @@ func (a *Attempt) Decide(failed bool) bool {
 	if i.Key != nil {
 		attrs = append(attrs, attribute.String("messaging.kafka.message.key", keyString(i.Key)))
 	}
-	a.ctx, a.span = a.t.tr.Start(ctx, "process "+i.Topic, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(a.start), trace.WithAttributes(attrs...))
+	if a.parent.IsValid() {
+		a.sc = child(a.parent)
+	} else {
+		a.sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: newTraceID(), SpanID: newSpanID(), TraceFlags: trace.FlagsSampled})
+	}
+	a.attrs, a.open = attrs, true
 	for _, e := range a.events {
 		a.emit(e)
 	}
@@ -361,12 +467,14 @@ func (a *Attempt) Decide(failed bool) bool {
 	return true
 }
 
+// emit writes e as a finished child span of the attempt's.
 func (a *Attempt) emit(e event) {
-	_, s := a.t.tr.Start(a.ctx, e.name, trace.WithTimestamp(e.start), trace.WithAttributes(e.attrs...))
+	s := tracetest.SpanStub{Name: e.name, SpanContext: child(a.sc), Parent: a.sc, SpanKind: trace.SpanKindInternal,
+		StartTime: e.start, EndTime: e.start.Add(e.dur), Attributes: e.attrs}
 	if e.err != "" {
-		s.SetStatus(codes.Error, e.err)
+		s.Status = sdktrace.Status{Code: codes.Error, Description: e.err}
 	}
-	s.End(trace.WithTimestamp(e.start.Add(e.dur)))
+	a.t.export(&s)
 }
 
 // Produce kinds.
@@ -385,30 +493,32 @@ func (a *Attempt) Produce(kind, topic string) (traceparent, tracestate []byte, d
 		return nil, nil, func(int32, int64, error) {}
 	}
 	a.mu.Lock()
-	kept, ctx := a.kept, a.ctx
+	kept, parent := a.kept, a.sc
 	a.mu.Unlock()
 	if !kept {
 		return nil, nil, func(int32, int64, error) {}
 	}
-	_, s := a.t.tr.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
-		attribute.String("messaging.system", "kafka"),
-		attribute.String("messaging.operation.type", "send"),
-		attribute.String("messaging.operation.name", "send"),
-		attribute.String("messaging.destination.name", topic),
-		attribute.String("wasmstream.produce.kind", kind),
-	))
-	c := propagation.MapCarrier{}
-	propagator.Inject(trace.ContextWithSpan(context.Background(), s), c)
-	traceparent = []byte(c[HeaderTraceparent])
-	if ts := c[HeaderTracestate]; ts != "" {
+	sc := child(parent)
+	traceparent = formatTraceparent(sc)
+	if ts := sc.TraceState().String(); ts != "" {
 		tracestate = []byte(ts)
 	}
+	start := time.Now()
 	return traceparent, tracestate, func(partition int32, offset int64, err error) {
-		s.SetAttributes(attribute.String("messaging.destination.partition.id", strconv.Itoa(int(partition))), attribute.Int64("messaging.kafka.offset", offset))
+		s := tracetest.SpanStub{Name: "send " + topic, SpanContext: sc, Parent: parent, SpanKind: trace.SpanKindProducer,
+			StartTime: start, EndTime: time.Now(), Attributes: []attribute.KeyValue{
+				attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.operation.type", "send"),
+				attribute.String("messaging.operation.name", "send"),
+				attribute.String("messaging.destination.name", topic),
+				attribute.String("wasmstream.produce.kind", kind),
+				attribute.String("messaging.destination.partition.id", strconv.Itoa(int(partition))),
+				attribute.Int64("messaging.kafka.offset", offset),
+			}}
 		if err != nil {
-			s.SetStatus(codes.Error, err.Error())
+			s.Status = sdktrace.Status{Code: codes.Error, Description: err.Error()}
 		}
-		s.End()
+		a.t.export(&s)
 	}
 }
 
@@ -420,16 +530,19 @@ func (a *Attempt) End(outcome, errKind, errMsg string) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.kept || a.span == nil {
+	if !a.kept || !a.open {
 		return
 	}
-	a.span.SetAttributes(attribute.String("wasmstream.outcome", outcome))
+	a.open = false
+	attrs := append(a.attrs, attribute.String("wasmstream.outcome", outcome))
+	s := tracetest.SpanStub{Name: "process " + a.info.Topic, SpanContext: a.sc, Parent: a.parent, SpanKind: trace.SpanKindConsumer,
+		StartTime: a.start, EndTime: time.Now()}
 	if errKind != "" {
-		a.span.SetAttributes(attribute.String("error.type", errKind), attribute.String("wasmstream.error", truncate(errMsg, 1024)))
-		a.span.SetStatus(codes.Error, errKind+": "+truncate(errMsg, 256))
+		attrs = append(attrs, attribute.String("error.type", errKind), attribute.String("wasmstream.error", truncate(errMsg, 1024)))
+		s.Status = sdktrace.Status{Code: codes.Error, Description: errKind + ": " + truncate(errMsg, 256)}
 	}
-	a.span.End()
-	a.span = nil
+	s.Attributes, a.attrs = attrs, nil
+	a.t.export(&s)
 }
 
 // TraceID is the attempt's trace id ("" when not traced).
@@ -439,10 +552,10 @@ func (a *Attempt) TraceID() string {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ctx == nil {
+	if !a.sc.IsValid() {
 		return ""
 	}
-	return trace.SpanContextFromContext(a.ctx).TraceID().String()
+	return a.sc.TraceID().String()
 }
 
 // sampled decides a healthy record by the ratio: on its trace id when it
