@@ -68,16 +68,25 @@ func AppendRecord(b []byte, r *Record) []byte {
 // DecodeRecord decodes a record encoding. The returned slices alias b.
 func DecodeRecord(b []byte) (Record, error) {
 	var r Record
+	err := DecodeRecordInto(b, &r)
+	return r, err
+}
+
+// DecodeRecordInto decodes a record encoding into r, overwriting every
+// field. The slices alias b. A topic equal to r.Topic keeps r.Topic's
+// string: a guest decoding one record after another from the same topic
+// allocates no string for it.
+func DecodeRecordInto(b []byte, r *Record) error {
 	d := decoder{b: b}
 	r.Offset = int64(d.u64())
 	r.Timestamp = int64(d.u64())
 	r.Partition = int32(d.u32())
 	r.Attempt = d.u32()
-	r.Topic = d.str()
+	r.Topic = d.strReuse(r.Topic)
 	r.Key = d.bytes()
 	r.Value = d.bytes()
 	r.Headers = d.headers()
-	return r, d.finish("record")
+	return d.finish("record")
 }
 
 // AppendOutput appends the encoding of o to b.
@@ -138,15 +147,22 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
+// need reports whether n more bytes are there; small enough to inline, so
+// that reading a field costs a compare (it matters most in guests, where
+// every call is dear).
 func (d *decoder) need(n int) bool {
-	if d.err != nil {
-		return false
+	if d.err == nil && uint(n) <= uint(len(d.b)-d.off) { // a negative n is huge as a uint
+		return true
 	}
-	if n < 0 || len(d.b)-d.off < n {
+	d.short(n)
+	return false
+}
+
+//go:noinline
+func (d *decoder) short(n int) {
+	if d.err == nil {
 		d.fail("need %d bytes, have %d", n, len(d.b)-d.off)
-		return false
 	}
-	return true
 }
 
 func (d *decoder) u32() uint32 {
@@ -179,6 +195,24 @@ func (d *decoder) str() string {
 	s := string(d.b[d.off : d.off+int(n)])
 	d.off += int(n)
 	return s
+}
+
+// strReuse is str, returning prev when the string read equals it.
+func (d *decoder) strReuse(prev string) string {
+	n := d.u32()
+	if n > math.MaxInt32 {
+		d.fail("string length %d", n)
+		return ""
+	}
+	if !d.need(int(n)) {
+		return ""
+	}
+	b := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	if string(b) == prev {
+		return prev
+	}
+	return string(b)
 }
 
 func (d *decoder) bytes() []byte {

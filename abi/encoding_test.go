@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 func sampleRecord() Record {
@@ -110,5 +111,28 @@ func TestGoldenRecord(t *testing.T) {
 		"02000000" + "696e" + "01000000" + "6b" + "02000000" + "6869" + "00000000"
 	if got := hex.EncodeToString(AppendRecord(nil, &r)); got != want {
 		t.Fatalf("encoding changed:\n got %s\nwant %s", got, want)
+	}
+}
+
+// DecodeRecordInto keeps the topic string while records come from one
+// topic (a guest allocates no string per record for it), and overwrites
+// every field.
+func TestDecodeRecordIntoReusesTopic(t *testing.T) {
+	var r Record
+	if err := DecodeRecordInto(AppendRecord(nil, &Record{Topic: "orders", Offset: 1, Key: []byte("k")}), &r); err != nil {
+		t.Fatal(err)
+	}
+	first := unsafe.StringData(r.Topic)
+	if err := DecodeRecordInto(AppendRecord(nil, &Record{Topic: "orders", Offset: 2}), &r); err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.StringData(r.Topic) != first || r.Offset != 2 || r.Key != nil {
+		t.Fatalf("same topic: %+v (string reused: %v)", r, unsafe.StringData(r.Topic) == first)
+	}
+	if err := DecodeRecordInto(AppendRecord(nil, &Record{Topic: "payments", Offset: 3}), &r); err != nil || r.Topic != "payments" {
+		t.Fatalf("other topic: %+v %v", r, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { DecodeRecordInto(AppendRecord(make([]byte, 0, 64), &Record{Topic: "payments"}), &r) }); n > 1 {
+		t.Fatalf("%v allocations per decode of a record from the same topic (1 is the encoding's buffer)", n)
 	}
 }

@@ -36,6 +36,9 @@ var (
 	inBuf  []byte
 	outBuf []byte
 	rec    = new(Record)
+	// decoded is the last record decoded: its topic string is reused while
+	// records come from the same topic.
+	decoded abi.Record
 )
 
 func startOp(handle uint32, kind abi.OpKind, req []byte) (uint32, error) {
@@ -84,13 +87,12 @@ func onRecord(handle uint32, n uint32) int32 {
 	if rc := hostRecordRead(handle, bytesPtr(inBuf), n); rc < 0 {
 		return fail(handle, "record_read: "+abi.Errno(-rc).Error())
 	}
-	ar, err := abi.DecodeRecord(inBuf)
-	if err != nil {
+	if err := abi.DecodeRecordInto(inBuf, &decoded); err != nil {
 		return fail(handle, err.Error())
 	}
-	fromABIRecord(&ar, rec)
+	fromABIRecord(&decoded, rec)
 	curHandle = handle
-	err = processor(rec, emitter{handle})
+	err := processor(rec, emitter{handle})
 	curHandle = 0
 	st, msg := decide(handle, err)
 	switch {
