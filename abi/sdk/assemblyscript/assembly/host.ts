@@ -1,0 +1,28 @@
+// The host functions of ABI.md §4 (module wasmstream_v1) and the WASI
+// functions the SDK uses (environment variables).
+
+// @ts-ignore: decorator
+@external("wasmstream_v1", "record_read")
+export declare function record_read(handle: u32, buf: usize, bufLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "emit")
+export declare function emit(handle: u32, ptr: usize, len: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "set_error")
+export declare function set_error(handle: u32, ptr: usize, len: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "log")
+export declare function log(level: i32, ptr: usize, len: u32): void;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "async_start")
+export declare function async_start(handle: u32, kind: i32, req: usize, reqLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "result_read")
+export declare function result_read(op: u32, buf: usize, bufLen: u32): i32;
+
+// @ts-ignore: decorator
+@external("wasi_snapshot_preview1", "environ_sizes_get")
+export declare function environ_sizes_get(count: usize, size: usize): u16;
+// @ts-ignore: decorator
+@external("wasi_snapshot_preview1", "environ_get")
+export declare function environ_get(environ: usize, buf: usize): u16;

@@ -1,0 +1,463 @@
+// The wasmstream SDK for AssemblyScript (ABI v1, abi/ABI.md).
+//
+// A processor is a function from a record and an emitter to an Outcome,
+// registered once at module start:
+//
+//   import { register, Record, Emitter, Output, Outcome } from "<sdk>/assembly/index";
+//   export * from "<sdk>/assembly/exports";
+//   register((r: Record, out: Emitter): Outcome => out.emit(new Output(r.key, r.value, r.headers)));
+//
+// AssemblyScript has no exceptions, so outcomes are values: ok(),
+// retry(message) (a retryable failure), fail(message) (terminal: the record
+// goes to the dead-letter topic), or what awaitOp returned (pending).
+
+import * as host from "./host";
+import { setAbortHandle } from "./abort";
+import { Header, Reader, Writer } from "./encoding";
+export { Header, Reader, Writer } from "./encoding";
+export { bytesToUpper, bytesContains } from "./bytes";
+
+/** ABI statuses (ABI.md §3). */
+export const enum Status { OK = 0, PENDING = 1, RETRY = 2, FAIL = 3 }
+
+/** Host errnos (ABI.md §4), as the positive number. */
+export namespace Errno {
+  export const BAD_HANDLE: i32 = 1;
+  export const BUFFER_TOO_SMALL: i32 = 2;
+  export const BAD_ENCODING: i32 = 3;
+  export const TOPIC_DENIED: i32 = 4;
+  export const LIMIT: i32 = 5;
+  export const NOT_SUPPORTED: i32 = 6;
+  export const BAD_OPERATION: i32 = 7;
+}
+
+const errnoNames: string[] = ["", "bad handle", "buffer too small", "bad encoding", "topic denied", "limit", "not supported", "bad operation"];
+
+/** The errno's name (`errno` positive, as in Outcome.errno). */
+export function errnoString(e: i32): string {
+  return e > 0 && e < errnoNames.length ? "abi: " + errnoNames[e] : "abi: errno " + e.toString();
+}
+
+/** Log levels of log(). */
+export namespace Level {
+  export const DEBUG: i32 = 0;
+  export const INFO: i32 = 1;
+  export const WARN: i32 = 2;
+  export const ERROR: i32 = 3;
+}
+
+/** How a record (or one call for it) ended: returned by the processor and continuations. */
+export class Outcome {
+  constructor(public status: i32, public message: string = "", public errno: i32 = 0) {}
+  get isOk(): bool { return this.status == Status.OK; }
+  get isPending(): bool { return this.status == Status.PENDING; }
+  /** A retryable failure or a pending one: the same message, now terminal. */
+  terminal(): Outcome { return this.status == Status.RETRY ? new Outcome(Status.FAIL, this.message, this.errno) : this; }
+}
+
+const OK = new Outcome(Status.OK);
+const PENDING = new Outcome(Status.PENDING);
+
+/** Success: what the record emitted is released to Kafka. */
+export function ok(): Outcome { return OK; }
+/** A retryable failure: outputs are discarded and the record may be retried. */
+export function retry(message: string): Outcome { return new Outcome(Status.RETRY, message); }
+/** A terminal failure: outputs are discarded; the record goes to the dead-letter topic. */
+export function fail(message: string): Outcome { return new Outcome(Status.FAIL, message); }
+/** Keep waiting on operations this record started (from a continuation, when another one decides). */
+export function pending(): Outcome { return PENDING; }
+
+/** The record being processed. Key, value and header values are views valid until the record is decided. */
+export class Record {
+  topic: string = "";
+  partition: i32 = 0;
+  offset: i64 = 0;
+  /** Milliseconds since the Unix epoch. */
+  timestamp: i64 = 0;
+  /** 1 on the first attempt, counting up on each retry. */
+  attempt: u32 = 1;
+  key: Uint8Array | null = null;
+  value: Uint8Array | null = null;
+  headers: Header[] = [];
+
+  /** The first header named key, or null. */
+  header(key: string): Header | null {
+    const hs = this.headers;
+    for (let i = 0; i < hs.length; i++) {
+      if (unchecked(hs[i]).key == key) return unchecked(hs[i]);
+    }
+    return null;
+  }
+
+  /** "<topic>/<partition>/<offset>" where the record was first consumed: the same on every attempt (ABI.md §7.4). */
+  idempotencyKey(): string {
+    return this.topic + "/" + this.partition.toString() + "/" + this.offset.toString();
+  }
+}
+
+/** An output record. An empty topic is the pipeline's output topic; partition -1 lets the host partition by key. */
+export class Output {
+  topic: string = "";
+  partition: i32 = -1;
+  constructor(public key: Uint8Array | null = null, public value: Uint8Array | null = null, public headers: Header[] | null = null) {}
+  withTopic(t: string): Output { this.topic = t; return this; }
+  withPartition(p: i32): Output { this.partition = p; return this; }
+}
+
+/** Encodes an output (ABI.md §5.2) into w. */
+export function encodeOutput(w: Writer, o: Output): void {
+  w.str(o.topic);
+  w.u32(<u32>o.partition);
+  w.bytes(o.key);
+  w.bytes(o.value);
+  w.headers(o.headers);
+}
+
+/** Decodes a record (ABI.md §5.1) from b into r; returns an error message, or null. Key, value and header values are views of b. */
+export function decodeRecord(b: Uint8Array, r: Record): string | null {
+  const d = new Reader(b);
+  r.offset = <i64>d.u64();
+  r.timestamp = <i64>d.u64();
+  r.partition = <i32>d.u32();
+  r.attempt = d.u32();
+  // The topic is decoded once while records come from one topic.
+  const n = d.u32();
+  if (d.need(<i32>n) && n <= <u32>i32.MAX_VALUE) {
+    const p = b.dataStart + d.off;
+    if (lastTopicBytes.length != <i32>n || memory.compare(p, lastTopicBytes.dataStart, <usize>n) != 0) {
+      lastTopic = String.UTF8.decodeUnsafe(p, <usize>n);
+      lastTopicBytes = b.slice(d.off, d.off + <i32>n);
+    }
+    r.topic = lastTopic;
+    d.off += <i32>n;
+  } else if (d.err === null) {
+    d.err = "string length " + n.toString();
+  }
+  r.key = d.bytes();
+  r.value = d.bytes();
+  r.headers = d.headers();
+  return d.finish("record");
+}
+
+let lastTopic: string = "";
+let lastTopicBytes: Uint8Array = new Uint8Array(0);
+
+const outW = new Writer(1024);
+
+/** Takes a record's outputs; they are held by the host and produced only if the record succeeds. */
+export class Emitter {
+  constructor(public handle: u32) {}
+  /** Emits o (copied at once). Returns ok(), or a retryable Outcome naming the errno (a denied topic or a bad encoding is terminal). */
+  emit(o: Output): Outcome {
+    encodeOutput(outW.reset(), o);
+    const rc = host.emit(this.handle, outW.ptr, <u32>outW.len);
+    if (rc < 0) {
+      const e = -rc;
+      const st = e == Errno.TOPIC_DENIED || e == Errno.BAD_ENCODING ? Status.FAIL : Status.RETRY;
+      return new Outcome(st, "emit: " + errnoString(e), e);
+    }
+    return OK;
+  }
+}
+
+/** A processing function. Top-level functions only: AssemblyScript has no closures. */
+export type Processor = (r: Record, out: Emitter) => Outcome;
+
+let processor: Processor | null = null;
+
+/** Registers fn as the module's processor. Call it once, at the top level of the entry file. */
+export function register(fn: Processor): void {
+  if (processor !== null) { log(Level.ERROR, "wasmstream: register called twice"); unreachable(); }
+  processor = fn;
+}
+
+/** Writes msg to the host's log at level (Level.DEBUG … Level.ERROR). */
+export function log(level: i32, msg: string): void {
+  const b = String.UTF8.encode(msg);
+  host.log(level, changetype<usize>(b), <u32>b.byteLength);
+}
+
+let envCache: Map<string, string> | null = null;
+
+/** The environment variable name (the pipeline's env), or null. */
+export function getenv(name: string): string | null {
+  let env = envCache;
+  if (env === null) {
+    env = new Map<string, string>();
+    const sizes = new ArrayBuffer(8);
+    const sp = changetype<usize>(sizes);
+    if (host.environ_sizes_get(sp, sp + 4) == 0) {
+      const count = load<u32>(sp), size = load<u32>(sp + 4);
+      const ptrs = new ArrayBuffer(<i32>count * 4 + 4);
+      const buf = new ArrayBuffer(<i32>size + 1);
+      if (host.environ_get(changetype<usize>(ptrs), changetype<usize>(buf)) == 0) {
+        for (let i: u32 = 0; i < count; i++) {
+          const p = load<u32>(changetype<usize>(ptrs) + (<usize>i << 2));
+          let e = <usize>p;
+          while (load<u8>(e) != 0) e++;
+          const kv = String.UTF8.decodeUnsafe(<usize>p, e - <usize>p);
+          const eq = kv.indexOf("=");
+          if (eq > 0 && !env.has(kv.substring(0, eq))) env.set(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+      }
+    }
+    envCache = env;
+  }
+  return env.has(name) ? env.get(name) : null;
+}
+
+// ---- asynchronous operations (ABI.md §7) ----
+
+/** Operation kinds. */
+export namespace OpKind {
+  export const TIMER: i32 = 1;
+  export const HTTP: i32 = 2;
+}
+
+/** Completion codes (ABI.md §7.2). */
+export namespace Code {
+  export const OK: u8 = 0;
+  export const ERROR: u8 = 1;
+  export const CANCELED: u8 = 2;
+  export const REFUSED: u8 = 3;
+}
+
+/** An operation to start: its kind and encoded request. */
+export class Op {
+  constructor(public kind: i32, public req: Uint8Array) {}
+  get name(): string { return this.kind == OpKind.TIMER ? "timer" : this.kind == OpKind.HTTP ? "http" : "unknown"; }
+}
+
+/** An HTTP request; the host must be in the pipeline's async.http.allow_hosts. */
+export class HTTPRequest {
+  method: string = "";
+  url: string = "";
+  headers: Header[] = [];
+  body: Uint8Array | null = null;
+  /** 0: the pipeline's timeout; a longer one is cut to it. */
+  timeoutMs: u32 = 0;
+}
+
+/** Encodes an HTTP request (ABI.md §7.3). */
+export function encodeHTTPRequest(w: Writer, r: HTTPRequest): void {
+  w.str(r.method);
+  w.str(r.url);
+  w.headers(r.headers);
+  w.bytes(r.body);
+  w.u32(r.timeoutMs);
+}
+
+/** The operation of an HTTP request. */
+export function http(r: HTTPRequest): Op {
+  const w = new Writer(64);
+  encodeHTTPRequest(w, r);
+  return new Op(OpKind.HTTP, w.toBytes());
+}
+
+/** The operation of a GET of url. */
+export function get(url: string): Op {
+  const r = new HTTPRequest();
+  r.method = "GET";
+  r.url = url;
+  return http(r);
+}
+
+/** The operation of a timer of ms milliseconds. */
+export function timer(ms: u64): Op {
+  const w = new Writer(8);
+  w.u64(ms * 1000000);
+  return new Op(OpKind.TIMER, w.toBytes());
+}
+
+/** An HTTP response, whatever its status code. */
+export class HTTPResponse {
+  status: i32 = 0;
+  headers: Header[] = [];
+  body: Uint8Array | null = null;
+  /** The first value of the header named key (canonical form, e.g. "Content-Type"), or null. */
+  header(key: string): string | null {
+    for (let i = 0; i < this.headers.length; i++) {
+      const h = unchecked(this.headers[i]);
+      if (h.key == key) { const v = h.value; return v === null ? "" : String.UTF8.decode(v.buffer.slice(v.byteOffset, v.byteOffset + v.length)); }
+    }
+    return null;
+  }
+}
+
+/** Decodes an HTTP response payload; null and `err` set when malformed. */
+export function decodeHTTPResponse(b: Uint8Array): HTTPResponse | null {
+  const d = new Reader(b);
+  const r = new HTTPResponse();
+  r.status = <i32>d.u32();
+  r.headers = d.headers();
+  r.body = d.bytes();
+  return d.finish("http response") === null ? r : null;
+}
+
+/** The result of an operation. */
+export class Completion {
+  /** Code.OK, ERROR, CANCELED or REFUSED. */
+  code: u8 = 0;
+  /** The failure's message (code != OK). */
+  message: string = "";
+  /** The kind-specific payload (code == OK). */
+  payload: Uint8Array = new Uint8Array(0);
+  op: Op | null = null;
+  get isOk(): bool { return this.code == Code.OK; }
+  /** Refused by the host's policy (allow list, a limit): retrying will not help. */
+  get refused(): bool { return this.code == Code.REFUSED; }
+  /** The HTTP response of an OK HTTP operation, or null. */
+  http(): HTTPResponse | null { return this.code == Code.OK ? decodeHTTPResponse(this.payload) : null; }
+  /** A failed operation as an outcome: a refusal is terminal, anything else retryable. */
+  failure(): Outcome { return new Outcome(this.code == Code.REFUSED ? Status.FAIL : Status.RETRY, this.message); }
+}
+
+/** Decodes a completion (ABI.md §7.2); returns an error message, or null. */
+export function decodeCompletion(b: Uint8Array, c: Completion): string | null {
+  const d = new Reader(b);
+  c.code = d.u8();
+  if (d.err === null) {
+    if (c.code == Code.OK) {
+      c.payload = b.subarray(1);
+      d.off = b.length;
+    } else if (c.code <= Code.REFUSED) {
+      c.message = d.str();
+    } else {
+      d.err = "completion code " + c.code.toString();
+    }
+  }
+  return d.finish("completion");
+}
+
+/**
+ * The continuation of an operation: subclass it, keep the record's state in
+ * fields (AssemblyScript has no closures) and override then(). then() runs
+ * when the operation completes, with the record and emitter still valid, and
+ * returns what decides the record: ok(), retry(), fail(), another
+ * awaitOp(), or pending() to keep waiting on other operations.
+ */
+export abstract class Then {
+  abstract then(r: Record, out: Emitter, c: Completion): Outcome;
+}
+
+class PendingOp {
+  constructor(public id: u32, public op: Op, public cont: Then) {}
+}
+
+class PendingCall {
+  ops: PendingOp[] = [];
+  constructor(public rec: Record, public out: Emitter, public buf: Uint8Array) {}
+}
+
+let curHandle: u32 = 0;
+let curRec: Record | null = null;
+let curBuf: Uint8Array | null = null;
+const calls = new Map<u32, PendingCall>();
+
+/**
+ * Starts op for the record being processed and returns pending(), which the
+ * processor (or a continuation) returns; cont.then runs when op completes.
+ * If op cannot be started, returns why instead (cont never runs).
+ */
+export function awaitOp(op: Op, cont: Then): Outcome {
+  if (curHandle == 0) return fail("wasmstream: awaitOp called outside a record's processing");
+  const rc = host.async_start(curHandle, op.kind, op.req.dataStart, <u32>op.req.length);
+  if (rc < 0) {
+    const e = -rc;
+    const st = e == Errno.BAD_ENCODING || e == Errno.NOT_SUPPORTED ? Status.FAIL : Status.RETRY;
+    return new Outcome(st, "wasmstream: start " + op.name + " operation: " + errnoString(e), e);
+  }
+  let pc: PendingCall;
+  if (calls.has(curHandle)) {
+    pc = calls.get(curHandle);
+  } else {
+    pc = new PendingCall(changetype<Record>(curRec), new Emitter(curHandle), changetype<Uint8Array>(curBuf));
+    calls.set(curHandle, pc);
+  }
+  pc.ops.push(new PendingOp(<u32>rc, op, cont));
+  return PENDING;
+}
+
+function setError(handle: u32, msg: string): void {
+  const b = String.UTF8.encode(msg);
+  host.set_error(handle, changetype<usize>(b), <u32>b.byteLength);
+}
+
+function decide(handle: u32, o: Outcome): i32 {
+  if (o.status == Status.PENDING) {
+    if (calls.has(handle) && calls.get(handle).ops.length > 0) return Status.PENDING;
+    o = fail("wasmstream: returned pending, but no asynchronous operation is outstanding");
+  }
+  if (calls.size > 0 && calls.has(handle)) calls.delete(handle); // the host cancels what is outstanding
+  if (o.status != Status.OK) {
+    setError(handle, o.message);
+    if (o.status != Status.RETRY && o.status != Status.FAIL) return Status.FAIL;
+  }
+  return o.status;
+}
+
+// ---- the exports (re-exported by the entry file from ./exports) ----
+
+let inBuf = new Uint8Array(4096);
+let rec = new Record();
+
+export function onRecord(handle: u32, n: u32): i32 {
+  const fn = processor;
+  if (fn === null) {
+    setError(handle, "wasmstream: no processor registered (call register() at the top level)");
+    return Status.FAIL;
+  }
+  if (<u32>inBuf.length < n) inBuf = new Uint8Array(<i32>n);
+  const b = inBuf.subarray(0, <i32>n);
+  const rc = host.record_read(handle, b.dataStart, n);
+  if (rc < 0) {
+    setError(handle, "record_read: " + errnoString(-rc));
+    return Status.FAIL;
+  }
+  const err = decodeRecord(b, rec);
+  if (err !== null) {
+    setError(handle, err);
+    return Status.FAIL;
+  }
+  curHandle = handle; curRec = rec; curBuf = inBuf; setAbortHandle(handle);
+  const o = fn(rec, new Emitter(handle));
+  curHandle = 0; curRec = null; curBuf = null; setAbortHandle(0);
+  const st = decide(handle, o);
+  if (st == Status.PENDING) {
+    // The waiting record keeps its buffer and Record; the next gets new ones.
+    inBuf = new Uint8Array(inBuf.length);
+    rec = new Record();
+  }
+  return st;
+}
+
+export function onComplete(handle: u32, op: u32, n: u32): i32 {
+  const buf = new Uint8Array(<i32>n); // the continuation may keep what it decodes
+  const rc = host.result_read(op, buf.dataStart, n);
+  if (rc < 0) {
+    setError(handle, "result_read: " + errnoString(-rc));
+    return Status.FAIL;
+  }
+  if (!calls.has(handle)) return Status.FAIL; // a record that ended; its handle is no longer valid
+  const pc = calls.get(handle);
+  let po: PendingOp | null = null;
+  for (let i = 0; i < pc.ops.length; i++) {
+    if (pc.ops[i].id == op) { po = pc.ops[i]; pc.ops.splice(i, 1); break; }
+  }
+  const c = new Completion();
+  const err = decodeCompletion(buf, c);
+  if (po === null || (err === null && c.code == Code.CANCELED)) {
+    if (pc.ops.length == 0) calls.delete(handle);
+    return Status.FAIL;
+  }
+  if (err !== null) {
+    calls.delete(handle);
+    setError(handle, err);
+    return Status.FAIL;
+  }
+  c.op = po.op;
+  curHandle = handle; curRec = pc.rec; curBuf = pc.buf; setAbortHandle(handle);
+  const o = po.cont.then(pc.rec, pc.out, c);
+  curHandle = 0; curRec = null; curBuf = null; setAbortHandle(0);
+  return decide(handle, o);
+}
