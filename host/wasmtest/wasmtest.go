@@ -3,10 +3,12 @@
 package wasmtest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -330,6 +332,55 @@ func BuildCGuest(t testing.TB, src string) []byte {
 	cmd := exec.Command("clang", "--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-o", out, filepath.Join(RepoRoot(t), src))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("clang %s: %v\n%s", src, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// asSDK is the AssemblyScript SDK's directory, relative to the repository root.
+const asSDK = "abi/sdk/assemblyscript"
+
+var (
+	asInstall    sync.Once
+	asInstallErr error
+)
+
+// BuildASGuest builds the AssemblyScript guest whose entry file is entry
+// (relative to the repository root) with the SDK's build script
+// (abi/sdk/assemblyscript/build.mjs: asc -O3, incremental runtime, the SDK's
+// abort function) and returns the module bytes. It installs the SDK's pinned
+// compiler first (npm ci from package-lock.json, once per test binary; the
+// npm cache in ~/.npm lets it run offline). It needs node and npm (the test
+// command installs them).
+func BuildASGuest(t testing.TB, entry string) []byte {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: AssemblyScript guests need node and npm (the test command installs them)", tool)
+		}
+	}
+	root := RepoRoot(t)
+	sdk := filepath.Join(root, asSDK)
+	asInstall.Do(func() {
+		if _, err := os.Stat(filepath.Join(sdk, "node_modules", "assemblyscript", "package.json")); err == nil {
+			return
+		}
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--prefer-offline")
+		cmd.Dir = sdk
+		if b, err := cmd.CombinedOutput(); err != nil {
+			asInstallErr = fmt.Errorf("npm ci in %s: %v\n%s", asSDK, err, b)
+		}
+	})
+	if asInstallErr != nil {
+		t.Fatal(asInstallErr)
+	}
+	out := filepath.Join(t.TempDir(), "guest.wasm")
+	cmd := exec.Command("node", filepath.Join(sdk, "build.mjs"), filepath.Join(root, entry), out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", entry, err, b)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

@@ -1,0 +1,234 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+)
+
+// The AssemblyScript guests (plugins/examples/as-*) are built with the SDK in
+// abi/sdk/assemblyscript and must behave exactly as the Go examples: the
+// same records give byte-identical outputs and the same statuses. Building
+// them needs node and npm (the test command installs them); without them
+// the tests fail, they do not skip.
+
+var asBuilds sync.Map
+
+func asGuest(t testing.TB, dir string) []byte {
+	f, _ := asBuilds.LoadOrStore(dir, sync.OnceValue(func() []byte { return wt.BuildASGuest(t, dir+"/assembly/index.ts") }))
+	b := f.(func() []byte)()
+	if b == nil {
+		t.Fatalf("%s: the build failed (see the first test that built it)", dir)
+	}
+	return b
+}
+
+// sameResult fails unless the two guests' results are the same: status,
+// outputs byte for byte (nil and empty kept apart), and whether there is an
+// error.
+func sameResult(t *testing.T, what string, goRes, asRes Result) {
+	t.Helper()
+	if goRes.Status != asRes.Status || (goRes.Err == nil) != (asRes.Err == nil) {
+		t.Fatalf("%s: Go guest %v (%v), AssemblyScript guest %v (%v)", what, goRes.Status, goRes.Err, asRes.Status, asRes.Err)
+	}
+	if !reflect.DeepEqual(goRes.Outputs, asRes.Outputs) {
+		t.Fatalf("%s: outputs differ\nGo: %s\nAS: %s", what, outputsString(goRes.Outputs), outputsString(asRes.Outputs))
+	}
+}
+
+func outputsString(os []abi.Output) string {
+	var b strings.Builder
+	for _, o := range os {
+		v := o.Value
+		if len(v) > 200 {
+			v = v[:200]
+		}
+		fmt.Fprintf(&b, "{topic %q partition %d key %q (nil %v) value %q (nil %v, %d bytes) headers %+v} ", o.Topic, o.Partition, o.Key, o.Key == nil, v, o.Value == nil, len(o.Value), o.Headers)
+	}
+	return b.String()
+}
+
+func uppercaseRecords() []abi.Record {
+	bin := make([]byte, 256)
+	for i := range bin {
+		bin[i] = byte(i)
+	}
+	big := bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog — ÿ é ß ǆ ﬁ "), 210*1024/60)
+	return []abi.Record{
+		{Topic: "in", Key: []byte("k"), Value: []byte("hello, assemblyscript"), Attempt: 1},
+		{Topic: "in", Key: nil, Value: nil, Attempt: 1},
+		{Topic: "in", Key: []byte{}, Value: []byte{}, Attempt: 2},
+		{Topic: "in", Key: nil, Value: []byte("no key")},
+		{Topic: "in", Key: []byte("null value"), Value: nil},
+		{Topic: "in", Key: bin, Value: bin, Partition: 7, Offset: 1 << 40, Timestamp: 1700000000123},
+		{Topic: "in", Key: []byte("h"), Value: []byte("headers"), Headers: []abi.Header{
+			{Key: "h", Value: []byte("v")}, {Key: "null", Value: nil}, {Key: "empty", Value: []byte{}}, {Key: "ключ", Value: []byte("значение")}, {Key: "h", Value: []byte{0, 0xff}}}},
+		{Topic: "другой-topic", Key: []byte("ü"), Value: []byte("grüße, ἀλφα, ǅ ǈ, ﬀ, 𐐨 and İı, \xff\xfe broken \xe2\x82 utf-8 \xed\xa0\x80 surrogate")},
+		{Topic: "a-longer-topic", Key: []byte("big"), Value: big[:210*1024]},
+		{Topic: "in", Key: []byte("ascii"), Value: []byte(strings.Repeat("azAZ09{}`~", 1000))},
+	}
+}
+
+func TestASUppercaseSameAsGo(t *testing.T) {
+	goIn := newInstance(t, load(t, guest(t, "plugins/examples/uppercase"), Limits{}))
+	asIn := newInstance(t, load(t, asGuest(t, "plugins/examples/as-uppercase"), Limits{}))
+	for round := 0; round < 2; round++ { // the second round reuses the guests' buffers
+		for i, r := range uppercaseRecords() {
+			goRes := goIn.Process(context.Background(), &r, nil)
+			asRes := asIn.Process(context.Background(), &r, nil)
+			if goRes.Status != abi.StatusOK || len(goRes.Outputs) != 1 {
+				t.Fatalf("record %d: Go guest %v %v", i, goRes.Status, goRes.Err)
+			}
+			sameResult(t, fmt.Sprintf("round %d record %d", round, i), goRes, asRes)
+		}
+	}
+}
+
+func TestASFilterSameAsGo(t *testing.T) {
+	goIn := newInstance(t, load(t, guest(t, "plugins/examples/filter"), Limits{}))
+	asIn := newInstance(t, load(t, asGuest(t, "plugins/examples/as-filter"), Limits{}))
+	hm := func(v []byte) []abi.Header { return []abi.Header{{Key: "x", Value: []byte("y")}, {Key: "match", Value: v}} }
+	kept := 0
+	for i, r := range []abi.Record{
+		{Topic: "in", Key: []byte("k"), Value: []byte("please keep me")},
+		{Topic: "in", Key: []byte("k"), Value: []byte("drop me")},
+		{Topic: "in", Key: nil, Value: nil},
+		{Topic: "in", Key: []byte("k"), Value: []byte("keep")},
+		{Topic: "in", Key: []byte("k"), Value: []byte("kee")},
+		{Topic: "in", Key: []byte("k"), Value: []byte("needle in a haystack"), Headers: hm([]byte("needle"))},
+		{Topic: "in", Key: []byte("k"), Value: []byte("keep, but no needle"), Headers: hm([]byte("needle"))},
+		{Topic: "in", Key: []byte("k"), Value: []byte("anything"), Headers: hm(nil)},
+		{Topic: "in", Key: []byte("k"), Value: nil, Headers: hm([]byte{})},
+		{Topic: "in", Key: []byte("k"), Value: nil, Headers: hm([]byte("x"))},
+		{Topic: "in", Key: []byte{}, Value: []byte("ünïcode keep"), Headers: []abi.Header{{Key: "match", Value: []byte("ünï")}, {Key: "match", Value: []byte("zzz")}}},
+		{Topic: "in", Key: []byte("big"), Value: append(bytes.Repeat([]byte("x"), 210*1024), "keep"...)},
+	} {
+		goRes := goIn.Process(context.Background(), &r, nil)
+		asRes := asIn.Process(context.Background(), &r, nil)
+		sameResult(t, fmt.Sprintf("record %d", i), goRes, asRes)
+		kept += len(goRes.Outputs)
+	}
+	if kept < 5 {
+		t.Fatalf("only %d records kept: the cases do not cover keeping", kept)
+	}
+}
+
+// lookupResults runs records through the lookup guest in dir (a Go or an
+// AssemblyScript one) against a fresh lookup service, and returns each
+// record's result by index.
+func lookupResults(t *testing.T, wasm []byte, recs []*abi.Record) map[any]Result {
+	srv := newLookupServer(t, func() time.Duration { return 0 })
+	m, err := sharedEngine(t).Load(context.Background(), wasm, ModuleConfig{
+		Name: "lookup", Limits: Limits{RecordTimeout: 5 * time.Second},
+		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
+		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, Timeout: 2 * time.Second, ConfigKey: "pipelines.lookup.async.http"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	in := newInstance(t, m)
+	got := map[any]Result{}
+	waiting := 0
+	for i, r := range recs {
+		res := in.Process(context.Background(), r, i)
+		if res.Status == abi.StatusPending {
+			waiting++
+			continue
+		}
+		got[i] = res
+	}
+	for k, v := range drain(t, in, waiting, 10*time.Second) {
+		got[k] = v
+	}
+	return got
+}
+
+func TestASLookupSameAsGo(t *testing.T) {
+	r := func(key, value string, attempt uint32, mode string) *abi.Record {
+		rec := &abi.Record{Topic: "in", Partition: 2, Offset: 99, Key: []byte(key), Value: []byte(value), Attempt: attempt}
+		if mode != "" {
+			rec.Headers = []abi.Header{{Key: "lookup.mode", Value: []byte(mode)}}
+		}
+		return rec
+	}
+	recs := []*abi.Record{
+		r("k1", `"v-k1"`, 1, ""),
+		r("k2", `{"a": [1, 2.5e3, true, null, "x"]}`, 3, ""),
+		r("k3", "not json <&> \"quoted\"\n\ttab", 1, ""),
+		r("k4", "\xff\xfe invalid utf-8 \u2028 \x01", 1, ""),
+		r("gone5", `"v"`, 1, ""), // 404: "lookup": null
+		r("fail6", `"v"`, 1, ""), // 503 on the first request: retry
+		r("k7 / ü?;,$&+:=@", `"v"`, 1, ""),
+		r("k8", `"v"`, 1, "chain"),
+		r("k9", `"v"`, 1, "pending"),
+		r("k10", "", 1, ""),
+		r("k11", `[[[[]]]] `, 2, ""),
+		r("k12", `01`, 1, ""),
+		{Topic: "in", Key: []byte("k13"), Value: nil, Attempt: 1},
+		{Topic: "in", Key: nil, Value: []byte("no key"), Attempt: 1},
+	}
+	goRes := lookupResults(t, guest(t, "plugins/examples/lookup"), recs)
+	asRes := lookupResults(t, asGuest(t, "plugins/examples/as-lookup"), recs)
+	okN := 0
+	for i := range recs {
+		sameResult(t, fmt.Sprintf("record %d (key %q)", i, recs[i].Key), goRes[i], asRes[i])
+		if len(goRes[i].Outputs) == 1 {
+			okN++
+			t.Logf("%s", goRes[i].Outputs[0].Value)
+		}
+	}
+	if okN < 8 {
+		t.Fatalf("only %d records succeeded", okN)
+	}
+	for _, want := range []struct {
+		i  int
+		st abi.Status
+	}{{5, abi.StatusRetry}, {8, abi.StatusFail}, {13, abi.StatusFail}} {
+		if asRes[want.i].Status != want.st {
+			t.Fatalf("record %d: status %v, want %v", want.i, asRes[want.i].Status, want.st)
+		}
+	}
+}
+
+// A refused host fails the record terminally, as in the Go guest.
+func TestASLookupRefusedHost(t *testing.T) {
+	srv := newLookupServer(t, func() time.Duration { return 0 })
+	m, err := sharedEngine(t).Load(context.Background(), asGuest(t, "plugins/examples/as-lookup"), ModuleConfig{
+		Name: "lookup", Env: map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
+		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{"lookup.internal:8080"}, ConfigKey: "pipelines.lookup.async.http"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	in := newInstance(t, m)
+	res := in.Process(context.Background(), rec("7", ""), 1)
+	if res.Status == abi.StatusPending {
+		res = drain(t, in, 1, 5*time.Second)[1]
+	}
+	if res.Status != abi.StatusFail || res.Err == nil || !strings.Contains(res.Err.Error(), "is not allowed") {
+		t.Fatalf("%v %v", res.Status, res.Err)
+	}
+}
+
+func BenchmarkProcessUppercaseAS(b *testing.B) {
+	in := newInstance(b, load(b, asGuest(b, "plugins/examples/as-uppercase"), Limits{}))
+	rec := &abi.Record{Topic: "in", Key: []byte("key-0001"), Value: []byte(strings.Repeat("x", 100)), Attempt: 1}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if res := in.Process(ctx, rec, nil); len(res.Outputs) != 1 {
+			b.Fatal(res.Err)
+		}
+	}
+}
