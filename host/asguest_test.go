@@ -95,7 +95,9 @@ func TestASUppercaseSameAsGo(t *testing.T) {
 func TestASFilterSameAsGo(t *testing.T) {
 	goIn := newInstance(t, load(t, guest(t, "plugins/examples/filter"), Limits{}))
 	asIn := newInstance(t, load(t, asGuest(t, "plugins/examples/as-filter"), Limits{}))
-	hm := func(v []byte) []abi.Header { return []abi.Header{{Key: "x", Value: []byte("y")}, {Key: "match", Value: v}} }
+	hm := func(v []byte) []abi.Header {
+		return []abi.Header{{Key: "x", Value: []byte("y")}, {Key: "match", Value: v}}
+	}
 	kept := 0
 	for i, r := range []abi.Record{
 		{Topic: "in", Key: []byte("k"), Value: []byte("please keep me")},

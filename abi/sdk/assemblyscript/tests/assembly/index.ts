@@ -1,0 +1,70 @@
+// The SDK's test processor, driven by tests/run.mjs with a fake host. The
+// header "t" picks the behaviour.
+import {
+  register, Record, Emitter, Output, Outcome, Header, Completion, Then, HTTPRequest,
+  ok, retry, fail, pending, awaitOp, http, get, timer, getenv, bytesToUpper, log, Level,
+} from "../../assembly/index";
+export * from "../../assembly/exports";
+
+function mode(r: Record): string {
+  const h = r.header("t");
+  if (h === null || h.value === null) return "";
+  return String.UTF8.decode(h.value!.slice().buffer);
+}
+
+function utf8(s: string): Uint8Array { return Uint8Array.wrap(String.UTF8.encode(s)); }
+
+class Then1 extends Then {
+  constructor(public tag: string) { super(); }
+  then(r: Record, out: Emitter, c: Completion): Outcome {
+    if (!c.isOk) return c.failure();
+    const resp = c.http();
+    let body: Uint8Array | null = null;
+    let ct: string | null = null;
+    if (resp !== null) { body = resp.body; ct = resp.header("Content-Type"); }
+    return out.emit(new Output(r.key, body, [new Header("tag", utf8(this.tag)), new Header("status", utf8(resp === null ? "-" : resp.status.toString())), new Header("ct", ct === null ? null : utf8(ct!))]));
+  }
+}
+
+class Both extends Then {
+  then(r: Record, out: Emitter, c: Completion): Outcome {
+    if (c.op!.kind == 1) return pending(); // the timer: wait for the HTTP one
+    return out.emit(new Output(r.key, utf8("both")));
+  }
+}
+
+function proc(r: Record, out: Emitter): Outcome {
+  const m = mode(r);
+  if (m == "echo") {
+    // Every field back: topic, partition, key, upper value, headers.
+    const o = new Output(r.key, r.value === null ? null : bytesToUpper(r.value!), r.headers);
+    const st = out.emit(o);
+    if (!st.isOk) return st;
+    const meta = r.idempotencyKey() + "|" + r.timestamp.toString() + "|" + r.attempt.toString();
+    return out.emit(new Output(null, utf8(meta)).withTopic("side").withPartition(5));
+  }
+  if (m == "retry") return retry("try again");
+  if (m == "fail") return fail("give up");
+  if (m == "pending") return pending();
+  if (m == "env") { const v = getenv("NAME"); return out.emit(new Output(null, v === null ? null : utf8(v!))); }
+  if (m == "http") {
+    const req = new HTTPRequest();
+    req.method = "POST";
+    req.url = "http://svc/x";
+    req.headers = [new Header("A", utf8("b")), new Header("N", null)];
+    req.body = utf8("body");
+    req.timeoutMs = 1500;
+    return awaitOp(http(req), new Then1("http"));
+  }
+  if (m == "get") return awaitOp(get("http://svc/y"), new Then1("get"));
+  if (m == "both") {
+    const a = awaitOp(timer(7), new Both());
+    if (!a.isPending) return a;
+    return awaitOp(get("http://svc/z"), new Both());
+  }
+  if (m == "log") { log(Level.WARN, "hello from the guest"); return ok(); }
+  if (m == "abort") { const a = new Array<i32>(1); return a[5] == 0 ? ok() : ok(); }
+  return ok();
+}
+
+register(proc);

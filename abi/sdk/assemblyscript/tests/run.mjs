@@ -1,0 +1,181 @@
+// The SDK's unit tests. AssemblyScript compiles only to WebAssembly, so the
+// SDK cannot run natively on the host: these tests compile a test processor
+// (tests/assembly/index.ts) with the SDK's build script and run it in Node's
+// WebAssembly engine against a fake host written here from abi/ABI.md. They
+// check the encodings byte for byte (the golden vectors of
+// abi/encoding_test.go), statuses, errors, async requests and completions,
+// and the environment. The examples are tested inside the real host by
+// host/asguest_test.go (go test ./host/ -run AS).
+//
+//   npm test          (after npm ci)
+import { spawnSync } from "node:child_process";
+import { readFileSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
+
+const sdk = dirname(dirname(fileURLToPath(import.meta.url)));
+const out = join(mkdtempSync(join(tmpdir(), "wasmstream-as-")), "test.wasm");
+const b = spawnSync(process.execPath, [join(sdk, "build.mjs"), join(sdk, "tests", "assembly", "index.ts"), out], { stdio: "inherit" });
+if (b.status !== 0) process.exit(1);
+const wasm = new WebAssembly.Module(readFileSync(out));
+
+// Imports: only wasmstream_v1 and the allowed WASI functions (ABI.md §1).
+const wasiAllowed = new Set(["args_get", "args_sizes_get", "clock_res_get", "clock_time_get", "environ_get", "environ_sizes_get", "fd_close", "fd_fdstat_get", "fd_fdstat_set_flags", "fd_prestat_dir_name", "fd_prestat_get", "fd_seek", "fd_write", "poll_oneoff", "proc_exit", "random_get", "sched_yield"]);
+for (const im of WebAssembly.Module.imports(wasm)) {
+  assert.ok(im.module === "wasmstream_v1" || (im.module === "wasi_snapshot_preview1" && wasiAllowed.has(im.name)), `import ${im.module}.${im.name}`);
+}
+const exps = new Set(WebAssembly.Module.exports(wasm).map((e) => e.name));
+for (const e of ["memory", "wasmstream_abi_version", "wasmstream_on_record", "wasmstream_on_complete"]) assert.ok(exps.has(e), `export ${e}`);
+
+// ---- encoders written from ABI.md §5 ----
+const te = new TextEncoder();
+const cat = (...parts) => Buffer.concat(parts.map((p) => Buffer.from(p)));
+const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v >>> 0); return b; };
+const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt.asUintN(64, BigInt(v))); return b; };
+const str = (s) => { const e = te.encode(s); return cat(u32(e.length), e); };
+const nb = (v) => { if (v === null) return u32(0xffffffff); const b = typeof v === "string" ? te.encode(v) : v; return cat(u32(b.length), b); };
+const headers = (hs) => cat(u32(hs.length), ...hs.flatMap(([k, v]) => [str(k), nb(v)]));
+const record = (r) => cat(u64(r.offset), u64(r.timestamp), u32(r.partition), u32(r.attempt), str(r.topic), nb(r.key), nb(r.value), headers(r.headers));
+const output = (o) => cat(str(o.topic), u32(o.partition), nb(o.key), nb(o.value), headers(o.headers));
+
+// The golden record of TestGoldenRecord (abi/encoding_test.go, ABI.md §5.1).
+const golden = record({ offset: 42, timestamp: 1700000000123, partition: 3, attempt: 1, topic: "in", key: "k", value: "hi", headers: [] });
+assert.equal(golden.toString("hex"), "2a000000000000007b68e5cf8b01000003000000010000000200000069" + "6e010000006b020000006869" + "00000000");
+
+// ---- the fake host ----
+let inst, mem, rec = null, emitted = [], errors = {}, logs = [], started = [], result = null, nextOp = 1;
+const env = ["NAME=wasmstream", "OTHER=x=y"];
+const bytes = (p, n) => Buffer.from(new Uint8Array(mem.buffer, p, n));
+const imports = {
+  wasmstream_v1: {
+    record_read(h, p, n) { if (h !== rec.h) return -1; if (n < rec.b.length) return -2; new Uint8Array(mem.buffer).set(rec.b, p); return rec.b.length; },
+    emit(h, p, n) { emitted.push([h, bytes(p, n)]); return 0; },
+    set_error(h, p, n) { errors[h] = bytes(p, n).toString(); return 0; },
+    log(l, p, n) { logs.push([l, bytes(p, n).toString()]); },
+    async_start(h, kind, p, n) { const id = nextOp++; started.push({ h, kind, id, req: bytes(p, n) }); return id; },
+    result_read(op, p, n) { if (op !== result.op) return -7; if (n < result.b.length) return -2; new Uint8Array(mem.buffer).set(result.b, p); return result.b.length; },
+  },
+  wasi_snapshot_preview1: {
+    environ_sizes_get(cp, sp) { const v = new DataView(mem.buffer); v.setUint32(cp, env.length, true); v.setUint32(sp, env.reduce((a, e) => a + te.encode(e).length + 1, 0), true); return 0; },
+    environ_get(pp, bp) {
+      const v = new DataView(mem.buffer); let off = bp;
+      env.forEach((e, i) => { const b = te.encode(e); v.setUint32(pp + 4 * i, off, true); new Uint8Array(mem.buffer).set(b, off); v.setUint8(off + b.length, 0); off += b.length + 1; });
+      return 0;
+    },
+  },
+};
+inst = new WebAssembly.Instance(wasm, imports);
+mem = inst.exports.memory;
+const X = inst.exports;
+assert.equal(X.wasmstream_abi_version(), 1);
+
+let handle = 0;
+function call(r) {
+  rec = { h: ++handle, b: record({ offset: 0, timestamp: 0, partition: 0, attempt: 1, topic: "in", key: null, value: null, headers: [], ...r }) };
+  emitted = []; started = [];
+  return { h: handle, st: X.wasmstream_on_record(handle, rec.b.length) };
+}
+function complete(h, op, b) { result = { op, b }; emitted = []; started = []; return X.wasmstream_on_complete(h, op, b.length); }
+const mode = (m, hs = []) => [["t", m], ...hs];
+let n = 0;
+const test = (name, fn) => { fn(); n++; console.log("ok  " + name); };
+
+test("golden record decodes; output encoding is §5.2", () => {
+  const { h, st } = call({ offset: 42, timestamp: 1700000000123, partition: 3, topic: "in", key: "k", value: "hi", headers: mode("echo") });
+  assert.equal(st, 0);
+  assert.deepEqual(emitted[0], [h, output({ topic: "", partition: -1, key: "k", value: "HI", headers: mode("echo") })]);
+  assert.deepEqual(emitted[1][1], output({ topic: "side", partition: 5, key: null, value: "in/3/42|1700000000123|1", headers: [] }));
+});
+
+test("null and empty key, value, header values stay apart; non-ASCII; attempt", () => {
+  const hs = mode("echo", [["null", null], ["empty", ""], ["ключ", "значение"]]);
+  const c = call({ key: null, value: "", attempt: 4, headers: hs, topic: "другой", partition: 2147483647, offset: 2 ** 40 });
+  assert.equal(c.st, 0, errors[c.h]);
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: null, value: "", headers: hs }));
+  assert.deepEqual(emitted[1][1], output({ topic: "side", partition: 5, key: null, value: `другой/2147483647/${2 ** 40}|0|4`, headers: [] }));
+  call({ key: "", value: null, headers: mode("echo") });
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: "", value: null, headers: mode("echo") }));
+});
+
+test("bytesToUpper is Go's bytes.ToUpper", () => {
+  // Expected bytes from Go: bytes.ToUpper([]byte(in)).
+  for (const [inp, want] of [
+    ["abc xyz {}", "ABC XYZ {}"],
+    ["grüße ß ǆ ǅ ﬁ ÿ", "GRÜßE ß Ǆ Ǆ ﬁ Ÿ"],
+    [Buffer.from([0x61, 0xff, 0x62, 0xe2, 0x82]), Buffer.from("A\ufffdB\ufffd\ufffd")],
+    [Buffer.from([0xed, 0xa0, 0x80]), Buffer.from("\ufffd\ufffd\ufffd")],
+    ["𐐨ı", "𐐀I"],
+  ]) {
+    call({ key: null, value: inp, headers: mode("echo") });
+    assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: null, value: Buffer.from(want), headers: mode("echo") }), `upper of ${inp}`);
+  }
+  const big = Buffer.alloc(210 * 1024, "é");
+  call({ value: big, headers: mode("echo") });
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: null, value: Buffer.from(big.toString().toUpperCase()), headers: mode("echo") }));
+});
+
+test("retry and fail set the error", () => {
+  let r = call({ headers: mode("retry") });
+  assert.equal(r.st, 2); assert.equal(errors[r.h], "try again");
+  r = call({ headers: mode("fail") });
+  assert.equal(r.st, 3); assert.equal(errors[r.h], "give up");
+  r = call({ headers: mode("pending") });
+  assert.equal(r.st, 3); assert.match(errors[r.h], /no asynchronous operation is outstanding/);
+});
+
+test("getenv reads the pipeline's env through WASI", () => {
+  call({ headers: mode("env") });
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: null, value: "wasmstream", headers: [] }));
+});
+
+test("HTTP request encoding (§7.3) and completion", () => {
+  const { h, st } = call({ key: "k", headers: mode("http") });
+  assert.equal(st, 1);
+  assert.equal(started.length, 1);
+  const { kind, id, req } = started[0];
+  assert.equal(kind, 2);
+  assert.deepEqual(req, cat(str("POST"), str("http://svc/x"), headers([["A", "b"], ["N", null]]), nb("body"), u32(1500)));
+  const resp = cat([0], u32(201), headers([["Content-Type", "text/plain"]]), nb("answer"));
+  assert.equal(complete(h, id, resp), 0);
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: "k", value: "answer", headers: [["tag", "http"], ["status", "201"], ["ct", "text/plain"]] }));
+});
+
+test("GET; error completions: error retries, refused fails, canceled is ignored", () => {
+  let { h, st } = call({ key: "k", headers: mode("get") });
+  assert.equal(st, 1);
+  assert.deepEqual(started[0].req, cat(str("GET"), str("http://svc/y"), u32(0), nb(null), u32(0)));
+  assert.equal(complete(h, started[0].id, cat([1], str("connection refused"))), 2);
+  assert.equal(errors[h], "connection refused");
+  ({ h, st } = call({ key: "k", headers: mode("get") }));
+  assert.equal(complete(h, started[0].id, cat([3], str("not allowed"))), 3);
+  ({ h, st } = call({ key: "k", headers: mode("get") }));
+  const id = started[0].id;
+  complete(h, id, cat([2], str("canceled")));
+  assert.equal(emitted.length, 0);
+});
+
+test("two operations: timer (u64 ns) then HTTP; pending until the second decides", () => {
+  const { h, st } = call({ key: "k", headers: mode("both") });
+  assert.equal(st, 1);
+  assert.equal(started.length, 2);
+  assert.equal(started[0].kind, 1);
+  assert.deepEqual(started[0].req, u64(7_000_000));
+  const httpId = started[1].id;
+  assert.equal(complete(h, started[0].id, Buffer.from([0])), 1);
+  assert.equal(complete(h, httpId, cat([0], u32(200), u32(0), nb(null))), 0);
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: "k", value: "both", headers: [] }));
+});
+
+test("log", () => {
+  call({ headers: mode("log") });
+  assert.deepEqual(logs.at(-1), [2, "hello from the guest"]);
+});
+
+test("abort sets the error, logs and traps", () => {
+  assert.throws(() => call({ headers: mode("abort") }), WebAssembly.RuntimeError);
+  assert.match(errors[handle], /^abort: Index out of range at /);
+});
+
+console.log(`${n} tests passed`);
