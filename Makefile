@@ -5,7 +5,7 @@ GO ?= go
 PLUGINS := uppercase filter enrich hash lookup
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
-.PHONY: demo test build plugins c-plugins bench clean
+.PHONY: demo test build plugins c-plugins as-plugins as-sdk-test bench clean
 
 demo: build plugins
 	./bin/wasmstream demo --config config.yaml $(DEMO_FLAGS)
@@ -26,6 +26,20 @@ c-plugins: plugins/examples/c-uppercase/uppercase.wasm
 plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/uppercase.c
 	clang --target=wasm32-wasi -O2 -mexec-model=reactor -o $@ $<
 
+# The AssemblyScript SDK and examples (needs node and npm; the test command
+# installs them). npm ci installs the compiler pinned in package-lock.json.
+AS_SDK := abi/sdk/assemblyscript
+AS_PLUGINS := uppercase filter lookup
+
+$(AS_SDK)/node_modules/.package-lock.json: $(AS_SDK)/package-lock.json
+	cd $(AS_SDK) && npm ci --no-audit --no-fund --prefer-offline
+
+as-sdk-test: $(AS_SDK)/node_modules/.package-lock.json
+	cd $(AS_SDK) && npm test
+
+as-plugins: $(AS_SDK)/node_modules/.package-lock.json
+	$(foreach p,$(AS_PLUGINS),node $(AS_SDK)/build.mjs plugins/examples/as-$(p)/assembly/index.ts plugins/examples/as-$(p)/$(p).wasm &&) true
+
 test:
 	bash tests/run.sh
 
@@ -33,6 +47,6 @@ bench:
 	bash tests/run.sh bench
 
 clean:
-	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm
+	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm)
 
 FORCE:

@@ -29,6 +29,10 @@ install_prereqs() {
     ls /usr/lib/llvm-14/lib/clang/14*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || pkgs+=(libclang-rt-14-dev-wasm32)
     # wat2wasm: hand-written test modules (host/internal/meter/testdata/*.wat).
     command -v wat2wasm >/dev/null 2>&1 || pkgs+=(wabt)
+    # node and npm: the AssemblyScript SDK (abi/sdk/assemblyscript) and its
+    # examples (plugins/examples/as-*) are compiled with asc, an npm package.
+    command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+    command -v npm >/dev/null 2>&1 || pkgs+=(npm)
     if ((${#pkgs[@]})); then
         say "installing ${pkgs[*]}"
         if [[ $(id -u) -ne 0 ]]; then
@@ -44,6 +48,12 @@ install_prereqs() {
 install_prereqs
 say "building the CLI and the example processors"
 make -s build plugins
+
+# The AssemblyScript SDK: its pinned compiler from package-lock.json (npm ci;
+# the cache in ~/.npm lets a later run work offline) and its own tests, in
+# Node's WebAssembly engine. host/asguest_test.go runs its examples in the host.
+say "AssemblyScript SDK: npm ci and npm test"
+make -s as-sdk-test
 
 say "starting a real Kafka broker"
 eval "$(bash tests/kafka/kafka.sh start)"
