@@ -10,12 +10,20 @@ export class Header {
 export class Reader {
   off: i32 = 0;
   err: string | null = null;
-  constructor(public buf: Uint8Array) {}
+  /** The end of the encoding in buf (buf.length unless set by reset). */
+  end: i32;
+  constructor(public buf: Uint8Array) { this.end = buf.length; }
+
+  /** Reads buf[0:end] from the start again (a Reader reused across records). */
+  reset(buf: Uint8Array, end: i32): Reader {
+    this.buf = buf; this.end = end; this.off = 0; this.err = null;
+    return this;
+  }
 
   need(n: i32): bool {
     if (this.err !== null) return false;
-    if (n < 0 || n > this.buf.length - this.off) {
-      this.err = "need " + n.toString() + " bytes at offset " + this.off.toString() + ", have " + (this.buf.length - this.off).toString();
+    if (n < 0 || n > this.end - this.off) {
+      this.err = "need " + n.toString() + " bytes at offset " + this.off.toString() + ", have " + (this.end - this.off).toString();
       return false;
     }
     return true;
@@ -58,24 +66,27 @@ export class Reader {
     this.off += n;
     return v;
   }
-  headers(): Header[] {
+  headers(): Header[] { return this.headersInto(new Array<Header>(0)); }
+
+  /** Decodes headers into hs (emptied first), and returns it. */
+  headersInto(hs: Header[]): Header[] {
+    hs.length = 0;
     const n = this.u32();
-    if (this.err !== null || n == 0) return [];
-    if (<u64>n * 8 > <u64>(this.buf.length - this.off)) {
-      this.err = "header count " + n.toString() + " exceeds remaining " + (this.buf.length - this.off).toString() + " bytes";
-      return [];
+    if (this.err !== null || n == 0) return hs;
+    if (<u64>n * 8 > <u64>(this.end - this.off)) {
+      this.err = "header count " + n.toString() + " exceeds remaining " + (this.end - this.off).toString() + " bytes";
+      return hs;
     }
-    const hs = new Array<Header>(<i32>n);
     for (let i: i32 = 0; i < <i32>n; i++) {
       const k = this.str();
-      hs[i] = new Header(k, this.bytes());
+      hs.push(new Header(k, this.bytes()));
     }
     return hs;
   }
   /** Rejects trailing bytes; returns the error, or null. */
   finish(what: string): string | null {
-    if (this.err === null && this.off != this.buf.length) {
-      this.err = (this.buf.length - this.off).toString() + " trailing bytes after " + what;
+    if (this.err === null && this.off != this.end) {
+      this.err = (this.end - this.off).toString() + " trailing bytes after " + what;
     }
     const e = this.err;
     return e === null ? null : "abi: decode " + what + ": " + e;

@@ -115,27 +115,34 @@ export function encodeOutput(w: Writer, o: Output): void {
 
 /** Decodes a record (ABI.md §5.1) from b into r; returns an error message, or null. Key, value and header values are views of b. */
 export function decodeRecord(b: Uint8Array, r: Record): string | null {
-  const d = new Reader(b);
+  return decodeRecordN(b, b.length, r);
+}
+
+const recReader = new Reader(new Uint8Array(0));
+
+// decodeRecord of b[0:n], with the SDK's reused Reader.
+function decodeRecordN(b: Uint8Array, n: i32, r: Record): string | null {
+  const d = recReader.reset(b, n);
   r.offset = <i64>d.u64();
   r.timestamp = <i64>d.u64();
   r.partition = <i32>d.u32();
   r.attempt = d.u32();
   // The topic is decoded once while records come from one topic.
-  const n = d.u32();
-  if (d.need(<i32>n) && n <= <u32>i32.MAX_VALUE) {
+  const tn = d.u32();
+  if (tn <= <u32>i32.MAX_VALUE && d.need(<i32>tn)) {
     const p = b.dataStart + d.off;
-    if (lastTopicBytes.length != <i32>n || memory.compare(p, lastTopicBytes.dataStart, <usize>n) != 0) {
-      lastTopic = String.UTF8.decodeUnsafe(p, <usize>n);
-      lastTopicBytes = b.slice(d.off, d.off + <i32>n);
+    if (lastTopicBytes.length != <i32>tn || memory.compare(p, lastTopicBytes.dataStart, <usize>tn) != 0) {
+      lastTopic = String.UTF8.decodeUnsafe(p, <usize>tn);
+      lastTopicBytes = b.slice(d.off, d.off + <i32>tn);
     }
     r.topic = lastTopic;
-    d.off += <i32>n;
+    d.off += <i32>tn;
   } else if (d.err === null) {
-    d.err = "string length " + n.toString();
+    d.err = "string length " + tn.toString();
   }
   r.key = d.bytes();
   r.value = d.bytes();
-  r.headers = d.headers();
+  r.headers = d.headersInto(r.headers);
   return d.finish("record");
 }
 
@@ -399,6 +406,7 @@ function decide(handle: u32, o: Outcome): i32 {
 // ---- the exports (re-exported by the entry file from ./exports) ----
 
 let inBuf = new Uint8Array(4096);
+const emitter = new Emitter(0); // a pending record gets its own (awaitOp)
 let rec = new Record();
 
 export function onRecord(handle: u32, n: u32): i32 {
@@ -408,19 +416,19 @@ export function onRecord(handle: u32, n: u32): i32 {
     return Status.FAIL;
   }
   if (<u32>inBuf.length < n) inBuf = new Uint8Array(<i32>n);
-  const b = inBuf.subarray(0, <i32>n);
-  const rc = host.record_read(handle, b.dataStart, n);
+  const rc = host.record_read(handle, inBuf.dataStart, n);
   if (rc < 0) {
     setError(handle, "record_read: " + errnoString(-rc));
     return Status.FAIL;
   }
-  const err = decodeRecord(b, rec);
+  const err = decodeRecordN(inBuf, <i32>n, rec);
   if (err !== null) {
     setError(handle, err);
     return Status.FAIL;
   }
   curHandle = handle; curRec = rec; curBuf = inBuf; setAbortHandle(handle);
-  const o = fn(rec, new Emitter(handle));
+  emitter.handle = handle;
+  const o = fn(rec, emitter);
   curHandle = 0; curRec = null; curBuf = null; setAbortHandle(0);
   const st = decide(handle, o);
   if (st == Status.PENDING) {
