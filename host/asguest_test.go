@@ -234,3 +234,32 @@ func BenchmarkProcessUppercaseAS(b *testing.B) {
 		}
 	}
 }
+
+// A record that never decides (lookup.mode "leak" re-arms a timer forever)
+// fails at its deadline, and the instance lives on, as with the Go guest.
+func TestASLookupCompletionLeak(t *testing.T) {
+	srv := newLookupServer(t, func() time.Duration { return 0 })
+	m, err := sharedEngine(t).Load(context.Background(), asGuest(t, "plugins/examples/as-lookup"), ModuleConfig{
+		Name: "lookup", Limits: Limits{RecordTimeout: 300 * time.Millisecond},
+		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
+		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, ConfigKey: "pipelines.lookup.async.http"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	in := newInstance(t, m)
+	if res := in.Process(context.Background(), rec("1", "leak"), 1); res.Status != abi.StatusPending {
+		t.Fatalf("%v %v", res.Status, res.Err)
+	}
+	got := drain(t, in, 1, 5*time.Second)[1]
+	if f := got.Fault(); f == nil || f.Kind != FaultDeadline {
+		t.Fatalf("%+v", got)
+	}
+	if res := in.Process(context.Background(), rec("2", ""), 2); res.Status != abi.StatusPending {
+		t.Fatalf("the instance did not live on: %v %v", res.Status, res.Err)
+	}
+	if got := drain(t, in, 1, 5*time.Second)[2]; got.Status != abi.StatusOK || len(got.Outputs) != 1 {
+		t.Fatalf("%+v", got)
+	}
+}
