@@ -43,6 +43,10 @@ install_prereqs() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
     fi
     command -v go >/dev/null 2>&1 || { echo "tests/run.sh: go is not installed" >&2; exit 1; }
+    # AssemblyScript 0.28 needs Node 20 or later (Debian 12's own nodejs is 18:
+    # install Node from NodeSource or nodejs.org there).
+    node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' ||
+        { echo "tests/run.sh: node $(node --version) is too old for AssemblyScript 0.28 (needs >= 20)" >&2; exit 1; }
 }
 
 install_prereqs
