@@ -263,3 +263,32 @@ func TestASLookupCompletionLeak(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 }
+
+// An abort in a continuation traps: the record fails with the abort's
+// message, and the other record waiting on the instance is restarted
+// (instance_lost), as with the Go guest's panic.
+func TestASLookupAbortLosesInstance(t *testing.T) {
+	srv := newLookupServer(t, func() time.Duration { return 0 })
+	m, err := sharedEngine(t).Load(context.Background(), asGuest(t, "plugins/examples/as-lookup"), ModuleConfig{
+		Name: "lookup", Limits: Limits{RecordTimeout: 5 * time.Second},
+		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
+		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, ConfigKey: "pipelines.lookup.async.http"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	in := newInstance(t, m)
+	in.Process(context.Background(), rec("slow", ""), "slow")
+	in.Process(context.Background(), rec("boom", "panic"), "boom")
+	got := drain(t, in, 2, 5*time.Second)
+	if f := got["boom"].Fault(); f == nil || f.Kind != FaultTrap || !strings.Contains(got["boom"].Err.Error(), "asked to panic in the continuation") {
+		t.Fatalf("boom: %+v", got["boom"])
+	}
+	if f := got["slow"].Fault(); f == nil || f.Kind != FaultInstanceLost {
+		t.Fatalf("slow: %+v", got["slow"])
+	}
+	if !in.Dead() {
+		t.Fatal("instance alive after an abort")
+	}
+}

@@ -26,3 +26,6 @@ export declare function environ_sizes_get(count: usize, size: usize): u16;
 // @ts-ignore: decorator
 @external("wasi_snapshot_preview1", "environ_get")
 export declare function environ_get(environ: usize, buf: usize): u16;
+// @ts-ignore: decorator
+@external("wasi_snapshot_preview1", "fd_write")
+export declare function fd_write(fd: u32, iovs: usize, iovsLen: u32, nwritten: usize): u16;

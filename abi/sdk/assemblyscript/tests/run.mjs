@@ -45,7 +45,7 @@ const golden = record({ offset: 42, timestamp: 1700000000123, partition: 3, atte
 assert.equal(golden.toString("hex"), "2a000000000000007b68e5cf8b01000003000000010000000200000069" + "6e010000006b020000006869" + "00000000");
 
 // ---- the fake host ----
-let inst, mem, rec = null, emitted = [], errors = {}, logs = [], started = [], result = null, nextOp = 1;
+let inst, mem, rec = null, emitted = [], errors = {}, logs = [], stderr = "", started = [], result = null, nextOp = 1;
 const env = ["NAME=wasmstream", "OTHER=x=y"];
 const bytes = (p, n) => Buffer.from(new Uint8Array(mem.buffer, p, n));
 const imports = {
@@ -58,6 +58,11 @@ const imports = {
     result_read(op, p, n) { if (op !== result.op) return -7; if (n < result.b.length) return -2; new Uint8Array(mem.buffer).set(result.b, p); return result.b.length; },
   },
   wasi_snapshot_preview1: {
+    fd_write(fd, iovs, n, nw) {
+      const v = new DataView(mem.buffer); let t = 0;
+      for (let i = 0; i < n; i++) { const p = v.getUint32(iovs + 8 * i, true), l = v.getUint32(iovs + 8 * i + 4, true); if (fd === 2) stderr += bytes(p, l).toString(); t += l; }
+      v.setUint32(nw, t, true); return 0;
+    },
     environ_sizes_get(cp, sp) { const v = new DataView(mem.buffer); v.setUint32(cp, env.length, true); v.setUint32(sp, env.reduce((a, e) => a + te.encode(e).length + 1, 0), true); return 0; },
     environ_get(pp, bp) {
       const v = new DataView(mem.buffer); let off = bp;
@@ -173,9 +178,10 @@ test("log", () => {
   assert.deepEqual(logs.at(-1), [2, "hello from the guest"]);
 });
 
-test("abort sets the error, logs and traps", () => {
+test("abort writes stderr, sets the error and traps", () => {
   assert.throws(() => call({ headers: mode("abort") }), WebAssembly.RuntimeError);
   assert.match(errors[handle], /^abort: Index out of range at /);
+  assert.match(stderr, /^abort: Index out of range at .*\n$/);
 });
 
 console.log(`${n} tests passed`);

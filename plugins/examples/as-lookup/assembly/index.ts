@@ -16,10 +16,12 @@
 // LOOKUP_URL fails it terminally (dead letter). The output has the header
 // lookup.status.
 //
-// The record header "lookup.mode": "pending" returns pending without
-// starting anything (a protocol error the SDK turns into a failure);
-// "chain" waits 5 ms on a timer after the lookup before emitting; "leak"
-// re-arms a timer forever (the record deadline must catch it).
+// The record header "lookup.mode" makes it misbehave on purpose, to test the
+// host: "leak" re-arms a timer forever and never decides the record (the
+// record deadline must catch it); "panic" aborts in the continuation (a
+// trap: the instance is discarded with the other lookups it had in flight);
+// "pending" returns pending without starting anything; "chain" waits 5 ms
+// on a timer after the lookup before emitting.
 //
 // Configure it with the pipeline's env and allow the service's host:
 //
@@ -54,13 +56,14 @@ function lookup(r: Record, out: Emitter): Outcome {
   req.url = base + pathEscape(key);
   // The same on every attempt: a service that deduplicates sees one request per record.
   req.headers = [new Header("Idempotency-Key", Uint8Array.wrap(String.UTF8.encode(r.idempotencyKey())))];
-  return awaitOp(http(req), new Looked(mode == "chain"));
+  return awaitOp(http(req), new Looked(mode));
 }
 
 /** The continuation of the lookup. */
 class Looked extends Then {
-  constructor(public chain: bool) { super(); }
+  constructor(public mode: string) { super(); }
   then(r: Record, out: Emitter, c: Completion): Outcome {
+    if (this.mode == "panic") abort("asked to panic in the continuation");
     if (!c.isOk) {
       if (c.refused) return fail(c.message);
       return retry(c.message);
@@ -82,7 +85,7 @@ class Looked extends Then {
       return fail(msg);
     }
     const o = new Output(r.key, result(r, found), [new Header("lookup.status", Uint8Array.wrap(String.UTF8.encode(st.toString())))]);
-    if (this.chain) return awaitOp(timer(5), new EmitLater(o));
+    if (this.mode == "chain") return awaitOp(timer(5), new EmitLater(o));
     return out.emit(o);
   }
 }
