@@ -359,6 +359,7 @@ class PendingCall {
 let curHandle: u32 = 0;
 let curRec: Record | null = null;
 let curBuf: Uint8Array | null = null;
+let curOut: Emitter | null = null;
 const calls = new Map<u32, PendingCall>();
 
 /**
@@ -378,7 +379,7 @@ export function awaitOp(op: Op, cont: Then): Outcome {
   if (calls.has(curHandle)) {
     pc = calls.get(curHandle);
   } else {
-    pc = new PendingCall(changetype<Record>(curRec), new Emitter(curHandle), changetype<Uint8Array>(curBuf));
+    pc = new PendingCall(changetype<Record>(curRec), changetype<Emitter>(curOut), changetype<Uint8Array>(curBuf));
     calls.set(curHandle, pc);
   }
   pc.ops.push(new PendingOp(<u32>rc, op, cont));
@@ -406,7 +407,9 @@ function decide(handle: u32, o: Outcome): i32 {
 // ---- the exports (re-exported by the entry file from ./exports) ----
 
 let inBuf = new Uint8Array(4096);
-const emitter = new Emitter(0); // a pending record gets its own (awaitOp)
+// Reused across records; a record that goes pending keeps it (a
+// continuation object may hold it) and the next record gets a new one.
+let emitter = new Emitter(0);
 let rec = new Record();
 
 export function onRecord(handle: u32, n: u32): i32 {
@@ -428,13 +431,15 @@ export function onRecord(handle: u32, n: u32): i32 {
   }
   curHandle = handle; curRec = rec; curBuf = inBuf; setAbortHandle(handle);
   emitter.handle = handle;
+  curOut = emitter;
   const o = fn(rec, emitter);
-  curHandle = 0; curRec = null; curBuf = null; setAbortHandle(0);
+  curHandle = 0; curRec = null; curBuf = null; curOut = null; setAbortHandle(0);
   const st = decide(handle, o);
   if (st == Status.PENDING) {
     // The waiting record keeps its buffer and Record; the next gets new ones.
-    inBuf = new Uint8Array(inBuf.length);
+    inBuf = new Uint8Array(4096);
     rec = new Record();
+    emitter = new Emitter(0);
   }
   return st;
 }
@@ -464,8 +469,8 @@ export function onComplete(handle: u32, op: u32, n: u32): i32 {
     return Status.FAIL;
   }
   c.op = po.op;
-  curHandle = handle; curRec = pc.rec; curBuf = pc.buf; setAbortHandle(handle);
+  curHandle = handle; curRec = pc.rec; curBuf = pc.buf; curOut = pc.out; setAbortHandle(handle);
   const o = po.cont.then(pc.rec, pc.out, c);
-  curHandle = 0; curRec = null; curBuf = null; setAbortHandle(0);
+  curHandle = 0; curRec = null; curBuf = null; curOut = null; setAbortHandle(0);
   return decide(handle, o);
 }
