@@ -55,9 +55,10 @@ make -s build plugins
 
 # The AssemblyScript SDK: its pinned compiler from package-lock.json (npm ci;
 # the cache in ~/.npm lets a later run work offline) and its own tests, in
-# Node's WebAssembly engine. host/asguest_test.go runs its examples in the host.
+# Node's WebAssembly engine; then the examples, which host/asguest_test.go
+# runs in the host and the meter's TestInstrumentExamples instruments.
 say "AssemblyScript SDK: npm ci and npm test"
-make -s as-sdk-test
+make -s as-sdk-test as-plugins
 
 say "starting a real Kafka broker"
 eval "$(bash tests/kafka/kafka.sh start)"
