@@ -365,7 +365,11 @@ func BuildASGuest(t testing.TB, entry string) []byte {
 	root := RepoRoot(t)
 	sdk := filepath.Join(root, asSDK)
 	asInstall.Do(func() {
-		if _, err := os.Stat(filepath.Join(sdk, "node_modules", "assemblyscript", "package.json")); err == nil {
+		// node_modules/.package-lock.json is npm's record of the install:
+		// newer than the lockfile, the install is current.
+		lock, err1 := os.Stat(filepath.Join(sdk, "package-lock.json"))
+		inst, err2 := os.Stat(filepath.Join(sdk, "node_modules", ".package-lock.json"))
+		if err1 == nil && err2 == nil && !inst.ModTime().Before(lock.ModTime()) {
 			return
 		}
 		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--prefer-offline")
