@@ -332,7 +332,9 @@ func TestOversubscribedInstancesMeetDeadlines(t *testing.T) {
 	wg.Wait()
 	slices.Sort(lat)
 	slices.Sort(late)
-	q := func(x []time.Duration, p float64) time.Duration { return x[int(float64(len(x)-1)*p)].Round(time.Microsecond) }
+	q := func(x []time.Duration, p float64) time.Duration {
+		return x[int(float64(len(x)-1)*p)].Round(time.Microsecond)
+	}
 	t.Logf("%d calls on 18 instances, %d faults; call time (slot wait included) p50 %s, p99 %s, p99.9 %s, max %s; a 1 ms ticker beside them late by p50 %s, p99 %s, max %s",
 		len(lat), faults, q(lat, .5), q(lat, .99), q(lat, .999), q(lat, 1), q(late, .5), q(late, .99), q(late, 1))
 }
