@@ -50,6 +50,11 @@ install_prereqs() {
 }
 
 install_prereqs
+say "gofmt and go vet"
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))"
+[[ -z "$unformatted" ]] || { echo "tests/run.sh: not gofmt-formatted:" >&2; echo "$unformatted" >&2; exit 1; }
+go vet ./...
+go vet -tags integration ./tests/...
 say "building the CLI and the example processors"
 make -s build plugins
 
