@@ -496,8 +496,9 @@ impl HttpResponse {
             let r = (|| {
                 let status = d.u32()? as i32;
                 let h = d.headers()?;
-                let hs = (h.count, h.raw.as_ptr() as usize - buf.as_ptr() as usize, h.raw.len());
-                let b = d.bytes()?.map(|b| (b.as_ptr() as usize - buf.as_ptr() as usize, b.len()));
+                let hs = (h.count, d.off - h.raw.len(), h.raw.len());
+                let b = d.bytes()?.map(|b| b.len());
+                let b = b.map(|n| (d.off - n, n));
                 d.finish()?;
                 Ok::<_, codec::DecodeError>((status, hs, b))
             })();
