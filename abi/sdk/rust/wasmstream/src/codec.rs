@@ -232,9 +232,10 @@ pub fn decode_completion(b: &[u8]) -> Result<(u8, &str), DecodeError> {
     }
 }
 
-/// Appends a timer request (§7.3, kind 1): u64 nanoseconds.
+/// Appends a timer request (§7.3, kind 1): u64 nanoseconds, at most 2^62
+/// (the host refuses longer timers as malformed; ~146 years).
 pub fn append_timer(b: &mut Vec<u8>, d: std::time::Duration) {
-    let ns = d.as_nanos().min(i64::MAX as u128) as u64;
+    let ns = d.as_nanos().min(1u128 << 62) as u64;
     b.extend_from_slice(&ns.to_le_bytes());
 }
 
@@ -312,6 +313,16 @@ mod tests {
         let l = h.len();
         h[l - 4..].copy_from_slice(&1000u32.to_le_bytes());
         assert!(decode_output(&h).is_err());
+    }
+
+    #[test]
+    fn timers() {
+        let mut b = Vec::new();
+        append_timer(&mut b, std::time::Duration::from_millis(5));
+        assert_eq!(b, 5_000_000u64.to_le_bytes());
+        b.clear();
+        append_timer(&mut b, std::time::Duration::MAX);
+        assert_eq!(b, (1u64 << 62).to_le_bytes());
     }
 
     #[test]
