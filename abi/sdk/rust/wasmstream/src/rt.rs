@@ -79,20 +79,25 @@ pub fn on_complete(handle: u32, op: u32, len: u32) -> i32 {
     let mut res = Vec::with_capacity(len as usize);
     let rc = sys::result_read(op, res.as_mut_ptr(), len);
     if rc < 0 || rc as u32 > len {
+        WAITING.with(|w| w.borrow_mut().remove(&handle)); // the record fails
         return fail(handle, &format!("result_read: {}", Errno(-rc)));
     }
     unsafe { res.set_len(rc as usize) };
+    let decoded = codec::decode_completion(&res).map(|(code, msg)| (code, msg.to_owned()));
+    let live = matches!(decoded, Ok((code, _)) if code != codec::COMPLETION_CANCELED);
     // Take the continuation of op and, if there is one, the record's buffer.
     let (cont, rbuf) = WAITING.with(|w| match w.borrow_mut().get_mut(&handle) {
         None => (None, Vec::new()),
         Some(e) => match e.ops.iter().position(|(id, _)| *id == op) {
             None => (None, Vec::new()),
-            Some(i) => (Some(e.ops.swap_remove(i).1), std::mem::take(&mut e.buf)),
+            Some(i) => {
+                let c = e.ops.swap_remove(i).1;
+                (Some(c), if live { std::mem::take(&mut e.buf) } else { Vec::new() })
+            }
         },
     });
-    let decoded = codec::decode_completion(&res).map(|(code, msg)| (code, msg.to_owned()));
     let cont = match (cont, &decoded) {
-        (Some(c), Ok((code, _))) if *code != codec::COMPLETION_CANCELED => c,
+        (Some(c), Ok(_)) if live => c,
         (_, Err(e)) => {
             WAITING.with(|w| w.borrow_mut().remove(&handle));
             return fail(handle, &e.to_string());

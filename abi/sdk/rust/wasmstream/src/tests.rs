@@ -155,3 +155,22 @@ fn await_outside_a_record() {
     let e = await_op(timer(Duration::from_millis(1)), |_, _, _| Ok(())).unwrap_err();
     assert!(e.is_terminal());
 }
+
+// A completion for a record already decided (canceled, or unknown) is
+// tolerated and leaves nothing behind.
+#[test]
+fn late_and_canceled_completions() {
+    fn f(_r: &Record, _out: &mut Emitter) -> Result<(), Error> {
+        await_op(timer(Duration::from_millis(1)), |_, _, _| Ok(()))?;
+        unreachable!()
+    }
+    let res = run_with(f, &TestRecord::new("t"), |_| OpResult::done());
+    assert_eq!(res.status, Status::Ok);
+    let mut canceled = vec![codec::COMPLETION_CANCELED];
+    codec::put_str(&mut canceled, b"canceled");
+    for (op, r) in [(999u32, canceled.clone()), (1000, OpResult::done().0), (1001, vec![9])] {
+        let n = r.len() as u32;
+        crate::hostrun::sim::set_result(op, r);
+        assert_eq!(crate::rt::on_complete(12345, op, n), 3);
+    }
+}
