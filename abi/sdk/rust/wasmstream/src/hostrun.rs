@@ -156,19 +156,116 @@ impl OpResult {
     }
 }
 
-/// Runs `process` on `record` the way the host would. Timers sleep; HTTP
-/// requests complete with an error (answer them with [`run_with`]).
+/// Runs `process` on `record` the way the host would (without its allow
+/// list). Operations are performed for real, one after the other in the
+/// order they were started: timers sleep, and HTTP requests to `http://`
+/// URLs go out over a plain HTTP/1.1 connection (point them at a local test
+/// server; `https` completes with an error). To answer operations from the
+/// test instead, use [`run_with`].
 pub fn run<F>(process: F, record: &TestRecord) -> RunResult
 where
     F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
 {
-    run_with(process, record, |op| match op {
+    run_with(process, record, perform)
+}
+
+/// Performs an operation as [`run`] does.
+pub fn perform(op: &Operation) -> OpResult {
+    match op {
         Operation::Timer(d) => {
             std::thread::sleep(*d);
             OpResult::done()
         }
-        Operation::Http { .. } => OpResult::error("http: wasmstream::run performs no HTTP; answer requests with run_with"),
-    })
+        Operation::Http { method, url, headers, body, timeout } => {
+            match http_do(method, url, headers, body.as_deref(), timeout.unwrap_or(Duration::from_secs(10))) {
+                Ok(r) => r,
+                Err(e) => OpResult::error(&format!("http: {}", e)),
+            }
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 client (one request per connection), enough for
+/// tests against a local server.
+fn http_do(method: &str, url: &str, headers: &[OwnedHeader], body: Option<&[u8]>, timeout: Duration) -> Result<OpResult, String> {
+    use std::io::{Read, Write};
+    use std::net::{TcpStream, ToSocketAddrs};
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{}: only http:// URLs are performed on the host", url))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr = if authority.contains(':') { authority.to_string() } else { format!("{}:80", authority) };
+    let sock = addr.to_socket_addrs().map_err(|e| e.to_string())?.next().ok_or("no address")?;
+    let mut c = TcpStream::connect_timeout(&sock, timeout).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    c.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    let method = if method.is_empty() { "GET" } else { method };
+    let mut req = format!("{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", method, path, authority).into_bytes();
+    for h in headers {
+        req.extend_from_slice(&h.key);
+        req.extend_from_slice(b": ");
+        req.extend_from_slice(h.value.as_deref().unwrap_or_default());
+        req.extend_from_slice(b"\r\n");
+    }
+    if let Some(b) = body {
+        req.extend_from_slice(format!("Content-Length: {}\r\n", b.len()).as_bytes());
+    }
+    req.extend_from_slice(b"\r\n");
+    req.extend_from_slice(body.unwrap_or_default());
+    c.write_all(&req).map_err(|e| e.to_string())?;
+    let mut resp = Vec::new();
+    c.read_to_end(&mut resp).map_err(|e| e.to_string())?;
+    let end = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or("malformed response")?;
+    let head = String::from_utf8_lossy(&resp[..end]).into_owned();
+    let mut raw = resp[end + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let status: i32 = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).ok_or("malformed status line")?;
+    let mut hs: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut chunked = false;
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            let k = canonical(k.trim());
+            let v = v.trim();
+            if k == "Transfer-Encoding" && v.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+                continue;
+            }
+            hs.push((k, v.as_bytes().to_vec()));
+        }
+    }
+    if chunked {
+        raw = dechunk(&raw).ok_or("malformed chunked body")?;
+    }
+    let hs: Vec<(&str, &[u8])> = hs.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+    Ok(OpResult::http(status, &hs, Some(&raw)))
+}
+
+/// Go's textproto.CanonicalMIMEHeaderKey, for ASCII names.
+fn canonical(k: &str) -> String {
+    let mut up = true;
+    k.chars()
+        .map(|c| {
+            let o = if up { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() };
+            up = c == '-';
+            o
+        })
+        .collect()
+}
+
+fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let i = b.windows(2).position(|w| w == b"\r\n")?;
+        let size = std::str::from_utf8(&b[..i]).ok()?.split(';').next()?.trim();
+        let n = usize::from_str_radix(size, 16).ok()?;
+        b = &b[i + 2..];
+        if n == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(b.get(..n)?);
+        b = b.get(n + 2..)?;
+    }
 }
 
 /// Runs `process` on `record`, completing each operation it starts, one

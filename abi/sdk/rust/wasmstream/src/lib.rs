@@ -41,7 +41,7 @@ mod sys;
 #[cfg(not(target_arch = "wasm32"))]
 mod hostrun;
 #[cfg(not(target_arch = "wasm32"))]
-pub use hostrun::{run, run_with, OpResult, Operation, OwnedHeader, OwnedOutput, RunResult, TestRecord};
+pub use hostrun::{perform, run, run_with, OpResult, Operation, OwnedHeader, OwnedOutput, RunResult, TestRecord};
 
 #[doc(hidden)]
 pub mod __rt {

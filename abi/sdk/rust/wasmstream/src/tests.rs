@@ -174,3 +174,54 @@ fn late_and_canceled_completions() {
         assert_eq!(crate::rt::on_complete(12345, op, n), 3);
     }
 }
+
+// run performs HTTP requests for real against a local server.
+#[test]
+fn run_performs_http() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let srv = std::thread::spawn(move || {
+        for (i, body) in ["{\"id\":\"7\"}\n", ""].iter().enumerate() {
+            let (mut c, _) = l.accept().unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = c.read(&mut buf).unwrap();
+                req.extend_from_slice(&buf[..n]);
+            }
+            let req = String::from_utf8(req).unwrap();
+            assert!(req.starts_with("GET /users/7 HTTP/1.1\r\n"), "{}", req);
+            assert!(req.contains("Idempotency-Key: t/1/5\r\n"), "{}", req);
+            if i == 0 {
+                write!(c, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: {}\r\n\r\n{}", body.len(), body).unwrap();
+            } else {
+                write!(c, "HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n").unwrap();
+            }
+        }
+    });
+    fn f(r: &Record, _out: &mut Emitter) -> Result<(), Error> {
+        let url = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
+        let idem = r.idempotency_key();
+        let hs = [Header::new("Idempotency-Key", Some(idem.as_bytes()))];
+        await_op(http(&HttpRequest { url: &url, headers: &hs, ..HttpRequest::default() }), |_, out, res| {
+            let resp = res?;
+            let st = resp.status.to_string();
+            let hs = [Header::new("status", Some(st.as_bytes())), Header::new("ct", resp.header("Content-Type"))];
+            out.emit(&Output { value: resp.body(), headers: (&hs).into(), ..Output::default() })?;
+            Ok(())
+        })
+    }
+    let rec = TestRecord::new("t").at(1, 5).value(format!("http://{}/users/7", addr));
+    let res = run(f, &rec);
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    assert_eq!(res.outputs[0].value.as_deref(), Some(&b"{\"id\":\"7\"}\n"[..]));
+    assert_eq!(res.outputs[0].headers, vec![OwnedHeader::new("status", Some(b"200")), OwnedHeader::new("ct", Some(b"application/json"))]);
+    let res = run(f, &rec);
+    assert_eq!((res.status, res.outputs[0].value.as_deref()), (Status::Ok, Some(&b"abc"[..])));
+    assert_eq!(res.outputs[0].headers[0], OwnedHeader::new("status", Some(b"503")));
+    srv.join().unwrap();
+    let res = run(f, &TestRecord::new("t").value("https://example.com/"));
+    assert_eq!(res.status, Status::Retry);
+    assert!(res.error.unwrap().contains("only http://"));
+}
