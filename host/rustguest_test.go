@@ -96,6 +96,20 @@ func TestRustGuestUppercaseSameAsGo(t *testing.T) {
 	}
 }
 
+// Built with a version, both set the header processor.version last.
+func TestRustGuestUppercaseVersionSameAsGo(t *testing.T) {
+	rs := newInstance(t, load(t, wt.BuildRustGuest(t, "plugins/examples/rust-uppercase", "PROCESSOR_VERSION=2"), Limits{}))
+	gs := newInstance(t, load(t, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=2"), Limits{}))
+	for i, r := range sameRecords()[:5] {
+		r := r
+		got := rs.Process(context.Background(), &r, nil)
+		sameOutputs(t, "record "+string(rune('0'+i)), got, gs.Process(context.Background(), &r, nil))
+		if hs := got.Outputs[0].Headers; len(hs) == 0 || hs[len(hs)-1].Key != "processor.version" || string(hs[len(hs)-1].Value) != "2" {
+			t.Fatalf("record %d: headers %+v", i, hs)
+		}
+	}
+}
+
 func TestRustGuestFilterSameAsGo(t *testing.T) {
 	rs := newInstance(t, load(t, rustGuest(t, "plugins/examples/rust-filter"), Limits{}))
 	gs := newInstance(t, load(t, guest(t, "plugins/examples/filter"), Limits{}))

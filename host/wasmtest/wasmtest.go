@@ -362,11 +362,18 @@ func BuildRustGuest(t testing.TB, dir string, env ...string) []byte {
 		cmd.Env = append(cmd.Env, "RUSTC="+rustc, "RUSTDOC=/usr/bin/rustdoc")
 	}
 	cmd.Env = append(cmd.Env, env...)
+	target := filepath.Join(cmd.Dir, "target")
+	if len(env) > 0 {
+		// A build with its own environment in its own directory, so that
+		// it and the plain build do not rebuild each other.
+		target = filepath.Join(target, "env-"+strings.NewReplacer("=", "-", "/", "-", " ", "-").Replace(strings.Join(env, "_")))
+		cmd.Env = append(cmd.Env, "CARGO_TARGET_DIR="+target)
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cargo build %s for wasm32-wasi: %v\n%s\n(Rust guests need rustc, cargo and libstd-rust-dev-wasm32: apt-get install rustc cargo libstd-rust-dev-wasm32)", dir, err, b)
 	}
 	name := strings.ReplaceAll(filepath.Base(dir), "-", "_") + ".wasm"
-	b, err := os.ReadFile(filepath.Join(cmd.Dir, "target", "wasm32-wasi", "release", name))
+	b, err := os.ReadFile(filepath.Join(target, "wasm32-wasi", "release", name))
 	if err != nil {
 		t.Fatal(err)
 	}
