@@ -12,8 +12,23 @@ use wasmstream::{Emitter, Error, Header, Output, Record};
 
 const VERSION: Option<&str> = option_env!("PROCESSOR_VERSION");
 
+thread_local! {
+    // The upper-cased value, reused across records (emit copies it).
+    static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::new());
+}
+
 pub fn uppercase(r: &Record, out: &mut Emitter) -> Result<(), Error> {
-    let v = r.value.map(to_upper);
+    BUF.with(|b| {
+        let mut b = b.borrow_mut();
+        let v = r.value.map(|v| {
+            to_upper_into(&mut b, v);
+            &b[..]
+        });
+        emit(r, out, v)
+    })
+}
+
+fn emit(r: &Record, out: &mut Emitter, v: Option<&[u8]>) -> Result<(), Error> {
     let mut hs: Vec<Header> = Vec::new();
     let headers = match VERSION {
         Some(ver) if !ver.is_empty() => {
@@ -23,7 +38,7 @@ pub fn uppercase(r: &Record, out: &mut Emitter) -> Result<(), Error> {
         }
         _ => r.headers.into(),
     };
-    out.emit(&Output { key: r.key, value: v.as_deref(), headers, ..Output::default() })?;
+    out.emit(&Output { key: r.key, value: v, headers, ..Output::default() })?;
     Ok(())
 }
 
@@ -31,10 +46,19 @@ wasmstream::processor!(uppercase);
 
 /// Go's `bytes.ToUpper`.
 pub fn to_upper(s: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    to_upper_into(&mut b, s);
+    b
+}
+
+/// Go's `bytes.ToUpper`, into b (cleared first).
+pub fn to_upper_into(b: &mut Vec<u8>, s: &[u8]) {
+    b.clear();
     if s.is_ascii() {
-        return s.to_ascii_uppercase();
+        b.extend(s.iter().map(|c| c.to_ascii_uppercase()));
+        return;
     }
-    let mut b = Vec::with_capacity(s.len() + 8);
+    b.reserve(s.len() + 8);
     let mut rest = s;
     while !rest.is_empty() {
         let (valid, bad) = match std::str::from_utf8(rest) {
@@ -52,7 +76,6 @@ pub fn to_upper(s: &[u8]) -> Vec<u8> {
             rest = &rest[1..];
         }
     }
-    b
 }
 
 /// Go's `unicode.ToUpper`: the simple (one character) uppercase mapping.
