@@ -5,7 +5,14 @@ GO ?= go
 PLUGINS := uppercase filter enrich hash lookup
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
-.PHONY: demo test build plugins c-plugins as-plugins as-sdk-test bench clean
+RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup
+RUST_CRATES := abi/sdk/rust/wasmstream $(addprefix plugins/examples/,$(RUST_EXAMPLES))
+# Debian's Rust (rustc, cargo, libstd-rust-dev-wasm32; the test command
+# installs them): /usr/bin comes first, before a rustup toolchain that may
+# lack the wasm32-wasi standard library.
+CARGO ?= env PATH=/usr/bin:$(PATH) cargo
+
+.PHONY: demo test build plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test bench clean
 
 demo: build plugins
 	./bin/wasmstream demo --config config.yaml $(DEMO_FLAGS)
@@ -40,6 +47,16 @@ as-sdk-test: $(AS_SDK)/node_modules/.package-lock.json
 as-plugins: $(AS_SDK)/node_modules/.package-lock.json
 	$(foreach p,$(AS_PLUGINS),node $(AS_SDK)/build.mjs plugins/examples/as-$(p)/assembly/index.ts plugins/examples/as-$(p)/$(p).wasm &&) true
 
+# The Rust examples, built with the Rust SDK (abi/sdk/rust/wasmstream); each
+# module is plugins/examples/rust-<name>/target/wasm32-wasi/release/rust_<name>.wasm.
+rust-plugins:
+	for c in $(RUST_EXAMPLES); do (cd plugins/examples/$$c && $(CARGO) build --quiet --release --target wasm32-wasi) || exit 1; done
+
+# cargo test of the Rust SDK and examples, on the host (no WebAssembly
+# runtime); host/rustguest_test.go runs the examples inside the host.
+rust-test:
+	for c in $(RUST_CRATES); do (cd $$c && $(CARGO) test --quiet) || exit 1; done
+
 test:
 	bash tests/run.sh
 
@@ -47,6 +64,6 @@ bench:
 	bash tests/run.sh bench
 
 clean:
-	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm)
+	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm) $(addsuffix /target,$(RUST_CRATES))
 
 FORCE:

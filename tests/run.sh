@@ -27,6 +27,12 @@ install_prereqs() {
     command -v wasm-ld >/dev/null 2>&1 || pkgs+=(lld)
     [[ -d /usr/share/wasi-sysroot || -d /usr/lib/wasm32-wasi ]] || pkgs+=(wasi-libc)
     ls /usr/lib/llvm-14/lib/clang/14*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || pkgs+=(libclang-rt-14-dev-wasm32)
+    # The Rust SDK and examples (abi/sdk/rust, plugins/examples/rust-*): Debian's
+    # Rust with the wasm32-wasi standard library (rustup cannot download
+    # targets on every machine; Debian's packages need no network but apt).
+    [[ -x /usr/bin/rustc ]] || pkgs+=(rustc)
+    [[ -x /usr/bin/cargo ]] || pkgs+=(cargo)
+    [[ -d /usr/lib/rustlib/wasm32-wasi/lib ]] || pkgs+=(libstd-rust-dev-wasm32)
     # wat2wasm: hand-written test modules (host/internal/meter/testdata/*.wat).
     command -v wat2wasm >/dev/null 2>&1 || pkgs+=(wabt)
     # node and npm: the AssemblyScript SDK (abi/sdk/assemblyscript) and its
@@ -86,6 +92,8 @@ test)
     go test -count=1 -run TestOversubscribedInstancesMeetDeadlines ./host/
     say "fuzz targets, briefly (FUZZTIME=10m bash tests/fuzz.sh for a long run)"
     FUZZTIME="${FUZZTIME:-8s}" bash tests/fuzz.sh
+    say "cargo test: the Rust SDK and the Rust examples, on the host"
+    make -s rust-test
     say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
     # -p 1: packages one at a time, so the timing-sensitive integration tests
     # (latency, RSS) do not share the 2 cores with race-instrumented unit tests.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -387,6 +388,47 @@ func BuildASGuest(t testing.TB, entry string) []byte {
 		t.Fatalf("build %s: %v\n%s", entry, err, b)
 	}
 	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// BuildRustGuest builds the Rust guest crate in dir (relative to the
+// repository root) with cargo for wasm32-wasi, in release mode, and returns
+// the module bytes (target/wasm32-wasi/release/<crate name>.wasm, the crate
+// being named after its directory). env is added to cargo's environment
+// (e.g. PROCESSOR_VERSION=2). The toolchain is Debian's (rustc, cargo,
+// libstd-rust-dev-wasm32; the test command installs them): /usr/bin/cargo
+// and /usr/bin/rustc are preferred to a rustup toolchain earlier on PATH,
+// which may lack the wasm32-wasi standard library.
+func BuildRustGuest(t testing.TB, dir string, env ...string) []byte {
+	t.Helper()
+	cargo, rustc := "/usr/bin/cargo", "/usr/bin/rustc"
+	if _, err := os.Stat(cargo); err != nil {
+		if cargo, err = exec.LookPath("cargo"); err != nil {
+			t.Fatal("cargo not found: Rust guests need rustc, cargo and libstd-rust-dev-wasm32 (Debian packages; the test command installs them)")
+		}
+	}
+	cmd := exec.Command(cargo, "build", "--release", "--target", "wasm32-wasi", "--quiet")
+	cmd.Dir = filepath.Join(RepoRoot(t), dir)
+	cmd.Env = os.Environ()
+	if _, err := os.Stat(rustc); err == nil {
+		cmd.Env = append(cmd.Env, "RUSTC="+rustc, "RUSTDOC=/usr/bin/rustdoc")
+	}
+	cmd.Env = append(cmd.Env, env...)
+	target := filepath.Join(cmd.Dir, "target")
+	if len(env) > 0 {
+		// A build with its own environment in its own directory, so that
+		// it and the plain build do not rebuild each other.
+		target = filepath.Join(target, "env-"+strings.NewReplacer("=", "-", "/", "-", " ", "-").Replace(strings.Join(env, "_")))
+		cmd.Env = append(cmd.Env, "CARGO_TARGET_DIR="+target)
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cargo build %s for wasm32-wasi: %v\n%s\n(Rust guests need rustc, cargo and libstd-rust-dev-wasm32: apt-get install rustc cargo libstd-rust-dev-wasm32)", dir, err, b)
+	}
+	name := strings.ReplaceAll(filepath.Base(dir), "-", "_") + ".wasm"
+	b, err := os.ReadFile(filepath.Join(target, "wasm32-wasi", "release", name))
 	if err != nil {
 		t.Fatal(err)
 	}

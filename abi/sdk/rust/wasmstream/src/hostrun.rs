@@ -1,0 +1,473 @@
+//! Running a processor on the host, without a WebAssembly runtime (the Rust
+//! counterpart of the Go SDK's `guest.Run`). The record goes through the ABI
+//! encoding and the SDK's real entry points (`wasmstream_on_record`,
+//! `wasmstream_on_complete`), over a simulated host that checks outputs the
+//! way the host does.
+
+use crate::codec::{self, put_bytes, put_str, put_u32, Decoder};
+use crate::{rt, Emitter, Error, Record, Status};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// A header that owns its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedHeader {
+    pub key: Vec<u8>,
+    pub value: Option<Vec<u8>>,
+}
+
+impl OwnedHeader {
+    pub fn new(key: impl AsRef<[u8]>, value: Option<&[u8]>) -> Self {
+        OwnedHeader { key: key.as_ref().to_vec(), value: value.map(|v| v.to_vec()) }
+    }
+}
+
+fn own(h: crate::Header<'_>) -> OwnedHeader {
+    OwnedHeader { key: h.key.to_vec(), value: h.value.map(|v| v.to_vec()) }
+}
+
+/// A record to run a processor on. `attempt` 0 is taken as 1.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TestRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+    pub attempt: u32,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<OwnedHeader>,
+}
+
+impl TestRecord {
+    /// A record of `topic` with a null key and value.
+    pub fn new(topic: &str) -> Self {
+        TestRecord { topic: topic.to_string(), attempt: 1, ..Default::default() }
+    }
+    pub fn key(mut self, k: impl AsRef<[u8]>) -> Self {
+        self.key = Some(k.as_ref().to_vec());
+        self
+    }
+    pub fn value(mut self, v: impl AsRef<[u8]>) -> Self {
+        self.value = Some(v.as_ref().to_vec());
+        self
+    }
+    pub fn header(mut self, k: impl AsRef<[u8]>, v: Option<&[u8]>) -> Self {
+        self.headers.push(OwnedHeader::new(k, v));
+        self
+    }
+    pub fn attempt(mut self, n: u32) -> Self {
+        self.attempt = n;
+        self
+    }
+    pub fn at(mut self, partition: i32, offset: i64) -> Self {
+        self.partition = partition;
+        self.offset = offset;
+        self
+    }
+
+    /// The record's encoding (ABI.md §5.1), as the host writes it.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&(self.offset as u64).to_le_bytes());
+        b.extend_from_slice(&(self.timestamp_ms as u64).to_le_bytes());
+        put_u32(&mut b, self.partition as u32);
+        put_u32(&mut b, if self.attempt == 0 { 1 } else { self.attempt });
+        put_str(&mut b, self.topic.as_bytes());
+        put_bytes(&mut b, self.key.as_deref());
+        put_bytes(&mut b, self.value.as_deref());
+        put_u32(&mut b, self.headers.len() as u32);
+        for h in &self.headers {
+            put_str(&mut b, &h.key);
+            put_bytes(&mut b, h.value.as_deref());
+        }
+        b
+    }
+}
+
+/// An output as the host holds it (decoded from what the guest emitted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedOutput {
+    pub topic: String,
+    /// `None`: the host partitions by key.
+    pub partition: Option<i32>,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<OwnedHeader>,
+}
+
+/// What a run observed: the outputs (as the host would hold them; empty
+/// unless the record succeeded), the outcome and the error message.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub status: Status,
+    pub outputs: Vec<OwnedOutput>,
+    pub error: Option<String>,
+}
+
+/// An operation a processor started, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    Timer(Duration),
+    Http {
+        /// "" is GET.
+        method: String,
+        url: String,
+        headers: Vec<OwnedHeader>,
+        body: Option<Vec<u8>>,
+        /// `None`: the pipeline's timeout.
+        timeout: Option<Duration>,
+    },
+}
+
+/// The result of an operation (ABI.md §7.2), as a test answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpResult(pub Vec<u8>);
+
+impl OpResult {
+    /// A timer that fired.
+    pub fn done() -> Self {
+        OpResult(vec![codec::COMPLETION_OK])
+    }
+    /// An HTTP response.
+    pub fn http(status: i32, headers: &[(&str, &[u8])], body: Option<&[u8]>) -> Self {
+        let mut b = vec![codec::COMPLETION_OK];
+        put_u32(&mut b, status as u32);
+        put_u32(&mut b, headers.len() as u32);
+        for (k, v) in headers {
+            put_str(&mut b, k.as_bytes());
+            put_bytes(&mut b, Some(v));
+        }
+        put_bytes(&mut b, body);
+        OpResult(b)
+    }
+    fn with_message(code: u8, msg: &str) -> Self {
+        let mut b = vec![code];
+        put_str(&mut b, msg.as_bytes());
+        OpResult(b)
+    }
+    /// A failed operation (transport error, timeout): code 1.
+    pub fn error(msg: &str) -> Self {
+        Self::with_message(codec::COMPLETION_ERROR, msg)
+    }
+    /// An operation refused by policy (not on the allow list): code 3.
+    pub fn refused(msg: &str) -> Self {
+        Self::with_message(codec::COMPLETION_REFUSED, msg)
+    }
+}
+
+/// Runs `process` on `record` the way the host would (without its allow
+/// list). Operations are performed for real, one after the other in the
+/// order they were started: timers sleep, and HTTP requests to `http://`
+/// URLs go out over a plain HTTP/1.1 connection (point them at a local test
+/// server; `https` completes with an error). To answer operations from the
+/// test instead, use [`run_with`].
+pub fn run<F>(process: F, record: &TestRecord) -> RunResult
+where
+    F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
+{
+    run_with(process, record, perform)
+}
+
+/// Performs an operation as [`run`] does.
+pub fn perform(op: &Operation) -> OpResult {
+    match op {
+        Operation::Timer(d) => {
+            std::thread::sleep(*d);
+            OpResult::done()
+        }
+        Operation::Http { method, url, headers, body, timeout } => {
+            match http_do(method, url, headers, body.as_deref(), timeout.unwrap_or(Duration::from_secs(10))) {
+                Ok(r) => r,
+                Err(e) => OpResult::error(&format!("http: {}", e)),
+            }
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 client (one request per connection), enough for
+/// tests against a local server.
+fn http_do(method: &str, url: &str, headers: &[OwnedHeader], body: Option<&[u8]>, timeout: Duration) -> Result<OpResult, String> {
+    use std::io::{Read, Write};
+    use std::net::{TcpStream, ToSocketAddrs};
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{}: only http:// URLs are performed on the host", url))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr = if authority.contains(':') { authority.to_string() } else { format!("{}:80", authority) };
+    let sock = addr.to_socket_addrs().map_err(|e| e.to_string())?.next().ok_or("no address")?;
+    let mut c = TcpStream::connect_timeout(&sock, timeout).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    c.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    let method = if method.is_empty() { "GET" } else { method };
+    let mut req = format!("{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", method, path, authority).into_bytes();
+    for h in headers {
+        req.extend_from_slice(&h.key);
+        req.extend_from_slice(b": ");
+        req.extend_from_slice(h.value.as_deref().unwrap_or_default());
+        req.extend_from_slice(b"\r\n");
+    }
+    if let Some(b) = body {
+        req.extend_from_slice(format!("Content-Length: {}\r\n", b.len()).as_bytes());
+    }
+    req.extend_from_slice(b"\r\n");
+    req.extend_from_slice(body.unwrap_or_default());
+    c.write_all(&req).map_err(|e| e.to_string())?;
+    let mut resp = Vec::new();
+    c.read_to_end(&mut resp).map_err(|e| e.to_string())?;
+    let end = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or("malformed response")?;
+    let head = String::from_utf8_lossy(&resp[..end]).into_owned();
+    let mut raw = resp[end + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let status: i32 = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).ok_or("malformed status line")?;
+    let mut hs: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut chunked = false;
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            let k = canonical(k.trim());
+            let v = v.trim();
+            if k == "Transfer-Encoding" && v.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+                continue;
+            }
+            hs.push((k, v.as_bytes().to_vec()));
+        }
+    }
+    if chunked {
+        raw = dechunk(&raw).ok_or("malformed chunked body")?;
+    }
+    let hs: Vec<(&str, &[u8])> = hs.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+    Ok(OpResult::http(status, &hs, Some(&raw)))
+}
+
+/// Go's textproto.CanonicalMIMEHeaderKey, for ASCII names.
+fn canonical(k: &str) -> String {
+    let mut up = true;
+    k.chars()
+        .map(|c| {
+            let o = if up { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() };
+            up = c == '-';
+            o
+        })
+        .collect()
+}
+
+fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let i = b.windows(2).position(|w| w == b"\r\n")?;
+        let size = std::str::from_utf8(&b[..i]).ok()?.split(';').next()?.trim();
+        let n = usize::from_str_radix(size, 16).ok()?;
+        b = &b[i + 2..];
+        if n == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(b.get(..n)?);
+        b = b.get(n + 2..)?;
+    }
+}
+
+/// Runs `process` on `record`, completing each operation it starts, one
+/// after the other in the order they were started, with what `perform`
+/// returns.
+pub fn run_with<F, P>(process: F, record: &TestRecord, mut perform: P) -> RunResult
+where
+    F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
+    P: FnMut(&Operation) -> OpResult,
+{
+    let enc = record.encode();
+    let len = enc.len() as u32;
+    let handle = sim::begin(enc);
+    let mut st = rt::on_record(handle, len, &process);
+    while st == Status::Pending as i32 {
+        let (id, kind, req) = match sim::next_op() {
+            Some(op) => op,
+            None => break,
+        };
+        if !rt::outstanding(handle, id) {
+            continue;
+        }
+        let op = decode_op(kind, &req).expect("the simulated host checked the request");
+        let res = perform(&op).0;
+        let n = res.len() as u32;
+        sim::set_result(id, res);
+        st = rt::on_complete(handle, id, n);
+    }
+    rt::reset();
+    let (outputs, error) = sim::end();
+    let status = match st {
+        0 => Status::Ok,
+        1 => Status::Pending,
+        2 => Status::Retry,
+        _ => Status::Fail,
+    };
+    if status == Status::Ok {
+        RunResult { status, outputs, error: None }
+    } else {
+        RunResult { status, outputs: Vec::new(), error: Some(error.unwrap_or_default()) }
+    }
+}
+
+fn decode_op(kind: i32, req: &[u8]) -> Result<Operation, codec::DecodeError> {
+    if kind == crate::OP_TIMER {
+        let mut d = Decoder::new(req, "timer request");
+        let ns = d.u64()?;
+        d.finish()?;
+        return Ok(Operation::Timer(Duration::from_nanos(ns)));
+    }
+    let mut d = Decoder::new(req, "http request");
+    let method = d.str()?.to_string();
+    let url = d.str()?.to_string();
+    let headers = d.headers()?.iter().map(own).collect();
+    let body = d.bytes()?.map(|b| b.to_vec());
+    let ms = d.u32()?;
+    d.finish()?;
+    Ok(Operation::Http { method, url, headers, body, timeout: if ms == 0 { None } else { Some(Duration::from_millis(ms as u64)) } })
+}
+
+/// The simulated host functions (thread-local: tests run in parallel).
+pub(crate) mod sim {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[derive(Default)]
+    struct Sim {
+        handle: u32,
+        record: Vec<u8>,
+        outputs: Vec<OwnedOutput>,
+        error: Option<String>,
+        next_op: u32,
+        queued: VecDeque<(u32, i32, Vec<u8>)>,
+        result: Option<(u32, Vec<u8>)>,
+        out_buf: Vec<u8>,
+    }
+
+    thread_local! {
+        static SIM: RefCell<Sim> = RefCell::new(Sim::default());
+    }
+
+    fn with<R>(f: impl FnOnce(&mut Sim) -> R) -> R {
+        SIM.with(|s| f(&mut s.borrow_mut()))
+    }
+
+    pub(crate) fn begin(record: Vec<u8>) -> u32 {
+        with(|s| {
+            s.handle = s.handle.wrapping_add(1).max(1);
+            s.record = record;
+            s.outputs.clear();
+            s.error = None;
+            s.queued.clear();
+            s.result = None;
+            s.handle
+        })
+    }
+
+    pub(crate) fn next_op() -> Option<(u32, i32, Vec<u8>)> {
+        with(|s| s.queued.pop_front())
+    }
+
+    pub(crate) fn set_result(op: u32, r: Vec<u8>) {
+        with(|s| s.result = Some((op, r)))
+    }
+
+    pub(crate) fn end() -> (Vec<OwnedOutput>, Option<String>) {
+        with(|s| {
+            s.queued.clear();
+            s.result = None;
+            s.record.clear();
+            (std::mem::take(&mut s.outputs), s.error.take())
+        })
+    }
+
+    fn valid(s: &Sim, handle: u32) -> bool {
+        handle != 0 && handle == s.handle
+    }
+
+    pub fn record_read(handle: u32, buf: *mut u8, len: u32) -> i32 {
+        with(|s| {
+            if !valid(s, handle) {
+                return -1;
+            }
+            if (len as usize) < s.record.len() {
+                return -2;
+            }
+            unsafe { std::ptr::copy_nonoverlapping(s.record.as_ptr(), buf, s.record.len()) };
+            s.record.len() as i32
+        })
+    }
+
+    pub fn with_out_buf<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let mut b = with(|s| std::mem::take(&mut s.out_buf));
+        let r = f(&mut b);
+        with(|s| s.out_buf = b);
+        r
+    }
+
+    pub fn emit(handle: u32, b: &[u8]) -> i32 {
+        with(|s| {
+            if !valid(s, handle) {
+                return -1;
+            }
+            match codec::decode_output(b) {
+                Err(_) => -3,
+                Ok(o) => {
+                    s.outputs.push(OwnedOutput {
+                        topic: o.topic.to_string(),
+                        partition: o.partition,
+                        key: o.key.map(|k| k.to_vec()),
+                        value: o.value.map(|v| v.to_vec()),
+                        headers: o.headers.iter().map(own).collect(),
+                    });
+                    0
+                }
+            }
+        })
+    }
+
+    pub fn set_error(handle: u32, msg: &str) {
+        with(|s| {
+            if valid(s, handle) {
+                let mut end = msg.len().min(4096);
+                while !msg.is_char_boundary(end) {
+                    end -= 1;
+                }
+                s.error = Some(msg[..end].to_string());
+            }
+        })
+    }
+
+    pub fn log(level: i32, msg: &str) {
+        eprintln!("guest log [{}]: {}", level, msg);
+    }
+
+    pub fn async_start(handle: u32, kind: i32, req: &[u8]) -> i32 {
+        with(|s| {
+            if !valid(s, handle) {
+                return -1;
+            }
+            if kind != crate::OP_TIMER && kind != crate::OP_HTTP {
+                return -6;
+            }
+            if decode_op(kind, req).is_err() {
+                return -3;
+            }
+            s.next_op = s.next_op.wrapping_add(1).max(1);
+            s.queued.push_back((s.next_op, kind, req.to_vec()));
+            s.next_op as i32
+        })
+    }
+
+    pub fn result_read(op: u32, buf: *mut u8, len: u32) -> i32 {
+        with(|s| match &s.result {
+            Some((id, r)) if *id == op => {
+                if (len as usize) < r.len() {
+                    return -2;
+                }
+                unsafe { std::ptr::copy_nonoverlapping(r.as_ptr(), buf, r.len()) };
+                r.len() as i32
+            }
+            _ => -7,
+        })
+    }
+}

@@ -1,0 +1,93 @@
+//! The host functions of `wasmstream_v1` (ABI.md §4): imported in the
+//! module, simulated by `hostrun` elsewhere.
+
+use crate::{codec, Errno, Output};
+
+#[cfg(target_arch = "wasm32")]
+mod imp {
+    use std::cell::{Cell, RefCell};
+
+    #[link(wasm_import_module = "wasmstream_v1")]
+    extern "C" {
+        #[link_name = "record_read"]
+        fn host_record_read(handle: u32, buf: *mut u8, len: u32) -> i32;
+        #[link_name = "emit"]
+        fn host_emit(handle: u32, ptr: *const u8, len: u32) -> i32;
+        #[link_name = "set_error"]
+        fn host_set_error(handle: u32, ptr: *const u8, len: u32) -> i32;
+        #[link_name = "log"]
+        fn host_log(level: i32, ptr: *const u8, len: u32);
+        #[link_name = "async_start"]
+        fn host_async_start(handle: u32, kind: i32, req: *const u8, len: u32) -> i32;
+        #[link_name = "result_read"]
+        fn host_result_read(op: u32, buf: *mut u8, len: u32) -> i32;
+    }
+
+    thread_local! {
+        static OUT_BUF: RefCell<Vec<u8>> = RefCell::new(Vec::new());
+        static HOOKED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Once per instance: a panic prints "panic: <message>" to stderr, the
+    /// form the host recognises as a `panic` fault (ABI.md §6), then traps.
+    #[inline]
+    pub fn init() {
+        if !HOOKED.with(|h| h.replace(true)) {
+            std::panic::set_hook(Box::new(|info| {
+                let msg = if let Some(s) = info.payload().downcast_ref::<&str>() {
+                    s.to_string()
+                } else if let Some(s) = info.payload().downcast_ref::<String>() {
+                    s.clone()
+                } else {
+                    "(non-string payload)".to_string()
+                };
+                match info.location() {
+                    Some(l) => eprintln!("panic: {}\n\nat {}:{}:{}", msg, l.file(), l.line(), l.column()),
+                    None => eprintln!("panic: {}", msg),
+                }
+            }));
+        }
+    }
+
+    pub fn record_read(handle: u32, buf: *mut u8, len: u32) -> i32 {
+        unsafe { host_record_read(handle, buf, len) }
+    }
+    pub fn with_out_buf<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        OUT_BUF.with(|b| f(&mut b.borrow_mut()))
+    }
+    pub fn emit(handle: u32, b: &[u8]) -> i32 {
+        unsafe { host_emit(handle, b.as_ptr(), b.len() as u32) }
+    }
+    pub fn set_error(handle: u32, msg: &str) {
+        unsafe { host_set_error(handle, msg.as_ptr(), msg.len() as u32) };
+    }
+    pub fn log(level: i32, msg: &str) {
+        unsafe { host_log(level, msg.as_ptr(), msg.len() as u32) }
+    }
+    pub fn async_start(handle: u32, kind: i32, req: &[u8]) -> i32 {
+        unsafe { host_async_start(handle, kind, req.as_ptr(), req.len() as u32) }
+    }
+    pub fn result_read(op: u32, buf: *mut u8, len: u32) -> i32 {
+        unsafe { host_result_read(op, buf, len) }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod imp {
+    pub use crate::hostrun::sim::*;
+    pub fn init() {}
+}
+
+pub(crate) use imp::{async_start, init, log, record_read, result_read, set_error};
+
+pub(crate) fn emit_output(handle: u32, o: &Output<'_>) -> Result<(), Errno> {
+    let rc = imp::with_out_buf(|b| {
+        b.clear();
+        codec::append_output(b, o);
+        imp::emit(handle, b)
+    });
+    if rc < 0 {
+        return Err(Errno(-rc));
+    }
+    Ok(())
+}

@@ -1,0 +1,227 @@
+use crate::*;
+
+fn upper(r: &Record, out: &mut Emitter) -> Result<(), Error> {
+    let v = r.value.map(|v| v.to_ascii_uppercase());
+    out.emit(&Output { key: r.key, value: v.as_deref(), headers: r.headers.into(), ..Output::default() })?;
+    Ok(())
+}
+
+#[test]
+fn run_sync() {
+    let r = TestRecord::new("in").key("k").value("abc").header("h", Some(b"v")).header("n", None).at(3, 42);
+    let res = run(upper, &r);
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    assert_eq!(res.outputs.len(), 1);
+    let o = &res.outputs[0];
+    assert_eq!((o.topic.as_str(), o.partition, o.key.as_deref(), o.value.as_deref()), ("", None, Some(&b"k"[..]), Some(&b"ABC"[..])));
+    assert_eq!(o.headers, vec![OwnedHeader::new("h", Some(b"v")), OwnedHeader::new("n", None)]);
+    let res = run(upper, &TestRecord::new("in"));
+    assert_eq!((res.status, res.outputs[0].key.clone(), res.outputs[0].value.clone()), (Status::Ok, None, None));
+}
+
+#[test]
+fn record_fields() {
+    fn f(r: &Record, out: &mut Emitter) -> Result<(), Error> {
+        let k = r.idempotency_key();
+        let attempt = r.attempt.to_string();
+        let hs = [Header::new("attempt", Some(attempt.as_bytes()))];
+        assert_eq!(r.header("n"), Some(None));
+        assert_eq!(r.header("h"), Some(Some(&b"1"[..])));
+        assert_eq!(r.header("x"), None);
+        out.emit(&Output { topic: "side", partition: Some(7), value: Some(k.as_bytes()), headers: (&hs).into(), ..Output::default() })?;
+        Ok(())
+    }
+    let res = run(f, &TestRecord::new("orders").at(2, 99).attempt(3).header("h", Some(b"1")).header("n", None));
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    let o = &res.outputs[0];
+    assert_eq!((o.topic.as_str(), o.partition, o.value.as_deref()), ("side", Some(7), Some(&b"orders/2/99"[..])));
+    assert_eq!(o.headers, vec![OwnedHeader::new("attempt", Some(b"3"))]);
+}
+
+#[test]
+fn errors() {
+    fn f(r: &Record, out: &mut Emitter) -> Result<(), Error> {
+        out.emit(&Output::default())?;
+        match r.value {
+            Some(b"retry") => Err(Error::retry("try again")),
+            Some(b"fail") => Err(Error::terminal("never")),
+            Some(b"parse") => {
+                let n: i32 = "x".parse()?;
+                Err(Error::retry(n.to_string()))
+            }
+            Some(b"badpart") => out.emit(&Output { partition: Some(-3), ..Output::default() }).map_err(|e| Error::from(e).into_terminal()),
+            _ => Err(Error::pending()),
+        }
+    }
+    let cases: [(&str, Status, &str); 5] = [
+        ("retry", Status::Retry, "try again"),
+        ("fail", Status::Fail, "never"),
+        ("parse", Status::Retry, "invalid digit found in string"),
+        ("badpart", Status::Fail, "malformed output encoding"),
+        ("pending", Status::Fail, "no asynchronous operation is outstanding"),
+    ];
+    for (v, st, msg) in cases {
+        let res = run(f, &TestRecord::new("in").value(v));
+        assert_eq!(res.status, st, "{}", v);
+        assert!(res.outputs.is_empty());
+        assert!(res.error.as_deref().unwrap().contains(msg), "{}: {:?}", v, res.error);
+    }
+}
+
+fn lookup(r: &Record, _out: &mut Emitter) -> Result<(), Error> {
+    let url = format!("http://svc/users/{}", String::from_utf8_lossy(r.key.unwrap_or_default()));
+    let idem = r.idempotency_key();
+    let hs = [Header::new("Idempotency-Key", Some(idem.as_bytes()))];
+    await_op(http(&HttpRequest { url: &url, headers: &hs, timeout: Some(Duration::from_millis(250)), ..HttpRequest::default() }), |_r, _out, res| {
+        let resp = match res {
+            Ok(resp) => resp,
+            Err(e) if e.refused => return Err(Error::from(e).into_terminal()),
+            Err(e) => return Err(e.into()),
+        };
+        let status = resp.status.to_string();
+        let body = resp.body().map(|b| b.to_vec());
+        let ct = resp.header("Content-Type").map(|v| v.to_vec());
+        await_op(timer(Duration::from_millis(1)), move |r, out, _| {
+            let hs = [Header::new("status", Some(status.as_bytes())), Header::new("ct", ct.as_deref())];
+            out.emit(&Output { key: r.key, value: body.as_deref(), headers: (&hs).into(), ..Output::default() })?;
+            Ok(())
+        })
+    })
+}
+
+#[test]
+fn async_chain() {
+    let mut seen = Vec::new();
+    let res = run_with(lookup, &TestRecord::new("t").key("7").at(1, 5), |op| {
+        seen.push(op.clone());
+        match op {
+            Operation::Http { .. } => OpResult::http(200, &[("Content-Type", b"application/json")], Some(b"{\"id\":7}")),
+            Operation::Timer(_) => OpResult::done(),
+        }
+    });
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    let o = &res.outputs[0];
+    assert_eq!((o.key.as_deref(), o.value.as_deref()), (Some(&b"7"[..]), Some(&b"{\"id\":7}"[..])));
+    assert_eq!(o.headers, vec![OwnedHeader::new("status", Some(b"200")), OwnedHeader::new("ct", Some(b"application/json"))]);
+    assert_eq!(
+        seen,
+        vec![
+            Operation::Http {
+                method: String::new(),
+                url: "http://svc/users/7".into(),
+                headers: vec![OwnedHeader::new("Idempotency-Key", Some(b"t/1/5"))],
+                body: None,
+                timeout: Some(Duration::from_millis(250)),
+            },
+            Operation::Timer(Duration::from_millis(1)),
+        ]
+    );
+    for (r, st) in [(OpResult::error("timed out"), Status::Retry), (OpResult::refused("not allowed"), Status::Fail)] {
+        let res = run_with(lookup, &TestRecord::new("t").key("7"), |_| r.clone());
+        assert_eq!((res.status, res.error.as_deref()), (st, Some(if st == Status::Retry { "timed out" } else { "not allowed" })));
+    }
+}
+
+// Several operations at once: the first continuation to decide wins.
+#[test]
+fn async_fan_out() {
+    fn f(_r: &Record, _out: &mut Emitter) -> Result<(), Error> {
+        for i in 0..3u64 {
+            let e = await_op(timer(Duration::from_millis(i)), move |_, out, _| {
+                if i < 1 {
+                    return Err(Error::pending());
+                }
+                let v = i.to_string();
+                out.emit(&Output { value: Some(v.as_bytes()), ..Output::default() })?;
+                Ok(())
+            });
+            assert!(e.as_ref().unwrap_err().is_pending());
+        }
+        Err(Error::pending())
+    }
+    let mut n = 0;
+    let res = run_with(f, &TestRecord::new("t"), |_| {
+        n += 1;
+        OpResult::done()
+    });
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    assert_eq!(res.outputs.len(), 1);
+    assert_eq!(res.outputs[0].value.as_deref(), Some(&b"1"[..]));
+    assert_eq!(n, 2, "the third operation was canceled");
+}
+
+#[test]
+fn await_outside_a_record() {
+    let e = await_op(timer(Duration::from_millis(1)), |_, _, _| Ok(())).unwrap_err();
+    assert!(e.is_terminal());
+}
+
+// A completion for a record already decided (canceled, or unknown) is
+// tolerated and leaves nothing behind.
+#[test]
+fn late_and_canceled_completions() {
+    fn f(_r: &Record, _out: &mut Emitter) -> Result<(), Error> {
+        await_op(timer(Duration::from_millis(1)), |_, _, _| Ok(()))?;
+        unreachable!()
+    }
+    let res = run_with(f, &TestRecord::new("t"), |_| OpResult::done());
+    assert_eq!(res.status, Status::Ok);
+    let mut canceled = vec![codec::COMPLETION_CANCELED];
+    codec::put_str(&mut canceled, b"canceled");
+    for (op, r) in [(999u32, canceled.clone()), (1000, OpResult::done().0), (1001, vec![9])] {
+        let n = r.len() as u32;
+        crate::hostrun::sim::set_result(op, r);
+        assert_eq!(crate::rt::on_complete(12345, op, n), 3);
+    }
+}
+
+// run performs HTTP requests for real against a local server.
+#[test]
+fn run_performs_http() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let srv = std::thread::spawn(move || {
+        for (i, body) in ["{\"id\":\"7\"}\n", ""].iter().enumerate() {
+            let (mut c, _) = l.accept().unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = c.read(&mut buf).unwrap();
+                req.extend_from_slice(&buf[..n]);
+            }
+            let req = String::from_utf8(req).unwrap();
+            assert!(req.starts_with("GET /users/7 HTTP/1.1\r\n"), "{}", req);
+            assert!(req.contains("Idempotency-Key: t/1/5\r\n"), "{}", req);
+            if i == 0 {
+                write!(c, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: {}\r\n\r\n{}", body.len(), body).unwrap();
+            } else {
+                write!(c, "HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n").unwrap();
+            }
+        }
+    });
+    fn f(r: &Record, _out: &mut Emitter) -> Result<(), Error> {
+        let url = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
+        let idem = r.idempotency_key();
+        let hs = [Header::new("Idempotency-Key", Some(idem.as_bytes()))];
+        await_op(http(&HttpRequest { url: &url, headers: &hs, ..HttpRequest::default() }), |_, out, res| {
+            let resp = res?;
+            let st = resp.status.to_string();
+            let hs = [Header::new("status", Some(st.as_bytes())), Header::new("ct", resp.header("Content-Type"))];
+            out.emit(&Output { value: resp.body(), headers: (&hs).into(), ..Output::default() })?;
+            Ok(())
+        })
+    }
+    let rec = TestRecord::new("t").at(1, 5).value(format!("http://{}/users/7", addr));
+    let res = run(f, &rec);
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    assert_eq!(res.outputs[0].value.as_deref(), Some(&b"{\"id\":\"7\"}\n"[..]));
+    assert_eq!(res.outputs[0].headers, vec![OwnedHeader::new("status", Some(b"200")), OwnedHeader::new("ct", Some(b"application/json"))]);
+    let res = run(f, &rec);
+    assert_eq!((res.status, res.outputs[0].value.as_deref()), (Status::Ok, Some(&b"abc"[..])));
+    assert_eq!(res.outputs[0].headers[0], OwnedHeader::new("status", Some(b"503")));
+    srv.join().unwrap();
+    let res = run(f, &TestRecord::new("t").value("https://example.com/"));
+    assert_eq!(res.status, Status::Retry);
+    assert!(res.error.unwrap().contains("only http://"));
+}
