@@ -3,7 +3,11 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 // Self-sizing (RATIONALE.md, "Self-sizing pools"): two controllers, pure
@@ -215,4 +219,39 @@ func (l *latencyLimit) observe(now time.Time, rtt time.Duration, limited bool) b
 func (l *latencyLimit) set(now time.Time, reason, detail string) {
 	l.reason, l.detail, l.changedAt = reason, detail, now
 	l.changes++
+}
+
+// asyncSizer is a pipeline's async.max_in_flight: auto: its latencyLimit,
+// fed by the workers of every task, and the limit in force for them to
+// read without a lock. mu is a leaf: taken with no other lock held.
+type asyncSizer struct {
+	limit atomic.Int64 // the operations in flight per instance
+	held  atomic.Bool  // an instance was held back by limit since the last observation
+
+	mu sync.Mutex
+	l  *latencyLimit
+}
+
+func newAsyncSizer(max int) *asyncSizer {
+	a := &asyncSizer{l: newLatencyLimit(1, max, config.AutoAsyncInitialInFlight)}
+	a.limit.Store(int64(a.l.current()))
+	return a
+}
+
+// observe takes the latency of a record decided after waiting on
+// asynchronous operations.
+func (a *asyncSizer) observe(now time.Time, d time.Duration) {
+	held := a.held.Swap(false)
+	a.mu.Lock()
+	if a.l.observe(now, d, held) {
+		a.limit.Store(int64(a.l.current()))
+	}
+	a.mu.Unlock()
+}
+
+// state returns the limit and why it last changed.
+func (a *asyncSizer) state() (limit int, reason, detail string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.l.current(), a.l.reason, a.l.detail
 }
