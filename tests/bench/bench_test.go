@@ -325,7 +325,8 @@ func BenchmarkThroughput(b *testing.B) {
 
 // BenchmarkCPUBound: a CPU-bound Go guest (hash: SHA-256 over the value, 100
 // rounds per record) with ordering none and a fixed pool of 1, 2 or 4
-// instances per partition task, on 1, 4 and 16 partitions, beside the
+// instances per partition task or instances: auto, on 1, 4 and 16
+// partitions, beside the
 // passthrough reference over the same input. The machine has 2 cores: past
 // two busy instances host-wide, more instances cannot add throughput.
 func BenchmarkCPUBound(b *testing.B) {
@@ -350,10 +351,14 @@ func BenchmarkCPUBound(b *testing.B) {
 				b.ReportMetric(native/ref, "x_ref")
 			}
 		})
-		for _, inst := range []int{1, 2, 4} {
-			b.Run(fmt.Sprintf("partitions=%d/instances=%d", parts, inst), func(b *testing.B) {
+		for _, inst := range []string{"1", "2", "4", "auto"} {
+			pool := fmt.Sprintf("instances: {min: %s, max: %s}", inst, inst)
+			if inst == "auto" {
+				pool = "instances: auto" // from 1, the host chooses
+			}
+			b.Run(fmt.Sprintf("partitions=%d/instances=%s", parts, inst), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					el := host(b, brokers, hash, in, n, "ordering: none", fmt.Sprintf("instances: {min: %d, max: %d}", inst, inst))
+					el := host(b, brokers, hash, in, n, "ordering: none", pool)
 					rate := float64(n) / el.Seconds()
 					b.ReportMetric(rate, "rec/s")
 					b.ReportMetric(rate/ref, "x_ref")
