@@ -33,7 +33,9 @@ import (
 
 // Tuning of poolSizer.
 const (
-	poolWindow      = 250 * time.Millisecond // one decision per window
+	poolWindow      = 250 * time.Millisecond // one decision per window...
+	poolMinWindow   = 50 * time.Millisecond  // ...or sooner, once records waited at the target poolEarly times
+	poolEarly       = 2
 	poolCoreGrow    = 0.10                   // grow only while calls wait for a core less than this share of their time
 	poolCoreShrink  = 0.30                   // shrink when they wait more
 	poolCeilingHold = 30 * time.Second       // after a cut, the size cut from is not tried again for this long

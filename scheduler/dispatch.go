@@ -24,7 +24,7 @@ import (
 //     once when a record is runnable.
 //
 // With instances: auto the task's maximum is its poolSizer's target
-// (autosize.go), moved once per poolWindow by controlLocked: growing stops
+// (autosize.go), moved once per window by controlLocked: growing stops
 // at the target (counted as capped: the sizer's queueing signal), and
 // workers above it retire as soon as they hold no record instead of after
 // idle_timeout.
@@ -85,7 +85,6 @@ func (t *task) takersLocked() int { return t.workers - len(t.idleW) - t.blocked 
 func (t *task) dispatch() {
 	t.mu.Lock()
 	t.kickAt = time.Time{}
-	t.controlLocked(time.Now())
 	t.dispatchLocked()
 	t.mu.Unlock()
 }
@@ -99,10 +98,15 @@ func (t *task) maxLocked() int {
 	return t.p.pc.Instances.Max
 }
 
-// controlLocked closes the sizer's window once poolWindow has passed and
-// moves the target; workers above a lowered target are woken to retire.
+// controlLocked closes the sizer's window once poolWindow has passed (or
+// poolMinWindow, when records already waited at the target: a backlog is
+// met within tens of milliseconds) and moves the target; workers above a
+// lowered target are woken to retire.
 func (t *task) controlLocked(now time.Time) {
-	if t.sizer == nil || t.stopping || now.Sub(t.ctlAt) < poolWindow {
+	if t.sizer == nil || t.stopping {
+		return
+	}
+	if el := now.Sub(t.ctlAt); el < poolMinWindow || (el < poolWindow && t.capped < poolEarly) {
 		return
 	}
 	wait, run := t.callWait.Load(), t.callRun.Load()
@@ -142,6 +146,7 @@ func (t *task) dispatchLocked() {
 		return
 	}
 	now := time.Now()
+	t.controlLocked(now)
 	if !t.runnableLocked() {
 		t.waitSince = time.Time{}
 		if t.p.secondary && len(t.free) > 0 {

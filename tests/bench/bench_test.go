@@ -135,14 +135,24 @@ func host(b *testing.B, brokers []string, module, in string, n int, extra ...str
 	done := startUsage(b)
 	start := waitFetched(b, r)
 	deadline := time.Now().Add(10 * time.Minute)
-	for r.Snapshots()[0].Done < int64(n) {
+	peakTarget, peakLimit := 0, 0 // instances: auto, async.max_in_flight: auto
+	for s := r.Snapshots()[0]; s.Done < int64(n); s = r.Snapshots()[0] {
 		if time.Now().After(deadline) {
-			b.Fatalf("timed out: %+v", r.Snapshots()[0])
+			b.Fatalf("timed out: %+v", s)
 		}
+		peakTarget, peakLimit = max(peakTarget, s.TargetInstances), max(peakLimit, s.AsyncLimit)
 		time.Sleep(time.Millisecond)
 	}
 	el := time.Since(start)
 	done().report(b)
+	if s := r.Snapshots()[0]; s.PoolReason != "" {
+		b.ReportMetric(float64(peakTarget), "peak_target")
+		b.Logf("instances: auto: peak target %d over the tasks, %d at the end (%s)", peakTarget, s.TargetInstances, s.PoolReason)
+	}
+	if s := r.Snapshots()[0]; s.AsyncReason != "" {
+		b.ReportMetric(float64(peakLimit), "peak_async_limit")
+		b.Logf("async.max_in_flight: auto: peak %d, %d at the end (%s)", peakLimit, s.AsyncLimit, s.AsyncReason)
+	}
 	if s := r.Snapshots()[0]; s.Outputs != int64(n) || s.DeadLetter != 0 {
 		b.Fatalf("outputs %d, dead letters %d, want %d and 0", s.Outputs, s.DeadLetter, n)
 	}
