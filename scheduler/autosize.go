@@ -35,10 +35,11 @@ import (
 const (
 	poolWindow      = 250 * time.Millisecond // one decision per window...
 	poolMinWindow   = 50 * time.Millisecond  // ...or sooner, once records waited at the target poolEarly times
-	poolEarly       = 2
-	poolCoreGrow    = 0.10                   // grow only while calls wait for a core less than this share of their time
-	poolCoreShrink  = 0.30                   // shrink when they wait more
-	poolCeilingHold = 30 * time.Second       // after a cut, the size cut from is not tried again for this long
+	poolEarly       = 2                      // (and poolEarlyCalls calls per instance were accounted)
+	poolEarlyCalls  = 2
+	poolCoreGrow    = 0.10             // grow only while calls wait for a core less than this share of their time
+	poolCoreShrink  = 0.30             // shrink when they wait more
+	poolCeilingHold = 30 * time.Second // after a cut, the size cut from is not tried again for this long
 )
 
 // Reasons for a size change, as the metrics' reason attribute gives them.
@@ -57,7 +58,8 @@ const (
 type poolSample struct {
 	capped    int           // times records waited grow_after with the pool at its target
 	wait, run time.Duration // its guest calls' wait for a core, and their run time
-	workers   int           // its live instances at the end of the window
+	workers   int           // its live workers at the end of the window
+	warm      int           // those of them whose instance is created
 }
 
 // poolSizer is a task's instances: auto controller.
@@ -93,7 +95,9 @@ func (s *poolSizer) step(now time.Time, m poolSample) bool {
 		s.target = max(s.min, min(s.target-1, int(math.Ceil(float64(s.target)*0.75))))
 		s.set(now, reasonCores, fmt.Sprintf("calls waited for a core %.0f%% of their time", core*100))
 	case m.capped > 0 && core < poolCoreGrow && s.target < s.max && m.workers >= s.target &&
-		(s.ceiling == 0 || s.target+1 < s.ceiling):
+		m.warm >= s.target && m.wait+m.run > 0 && (s.ceiling == 0 || s.target+1 < s.ceiling):
+		// Only once the last instance added runs calls: while it is being
+		// created, the others' calls do not show what it will cost them.
 		s.target++
 		s.set(now, reasonQueueing, fmt.Sprintf("records waited for an instance %d time(s); calls waited for a core %.0f%% of their time", m.capped, core*100))
 	case m.capped == 0 && s.target > max(m.workers, s.min):

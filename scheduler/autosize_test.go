@@ -10,7 +10,7 @@ import (
 // instances' calls wait for a core (n-cores)/n of their time.
 func cpuPool(cores int) func(target int) poolSample {
 	return func(target int) poolSample {
-		s := poolSample{capped: 3, workers: target, run: 100 * time.Millisecond}
+		s := poolSample{capped: 3, workers: target, warm: target, run: 100 * time.Millisecond}
 		if target > cores {
 			s.wait = time.Duration(float64(s.run) * float64(target-cores) / float64(cores))
 		}
@@ -68,7 +68,7 @@ func TestPoolSizerBacksOffOnCoreContention(t *testing.T) {
 	now := time.Unix(1000, 0)
 	steps := 0
 	for s.target > 1 {
-		s.step(now, poolSample{capped: 5, workers: s.target, wait: 60 * time.Millisecond, run: 40 * time.Millisecond})
+		s.step(now, poolSample{capped: 5, workers: s.target, warm: s.target, wait: 60 * time.Millisecond, run: 40 * time.Millisecond})
 		now = now.Add(poolWindow)
 		if steps++; steps > 12 {
 			t.Fatalf("target %d after %d windows of contention", s.target, steps)
@@ -81,7 +81,7 @@ func TestPoolSizerBacksOffOnCoreContention(t *testing.T) {
 	// the bound, not past it.
 	s = newPoolSizer(2, 5)
 	for i := 0; i < 20; i++ {
-		s.step(now, poolSample{capped: 1, workers: s.target, run: time.Millisecond})
+		s.step(now, poolSample{capped: 1, workers: s.target, warm: s.target, run: time.Millisecond})
 		now = now.Add(poolWindow)
 	}
 	if s.target != 5 || s.reason != reasonQueueing {
@@ -96,11 +96,19 @@ func TestPoolSizerFollowsThePool(t *testing.T) {
 	s := newPoolSizer(2, 64)
 	now := time.Unix(1000, 0)
 	for i := 0; i < 10; i++ {
-		s.step(now, poolSample{capped: 4, workers: 3, run: time.Millisecond}) // the budget holds it at 3
+		s.step(now, poolSample{capped: 4, workers: 3, warm: 3, run: time.Millisecond}) // the budget holds it at 3
 		now = now.Add(poolWindow)
 	}
 	if s.target != 4 {
 		t.Fatalf("target %d with 3 instances granted, want at most one ahead (4)", s.target)
+	}
+	// Nor ahead of the instances being created, nor on a window without a
+	// call to tell what the cores are doing.
+	s4 := *s
+	s4.step(now, poolSample{capped: 4, workers: 4, warm: 3, run: time.Millisecond})
+	s4.step(now, poolSample{capped: 4, workers: 4, warm: 4})
+	if s4.target != 4 {
+		t.Fatalf("target %d, want 4 until the fourth instance runs calls", s4.target)
 	}
 	s.step(now, poolSample{workers: 3})
 	if s.target != 3 || s.reason != reasonIdle {

@@ -99,18 +99,20 @@ func (t *task) maxLocked() int {
 }
 
 // controlLocked closes the sizer's window once poolWindow has passed (or
-// poolMinWindow, when records already waited at the target: a backlog is
-// met within tens of milliseconds) and moves the target; workers above a
-// lowered target are woken to retire.
+// poolMinWindow, when records already waited at the target and every
+// instance could have made a few calls: a backlog is met within tens of
+// milliseconds, on evidence) and moves the target; workers above a lowered
+// target are woken to retire.
 func (t *task) controlLocked(now time.Time) {
 	if t.sizer == nil || t.stopping {
 		return
 	}
-	if el := now.Sub(t.ctlAt); el < poolMinWindow || (el < poolWindow && t.capped < poolEarly) {
+	if el := now.Sub(t.ctlAt); el < poolMinWindow || (el < poolWindow && (t.capped < poolEarly || t.calls.Load()-t.ctlCalls < int64(poolEarlyCalls*t.workers))) {
 		return
 	}
+	t.ctlCalls = t.calls.Load()
 	wait, run := t.callWait.Load(), t.callRun.Load()
-	m := poolSample{capped: t.capped, wait: time.Duration(wait - t.ctlWait), run: time.Duration(run - t.ctlRn), workers: t.workers}
+	m := poolSample{capped: t.capped, wait: time.Duration(wait - t.ctlWait), run: time.Duration(run - t.ctlRn), workers: t.workers, warm: int(t.warm.Load())}
 	t.ctlAt, t.capped, t.ctlWait, t.ctlRn = now, 0, wait, run
 	old := t.sizer.target
 	if !t.sizer.step(now, m) {

@@ -77,9 +77,12 @@ type task struct {
 	capped         int       // times records waited grow_after with the pool at the target, this window
 	ctlAt          time.Time // when the window began
 	ctlWait, ctlRn int64     // callWait and callRun then
+	ctlCalls       int64     // and calls
 	// The guest calls' wait for a core and run time, in nanoseconds,
 	// added by the workers after each call (read by the sizer).
 	callWait, callRun atomic.Int64
+	calls             atomic.Int64 // times a worker accounted calls (one or more each)
+	warm              atomic.Int32 // workers whose first instance is created
 
 	stopCh chan struct{}
 	wg     sync.WaitGroup // workers

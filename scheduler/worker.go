@@ -165,6 +165,7 @@ type worker struct {
 	// those times.
 	acctInst          *host.Instance
 	acctWait, acctRun time.Duration
+	warm              bool // its first instance is created (counted in task.warm)
 }
 
 // Worker states, as metrics report them.
@@ -223,6 +224,9 @@ func (t *task) worker(borrowed bool) {
 			t.drop(j)
 		}
 		t.p.budget.release(t.p.instanceBytes)
+		if w.warm {
+			t.warm.Add(-1)
+		}
 	}()
 	if !borrowed {
 		w.instance() // keep the minimum warm
@@ -497,6 +501,10 @@ func (w *worker) accountCalls() {
 		w.acctInst, w.acctWait, w.acctRun = w.inst, 0, 0
 	}
 	wait, run := w.inst.CallTimes()
+	if run == w.acctRun {
+		return
+	}
+	w.t.calls.Add(1)
 	w.t.callWait.Add(int64(wait - w.acctWait))
 	w.t.callRun.Add(int64(run - w.acctRun))
 	w.acctWait, w.acctRun = wait, run
@@ -532,6 +540,10 @@ func (w *worker) instance() *host.Instance {
 		if err == nil {
 			w.t.p.recordInstantiate(time.Since(start))
 			w.inst, w.ver = in, v
+			if !w.warm {
+				w.warm = true
+				w.t.warm.Add(1)
+			}
 			break
 		}
 		v.release()
