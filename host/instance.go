@@ -108,6 +108,10 @@ type Instance struct {
 	lastOp     uint32
 	fault      *Fault
 
+	// What its calls cost: waiting for a guest-call slot (a core), and
+	// running once they had one (CallTimes).
+	slotWait, callTime time.Duration
+
 	pending map[uint32]*recState // records waiting on operations, by handle
 	opsOut  int                  // operations of pending records not yet completed
 	lost    []Done               // pending records failed by the instance's death, not yet collected
@@ -272,6 +276,12 @@ func (in *Instance) endRecord(st *recState) {
 	st.held = 0
 }
 
+// CallTimes returns how long the instance's calls waited for a guest-call
+// slot (one per core, shared by every pipeline) and how long they ran once
+// they had one, in all since it was created. A pool whose calls mostly wait
+// for a slot has more instances than the cores can run.
+func (in *Instance) CallTimes() (wait, run time.Duration) { return in.slotWait, in.callTime }
+
 // Process calls the guest with rec and returns its outcome. ctx bounds the
 // call besides the record deadline: when ctx ends, the guest is interrupted.
 // tag identifies the record to the caller: a record that returns
@@ -300,7 +310,10 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	// scheduler cannot preempt a goroutine inside guest code, and calls left
 	// runnable would be starved for seconds and time out for no fault of
 	// theirs.
+	asked := time.Now()
 	held, aerr := in.m.slots.Acquire(ctx)
+	start := time.Now()
+	in.slotWait += start.Sub(asked)
 	if aerr != nil {
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host before it started: " + aerr.Error()}}
 	}
@@ -313,11 +326,8 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	in.cur, in.curOp = st, op
 	stack, f := fn()
 	obs := in.m.cfg.Observer
-	var start time.Time
-	if obs != nil {
-		start = time.Now()
-	}
 	err := f.CallWithStack(in.ctx, stack)
+	in.callTime += time.Since(start)
 	in.fuel.endCall()
 	in.cur, in.curOp = nil, nil
 	if obs != nil && st.tag != nil {

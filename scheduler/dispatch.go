@@ -23,10 +23,17 @@ import (
 //   - A task with no worker at all (retry tasks start empty) borrows at
 //     once when a record is runnable.
 //
+// With instances: auto the task's maximum is its poolSizer's target
+// (autosize.go), moved once per window by controlLocked: growing stops
+// at the target (counted as capped: the sizer's queueing signal), and
+// workers above it retire as soon as they hold no record instead of after
+// idle_timeout.
+//
 // Everything here runs under task.mu. Lock order, outermost first:
 // Pipeline.mu, releaser.mu, task.mu, Budget.mu (Budget.asyncMu is taken
-// without task.mu). The wake channels and the kick timer are only ever sent
-// on or reset without blocking, so holding task.mu there is safe.
+// without task.mu; asyncSizer.mu is a leaf, taken with no other lock held).
+// The wake channels and the kick timer are only ever sent on or reset
+// without blocking, so holding task.mu there is safe.
 
 // pushIdleLocked makes w wait for work, in order of last use.
 func (t *task) pushIdleLocked(w *worker) {
@@ -82,6 +89,56 @@ func (t *task) dispatch() {
 	t.mu.Unlock()
 }
 
+// maxLocked is the most instances the task may have now: its sizer's
+// target under instances: auto, else instances.max.
+func (t *task) maxLocked() int {
+	if t.sizer != nil {
+		return t.sizer.target
+	}
+	return t.p.pc.Instances.Max
+}
+
+// controlLocked closes the sizer's window once poolWindow has passed (or
+// poolMinWindow, when records already waited at the target and every
+// instance could have made a few calls: a backlog is met within tens of
+// milliseconds, on evidence) and moves the target; workers above a lowered
+// target are woken to retire.
+func (t *task) controlLocked(now time.Time) {
+	if t.sizer == nil || t.stopping {
+		return
+	}
+	if el := now.Sub(t.ctlAt); el < poolMinWindow || (el < poolWindow && (t.capped < poolEarly || t.calls.Load()-t.ctlCalls < int64(poolEarlyCalls*t.workers))) {
+		return
+	}
+	t.ctlCalls = t.calls.Load()
+	wait, run := t.callWait.Load(), t.callRun.Load()
+	m := poolSample{capped: t.capped, wait: time.Duration(wait - t.ctlWait), run: time.Duration(run - t.ctlRn), workers: t.workers, warm: int(t.warm.Load())}
+	t.ctlAt, t.capped, t.ctlWait, t.ctlRn = now, 0, wait, run
+	old := t.sizer.target
+	if !t.sizer.step(now, m) {
+		return
+	}
+	t.p.log.Debug("instances: auto: target changed", "topic", t.topic, "partition", t.partition, "from", old, "to", t.sizer.target, "reason", t.sizer.reason, "detail", t.sizer.detail)
+	// Idle workers above the target, least recently used first: woken,
+	// they find the pool over its target and retire (worker.admit).
+	for n := t.workers - t.sizer.target; n > 0 && len(t.idleW) > 0; n-- {
+		w := t.idleW[0]
+		t.idleW = slices.Delete(t.idleW, 0, 1)
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// overTargetLocked reports whether w should retire because the pool is
+// above its sizer's target: w holds no record (none waiting on its
+// operations, no inline retry).
+func (t *task) overTargetLocked(w *worker) bool {
+	return t.sizer != nil && !t.stopping && t.workers > t.sizer.target && t.workers > t.p.pc.Instances.Min &&
+		(w.inst == nil || w.inst.Pending() == 0) && len(w.retries) == 0
+}
+
 // dispatchLocked makes sure runnable records get a worker: it wakes an idle
 // worker when no taker is left, and wakes one more or borrows an instance
 // when records have waited instances.grow_after. Called after anything that makes
@@ -91,6 +148,7 @@ func (t *task) dispatchLocked() {
 		return
 	}
 	now := time.Now()
+	t.controlLocked(now)
 	if !t.runnableLocked() {
 		t.waitSince = time.Time{}
 		if t.p.secondary && len(t.free) > 0 {
@@ -134,6 +192,10 @@ func (t *task) kickLocked(at time.Time) {
 // maximum.
 func (t *task) growLocked() {
 	if t.stopping || t.workers >= t.p.pc.Instances.Max {
+		return
+	}
+	if t.workers >= t.maxLocked() {
+		t.capped++ // records wait, the target holds the pool back: the sizer's signal
 		return
 	}
 	if t.p.budget.borrow(t.p.instanceBytes) {

@@ -84,6 +84,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		hostAsync     = gauge("wasmstream.host.async.in_flight", "{operation}", "Guest asynchronous operations in flight host-wide.")
 		hostHeld      = gauge("wasmstream.host.held_output_bytes", "By", "Bytes of emitted outputs the host holds (records running or waiting, outputs not yet acknowledged).")
 		hostHeldLimit = gauge("wasmstream.host.held_output_bytes.limit", "By", "host.max_held_output_bytes.")
+		poolTarget    = gauge("wasmstream.pool.target_instances", "{instance}", "instances: auto: the most instances the host lets the task have now, with the reason of its last change (queueing, core_contention, idle, start).")
+		asyncLimit    = gauge("wasmstream.async.limit", "{operation}", "Asynchronous operations in flight allowed per instance (async.max_in_flight, or what auto chose), with the reason of auto's last change (latency_at_baseline, latency_rise, baseline_probe, baseline_reset, start; fixed for a fixed bound).")
 		retryBacklog  = gauge("wasmstream.retry.backlog", "{record}", "Records waiting on a retry tier topic (its retry workers' lag).")
 	)
 	if err != nil {
@@ -115,6 +117,12 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			o.ObserveInt64(logDrop, dl, metric.WithAttributes(pipe))
 			o.ObserveInt64(logDropB, db, metric.WithAttributes(pipe))
 			o.ObserveInt64(forged, p.stats.ForgedHeaders.Load(), metric.WithAttributes(pipe))
+			if a := p.asyncSize; a != nil {
+				limit, reason, _ := a.state()
+				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, attribute.Bool("retry", p.secondary), attribute.String("reason", reason)))
+			} else if p.async.Load() {
+				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, attribute.Bool("retry", p.secondary), attribute.String("reason", "fixed")))
+			}
 			p.mu.Lock()
 			tasks := make([]*task, 0, len(p.tasks))
 			for _, t := range p.tasks {
@@ -135,6 +143,9 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 					o.ObserveInt64(watermark, wm, at)
 				}
 				o.ObserveInt64(lag, t.lag(), at)
+				if target, reason, _, _, ok := t.sizeState(); ok {
+					o.ObserveInt64(poolTarget, int64(target), metric.WithAttributes(append(base, attribute.String("reason", reason))...))
+				}
 				if p.secondary {
 					backlog[t.topic] += t.lag()
 				}
@@ -175,7 +186,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
 	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
-		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog)
+		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog, poolTarget, asyncLimit)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

@@ -73,6 +73,15 @@ type Snapshot struct {
 	Instances    int // live instances across the pipeline's tasks
 	Busy         int // instances running a record
 	Paused       int // partitions whose fetching is paused (backpressure)
+	// instances: auto: the sum of the tasks' chosen maximums, and why the
+	// most recent change of one was made (with its figures); 0 and ""
+	// with fixed pools.
+	TargetInstances int
+	PoolReason      string
+	// async.max_in_flight: auto: the operations in flight per instance
+	// chosen, and why it last changed; 0 and "" with a fixed bound.
+	AsyncLimit  int
+	AsyncReason string
 }
 
 // Pipeline runs one configured pipeline as one consumer-group member.
@@ -105,10 +114,13 @@ type Pipeline struct {
 	retryable map[string]bool // fault kinds retried
 	// async is set once any version of the module starts asynchronous
 	// operations; a deploy (admin API goroutine) sets it while workers read it.
-	async   atomic.Bool
-	tracer  *tracing.Tracer // nil: tracing off
-	metrics *Metrics        // nil: no metrics
-	flow    chan struct{}
+	async atomic.Bool
+	// asyncSize is async.max_in_flight: auto's controller (nil: the fixed
+	// bound).
+	asyncSize *asyncSizer
+	tracer    *tracing.Tracer // nil: tracing off
+	metrics   *Metrics        // nil: no metrics
+	flow      chan struct{}
 
 	pollCancel context.CancelFunc
 	pollDone   chan struct{}
@@ -144,6 +156,9 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		tasks:         map[tp]*task{},
 		pollDone:      make(chan struct{}),
 		stopCommit:    make(chan struct{}),
+	}
+	if pc.Async.AutoInFlight {
+		p.asyncSize = newAsyncSizer(pc.Async.MaxInFlight)
 	}
 	p.ver.Store(&modVersion{m: mod})
 	sc := make(chan struct{})
@@ -590,10 +605,23 @@ func (p *Pipeline) Snapshot() Snapshot {
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),
 	}
+	if p.asyncSize != nil {
+		var reason, detail string
+		s.AsyncLimit, reason, detail = p.asyncSize.state()
+		s.AsyncReason = reason + ": " + detail
+	}
+	var lastChange time.Time
 	p.mu.Lock()
 	for _, t := range p.tasks {
 		s.Tasks++
 		s.Lag += t.lag()
+		if target, reason, detail, at, ok := t.sizeState(); ok {
+			s.TargetInstances += target
+			if s.PoolReason == "" || at.After(lastChange) {
+				lastChange = at
+				s.PoolReason = fmt.Sprintf("%s[%d] %s: %s", t.topic, t.partition, reason, detail)
+			}
+		}
 		workers, busy, inFlight, paused := t.counts()
 		s.Instances += workers
 		s.Busy += busy

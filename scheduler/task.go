@@ -72,6 +72,18 @@ type task struct {
 	kick      *time.Timer // runs dispatch when records fall due or have waited instances.grow_after
 	kickAt    time.Time   // when kick fires (zero: not set)
 
+	// instances: auto (autosize.go); sizer is nil otherwise.
+	sizer          *poolSizer
+	capped         int       // times records waited grow_after with the pool at the target, this window
+	ctlAt          time.Time // when the window began
+	ctlWait, ctlRn int64     // callWait and callRun then
+	ctlCalls       int64     // and calls
+	// The guest calls' wait for a core and run time, in nanoseconds,
+	// added by the workers after each call (read by the sizer).
+	callWait, callRun atomic.Int64
+	calls             atomic.Int64 // times a worker accounted calls (one or more each)
+	warm              atomic.Int32 // workers whose first instance is created
+
 	stopCh chan struct{}
 	wg     sync.WaitGroup // workers
 	ctx    context.Context
@@ -102,6 +114,10 @@ func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
 	// and a run racing with stop finds the task stopping and does nothing.
 	t.kick = time.AfterFunc(time.Hour, t.dispatch)
 	t.kick.Stop()
+	if p.pc.Instances.Auto && !p.secondary {
+		t.sizer = newPoolSizer(p.pc.Instances.Min, p.pc.Instances.Max)
+		t.ctlAt = time.Now()
+	}
 	t.mattrs = attribute.NewSet(attribute.String("pipeline", p.pc.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
 	switch p.pc.Ordering {
 	case config.OrderKey:
@@ -352,6 +368,17 @@ func (t *task) counts() (workers, busy, inFlight int, paused bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.workers, t.workers - len(t.idleW), t.inFlight, t.paused
+}
+
+// sizeState returns the instances: auto target and its last change; ok is
+// false with a fixed pool.
+func (t *task) sizeState() (target int, reason, detail string, at time.Time, ok bool) {
+	if t.sizer == nil {
+		return 0, "", "", time.Time{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sizer.target, t.sizer.reason, t.sizer.detail, t.sizer.changedAt, true
 }
 
 func (t *task) finish(r *kgo.Record) {

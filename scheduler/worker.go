@@ -28,6 +28,7 @@ type job struct {
 	due     time.Time // when an inline retry is due
 	lost    int       // restarts after its instance was discarded under it
 	started time.Time // the current attempt's first call
+	pended  bool      // the current attempt waited on asynchronous operations
 	tr      *tracing.Attempt
 }
 
@@ -159,6 +160,12 @@ type worker struct {
 	handled atomic.Int64 // records decided on this worker
 	faults  atomic.Int64
 	pages   atomic.Int64 // memory pages of its instance after its last call
+
+	// accountCalls: the instance whose call times were last read, and
+	// those times.
+	acctInst          *host.Instance
+	acctWait, acctRun time.Duration
+	warm              bool // its first instance is created (counted in task.warm)
 }
 
 // Worker states, as metrics report them.
@@ -217,6 +224,9 @@ func (t *task) worker(borrowed bool) {
 			t.drop(j)
 		}
 		t.p.budget.release(t.p.instanceBytes)
+		if w.warm {
+			t.warm.Add(-1)
+		}
 	}()
 	if !borrowed {
 		w.instance() // keep the minimum warm
@@ -232,7 +242,11 @@ func (t *task) worker(borrowed bool) {
 		}
 		w.poll()
 		w.startDueRetries()
-		took, refused := w.admit()
+		took, refused, retire := w.admit()
+		if retire {
+			retired = true // counted off by admit
+			return
+		}
 		pending := w.inst != nil && w.inst.Pending() > 0
 		if took || pending || len(w.retries) > 0 {
 			w.lastUsed = time.Now() // not idle: records in progress or due
@@ -364,7 +378,18 @@ func (t *task) worker(borrowed bool) {
 // instLimited reports whether the instance's own bound on asynchronous
 // operations holds it back.
 func (w *worker) instLimited() bool {
-	return w.inst != nil && w.inst.AsyncInFlight() >= w.t.p.pc.Async.MaxInFlight
+	if w.inst == nil {
+		return false
+	}
+	a := w.t.p.asyncSize
+	if a == nil {
+		return w.inst.AsyncInFlight() >= w.t.p.pc.Async.MaxInFlight
+	}
+	if w.inst.AsyncInFlight() < int(a.limit.Load()) {
+		return false
+	}
+	a.held.Store(true) // the limit holds the instance back: the sizer may raise it
+	return true
 }
 
 // canTake reports whether the worker may start another record: its instance
@@ -405,20 +430,29 @@ func (w *worker) upgrade() {
 }
 
 // admit starts runnable records while the worker may; it reports whether it
-// started any, and whether the host's bound on asynchronous operations
-// refused one (the worker is then held back like !canTake).
-func (w *worker) admit() (took, refused bool) {
+// started any, whether the host's bound on asynchronous operations refused
+// one (the worker is then held back like !canTake), and whether the worker
+// is to retire because the pool is above its instances: auto target (it
+// is then counted off the task's workers already).
+func (w *worker) admit() (took, refused, retire bool) {
 	t := w.t
 	for w.canTake() {
 		async := t.p.async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
 		if t.stopping {
 			t.mu.Unlock()
-			return took, false
+			return took, false, false
+		}
+		if t.overTargetLocked(w) {
+			t.workers--
+			t.p.stats.Released.Add(1)
+			t.ps.Released.Add(1)
+			t.mu.Unlock()
+			return took, false, true
 		}
 		if async && !t.p.budget.admitAsync() {
 			t.mu.Unlock()
-			return took, true
+			return took, true, false
 		}
 		r, ln := t.pickLocked()
 		if r == nil {
@@ -426,7 +460,7 @@ func (w *worker) admit() (took, refused bool) {
 			if async {
 				t.p.budget.admitted()
 			}
-			return took, false
+			return took, false, false
 		}
 		t.queued--
 		t.started++
@@ -441,7 +475,7 @@ func (w *worker) admit() (took, refused bool) {
 			t.p.budget.admitted()
 		}
 	}
-	return took, false
+	return took, false, false
 }
 
 // poll delivers the instance's completions and expires its overdue records.
@@ -453,7 +487,27 @@ func (w *worker) poll() {
 	for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
 		w.outcome(d.Tag.(*job), d.Result)
 	}
+	w.accountCalls()
 	w.settleState()
+}
+
+// accountCalls adds what the instance's calls waited for a core and ran
+// since the last look to the task's totals (instances: auto measures them).
+func (w *worker) accountCalls() {
+	if w.t.sizer == nil || w.inst == nil {
+		return
+	}
+	if w.acctInst != w.inst {
+		w.acctInst, w.acctWait, w.acctRun = w.inst, 0, 0
+	}
+	wait, run := w.inst.CallTimes()
+	if run == w.acctRun {
+		return
+	}
+	w.t.calls.Add(1)
+	w.t.callWait.Add(int64(wait - w.acctWait))
+	w.t.callRun.Add(int64(run - w.acctRun))
+	w.acctWait, w.acctRun = wait, run
 }
 
 func (w *worker) startDueRetries() {
@@ -486,6 +540,10 @@ func (w *worker) instance() *host.Instance {
 		if err == nil {
 			w.t.p.recordInstantiate(time.Since(start))
 			w.inst, w.ver = in, v
+			if !w.warm {
+				w.warm = true
+				w.t.warm.Add(1)
+			}
 			break
 		}
 		v.release()
@@ -541,6 +599,7 @@ func (w *worker) start(j *job) {
 		return
 	}
 	j.ar.Attempt = uint32(j.attempt)
+	j.pended = false
 	if t := w.t; t.p.tracer != nil {
 		if j.tr == nil {
 			j.tr = t.p.tracer.Begin(t.traceInfo(j), headerOf(j.r))
@@ -550,6 +609,7 @@ func (w *worker) start(j *job) {
 	w.state.Store(workerBusy)
 	j.started = time.Now()
 	w.outcome(j, in.Process(w.t.ctx, &j.ar, j))
+	w.accountCalls()
 	w.settleState()
 }
 
@@ -558,13 +618,18 @@ func (w *worker) outcome(j *job, res host.Result) {
 	t := w.t
 	r := j.r
 	if res.Status != abi.StatusPending {
-		t.recordLatency(time.Since(j.started))
+		d := time.Since(j.started)
+		t.recordLatency(d)
+		if j.pended && t.p.asyncSize != nil {
+			t.p.asyncSize.observe(time.Now(), d)
+		}
 		w.handled.Add(1)
 		if res.Fault() != nil {
 			w.faults.Add(1)
 		}
 	}
 	if res.Status == abi.StatusPending {
+		j.pended = true
 		if t.p.pc.Ordering == config.OrderPartition && j.ln != nil {
 			// Pipelining: the partition's next record may start; the release
 			// order keeps its outputs behind this one's.

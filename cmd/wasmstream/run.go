@@ -267,14 +267,28 @@ type statusLine struct {
 }
 
 func (l statusLine) attrs() []any {
-	return []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
+	a := []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
 		"done", l.Done, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
 		"instances", l.Instances, "busy", l.Busy, "borrowed", l.Borrowed, "released", l.Released, "paused", l.Paused, "skipped", l.Skipped, "transactions", l.TxnCommitted, "aborted", l.TxnAborted}
+	if l.PoolReason != "" { // instances: auto
+		a = append(a, "target_instances", l.TargetInstances, "pool_reason", l.PoolReason)
+	}
+	if l.AsyncReason != "" { // async.max_in_flight: auto
+		a = append(a, "async_limit", l.AsyncLimit, "async_reason", l.AsyncReason)
+	}
+	return a
 }
 
 func (l statusLine) String() string {
-	return fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
+	s := fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
 		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.Retried, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
+	if l.PoolReason != "" {
+		s += fmt.Sprintf(" · auto target %d (%s)", l.TargetInstances, l.PoolReason)
+	}
+	if l.AsyncReason != "" {
+		s += fmt.Sprintf(" · async limit %d per instance (%s)", l.AsyncLimit, l.AsyncReason)
+	}
+	return s
 }
 
 func newStatus(r *scheduler.Runner) *status {

@@ -128,8 +128,13 @@ type Transactions struct {
 // Async configures a pipeline's asynchronous operations (ABI.md, section 7).
 type Async struct {
 	// MaxInFlight bounds the operations in flight per instance: while an
-	// instance has that many outstanding, it takes no new record.
+	// instance has that many outstanding, it takes no new record. With
+	// max_in_flight: auto (AutoInFlight) it is the bound the host's limit
+	// moves under (AutoAsyncMaxInFlight).
 	MaxInFlight int `koanf:"max_in_flight"`
+	// AutoInFlight is max_in_flight: auto: the host sets the operations in
+	// flight per instance from the latency it measures (scheduler/autosize.go).
+	AutoInFlight bool `koanf:"-"`
 	// MaxPerRecord bounds the operations one record may have outstanding.
 	MaxPerRecord int       `koanf:"max_per_record"`
 	HTTP         AsyncHTTP `koanf:"http"`
@@ -226,7 +231,26 @@ type Instances struct {
 	// GrowAfter is how long records must wait with every instance busy
 	// before the task borrows another instance (and between two borrows).
 	GrowAfter time.Duration `koanf:"grow_after"`
+	// Auto is instances: auto (or max: auto): the host chooses each task's
+	// maximum itself, between Min and Max, from what it measures
+	// (scheduler/autosize.go); Max is then the bound it chooses under
+	// (AutoMaxInstances, host.max_instances and max_in_flight).
+	Auto bool `koanf:"-"`
 }
+
+// Self-sizing (instances: auto, async.max_in_flight: auto): the bounds the
+// host's controllers move within. Their tuning is in scheduler/autosize.go.
+const (
+	// Auto is the value that asks the host to choose a size itself.
+	Auto = "auto"
+	// AutoMaxInstances bounds instances: auto per partition task (host.max_instances
+	// and the pipeline's max_in_flight bound it too).
+	AutoMaxInstances = 64
+	// AutoAsyncMaxInFlight bounds async.max_in_flight: auto per instance.
+	AutoAsyncMaxInFlight = 1024
+	// AutoAsyncInitialInFlight is where async.max_in_flight: auto starts.
+	AutoAsyncInitialInFlight = 4
+)
 
 // Limits bound each instance of a pipeline's module.
 type Limits struct {
@@ -454,6 +478,14 @@ func (c *Config) applyDefaults() {
 		if p.Instances.Min == 0 {
 			p.Instances.Min = 1
 		}
+		if p.MaxInFlight == 0 {
+			p.MaxInFlight = 10000
+		}
+		if p.Instances.Auto {
+			// The bound auto chooses under; never below the minimum, which
+			// Validate checks against it.
+			p.Instances.Max = max(min(AutoMaxInstances, c.Host.MaxInstances, p.MaxInFlight), 1)
+		}
 		if p.Instances.Max == 0 {
 			p.Instances.Max = p.Instances.Min
 		}
@@ -463,9 +495,6 @@ func (c *Config) applyDefaults() {
 		if p.Instances.GrowAfter == 0 {
 			p.Instances.GrowAfter = DefaultGrowAfter
 		}
-		if p.MaxInFlight == 0 {
-			p.MaxInFlight = 10000
-		}
 		if p.MaxInFlightBytes == 0 {
 			p.MaxInFlightBytes = 32 << 20
 		}
@@ -473,6 +502,9 @@ func (c *Config) applyDefaults() {
 			p.Weight = 1
 		}
 		a := &p.Async
+		if a.AutoInFlight {
+			a.MaxInFlight = AutoAsyncMaxInFlight
+		}
 		if a.MaxInFlight == 0 {
 			a.MaxInFlight = 64
 		}
@@ -732,6 +764,10 @@ func (c *Config) Validate() error {
 		}
 		in := &p.Instances
 		switch {
+		case in.Auto && p.Ordering == OrderPartition:
+			add(key("instances"), "auto with ordering: partition: strict partition order runs one record at a time, so only one instance could ever be busy; use ordering: key or none to let the host size the pool, or leave instances out")
+		case in.Auto && in.Min > in.Max:
+			add(key("instances.min"), "%d is above the most instances: auto may choose (%d: the least of %d, host.max_instances and max_in_flight)", in.Min, in.Max, AutoMaxInstances)
 		case in.Min < 1:
 			add(key("instances.min"), "%d: a task needs at least one instance", in.Min)
 		case in.Max < in.Min:
@@ -774,7 +810,9 @@ func (c *Config) Validate() error {
 				add(fmt.Sprintf("pipelines[%d].retry.retryable_faults[%d]", i, j), "%q: want one of %s", f, strings.Join(FaultKinds, ", "))
 			}
 		}
-		if rt.Instances.Min < 0 || rt.Instances.Max < 1 || rt.Instances.Max < rt.Instances.Min || rt.Instances.Max > 256 {
+		if rt.Instances.Auto {
+			add(key("retry.instances"), "auto is not supported for retry workers: give min and max")
+		} else if rt.Instances.Min < 0 || rt.Instances.Max < 1 || rt.Instances.Max < rt.Instances.Min || rt.Instances.Max > 256 {
 			add(key("retry.instances"), "min %d, max %d: want 0 <= min <= max, 1 <= max <= 256", rt.Instances.Min, rt.Instances.Max)
 		}
 		for _, t := range p.RetryTopics() {
@@ -985,7 +1023,17 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 	if err := k.Load(confmap.Provider(setMap, "."), nil); err != nil {
 		return nil, err
 	}
-	probs = append(probs, unknownKeys(k.Raw(), reflect.TypeOf(Config{}), "")...)
+	raw := k.Raw()
+	autos := takeAutos(raw)
+	if len(autos) > 0 {
+		// The "auto" values are taken out (they are no numbers or sections
+		// of keys) and given to the typed config after decoding.
+		k = koanf.New(".")
+		if err := k.Load(confmap.Provider(raw, ""), nil); err != nil {
+			return nil, err
+		}
+	}
+	probs = append(probs, unknownKeys(raw, reflect.TypeOf(Config{}), "")...)
 	if len(probs) > 0 {
 		return nil, probs
 	}
@@ -1002,11 +1050,76 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 	if err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
 		return nil, decodeProblems(err)
 	}
+	for _, a := range autos {
+		if a.pipeline >= len(cfg.Pipelines) {
+			continue
+		}
+		p := &cfg.Pipelines[a.pipeline]
+		switch a.key {
+		case "instances":
+			p.Instances.Auto = true
+		case "retry.instances":
+			p.Retry.Instances.Auto = true
+		case "async.max_in_flight":
+			p.Async.AutoInFlight = true
+		}
+	}
 	cfg.applyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// autoKey is a key of a pipeline set to auto.
+type autoKey struct {
+	pipeline int
+	key      string // "instances" (instances: auto or instances.max: auto), "retry.instances", "async.max_in_flight"
+}
+
+// takeAutos finds the keys set to auto in raw (the merged config as maps),
+// removes them, and returns where they were: instances: auto becomes an
+// empty instances section, instances.max: auto and async.max_in_flight:
+// auto are left unset.
+func takeAutos(raw map[string]any) []autoKey {
+	list, _ := raw["pipelines"].([]any)
+	var out []autoKey
+	isAuto := func(v any) bool {
+		s, ok := v.(string)
+		return ok && strings.TrimSpace(s) == Auto
+	}
+	// section returns the section m[name], a map, or nil; an auto value
+	// is replaced by an empty section and reported by auto.
+	section := func(m map[string]any, name string) (sec map[string]any, auto bool) {
+		if isAuto(m[name]) {
+			sec = map[string]any{}
+			m[name] = sec
+			return sec, true
+		}
+		sec, _ = m[name].(map[string]any)
+		return sec, false
+	}
+	for i, el := range list {
+		p, ok := el.(map[string]any)
+		if !ok {
+			continue
+		}
+		if in, auto := section(p, "instances"); auto || (in != nil && isAuto(in["max"])) {
+			delete(in, "max")
+			out = append(out, autoKey{i, "instances"})
+		}
+		if rt, _ := p["retry"].(map[string]any); rt != nil {
+			if in, auto := section(rt, "instances"); auto || (in != nil && isAuto(in["max"])) {
+				delete(in, "max")
+				out = append(out, autoKey{i, "retry.instances"})
+			}
+		}
+		if as, _ := p["async"].(map[string]any); as != nil && isAuto(as["max_in_flight"]) {
+			delete(as, "max_in_flight")
+			out = append(out, autoKey{i, "async.max_in_flight"})
+		}
+	}
+	return out
 }
 
 var decodeErrRE = regexp.MustCompile(`^'([^' ]+)' (.*)$`)

@@ -355,3 +355,55 @@ func TestGrowAfter(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestAuto(t *testing.T) {
+	with := func(keys string) string { return strings.Replace(good, "limits:", keys+"\n    limits:", 1) }
+	for _, keys := range []string{"ordering: none\n    instances: auto", "ordering: key\n    instances: {max: auto, idle_timeout: 5s}"} {
+		c, err := Load(write(t, with(keys)), nil, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", keys, err)
+		}
+		in := c.Pipelines[0].Instances
+		if !in.Auto || in.Min != 1 || in.Max != AutoMaxInstances || in.GrowAfter != DefaultGrowAfter {
+			t.Fatalf("%q: %+v", keys, in)
+		}
+	}
+	// Bounded by the host's budget.
+	c, err := Load(write(t, with("ordering: none\n    instances: {min: 2, max: auto}")+"host: {max_instances: 6}\n"), nil, nil)
+	if err != nil || c.Pipelines[0].Instances.Max != 6 || c.Pipelines[0].Instances.Min != 2 {
+		t.Fatalf("%v %+v", err, c)
+	}
+	// Refused with ordering: partition (the default), naming the key.
+	_, err = Load(write(t, with("instances: auto")), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "pipelines[0].instances: auto with ordering: partition") {
+		t.Fatalf("got %v", err)
+	}
+	_, err = Load(write(t, with("ordering: none\n    instances: {min: 9, max: auto}")+"host: {max_instances: 6}\n"), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "pipelines[0].instances.min: 9 is above") {
+		t.Fatalf("got %v", err)
+	}
+	_, err = Load(write(t, with("retry: {instances: auto}")), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "pipelines[0].retry.instances: auto is not supported") {
+		t.Fatalf("got %v", err)
+	}
+	_, err = Load(write(t, with("ordering: none\n    instances: automatic")), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "pipelines[0].instances: want a section of keys") {
+		t.Fatalf("got %v", err)
+	}
+	// async.max_in_flight: auto.
+	c, err = Load(write(t, with("async: {max_in_flight: auto}")), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Pipelines[0].Async; !a.AutoInFlight || a.MaxInFlight != AutoAsyncMaxInFlight {
+		t.Fatalf("%+v", a)
+	}
+	c, err = Load(write(t, good), nil, nil)
+	if err != nil || c.Pipelines[0].Async.AutoInFlight || c.Pipelines[0].Instances.Auto {
+		t.Fatalf("%v: auto by default", err)
+	}
+	_, err = Load(write(t, with("async: {max_in_flight: fast}")), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "pipelines[0].async.max_in_flight") {
+		t.Fatalf("got %v", err)
+	}
+}

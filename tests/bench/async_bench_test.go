@@ -34,7 +34,8 @@ const ioLatency = 10 * time.Millisecond
 //     partition, 4 partitions (4 instances, 4·L lookups in flight at most),
 //     reported as rec/s, the Little's-law bound 4·L/latency, the fraction of
 //     the bound reached ("of_bound") and the ratio to the blocking reference
-//     ("x_blocking").
+//     ("x_blocking"); and with async.max_in_flight: auto (its bound and
+//     of_bound those of L = 256, on the same number of records).
 func BenchmarkAsyncIO(b *testing.B) {
 	brokers := kafkatest.RealBrokers(b)
 	srv := lookupsrv.New(b, func(string) time.Duration { return ioLatency })
@@ -53,17 +54,22 @@ func BenchmarkAsyncIO(b *testing.B) {
 			b.ReportMetric(float64(time.Second/ioLatency), "bound_rec/s")
 		}
 	})
-	for _, limit := range []int{1, 4, 16, 64, 256} {
+	for _, limit := range []int{1, 4, 16, 64, 256, 0} {
+		name, setting := fmt.Sprint(limit), fmt.Sprint(limit)
+		if limit == 0 {
+			// auto: bounded at 1024; its input is the largest fixed row's.
+			name, setting, limit = "auto", "auto", 256
+		}
 		bound := float64(parts*limit) / ioLatency.Seconds()
 		// Enough records for ~3 s at the bound (or 60000 past saturation),
 		// within BENCH_RECORDS.
 		n := min(max(int(bound*3), 400), records(), 60000)
 		in := inputEven(b, brokers, n, parts)
-		b.Run(fmt.Sprintf("wasmstream-async/in_flight_per_instance=%d", limit), func(b *testing.B) {
+		b.Run(fmt.Sprintf("wasmstream-async/in_flight_per_instance=%s", name), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				el := host(b, brokers, lookup, in, n,
 					fmt.Sprintf(`env: {LOOKUP_URL: "%s/users/"}`, srv.URL),
-					fmt.Sprintf(`async: {max_in_flight: %d, http: {allow_hosts: [%q]}}`, limit, srv.Host()),
+					fmt.Sprintf(`async: {max_in_flight: %s, http: {allow_hosts: [%q]}}`, setting, srv.Host()),
 					"limits: {record_timeout: 30s}")
 				rate := float64(n) / el.Seconds()
 				b.ReportMetric(rate, "rec/s")

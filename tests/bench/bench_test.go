@@ -135,14 +135,24 @@ func host(b *testing.B, brokers []string, module, in string, n int, extra ...str
 	done := startUsage(b)
 	start := waitFetched(b, r)
 	deadline := time.Now().Add(10 * time.Minute)
-	for r.Snapshots()[0].Done < int64(n) {
+	peakTarget, peakLimit := 0, 0 // instances: auto, async.max_in_flight: auto
+	for s := r.Snapshots()[0]; s.Done < int64(n); s = r.Snapshots()[0] {
 		if time.Now().After(deadline) {
-			b.Fatalf("timed out: %+v", r.Snapshots()[0])
+			b.Fatalf("timed out: %+v", s)
 		}
+		peakTarget, peakLimit = max(peakTarget, s.TargetInstances), max(peakLimit, s.AsyncLimit)
 		time.Sleep(time.Millisecond)
 	}
 	el := time.Since(start)
 	done().report(b)
+	if s := r.Snapshots()[0]; s.PoolReason != "" {
+		b.ReportMetric(float64(peakTarget), "peak_target")
+		b.Logf("instances: auto: peak target %d over the tasks, %d at the end (%s)", peakTarget, s.TargetInstances, s.PoolReason)
+	}
+	if s := r.Snapshots()[0]; s.AsyncReason != "" {
+		b.ReportMetric(float64(peakLimit), "peak_async_limit")
+		b.Logf("async.max_in_flight: auto: peak %d, %d at the end (%s)", peakLimit, s.AsyncLimit, s.AsyncReason)
+	}
 	if s := r.Snapshots()[0]; s.Outputs != int64(n) || s.DeadLetter != 0 {
 		b.Fatalf("outputs %d, dead letters %d, want %d and 0", s.Outputs, s.DeadLetter, n)
 	}
@@ -325,7 +335,8 @@ func BenchmarkThroughput(b *testing.B) {
 
 // BenchmarkCPUBound: a CPU-bound Go guest (hash: SHA-256 over the value, 100
 // rounds per record) with ordering none and a fixed pool of 1, 2 or 4
-// instances per partition task, on 1, 4 and 16 partitions, beside the
+// instances per partition task or instances: auto, on 1, 4 and 16
+// partitions, beside the
 // passthrough reference over the same input. The machine has 2 cores: past
 // two busy instances host-wide, more instances cannot add throughput.
 func BenchmarkCPUBound(b *testing.B) {
@@ -350,10 +361,14 @@ func BenchmarkCPUBound(b *testing.B) {
 				b.ReportMetric(native/ref, "x_ref")
 			}
 		})
-		for _, inst := range []int{1, 2, 4} {
-			b.Run(fmt.Sprintf("partitions=%d/instances=%d", parts, inst), func(b *testing.B) {
+		for _, inst := range []string{"1", "2", "4", "auto"} {
+			pool := fmt.Sprintf("instances: {min: %s, max: %s}", inst, inst)
+			if inst == "auto" {
+				pool = "instances: auto" // from 1, the host chooses
+			}
+			b.Run(fmt.Sprintf("partitions=%d/instances=%s", parts, inst), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					el := host(b, brokers, hash, in, n, "ordering: none", fmt.Sprintf("instances: {min: %d, max: %d}", inst, inst))
+					el := host(b, brokers, hash, in, n, "ordering: none", pool)
 					rate := float64(n) / el.Seconds()
 					b.ReportMetric(rate, "rec/s")
 					b.ReportMetric(rate/ref, "x_ref")
