@@ -193,14 +193,20 @@ func TestRebalance(t *testing.T) {
 	n := names(t)
 	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
 	kafkatest.CreateTopic(t, brokers, 6, in, out, dlq)
-	const count = 400000
-	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	count := 400000
+	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%07d", i) })
 	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
 	a := startProc(t, "run", "--config", cfg)
 	rd := kafkatest.NewReader(t, brokers, out)
 	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/10 })
 	b := startProc(t, "run", "--config", cfg)
-	kafkatest.Eventually(t, 2*time.Minute, "the second host processing records", func() bool { return doneCount(b.logText(), "status") > 0 })
+	// The first host can drain the whole input before the group gives the
+	// second one its partitions: keep input coming until the second works.
+	kafkatest.Eventually(t, 2*time.Minute, "the second host processing records", keepProducing(func() bool { return doneCount(b.logText(), "status") > 0 }, func() {
+		from := count
+		kafkatest.Produce(t, brokers, in, 20000, func(i int) string { return fmt.Sprintf("v-%07d", from+i) })
+		count += 20000
+	}))
 	if code := a.stop(t, time.Minute); code != 0 {
 		t.Fatalf("first host exit code %d", code)
 	}
@@ -223,6 +229,23 @@ func TestRebalance(t *testing.T) {
 	t.Logf("host A did %d records, host B %d; %d outputs for %d inputs", doneA, doneB, len(rd.Recs), count)
 	if dups != 0 || doneA+doneB != count || doneA == 0 || doneB == 0 {
 		t.Fatalf("not exactly once across the rebalance: %d duplicates, done %d+%d", dups, doneA, doneB)
+	}
+}
+
+// keepProducing is a condition for kafkatest.Eventually that calls more
+// (which produces another batch of input) at most once a second while cond
+// is false.
+func keepProducing(cond func() bool, more func()) func() bool {
+	var last time.Time
+	return func() bool {
+		if cond() {
+			return true
+		}
+		if time.Since(last) >= time.Second {
+			more()
+			last = time.Now()
+		}
+		return false
 	}
 }
 

@@ -124,7 +124,7 @@ func TestPoolRebalance(t *testing.T) {
 	n := names(t)
 	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
 	kafkatest.CreateTopic(t, brokers, 6, in, out, dlq)
-	const count = 60000
+	count := 60000
 	produceRounds(t, brokers, in, count, func(i int) string { return fmt.Sprintf("key-%d", i%1000) }, func(i int) int { return 1 + i%50 }, 10)
 	cfg := writeConfig(t, brokers, n, modules["hash"], in, out, dlq, "")
 	b, _ := os.ReadFile(cfg)
@@ -133,7 +133,12 @@ func TestPoolRebalance(t *testing.T) {
 	rd := kafkatest.NewReader(t, brokers, out)
 	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/10 })
 	bp := startProc(t, "run", "--config", cfg)
-	kafkatest.Eventually(t, 2*time.Minute, "the second host processing", func() bool { return doneCount(bp.logText(), "status") > 0 })
+	// The first host can drain the whole input before the group gives the
+	// second one its partitions: keep input coming until the second works.
+	kafkatest.Eventually(t, 2*time.Minute, "the second host processing", keepProducing(func() bool { return doneCount(bp.logText(), "status") > 0 }, func() {
+		produceRounds(t, brokers, in, 5000, func(i int) string { return fmt.Sprintf("key-%d", i%1000) }, func(i int) int { return 1 + i%50 }, 10)
+		count += 5000
+	}))
 	if code := a.stop(t, time.Minute); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
