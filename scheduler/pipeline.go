@@ -31,7 +31,12 @@ type tp struct {
 
 // Stats are a pipeline's counters since it started. Safe for concurrent use.
 type Stats struct {
-	Fetched    atomic.Int64 // records handed to tasks
+	Fetched atomic.Int64 // records handed to tasks
+	// Read counts the records the client decoded from fetch responses:
+	// Fetched plus what it read again (data of a paused partition is
+	// dropped and fetched again) and the records of a batch before the
+	// offset asked for.
+	Read       atomic.Int64
 	Done       atomic.Int64 // records whose outcome is durable (output or dead letter acknowledged)
 	Outputs    atomic.Int64 // output records acknowledged by the broker
 	DeadLetter atomic.Int64 // records acknowledged on the dead-letter topic
@@ -54,6 +59,7 @@ type Stats struct {
 type Snapshot struct {
 	Name       string
 	Fetched    int64
+	Read       int64 // records decoded from fetch responses (Stats.Read)
 	Done       int64
 	Outputs    int64
 	DeadLetter int64
@@ -68,6 +74,7 @@ type Snapshot struct {
 	TxnCommitted int64
 	TxnAborted   int64
 	InFlight     int64 // fetched by the current owner and not yet done
+	Queued       int64 // fetched and waiting to start
 	Lag          int64 // records behind the partitions' high watermarks
 	Tasks        int
 	Instances    int // live instances across the pipeline's tasks
@@ -186,6 +193,7 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.RecordPartitioner(newOutputPartitioner()),
 		kgo.WithLogger(kgoLogger{p.log}),
+		kgo.WithHooks(readHook{&p.stats.Read}),
 		// Records of aborted transactions upstream are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
@@ -591,6 +599,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 	s := Snapshot{
 		Name:       p.pc.Name,
 		Fetched:    p.stats.Fetched.Load(),
+		Read:       p.stats.Read.Load(),
 		Done:       p.stats.Done.Load(),
 		Outputs:    p.stats.Outputs.Load(),
 		DeadLetter: p.stats.DeadLetter.Load(),
@@ -622,10 +631,11 @@ func (p *Pipeline) Snapshot() Snapshot {
 				s.PoolReason = fmt.Sprintf("%s[%d] %s: %s", t.topic, t.partition, reason, detail)
 			}
 		}
-		workers, busy, inFlight, paused := t.counts()
+		workers, busy, inFlight, queued, paused := t.counts()
 		s.Instances += workers
 		s.Busy += busy
 		s.InFlight += int64(inFlight)
+		s.Queued += int64(queued)
 		if paused {
 			s.Paused++
 		}
@@ -651,6 +661,13 @@ func (p *Pipeline) partitionStats(topic string, partition int32) *Stats {
 
 // Client is the pipeline's Kafka client (tests and tools).
 func (p *Pipeline) Client() *kgo.Client { return p.cl }
+
+// readHook counts the records the client decodes from fetch responses.
+type readHook struct{ n *atomic.Int64 }
+
+func (h readHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.n.Add(int64(m.NumRecords))
+}
 
 type kgoLogger struct{ l *slog.Logger }
 

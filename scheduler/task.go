@@ -364,10 +364,10 @@ func (t *task) lag() int64 {
 }
 
 // counts returns the task's instance and record gauges.
-func (t *task) counts() (workers, busy, inFlight int, paused bool) {
+func (t *task) counts() (workers, busy, inFlight, queued int, paused bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.workers, t.workers - len(t.idleW), t.inFlight, t.paused
+	return t.workers, t.workers - len(t.idleW), t.inFlight, t.queued, t.paused
 }
 
 // sizeState returns the instances: auto target and its last change; ok is

@@ -133,18 +133,28 @@ func host(b *testing.B, brokers []string, module, in string, n int, extra ...str
 	r, _ := startHostInputs(b, brokers, module, in, []string{latIn}, extra...)
 	defer r.Stop(context.Background())
 	done := startUsage(b)
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	start := waitFetched(b, r)
 	deadline := time.Now().Add(10 * time.Minute)
 	peakTarget, peakLimit := 0, 0 // instances: auto, async.max_in_flight: auto
+	var st starvation
 	for s := r.Snapshots()[0]; s.Done < int64(n); s = r.Snapshots()[0] {
 		if time.Now().After(deadline) {
 			b.Fatalf("timed out: %+v", s)
 		}
 		peakTarget, peakLimit = max(peakTarget, s.TargetInstances), max(peakLimit, s.AsyncLimit)
+		st.sample(s, n)
 		time.Sleep(time.Millisecond)
 	}
 	el := time.Since(start)
-	done().report(b)
+	var ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms1)
+	u := done()
+	u.report(b)
+	b.ReportMetric(float64(u.cpu.Microseconds())/float64(n), "cpu_us/rec")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n), "allocs/rec")
+	st.report(b, r.Snapshots()[0], n)
 	if s := r.Snapshots()[0]; s.PoolReason != "" {
 		b.ReportMetric(float64(peakTarget), "peak_target")
 		b.Logf("instances: auto: peak target %d over the tasks, %d at the end (%s)", peakTarget, s.TargetInstances, s.PoolReason)
@@ -161,6 +171,31 @@ func host(b *testing.B, brokers []string, module, in string, n int, extra ...str
 	b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
 	return el
+}
+
+// starvation measures the fetch stall: the share of the drain during which
+// the host had nothing to run — no record waiting to start, no instance
+// busy — while the input still held records it had not fetched. Sampled
+// every millisecond from the pipeline's snapshot.
+type starvation struct{ samples, idle int }
+
+func (s *starvation) sample(snap scheduler.Snapshot, n int) {
+	if snap.Fetched+snap.Skipped >= int64(n) {
+		return // everything fetched: the tail is not a stall
+	}
+	s.samples++
+	if snap.Queued == 0 && snap.Busy == 0 {
+		s.idle++
+	}
+}
+
+// report adds idle_frac (starved share of the samples) and refetch (records
+// the client decoded beyond the ones handed to tasks, per input record).
+func (s *starvation) report(b *testing.B, snap scheduler.Snapshot, n int) {
+	if s.samples > 0 {
+		b.ReportMetric(float64(s.idle)/float64(s.samples), "idle_frac")
+	}
+	b.ReportMetric(float64(snap.Read-snap.Fetched-snap.Skipped)/float64(n), "refetch/rec")
 }
 
 // topicPartitions is the number of partitions of topic.
@@ -307,8 +342,14 @@ func runReference(b *testing.B, brokers []string, in string, n int, ref *float64
 	b.Run("reference-franz-go-passthrough", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			done := startUsage(b)
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
 			*ref = float64(n) / passthrough(b, brokers, in, in+"-ref", n).Seconds()
-			done().report(b)
+			runtime.ReadMemStats(&ms1)
+			u := done()
+			u.report(b)
+			b.ReportMetric(float64(u.cpu.Microseconds())/float64(n), "cpu_us/rec")
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n), "allocs/rec")
 			b.ReportMetric(*ref, "rec/s")
 			b.ReportMetric(1, "x_ref")
 		}
@@ -316,21 +357,28 @@ func runReference(b *testing.B, brokers []string, in string, n int, ref *float64
 }
 
 // BenchmarkThroughput: the reference and wasmstream with the uppercase Go
-// guest, over the same input on the same broker, one after the other.
+// and C guests (ordering partition, the default), over the same input on the
+// same broker, one after the other. Beside records/s each run reports CPU
+// time and allocations per record (the whole process: client included) and
+// the fetch stall (idle_frac, refetch/rec: see starvation).
 func BenchmarkThroughput(b *testing.B) {
 	brokers, n, in, uppercase := uppercaseInput(b)
 	var ref float64
 	runReference(b, brokers, in, n, &ref)
-	b.Run("wasmstream-uppercase-go-guest", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			el := host(b, brokers, uppercase, in, n)
-			rate := float64(n) / el.Seconds()
-			b.ReportMetric(rate, "rec/s")
-			if ref > 0 {
-				b.ReportMetric(rate/ref, "x_ref")
+	cUpper := filepath.Join(b.TempDir(), "c-uppercase.wasm")
+	os.WriteFile(cUpper, wt.BuildCGuest(b, "plugins/examples/c-uppercase/uppercase.c"), 0o644)
+	for _, g := range []struct{ name, module string }{{"go", uppercase}, {"c", cUpper}} {
+		b.Run("wasmstream-uppercase-"+g.name+"-guest", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				el := host(b, brokers, g.module, in, n)
+				rate := float64(n) / el.Seconds()
+				b.ReportMetric(rate, "rec/s")
+				if ref > 0 {
+					b.ReportMetric(rate/ref, "x_ref")
+				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // BenchmarkCPUBound: a CPU-bound Go guest (hash: SHA-256 over the value, 100
