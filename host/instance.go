@@ -74,6 +74,12 @@ type Result struct {
 
 // Fault returns the fault that ended the call, or nil.
 func (r Result) Fault() *Fault {
+	if r.Err == nil {
+		return nil // the common case, without errors.As's allocation
+	}
+	if f, ok := r.Err.(*Fault); ok {
+		return f
+	}
 	var f *Fault
 	if errors.As(r.Err, &f) {
 		return f

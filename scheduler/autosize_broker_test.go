@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 	"github.com/wasmstream/wasmstream/tests/lookupsrv"
 )
@@ -62,8 +63,8 @@ func TestAutoPoolGrowsForBurstThenSettles(t *testing.T) {
 	if peakTarget > 4 {
 		t.Fatalf("peak target %d on a host running 2 guest calls at once: auto grew past what the cores can run", peakTarget)
 	}
-	if !strings.Contains(reason, reasonQueueing) {
-		t.Fatalf("reason of the growth %q, want %s", reason, reasonQueueing)
+	if !strings.Contains(reason, sizing.ReasonQueueing) {
+		t.Fatalf("reason of the growth %q, want %s", reason, sizing.ReasonQueueing)
 	}
 	kafkatest.Eventually(t, 10*time.Second, "the pool and its target back on 1", func() bool {
 		s := r.Snapshots()[0]
@@ -113,7 +114,7 @@ func TestAutoAsyncLimitFollowsTheService(t *testing.T) {
 		return slow.AsyncLimit <= 4
 	})
 	t.Logf("overloaded service: limit %d (%s); %d done", slow.AsyncLimit, slow.AsyncReason, slow.Done)
-	if !strings.Contains(slow.AsyncReason, reasonLatencyRise) && !strings.Contains(slow.AsyncReason, reasonProbe) && !strings.Contains(slow.AsyncReason, reasonRebase) {
+	if !strings.Contains(slow.AsyncReason, sizing.ReasonLatencyRise) && !strings.Contains(slow.AsyncReason, sizing.ReasonProbe) && !strings.Contains(slow.AsyncReason, sizing.ReasonRebase) {
 		t.Fatalf("reason %q", slow.AsyncReason)
 	}
 }

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"slices"
 	"time"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 )
 
 // Dispatch: which worker of a task takes the next runnable record, when the
@@ -93,13 +95,13 @@ func (t *task) dispatch() {
 // target under instances: auto, else instances.max.
 func (t *task) maxLocked() int {
 	if t.sizer != nil {
-		return t.sizer.target
+		return t.sizer.Target
 	}
 	return t.p.pc.Instances.Max
 }
 
-// controlLocked closes the sizer's window once poolWindow has passed (or
-// poolMinWindow, when records already waited at the target and every
+// controlLocked closes the sizer's window once sizing.Window has passed (or
+// sizing.MinWindow, when records already waited at the target and every
 // instance could have made a few calls: a backlog is met within tens of
 // milliseconds, on evidence) and moves the target; workers above a lowered
 // target are woken to retire.
@@ -107,21 +109,21 @@ func (t *task) controlLocked(now time.Time) {
 	if t.sizer == nil || t.stopping {
 		return
 	}
-	if el := now.Sub(t.ctlAt); el < poolMinWindow || (el < poolWindow && (t.capped < poolEarly || t.calls.Load()-t.ctlCalls < int64(poolEarlyCalls*t.workers))) {
+	if el := now.Sub(t.ctlAt); el < sizing.MinWindow || (el < sizing.Window && (t.capped < sizing.Early || t.calls.Load()-t.ctlCalls < int64(sizing.EarlyCalls*t.workers))) {
 		return
 	}
 	t.ctlCalls = t.calls.Load()
 	wait, run := t.callWait.Load(), t.callRun.Load()
-	m := poolSample{capped: t.capped, wait: time.Duration(wait - t.ctlWait), run: time.Duration(run - t.ctlRn), workers: t.workers, warm: int(t.warm.Load())}
+	m := sizing.Sample{Capped: t.capped, Wait: time.Duration(wait - t.ctlWait), Run: time.Duration(run - t.ctlRn), Workers: t.workers, Warm: int(t.warm.Load())}
 	t.ctlAt, t.capped, t.ctlWait, t.ctlRn = now, 0, wait, run
-	old := t.sizer.target
-	if !t.sizer.step(now, m) {
+	old := t.sizer.Target
+	if !t.sizer.Step(now, m) {
 		return
 	}
-	t.p.log.Debug("instances: auto: target changed", "topic", t.topic, "partition", t.partition, "from", old, "to", t.sizer.target, "reason", t.sizer.reason, "detail", t.sizer.detail)
+	t.p.log.Debug("instances: auto: target changed", "topic", t.topic, "partition", t.partition, "from", old, "to", t.sizer.Target, "reason", t.sizer.Reason, "detail", t.sizer.Detail)
 	// Idle workers above the target, least recently used first: woken,
 	// they find the pool over its target and retire (worker.admit).
-	for n := t.workers - t.sizer.target; n > 0 && len(t.idleW) > 0; n-- {
+	for n := t.workers - t.sizer.Target; n > 0 && len(t.idleW) > 0; n-- {
 		w := t.idleW[0]
 		t.idleW = slices.Delete(t.idleW, 0, 1)
 		select {
@@ -135,7 +137,7 @@ func (t *task) controlLocked(now time.Time) {
 // above its sizer's target: w holds no record (none waiting on its
 // operations, no inline retry).
 func (t *task) overTargetLocked(w *worker) bool {
-	return t.sizer != nil && !t.stopping && t.workers > t.sizer.target && t.workers > t.p.pc.Instances.Min &&
+	return t.sizer != nil && !t.stopping && t.workers > t.sizer.Target && t.workers > t.p.pc.Instances.Min &&
 		(w.inst == nil || w.inst.Pending() == 0) && len(w.retries) == 0
 }
 
@@ -151,8 +153,10 @@ func (t *task) dispatchLocked() {
 	t.controlLocked(now)
 	if !t.runnableLocked() {
 		t.waitSince = time.Time{}
-		if t.p.secondary && len(t.free) > 0 {
-			t.kickLocked(dueAt(t.free[0])) // the oldest retry record falls due
+		if r, ok := t.free.Peek(); ok {
+			if due := t.p.role.due(r); !due.IsZero() {
+				t.kickLocked(due) // the oldest retry record falls due
+			}
 		}
 		return
 	}

@@ -1,13 +1,6 @@
 package scheduler
 
-import (
-	"strings"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/wasmstream/wasmstream/internal/failhdr"
-)
+import "github.com/wasmstream/wasmstream/internal/failhdr"
 
 // Headers wasmstream adds to the copy of a failed record it produces to a
 // retry topic or the dead-letter topic. The original record's key, value and
@@ -46,48 +39,3 @@ const (
 	// fault.exit, fault.deadline, fault.oom, fault.bad_pointer,
 	// fault.protocol, fault.canceled.
 )
-
-// priorOf is what the host believes of r's earlier attempts, and how many of
-// r's wasmstream.* headers it did not believe.
-//
-// On an input topic (a primary pipeline) nothing: anyone can produce there,
-// so a wasmstream.* header is a forgery (or a leftover of a record copied
-// from a retry topic); each is ignored and counted, except
-// wasmstream.redriven.from, the mark `dlq redrive` puts on what it sends
-// back. The record is on attempt 1, at its own coordinates.
-//
-// On a retry topic (a secondary pipeline) the host wrote them: they are
-// decoded, and the ones that do not decode are counted; missing coordinates
-// fall back to r's own and a missing attempt to 2 (the first retry).
-//
-// Called by newJob (to count and to show the guest its coordinates) and by
-// failureHeaders (which recomputes it rather than carrying it through every
-// fail path). Pure: safe from any goroutine.
-func (t *task) priorOf(r *kgo.Record) (st failhdr.State, untrusted int) {
-	own := failhdr.Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli()}
-	if !t.p.secondary {
-		for _, h := range r.Headers {
-			if strings.HasPrefix(h.Key, HeaderPrefix) && h.Key != HeaderRedrivenFrom {
-				untrusted++
-			}
-		}
-		return failhdr.State{Origin: own, Attempt: 1}, untrusted
-	}
-	st, err := failhdr.Decode(r.Headers)
-	if es, ok := err.(failhdr.Errors); ok {
-		untrusted = len(es)
-	}
-	if failhdr.Unusable(err, HeaderOriginalTopic) || failhdr.Unusable(err, HeaderOriginalPartition) || failhdr.Unusable(err, HeaderOriginalOffset) {
-		st.Origin = own // coordinates come whole from one place
-	}
-	if st.Attempt < 2 {
-		st.Attempt = 2
-	}
-	if st.FirstFailure.IsZero() {
-		st.FirstFailure = time.Now().UTC()
-	}
-	return st, untrusted
-}
-
-// dueAt is when a retry record's next attempt is due (zero if unknown).
-func dueAt(r *kgo.Record) time.Time { return failhdr.DueAt(r.Headers) }

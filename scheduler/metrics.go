@@ -118,10 +118,10 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			o.ObserveInt64(logDropB, db, metric.WithAttributes(pipe))
 			o.ObserveInt64(forged, p.stats.ForgedHeaders.Load(), metric.WithAttributes(pipe))
 			if a := p.asyncSize; a != nil {
-				limit, reason, _ := a.state()
-				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, attribute.Bool("retry", p.secondary), attribute.String("reason", reason)))
+				limit, reason, _ := a.State()
+				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, attribute.Bool("retry", p.role.isRetry()), attribute.String("reason", reason)))
 			} else if p.async.Load() {
-				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, attribute.Bool("retry", p.secondary), attribute.String("reason", "fixed")))
+				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, attribute.Bool("retry", p.role.isRetry()), attribute.String("reason", "fixed")))
 			}
 			p.mu.Lock()
 			tasks := make([]*task, 0, len(p.tasks))
@@ -139,14 +139,14 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			for _, t := range tasks {
 				base := []attribute.KeyValue{pipe, attribute.String("topic", t.topic), attribute.Int("partition", int(t.partition))}
 				at := metric.WithAttributes(base...)
-				if wm, _, ok := t.tr.watermark(); ok {
+				if wm, _, ok := t.tr.Watermark(); ok {
 					o.ObserveInt64(watermark, wm, at)
 				}
 				o.ObserveInt64(lag, t.lag(), at)
 				if target, reason, _, _, ok := t.sizeState(); ok {
 					o.ObserveInt64(poolTarget, int64(target), metric.WithAttributes(append(base, attribute.String("reason", reason))...))
 				}
-				if p.secondary {
+				if p.role.isRetry() {
 					backlog[t.topic] += t.lag()
 				}
 				var states [3]int64

@@ -35,7 +35,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			defer mod.Close(ctx)
 			pc := &config.Pipeline{Name: "bench", Ordering: tc.ordering, MaxInFlight: 1 << 30, MaxInFlightBytes: 1 << 40,
 				Instances: config.Instances{Min: tc.inst, Max: tc.inst, IdleTimeout: time.Minute}}
-			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{},
 				budget: NewBudget(1000, 1<<40, 1<<40), flow: make(chan struct{}, 1)}
 			p.ver.Store(&modVersion{m: mod})
 			sc := make(chan struct{})

@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
+	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -47,6 +47,7 @@ type Stats struct {
 	Restarted  atomic.Int64 // records restarted because their instance was discarded while they waited
 	Borrowed   atomic.Int64 // instances borrowed above the tasks' minimums (records waited)
 	Released   atomic.Int64 // borrowed instances given back after instances.idle_timeout without a record
+	HeldBack   atomic.Int64 // times the poll loop waited because no task took more records (backpressure)
 	// ForgedHeaders counts wasmstream.* headers not believed: any on an
 	// input topic, malformed ones on a retry topic (scheduler/headers.go).
 	ForgedHeaders atomic.Int64
@@ -70,6 +71,7 @@ type Snapshot struct {
 	Restarted  int64
 	Borrowed   int64 // instances borrowed because records waited
 	Released   int64 // instances given back after instances.idle_timeout without a record
+	HeldBack   int64 // times polling waited because no task took more records (backpressure)
 	// Transactions committed and aborted (exactly_once pipelines).
 	TxnCommitted int64
 	TxnAborted   int64
@@ -114,47 +116,70 @@ type Pipeline struct {
 
 	budget        *Budget
 	instanceBytes int64 // memory an instance reserves in the budget
-	// secondary marks a retry pipeline: it consumes the retry topics of the
-	// pipeline pc describes, holds each record until it is due, and takes the
-	// attempt number from the record's headers.
-	secondary bool
+	// role: a primary pipeline, or a primary's retry tier (role.go).
+	role role
+	// retry is a primary's retry tier (nil: none, or this is one).
+	retry     *Pipeline
 	retryable map[string]bool // fault kinds retried
 	// async is set once any version of the module starts asynchronous
 	// operations; a deploy (admin API goroutine) sets it while workers read it.
 	async atomic.Bool
 	// asyncSize is async.max_in_flight: auto's controller (nil: the fixed
 	// bound).
-	asyncSize *asyncSizer
+	asyncSize *sizing.Async
 	tracer    *tracing.Tracer // nil: tracing off
 	metrics   *Metrics        // nil: no metrics
 	flow      chan struct{}
+	// awaiting is set while the poll loop waits for a task to take records
+	// (awaitDemand): finishing records then signals demandCh.
+	awaiting atomic.Bool
+	demandCh chan struct{}
 
+	// commit makes outcomes durable and commits offsets: offset commits
+	// or transactions, by the guarantee (commit.go).
+	commit committer
+
+	// Goroutines and shutdown: the poll loop (committer.run) ends when
+	// pollCancel is called and closes pollDone; the flow and commit loops
+	// end when quit is closed and are waited for with wg; bg owns the rest.
 	pollCancel context.CancelFunc
 	pollDone   chan struct{}
-	stopCommit chan struct{}
-	wg         sync.WaitGroup // committer and tasks
+	quit       chan struct{}
+	wg         sync.WaitGroup
+	bg         background
 	stopped    atomic.Bool
 
-	// Exactly once (txn.go).
-	eos          bool
-	sess         *kgo.GroupTransactSession
-	txnID        string
-	txnGate      sync.RWMutex // held shared by releases, exclusively by a cut
-	txnErr       atomic.Pointer[error]
-	released     atomic.Int64 // records released since the last cut
-	revokedSince atomic.Bool  // partitions revoked or lost since the last cut
-	pollStop     atomic.Pointer[context.CancelFunc]
-	failed       atomic.Bool
-	onFail       func(error)
+	failed atomic.Bool
+	onFail func(error)
 }
 
-// NewPipeline creates the pipeline's client; Start begins consuming.
-func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budget *Budget, brokers []string, log *slog.Logger, extra ...kgo.Opt) (*Pipeline, error) {
+// pipelineDeps is what a pipeline is built from besides its config.
+type pipelineDeps struct {
+	cfg     *config.Config
+	budget  *Budget
+	brokers []string
+	log     *slog.Logger
+	tracer  *tracing.Tracer // nil: tracing off
+	onFail  func(error)     // told of an error the pipeline cannot recover from
+	role    role
+	// version is the module version the pipeline starts with: a primary's
+	// retry tier shares its primary's, so that retiring it waits for both.
+	version *modVersion
+}
+
+// newPipeline creates the pipeline and its client, whole; Start begins
+// consuming.
+func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeline, error) {
+	cfg, mod, log := d.cfg, d.version.m, d.log
 	p := &Pipeline{
-		budget: budget,
+		budget: d.budget,
+		role:   d.role,
+		tracer: d.tracer,
+		onFail: d.onFail,
 		// An instance reserves its linear memory and its tables at their bounds.
 		instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 		flow:          make(chan struct{}, 1),
+		demandCh:      make(chan struct{}, 1),
 		retryable:     map[string]bool{},
 		cfg:           cfg,
 		pc:            pc,
@@ -162,12 +187,12 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		group:         cfg.GroupID(pc),
 		tasks:         map[tp]*task{},
 		pollDone:      make(chan struct{}),
-		stopCommit:    make(chan struct{}),
+		quit:          make(chan struct{}),
 	}
 	if pc.Async.AutoInFlight {
-		p.asyncSize = newAsyncSizer(pc.Async.MaxInFlight)
+		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight)
 	}
-	p.ver.Store(&modVersion{m: mod})
+	p.ver.Store(d.version)
 	sc := make(chan struct{})
 	p.swapCh.Store(&sc)
 	p.async.Store(mod.Info().Async)
@@ -179,7 +204,7 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 		reset = kgo.NewOffset().AtEnd()
 	}
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(brokers...),
+		kgo.SeedBrokers(d.brokers...),
 		kgo.ClientID(cfg.Kafka.ClientID),
 		kgo.ConsumerGroup(p.group),
 		kgo.ConsumeResetOffset(reset),
@@ -199,24 +224,23 @@ func NewPipeline(cfg *config.Config, pc *config.Pipeline, mod *host.Module, budg
 	}
 	opts = append(opts, extra...)
 	if pc.Guarantee == config.ExactlyOnce {
-		p.eos = true
-		p.txnID = pc.Transactions.ID
-		if p.txnID == "" {
-			p.txnID = p.group + "." + cfg.Host.ID
+		x := &transactions{p: p, txnID: pc.Transactions.ID}
+		if x.txnID == "" {
+			x.txnID = p.group + "." + cfg.Host.ID
 		}
-		opts = append(opts, kgo.TransactionalID(p.txnID), kgo.TransactionTimeout(pc.Transactions.Timeout), kgo.RequireStableFetchOffsets())
+		opts = append(opts, kgo.TransactionalID(x.txnID), kgo.TransactionTimeout(pc.Transactions.Timeout), kgo.RequireStableFetchOffsets())
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 		}
-		p.sess, p.cl = sess, sess.Client()
+		x.sess, p.cl, p.commit = sess, sess.Client(), x
 		return p, nil
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 	}
-	p.cl = cl
+	p.cl, p.commit = cl, offsetCommits{p}
 	return p, nil
 }
 
@@ -230,16 +254,7 @@ func (p *Pipeline) Start() {
 	p.cl.AddConsumeTopics(p.pc.Inputs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.pollCancel = cancel
-	if p.eos {
-		go p.txnLoop(ctx)
-		p.wg.Add(1)
-		go p.flowLoop()
-		return
-	}
-	go p.pollLoop(ctx)
-	p.wg.Add(2)
-	go p.commitLoop()
-	go p.flowLoop()
+	go p.commit.run(ctx) // owned through pollCancel and pollDone
 }
 
 func (p *Pipeline) signalFlow() {
@@ -259,7 +274,7 @@ func (p *Pipeline) flowLoop() {
 	defer tick.Stop()
 	for {
 		select {
-		case <-p.stopCommit:
+		case <-p.quit:
 			return
 		case <-p.flow:
 		case <-tick.C:
@@ -273,23 +288,74 @@ func (p *Pipeline) flowLoop() {
 	}
 }
 
-// pollLoop fetches records and hands each partition's records to its task.
-// With BlockRebalanceOnPoll no rebalance runs between a poll and
-// AllowRebalance, so a batch is never dispatched to a task that was revoked
-// after the poll returned it.
-func (p *Pipeline) pollLoop(ctx context.Context) {
-	defer close(p.pollDone)
-	var lastErr time.Time
-	for {
-		fetches := p.cl.PollRecords(ctx, 10000)
-		if fetches.IsClientClosed() || ctx.Err() != nil {
-			p.cl.AllowRebalance()
-			return
+// awaitDemand is the pipeline's backpressure (RATIONALE.md, "Backpressure"):
+// it returns once a poll has a taker — some task is under its bounds, and
+// the host under host.max_in_flight — and false when ctx ends first. While
+// nobody takes records the loop simply does not poll: the client keeps the
+// fetch it buffered (one per broker) and sends no other, so nothing is
+// dropped and nothing is fetched twice, and the next poll returns at once.
+// Only when some tasks take records and others are full are the full ones
+// paused, so that the polls for the others do not grow them.
+func (p *Pipeline) awaitDemand(ctx context.Context) bool {
+	tick := (*time.Ticker)(nil)
+	defer func() {
+		p.awaiting.Store(false)
+		if tick != nil {
+			tick.Stop()
 		}
-		p.logFetchErrors(fetches, &lastErr)
-		p.dispatch(fetches)
-		p.cl.AllowRebalance()
+	}()
+	for {
+		if want, full := p.demand(); want {
+			for _, t := range full {
+				t.pauseIfFull()
+			}
+			return true
+		}
+		if tick == nil {
+			// The host-wide bound can clear without this pipeline finishing
+			// anything: look again every 10 ms besides the signals.
+			tick = time.NewTicker(10 * time.Millisecond)
+			p.awaiting.Store(true)
+			p.stats.HeldBack.Add(1)
+			continue // a record may have finished before awaiting was set
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-p.demandCh:
+		case <-tick.C:
+		}
 	}
+}
+
+// signalDemand wakes awaitDemand (a record finished while it waits).
+func (p *Pipeline) signalDemand() {
+	select {
+	case p.demandCh <- struct{}{}:
+	default:
+	}
+}
+
+// demand reports whether a poll has a taker, and which tasks are full (to
+// be paused if one has). Without tasks (not assigned yet) it polls: records
+// of newly assigned partitions come only with a poll.
+func (p *Pipeline) demand() (want bool, full []*task) {
+	if p.budget.overInFlight() {
+		return false, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.tasks) == 0 {
+		return true, nil
+	}
+	for _, t := range p.tasks {
+		if t.wantsRecords() {
+			want = true
+		} else {
+			full = append(full, t)
+		}
+	}
+	return want, full
 }
 
 // logFetchErrors logs fetch errors, at most one every 5 s (lastErr); a
@@ -340,7 +406,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 			t := newTask(p, topic, part, skips[k])
 			p.tasks[k] = t
 			t.start()
-			p.log.Debug("partition assigned", "topic", topic, "partition", part, "skip", skips[k].count())
+			p.log.Debug("partition assigned", "topic", topic, "partition", part, "skip", skips[k].Count())
 		}
 	}
 }
@@ -348,9 +414,9 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 // doneSets reads the group's committed offsets for the assigned partitions
 // and decodes the done offsets recorded above them, so the new task skips
 // them. Failure to read them costs duplicates, not correctness.
-func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*doneSet {
-	out := map[tp]*doneSet{}
-	if !*p.cfg.Kafka.RecordDoneOffsets || p.eos {
+func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*offsets.DoneSet {
+	out := map[tp]*offsets.DoneSet{}
+	if !p.commit.recordsDoneOffsets() {
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -366,9 +432,9 @@ func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) ma
 			if !ok || o.Err != nil || o.Metadata == "" {
 				continue
 			}
-			d, err := decodeDone(o.Metadata, o.At)
+			d, err := offsets.DecodeDone(o.Metadata, o.At)
 			if err != nil {
-				if err != errNotOurs {
+				if err != offsets.ErrNotOurs {
 					p.log.Warn("ignoring unreadable commit metadata", "topic", topic, "partition", part, "err", err)
 				}
 				continue
@@ -395,50 +461,31 @@ func (p *Pipeline) detach(parts map[string][]int32) []*task {
 	return out
 }
 
-// onRevoked drains the revoked partitions' tasks (in-flight records finish
-// within shutdown.drain_timeout, queued ones are left for the next owner)
-// and commits what is done before the partitions move. It also runs for
-// every partition when the pipeline leaves the group on shutdown.
+// onRevoked takes the revoked partitions' tasks away before the partitions
+// move (committer.revoked). It also runs for every partition when the
+// pipeline leaves the group on shutdown.
 func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	if p.eos {
-		p.revokeTxn(revoked)
-		return
-	}
-	tasks := p.detach(revoked)
-	if len(tasks) == 0 {
-		return
-	}
-	p.commitMu.Lock()
-	defer p.commitMu.Unlock()
-	p.drain(tasks)
-	if err := p.commitTasks(ctx, tasks); err != nil {
-		p.log.Error("commit on revoke failed; the new owner will process the uncommitted records again", "err", err)
-	}
-	for _, t := range tasks {
-		t.close()
-	}
-	for _, t := range tasks {
-		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
-	}
+	p.commit.revoked(ctx, revoked)
 }
 
-// onLost abandons the partitions: another member may already own them, so
-// nothing is committed.
+// onLost abandons partitions another member may already own
+// (committer.lost): nothing of theirs is committed.
 func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	if p.eos {
-		p.revokeTxn(lost)
+	p.commit.lost(lost)
+}
+
+// Stop shuts the pipeline down in stages: stop fetching, then the
+// committer drains the tasks, commits what is done, leaves the group and
+// closes the client (committer.stop).
+func (p *Pipeline) Stop(ctx context.Context) {
+	if !p.stopped.CompareAndSwap(false, true) {
 		return
 	}
-	tasks := p.detach(lost)
-	for _, t := range tasks {
-		t.stop()
-		t.abort()
+	if p.pollCancel != nil {
+		p.pollCancel()
+		<-p.pollDone
 	}
-	for _, t := range tasks {
-		t.waitWorkers(time.Now().Add(time.Minute))
-		t.close()
-		p.log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.topic, "partition", t.partition)
-	}
+	p.commit.stop(ctx)
 }
 
 // drain stops tasks, waits up to the drain deadline for their records in
@@ -466,134 +513,6 @@ func (p *Pipeline) drain(tasks []*task) {
 	}
 }
 
-func (p *Pipeline) commitLoop() {
-	defer p.wg.Done()
-	tick := time.NewTicker(p.cfg.Kafka.CommitInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.stopCommit:
-			return
-		case <-tick.C:
-			p.commitMu.Lock()
-			p.mu.Lock()
-			tasks := make([]*task, 0, len(p.tasks))
-			for _, t := range p.tasks {
-				tasks = append(tasks, t)
-			}
-			p.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := p.commitTasks(ctx, tasks); err != nil {
-				p.log.Warn("commit failed; will retry", "err", err)
-			}
-			cancel()
-			p.commitMu.Unlock()
-		}
-	}
-}
-
-// commitTasks commits each task's watermark, with the done offsets above it
-// in the commit metadata, if either changed. Callers hold commitMu.
-func (p *Pipeline) commitTasks(ctx context.Context, tasks []*task) error {
-	type mark struct {
-		t    *task
-		off  int64
-		meta string
-	}
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	metas := map[tp]string{}
-	var marks []mark
-	for _, t := range tasks {
-		off, epoch, above, ok := t.tr.commitPoint()
-		if !ok {
-			continue
-		}
-		var meta string
-		if *p.cfg.Kafka.RecordDoneOffsets {
-			meta, _ = encodeDone(off, above, p.cfg.Kafka.CommitMetadataMaxBytes)
-		}
-		if off == t.committed && meta == t.committedMeta {
-			continue
-		}
-		if offsets[t.topic] == nil {
-			offsets[t.topic] = map[int32]kgo.EpochOffset{}
-		}
-		offsets[t.topic][t.partition] = kgo.EpochOffset{Epoch: epoch, Offset: off}
-		metas[tp{t.topic, t.partition}] = meta
-		marks = append(marks, mark{t, off, meta})
-	}
-	if len(marks) == 0 {
-		return nil
-	}
-	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
-		for i := range req.Topics {
-			rt := &req.Topics[i]
-			for j := range rt.Partitions {
-				if m := metas[tp{rt.Topic, rt.Partitions[j].Partition}]; m != "" {
-					rt.Partitions[j].Metadata = &m
-				}
-			}
-		}
-		return nil
-	})
-	var cerr error
-	p.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			cerr = err
-			return
-		}
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				if e := kerr.ErrorForCode(rp.ErrorCode); e != nil && cerr == nil {
-					cerr = fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, e)
-				}
-			}
-		}
-	})
-	if cerr != nil {
-		return cerr
-	}
-	for _, m := range marks {
-		m.t.committed, m.t.committedMeta = m.off, m.meta
-	}
-	p.stats.Commits.Add(1)
-	return nil
-}
-
-// Stop shuts the pipeline down in stages: stop fetching; leave the group,
-// which revokes every partition (drain within shutdown.drain_timeout, then
-// commit what is done); close the client.
-func (p *Pipeline) Stop(ctx context.Context) {
-	if !p.stopped.CompareAndSwap(false, true) {
-		return
-	}
-	if p.eos {
-		p.stopTxn(ctx)
-		return
-	}
-	if p.pollCancel != nil {
-		p.pollCancel()
-		<-p.pollDone
-	}
-	if err := p.cl.LeaveGroupContext(ctx); err != nil {
-		p.log.Warn("leaving the group", "err", err)
-	}
-	// Tasks still attached (leave failed or timed out) are drained and
-	// committed here.
-	p.mu.Lock()
-	all := map[string][]int32{}
-	for k := range p.tasks {
-		all[k.topic] = append(all[k.topic], k.partition)
-	}
-	p.mu.Unlock()
-	if len(all) > 0 {
-		p.onRevoked(ctx, p.cl, all)
-	}
-	close(p.stopCommit)
-	p.wg.Wait()
-	p.cl.Close()
-}
-
 // Snapshot returns the pipeline's counters and gauges.
 func (p *Pipeline) Snapshot() Snapshot {
 	s := Snapshot{
@@ -610,13 +529,14 @@ func (p *Pipeline) Snapshot() Snapshot {
 		Restarted:  p.stats.Restarted.Load(),
 		Borrowed:   p.stats.Borrowed.Load(),
 		Released:   p.stats.Released.Load(),
+		HeldBack:   p.stats.HeldBack.Load(),
 
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),
 	}
 	if p.asyncSize != nil {
 		var reason, detail string
-		s.AsyncLimit, reason, detail = p.asyncSize.state()
+		s.AsyncLimit, reason, detail = p.asyncSize.State()
 		s.AsyncReason = reason + ": " + detail
 	}
 	var lastChange time.Time

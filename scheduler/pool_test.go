@@ -168,8 +168,8 @@ func TestDoneOffsetsSkippedAfterRestart(t *testing.T) {
 	}
 }
 
-// TestBackpressureBoundsInFlight: a slow processor with fast input pauses
-// fetching; records in flight stay within max_in_flight plus one poll.
+// TestBackpressureBoundsInFlight: a slow processor with fast input holds
+// polling back; records in flight stay within max_in_flight plus one poll.
 func TestBackpressureBoundsInFlight(t *testing.T) {
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
@@ -178,18 +178,65 @@ func TestBackpressureBoundsInFlight(t *testing.T) {
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "hash"), "in", "out", "dlq", "    max_in_flight: 100", "")
 	r := startRunner(t, cfg)
 	defer r.Stop(context.Background())
-	maxIn, paused := int64(0), false
+	maxIn, held := int64(0), int64(0)
 	kafkatest.Eventually(t, 2*time.Minute, "all done", func() bool {
 		s := r.Snapshots()[0]
 		maxIn = max(maxIn, s.InFlight)
-		paused = paused || s.Paused > 0
+		held = s.HeldBack
 		return s.Done == n
 	})
-	if !paused {
-		t.Fatal("fetching never paused")
+	if held == 0 {
+		t.Fatal("polling was never held back")
 	}
 	if maxIn > 100+10000 {
 		t.Fatalf("%d records in flight with max_in_flight 100", maxIn)
 	}
 	t.Logf("peak in flight %d (max_in_flight 100, one poll returns at most 10000)", maxIn)
+}
+
+// TestBackpressurePausesOnlyTheFullPartition: one partition's records are
+// slow, the other's fast. Polling goes on for the fast one, so the slow one's
+// task must pause its partition at its bound (max_in_flight plus one poll),
+// not grow with every poll; every record is done.
+func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	const slow, fast = 20000, 60000
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	var recs []*kgo.Record
+	for i := 0; i < slow+fast; i++ {
+		part, rounds := int32(1), "0"
+		if i < slow {
+			part, rounds = 0, "20"
+		}
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: part, Key: []byte("k"), Value: []byte(strconv.Itoa(i)),
+			Headers: []kgo.RecordHeader{{Key: "rounds", Value: []byte(rounds)}}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "hash"), "in", "out", "dlq", "    max_in_flight: 100", "")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	p := r.Pipelines()[0]
+	maxSlow, paused := 0, false
+	kafkatest.Eventually(t, 3*time.Minute, "all done", func() bool {
+		p.mu.Lock()
+		if tk := p.tasks[tp{"in", 0}]; tk != nil {
+			_, _, inFlight, _, pz := tk.counts()
+			maxSlow = max(maxSlow, inFlight)
+			paused = paused || pz
+		}
+		p.mu.Unlock()
+		return r.Snapshots()[0].Done == slow+fast
+	})
+	if !paused {
+		t.Fatal("the slow partition was never paused while the fast one was polled")
+	}
+	if maxSlow > 100+10000 {
+		t.Fatalf("the slow partition's task held %d records with max_in_flight 100", maxSlow)
+	}
+	t.Logf("slow partition: peak in flight %d (max_in_flight 100, one poll returns at most 10000)", maxSlow)
 }

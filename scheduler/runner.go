@@ -96,30 +96,27 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
 	r.budget.LimitAsync(cfg.Host.MaxAsyncInFlight, r.engine.AsyncInFlight)
 	r.budget.LimitHeldOutputs(r.engine)
+	onFail := func(err error) {
+		select {
+		case r.failed <- err:
+		default:
+		}
+	}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
-		p, err := NewPipeline(cfg, pc, r.modules[i], r.budget, r.brokers, log)
+		d := pipelineDeps{cfg: cfg, budget: r.budget, brokers: r.brokers, log: log, tracer: r.tracer, onFail: onFail,
+			role: primary{auto: pc.Instances.Auto}, version: &modVersion{m: r.modules[i]}}
+		p, err := newPipeline(pc, d)
 		if err != nil {
 			return nil, err
 		}
 		r.pipelines = append(r.pipelines, p)
 		if topics := pc.RetryTopics(); len(topics) > 0 {
-			sp, err := NewPipeline(cfg, secondaryConfig(cfg, pc, topics), r.modules[i], r.budget, r.brokers, log)
-			if err != nil {
+			d.role = retryTier{} // d.version: one version shared, retiring it waits for both
+			if p.retry, err = newPipeline(retryConfig(cfg, pc, topics), d); err != nil {
 				return nil, err
 			}
-			sp.secondary = true
-			sp.ver.Store(p.ver.Load()) // one version shared: retiring it waits for both
-			r.pipelines = append(r.pipelines, sp)
-		}
-	}
-	for _, p := range r.pipelines {
-		p.tracer = r.tracer
-		p.onFail = func(err error) {
-			select {
-			case r.failed <- err:
-			default:
-			}
+			r.pipelines = append(r.pipelines, p.retry)
 		}
 	}
 	return r, nil
@@ -130,11 +127,11 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 // with the same transactional id); the host should then stop.
 func (r *Runner) Failed() <-chan error { return r.failed }
 
-// secondaryConfig is the retry pipeline of pc: the same module, output and
+// retryConfig is the retry tier of pc: the same module, output and
 // retry policy, consuming pc's retry topics in its own group, records in
 // order of their due time on a pool that starts empty, grows while records
 // are due and shrinks when the backlog is gone (RATIONALE.md, "Retries").
-func secondaryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *config.Pipeline {
+func retryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *config.Pipeline {
 	s := *pc
 	s.Name = pc.Name + ".retry"
 	s.Group = cfg.GroupID(pc) + ".retry"
@@ -335,23 +332,20 @@ func (r *Runner) close(ctx context.Context) {
 
 // pipelineByName returns the primary pipeline named name and its retry
 // pipeline (nil when it has none).
-func (r *Runner) pipelineByName(name string) (primary, retry *Pipeline) {
+func (r *Runner) pipelineByName(name string) (*Pipeline, *Pipeline) {
 	for _, p := range r.pipelines {
-		switch {
-		case p.pc.Name == name && !p.secondary:
-			primary = p
-		case p.secondary && p.pc.Name == name+".retry":
-			retry = p
+		if p.pc.Name == name && !p.role.isRetry() {
+			return p, p.retry
 		}
 	}
-	return
+	return nil, nil
 }
 
 // PipelineNames are the configured pipelines' names.
 func (r *Runner) PipelineNames() []string {
 	var out []string
 	for _, p := range r.pipelines {
-		if !p.secondary {
+		if !p.role.isRetry() {
 			out = append(out, p.pc.Name)
 		}
 	}

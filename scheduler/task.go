@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,6 +15,9 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
+	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
+	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -43,22 +45,22 @@ type task struct {
 	p         *Pipeline
 	topic     string
 	partition int32
-	tr        tracker
-	skip      *doneSet // offsets the previous owner recorded as done
+	tr        offsets.Tracker
+	skip      *offsets.DoneSet // offsets the previous owner recorded as done
 
 	// Guarded by p.commitMu.
 	committed     int64
 	committedMeta string
 
 	mu       sync.Mutex
-	free     []*kgo.Record    // runnable, no order constraint
-	lanes    map[string]*lane // key ordering
-	single   lane             // partition ordering
-	ready    []*lane          // lanes with records waiting and none in progress
-	queued   int              // records waiting to start
-	inFlight int              // fetched, not done
-	bytes    int              // key+value bytes of records in flight
-	started  int              // started, not done
+	free     fifo.Queue[*kgo.Record] // runnable, no order constraint
+	lanes    map[string]*lane        // key ordering
+	single   lane                    // partition ordering
+	ready    fifo.Queue[*lane]       // lanes with records waiting and none in progress
+	queued   int                     // records waiting to start
+	inFlight int                     // fetched, not done
+	bytes    int                     // key+value bytes of records in flight
+	started  int                     // started, not done
 	paused   bool
 	stopping bool
 	closed   bool
@@ -73,7 +75,7 @@ type task struct {
 	kickAt    time.Time   // when kick fires (zero: not set)
 
 	// instances: auto (autosize.go); sizer is nil otherwise.
-	sizer          *poolSizer
+	sizer          *sizing.Pool
 	capped         int       // times records waited grow_after with the pool at the target, this window
 	ctlAt          time.Time // when the window began
 	ctlWait, ctlRn int64     // callWait and callRun then
@@ -101,12 +103,12 @@ type task struct {
 
 type lane struct {
 	key    string
-	q      []*kgo.Record
+	q      fifo.Queue[*kgo.Record]
 	busy   bool // a record of the lane is in progress
 	listed bool // in task.ready
 }
 
-func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
+func newTask(p *Pipeline, topic string, partition int32, skip *offsets.DoneSet) *task {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &task{p: p, topic: topic, partition: partition, skip: skip, committed: -1, ps: p.partitionStats(topic, partition),
 		stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
@@ -114,22 +116,15 @@ func newTask(p *Pipeline, topic string, partition int32, skip *doneSet) *task {
 	// and a run racing with stop finds the task stopping and does nothing.
 	t.kick = time.AfterFunc(time.Hour, t.dispatch)
 	t.kick.Stop()
-	if p.pc.Instances.Auto && !p.secondary {
-		t.sizer = newPoolSizer(p.pc.Instances.Min, p.pc.Instances.Max)
+	if p.role.selfSized() {
+		t.sizer = sizing.NewPool(p.pc.Instances.Min, p.pc.Instances.Max)
 		t.ctlAt = time.Now()
 	}
 	t.mattrs = attribute.NewSet(attribute.String("pipeline", p.pc.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
-	switch p.pc.Ordering {
-	case config.OrderKey:
+	if p.pc.Ordering == config.OrderKey {
 		t.lanes = map[string]*lane{}
-	case config.OrderPartition:
-		t.rel = &releaser{}
 	}
-	if p.eos {
-		// Outcomes enter a transaction in offset order, so that a commit
-		// covers exactly the records whose outputs it carries.
-		t.rel = &releaser{tx: t}
-	}
+	t.rel = p.commit.releaseOrder(t)
 	return t
 }
 
@@ -170,9 +165,9 @@ func (t *task) enqueue(recs []*kgo.Record) {
 	t.mu.Lock()
 	for _, r := range recs {
 		if t.skip != nil {
-			if t.skip.has(r.Offset) {
-				t.tr.add(r.Offset, r.LeaderEpoch)
-				t.tr.done(r.Offset)
+			if t.skip.Has(r.Offset) {
+				t.tr.Add(r.Offset, r.LeaderEpoch)
+				t.tr.Done(r.Offset)
 				t.p.stats.Skipped.Add(1)
 				t.ps.Skipped.Add(1)
 				if p := r.Offset + 1; p > t.position.Load() {
@@ -180,11 +175,11 @@ func (t *task) enqueue(recs []*kgo.Record) {
 				}
 				continue
 			}
-			if r.Offset >= t.skip.base+t.skip.span {
+			if r.Offset >= t.skip.End() {
 				t.skip = nil
 			}
 		}
-		t.tr.add(r.Offset, r.LeaderEpoch)
+		t.tr.Add(r.Offset, r.LeaderEpoch)
 		n++
 		nb += len(r.Key) + len(r.Value)
 		t.placeLocked(r)
@@ -195,12 +190,34 @@ func (t *task) enqueue(recs []*kgo.Record) {
 	t.p.budget.inFlight.Add(int64(n))
 	t.p.stats.Fetched.Add(int64(n))
 	t.ps.Fetched.Add(int64(n))
-	if !t.paused && (t.inFlight >= t.p.pc.MaxInFlight || t.bytes >= t.p.pc.MaxInFlightBytes || t.p.budget.overInFlight()) {
+	t.dispatchLocked()
+	t.mu.Unlock()
+}
+
+// fullLocked reports whether the task holds its bounds: max_in_flight
+// records or max_in_flight_bytes of keys and values.
+func (t *task) fullLocked() bool {
+	return t.inFlight >= t.p.pc.MaxInFlight || t.bytes >= t.p.pc.MaxInFlightBytes
+}
+
+// wantsRecords reports whether the task takes more records: it is under its
+// bounds and its partition is not paused.
+func (t *task) wantsRecords() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.stopping && !t.paused && !t.fullLocked()
+}
+
+// pauseIfFull pauses the partition's fetching when the task holds its
+// bounds (the pipeline calls it only while other tasks still take records:
+// see Pipeline.awaitDemand).
+func (t *task) pauseIfFull() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.paused && !t.stopping && t.fullLocked() {
 		t.paused = true
 		t.p.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
-	t.dispatchLocked()
-	t.mu.Unlock()
 }
 
 // placeLocked makes r runnable under the pipeline's ordering.
@@ -211,7 +228,7 @@ func (t *task) placeLocked(r *kgo.Record) {
 		ln = &t.single
 	case config.OrderKey:
 		if r.Key == nil {
-			t.free = append(t.free, r)
+			t.free.Push(r)
 			return
 		}
 		ln = t.lanes[string(r.Key)]
@@ -220,49 +237,52 @@ func (t *task) placeLocked(r *kgo.Record) {
 			t.lanes[ln.key] = ln
 		}
 	default:
-		t.free = append(t.free, r)
+		t.free.Push(r)
 		return
 	}
-	ln.q = append(ln.q, r)
+	ln.q.Push(r)
 	if !ln.busy && !ln.listed {
 		ln.listed = true
-		t.ready = append(t.ready, ln)
+		t.ready.Push(ln)
 	}
 }
 
 func (t *task) runnableLocked() bool {
-	if t.p.secondary {
-		return len(t.free) > 0 && !dueAt(t.free[0]).After(time.Now())
+	return t.freeDueLocked() || t.ready.Len() > 0
+}
+
+// freeDueLocked reports whether the oldest record without an order
+// constraint may start: under the retry tier only once it is due (records
+// of a retry topic fall due in offset order, so none after it is due
+// either).
+func (t *task) freeDueLocked() bool {
+	r, ok := t.free.Peek()
+	if !ok {
+		return false
 	}
-	return len(t.free) > 0 || len(t.ready) > 0
+	due := t.p.role.due(r)
+	return due.IsZero() || !due.After(time.Now())
 }
 
 // pickLocked takes the runnable record with the lowest offset (keeping the
 // watermark moving), or nil.
 func (t *task) pickLocked() (*kgo.Record, *lane) {
-	if t.p.secondary && !t.runnableLocked() {
-		return nil, nil // the oldest retry record is not due yet: neither is any after it
-	}
 	var lr *kgo.Record
-	if len(t.ready) > 0 {
-		lr = t.ready[0].q[0]
+	ln, _ := t.ready.Peek()
+	if ln != nil {
+		lr, _ = ln.q.Peek()
 	}
-	if len(t.free) > 0 && (lr == nil || t.free[0].Offset < lr.Offset) {
-		r := t.free[0]
-		t.free[0] = nil
-		t.free = t.free[1:]
-		return r, nil
+	if fr, ok := t.free.Peek(); ok && t.freeDueLocked() && (lr == nil || fr.Offset < lr.Offset) {
+		t.free.Pop()
+		return fr, nil
 	}
 	if lr == nil {
 		return nil, nil
 	}
-	ln := t.ready[0]
-	t.ready[0] = nil
-	t.ready = t.ready[1:]
+	t.ready.Pop()
 	ln.listed = false
 	ln.busy = true
-	ln.q[0] = nil
-	ln.q = ln.q[1:]
+	ln.q.Pop()
 	return lr, ln
 }
 
@@ -273,9 +293,9 @@ func (t *task) release(ln *lane) {
 	if ln != nil {
 		ln.busy = false
 		switch {
-		case len(ln.q) > 0:
+		case ln.q.Len() > 0:
 			ln.listed = true
-			t.ready = append(t.ready, ln)
+			t.ready.Push(ln)
 		case t.lanes != nil:
 			delete(t.lanes, ln.key)
 		}
@@ -294,7 +314,10 @@ func (t *task) stop() {
 		return
 	}
 	t.stopping = true
-	t.free, t.ready, t.lanes, t.single.q = nil, nil, nil, nil
+	t.free.Reset()
+	t.ready.Reset()
+	t.single.q.Reset()
+	t.lanes = nil
 	t.queued = 0
 	t.kick.Stop()
 	if t.paused {
@@ -345,11 +368,11 @@ func (t *task) startedPending() int {
 }
 
 // maybeResume resumes the partition's fetching once the task drained to half
-// of its bounds and the host is under its own.
+// of its bounds.
 func (t *task) maybeResume() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.paused && !t.stopping && t.inFlight <= t.p.pc.MaxInFlight/2 && t.bytes <= t.p.pc.MaxInFlightBytes/2 && !t.p.budget.overInFlight() {
+	if t.paused && !t.stopping && t.inFlight <= t.p.pc.MaxInFlight/2 && t.bytes <= t.p.pc.MaxInFlightBytes/2 {
 		t.paused = false
 		t.p.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
@@ -378,11 +401,11 @@ func (t *task) sizeState() (target int, reason, detail string, at time.Time, ok 
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sizer.target, t.sizer.reason, t.sizer.detail, t.sizer.changedAt, true
+	return t.sizer.Target, t.sizer.Reason, t.sizer.Detail, t.sizer.ChangedAt, true
 }
 
 func (t *task) finish(r *kgo.Record) {
-	if !t.tr.done(r.Offset) {
+	if !t.tr.Done(r.Offset) {
 		return
 	}
 	t.p.stats.Done.Add(1)
@@ -398,6 +421,9 @@ func (t *task) finish(r *kgo.Record) {
 	t.mu.Unlock()
 	if paused {
 		t.p.signalFlow()
+	}
+	if t.p.awaiting.Load() {
+		t.p.signalDemand()
 	}
 }
 
@@ -430,10 +456,10 @@ func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string, tr 
 		delay, tier := t.p.pc.Delay(attempt + 1)
 		hs := t.failureHeaders(r, attempt, attempt+1, f, history)
 		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, time.Now().Add(delay).UnixMilli(), 10)}) // the one header failureHeaders leaves out
-		t.produceFailure(r, t.p.pc.TierTopic(tier), hs, func(s *Stats) *atomic.Int64 { return &s.Retried }, tr, tracing.ProduceRetry, f)
+		t.p.commit.deliverFailure(t, r, t.p.pc.TierTopic(tier), hs, func(s *Stats) *atomic.Int64 { return &s.Retried }, tr, tracing.ProduceRetry, f)
 		return
 	}
-	t.produceFailure(r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), func(s *Stats) *atomic.Int64 { return &s.DeadLetter }, tr, tracing.ProduceDeadLetter, f)
+	t.p.commit.deliverFailure(t, r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), func(s *Stats) *atomic.Int64 { return &s.DeadLetter }, tr, tracing.ProduceDeadLetter, f)
 }
 
 // withTraceContext returns hs with the trace context replaced by tp and ts
@@ -460,12 +486,12 @@ func withTraceContext(hs []kgo.RecordHeader, tp, ts []byte) []kgo.RecordHeader {
 // then what internal/failhdr encodes: where it was first consumed, its error
 // history with the inline attempts and this failure appended, and
 // attemptHeader as the attempt. What r's wasmstream.* headers are believed
-// is priorOf's decision: nothing on an input topic.
+// is the role's decision (role.prior): nothing on an input topic.
 func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failure, inline []string) []kgo.RecordHeader {
 	now := time.Now().UTC()
-	st, _ := t.priorOf(r)
-	if !t.p.secondary {
-		st.FirstFailure = now
+	st, _ := t.p.role.prior(r)
+	if st.FirstFailure.IsZero() {
+		st.FirstFailure = now // on an input topic: this is the first failure
 	}
 	n := attempt - len(inline)
 	for _, e := range inline {
@@ -480,142 +506,40 @@ func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 	return failhdr.Encode(slices.Grow(hs, 12+len(st.History)), &st)
 }
 
-// produceOutputs produces a succeeded record's outputs; the record is done
-// once the broker acknowledged all of them. If one cannot be produced, the
-// record is dead-lettered instead (outputs already acknowledged stay: this is
-// at-least-once).
-// held is what the outputs count in the host's held outputs: given back once
-// the broker answered for every one of them.
-func (t *task) produceOutputs(r *kgo.Record, attempt int, outs []abi.Output, held int64, tr *tracing.Attempt) {
-	if t.p.eos {
-		t.produceOutputsTxn(r, attempt, outs, held, tr)
-		return
+// prepareOutputs makes the records j's outputs are produced as: the one
+// embedded in j for the first output, one allocation for the others.
+func (t *task) prepareOutputs(j *job) {
+	if n := len(j.outs) - 1; n > 0 {
+		more := make([]kgo.Record, n)
+		j.extra = make([]*kgo.Record, n)
+		for i := range more {
+			j.extra[i] = &more[i]
+		}
 	}
-	remaining := atomic.Int32{}
-	remaining.Store(int32(len(outs)))
-	var failed atomic.Pointer[error]
-	for i := range outs {
-		kr := t.outputRecord(&outs[i])
-		tp, ts, sent := tr.Produce(tracing.ProduceOutput, kr.Topic)
-		kr.Headers = withTraceContext(kr.Headers, tp, ts)
-		t.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
-			sent(pr.Partition, pr.Offset, err)
-			if err != nil {
-				failed.CompareAndSwap(nil, &err)
-			} else {
-				t.p.stats.Outputs.Add(1)
-				t.ps.Outputs.Add(1)
-			}
-			if remaining.Add(-1) != 0 {
-				return
-			}
-			t.p.budget.releaseOutputs(held)
-			if e := failed.Load(); e != nil {
-				// Not from inside a promise: fail produces again.
-				go t.fail(r, attempt, failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, nil, tr)
-				return
-			}
-			t.finish(r)
-			tr.End("ok", "", "")
-		})
+	for i := range j.outs {
+		t.fillOutput(j.outputRecord(i), &j.outs[i])
 	}
 }
 
-// outputRecord is the record an output is produced as.
-func (t *task) outputRecord(o *abi.Output) *kgo.Record {
+// outputRecord is the record output i of j is produced as.
+func (j *job) outputRecord(i int) *kgo.Record {
+	if i == 0 {
+		return &j.out1
+	}
+	return j.extra[i-1]
+}
+
+// fillOutput makes kr the record output o is produced as.
+func (t *task) fillOutput(kr *kgo.Record, o *abi.Output) {
 	topic := o.Topic
 	if topic == "" {
 		topic = t.p.pc.Output
 	}
-	kr := &kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Partition: o.Partition}
+	*kr = kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Partition: o.Partition}
 	if len(o.Headers) > 0 {
 		kr.Headers = make([]kgo.RecordHeader, len(o.Headers))
 		for j, h := range o.Headers {
 			kr.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
-	return kr
-}
-
-// produceOutputsTxn releases a succeeded record's outputs into the open
-// transaction (exactly_once): the record is done at once, and the
-// transaction's cut commits it only if every produce was acknowledged
-// (otherwise the transaction aborts and the record is processed again).
-func (t *task) produceOutputsTxn(r *kgo.Record, attempt int, outs []abi.Output, held int64, tr *tracing.Attempt) {
-	krs := make([]*kgo.Record, len(outs))
-	for i := range outs {
-		krs[i] = t.outputRecord(&outs[i])
-		if outputTooLarge(krs[i]) {
-			t.p.budget.releaseOutputs(held)
-			t.fail(r, attempt, failure{KindProduce, fmt.Sprintf("output %d to %s is over the %d bytes a transactional produce may carry", i, krs[i].Topic, maxOutputRecordBytes), false}, nil, tr)
-			return
-		}
-	}
-	remaining := atomic.Int32{}
-	remaining.Store(int32(len(krs)))
-	for _, kr := range krs {
-		tp, ts, sent := tr.Produce(tracing.ProduceOutput, kr.Topic)
-		kr.Headers = withTraceContext(kr.Headers, tp, ts)
-		t.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
-			sent(pr.Partition, pr.Offset, err)
-			if remaining.Add(-1) == 0 {
-				t.p.budget.releaseOutputs(held)
-			}
-			if err != nil {
-				t.p.txnFailed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
-				return
-			}
-			t.p.stats.Outputs.Add(1)
-			t.ps.Outputs.Add(1)
-		})
-	}
-	t.finish(r)
-	tr.End("ok", "", "")
-}
-
-// produceFailure produces r's failure copy (retry or dead letter) to topic;
-// r is done once that is acknowledged. A failed produce is retried with
-// backoff until it succeeds or the pipeline stops (r then stays uncommitted):
-// a failed record is never dropped.
-func (t *task) produceFailure(r *kgo.Record, topic string, hs []kgo.RecordHeader, counter func(*Stats) *atomic.Int64, tr *tracing.Attempt, kind string, f failure) {
-	t.p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", topic)
-	if t.p.eos {
-		// Into the open transaction, like outputs (produceOutputsTxn).
-		tp, ts, sent := tr.Produce(kind, topic)
-		fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(hs, tp, ts), Partition: -1}
-		t.p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
-			sent(pr.Partition, pr.Offset, err)
-			if err != nil {
-				t.p.txnFailed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, topic, err))
-				return
-			}
-			counter(&t.p.stats).Add(1) // on acknowledgement, as outputs are
-			counter(t.ps).Add(1)
-		})
-		t.finish(r)
-		tr.End(kind, f.kind, f.msg)
-		return
-	}
-	var attempt func(backoff time.Duration)
-	attempt = func(backoff time.Duration) {
-		tp, ts, sent := tr.Produce(kind, topic)
-		fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(hs, tp, ts), Partition: -1}
-		t.p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
-			sent(pr.Partition, pr.Offset, err)
-			if err == nil {
-				counter(&t.p.stats).Add(1)
-				counter(t.ps).Add(1)
-				t.finish(r)
-				tr.End(kind, f.kind, f.msg)
-				return
-			}
-			if t.p.stopped.Load() {
-				t.p.log.Error("producing a failed record during shutdown failed; it stays uncommitted", "to", topic, "offset", r.Offset, "err", err)
-				return
-			}
-			t.p.log.Error("producing a failed record failed; retrying", "to", topic, "offset", r.Offset, "err", err, "backoff", backoff)
-			time.AfterFunc(backoff, func() { attempt(min(backoff*2, 30*time.Second)) })
-		})
-	}
-	attempt(time.Second)
 }

@@ -3,10 +3,14 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // Exactly once (RATIONALE.md, "Exactly once").
@@ -38,12 +42,36 @@ import (
 // instead, and its input takes the retry/dead-letter path.
 const maxOutputRecordBytes = 1_000_000
 
-// txnLoop is the exactly_once poll loop: it fetches, dispatches, and cuts a
+// transactions is the exactly_once committer (commit.go).
+type transactions struct {
+	p     *Pipeline
+	sess  *kgo.GroupTransactSession
+	txnID string
+	// gate is held shared by releases, exclusively by a cut (lock order:
+	// gate, then Pipeline.commitMu, then Pipeline.mu).
+	gate         sync.RWMutex
+	err          atomic.Pointer[error] // the first produce error of the open transaction
+	released     atomic.Int64          // records released since the last cut
+	revokedSince atomic.Bool           // partitions revoked or lost since the last cut
+	pollStop     atomic.Pointer[context.CancelFunc]
+}
+
+// releaseOrder: every ordering keeps one under exactly_once, so that
+// outcomes enter a transaction in offset order and a commit covers exactly
+// the records whose outputs it carries.
+func (x *transactions) releaseOrder(*task) *releaser { return &releaser{tx: x} }
+func (*transactions) recordsDoneOffsets() bool       { return false }
+func (*transactions) dropKeepsPlace() bool           { return true }
+
+// run is the exactly_once poll loop: it fetches, dispatches, and cuts a
 // transaction whenever one is due. Polling and ending a transaction never
 // overlap (franz-go requires it).
-func (p *Pipeline) txnLoop(ctx context.Context) {
+func (x *transactions) run(ctx context.Context) {
+	p := x.p
+	p.wg.Add(1)
+	go p.flowLoop()
 	defer close(p.pollDone)
-	if err := p.sess.Begin(); err != nil {
+	if err := x.sess.Begin(); err != nil {
 		p.fail(fmt.Errorf("pipeline %s: beginning a transaction: %w", p.pc.Name, err))
 		return
 	}
@@ -52,22 +80,30 @@ func (p *Pipeline) txnLoop(ctx context.Context) {
 	var lastErr time.Time
 	for {
 		pctx, cancel := context.WithDeadline(ctx, next)
-		p.pollStop.Store(&cancel)
-		if p.released.Load() >= int64(p.pc.Transactions.MaxRecords) {
+		x.pollStop.Store(&cancel)
+		if x.released.Load() >= int64(p.pc.Transactions.MaxRecords) {
 			cancel() // a cut is due already
 		}
-		fetches := p.cl.PollRecords(pctx, 10000)
-		p.pollStop.Store(nil)
+		polled := p.awaitDemand(pctx) // false at the cut's deadline: no poll
+		var fetches kgo.Fetches
+		if polled {
+			fetches = p.cl.PollRecords(pctx, 10000)
+		}
+		x.pollStop.Store(nil)
 		cancel()
 		if fetches.IsClientClosed() || ctx.Err() != nil {
-			p.cl.AllowRebalance()
+			if polled {
+				p.cl.AllowRebalance()
+			}
 			return
 		}
-		p.logFetchErrors(fetches, &lastErr)
-		p.dispatch(fetches)
-		p.cl.AllowRebalance()
-		if !time.Now().Before(next) || p.released.Load() >= int64(p.pc.Transactions.MaxRecords) {
-			if !p.cut(false) {
+		if polled {
+			p.logFetchErrors(fetches, &lastErr)
+			p.dispatch(fetches)
+			p.cl.AllowRebalance()
+		}
+		if !time.Now().Before(next) || x.released.Load() >= int64(p.pc.Transactions.MaxRecords) {
+			if !x.cut(false) {
 				return
 			}
 			next = time.Now().Add(interval)
@@ -75,46 +111,46 @@ func (p *Pipeline) txnLoop(ctx context.Context) {
 	}
 }
 
-// released counts a record released into the open transaction and, at
-// transactions.max_records, ends the poll in progress so the loop cuts.
-func (p *Pipeline) countReleased() {
-	if p.released.Add(1) == int64(p.pc.Transactions.MaxRecords) {
-		if c := p.pollStop.Load(); c != nil {
+// countReleased counts a record released into the open transaction and,
+// at transactions.max_records, ends the poll in progress so the loop cuts.
+func (x *transactions) countReleased() {
+	if x.released.Add(1) == int64(x.p.pc.Transactions.MaxRecords) {
+		if c := x.pollStop.Load(); c != nil {
 			(*c)()
 		}
 	}
 }
 
-// txnFailed makes the open transaction abort at its cut.
-func (p *Pipeline) txnFailed(err error) {
-	p.txnErr.CompareAndSwap(nil, &err)
+// failed makes the open transaction abort at its cut.
+func (x *transactions) failed(err error) {
+	x.err.CompareAndSwap(nil, &err)
 }
 
-// releaseInTxn runs a release action of t under exactly_once: while no
-// transaction is being cut, and not at all once t was cut off (its partition
-// revoked or its transaction aborted). The release queue calls it for every
-// action, so no per-record wrapper is allocated.
-func (t *task) releaseInTxn(action func()) {
-	p := t.p
-	p.txnGate.RLock()
-	defer p.txnGate.RUnlock()
+// release delivers j's outcome into the open transaction: while no
+// transaction is being cut, and not at all once j's task was cut off (its
+// partition revoked or its transaction aborted).
+func (x *transactions) release(j *job) {
+	t := j.t
+	x.gate.RLock()
+	defer x.gate.RUnlock()
 	if t.dead.Load() {
 		return
 	}
-	action()
-	p.countReleased()
+	t.deliver(j)
+	x.countReleased()
 }
 
 // cut ends the open transaction — committing each partition's watermark
 // with the outputs released since the last cut, or aborting — and, unless
 // final, begins the next. It reports false when the pipeline cannot go on
 // (its transactional producer is fenced or failed).
-func (p *Pipeline) cut(final bool) bool {
-	p.txnGate.Lock()
-	defer p.txnGate.Unlock()
+func (x *transactions) cut(final bool) bool {
+	p := x.p
+	x.gate.Lock()
+	defer x.gate.Unlock()
 	p.commitMu.Lock()
 	defer p.commitMu.Unlock()
-	released := p.released.Swap(0)
+	released := x.released.Swap(0)
 	p.mu.Lock()
 	tasks := make([]*task, 0, len(p.tasks))
 	for _, t := range p.tasks {
@@ -127,15 +163,15 @@ func (p *Pipeline) cut(final bool) bool {
 	}
 	marks := map[tp]mark{}
 	for _, t := range tasks {
-		if off, _, ok := t.tr.watermark(); ok && off != t.committed {
+		if off, _, ok := t.tr.Watermark(); ok && off != t.committed {
 			marks[tp{t.topic, t.partition}] = mark{t, off}
 		}
 	}
 	var why string
-	if e := p.txnErr.Swap(nil); e != nil {
+	if e := x.err.Swap(nil); e != nil {
 		why = "a produce in it failed: " + (*e).Error()
 	}
-	if p.revokedSince.Swap(false) {
+	if x.revokedSince.Swap(false) {
 		why = "partitions were revoked or lost since it began"
 	}
 	empty := why == "" && len(marks) == 0 && released == 0
@@ -166,7 +202,7 @@ func (p *Pipeline) cut(final bool) bool {
 		return nil
 	})
 	start := time.Now()
-	committed, err := p.sess.End(ctx, commit)
+	committed, err := x.sess.End(ctx, commit)
 	switch {
 	case committed && empty:
 		// The last, empty transaction of a shutdown: nothing was in it.
@@ -186,16 +222,16 @@ func (p *Pipeline) cut(final bool) bool {
 			}
 		}
 		p.log.Warn("transaction aborted; every partition starts over from its committed offset", "reason", why, "records", released)
-		p.restartTasks(tasks)
+		x.restartTasks(tasks)
 	}
 	if final {
 		return err == nil
 	}
-	if berr := p.sess.Begin(); berr != nil {
+	if berr := x.sess.Begin(); berr != nil {
 		if err == nil {
 			err = berr
 		}
-		p.fail(fmt.Errorf("pipeline %s: transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", p.pc.Name, p.txnID, err))
+		p.fail(fmt.Errorf("pipeline %s: transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", p.pc.Name, x.txnID, err))
 		return false
 	}
 	return true
@@ -205,7 +241,8 @@ func (p *Pipeline) cut(final bool) bool {
 // tasks for the same partitions, which franz-go has rewound to their
 // committed offsets. Called with the transaction gate held: the old tasks'
 // workers may be blocked on it, so they are waited for elsewhere.
-func (p *Pipeline) restartTasks(old []*task) {
+func (x *transactions) restartTasks(old []*task) {
+	p := x.p
 	for _, t := range old {
 		t.dead.Store(true)
 		t.stop()
@@ -222,7 +259,7 @@ func (p *Pipeline) restartTasks(old []*task) {
 		nt.start()
 	}
 	p.mu.Unlock()
-	go retire(old)
+	p.bg.Go(func() { retire(old) })
 }
 
 // retire interrupts cut-off tasks and releases their resources.
@@ -236,12 +273,13 @@ func retire(tasks []*task) {
 	}
 }
 
-// revokeTxn handles revoked or lost partitions under exactly_once: their
+// revoked handles revoked or lost partitions under exactly_once: their
 // tasks are cut off at once (the open transaction aborts at its cut, so
 // nothing they released commits) and retired in the background. It runs
 // inside franz-go's session callback, which End also waits for, so it must
 // not wait for the transaction gate.
-func (p *Pipeline) revokeTxn(parts map[string][]int32) {
+func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
+	p := x.p
 	n := 0
 	for _, ps := range parts {
 		n += len(ps)
@@ -249,23 +287,25 @@ func (p *Pipeline) revokeTxn(parts map[string][]int32) {
 	if n == 0 {
 		return
 	}
-	p.revokedSince.Store(true)
+	x.revokedSince.Store(true)
 	tasks := p.detach(parts)
 	for _, t := range tasks {
 		t.dead.Store(true)
 		t.stop()
 		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
 	}
-	go retire(tasks)
+	if !p.bg.Go(func() { retire(tasks) }) {
+		retire(tasks) // shutting down: no background work any more
+	}
 }
 
-// stopTxn shuts an exactly_once pipeline down: stop fetching, drain the
+// lost: as revoked, under exactly_once (nothing they released commits).
+func (x *transactions) lost(parts map[string][]int32) { x.revoked(context.Background(), parts) }
+
+// stop shuts an exactly_once pipeline down once fetching stopped: drain the
 // tasks, commit the last transaction, leave the group.
-func (p *Pipeline) stopTxn(ctx context.Context) {
-	if p.pollCancel != nil {
-		p.pollCancel()
-		<-p.pollDone
-	}
+func (x *transactions) stop(ctx context.Context) {
+	p := x.p
 	p.mu.Lock()
 	tasks := make([]*task, 0, len(p.tasks))
 	for _, t := range p.tasks {
@@ -273,7 +313,7 @@ func (p *Pipeline) stopTxn(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	p.drain(tasks)
-	if !p.failed.Load() && !p.cut(true) {
+	if !p.failed.Load() && !x.cut(true) {
 		p.log.Error("the last transaction did not commit; its records will be processed again by the partitions' next owner")
 	}
 	if err := p.cl.LeaveGroupContext(ctx); err != nil {
@@ -284,9 +324,10 @@ func (p *Pipeline) stopTxn(ctx context.Context) {
 		t.stop()
 		retire([]*task{t})
 	}
-	close(p.stopCommit)
+	close(p.quit)
 	p.wg.Wait()
-	p.sess.Close()
+	p.bg.Close()
+	x.sess.Close()
 }
 
 // detachAll removes every task.
@@ -320,4 +361,60 @@ func outputTooLarge(kr *kgo.Record) bool {
 		n += len(h.Key) + len(h.Value) + 8
 	}
 	return n > maxOutputRecordBytes
+}
+
+// deliverOutputs releases a succeeded record's outputs into the open
+// transaction (exactly_once): the record is done at once, and the
+// transaction's cut commits it only if every produce was acknowledged
+// (otherwise the transaction aborts and the record is processed again).
+func (x *transactions) deliverOutputs(t *task, j *job) {
+	r := j.r
+	t.prepareOutputs(j)
+	for i := range j.outs {
+		if kr := j.outputRecord(i); outputTooLarge(kr) {
+			t.p.budget.releaseOutputs(j.held)
+			t.fail(r, j.attempt, failure{KindProduce, fmt.Sprintf("output %d to %s is over the %d bytes a transactional produce may carry", i, kr.Topic, maxOutputRecordBytes), false}, nil, j.tr)
+			return
+		}
+	}
+	j.remaining.Store(int32(len(j.outs)))
+	for i := range j.outs {
+		kr := j.outputRecord(i)
+		tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
+		kr.Headers = withTraceContext(kr.Headers, tp, ts)
+		t.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
+			sent(pr.Partition, pr.Offset, err)
+			if j.remaining.Add(-1) == 0 {
+				t.p.budget.releaseOutputs(j.held)
+			}
+			if err != nil {
+				x.failed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
+				return
+			}
+			t.p.stats.Outputs.Add(1)
+			t.ps.Outputs.Add(1)
+		})
+	}
+	t.finish(r)
+	j.tr.End("ok", "", "")
+}
+
+// deliverFailure releases r's failure copy into the open transaction, like
+// outputs: r is done at once; a produce that fails aborts the transaction.
+func (x *transactions) deliverFailure(t *task, r *kgo.Record, topic string, hs []kgo.RecordHeader, count counter, tr *tracing.Attempt, kind string, f failure) {
+	p := x.p
+	p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", topic)
+	tp, ts, sent := tr.Produce(kind, topic)
+	fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(hs, tp, ts), Partition: -1}
+	p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
+		sent(pr.Partition, pr.Offset, err)
+		if err != nil {
+			x.failed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, topic, err))
+			return
+		}
+		count(&p.stats).Add(1) // on acknowledgement, as outputs are
+		count(t.ps).Add(1)
+	})
+	t.finish(r)
+	tr.End(kind, f.kind, f.msg)
 }

@@ -93,7 +93,7 @@ func TestExactlyOnceAbortStartsOver(t *testing.T) {
 	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
 	for i := 0; i < 3; i++ {
 		before := p.Snapshot().TxnAborted
-		p.txnFailed(errors.New("injected produce failure"))
+		p.commit.(*transactions).failed(errors.New("injected produce failure"))
 		kafkatest.Eventually(t, time.Minute, "the transaction aborted", func() bool { return p.Snapshot().TxnAborted > before })
 	}
 	checkOnce(t, eosCounts(t, brokers, "out", n), n)
@@ -128,7 +128,7 @@ func TestExactlyOnceAsyncPipelined(t *testing.T) {
 	defer r.Stop(context.Background())
 	p := r.Pipelines()[0]
 	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
-	p.txnFailed(errors.New("injected produce failure"))
+	p.commit.(*transactions).failed(errors.New("injected produce failure"))
 	rd := kafkatest.NewReader(t, brokers, "out")
 	rd.ReadUntil(t, 2*time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n })
 	rd.ReadFor(500 * time.Millisecond)

@@ -14,23 +14,63 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
-// job is one record on a worker, across its inline attempts.
+// job is one record's hand-off from a worker to its release: it carries
+// the record across its inline attempts, then its verdict — what its outcome
+// releases — through the partition's release order (releaser) to the
+// producer, and is the Context of its output records, so that one static
+// callback (outputAcked) finds it when the broker answers. One allocation
+// carries a record from its first call to its last acknowledgement.
 type job struct {
+	t       *task
 	r       *kgo.Record
 	ln      *lane // held until the record is decided (key ordering) or has started (partition)
 	ar      abi.Record
 	attempt int
 	history []string  // inline retries
-	slot    *slot     // its place in the partition's release order
 	due     time.Time // when an inline retry is due
 	lost    int       // restarts after its instance was discarded under it
 	started time.Time // the current attempt's first call
 	pended  bool      // the current attempt waited on asynchronous operations
 	tr      *tracing.Attempt
+
+	// The release (set by settle, acted on by deliver).
+	ordered bool    // it has a place in the partition's release order
+	settled bool    // its verdict is set (guarded by releaser.mu when ordered)
+	verdict verdict // what its outcome releases
+	outs    []abi.Output
+	held    int64 // output bytes it holds in the host's account until acknowledged
+	fail    failure
+
+	// Producing the outputs (committer.deliverOutputs): one record embedded for the
+	// common single output, the acknowledgements still awaited, the first
+	// produce error, and the trace's per-output callbacks (tracing on).
+	out1      kgo.Record
+	extra     []*kgo.Record // outputs after the first
+	remaining atomic.Int32
+	failedErr atomic.Pointer[error]
+	sent      []func(int32, int64, error)
 }
+
+// verdict is what a decided attempt releases.
+type verdict uint8
+
+const (
+	verdictNone    verdict = iota // dropped: nothing; the record stays uncommitted
+	verdictDone                   // succeeded without outputs: done at once
+	verdictOutputs                // succeeded: done once its outputs are acknowledged
+	verdictFailed                 // failed: done once its retry or dead-letter copy is acknowledged
+)
+
+// A job is its output records' Context (kgo.Record.Context): no deadline,
+// no cancellation, no values.
+func (*job) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*job) Done() <-chan struct{}       { return nil }
+func (*job) Err() error                  { return nil }
+func (*job) Value(any) any               { return nil }
 
 // jobObserver hands guest call and operation timings to the job's trace.
 type jobObserver struct{}
@@ -74,51 +114,47 @@ func headerOf(r *kgo.Record) func(string) []byte {
 // that counts as its own failed attempt.
 const maxLostRestarts = 3
 
-// slot is a record's place in a partition's release order: under ordering
-// partition, what a record's outcome produces is released in offset order
-// even when asynchronous completions decide records out of order.
-type slot struct {
-	action func()
-	set    bool
-	held   int64 // output bytes the action gives back to the budget when it runs
-}
-
-// releaser keeps a partition's release order.
+// releaser keeps a partition's release order: under ordering partition
+// (and every ordering under exactly_once), what a record's outcome produces
+// is released in offset order even when asynchronous completions decide
+// records out of order. Each job takes its place when it starts (add) and
+// is delivered once it and every job before it are settled.
 type releaser struct {
 	mu   sync.Mutex
-	q    []*slot
-	tx   *task       // exactly_once: actions run through tx.releaseInTxn
-	gone func(int64) // set by abandon: gives back the held bytes of later settles
+	q    fifo.Queue[*job]
+	tx   *transactions // exactly_once: deliveries run through tx.release
+	gone func(int64)   // set by abandon: gives back the held bytes of later settles
 }
 
-func (rl *releaser) add() *slot {
-	s := &slot{}
+func (rl *releaser) add(j *job) {
+	j.ordered = true
 	rl.mu.Lock()
-	rl.q = append(rl.q, s)
+	rl.q.Push(j)
 	rl.mu.Unlock()
-	return s
 }
 
-// settle records s's action and runs every action at the head of the order
-// that is set, in order.
-func (rl *releaser) settle(s *slot, action func()) {
+// settle marks j's verdict set and delivers every settled job at the head
+// of the order, in order.
+func (rl *releaser) settle(j *job) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if rl.gone != nil {
-		rl.gone(s.held) // the task closed: the outcome is not released
+		rl.gone(j.held) // the task closed: the outcome is not released
 		return
 	}
-	s.action, s.set = action, true
-	for len(rl.q) > 0 && rl.q[0].set {
-		h := rl.q[0]
-		rl.q[0] = nil
-		rl.q = rl.q[1:]
+	j.settled = true
+	for {
+		h, ok := rl.q.Peek()
+		if !ok || !h.settled {
+			return
+		}
+		rl.q.Pop()
 		switch {
-		case h.action == nil:
+		case h.verdict == verdictNone:
 		case rl.tx != nil:
-			rl.tx.releaseInTxn(h.action)
+			rl.tx.release(h)
 		default:
-			h.action()
+			h.t.deliver(h)
 		}
 	}
 }
@@ -130,12 +166,13 @@ func (rl *releaser) settle(s *slot, action func()) {
 func (rl *releaser) abandon(giveBack func(int64)) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	for _, s := range rl.q {
-		if s.set {
-			giveBack(s.held)
+	rl.q.Each(func(j *job) {
+		if j.settled {
+			giveBack(j.held)
 		}
-	}
-	rl.q, rl.gone = nil, giveBack
+	})
+	rl.q.Reset()
+	rl.gone = giveBack
 }
 
 // worker is one instance and the goroutine that owns it: every call into the
@@ -385,10 +422,10 @@ func (w *worker) instLimited() bool {
 	if a == nil {
 		return w.inst.AsyncInFlight() >= w.t.p.pc.Async.MaxInFlight
 	}
-	if w.inst.AsyncInFlight() < int(a.limit.Load()) {
+	if w.inst.AsyncInFlight() < int(a.Limit.Load()) {
 		return false
 	}
-	a.held.Store(true) // the limit holds the instance back: the sizer may raise it
+	a.Held.Store(true) // the limit holds the instance back: the sizer may raise it
 	return true
 }
 
@@ -562,12 +599,12 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
 	t := w.t
 	// The guest sees the record as it was first consumed, without
 	// wasmstream's headers; on an input topic those are a producer's and
-	// are not believed (priorOf).
-	prior, untrusted := t.priorOf(r)
+	// are not believed (role.prior).
+	prior, untrusted := t.p.role.prior(r)
 	if untrusted > 0 {
 		t.p.stats.ForgedHeaders.Add(int64(untrusted))
 	}
-	j := &job{r: r, ln: ln, attempt: prior.Attempt}
+	j := &job{t: t, r: r, ln: ln, attempt: prior.Attempt}
 	o := prior.Origin
 	j.ar = abi.Record{
 		Offset:    o.Offset,
@@ -586,7 +623,7 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
 		}
 	}
 	if t.rel != nil {
-		j.slot = t.rel.add()
+		t.rel.add(j)
 	}
 	return j
 }
@@ -621,7 +658,7 @@ func (w *worker) outcome(j *job, res host.Result) {
 		d := time.Since(j.started)
 		t.recordLatency(d)
 		if j.pended && t.p.asyncSize != nil {
-			t.p.asyncSize.observe(time.Now(), d)
+			t.p.asyncSize.Observe(time.Now(), d)
 		}
 		w.handled.Add(1)
 		if res.Fault() != nil {
@@ -659,16 +696,13 @@ func (w *worker) outcome(j *job, res host.Result) {
 		t.p.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
 	}
 	if res.Status == abi.StatusOK {
-		outs, attempt, tr, held := res.Outputs, j.attempt, j.tr, res.HeldBytes
-		tr.Decide(false)
-		if len(outs) == 0 {
-			t.p.budget.releaseOutputs(held)
-			w.settle(j, func() { t.finish(r); tr.End("ok", "", "") })
+		j.tr.Decide(false)
+		if len(res.Outputs) == 0 {
+			t.p.budget.releaseOutputs(res.HeldBytes)
+			w.settle(j, verdictDone)
 		} else {
-			if j.slot != nil {
-				j.slot.held = held
-			}
-			w.settle(j, func() { t.produceOutputs(r, attempt, outs, held, tr) })
+			j.outs, j.held = res.Outputs, res.HeldBytes
+			w.settle(j, verdictOutputs)
 		}
 		return
 	}
@@ -692,32 +726,49 @@ func (w *worker) outcome(j *job, res host.Result) {
 		w.retries = slices.Insert(w.retries, i, j)
 		return
 	}
-	attempt, history, tr := j.attempt, j.history, j.tr
-	tr.Decide(true)
-	w.settle(j, func() { t.fail(r, attempt, f, history, tr) })
+	j.tr.Decide(true)
+	j.fail = f
+	w.settle(j, verdictFailed)
 }
 
 // settle releases j's outcome, in partition order when that is kept, and
 // frees its lane.
-func (w *worker) settle(j *job, action func()) {
-	if j.slot != nil {
-		w.t.rel.settle(j.slot, action)
+func (w *worker) settle(j *job, v verdict) {
+	j.verdict = v
+	ln := j.ln
+	j.ln = nil // read before the release: deliver may finish j
+	if j.ordered {
+		w.t.rel.settle(j)
 	} else {
-		action()
+		w.t.deliver(j)
 	}
-	if j.ln != nil {
-		w.t.release(j.ln)
-		j.ln = nil
+	if ln != nil {
+		w.t.release(ln)
+	}
+}
+
+// deliver acts on j's verdict: the release's last step, in order where the
+// order is kept.
+func (t *task) deliver(j *job) {
+	switch j.verdict {
+	case verdictDone:
+		t.finish(j.r)
+		j.tr.End("ok", "", "")
+	case verdictOutputs:
+		t.p.commit.deliverOutputs(t, j)
+	case verdictFailed:
+		t.fail(j.r, j.attempt, j.fail, j.history, j.tr)
 	}
 }
 
 // drop gives up on j without an outcome: it stays uncommitted, and the
 // partition's next owner processes it again.
 func (t *task) drop(j *job) {
-	if j.slot != nil && !t.p.eos {
-		// Under exactly_once the slot stays unsettled: nothing behind a
+	if j.ordered && !t.p.commit.dropKeepsPlace() {
+		// Under exactly_once its place stays unsettled: nothing behind a
 		// record that is not done may enter a transaction.
-		t.rel.settle(j.slot, nil)
+		j.verdict = verdictNone
+		t.rel.settle(j)
 	}
 	t.mu.Lock()
 	t.started--

@@ -1,4 +1,4 @@
-package scheduler
+package offsets
 
 import (
 	"math/rand"
@@ -22,11 +22,11 @@ func TestDoneMetaRoundTrip(t *testing.T) {
 		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, n := encodeDone(100, tc.done, 4000)
+			s, n := EncodeDone(100, tc.done, 4000)
 			if n != len(tc.done) || len(s) > 4000 {
 				t.Fatalf("covered %d of %d, %d bytes", n, len(tc.done), len(s))
 			}
-			d, err := decodeDone(s, 100)
+			d, err := DecodeDone(s, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,12 +35,12 @@ func TestDoneMetaRoundTrip(t *testing.T) {
 				want[o] = true
 			}
 			for o := int64(90); o < tc.done[len(tc.done)-1]+10; o++ {
-				if d.has(o) != want[o] {
-					t.Fatalf("offset %d: has=%v want %v", o, d.has(o), want[o])
+				if d.Has(o) != want[o] {
+					t.Fatalf("offset %d: has=%v want %v", o, d.Has(o), want[o])
 				}
 			}
-			if d.count() != len(tc.done) {
-				t.Fatalf("count %d", d.count())
+			if d.Count() != len(tc.done) {
+				t.Fatalf("count %d", d.Count())
 			}
 		})
 	}
@@ -82,26 +82,26 @@ func TestDoneMetaAdversarial(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			done := gen()
 			for _, budget := range []int{4096 - 100, 1024, 64} {
-				s, n := encodeDone(0, done, budget)
+				s, n := EncodeDone(0, done, budget)
 				if len(s) > budget {
 					t.Fatalf("budget %d: %d bytes", budget, len(s))
 				}
 				if n == 0 {
 					continue
 				}
-				d, err := decodeDone(s, 0)
+				d, err := DecodeDone(s, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if d.count() != n {
-					t.Fatalf("budget %d: decoded %d done offsets, encoder said %d", budget, d.count(), n)
+				if d.Count() != n {
+					t.Fatalf("budget %d: decoded %d done offsets, encoder said %d", budget, d.Count(), n)
 				}
 				for _, o := range done[:n] {
-					if !d.has(o) {
+					if !d.Has(o) {
 						t.Fatalf("offset %d lost", o)
 					}
 				}
-				if n < len(done) && d.has(done[n]) {
+				if n < len(done) && d.Has(done[n]) {
 					t.Fatal("claims an offset past what it covers")
 				}
 				t.Logf("budget %d: %d bytes cover %d of %d done offsets", budget, len(s), n, len(done))
@@ -111,29 +111,29 @@ func TestDoneMetaAdversarial(t *testing.T) {
 }
 
 func TestDoneMetaRejects(t *testing.T) {
-	s, _ := encodeDone(100, []int64{102}, 4000)
-	if _, err := decodeDone(s, 101); err == nil {
+	s, _ := EncodeDone(100, []int64{102}, 4000)
+	if _, err := DecodeDone(s, 101); err == nil {
 		t.Fatal("metadata for another offset accepted")
 	}
-	if _, err := decodeDone("something else", 100); err != errNotOurs {
+	if _, err := DecodeDone("something else", 100); err != ErrNotOurs {
 		t.Fatalf("foreign metadata: %v", err)
 	}
 	for _, bad := range []string{"ws1.", "ws1.!!!", "ws1.AQ", "ws1.Av___w"} {
-		if _, err := decodeDone(bad, 0); err == nil {
+		if _, err := DecodeDone(bad, 0); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
 	}
 }
 
 func FuzzDecodeDone(f *testing.F) {
-	s, _ := encodeDone(7, []int64{9, 10, 20}, 4000)
+	s, _ := EncodeDone(7, []int64{9, 10, 20}, 4000)
 	f.Add(s[len(doneMetaPrefix):], int64(7))
 	f.Fuzz(func(t *testing.T, body string, base int64) {
-		d, err := decodeDone(doneMetaPrefix+body, base)
+		d, err := DecodeDone(doneMetaPrefix+body, base)
 		if err != nil || d == nil {
 			return
 		}
-		if d.has(base) {
+		if d.Has(base) {
 			t.Fatal("committed offset decoded as done")
 		}
 		if d.span > maxDecodedSpan {

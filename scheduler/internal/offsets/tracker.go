@@ -1,11 +1,11 @@
-package scheduler
+package offsets
 
 import (
 	"sort"
 	"sync"
 )
 
-// tracker holds, for one partition, every fetched record that is not yet
+// Tracker holds, for one partition, every fetched record that is not yet
 // done, in offset order, and computes the commit watermark: the offset of the
 // first record not done (Kafka's "next offset to consume"). Only done records
 // move the watermark, so a commit never covers a record whose outcome is not
@@ -13,10 +13,10 @@ import (
 //
 // Records are added in offset order (one fetch stream per partition) but may
 // be marked done in any order. Safe for concurrent use.
-type tracker struct {
+type Tracker struct {
 	mu      sync.Mutex
 	live    int          // entries not done
-	entries []trackEntry // entries[head:] are live, offsets increasing
+	entries []entry // entries[head:] are live, offsets increasing
 	head    int
 	// next is the watermark when every live entry is done: one past the
 	// highest offset seen; valid when seen.
@@ -25,22 +25,22 @@ type tracker struct {
 	seen      bool
 }
 
-type trackEntry struct {
+type entry struct {
 	offset int64
 	epoch  int32
 	done   bool
 }
 
-// add records that offset was fetched.
-func (t *tracker) add(offset int64, epoch int32) {
+// Add records that offset was fetched.
+func (t *Tracker) Add(offset int64, epoch int32) {
 	t.mu.Lock()
-	t.entries = append(t.entries, trackEntry{offset: offset, epoch: epoch})
+	t.entries = append(t.entries, entry{offset: offset, epoch: epoch})
 	t.live++
 	t.mu.Unlock()
 }
 
-// done marks offset done and reports whether it was tracked.
-func (t *tracker) done(offset int64) bool {
+// Done marks offset done and reports whether it was tracked.
+func (t *Tracker) Done(offset int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	live := t.entries[t.head:]
@@ -64,25 +64,25 @@ func (t *tracker) done(offset int64) bool {
 	return true
 }
 
-// watermark returns the offset to commit (the first offset not done) with the
+// Watermark returns the offset to commit (the first offset not done) with the
 // leader epoch of the last done record, and false when nothing is done yet.
-func (t *tracker) watermark() (offset int64, epoch int32, ok bool) {
+func (t *Tracker) Watermark() (offset int64, epoch int32, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.next, t.nextEpoch, t.seen
 }
 
-// pending is the number of tracked records not yet done.
-func (t *tracker) pending() int {
+// Pending is the number of tracked records not yet done.
+func (t *Tracker) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.live
 }
 
-// commitPoint returns what to commit: the watermark (the first offset not
+// CommitPoint returns what to commit: the watermark (the first offset not
 // done) with the leader epoch of the record before it (-1 if unknown), and
 // the done offsets above it, ascending. ok is false when nothing was fetched.
-func (t *tracker) commitPoint() (offset int64, epoch int32, doneAbove []int64, ok bool) {
+func (t *Tracker) CommitPoint() (offset int64, epoch int32, doneAbove []int64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	live := t.entries[t.head:]

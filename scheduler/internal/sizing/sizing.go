@@ -1,4 +1,8 @@
-package scheduler
+// Package sizing holds the controllers of self-sizing pools: Pool chooses a
+// partition task's instances (instances: auto), Async the asynchronous
+// operations in flight per instance (async.max_in_flight: auto). Both are
+// pure: fed with measurements, tested without a broker.
+package sizing
 
 import (
 	"fmt"
@@ -13,8 +17,8 @@ import (
 // Self-sizing (RATIONALE.md, "Self-sizing pools"): two controllers, pure
 // types fed with measurements so that they can be tested without a broker.
 //
-//   - poolSizer chooses a partition task's maximum instances (instances:
-//     auto) every poolWindow, from whether records waited for an instance
+//   - Pool chooses a partition task's maximum instances (instances:
+//     auto) every Window, from whether records waited for an instance
 //     while the pool was at that maximum (queueing) and from how long its
 //     guest calls waited for a core against how long they ran. It is AIMD
 //     with a dead band: +1 while records queue and calls do not wait for a
@@ -31,12 +35,12 @@ import (
 //     service that became slower for good is re-learnt within that span
 //     without the baseline creeping up with the controller's own queueing.
 
-// Tuning of poolSizer.
+// Tuning of Pool.
 const (
-	poolWindow      = 250 * time.Millisecond // one decision per window...
-	poolMinWindow   = 50 * time.Millisecond  // ...or sooner, once records waited at the target poolEarly times
-	poolEarly       = 2                      // (and poolEarlyCalls calls per instance were accounted)
-	poolEarlyCalls  = 2
+	Window      = 250 * time.Millisecond // one decision per window...
+	MinWindow   = 50 * time.Millisecond  // ...or sooner, once records waited at the target Early times
+	Early       = 2                      // (and EarlyCalls calls per instance were accounted)
+	EarlyCalls  = 2
 	poolCoreGrow    = 0.10             // grow only while calls wait for a core less than this share of their time
 	poolCoreShrink  = 0.30             // shrink when they wait more
 	poolCeilingHold = 30 * time.Second // after a cut, the size cut from is not tried again for this long
@@ -44,71 +48,71 @@ const (
 
 // Reasons for a size change, as the metrics' reason attribute gives them.
 const (
-	reasonStart       = "start"
-	reasonQueueing    = "queueing"        // records waited for an instance with the pool at its target
-	reasonCores       = "core_contention" // calls waited for a core: more instances cannot run
-	reasonIdle        = "idle"            // instances retired after idle_timeout: the target follows
-	reasonLatencyOK   = "latency_at_baseline"
-	reasonLatencyRise = "latency_rise"
-	reasonProbe       = "baseline_probe" // the limit halved for a moment to re-measure the latency baseline
-	reasonRebase      = "baseline_reset" // at the minimum and still slow: the service itself is slower
+	ReasonStart       = "start"
+	ReasonQueueing    = "queueing"        // records waited for an instance with the pool at its target
+	ReasonCores       = "core_contention" // calls waited for a core: more instances cannot run
+	ReasonIdle        = "idle"            // instances retired after idle_timeout: the target follows
+	ReasonLatencyOK   = "latency_at_baseline"
+	ReasonLatencyRise = "latency_rise"
+	ReasonProbe       = "baseline_probe" // the limit halved for a moment to re-measure the latency baseline
+	ReasonRebase      = "baseline_reset" // at the minimum and still slow: the service itself is slower
 )
 
-// poolSample is what a task measured over one window.
-type poolSample struct {
-	capped    int           // times records waited grow_after with the pool at its target
-	wait, run time.Duration // its guest calls' wait for a core, and their run time
-	workers   int           // its live workers at the end of the window
-	warm      int           // those of them whose instance is created
+// Sample is what a task measured over one window.
+type Sample struct {
+	Capped    int           // times records waited grow_after with the pool at its target
+	Wait, Run time.Duration // its guest calls' wait for a core, and their run time
+	Workers   int           // its live workers at the end of the window
+	Warm      int           // those of them whose instance is created
 }
 
-// poolSizer is a task's instances: auto controller.
-type poolSizer struct {
+// Pool is a task's instances: auto controller.
+type Pool struct {
 	min, max     int // the target's bounds
-	target       int
+	Target       int       // the most instances the task may have now
 	ceiling      int       // not grown to while before ceilingUntil
 	ceilingUntil time.Time // zero: no ceiling
-	reason       string    // why target last changed
-	detail       string    // the same, with its figures (status line)
-	changedAt    time.Time
+	Reason       string    // why Target last changed
+	Detail       string    // the same, with its figures (status line)
+	ChangedAt    time.Time
 	changes      int64 // changes in all
 }
 
-func newPoolSizer(min, max int) *poolSizer {
-	return &poolSizer{min: min, max: max, target: min, reason: reasonStart, detail: "start at instances.min"}
+func NewPool(min, max int) *Pool {
+	return &Pool{min: min, max: max, Target: min, Reason: ReasonStart, Detail: "start at instances.min"}
 }
 
 // step takes one window's measurements and moves the target; it reports
 // whether the target changed.
-func (s *poolSizer) step(now time.Time, m poolSample) bool {
+func (s *Pool) Step(now time.Time, m Sample) bool {
 	core := 0.0
-	if m.wait+m.run > 0 {
-		core = float64(m.wait) / float64(m.wait+m.run)
+	if m.Wait+m.Run > 0 {
+		core = float64(m.Wait) / float64(m.Wait+m.Run)
 	}
 	if !s.ceilingUntil.IsZero() && now.After(s.ceilingUntil) {
 		s.ceiling, s.ceilingUntil = 0, time.Time{}
 	}
-	old := s.target
+	old := s.Target
 	switch {
-	case core > poolCoreShrink && s.target > s.min:
-		s.ceiling, s.ceilingUntil = s.target, now.Add(poolCeilingHold)
-		s.target = max(s.min, min(s.target-1, int(math.Ceil(float64(s.target)*0.75))))
-		s.set(now, reasonCores, fmt.Sprintf("calls waited for a core %.0f%% of their time", core*100))
-	case m.capped > 0 && core < poolCoreGrow && s.target < s.max && m.workers >= s.target &&
-		m.warm >= s.target && m.wait+m.run > 0 && (s.ceiling == 0 || s.target+1 < s.ceiling):
+	case core > poolCoreShrink && s.Target > s.min:
+		s.ceiling, s.ceilingUntil = s.Target, now.Add(poolCeilingHold)
+		s.Target = max(s.min, min(s.Target-1, int(math.Ceil(float64(s.Target)*0.75))))
+		s.set(now, ReasonCores, fmt.Sprintf("calls waited for a core %.0f%% of their time", core*100))
+	case m.Capped > 0 && core < poolCoreGrow && s.Target < s.max && m.Workers >= s.Target &&
+		m.Warm >= s.Target && m.Wait+m.Run > 0 && (s.ceiling == 0 || s.Target+1 < s.ceiling):
 		// Only once the last instance added runs calls: while it is being
 		// created, the others' calls do not show what it will cost them.
-		s.target++
-		s.set(now, reasonQueueing, fmt.Sprintf("records waited for an instance %d time(s); calls waited for a core %.0f%% of their time", m.capped, core*100))
-	case m.capped == 0 && s.target > max(m.workers, s.min):
-		s.target = max(m.workers, s.min)
-		s.set(now, reasonIdle, "idle instances retired")
+		s.Target++
+		s.set(now, ReasonQueueing, fmt.Sprintf("records waited for an instance %d time(s); calls waited for a core %.0f%% of their time", m.Capped, core*100))
+	case m.Capped == 0 && s.Target > max(m.Workers, s.min):
+		s.Target = max(m.Workers, s.min)
+		s.set(now, ReasonIdle, "idle instances retired")
 	}
-	return s.target != old
+	return s.Target != old
 }
 
-func (s *poolSizer) set(now time.Time, reason, detail string) {
-	s.reason, s.detail, s.changedAt = reason, detail, now
+func (s *Pool) set(now time.Time, reason, detail string) {
+	s.Reason, s.Detail, s.ChangedAt = reason, detail, now
 	s.changes++
 }
 
@@ -132,7 +136,7 @@ const (
 )
 
 // latencyLimit is a pipeline's async.max_in_flight: auto controller. It is
-// not safe for concurrent use: asyncSizer wraps it.
+// not safe for concurrent use: Async wraps it.
 type latencyLimit struct {
 	min, max int
 	limit    float64
@@ -148,14 +152,14 @@ type latencyLimit struct {
 	saved   float64       // the limit before the probe
 
 	last      time.Duration // the last window's mean latency
-	reason    string
-	detail    string
-	changedAt time.Time
+	Reason    string
+	Detail    string
+	ChangedAt time.Time
 	changes   int64
 }
 
 func newLatencyLimit(min, max, initial int) *latencyLimit {
-	return &latencyLimit{min: min, max: max, limit: float64(clampInt(initial, min, max)), reason: reasonStart, detail: "start"}
+	return &latencyLimit{min: min, max: max, limit: float64(clampInt(initial, min, max)), Reason: ReasonStart, Detail: "start"}
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }
@@ -188,7 +192,7 @@ func (l *latencyLimit) observe(now time.Time, rtt time.Duration, limited bool) b
 			return false
 		}
 		l.base, l.baseAt, l.limit = mean, now, l.saved
-		l.set(now, reasonProbe, fmt.Sprintf("baseline re-measured at half the limit: %s", mean.Round(100*time.Microsecond)))
+		l.set(now, ReasonProbe, fmt.Sprintf("baseline re-measured at half the limit: %s", mean.Round(100*time.Microsecond)))
 		return l.current() != old
 	}
 	if l.base == 0 || mean < l.base {
@@ -205,59 +209,59 @@ func (l *latencyLimit) observe(now time.Time, rtt time.Duration, limited bool) b
 	case ratio > latencyShrink && old == l.min:
 		// As few in flight as allowed and still slow: the service is.
 		l.base, l.baseAt = mean, now
-		l.set(now, reasonRebase, fig(" at the minimum: the new baseline"))
+		l.set(now, ReasonRebase, fig(" at the minimum: the new baseline"))
 	case now.Sub(l.baseAt) >= baselineSpan:
 		l.saved, l.probing = l.limit, probeWindows
 		l.limit = max(float64(l.min), l.limit/2)
-		l.set(now, reasonProbe, fig(": probing the baseline at half the limit"))
+		l.set(now, ReasonProbe, fig(": probing the baseline at half the limit"))
 	case ratio > latencyShrink:
 		l.limit = max(float64(l.min), l.limit*latencyDown)
-		l.set(now, reasonLatencyRise, fig(""))
+		l.set(now, ReasonLatencyRise, fig(""))
 	case ratio <= latencyGrow && limitedWin:
 		l.limit = min(float64(l.max), max(l.limit*latencyUp, l.limit+1))
 		if l.current() != old {
-			l.set(now, reasonLatencyOK, fig(", instances at the limit"))
+			l.set(now, ReasonLatencyOK, fig(", instances at the limit"))
 		}
 	}
 	return l.current() != old
 }
 
 func (l *latencyLimit) set(now time.Time, reason, detail string) {
-	l.reason, l.detail, l.changedAt = reason, detail, now
+	l.Reason, l.Detail, l.ChangedAt = reason, detail, now
 	l.changes++
 }
 
-// asyncSizer is a pipeline's async.max_in_flight: auto: its latencyLimit,
+// Async is a pipeline's async.max_in_flight: auto: its latencyLimit,
 // fed by the workers of every task, and the limit in force for them to
 // read without a lock. mu is a leaf: taken with no other lock held.
-type asyncSizer struct {
-	limit atomic.Int64 // the operations in flight per instance
-	held  atomic.Bool  // an instance was held back by limit since the last observation
+type Async struct {
+	Limit atomic.Int64 // the operations in flight per instance
+	Held  atomic.Bool  // an instance was held back by Limit since the last observation
 
 	mu sync.Mutex
 	l  *latencyLimit
 }
 
-func newAsyncSizer(max int) *asyncSizer {
-	a := &asyncSizer{l: newLatencyLimit(1, max, config.AutoAsyncInitialInFlight)}
-	a.limit.Store(int64(a.l.current()))
+func NewAsync(max int) *Async {
+	a := &Async{l: newLatencyLimit(1, max, config.AutoAsyncInitialInFlight)}
+	a.Limit.Store(int64(a.l.current()))
 	return a
 }
 
 // observe takes the latency of a record decided after waiting on
 // asynchronous operations.
-func (a *asyncSizer) observe(now time.Time, d time.Duration) {
-	held := a.held.Swap(false)
+func (a *Async) Observe(now time.Time, d time.Duration) {
+	held := a.Held.Swap(false)
 	a.mu.Lock()
 	if a.l.observe(now, d, held) {
-		a.limit.Store(int64(a.l.current()))
+		a.Limit.Store(int64(a.l.current()))
 	}
 	a.mu.Unlock()
 }
 
 // state returns the limit and why it last changed.
-func (a *asyncSizer) state() (limit int, reason, detail string) {
+func (a *Async) State() (limit int, reason, detail string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.l.current(), a.l.reason, a.l.detail
+	return a.l.current(), a.l.Reason, a.l.Detail
 }

@@ -1,4 +1,4 @@
-package scheduler
+package sizing
 
 import (
 	"testing"
@@ -8,21 +8,21 @@ import (
 // cpuPool models a task's pool on a machine of cores cores with a backlog:
 // records always wait (capped while the pool is at its target), and n
 // instances' calls wait for a core (n-cores)/n of their time.
-func cpuPool(cores int) func(target int) poolSample {
-	return func(target int) poolSample {
-		s := poolSample{capped: 3, workers: target, warm: target, run: 100 * time.Millisecond}
+func cpuPool(cores int) func(target int) Sample {
+	return func(target int) Sample {
+		s := Sample{Capped: 3, Workers: target, Warm: target, Run: 100 * time.Millisecond}
 		if target > cores {
-			s.wait = time.Duration(float64(s.run) * float64(target-cores) / float64(cores))
+			s.Wait = time.Duration(float64(s.Run) * float64(target-cores) / float64(cores))
 		}
 		return s
 	}
 }
 
-func runPool(s *poolSizer, start time.Time, d time.Duration, model func(int) poolSample) (sizes []int, end time.Time) {
+func runPool(s *Pool, start time.Time, d time.Duration, model func(int) Sample) (sizes []int, end time.Time) {
 	now := start
-	for ; now.Sub(start) < d; now = now.Add(poolWindow) {
-		s.step(now, model(s.target))
-		sizes = append(sizes, s.target)
+	for ; now.Sub(start) < d; now = now.Add(Window) {
+		s.Step(now, model(s.Target))
+		sizes = append(sizes, s.Target)
 	}
 	return sizes, now
 }
@@ -31,7 +31,7 @@ func runPool(s *poolSizer, start time.Time, d time.Duration, model func(int) poo
 // seconds, probes 3 at most once per poolCeilingHold, and never goes
 // elsewhere.
 func TestPoolSizerConvergesOnCores(t *testing.T) {
-	s := newPoolSizer(1, 64)
+	s := NewPool(1, 64)
 	start := time.Unix(1000, 0)
 	sizes, _ := runPool(s, start, 2*time.Minute, cpuPool(2))
 	changes := 0
@@ -56,36 +56,36 @@ func TestPoolSizerConvergesOnCores(t *testing.T) {
 	if frac := float64(at2) / float64(len(sizes)-8); frac < 0.9 {
 		t.Fatalf("target 2 only %.0f%% of the time", frac*100)
 	}
-	t.Logf("%d changes; last reason %s (%s)", changes, s.reason, s.detail)
+	t.Logf("%d changes; last reason %s (%s)", changes, s.Reason, s.Detail)
 }
 
 // When calls wait for a core (another pipeline took the cores, or too many
 // partitions share them), the target backs off multiplicatively to the
 // minimum.
 func TestPoolSizerBacksOffOnCoreContention(t *testing.T) {
-	s := newPoolSizer(1, 64)
-	s.target = 16
+	s := NewPool(1, 64)
+	s.Target = 16
 	now := time.Unix(1000, 0)
 	steps := 0
-	for s.target > 1 {
-		s.step(now, poolSample{capped: 5, workers: s.target, warm: s.target, wait: 60 * time.Millisecond, run: 40 * time.Millisecond})
-		now = now.Add(poolWindow)
+	for s.Target > 1 {
+		s.Step(now, Sample{Capped: 5, Workers: s.Target, Warm: s.Target, Wait: 60 * time.Millisecond, Run: 40 * time.Millisecond})
+		now = now.Add(Window)
 		if steps++; steps > 12 {
-			t.Fatalf("target %d after %d windows of contention", s.target, steps)
+			t.Fatalf("target %d after %d windows of contention", s.Target, steps)
 		}
 	}
-	if s.reason != reasonCores {
-		t.Fatalf("reason %s", s.reason)
+	if s.Reason != ReasonCores {
+		t.Fatalf("reason %s", s.Reason)
 	}
 	// Queueing without contention grows it again, one per window, up to
 	// the bound, not past it.
-	s = newPoolSizer(2, 5)
+	s = NewPool(2, 5)
 	for i := 0; i < 20; i++ {
-		s.step(now, poolSample{capped: 1, workers: s.target, warm: s.target, run: time.Millisecond})
-		now = now.Add(poolWindow)
+		s.Step(now, Sample{Capped: 1, Workers: s.Target, Warm: s.Target, Run: time.Millisecond})
+		now = now.Add(Window)
 	}
-	if s.target != 5 || s.reason != reasonQueueing {
-		t.Fatalf("target %d (%s), want the bound 5", s.target, s.reason)
+	if s.Target != 5 || s.Reason != ReasonQueueing {
+		t.Fatalf("target %d (%s), want the bound 5", s.Target, s.Reason)
 	}
 }
 
@@ -93,30 +93,30 @@ func TestPoolSizerBacksOffOnCoreContention(t *testing.T) {
 // instances), follows it down when instances retire without queueing, and
 // never goes below the minimum.
 func TestPoolSizerFollowsThePool(t *testing.T) {
-	s := newPoolSizer(2, 64)
+	s := NewPool(2, 64)
 	now := time.Unix(1000, 0)
 	for i := 0; i < 10; i++ {
-		s.step(now, poolSample{capped: 4, workers: 3, warm: 3, run: time.Millisecond}) // the budget holds it at 3
-		now = now.Add(poolWindow)
+		s.Step(now, Sample{Capped: 4, Workers: 3, Warm: 3, Run: time.Millisecond}) // the budget holds it at 3
+		now = now.Add(Window)
 	}
-	if s.target != 4 {
-		t.Fatalf("target %d with 3 instances granted, want at most one ahead (4)", s.target)
+	if s.Target != 4 {
+		t.Fatalf("target %d with 3 instances granted, want at most one ahead (4)", s.Target)
 	}
 	// Nor ahead of the instances being created, nor on a window without a
 	// call to tell what the cores are doing.
 	s4 := *s
-	s4.step(now, poolSample{capped: 4, workers: 4, warm: 3, run: time.Millisecond})
-	s4.step(now, poolSample{capped: 4, workers: 4, warm: 4})
-	if s4.target != 4 {
-		t.Fatalf("target %d, want 4 until the fourth instance runs calls", s4.target)
+	s4.Step(now, Sample{Capped: 4, Workers: 4, Warm: 3, Run: time.Millisecond})
+	s4.Step(now, Sample{Capped: 4, Workers: 4, Warm: 4})
+	if s4.Target != 4 {
+		t.Fatalf("target %d, want 4 until the fourth instance runs calls", s4.Target)
 	}
-	s.step(now, poolSample{workers: 3})
-	if s.target != 3 || s.reason != reasonIdle {
-		t.Fatalf("target %d (%s) after the queue went", s.target, s.reason)
+	s.Step(now, Sample{Workers: 3})
+	if s.Target != 3 || s.Reason != ReasonIdle {
+		t.Fatalf("target %d (%s) after the queue went", s.Target, s.Reason)
 	}
-	s.step(now, poolSample{workers: 0})
-	if s.target != 2 {
-		t.Fatalf("target %d, want the minimum", s.target)
+	s.Step(now, Sample{Workers: 0})
+	if s.Target != 2 {
+		t.Fatalf("target %d, want the minimum", s.Target)
 	}
 }
 
@@ -140,7 +140,7 @@ func cpuKnee(service time.Duration, capacity float64) latencyModel {
 func runLimit(l *latencyLimit, now time.Time, d time.Duration, m latencyModel, limited bool) (limits []int, end time.Time) {
 	for end = now.Add(d); now.Before(end); now = now.Add(time.Millisecond) {
 		if l.observe(now, m(l.current()), limited) || now.Sub(l.winStart) == 0 {
-			if l.probing == 0 && l.reason != reasonProbe {
+			if l.probing == 0 && l.Reason != ReasonProbe {
 				limits = append(limits, l.current()) // not while it probes the baseline
 			}
 		}
@@ -166,7 +166,7 @@ func TestLatencyLimitConverges(t *testing.T) {
 	if lo < 40 || hi > 64 {
 		t.Fatalf("limit %d..%d over 30 s, want it to stay in 40..64", lo, hi)
 	}
-	t.Logf("settled at %d..%d; %s (%s)", lo, hi, l.reason, l.detail)
+	t.Logf("settled at %d..%d; %s (%s)", lo, hi, l.Reason, l.Detail)
 }
 
 // When the service becomes overloaded (its latency grows with the requests
@@ -180,8 +180,8 @@ func TestLatencyLimitBacksOff(t *testing.T) {
 	before := l.current()
 	overloaded := func(limit int) time.Duration { return 5 * time.Millisecond * time.Duration(limit) }
 	_, now = runLimit(l, now, 2*time.Second, overloaded, true)
-	if c := l.current(); c > 4 || l.reason != reasonLatencyRise {
-		t.Fatalf("limit %d (%s) 2 s after the service overloaded (from %d), want at most 4", c, l.reason, before)
+	if c := l.current(); c > 4 || l.Reason != ReasonLatencyRise {
+		t.Fatalf("limit %d (%s) 2 s after the service overloaded (from %d), want at most 4", c, l.Reason, before)
 	}
 	_, now = runLimit(l, now, 20*time.Second, overloaded, true)
 	if c := l.current(); c > 4 {

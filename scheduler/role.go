@@ -1,0 +1,88 @@
+package scheduler
+
+import (
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/failhdr"
+)
+
+// role is what a pipeline is for, and everything that differs with it
+// (RATIONALE.md, "Retries"):
+//
+//   - primary consumes the configured inputs: anyone can produce there, so
+//     no wasmstream.* header on a record is believed, and a record may start
+//     as soon as it is fetched;
+//   - retryTier consumes its primary's retry topics, in its own group, on a
+//     pool that starts empty: the host wrote the failure headers there, so
+//     they are decoded and believed, and a record starts only once it is due.
+type role interface {
+	// prior is what the host believes of r's earlier attempts, and how many
+	// of r's wasmstream.* headers it did not believe. Pure: safe from any
+	// goroutine.
+	prior(r *kgo.Record) (st failhdr.State, untrusted int)
+	// due is when r may start; zero: at once.
+	due(r *kgo.Record) time.Time
+	// selfSized reports whether the pool's size follows instances: auto.
+	selfSized() bool
+	// isRetry reports whether this is a retry tier (metrics label it).
+	isRetry() bool
+}
+
+// primary is the role of a configured pipeline.
+type primary struct{ auto bool }
+
+// prior of a record on an input topic: nothing is believed. A wasmstream.*
+// header there is a forgery (or a leftover of a record copied from a retry
+// topic); each is ignored and counted, except wasmstream.redriven.from, the
+// mark `dlq redrive` puts on what it sends back. The record is on attempt 1,
+// at its own coordinates.
+func (primary) prior(r *kgo.Record) (failhdr.State, int) {
+	untrusted := 0
+	for _, h := range r.Headers {
+		if strings.HasPrefix(h.Key, HeaderPrefix) && h.Key != HeaderRedrivenFrom {
+			untrusted++
+		}
+	}
+	return failhdr.State{Origin: ownOrigin(r), Attempt: 1}, untrusted
+}
+
+func (primary) due(*kgo.Record) time.Time { return time.Time{} }
+func (p primary) selfSized() bool         { return p.auto }
+func (primary) isRetry() bool             { return false }
+
+// retryTier is the role of a primary's retry pipeline.
+type retryTier struct{}
+
+// prior of a record on a retry topic: the host wrote its headers; they are
+// decoded, and the ones that do not decode are counted. Missing coordinates
+// fall back to r's own, a missing attempt to 2 (the first retry), a missing
+// first failure to now.
+func (retryTier) prior(r *kgo.Record) (failhdr.State, int) {
+	st, err := failhdr.Decode(r.Headers)
+	untrusted := 0
+	if es, ok := err.(failhdr.Errors); ok {
+		untrusted = len(es)
+	}
+	if failhdr.Unusable(err, HeaderOriginalTopic) || failhdr.Unusable(err, HeaderOriginalPartition) || failhdr.Unusable(err, HeaderOriginalOffset) {
+		st.Origin = ownOrigin(r) // coordinates come whole from one place
+	}
+	if st.Attempt < 2 {
+		st.Attempt = 2
+	}
+	if st.FirstFailure.IsZero() {
+		st.FirstFailure = time.Now().UTC()
+	}
+	return st, untrusted
+}
+
+// due: when the retry's attempt is due (wasmstream.retry.due); unknown: at once.
+func (retryTier) due(r *kgo.Record) time.Time { return failhdr.DueAt(r.Headers) }
+func (retryTier) selfSized() bool             { return false }
+func (retryTier) isRetry() bool               { return true }
+
+func ownOrigin(r *kgo.Record) failhdr.Origin {
+	return failhdr.Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli()}
+}
