@@ -15,7 +15,7 @@ import (
 // be marked done in any order. Safe for concurrent use.
 type Tracker struct {
 	mu      sync.Mutex
-	live    int          // entries not done
+	live    int     // entries not done
 	entries []entry // entries[head:] are live, offsets increasing
 	head    int
 	// next is the watermark when every live entry is done: one past the

@@ -37,10 +37,10 @@ import (
 
 // Tuning of Pool.
 const (
-	Window      = 250 * time.Millisecond // one decision per window...
-	MinWindow   = 50 * time.Millisecond  // ...or sooner, once records waited at the target Early times
-	Early       = 2                      // (and EarlyCalls calls per instance were accounted)
-	EarlyCalls  = 2
+	Window          = 250 * time.Millisecond // one decision per window...
+	MinWindow       = 50 * time.Millisecond  // ...or sooner, once records waited at the target Early times
+	Early           = 2                      // (and EarlyCalls calls per instance were accounted)
+	EarlyCalls      = 2
 	poolCoreGrow    = 0.10             // grow only while calls wait for a core less than this share of their time
 	poolCoreShrink  = 0.30             // shrink when they wait more
 	poolCeilingHold = 30 * time.Second // after a cut, the size cut from is not tried again for this long
@@ -68,7 +68,7 @@ type Sample struct {
 
 // Pool is a task's instances: auto controller.
 type Pool struct {
-	min, max     int // the target's bounds
+	min, max     int       // the target's bounds
 	Target       int       // the most instances the task may have now
 	ceiling      int       // not grown to while before ceilingUntil
 	ceilingUntil time.Time // zero: no ceiling
