@@ -123,51 +123,35 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			} else if p.async.Load() {
 				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, attribute.Bool("retry", p.role.isRetry()), attribute.String("reason", "fixed")))
 			}
-			p.mu.Lock()
-			tasks := make([]*task, 0, len(p.tasks))
-			for _, t := range p.tasks {
-				tasks = append(tasks, t)
-			}
-			p.mu.Unlock()
-			p.commitMu.Lock()
-			for _, t := range tasks {
-				at := metric.WithAttributes(pipe, attribute.String("topic", t.topic), attribute.Int("partition", int(t.partition)))
-				o.ObserveInt64(committed, t.committed, at)
-			}
-			p.commitMu.Unlock()
 			backlog := map[string]int64{}
-			for _, t := range tasks {
-				base := []attribute.KeyValue{pipe, attribute.String("topic", t.topic), attribute.Int("partition", int(t.partition))}
+			for _, g := range p.taskGauges(true) {
+				base := []attribute.KeyValue{pipe, attribute.String("topic", g.topic), attribute.Int("partition", int(g.partition))}
 				at := metric.WithAttributes(base...)
-				if wm, _, ok := t.tr.Watermark(); ok {
-					o.ObserveInt64(watermark, wm, at)
+				o.ObserveInt64(committed, g.committed, at)
+				if g.hasWatermark {
+					o.ObserveInt64(watermark, g.watermark, at)
 				}
-				o.ObserveInt64(lag, t.lag(), at)
-				if target, reason, _, _, ok := t.sizeState(); ok {
-					o.ObserveInt64(poolTarget, int64(target), metric.WithAttributes(append(base, attribute.String("reason", reason))...))
+				o.ObserveInt64(lag, g.lag, at)
+				if g.sized {
+					o.ObserveInt64(poolTarget, int64(g.target), metric.WithAttributes(append(base, attribute.String("reason", g.reason))...))
 				}
 				if p.role.isRetry() {
-					backlog[t.topic] += t.lag()
+					backlog[g.topic] += g.lag
 				}
-				var states [3]int64
-				t.mu.Lock()
-				o.ObserveInt64(inFlight, int64(t.inFlight), at)
-				o.ObserveInt64(queued, int64(t.queued), at)
+				o.ObserveInt64(inFlight, int64(g.inFlight), at)
+				o.ObserveInt64(queued, int64(g.queued), at)
 				pz := int64(0)
-				if t.paused {
+				if g.paused {
 					pz = 1
 				}
 				o.ObserveInt64(paused, pz, at)
-				for slot, w := range t.live {
-					st := w.state.Load()
-					states[st]++
-					wa := metric.WithAttributes(append(base, attribute.Int("slot", slot))...)
-					o.ObserveInt64(instRecords, w.handled.Load(), wa)
-					o.ObserveInt64(instFaults, w.faults.Load(), wa)
-					o.ObserveInt64(instPages, w.pages.Load(), wa)
+				for _, sg := range g.slots {
+					wa := metric.WithAttributes(append(base, attribute.Int("slot", sg.slot))...)
+					o.ObserveInt64(instRecords, sg.handled, wa)
+					o.ObserveInt64(instFaults, sg.faults, wa)
+					o.ObserveInt64(instPages, sg.pages, wa)
 				}
-				t.mu.Unlock()
-				for i, n := range states {
+				for i, n := range g.states {
 					o.ObserveInt64(instances, n, metric.WithAttributes(append(base, attribute.String("state", workerStates[i]))...))
 				}
 			}

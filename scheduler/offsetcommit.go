@@ -147,7 +147,7 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 		if *p.cfg.Kafka.RecordDoneOffsets {
 			meta, _ = offsets.EncodeDone(off, above, p.cfg.Kafka.CommitMetadataMaxBytes)
 		}
-		if off == t.committed && meta == t.committedMeta {
+		if off == t.committed.Load() && meta == t.committedMeta {
 			continue
 		}
 		if commits[t.topic] == nil {
@@ -189,7 +189,8 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 		return cerr
 	}
 	for _, m := range marks {
-		m.t.committed, m.t.committedMeta = m.off, m.meta
+		m.t.committed.Store(m.off)
+		m.t.committedMeta = m.meta
 	}
 	p.stats.Commits.Add(1)
 	return nil

@@ -225,9 +225,9 @@ func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 	kafkatest.Eventually(t, 3*time.Minute, "all done", func() bool {
 		p.mu.Lock()
 		if tk := p.tasks[tp{"in", 0}]; tk != nil {
-			_, _, inFlight, _, pz := tk.counts()
-			maxSlow = max(maxSlow, inFlight)
-			paused = paused || pz
+			g := tk.gauges(false)
+			maxSlow = max(maxSlow, g.inFlight)
+			paused = paused || g.paused
 		}
 		p.mu.Unlock()
 		return r.Snapshots()[0].Done == slow+fast

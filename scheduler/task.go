@@ -2,8 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,14 +9,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/wasmstream/wasmstream/abi"
-	"github.com/wasmstream/wasmstream/host"
-	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
-	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // task owns one assigned partition: its fetched records, its offset tracker
@@ -48,8 +42,8 @@ type task struct {
 	tr        offsets.Tracker
 	skip      *offsets.DoneSet // offsets the previous owner recorded as done
 
-	// Guarded by p.commitMu.
-	committed     int64
+	// Written under p.commitMu; committed is read by gauges without it.
+	committed     atomic.Int64
 	committedMeta string
 
 	mu       sync.Mutex
@@ -110,8 +104,9 @@ type lane struct {
 
 func newTask(p *Pipeline, topic string, partition int32, skip *offsets.DoneSet) *task {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{p: p, topic: topic, partition: partition, skip: skip, committed: -1, ps: p.partitionStats(topic, partition),
+	t := &task{p: p, topic: topic, partition: partition, skip: skip, ps: p.partitionStats(topic, partition),
 		stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
+	t.committed.Store(-1)
 	// The timer's function runs on a goroutine of its own; stop stops it,
 	// and a run racing with stop finds the task stopping and does nothing.
 	t.kick = time.AfterFunc(time.Hour, t.dispatch)
@@ -386,22 +381,51 @@ func (t *task) lag() int64 {
 	return l
 }
 
-// counts returns the task's instance and record gauges.
-func (t *task) counts() (workers, busy, inFlight, queued int, paused bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.workers, t.workers - len(t.idleW), t.inFlight, t.queued, t.paused
+// taskGauges is a task at one moment: what Pipeline.Snapshot sums and
+// metrics report, read under the task's lock in one go so that neither
+// reaches into the task's fields.
+type taskGauges struct {
+	topic     string
+	partition int32
+
+	workers, busy    int
+	inFlight, queued int
+	paused           bool
+	committed        int64 // -1: nothing committed by this owner yet
+	watermark        int64
+	hasWatermark     bool
+	lag              int64
+	states           [3]int64 // workers by state (workerIdle, workerBusy, workerAwaiting)
+	slots            []slotGauges
+	sized            bool // instances: auto; the fields below are set
+	target           int
+	reason, detail   string
+	changedAt        time.Time
 }
 
-// sizeState returns the instances: auto target and its last change; ok is
-// false with a fixed pool.
-func (t *task) sizeState() (target int, reason, detail string, at time.Time, ok bool) {
-	if t.sizer == nil {
-		return 0, "", "", time.Time{}, false
-	}
+// slotGauges is one instance of a task.
+type slotGauges struct {
+	slot                   int
+	handled, faults, pages int64
+}
+
+// gauges returns the task's gauges; withSlots adds one entry per instance.
+func (t *task) gauges(withSlots bool) taskGauges {
+	g := taskGauges{topic: t.topic, partition: t.partition, committed: t.committed.Load(), lag: t.lag()}
+	g.watermark, _, g.hasWatermark = t.tr.Watermark()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sizer.Target, t.sizer.Reason, t.sizer.Detail, t.sizer.ChangedAt, true
+	g.workers, g.busy, g.inFlight, g.queued, g.paused = t.workers, t.workers-len(t.idleW), t.inFlight, t.queued, t.paused
+	if t.sizer != nil {
+		g.sized, g.target, g.reason, g.detail, g.changedAt = true, t.sizer.Target, t.sizer.Reason, t.sizer.Detail, t.sizer.ChangedAt
+	}
+	for slot, w := range t.live {
+		g.states[w.state.Load()]++
+		if withSlots {
+			g.slots = append(g.slots, slotGauges{slot, w.handled.Load(), w.faults.Load(), w.pages.Load()})
+		}
+	}
+	return g
 }
 
 func (t *task) finish(r *kgo.Record) {
@@ -424,122 +448,5 @@ func (t *task) finish(r *kgo.Record) {
 	}
 	if t.p.awaiting.Load() {
 		t.p.signalDemand()
-	}
-}
-
-// failure says why an attempt failed and whether it may be retried.
-type failure struct {
-	kind      string
-	msg       string
-	retryable bool
-}
-
-func (t *task) classify(res *host.Result) failure {
-	if f := res.Fault(); f != nil {
-		kind := "fault." + string(f.Kind)
-		return failure{kind, res.Err.Error(), t.p.retryable[kind]}
-	}
-	if res.Status == abi.StatusFail {
-		return failure{KindGuestFail, res.Err.Error(), false}
-	}
-	return failure{KindGuestRetry, res.Err.Error(), true}
-}
-
-func historyEntry(f failure) string { return failhdr.NewEntry(0, f.kind, f.msg).Text }
-
-// fail routes a failed attempt: to the retry topic of the next attempt's
-// backoff tier when it may be retried there, otherwise to the dead-letter
-// topic. Either way r is done once that produce is acknowledged.
-func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string, tr *tracing.Attempt) {
-	rc := &t.p.pc.Retry
-	if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryTopics {
-		delay, tier := t.p.pc.Delay(attempt + 1)
-		hs := t.failureHeaders(r, attempt, attempt+1, f, history)
-		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, time.Now().Add(delay).UnixMilli(), 10)}) // the one header failureHeaders leaves out
-		t.p.commit.deliverFailure(t, r, t.p.pc.TierTopic(tier), hs, func(s *Stats) *atomic.Int64 { return &s.Retried }, tr, tracing.ProduceRetry, f)
-		return
-	}
-	t.p.commit.deliverFailure(t, r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), func(s *Stats) *atomic.Int64 { return &s.DeadLetter }, tr, tracing.ProduceDeadLetter, f)
-}
-
-// withTraceContext returns hs with the trace context replaced by tp and ts
-// (when tp is set: the record is traced; otherwise hs as it is, so that an
-// upstream trace context passes through).
-func withTraceContext(hs []kgo.RecordHeader, tp, ts []byte) []kgo.RecordHeader {
-	if tp == nil {
-		return hs
-	}
-	out := hs[:0:0]
-	for _, h := range hs {
-		if h.Key != tracing.HeaderTraceparent && h.Key != tracing.HeaderTracestate {
-			out = append(out, h)
-		}
-	}
-	out = append(out, kgo.RecordHeader{Key: tracing.HeaderTraceparent, Value: tp})
-	if ts != nil {
-		out = append(out, kgo.RecordHeader{Key: tracing.HeaderTracestate, Value: ts})
-	}
-	return out
-}
-
-// failureHeaders builds a failed record's headers: its own (not wasmstream's),
-// then what internal/failhdr encodes: where it was first consumed, its error
-// history with the inline attempts and this failure appended, and
-// attemptHeader as the attempt. What r's wasmstream.* headers are believed
-// is the role's decision (role.prior): nothing on an input topic.
-func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failure, inline []string) []kgo.RecordHeader {
-	now := time.Now().UTC()
-	st, _ := t.p.role.prior(r)
-	if st.FirstFailure.IsZero() {
-		st.FirstFailure = now // on an input topic: this is the first failure
-	}
-	n := attempt - len(inline)
-	for _, e := range inline {
-		st.History = append(st.History, failhdr.Entry{Attempt: n, Text: e})
-		n++
-	}
-	st.History = append(st.History, failhdr.NewEntry(attempt, f.kind, f.msg))
-	st.Pipeline, st.Kind, st.Error = t.p.pc.Name, f.kind, f.msg
-	st.Attempt, st.ModuleDigest, st.FailedAt = attemptHeader, t.p.Module().Info().Digest, now
-	st.Due = time.Time{}
-	hs := failhdr.Own(r.Headers)
-	return failhdr.Encode(slices.Grow(hs, 12+len(st.History)), &st)
-}
-
-// prepareOutputs makes the records j's outputs are produced as: the one
-// embedded in j for the first output, one allocation for the others.
-func (t *task) prepareOutputs(j *job) {
-	if n := len(j.outs) - 1; n > 0 {
-		more := make([]kgo.Record, n)
-		j.extra = make([]*kgo.Record, n)
-		for i := range more {
-			j.extra[i] = &more[i]
-		}
-	}
-	for i := range j.outs {
-		t.fillOutput(j.outputRecord(i), &j.outs[i])
-	}
-}
-
-// outputRecord is the record output i of j is produced as.
-func (j *job) outputRecord(i int) *kgo.Record {
-	if i == 0 {
-		return &j.out1
-	}
-	return j.extra[i-1]
-}
-
-// fillOutput makes kr the record output o is produced as.
-func (t *task) fillOutput(kr *kgo.Record, o *abi.Output) {
-	topic := o.Topic
-	if topic == "" {
-		topic = t.p.pc.Output
-	}
-	*kr = kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Partition: o.Partition}
-	if len(o.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(o.Headers))
-		for j, h := range o.Headers {
-			kr.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-		}
 	}
 }

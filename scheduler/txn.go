@@ -163,7 +163,7 @@ func (x *transactions) cut(final bool) bool {
 	}
 	marks := map[tp]mark{}
 	for _, t := range tasks {
-		if off, _, ok := t.tr.Watermark(); ok && off != t.committed {
+		if off, _, ok := t.tr.Watermark(); ok && off != t.committed.Load() {
 			marks[tp{t.topic, t.partition}] = mark{t, off}
 		}
 	}
@@ -208,7 +208,7 @@ func (x *transactions) cut(final bool) bool {
 		// The last, empty transaction of a shutdown: nothing was in it.
 	case committed:
 		for _, m := range marks {
-			m.t.committed = m.off
+			m.t.committed.Store(m.off)
 		}
 		p.stats.Commits.Add(1)
 		p.stats.TxnCommitted.Add(1)
@@ -254,7 +254,7 @@ func (x *transactions) restartTasks(old []*task) {
 			continue
 		}
 		nt := newTask(p, t.topic, t.partition, nil)
-		nt.committed = t.committed
+		nt.committed.Store(t.committed.Load())
 		p.tasks[k] = nt
 		nt.start()
 	}

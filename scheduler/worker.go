@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,63 +13,8 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
-	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
 	"github.com/wasmstream/wasmstream/tracing"
 )
-
-// job is one record's hand-off from a worker to its release: it carries
-// the record across its inline attempts, then its verdict — what its outcome
-// releases — through the partition's release order (releaser) to the
-// producer, and is the Context of its output records, so that one static
-// callback (outputAcked) finds it when the broker answers. One allocation
-// carries a record from its first call to its last acknowledgement.
-type job struct {
-	t       *task
-	r       *kgo.Record
-	ln      *lane // held until the record is decided (key ordering) or has started (partition)
-	ar      abi.Record
-	attempt int
-	history []string  // inline retries
-	due     time.Time // when an inline retry is due
-	lost    int       // restarts after its instance was discarded under it
-	started time.Time // the current attempt's first call
-	pended  bool      // the current attempt waited on asynchronous operations
-	tr      *tracing.Attempt
-
-	// The release (set by settle, acted on by deliver).
-	ordered bool    // it has a place in the partition's release order
-	settled bool    // its verdict is set (guarded by releaser.mu when ordered)
-	verdict verdict // what its outcome releases
-	outs    []abi.Output
-	held    int64 // output bytes it holds in the host's account until acknowledged
-	fail    failure
-
-	// Producing the outputs (committer.deliverOutputs): one record embedded for the
-	// common single output, the acknowledgements still awaited, the first
-	// produce error, and the trace's per-output callbacks (tracing on).
-	out1      kgo.Record
-	extra     []*kgo.Record // outputs after the first
-	remaining atomic.Int32
-	failedErr atomic.Pointer[error]
-	sent      []func(int32, int64, error)
-}
-
-// verdict is what a decided attempt releases.
-type verdict uint8
-
-const (
-	verdictNone    verdict = iota // dropped: nothing; the record stays uncommitted
-	verdictDone                   // succeeded without outputs: done at once
-	verdictOutputs                // succeeded: done once its outputs are acknowledged
-	verdictFailed                 // failed: done once its retry or dead-letter copy is acknowledged
-)
-
-// A job is its output records' Context (kgo.Record.Context): no deadline,
-// no cancellation, no values.
-func (*job) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (*job) Done() <-chan struct{}       { return nil }
-func (*job) Err() error                  { return nil }
-func (*job) Value(any) any               { return nil }
 
 // jobObserver hands guest call and operation timings to the job's trace.
 type jobObserver struct{}
@@ -113,67 +57,6 @@ func headerOf(r *kgo.Record) func(string) []byte {
 // instance was discarded while it waited (another record's fault) before
 // that counts as its own failed attempt.
 const maxLostRestarts = 3
-
-// releaser keeps a partition's release order: under ordering partition
-// (and every ordering under exactly_once), what a record's outcome produces
-// is released in offset order even when asynchronous completions decide
-// records out of order. Each job takes its place when it starts (add) and
-// is delivered once it and every job before it are settled.
-type releaser struct {
-	mu   sync.Mutex
-	q    fifo.Queue[*job]
-	tx   *transactions // exactly_once: deliveries run through tx.release
-	gone func(int64)   // set by abandon: gives back the held bytes of later settles
-}
-
-func (rl *releaser) add(j *job) {
-	j.ordered = true
-	rl.mu.Lock()
-	rl.q.Push(j)
-	rl.mu.Unlock()
-}
-
-// settle marks j's verdict set and delivers every settled job at the head
-// of the order, in order.
-func (rl *releaser) settle(j *job) {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	if rl.gone != nil {
-		rl.gone(j.held) // the task closed: the outcome is not released
-		return
-	}
-	j.settled = true
-	for {
-		h, ok := rl.q.Peek()
-		if !ok || !h.settled {
-			return
-		}
-		rl.q.Pop()
-		switch {
-		case h.verdict == verdictNone:
-		case rl.tx != nil:
-			rl.tx.release(h)
-		default:
-			h.t.deliver(h)
-		}
-	}
-}
-
-// abandon drops the outcomes still waiting for their turn when the task
-// closes (under exactly_once, behind a record that was never decided): their
-// records stay uncommitted, and the outputs they held are given back with
-// giveBack, as are those of records settled later.
-func (rl *releaser) abandon(giveBack func(int64)) {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	rl.q.Each(func(j *job) {
-		if j.settled {
-			giveBack(j.held)
-		}
-	})
-	rl.q.Reset()
-	rl.gone = giveBack
-}
 
 // worker is one instance and the goroutine that owns it: every call into the
 // instance, records and completions alike, is made from this goroutine.
@@ -729,48 +612,4 @@ func (w *worker) outcome(j *job, res host.Result) {
 	j.tr.Decide(true)
 	j.fail = f
 	w.settle(j, verdictFailed)
-}
-
-// settle releases j's outcome, in partition order when that is kept, and
-// frees its lane.
-func (w *worker) settle(j *job, v verdict) {
-	j.verdict = v
-	ln := j.ln
-	j.ln = nil // read before the release: deliver may finish j
-	if j.ordered {
-		w.t.rel.settle(j)
-	} else {
-		w.t.deliver(j)
-	}
-	if ln != nil {
-		w.t.release(ln)
-	}
-}
-
-// deliver acts on j's verdict: the release's last step, in order where the
-// order is kept.
-func (t *task) deliver(j *job) {
-	switch j.verdict {
-	case verdictDone:
-		t.finish(j.r)
-		j.tr.End("ok", "", "")
-	case verdictOutputs:
-		t.p.commit.deliverOutputs(t, j)
-	case verdictFailed:
-		t.fail(j.r, j.attempt, j.fail, j.history, j.tr)
-	}
-}
-
-// drop gives up on j without an outcome: it stays uncommitted, and the
-// partition's next owner processes it again.
-func (t *task) drop(j *job) {
-	if j.ordered && !t.p.commit.dropKeepsPlace() {
-		// Under exactly_once its place stays unsettled: nothing behind a
-		// record that is not done may enter a transaction.
-		j.verdict = verdictNone
-		t.rel.settle(j)
-	}
-	t.mu.Lock()
-	t.started--
-	t.mu.Unlock()
 }

@@ -1,0 +1,234 @@
+// The release step of a record's path (DESIGN.md): a worker decides a
+// record's outcome (its verdict) and settles its job; the job waits for its
+// turn in the partition's release order where one is kept, then deliver
+// hands it to the committer, which produces what it carries.
+package scheduler
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
+	"github.com/wasmstream/wasmstream/tracing"
+)
+
+// job is one record's hand-off from a worker to its release: it carries
+// the record across its inline attempts, then its verdict — what its outcome
+// releases — through the partition's release order (releaser) to the
+// producer, and is the Context of its output records, so that one static
+// callback (outputAcked) finds it when the broker answers. One allocation
+// carries a record from its first call to its last acknowledgement.
+type job struct {
+	t       *task
+	r       *kgo.Record
+	ln      *lane // held until the record is decided (key ordering) or has started (partition)
+	ar      abi.Record
+	attempt int
+	history []string  // inline retries
+	due     time.Time // when an inline retry is due
+	lost    int       // restarts after its instance was discarded under it
+	started time.Time // the current attempt's first call
+	pended  bool      // the current attempt waited on asynchronous operations
+	tr      *tracing.Attempt
+
+	// The release (set by settle, acted on by deliver).
+	ordered bool    // it has a place in the partition's release order
+	settled bool    // its verdict is set (guarded by releaser.mu when ordered)
+	verdict verdict // what its outcome releases
+	outs    []abi.Output
+	held    int64 // output bytes it holds in the host's account until acknowledged
+	fail    failure
+
+	// Producing the outputs (committer.deliverOutputs): one record embedded for the
+	// common single output, the acknowledgements still awaited, the first
+	// produce error, and the trace's per-output callbacks (tracing on).
+	out1      kgo.Record
+	extra     []*kgo.Record // outputs after the first
+	remaining atomic.Int32
+	failedErr atomic.Pointer[error]
+	sent      []func(int32, int64, error)
+}
+
+// verdict is what a decided attempt releases.
+type verdict uint8
+
+const (
+	verdictNone    verdict = iota // dropped: nothing; the record stays uncommitted
+	verdictDone                   // succeeded without outputs: done at once
+	verdictOutputs                // succeeded: done once its outputs are acknowledged
+	verdictFailed                 // failed: done once its retry or dead-letter copy is acknowledged
+)
+
+// A job is its output records' Context (kgo.Record.Context): no deadline,
+// no cancellation, no values.
+func (*job) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*job) Done() <-chan struct{}       { return nil }
+func (*job) Err() error                  { return nil }
+func (*job) Value(any) any               { return nil }
+
+// releaser keeps a partition's release order: under ordering partition
+// (and every ordering under exactly_once), what a record's outcome produces
+// is released in offset order even when asynchronous completions decide
+// records out of order. Each job takes its place when it starts (add) and
+// is delivered once it and every job before it are settled.
+type releaser struct {
+	mu   sync.Mutex
+	q    fifo.Queue[*job]
+	tx   *transactions // exactly_once: deliveries run through tx.release
+	gone func(int64)   // set by abandon: gives back the held bytes of later settles
+}
+
+func (rl *releaser) add(j *job) {
+	j.ordered = true
+	rl.mu.Lock()
+	rl.q.Push(j)
+	rl.mu.Unlock()
+}
+
+// settle marks j's verdict set and delivers every settled job at the head
+// of the order, in order.
+func (rl *releaser) settle(j *job) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.gone != nil {
+		rl.gone(j.held) // the task closed: the outcome is not released
+		return
+	}
+	j.settled = true
+	for {
+		h, ok := rl.q.Peek()
+		if !ok || !h.settled {
+			return
+		}
+		rl.q.Pop()
+		switch {
+		case h.verdict == verdictNone:
+		case rl.tx != nil:
+			rl.tx.release(h)
+		default:
+			h.t.deliver(h)
+		}
+	}
+}
+
+// abandon drops the outcomes still waiting for their turn when the task
+// closes (under exactly_once, behind a record that was never decided): their
+// records stay uncommitted, and the outputs they held are given back with
+// giveBack, as are those of records settled later.
+func (rl *releaser) abandon(giveBack func(int64)) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.q.Each(func(j *job) {
+		if j.settled {
+			giveBack(j.held)
+		}
+	})
+	rl.q.Reset()
+	rl.gone = giveBack
+}
+
+// settle releases j's outcome, in partition order when that is kept, and
+// frees its lane.
+func (w *worker) settle(j *job, v verdict) {
+	j.verdict = v
+	ln := j.ln
+	j.ln = nil // read before the release: deliver may finish j
+	if j.ordered {
+		w.t.rel.settle(j)
+	} else {
+		w.t.deliver(j)
+	}
+	if ln != nil {
+		w.t.release(ln)
+	}
+}
+
+// deliver acts on j's verdict: the release's last step, in order where the
+// order is kept.
+func (t *task) deliver(j *job) {
+	switch j.verdict {
+	case verdictDone:
+		t.finish(j.r)
+		j.tr.End("ok", "", "")
+	case verdictOutputs:
+		t.p.commit.deliverOutputs(t, j)
+	case verdictFailed:
+		t.fail(j.r, j.attempt, j.fail, j.history, j.tr)
+	}
+}
+
+// drop gives up on j without an outcome: it stays uncommitted, and the
+// partition's next owner processes it again.
+func (t *task) drop(j *job) {
+	if j.ordered && !t.p.commit.dropKeepsPlace() {
+		// Under exactly_once its place stays unsettled: nothing behind a
+		// record that is not done may enter a transaction.
+		j.verdict = verdictNone
+		t.rel.settle(j)
+	}
+	t.mu.Lock()
+	t.started--
+	t.mu.Unlock()
+}
+
+// prepareOutputs makes the records j's outputs are produced as: the one
+// embedded in j for the first output, one allocation for the others.
+func (t *task) prepareOutputs(j *job) {
+	if n := len(j.outs) - 1; n > 0 {
+		more := make([]kgo.Record, n)
+		j.extra = make([]*kgo.Record, n)
+		for i := range more {
+			j.extra[i] = &more[i]
+		}
+	}
+	for i := range j.outs {
+		t.fillOutput(j.outputRecord(i), &j.outs[i])
+	}
+}
+
+// outputRecord is the record output i of j is produced as.
+func (j *job) outputRecord(i int) *kgo.Record {
+	if i == 0 {
+		return &j.out1
+	}
+	return j.extra[i-1]
+}
+
+// fillOutput makes kr the record output o is produced as.
+func (t *task) fillOutput(kr *kgo.Record, o *abi.Output) {
+	topic := o.Topic
+	if topic == "" {
+		topic = t.p.pc.Output
+	}
+	*kr = kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Partition: o.Partition}
+	if len(o.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(o.Headers))
+		for j, h := range o.Headers {
+			kr.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+}
+
+// withTraceContext returns hs with the trace context replaced by tp and ts
+// (when tp is set: the record is traced; otherwise hs as it is, so that an
+// upstream trace context passes through).
+func withTraceContext(hs []kgo.RecordHeader, tp, ts []byte) []kgo.RecordHeader {
+	if tp == nil {
+		return hs
+	}
+	out := hs[:0:0]
+	for _, h := range hs {
+		if h.Key != tracing.HeaderTraceparent && h.Key != tracing.HeaderTracestate {
+			out = append(out, h)
+		}
+	}
+	out = append(out, kgo.RecordHeader{Key: tracing.HeaderTraceparent, Value: tp})
+	if ts != nil {
+		out = append(out, kgo.RecordHeader{Key: tracing.HeaderTracestate, Value: ts})
+	}
+	return out
+}
