@@ -2,6 +2,7 @@
 // is, and where a failed record goes: the retry topic of its next
 // attempt's backoff tier, or the dead-letter topic, with the failure headers
 // internal/failhdr encodes.
+
 package scheduler
 
 import (

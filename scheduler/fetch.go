@@ -1,6 +1,7 @@
 // The fetch step of a record's path (DESIGN.md): the poll loop's
 // backpressure (awaitDemand) and the hand-off of each partition's fetched
 // records to its task.
+
 package scheduler
 
 import (

@@ -2,6 +2,7 @@
 // record's outcome (its verdict) and settles its job; the job waits for its
 // turn in the partition's release order where one is kept, then deliver
 // hands it to the committer, which produces what it carries.
+
 package scheduler
 
 import (
