@@ -2,7 +2,8 @@
 // consumer-group member, runs one task per assigned partition that feeds
 // records to WebAssembly instances, produces what they emit, dead-letters
 // what fails, and commits offsets only up to records whose outcome is
-// durable. DESIGN notes live in RATIONALE.md at the repository root.
+// durable. DESIGN.md at the repository root follows a record through these
+// files; RATIONALE.md says why.
 package scheduler
 
 import (
