@@ -122,16 +122,23 @@ func hostResultRead(ctx context.Context, mod api.Module, stack []uint64) {
 	stack[0] = uint64(len(res))
 }
 
-// emit(handle, ptr, len) -> 0 | -errno
-func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
+// recordCall reads the arguments (handle, ptr, len) of the host function
+// fn, a call about the record handle names: the instance, the record's
+// state and the guest's bytes at ptr. The state is nil when handle names
+// no record the instance is processing.
+func recordCall(ctx context.Context, mod api.Module, stack []uint64, fn string) (*Instance, *recState, []byte) {
 	in := instance(ctx)
 	handle, ptr, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	if in == nil {
-		stack[0] = errno(abi.ErrnoBadHandle)
-		return
+		return nil, nil, nil
 	}
-	raw := in.read(mod, abi.ImportEmit, ptr, n)
-	st := in.current(handle)
+	b := in.read(mod, fn, ptr, n)
+	return in, in.current(handle), b
+}
+
+// emit(handle, ptr, len) -> 0 | -errno
+func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
+	in, st, raw := recordCall(ctx, mod, stack, abi.ImportEmit)
 	if st == nil {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
@@ -162,14 +169,7 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 
 // set_error(handle, ptr, len) -> 0 | -errno
 func hostSetError(ctx context.Context, mod api.Module, stack []uint64) {
-	in := instance(ctx)
-	handle, ptr, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
-	if in == nil {
-		stack[0] = errno(abi.ErrnoBadHandle)
-		return
-	}
-	msg := in.read(mod, abi.ImportSetError, ptr, n)
-	st := in.current(handle)
+	_, st, msg := recordCall(ctx, mod, stack, abi.ImportSetError)
 	if st == nil {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return

@@ -64,21 +64,32 @@ type HTTPConfig struct {
 	ConfigKey string
 }
 
+// DefaultHTTP holds the values used for HTTPConfig's zero fields: the
+// defaults of a pipeline's async.http keys (scheduler/config takes them from
+// here).
+var DefaultHTTP = HTTPConfig{
+	Timeout:          10 * time.Second,
+	ConnectTimeout:   3 * time.Second,
+	MaxResponseBytes: 1 << 20,
+	MaxRequestBytes:  1 << 20,
+	ConfigKey:        "async.http",
+}
+
 func (c HTTPConfig) withDefaults() HTTPConfig {
 	if c.Timeout <= 0 {
-		c.Timeout = 10 * time.Second
+		c.Timeout = DefaultHTTP.Timeout
 	}
 	if c.ConnectTimeout <= 0 {
-		c.ConnectTimeout = 3 * time.Second
+		c.ConnectTimeout = DefaultHTTP.ConnectTimeout
 	}
 	if c.MaxResponseBytes <= 0 {
-		c.MaxResponseBytes = 1 << 20
+		c.MaxResponseBytes = DefaultHTTP.MaxResponseBytes
 	}
 	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = 1 << 20
+		c.MaxRequestBytes = DefaultHTTP.MaxRequestBytes
 	}
 	if c.ConfigKey == "" {
-		c.ConfigKey = "async.http"
+		c.ConfigKey = DefaultHTTP.ConfigKey
 	}
 	return c
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
+	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 var demoUsers = []string{"ada", "grace", "linus", "barbara", "ken", "margaret"}
@@ -38,7 +39,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cf commonFlags
-	cf.register(fs, "config.yaml")
+	cf.register(fs, config.DefaultFile)
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	rate := fs.Float64("rate", 2, "demo input records per second, after an initial burst of 20")
 	lookupAddr := fs.String("lookup-service", "127.0.0.1:18089", "serve the demo user directory that the lookup pipeline calls here (\"\": don't)")

@@ -22,7 +22,7 @@ type adminClient struct {
 }
 
 func (c *adminFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.config, "config", "config.yaml", "config file of the host (admin.listen, admin.token_file)")
+	fs.StringVar(&c.config, "config", config.DefaultFile, "config file of the host (admin.listen, admin.token_file)")
 	fs.StringVar(&c.url, "admin", "", "admin API URL (default: http:// + the config's admin.listen)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the token (default: $WASMSTREAM_ADMIN_TOKEN, then the config's admin.token_file)")
 }

@@ -71,7 +71,7 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f dlqFlags
-	f.register(fs, "config.yaml")
+	f.register(fs, config.DefaultFile)
 	fs.StringVar(&f.pipeline, "pipeline", "", "pipeline name (default: the config's only pipeline)")
 	fs.StringVar(&f.kind, "kind", "", "only records whose error kind is KIND")
 	fs.StringVar(&f.errText, "error", "", "only records whose error contains TEXT")

@@ -61,7 +61,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cf commonFlags
-	cf.register(fs, "config.yaml")
+	cf.register(fs, config.DefaultFile)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: wasmstream run [--config config.yaml] [--brokers a:9092,b:9092] [--set key=value]...\n\nRuns every pipeline of the config until SIGINT/SIGTERM, then stops fetching,\nlets in-flight records finish (shutdown.drain_timeout), commits and leaves the group.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -76,12 +76,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	defer h.stop()
 	cfg, log, ctx, r := h.cfg, h.log, h.ctx, h.r
 	log.Info("wasmstream running", "version", version, "pipelines", len(cfg.Pipelines), "brokers", strings.Join(r.Brokers(), ","))
-	interval := cfg.Status.Interval
-	if interval == 0 {
-		interval = 10 * time.Second
-	}
 	st := newStatus(r)
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(cfg.Status.Interval)
 	defer tick.Stop()
 loop:
 	for {

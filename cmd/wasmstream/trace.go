@@ -41,10 +41,10 @@ Flags:
 func cmdTrace(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "config.yaml", "config file whose tracing.file to read")
+	cfgPath := fs.String("config", config.DefaultFile, "config file whose tracing.file to read")
 	file := fs.String("file", "", "JSON-lines span file")
 	jaeger := fs.String("jaeger", "", "Jaeger query API URL")
-	service := fs.String("service", "wasmstream", "service name in Jaeger")
+	service := fs.String("service", config.Defaults().Tracing.ServiceName, "service name in Jaeger")
 	lookback := fs.Duration("lookback", time.Hour, "how far back to search Jaeger")
 	topic := fs.String("topic", "", "topic the record was first consumed from")
 	partition := fs.Int("partition", -1, "its partition")

@@ -10,13 +10,15 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/termsafe"
+	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	pages := fs.Uint("memory-pages", uint(host.DefaultLimits.MemoryPages), "memory limit to check the module against, in 64 KiB pages (as limits.memory_pages)")
-	tables := fs.Uint("table-elements", uint(host.DefaultLimits.TableElements), "table limit to check the module against, in elements of all its tables together (as limits.table_elements)")
+	defaults := config.PipelineDefaults().Limits
+	pages := fs.Uint("memory-pages", uint(defaults.MemoryPages), "memory limit to check the module against, in 64 KiB pages (as limits.memory_pages)")
+	tables := fs.Uint("table-elements", uint(defaults.TableElements), "table limit to check the module against, in elements of all its tables together (as limits.table_elements)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: wasmstream validate [--memory-pages N] [--table-elements N] module.wasm...\n\nChecks each module against the wasmstream ABI: format, imports, exports,\nmemory minimum, initialisation and the version handshake. Prints what it\nimports and exports. Exits 1 if any module does not fit.\n\nFlags:\n")
 		fs.PrintDefaults()

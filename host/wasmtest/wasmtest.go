@@ -291,14 +291,7 @@ func BuildGoGuest(t testing.TB, dir string, buildFlags ...string) []byte {
 	cmd := exec.Command("go", append(append([]string{"build", "-buildmode=c-shared", "-o", out}, buildFlags...), ".")...)
 	cmd.Dir = filepath.Join(root, dir)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", dir, err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return buildModule(t, cmd, "build "+dir, out)
 }
 
 // BuildWat assembles the WebAssembly text file src (relative to the
@@ -311,14 +304,7 @@ func BuildWat(t testing.TB, src string) []byte {
 	}
 	out := filepath.Join(t.TempDir(), "module.wasm")
 	cmd := exec.Command("wat2wasm", "--debug-names", "-o", out, filepath.Join(RepoRoot(t), src))
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm %s: %v\n%s", src, err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return buildModule(t, cmd, "wat2wasm "+src, out)
 }
 
 // BuildCGuest builds the C guest source file src (relative to the repository
@@ -331,14 +317,7 @@ func BuildCGuest(t testing.TB, src string) []byte {
 	}
 	out := filepath.Join(t.TempDir(), "guest.wasm")
 	cmd := exec.Command("clang", "--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-o", out, filepath.Join(RepoRoot(t), src))
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("clang %s: %v\n%s", src, err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return buildModule(t, cmd, "clang "+src, out)
 }
 
 // asSDK is the AssemblyScript SDK's directory, relative to the repository root.
@@ -384,8 +363,15 @@ func BuildASGuest(t testing.TB, entry string) []byte {
 	}
 	out := filepath.Join(t.TempDir(), "guest.wasm")
 	cmd := exec.Command("node", filepath.Join(sdk, "build.mjs"), filepath.Join(root, entry), out)
+	return buildModule(t, cmd, "build "+entry, out)
+}
+
+// buildModule runs cmd, a build writing a module to out, and returns the
+// module's bytes; what names the build when it fails.
+func buildModule(t testing.TB, cmd *exec.Cmd, what, out string) []byte {
+	t.Helper()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", entry, err, b)
+		t.Fatalf("%s: %v\n%s", what, err, b)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

@@ -1,5 +1,7 @@
 package meter
 
+import "github.com/wasmstream/wasmstream/host/internal/wasmbin"
+
 // Edits of a function body, found by one decoding pass and applied by a
 // copying pass.
 const (
@@ -18,35 +20,35 @@ type edit struct {
 // fewer instructions anyway.
 const maxCost = 1 << 26
 
-func (m *module) rewriteCode(r *reader) ([]byte, error) {
-	n, err := r.count(2)
+func (m *module) rewriteCode(r *wasmbin.Reader) ([]byte, error) {
+	n, err := r.Count(2)
 	if err != nil {
 		return nil, err
 	}
 	if n != len(m.funcTypes) {
-		return nil, r.fail("%d function bodies for %d functions", n, len(m.funcTypes))
+		return nil, r.Fail("%d function bodies for %d functions", n, len(m.funcTypes))
 	}
-	out := appendU32(make([]byte, 0, r.left()+r.left()/4+64), uint32(n))
+	out := wasmbin.AppendU32(make([]byte, 0, r.Left()+r.Left()/4+64), uint32(n))
 	var fb body
 	for i := 0; i < n; i++ {
-		size, err := r.u32()
+		size, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
-		start := r.pos
-		if err := r.skip(uint64(size)); err != nil {
+		start := r.Pos
+		if err := r.Skip(uint64(size)); err != nil {
 			return nil, err
 		}
-		fb.reset(m, i, &reader{b: r.b, pos: start, end: r.pos})
+		fb.reset(m, i, &wasmbin.Reader{Buf: r.Buf, Pos: start, End: r.Pos})
 		b, err := fb.instrument()
 		if err != nil {
 			return nil, err
 		}
-		out = appendU32(out, uint32(len(b)))
+		out = wasmbin.AppendU32(out, uint32(len(b)))
 		out = append(out, b...)
 	}
-	if r.pos != r.end {
-		return nil, r.fail("code section longer than its bodies")
+	if r.Pos != r.End {
+		return nil, r.Fail("code section longer than its bodies")
 	}
 	return out, nil
 }
@@ -56,7 +58,7 @@ func (m *module) rewriteCode(r *reader) ([]byte, error) {
 type body struct {
 	m       *module
 	fn      int
-	r       *reader
+	r       *wasmbin.Reader
 	scratch uint32 // the added local
 	edits   []edit
 	loops   []uint32 // cost of each loop, in order of their headers
@@ -66,7 +68,7 @@ type body struct {
 	out     []byte
 }
 
-func (fb *body) reset(m *module, fn int, r *reader) {
+func (fb *body) reset(m *module, fn int, r *wasmbin.Reader) {
 	fb.m, fb.fn, fb.r = m, fn, r
 	fb.edits, fb.loops, fb.ctrl, fb.region = fb.edits[:0], fb.loops[:0], fb.ctrl[:0], fb.region[:0]
 	fb.entry = 0
@@ -75,14 +77,14 @@ func (fb *body) reset(m *module, fn int, r *reader) {
 func (fb *body) instrument() ([]byte, error) {
 	m, r := fb.m, fb.r
 	// Locals: the scratch local follows the parameters and declared locals.
-	declStart := r.pos
-	decls, err := r.count(2)
+	declStart := r.Pos
+	decls, err := r.Count(2)
 	if err != nil {
 		return nil, err
 	}
 	locals := uint64(m.typeParams[m.funcTypes[fb.fn]])
 	for i := 0; i < decls; i++ {
-		k, err := r.u32()
+		k, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
@@ -92,10 +94,10 @@ func (fb *body) instrument() ([]byte, error) {
 		}
 	}
 	if locals >= 1<<32-1 {
-		return nil, r.fail("function %d declares %d locals", m.funcImports+uint32(fb.fn), locals)
+		return nil, r.Fail("function %d declares %d locals", m.funcImports+uint32(fb.fn), locals)
 	}
 	fb.scratch = uint32(locals)
-	declEnd := r.pos
+	declEnd := r.Pos
 	if err := fb.decode(); err != nil {
 		return nil, err
 	}
@@ -103,31 +105,31 @@ func (fb *body) instrument() ([]byte, error) {
 	m.stats.Loops += len(fb.loops)
 
 	out := fb.out[:0]
-	out = appendU32(out, uint32(decls+1))
+	out = wasmbin.AppendU32(out, uint32(decls+1))
 	// The declarations without their count, then one i32.
-	dr := &reader{b: r.b, pos: declStart, end: declEnd}
-	dr.u32()
-	out = append(out, r.b[dr.pos:declEnd]...)
+	dr := &wasmbin.Reader{Buf: r.Buf, Pos: declStart, End: declEnd}
+	dr.U32()
+	out = append(out, r.Buf[dr.Pos:declEnd]...)
 	out = append(out, 0x01, 0x7f)
 	out = fb.appendCharge(out, fb.entry)
 	from := declEnd
 	for _, e := range fb.edits {
 		switch e.kind {
 		case editLoop:
-			out = append(out, r.b[from:e.pos]...)
+			out = append(out, r.Buf[from:e.pos]...)
 			out = fb.appendCharge(out, fb.loops[e.val])
 			from = e.pos
 		case editFunc:
-			out = append(out, r.b[from:e.pos]...)
-			out = appendU32(out, e.val)
+			out = append(out, r.Buf[from:e.pos]...)
+			out = wasmbin.AppendU32(out, e.val)
 			from = e.end
 		case editBulk:
-			out = append(out, r.b[from:e.pos]...)
+			out = append(out, r.Buf[from:e.pos]...)
 			out = fb.appendBulkCharge(out, e.val)
 			from = e.pos
 		}
 	}
-	out = append(out, r.b[from:r.end]...)
+	out = append(out, r.Buf[from:r.End]...)
 	fb.out = out
 	return out, nil
 }
@@ -135,9 +137,9 @@ func (fb *body) instrument() ([]byte, error) {
 // appendCharge appends the charge of cost units (the package comment).
 func (fb *body) appendCharge(out []byte, cost uint32) []byte {
 	m := fb.m
-	out = appendU32(append(out, 0x23), m.fuel)      // global.get $fuel
-	out = appendS32(append(out, 0x41), int32(cost)) // i32.const cost
-	out = append(out, 0x6b)                         // i32.sub
+	out = wasmbin.AppendU32(append(out, 0x23), m.fuel)      // global.get $fuel
+	out = wasmbin.AppendS32(append(out, 0x41), int32(cost)) // i32.const cost
+	out = append(out, 0x6b)                                 // i32.sub
 	return fb.appendCheck(out)
 }
 
@@ -145,11 +147,11 @@ func (fb *body) appendCharge(out []byte, cost uint32) []byte {
 // the stack, which it leaves there.
 func (fb *body) appendBulkCharge(out []byte, shift uint32) []byte {
 	m := fb.m
-	out = appendU32(append(out, 0x22), fb.scratch)   // local.tee $s
-	out = appendU32(append(out, 0x23), m.fuel)       // global.get $fuel
-	out = appendU32(append(out, 0x20), fb.scratch)   // local.get $s
-	out = appendS32(append(out, 0x41), int32(shift)) // i32.const shift
-	out = append(out, 0x76, 0x6b)                    // i32.shr_u, i32.sub
+	out = wasmbin.AppendU32(append(out, 0x22), fb.scratch)   // local.tee $s
+	out = wasmbin.AppendU32(append(out, 0x23), m.fuel)       // global.get $fuel
+	out = wasmbin.AppendU32(append(out, 0x20), fb.scratch)   // local.get $s
+	out = wasmbin.AppendS32(append(out, 0x41), int32(shift)) // i32.const shift
+	out = append(out, 0x76, 0x6b)                            // i32.shr_u, i32.sub
 	return fb.appendCheck(out)
 }
 
@@ -157,14 +159,14 @@ func (fb *body) appendBulkCharge(out []byte, shift uint32) []byte {
 // below zero.
 func (fb *body) appendCheck(out []byte) []byte {
 	m := fb.m
-	out = appendU32(append(out, 0x22), fb.scratch) // local.tee $s
-	out = appendU32(append(out, 0x24), m.fuel)     // global.set $fuel
-	out = appendU32(append(out, 0x20), fb.scratch) // local.get $s
-	out = append(out, 0x41, 0x00, 0x48)            // i32.const 0, i32.lt_s
-	out = append(out, 0x04, 0x40)                  // if
-	out = appendU32(append(out, 0x10), m.refuel)   // call $refuel
-	out = appendU32(append(out, 0x24), m.fuel)     // global.set $fuel
-	return append(out, 0x0b)                       // end
+	out = wasmbin.AppendU32(append(out, 0x22), fb.scratch) // local.tee $s
+	out = wasmbin.AppendU32(append(out, 0x24), m.fuel)     // global.set $fuel
+	out = wasmbin.AppendU32(append(out, 0x20), fb.scratch) // local.get $s
+	out = append(out, 0x41, 0x00, 0x48)                    // i32.const 0, i32.lt_s
+	out = append(out, 0x04, 0x40)                          // if
+	out = wasmbin.AppendU32(append(out, 0x10), m.refuel)   // call $refuel
+	out = wasmbin.AppendU32(append(out, 0x24), m.fuel)     // global.set $fuel
+	return append(out, 0x0b)                               // end
 }
 
 // count charges one instruction to the innermost open region.
@@ -185,11 +187,11 @@ func (fb *body) decode() error {
 	fb.ctrl = append(fb.ctrl, false)
 	fb.region = append(fb.region, -1)
 	for len(fb.ctrl) > 0 {
-		if r.pos >= r.end {
-			return r.fail("function %d: body ends inside a block", m.funcImports+uint32(fb.fn))
+		if r.Pos >= r.End {
+			return r.Fail("function %d: body ends inside a block", m.funcImports+uint32(fb.fn))
 		}
-		start := r.pos
-		op, _ := r.byte()
+		start := r.Pos
+		op, _ := r.Byte()
 		fb.count()
 		var err error
 		switch {
@@ -205,7 +207,7 @@ func (fb *body) decode() error {
 			}
 			fb.ctrl = append(fb.ctrl, true)
 			fb.region = append(fb.region, len(fb.loops))
-			fb.edits = append(fb.edits, edit{kind: editLoop, pos: r.pos, val: uint32(len(fb.loops))})
+			fb.edits = append(fb.edits, edit{kind: editLoop, pos: r.Pos, val: uint32(len(fb.loops))})
 			fb.loops = append(fb.loops, 0)
 		case op == 0x0b: // end
 			if fb.ctrl[len(fb.ctrl)-1] {
@@ -213,68 +215,68 @@ func (fb *body) decode() error {
 			}
 			fb.ctrl = fb.ctrl[:len(fb.ctrl)-1]
 		case op == 0x0c, op == 0x0d: // br, br_if
-			_, err = r.u32()
+			_, err = r.U32()
 		case op == 0x0e: // br_table
 			var n uint32
-			if n, err = r.u32(); err != nil {
+			if n, err = r.U32(); err != nil {
 				return err
 			}
 			for i := uint64(0); i <= uint64(n) && err == nil; i++ {
-				_, err = r.u32()
+				_, err = r.U32()
 			}
 		case op == 0x10, op == 0xd2: // call, ref.func
 			err = fb.funcRef()
 		case op == 0x11: // call_indirect
 			if err = fb.typeRef(); err == nil {
-				_, err = r.u32()
+				_, err = r.U32()
 			}
 		case op == 0x1c: // select t*: wazero takes one byte, 1
 			var c byte
-			if c, err = r.byte(); err == nil {
+			if c, err = r.Byte(); err == nil {
 				if c != 1 {
-					return r.fail("select with %d types", c)
+					return r.Fail("select with %d types", c)
 				}
 				err = m.valType(r)
 			}
 		case op >= 0x20 && op <= 0x22: // local.get, set, tee
-			_, err = r.u32()
+			_, err = r.U32()
 		case op == 0x23 || op == 0x24: // global.get, set
 			var g uint32
-			if g, err = r.u32(); err == nil {
+			if g, err = r.U32(); err == nil {
 				err = m.globalIndex(r, g)
 			}
 		case op == 0x25 || op == 0x26: // table.get, set
-			_, err = r.u32()
+			_, err = r.U32()
 		case op >= 0x28 && op <= 0x3e: // loads and stores
 			err = fb.memArg()
 		case op == 0x3f || op == 0x40: // memory.size, grow
 			err = fb.zeroByte()
 		case op == 0x41:
-			err = r.sleb(5)
+			err = r.SkipSigned(5)
 		case op == 0x42:
-			err = r.sleb(10)
+			err = r.SkipSigned(10)
 		case op == 0x43:
-			err = r.skip(4)
+			err = r.Skip(4)
 		case op == 0x44:
-			err = r.skip(8)
+			err = r.Skip(8)
 		case op == 0xd0: // ref.null
 			var c byte
-			if c, err = r.byte(); err == nil && c != 0x70 && c != 0x6f && c != 0x69 {
-				return r.fail("ref.null of type 0x%x (typed references are not supported)", c)
+			if c, err = r.Byte(); err == nil && c != 0x70 && c != 0x6f && c != 0x69 {
+				return r.Fail("ref.null of type 0x%x (typed references are not supported)", c)
 			}
 		case op == 0xfc:
 			err = fb.misc(start)
 		case op == 0xfd:
 			err = fb.simd()
 		default:
-			return r.fail("function %d: opcode 0x%x is not a WebAssembly 2.0 instruction", m.funcImports+uint32(fb.fn), op)
+			return r.Fail("function %d: opcode 0x%x is not a WebAssembly 2.0 instruction", m.funcImports+uint32(fb.fn), op)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if r.pos != r.end {
-		return r.fail("function %d: %d bytes after the end of its body", m.funcImports+uint32(fb.fn), r.end-r.pos)
+	if r.Pos != r.End {
+		return r.Fail("function %d: %d bytes after the end of its body", m.funcImports+uint32(fb.fn), r.End-r.Pos)
 	}
 	return nil
 }
@@ -283,7 +285,7 @@ func (fb *body) decode() error {
 // empty, a value type, a reference type with its heap type, or a type index).
 func (fb *body) blockType() error {
 	r := fb.r
-	v, err := r.s33()
+	v, err := r.S33()
 	if err != nil {
 		return err
 	}
@@ -291,38 +293,38 @@ func (fb *body) blockType() error {
 	case v == -64, v >= -5 && v <= -1, v == -16, v == -17, v == -23:
 		return nil
 	case v == -29 || v == -28: // (ref null ht), (ref ht)
-		ht, err := r.s33()
+		ht, err := r.S33()
 		if err != nil {
 			return err
 		}
 		if ht >= int64(fb.m.types) {
-			return r.fail("block type refers to type %d, but the module has %d types", ht, fb.m.types)
+			return r.Fail("block type refers to type %d, but the module has %d types", ht, fb.m.types)
 		}
 		return nil
 	case v >= 0:
 		if v >= int64(fb.m.types) {
-			return r.fail("block type %d, but the module has %d types", v, fb.m.types)
+			return r.Fail("block type %d, but the module has %d types", v, fb.m.types)
 		}
 		return nil
 	}
-	return r.fail("unknown block type %d", v)
+	return r.Fail("unknown block type %d", v)
 }
 
 func (fb *body) typeRef() error {
-	t, err := fb.r.u32()
+	t, err := fb.r.U32()
 	if err != nil {
 		return err
 	}
 	if int64(t) >= int64(fb.m.types) {
-		return fb.r.fail("call_indirect of type %d, but the module has %d types", t, fb.m.types)
+		return fb.r.Fail("call_indirect of type %d, but the module has %d types", t, fb.m.types)
 	}
 	return nil
 }
 
 func (fb *body) funcRef() error {
 	r := fb.r
-	start := r.pos
-	f, err := r.u32()
+	start := r.Pos
+	f, err := r.U32()
 	if err != nil {
 		return err
 	}
@@ -331,29 +333,29 @@ func (fb *body) funcRef() error {
 		return err
 	}
 	if g != f {
-		fb.edits = append(fb.edits, edit{kind: editFunc, pos: start, end: r.pos, val: g})
+		fb.edits = append(fb.edits, edit{kind: editFunc, pos: start, end: r.Pos, val: g})
 	}
 	return nil
 }
 
 // memArg reads alignment and offset; wazero refuses an alignment from 32.
 func (fb *body) memArg() error {
-	a, err := fb.r.u32()
+	a, err := fb.r.U32()
 	if err != nil {
 		return err
 	}
 	if a >= 32 {
-		return fb.r.fail("memory alignment 2^%d", a)
+		return fb.r.Fail("memory alignment 2^%d", a)
 	}
-	_, err = fb.r.u32()
+	_, err = fb.r.U32()
 	return err
 }
 
 // zeroByte reads a reserved memory index: one byte, zero.
 func (fb *body) zeroByte() error {
-	c, err := fb.r.byte()
+	c, err := fb.r.Byte()
 	if err == nil && c != 0 {
-		return fb.r.fail("memory index %d (one memory only)", c)
+		return fb.r.Fail("memory index %d (one memory only)", c)
 	}
 	return err
 }
@@ -361,7 +363,7 @@ func (fb *body) zeroByte() error {
 // misc reads a 0xfc instruction whose prefix is at start.
 func (fb *body) misc(start int) error {
 	r := fb.r
-	sub, err := r.u32()
+	sub, err := r.U32()
 	if err != nil {
 		return err
 	}
@@ -373,12 +375,12 @@ func (fb *body) misc(start int) error {
 	case sub <= 7: // saturating truncations
 		return nil
 	case sub == 8: // memory.init data 0
-		if _, err = r.u32(); err == nil {
+		if _, err = r.U32(); err == nil {
 			err = fb.zeroByte()
 		}
 		bulk(memShift)
 	case sub == 9 || sub == 13: // data.drop, elem.drop
-		_, err = r.u32()
+		_, err = r.U32()
 	case sub == 10: // memory.copy 0 0
 		if err = fb.zeroByte(); err == nil {
 			err = fb.zeroByte()
@@ -388,17 +390,17 @@ func (fb *body) misc(start int) error {
 		err = fb.zeroByte()
 		bulk(memShift)
 	case sub == 12 || sub == 14: // table.init elem table, table.copy table table
-		if _, err = r.u32(); err == nil {
-			_, err = r.u32()
+		if _, err = r.U32(); err == nil {
+			_, err = r.U32()
 		}
 		bulk(tableShift)
 	case sub == 15 || sub == 16: // table.grow, table.size
-		_, err = r.u32()
+		_, err = r.U32()
 	case sub == 17: // table.fill
-		_, err = r.u32()
+		_, err = r.U32()
 		bulk(tableShift)
 	default:
-		return r.fail("function %d: opcode 0xfc %d is not a WebAssembly 2.0 instruction", fb.m.funcImports+uint32(fb.fn), sub)
+		return r.Fail("function %d: opcode 0xfc %d is not a WebAssembly 2.0 instruction", fb.m.funcImports+uint32(fb.fn), sub)
 	}
 	return err
 }
@@ -408,7 +410,7 @@ func (fb *body) misc(start int) error {
 // byte followed by a nop, which is what the decoder sees too.
 func (fb *body) simd() error {
 	r := fb.r
-	sub, err := r.byte()
+	sub, err := r.Byte()
 	if err != nil {
 		return err
 	}
@@ -416,12 +418,12 @@ func (fb *body) simd() error {
 	case sub <= 11 || sub == 92 || sub == 93: // loads, store, load_zero
 		return fb.memArg()
 	case sub == 12 || sub == 13: // v128.const, i8x16.shuffle
-		return r.skip(16)
+		return r.Skip(16)
 	case sub >= 21 && sub <= 34: // extract_lane, replace_lane
-		_, err = r.byte()
+		_, err = r.Byte()
 	case sub >= 84 && sub <= 91: // load_lane, store_lane
 		if err = fb.memArg(); err == nil {
-			_, err = r.byte()
+			_, err = r.Byte()
 		}
 	}
 	return err

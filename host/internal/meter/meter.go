@@ -50,8 +50,11 @@
 package meter
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/wasmstream/wasmstream/host/internal/wasmbin"
 )
 
 // The import the instrumented code calls when its fuel runs out:
@@ -91,52 +94,34 @@ type Stats struct {
 	Bulk      int // bulk memory and table instructions charged by count
 }
 
-// Section ids.
-const (
-	secCustom    = 0
-	secType      = 1
-	secImport    = 2
-	secFunction  = 3
-	secTable     = 4
-	secMemory    = 5
-	secGlobal    = 6
-	secExport    = 7
-	secStart     = 8
-	secElement   = 9
-	secCode      = 10
-	secData      = 11
-	secDataCount = 12
-	secTag       = 13
-)
-
 // order ranks the known sections as the binary format orders them.
 func order(id byte) int {
 	switch id {
-	case secType:
+	case wasmbin.SecType:
 		return 1
-	case secImport:
+	case wasmbin.SecImport:
 		return 2
-	case secFunction:
+	case wasmbin.SecFunction:
 		return 3
-	case secTable:
+	case wasmbin.SecTable:
 		return 4
-	case secMemory:
+	case wasmbin.SecMemory:
 		return 5
-	case secTag:
+	case wasmbin.SecTag:
 		return 6
-	case secGlobal:
+	case wasmbin.SecGlobal:
 		return 7
-	case secExport:
+	case wasmbin.SecExport:
 		return 8
-	case secStart:
+	case wasmbin.SecStart:
 		return 9
-	case secElement:
+	case wasmbin.SecElement:
 		return 10
-	case secDataCount:
+	case wasmbin.SecDataCount:
 		return 11
-	case secCode:
+	case wasmbin.SecCode:
 		return 12
-	case secData:
+	case wasmbin.SecData:
 		return 13
 	}
 	return 0
@@ -167,6 +152,16 @@ type module struct {
 // Instrument returns a copy of wasm whose code is metered (see the package
 // comment). wasm is not modified.
 func Instrument(wasm []byte) ([]byte, Stats, error) {
+	out, stats, err := instrument(wasm)
+	// The reader's errors are wasmbin's: say they are the meter's.
+	var we *wasmbin.Error
+	if errors.As(err, &we) {
+		err = &Error{Offset: we.Offset, Msg: we.Msg}
+	}
+	return out, stats, err
+}
+
+func instrument(wasm []byte) ([]byte, Stats, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || string(wasm[4:8]) != "\x01\x00\x00\x00" {
 		return nil, Stats{}, &Error{Msg: "not a WebAssembly 1.0 binary"}
 	}
@@ -186,7 +181,7 @@ func Instrument(wasm []byte) ([]byte, Stats, error) {
 	// addMissing emits the sections the meter needs that the module lacks,
 	// before the first section that must follow them.
 	addMissing := func(before int) {
-		for _, id := range []byte{secType, secImport, secGlobal} {
+		for _, id := range []byte{wasmbin.SecType, wasmbin.SecImport, wasmbin.SecGlobal} {
 			if !added[id] && order(id) < before {
 				added[id] = true
 				out = appendSection(out, id, m.newSection(id))
@@ -194,7 +189,7 @@ func Instrument(wasm []byte) ([]byte, Stats, error) {
 		}
 	}
 	for _, s := range m.sections {
-		if s.id != secCustom {
+		if s.id != wasmbin.SecCustom {
 			addMissing(order(s.id))
 		}
 		content, keep, err := m.rewrite(s)
@@ -202,7 +197,7 @@ func Instrument(wasm []byte) ([]byte, Stats, error) {
 			return nil, Stats{}, err
 		}
 		if keep {
-			if s.id == secType || s.id == secImport || s.id == secGlobal {
+			if s.id == wasmbin.SecType || s.id == wasmbin.SecImport || s.id == wasmbin.SecGlobal {
 				added[s.id] = true
 			}
 			out = appendSection(out, s.id, content)
@@ -214,7 +209,7 @@ func Instrument(wasm []byte) ([]byte, Stats, error) {
 
 func appendSection(out []byte, id byte, content []byte) []byte {
 	out = append(out, id)
-	out = appendU32(out, uint32(len(content)))
+	out = wasmbin.AppendU32(out, uint32(len(content)))
 	return append(out, content...)
 }
 
@@ -222,9 +217,9 @@ func appendSection(out []byte, id byte, content []byte) []byte {
 // meter adds.
 func (m *module) newSection(id byte) []byte {
 	switch id {
-	case secType:
+	case wasmbin.SecType:
 		return m.appendType([]byte{1})
-	case secImport:
+	case wasmbin.SecImport:
 		return m.appendImport([]byte{1})
 	default:
 		return m.appendGlobal([]byte{1})
@@ -234,47 +229,47 @@ func (m *module) newSection(id byte) []byte {
 func (m *module) appendType(b []byte) []byte { return append(b, 0x60, 0x00, 0x01, 0x7f) }
 
 func (m *module) appendImport(b []byte) []byte {
-	b = appendU32(b, uint32(len(ImportModule)))
+	b = wasmbin.AppendU32(b, uint32(len(ImportModule)))
 	b = append(b, ImportModule...)
-	b = appendU32(b, uint32(len(ImportName)))
+	b = wasmbin.AppendU32(b, uint32(len(ImportName)))
 	b = append(b, ImportName...)
 	b = append(b, 0x00)
-	return appendU32(b, m.typeIdx)
+	return wasmbin.AppendU32(b, m.typeIdx)
 }
 
 func (m *module) appendGlobal(b []byte) []byte { return append(b, 0x7f, 0x01, 0x41, 0x00, 0x0b) }
 
 // split finds the sections.
 func (m *module) split() error {
-	r := &reader{b: m.b, pos: 8, end: len(m.b)}
+	r := &wasmbin.Reader{Buf: m.b, Pos: 8, End: len(m.b)}
 	last := 0
-	for r.pos < r.end {
-		id, _ := r.byte()
-		size, err := r.u32()
+	for r.Pos < r.End {
+		id, _ := r.Byte()
+		size, err := r.U32()
 		if err != nil {
 			return err
 		}
-		if uint64(size) > uint64(r.left()) {
-			return r.fail("section %d declares %d bytes, %d left in the module", id, size, r.left())
+		if uint64(size) > uint64(r.Left()) {
+			return r.Fail("section %d declares %d bytes, %d left in the module", id, size, r.Left())
 		}
-		if id != secCustom {
+		if id != wasmbin.SecCustom {
 			o := order(id)
 			if o == 0 {
-				return r.fail("unknown section id %d", id)
+				return r.Fail("unknown section id %d", id)
 			}
 			if o <= last {
-				return r.fail("section %d out of order", id)
+				return r.Fail("section %d out of order", id)
 			}
 			last = o
 		}
-		m.sections = append(m.sections, section{id: id, start: r.pos, end: r.pos + int(size)})
-		r.pos += int(size)
+		m.sections = append(m.sections, section{id: id, start: r.Pos, end: r.Pos + int(size)})
+		r.Pos += int(size)
 	}
 	return nil
 }
 
-func (m *module) sectionReader(s section) *reader {
-	return &reader{b: m.b, pos: s.start, end: s.end}
+func (m *module) sectionReader(s section) *wasmbin.Reader {
+	return &wasmbin.Reader{Buf: m.b, Pos: s.start, End: s.end}
 }
 
 // survey reads the index spaces: types, imports, functions and globals.
@@ -283,27 +278,27 @@ func (m *module) survey() error {
 		r := m.sectionReader(s)
 		var err error
 		switch s.id {
-		case secType:
+		case wasmbin.SecType:
 			err = m.surveyTypes(r)
-		case secImport:
+		case wasmbin.SecImport:
 			err = m.surveyImports(r)
-		case secFunction:
+		case wasmbin.SecFunction:
 			var n int
-			if n, err = r.count(1); err != nil {
+			if n, err = r.Count(1); err != nil {
 				return err
 			}
 			m.funcTypes = make([]uint32, n)
 			for i := range m.funcTypes {
-				if m.funcTypes[i], err = r.u32(); err != nil {
+				if m.funcTypes[i], err = r.U32(); err != nil {
 					return err
 				}
 				if int(m.funcTypes[i]) >= m.types {
-					return r.fail("function %d has type %d, but the module has %d types", i, m.funcTypes[i], m.types)
+					return r.Fail("function %d has type %d, but the module has %d types", i, m.funcTypes[i], m.types)
 				}
 			}
-		case secGlobal:
+		case wasmbin.SecGlobal:
 			var n int
-			if n, err = r.count(3); err != nil {
+			if n, err = r.Count(3); err != nil {
 				return err
 			}
 			m.globals += uint32(n)
@@ -316,43 +311,22 @@ func (m *module) survey() error {
 	return nil
 }
 
-func (m *module) surveyTypes(r *reader) error {
-	n, err := r.count(3)
+func (m *module) surveyTypes(r *wasmbin.Reader) error {
+	n, err := r.Count(3)
 	if err != nil {
 		return err
 	}
 	m.types = n
 	m.typeParams = make([]uint32, n)
-	for i := 0; i < n; i++ {
-		form, err := r.byte()
-		if err != nil {
-			return err
-		}
-		if form != 0x60 {
-			return r.fail("type %d: form 0x%x is not a function type", i, form)
-		}
-		for j := 0; j < 2; j++ {
-			k, err := r.count(1)
-			if err != nil {
-				return err
-			}
-			if j == 0 {
-				m.typeParams[i] = uint32(k)
-			}
-			for ; k > 0; k-- {
-				if err := m.valType(r); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	return r.FuncTypes(n, func() error { return m.valType(r) }, func(i, params, _ int) {
+		m.typeParams[i] = uint32(params)
+	})
 }
 
 // valType reads a value type. A reference to a concrete type (typed
 // function references) must name a type of the original module.
-func (m *module) valType(r *reader) error {
-	c, err := r.byte()
+func (m *module) valType(r *wasmbin.Reader) error {
+	c, err := r.Byte()
 	if err != nil {
 		return err
 	}
@@ -360,60 +334,61 @@ func (m *module) valType(r *reader) error {
 	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f, 0x69:
 		return nil
 	case 0x63, 0x64: // (ref null ht), (ref ht)
-		ht, err := r.s33()
+		ht, err := r.S33()
 		if err != nil {
 			return err
 		}
 		if ht >= int64(m.types) {
-			return r.fail("reference to type %d, but the module has %d types", ht, m.types)
+			return r.Fail("reference to type %d, but the module has %d types", ht, m.types)
 		}
 		return nil
 	}
-	return r.fail("unknown value type 0x%x", c)
+	return r.Fail("unknown value type 0x%x", c)
 }
 
 // tableType reads a table type as wazero does: an optional initialiser
 // prefix (0x40 0x00, reported), a reference type (wazero takes any byte,
 // refusing an unusable one later), and limits.
-func (m *module) tableType(r *reader) (init bool, err error) {
-	if r.pos < r.end && r.b[r.pos] == 0x40 {
-		r.pos++
-		if c, err := r.byte(); err != nil || c != 0 {
-			return false, r.fail("bad table initialiser prefix")
+func (m *module) tableType(r *wasmbin.Reader) (init bool, err error) {
+	if r.Pos < r.End && r.Buf[r.Pos] == 0x40 {
+		r.Pos++
+		if c, err := r.Byte(); err != nil || c != 0 {
+			return false, r.Fail("bad table initialiser prefix")
 		}
 		init = true
 	}
-	c, err := r.byte()
+	c, err := r.Byte()
 	if err != nil {
 		return false, err
 	}
 	if c == 0x63 || c == 0x64 {
-		r.pos--
+		r.Pos--
 		if err := m.valType(r); err != nil {
 			return false, err
 		}
 	}
-	return init, r.limits()
+	_, _, _, err = r.Limits()
+	return init, err
 }
 
-func (m *module) surveyImports(r *reader) error {
-	n, err := r.count(4)
+func (m *module) surveyImports(r *wasmbin.Reader) error {
+	n, err := r.Count(4)
 	if err != nil {
 		return err
 	}
 	for i := 0; i < n; i++ {
-		mod, err := r.name()
+		mod, err := r.Name()
 		if err != nil {
 			return err
 		}
-		name, err := r.name()
+		name, err := r.Name()
 		if err != nil {
 			return err
 		}
-		if mod == ImportModule {
-			return r.fail("imports %s.%s: the module %q is the host's own (the meter)", mod, name, ImportModule)
+		if string(mod) == ImportModule {
+			return r.Fail("imports %s.%s: the module %q is the host's own (the meter)", mod, name, ImportModule)
 		}
-		kind, err := r.byte()
+		kind, err := r.Byte()
 		if err != nil {
 			return err
 		}
@@ -421,9 +396,9 @@ func (m *module) surveyImports(r *reader) error {
 		case 0:
 			m.funcImports++
 			var t uint32
-			if t, err = r.u32(); err == nil && int64(t) >= int64(m.types) {
+			if t, err = r.U32(); err == nil && int64(t) >= int64(m.types) {
 				// wazero v1.12 panics validating a call to such a function.
-				err = r.fail("import %d has type %d, but the module has %d types", i, t, m.types)
+				err = r.Fail("import %d has type %d, but the module has %d types", i, t, m.types)
 			}
 		case 1:
 			var init bool
@@ -431,18 +406,18 @@ func (m *module) surveyImports(r *reader) error {
 				err = skipConstExpr(r)
 			}
 		case 2:
-			err = r.limits()
+			_, _, _, err = r.Limits()
 		case 3:
 			m.globals++
 			if err = m.valType(r); err == nil {
-				_, err = r.byte()
+				_, err = r.Byte()
 			}
 		case 4:
-			if _, err = r.byte(); err == nil {
-				_, err = r.u32()
+			if _, err = r.Byte(); err == nil {
+				_, err = r.U32()
 			}
 		default:
-			return r.fail("import %d: unknown kind 0x%x", i, kind)
+			return r.Fail("import %d: unknown kind 0x%x", i, kind)
 		}
 		if err != nil {
 			return err
@@ -453,9 +428,9 @@ func (m *module) surveyImports(r *reader) error {
 
 // funcIndex maps a function index of the original to the instrumented
 // module's, refusing one out of range.
-func (m *module) funcIndex(r *reader, f uint32) (uint32, error) {
+func (m *module) funcIndex(r *wasmbin.Reader, f uint32) (uint32, error) {
 	if f >= m.funcs {
-		return 0, r.fail("reference to function %d, but the module has %d functions", f, m.funcs)
+		return 0, r.Fail("reference to function %d, but the module has %d functions", f, m.funcs)
 	}
 	if f >= m.funcImports {
 		return f + 1, nil
@@ -463,80 +438,78 @@ func (m *module) funcIndex(r *reader, f uint32) (uint32, error) {
 	return f, nil
 }
 
-func (m *module) globalIndex(r *reader, g uint32) error {
+func (m *module) globalIndex(r *wasmbin.Reader, g uint32) error {
 	if g >= m.globals {
-		return r.fail("reference to global %d, but the module has %d globals", g, m.globals)
+		return r.Fail("reference to global %d, but the module has %d globals", g, m.globals)
 	}
 	return nil
+}
+
+// rewriters rewrite the sections whose content the meter changes.
+var rewriters = map[byte]func(*module, *wasmbin.Reader) ([]byte, error){
+	wasmbin.SecType:    (*module).rewriteTypes,
+	wasmbin.SecImport:  (*module).rewriteImports,
+	wasmbin.SecGlobal:  (*module).rewriteGlobals,
+	wasmbin.SecTable:   (*module).rewriteTables,
+	wasmbin.SecExport:  (*module).rewriteExports,
+	wasmbin.SecStart:   (*module).rewriteStart,
+	wasmbin.SecElement: (*module).rewriteElements,
+	wasmbin.SecCode:    (*module).rewriteCode,
+	wasmbin.SecData:    (*module).rewriteData,
 }
 
 // rewrite returns the instrumented content of section s, or keep=false to
 // drop it.
 func (m *module) rewrite(s section) (content []byte, keep bool, err error) {
 	r := m.sectionReader(s)
-	orig := m.b[s.start:s.end]
-	switch s.id {
-	case secType:
-		n, _ := r.u32()
-		b := appendU32(nil, n+1)
-		b = append(b, m.b[r.pos:s.end]...)
-		return m.appendType(b), true, nil
-	case secImport:
-		b, err := m.rewriteImports(r)
+	if rewrite := rewriters[s.id]; rewrite != nil {
+		b, err := rewrite(m, r)
 		return b, true, err
-	case secGlobal:
-		b, err := m.rewriteGlobals(r)
-		return b, true, err
-	case secTable:
-		b, err := m.rewriteTables(r)
-		return b, true, err
-	case secExport:
-		b, err := m.rewriteExports(r)
-		return b, true, err
-	case secStart:
-		f, err := r.u32()
+	}
+	if s.id == wasmbin.SecCustom {
+		b, err := r.Name()
 		if err != nil {
 			return nil, false, err
 		}
-		if f, err = m.funcIndex(r, f); err != nil {
-			return nil, false, err
-		}
-		if r.pos != r.end {
-			return nil, false, r.fail("start section longer than its function index")
-		}
-		return appendU32(nil, f), true, nil
-	case secElement:
-		b, err := m.rewriteElements(r)
-		return b, true, err
-	case secCode:
-		b, err := m.rewriteCode(r)
-		return b, true, err
-	case secData:
-		b, err := m.rewriteData(r)
-		return b, true, err
-	case secCustom:
-		name, err := r.name()
-		if err != nil {
-			return nil, false, err
-		}
-		switch {
+		switch name := string(b); {
 		case name == "name":
 			b, ok := m.rewriteNames(r)
 			return b, ok, nil
 		case strings.HasPrefix(name, ".debug_"):
 			return nil, false, nil // DWARF: its code offsets no longer hold
 		}
-		return orig, true, nil
 	}
-	return orig, true, nil
+	return m.b[s.start:s.end], true, nil
+}
+
+// rewriteTypes appends refuel's type.
+func (m *module) rewriteTypes(r *wasmbin.Reader) ([]byte, error) {
+	n, _ := r.U32()
+	b := wasmbin.AppendU32(nil, n+1)
+	b = append(b, r.Buf[r.Pos:r.End]...)
+	return m.appendType(b), nil
+}
+
+func (m *module) rewriteStart(r *wasmbin.Reader) ([]byte, error) {
+	f, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	if f, err = m.funcIndex(r, f); err != nil {
+		return nil, err
+	}
+	if r.Pos != r.End {
+		return nil, r.Fail("start section longer than its function index")
+	}
+	return wasmbin.AppendU32(nil, f), nil
 }
 
 // constExpr copies a constant expression up to and including its end,
 // renumbering ref.func and checking global.get.
-func (m *module) constExpr(r *reader, out []byte) ([]byte, error) {
+func (m *module) constExpr(r *wasmbin.Reader, out []byte) ([]byte, error) {
 	for {
-		start := r.pos
-		op, err := r.byte()
+		start := r.Pos
+		op, err := r.Byte()
 		if err != nil {
 			return nil, err
 		}
@@ -544,182 +517,169 @@ func (m *module) constExpr(r *reader, out []byte) ([]byte, error) {
 		case 0x0b:
 			return append(out, op), nil
 		case 0x41:
-			err = r.sleb(5)
+			err = r.SkipSigned(5)
 		case 0x42:
-			err = r.sleb(10)
+			err = r.SkipSigned(10)
 		case 0x43:
-			err = r.skip(4)
+			err = r.Skip(4)
 		case 0x44:
-			err = r.skip(8)
+			err = r.Skip(8)
 		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended constants
 		case 0x23:
 			var g uint32
-			if g, err = r.u32(); err == nil {
+			if g, err = r.U32(); err == nil {
 				err = m.globalIndex(r, g)
 			}
 		case 0xd0:
 			var c byte
-			if c, err = r.byte(); err == nil && c != 0x70 && c != 0x6f && c != 0x69 {
-				err = r.fail("ref.null of type 0x%x", c)
+			if c, err = r.Byte(); err == nil && c != 0x70 && c != 0x6f && c != 0x69 {
+				err = r.Fail("ref.null of type 0x%x", c)
 			}
 		case 0xd2:
 			var f uint32
-			if f, err = r.u32(); err != nil {
+			if f, err = r.U32(); err != nil {
 				return nil, err
 			}
 			if f, err = m.funcIndex(r, f); err != nil {
 				return nil, err
 			}
-			out = appendU32(append(out, op), f)
+			out = wasmbin.AppendU32(append(out, op), f)
 			continue
 		case 0xfd:
 			var c byte
-			if c, err = r.byte(); err == nil {
+			if c, err = r.Byte(); err == nil {
 				if c != 12 {
-					return nil, r.fail("opcode 0xfd %d in a constant expression", c)
+					return nil, r.Fail("opcode 0xfd %d in a constant expression", c)
 				}
-				err = r.skip(16)
+				err = r.Skip(16)
 			}
 		default:
-			return nil, r.fail("opcode 0x%x in a constant expression", op)
+			return nil, r.Fail("opcode 0x%x in a constant expression", op)
 		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m.b[start:r.pos]...)
+		out = append(out, m.b[start:r.Pos]...)
 	}
 }
 
-func (m *module) rewriteGlobals(r *reader) ([]byte, error) {
-	n, err := r.count(3)
+// rewriteVec rewrites a section that is one vector of entries of at least
+// minBytes each: its count, raised by the entries the caller appends
+// (added), then each entry as entry appends it to out. longer is the error
+// for bytes left after the entries.
+func rewriteVec(r *wasmbin.Reader, minBytes, added int, longer string, entry func(i int, out []byte) ([]byte, error)) ([]byte, error) {
+	n, err := r.Count(minBytes)
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(nil, uint32(n+1))
+	out := wasmbin.AppendU32(nil, uint32(n+added))
 	for i := 0; i < n; i++ {
-		start := r.pos
-		if err := m.valType(r); err != nil {
-			return nil, err
-		}
-		if _, err := r.byte(); err != nil {
-			return nil, err
-		}
-		out = append(out, m.b[start:r.pos]...)
-		if out, err = m.constExpr(r, out); err != nil {
+		if out, err = entry(i, out); err != nil {
 			return nil, err
 		}
 	}
-	if r.pos != r.end {
-		return nil, r.fail("global section longer than its globals")
+	if r.Pos != r.End {
+		return nil, r.Fail("%s", longer)
+	}
+	return out, nil
+}
+
+func (m *module) rewriteGlobals(r *wasmbin.Reader) ([]byte, error) {
+	out, err := rewriteVec(r, 3, 1, "global section longer than its globals", func(_ int, out []byte) ([]byte, error) {
+		start := r.Pos
+		if err := m.valType(r); err != nil {
+			return nil, err
+		}
+		if _, err := r.Byte(); err != nil {
+			return nil, err
+		}
+		return m.constExpr(r, append(out, m.b[start:r.Pos]...))
+	})
+	if err != nil {
+		return nil, err
 	}
 	return m.appendGlobal(out), nil
 }
 
 // rewriteImports copies the imports (renumbering ref.func in the
 // initialiser of an imported table) and appends refuel.
-func (m *module) rewriteImports(r *reader) ([]byte, error) {
-	n, err := r.count(4)
+func (m *module) rewriteImports(r *wasmbin.Reader) ([]byte, error) {
+	out, err := rewriteVec(r, 4, 1, "import section longer than its imports", func(_ int, out []byte) ([]byte, error) {
+		start := r.Pos
+		r.Name()
+		r.Name()
+		kind, err := r.Byte()
+		if err != nil {
+			return nil, err
+		}
+		// Surveyed already: skip to the next import.
+		switch kind {
+		case 0:
+			_, err = r.U32()
+		case 1:
+			return m.copyTableType(r, start, out)
+		case 2:
+			_, _, _, err = r.Limits()
+		case 3:
+			if err = m.valType(r); err == nil {
+				_, err = r.Byte()
+			}
+		case 4:
+			if _, err = r.Byte(); err == nil {
+				_, err = r.U32()
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return append(out, m.b[start:r.Pos]...), nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	out := appendU32(nil, uint32(n+1))
-	for i := 0; i < n; i++ {
-		start := r.pos
-		r.name()
-		r.name()
-		kind, err := r.byte()
-		if err != nil {
-			return nil, err
-		}
-		if kind != 1 {
-			// Surveyed already: skip to the next import.
-			switch kind {
-			case 0:
-				_, err = r.u32()
-			case 2:
-				err = r.limits()
-			case 3:
-				if err = m.valType(r); err == nil {
-					_, err = r.byte()
-				}
-			case 4:
-				if _, err = r.byte(); err == nil {
-					_, err = r.u32()
-				}
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, m.b[start:r.pos]...)
-			continue
-		}
-		init, err := m.tableType(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m.b[start:r.pos]...)
-		if init {
-			if out, err = m.constExpr(r, out); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if r.pos != r.end {
-		return nil, r.fail("import section longer than its imports")
 	}
 	return m.appendImport(out), nil
 }
 
-// skipConstExpr skips a constant expression (in the survey, before the
-// function count is known).
-func skipConstExpr(r *reader) error {
-	m := &module{b: r.b, funcs: 1<<32 - 1, globals: 1<<32 - 1}
-	_, err := m.constExpr(r, nil)
-	return err
-}
-
-func (m *module) rewriteTables(r *reader) ([]byte, error) {
-	n, err := r.count(3)
+// copyTableType appends the table type at r (from start, which may be
+// before it) and its initialiser, renumbered.
+func (m *module) copyTableType(r *wasmbin.Reader, start int, out []byte) ([]byte, error) {
+	init, err := m.tableType(r)
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(nil, uint32(n))
-	for i := 0; i < n; i++ {
-		start := r.pos
-		init, err := m.tableType(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m.b[start:r.pos]...)
-		if init {
-			if out, err = m.constExpr(r, out); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if r.pos != r.end {
-		return nil, r.fail("table section longer than its tables")
+	out = append(out, m.b[start:r.Pos]...)
+	if init {
+		return m.constExpr(r, out)
 	}
 	return out, nil
 }
 
-func (m *module) rewriteExports(r *reader) ([]byte, error) {
-	n, err := r.count(3)
-	if err != nil {
-		return nil, err
-	}
-	out := appendU32(nil, uint32(n))
-	for i := 0; i < n; i++ {
-		start := r.pos
-		if _, err := r.name(); err != nil {
+// skipConstExpr skips a constant expression (in the survey, before the
+// function count is known).
+func skipConstExpr(r *wasmbin.Reader) error {
+	m := &module{b: r.Buf, funcs: 1<<32 - 1, globals: 1<<32 - 1}
+	_, err := m.constExpr(r, nil)
+	return err
+}
+
+func (m *module) rewriteTables(r *wasmbin.Reader) ([]byte, error) {
+	return rewriteVec(r, 3, 0, "table section longer than its tables", func(_ int, out []byte) ([]byte, error) {
+		return m.copyTableType(r, r.Pos, out)
+	})
+}
+
+func (m *module) rewriteExports(r *wasmbin.Reader) ([]byte, error) {
+	return rewriteVec(r, 3, 0, "export section longer than its exports", func(_ int, out []byte) ([]byte, error) {
+		start := r.Pos
+		if _, err := r.Name(); err != nil {
 			return nil, err
 		}
-		kind, err := r.byte()
+		kind, err := r.Byte()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m.b[start:r.pos]...)
-		idx, err := r.u32()
+		out = append(out, m.b[start:r.Pos]...)
+		idx, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
@@ -733,44 +693,35 @@ func (m *module) rewriteExports(r *reader) ([]byte, error) {
 				return nil, err
 			}
 		}
-		out = appendU32(out, idx)
-	}
-	if r.pos != r.end {
-		return nil, r.fail("export section longer than its exports")
-	}
-	return out, nil
+		return wasmbin.AppendU32(out, idx), nil
+	})
 }
 
-func (m *module) rewriteElements(r *reader) ([]byte, error) {
-	n, err := r.count(2)
-	if err != nil {
-		return nil, err
-	}
-	out := appendU32(nil, uint32(n))
-	for i := 0; i < n; i++ {
-		start := r.pos
-		flags, err := r.u32()
+func (m *module) rewriteElements(r *wasmbin.Reader) ([]byte, error) {
+	return rewriteVec(r, 2, 0, "element section longer than its segments", func(i int, out []byte) ([]byte, error) {
+		start := r.Pos
+		flags, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
 		if flags > 7 {
-			return nil, r.fail("element segment %d: unknown flags %d", i, flags)
+			return nil, r.Fail("element segment %d: unknown flags %d", i, flags)
 		}
 		if flags&3 == 2 { // explicit table index
-			if _, err := r.u32(); err != nil {
+			if _, err := r.U32(); err != nil {
 				return nil, err
 			}
 		}
-		out = append(out, m.b[start:r.pos]...)
+		out = append(out, m.b[start:r.Pos]...)
 		if flags&1 == 0 { // active: offset expression
 			if out, err = m.constExpr(r, out); err != nil {
 				return nil, err
 			}
 		}
-		start = r.pos
+		start = r.Pos
 		if flags&3 != 0 { // element kind or reference type
 			if flags&4 == 0 {
-				_, err = r.byte()
+				_, err = r.Byte()
 			} else {
 				err = m.valType(r)
 			}
@@ -778,11 +729,11 @@ func (m *module) rewriteElements(r *reader) ([]byte, error) {
 				return nil, err
 			}
 		}
-		k, err := r.count(1)
+		k, err := r.Count(1)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m.b[start:r.pos]...)
+		out = append(out, m.b[start:r.Pos]...)
 		for ; k > 0; k-- {
 			if flags&4 != 0 {
 				if out, err = m.constExpr(r, out); err != nil {
@@ -790,105 +741,91 @@ func (m *module) rewriteElements(r *reader) ([]byte, error) {
 				}
 				continue
 			}
-			f, err := r.u32()
+			f, err := r.U32()
 			if err != nil {
 				return nil, err
 			}
 			if f, err = m.funcIndex(r, f); err != nil {
 				return nil, err
 			}
-			out = appendU32(out, f)
+			out = wasmbin.AppendU32(out, f)
 		}
-	}
-	if r.pos != r.end {
-		return nil, r.fail("element section longer than its segments")
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
-func (m *module) rewriteData(r *reader) ([]byte, error) {
-	n, err := r.count(2)
-	if err != nil {
-		return nil, err
-	}
-	out := appendU32(nil, uint32(n))
-	for i := 0; i < n; i++ {
-		start := r.pos
-		flags, err := r.u32()
+func (m *module) rewriteData(r *wasmbin.Reader) ([]byte, error) {
+	return rewriteVec(r, 2, 0, "data section longer than its segments", func(i int, out []byte) ([]byte, error) {
+		start := r.Pos
+		flags, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
 		switch flags {
 		case 0:
-			out = append(out, m.b[start:r.pos]...)
-			out, err = m.constExpr(r, out)
+			out, err = m.constExpr(r, append(out, m.b[start:r.Pos]...))
 		case 1:
-			out = append(out, m.b[start:r.pos]...)
+			out = append(out, m.b[start:r.Pos]...)
 		case 2:
-			if _, err = r.u32(); err == nil {
-				out = append(out, m.b[start:r.pos]...)
-				out, err = m.constExpr(r, out)
+			if _, err = r.U32(); err == nil {
+				out, err = m.constExpr(r, append(out, m.b[start:r.Pos]...))
 			}
 		default:
-			return nil, r.fail("data segment %d: unknown flags %d", i, flags)
+			return nil, r.Fail("data segment %d: unknown flags %d", i, flags)
 		}
 		if err != nil {
 			return nil, err
 		}
-		start = r.pos
-		k, err := r.u32()
+		start = r.Pos
+		k, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
-		if err := r.skip(uint64(k)); err != nil {
+		if err := r.Skip(uint64(k)); err != nil {
 			return nil, err
 		}
-		out = append(out, m.b[start:r.pos]...)
-	}
-	if r.pos != r.end {
-		return nil, r.fail("data section longer than its segments")
-	}
-	return out, nil
+		return append(out, m.b[start:r.Pos]...), nil
+	})
 }
 
 // rewriteNames keeps the module name and renumbers the function and local
 // names; other subsections are dropped (label names no longer match the
 // blocks, and wazero reads none of the others). A malformed name section
 // is dropped: names are only for stack traces.
-func (m *module) rewriteNames(r *reader) ([]byte, bool) {
-	out := appendU32(nil, 4)
+func (m *module) rewriteNames(r *wasmbin.Reader) ([]byte, bool) {
+	out := wasmbin.AppendU32(nil, 4)
 	out = append(out, "name"...)
-	for r.pos < r.end {
-		id, _ := r.byte()
-		size, err := r.u32()
-		if err != nil || uint64(size) > uint64(r.left()) {
+	for r.Pos < r.End {
+		id, _ := r.Byte()
+		size, err := r.U32()
+		if err != nil || uint64(size) > uint64(r.Left()) {
 			return nil, false
 		}
-		sub := &reader{b: r.b, pos: r.pos, end: r.pos + int(size)}
-		r.pos = sub.end
+		sub := &wasmbin.Reader{Buf: r.Buf, Pos: r.Pos, End: r.Pos + int(size)}
+		r.Pos = sub.End
 		var content []byte
 		switch id {
 		case 0:
-			content = sub.b[sub.pos:sub.end]
+			content = sub.Buf[sub.Pos:sub.End]
 		case 1:
 			if content, err = m.nameMap(sub, nil, true); err != nil {
 				return nil, false
 			}
 		case 2:
-			k, err := sub.count(2)
+			k, err := sub.Count(2)
 			if err != nil {
 				return nil, false
 			}
-			content = appendU32(nil, uint32(k))
+			content = wasmbin.AppendU32(nil, uint32(k))
 			for ; k > 0; k-- {
-				f, err := sub.u32()
+				f, err := sub.U32()
 				if err != nil {
 					return nil, false
 				}
 				if f, err = m.funcIndex(sub, f); err != nil {
 					return nil, false
 				}
-				content = appendU32(content, f)
+				content = wasmbin.AppendU32(content, f)
 				if content, err = m.nameMap(sub, content, false); err != nil {
 					return nil, false
 				}
@@ -897,21 +834,21 @@ func (m *module) rewriteNames(r *reader) ([]byte, bool) {
 			continue
 		}
 		out = append(out, id)
-		out = appendU32(out, uint32(len(content)))
+		out = wasmbin.AppendU32(out, uint32(len(content)))
 		out = append(out, content...)
 	}
 	return out, true
 }
 
 // nameMap copies vec(idx name), renumbering function indices when funcs.
-func (m *module) nameMap(r *reader, out []byte, funcs bool) ([]byte, error) {
-	k, err := r.count(2)
+func (m *module) nameMap(r *wasmbin.Reader, out []byte, funcs bool) ([]byte, error) {
+	k, err := r.Count(2)
 	if err != nil {
 		return nil, err
 	}
-	out = appendU32(out, uint32(k))
+	out = wasmbin.AppendU32(out, uint32(k))
 	for ; k > 0; k-- {
-		idx, err := r.u32()
+		idx, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
@@ -920,12 +857,12 @@ func (m *module) nameMap(r *reader, out []byte, funcs bool) ([]byte, error) {
 				return nil, err
 			}
 		}
-		out = appendU32(out, idx)
-		start := r.pos
-		if _, err := r.name(); err != nil {
+		out = wasmbin.AppendU32(out, idx)
+		start := r.Pos
+		if _, err := r.Name(); err != nil {
 			return nil, err
 		}
-		out = append(out, r.b[start:r.pos]...)
+		out = append(out, r.Buf[start:r.Pos]...)
 	}
 	return out, nil
 }

@@ -24,20 +24,20 @@ import (
 
 // Section ids of the binary format.
 const (
-	secCustom    = 0
-	secType      = 1
-	secImport    = 2
-	secFunction  = 3
-	secTable     = 4
-	secMemory    = 5
-	secGlobal    = 6
-	secExport    = 7
-	secStart     = 8
-	secElement   = 9
-	secCode      = 10
-	secData      = 11
-	secDataCount = 12
-	secTag       = 13
+	SecCustom    = 0
+	SecType      = 1
+	SecImport    = 2
+	SecFunction  = 3
+	SecTable     = 4
+	SecMemory    = 5
+	SecGlobal    = 6
+	SecExport    = 7
+	SecStart     = 8
+	SecElement   = 9
+	SecCode      = 10
+	SecData      = 11
+	SecDataCount = 12
+	SecTag       = 13
 )
 
 // Table is a table the module defines.
@@ -97,127 +97,22 @@ func (e *Error) Error() string {
 
 var errShort = errors.New("unexpected end")
 
-// reader reads a byte range of the module.
-type reader struct {
-	b   []byte
-	pos int
-	end int
-}
-
-func (r *reader) fail(format string, args ...any) error {
-	return &Error{Offset: r.pos, Msg: fmt.Sprintf(format, args...)}
-}
-
-func (r *reader) left() int { return r.end - r.pos }
-
-func (r *reader) byte() (byte, error) {
-	if r.pos >= r.end {
-		return 0, r.fail("unexpected end of section")
-	}
-	c := r.b[r.pos]
-	r.pos++
-	return c, nil
-}
-
-func (r *reader) skip(n uint64) error {
-	if n > uint64(r.left()) {
-		return r.fail("%d bytes declared, %d left in the section", n, r.left())
-	}
-	r.pos += int(n)
-	return nil
-}
-
-// u32 reads an unsigned LEB128 of at most 32 bits.
-func (r *reader) u32() (uint32, error) {
-	var v uint64
-	for i := 0; i < 5; i++ {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		v |= uint64(c&0x7f) << (7 * i)
-		if c&0x80 == 0 {
-			if v > 1<<32-1 {
-				return 0, r.fail("integer overflows 32 bits")
-			}
-			return uint32(v), nil
-		}
-	}
-	return 0, r.fail("integer overflows 32 bits")
-}
-
-// sleb skips a signed LEB128 of at most maxBytes bytes.
-func (r *reader) sleb(maxBytes int) error {
-	for i := 0; i < maxBytes; i++ {
-		c, err := r.byte()
-		if err != nil {
-			return err
-		}
-		if c&0x80 == 0 {
-			return nil
-		}
-	}
-	return r.fail("integer too long")
-}
-
-// count reads a vector length and checks that the section has room for
-// that many entries of at least minBytes each.
-func (r *reader) count(minBytes int) (int, error) {
-	n, err := r.u32()
-	if err != nil {
-		return 0, err
-	}
-	if uint64(n)*uint64(minBytes) > uint64(r.left()) {
-		return 0, r.fail("vector of %d entries does not fit in the %d bytes left in its section", n, r.left())
-	}
-	return int(n), nil
-}
-
-func (r *reader) name() error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	return r.skip(uint64(n))
-}
-
 // valType skips a value type (a reference type may carry a heap type).
-func (r *reader) valType() error {
-	c, err := r.byte()
+func (r *Reader) valType() error {
+	c, err := r.Byte()
 	if err != nil {
 		return err
 	}
 	if c == 0x63 || c == 0x64 { // (ref null ht), (ref ht)
-		return r.sleb(5)
+		return r.SkipSigned(5)
 	}
 	return nil
 }
 
-// limits reads table or memory limits.
-func (r *reader) limits() (min, max uint32, hasMax bool, err error) {
-	flags, err := r.byte()
-	if err != nil {
-		return 0, 0, false, err
-	}
-	if flags > 3 { // 0 min, 1 min max, 2/3 shared (threads)
-		return 0, 0, false, r.fail("unsupported limits flags 0x%x", flags)
-	}
-	if min, err = r.u32(); err != nil {
-		return 0, 0, false, err
-	}
-	if flags&1 != 0 {
-		if max, err = r.u32(); err != nil {
-			return 0, 0, false, err
-		}
-		hasMax = true
-	}
-	return min, max, hasMax, nil
-}
-
 // constExpr skips a constant expression up to and including its end.
-func (r *reader) constExpr() error {
+func (r *Reader) constExpr() error {
 	for {
-		op, err := r.byte()
+		op, err := r.Byte()
 		if err != nil {
 			return err
 		}
@@ -225,28 +120,28 @@ func (r *reader) constExpr() error {
 		case 0x0b: // end
 			return nil
 		case 0x41: // i32.const
-			err = r.sleb(5)
+			err = r.SkipSigned(5)
 		case 0x42: // i64.const
-			err = r.sleb(10)
+			err = r.SkipSigned(10)
 		case 0x43: // f32.const
-			err = r.skip(4)
+			err = r.Skip(4)
 		case 0x44: // f64.const
-			err = r.skip(8)
+			err = r.Skip(8)
 		case 0x23, 0xd2: // global.get, ref.func
-			_, err = r.u32()
+			_, err = r.U32()
 		case 0xd0: // ref.null ht
-			err = r.sleb(5)
+			err = r.SkipSigned(5)
 		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended constant arithmetic
 		case 0xfd: // v128.const
 			var sub uint32
-			if sub, err = r.u32(); err == nil {
+			if sub, err = r.U32(); err == nil {
 				if sub != 12 {
-					return r.fail("opcode 0xfd %d in a constant expression", sub)
+					return r.Fail("opcode 0xfd %d in a constant expression", sub)
 				}
-				err = r.skip(16)
+				err = r.Skip(16)
 			}
 		default:
-			return r.fail("opcode 0x%x in a constant expression", op)
+			return r.Fail("opcode 0x%x in a constant expression", op)
 		}
 		if err != nil {
 			return err
@@ -264,65 +159,65 @@ func Read(wasm []byte) (*Summary, error) {
 	if string(wasm[4:8]) != "\x01\x00\x00\x00" {
 		return nil, &Error{Offset: 4, Msg: "binary format version is not 1"}
 	}
-	r := &reader{b: wasm, pos: 8, end: len(wasm)}
-	for r.pos < len(wasm) {
-		start := r.pos
-		id, _ := r.byte()
-		size, err := r.u32()
+	r := &Reader{Buf: wasm, Pos: 8, End: len(wasm)}
+	for r.Pos < len(wasm) {
+		start := r.Pos
+		id, _ := r.Byte()
+		size, err := r.U32()
 		if err != nil {
 			return nil, err
 		}
-		if uint64(size) > uint64(r.left()) {
-			return nil, r.fail("section %d declares %d bytes, %d left in the module", id, size, r.left())
+		if uint64(size) > uint64(r.Left()) {
+			return nil, r.Fail("section %d declares %d bytes, %d left in the module", id, size, r.Left())
 		}
-		sec := &reader{b: wasm, pos: r.pos, end: r.pos + int(size)}
-		if id == secTable {
-			s.tableSec = [3]int{start, r.pos, sec.end}
+		sec := &Reader{Buf: wasm, Pos: r.Pos, End: r.Pos + int(size)}
+		if id == SecTable {
+			s.tableSec = [3]int{start, r.Pos, sec.End}
 		}
 		if err := s.section(id, sec); err != nil {
 			return nil, err
 		}
-		if sec.pos != sec.end {
-			return nil, sec.fail("section %d ends %d bytes before its declared size", id, sec.end-sec.pos)
+		if sec.Pos != sec.End {
+			return nil, sec.Fail("section %d ends %d bytes before its declared size", id, sec.End-sec.Pos)
 		}
-		r.pos = sec.end
+		r.Pos = sec.End
 	}
 	return s, nil
 }
 
-func (s *Summary) section(id byte, r *reader) error {
+func (s *Summary) section(id byte, r *Reader) error {
 	switch id {
-	case secCustom:
+	case SecCustom:
 		return s.custom(r)
-	case secType:
+	case SecType:
 		return s.types(r)
-	case secImport:
+	case SecImport:
 		return s.imports(r)
-	case secFunction:
-		n, err := r.count(1)
+	case SecFunction:
+		n, err := r.Count(1)
 		if err != nil {
 			return err
 		}
 		s.Functions = n
 		for i := 0; i < n; i++ {
-			if _, err := r.u32(); err != nil {
+			if _, err := r.U32(); err != nil {
 				return err
 			}
 		}
-	case secTable:
+	case SecTable:
 		return s.tables(r)
-	case secMemory:
-		n, err := r.count(2)
+	case SecMemory:
+		n, err := r.Count(2)
 		if err != nil {
 			return err
 		}
 		for i := 0; i < n; i++ {
-			if _, _, _, err := r.limits(); err != nil {
+			if _, _, _, err := r.Limits(); err != nil {
 				return err
 			}
 		}
-	case secGlobal:
-		n, err := r.count(3)
+	case SecGlobal:
+		n, err := r.Count(3)
 		if err != nil {
 			return err
 		}
@@ -331,138 +226,116 @@ func (s *Summary) section(id byte, r *reader) error {
 			if err := r.valType(); err != nil {
 				return err
 			}
-			if _, err := r.byte(); err != nil { // mutability
+			if _, err := r.Byte(); err != nil { // mutability
 				return err
 			}
 			if err := r.constExpr(); err != nil {
 				return err
 			}
 		}
-	case secExport:
-		n, err := r.count(3)
+	case SecExport:
+		n, err := r.Count(3)
 		if err != nil {
 			return err
 		}
 		s.Exports = n
 		for i := 0; i < n; i++ {
-			if err := r.name(); err != nil {
+			if err := r.skipName(); err != nil {
 				return err
 			}
-			if _, err := r.byte(); err != nil {
+			if _, err := r.Byte(); err != nil {
 				return err
 			}
-			if _, err := r.u32(); err != nil {
+			if _, err := r.U32(); err != nil {
 				return err
 			}
 		}
-	case secStart:
+	case SecStart:
 		s.HasStart = true
-		_, err := r.u32()
+		_, err := r.U32()
 		return err
-	case secElement:
+	case SecElement:
 		return s.elements(r)
-	case secCode:
+	case SecCode:
 		return s.code(r)
-	case secData:
+	case SecData:
 		return s.data(r)
-	case secDataCount:
-		_, err := r.u32()
+	case SecDataCount:
+		_, err := r.U32()
 		return err
-	case secTag:
-		n, err := r.count(2)
+	case SecTag:
+		n, err := r.Count(2)
 		if err != nil {
 			return err
 		}
 		s.Tags = n
 		for i := 0; i < n; i++ {
-			if _, err := r.byte(); err != nil {
+			if _, err := r.Byte(); err != nil {
 				return err
 			}
-			if _, err := r.u32(); err != nil {
+			if _, err := r.U32(); err != nil {
 				return err
 			}
 		}
 	default:
-		return r.fail("unknown section id %d", id)
+		return r.Fail("unknown section id %d", id)
 	}
 	return nil
 }
 
-func (s *Summary) types(r *reader) error {
-	n, err := r.count(3)
+func (s *Summary) types(r *Reader) error {
+	n, err := r.Count(3)
 	if err != nil {
 		return err
 	}
 	s.Types = n
-	for i := 0; i < n; i++ {
-		form, err := r.byte()
-		if err != nil {
-			return err
-		}
-		if form != 0x60 {
-			return r.fail("type %d: form 0x%x is not a function type", i, form)
-		}
-		for j := 0; j < 2; j++ {
-			k, err := r.count(1)
-			if err != nil {
-				return err
-			}
-			if j == 0 {
-				s.MaxParams = max(s.MaxParams, k)
-			} else {
-				s.MaxResults = max(s.MaxResults, k)
-			}
-			for ; k > 0; k-- {
-				if err := r.valType(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	return r.FuncTypes(n, r.valType, func(_, params, results int) {
+		s.MaxParams = max(s.MaxParams, params)
+		s.MaxResults = max(s.MaxResults, results)
+	})
 }
 
-func (s *Summary) imports(r *reader) error {
-	n, err := r.count(4)
+func (s *Summary) imports(r *Reader) error {
+	n, err := r.Count(4)
 	if err != nil {
 		return err
 	}
 	s.Imports = n
 	for i := 0; i < n; i++ {
-		if err := r.name(); err != nil {
+		if err := r.skipName(); err != nil {
 			return err
 		}
-		if err := r.name(); err != nil {
+		if err := r.skipName(); err != nil {
 			return err
 		}
-		kind, err := r.byte()
+		kind, err := r.Byte()
 		if err != nil {
 			return err
 		}
 		switch kind {
 		case 0: // function
 			s.ImportedFunctions++
-			_, err = r.u32()
+			_, err = r.U32()
 		case 1: // table
 			s.ImportedTables++
 			if err = r.valType(); err == nil {
-				_, _, _, err = r.limits()
+				_, _, _, err = r.Limits()
 			}
 		case 2: // memory
 			s.ImportedMemories++
-			_, _, _, err = r.limits()
+			_, _, _, err = r.Limits()
 		case 3: // global
 			s.ImportedGlobals++
 			if err = r.valType(); err == nil {
-				_, err = r.byte()
+				_, err = r.Byte()
 			}
 		case 4: // tag
 			s.ImportedTags++
-			if _, err = r.byte(); err == nil {
-				_, err = r.u32()
+			if _, err = r.Byte(); err == nil {
+				_, err = r.U32()
 			}
 		default:
-			return r.fail("import %d: unknown kind 0x%x", i, kind)
+			return r.Fail("import %d: unknown kind 0x%x", i, kind)
 		}
 		if err != nil {
 			return err
@@ -471,18 +344,18 @@ func (s *Summary) imports(r *reader) error {
 	return nil
 }
 
-func (s *Summary) tables(r *reader) error {
-	n, err := r.count(3)
+func (s *Summary) tables(r *Reader) error {
+	n, err := r.Count(3)
 	if err != nil {
 		return err
 	}
 	s.Tables = make([]Table, 0, n)
 	for i := 0; i < n; i++ {
 		init := false
-		if r.pos < r.end && r.b[r.pos] == 0x40 { // 0x40 0x00 tabletype expr
-			r.pos++
-			if c, err := r.byte(); err != nil || c != 0 {
-				return r.fail("table %d: bad initialiser prefix", i)
+		if r.Pos < r.End && r.Buf[r.Pos] == 0x40 { // 0x40 0x00 tabletype expr
+			r.Pos++
+			if c, err := r.Byte(); err != nil || c != 0 {
+				return r.Fail("table %d: bad initialiser prefix", i)
 			}
 			init = true
 		}
@@ -490,14 +363,14 @@ func (s *Summary) tables(r *reader) error {
 			return err
 		}
 		var t Table
-		t.limits[0] = r.pos
-		if r.pos < r.end && r.b[r.pos] > 1 {
-			return r.fail("table %d: limits flags 0x%x (a table is neither shared nor 64-bit)", i, r.b[r.pos])
+		t.limits[0] = r.Pos
+		if r.Pos < r.End && r.Buf[r.Pos] > 1 {
+			return r.Fail("table %d: limits flags 0x%x (a table is neither shared nor 64-bit)", i, r.Buf[r.Pos])
 		}
-		if t.Min, t.Max, t.HasMax, err = r.limits(); err != nil {
+		if t.Min, t.Max, t.HasMax, err = r.Limits(); err != nil {
 			return err
 		}
-		t.limits[1] = r.pos
+		t.limits[1] = r.Pos
 		if init {
 			if err := r.constExpr(); err != nil {
 				return err
@@ -508,22 +381,22 @@ func (s *Summary) tables(r *reader) error {
 	return nil
 }
 
-func (s *Summary) elements(r *reader) error {
-	n, err := r.count(2)
+func (s *Summary) elements(r *Reader) error {
+	n, err := r.Count(2)
 	if err != nil {
 		return err
 	}
 	s.ElementSegments = n
 	for i := 0; i < n; i++ {
-		flags, err := r.u32()
+		flags, err := r.U32()
 		if err != nil {
 			return err
 		}
 		if flags > 7 {
-			return r.fail("element segment %d: unknown flags %d", i, flags)
+			return r.Fail("element segment %d: unknown flags %d", i, flags)
 		}
 		if flags&3 == 2 { // explicit table index
-			if _, err := r.u32(); err != nil {
+			if _, err := r.U32(); err != nil {
 				return err
 			}
 		}
@@ -534,7 +407,7 @@ func (s *Summary) elements(r *reader) error {
 		}
 		if flags&3 != 0 { // element kind (flags&4 == 0) or reference type
 			if flags&4 == 0 {
-				_, err = r.byte()
+				_, err = r.Byte()
 			} else {
 				err = r.valType()
 			}
@@ -542,14 +415,14 @@ func (s *Summary) elements(r *reader) error {
 				return err
 			}
 		}
-		k, err := r.count(1)
+		k, err := r.Count(1)
 		if err != nil {
 			return err
 		}
 		s.ElementEntries += uint64(k)
 		for ; k > 0; k-- {
 			if flags&4 == 0 {
-				_, err = r.u32()
+				_, err = r.U32()
 			} else {
 				err = r.constExpr()
 			}
@@ -561,29 +434,29 @@ func (s *Summary) elements(r *reader) error {
 	return nil
 }
 
-func (s *Summary) code(r *reader) error {
-	n, err := r.count(2)
+func (s *Summary) code(r *Reader) error {
+	n, err := r.Count(2)
 	if err != nil {
 		return err
 	}
 	for i := 0; i < n; i++ {
-		size, err := r.u32()
+		size, err := r.U32()
 		if err != nil {
 			return err
 		}
-		body := &reader{b: r.b, pos: r.pos, end: r.pos}
-		if err := r.skip(uint64(size)); err != nil {
+		body := &Reader{Buf: r.Buf, Pos: r.Pos, End: r.Pos}
+		if err := r.Skip(uint64(size)); err != nil {
 			return err
 		}
-		body.end = r.pos
+		body.End = r.Pos
 		s.MaxBodyBytes = max(s.MaxBodyBytes, int(size))
-		decls, err := body.count(2)
+		decls, err := body.Count(2)
 		if err != nil {
 			return err
 		}
 		var locals uint64
 		for ; decls > 0; decls-- {
-			k, err := body.u32()
+			k, err := body.U32()
 			if err != nil {
 				return err
 			}
@@ -599,14 +472,14 @@ func (s *Summary) code(r *reader) error {
 	return nil
 }
 
-func (s *Summary) data(r *reader) error {
-	n, err := r.count(2)
+func (s *Summary) data(r *Reader) error {
+	n, err := r.Count(2)
 	if err != nil {
 		return err
 	}
 	s.DataSegments = n
 	for i := 0; i < n; i++ {
-		flags, err := r.u32()
+		flags, err := r.U32()
 		if err != nil {
 			return err
 		}
@@ -615,20 +488,20 @@ func (s *Summary) data(r *reader) error {
 			err = r.constExpr()
 		case 1:
 		case 2:
-			if _, err = r.u32(); err == nil {
+			if _, err = r.U32(); err == nil {
 				err = r.constExpr()
 			}
 		default:
-			return r.fail("data segment %d: unknown flags %d", i, flags)
+			return r.Fail("data segment %d: unknown flags %d", i, flags)
 		}
 		if err != nil {
 			return err
 		}
-		k, err := r.u32()
+		k, err := r.U32()
 		if err != nil {
 			return err
 		}
-		if err := r.skip(uint64(k)); err != nil {
+		if err := r.Skip(uint64(k)); err != nil {
 			return err
 		}
 		s.DataBytes += uint64(k)
@@ -638,44 +511,39 @@ func (s *Summary) data(r *reader) error {
 
 // custom measures the "name" section, which wazero decodes into maps sized
 // by its counts; other custom sections are kept as bytes.
-func (s *Summary) custom(r *reader) error {
-	n, err := r.u32()
+func (s *Summary) custom(r *Reader) error {
+	name, err := r.Name()
 	if err != nil {
 		return err
 	}
-	if uint64(n) > uint64(r.left()) {
-		return r.fail("custom section name of %d bytes, %d left", n, r.left())
-	}
-	name := string(r.b[r.pos : r.pos+int(n)])
-	r.pos += int(n)
-	if name != "name" {
-		r.pos = r.end
+	if string(name) != "name" {
+		r.Pos = r.End
 		return nil
 	}
-	for r.pos < r.end {
-		id, _ := r.byte()
-		size, err := r.u32()
+	for r.Pos < r.End {
+		id, _ := r.Byte()
+		size, err := r.U32()
 		if err != nil {
 			return err
 		}
-		sub := &reader{b: r.b, pos: r.pos, end: r.pos}
-		if err := r.skip(uint64(size)); err != nil {
+		sub := &Reader{Buf: r.Buf, Pos: r.Pos, End: r.Pos}
+		if err := r.Skip(uint64(size)); err != nil {
 			return err
 		}
-		sub.end = r.pos
+		sub.End = r.Pos
 		switch id {
 		case 1: // function names: vec(idx name)
 			if err := s.nameMap(sub); err != nil {
 				return err
 			}
 		case 2: // local names: vec(idx vec(idx name))
-			k, err := sub.count(2)
+			k, err := sub.Count(2)
 			if err != nil {
 				return err
 			}
 			s.NameEntries += k
 			for ; k > 0; k-- {
-				if _, err := sub.u32(); err != nil {
+				if _, err := sub.U32(); err != nil {
 					return err
 				}
 				if err := s.nameMap(sub); err != nil {
@@ -687,17 +555,17 @@ func (s *Summary) custom(r *reader) error {
 	return nil
 }
 
-func (s *Summary) nameMap(r *reader) error {
-	k, err := r.count(2)
+func (s *Summary) nameMap(r *Reader) error {
+	k, err := r.Count(2)
 	if err != nil {
 		return err
 	}
 	s.NameEntries += k
 	for ; k > 0; k-- {
-		if _, err := r.u32(); err != nil {
+		if _, err := r.U32(); err != nil {
 			return err
 		}
-		if err := r.name(); err != nil {
+		if err := r.skipName(); err != nil {
 			return err
 		}
 	}
@@ -716,26 +584,15 @@ func WithTableMax(wasm []byte, s *Summary, maxes []uint32) []byte {
 	for i, t := range s.Tables {
 		content = append(content, wasm[from:t.limits[0]]...)
 		content = append(content, 0x01)
-		content = appendU32(content, t.Min)
-		content = appendU32(content, max(maxes[i], t.Min))
+		content = AppendU32(content, t.Min)
+		content = AppendU32(content, max(maxes[i], t.Min))
 		from = t.limits[1]
 	}
 	content = append(content, wasm[from:s.tableSec[2]]...)
 	out := make([]byte, 0, len(wasm)+len(content))
 	out = append(out, wasm[:s.tableSec[0]]...)
-	out = append(out, secTable)
-	out = appendU32(out, uint32(len(content)))
+	out = append(out, SecTable)
+	out = AppendU32(out, uint32(len(content)))
 	out = append(out, content...)
 	return append(out, wasm[s.tableSec[2]:]...)
-}
-
-func appendU32(b []byte, v uint32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v == 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }

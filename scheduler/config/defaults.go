@@ -1,0 +1,191 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// Every default is stated once, here: Defaults and PipelineDefaults are the
+// value each key takes when the file, the environment and flags leave it
+// unset (zero), and applyDefaults fills them in. A few defaults depend on
+// other keys; applyDefaults states those at the end, as code. The limits.*
+// and async.http.* defaults are the engine's own (host.DefaultLimits,
+// host.DefaultHTTP), taken from there. config.yaml at the repository root
+// repeats every default in its comments; TestReferenceConfigStatesDefaults
+// fails when the two differ. cmd/wasmstream's flags refer to these too.
+
+// DefaultFile is the config file the commands read unless told otherwise.
+const DefaultFile = "config.yaml"
+
+// DefaultGrowAfter is instances.grow_after unless set. It is small next to
+// a person's sense of latency and large next to one fetch batch of fast
+// records, so that a batch arriving while an instance is busy does not grow
+// the pool; instances are never created per record.
+const DefaultGrowAfter = 20 * time.Millisecond
+
+// Defaults that depend on other keys (applyDefaults).
+const (
+	// DefaultTracingFile is tracing.file with exporter: jsonl.
+	DefaultTracingFile = "wasmstream-traces.jsonl"
+	// DefaultHostID is host.id when the machine's hostname is unknown.
+	DefaultHostID = "wasmstream"
+	// DefaultRetryInstancesMax is retry.instances.max unless set (or
+	// retry.instances.min, if higher).
+	DefaultRetryInstancesMax = 2
+	// DefaultRetryTopicSuffix follows the pipeline's name in
+	// retry.topic_prefix unless set.
+	DefaultRetryTopicSuffix = ".retry"
+)
+
+// Defaults returns the defaults of every key outside pipelines (a new
+// value each call: it holds pointers). Keys it leaves zero have no default,
+// or one applyDefaults derives: host.id (the hostname) and tracing.file
+// (DefaultTracingFile with exporter: jsonl).
+func Defaults() Config {
+	return Config{
+		Kafka: Kafka{
+			ClientID:               "wasmstream",
+			StartOffset:            "earliest",
+			CommitInterval:         time.Second,
+			FetchMaxWait:           100 * time.Millisecond,
+			SessionTimeout:         45 * time.Second,
+			RebalanceTimeout:       time.Minute,
+			TopicPartitions:        4,
+			CommitMetadataMaxBytes: 4096,
+			RecordDoneOffsets:      ptr(true),
+		},
+		Host: Host{
+			MaxInstances:       64,
+			MaxInstanceMemory:  4 << 30,
+			MaxInFlight:        200000,
+			MaxAsyncInFlight:   10000,
+			MaxHeldOutputBytes: 256 << 20,
+		},
+		Shutdown: Shutdown{DrainTimeout: 10 * time.Second},
+		Status:   Status{Interval: 10 * time.Second},
+		Log:      Log{Level: "info", Format: "text"},
+		Tracing: Tracing{
+			Exporter:    "none",
+			SampleRatio: ptr(1.0),
+			ServiceName: "wasmstream",
+		},
+		Metrics: Metrics{OTLP: MetricsOTLP{Interval: 30 * time.Second}},
+		Admin: Admin{
+			Enabled:        ptr(true),
+			Listen:         "127.0.0.1:9465",
+			StoreDir:       "wasmstream-store",
+			MaxModuleBytes: host.MaxModuleBytes,
+		},
+	}
+}
+
+// PipelineDefaults returns the defaults of a pipeline's keys (a new value
+// each call: it holds slices). Derived by applyDefaults: instances.max
+// (instances.min, or the bound auto chooses under), retry.instances.max
+// (DefaultRetryInstancesMax), retry.topic_prefix (name +
+// DefaultRetryTopicSuffix) and async.max_in_flight: auto.
+func PipelineDefaults() Pipeline {
+	return Pipeline{
+		Ordering:         OrderPartition,
+		Guarantee:        AtLeastOnce,
+		MaxInFlight:      10000,
+		MaxInFlightBytes: 32 << 20,
+		Weight:           1,
+		Instances: Instances{
+			Min:         1,
+			IdleTimeout: 30 * time.Second,
+			GrowAfter:   DefaultGrowAfter,
+		},
+		Limits: Limits{
+			MemoryPages:       host.DefaultLimits.MemoryPages,
+			TableElements:     host.DefaultLimits.TableElements,
+			RecordTimeout:     host.DefaultLimits.RecordTimeout,
+			MaxOutputs:        host.DefaultLimits.MaxOutputs,
+			MaxOutputBytes:    host.DefaultLimits.MaxOutputBytes,
+			LogBytesPerSecond: host.DefaultLimits.LogBytesPerSecond,
+			LogBurstBytes:     host.DefaultLimits.LogBurstBytes,
+		},
+		Transactions: Transactions{
+			MaxRecords: 10000,
+			Interval:   100 * time.Millisecond,
+			Timeout:    time.Minute,
+		},
+		Async: Async{
+			MaxInFlight:  64,
+			MaxPerRecord: 16,
+			HTTP: AsyncHTTP{
+				Timeout:          host.DefaultHTTP.Timeout,
+				ConnectTimeout:   host.DefaultHTTP.ConnectTimeout,
+				MaxResponseBytes: host.DefaultHTTP.MaxResponseBytes,
+				MaxRequestBytes:  host.DefaultHTTP.MaxRequestBytes,
+			},
+		},
+		Retry: Retry{
+			Mode:            RetryTopics,
+			MaxAttempts:     4,
+			Backoff:         []time.Duration{time.Second, 10 * time.Second, time.Minute},
+			RetryableFaults: []string{"trap", "panic", "exit", "deadline", "oom", "instance_lost"},
+			Instances: Instances{
+				IdleTimeout: 10 * time.Second,
+				GrowAfter:   DefaultGrowAfter,
+			},
+		},
+	}
+}
+
+// applyDefaults sets every unset key to its default.
+func (c *Config) applyDefaults() {
+	fillZero(reflect.ValueOf(c).Elem(), reflect.ValueOf(Defaults()))
+	if c.Host.ID == "" {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			c.Host.ID = h
+		} else {
+			c.Host.ID = DefaultHostID
+		}
+	}
+	if c.Tracing.File == "" && c.Tracing.Exporter == "jsonl" {
+		c.Tracing.File = DefaultTracingFile
+	}
+	for i := range c.Pipelines {
+		p := &c.Pipelines[i]
+		if p.Async.AutoInFlight {
+			p.Async.MaxInFlight = AutoAsyncMaxInFlight
+		}
+		fillZero(reflect.ValueOf(p).Elem(), reflect.ValueOf(PipelineDefaults()))
+		if p.Instances.Auto {
+			// The bound auto chooses under; never below the minimum, which
+			// Validate checks against it.
+			p.Instances.Max = max(min(AutoMaxInstances, c.Host.MaxInstances, p.MaxInFlight), 1)
+		}
+		if p.Instances.Max == 0 {
+			p.Instances.Max = p.Instances.Min
+		}
+		if p.Retry.Instances.Max == 0 {
+			p.Retry.Instances.Max = max(p.Retry.Instances.Min, DefaultRetryInstancesMax)
+		}
+		if p.Retry.TopicPrefix == "" {
+			p.Retry.TopicPrefix = p.Name + DefaultRetryTopicSuffix
+		}
+	}
+}
+
+// fillZero sets each zero field of dst (a struct) to the same field of def,
+// going into sections (nested structs). A list left empty but not unset
+// (backoff: []) is not zero; a key whose default is true is a *bool, so that
+// false can be told from unset.
+func fillZero(dst, def reflect.Value) {
+	for i := 0; i < dst.NumField(); i++ {
+		d := dst.Field(i)
+		switch {
+		case d.Kind() == reflect.Struct:
+			fillZero(d, def.Field(i))
+		case d.IsZero():
+			d.Set(def.Field(i))
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

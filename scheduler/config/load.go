@@ -1,0 +1,284 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// EnvPrefix is the prefix of environment variables that override config keys:
+// WASMSTREAM_KAFKA_BROKERS overrides kafka.brokers.
+const EnvPrefix = "WASMSTREAM_"
+
+// reservedEnv are WASMSTREAM_ variables that are not config keys.
+var reservedEnv = map[string]bool{
+	"WASMSTREAM_CACHE":       true, // cache directory of the test scripts
+	"WASMSTREAM_ADMIN_TOKEN": true, // admin API token
+}
+
+// Load reads the configuration: the YAML file at path (may be ""), then the
+// environment (environ, KEY=VALUE), then sets ("key=value", from flags),
+// each overriding the one before. It checks for unknown keys, applies
+// defaults and validates.
+func Load(path string, environ []string, sets []string) (*Config, error) {
+	k := koanf.New(".")
+	var probs Problems
+	cfg := &Config{}
+	if path != "" {
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Dir = filepath.Dir(abs)
+	}
+	leaves := leafKeys(reflect.TypeOf(Config{}), "")
+	envMap := map[string]any{}
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || reservedEnv[name] {
+			continue
+		}
+		key, found := leaves[strings.ToLower(strings.TrimPrefix(name, EnvPrefix))]
+		if !found {
+			probs = append(probs, fmt.Sprintf("environment variable %s: matches no config key (keys inside pipelines cannot be set from the environment)", name))
+			continue
+		}
+		envMap[key] = val
+	}
+	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
+		return nil, err
+	}
+	setMap := map[string]any{}
+	for _, s := range sets {
+		key, val, ok := strings.Cut(s, "=")
+		if !ok {
+			probs = append(probs, fmt.Sprintf("--set %q: want key=value", s))
+			continue
+		}
+		if _, found := leaves[strings.ReplaceAll(key, ".", "_")]; !found {
+			probs = append(probs, fmt.Sprintf("--set %s: unknown key %s (keys inside pipelines cannot be set from flags)", s, key))
+			continue
+		}
+		setMap[key] = val
+	}
+	if err := k.Load(confmap.Provider(setMap, "."), nil); err != nil {
+		return nil, err
+	}
+	raw := k.Raw()
+	autos := takeAutos(raw)
+	if len(autos) > 0 {
+		// The "auto" values are taken out (they are no numbers or sections
+		// of keys) and given to the typed config after decoding.
+		k = koanf.New(".")
+		if err := k.Load(confmap.Provider(raw, ""), nil); err != nil {
+			return nil, err
+		}
+	}
+	probs = append(probs, unknownKeys(raw, reflect.TypeOf(Config{}), "")...)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	dc := &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+			integerHook(),
+		),
+		WeaklyTypedInput: true,
+		TagName:          "koanf",
+		Result:           cfg,
+	}
+	if err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
+		return nil, decodeProblems(err)
+	}
+	for _, a := range autos {
+		if a.pipeline >= len(cfg.Pipelines) {
+			continue
+		}
+		p := &cfg.Pipelines[a.pipeline]
+		switch a.key {
+		case "instances":
+			p.Instances.Auto = true
+		case "retry.instances":
+			p.Retry.Instances.Auto = true
+		case "async.max_in_flight":
+			p.Async.AutoInFlight = true
+		}
+	}
+	cfg.applyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// autoKey is a key of a pipeline set to auto.
+type autoKey struct {
+	pipeline int
+	key      string // "instances" (instances: auto or instances.max: auto), "retry.instances", "async.max_in_flight"
+}
+
+// takeAutos finds the keys set to auto in raw (the merged config as maps),
+// removes them, and returns where they were: instances: auto becomes an
+// empty instances section, instances.max: auto and async.max_in_flight:
+// auto are left unset.
+func takeAutos(raw map[string]any) []autoKey {
+	list, _ := raw["pipelines"].([]any)
+	var out []autoKey
+	isAuto := func(v any) bool {
+		s, ok := v.(string)
+		return ok && strings.TrimSpace(s) == Auto
+	}
+	// section returns the section m[name], a map, or nil; an auto value
+	// is replaced by an empty section and reported by auto.
+	section := func(m map[string]any, name string) (sec map[string]any, auto bool) {
+		if isAuto(m[name]) {
+			sec = map[string]any{}
+			m[name] = sec
+			return sec, true
+		}
+		sec, _ = m[name].(map[string]any)
+		return sec, false
+	}
+	for i, el := range list {
+		p, ok := el.(map[string]any)
+		if !ok {
+			continue
+		}
+		if in, auto := section(p, "instances"); auto || (in != nil && isAuto(in["max"])) {
+			delete(in, "max")
+			out = append(out, autoKey{i, "instances"})
+		}
+		if rt, _ := p["retry"].(map[string]any); rt != nil {
+			if in, auto := section(rt, "instances"); auto || (in != nil && isAuto(in["max"])) {
+				delete(in, "max")
+				out = append(out, autoKey{i, "retry.instances"})
+			}
+		}
+		if as, _ := p["async"].(map[string]any); as != nil && isAuto(as["max_in_flight"]) {
+			delete(as, "max_in_flight")
+			out = append(out, autoKey{i, "async.max_in_flight"})
+		}
+	}
+	return out
+}
+
+var decodeErrRE = regexp.MustCompile(`^'([^' ]+)' (.*)$`)
+
+func decodeProblems(err error) error {
+	var probs Problems
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
+		if line == "" || strings.HasPrefix(line, "decoding failed due to") || strings.HasSuffix(line, "error(s) decoding:") {
+			continue
+		}
+		if m := decodeErrRE.FindStringSubmatch(line); m != nil {
+			line = m[1] + ": " + m[2] // the decoder's "'key' problem" as Validate says it
+		}
+		probs = append(probs, line)
+	}
+	if len(probs) == 0 {
+		return err
+	}
+	return probs
+}
+
+// leafKeys maps the underscore-joined form of every settable non-list key
+// ("kafka_brokers") to its dotted form ("kafka.brokers").
+func leafKeys(t reflect.Type, prefix string) map[string]string {
+	out := map[string]string{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("koanf")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := tag
+		if prefix != "" {
+			key = prefix + "." + tag
+		}
+		switch {
+		case f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)):
+			for k, v := range leafKeys(f.Type, key) {
+				out[k] = v
+			}
+		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+			// Lists of sections are set in the file only.
+		default:
+			out[strings.ReplaceAll(key, ".", "_")] = key
+		}
+	}
+	return out
+}
+
+// unknownKeys walks raw (the merged config as maps) against t and names every
+// key that matches no field.
+func unknownKeys(raw map[string]any, t reflect.Type, prefix string) []string {
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if tag := f.Tag.Get("koanf"); tag != "" && tag != "-" {
+			fields[tag] = f.Type
+		}
+	}
+	var out []string
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path := k
+		if prefix != "" {
+			path = prefix + "." + k
+		}
+		ft, ok := fields[k]
+		if !ok {
+			known := make([]string, 0, len(fields))
+			for f := range fields {
+				known = append(known, f)
+			}
+			sort.Strings(known)
+			out = append(out, fmt.Sprintf("%s: unknown key (known here: %s)", path, strings.Join(known, ", ")))
+			continue
+		}
+		switch {
+		case ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)):
+			if m, ok := raw[k].(map[string]any); ok {
+				out = append(out, unknownKeys(m, ft, path)...)
+			} else if raw[k] != nil {
+				out = append(out, fmt.Sprintf("%s: want a section of keys, got %v", path, raw[k]))
+			}
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			list, ok := raw[k].([]any)
+			if !ok {
+				if raw[k] != nil {
+					out = append(out, fmt.Sprintf("%s: want a list, got %v", path, raw[k]))
+				}
+				continue
+			}
+			for i, el := range list {
+				m, ok := el.(map[string]any)
+				if !ok {
+					out = append(out, fmt.Sprintf("%s[%d]: want a section of keys, got %v", path, i, el))
+					continue
+				}
+				out = append(out, unknownKeys(m, ft.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			}
+		}
+	}
+	return out
+}

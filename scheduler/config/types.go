@@ -1,0 +1,359 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Embedded is the broker address that starts an in-process broker.
+const Embedded = "embedded"
+
+// Config is the whole configuration of a host.
+type Config struct {
+	Kafka     Kafka      `koanf:"kafka"`
+	Pipelines []Pipeline `koanf:"pipelines"`
+	Shutdown  Shutdown   `koanf:"shutdown"`
+	Status    Status     `koanf:"status"`
+	Log       Log        `koanf:"log"`
+	Host      Host       `koanf:"host"`
+	Tracing   Tracing    `koanf:"tracing"`
+	Metrics   Metrics    `koanf:"metrics"`
+	Admin     Admin      `koanf:"admin"`
+
+	// Dir is the directory relative module paths are resolved against (the
+	// config file's directory). Not a config key.
+	Dir string `koanf:"-"`
+}
+
+// Kafka is how the host reaches the brokers.
+type Kafka struct {
+	Brokers        []string      `koanf:"brokers"`
+	Group          string        `koanf:"group"`
+	ClientID       string        `koanf:"client_id"`
+	StartOffset    string        `koanf:"start_offset"`
+	CommitInterval time.Duration `koanf:"commit_interval"`
+	// FetchMaxWait is how long the broker may hold a fetch with no new
+	// data. A partition resumed after backpressure is fetched only once the
+	// fetch in flight for the others returns, so this is also the longest
+	// a resumed partition waits (RATIONALE.md, "Backpressure").
+	FetchMaxWait           time.Duration `koanf:"fetch_max_wait"`
+	SessionTimeout         time.Duration `koanf:"session_timeout"`
+	RebalanceTimeout       time.Duration `koanf:"rebalance_timeout"`
+	CreateTopics           bool          `koanf:"create_topics"`
+	TopicPartitions        int32         `koanf:"topic_partitions"`
+	EmbeddedPort           int           `koanf:"embedded_port"`
+	CommitMetadataMaxBytes int           `koanf:"commit_metadata_max_bytes"`
+	RecordDoneOffsets      *bool         `koanf:"record_done_offsets"`
+}
+
+// Pipeline runs one module over its input topics.
+type Pipeline struct {
+	Name             string    `koanf:"name"`
+	Module           string    `koanf:"module"`
+	Inputs           []string  `koanf:"inputs"`
+	Output           string    `koanf:"output"`
+	AllowedOutputs   []string  `koanf:"allowed_outputs"`
+	DeadLetterTopic  string    `koanf:"dead_letter_topic"`
+	Group            string    `koanf:"group"`
+	Limits           Limits    `koanf:"limits"`
+	Ordering         string    `koanf:"ordering"`
+	Instances        Instances `koanf:"instances"`
+	MaxInFlight      int       `koanf:"max_in_flight"`
+	MaxInFlightBytes int       `koanf:"max_in_flight_bytes"`
+	Retry            Retry     `koanf:"retry"`
+	Async            Async     `koanf:"async"`
+	// Guarantee is at_least_once (the default) or exactly_once: a record's
+	// outputs, the retry or dead-letter copy it causes and its input offset
+	// commit in one Kafka transaction (RATIONALE.md, "Exactly once").
+	Guarantee    string       `koanf:"guarantee"`
+	Transactions Transactions `koanf:"transactions"`
+	// AllowCycles lets the pipeline be part of a cycle of pipelines feeding
+	// each other, or read its own output: it is declared to end the loop
+	// itself (topology.go).
+	AllowCycles bool `koanf:"allow_cycles"`
+	// Env is the module's environment (WASI environment variables): how a
+	// processor is configured (a service URL, a feature switch). Never put
+	// secrets here in plain text.
+	Env map[string]string `koanf:"env"`
+	// Weight is the pipeline's share of the host's guest-call slots (one per
+	// core) relative to the other pipelines' while they all have records to
+	// run; its retry workers share it (host/internal/slots).
+	Weight int `koanf:"weight"`
+}
+
+// Delivery guarantees.
+const (
+	AtLeastOnce = "at_least_once"
+	ExactlyOnce = "exactly_once"
+)
+
+// Transactions tunes an exactly_once pipeline's transactions: one is
+// committed once max_records records were released into it, or interval
+// after it began, whichever comes first.
+type Transactions struct {
+	MaxRecords int           `koanf:"max_records"`
+	Interval   time.Duration `koanf:"interval"`
+	// Timeout is the broker's transaction.timeout.ms for this producer: a
+	// transaction left open longer (a host paused or cut off) is aborted.
+	Timeout time.Duration `koanf:"timeout"`
+	// ID is the transactional id prefix; the default is the pipeline's group
+	// and host.id. It must be stable across restarts of one host (a restart
+	// then aborts what the killed process left open at once) and differ
+	// between hosts.
+	ID string `koanf:"id"`
+}
+
+// Async configures a pipeline's asynchronous operations (ABI.md, section 7).
+type Async struct {
+	// MaxInFlight bounds the operations in flight per instance: while an
+	// instance has that many outstanding, it takes no new record. With
+	// max_in_flight: auto (AutoInFlight) it is the bound the host's limit
+	// moves under (AutoAsyncMaxInFlight).
+	MaxInFlight int `koanf:"max_in_flight"`
+	// AutoInFlight is max_in_flight: auto: the host sets the operations in
+	// flight per instance from the latency it measures (scheduler/autosize.go).
+	AutoInFlight bool `koanf:"-"`
+	// MaxPerRecord bounds the operations one record may have outstanding.
+	MaxPerRecord int       `koanf:"max_per_record"`
+	HTTP         AsyncHTTP `koanf:"http"`
+}
+
+// AsyncHTTP configures guests' HTTP requests. With no allow_hosts, every
+// request is refused.
+type AsyncHTTP struct {
+	AllowHosts       []string      `koanf:"allow_hosts"`
+	Timeout          time.Duration `koanf:"timeout"`
+	ConnectTimeout   time.Duration `koanf:"connect_timeout"`
+	MaxResponseBytes int64         `koanf:"max_response_bytes"`
+	MaxRequestBytes  int           `koanf:"max_request_bytes"`
+}
+
+// Retry configures what happens to a record that fails retryably.
+type Retry struct {
+	Mode            string          `koanf:"mode"`
+	MaxAttempts     int             `koanf:"max_attempts"`
+	Backoff         []time.Duration `koanf:"backoff"`
+	TopicPrefix     string          `koanf:"topic_prefix"`
+	RetryableFaults []string        `koanf:"retryable_faults"`
+	Instances       Instances       `koanf:"instances"`
+}
+
+// Retry modes.
+const (
+	RetryTopics = "topics" // failed records go to a retry topic per backoff tier; secondary workers retry them
+	RetryInline = "inline" // retry in place, blocking the record's partition (or key) only
+)
+
+// FaultKinds are the guest fault kinds retry.retryable_faults may name.
+var FaultKinds = []string{"trap", "panic", "exit", "deadline", "oom", "bad_pointer", "protocol", "instance_lost"}
+
+// TierTopic is the retry topic of backoff tier i.
+func (p *Pipeline) TierTopic(i int) string {
+	return p.Retry.TopicPrefix + "." + compactDuration(p.Retry.Backoff[i])
+}
+
+// RetryTopics are the pipeline's retry topics, one per distinct backoff
+// tier, or none when records are not retried through topics.
+func (p *Pipeline) RetryTopics() []string {
+	if p.Retry.Mode != RetryTopics || p.Retry.MaxAttempts < 2 {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i := range p.Retry.Backoff {
+		if t := p.TierTopic(i); !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Delay is the wait before attempt (attempt >= 2): the backoff tier
+// attempt-2, the last tier repeating.
+func (p *Pipeline) Delay(attempt int) (time.Duration, int) {
+	i := min(max(attempt-2, 0), len(p.Retry.Backoff)-1)
+	return p.Retry.Backoff[i], i
+}
+
+func compactDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0 && d > 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0 && d > 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return fmt.Sprintf("%dms", d/time.Millisecond)
+}
+
+// Ordering modes.
+const (
+	OrderPartition = "partition" // one record at a time per partition, in offset order
+	OrderKey       = "key"       // one record at a time per key, in offset order; keys run concurrently
+	OrderNone      = "none"      // any record on any free instance
+)
+
+// Instances sizes a partition task's pool of module instances.
+type Instances struct {
+	Min         int           `koanf:"min"`
+	Max         int           `koanf:"max"`
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// GrowAfter is how long records must wait with every instance busy
+	// before the task borrows another instance (and between two borrows).
+	GrowAfter time.Duration `koanf:"grow_after"`
+	// Auto is instances: auto (or max: auto): the host chooses each task's
+	// maximum itself, between Min and Max, from what it measures
+	// (scheduler/autosize.go); Max is then the bound it chooses under
+	// (AutoMaxInstances, host.max_instances and max_in_flight).
+	Auto bool `koanf:"-"`
+}
+
+// Self-sizing (instances: auto, async.max_in_flight: auto): the bounds the
+// host's controllers move within. Their tuning is in scheduler/autosize.go.
+const (
+	// Auto is the value that asks the host to choose a size itself.
+	Auto = "auto"
+	// AutoMaxInstances bounds instances: auto per partition task (host.max_instances
+	// and the pipeline's max_in_flight bound it too).
+	AutoMaxInstances = 64
+	// AutoAsyncMaxInFlight bounds async.max_in_flight: auto per instance.
+	AutoAsyncMaxInFlight = 1024
+	// AutoAsyncInitialInFlight is where async.max_in_flight: auto starts.
+	AutoAsyncInitialInFlight = 4
+)
+
+// Limits bound each instance of a pipeline's module.
+type Limits struct {
+	MemoryPages    uint32        `koanf:"memory_pages"`
+	TableElements  uint32        `koanf:"table_elements"`
+	RecordTimeout  time.Duration `koanf:"record_timeout"`
+	MaxOutputs     int           `koanf:"max_outputs"`
+	MaxOutputBytes int           `koanf:"max_output_bytes"`
+	// LogBytesPerSecond and LogBurstBytes rate-limit each instance's guest
+	// log lines (a line costs its message plus 256 bytes); lines over them
+	// are dropped and counted.
+	LogBytesPerSecond int `koanf:"log_bytes_per_second"`
+	LogBurstBytes     int `koanf:"log_burst_bytes"`
+}
+
+// Shutdown bounds each stage of a graceful stop.
+type Shutdown struct {
+	DrainTimeout time.Duration `koanf:"drain_timeout"`
+}
+
+// Status configures the periodic status line.
+type Status struct {
+	Interval time.Duration `koanf:"interval"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `koanf:"level"`
+	Format string `koanf:"format"`
+}
+
+// Metrics configures the metrics and health endpoints.
+type Metrics struct {
+	// Listen is where /metrics (Prometheus), /healthz and /readyz are
+	// served; "" turns them off. Port 0 picks a free port (logged).
+	Listen string `koanf:"listen"`
+	// OTLP pushes the same metrics to an OTLP/HTTP receiver (a collector)
+	// when its endpoint is set; credentials from OTEL_EXPORTER_OTLP_HEADERS.
+	OTLP MetricsOTLP `koanf:"otlp"`
+}
+
+// MetricsOTLP configures pushing metrics over OTLP/HTTP.
+type MetricsOTLP struct {
+	Endpoint string        `koanf:"endpoint"`
+	Insecure bool          `koanf:"insecure"`
+	Interval time.Duration `koanf:"interval"`
+}
+
+// Admin configures the admin API. Its bearer token comes from the
+// WASMSTREAM_ADMIN_TOKEN environment variable or token_file, never from this
+// file; with no token the host refuses to start unless enabled is false.
+type Admin struct {
+	Enabled        *bool  `koanf:"enabled"`
+	Listen         string `koanf:"listen"`
+	TokenFile      string `koanf:"token_file"`
+	StoreDir       string `koanf:"store_dir"`
+	MaxModuleBytes int64  `koanf:"max_module_bytes"`
+}
+
+// AdminPath resolves a path of the admin section against the config's
+// directory.
+func (c *Config) AdminPath(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.Dir == "" {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+// Tracing configures OpenTelemetry tracing of records.
+type Tracing struct {
+	// Exporter: none, jsonl (a file), stdout, otlp-grpc or otlp-http.
+	Exporter string `koanf:"exporter"`
+	// Endpoint is the OTLP receiver, host:port. Credentials come from the
+	// standard OTEL_EXPORTER_OTLP_HEADERS environment variable, never from
+	// this file.
+	Endpoint string `koanf:"endpoint"`
+	Insecure bool   `koanf:"insecure"`
+	// File is the JSON-lines file (relative to the config's directory).
+	File string `koanf:"file"`
+	// SampleRatio is the share of healthy records traced; records that fail
+	// are always traced in full.
+	SampleRatio *float64 `koanf:"sample_ratio"`
+	ServiceName string   `koanf:"service_name"`
+}
+
+// TracingFile resolves tracing.file.
+func (c *Config) TracingFile() string {
+	if filepath.IsAbs(c.Tracing.File) || c.Dir == "" {
+		return c.Tracing.File
+	}
+	return filepath.Join(c.Dir, c.Tracing.File)
+}
+
+// Host configures the WebAssembly host.
+type Host struct {
+	CompileCacheDir   string `koanf:"compile_cache_dir"`
+	MaxInstances      int    `koanf:"max_instances"`
+	MaxInstanceMemory int64  `koanf:"max_instance_memory"`
+	MaxInFlight       int    `koanf:"max_in_flight"`
+	MaxAsyncInFlight  int    `koanf:"max_async_in_flight"`
+	// MaxHeldOutputBytes bounds the bytes of emitted outputs the host holds:
+	// those of records running or waiting on asynchronous operations, and
+	// those produced until the broker acknowledged them. Records are not
+	// started at half of it; emit refuses an output past it.
+	MaxHeldOutputBytes int64 `koanf:"max_held_output_bytes"`
+	// ID names this host among the group's members: stable across its
+	// restarts, different between hosts (exactly_once transactional ids are
+	// derived from it). The default is the machine's hostname.
+	ID string `koanf:"id"`
+}
+
+// GroupID is the consumer group of the pipeline: its own group key, or
+// kafka.group + "." + its name. Each pipeline is its own group so that two
+// pipelines reading one topic each see all of it.
+func (c *Config) GroupID(p *Pipeline) string {
+	if p.Group != "" {
+		return p.Group
+	}
+	return c.Kafka.Group + "." + p.Name
+}
+
+// ModulePath resolves the pipeline's module path.
+func (c *Config) ModulePath(p *Pipeline) string {
+	if filepath.IsAbs(p.Module) || c.Dir == "" {
+		return p.Module
+	}
+	return filepath.Join(c.Dir, p.Module)
+}
+
+// IsEmbedded reports whether the host runs its own in-process broker.
+func (c *Config) IsEmbedded() bool {
+	return len(c.Kafka.Brokers) == 1 && c.Kafka.Brokers[0] == Embedded
+}
