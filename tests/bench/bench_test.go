@@ -74,7 +74,9 @@ func passthrough(b *testing.B, brokers []string, in, out string, n int) time.Dur
 // passthroughMap is passthrough with fn making each output value from its
 // input record, in the poll loop (one goroutine, one record at a time).
 func passthroughMap(b *testing.B, brokers []string, in, out string, n int, fn func(*kgo.Record) []byte) time.Duration {
-	cl := kafkatest.Client(b, brokers,
+	var read batchRecords
+	defer func() { b.ReportMetric(float64(read.Load()-int64(n))/float64(n), "refetch/rec") }()
+	cl := kafkatest.Client(b, brokers, kgo.WithHooks(&read),
 		kgo.ConsumerGroup(fmt.Sprintf("bench-ref-%d", time.Now().UnixNano())),
 		kgo.ConsumeTopics(in),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -196,6 +198,15 @@ func (s *starvation) report(b *testing.B, snap scheduler.Snapshot, n int) {
 		b.ReportMetric(float64(s.idle)/float64(s.samples), "idle_frac")
 	}
 	b.ReportMetric(float64(snap.Read-snap.Fetched-snap.Skipped)/float64(n), "refetch/rec")
+}
+
+// batchRecords counts the records a client decodes from fetch responses:
+// what it fetched, and what it read beyond (again, or before the offset it
+// asked for).
+type batchRecords struct{ atomic.Int64 }
+
+func (c *batchRecords) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	c.Add(int64(m.NumRecords))
 }
 
 // topicPartitions is the number of partitions of topic.
