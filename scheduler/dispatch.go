@@ -94,8 +94,8 @@ func (t *task) dispatch() {
 // maxLocked is the most instances the task may have now: its sizer's
 // target under instances: auto, else instances.max.
 func (t *task) maxLocked() int {
-	if t.sizer != nil {
-		return t.sizer.Target
+	if t.auto.sizer != nil {
+		return t.auto.sizer.Target
 	}
 	return t.p.pc.Instances.Max
 }
@@ -106,24 +106,24 @@ func (t *task) maxLocked() int {
 // milliseconds, on evidence) and moves the target; workers above a lowered
 // target are woken to retire.
 func (t *task) controlLocked(now time.Time) {
-	if t.sizer == nil || t.stopping {
+	if t.auto.sizer == nil || t.stopping {
 		return
 	}
-	if el := now.Sub(t.ctlAt); el < sizing.MinWindow || (el < sizing.Window && (t.capped < sizing.Early || t.calls.Load()-t.ctlCalls < int64(sizing.EarlyCalls*t.workers))) {
+	if el := now.Sub(t.auto.ctlAt); el < sizing.MinWindow || (el < sizing.Window && (t.auto.capped < sizing.Early || t.auto.calls.Load()-t.auto.ctlCalls < int64(sizing.EarlyCalls*t.workers))) {
 		return
 	}
-	t.ctlCalls = t.calls.Load()
-	wait, run := t.callWait.Load(), t.callRun.Load()
-	m := sizing.Sample{Capped: t.capped, Wait: time.Duration(wait - t.ctlWait), Run: time.Duration(run - t.ctlRn), Workers: t.workers, Warm: int(t.warm.Load())}
-	t.ctlAt, t.capped, t.ctlWait, t.ctlRn = now, 0, wait, run
-	old := t.sizer.Target
-	if !t.sizer.Step(now, m) {
+	t.auto.ctlCalls = t.auto.calls.Load()
+	wait, run := t.auto.callWait.Load(), t.auto.callRun.Load()
+	m := sizing.Sample{Capped: t.auto.capped, Wait: time.Duration(wait - t.auto.ctlWait), Run: time.Duration(run - t.auto.ctlRn), Workers: t.workers, Warm: int(t.auto.warm.Load())}
+	t.auto.ctlAt, t.auto.capped, t.auto.ctlWait, t.auto.ctlRn = now, 0, wait, run
+	old := t.auto.sizer.Target
+	if !t.auto.sizer.Step(now, m) {
 		return
 	}
-	t.p.log.Debug("instances: auto: target changed", "topic", t.topic, "partition", t.partition, "from", old, "to", t.sizer.Target, "reason", t.sizer.Reason, "detail", t.sizer.Detail)
+	t.p.log.Debug("instances: auto: target changed", "topic", t.topic, "partition", t.partition, "from", old, "to", t.auto.sizer.Target, "reason", t.auto.sizer.Reason, "detail", t.auto.sizer.Detail)
 	// Idle workers above the target, least recently used first: woken,
 	// they find the pool over its target and retire (worker.admit).
-	for n := t.workers - t.sizer.Target; n > 0 && len(t.idleW) > 0; n-- {
+	for n := t.workers - t.auto.sizer.Target; n > 0 && len(t.idleW) > 0; n-- {
 		w := t.idleW[0]
 		t.idleW = slices.Delete(t.idleW, 0, 1)
 		select {
@@ -137,7 +137,7 @@ func (t *task) controlLocked(now time.Time) {
 // above its sizer's target: w holds no record (none waiting on its
 // operations, no inline retry).
 func (t *task) overTargetLocked(w *worker) bool {
-	return t.sizer != nil && !t.stopping && t.workers > t.sizer.Target && t.workers > t.p.pc.Instances.Min &&
+	return t.auto.sizer != nil && !t.stopping && t.workers > t.auto.sizer.Target && t.workers > t.p.pc.Instances.Min &&
 		(w.inst == nil || w.inst.Pending() == 0) && len(w.retries) == 0
 }
 
@@ -199,7 +199,7 @@ func (t *task) growLocked() {
 		return
 	}
 	if t.workers >= t.maxLocked() {
-		t.capped++ // records wait, the target holds the pool back: the sizer's signal
+		t.auto.capped++ // records wait, the target holds the pool back: the sizer's signal
 		return
 	}
 	if t.p.budget.borrow(t.p.instanceBytes) {

@@ -68,24 +68,14 @@ type task struct {
 	kick      *time.Timer // runs dispatch when records fall due or have waited instances.grow_after
 	kickAt    time.Time   // when kick fires (zero: not set)
 
-	// instances: auto (autosize.go); sizer is nil otherwise.
-	sizer          *sizing.Pool
-	capped         int       // times records waited grow_after with the pool at the target, this window
-	ctlAt          time.Time // when the window began
-	ctlWait, ctlRn int64     // callWait and callRun then
-	ctlCalls       int64     // and calls
-	// The guest calls' wait for a core and run time, in nanoseconds,
-	// added by the workers after each call (read by the sizer).
-	callWait, callRun atomic.Int64
-	calls             atomic.Int64 // times a worker accounted calls (one or more each)
-	warm              atomic.Int32 // workers whose first instance is created
+	auto autoSize // instances: auto; auto.sizer is nil with a fixed pool
 
 	stopCh chan struct{}
 	wg     sync.WaitGroup // workers
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	rel    *releaser     // release order, under ordering partition
+	rel    *releaser     // release order (committer.releaseOrder; nil: none)
 	ps     *Stats        // the partition's counters (kept across assignments)
 	mattrs attribute.Set // metric attributes
 
@@ -112,8 +102,8 @@ func newTask(p *Pipeline, topic string, partition int32, skip *offsets.DoneSet) 
 	t.kick = time.AfterFunc(time.Hour, t.dispatch)
 	t.kick.Stop()
 	if p.role.selfSized() {
-		t.sizer = sizing.NewPool(p.pc.Instances.Min, p.pc.Instances.Max)
-		t.ctlAt = time.Now()
+		t.auto.sizer = sizing.NewPool(p.pc.Instances.Min, p.pc.Instances.Max)
+		t.auto.ctlAt = time.Now()
 	}
 	t.mattrs = attribute.NewSet(attribute.String("pipeline", p.pc.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
 	if p.pc.Ordering == config.OrderKey {
@@ -389,6 +379,23 @@ func (t *task) lag() int64 {
 	return l
 }
 
+// autoSize is what a task measures for its instances: auto controller
+// (dispatch.go's controlLocked feeds internal/sizing): one window's
+// queueing, and the guest calls' wait for a core against their run time.
+// The fields up to ctlCalls are guarded by task.mu; the counters below are
+// added to by the workers after their calls and read by the controller.
+type autoSize struct {
+	sizer          *sizing.Pool
+	capped         int       // times records waited grow_after with the pool at the target, this window
+	ctlAt          time.Time // when the window began
+	ctlWait, ctlRn int64     // callWait and callRun then
+	ctlCalls       int64     // and calls
+	// The guest calls' wait for a core and run time, in nanoseconds.
+	callWait, callRun atomic.Int64
+	calls             atomic.Int64 // times a worker accounted calls (one or more each)
+	warm              atomic.Int32 // workers whose first instance is created
+}
+
 // taskGauges is a task at one moment: what Pipeline.Snapshot sums and
 // metrics report, read under the task's lock in one go so that neither
 // reaches into the task's fields.
@@ -424,8 +431,8 @@ func (t *task) gauges(withSlots bool) taskGauges {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g.workers, g.busy, g.inFlight, g.queued, g.paused = t.workers, t.workers-len(t.idleW), t.inFlight, t.queued, t.paused
-	if t.sizer != nil {
-		g.sized, g.target, g.reason, g.detail, g.changedAt = true, t.sizer.Target, t.sizer.Reason, t.sizer.Detail, t.sizer.ChangedAt
+	if t.auto.sizer != nil {
+		g.sized, g.target, g.reason, g.detail, g.changedAt = true, t.auto.sizer.Target, t.auto.sizer.Reason, t.auto.sizer.Detail, t.auto.sizer.ChangedAt
 	}
 	for slot, w := range t.live {
 		g.states[w.state.Load()]++

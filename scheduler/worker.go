@@ -145,7 +145,7 @@ func (t *task) worker(borrowed bool) {
 		}
 		t.p.budget.release(t.p.instanceBytes)
 		if w.warm {
-			t.warm.Add(-1)
+			t.auto.warm.Add(-1)
 		}
 	}()
 	if !borrowed {
@@ -414,7 +414,7 @@ func (w *worker) poll() {
 // accountCalls adds what the instance's calls waited for a core and ran
 // since the last look to the task's totals (instances: auto measures them).
 func (w *worker) accountCalls() {
-	if w.t.sizer == nil || w.inst == nil {
+	if w.t.auto.sizer == nil || w.inst == nil {
 		return
 	}
 	if w.acctInst != w.inst {
@@ -424,9 +424,9 @@ func (w *worker) accountCalls() {
 	if run == w.acctRun {
 		return
 	}
-	w.t.calls.Add(1)
-	w.t.callWait.Add(int64(wait - w.acctWait))
-	w.t.callRun.Add(int64(run - w.acctRun))
+	w.t.auto.calls.Add(1)
+	w.t.auto.callWait.Add(int64(wait - w.acctWait))
+	w.t.auto.callRun.Add(int64(run - w.acctRun))
 	w.acctWait, w.acctRun = wait, run
 }
 
@@ -462,7 +462,7 @@ func (w *worker) instance() *host.Instance {
 			w.inst, w.ver = in, v
 			if !w.warm {
 				w.warm = true
-				w.t.warm.Add(1)
+				w.t.auto.warm.Add(1)
 			}
 			break
 		}
