@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,11 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/scheduler"
-	"github.com/wasmstream/wasmstream/scheduler/admin"
+	"github.com/wasmstream/wasmstream/scheduler/assembly"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
@@ -104,152 +101,6 @@ loop:
 	return 0
 }
 
-// hostProc is a started Runner with its config, logger and signal context.
-type hostProc struct {
-	cfg  *config.Config
-	log  *slog.Logger
-	ctx  context.Context // ends on SIGINT/SIGTERM
-	stop context.CancelFunc
-	r    *scheduler.Runner
-
-	metricsSrv, adminSrv *admin.Server
-	meter                *sdkmetric.MeterProvider
-}
-
-// startOps starts the metrics and health endpoints and the admin API, and
-// brings back the module versions the admin API deployed before a restart.
-func (h *hostProc) startOps() error {
-	cfg, r := h.cfg, h.r
-	if cfg.Metrics.Listen != "" {
-		o := cfg.Metrics.OTLP
-		meter, handler, mp, err := admin.NewMeter(admin.OTLP{Endpoint: o.Endpoint, Insecure: o.Insecure, Interval: o.Interval})
-		if err != nil {
-			return fmt.Errorf("metrics: %w", err)
-		}
-		h.meter = mp
-		if err := r.RegisterMetrics(meter); err != nil {
-			return err
-		}
-		h.metricsSrv, err = admin.Listen("metrics.listen", cfg.Metrics.Listen, admin.HealthHandler(handler, r.Ready), h.log)
-		if err != nil {
-			return err
-		}
-		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz")
-	}
-	if !*cfg.Admin.Enabled {
-		return nil
-	}
-	token, err := adminToken(cfg)
-	if err != nil {
-		return err
-	}
-	store, err := admin.OpenStore(cfg.AdminPath(cfg.Admin.StoreDir), h.log)
-	if err != nil {
-		return err
-	}
-	for i := range cfg.Pipelines {
-		pc := &cfg.Pipelines[i]
-		cfgWasm, cerr := os.ReadFile(cfg.ModulePath(pc))
-		if d, ok := store.Active(pc.Name); ok && (cerr != nil || admin.Digest(cfgWasm) != d) {
-			wasm, err := store.Get(d)
-			if err == nil {
-				_, err = r.Deploy(h.ctx, pc.Name, wasm)
-			}
-			if err != nil {
-				return fmt.Errorf("admin.store_dir: pipeline %s was deployed with %s, which cannot be loaded: %w", pc.Name, d[:12], err)
-			}
-			h.log.Info("running the deployed version", "pipeline", pc.Name, "digest", d[:12])
-			continue
-		}
-		// The config's module is what runs: on a first start it is the first
-		// version in the store.
-		if cerr != nil {
-			return cerr
-		}
-		d, err := store.Put(pc.Name, "config", cfgWasm)
-		if err == nil {
-			err = store.Activate(pc.Name, d)
-		}
-		if err != nil {
-			return fmt.Errorf("admin.store_dir: %w", err)
-		}
-	}
-	api, err := admin.NewAPI(token, store, r, cfg.Admin.MaxModuleBytes, h.log)
-	if err != nil {
-		return err
-	}
-	if h.meter != nil {
-		if err := api.RegisterMetrics(h.meter.Meter("github.com/wasmstream/wasmstream")); err != nil {
-			return err
-		}
-	}
-	h.adminSrv, err = admin.Listen("admin.listen", cfg.Admin.Listen, api.Handler(), h.log)
-	if err != nil {
-		return err
-	}
-	h.log.Info("admin API", "addr", "http://"+h.adminSrv.Addr)
-	return nil
-}
-
-func (h *hostProc) closeOps() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	h.adminSrv.Close(ctx)
-	h.metricsSrv.Close(ctx)
-	if h.meter != nil {
-		h.meter.Shutdown(ctx)
-	}
-}
-
-// adminToken reads the admin API's token: WASMSTREAM_ADMIN_TOKEN, or
-// admin.token_file. There is no default: an admin API without a token is
-// refused, and so are a short token and a token file other users may read
-// (admin.ResolveToken).
-func adminToken(cfg *config.Config) (string, error) {
-	return admin.ResolveToken(os.Getenv(admin.TokenEnv), cfg.AdminPath(cfg.Admin.TokenFile))
-}
-
-// startHost loads the config, starts the runner and returns it, or nil and
-// the exit code after printing why it could not.
-func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
-	cfg, err := cf.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return nil, 1
-	}
-	log := newLogger(cfg, stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	r, err := scheduler.NewRunner(ctx, cfg, log)
-	if err != nil {
-		stop()
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return nil, 1
-	}
-	h := &hostProc{cfg: cfg, log: log, ctx: ctx, stop: stop, r: r}
-	if err := h.startOps(); err != nil {
-		h.closeOps()
-		r.Stop(context.Background())
-		stop()
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return nil, 1
-	}
-	r.Start()
-	return h, 0
-}
-
-// shutdown stops the runner in stages (drain, commit, leave) within
-// shutdown.drain_timeout plus a margin, and reports whether it finished.
-// A second signal during it kills the process the default way.
-func (h *hostProc) shutdown() bool {
-	h.stop()
-	h.log.Info("shutting down: draining in-flight records, committing, leaving the group", "drain_timeout", h.cfg.Shutdown.DrainTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), h.cfg.Shutdown.DrainTimeout+30*time.Second)
-	defer cancel()
-	h.r.Stop(sctx)
-	h.closeOps()
-	return !errors.Is(sctx.Err(), context.DeadlineExceeded)
-}
-
 // status turns snapshots into per-pipeline rates.
 type status struct {
 	r    *scheduler.Runner
@@ -311,4 +162,42 @@ func (s *status) lines() []statusLine {
 func cmdVersion(stdout io.Writer) int {
 	fmt.Fprintf(stdout, "wasmstream %s (ABI v%d, host module %s)\n", version, abi.Version, abi.HostModule)
 	return 0
+}
+
+// hostProc is the started process with its config, logger and signal
+// context.
+type hostProc struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	ctx  context.Context // ends on SIGINT/SIGTERM
+	stop context.CancelFunc
+	host *assembly.Host
+	r    *scheduler.Runner
+}
+
+// startHost loads the config, starts the process and returns it, or nil and
+// the exit code after printing why it could not.
+func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return nil, 1
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	host, err := assembly.Start(ctx, cfg, log)
+	if err != nil {
+		stop()
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return nil, 1
+	}
+	return &hostProc{cfg: cfg, log: log, ctx: ctx, stop: stop, host: host, r: host.Runner()}, 0
+}
+
+// shutdown stops the process in stages (assembly.Host.Shutdown) and
+// reports whether it finished in time. A second signal during it kills the
+// process the default way.
+func (h *hostProc) shutdown() bool {
+	h.stop()
+	return h.host.Shutdown()
 }
