@@ -32,6 +32,11 @@ const (
 	FaultInstanceLost FaultKind = "instance_lost"
 )
 
+// RetryableFaultKinds are the fault kinds a record may be retried after
+// (retry.retryable_faults names them): every kind but canceled, which is the
+// host giving up on a call, not the record's outcome.
+var RetryableFaultKinds = []FaultKind{FaultTrap, FaultPanic, FaultExit, FaultDeadline, FaultOOM, FaultBadPointer, FaultProtocol, FaultInstanceLost}
+
 // Fault is a guest fault. The instance that faulted is dead, unless Keep is
 // set: a record that reached its deadline while waiting on asynchronous
 // operations fails without its instance (the guest was not running).

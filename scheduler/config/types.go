@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host"
 )
 
 // Embedded is the broker address that starts an in-process broker.
@@ -145,8 +147,15 @@ const (
 	RetryInline = "inline" // retry in place, blocking the record's partition (or key) only
 )
 
-// FaultKinds are the guest fault kinds retry.retryable_faults may name.
-var FaultKinds = []string{"trap", "panic", "exit", "deadline", "oom", "bad_pointer", "protocol", "instance_lost"}
+// FaultKinds are the guest fault kinds retry.retryable_faults may name
+// (host.RetryableFaultKinds, as strings).
+var FaultKinds = func() []string {
+	out := make([]string, len(host.RetryableFaultKinds))
+	for i, k := range host.RetryableFaultKinds {
+		out[i] = string(k)
+	}
+	return out
+}()
 
 // TierTopic is the retry topic of backoff tier i.
 func (p *Pipeline) TierTopic(i int) string {
