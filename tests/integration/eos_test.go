@@ -132,13 +132,19 @@ func TestExactlyOnceKills(t *testing.T) {
 // records finish out of order and each transaction carries only the
 // contiguous prefix of done records.
 func TestExactlyOnceRebalance(t *testing.T) {
-	const count = 300000
-	brokers, _, _, out, cfg := eosRun(t, 6, count, "    ordering: none\n    instances: {min: 1, max: 3}\n"+eosKeys)
+	count := 300000
+	brokers, _, in, out, cfg := eosRun(t, 6, count, "    ordering: none\n    instances: {min: 1, max: 3}\n"+eosKeys)
 	rd := kafkatest.NewReader(t, brokers, out)
 	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
 	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/10 })
 	b := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=b"}, "run", "--config", cfg)
-	kafkatest.Eventually(t, 2*time.Minute, "the second host processing records", func() bool { return doneCount(b.logText(), "status") > 0 })
+	// The first host can drain the whole input before the group gives the
+	// second one its partitions: keep input coming until the second works.
+	kafkatest.Eventually(t, 2*time.Minute, "the second host processing records", keepProducing(func() bool { return doneCount(b.logText(), "status") > 0 }, func() {
+		from := count
+		kafkatest.Produce(t, brokers, in, 20000, func(i int) string { return fmt.Sprintf("v-%06d", from+i) })
+		count += 20000
+	}))
 	if code := a.stop(t, time.Minute); code != 0 {
 		t.Fatalf("first host exit code %d", code)
 	}
