@@ -30,7 +30,7 @@ plugins/examples/%.wasm: FORCE
 # libclang-rt-14-dev-wasm32; the test command installs them).
 c-plugins: plugins/examples/c-uppercase/uppercase.wasm
 
-plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/uppercase.c
+plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/uppercase.c plugins/examples/c-uppercase/case_ranges.h
 	clang --target=wasm32-wasi -O2 -mexec-model=reactor -o $@ $<
 
 # The AssemblyScript SDK and examples (needs node and npm; the test command
