@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -29,31 +28,6 @@ func asGuest(t testing.TB, dir string) []byte {
 		t.Fatalf("%s: the build failed (see the first test that built it)", dir)
 	}
 	return b
-}
-
-// sameResult fails unless the two guests' results are the same: status,
-// outputs byte for byte (nil and empty kept apart), and whether there is an
-// error.
-func sameResult(t *testing.T, what string, goRes, asRes Result) {
-	t.Helper()
-	if goRes.Status != asRes.Status || (goRes.Err == nil) != (asRes.Err == nil) {
-		t.Fatalf("%s: Go guest %v (%v), AssemblyScript guest %v (%v)", what, goRes.Status, goRes.Err, asRes.Status, asRes.Err)
-	}
-	if !reflect.DeepEqual(goRes.Outputs, asRes.Outputs) {
-		t.Fatalf("%s: outputs differ\nGo: %s\nAS: %s", what, outputsString(goRes.Outputs), outputsString(asRes.Outputs))
-	}
-}
-
-func outputsString(os []abi.Output) string {
-	var b strings.Builder
-	for _, o := range os {
-		v := o.Value
-		if len(v) > 200 {
-			v = v[:200]
-		}
-		fmt.Fprintf(&b, "{topic %q partition %d key %q (nil %v) value %q (nil %v, %d bytes) headers %+v} ", o.Topic, o.Partition, o.Key, o.Key == nil, v, o.Value == nil, len(o.Value), o.Headers)
-	}
-	return b.String()
 }
 
 func uppercaseRecords() []abi.Record {
@@ -87,7 +61,7 @@ func TestASUppercaseSameAsGo(t *testing.T) {
 			if goRes.Status != abi.StatusOK || len(goRes.Outputs) != 1 {
 				t.Fatalf("record %d: Go guest %v %v", i, goRes.Status, goRes.Err)
 			}
-			sameResult(t, fmt.Sprintf("round %d record %d", round, i), goRes, asRes)
+			sameAsGo(t, "AssemblyScript", fmt.Sprintf("round %d record %d", round, i), asRes, goRes)
 		}
 	}
 }
@@ -115,7 +89,7 @@ func TestASFilterSameAsGo(t *testing.T) {
 	} {
 		goRes := goIn.Process(context.Background(), &r, nil)
 		asRes := asIn.Process(context.Background(), &r, nil)
-		sameResult(t, fmt.Sprintf("record %d", i), goRes, asRes)
+		sameAsGo(t, "AssemblyScript", fmt.Sprintf("record %d", i), asRes, goRes)
 		kept += len(goRes.Outputs)
 	}
 	if kept < 5 {
@@ -182,7 +156,7 @@ func TestASLookupSameAsGo(t *testing.T) {
 	asRes := lookupResults(t, asGuest(t, "plugins/examples/as-lookup"), recs)
 	okN := 0
 	for i := range recs {
-		sameResult(t, fmt.Sprintf("record %d (key %q)", i, recs[i].Key), goRes[i], asRes[i])
+		sameAsGo(t, "AssemblyScript", fmt.Sprintf("record %d (key %q)", i, recs[i].Key), asRes[i], goRes[i])
 		if len(goRes[i].Outputs) == 1 {
 			okN++
 			t.Logf("%s", goRes[i].Outputs[0].Value)
