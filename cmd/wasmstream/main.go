@@ -22,6 +22,7 @@ Commands:
   demo       run the config's pipelines on an embedded broker with demo input, showing the output
   validate   check that modules fit the wasmstream ABI and print what they import and export
   conformance check a module against an example's test vectors (uppercase, filter, lookup)
+  init       create a processor project (Go, C, AssemblyScript or Rust) that builds as generated
   dlq        list, show and redrive dead-lettered records
   trace      print a record's path (attempts, retries, outputs) from its trace
   deploy     upload a processor to a running host and hot-swap a pipeline to it (or roll back)
@@ -81,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "conformance":
 		return cmdConformance(args[1:], stdout, stderr)
+	case "init":
+		return cmdInit(args[1:], stdout, stderr)
 	case "dlq":
 		return cmdDLQ(args[1:], stdout, stderr)
 	case "trace":
