@@ -196,19 +196,6 @@ func TestASLookupRefusedHost(t *testing.T) {
 	}
 }
 
-func BenchmarkProcessUppercaseAS(b *testing.B) {
-	in := newInstance(b, load(b, asGuest(b, "plugins/examples/as-uppercase"), Limits{}))
-	rec := &abi.Record{Topic: "in", Key: []byte("key-0001"), Value: []byte(strings.Repeat("x", 100)), Attempt: 1}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if res := in.Process(ctx, rec, nil); len(res.Outputs) != 1 {
-			b.Fatal(res.Err)
-		}
-	}
-}
-
 // A record that never decides (lookup.mode "leak" re-arms a timer forever)
 // fails at its deadline, and the instance lives on, as with the Go guest.
 func TestASLookupCompletionLeak(t *testing.T) {

@@ -234,16 +234,3 @@ func TestRustGuestLookupFaults(t *testing.T) {
 		t.Fatalf("record beside the leak: %+v (dead %v)", got[1], in.Dead())
 	}
 }
-
-func BenchmarkProcessUppercaseRust(b *testing.B) {
-	in := newInstance(b, load(b, rustGuest(b, "plugins/examples/rust-uppercase"), Limits{}))
-	rec := &abi.Record{Topic: "in", Key: []byte("key-0001"), Value: []byte(strings.Repeat("x", 100)), Attempt: 1}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if res := in.Process(ctx, rec, nil); len(res.Outputs) != 1 {
-			b.Fatal(res.Err)
-		}
-	}
-}

@@ -94,7 +94,20 @@ static uint32_t encode_rune(uint8_t *p, uint32_t r) {
 static uint32_t to_upper(uint8_t *dst, const uint8_t *s, uint32_t n) {
 	uint32_t o = 0;
 	for (uint32_t i = 0; i < n;) {
-		if (s[i] < 0x80) { // ASCII, the common case
+		if (n - i >= 8) { // eight ASCII bytes at a time, the common case
+			uint64_t w;
+			memcpy(&w, s + i, 8);
+			if ((w & 0x8080808080808080ull) == 0) {
+				// A byte's high bit set in ge_a: >= 'a'; in gt_z: > 'z'.
+				uint64_t ge_a = w + 0x1f1f1f1f1f1f1f1full, gt_z = w + 0x0505050505050505ull;
+				w -= ((ge_a & ~gt_z) & 0x8080808080808080ull) >> 2; // 0x80 >> 2 = 'a' - 'A'
+				memcpy(dst + o, &w, 8);
+				i += 8;
+				o += 8;
+				continue;
+			}
+		}
+		if (s[i] < 0x80) { // ASCII
 			uint8_t c = s[i++];
 			dst[o++] = (c >= 'a' && c <= 'z') ? c - ('a' - 'A') : c;
 			continue;
