@@ -77,7 +77,7 @@ func TestInitEveryLanguage(t *testing.T) {
 				rep.Write(&sb)
 				t.Fatalf("the starter does not conform:\n%s", sb.String())
 			}
-			code, out, errs = runCLI(t, "demo", "--config", filepath.Join(dir, "config.yaml"), "--lookup-service", "", "--duration", "4s", "--rate", "20")
+			code, out, errs = runCLI(t, "demo", "--config", filepath.Join(dir, "config.yaml"), "--lookup-service", "", "--duration", "10s", "--rate", "20")
 			if code != 0 || !strings.Contains(out, "← "+name+"-out") || !strings.Contains(out, "HELLO FROM WASMSTREAM") {
 				t.Fatalf("demo: code %d\n%s\n%s", code, out, errs)
 			}
