@@ -14,8 +14,8 @@
 // reverse, interleaved, and in every order of three records, and must give
 // the same outcomes. Failures of each kind the examples can produce are
 // checked against the ABI (abi/ABI.md §3, §6, §7): a guest-reported retry
-// or failure, an emit refused by a limit, a panic or abort in a
-// continuation (the instance is discarded and the other records waiting on
+// or failure, an emit refused by a limit, memory exhausted under the page
+// limit, a panic or abort in a continuation (the instance is discarded and the other records waiting on
 // it are lost), a completion leak caught at the deadline.
 //
 // `wasmstream conformance --example NAME module.wasm` runs it.
@@ -120,7 +120,10 @@ func (r *Report) Write(w io.Writer) {
 			v = "FAIL"
 		}
 		fmt.Fprintf(w, "%s  %s", v, c.Name)
-		if c.Detail != "" {
+		switch {
+		case c.Detail != "" && c.Pass:
+			fmt.Fprintf(w, " (%s)", c.Detail)
+		case c.Detail != "":
 			fmt.Fprintf(w, ": %s", c.Detail)
 		}
 		fmt.Fprintln(w)
@@ -130,6 +133,23 @@ func (r *Report) Write(w io.Writer) {
 
 func (r *Report) add(name string, detail string) {
 	r.Checks = append(r.Checks, Check{Name: name, Pass: detail == "", Detail: detail})
+}
+
+// addNote is add, with a note on a pass.
+func (r *Report) addNote(name, detail, note string) {
+	if detail != "" {
+		r.add(name, detail)
+		return
+	}
+	r.Checks = append(r.Checks, Check{Name: name, Pass: true, Detail: note})
+}
+
+// kindOf names how a record failed: its fault kind or its status.
+func (o Outcome) kindOf() string {
+	if o.Fault != "" {
+		return string(o.Fault) + " fault"
+	}
+	return "status " + o.Status.String()
 }
 
 // Run checks the module wasm against the example's specification. The
@@ -198,6 +218,59 @@ func runSync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, ex
 		r.add("vector "+v.Name, detail)
 	}
 	emitOverLimit(ctx, e, wasm, vecs, expect, r)
+	outOfMemory(ctx, e, wasm, m.Info().MemoryMin, vecs, expect, r)
+}
+
+// outOfMemory: with limits.memory_pages three pages (192 KiB) above what
+// the module declares, the 210 KiB record cannot be held; memory.grow
+// fails inside the guest. The record must fail — the guest's own failure,
+// or an oom, trap or panic fault (ABI.md §6: how a runtime reports
+// exhaustion differs) — with nothing emitted, and the instance, or its
+// replacement after a fault, must process the next record correctly.
+func outOfMemory(ctx context.Context, e *host.Engine, wasm []byte, minPages uint32, vecs []Vector, expect func(Vector) want, r *Report) {
+	const name = "failure: memory exhausted under limits.memory_pages fails the record (failure, or an oom, trap or panic fault); the next record is processed"
+	large, plain := vecByName(vecs, "large-210KiB"), vecByName(vecs, "plain")
+	// The smallest limit (in steps above the declared minimum) at which
+	// an instance starts and processes a small record: a runtime may need
+	// more than it declares to start (Go's does).
+	var m *host.Module
+	var in *host.Instance
+	var err error
+	pages := minPages + 3
+	for ; pages <= minPages+256; pages += max(3, (pages-minPages)/2) {
+		if m, in, err = load(ctx, e, wasm, host.ModuleConfig{Name: "conformance", Limits: host.Limits{MemoryPages: pages}}); err != nil {
+			continue
+		}
+		if o := outcomeOf(in.Process(ctx, &plain.Record, nil)); o.Status == abi.StatusOK && !in.Dead() {
+			break
+		}
+		closeAll(ctx, m, in)
+		m, in = nil, nil
+	}
+	if m == nil {
+		r.add(name, fmt.Sprintf("no limit up to %d pages above the declared minimum lets an instance start and process a small record: %v", pages-minPages, err))
+		return
+	}
+	defer func() { closeAll(ctx, m, in) }()
+	large.Record.Value = append(slices.Clone(large.Record.Value), " keep"...)
+	o := outcomeOf(in.Process(ctx, &large.Record, nil))
+	if o.Status == abi.StatusOK {
+		r.add(name, fmt.Sprintf("the record succeeded within %d pages: it cannot have held it", pages))
+		return
+	}
+	if msg := wantFailureOrFault([]abi.Status{abi.StatusRetry, abi.StatusFail}, host.FaultOOM, host.FaultTrap, host.FaultPanic)(o); msg != "" {
+		r.add(name, msg)
+		return
+	}
+	note := fmt.Sprintf("%s at %d pages", o.kindOf(), pages)
+	if in.Dead() {
+		if in, err = m.NewInstance(ctx); err != nil {
+			r.add(name, "no new instance after the fault: "+err.Error())
+			return
+		}
+		note += ", on a new instance after it"
+	}
+	r.addNote(name, prefix("the next record: ", expect(plain)(outcomeOf(in.Process(ctx, &plain.Record, nil)))), note)
 }
 
 // emitOverLimit: an output over limits.max_output_bytes is refused (emit
@@ -229,7 +302,7 @@ func emitOverLimit(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vect
 		r.add(name, "the instance was discarded")
 		return
 	}
-	r.add(name, prefix("the next record: ", expect(plain)(outcomeOf(in.Process(ctx, &plain.Record, nil)))))
+	r.addNote(name, prefix("the next record: ", expect(plain)(outcomeOf(in.Process(ctx, &plain.Record, nil)))), o.kindOf())
 }
 
 func vecByName(vecs []Vector, name string) Vector {
@@ -563,7 +636,7 @@ func panicInContinuation(ctx context.Context, e *host.Engine, wasm []byte, vecs 
 	if !in.Dead() {
 		bad = append(bad, "the instance lives on")
 	}
-	r.add(name, strings.Join(bad, "; "))
+	r.addNote(name, strings.Join(bad, "; "), outcomeOf(got[1]).kindOf())
 }
 
 // completionLeak: lookup.mode "leak" never decides its record: a deadline
