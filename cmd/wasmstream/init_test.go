@@ -19,7 +19,10 @@ func runMake(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("make", append([]string{"-s"}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=")
+	// No network: the Go module graph resolves from the module cache (the
+	// project has the checkout's go.sum), the Rust SDK is a path
+	// dependency, the AssemblyScript compiler is the SDK's installed one.
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "GOPROXY=off", "CARGO_NET_OFFLINE=true")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
