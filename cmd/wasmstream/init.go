@@ -46,6 +46,7 @@ type initData struct {
 	GoVersion                   string
 	ASSDK, ASImport             string // the AssemblyScript SDK's directory, and its path relative to assembly/
 	RustSDK                     string
+	CLI                         string // the wasmstream command the Makefile falls back on
 	CleanExtra                  string
 }
 
@@ -114,7 +115,12 @@ func initProject(lang, sdk, name, dir string, stdout io.Writer) error {
 		return err
 	}
 	d.Crate = strings.ReplaceAll(d.Name, "-", "_")
-	if d.Lang != "c" {
+	d.CLI = "wasmstream"
+	if d.Lang == "c" {
+		if co, err := findSDK(sdk); err == nil { // C needs no SDK; the checkout's CLI is welcome
+			d.CLI = filepath.Join(co, "bin", "wasmstream")
+		}
+	} else {
 		if d.SDK, err = findSDK(sdk); err != nil {
 			return err
 		}
@@ -126,6 +132,7 @@ func initProject(lang, sdk, name, dir string, stdout io.Writer) error {
 			return err
 		}
 		d.ASImport = filepath.ToSlash(rel)
+		d.CLI = filepath.Join(d.SDK, "bin", "wasmstream")
 	}
 	switch d.Lang {
 	case "c":
