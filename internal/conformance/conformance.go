@@ -645,7 +645,7 @@ func panicInContinuation(ctx context.Context, e *host.Engine, wasm []byte, vecs 
 func completionLeak(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
 	const name = "failure: a record never decided fails at its deadline (deadline fault), the instance lives on"
 	f := &fakeHTTP{}
-	m, in, err := load(ctx, e, wasm, asyncConfig(f, 300*time.Millisecond))
+	m, in, err := load(ctx, e, wasm, asyncConfig(f, time.Second))
 	if err != nil {
 		r.add(name, err.Error())
 		return
