@@ -97,35 +97,16 @@ func TestASFilterSameAsGo(t *testing.T) {
 	}
 }
 
-// lookupResults runs records through the lookup guest in dir (a Go or an
-// AssemblyScript one) against a fresh lookup service, and returns each
+// lookupResults runs records through a lookup guest (Go or
+// AssemblyScript) against a fresh lookup service, and returns each
 // record's result by index.
-func lookupResults(t *testing.T, wasm []byte, recs []*abi.Record) map[any]Result {
+func lookupResults(t *testing.T, wasm []byte, recs []*abi.Record) []Result {
 	srv := newLookupServer(t, func() time.Duration { return 0 })
-	m, err := sharedEngine(t).Load(context.Background(), wasm, ModuleConfig{
-		Name: "lookup", Limits: Limits{RecordTimeout: 5 * time.Second},
-		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
-		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, Timeout: 2 * time.Second, ConfigKey: "pipelines.lookup.async.http"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(context.Background()) })
-	in := newInstance(t, m)
-	got := map[any]Result{}
-	waiting := 0
+	rs := make([]abi.Record, len(recs))
 	for i, r := range recs {
-		res := in.Process(context.Background(), r, i)
-		if res.Status == abi.StatusPending {
-			waiting++
-			continue
-		}
-		got[i] = res
+		rs[i] = *r
 	}
-	for k, v := range drain(t, in, waiting, 10*time.Second) {
-		got[k] = v
-	}
-	return got
+	return processAll(t, loadAsyncGuest(t, wasm, srv, Limits{RecordTimeout: 5 * time.Second}), rs)
 }
 
 func TestASLookupSameAsGo(t *testing.T) {
