@@ -12,7 +12,7 @@ RUST_CRATES := abi/sdk/rust/wasmstream $(addprefix plugins/examples/,$(RUST_EXAM
 # lack the wasm32-wasi standard library.
 CARGO ?= env PATH=/usr/bin:$(PATH) cargo
 
-.PHONY: demo test build plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test bench clean
+.PHONY: demo test build plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test conformance bench clean
 
 demo: build plugins
 	./bin/wasmstream demo --config config.yaml $(DEMO_FLAGS)
@@ -30,7 +30,7 @@ plugins/examples/%.wasm: FORCE
 # libclang-rt-14-dev-wasm32; the test command installs them).
 c-plugins: plugins/examples/c-uppercase/uppercase.wasm
 
-plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/uppercase.c
+plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/uppercase.c plugins/examples/c-uppercase/case_ranges.h
 	clang --target=wasm32-wasi -O2 -mexec-model=reactor -o $@ $<
 
 # The AssemblyScript SDK and examples (needs node and npm; the test command
@@ -56,6 +56,14 @@ rust-plugins:
 # runtime); host/rustguest_test.go runs the examples inside the host.
 rust-test:
 	for c in $(RUST_CRATES); do (cd $$c && $(CARGO) test --quiet) || exit 1; done
+
+# The conformance kit (internal/conformance) over every language's
+# examples, from the built modules; TestExamplesConform runs the same in the
+# test command and also requires identical outputs across languages.
+conformance: build plugins c-plugins as-plugins rust-plugins
+	./bin/wasmstream conformance --quiet --example uppercase plugins/examples/uppercase/uppercase.wasm plugins/examples/c-uppercase/uppercase.wasm plugins/examples/as-uppercase/uppercase.wasm plugins/examples/rust-uppercase/target/wasm32-wasi/release/rust_uppercase.wasm
+	./bin/wasmstream conformance --quiet --example filter plugins/examples/filter/filter.wasm plugins/examples/as-filter/filter.wasm plugins/examples/rust-filter/target/wasm32-wasi/release/rust_filter.wasm
+	./bin/wasmstream conformance --quiet --example lookup plugins/examples/lookup/lookup.wasm plugins/examples/as-lookup/lookup.wasm plugins/examples/rust-lookup/target/wasm32-wasi/release/rust_lookup.wasm
 
 test:
 	bash tests/run.sh

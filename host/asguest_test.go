@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -29,31 +28,6 @@ func asGuest(t testing.TB, dir string) []byte {
 		t.Fatalf("%s: the build failed (see the first test that built it)", dir)
 	}
 	return b
-}
-
-// sameResult fails unless the two guests' results are the same: status,
-// outputs byte for byte (nil and empty kept apart), and whether there is an
-// error.
-func sameResult(t *testing.T, what string, goRes, asRes Result) {
-	t.Helper()
-	if goRes.Status != asRes.Status || (goRes.Err == nil) != (asRes.Err == nil) {
-		t.Fatalf("%s: Go guest %v (%v), AssemblyScript guest %v (%v)", what, goRes.Status, goRes.Err, asRes.Status, asRes.Err)
-	}
-	if !reflect.DeepEqual(goRes.Outputs, asRes.Outputs) {
-		t.Fatalf("%s: outputs differ\nGo: %s\nAS: %s", what, outputsString(goRes.Outputs), outputsString(asRes.Outputs))
-	}
-}
-
-func outputsString(os []abi.Output) string {
-	var b strings.Builder
-	for _, o := range os {
-		v := o.Value
-		if len(v) > 200 {
-			v = v[:200]
-		}
-		fmt.Fprintf(&b, "{topic %q partition %d key %q (nil %v) value %q (nil %v, %d bytes) headers %+v} ", o.Topic, o.Partition, o.Key, o.Key == nil, v, o.Value == nil, len(o.Value), o.Headers)
-	}
-	return b.String()
 }
 
 func uppercaseRecords() []abi.Record {
@@ -87,7 +61,7 @@ func TestASUppercaseSameAsGo(t *testing.T) {
 			if goRes.Status != abi.StatusOK || len(goRes.Outputs) != 1 {
 				t.Fatalf("record %d: Go guest %v %v", i, goRes.Status, goRes.Err)
 			}
-			sameResult(t, fmt.Sprintf("round %d record %d", round, i), goRes, asRes)
+			sameAsGo(t, "AssemblyScript", fmt.Sprintf("round %d record %d", round, i), asRes, goRes)
 		}
 	}
 }
@@ -115,7 +89,7 @@ func TestASFilterSameAsGo(t *testing.T) {
 	} {
 		goRes := goIn.Process(context.Background(), &r, nil)
 		asRes := asIn.Process(context.Background(), &r, nil)
-		sameResult(t, fmt.Sprintf("record %d", i), goRes, asRes)
+		sameAsGo(t, "AssemblyScript", fmt.Sprintf("record %d", i), asRes, goRes)
 		kept += len(goRes.Outputs)
 	}
 	if kept < 5 {
@@ -123,35 +97,16 @@ func TestASFilterSameAsGo(t *testing.T) {
 	}
 }
 
-// lookupResults runs records through the lookup guest in dir (a Go or an
-// AssemblyScript one) against a fresh lookup service, and returns each
+// lookupResults runs records through a lookup guest (Go or
+// AssemblyScript) against a fresh lookup service, and returns each
 // record's result by index.
-func lookupResults(t *testing.T, wasm []byte, recs []*abi.Record) map[any]Result {
+func lookupResults(t *testing.T, wasm []byte, recs []*abi.Record) []Result {
 	srv := newLookupServer(t, func() time.Duration { return 0 })
-	m, err := sharedEngine(t).Load(context.Background(), wasm, ModuleConfig{
-		Name: "lookup", Limits: Limits{RecordTimeout: 5 * time.Second},
-		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
-		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, Timeout: 2 * time.Second, ConfigKey: "pipelines.lookup.async.http"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(context.Background()) })
-	in := newInstance(t, m)
-	got := map[any]Result{}
-	waiting := 0
+	rs := make([]abi.Record, len(recs))
 	for i, r := range recs {
-		res := in.Process(context.Background(), r, i)
-		if res.Status == abi.StatusPending {
-			waiting++
-			continue
-		}
-		got[i] = res
+		rs[i] = *r
 	}
-	for k, v := range drain(t, in, waiting, 10*time.Second) {
-		got[k] = v
-	}
-	return got
+	return processAll(t, loadAsyncGuest(t, wasm, srv, Limits{RecordTimeout: 5 * time.Second}), rs)
 }
 
 func TestASLookupSameAsGo(t *testing.T) {
@@ -182,7 +137,7 @@ func TestASLookupSameAsGo(t *testing.T) {
 	asRes := lookupResults(t, asGuest(t, "plugins/examples/as-lookup"), recs)
 	okN := 0
 	for i := range recs {
-		sameResult(t, fmt.Sprintf("record %d (key %q)", i, recs[i].Key), goRes[i], asRes[i])
+		sameAsGo(t, "AssemblyScript", fmt.Sprintf("record %d (key %q)", i, recs[i].Key), asRes[i], goRes[i])
 		if len(goRes[i].Outputs) == 1 {
 			okN++
 			t.Logf("%s", goRes[i].Outputs[0].Value)
@@ -219,19 +174,6 @@ func TestASLookupRefusedHost(t *testing.T) {
 	}
 	if res.Status != abi.StatusFail || res.Err == nil || !strings.Contains(res.Err.Error(), "is not allowed") {
 		t.Fatalf("%v %v", res.Status, res.Err)
-	}
-}
-
-func BenchmarkProcessUppercaseAS(b *testing.B) {
-	in := newInstance(b, load(b, asGuest(b, "plugins/examples/as-uppercase"), Limits{}))
-	rec := &abi.Record{Topic: "in", Key: []byte("key-0001"), Value: []byte(strings.Repeat("x", 100)), Attempt: 1}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if res := in.Process(ctx, rec, nil); len(res.Outputs) != 1 {
-			b.Fatal(res.Err)
-		}
 	}
 }
 

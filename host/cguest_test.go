@@ -47,16 +47,3 @@ func TestCGuestUppercase(t *testing.T) {
 		}
 	}
 }
-
-func BenchmarkProcessUppercaseC(b *testing.B) {
-	in := cGuest(b)
-	rec := &abi.Record{Topic: "in", Key: []byte("key-0001"), Value: []byte(strings.Repeat("x", 100)), Attempt: 1}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if res := in.Process(ctx, rec, nil); len(res.Outputs) != 1 {
-			b.Fatal(res.Err)
-		}
-	}
-}

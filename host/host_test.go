@@ -252,21 +252,6 @@ func TestCanceledCall(t *testing.T) {
 	}
 }
 
-func BenchmarkProcessUppercase(b *testing.B) {
-	m := load(b, guest(b, "plugins/examples/uppercase"), Limits{})
-	in := newInstance(b, m)
-	rec := &abi.Record{Topic: "in", Key: []byte("key-0001"), Value: []byte(strings.Repeat("x", 100)), Attempt: 1}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		res := in.Process(ctx, rec, nil)
-		if len(res.Outputs) != 1 {
-			b.Fatal(res.Err)
-		}
-	}
-}
-
 func BenchmarkProcessMinimal(b *testing.B) {
 	m := load(b, wt.Minimal(wt.I32Const(0)).Bytes(), Limits{})
 	in := newInstance(b, m)

@@ -3,7 +3,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -62,31 +61,6 @@ func sameRecords() []abi.Record {
 	}
 }
 
-// sameOutputs fails unless got and want are the same outputs, byte for
-// byte, nulls included.
-func sameOutputs(t *testing.T, what string, got, want Result) {
-	t.Helper()
-	if got.Status != want.Status || (got.Err == nil) != (want.Err == nil) {
-		t.Fatalf("%s: status %v (%v), want %v (%v)", what, got.Status, got.Err, want.Status, want.Err)
-	}
-	if len(got.Outputs) != len(want.Outputs) {
-		t.Fatalf("%s: %d outputs, want %d", what, len(got.Outputs), len(want.Outputs))
-	}
-	for i := range got.Outputs {
-		g, w := abi.AppendOutput(nil, &got.Outputs[i]), abi.AppendOutput(nil, &want.Outputs[i])
-		if !bytes.Equal(g, w) || !reflect.DeepEqual(got.Outputs[i], want.Outputs[i]) {
-			t.Fatalf("%s: output %d differs:\n rust %q\n   go %q", what, i, trunc(g), trunc(w))
-		}
-	}
-}
-
-func trunc(b []byte) []byte {
-	if len(b) > 300 {
-		return append(b[:300:300], "…"...)
-	}
-	return b
-}
-
 func TestRustGuestUppercaseSameAsGo(t *testing.T) {
 	rs := newInstance(t, load(t, rustGuest(t, "plugins/examples/rust-uppercase"), Limits{}))
 	gs := newInstance(t, load(t, guest(t, "plugins/examples/uppercase"), Limits{}))
@@ -101,7 +75,7 @@ func TestRustGuestUppercaseSameAsGo(t *testing.T) {
 			if got.Status != abi.StatusOK || len(got.Outputs) != 1 {
 				t.Fatalf("record %d: %+v", i, got)
 			}
-			sameOutputs(t, "record "+string(rune('0'+i)), got, want)
+			sameAsGo(t, "Rust", "record "+string(rune('0'+i)), got, want)
 		}
 	}
 }
@@ -113,7 +87,7 @@ func TestRustGuestUppercaseVersionSameAsGo(t *testing.T) {
 	for i, r := range sameRecords()[:5] {
 		r := r
 		got := rs.Process(context.Background(), &r, nil)
-		sameOutputs(t, "record "+string(rune('0'+i)), got, gs.Process(context.Background(), &r, nil))
+		sameAsGo(t, "Rust", "record "+string(rune('0'+i)), got, gs.Process(context.Background(), &r, nil))
 		if hs := got.Outputs[0].Headers; len(hs) == 0 || hs[len(hs)-1].Key != "processor.version" || string(hs[len(hs)-1].Value) != "2" {
 			t.Fatalf("record %d: headers %+v", i, hs)
 		}
@@ -128,7 +102,7 @@ func TestRustGuestFilterSameAsGo(t *testing.T) {
 		r := r
 		got := rs.Process(context.Background(), &r, nil)
 		want := gs.Process(context.Background(), &r, nil)
-		sameOutputs(t, "record "+string(rune('0'+i)), got, want)
+		sameAsGo(t, "Rust", "record "+string(rune('0'+i)), got, want)
 		kept += len(got.Outputs)
 	}
 	if kept == 0 || kept == len(sameRecords()) {
@@ -202,7 +176,7 @@ func TestRustGuestLookupSameAsGo(t *testing.T) {
 	for round := 0; round < 2; round++ { // the second round: fail-1 answers now
 		got, want := processAll(t, rs, recs), processAll(t, gs, recs)
 		for i := range recs {
-			sameOutputs(t, "lookup of "+string(recs[i].Key), got[i], want[i])
+			sameAsGo(t, "Rust", "lookup of "+string(recs[i].Key), got[i], want[i])
 			if want[i].Err != nil && !strings.Contains(strings.ToLower(got[i].Err.Error()), strings.ToLower(firstWords(want[i].Err.Error()))) {
 				t.Fatalf("lookup of %q: error %q, Go's %q", recs[i].Key, got[i].Err, want[i].Err)
 			}
@@ -258,18 +232,5 @@ func TestRustGuestLookupFaults(t *testing.T) {
 	}
 	if got[1].Err != nil || in.Dead() {
 		t.Fatalf("record beside the leak: %+v (dead %v)", got[1], in.Dead())
-	}
-}
-
-func BenchmarkProcessUppercaseRust(b *testing.B) {
-	in := newInstance(b, load(b, rustGuest(b, "plugins/examples/rust-uppercase"), Limits{}))
-	rec := &abi.Record{Topic: "in", Key: []byte("key-0001"), Value: []byte(strings.Repeat("x", 100)), Attempt: 1}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if res := in.Process(ctx, rec, nil); len(res.Outputs) != 1 {
-			b.Fatal(res.Err)
-		}
 	}
 }

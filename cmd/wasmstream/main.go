@@ -21,6 +21,8 @@ Commands:
   run        run the pipelines of a config file
   demo       run the config's pipelines on an embedded broker with demo input, showing the output
   validate   check that modules fit the wasmstream ABI and print what they import and export
+  conformance check a module against an example's test vectors (uppercase, filter, lookup)
+  init       create a processor project (Go, C, AssemblyScript or Rust) that builds as generated
   dlq        list, show and redrive dead-lettered records
   trace      print a record's path (attempts, retries, outputs) from its trace
   deploy     upload a processor to a running host and hot-swap a pipeline to it (or roll back)
@@ -37,6 +39,10 @@ Examples:
   # Build a Go processor and check it:
   GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o proc.wasm ./myproc
   wasmstream validate proc.wasm
+
+  # Start a processor in Go, C, AssemblyScript or Rust, build it, check it:
+  wasmstream init --lang rust myproc && make -C myproc
+  wasmstream conformance --example uppercase myproc/myproc.wasm
 
   # Dead letters: inspect, then send back after fixing the processor:
   wasmstream dlq list --config config.yaml --pipeline uppercase --since 1h
@@ -74,6 +80,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
+	case "conformance":
+		return cmdConformance(args[1:], stdout, stderr)
+	case "init":
+		return cmdInit(args[1:], stdout, stderr)
 	case "dlq":
 		return cmdDLQ(args[1:], stdout, stderr)
 	case "trace":

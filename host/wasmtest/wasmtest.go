@@ -328,22 +328,18 @@ var (
 	asInstallErr error
 )
 
-// BuildASGuest builds the AssemblyScript guest whose entry file is entry
-// (relative to the repository root) with the SDK's build script
-// (abi/sdk/assemblyscript/build.mjs: asc -O3, incremental runtime, the SDK's
-// abort function) and returns the module bytes. It installs the SDK's pinned
-// compiler first (npm ci from package-lock.json, once per test binary; the
-// npm cache in ~/.npm lets it run offline). It needs node and npm (the test
-// command installs them).
-func BuildASGuest(t testing.TB, entry string) []byte {
+// InstallASSDK installs the AssemblyScript SDK's pinned compiler (npm ci
+// from package-lock.json, once per test binary, when node_modules is not
+// current; the npm cache in ~/.npm lets it run offline) and returns the
+// SDK's directory. It needs node and npm (the test command installs them).
+func InstallASSDK(t testing.TB) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s not found: AssemblyScript guests need node and npm (the test command installs them)", tool)
 		}
 	}
-	root := RepoRoot(t)
-	sdk := filepath.Join(root, asSDK)
+	sdk := filepath.Join(RepoRoot(t), asSDK)
 	asInstall.Do(func() {
 		// node_modules/.package-lock.json is npm's record of the install:
 		// newer than the lockfile, the install is current.
@@ -361,6 +357,20 @@ func BuildASGuest(t testing.TB, entry string) []byte {
 	if asInstallErr != nil {
 		t.Fatal(asInstallErr)
 	}
+	return sdk
+}
+
+// BuildASGuest builds the AssemblyScript guest whose entry file is entry
+// (relative to the repository root) with the SDK's build script
+// (abi/sdk/assemblyscript/build.mjs: asc -O3, incremental runtime, the SDK's
+// abort function) and returns the module bytes. It installs the SDK's pinned
+// compiler first (npm ci from package-lock.json, once per test binary; the
+// npm cache in ~/.npm lets it run offline). It needs node and npm (the test
+// command installs them).
+func BuildASGuest(t testing.TB, entry string) []byte {
+	t.Helper()
+	root := RepoRoot(t)
+	sdk := InstallASSDK(t)
 	out := filepath.Join(t.TempDir(), "guest.wasm")
 	cmd := exec.Command("node", filepath.Join(sdk, "build.mjs"), filepath.Join(root, entry), out)
 	return buildModule(t, cmd, "build "+entry, out)

@@ -1,11 +1,17 @@
 // uppercase.c — a wasmstream processor in C, written from abi/ABI.md alone:
 // it emits each record with its value upper-cased, keeping key and headers.
+// It upper-cases as Go's bytes.ToUpper does (Unicode simple case mapping,
+// from Go's tables in case_ranges.h; each byte of invalid UTF-8 becomes
+// U+FFFD), so its outputs are byte for byte those of the Go, AssemblyScript
+// and Rust examples (internal/conformance checks them all).
 //
 // Build (Debian: apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32):
 //   clang --target=wasm32-wasi -O2 -mexec-model=reactor -o uppercase.wasm uppercase.c
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "case_ranges.h"
 
 #define IMPORT(name) __attribute__((import_module("wasmstream_v1"), import_name(name)))
 #define EXPORT(name) __attribute__((export_name(name)))
@@ -39,6 +45,81 @@ static int32_t fail(uint32_t handle, const char *msg) {
 	return STATUS_FAIL;
 }
 
+// Go's unicode.ToUpper: the simple upper-case mapping of rune r.
+static uint32_t upper_rune(uint32_t r) {
+	if (r < 0x80) return (r >= 'a' && r <= 'z') ? r - ('a' - 'A') : r;
+	uint32_t lo = 0, hi = N_CASE_RANGES;
+	while (lo < hi) {
+		uint32_t m = lo + (hi - lo) / 2;
+		const int32_t *cr = CASE_RANGES[m];
+		if (r < (uint32_t)cr[0]) hi = m;
+		else if (r > (uint32_t)cr[1]) lo = m + 1;
+		else if (cr[2] == UPPER_LOWER) return (uint32_t)cr[0] + ((r - (uint32_t)cr[0]) & ~1u);
+		else return (uint32_t)((int32_t)r + cr[2]);
+	}
+	return r;
+}
+
+// Go's utf8.DecodeRune: the rune at s[0:n] and its width; invalid UTF-8
+// (overlong forms, surrogates, past U+10FFFF, truncated) is U+FFFD, width 1.
+static uint32_t decode_rune(const uint8_t *s, uint32_t n, uint32_t *width) {
+	uint8_t b0 = s[0];
+	*width = 1;
+	if (b0 < 0x80) return b0;
+	uint32_t need;
+	uint8_t lo = 0x80, hi = 0xBF;
+	if (b0 >= 0xC2 && b0 <= 0xDF) need = 2;
+	else if (b0 >= 0xE0 && b0 <= 0xEF) { need = 3; if (b0 == 0xE0) lo = 0xA0; if (b0 == 0xED) hi = 0x9F; }
+	else if (b0 >= 0xF0 && b0 <= 0xF4) { need = 4; if (b0 == 0xF0) lo = 0x90; if (b0 == 0xF4) hi = 0x8F; }
+	else return 0xFFFD;
+	if (n < need || s[1] < lo || s[1] > hi) return 0xFFFD;
+	for (uint32_t i = 2; i < need; i++)
+		if (s[i] < 0x80 || s[i] > 0xBF) return 0xFFFD;
+	*width = need;
+	if (need == 2) return ((uint32_t)(b0 & 0x1F) << 6) | (s[1] & 0x3F);
+	if (need == 3) return ((uint32_t)(b0 & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+	return ((uint32_t)(b0 & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+}
+
+static uint32_t encode_rune(uint8_t *p, uint32_t r) {
+	if (r < 0x80) { p[0] = (uint8_t)r; return 1; }
+	if (r < 0x800) { p[0] = 0xC0 | (r >> 6); p[1] = 0x80 | (r & 0x3F); return 2; }
+	if (r < 0x10000) { p[0] = 0xE0 | (r >> 12); p[1] = 0x80 | ((r >> 6) & 0x3F); p[2] = 0x80 | (r & 0x3F); return 3; }
+	p[0] = 0xF0 | (r >> 18); p[1] = 0x80 | ((r >> 12) & 0x3F); p[2] = 0x80 | ((r >> 6) & 0x3F); p[3] = 0x80 | (r & 0x3F);
+	return 4;
+}
+
+// Go's bytes.ToUpper of s[0:n] into dst (room for 3*n bytes: one byte of
+// invalid UTF-8 becomes the three of U+FFFD); returns the length written.
+static uint32_t to_upper(uint8_t *dst, const uint8_t *s, uint32_t n) {
+	uint32_t o = 0;
+	for (uint32_t i = 0; i < n;) {
+		if (n - i >= 8) { // eight ASCII bytes at a time, the common case
+			uint64_t w;
+			memcpy(&w, s + i, 8);
+			if ((w & 0x8080808080808080ull) == 0) {
+				// A byte's high bit set in ge_a: >= 'a'; in gt_z: > 'z'.
+				uint64_t ge_a = w + 0x1f1f1f1f1f1f1f1full, gt_z = w + 0x0505050505050505ull;
+				w -= ((ge_a & ~gt_z) & 0x8080808080808080ull) >> 2; // 0x80 >> 2 = 'a' - 'A'
+				memcpy(dst + o, &w, 8);
+				i += 8;
+				o += 8;
+				continue;
+			}
+		}
+		if (s[i] < 0x80) { // ASCII
+			uint8_t c = s[i++];
+			dst[o++] = (c >= 'a' && c <= 'z') ? c - ('a' - 'A') : c;
+			continue;
+		}
+		uint32_t w;
+		uint32_t r = decode_rune(s + i, n - i, &w);
+		o += encode_rune(dst + o, upper_rune(r));
+		i += w;
+	}
+	return o;
+}
+
 // Record layout (ABI.md 5.1): i64 offset, i64 timestamp, i32 partition,
 // u32 attempt, string topic, nullable key, nullable value, headers.
 EXPORT("wasmstream_on_record") int32_t on_record(uint32_t handle, uint32_t len) {
@@ -59,19 +140,26 @@ EXPORT("wasmstream_on_record") int32_t on_record(uint32_t handle, uint32_t len) 
 	if (pos > len) return fail(handle, "short record");
 
 	// Output layout (ABI.md 5.2): string topic ("" = the pipeline's output),
-	// i32 partition (-1 = by key), key, value, headers — the key, value and
-	// headers are byte-for-byte the record's, so they are copied as they are.
-	uint32_t n = 4 + 4 + (len - key_at);
-	if (!grow(&out, &out_cap, n)) return fail(handle, "out of memory");
+	// i32 partition (-1 = by key), key, value, headers — the key and headers
+	// are byte-for-byte the record's, so they are copied as they are.
+	uint32_t vmax = vlen == 0xFFFFFFFFu ? 0 : 3 * vlen;
+	uint64_t max = 8 + (uint64_t)(val_at - key_at) + 4 + vmax + (len - hdr_at);
+	if (max > 0xFFFFFFF0u || !grow(&out, &out_cap, (uint32_t)max)) return fail(handle, "out of memory");
 	put32(out, 0);
 	put32(out + 4, 0xFFFFFFFFu);
-	memcpy(out + 8, in + key_at, len - key_at);
-	if (vlen != 0xFFFFFFFFu) {
-		uint8_t *v = out + 8 + (val_at - key_at) + 4;
-		for (uint32_t i = 0; i < vlen; i++)
-			if (v[i] >= 'a' && v[i] <= 'z') v[i] -= 'a' - 'A';
+	uint32_t o = 8;
+	memcpy(out + o, in + key_at, val_at - key_at);
+	o += val_at - key_at;
+	if (vlen == 0xFFFFFFFFu) {
+		put32(out + o, vlen);
+		o += 4;
+	} else {
+		uint32_t n = to_upper(out + o + 4, in + val_at + 4, vlen);
+		put32(out + o, n);
+		o += 4 + n;
 	}
-	(void)hdr_at;
-	if (emit(handle, out, n) < 0) return fail(handle, "emit failed");
+	memcpy(out + o, in + hdr_at, len - hdr_at);
+	o += len - hdr_at;
+	if (emit(handle, out, o) < 0) return fail(handle, "emit failed");
 	return STATUS_OK;
 }

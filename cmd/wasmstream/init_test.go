@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/host"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/internal/conformance"
+)
+
+// make runs make in dir with args, failing the test with its output.
+func runMake(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"-s"}, args...)...)
+	cmd.Dir = dir
+	// No network: the Go module graph resolves from the module cache (the
+	// project has the checkout's go.sum), the Rust SDK is a path
+	// dependency, the AssemblyScript compiler is the SDK's installed one.
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "GOPROXY=off", "CARGO_NET_OFFLINE=true")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return string(out)
+}
+
+// TestInitEveryLanguage creates a project in each language, builds it with
+// its Makefile, runs its unit test, validates the module, checks it with
+// the conformance kit (the starter is an uppercase processor) and runs it
+// in the demo, with the project's config.yaml. The toolchains are those
+// the test command installs (Go, clang and wasi-libc, node and the
+// AssemblyScript SDK's compiler, Debian's cargo); a missing one fails the
+// test.
+func TestInitEveryLanguage(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatal("make not found (the test command installs it)")
+	}
+	root := wt.RepoRoot(t)
+	wt.InstallASSDK(t)
+	e, err := host.NewEngine("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	for _, lang := range []string{"go", "c", "assemblyscript", "rust"} {
+		t.Run(lang, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "My_Proc."+lang)
+			code, out, errs := runCLI(t, "init", "--lang", lang, "--sdk", root, dir)
+			if code != 0 || !strings.Contains(out, "created") {
+				t.Fatalf("init: code %d\n%s\n%s", code, out, errs)
+			}
+			name := "my-proc-" + lang
+			for _, f := range []string{"Makefile", "config.yaml", "README.md", ".gitignore"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Fatalf("no %s: %v", f, err)
+				}
+			}
+			runMake(t, dir)
+			t.Logf("make test:\n%s", runMake(t, dir, "test"))
+			wasm := filepath.Join(dir, name+".wasm")
+			if code, out, errs := runCLI(t, "validate", wasm); code != 0 || !strings.Contains(out, "ABI version: 1") {
+				t.Fatalf("validate: code %d\n%s\n%s", code, out, errs)
+			}
+			b, err := os.ReadFile(wasm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := conformance.Run(context.Background(), e, b, "uppercase")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK() {
+				var sb strings.Builder
+				rep.Write(&sb)
+				t.Fatalf("the starter does not conform:\n%s", sb.String())
+			}
+			code, out, errs = runCLI(t, "demo", "--config", filepath.Join(dir, "config.yaml"), "--lookup-service", "", "--duration", "10s", "--rate", "20")
+			if code != 0 || !strings.Contains(out, "← "+name+"-out") || !strings.Contains(out, "HELLO FROM WASMSTREAM") {
+				t.Fatalf("demo: code %d\n%s\n%s", code, out, errs)
+			}
+		})
+	}
+}
+
+func TestInitRefuses(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"init", "--lang", "go", dir}, 1, "is not empty"},
+		{[]string{"init", "--lang", "cobol", filepath.Join(dir, "x")}, 1, "want one of go, c, assemblyscript, rust"},
+		{[]string{"init", filepath.Join(dir, "x")}, 2, "go, c, assemblyscript, rust"},
+		{[]string{"init", "--lang", "go", "--sdk", dir, filepath.Join(dir, "y")}, 1, "is not a wasmstream checkout"},
+		{[]string{"init", "--lang", "c", "--name", "!!!", filepath.Join(dir, "z")}, 1, "give --name"},
+	} {
+		code, _, errs := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: code %d, stderr %q; want %d and %q", tc.args, code, errs, tc.code, tc.want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "keep.txt")); !bytes.Equal(b, []byte("mine")) {
+		t.Fatal("init touched a non-empty directory")
+	}
+	for _, d := range []string{"x", "y", "z"} {
+		if _, err := os.Stat(filepath.Join(dir, d)); err == nil {
+			t.Errorf("a refused init created %s", d)
+		}
+	}
+}
+
+// Without --sdk, init finds the checkout it was built in.
+func TestInitFindsTheCheckout(t *testing.T) {
+	t.Setenv("WASMSTREAM_SDK", "")
+	sdk, err := findSDK("")
+	if err != nil || sdk != wt.RepoRoot(t) {
+		t.Fatalf("%q %v, want %q", sdk, err, wt.RepoRoot(t))
+	}
+}

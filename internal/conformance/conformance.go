@@ -1,0 +1,700 @@
+// Package conformance is wasmstream's conformance kit: test vectors and a
+// runner that checks a processor module against the specification of one
+// of the example processors (uppercase, filter, lookup), whatever language
+// it is written in. It drives the module through the host's own instance
+// API (host.Module, host.Instance), so what it checks is what a pipeline
+// would do with the module.
+//
+// The vectors (vectors.go) are records with null and empty keys and
+// values, binary values, a 210 KiB value, 50 headers, null header values,
+// non-ASCII text and an incoming traceparent; the expected outcome of each
+// comes from the example's specification (expect.go). Each sync example is
+// run twice over the vectors on one instance (buffers are reused); the
+// lookup example's asynchronous completions are delivered forward, in
+// reverse, interleaved, and in every order of three records, and must give
+// the same outcomes. Failures of each kind the examples can produce are
+// checked against the ABI (abi/ABI.md §3, §6, §7): a guest-reported retry
+// or failure, an emit refused by a limit, memory exhausted under the page
+// limit, a panic or abort in a continuation (the instance is discarded and the other records waiting on
+// it are lost), a completion leak caught at the deadline.
+//
+// `wasmstream conformance --example NAME module.wasm` runs it.
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// Outcome is what one vector produced, comparable across modules.
+type Outcome struct {
+	Status   abi.Status
+	Outputs  [][]byte // the encodings of the outputs (abi.AppendOutput), in emit order
+	Fault    host.FaultKind
+	HasError bool   // an error message or fault explains a failure
+	Err      string // the message (differs across SDKs; not compared)
+}
+
+func outcomeOf(res host.Result) Outcome {
+	o := Outcome{Status: res.Status}
+	for i := range res.Outputs {
+		o.Outputs = append(o.Outputs, abi.AppendOutput(nil, &res.Outputs[i]))
+	}
+	if f := res.Fault(); f != nil {
+		o.Fault = f.Kind
+	}
+	if res.Err != nil {
+		o.HasError, o.Err = true, res.Err.Error()
+	}
+	return o
+}
+
+func (o Outcome) errSuffix() string {
+	if o.Err == "" {
+		return ""
+	}
+	e := o.Err
+	if len(e) > 160 {
+		e = e[:160] + "…"
+	}
+	return " (" + e + ")"
+}
+
+// Same reports whether two outcomes are the same: status, fault kind and
+// outputs byte for byte (messages aside).
+func (o Outcome) Same(p Outcome) bool {
+	return o.Status == p.Status && o.Fault == p.Fault && o.HasError == p.HasError &&
+		slices.EqualFunc(o.Outputs, p.Outputs, func(a, b []byte) bool { return string(a) == string(b) })
+}
+
+// Check is one verdict of a run.
+type Check struct {
+	Name   string
+	Pass   bool
+	Detail string // why it failed, or a note
+}
+
+// Report is the result of checking one module.
+type Report struct {
+	Example string
+	Checks  []Check
+	// Outcomes are the vectors' outcomes (the first round, or the forward
+	// order), by vector name, for comparing modules with each other.
+	Outcomes map[string]Outcome
+}
+
+// OK reports whether every check passed.
+func (r *Report) OK() bool {
+	for _, c := range r.Checks {
+		if !c.Pass {
+			return false
+		}
+	}
+	return len(r.Checks) > 0
+}
+
+// Failed returns the checks that failed.
+func (r *Report) Failed() []Check {
+	var f []Check
+	for _, c := range r.Checks {
+		if !c.Pass {
+			f = append(f, c)
+		}
+	}
+	return f
+}
+
+// Write prints one line per check (PASS or FAIL, with why) and a summary.
+func (r *Report) Write(w io.Writer) {
+	for _, c := range r.Checks {
+		v := "PASS"
+		if !c.Pass {
+			v = "FAIL"
+		}
+		fmt.Fprintf(w, "%s  %s", v, c.Name)
+		switch {
+		case c.Detail != "" && c.Pass:
+			fmt.Fprintf(w, " (%s)", c.Detail)
+		case c.Detail != "":
+			fmt.Fprintf(w, ": %s", c.Detail)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%s: %d of %d checks passed\n", r.Example, len(r.Checks)-len(r.Failed()), len(r.Checks))
+}
+
+func (r *Report) add(name string, detail string) {
+	r.Checks = append(r.Checks, Check{Name: name, Pass: detail == "", Detail: detail})
+}
+
+// addNote is add, with a note on a pass.
+func (r *Report) addNote(name, detail, note string) {
+	if detail != "" {
+		r.add(name, detail)
+		return
+	}
+	r.Checks = append(r.Checks, Check{Name: name, Pass: true, Detail: note})
+}
+
+// kindOf names how a record failed: its fault kind or its status.
+func (o Outcome) kindOf() string {
+	if o.Fault != "" {
+		return string(o.Fault) + " fault"
+	}
+	return "status " + o.Status.String()
+}
+
+// Run checks the module wasm against the example's specification. The
+// error is for a run that could not start (an unknown example); a module
+// that does not load is a failed check.
+func Run(ctx context.Context, e *host.Engine, wasm []byte, example string) (*Report, error) {
+	vecs, err := VectorsOf(example)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Example: example, Outcomes: map[string]Outcome{}}
+	if example == "lookup" {
+		runAsync(ctx, e, wasm, vecs, r)
+	} else {
+		runSync(ctx, e, wasm, vecs, expectationOf(example), r)
+	}
+	return r, nil
+}
+
+func load(ctx context.Context, e *host.Engine, wasm []byte, cfg host.ModuleConfig) (*host.Module, *host.Instance, error) {
+	m, err := e.Load(ctx, wasm, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, err := m.NewInstance(ctx)
+	if err != nil {
+		m.Close(ctx)
+		return nil, nil, err
+	}
+	return m, in, nil
+}
+
+func closeAll(ctx context.Context, m *host.Module, in *host.Instance) {
+	in.Close(ctx)
+	m.Close(ctx)
+}
+
+// runSync runs the vectors through one instance twice (the second round
+// reuses whatever the guest kept), then the failure vectors.
+func runSync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, expect func(Vector) want, r *Report) {
+	m, in, err := load(ctx, e, wasm, host.ModuleConfig{Name: "conformance"})
+	r.add("load: the module fits the ABI", errString(err))
+	if err != nil {
+		return
+	}
+	defer func() { closeAll(ctx, m, in) }()
+	for _, v := range vecs {
+		w := expect(v)
+		var detail string
+		for round := 1; round <= 2 && detail == ""; round++ {
+			if in.Dead() {
+				in, err = m.NewInstance(ctx)
+				if err != nil {
+					r.add("vector "+v.Name, "no new instance: "+err.Error())
+					return
+				}
+			}
+			o := outcomeOf(in.Process(ctx, &v.Record, nil))
+			if round == 1 {
+				r.Outcomes[v.Name] = o
+			}
+			if msg := w(o); msg != "" {
+				detail = fmt.Sprintf("round %d: %s", round, msg)
+			}
+		}
+		r.add("vector "+v.Name, detail)
+	}
+	emitOverLimit(ctx, e, wasm, vecs, expect, r)
+	outOfMemory(ctx, e, wasm, m.Info().MemoryMin, vecs, expect, r)
+}
+
+// outOfMemory: with limits.memory_pages three pages (192 KiB) above what
+// the module declares, the 210 KiB record cannot be held; memory.grow
+// fails inside the guest. The record must fail — the guest's own failure,
+// or an oom, trap or panic fault (ABI.md §6: how a runtime reports
+// exhaustion differs) — with nothing emitted, and the instance, or its
+// replacement after a fault, must process the next record correctly.
+func outOfMemory(ctx context.Context, e *host.Engine, wasm []byte, minPages uint32, vecs []Vector, expect func(Vector) want, r *Report) {
+	const name = "failure: memory exhausted under limits.memory_pages fails the record (failure, or an oom, trap or panic fault); the next record is processed"
+	large, plain := vecByName(vecs, "large-210KiB"), vecByName(vecs, "plain")
+	// The smallest limit (in steps above the declared minimum) at which
+	// an instance starts and processes a small record: a runtime may need
+	// more than it declares to start (Go's does).
+	var m *host.Module
+	var in *host.Instance
+	var err error
+	pages := minPages + 3
+	for ; pages <= minPages+256; pages += max(3, (pages-minPages)/2) {
+		if m, in, err = load(ctx, e, wasm, host.ModuleConfig{Name: "conformance", Limits: host.Limits{MemoryPages: pages}}); err != nil {
+			continue
+		}
+		if o := outcomeOf(in.Process(ctx, &plain.Record, nil)); o.Status == abi.StatusOK && !in.Dead() {
+			break
+		}
+		closeAll(ctx, m, in)
+		m, in = nil, nil
+	}
+	if m == nil {
+		r.add(name, fmt.Sprintf("no limit up to %d pages above the declared minimum lets an instance start and process a small record: %v", pages-minPages, err))
+		return
+	}
+	defer func() { closeAll(ctx, m, in) }()
+	large.Record.Value = append(slices.Clone(large.Record.Value), " keep"...)
+	o := outcomeOf(in.Process(ctx, &large.Record, nil))
+	if o.Status == abi.StatusOK {
+		r.add(name, fmt.Sprintf("the record succeeded within %d pages: it cannot have held it", pages))
+		return
+	}
+	if msg := wantFailureOrFault([]abi.Status{abi.StatusRetry, abi.StatusFail}, host.FaultOOM, host.FaultTrap, host.FaultPanic)(o); msg != "" {
+		r.add(name, msg)
+		return
+	}
+	note := fmt.Sprintf("%s at %d pages", o.kindOf(), pages)
+	if in.Dead() {
+		if in, err = m.NewInstance(ctx); err != nil {
+			r.add(name, "no new instance after the fault: "+err.Error())
+			return
+		}
+		note += ", on a new instance after it"
+	}
+	r.addNote(name, prefix("the next record: ", expect(plain)(outcomeOf(in.Process(ctx, &plain.Record, nil)))), note)
+}
+
+// emitOverLimit: an output over limits.max_output_bytes is refused (emit
+// answers -5); the guest must fail the record itself (retry or fail, not a
+// fault) and the instance must go on.
+func emitOverLimit(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, expect func(Vector) want, r *Report) {
+	const name = "failure: emit refused by limits.max_output_bytes (64 KiB) fails the record, the instance lives on"
+	m, in, err := load(ctx, e, wasm, host.ModuleConfig{Name: "conformance", Limits: host.Limits{MaxOutputBytes: 64 << 10}})
+	if err != nil {
+		r.add(name, err.Error())
+		return
+	}
+	defer func() { closeAll(ctx, m, in) }()
+	plain := vecByName(vecs, "plain")
+	// The 210 KiB record, with the word the filter keeps: every example
+	// emits it whole.
+	large := vecByName(vecs, "large-210KiB")
+	large.Record.Value = append(slices.Clone(large.Record.Value), " keep"...)
+	if expect(large)(Outcome{Status: abi.StatusOK}) == "" {
+		r.add(name, "the kit's record would emit nothing: nothing to refuse")
+		return
+	}
+	o := outcomeOf(in.Process(ctx, &large.Record, nil))
+	if msg := wantFailure(abi.StatusRetry, abi.StatusFail)(o); msg != "" {
+		r.add(name, msg)
+		return
+	}
+	if in.Dead() {
+		r.add(name, "the instance was discarded")
+		return
+	}
+	r.addNote(name, prefix("the next record: ", expect(plain)(outcomeOf(in.Process(ctx, &plain.Record, nil)))), o.kindOf())
+}
+
+func vecByName(vecs []Vector, name string) Vector {
+	for _, v := range vecs {
+		if v.Name == name {
+			return v
+		}
+	}
+	panic("conformance: no vector " + name)
+}
+
+func prefix(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// heldOp is one HTTP request of the guest, held until the kit delivers its
+// answer.
+type heldOp struct {
+	req  abi.HTTPRequest
+	done func([]byte)
+	once sync.Once
+}
+
+func (op *heldOp) complete(result []byte) { op.once.Do(func() { op.done(result) }) }
+
+// fakeHTTP replaces the host's HTTP operation: it records each request and
+// completes it only when the kit says so, so that the kit chooses the order
+// in which completions reach the guest.
+type fakeHTTP struct {
+	mu  sync.Mutex
+	ops []*heldOp
+}
+
+func (f *fakeHTTP) Start(ctx context.Context, req []byte, done func([]byte)) (string, error) {
+	r, err := abi.DecodeHTTPRequest(slices.Clone(req))
+	if err != nil {
+		return "", err
+	}
+	op := &heldOp{req: r, done: done}
+	f.mu.Lock()
+	f.ops = append(f.ops, op)
+	f.mu.Unlock()
+	go func() { // the host requires done also when the record ends first
+		<-ctx.Done()
+		op.complete(abi.AppendCompletionError(nil, abi.CompletionCanceled, "canceled: "+ctx.Err().Error()))
+	}()
+	return r.Method + " " + r.URL, nil
+}
+
+// take returns the requests started since the last take.
+func (f *fakeHTTP) take() []*heldOp {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ops := f.ops
+	f.ops = nil
+	return ops
+}
+
+// answer is what the kit's lookup service answers op, and a complaint
+// about the request, if any.
+func answer(op *heldOp, rec *abi.Record) ([]byte, string) {
+	key, err := lookupKey(op.req.URL)
+	if err != nil {
+		return abi.AppendCompletionError(nil, abi.CompletionError, err.Error()), err.Error()
+	}
+	var complaint []string
+	if key != string(rec.Key) {
+		complaint = append(complaint, fmt.Sprintf("asked for key %q, the record's is %q", key, rec.Key))
+	}
+	if op.req.Method != "" && op.req.Method != "GET" {
+		complaint = append(complaint, "method "+op.req.Method+", want GET")
+	}
+	idem := fmt.Sprintf("%s/%d/%d", rec.Topic, rec.Partition, rec.Offset)
+	got := ""
+	for _, h := range op.req.Headers {
+		if strings.EqualFold(h.Key, "Idempotency-Key") {
+			got = string(h.Value)
+		}
+	}
+	if got != idem {
+		complaint = append(complaint, fmt.Sprintf("Idempotency-Key %q, want %q (ABI.md §7.4)", got, idem))
+	}
+	return answerFor(key).result(), strings.Join(complaint, "; ")
+}
+
+const asyncTimeout = 10 * time.Second
+
+func asyncConfig(f *fakeHTTP, timeout time.Duration) host.ModuleConfig {
+	return host.ModuleConfig{Name: "conformance", Limits: host.Limits{RecordTimeout: timeout},
+		Env:   map[string]string{"LOOKUP_URL": LookupURL},
+		Async: host.AsyncConfig{Operations: map[abi.OpKind]host.Operation{abi.OpHTTP: f}}}
+}
+
+// order is how the requests of a run are completed: a permutation of
+// their indexes.
+type order struct {
+	name string
+	perm func(n int) []int
+}
+
+var orders = []order{
+	{"forward", func(n int) []int {
+		p := make([]int, n)
+		for i := range p {
+			p[i] = i
+		}
+		return p
+	}},
+	{"reverse", func(n int) []int {
+		p := make([]int, n)
+		for i := range p {
+			p[i] = n - 1 - i
+		}
+		return p
+	}},
+	{"interleaved", func(n int) []int { // outside in: 0, n-1, 1, n-2, ...
+		p := make([]int, 0, n)
+		for lo, hi := 0, n-1; lo <= hi; lo, hi = lo+1, hi-1 {
+			p = append(p, lo)
+			if hi != lo {
+				p = append(p, hi)
+			}
+		}
+		return p
+	}},
+}
+
+// permutations returns every order of 0..n-1.
+func permutations(n int) [][]int {
+	if n == 0 {
+		return [][]int{{}}
+	}
+	var out [][]int
+	for _, p := range permutations(n - 1) {
+		for i := 0; i <= len(p); i++ {
+			q := append(append(append([]int{}, p[:i]...), n-1), p[i:]...)
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// asyncRun processes vecs on a fresh instance, completes their requests in
+// the order perm gives, and returns each vector's outcome and complaints
+// about the requests.
+func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, perm func(int) []int) (map[string]Outcome, []string, error) {
+	f := &fakeHTTP{}
+	m, in, err := load(ctx, e, wasm, asyncConfig(f, asyncTimeout))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeAll(ctx, m, in)
+	out := map[string]Outcome{}
+	var complaints []string
+	type started struct {
+		op  *heldOp
+		vec int
+	}
+	var ops []started
+	waiting := 0
+	for i := range vecs {
+		res := in.Process(ctx, &vecs[i].Record, i)
+		for _, op := range f.take() {
+			ops = append(ops, started{op, i})
+		}
+		if res.Status == abi.StatusPending {
+			waiting++
+			continue
+		}
+		out[vecs[i].Name] = outcomeOf(res)
+	}
+	collect := func(ds []host.Done) {
+		for _, d := range ds {
+			out[vecs[d.Tag.(int)].Name] = outcomeOf(d.Result)
+			waiting--
+		}
+	}
+	for _, j := range perm(len(ops)) {
+		res, complaint := answer(ops[j].op, &vecs[ops[j].vec].Record)
+		if complaint != "" {
+			complaints = append(complaints, vecs[ops[j].vec].Name+": "+complaint)
+		}
+		ops[j].op.complete(res)
+		// Deliver this completion (and whatever else is due) now, so
+		// that the guest sees the completions in this order.
+		collect(in.Poll(ctx, time.Now()))
+	}
+	// Chained operations (the timer of "chain") complete by themselves;
+	// requests started in continuations are answered as they come.
+	end := time.Now().Add(asyncTimeout + time.Second)
+	for waiting > 0 && time.Now().Before(end) {
+		for _, op := range f.take() {
+			res, _ := answer(op, &abi.Record{})
+			op.complete(res)
+		}
+		select {
+		case <-in.Ready():
+		case <-time.After(10 * time.Millisecond):
+		}
+		collect(in.Poll(ctx, time.Now()))
+	}
+	if waiting > 0 {
+		return out, complaints, fmt.Errorf("%d record(s) still undecided after %s", waiting, asyncTimeout)
+	}
+	return out, complaints, nil
+}
+
+// runAsync checks the lookup example.
+func runAsync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
+	f := &fakeHTTP{}
+	m, err := e.Load(ctx, wasm, asyncConfig(f, asyncTimeout))
+	r.add("load: the module fits the ABI", errString(err))
+	if err != nil {
+		return
+	}
+	async := m.Info().Async
+	m.Close(ctx)
+	r.add("load: the module imports async_start and exports wasmstream_on_complete", map[bool]string{true: "", false: "it starts no asynchronous operation"}[async])
+	if !async {
+		return
+	}
+	byOrder := map[string]map[string]Outcome{}
+	for _, o := range orders {
+		out, complaints, err := asyncRun(ctx, e, wasm, vecs, o.perm)
+		if err != nil {
+			complaints = append(complaints, err.Error())
+		}
+		r.add("requests ("+o.name+"): GET LOOKUP_URL+path-escaped key, Idempotency-Key topic/partition/offset", strings.Join(complaints, "; "))
+		byOrder[o.name] = out
+	}
+	for _, v := range vecs {
+		w := expectLookup(v)
+		var bad []string
+		for _, o := range orders {
+			got, ok := byOrder[o.name][v.Name]
+			if !ok {
+				bad = append(bad, o.name+": undecided")
+				continue
+			}
+			if msg := w(got); msg != "" {
+				bad = append(bad, o.name+": "+msg)
+			}
+		}
+		r.Outcomes[v.Name] = byOrder["forward"][v.Name]
+		r.add("vector "+v.Name+" (completions forward, reverse, interleaved)", strings.Join(bad, "; "))
+	}
+	// Every order of three lookups (and a 404 and a retry among them).
+	three := []Vector{vecByName(vecs, "plain"), vecByName(vecs, "lookup-404"), vecByName(vecs, "lookup-503-retry")}
+	var bad []string
+	perms := permutations(3)
+	for _, p := range perms {
+		out, _, err := asyncRun(ctx, e, wasm, three, func(n int) []int {
+			if n != 3 {
+				return orders[0].perm(n)
+			}
+			return p
+		})
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("order %v: %v", p, err))
+			continue
+		}
+		for _, v := range three {
+			if msg := expectLookup(v)(out[v.Name]); msg != "" {
+				bad = append(bad, fmt.Sprintf("order %v, %s: %s", p, v.Name, msg))
+			}
+		}
+	}
+	r.add(fmt.Sprintf("completions in every order of three records (%d orders) give the same outcomes", len(perms)), strings.Join(bad, "; "))
+	panicInContinuation(ctx, e, wasm, vecs, r)
+	completionLeak(ctx, e, wasm, vecs, r)
+}
+
+// panicInContinuation: lookup.mode "panic" panics (or aborts) in the
+// continuation: a panic or trap fault that names the message, the instance
+// discarded, and the other record waiting on it failed as instance_lost
+// (ABI.md §6, §7.1).
+func panicInContinuation(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
+	const name = "failure: a panic in a continuation is a panic or trap fault, the instance is discarded, the other waiting record is instance_lost"
+	f := &fakeHTTP{}
+	m, in, err := load(ctx, e, wasm, asyncConfig(f, asyncTimeout))
+	if err != nil {
+		r.add(name, err.Error())
+		return
+	}
+	defer closeAll(ctx, m, in)
+	other := vecByName(vecs, "plain").Record
+	boom := abi.Record{Topic: "in", Key: []byte("boom"), Value: []byte(`"v"`), Attempt: 1, Headers: []abi.Header{{Key: "lookup.mode", Value: []byte("panic")}}}
+	for i, rec := range []*abi.Record{&other, &boom} {
+		if res := in.Process(ctx, rec, i); res.Status != abi.StatusPending {
+			r.add(name, fmt.Sprintf("record %d: status %s%s, want pending", i, res.Status, outcomeOf(res).errSuffix()))
+			return
+		}
+	}
+	ops := f.take()
+	if len(ops) != 2 {
+		r.add(name, fmt.Sprintf("%d requests, want 2", len(ops)))
+		return
+	}
+	res, _ := answer(ops[1], &boom)
+	ops[1].complete(res)
+	got := map[int]host.Result{}
+	end := time.Now().Add(asyncTimeout)
+	for len(got) < 2 && time.Now().Before(end) {
+		for _, d := range in.Poll(ctx, time.Now()) {
+			got[d.Tag.(int)] = d.Result
+		}
+		if len(got) < 2 {
+			select {
+			case <-in.Ready():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	var bad []string
+	if f := got[1].Fault(); f == nil || (f.Kind != host.FaultPanic && f.Kind != host.FaultTrap) || !strings.Contains(got[1].Err.Error(), "asked to panic in the continuation") {
+		bad = append(bad, fmt.Sprintf("the panicking record: %s%s", got[1].Status, outcomeOf(got[1]).errSuffix()))
+	}
+	if f := got[0].Fault(); f == nil || f.Kind != host.FaultInstanceLost {
+		bad = append(bad, fmt.Sprintf("the other record: %s%s, want instance_lost", got[0].Status, outcomeOf(got[0]).errSuffix()))
+	}
+	if !in.Dead() {
+		bad = append(bad, "the instance lives on")
+	}
+	r.addNote(name, strings.Join(bad, "; "), outcomeOf(got[1]).kindOf())
+}
+
+// completionLeak: lookup.mode "leak" never decides its record: a deadline
+// fault at limits.record_timeout, the instance kept (the guest was not
+// running), its canceled timer delivered, and the next record decided.
+func completionLeak(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
+	const name = "failure: a record never decided fails at its deadline (deadline fault), the instance lives on"
+	f := &fakeHTTP{}
+	m, in, err := load(ctx, e, wasm, asyncConfig(f, time.Second))
+	if err != nil {
+		r.add(name, err.Error())
+		return
+	}
+	defer closeAll(ctx, m, in)
+	leak := abi.Record{Topic: "in", Key: []byte("leak"), Value: []byte(`"v"`), Attempt: 1, Headers: []abi.Header{{Key: "lookup.mode", Value: []byte("leak")}}}
+	if res := in.Process(ctx, &leak, 0); res.Status != abi.StatusPending {
+		r.add(name, fmt.Sprintf("status %s%s, want pending", res.Status, outcomeOf(res).errSuffix()))
+		return
+	}
+	var got *host.Result
+	end := time.Now().Add(5 * time.Second)
+	for got == nil && time.Now().Before(end) {
+		select {
+		case <-in.Ready():
+		case <-time.After(10 * time.Millisecond):
+		}
+		for _, d := range in.Poll(ctx, time.Now()) {
+			got = &d.Result
+		}
+	}
+	if got == nil {
+		r.add(name, "the record was not failed at its deadline")
+		return
+	}
+	if flt := got.Fault(); flt == nil || flt.Kind != host.FaultDeadline || !flt.Keep || in.Dead() {
+		r.add(name, fmt.Sprintf("%s%s (instance dead: %v), want a deadline fault that keeps the instance", got.Status, outcomeOf(*got).errSuffix(), in.Dead()))
+		return
+	}
+	// The canceled timer is delivered; the instance takes the next record.
+	time.Sleep(20 * time.Millisecond)
+	in.Poll(ctx, time.Now())
+	plain := vecByName(vecs, "plain").Record
+	res := in.Process(ctx, &plain, 1)
+	for _, op := range f.take() {
+		a, _ := answer(op, &plain)
+		op.complete(a)
+	}
+	if res.Status == abi.StatusPending {
+		end := time.Now().Add(5 * time.Second)
+		for res.Status == abi.StatusPending && time.Now().Before(end) {
+			select {
+			case <-in.Ready():
+			case <-time.After(10 * time.Millisecond):
+			}
+			for _, d := range in.Poll(ctx, time.Now()) {
+				res = d.Result
+			}
+		}
+	}
+	r.add(name, prefix("the next record: ", expectLookup(vecByName(vecs, "plain"))(outcomeOf(res))))
+}
