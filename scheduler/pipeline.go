@@ -48,6 +48,7 @@ type Stats struct {
 	Borrowed   atomic.Int64 // instances borrowed above the tasks' minimums (records waited)
 	Released   atomic.Int64 // borrowed instances given back after instances.idle_timeout without a record
 	HeldBack   atomic.Int64 // times the poll loop waited because no task took more records (backpressure)
+	Pauses     atomic.Int64 // times a partition's fetching was paused (a full task while others took records)
 	// ForgedHeaders counts wasmstream.* headers not believed: any on an
 	// input topic, malformed ones on a retry topic (scheduler/headers.go).
 	ForgedHeaders atomic.Int64
@@ -72,6 +73,7 @@ type Snapshot struct {
 	Borrowed   int64 // instances borrowed because records waited
 	Released   int64 // instances given back after instances.idle_timeout without a record
 	HeldBack   int64 // times polling waited because no task took more records (backpressure)
+	Pauses     int64 // times a partition's fetching was paused
 	// Transactions committed and aborted (exactly_once pipelines).
 	TxnCommitted int64
 	TxnAborted   int64
@@ -397,6 +399,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 		Borrowed:   p.stats.Borrowed.Load(),
 		Released:   p.stats.Released.Load(),
 		HeldBack:   p.stats.HeldBack.Load(),
+		Pauses:     p.stats.Pauses.Load(),
 
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),

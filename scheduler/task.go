@@ -209,6 +209,7 @@ func (t *task) pauseIfFull() {
 	defer t.mu.Unlock()
 	if !t.paused && !t.stopping && (t.inFlight >= pauseFactor*t.p.pc.MaxInFlight || t.bytes >= pauseFactor*t.p.pc.MaxInFlightBytes) {
 		t.paused = true
+		t.p.stats.Pauses.Add(1)
 		t.p.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
 }

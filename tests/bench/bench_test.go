@@ -198,6 +198,7 @@ func (s *starvation) report(b *testing.B, snap scheduler.Snapshot, n int) {
 		b.ReportMetric(float64(s.idle)/float64(s.samples), "idle_frac")
 	}
 	b.ReportMetric(float64(snap.Read-snap.Fetched-snap.Skipped)/float64(n), "refetch/rec")
+	b.ReportMetric(float64(snap.Pauses), "pauses")
 }
 
 // batchRecords counts the records a client decodes from fetch responses:
