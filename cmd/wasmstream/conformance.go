@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -46,26 +45,11 @@ Flags:
 		fmt.Fprintf(stderr, "wasmstream conformance: --example %q: want one of %s\n", *example, strings.Join(conformance.Examples, ", "))
 		return 2
 	}
-	ctx := context.Background()
-	e, err := host.NewEngine("", nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return 1
-	}
-	defer e.Close(ctx)
-	rc := 0
-	for _, path := range fs.Args() {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-			rc = 1
-			continue
-		}
+	return eachModule(fs.Args(), stderr, func(ctx context.Context, e *host.Engine, path string, b []byte) bool {
 		rep, err := conformance.Run(ctx, e, b, *example)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-			rc = 1
-			continue
+			return false
 		}
 		fmt.Fprintf(stdout, "== %s (%s)\n", termsafe.Line(path), *example)
 		if *quiet {
@@ -79,9 +63,6 @@ Flags:
 			rep.Write(&sb)
 			fmt.Fprint(stdout, termsafe.Text(sb.String(), ""))
 		}
-		if !rep.OK() {
-			rc = 1
-		}
-	}
-	return rc
+		return rep.OK()
+	})
 }

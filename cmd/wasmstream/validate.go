@@ -38,27 +38,12 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wasmstream validate: --table-elements %d: want 1 to %d\n", *tables, host.MaxTableElements)
 		return 2
 	}
-	ctx := context.Background()
-	e, err := host.NewEngine("", nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
-		return 1
-	}
-	defer e.Close(ctx)
-	rc := 0
-	for _, path := range fs.Args() {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-			rc = 1
-			continue
-		}
+	return eachModule(fs.Args(), stderr, func(ctx context.Context, e *host.Engine, path string, b []byte) bool {
 		start := time.Now()
 		m, err := e.Load(ctx, b, host.ModuleConfig{Name: path, Limits: host.Limits{MemoryPages: uint32(*pages), TableElements: uint32(*tables)}})
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %s\n", termsafe.Line(path), termsafe.Text(err.Error(), "  "))
-			rc = 1
-			continue
+			return false
 		}
 		info := m.Info()
 		fmt.Fprintf(stdout, "%s: ok\n  ABI version: %d\n  sha256: %s\n  size: %d bytes\n  memory: min %d pages", path, info.ABIVersion, info.Digest, info.Size, info.MemoryMin)
@@ -80,6 +65,32 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "    %s\n", termsafe.Line(x))
 		}
 		m.Close(ctx)
+		return true
+	})
+}
+
+// eachModule reads every module file in paths and hands it to check with an
+// engine of its own, reporting an unreadable file on stderr; the exit code is
+// 1 when any file could not be read or check reported false.
+func eachModule(paths []string, stderr io.Writer, check func(ctx context.Context, e *host.Engine, path string, b []byte) bool) int {
+	ctx := context.Background()
+	e, err := host.NewEngine("", nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		return 1
+	}
+	defer e.Close(ctx)
+	rc := 0
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			rc = 1
+			continue
+		}
+		if !check(ctx, e, path, b) {
+			rc = 1
+		}
 	}
 	return rc
 }
