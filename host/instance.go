@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"runtime"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/slots"
 )
 
 // FaultKind classifies a guest fault. Every fault discards the instance.
@@ -123,6 +125,13 @@ type Instance struct {
 	// running once they had one (CallTimes).
 	slotWait, callTime time.Duration
 
+	// The guest-call slot kept between calls (KeepSlot), held while
+	// leased; turn is when its current turn with it began (slotQuantum).
+	keepSlot bool
+	leased   bool
+	lease    slots.Held
+	turn     time.Time
+
 	pending map[uint32]*recState // records waiting on operations, by handle
 	opsOut  int                  // operations of pending records not yet completed
 	lost    []Done               // pending records failed by the instance's death, not yet collected
@@ -214,6 +223,7 @@ func (in *Instance) Close(ctx context.Context) {
 		return
 	}
 	in.dead = true
+	in.Yield()
 	in.qmu.Lock()
 	in.qclosed = true
 	in.queue = nil
@@ -316,37 +326,31 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Resul
 func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func() ([]uint64, api.Function)) Result {
 	in.fault = nil
 	in.stderr.reset()
-	// Wait for a core, within the pipeline's share of them (host/internal/slots),
-	// before the deadline starts: with more instances than cores, the Go
-	// scheduler cannot preempt a goroutine inside guest code, and calls left
-	// runnable would be starved for seconds and time out for no fault of
-	// theirs.
-	asked := time.Now()
-	held, aerr := in.m.slots.Acquire(ctx)
-	start := time.Now()
-	in.slotWait += start.Sub(asked)
+	start, aerr := in.takeSlot(ctx)
 	if aerr != nil {
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host before it started: " + aerr.Error()}}
 	}
-	defer held.Release()
 	if op == nil {
-		st.deadline = time.Now().Add(in.m.limits.RecordTimeout)
+		st.deadline = start.Add(in.m.limits.RecordTimeout)
 	}
 	// No context per call: refuel checks st.deadline and ctx (fuel.go).
 	in.fuel.startCall(ctx, st.deadline, "record")
 	in.cur, in.curOp = st, op
 	stack, f := fn()
-	obs := in.m.cfg.Observer
 	err := f.CallWithStack(in.ctx, stack)
-	in.callTime += time.Since(start)
+	end := time.Now()
+	in.callTime += end.Sub(start)
 	in.fuel.endCall()
 	in.cur, in.curOp = nil, nil
-	if obs != nil && st.tag != nil {
+	if !in.keepSlot || err != nil {
+		in.Yield()
+	}
+	if obs := in.m.cfg.Observer; obs != nil && st.tag != nil {
 		name := abi.ExportOnRecord
 		if op != nil {
 			name = abi.ExportOnComplete
 		}
-		obs.GuestCall(st.tag, name, start, time.Since(start), err)
+		obs.GuestCall(st.tag, name, start, end.Sub(start), err)
 	}
 	if err != nil {
 		flt := in.classify(err, ctx.Err())
@@ -355,6 +359,61 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 		return Result{Status: abi.StatusRetry, Err: flt}
 	}
 	return Result{Status: abi.Status(int32(stack[0]))}
+}
+
+// slotQuantum is a turn of an instance that keeps its slot between calls
+// (KeepSlot): after it, the instance gives the slot up if other calls wait
+// for one, and the Go processor to other goroutines in any case.
+const slotQuantum = time.Millisecond
+
+// takeSlot waits for a core, within the pipeline's share of them
+// (host/internal/slots), before the deadline starts: with more instances
+// than cores, the Go scheduler cannot preempt a goroutine inside guest code,
+// and calls left runnable would be starved for seconds and time out for no
+// fault of theirs. An instance that keeps its slot goes on with it unless
+// other calls waited while it held it for slotQuantum. It returns when the
+// call may start.
+func (in *Instance) takeSlot(ctx context.Context) (time.Time, error) {
+	asked := time.Now()
+	if in.leased {
+		if asked.Sub(in.turn) < slotQuantum {
+			return asked, nil
+		}
+		// Its turn is over. Calls waited: queue behind them. None did: still
+		// let the goroutines that run no guest code (the Kafka clients, the
+		// poll loop, timers) have the core, which the Go scheduler would
+		// otherwise give them only after 10 ms.
+		in.turn = asked
+		if !in.m.slots.Contended() {
+			runtime.Gosched()
+			return time.Now(), nil
+		}
+		in.Yield()
+	}
+	held, err := in.m.slots.Acquire(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	start := time.Now()
+	in.slotWait += start.Sub(asked)
+	in.lease, in.leased, in.turn = held, true, start
+	return start, nil
+}
+
+// KeepSlot makes the instance keep its guest-call slot between calls, so
+// that a caller running records back to back does not hand the core over
+// and wait for it again at each one. The caller must call Yield before it
+// waits for anything but the instance's own calls (new records, completions,
+// a timer), and the instance gives the slot up by itself when other calls
+// waited for slotQuantum or when it closes.
+func (in *Instance) KeepSlot() { in.keepSlot = true }
+
+// Yield gives back the guest-call slot the instance kept, if any.
+func (in *Instance) Yield() {
+	if in.leased {
+		in.lease.Release()
+		in.leased, in.lease = false, slots.Held{}
+	}
 }
 
 // settle turns the status a call returned for st into the record's outcome.

@@ -241,6 +241,7 @@ func (t *task) worker(borrowed bool) {
 		var ready <-chan struct{}
 		if w.inst != nil {
 			ready = w.inst.Ready()
+			w.inst.Yield() // the core is for other workers while this one waits
 		}
 		expired := false
 		select {
@@ -459,6 +460,7 @@ func (w *worker) instance() *host.Instance {
 		in, err := v.m.NewInstance(w.t.ctx)
 		if err == nil {
 			w.t.p.recordInstantiate(time.Since(start))
+			in.KeepSlot() // records run back to back on it; the loop yields before it waits
 			w.inst, w.ver = in, v
 			if !w.warm {
 				w.warm = true

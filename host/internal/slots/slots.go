@@ -40,6 +40,7 @@ package slots
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,6 +65,10 @@ type Pool struct {
 	n         int
 	linger    time.Duration
 	maxCredit float64 // nanoseconds of virtual time
+
+	// waiting counts calls queued for a slot, read without mu by
+	// Contended.
+	waiting atomic.Int32
 
 	mu      sync.Mutex
 	used    int
@@ -139,6 +144,7 @@ func (g *Group) Acquire(ctx context.Context) (Held, error) {
 	g.wake(now)
 	w := waiters.Get().(*waiter)
 	g.waiters = append(g.waiters, w)
+	p.waiting.Add(1)
 	p.dispatch(now)
 	if w.granted { // granted at once: the common case
 		<-w.ch
@@ -166,6 +172,7 @@ func (g *Group) Acquire(ctx context.Context) (Held, error) {
 		for i, x := range g.waiters {
 			if x == w {
 				g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+				p.waiting.Add(-1)
 				break
 			}
 		}
@@ -174,6 +181,14 @@ func (g *Group) Acquire(ctx context.Context) (Held, error) {
 	waiters.Put(w)
 	return Held{}, ctx.Err()
 }
+
+// Start is when the slot was granted.
+func (h Held) Start() time.Time { return h.start }
+
+// Contended reports whether any call of any group waits for a slot: a
+// holder keeping its slot across several calls gives it back then, once it
+// held it for its quantum. It takes no lock.
+func (g *Group) Contended() bool { return g.p.waiting.Load() > 0 }
 
 // Release gives the slot back.
 func (h Held) Release() {
@@ -273,6 +288,7 @@ func (p *Pool) dispatch(now time.Time) {
 		n := copy(g.waiters, g.waiters[1:])
 		g.waiters[n] = nil
 		g.waiters = g.waiters[:n]
+		p.waiting.Add(-1)
 		g.running++
 		p.used++
 		w.granted, w.at = true, now
