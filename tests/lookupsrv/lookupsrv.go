@@ -32,10 +32,16 @@ type Server struct {
 
 // New starts a server closed when the test ends; delay may be nil.
 func New(t testing.TB, delay func(key string) time.Duration) *Server {
-	s := &Server{delay: delay, stop: make(chan struct{}), failed: map[string]bool{}}
+	s := Handler(delay)
 	s.Server = httptest.NewServer(s)
 	t.Cleanup(s.Shutdown)
 	return s
+}
+
+// Handler is the service without a listener (Server's embedded
+// httptest.Server is nil): cmd/lookupsrv serves it in a process of its own.
+func Handler(delay func(key string) time.Duration) *Server {
+	return &Server{delay: delay, stop: make(chan struct{}), failed: map[string]bool{}}
 }
 
 var shutdownOnce sync.Map
