@@ -122,8 +122,10 @@ type Instance struct {
 	fault      *Fault
 
 	// What its calls cost: waiting for a guest-call slot (a core), and
-	// running once they had one (CallTimes).
+	// running once they had one (CallTimes); when its last call started and
+	// ended (LastCall).
 	slotWait, callTime time.Duration
+	lastStart, lastEnd time.Time
 
 	// The guest-call slot kept between calls (KeepSlot), held while
 	// leased; turn is when its current turn with it began (slotQuantum).
@@ -303,12 +305,19 @@ func (in *Instance) endRecord(st *recState) {
 // for a slot has more instances than the cores can run.
 func (in *Instance) CallTimes() (wait, run time.Duration) { return in.slotWait, in.callTime }
 
+// LastCall returns when the instance's last call (Process or one of Poll's)
+// started, once it had a core, and when it returned: a caller timing a
+// record reads the clock no more than the call did.
+func (in *Instance) LastCall() (start, end time.Time) { return in.lastStart, in.lastEnd }
+
 // Process calls the guest with rec and returns its outcome. ctx bounds the
 // call besides the record deadline: when ctx ends, the guest is interrupted.
 // tag identifies the record to the caller: a record that returns
 // StatusPending finishes later, and Poll returns it with its tag.
 func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Result {
 	if in.dead {
+		now := time.Now()
+		in.lastStart, in.lastEnd = now, now
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "instance is closed"}}
 	}
 	st := in.newRec(tag)
@@ -327,6 +336,7 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	in.fault = nil
 	in.stderr.reset()
 	start, aerr := in.takeSlot(ctx)
+	in.lastStart, in.lastEnd = start, start
 	if aerr != nil {
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host before it started: " + aerr.Error()}}
 	}
@@ -339,6 +349,7 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	stack, f := fn()
 	err := f.CallWithStack(in.ctx, stack)
 	end := time.Now()
+	in.lastEnd = end
 	in.callTime += end.Sub(start)
 	in.fuel.endCall()
 	in.cur, in.curOp = nil, nil
@@ -392,7 +403,7 @@ func (in *Instance) takeSlot(ctx context.Context) (time.Time, error) {
 	}
 	held, err := in.m.slots.Acquire(ctx)
 	if err != nil {
-		return time.Time{}, err
+		return time.Now(), err
 	}
 	start := time.Now()
 	in.slotWait += start.Sub(asked)

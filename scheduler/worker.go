@@ -529,21 +529,26 @@ func (w *worker) start(j *job) {
 		j.tr.SetInstance(in.ID())
 	}
 	w.state.Store(workerBusy)
-	j.started = time.Now()
-	w.outcome(j, in.Process(w.t.ctx, &j.ar, j))
+	res := in.Process(w.t.ctx, &j.ar, j)
+	var end time.Time
+	j.started, end = in.LastCall()
+	w.outcomeAt(j, res, end)
 	w.accountCalls()
 	w.settleState()
 }
 
 // outcome acts on what an attempt of j came to.
-func (w *worker) outcome(j *job, res host.Result) {
+func (w *worker) outcome(j *job, res host.Result) { w.outcomeAt(j, res, time.Now()) }
+
+// outcomeAt is outcome for an attempt whose last call ended at end.
+func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	t := w.t
 	r := j.r
 	if res.Status != abi.StatusPending {
-		d := time.Since(j.started)
+		d := end.Sub(j.started)
 		t.recordLatency(d)
 		if j.pended && t.p.asyncSize != nil {
-			t.p.asyncSize.Observe(time.Now(), d)
+			t.p.asyncSize.Observe(end, d)
 		}
 		w.handled.Add(1)
 		if res.Fault() != nil {
