@@ -244,6 +244,15 @@ func (m *Module) Info() Info { return m.info }
 // Limits are the limits the module's instances run under.
 func (m *Module) Limits() Limits { return m.limits }
 
+// CoreUse is the slot time every pipeline's guest calls held so far on the
+// engine, and its number of slots (one per core): sampled twice, it tells
+// how many cores ran guest calls on average in between, and how many had
+// none to run.
+func (m *Module) CoreUse() (busy time.Duration, cores int) {
+	p := m.slots.Pool()
+	return p.Busy(), p.Size()
+}
+
 // Close releases the module and every instance still open, and writes the
 // summary of guest log lines dropped since the last one.
 func (m *Module) Close(ctx context.Context) error {

@@ -115,7 +115,11 @@ func (t *task) controlLocked(now time.Time) {
 	t.auto.ctlCalls = t.auto.calls.Load()
 	wait, run := t.auto.callWait.Load(), t.auto.callRun.Load()
 	m := sizing.Sample{Capped: t.auto.capped, Wait: time.Duration(wait - t.auto.ctlWait), Run: time.Duration(run - t.auto.ctlRn), Workers: t.workers, Warm: int(t.auto.warm.Load())}
-	t.auto.ctlAt, t.auto.capped, t.auto.ctlWait, t.auto.ctlRn = now, 0, wait, run
+	busy, cores := t.p.current().m.CoreUse()
+	if el := now.Sub(t.auto.ctlAt); !t.auto.ctlAt.IsZero() && el > 0 && t.auto.ctlBusy > 0 {
+		m.IdleCores = max(float64(cores)-float64(busy-t.auto.ctlBusy)/float64(el), 0)
+	}
+	t.auto.ctlAt, t.auto.capped, t.auto.ctlWait, t.auto.ctlRn, t.auto.ctlBusy = now, 0, wait, run, busy
 	old := t.auto.sizer.Target
 	if !t.auto.sizer.Step(now, m) {
 		return

@@ -7,6 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 )
 
 // Metrics are the runner's OpenTelemetry instruments. Most are observable:
@@ -84,8 +86,10 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		hostAsync     = gauge("wasmstream.host.async.in_flight", "{operation}", "Guest asynchronous operations in flight host-wide.")
 		hostHeld      = gauge("wasmstream.host.held_output_bytes", "By", "Bytes of emitted outputs the host holds (records running or waiting, outputs not yet acknowledged).")
 		hostHeldLimit = gauge("wasmstream.host.held_output_bytes.limit", "By", "host.max_held_output_bytes.")
-		poolTarget    = gauge("wasmstream.pool.target_instances", "{instance}", "instances: auto: the most instances the host lets the task have now, with the reason of its last change (queueing, core_contention, idle, start).")
-		asyncLimit    = gauge("wasmstream.async.limit", "{operation}", "Asynchronous operations in flight allowed per instance (async.max_in_flight, or what auto chose), with the reason of auto's last change (latency_at_baseline, latency_rise, baseline_probe, baseline_reset, start; fixed for a fixed bound).")
+		poolTarget    = gauge("wasmstream.pool.target_instances", "{instance}", "instances: auto: the most instances the host lets the task have now.")
+		poolReason    = gauge("wasmstream.pool.target_reason", "1", "instances: auto: why the target last changed, as a state set: 1 for the current reason, 0 for the others (start, queueing, core_contention, idle).")
+		asyncLimit    = gauge("wasmstream.async.limit", "{operation}", "Asynchronous operations in flight allowed per instance (async.max_in_flight, or what auto chose).")
+		asyncReason   = gauge("wasmstream.async.limit_reason", "1", "Why the async limit last changed, as a state set: 1 for the current reason, 0 for the others (start, latency_at_baseline, latency_rise, baseline_probe, baseline_reset; fixed for a fixed bound).")
 		retryBacklog  = gauge("wasmstream.retry.backlog", "{record}", "Records waiting on a retry tier topic (its retry workers' lag).")
 	)
 	if err != nil {
@@ -117,11 +121,16 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			o.ObserveInt64(logDrop, dl, metric.WithAttributes(pipe))
 			o.ObserveInt64(logDropB, db, metric.WithAttributes(pipe))
 			o.ObserveInt64(forged, p.stats.ForgedHeaders.Load(), metric.WithAttributes(pipe))
+			// The reasons are state sets beside the values, so that a value's
+			// series keeps its identity when the reason changes.
+			retryAttr := attribute.Bool("retry", p.role.isRetry())
 			if a := p.asyncSize; a != nil {
 				limit, reason, _ := a.State()
-				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, attribute.Bool("retry", p.role.isRetry()), attribute.String("reason", reason)))
+				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, retryAttr))
+				observeStateSet(o, asyncReason, sizing.AsyncReasons, reason, pipe, retryAttr)
 			} else if p.async.Load() {
-				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, attribute.Bool("retry", p.role.isRetry()), attribute.String("reason", "fixed")))
+				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, retryAttr))
+				observeStateSet(o, asyncReason, sizing.AsyncReasons, sizing.ReasonFixed, pipe, retryAttr)
 			}
 			backlog := map[string]int64{}
 			for _, g := range p.taskGauges(true) {
@@ -133,7 +142,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 				}
 				o.ObserveInt64(lag, g.lag, at)
 				if g.sized {
-					o.ObserveInt64(poolTarget, int64(g.target), metric.WithAttributes(append(base, attribute.String("reason", g.reason))...))
+					o.ObserveInt64(poolTarget, int64(g.target), at)
+					observeStateSet(o, poolReason, sizing.PoolReasons, g.reason, base...)
 				}
 				if p.role.isRetry() {
 					backlog[g.topic] += g.lag
@@ -170,7 +180,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
 	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
-		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog, poolTarget, asyncLimit)
+		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog, poolTarget, poolReason, asyncLimit, asyncReason)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -204,5 +214,18 @@ func (t *task) metricAttrs() metric.MeasurementOption {
 func (p *Pipeline) recordInstantiate(d time.Duration) {
 	if m := p.metrics; m != nil {
 		m.instantiate.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", p.pc.Name)))
+	}
+}
+
+// observeStateSet observes a state set (OpenMetrics): one series per state,
+// 1 for current and 0 for the others, each with the state attribute
+// "reason" beside attrs.
+func observeStateSet(o metric.Observer, g metric.Int64ObservableGauge, states []string, current string, attrs ...attribute.KeyValue) {
+	for _, st := range states {
+		v := int64(0)
+		if st == current {
+			v = 1
+		}
+		o.ObserveInt64(g, v, metric.WithAttributes(append(attrs[:len(attrs):len(attrs)], attribute.String("reason", st))...))
 	}
 }

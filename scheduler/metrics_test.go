@@ -3,14 +3,18 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -154,5 +158,55 @@ func TestMetricsUnderKnownLoad(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A controller's reason is a state set beside its value: when the reason
+// changes, the value's series and the set of reason series stay the same
+// (only which one is 1 moves), so a dashboard's series keep their identity.
+func TestReasonIsAStateSet(t *testing.T) {
+	rd := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd)).Meter("test")
+	value, err := meter.Int64ObservableGauge("target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason, err := meter.Int64ObservableGauge("reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := sizing.ReasonStart
+	pipe := attribute.String("pipeline", "p")
+	if _, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(value, 3, metric.WithAttributes(pipe))
+		observeStateSet(o, reason, sizing.PoolReasons, current, pipe)
+		return nil
+	}, value, reason); err != nil {
+		t.Fatal(err)
+	}
+	series := func() (ids []string, ones []string) {
+		for name, a := range collect(t, rd) {
+			for _, p := range a.(metricdata.Gauge[int64]).DataPoints {
+				id := name + "{" + p.Attributes.Encoded(attribute.DefaultEncoder()) + "}"
+				ids = append(ids, id)
+				if name == "reason" && p.Value == 1 {
+					ones = append(ones, id)
+				}
+			}
+		}
+		slices.Sort(ids)
+		return ids, ones
+	}
+	before, ones := series()
+	if len(before) != 1+len(sizing.PoolReasons) || len(ones) != 1 || !strings.Contains(ones[0], "reason="+sizing.ReasonStart) {
+		t.Fatalf("series %v, at 1 %v", before, ones)
+	}
+	current = sizing.ReasonCores
+	after, ones := series()
+	if !slices.Equal(before, after) {
+		t.Fatalf("the series changed with the reason: %v, then %v", before, after)
+	}
+	if len(ones) != 1 || !strings.Contains(ones[0], "reason="+sizing.ReasonCores) {
+		t.Fatalf("at 1 after the change: %v", ones)
 	}
 }

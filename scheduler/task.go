@@ -387,10 +387,11 @@ func (t *task) lag() int64 {
 // added to by the workers after their calls and read by the controller.
 type autoSize struct {
 	sizer          *sizing.Pool
-	capped         int       // times records waited grow_after with the pool at the target, this window
-	ctlAt          time.Time // when the window began
-	ctlWait, ctlRn int64     // callWait and callRun then
-	ctlCalls       int64     // and calls
+	capped         int           // times records waited grow_after with the pool at the target, this window
+	ctlAt          time.Time     // when the window began
+	ctlWait, ctlRn int64         // callWait and callRun then
+	ctlCalls       int64         // and calls
+	ctlBusy        time.Duration // the host's guest-call slot time then (host.Module.CoreUse)
 	// The guest calls' wait for a core and run time, in nanoseconds.
 	callWait, callRun atomic.Int64
 	calls             atomic.Int64 // times a worker accounted calls (one or more each)

@@ -72,6 +72,8 @@ type Pool struct {
 
 	mu      sync.Mutex
 	used    int
+	busy    time.Duration // slot time held in all (∫ used dt) up to busyAt
+	busyAt  time.Time
 	groups  map[string]*Group
 	order   []*Group // creation order: deterministic ties
 	timer   *time.Timer
@@ -198,6 +200,30 @@ func (h Held) Release() {
 	p.mu.Unlock()
 }
 
+// Busy is the slot time held so far by every group together (the integral
+// of the slots in use over time): over an interval, its growth divided by
+// the interval's length is how many slots were in use on average, and Size
+// minus that how many cores had no guest call to run.
+func (p *Pool) Busy() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.account(time.Now())
+	return p.busy
+}
+
+// account adds the slot time held since busyAt. Callers hold p.mu.
+func (p *Pool) account(now time.Time) {
+	if !p.busyAt.IsZero() && now.After(p.busyAt) {
+		p.busy += time.Duration(p.used) * now.Sub(p.busyAt)
+	}
+	if now.After(p.busyAt) {
+		p.busyAt = now
+	}
+}
+
+// Pool is the pool the group takes its slots from.
+func (g *Group) Pool() *Pool { return g.p }
+
 // Running is the number of the group's calls holding a slot.
 func (g *Group) Running() int {
 	g.p.mu.Lock()
@@ -208,6 +234,7 @@ func (g *Group) Running() int {
 // release returns a slot of g taken at start, charges g the slot time and
 // hands out what is free. Callers hold p.mu.
 func (p *Pool) release(g *Group, start, now time.Time) {
+	p.account(now)
 	g.running--
 	p.used--
 	g.vtime += float64(now.Sub(start)) / float64(g.weight)
@@ -289,6 +316,7 @@ func (p *Pool) dispatch(now time.Time) {
 		g.waiters[n] = nil
 		g.waiters = g.waiters[:n]
 		p.waiting.Add(-1)
+		p.account(now)
 		g.running++
 		p.used++
 		w.granted, w.at = true, now

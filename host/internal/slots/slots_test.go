@@ -221,3 +221,26 @@ func TestHammer(t *testing.T) {
 	}
 	t.Logf("peak %d of %d slots", peak.Load(), n)
 }
+
+// Busy integrates the slots in use over time.
+func TestBusyIntegratesSlotsInUse(t *testing.T) {
+	p := New(2, Options{})
+	g := p.Group("a", 1)
+	b0 := p.Busy()
+	h1, _ := g.Acquire(context.Background())
+	h2, _ := g.Acquire(context.Background())
+	start := time.Now()
+	time.Sleep(40 * time.Millisecond)
+	h1.Release()
+	one := time.Since(start) // both held until here
+	time.Sleep(40 * time.Millisecond)
+	h2.Release()
+	el := time.Since(start)
+	time.Sleep(40 * time.Millisecond) // nothing in use: adds nothing
+	got := p.Busy() - b0
+	// Two slots until one, one slot for the rest of el.
+	want := one + el
+	if got < want-5*time.Millisecond || got > want+5*time.Millisecond {
+		t.Fatalf("busy %v, want ~%v", got, want)
+	}
+}

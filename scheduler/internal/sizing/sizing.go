@@ -43,7 +43,8 @@ const (
 	EarlyCalls      = 2
 	poolCoreGrow    = 0.10             // grow only while calls wait for a core less than this share of their time
 	poolCoreShrink  = 0.30             // shrink when they wait more
-	poolCeilingHold = 30 * time.Second // after a cut, the size cut from is not tried again for this long
+	poolCeilingHold = 30 * time.Second // after a cut, the size cut from is not tried again for this long...
+	poolIdleCores   = 0.5              // ...unless this many cores sat idle on average over the window
 )
 
 // Reasons for a size change, as the metrics' reason attribute gives them.
@@ -58,12 +59,26 @@ const (
 	ReasonRebase      = "baseline_reset" // at the minimum and still slow: the service itself is slower
 )
 
+// PoolReasons and AsyncReasons are every reason each controller gives (the
+// metrics export them as a state set, one series per reason), ReasonFixed
+// that of a fixed async.max_in_flight.
+var (
+	PoolReasons  = []string{ReasonStart, ReasonQueueing, ReasonCores, ReasonIdle}
+	AsyncReasons = []string{ReasonStart, ReasonLatencyOK, ReasonLatencyRise, ReasonProbe, ReasonRebase, ReasonFixed}
+)
+
+// ReasonFixed is the async limit's reason when async.max_in_flight is a number.
+const ReasonFixed = "fixed"
+
 // Sample is what a task measured over one window.
 type Sample struct {
 	Capped    int           // times records waited grow_after with the pool at its target
 	Wait, Run time.Duration // its guest calls' wait for a core, and their run time
 	Workers   int           // its live workers at the end of the window
 	Warm      int           // those of them whose instance is created
+	// IdleCores is how many of the host's cores had no guest call to run,
+	// on average over the window (every pipeline's calls counted).
+	IdleCores float64
 }
 
 // Pool is a task's instances: auto controller.
@@ -99,11 +114,17 @@ func (s *Pool) Step(now time.Time, m Sample) bool {
 		s.Target = max(s.min, min(s.Target-1, int(math.Ceil(float64(s.Target)*0.75))))
 		s.set(now, ReasonCores, fmt.Sprintf("calls waited for a core %.0f%% of their time", core*100))
 	case m.Capped > 0 && core < poolCoreGrow && s.Target < s.max && m.Workers >= s.Target &&
-		m.Warm >= s.Target && m.Wait+m.Run > 0 && (s.ceiling == 0 || s.Target+1 < s.ceiling):
+		m.Warm >= s.Target && m.Wait+m.Run > 0 && (s.ceiling == 0 || s.Target+1 < s.ceiling || m.IdleCores >= poolIdleCores):
 		// Only once the last instance added runs calls: while it is being
 		// created, the others' calls do not show what it will cost them.
+		// A ceiling from an earlier cut stops growth only while the cores
+		// are busy: once a core sits idle (other tasks drained), the
+		// contention it was set for is gone.
+		if m.IdleCores >= poolIdleCores {
+			s.ceiling, s.ceilingUntil = 0, time.Time{}
+		}
 		s.Target++
-		s.set(now, ReasonQueueing, fmt.Sprintf("records waited for an instance %d time(s); calls waited for a core %.0f%% of their time", m.Capped, core*100))
+		s.set(now, ReasonQueueing, fmt.Sprintf("records waited for an instance %d time(s); calls waited for a core %.0f%% of their time; %.1f core(s) idle", m.Capped, core*100, m.IdleCores))
 	case m.Capped == 0 && s.Target > max(m.Workers, s.min):
 		s.Target = max(m.Workers, s.min)
 		s.set(now, ReasonIdle, "idle instances retired")

@@ -92,6 +92,55 @@ func TestPoolSizerBacksOffOnCoreContention(t *testing.T) {
 // The target does not run ahead of the pool (a budget that refuses
 // instances), follows it down when instances retire without queueing, and
 // never goes below the minimum.
+// sharedCores models a task's pool on cores cores beside others instances
+// of other tasks, all with a backlog: every instance runs calls, which wait
+// for a core when there are more instances than cores; cores beyond the
+// instances sit idle.
+func sharedCores(cores int, others *int) func(target int) Sample {
+	return func(target int) Sample {
+		total := target + *others
+		s := Sample{Capped: 3, Workers: target, Warm: target, Run: 100 * time.Millisecond}
+		if total > cores {
+			s.Wait = time.Duration(float64(s.Run) * float64(total-cores) / float64(cores))
+		}
+		s.IdleCores = float64(max(cores-total, 0))
+		return s
+	}
+}
+
+// A task cut back while another task shared the cores grows again as soon
+// as that task drains and a core sits idle, not after poolCeilingHold; with
+// the cores busy the ceiling still holds, and the target settles.
+func TestPoolSizerGrowsIntoIdleCores(t *testing.T) {
+	others := 1
+	s := NewPool(1, 64)
+	now := time.Unix(1000, 0)
+	sizes, now := runPool(s, now, 5*time.Second, sharedCores(2, &others))
+	if s.Target != 1 || s.ceiling != 2 {
+		t.Fatalf("beside one busy instance on 2 cores: target %d, ceiling %d (%v), want 1 held under 2", s.Target, s.ceiling, sizes)
+	}
+	others = 0 // the other task drained: a core is idle
+	sizes, now = runPool(s, now, Window, sharedCores(2, &others))
+	if s.Target != 2 {
+		t.Fatalf("a core idle: target %d after a window (%v), want 2", s.Target, sizes)
+	}
+	// Then as on 2 free cores: 2, with a probe of 3 at most every
+	// poolCeilingHold.
+	sizes, _ = runPool(s, now, time.Minute, sharedCores(2, &others))
+	at2 := 0
+	for i, n := range sizes {
+		if n < 2 || n > 3 {
+			t.Fatalf("window %d: target %d (%v), want 2 (or a probe of 3)", i, n, sizes)
+		}
+		if n == 2 {
+			at2++
+		}
+	}
+	if frac := float64(at2) / float64(len(sizes)); frac < 0.9 {
+		t.Fatalf("at 2 for %.0f%% of the minute (%v)", frac*100, sizes)
+	}
+}
+
 func TestPoolSizerFollowsThePool(t *testing.T) {
 	s := NewPool(2, 64)
 	now := time.Unix(1000, 0)
