@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -25,23 +26,65 @@ import (
 // borrowed for a moment of waiting is given back after idle_timeout. The
 // resident memory has no upward trend. Every input reaches the output.
 func TestPoolSettlesRealKafka(t *testing.T) {
+	const idle = 2 * time.Second
+	s := steadyLoad(t, 75*time.Second, time.Second, idle, `instances: {min: 1, max: 4, idle_timeout: 2s}
+    async:
+      max_in_flight: 32`)
+	s.checkSettled(t, 4, idle)
+	s.checkRSSFlat(t)
+}
+
+// TestAutoPoolsSoakRealKafka: the same steady traffic for 10 minutes with
+// both sizes chosen by the host (instances: auto, async.max_in_flight:
+// auto). The auto pools settle on their minimum as the fixed ones do, the
+// host reports what auto chose in its status lines, and the resident memory
+// shows no upward trend over the 10 minutes (the soak of issue "elastic
+// pools": borrowed instances that were never given back grew RSS by 18–50%
+// in 5 minutes).
+func TestAutoPoolsSoakRealKafka(t *testing.T) {
+	const idle = 2 * time.Second
+	s := steadyLoad(t, 10*time.Minute, 5*time.Second, idle, `instances: {min: 1, max: auto, idle_timeout: 2s}
+    async:
+      max_in_flight: auto`)
+	s.checkSettled(t, 4, idle)
+	s.checkRSSFlat(t)
+	targets, limits := statusInts(s.log, "target_instances"), statusInts(s.log, "async_limit")
+	if len(targets) == 0 || len(limits) == 0 {
+		t.Fatal("the status lines do not report what auto chose (target_instances, async_limit)")
+	}
+	t.Logf("auto: target instances over the tasks, last %d (peak %d); async limit per instance, last %d (peak %d)",
+		targets[len(targets)-1], slices.Max(targets), limits[len(limits)-1], slices.Max(limits))
+	if l := limits[len(limits)-1]; l < 2 {
+		t.Fatalf("async limit settled at %d: auto should keep several lookups in flight with a 0–20 ms service", l)
+	}
+}
+
+// steady is what steadyLoad saw.
+type steady struct {
+	produced int
+	rss      []int // KiB, one per sample
+	log      string
+}
+
+// steadyLoad runs wasmstream as a process with the lookup example (service
+// latency 0–20 ms), ordering none and the pool settings poolCfg, feeds it
+// 500 rec/s over 4 partitions for dur, samples its resident memory every
+// sampleEvery, and checks that every input reaches the output.
+func steadyLoad(t *testing.T, dur, sampleEvery, idle time.Duration, poolCfg string) steady {
 	brokers := kafkatest.RealBrokers(t)
 	srv := lookupsrv.New(t, func(string) time.Duration { return time.Duration(rand.IntN(20)) * time.Millisecond })
 	n := names(t)
 	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
 	kafkatest.CreateTopic(t, brokers, 4, in, out, dlq)
 	cfg := writeConfig(t, brokers, n, modules["lookup"], in, out, dlq, "")
-	const idle = 2 * time.Second
 	replace(t, cfg, "    retry: {max_attempts: 1}", fmt.Sprintf(`    retry: {max_attempts: 1}
     ordering: none
-    instances: {min: 1, max: 4, idle_timeout: %v}
-    env: {LOOKUP_URL: "%s/users/"}
-    async:
-      max_in_flight: 32
-      http: {allow_hosts: [%q], timeout: 2s}`, idle, srv.URL, srv.Host()))
+    %s
+      http: {allow_hosts: [%q], timeout: 2s}
+    env: {LOOKUP_URL: "%s/users/"}`, poolCfg, srv.Host(), srv.URL))
 	p := startProc(t, "run", "--config", cfg)
 
-	const rate, dur, minimum = 500, 75 * time.Second, 4
+	const rate = 500
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cl := kafkatest.Client(t, brokers, kgo.ProducerLinger(5*time.Millisecond))
@@ -70,8 +113,8 @@ func TestPoolSettlesRealKafka(t *testing.T) {
 		prodDone <- nil
 	}()
 
-	var rss []int // KiB, one a second
-	tick := time.NewTicker(time.Second)
+	var rss []int
+	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 sampling:
 	for {
@@ -88,21 +131,26 @@ sampling:
 			rss = append(rss, rssKiB(p.cmd.Process.Pid))
 		}
 	}
-	inst := statusInts(p.logText(), "instances")
 	outR := kafkatest.NewReader(t, brokers, out)
 	outR.ReadUntil(t, time.Minute, "every input in the output", func(rs []*kgo.Record) bool { return len(rs) >= produced })
 	if code := p.stop(t, time.Minute); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	log := p.logText()
-	borrowed, released := doneCountKey(log, "status", "borrowed"), doneCountKey(log, "status", "released")
+	t.Logf("%d records at %d rec/s over %v; borrowed %d, released %d", produced, rate, dur,
+		doneCountKey(log, "status", "borrowed"), doneCountKey(log, "status", "released"))
+	return steady{produced: produced, rss: rss, log: log}
+}
 
-	// The first third is warm-up (the group forms, the start-up backlog may
-	// borrow); from then on the pools sit on their minimum: above it only
-	// for a moment of waiting plus idle_timeout, and at it most of the time.
+// checkSettled checks that, after the first third (warm-up: the group forms,
+// the start-up backlog may borrow), the pools sit on their minimum: above it
+// only for a moment of waiting plus idle_timeout, and at it most of the time.
+func (s steady) checkSettled(t *testing.T, minimum int, idle time.Duration) {
+	t.Helper()
+	inst := statusInts(s.log, "instances")
 	third := len(inst) / 3
-	if third < 10 || len(rss) < 30 {
-		t.Fatalf("only %d status lines, %d RSS samples", len(inst), len(rss))
+	if third < 10 {
+		t.Fatalf("only %d status lines", len(inst))
 	}
 	late, atMin, run, longest, peak := inst[third:], 0, 0, 0, 0
 	for _, v := range late {
@@ -114,6 +162,23 @@ sampling:
 			longest = max(longest, run)
 		}
 	}
+	t.Logf("instances after warm-up at the minimum (%d) in %d of %d status lines, peak %d, longest stretch above %d s", minimum, atMin, len(late), peak, longest)
+	t.Logf("instances per status line: %v", inst)
+	if late[len(late)-1] != minimum || atMin*10 < len(late)*9 || longest > int(idle/time.Second)+3 {
+		t.Fatalf("the pools did not settle on their minimum of %d instances under light traffic", minimum)
+	}
+}
+
+// checkRSSFlat checks that the resident memory has no upward trend: the
+// median of the last third is within 10% (+8 MiB) of the middle third's,
+// and the least-squares slope over the last two thirds adds no more than
+// that over their length.
+func (s steady) checkRSSFlat(t *testing.T) {
+	t.Helper()
+	rss := s.rss
+	if len(rss) < 15 {
+		t.Fatalf("only %d RSS samples", len(rss))
+	}
 	med := func(s []int) int {
 		v := append([]int(nil), s...)
 		sort.Ints(v)
@@ -121,14 +186,23 @@ sampling:
 	}
 	rt := len(rss) / 3
 	mid, last := med(rss[rt:2*rt]), med(rss[2*rt:])
-	t.Logf("%d records at %d rec/s over %v: instances after warm-up at the minimum (%d) in %d of %d status lines, peak %d, longest stretch above %d s; borrowed %d, released %d; RSS median %d MiB in the middle third, %d MiB in the last third (%+.1f%%), first %d MiB",
-		produced, rate, dur, minimum, atMin, len(late), peak, longest, borrowed, released, mid/1024, last/1024, 100*float64(last-mid)/float64(mid), rss[0]/1024)
-	t.Logf("instances per status line: %v", inst)
-	if late[len(late)-1] != minimum || atMin*10 < len(late)*9 || longest > int(idle/time.Second)+3 {
-		t.Fatalf("the pools did not settle on their minimum of %d instances under light traffic", minimum)
+	// Slope by least squares over the last two thirds, in KiB per sample.
+	ys := rss[rt:]
+	var sx, sy, sxx, sxy float64
+	for i, y := range ys {
+		x := float64(i)
+		sx, sy, sxx, sxy = sx+x, sy+float64(y), sxx+x*x, sxy+x*float64(y)
 	}
+	k := float64(len(ys))
+	slope := (k*sxy - sx*sy) / (k*sxx - sx*sx)
+	rise := slope * k // KiB over the last two thirds
+	t.Logf("RSS: first %d MiB, median %d MiB in the middle third, %d MiB in the last third (%+.1f%%); trend over the last two thirds %+.1f MiB",
+		rss[0]/1024, mid/1024, last/1024, 100*float64(last-mid)/float64(mid), rise/1024)
 	if float64(last) > float64(mid)*1.10+8*1024 {
 		t.Fatalf("resident memory trends upwards: median %d KiB in the middle third, %d KiB in the last third", mid, last)
+	}
+	if rise > float64(mid)*0.10+8*1024 {
+		t.Fatalf("resident memory trends upwards: %+.0f KiB over the last two thirds (median %d KiB)", rise, mid)
 	}
 }
 
