@@ -58,7 +58,21 @@ func BenchmarkAsyncIO(b *testing.B) {
 			b.ReportMetric(float64(time.Second/ioLatency), "bound_rec/s")
 		}
 	})
-	for _, limit := range []int{1, 4, 16, 64, 256, 0} {
+	// The Go lookup example at each L, then the Rust SDK's at two: the
+	// host's own cost per lookup record, with a guest that costs ~20 µs less
+	// than the Go one (BENCHMARKS.md, "I/O-bound").
+	rustLookup := filepath.Join(b.TempDir(), "rust-lookup.wasm")
+	os.WriteFile(rustLookup, wt.BuildRustGuest(b, "plugins/examples/rust-lookup"), 0o644)
+	rows := []struct {
+		name, module string
+		limit        int // 0: auto
+	}{
+		{"wasmstream-async", lookup, 1}, {"wasmstream-async", lookup, 4}, {"wasmstream-async", lookup, 16},
+		{"wasmstream-async", lookup, 64}, {"wasmstream-async", lookup, 256}, {"wasmstream-async", lookup, 0},
+		{"wasmstream-async-rust-guest", rustLookup, 64}, {"wasmstream-async-rust-guest", rustLookup, 256},
+	}
+	for _, row := range rows {
+		limit := row.limit
 		name, setting := fmt.Sprint(limit), fmt.Sprint(limit)
 		if limit == 0 {
 			// auto: bounded at 1024; its input is the largest fixed row's.
@@ -69,9 +83,9 @@ func BenchmarkAsyncIO(b *testing.B) {
 		// within BENCH_RECORDS.
 		n := min(max(int(bound*3), 400), records(), 60000)
 		in := inputEven(b, brokers, n, parts)
-		b.Run(fmt.Sprintf("wasmstream-async/in_flight_per_instance=%s", name), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/in_flight_per_instance=%s", row.name, name), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				el := host(b, brokers, lookup, in, n,
+				el := host(b, brokers, row.module, in, n,
 					fmt.Sprintf(`env: {LOOKUP_URL: "%s/users/"}`, srv.URL),
 					fmt.Sprintf(`async: {max_in_flight: %s, http: {allow_hosts: [%q]}}`, setting, srv.Host()),
 					"limits: {record_timeout: 30s}")
@@ -82,28 +96,6 @@ func BenchmarkAsyncIO(b *testing.B) {
 				if blocking > 0 {
 					b.ReportMetric(rate/blocking, "x_blocking")
 				}
-			}
-		})
-	}
-	// The same lookups with the Rust SDK's lookup example: the host's own
-	// cost per lookup record, with a guest that costs ~15 µs less than the
-	// Go one (BENCHMARKS.md, "I/O-bound").
-	rustLookup := filepath.Join(b.TempDir(), "rust-lookup.wasm")
-	os.WriteFile(rustLookup, wt.BuildRustGuest(b, "plugins/examples/rust-lookup"), 0o644)
-	for _, limit := range []int{64, 256} {
-		bound := float64(parts*limit) / ioLatency.Seconds()
-		n := min(max(int(bound*3), 400), records(), 60000)
-		in := inputEven(b, brokers, n, parts)
-		b.Run(fmt.Sprintf("wasmstream-async-rust-guest/in_flight_per_instance=%d", limit), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				el := host(b, brokers, rustLookup, in, n,
-					fmt.Sprintf(`env: {LOOKUP_URL: "%s/users/"}`, srv.URL),
-					fmt.Sprintf(`async: {max_in_flight: %d, http: {allow_hosts: [%q]}}`, limit, srv.Host()),
-					"limits: {record_timeout: 30s}")
-				rate := float64(n) / el.Seconds()
-				b.ReportMetric(rate, "rec/s")
-				b.ReportMetric(bound, "bound_rec/s")
-				b.ReportMetric(rate/bound, "of_bound")
 			}
 		})
 	}
