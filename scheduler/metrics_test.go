@@ -210,3 +210,44 @@ func TestReasonIsAStateSet(t *testing.T) {
 		t.Fatalf("at 1 after the change: %v", ones)
 	}
 }
+
+// An instances: auto pipeline exports its target without a reason attribute
+// and, per task, the reason state set: every reason a series, exactly one
+// of them 1.
+func TestAutoPoolMetricsCarryTheReasonApart(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	kafkatest.Produce(t, brokers, "in", 200, func(i int) string { return fmt.Sprint("k", i) })
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", "    ordering: none\n    instances: auto", "")
+	r, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	defer r.Stop(context.Background())
+	kafkatest.Eventually(t, time.Minute, "every record done", func() bool { return r.Snapshots()[0].Done == 200 })
+	m := collect(t, reader)
+	target, ok := m["wasmstream.pool.target_instances"].(metricdata.Gauge[int64])
+	if !ok || len(target.DataPoints) != 2 {
+		t.Fatalf("target_instances: %+v, want one point per task", m["wasmstream.pool.target_instances"])
+	}
+	for _, p := range target.DataPoints {
+		if _, has := p.Attributes.Value("reason"); has {
+			t.Fatalf("target_instances carries a reason attribute: %v", p.Attributes.ToSlice())
+		}
+	}
+	reason, ok := m["wasmstream.pool.target_reason"].(metricdata.Gauge[int64])
+	if !ok || len(reason.DataPoints) != 2*len(sizing.PoolReasons) {
+		t.Fatalf("target_reason: %+v, want %d series per task", m["wasmstream.pool.target_reason"], len(sizing.PoolReasons))
+	}
+	for part := int64(0); part < 2; part++ {
+		ones := sumInt(reason, func(s attribute.Set) bool { v, _ := s.Value("partition"); return v.AsInt64() == part })
+		if ones != 1 {
+			t.Errorf("partition %d: %d reasons at 1, want exactly one", part, ones)
+		}
+	}
+}

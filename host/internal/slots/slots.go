@@ -184,9 +184,6 @@ func (g *Group) Acquire(ctx context.Context) (Held, error) {
 	return Held{}, ctx.Err()
 }
 
-// Start is when the slot was granted.
-func (h Held) Start() time.Time { return h.start }
-
 // Contended reports whether any call of any group waits for a slot: a
 // holder keeping its slot across several calls gives it back then, once it
 // held it for its quantum. It takes no lock.
