@@ -101,7 +101,7 @@ func TestAutoAsyncLimitFollowsTheService(t *testing.T) {
 	var fast Snapshot
 	kafkatest.Eventually(t, time.Minute, "the limit up with a fast service", func() bool {
 		fast = r.Snapshots()[0]
-		return fast.AsyncLimit >= 16
+		return fast.AsyncLimit >= 16 && strings.HasPrefix(fast.AsyncReason, sizing.ReasonGain)
 	})
 	t.Logf("fast service: limit %d (%s); %d done; peak %d lookups at once", fast.AsyncLimit, fast.AsyncReason, fast.Done, srv.Peak.Load())
 	if fast.Done >= records {
@@ -111,10 +111,7 @@ func TestAutoAsyncLimitFollowsTheService(t *testing.T) {
 	var slow Snapshot
 	kafkatest.Eventually(t, 30*time.Second, "the limit down with an overloaded service", func() bool {
 		slow = r.Snapshots()[0]
-		return slow.AsyncLimit <= 4
+		return slow.AsyncLimit <= 4 && strings.HasPrefix(slow.AsyncReason, sizing.ReasonLatencyRise)
 	})
 	t.Logf("overloaded service: limit %d (%s); %d done", slow.AsyncLimit, slow.AsyncReason, slow.Done)
-	if !strings.Contains(slow.AsyncReason, sizing.ReasonLatencyRise) && !strings.Contains(slow.AsyncReason, sizing.ReasonProbe) && !strings.Contains(slow.AsyncReason, sizing.ReasonRebase) {
-		t.Fatalf("reason %q", slow.AsyncReason)
-	}
 }

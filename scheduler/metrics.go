@@ -89,7 +89,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		poolTarget    = gauge("wasmstream.pool.target_instances", "{instance}", "instances: auto: the most instances the host lets the task have now.")
 		poolReason    = gauge("wasmstream.pool.target_reason", "1", "instances: auto: why the target last changed, as a state set: 1 for the current reason, 0 for the others (start, queueing, core_contention, idle).")
 		asyncLimit    = gauge("wasmstream.async.limit", "{operation}", "Asynchronous operations in flight allowed per instance (async.max_in_flight, or what auto chose).")
-		asyncReason   = gauge("wasmstream.async.limit_reason", "1", "Why the async limit last changed, as a state set: 1 for the current reason, 0 for the others (start, latency_at_baseline, latency_rise, baseline_probe, baseline_reset; fixed for a fixed bound).")
+		asyncReason   = gauge("wasmstream.async.limit_reason", "1", "Why the async limit last changed, as a state set: 1 for the current reason, 0 for the others (start, throughput_gain, no_gain, latency_rise, fewer_suffice, needed, baseline_reset; fixed for a fixed bound).")
 		retryBacklog  = gauge("wasmstream.retry.backlog", "{record}", "Records waiting on a retry tier topic (its retry workers' lag).")
 	)
 	if err != nil {

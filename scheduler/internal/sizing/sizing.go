@@ -7,11 +7,7 @@ package sizing
 import (
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 // Self-sizing (RATIONALE.md, "Self-sizing pools"): two controllers, pure
@@ -25,15 +21,12 @@ import (
 //     core, ×0.75 (at least −1) when calls wait for a core, nothing in
 //     between; after a cut it does not grow back to the size it cut from
 //     for poolCeilingHold.
-//   - latencyLimit chooses the asynchronous operations in flight per
-//     instance (async.max_in_flight: auto) from the records' latency (first
-//     call to decision) against its recent minimum, the baseline: ×1.25
-//     while the latency stays within latencyGrow of the baseline and an
-//     instance was at the limit, ×0.8 when it passes latencyShrink, nothing
-//     in between. The baseline is the lowest window latency, re-measured
-//     at half the limit when no window came near it for baselineSpan, so a
-//     service that became slower for good is re-learnt within that span
-//     without the baseline creeping up with the controller's own queueing.
+//   - climbLimit (async.go) chooses the asynchronous operations in flight
+//     per instance (async.max_in_flight: auto) by climbing the throughput:
+//     it tries twice the limit and keeps it if the records decided per
+//     second rose, tries half and keeps it if they did not fall, and
+//     tries half at once when the records' latency is well over its
+//     lowest.
 
 // Tuning of Pool.
 const (
@@ -53,10 +46,12 @@ const (
 	ReasonQueueing    = "queueing"        // records waited for an instance with the pool at its target
 	ReasonCores       = "core_contention" // calls waited for a core: more instances cannot run
 	ReasonIdle        = "idle"            // instances retired after idle_timeout: the target follows
-	ReasonLatencyOK   = "latency_at_baseline"
-	ReasonLatencyRise = "latency_rise"
-	ReasonProbe       = "baseline_probe" // the limit halved for a moment to re-measure the latency baseline
-	ReasonRebase      = "baseline_reset" // at the minimum and still slow: the service itself is slower
+	ReasonGain        = "throughput_gain" // twice the limit decided more records per second: kept
+	ReasonNoGain      = "no_gain"         // twice the limit decided no more: back
+	ReasonLatencyRise = "latency_rise"    // latency well over its lowest and half the limit decided as many: kept
+	ReasonFewer       = "fewer_suffice"   // the periodic try of half the limit decided as many: kept
+	ReasonNeeded      = "needed"          // half the limit decided fewer: back
+	ReasonRebase      = "baseline_reset"  // ...and its latency was no lower: the service itself is slower
 )
 
 // PoolReasons and AsyncReasons are every reason each controller gives (the
@@ -64,7 +59,7 @@ const (
 // that of a fixed async.max_in_flight.
 var (
 	PoolReasons  = []string{ReasonStart, ReasonQueueing, ReasonCores, ReasonIdle}
-	AsyncReasons = []string{ReasonStart, ReasonLatencyOK, ReasonLatencyRise, ReasonProbe, ReasonRebase, ReasonFixed}
+	AsyncReasons = []string{ReasonStart, ReasonGain, ReasonNoGain, ReasonLatencyRise, ReasonFewer, ReasonNeeded, ReasonRebase, ReasonFixed}
 )
 
 // ReasonFixed is the async limit's reason when async.max_in_flight is a number.
@@ -135,154 +130,4 @@ func (s *Pool) Step(now time.Time, m Sample) bool {
 func (s *Pool) set(now time.Time, reason, detail string) {
 	s.Reason, s.Detail, s.ChangedAt = reason, detail, now
 	s.changes++
-}
-
-// Tuning of latencyLimit.
-const (
-	latencyWindow     = 100 * time.Millisecond // a window closes after this long...
-	latencyMinSamples = 10                     // ...with at least this many records decided (or after latencyMaxWindow with one)
-	latencyMaxWindow  = time.Second
-	latencyGrow       = 1.2  // grow while the window's latency is within this factor of the baseline
-	latencyShrink     = 1.6  // shrink once it is over this factor
-	latencyUp         = 1.25 // growth factor (at least +1)
-	latencyDown       = 0.8  // decrease factor
-	// The baseline is the lowest window latency seen, re-measured when no
-	// window came within latencyGrow of it for baselineSpan: the limit is
-	// halved for probeWindows windows and the last one's latency is the
-	// new baseline (BBR's ProbeRTT). It is also re-measured at once when
-	// the limit is at its minimum and the latency still over latencyShrink
-	// of it: the service itself became slower.
-	baselineSpan = 10 * time.Second
-	probeWindows = 2
-)
-
-// latencyLimit is a pipeline's async.max_in_flight: auto controller. It is
-// not safe for concurrent use: Async wraps it.
-type latencyLimit struct {
-	min, max int
-	limit    float64
-
-	winStart time.Time
-	n        int
-	sum      time.Duration
-	limited  bool // an instance was held back by the limit during the window
-
-	base    time.Duration // the baseline (0: none yet)
-	baseAt  time.Time     // when a window last came within latencyGrow of it
-	probing int           // windows of the probe left (0: not probing)
-	saved   float64       // the limit before the probe
-
-	last      time.Duration // the last window's mean latency
-	Reason    string
-	Detail    string
-	ChangedAt time.Time
-	changes   int64
-}
-
-func newLatencyLimit(min, max, initial int) *latencyLimit {
-	return &latencyLimit{min: min, max: max, limit: float64(clampInt(initial, min, max)), Reason: ReasonStart, Detail: "start"}
-}
-
-func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }
-
-// current is the limit in force.
-func (l *latencyLimit) current() int { return clampInt(int(math.Round(l.limit)), l.min, l.max) }
-
-// observe takes the latency of one record decided after waiting on
-// asynchronous operations; limited says whether an instance was held back
-// by the limit since the last observation. It reports whether the limit
-// changed.
-func (l *latencyLimit) observe(now time.Time, rtt time.Duration, limited bool) bool {
-	if l.winStart.IsZero() {
-		l.winStart = now
-	}
-	l.n++
-	l.sum += rtt
-	l.limited = l.limited || limited
-	el := now.Sub(l.winStart)
-	if !(el >= latencyWindow && l.n >= latencyMinSamples) && el < latencyMaxWindow {
-		return false
-	}
-	mean := max(l.sum/time.Duration(l.n), 1)
-	limitedWin := l.limited
-	l.winStart, l.n, l.sum, l.limited = now, 0, 0, false
-	l.last = mean
-	old := l.current()
-	if l.probing > 0 {
-		if l.probing--; l.probing > 0 {
-			return false
-		}
-		l.base, l.baseAt, l.limit = mean, now, l.saved
-		l.set(now, ReasonProbe, fmt.Sprintf("baseline re-measured at half the limit: %s", mean.Round(100*time.Microsecond)))
-		return l.current() != old
-	}
-	if l.base == 0 || mean < l.base {
-		l.base = mean
-	}
-	ratio := float64(mean) / float64(l.base)
-	if ratio <= latencyGrow {
-		l.baseAt = now
-	}
-	fig := func(what string) string {
-		return fmt.Sprintf("latency %s, %.1f× its baseline %s%s", mean.Round(100*time.Microsecond), ratio, l.base.Round(100*time.Microsecond), what)
-	}
-	switch {
-	case ratio > latencyShrink && old == l.min:
-		// As few in flight as allowed and still slow: the service is.
-		l.base, l.baseAt = mean, now
-		l.set(now, ReasonRebase, fig(" at the minimum: the new baseline"))
-	case now.Sub(l.baseAt) >= baselineSpan:
-		l.saved, l.probing = l.limit, probeWindows
-		l.limit = max(float64(l.min), l.limit/2)
-		l.set(now, ReasonProbe, fig(": probing the baseline at half the limit"))
-	case ratio > latencyShrink:
-		l.limit = max(float64(l.min), l.limit*latencyDown)
-		l.set(now, ReasonLatencyRise, fig(""))
-	case ratio <= latencyGrow && limitedWin:
-		l.limit = min(float64(l.max), max(l.limit*latencyUp, l.limit+1))
-		if l.current() != old {
-			l.set(now, ReasonLatencyOK, fig(", instances at the limit"))
-		}
-	}
-	return l.current() != old
-}
-
-func (l *latencyLimit) set(now time.Time, reason, detail string) {
-	l.Reason, l.Detail, l.ChangedAt = reason, detail, now
-	l.changes++
-}
-
-// Async is a pipeline's async.max_in_flight: auto: its latencyLimit,
-// fed by the workers of every task, and the limit in force for them to
-// read without a lock. mu is a leaf: taken with no other lock held.
-type Async struct {
-	Limit atomic.Int64 // the operations in flight per instance
-	Held  atomic.Bool  // an instance was held back by Limit since the last observation
-
-	mu sync.Mutex
-	l  *latencyLimit
-}
-
-func NewAsync(max int) *Async {
-	a := &Async{l: newLatencyLimit(1, max, config.AutoAsyncInitialInFlight)}
-	a.Limit.Store(int64(a.l.current()))
-	return a
-}
-
-// observe takes the latency of a record decided after waiting on
-// asynchronous operations.
-func (a *Async) Observe(now time.Time, d time.Duration) {
-	held := a.Held.Swap(false)
-	a.mu.Lock()
-	if a.l.observe(now, d, held) {
-		a.Limit.Store(int64(a.l.current()))
-	}
-	a.mu.Unlock()
-}
-
-// state returns the limit and why it last changed.
-func (a *Async) State() (limit int, reason, detail string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.l.current(), a.l.Reason, a.l.Detail
 }

@@ -1,0 +1,152 @@
+package sizing
+
+import (
+	"testing"
+	"time"
+)
+
+// asyncModel is what a pipeline decides at a given limit: records per
+// second and their latency.
+type asyncModel func(limit int) (rate float64, lat time.Duration)
+
+// cpuKnee is a lookup service of a fixed latency behind a host that can do
+// at most capacity records/s: up to the knee (capacity·service in flight)
+// the rate grows with the limit; past it the rate is flat and records queue,
+// their latency growing with the limit.
+func cpuKnee(service time.Duration, capacity float64) asyncModel {
+	return func(limit int) (float64, time.Duration) {
+		rate := min(float64(limit)/service.Seconds(), capacity)
+		return rate, time.Duration(float64(limit) / rate * float64(time.Second))
+	}
+}
+
+// overloaded is a service whose every request waits per for each one in
+// progress: the rate is 1/per at any limit, the latency grows with it.
+func overloaded(per time.Duration) asyncModel {
+	return func(limit int) (float64, time.Duration) {
+		return 1 / per.Seconds(), per * time.Duration(limit)
+	}
+}
+
+// runLimit feeds l the records the model decides at l's limit for d, each
+// with its latency; it returns the limit in force after each measurement
+// that was not a try.
+func runLimit(l *climbLimit, now time.Time, d time.Duration, m asyncModel, limited bool) (limits []int, end time.Time) {
+	for end = now.Add(d); now.Before(end); {
+		rate, lat := m(l.current())
+		l.observe(now, lat, limited)
+		if now.Equal(l.winStart) && l.try == 0 {
+			limits = append(limits, l.current())
+		}
+		now = now.Add(time.Duration(float64(time.Second) / rate))
+	}
+	return limits, now
+}
+
+func span(v []int) (lo, hi int) {
+	lo = 1 << 30
+	for _, x := range v {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return lo, hi
+}
+
+// With a fast service the limit climbs from its start past the knee within
+// a second or two and settles between the knee and twice it — where twice
+// as many no longer pay and half as many cost — and stays there.
+func TestClimbLimitConverges(t *testing.T) {
+	l := newClimbLimit(1, 1024, 4)
+	m := cpuKnee(10*time.Millisecond, 4000) // knee: 40 in flight
+	now := time.Unix(1000, 0)
+	limits, now := runLimit(l, now, 2*time.Second, m, true)
+	if c := l.current(); c < 40 || c > 80 {
+		t.Fatalf("limit %d after 2 s, want 40..80 (the knee at 40): %v", c, limits)
+	}
+	limits, _ = runLimit(l, now, 30*time.Second, m, true)
+	if lo, hi := span(limits); lo < 40 || hi > 80 {
+		t.Fatalf("limit %d..%d over 30 s, want it to stay in 40..80: %v", lo, hi, limits)
+	}
+	t.Logf("settled at %v; %s (%s)", l.current(), l.Reason, l.Detail)
+}
+
+// When the rate keeps rising with the limit, as on a host whose cost per
+// record falls with more in flight, the limit follows it up even with the
+// latency several times its lowest.
+func TestClimbLimitFollowsTheRate(t *testing.T) {
+	l := newClimbLimit(1, 1024, 4)
+	// 10 ms lookups; past 64 in flight each doubling buys 10% more rate.
+	m := func(limit int) (float64, time.Duration) {
+		rate := float64(limit) / 0.010
+		if limit > 64 {
+			rate = 6400
+			for n := 64; n < limit; n *= 2 {
+				rate *= 1.10
+			}
+		}
+		return rate, time.Duration(float64(limit) / rate * float64(time.Second))
+	}
+	limits, _ := runLimit(l, time.Unix(1000, 0), 5*time.Second, m, true)
+	if c := limits[len(limits)-1]; c != 1024 {
+		t.Fatalf("limit %d after 5 s, want the bound 1024: %v", c, limits)
+	}
+}
+
+// When the service becomes overloaded (its latency grows with the requests
+// in flight, its rate does not), the limit falls to a few within four
+// seconds and stays low; when it becomes slower for good, the limit does
+// not fall but rises to the new knee, since Little's law needs more in
+// flight for the same rate.
+func TestClimbLimitBacksOff(t *testing.T) {
+	l := newClimbLimit(1, 1024, 4)
+	now := time.Unix(1000, 0)
+	_, now = runLimit(l, now, 3*time.Second, cpuKnee(10*time.Millisecond, 4000), true)
+	before := l.current()
+	_, now = runLimit(l, now, 4*time.Second, overloaded(5*time.Millisecond), true)
+	if c := l.current(); c > 4 || l.Reason != ReasonLatencyRise {
+		t.Fatalf("limit %d (%s: %s) 4 s after the service overloaded (from %d), want at most 4", c, l.Reason, l.Detail, before)
+	}
+	limits, now := runLimit(l, now, 20*time.Second, overloaded(5*time.Millisecond), true)
+	if _, hi := span(limits); hi > 4 {
+		t.Fatalf("limit up to %d over 20 s of overload, want it to stay low: %v", hi, limits)
+	}
+
+	// Slower for good: 10 ms → 50 ms whatever the load, the host's knee
+	// still at 4000 records/s (200 in flight at 50 ms).
+	l = newClimbLimit(1, 1024, 4)
+	_, now = runLimit(l, now, 3*time.Second, cpuKnee(10*time.Millisecond, 4000), true)
+	before = l.current()
+	limits, _ = runLimit(l, now, 10*time.Second, cpuKnee(50*time.Millisecond, 4000), true)
+	if lo, _ := span(limits); lo < before {
+		t.Fatalf("limit down to %d (from %d) with a service slower for good: %v", lo, before, limits)
+	}
+	if c := l.current(); c < 200 || c > 400 {
+		t.Fatalf("limit %d 10 s after the service slowed for good, want the new knee's 200..400: %v", c, limits)
+	}
+}
+
+// The limit stays within its bounds, rises only when instances were held
+// back by it, and comes down when fewer in flight carry as much.
+func TestClimbLimitBounds(t *testing.T) {
+	flat := func(limit int) (float64, time.Duration) { return float64(limit) / 0.010, 10 * time.Millisecond }
+	l := newClimbLimit(1, 16, 4)
+	runLimit(l, time.Unix(1000, 0), 5*time.Second, flat, true)
+	if l.current() != 16 {
+		t.Fatalf("limit %d, want the bound 16", l.current())
+	}
+	// Instances never held back by the limit: the input is the bound, the
+	// rate the same at any limit.
+	input := func(int) (float64, time.Duration) { return 500, 10 * time.Millisecond }
+	l = newClimbLimit(1, 1024, 4)
+	limits, _ := runLimit(l, time.Unix(1000, 0), 30*time.Second, input, false)
+	if _, hi := span(limits); hi > 4 || l.current() != 1 {
+		t.Fatalf("limit up to %d, %d in the end, without instances at the limit: want never above its start (4) and down to 1: %v", hi, l.current(), limits)
+	}
+	// A service whose latency grows with every request from the first (its
+	// rate the same at any limit): the periodic try down finds half as many
+	// carry as much, and the limit comes down to the minimum, not below.
+	l = newClimbLimit(2, 1024, 8)
+	limits, _ = runLimit(l, time.Unix(1000, 0), time.Minute, overloaded(10*time.Millisecond), true)
+	if lo, _ := span(limits); lo < 2 || l.current() != 2 {
+		t.Fatalf("limit %d in the end (lowest %d), want 2 and never below: %v", l.current(), lo, limits)
+	}
+}
