@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
@@ -120,4 +121,38 @@ func TestRetryInline(t *testing.T) {
 			t.Fatal("a record behind the failing one got out before it was dead-lettered: inline retries must block the partition")
 		}
 	}
+}
+
+// TestRetryTopicsAreCreated: retry-tier topics are the host's own. On the
+// real broker, with kafka.create_topics off and only the input, output and
+// dead-letter topics created by the user, the host creates each tier's
+// topic with as many partitions as the input, and records go through them.
+func TestRetryTopicsAreCreated(t *testing.T) {
+	brokers, n := realBroker(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 3, in, out, dlq)
+	const records = 60
+	kafkatest.Produce(t, brokers, in, records, retryInput)
+	cfg := testConfigWith(t, brokers, n, guestPath(t, "enrich"), in, out, dlq,
+		fmt.Sprintf("    retry: {max_attempts: 3, backoff: [300ms, 600ms], topic_prefix: %s.retry}", n), "")
+	if cfg.Kafka.CreateTopics {
+		t.Fatal("kafka.create_topics is on by default: the test proves nothing")
+	}
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	adm := kadm.NewClient(kafkatest.Client(t, brokers))
+	details, err := adm.ListTopics(context.Background(), cfg.Pipelines[0].RetryTopics()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{n + ".retry.300ms", n + ".retry.600ms"} {
+		d, ok := details[topic]
+		if !ok || d.Err != nil || len(d.Partitions) != 3 {
+			t.Fatalf("retry topic %s: present %v, error %v, %d partitions; want 3 like the input", topic, ok, d.Err, len(d.Partitions))
+		}
+	}
+	kafkatest.NewReader(t, brokers, out).ReadUntil(t, time.Minute, "healthy and transient outputs", func(rs []*kgo.Record) bool { return len(rs) >= records-1 })
+	kafkatest.NewReader(t, brokers, dlq).ReadUntil(t, time.Minute, "the poison record dead-lettered after its retries", func(rs []*kgo.Record) bool {
+		return len(rs) == 1 && kafkatest.Header(rs[0], HeaderAttempt) == "3"
+	})
 }

@@ -205,7 +205,9 @@ func (r *Runner) Pipelines() []*Pipeline { return r.pipelines }
 
 // ensureTopics checks that every topic the pipelines use exists; with
 // kafka.create_topics (always with the embedded broker) it creates the
-// missing ones.
+// missing ones. Retry-tier topics are wasmstream's own (like Kafka Streams'
+// repartition topics): a missing one is always created, with as many
+// partitions as the most of its pipeline's inputs.
 func (r *Runner) ensureTopics(ctx context.Context) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ClientID(r.cfg.Kafka.ClientID))
 	if err != nil {
@@ -213,7 +215,8 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	keys := map[string]string{} // topic -> first key naming it
+	keys := map[string]string{}       // topic -> first key naming it
+	internal := map[string][]string{} // retry-tier topic -> its pipelines' inputs
 	for i, pc := range r.cfg.Pipelines {
 		for j, t := range pc.Inputs {
 			if _, ok := keys[t]; !ok {
@@ -234,6 +237,7 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 			if _, ok := keys[t]; !ok {
 				keys[t] = fmt.Sprintf("pipelines[%d].retry (topic_prefix, backoff)", i)
 			}
+			internal[t] = append(internal[t], pc.Inputs...)
 		}
 	}
 	topics := make([]string, 0, len(keys))
@@ -247,33 +251,55 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka.brokers: cannot reach %s: %w", strings.Join(r.brokers, ","), err)
 	}
-	var missing []string
+	var missing, missingInternal []string
 	for _, t := range topics {
-		if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		if d, ok := details[t]; ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			if d.Err != nil {
+				return fmt.Errorf("%s: topic %s: %w", keys[t], t, d.Err)
+			}
+		} else if _, ok := internal[t]; ok {
+			missingInternal = append(missingInternal, t)
+		} else {
 			missing = append(missing, t)
-		} else if d.Err != nil {
-			return fmt.Errorf("%s: topic %s: %w", keys[t], t, d.Err)
 		}
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if !r.cfg.Kafka.CreateTopics && r.broker == nil {
+	if len(missing) > 0 && !r.cfg.Kafka.CreateTopics && r.broker == nil {
 		var probs config.Problems
 		for _, t := range missing {
 			probs = append(probs, fmt.Sprintf("%s: topic %q does not exist (create it, or set kafka.create_topics: true)", keys[t], t))
 		}
 		return probs
 	}
-	resp, err := adm.CreateTopics(mctx, r.cfg.Kafka.TopicPartitions, -1, nil, missing...)
-	if err != nil {
-		return fmt.Errorf("kafka.create_topics: %w", err)
-	}
-	for _, t := range missing {
-		if res, ok := resp[t]; ok && res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("%s: create topic %q: %w", keys[t], t, res.Err)
+	create := func(partitions int32, ts ...string) error {
+		resp, err := adm.CreateTopics(mctx, partitions, -1, nil, ts...)
+		if err != nil {
+			return fmt.Errorf("%s: create topic %q: %w", keys[ts[0]], ts[0], err)
 		}
-		r.log.Info("created topic", "topic", t, "partitions", r.cfg.Kafka.TopicPartitions)
+		for _, t := range ts {
+			if res, ok := resp[t]; ok && res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
+				return fmt.Errorf("%s: create topic %q: %w", keys[t], t, res.Err)
+			}
+			r.log.Info("created topic", "topic", t, "partitions", partitions)
+		}
+		return nil
+	}
+	if len(missing) > 0 {
+		if err := create(r.cfg.Kafka.TopicPartitions, missing...); err != nil {
+			return err
+		}
+	}
+	for _, t := range missingInternal {
+		parts := int32(1)
+		for _, in := range internal[t] {
+			n := r.cfg.Kafka.TopicPartitions // created just now
+			if d, ok := details[in]; ok && d.Err == nil {
+				n = int32(len(d.Partitions))
+			}
+			parts = max(parts, n)
+		}
+		if err := create(parts, t); err != nil {
+			return err
+		}
 	}
 	return nil
 }
