@@ -24,7 +24,7 @@ const (
 
 	asyncUp   = 2.0  // a try up doubles the limit...
 	asyncGain = 1.03 // ...and is kept when the rate rose by this factor (and by twice a count's uncertainty)
-	asyncKeep = 0.95 // a try down halves it, and is kept while the rate stays above this share of the descent's highest
+	asyncKeep = 0.95 // a try down halves it, and is kept while the rate stays above this share of the descent's highest (or 1-2/√n)
 	asyncHigh = 1.6  // a latency over this factor of its lowest, after a change: try down at once
 
 	// After a try that lost, the same try waits asyncHold (tries up: from
@@ -192,7 +192,9 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		l.limit = l.before
 	case -1:
 		l.try, l.fast = 0, false
-		if m.rate >= l.top*asyncKeep {
+		// The same uncertainty widens what "as many" means: at a few
+		// hundred records/s a window's count varies by more than 5%.
+		if m.rate >= l.top*min(asyncKeep, 1-2/math.Sqrt(float64(m.n))) {
 			reason := ReasonFewer
 			if l.ref.lat > time.Duration(asyncHigh*float64(l.base)) {
 				reason = ReasonLatencyRise
