@@ -219,6 +219,7 @@ func (c offsetCommits) stop(ctx context.Context) {
 	p.wg.Wait()
 	p.bg.Close()
 	p.cl.Close()
+	p.leaveStatic(ctx)
 }
 
 // deliverOutputs produces a succeeded record's outputs; the record is done

@@ -8,6 +8,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -105,6 +107,10 @@ type Pipeline struct {
 	cl     *kgo.Client
 	log    *slog.Logger
 	group  string
+	// instanceID is the static member id (kafka.static_membership), ""
+	// for a dynamic member; brokers reach the group to leave it.
+	instanceID string
+	brokers    []string
 
 	mu    sync.Mutex // guards tasks
 	tasks map[tp]*task
@@ -224,6 +230,11 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		// Records of aborted transactions upstream are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
+	if cfg.Kafka.StaticMembership {
+		p.instanceID = p.group + "." + cfg.Host.ID
+		opts = append(opts, kgo.InstanceID(p.instanceID), kgo.WithHooks(fencedHook{p}))
+	}
+	p.brokers = d.brokers
 	opts = append(opts, extra...)
 	if pc.Guarantee == config.ExactlyOnce {
 		x := &transactions{p: p, txnID: pc.Transactions.ID}
@@ -355,6 +366,47 @@ func (p *Pipeline) Stop(ctx context.Context) {
 		<-p.pollDone
 	}
 	p.commit.stop(ctx)
+}
+
+// fencedHook fails the pipeline when another member joined its group with
+// the same static instance id: two hosts with one host.id. Rejoining would
+// only fence the other host in turn, each taking the partitions from the
+// other every session.
+type fencedHook struct{ p *Pipeline }
+
+func (h fencedHook) OnGroupManageError(err error) {
+	if errors.Is(err, kerr.FencedInstanceID) && h.p.onFail != nil {
+		h.p.onFail(fmt.Errorf("pipeline %s: another member joined group %s as %s: each host needs its own host.id (or set kafka.static_membership: false): %w",
+			h.p.pc.Name, h.p.group, h.p.instanceID, err))
+	}
+}
+
+// leaveStatic takes the pipeline's static member out of its group once its
+// client is closed. A static member's client does not leave by itself
+// (KIP-345: a restart is meant to find its partitions waiting), so without
+// this a clean stop would leave them idle for session_timeout.
+func (p *Pipeline) leaveStatic(ctx context.Context) {
+	if p.instanceID == "" {
+		return
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers...), kgo.ClientID(p.cfg.Kafka.ClientID))
+	if err != nil {
+		p.log.Warn("leaving the group", "group", p.group, "err", err)
+		return
+	}
+	defer cl.Close()
+	// The drain may have used up ctx: the leave gets a few seconds of its own.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).LeaveGroup(lctx, kadm.LeaveGroup(p.group).InstanceIDs(p.instanceID).Reason("wasmstream host stopping"))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		p.log.Warn("leaving the group: its partitions wait for kafka.session_timeout", "group", p.group, "instance_id", p.instanceID, "err", err)
+		return
+	}
+	p.log.Info("left the group", "group", p.group, "instance_id", p.instanceID)
 }
 
 // drain stops tasks, waits up to the drain deadline for their records in

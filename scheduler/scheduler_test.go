@@ -179,3 +179,28 @@ func TestFaultsGoToDeadLetter(t *testing.T) {
 		t.Fatalf("faults = %d, want 15 (panic, loop, oom, badptr, exit ×3)", s.Faults)
 	}
 }
+
+// TestDuplicateHostIDFails: pipelines join their groups as static members
+// named by host.id, so a second host started with the same host.id fences
+// the first. The fenced host fails with an error that names the cause
+// instead of fighting for the group slot every session.
+func TestDuplicateHostIDFails(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	kafkatest.Produce(t, brokers, "in", 100, func(i int) string { return fmt.Sprint(i) })
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", "", "host: {id: same}")
+	r1 := startRunner(t, cfg)
+	defer r1.Stop(context.Background())
+	kafkatest.Eventually(t, 30*time.Second, "the first host assigned", func() bool { return r1.Snapshots()[0].Tasks == 2 })
+	r2 := startRunner(t, cfg)
+	defer r2.Stop(context.Background())
+	select {
+	case err := <-r1.Failed():
+		if !strings.Contains(err.Error(), "each host needs its own host.id") || !strings.Contains(err.Error(), "g.p.same") {
+			t.Fatalf("error %q does not name the cause", err)
+		}
+		t.Logf("fenced: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first host was not told it was fenced by a second host with its host.id")
+	}
+}

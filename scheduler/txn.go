@@ -328,6 +328,7 @@ func (x *transactions) stop(ctx context.Context) {
 	p.wg.Wait()
 	p.bg.Close()
 	x.sess.Close()
+	p.leaveStatic(ctx)
 }
 
 // detachAll removes every task.

@@ -47,6 +47,11 @@ type Kafka struct {
 	EmbeddedPort           int           `koanf:"embedded_port"`
 	CommitMetadataMaxBytes int           `koanf:"commit_metadata_max_bytes"`
 	RecordDoneOffsets      *bool         `koanf:"record_done_offsets"`
+	// StaticMembership joins each pipeline's group as a static member
+	// (KIP-345), group.instance.id "<group>.<host.id>": a host restarted
+	// within session_timeout takes its partitions back at once, without a
+	// rebalance. host.id must then differ between hosts.
+	StaticMembership bool `koanf:"static_membership"`
 }
 
 // Pipeline runs one module over its input topics.

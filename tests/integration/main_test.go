@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -93,9 +95,10 @@ admin:
 
 // proc is a wasmstream process.
 type proc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan error
+	cmd    *exec.Cmd
+	log    string
+	done   chan error
+	exited atomic.Bool // the process ended (done may already be drained)
 }
 
 func startProc(t *testing.T, args ...string) *proc {
@@ -103,12 +106,58 @@ func startProc(t *testing.T, args ...string) *proc {
 	return startProcEnv(t, nil, args...)
 }
 
-// startProcEnv starts wasmstream with extra environment variables.
+// startProcEnv starts wasmstream with extra environment variables. Unless
+// env names one, the process gets a host.id of its own among the test's
+// live processes, the lowest free: two hosts of one group need distinct ids
+// (static membership), and a process started after one was killed takes
+// the dead one's id, as a restarted host does.
 func startProcEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
-	return startCmd(t, cmd)
+	slot := -1
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "WASMSTREAM_HOST_ID=") }) {
+		slot = hostSlots.take(t)
+		cmd.Env = append(cmd.Env, fmt.Sprintf("WASMSTREAM_HOST_ID=host-%d", slot))
+	}
+	p := startCmd(t, cmd)
+	if slot >= 0 {
+		hostSlots.set(t, slot, p)
+	}
+	return p
+}
+
+// hostSlots are each running test's processes by host.id slot.
+var hostSlots = slotTable{m: map[*testing.T][]*proc{}}
+
+type slotTable struct {
+	mu sync.Mutex
+	m  map[*testing.T][]*proc
+}
+
+// take returns the lowest slot of t with no live process (reserving it
+// until set).
+func (s *slotTable) take(t *testing.T) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps, ok := s.m[t]
+	if !ok {
+		t.Cleanup(func() { s.mu.Lock(); delete(s.m, t); s.mu.Unlock() })
+	}
+	for i, p := range ps {
+		if p == nil || p.exited.Load() {
+			ps[i] = &proc{} // reserved until set
+			return i
+		}
+	}
+	s.m[t] = append(ps, &proc{})
+	return len(ps)
+}
+
+func (s *slotTable) set(t *testing.T, slot int, p *proc) {
+	s.mu.Lock()
+	s.m[t][slot] = p
+	s.mu.Unlock()
 }
 
 // startCmd starts cmd (a wasmstream process, perhaps wrapped) with its output
@@ -126,7 +175,12 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: cmd, log: logPath, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); f.Close() }()
+	go func() {
+		err := cmd.Wait()
+		p.exited.Store(true)
+		p.done <- err
+		f.Close()
+	}()
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			p.cmd.Process.Kill()

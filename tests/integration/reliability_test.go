@@ -261,3 +261,44 @@ sampling:
 		t.Fatalf("resident memory trends upwards: median %d KiB in the middle third, %d KiB in the last third", mid, last)
 	}
 }
+
+// TestKillRestartResumesAtOnce: with the default config (45 s session
+// timeout) a host killed and restarted takes its partitions back at once:
+// its pipelines join as static members under the same host.id, so the
+// group neither waits for the dead member's session to expire nor
+// rebalances. Measured from the restarted process's module being loaded to
+// its first new output; the whole restart is logged beside it.
+func TestKillRestartResumesAtOnce(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 4, in, out, dlq)
+	const count = 400000
+	kafkatest.Produce(t, brokers, in, count, func(i int) string { return fmt.Sprintf("v-%06d", i) })
+	cfg := writeConfig(t, brokers, n, modules["uppercase"], in, out, dlq, "")
+	rd := kafkatest.NewReader(t, brokers, out)
+	p := startProc(t, "run", "--config", cfg)
+	rd.ReadUntil(t, 3*time.Minute, "outputs flowing", func(rs []*kgo.Record) bool { return len(rs) >= 20000 })
+	p.kill(t)
+	rd.ReadFor(time.Second) // the outputs acknowledged before the kill
+	before := len(rd.Recs)
+	restart := time.Now()
+	p = startProc(t, "run", "--config", cfg)
+	var loaded time.Time
+	kafkatest.Eventually(t, time.Minute, "the restarted host's module loaded", func() bool {
+		if strings.Contains(p.logText(), "msg=\"module loaded\"") {
+			loaded = time.Now()
+			return true
+		}
+		return false
+	})
+	rd.ReadUntil(t, 2*time.Minute, "outputs after the restart", func(rs []*kgo.Record) bool { return len(rs) > before })
+	resumed := time.Now()
+	t.Logf("restart to first output %s; module loaded to first output %s", resumed.Sub(restart).Round(10*time.Millisecond), resumed.Sub(loaded).Round(10*time.Millisecond))
+	if d := resumed.Sub(loaded); d > 5*time.Second {
+		t.Fatalf("processing resumed %s after the restarted host was up: want within 5 s", d.Round(10*time.Millisecond))
+	}
+	if code := p.stop(t, time.Minute); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+}
