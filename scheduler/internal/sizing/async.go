@@ -22,10 +22,11 @@ const (
 	asyncMinSamples = 10
 	asyncMaxWindow  = time.Second
 
-	asyncUp   = 2.0  // a try up doubles the limit...
-	asyncGain = 1.03 // ...and is kept when the rate rose by this factor (and by twice a count's uncertainty)
-	asyncKeep = 0.95 // a try down halves it, and is kept while the rate stays above this share of the descent's highest (or 1-2/√n)
-	asyncHigh = 1.6  // a latency over this factor of its lowest, after a change: try down at once
+	asyncUp     = 2.0  // a try up doubles the limit...
+	asyncGain   = 1.03 // ...and is kept when the rate rose by this factor (and by twice a count's uncertainty)
+	asyncKeep   = 0.95 // a try down halves it, and is kept while the rate stays above this share of the descent's highest (or 1-2/√n)
+	asyncHigh   = 1.6  // a latency over this factor of its lowest, after a change: try down at once
+	asyncRelief = 0.8  // a try up that brings the latency to this share, the rate held, is kept too
 
 	// After a try that lost, the same try waits asyncHold (tries up: from
 	// the same limit; asyncCheapHold if it cost no rate or followed a try
@@ -79,8 +80,11 @@ type climbLimit struct {
 	lastDn time.Time     // the last try down
 	base   time.Duration // the lowest latency measured (0: none yet)
 	moved  bool          // the latency moved far since the last try down that lost
-	Reason string        // why the limit last changed
-	Detail string        // the same, with its figures
+	// dnForLatency: the current descent answers a latency over asyncHigh
+	// (else it is the periodic one).
+	dnForLatency bool
+	Reason       string // why the limit last changed
+	Detail       string // the same, with its figures
 }
 
 // measure is one window's rate (records decided per second) and mean
@@ -168,7 +172,14 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		l.fast = m.rate >= l.ref.rate*asyncLinear
 		// A count of n records is uncertain by about √n: the gain must
 		// be over twice that as well as over asyncGain.
-		if m.rate >= l.ref.rate*max(asyncGain, 1+2/math.Sqrt(float64(m.n))) {
+		// Kept too with the rate held if the latency fell (the limit kept
+		// operations queued), or if twice the limit no longer holds any
+		// instance back: a limit that binds under an input the pipeline
+		// keeps up with only makes records wait for an instance, and the
+		// pool grows for them where the limit could have.
+		held := m.rate >= l.ref.rate*asyncKeep
+		relief := held && (!limited || m.lat <= time.Duration(asyncRelief*float64(l.ref.lat)))
+		if relief || m.rate >= l.ref.rate*max(asyncGain, 1+2/math.Sqrt(float64(m.n))) {
 			l.set(ReasonGain, fmt.Sprintf("%d in flight: %s, was %s at %d", l.limit, m, l.ref, l.before))
 			l.ref, l.top = m, m.rate
 			l.next(now, m, limited, +1)
@@ -194,9 +205,17 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		l.try, l.fast = 0, false
 		// The same uncertainty widens what "as many" means: at a few
 		// hundred records/s a window's count varies by more than 5%.
-		if m.rate >= l.top*min(asyncKeep, 1-2/math.Sqrt(float64(m.n))) {
+		// A descent for the latency (a service overloaded) is judged on
+		// the rate alone. A periodic one also needs the halved limit to
+		// hold no instance back, or to bring the latency down (the
+		// service queued what it held): a limit that holds instances back
+		// with the latency unchanged only makes records wait for more
+		// instances, and the pool grows where the limit shrank.
+		relief := m.lat <= time.Duration(asyncRelief*float64(l.ref.lat))
+		rateHeld := m.rate >= l.top*min(asyncKeep, 1-2/math.Sqrt(float64(m.n)))
+		if rateHeld && (l.dnForLatency || !limited || relief) {
 			reason := ReasonFewer
-			if l.ref.lat > time.Duration(asyncHigh*float64(l.base)) {
+			if l.dnForLatency {
 				reason = ReasonLatencyRise
 			}
 			l.set(reason, fmt.Sprintf("%d in flight: %s, as many as %s at %d", l.limit, m, l.ref, l.before))
@@ -204,13 +223,16 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 			l.next(now, m, limited, -1)
 			return
 		}
-		reason := ReasonNeeded
-		if float64(m.lat)*1.2 >= float64(l.ref.lat) {
-			// Half as many in flight and the latency no lower: it is the
-			// service's own, not a queue's.
+		reason, what := ReasonNeeded, "fewer than"
+		switch {
+		case rateHeld:
+			what = "but instances held back by it, against"
+		case float64(m.lat)*1.2 >= float64(l.ref.lat):
+			// Half as many in flight, fewer records decided, and the
+			// latency no lower: it is the service's own, not a queue's.
 			l.base, reason = m.lat, ReasonRebase
 		}
-		l.set(reason, fmt.Sprintf("%d in flight: %s, fewer than %s at %d", l.limit, m, l.ref, l.before))
+		l.set(reason, fmt.Sprintf("%d in flight: %s, %s %s at %d", l.limit, m, what, l.ref, l.before))
 		l.dnLost.record(now, asyncHold)
 		l.moved = false
 		l.limit = l.before
@@ -235,12 +257,16 @@ func (l *climbLimit) next(now time.Time, m measure, limited bool, dir int) {
 	// after a change: past the knee of a host whose cores are the bound
 	// it stays high at the best limit, and trying half of it every few
 	// seconds costs rate for nothing.
-	due := (l.moved && m.lat > time.Duration(asyncHigh*float64(l.base))) || now.Sub(l.lastDn) >= asyncDownEvery
+	high := l.moved && m.lat > time.Duration(asyncHigh*float64(l.base))
+	due := high || now.Sub(l.lastDn) >= asyncDownEvery
 	switch {
 	case dir > 0 && canUp, dir == 0 && canUp && !(canDown && due):
 		l.try, l.before = +1, l.limit
 		l.limit = min(l.max, int(float64(l.limit)*asyncUp))
 	case dir < 0 && canDown, dir == 0 && canDown && due:
+		if dir == 0 {
+			l.dnForLatency = high
+		}
 		l.try, l.before, l.lastDn = -1, l.limit, now
 		l.limit = max(l.min, l.limit/2)
 	}

@@ -150,3 +150,26 @@ func TestClimbLimitBounds(t *testing.T) {
 		t.Fatalf("limit %d in the end (lowest %d), want 2 and never below: %v", l.current(), lo, limits)
 	}
 }
+
+// An input the pipeline keeps up with (500 records/s, 10 ms lookups): the
+// periodic tries down stop where the limit would start holding instances
+// back (here below 4), since records held there would only wait for more
+// instances; and a limit that holds instances back is raised until it
+// does not.
+func TestClimbLimitLeavesThePoolAlone(t *testing.T) {
+	for _, start := range []int{16, 2} {
+		l := newClimbLimit(1, 1024, start)
+		now := time.Unix(1000, 0)
+		lowest, last := 1<<30, 0
+		for end := now.Add(90 * time.Second); now.Before(end); now = now.Add(2 * time.Millisecond) {
+			l.observe(now, 10*time.Millisecond, l.current() < 4)
+			if l.try == 0 && now.After(time.Unix(1030, 0)) {
+				lowest, last = min(lowest, l.current()), l.current()
+			}
+		}
+		if lowest < 4 || last > 16 {
+			t.Fatalf("from %d: limit down to %d, %d in the end; want it to stay at 4 or more (below, instances are held back) and not climb past 16", start, lowest, last)
+		}
+		t.Logf("from %d: settled at %d..; %s (%s)", start, lowest, l.Reason, l.Detail)
+	}
+}
