@@ -230,7 +230,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		// Records of aborted transactions upstream are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
-	if cfg.Kafka.StaticMembership {
+	if *cfg.Kafka.StaticMembership {
 		p.instanceID = p.group + "." + cfg.Host.ID
 		opts = append(opts, kgo.InstanceID(p.instanceID), kgo.WithHooks(fencedHook{p}))
 	}

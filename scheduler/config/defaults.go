@@ -56,7 +56,7 @@ func Defaults() Config {
 			TopicPartitions:        4,
 			CommitMetadataMaxBytes: 4096,
 			RecordDoneOffsets:      ptr(true),
-			StaticMembership:       true,
+			StaticMembership:       ptr(true),
 		},
 		Host: Host{
 			MaxInstances:       64,

@@ -51,7 +51,7 @@ type Kafka struct {
 	// (KIP-345), group.instance.id "<group>.<host.id>": a host restarted
 	// within session_timeout takes its partitions back at once, without a
 	// rebalance. host.id must then differ between hosts.
-	StaticMembership bool `koanf:"static_membership"`
+	StaticMembership *bool `koanf:"static_membership"`
 }
 
 // Pipeline runs one module over its input topics.
