@@ -198,7 +198,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		quit:          make(chan struct{}),
 	}
 	if pc.Async.AutoInFlight {
-		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight)
+		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
 	}
 	p.ver.Store(d.version)
 	sc := make(chan struct{})

@@ -64,6 +64,11 @@ const (
 type climbLimit struct {
 	min, max int
 	limit    int
+	// grows: the pipeline's pools can borrow instances, so a limit that
+	// holds an instance back makes records wait for another one and the
+	// pool grows where the limit could have. With fixed pools only the
+	// rate counts.
+	grows bool
 
 	from, winStart time.Time // measuring from (records decided before are the previous limit's)
 	n              int
@@ -99,8 +104,8 @@ func (m measure) String() string {
 	return fmt.Sprintf("%.0f records/s at %s", m.rate, m.lat.Round(100*time.Microsecond))
 }
 
-func newClimbLimit(min, max, initial int) *climbLimit {
-	return &climbLimit{min: min, max: max, limit: clampInt(initial, min, max),
+func newClimbLimit(min, max, initial int, grows bool) *climbLimit {
+	return &climbLimit{min: min, max: max, limit: clampInt(initial, min, max), grows: grows,
 		upLost: map[int]*lost{}, Reason: ReasonStart, Detail: "start"}
 }
 
@@ -173,12 +178,14 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		// A count of n records is uncertain by about √n: the gain must
 		// be over twice that as well as over asyncGain.
 		// Kept too with the rate held if the latency fell (the limit kept
-		// operations queued), or if twice the limit no longer holds any
-		// instance back: a limit that binds under an input the pipeline
-		// keeps up with only makes records wait for an instance, and the
-		// pool grows for them where the limit could have.
+		// operations queued), or, where pools grow, if twice the limit no
+		// longer holds any instance back: a limit that binds under an
+		// input the pipeline keeps up with only makes records wait for an
+		// instance, and the pool grows for them where the limit could
+		// have. (With fixed pools a try up that costs rate is not kept:
+		// past the knee each one would cost a little more.)
 		held := m.rate >= l.ref.rate*asyncKeep
-		relief := held && (!limited || m.lat <= time.Duration(asyncRelief*float64(l.ref.lat)))
+		relief := held && ((l.grows && !limited) || m.lat <= time.Duration(asyncRelief*float64(l.ref.lat)))
 		if relief || m.rate >= l.ref.rate*max(asyncGain, 1+2/math.Sqrt(float64(m.n))) {
 			l.set(ReasonGain, fmt.Sprintf("%d in flight: %s, was %s at %d", l.limit, m, l.ref, l.before))
 			l.ref, l.top = m, m.rate
@@ -205,15 +212,16 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		l.try, l.fast = 0, false
 		// The same uncertainty widens what "as many" means: at a few
 		// hundred records/s a window's count varies by more than 5%.
-		// A descent for the latency (a service overloaded) is judged on
-		// the rate alone. A periodic one also needs the halved limit to
-		// hold no instance back, or to bring the latency down (the
-		// service queued what it held): a limit that holds instances back
-		// with the latency unchanged only makes records wait for more
-		// instances, and the pool grows where the limit shrank.
+		// A descent for the latency (a service overloaded), or with fixed
+		// pools, is judged on the rate alone. A periodic one where pools
+		// grow also needs the halved limit to hold no instance back, or to
+		// bring the latency down (the service queued what it held): a
+		// limit that holds instances back with the latency unchanged only
+		// makes records wait for more instances, and the pool grows where
+		// the limit shrank.
 		relief := m.lat <= time.Duration(asyncRelief*float64(l.ref.lat))
 		rateHeld := m.rate >= l.top*min(asyncKeep, 1-2/math.Sqrt(float64(m.n)))
-		if rateHeld && (l.dnForLatency || !limited || relief) {
+		if rateHeld && (l.dnForLatency || !l.grows || !limited || relief) {
 			reason := ReasonFewer
 			if l.dnForLatency {
 				reason = ReasonLatencyRise
@@ -307,8 +315,10 @@ type Async struct {
 	l  *climbLimit
 }
 
-func NewAsync(max int) *Async {
-	a := &Async{l: newClimbLimit(1, max, config.AutoAsyncInitialInFlight)}
+// NewAsync sizes a pipeline's operations in flight per instance up to max;
+// grows says whether its pools can borrow instances.
+func NewAsync(max int, grows bool) *Async {
+	a := &Async{l: newClimbLimit(1, max, config.AutoAsyncInitialInFlight, grows)}
 	a.Limit.Store(int64(a.l.current()))
 	return a
 }

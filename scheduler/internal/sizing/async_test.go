@@ -1,6 +1,7 @@
 package sizing
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -55,7 +56,7 @@ func span(v []int) (lo, hi int) {
 // a second or two and settles between the knee and twice it — where twice
 // as many no longer pay and half as many cost — and stays there.
 func TestClimbLimitConverges(t *testing.T) {
-	l := newClimbLimit(1, 1024, 4)
+	l := newClimbLimit(1, 1024, 4, false)
 	m := cpuKnee(10*time.Millisecond, 4000) // knee: 40 in flight
 	now := time.Unix(1000, 0)
 	limits, now := runLimit(l, now, 2*time.Second, m, true)
@@ -73,7 +74,7 @@ func TestClimbLimitConverges(t *testing.T) {
 // record falls with more in flight, the limit follows it up even with the
 // latency several times its lowest.
 func TestClimbLimitFollowsTheRate(t *testing.T) {
-	l := newClimbLimit(1, 1024, 4)
+	l := newClimbLimit(1, 1024, 4, false)
 	// 10 ms lookups; past 64 in flight each doubling buys 10% more rate.
 	m := func(limit int) (float64, time.Duration) {
 		rate := float64(limit) / 0.010
@@ -97,7 +98,7 @@ func TestClimbLimitFollowsTheRate(t *testing.T) {
 // not fall but rises to the new knee, since Little's law needs more in
 // flight for the same rate.
 func TestClimbLimitBacksOff(t *testing.T) {
-	l := newClimbLimit(1, 1024, 4)
+	l := newClimbLimit(1, 1024, 4, false)
 	now := time.Unix(1000, 0)
 	_, now = runLimit(l, now, 3*time.Second, cpuKnee(10*time.Millisecond, 4000), true)
 	before := l.current()
@@ -112,7 +113,7 @@ func TestClimbLimitBacksOff(t *testing.T) {
 
 	// Slower for good: 10 ms → 50 ms whatever the load, the host's knee
 	// still at 4000 records/s (200 in flight at 50 ms).
-	l = newClimbLimit(1, 1024, 4)
+	l = newClimbLimit(1, 1024, 4, false)
 	_, now = runLimit(l, now, 3*time.Second, cpuKnee(10*time.Millisecond, 4000), true)
 	before = l.current()
 	limits, _ = runLimit(l, now, 10*time.Second, cpuKnee(50*time.Millisecond, 4000), true)
@@ -128,7 +129,7 @@ func TestClimbLimitBacksOff(t *testing.T) {
 // back by it, and comes down when fewer in flight carry as much.
 func TestClimbLimitBounds(t *testing.T) {
 	flat := func(limit int) (float64, time.Duration) { return float64(limit) / 0.010, 10 * time.Millisecond }
-	l := newClimbLimit(1, 16, 4)
+	l := newClimbLimit(1, 16, 4, false)
 	runLimit(l, time.Unix(1000, 0), 5*time.Second, flat, true)
 	if l.current() != 16 {
 		t.Fatalf("limit %d, want the bound 16", l.current())
@@ -136,7 +137,7 @@ func TestClimbLimitBounds(t *testing.T) {
 	// Instances never held back by the limit: the input is the bound, the
 	// rate the same at any limit.
 	input := func(int) (float64, time.Duration) { return 500, 10 * time.Millisecond }
-	l = newClimbLimit(1, 1024, 4)
+	l = newClimbLimit(1, 1024, 4, false)
 	limits, _ := runLimit(l, time.Unix(1000, 0), 30*time.Second, input, false)
 	if _, hi := span(limits); hi > 4 || l.current() != 1 {
 		t.Fatalf("limit up to %d, %d in the end, without instances at the limit: want never above its start (4) and down to 1: %v", hi, l.current(), limits)
@@ -144,7 +145,7 @@ func TestClimbLimitBounds(t *testing.T) {
 	// A service whose latency grows with every request from the first (its
 	// rate the same at any limit): the periodic try down finds half as many
 	// carry as much, and the limit comes down to the minimum, not below.
-	l = newClimbLimit(2, 1024, 8)
+	l = newClimbLimit(2, 1024, 8, false)
 	limits, _ = runLimit(l, time.Unix(1000, 0), time.Minute, overloaded(10*time.Millisecond), true)
 	if lo, _ := span(limits); lo < 2 || l.current() != 2 {
 		t.Fatalf("limit %d in the end (lowest %d), want 2 and never below: %v", l.current(), lo, limits)
@@ -158,7 +159,7 @@ func TestClimbLimitBounds(t *testing.T) {
 // does not.
 func TestClimbLimitLeavesThePoolAlone(t *testing.T) {
 	for _, start := range []int{16, 2} {
-		l := newClimbLimit(1, 1024, start)
+		l := newClimbLimit(1, 1024, start, true)
 		now := time.Unix(1000, 0)
 		lowest, last := 1<<30, 0
 		for end := now.Add(90 * time.Second); now.Before(end); now = now.Add(2 * time.Millisecond) {
@@ -172,4 +173,36 @@ func TestClimbLimitLeavesThePoolAlone(t *testing.T) {
 		}
 		t.Logf("from %d: settled at %d..; %s (%s)", start, lowest, l.Reason, l.Detail)
 	}
+}
+
+// Fixed pools past the knee, as in the I/O-bound benchmark: the instances
+// fill about 64 operations each (above that the limit holds one back only
+// now and then, in bursts) and each doubling of the limit costs 4% of the
+// rate (more in flight, more work per record). A try up that costs rate is
+// not kept there, even in a window where it held no instance back: the
+// limit stays within twice the knee.
+func TestClimbLimitFixedPoolsStopAtTheKnee(t *testing.T) {
+	const knee = 64
+	rng := rand.New(rand.NewPCG(1, 2))
+	model := func(limit int) (float64, time.Duration, bool) {
+		rate := float64(min(limit, knee)) / 0.010
+		for n := knee; n < limit; n *= 2 {
+			rate *= 0.96
+		}
+		burst := rng.Float64() < 0.002 // per record: a window of a few hundred has one about half the time
+		return rate, time.Duration(float64(min(limit, knee)) / rate * float64(time.Second)), limit <= knee || burst
+	}
+	l := newClimbLimit(1, 1024, 4, false)
+	now := time.Unix(1000, 0)
+	hi := 0
+	for end := now.Add(60 * time.Second); now.Before(end); {
+		rate, lat, limited := model(l.current())
+		l.observe(now, lat, limited)
+		hi = max(hi, l.current())
+		now = now.Add(time.Duration(float64(time.Second) / rate))
+	}
+	if hi > 2*knee || l.current() < knee/2 {
+		t.Fatalf("limit up to %d, %d in the end; want at most %d (twice the knee) and at least %d", hi, l.current(), 2*knee, knee/2)
+	}
+	t.Logf("limit up to %d, %d in the end; %s (%s)", hi, l.current(), l.Reason, l.Detail)
 }
