@@ -11,6 +11,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -19,14 +20,24 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/wasmstream/wasmstream/host/internal/codecache"
 	"github.com/wasmstream/wasmstream/host/internal/slots"
 )
 
 // Engine compiles modules and owns the compiled-code cache. Safe for
 // concurrent use.
 type Engine struct {
+	// cache is the in-memory compilation cache, used when disk is nil.
 	cache wazero.CompilationCache
-	log   *slog.Logger
+	// disk keeps compiled code across restarts (nil: memory only); caches
+	// holds one compilation cache per digest of compiled code, on its
+	// directory in disk (compilecache.go).
+	disk     *codecache.Cache
+	cacheMu  sync.Mutex
+	caches   map[string]wazero.CompilationCache
+	cacheHit atomic.Int64 // modules loaded from verified entries on disk
+	cacheRej atomic.Int64 // entries on disk found not to match their manifest, deleted
+	log      *slog.Logger
 	// slots bounds guest calls executing at once to the cores the Go
 	// runtime uses (RATIONALE.md, "Guest calls and cores") and shares them
 	// among pipelines by weight: one group per module name, so a pipeline's
@@ -46,24 +57,33 @@ type Engine struct {
 func (e *Engine) AsyncInFlight() int64 { return e.asyncOps.Load() }
 
 // NewEngine returns an engine. With a non-empty cacheDir compiled code is
-// also kept on disk, so a restart does not recompile.
+// also kept on disk, so a restart does not recompile; the directory must
+// belong to this process's user and be writable by no one else.
 func NewEngine(cacheDir string, log *slog.Logger) (*Engine, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Engine{log: log, slots: slots.New(runtime.GOMAXPROCS(0), slots.Options{})}
-	if cacheDir == "" {
-		e.cache = wazero.NewCompilationCache()
-		return e, nil
+	e := &Engine{log: log, slots: slots.New(runtime.GOMAXPROCS(0), slots.Options{}),
+		cache: wazero.NewCompilationCache(), caches: map[string]wazero.CompilationCache{}}
+	if cacheDir != "" {
+		d, err := codecache.Open(cacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("host: compile cache: %w", err)
+		}
+		e.disk = d
 	}
-	c, err := wazero.NewCompilationCacheWithDir(cacheDir)
-	if err != nil {
-		return nil, fmt.Errorf("host: compilation cache %s: %w", cacheDir, err)
-	}
-	e.cache = c
 	return e, nil
 }
 
-// Close releases the compilation cache. Modules loaded from the engine must
-// be closed first.
-func (e *Engine) Close(ctx context.Context) error { return e.cache.Close(ctx) }
+// Close releases the compilation caches. Modules loaded from the engine
+// must be closed first.
+func (e *Engine) Close(ctx context.Context) error {
+	e.cacheMu.Lock()
+	defer e.cacheMu.Unlock()
+	errs := []error{e.cache.Close(ctx)}
+	for k, c := range e.caches {
+		errs = append(errs, c.Close(ctx))
+		delete(e.caches, k)
+	}
+	return errors.Join(errs...)
+}

@@ -147,7 +147,14 @@ type Module struct {
 	ops      map[abi.OpKind]Operation
 	asyncOps *atomic.Int64  // the engine's count of operations in flight
 	logStats *guestLogStats // the engine's, for this pipeline name
+	// fromCache: the compiled code was read from the compile cache on
+	// disk, not compiled.
+	fromCache bool
 }
+
+// FromCache reports whether the module's compiled code was read from the
+// engine's compile cache on disk rather than compiled.
+func (m *Module) FromCache() bool { return m.fromCache }
 
 // ErrIncompatible is wrapped by every error that refuses a module at load.
 var ErrIncompatible = errors.New("incompatible module")
@@ -174,11 +181,14 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
 	}
-	rc := wazero.NewRuntimeConfig().
-		WithCompilationCache(e.cache).
-		WithMemoryLimitPages(lim.MemoryPages)
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name)}
+	rt, compiled, fromDisk, err := e.compileCode(ctx, code, lim.MemoryPages)
+	if err != nil {
+		if msg := err.Error(); strings.Contains(msg, "section memory") && strings.Contains(msg, "over limit") {
+			return nil, fmt.Errorf("%w: memory minimum exceeds the limit of %d pages (limits.memory_pages): %v", ErrIncompatible, lim.MemoryPages, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
+	}
+	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name), fromCache: fromDisk}
 	if m.async.MaxPerRecord <= 0 {
 		m.async.MaxPerRecord = 16
 	}
@@ -189,13 +199,6 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 			rt.Close(ctx)
 		}
 	}()
-	compiled, err := compile(ctx, rt, code)
-	if err != nil {
-		if msg := err.Error(); strings.Contains(msg, "section memory") && strings.Contains(msg, "over limit") {
-			return nil, fmt.Errorf("%w: memory minimum exceeds the limit of %d pages (limits.memory_pages): %v", ErrIncompatible, lim.MemoryPages, err)
-		}
-		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
-	}
 	m.compiled = compiled
 	sum := sha256.Sum256(wasm)
 	m.info = Info{ABIVersion: abi.Version, Digest: hex.EncodeToString(sum[:]), Size: len(wasm)}

@@ -38,7 +38,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 	}
 	m.latency = hist("wasmstream.record.processing.duration", "s", "Time from a record's first call into its instance to its outcome (asynchronous waits included), per attempt.",
 		0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-	m.compile = hist("wasmstream.module.compile.duration", "s", "Time to validate and compile a module.", 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+	m.compile = hist("wasmstream.module.compile.duration", "s", "Time to validate and compile a module (from_compile_cache: read from the compile cache on disk instead).", 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 	m.instantiate = hist("wasmstream.module.instantiate.duration", "s", "Time to create a module instance (initialiser included).", 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
 
 	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
@@ -189,7 +189,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		p.metrics = m
 	}
 	for _, d := range r.loadTimes {
-		m.compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline)))
+		m.compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline), attribute.Bool("from_compile_cache", d.fromCache)))
 	}
 	return nil
 }
@@ -197,6 +197,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 type loadTime struct {
 	pipeline string
 	time.Duration
+	fromCache bool // read from the compile cache on disk, not compiled
 }
 
 // recordLatency records an attempt's processing latency.

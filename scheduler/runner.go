@@ -41,6 +41,26 @@ type Runner struct {
 	failed    chan error // a pipeline's unrecoverable error (buffered, first one)
 }
 
+// newEngine creates the host's engine with its compile cache
+// (host.compile_cache_dir). The default directory (auto) is a convenience:
+// if it cannot be used the host compiles in memory and says why; a
+// directory set explicitly must be usable.
+func newEngine(cfg *config.Config, log *slog.Logger) (*host.Engine, error) {
+	dir, auto, err := cfg.CompileCacheDir()
+	if err == nil {
+		var e *host.Engine
+		if e, err = host.NewEngine(dir, log); err == nil {
+			return e, nil
+		}
+		err = fmt.Errorf("host.compile_cache_dir: %w", err)
+	}
+	if !auto {
+		return nil, err
+	}
+	log.Warn("compiled modules are kept in memory only", "err", err)
+	return host.NewEngine("", log)
+}
+
 // NewRunner loads every module, starts the embedded broker if configured,
 // checks (or creates) the topics and creates the pipelines. Errors name the
 // config key they concern.
@@ -51,7 +71,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 			r.close(context.Background())
 		}
 	}()
-	r.engine, err = host.NewEngine(cfg.Host.CompileCacheDir, log)
+	r.engine, err = newEngine(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +91,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 		pc := &cfg.Pipelines[i]
 		start := time.Now()
 		m, err := loadModule(ctx, r.engine, cfg, pc, log, obs)
-		r.loadTimes = append(r.loadTimes, loadTime{pc.Name, time.Since(start)})
+		r.loadTimes = append(r.loadTimes, loadTime{pc.Name, time.Since(start), m != nil && m.FromCache()})
 		if err != nil {
 			probs = append(probs, fmt.Sprintf("pipelines[%d].module: %v", i, err))
 			continue
@@ -192,7 +212,7 @@ func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	log.Info("module loaded", "pipeline", pc.Name, "path", path, "digest", m.Info().Digest[:12], "took", time.Since(start).Round(time.Millisecond))
+	log.Info("module loaded", "pipeline", pc.Name, "path", path, "digest", m.Info().Digest[:12], "from_compile_cache", m.FromCache(), "took", time.Since(start).Round(time.Millisecond))
 	return m, nil
 }
 

@@ -204,3 +204,35 @@ func TestDuplicateHostIDFails(t *testing.T) {
 		t.Fatal("the first host was not told it was fenced by a second host with its host.id")
 	}
 }
+
+// A compile cache directory set explicitly must be safe to read compiled
+// code from: one others may write to stops the host with an error naming
+// the key. The default one (auto) only costs the cache: the host compiles
+// in memory and runs.
+func TestUnsafeCompileCacheDir(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", "", fmt.Sprintf("host: {compile_cache_dir: %q}", open))
+	_, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "host.compile_cache_dir") || !strings.Contains(err.Error(), "may be written by other users") {
+		t.Fatalf("explicit world-writable cache dir: %v", err)
+	}
+
+	t.Setenv("XDG_CACHE_HOME", open) // auto: <open>/wasmstream/compiled, created 0700 under it...
+	if err := os.MkdirAll(filepath.Join(open, "wasmstream", "compiled"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(open, "wasmstream", "compiled"), 0o777); err != nil { // ...unless it exists open
+		t.Fatal(err)
+	}
+	cfg = testConfig(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	if s := r.engine.CacheStats(); s.Dir != "" {
+		t.Fatalf("the host used the unsafe default cache dir %s", s.Dir)
+	}
+}

@@ -407,3 +407,30 @@ func TestAuto(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// host.compile_cache_dir: auto by default, under the user's cache
+// directory; none keeps compiled code in memory; a relative directory is the
+// config file's.
+func TestCompileCacheDir(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "/var/cache/someone")
+	p := write(t, good)
+	for _, tc := range []struct {
+		set  []string
+		dir  string
+		auto bool
+	}{
+		{nil, "/var/cache/someone/wasmstream/compiled", true},
+		{[]string{"host.compile_cache_dir=none"}, "", false},
+		{[]string{"host.compile_cache_dir=/srv/ws"}, "/srv/ws", false},
+		{[]string{"host.compile_cache_dir=cc"}, filepath.Join(filepath.Dir(p), "cc"), false},
+	} {
+		c, err := Load(p, nil, tc.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir, auto, err := c.CompileCacheDir()
+		if err != nil || dir != tc.dir || auto != tc.auto {
+			t.Errorf("%v: %q auto %v err %v, want %q auto %v", tc.set, dir, auto, err, tc.dir, tc.auto)
+		}
+	}
+}

@@ -32,6 +32,13 @@ const (
 	DefaultTracingFile = "wasmstream-traces.jsonl"
 	// DefaultHostID is host.id when the machine's hostname is unknown.
 	DefaultHostID = "wasmstream"
+	// DefaultCompileCacheDir is host.compile_cache_dir: auto, under the
+	// user's cache directory (os.UserCacheDir: $XDG_CACHE_HOME or
+	// ~/.cache on Linux). Hosts of one user on one machine share it.
+	DefaultCompileCacheDir = "wasmstream/compiled"
+	// CompileCacheNone is host.compile_cache_dir with compiled modules kept
+	// in memory only.
+	CompileCacheNone = "none"
 	// DefaultRetryInstancesMax is retry.instances.max unless set (or
 	// retry.instances.min, if higher).
 	DefaultRetryInstancesMax = 2
@@ -59,6 +66,7 @@ func Defaults() Config {
 			StaticMembership:       ptr(true),
 		},
 		Host: Host{
+			CompileCacheDir:    Auto,
 			MaxInstances:       64,
 			MaxInstanceMemory:  4 << 30,
 			MaxInFlight:        200000,

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -331,8 +332,32 @@ func (c *Config) TracingFile() string {
 	return filepath.Join(c.Dir, c.Tracing.File)
 }
 
+// CompileCacheDir resolves host.compile_cache_dir: the directory ("" for
+// none) and whether it is the default one (auto), which a host may do
+// without if it cannot be used.
+func (c *Config) CompileCacheDir() (dir string, auto bool, err error) {
+	switch d := c.Host.CompileCacheDir; {
+	case d == CompileCacheNone || d == "":
+		return "", false, nil
+	case d == Auto:
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", true, fmt.Errorf("host.compile_cache_dir: auto: %w", err)
+		}
+		return filepath.Join(base, DefaultCompileCacheDir), true, nil
+	case filepath.IsAbs(d) || c.Dir == "":
+		return d, false, nil
+	default:
+		return filepath.Join(c.Dir, d), false, nil
+	}
+}
+
 // Host configures the WebAssembly host.
 type Host struct {
+	// CompileCacheDir keeps compiled modules on disk across restarts:
+	// "auto" (the default) is DefaultCompileCacheDir under the user's cache
+	// directory, "none" keeps them in memory only; a relative path is the
+	// config file's directory's. See CompileCacheDir.
 	CompileCacheDir   string `koanf:"compile_cache_dir"`
 	MaxInstances      int    `koanf:"max_instances"`
 	MaxInstanceMemory int64  `koanf:"max_instance_memory"`
