@@ -206,3 +206,43 @@ func TestClimbLimitFixedPoolsStopAtTheKnee(t *testing.T) {
 	}
 	t.Logf("limit up to %d, %d in the end; %s (%s)", hi, l.current(), l.Reason, l.Detail)
 }
+
+// Past the knee with noise, as on a real host: each 250 ms the rate is off
+// by a random 4% (GC, fetch batches), and each doubling of the limit past 64
+// costs 2%. Luck must not carry the limit up: over two minutes it spends at
+// most a tenth of the time above twice the knee.
+func TestClimbLimitIgnoresLuckyWindows(t *testing.T) {
+	const knee = 64
+	for seed := uint64(1); seed <= 5; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		noise, slot := 1.0, time.Time{}
+		l := newClimbLimit(1, 1024, 4, false)
+		now := time.Unix(1000, 0)
+		var above, total time.Duration
+		for end := now.Add(2 * time.Minute); now.Before(end); {
+			if now.Sub(slot) >= 250*time.Millisecond {
+				slot, noise = now, 1+0.04*rng.NormFloat64()
+			}
+			limit := l.current()
+			rate := float64(min(limit, knee)) / 0.010
+			for n := knee; n < limit; n *= 2 {
+				rate *= 0.98
+			}
+			rate *= noise
+			l.observe(now, time.Duration(float64(limit)/rate*float64(time.Second)), true)
+			step := time.Duration(float64(time.Second) / rate)
+			if now.After(time.Unix(1010, 0)) {
+				total += step
+				if limit > 2*knee {
+					above += step
+				}
+			}
+			now = now.Add(step)
+		}
+		if share := float64(above) / float64(total); share > 0.1 {
+			t.Errorf("seed %d: limit above %d for %.0f%% of the time, want at most 10%%", seed, 2*knee, 100*share)
+		} else {
+			t.Logf("seed %d: above %d for %.1f%% of the time; ended at %d (%s)", seed, 2*knee, 100*share, l.current(), l.Reason)
+		}
+	}
+}
