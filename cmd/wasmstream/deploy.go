@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,6 +117,7 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	digest := fs.String("digest", "", "deploy this stored version")
 	rollback := fs.Bool("rollback", false, "deploy the version before the current one")
 	uploadOnly := fs.Bool("upload-only", false, "upload and validate, do not deploy")
+	waitAll := fs.Bool("wait-all", false, "with the fleet registry: answer once every live host of the group runs the version (else once this host does)")
 	fs.Usage = func() { fmt.Fprint(stderr, deployUsage); fs.PrintDefaults() }
 	if err := fs.Parse(interleave(args, fs)); err != nil {
 		return 2
@@ -139,13 +142,17 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	start := time.Now()
+	wait := ""
+	if *waitAll {
+		wait = "?wait=all"
+	}
 	var view admin.PipelineView
 	switch {
 	case *rollback:
-		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/rollback", "", nil, &view)
+		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/rollback"+wait, "", nil, &view)
 	case *digest != "":
 		b, _ := json.Marshal(map[string]string{"digest": *digest})
-		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/deploy", "application/json", bytes.NewReader(b), &view)
+		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/deploy"+wait, "application/json", bytes.NewReader(b), &view)
 	default:
 		wasm, rerr := os.ReadFile(fs.Arg(0))
 		if rerr != nil {
@@ -154,6 +161,9 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 		}
 		var res admin.UploadResult
 		q := "?deploy=true"
+		if *waitAll {
+			q += "&wait=all"
+		}
 		if *uploadOnly {
 			q = ""
 		}
@@ -170,6 +180,9 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s now runs %s (switched in %s)\n", *pipeline, view.Active, time.Since(start).Round(time.Millisecond))
+	if *waitAll {
+		fmt.Fprintf(stdout, "every live host of the group runs it\n")
+	}
 	return 0
 }
 
@@ -204,6 +217,24 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, v := range views {
 		fmt.Fprintf(stdout, "%s  runs %s since %s\n", v.Name, short(v.Active), v.Deployed.Local().Format(time.DateTime))
+		if f := v.Fleet; f != nil {
+			if f.Deployed == "" {
+				fmt.Fprintf(stdout, "  fleet: nothing deployed through the registry (each host runs its config's module)\n")
+			} else {
+				fmt.Fprintf(stdout, "  fleet: deployed %s by %s at %s\n", short(f.Deployed), f.By, f.At.Local().Format(time.DateTime))
+			}
+			hosts := slices.Sorted(maps.Keys(f.Hosts))
+			for _, h := range hosts {
+				note := ""
+				if f.Deployed != "" && f.Hosts[h] != f.Deployed {
+					note = "  (not the deployed version)"
+				}
+				if fl, ok := f.Failed[h]; ok {
+					note += fmt.Sprintf("  cannot run %s: %s", short(fl.Digest), fl.Error)
+				}
+				fmt.Fprintf(stdout, "    host %-20s runs %s%s\n", h, short(f.Hosts[h]), note)
+			}
+		}
 		for _, m := range v.Versions {
 			mark := " "
 			if m.Digest == v.Active {

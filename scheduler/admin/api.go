@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/registry"
 )
 
 // Deployer validates and deploys modules: the scheduler's Runner.
@@ -37,6 +38,7 @@ type API struct {
 	log      *slog.Logger
 	locks    pipelineLocks
 	refusals *refusalLog
+	fleet    *registry.Registry // nil: deploys switch this host only (fleet.go)
 }
 
 // NewAPI returns the admin API; token must be at least MinTokenBytes long.
@@ -70,6 +72,9 @@ func (a *API) RegisterMetrics(meter metric.Meter) error {
 //	POST /v1/pipelines/{name}/modules        upload a module (Content-Type: application/wasm) [?deploy=true]
 //	POST /v1/pipelines/{name}/deploy         {"digest": "..."}: switch to a stored version
 //	POST /v1/pipelines/{name}/rollback       switch back to the version before the current one
+//
+// With a registry, deploys and rollbacks go to the whole fleet (fleet.go);
+// ?wait=all answers once every live host runs the version.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/pipelines", a.list)
@@ -120,11 +125,12 @@ type PipelineView struct {
 	Deployed time.Time    `json:"deployed"`
 	History  []string     `json:"history,omitempty"`
 	Versions []ModuleMeta `json:"versions"`
+	Fleet    *FleetView   `json:"fleet,omitempty"` // with a registry: what the fleet runs
 }
 
 func (a *API) view(name string) PipelineView {
 	m := a.store.Snapshot()
-	v := PipelineView{Name: name, Versions: a.store.Versions(name)}
+	v := PipelineView{Name: name, Versions: a.store.Versions(name), Fleet: a.fleetView(name)}
 	if ps := m.Pipelines[name]; ps != nil {
 		v.Active, v.Deployed, v.History = ps.Active, ps.Deployed, ps.History
 	}
@@ -208,7 +214,13 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := UploadResult{Digest: d, Size: len(body), Info: info}
-	if deploy == "true" {
+	if deploy == "true" && a.fleet != nil {
+		if err := a.publish(r.Context(), name, d, body, false, r.URL.Query().Get("wait") == "all"); err != nil {
+			fail(w, statusOf(err), "stored as %s: %v", d[:12], err)
+			return
+		}
+		res.Deployed = true
+	} else if deploy == "true" {
 		unlock := a.locks.lock(name)
 		_, err := a.activate(r.Context(), name, d, body)
 		unlock()
@@ -248,6 +260,22 @@ func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "digest %q: want 64 hex digits (sha256)", req.Digest)
 		return
 	}
+	if a.fleet != nil {
+		wasm, err := a.store.Get(req.Digest)
+		if errors.Is(err, ErrNotFound) {
+			fail(w, http.StatusNotFound, "%v: upload it first", err)
+			return
+		} else if err != nil {
+			fail(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
+		if err := a.publish(r.Context(), name, req.Digest, wasm, false, r.URL.Query().Get("wait") == "all"); err != nil {
+			fail(w, statusOf(err), "%v", err)
+			return
+		}
+		reply(w, http.StatusOK, a.view(name))
+		return
+	}
 	unlock := a.locks.lock(name)
 	defer unlock()
 	wasm, err := a.store.Get(req.Digest)
@@ -268,6 +296,20 @@ func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !a.known(w, name) {
+		return
+	}
+	if a.fleet != nil {
+		d, ok := a.fleet.Deployment(name)
+		if !ok || len(d.History) == 0 {
+			fail(w, http.StatusConflict, "pipeline %q has no earlier version deployed to the fleet to roll back to", name)
+			return
+		}
+		prev := d.History[len(d.History)-1]
+		if err := a.publish(r.Context(), name, prev, nil, true, r.URL.Query().Get("wait") == "all"); err != nil {
+			fail(w, statusOf(err), "%v", err)
+			return
+		}
+		reply(w, http.StatusOK, a.view(name))
 		return
 	}
 	unlock := a.locks.lock(name)

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/registry"
 )
 
 // Host is a started wasmstream process.
@@ -30,6 +31,7 @@ type Host struct {
 
 	metricsSrv, adminSrv *admin.Server
 	meter                *sdkmetric.MeterProvider
+	reg                  *registry.Registry // nil without admin.registry
 }
 
 // Start assembles the process from cfg and starts consuming. ctx bounds
@@ -96,8 +98,23 @@ func (h *Host) startOps(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if *cfg.Admin.Registry {
+		h.reg, err = registry.Open(ctx, r.Brokers(), cfg.Kafka.ClientID, cfg.RegistryPrefix(), cfg.Host.ID, h.log)
+		if err != nil {
+			return err
+		}
+	}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
+		if h.reg != nil {
+			ok, err := h.runDeployed(ctx, store, pc.Name)
+			if err != nil {
+				return err
+			}
+			if ok {
+				continue
+			}
+		}
 		cfgWasm, cerr := os.ReadFile(cfg.ModulePath(pc))
 		if d, ok := store.Active(pc.Name); ok && (cerr != nil || admin.Digest(cfgWasm) != d) {
 			wasm, err := store.Get(d)
@@ -137,12 +154,54 @@ func (h *Host) startOps(ctx context.Context) error {
 		return err
 	}
 	h.log.Info("admin API", "addr", "http://"+h.adminSrv.Addr)
+	if h.reg != nil {
+		api.UseRegistry(h.reg)
+		h.reg.OnDeploy(func(d registry.Deployment) { api.Apply(context.Background(), d) })
+		for _, pc := range cfg.Pipelines {
+			if d, ok := store.Active(pc.Name); ok {
+				h.reg.Running(ctx, pc.Name, d, "", nil)
+			}
+		}
+		h.reg.Start()
+		h.log.Info("fleet registry", "topics", h.reg.Modules+" "+h.reg.Deploys+" "+h.reg.Hosts)
+	}
 	return nil
+}
+
+// runDeployed makes pipeline name run the version the fleet's registry
+// says is deployed, if it says one; ok reports that it did.
+func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string) (ok bool, err error) {
+	d, ok := h.reg.Deployment(name)
+	if !ok {
+		return false, nil
+	}
+	wasm, err := store.Get(d.Digest)
+	if errors.Is(err, admin.ErrNotFound) {
+		if wasm, err = h.reg.Module(ctx, d.Digest); err == nil {
+			_, err = store.Put(name, "registry", wasm)
+		}
+	}
+	if err == nil {
+		_, err = h.r.Deploy(ctx, name, wasm)
+	}
+	if err == nil {
+		err = store.Activate(name, d.Digest)
+	}
+	if err != nil {
+		return false, fmt.Errorf("admin.registry: pipeline %s is deployed with %s (%s), which cannot run here: %w", name, d.Digest[:12], h.reg.Deploys, err)
+	}
+	h.log.Info("running the deployed version", "pipeline", name, "digest", d.Digest[:12], "from", h.reg.Deploys, "deployed_by", d.By, "at", d.At)
+	return true, nil
 }
 
 func (h *Host) closeOps() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if h.reg != nil {
+		h.reg.Leave(ctx) // a clean stop: no longer one of the fleet's live hosts
+		h.reg.Close()
+		h.reg = nil
+	}
 	h.adminSrv.Close(ctx)
 	h.metricsSrv.Close(ctx)
 	if h.meter != nil {

@@ -87,6 +87,7 @@ func Defaults() Config {
 			Listen:         "127.0.0.1:9465",
 			StoreDir:       "wasmstream-store",
 			MaxModuleBytes: host.MaxModuleBytes,
+			Registry:       ptr(true),
 		},
 	}
 }

@@ -296,6 +296,21 @@ type Admin struct {
 	TokenFile      string `koanf:"token_file"`
 	StoreDir       string `koanf:"store_dir"`
 	MaxModuleBytes int64  `koanf:"max_module_bytes"`
+	// Registry keeps the fleet's modules and deployments in Kafka
+	// (scheduler/registry): a deploy on any host reaches every host of
+	// the group, and a host that starts later runs the deployed version.
+	Registry *bool `koanf:"registry"`
+	// RegistryTopicPrefix names the registry's topics (<prefix>.modules,
+	// .deploys, .hosts); default wasmstream.<kafka.group>.
+	RegistryTopicPrefix string `koanf:"registry_topic_prefix"`
+}
+
+// RegistryPrefix resolves admin.registry_topic_prefix.
+func (c *Config) RegistryPrefix() string {
+	if c.Admin.RegistryTopicPrefix != "" {
+		return c.Admin.RegistryTopicPrefix
+	}
+	return "wasmstream." + c.Kafka.Group
 }
 
 // AdminPath resolves a path of the admin section against the config's

@@ -1,0 +1,172 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/wasmstream/wasmstream/scheduler/registry"
+)
+
+// With a registry (admin.registry), Kafka is the fleet's source of truth:
+// a deploy or rollback taken by any host's API is written to the registry
+// topics, and every host, this one included, applies it when it reads it
+// (Apply, on the registry's goroutine). The API answers once this host runs
+// the new version, or, with ?wait=all, once every live host does.
+
+// applyWait bounds how long a deploy waits for this host (or every live
+// host) to run the version written to the registry.
+const applyWait = 2 * time.Minute
+
+// UseRegistry makes deploys and rollbacks go through the fleet's registry.
+func (a *API) UseRegistry(r *registry.Registry) { a.fleet = r }
+
+// Apply makes this host run the deployment d read from the registry: the
+// module from the local store, or read from the registry and stored. It
+// records in the registry what the host runs, or why it does not.
+func (a *API) Apply(ctx context.Context, d registry.Deployment) {
+	if !slices.Contains(a.d.PipelineNames(), d.Pipeline) {
+		return // a pipeline of other hosts
+	}
+	unlock := a.locks.lock(d.Pipeline)
+	defer unlock()
+	if cur, ok := a.store.Active(d.Pipeline); ok && cur == d.Digest {
+		a.fleet.Running(ctx, d.Pipeline, d.Digest, "", nil)
+		return
+	}
+	err := a.applyLocked(ctx, d)
+	running, _ := a.store.Active(d.Pipeline)
+	if err != nil {
+		a.log.Error("admin: the fleet's deployment cannot run here; the running version keeps running", "pipeline", d.Pipeline, "deployed", short(d.Digest), "runs", short(running), "err", err)
+	}
+	a.fleet.Running(ctx, d.Pipeline, running, d.Digest, err)
+}
+
+func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
+	wasm, err := a.store.Get(d.Digest)
+	if errors.Is(err, ErrNotFound) {
+		if wasm, err = a.fleet.Module(ctx, d.Digest); err == nil {
+			_, err = a.store.Put(d.Pipeline, "registry", wasm)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	what := "deploy"
+	if d.Rollback {
+		what = "rollback"
+	}
+	_, err = a.switchTo(ctx, d.Pipeline, d.Digest, wasm, what+" (fleet, by "+d.By+")", func() error { return a.store.Activate(d.Pipeline, d.Digest) })
+	return err
+}
+
+// publish writes a deployment of digest (wasm: its module, nil if the
+// registry has it) for pipeline name to the registry and waits until this
+// host, or with all every live host, runs it.
+func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rollback, all bool) error {
+	d := registry.Deployment{Pipeline: name, Digest: digest, Rollback: rollback}
+	if cur, ok := a.fleet.Deployment(name); ok {
+		d.History = slices.Clone(cur.History)
+		if rollback {
+			if n := len(d.History); n > 0 && d.History[n-1] == digest {
+				d.History = d.History[:n-1]
+			}
+		} else if cur.Digest != digest {
+			d.History = append(d.History, cur.Digest)
+		}
+	} else if cur, ok := a.store.Active(name); ok && cur != digest && !rollback {
+		d.History = []string{cur}
+		if err := a.fleet.PutModule(ctx, mustGet(a.store, cur)); err != nil {
+			return &switchError{http.StatusServiceUnavailable, err.Error()}
+		}
+	}
+	if len(d.History) > 50 {
+		d.History = d.History[len(d.History)-50:]
+	}
+	if err := a.fleet.Publish(ctx, d, wasm); err != nil {
+		return &switchError{http.StatusServiceUnavailable, fmt.Sprintf("the registry did not take the deploy; nothing changed: %v", err)}
+	}
+	a.log.Info("admin: deployment written to the registry", "pipeline", name, "digest", short(digest), "rollback", rollback)
+	wctx, cancel := context.WithTimeout(ctx, applyWait)
+	defer cancel()
+	for {
+		changed := a.fleet.Changed()
+		if done, err := a.applied(name, digest, all); done || err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-time.After(time.Second):
+		case <-wctx.Done():
+			return &switchError{http.StatusGatewayTimeout, fmt.Sprintf("written to the registry, but not yet run by %s after %s: see GET /v1/pipelines/%s", map[bool]string{false: "this host", true: "every live host"}[all], applyWait, name)}
+		}
+	}
+}
+
+// applied reports whether pipeline name runs digest here (and, with all,
+// on every live host), or an error a host reported for it.
+func (a *API) applied(name, digest string, all bool) (bool, error) {
+	now := time.Now()
+	done := false
+	for _, h := range a.fleet.HostsStatus() {
+		if !h.Live(now) {
+			continue
+		}
+		if h.Pipelines[name] == digest {
+			if h.Host == a.fleet.HostID() {
+				done = true
+			}
+			continue
+		}
+		if f, ok := h.Failed[name]; ok && f.Digest == digest {
+			return false, &switchError{http.StatusUnprocessableEntity, fmt.Sprintf("host %s cannot run %s (it keeps running %s): %s", h.Host, short(digest), short(h.Pipelines[name]), f.Error)}
+		}
+		if all {
+			if _, runs := h.Pipelines[name]; runs {
+				return false, nil
+			}
+		}
+	}
+	return done, nil
+}
+
+func mustGet(s *Store, digest string) []byte {
+	b, _ := s.Get(digest)
+	return b
+}
+
+// FleetView is what the registry says of a pipeline.
+type FleetView struct {
+	Deployed string            `json:"deployed"`          // the digest the fleet should run
+	History  []string          `json:"history,omitempty"` // before it, oldest first
+	At       time.Time         `json:"at"`
+	By       string            `json:"by"`
+	Hosts    map[string]string           `json:"hosts"`            // live host -> digest it runs
+	Failed   map[string]registry.Failure `json:"failed,omitempty"` // live host -> the deployment it could not run
+}
+
+func (a *API) fleetView(name string) *FleetView {
+	if a.fleet == nil {
+		return nil
+	}
+	v := &FleetView{Hosts: map[string]string{}}
+	if d, ok := a.fleet.Deployment(name); ok {
+		v.Deployed, v.History, v.At, v.By = d.Digest, d.History, d.At, d.By
+	}
+	now := time.Now()
+	for _, h := range a.fleet.HostsStatus() {
+		if d, ok := h.Pipelines[name]; ok && h.Live(now) {
+			v.Hosts[h.Host] = d
+			if f, ok := h.Failed[name]; ok {
+				if v.Failed == nil {
+					v.Failed = map[string]registry.Failure{}
+				}
+				v.Failed[h.Host] = f
+			}
+		}
+	}
+	return v
+}

@@ -1,0 +1,428 @@
+// Package registry keeps a fleet's modules and deployments in Kafka, so that
+// every host of a consumer group runs the version deployed, whichever host
+// the deploy reached.
+//
+// Three compacted topics of one partition each, named from a prefix
+// (admin.registry_topic_prefix, default wasmstream.<kafka.group>):
+//
+//   - <prefix>.modules: each module in chunks of ChunkBytes, key
+//     "<sha256>/<index>/<count>"; a module is read back whole and checked
+//     against its digest before use.
+//   - <prefix>.deploys: key the pipeline's name, value a Deployment (the
+//     digest deployed and the history before it). The latest record per
+//     pipeline is what the fleet runs.
+//   - <prefix>.hosts: key the host's id, value a HostStatus (what each of
+//     its pipelines runs), written on each change and every
+//     HeartbeatInterval; a host not heard of for LiveFor is not live.
+//
+// A deploy writes the module's chunks, then the deployment, both
+// acknowledged by every in-sync replica; each host follows the deploys
+// topic and applies what it reads (hot swap, as for a deploy on one host).
+// Who may deploy is who may write these topics: the admin token on each
+// host's API, and Kafka ACLs where the cluster has them (README).
+package registry
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	// ChunkBytes is the size of a module's records: under the broker's
+	// default message.max.bytes (1 MiB) with room for the batch.
+	ChunkBytes = 512 << 10
+	// HeartbeatInterval: how often a host writes its status.
+	HeartbeatInterval = 5 * time.Second
+	// LiveFor: a host whose status is older is not live.
+	LiveFor = 3 * HeartbeatInterval
+)
+
+// Deployment is what a pipeline runs across the fleet.
+type Deployment struct {
+	Pipeline string    `json:"pipeline"`
+	Digest   string    `json:"digest"`
+	History  []string  `json:"history,omitempty"` // earlier digests, oldest first
+	At       time.Time `json:"at"`
+	By       string    `json:"by"` // the host whose admin API took the deploy
+	Rollback bool      `json:"rollback,omitempty"`
+}
+
+// HostStatus is what one host runs.
+type HostStatus struct {
+	Host      string            `json:"host"`
+	Pipelines map[string]string  `json:"pipelines"`        // name -> digest running
+	Failed    map[string]Failure `json:"failed,omitempty"` // name -> the deployment it could not run
+	At        time.Time          `json:"at"`
+}
+
+// Failure is a deployment a host could not run, and why.
+type Failure struct {
+	Digest string `json:"digest"`
+	Error  string `json:"error"`
+}
+
+// Live reports whether the host was heard of within LiveFor of now.
+func (h HostStatus) Live(now time.Time) bool { return now.Sub(h.At) < LiveFor }
+
+// Registry is one host's view of the fleet's registry topics, and its
+// writer. Safe for concurrent use. It owns one goroutine, which follows the
+// deploys and hosts topics until Close.
+type Registry struct {
+	Modules, Deploys, Hosts string // topic names
+	host                    string
+	brokers                 []string
+	clientID                string
+	cl                      *kgo.Client
+	log                     *slog.Logger
+
+	mu      sync.Mutex // guards the fields below; a leaf lock
+	deploys map[string]Deployment
+	hosts   map[string]HostStatus
+	changed chan struct{} // closed and replaced on every record read
+	status  HostStatus
+	apply   func(Deployment)
+
+	quit chan struct{}
+	done chan struct{}
+}
+
+// Open creates the registry topics if missing (compacted, one partition,
+// replicated up to 3), reads the deploys and hosts topics to their end and
+// starts following them. apply is called (on the registry's goroutine) for
+// every deployment read after that; set it with OnDeploy before Start.
+func Open(ctx context.Context, brokers []string, clientID, prefix, hostID string, log *slog.Logger) (*Registry, error) {
+	r := &Registry{Modules: prefix + ".modules", Deploys: prefix + ".deploys", Hosts: prefix + ".hosts", host: hostID, log: log,
+		brokers: brokers, clientID: clientID,
+		deploys: map[string]Deployment{}, hosts: map[string]HostStatus{}, changed: make(chan struct{}),
+		status: HostStatus{Host: hostID, Pipelines: map[string]string{}, Failed: map[string]Failure{}},
+		quit:   make(chan struct{}), done: make(chan struct{})}
+	if err := r.createTopics(ctx, brokers, clientID); err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(clientID),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+			r.Deploys: {0: kgo.NewOffset().AtStart()},
+			r.Hosts:   {0: kgo.NewOffset().AtStart()},
+		}),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(ChunkBytes+64<<10))
+	if err != nil {
+		return nil, fmt.Errorf("admin.registry: %w", err)
+	}
+	r.cl = cl
+	if err := r.catchUp(ctx); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Registry) createTopics(ctx context.Context, brokers []string, clientID string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(clientID))
+	if err != nil {
+		return fmt.Errorf("admin.registry: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	bs, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return fmt.Errorf("admin.registry: listing brokers: %w", err)
+	}
+	rf := int16(min(3, max(1, len(bs))))
+	compact := "compact"
+	for _, t := range []string{r.Modules, r.Deploys, r.Hosts} {
+		cfg := map[string]*string{"cleanup.policy": &compact}
+		if t == r.Modules {
+			mb := strconv.Itoa(ChunkBytes + 64<<10)
+			cfg["max.message.bytes"] = &mb
+		}
+		res, err := adm.CreateTopic(ctx, 1, rf, cfg, t)
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("admin.registry: creating %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// catchUp reads the deploys and hosts topics up to their ends as of now.
+func (r *Registry) catchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(r.cl)
+	ends, err := adm.ListEndOffsets(ctx, r.Deploys, r.Hosts)
+	if err != nil {
+		return fmt.Errorf("admin.registry: %w", err)
+	}
+	want := map[string]int64{}
+	ends.Each(func(o kadm.ListedOffset) { want[o.Topic] = o.Offset })
+	at := map[string]int64{r.Deploys: 0, r.Hosts: 0}
+	for at[r.Deploys] < want[r.Deploys] || at[r.Hosts] < want[r.Hosts] {
+		fs := r.cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("admin.registry: reading %s: %w", r.Deploys, err)
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			r.read(rec, false)
+			at[rec.Topic] = rec.Offset + 1
+		})
+	}
+	return nil
+}
+
+// OnDeploy sets the function called for each deployment read from now on.
+func (r *Registry) OnDeploy(apply func(Deployment)) {
+	r.mu.Lock()
+	r.apply = apply
+	r.mu.Unlock()
+}
+
+// Start starts following the topics and writing the host's status.
+func (r *Registry) Start() {
+	go r.follow()
+}
+
+// Close stops following and closes the client.
+func (r *Registry) Close() {
+	select {
+	case <-r.quit:
+		return
+	default:
+	}
+	close(r.quit)
+	r.cl.Close() // ends the goroutine's poll
+	<-r.done
+}
+
+func (r *Registry) follow() {
+	defer close(r.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-r.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	beat := time.NewTicker(HeartbeatInterval)
+	defer beat.Stop()
+	r.publishStatus(ctx)
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, HeartbeatInterval)
+		fs := r.cl.PollFetches(pctx)
+		pcancel()
+		if ctx.Err() != nil {
+			return
+		}
+		fs.EachRecord(func(rec *kgo.Record) { r.read(rec, true) })
+		select {
+		case <-beat.C:
+			r.publishStatus(ctx)
+		default:
+		}
+	}
+}
+
+// read takes one record of the deploys or hosts topic; live: call apply.
+func (r *Registry) read(rec *kgo.Record, live bool) {
+	var apply func(Deployment)
+	var d Deployment
+	r.mu.Lock()
+	switch rec.Topic {
+	case r.Deploys:
+		if err := json.Unmarshal(rec.Value, &d); err != nil || d.Pipeline != string(rec.Key) || !isDigest(d.Digest) {
+			r.log.Warn("admin.registry: a deployment record that does not parse is ignored", "topic", rec.Topic, "offset", rec.Offset, "err", err)
+			break
+		}
+		r.deploys[d.Pipeline] = d
+		if live {
+			apply = r.apply
+		}
+	case r.Hosts:
+		var h HostStatus
+		if len(rec.Value) == 0 {
+			delete(r.hosts, string(rec.Key))
+		} else if err := json.Unmarshal(rec.Value, &h); err == nil && h.Host == string(rec.Key) {
+			r.hosts[h.Host] = h
+		}
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	if apply != nil {
+		apply(d)
+	}
+}
+
+// Deployment is the fleet's deployment of pipeline, if any.
+func (r *Registry) Deployment(pipeline string) (Deployment, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.deploys[pipeline]
+	return d, ok
+}
+
+// HostsStatus is the status of every host heard of.
+func (r *Registry) HostsStatus() []HostStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]HostStatus, 0, len(r.hosts))
+	for _, h := range r.hosts {
+		out = append(out, h)
+	}
+	return out
+}
+
+// Running records what this host runs for pipeline, and the deployment
+// it could not run (failed, with err) if any, and publishes it.
+func (r *Registry) Running(ctx context.Context, pipeline, digest, failed string, err error) {
+	r.mu.Lock()
+	r.status.Pipelines[pipeline] = digest
+	if err != nil {
+		r.status.Failed[pipeline] = Failure{Digest: failed, Error: err.Error()}
+	} else {
+		delete(r.status.Failed, pipeline)
+	}
+	r.mu.Unlock()
+	r.publishStatus(ctx)
+}
+
+func (r *Registry) publishStatus(ctx context.Context) {
+	r.mu.Lock()
+	r.status.At = time.Now().UTC()
+	b, _ := json.Marshal(r.status)
+	r.mu.Unlock()
+	if err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Hosts, Key: []byte(r.host), Value: b}).FirstErr(); err != nil && ctx.Err() == nil {
+		r.log.Warn("admin.registry: writing this host's status", "err", err)
+	}
+}
+
+// Leave removes the host's status (a clean stop: it is no longer part of
+// the fleet).
+func (r *Registry) Leave(ctx context.Context) {
+	if err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Hosts, Key: []byte(r.host)}).FirstErr(); err != nil {
+		r.log.Warn("admin.registry: removing this host's status", "err", err)
+	}
+}
+
+// Publish writes wasm's chunks (unless wasm is nil: a rollback to a module
+// written before) and then the deployment, both acknowledged.
+func (r *Registry) Publish(ctx context.Context, d Deployment, wasm []byte) error {
+	if wasm != nil {
+		if err := r.PutModule(ctx, wasm); err != nil {
+			return err
+		}
+	}
+	d.At, d.By = time.Now().UTC(), r.host
+	b, _ := json.Marshal(d)
+	if err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Deploys, Key: []byte(d.Pipeline), Value: b}).FirstErr(); err != nil {
+		return fmt.Errorf("writing the deployment to %s: %w", r.Deploys, err)
+	}
+	return nil
+}
+
+// PutModule writes wasm's chunks to the modules topic.
+func (r *Registry) PutModule(ctx context.Context, wasm []byte) error {
+	digest := digestOf(wasm)
+	n := max(1, (len(wasm)+ChunkBytes-1)/ChunkBytes)
+	recs := make([]*kgo.Record, 0, n)
+	for i := 0; i < n; i++ {
+		chunk := wasm[i*ChunkBytes : min(len(wasm), (i+1)*ChunkBytes)]
+		recs = append(recs, &kgo.Record{Topic: r.Modules, Key: fmt.Appendf(nil, "%s/%d/%d", digest, i, n), Value: chunk})
+	}
+	if err := r.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("writing module %s to %s: %w", digest[:12], r.Modules, err)
+	}
+	return nil
+}
+
+// Module reads the module of digest from the modules topic (up to its end
+// as of now) and checks it against the digest.
+func (r *Registry) Module(ctx context.Context, digest string) ([]byte, error) {
+	adm := kadm.NewClient(r.cl)
+	ends, err := adm.ListEndOffsets(ctx, r.Modules)
+	if err != nil {
+		return nil, err
+	}
+	end := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { end = o.Offset })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ClientID(r.clientID),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.Modules: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxPartitionBytes(ChunkBytes+64<<10))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var chunks [][]byte
+	prefix := digest + "/"
+	for at := int64(0); at < end; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", r.Modules, err)
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			at = rec.Offset + 1
+			k, ok := strings.CutPrefix(string(rec.Key), prefix)
+			if !ok {
+				return
+			}
+			var i, n int
+			if _, err := fmt.Sscanf(k, "%d/%d", &i, &n); err != nil || n <= 0 || n > 1<<12 || i < 0 || i >= n {
+				return
+			}
+			if chunks == nil || len(chunks) != n {
+				chunks = make([][]byte, n)
+			}
+			chunks[i] = bytes.Clone(rec.Value)
+		})
+	}
+	for i, c := range chunks {
+		if c == nil {
+			return nil, fmt.Errorf("module %s: chunk %d of %d missing from %s", digest[:12], i, len(chunks), r.Modules)
+		}
+	}
+	if chunks == nil {
+		return nil, fmt.Errorf("module %s not in %s", digest[:12], r.Modules)
+	}
+	wasm := bytes.Join(chunks, nil)
+	if digestOf(wasm) != digest {
+		return nil, fmt.Errorf("module %s read from %s does not match its digest", digest[:12], r.Modules)
+	}
+	return wasm, nil
+}
+
+// HostID is this host's id.
+func (r *Registry) HostID() string { return r.host }
+
+// Changed returns a channel closed at the next record read.
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+func digestOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func isDigest(s string) bool {
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
+}

@@ -1,0 +1,189 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// TestFleetDeployReachesEveryHost: three hosts in one group under load; a
+// deploy through one host's admin API reaches all three (the API answers
+// with --wait-all once every live host runs it), per input partition no
+// old-version output follows a new-version one, nothing is lost; a host
+// killed and restarted, and a fourth host started afterwards, run the
+// deployed version, not their config's.
+func TestFleetDeployReachesEveryHost(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	const parts = 12
+	kafkatest.CreateTopic(t, brokers, parts, in, dlq)
+	kafkatest.CreateTopic(t, brokers, 1, out)
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm")
+	os.WriteFile(v1, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=1"), 0o644)
+	os.WriteFile(v2, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=2"), 0o644)
+	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	base := writeConfig(t, brokers, n, v1, in, out, dlq, "")
+	// host i: its own admin port and module store, the same group.
+	hostConfig := func(i int) (cfg, admin string) {
+		admin = freePort(t)
+		b, err := os.ReadFile(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := strings.Replace(string(b), "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", admin, filepath.Join(dir, fmt.Sprint("store-", i))), 1)
+		cfg = filepath.Join(dir, fmt.Sprintf("host-%d.yaml", i))
+		if err := os.WriteFile(cfg, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return cfg, "http://" + admin
+	}
+
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+	var produced atomic.Int64
+	stopLoad, loadDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stopLoad:
+				return
+			case <-tick.C:
+			}
+			r := &kgo.Record{Topic: in, Partition: int32(i % parts), Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf("v-%d", i))}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			produced.Add(1)
+		}
+	}()
+
+	var procs [4]*proc
+	var cfgs, admins [4]string
+	for i := range 3 {
+		cfgs[i], admins[i] = hostConfig(i)
+		procs[i] = startProcEnv(t, []string{token, fmt.Sprintf("WASMSTREAM_HOST_ID=fleet-%d", i)}, "run", "--config", cfgs[i])
+	}
+	rd := kafkatest.NewReader(t, brokers, out)
+	rd.ReadUntil(t, 2*time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 1000 })
+	processors := func(i int) string {
+		t.Helper()
+		o, err := cli(t, []string{token}, "processors", "--admin", admins[i])
+		if err != nil {
+			t.Fatalf("processors on host %d: %v\n%s", i, err, o)
+		}
+		return o
+	}
+	kafkatest.Eventually(t, time.Minute, "three live hosts in the registry", func() bool {
+		return strings.Count(processors(2), "    host fleet-") == 3
+	})
+
+	start := time.Now()
+	o, err := cli(t, []string{token}, "deploy", "--pipeline", "p", "--wait-all", "--admin", admins[0], v2)
+	if err != nil || !strings.Contains(o, "every live host of the group runs it") {
+		t.Fatalf("deploy --wait-all: %v\n%s", err, o)
+	}
+	t.Logf("deploy to three hosts: %s (%s)", time.Since(start).Round(time.Millisecond), strings.TrimSpace(o))
+	// Every host says it runs v2, as seen from another host.
+	v2digest := digestFile(t, v2)
+	if p := processors(2); strings.Count(p, "runs "+v2digest[:12]) < 4 || !strings.Contains(p, "fleet: deployed "+v2digest[:12]+" by fleet-0") {
+		t.Fatalf("processors on host 2 after the deploy:\n%s", p)
+	}
+	// Every input partition's outputs reach version 2.
+	seen := len(rd.Recs)
+	rd.ReadUntil(t, time.Minute, "version 2 on every partition", func(rs []*kgo.Record) bool {
+		got := map[int]bool{}
+		for _, r := range rs[seen:] {
+			if kafkatest.Header(r, "processor.version") == "2" {
+				got[inputPartition(t, r, parts)] = true
+			}
+		}
+		return len(got) == parts
+	})
+
+	// A host killed and restarted, and a fourth host started now, run the
+	// deployed version, not their config's v1.
+	procs[1].kill(t)
+	procs[1] = startProcEnv(t, []string{token, "WASMSTREAM_HOST_ID=fleet-1"}, "run", "--config", cfgs[1])
+	cfgs[3], admins[3] = hostConfig(3)
+	procs[3] = startProcEnv(t, []string{token, "WASMSTREAM_HOST_ID=fleet-3"}, "run", "--config", cfgs[3])
+	for _, i := range []int{1, 3} {
+		kafkatest.Eventually(t, time.Minute, fmt.Sprintf("host %d runs the deployed version", i), func() bool {
+			return strings.Contains(procs[i].logText(), "msg=\"running the deployed version\" pipeline=p digest="+v2digest[:12])
+		})
+	}
+	kafkatest.Eventually(t, time.Minute, "four live hosts on version 2", func() bool {
+		return strings.Count(processors(3), "runs "+v2digest[:12]) == 5 // the pipeline's line and four hosts
+	})
+
+	close(stopLoad)
+	<-loadDone
+	total := int(produced.Load())
+	rd.ReadUntil(t, 2*time.Minute, "every input's output", func(rs []*kgo.Record) bool { return len(distinct(rs)) >= total })
+	// Version order per input partition: no version-1 output after a
+	// version-2 one.
+	last := map[int]string{}
+	for _, r := range rd.Recs {
+		p, v := inputPartition(t, r, parts), kafkatest.Header(r, "processor.version")
+		if last[p] == "2" && v == "1" {
+			t.Fatalf("partition %d: a version-1 output (%s) after a version-2 one", p, r.Value)
+		}
+		last[p] = v
+	}
+	t.Logf("%d inputs, %d outputs (%d distinct), 0 lost", total, len(rd.Recs), len(distinct(rd.Recs)))
+	for i, p := range procs {
+		if code := p.stop(t, time.Minute); code != 0 {
+			t.Errorf("host %d: exit code %d", i, code)
+		}
+	}
+}
+
+// inputPartition is the input partition of an output of key k<i>.
+func inputPartition(t *testing.T, r *kgo.Record, parts int) int {
+	i, err := strconv.Atoi(strings.TrimPrefix(string(r.Key), "k"))
+	if err != nil {
+		t.Fatalf("output key %q", r.Key)
+	}
+	return i % parts
+}
+
+// distinct is the set of output values.
+func distinct(rs []*kgo.Record) map[string]bool {
+	m := map[string]bool{}
+	for _, r := range rs {
+		m[string(r.Value)] = true
+	}
+	return m
+}
+
+func digestFile(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256hex(b)
+}
+
+func sha256hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
