@@ -140,10 +140,10 @@ func mustGet(s *Store, digest string) []byte {
 
 // FleetView is what the registry says of a pipeline.
 type FleetView struct {
-	Deployed string            `json:"deployed"`          // the digest the fleet should run
-	History  []string          `json:"history,omitempty"` // before it, oldest first
-	At       time.Time         `json:"at"`
-	By       string            `json:"by"`
+	Deployed string                      `json:"deployed"`          // the digest the fleet should run
+	History  []string                    `json:"history,omitempty"` // before it, oldest first
+	At       time.Time                   `json:"at"`
+	By       string                      `json:"by"`
 	Hosts    map[string]string           `json:"hosts"`            // live host -> digest it runs
 	Failed   map[string]registry.Failure `json:"failed,omitempty"` // live host -> the deployment it could not run
 }

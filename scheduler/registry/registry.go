@@ -63,7 +63,7 @@ type Deployment struct {
 
 // HostStatus is what one host runs.
 type HostStatus struct {
-	Host      string            `json:"host"`
+	Host      string             `json:"host"`
 	Pipelines map[string]string  `json:"pipelines"`        // name -> digest running
 	Failed    map[string]Failure `json:"failed,omitempty"` // name -> the deployment it could not run
 	At        time.Time          `json:"at"`
