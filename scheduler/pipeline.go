@@ -102,6 +102,8 @@ type Pipeline struct {
 	cfg *config.Config
 	pc  *config.Pipeline
 	ver atomic.Pointer[modVersion] // the current module version
+	// canary runs another version on a share of the partitions (canary.go).
+	canary atomic.Pointer[canary]
 
 	swapCh atomic.Pointer[chan struct{}] // closed at a swap, then replaced
 	cl     *kgo.Client

@@ -229,9 +229,9 @@ func (r *Runner) Pipelines() []*Pipeline { return r.pipelines }
 // repartition topics): a missing one is always created, with as many
 // partitions as the most of its pipeline's inputs.
 func (r *Runner) ensureTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ClientID(r.cfg.Kafka.ClientID))
+	cl, err := r.adminClient()
 	if err != nil {
-		return fmt.Errorf("kafka.brokers: %w", err)
+		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -322,6 +322,16 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// adminClient is a client for one-off requests to the brokers (topics,
+// metadata); the caller closes it.
+func (r *Runner) adminClient() (*kgo.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ClientID(r.cfg.Kafka.ClientID))
+	if err != nil {
+		return nil, fmt.Errorf("kafka.brokers: %w", err)
+	}
+	return cl, nil
 }
 
 // Start starts every pipeline.

@@ -16,6 +16,9 @@ type modVersion struct {
 	refs    atomic.Int64
 	retired atomic.Bool
 	once    sync.Once
+	// records decided on the version, and of those failed (a fault or an
+	// error status): a canary's are compared with the current version's.
+	records, failed atomic.Int64
 }
 
 func (v *modVersion) acquire() { v.refs.Add(1) }

@@ -35,7 +35,7 @@ func (jobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Tim
 func (t *task) traceInfo(j *job) tracing.Info {
 	r := j.r
 	info := tracing.Info{
-		Pipeline: t.p.pc.Name, Group: t.p.group, Module: filepath.Base(t.p.pc.Module), ModuleDigest: t.p.Module().Info().Digest,
+		Pipeline: t.p.pc.Name, Group: t.p.group, Module: filepath.Base(t.p.pc.Module), ModuleDigest: t.version().m.Info().Digest,
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
 		OriginTopic: j.ar.Topic, OriginPartition: j.ar.Partition, OriginOffset: j.ar.Offset,
 	}
@@ -316,7 +316,7 @@ func (w *worker) instLimited() bool {
 // canTake reports whether the worker may start another record: its instance
 // is under its bound on asynchronous operations, and the host under its own.
 func (w *worker) canTake() bool {
-	if w.ver != nil && w.ver != w.t.p.current() {
+	if w.ver != nil && w.ver != w.t.version() {
 		// A new version is deployed: finish what the old instance has in
 		// progress, then replace it before taking new records.
 		if w.inst != nil && !w.inst.Dead() && w.inst.Pending() > 0 {
@@ -455,7 +455,7 @@ func (w *worker) instance() *host.Instance {
 			w.ver = nil
 		}
 		start := time.Now()
-		v := w.t.p.current()
+		v := w.t.version()
 		v.acquire()
 		in, err := v.m.NewInstance(w.t.ctx)
 		if err == nil {
@@ -584,6 +584,12 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		t.p.stats.Faults.Add(1)
 		t.ps.Faults.Add(1)
 		t.p.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
+	}
+	if w.ver != nil { // the version the record ran on, for canaries
+		w.ver.records.Add(1)
+		if res.Status != abi.StatusOK {
+			w.ver.failed.Add(1)
+		}
 	}
 	if res.Status == abi.StatusOK {
 		j.tr.Decide(false)

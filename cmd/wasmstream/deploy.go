@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -117,6 +118,9 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	digest := fs.String("digest", "", "deploy this stored version")
 	rollback := fs.Bool("rollback", false, "deploy the version before the current one")
 	uploadOnly := fs.Bool("upload-only", false, "upload and validate, do not deploy")
+	canary := fs.String("canary", "", "with the fleet registry: run the module on this share of the partitions (e.g. 10%) beside the deployed version")
+	promote := fs.Bool("promote", false, "make the running canary's version the pipeline's on every partition")
+	abort := fs.Bool("abort", false, "end the running canary: every partition back on the deployed version")
 	waitAll := fs.Bool("wait-all", false, "with the fleet registry: answer once every live host of the group runs the version (else once this host does)")
 	fs.Usage = func() { fmt.Fprint(stderr, deployUsage); fs.PrintDefaults() }
 	if err := fs.Parse(interleave(args, fs)); err != nil {
@@ -127,13 +131,17 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	modes := 0
-	for _, b := range []bool{fs.NArg() > 0, *digest != "", *rollback} {
+	for _, b := range []bool{fs.NArg() > 0, *digest != "", *rollback, *promote, *abort} {
 		if b {
 			modes++
 		}
 	}
 	if modes != 1 || fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "wasmstream deploy: give one module file, or --digest, or --rollback")
+		fmt.Fprintln(stderr, "wasmstream deploy: give one module file, or --digest, --rollback, --promote or --abort")
+		return 2
+	}
+	if *canary != "" && fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "wasmstream deploy: --canary needs a module file")
 		return 2
 	}
 	c, err := af.client()
@@ -148,7 +156,12 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	}
 	var view admin.PipelineView
 	switch {
-	case *rollback:
+	case *promote, *abort:
+		what := map[bool]string{true: "promote", false: "abort"}[*promote]
+		if err = c.call("POST", "/v1/pipelines/"+*pipeline+"/canary/"+what, "", nil, &view); err == nil {
+			fmt.Fprintf(stdout, "%s: canary %sed; the pipeline runs %s on every partition\n", *pipeline, strings.TrimSuffix(what, "e"), view.Active)
+			return 0
+		}
 		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/rollback"+wait, "", nil, &view)
 	case *digest != "":
 		b, _ := json.Marshal(map[string]string{"digest": *digest})
@@ -164,12 +177,19 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 		if *waitAll {
 			q += "&wait=all"
 		}
+		if *canary != "" {
+			q = "?canary=" + url.QueryEscape(*canary)
+		}
 		if *uploadOnly {
 			q = ""
 		}
 		if err = c.call("POST", "/v1/pipelines/"+*pipeline+"/modules"+q, "application/wasm", bytes.NewReader(wasm), &res); err == nil {
 			if *uploadOnly {
 				fmt.Fprintf(stdout, "uploaded %s (%d bytes) for %s; deploy it with --digest %s\n", res.Digest, res.Size, *pipeline, res.Digest)
+				return 0
+			}
+			if res.Canary > 0 {
+				fmt.Fprintf(stdout, "%s: canary %s runs on %d%% of the partitions across the fleet; finish with --promote or --abort\n", *pipeline, res.Digest, res.Canary)
 				return 0
 			}
 			view.Active = res.Digest
@@ -218,6 +238,11 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 	for _, v := range views {
 		fmt.Fprintf(stdout, "%s  runs %s since %s\n", v.Name, short(v.Active), v.Deployed.Local().Format(time.DateTime))
 		if f := v.Fleet; f != nil {
+			if f.Canary != nil {
+				fmt.Fprintf(stdout, "  canary: %s on %d%% of the partitions since %s\n", short(f.Canary.Digest), f.Canary.Percent, f.Canary.At.Local().Format(time.DateTime))
+			} else if f.Aborted != "" {
+				fmt.Fprintf(stdout, "  last canary aborted: %s\n", f.Aborted)
+			}
 			if f.Deployed == "" {
 				fmt.Fprintf(stdout, "  fleet: nothing deployed through the registry (each host runs its config's module)\n")
 			} else {

@@ -39,6 +39,9 @@ type API struct {
 	locks    pipelineLocks
 	refusals *refusalLog
 	fleet    *registry.Registry // nil: deploys switch this host only (fleet.go)
+	// canaryMargin: a canary failing more often than the stable version by
+	// more than this share is aborted (canary.go; 0: never).
+	canaryMargin float64
 }
 
 // NewAPI returns the admin API; token must be at least MinTokenBytes long.
@@ -69,7 +72,9 @@ func (a *API) RegisterMetrics(meter metric.Meter) error {
 //
 //	GET  /v1/pipelines                       every pipeline: the version it runs, its stored versions
 //	GET  /v1/pipelines/{name}                one pipeline
-//	POST /v1/pipelines/{name}/modules        upload a module (Content-Type: application/wasm) [?deploy=true]
+//	POST /v1/pipelines/{name}/modules        upload a module (Content-Type: application/wasm) [?deploy=true | ?canary=10]
+//	POST /v1/pipelines/{name}/canary/promote the canary's version becomes the pipeline's everywhere
+//	POST /v1/pipelines/{name}/canary/abort   every partition goes back to the stable version [{"reason": "..."}]
 //	POST /v1/pipelines/{name}/deploy         {"digest": "..."}: switch to a stored version
 //	POST /v1/pipelines/{name}/rollback       switch back to the version before the current one
 //
@@ -82,6 +87,8 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/pipelines/{name}/modules", a.upload)
 	mux.HandleFunc("POST /v1/pipelines/{name}/deploy", a.deploy)
 	mux.HandleFunc("POST /v1/pipelines/{name}/rollback", a.rollback)
+	mux.HandleFunc("POST /v1/pipelines/{name}/canary/promote", a.canaryEnd(true))
+	mux.HandleFunc("POST /v1/pipelines/{name}/canary/abort", a.canaryEnd(false))
 	return a.auth(mux)
 }
 
@@ -168,6 +175,7 @@ type UploadResult struct {
 	Digest   string    `json:"digest"`
 	Size     int       `json:"size"`
 	Deployed bool      `json:"deployed"`
+	Canary   int       `json:"canary,omitempty"` // the share of partitions it runs on as a canary
 	Info     host.Info `json:"info"`
 }
 
@@ -184,6 +192,21 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 	if deploy != "" && deploy != "true" && deploy != "false" {
 		fail(w, http.StatusBadRequest, "deploy=%q: want true or false", deploy)
 		return
+	}
+	percent := 0
+	if c := r.URL.Query().Get("canary"); c != "" {
+		var err error
+		if percent, err = parsePercent(c); err != nil {
+			fail(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		if deploy == "true" {
+			fail(w, http.StatusBadRequest, "deploy=true and canary: choose one")
+			return
+		}
+		if _, ok := a.canaries(w); !ok {
+			return
+		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBytes))
 	if err != nil {
@@ -214,7 +237,13 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := UploadResult{Digest: d, Size: len(body), Info: info}
-	if deploy == "true" && a.fleet != nil {
+	if percent > 0 {
+		if err := a.startCanary(r.Context(), name, d, body, percent); err != nil {
+			fail(w, statusOf(err), "stored as %s, canary not started: %v", d[:12], err)
+			return
+		}
+		res.Canary = percent
+	} else if deploy == "true" && a.fleet != nil {
 		if err := a.publish(r.Context(), name, d, body, false, r.URL.Query().Get("wait") == "all"); err != nil {
 			fail(w, statusOf(err), "stored as %s: %v", d[:12], err)
 			return

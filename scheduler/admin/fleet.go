@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -33,25 +32,22 @@ func (a *API) Apply(ctx context.Context, d registry.Deployment) {
 	}
 	unlock := a.locks.lock(d.Pipeline)
 	defer unlock()
-	if cur, ok := a.store.Active(d.Pipeline); ok && cur == d.Digest {
-		a.fleet.Running(ctx, d.Pipeline, d.Digest, "", nil)
-		return
+	failed := d.Digest
+	err := a.applyCanary(ctx, d)
+	if err != nil {
+		failed = d.Canary.Digest
+	} else if cur, ok := a.store.Active(d.Pipeline); !ok || cur != d.Digest {
+		err = a.applyLocked(ctx, d)
 	}
-	err := a.applyLocked(ctx, d)
 	running, _ := a.store.Active(d.Pipeline)
 	if err != nil {
-		a.log.Error("admin: the fleet's deployment cannot run here; the running version keeps running", "pipeline", d.Pipeline, "deployed", short(d.Digest), "runs", short(running), "err", err)
+		a.log.Error("admin: the fleet's deployment cannot run here; the running version keeps running", "pipeline", d.Pipeline, "deployed", short(failed), "runs", short(running), "err", err)
 	}
-	a.fleet.Running(ctx, d.Pipeline, running, d.Digest, err)
+	a.fleet.Running(ctx, d.Pipeline, running, failed, err)
 }
 
 func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
-	wasm, err := a.store.Get(d.Digest)
-	if errors.Is(err, ErrNotFound) {
-		if wasm, err = a.fleet.Module(ctx, d.Digest); err == nil {
-			_, err = a.store.Put(d.Pipeline, "registry", wasm)
-		}
-	}
+	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Digest)
 	if err != nil {
 		return err
 	}
@@ -68,7 +64,11 @@ func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
 // host, or with all every live host, runs it.
 func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rollback, all bool) error {
 	d := registry.Deployment{Pipeline: name, Digest: digest, Rollback: rollback}
+	// A deploy or rollback ends a canary running (it is aborted).
 	if cur, ok := a.fleet.Deployment(name); ok {
+		if cur.Canary != nil {
+			d.Aborted = "a deploy or rollback replaced it"
+		}
 		d.History = slices.Clone(cur.History)
 		if rollback {
 			if n := len(d.History); n > 0 && d.History[n-1] == digest {
@@ -144,8 +144,10 @@ type FleetView struct {
 	History  []string                    `json:"history,omitempty"` // before it, oldest first
 	At       time.Time                   `json:"at"`
 	By       string                      `json:"by"`
-	Hosts    map[string]string           `json:"hosts"`            // live host -> digest it runs
-	Failed   map[string]registry.Failure `json:"failed,omitempty"` // live host -> the deployment it could not run
+	Canary   *registry.Canary            `json:"canary,omitempty"`
+	Aborted  string                      `json:"aborted,omitempty"` // why the last canary was aborted
+	Hosts    map[string]string           `json:"hosts"`             // live host -> digest it runs
+	Failed   map[string]registry.Failure `json:"failed,omitempty"`  // live host -> the deployment it could not run
 }
 
 func (a *API) fleetView(name string) *FleetView {
@@ -154,7 +156,7 @@ func (a *API) fleetView(name string) *FleetView {
 	}
 	v := &FleetView{Hosts: map[string]string{}}
 	if d, ok := a.fleet.Deployment(name); ok {
-		v.Deployed, v.History, v.At, v.By = d.Digest, d.History, d.At, d.By
+		v.Deployed, v.History, v.At, v.By, v.Canary, v.Aborted = d.Digest, d.History, d.At, d.By, d.Canary, d.Aborted
 	}
 	now := time.Now()
 	for _, h := range a.fleet.HostsStatus() {

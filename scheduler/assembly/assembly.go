@@ -156,7 +156,9 @@ func (h *Host) startOps(ctx context.Context) error {
 	h.log.Info("admin API", "addr", "http://"+h.adminSrv.Addr)
 	if h.reg != nil {
 		api.UseRegistry(h.reg)
+		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
 		h.reg.OnDeploy(func(d registry.Deployment) { api.Apply(context.Background(), d) })
+		h.reg.OnHeartbeat(h.versionCounts, func() { api.CheckCanaries(context.Background()) })
 		for _, pc := range cfg.Pipelines {
 			if d, ok := store.Active(pc.Name); ok {
 				h.reg.Running(ctx, pc.Name, d, "", nil)
@@ -166,6 +168,20 @@ func (h *Host) startOps(ctx context.Context) error {
 		h.log.Info("fleet registry", "topics", h.reg.Modules+" "+h.reg.Deploys+" "+h.reg.Hosts)
 	}
 	return nil
+}
+
+// versionCounts is what each version of each pipeline decided on this
+// host, for the registry's heartbeat.
+func (h *Host) versionCounts() map[string]map[string]registry.Counts {
+	out := map[string]map[string]registry.Counts{}
+	for _, name := range h.r.PipelineNames() {
+		m := map[string]registry.Counts{}
+		for _, v := range h.r.Versions(name) {
+			m[v.Digest] = registry.Counts{Records: v.Records, Failed: v.Failed}
+		}
+		out[name] = m
+	}
+	return out
 }
 
 // runDeployed makes pipeline name run the version the fleet's registry
@@ -189,6 +205,22 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	}
 	if err != nil {
 		return false, fmt.Errorf("admin.registry: pipeline %s is deployed with %s (%s), which cannot run here: %w", name, d.Digest[:12], h.reg.Deploys, err)
+	}
+	if c := d.Canary; c != nil {
+		wasm, err := store.Get(c.Digest)
+		if errors.Is(err, admin.ErrNotFound) {
+			if wasm, err = h.reg.Module(ctx, c.Digest); err == nil {
+				_, err = store.Put(name, "registry", wasm)
+			}
+		}
+		if err == nil {
+			_, err = h.r.SetCanary(ctx, name, wasm, c.Percent)
+		}
+		if err != nil {
+			// The stable version runs everywhere here: the canary's share
+			// of this host's partitions runs it too, which is safe.
+			h.log.Error("the fleet's canary cannot run here; its partitions run the stable version", "pipeline", name, "canary", c.Digest[:12], "err", err)
+		}
 	}
 	h.log.Info("running the deployed version", "pipeline", name, "digest", d.Digest[:12], "from", h.reg.Deploys, "deployed_by", d.By, "at", d.At)
 	return true, nil

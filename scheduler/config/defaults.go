@@ -87,7 +87,8 @@ func Defaults() Config {
 			Listen:         "127.0.0.1:9465",
 			StoreDir:       "wasmstream-store",
 			MaxModuleBytes: host.MaxModuleBytes,
-			Registry:       ptr(true),
+			Registry:          ptr(true),
+			CanaryAbortMargin: ptr(0.05),
 		},
 	}
 }

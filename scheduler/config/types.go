@@ -303,6 +303,10 @@ type Admin struct {
 	// RegistryTopicPrefix names the registry's topics (<prefix>.modules,
 	// .deploys, .hosts); default wasmstream.<kafka.group>.
 	RegistryTopicPrefix string `koanf:"registry_topic_prefix"`
+	// CanaryAbortMargin: a canary whose failure rate across the fleet
+	// exceeds the stable version's by more than this share (0.05: five
+	// percentage points) is aborted automatically; 0 never.
+	CanaryAbortMargin *float64 `koanf:"canary_abort_margin"`
 }
 
 // RegistryPrefix resolves admin.registry_topic_prefix.

@@ -59,6 +59,24 @@ type Deployment struct {
 	At       time.Time `json:"at"`
 	By       string    `json:"by"` // the host whose admin API took the deploy
 	Rollback bool      `json:"rollback,omitempty"`
+	// Canary runs another version on a share of the partitions; nil: none.
+	Canary *Canary `json:"canary,omitempty"`
+	// Aborted says why the last canary was aborted ("" if it was not).
+	Aborted string `json:"aborted,omitempty"`
+}
+
+// Canary is a version run on Percent of a pipeline's partitions.
+type Canary struct {
+	Digest  string    `json:"digest"`
+	Percent int       `json:"percent"`
+	At      time.Time `json:"at"`
+}
+
+// Counts is what one version decided on one host: records, and of those
+// failed.
+type Counts struct {
+	Records int64 `json:"records"`
+	Failed  int64 `json:"failed"`
 }
 
 // HostStatus is what one host runs.
@@ -66,7 +84,11 @@ type HostStatus struct {
 	Host      string             `json:"host"`
 	Pipelines map[string]string  `json:"pipelines"`        // name -> digest running
 	Failed    map[string]Failure `json:"failed,omitempty"` // name -> the deployment it could not run
-	At        time.Time          `json:"at"`
+	// Versions: per pipeline, per digest, what the host decided on it
+	// since it loaded it (a canary's failure rate is compared with the
+	// stable version's across the fleet).
+	Versions map[string]map[string]Counts `json:"versions,omitempty"`
+	At       time.Time                    `json:"at"`
 }
 
 // Failure is a deployment a host could not run, and why.
@@ -95,6 +117,8 @@ type Registry struct {
 	changed chan struct{} // closed and replaced on every record read
 	status  HostStatus
 	apply   func(Deployment)
+	beat    func() // called on the registry's goroutine before each periodic status
+	counts  func() map[string]map[string]Counts
 
 	quit chan struct{}
 	done chan struct{}
@@ -193,6 +217,15 @@ func (r *Registry) OnDeploy(apply func(Deployment)) {
 	r.mu.Unlock()
 }
 
+// OnHeartbeat sets counts, which the host's status reports on each
+// heartbeat, and beat, called after each (both on the registry's
+// goroutine); set them before Start.
+func (r *Registry) OnHeartbeat(counts func() map[string]map[string]Counts, beat func()) {
+	r.mu.Lock()
+	r.counts, r.beat = counts, beat
+	r.mu.Unlock()
+}
+
 // Start starts following the topics and writing the host's status.
 func (r *Registry) Start() {
 	go r.follow()
@@ -235,6 +268,12 @@ func (r *Registry) follow() {
 		select {
 		case <-beat.C:
 			r.publishStatus(ctx)
+			r.mu.Lock()
+			f := r.beat
+			r.mu.Unlock()
+			if f != nil {
+				f()
+			}
 		default:
 		}
 	}
@@ -306,7 +345,17 @@ func (r *Registry) Running(ctx context.Context, pipeline, digest, failed string,
 
 func (r *Registry) publishStatus(ctx context.Context) {
 	r.mu.Lock()
+	counts := r.counts
+	r.mu.Unlock()
+	var vs map[string]map[string]Counts
+	if counts != nil {
+		vs = counts() // outside mu: it reads the runner
+	}
+	r.mu.Lock()
 	r.status.At = time.Now().UTC()
+	if vs != nil {
+		r.status.Versions = vs
+	}
 	b, _ := json.Marshal(r.status)
 	r.mu.Unlock()
 	if err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Hosts, Key: []byte(r.host), Value: b}).FirstErr(); err != nil && ctx.Err() == nil {

@@ -187,3 +187,133 @@ func sha256hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// TestFleetCanary: two hosts; a healthy canary on 25% of 12 partitions runs
+// on exactly 3 of them and --promote takes it to all; a canary that fails
+// every record is aborted automatically (its failure rate over the stable
+// version's by more than the margin) and every partition goes back to the
+// stable version. Every input ends as an output or a dead letter.
+func TestFleetCanary(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	const parts = 12
+	kafkatest.CreateTopic(t, brokers, parts, in)
+	kafkatest.CreateTopic(t, brokers, 1, out, dlq)
+	dir := t.TempDir()
+	v1, v2, bad := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm"), filepath.Join(dir, "bad.wasm")
+	os.WriteFile(v1, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=1"), 0o644)
+	os.WriteFile(v2, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=2"), 0o644)
+	os.WriteFile(bad, wt.Minimal(wt.Unreachable).Bytes(), 0o644)
+	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	base := writeConfig(t, brokers, n, v1, in, out, dlq, "")
+	var admins [2]string
+	var procs [2]*proc
+	for i := range 2 {
+		addr := freePort(t)
+		b, _ := os.ReadFile(base)
+		y := strings.Replace(string(b), "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, fmt.Sprint("store-", i))), 1)
+		cfg := filepath.Join(dir, fmt.Sprintf("host-%d.yaml", i))
+		os.WriteFile(cfg, []byte(y), 0o644)
+		admins[i] = "http://" + addr
+		procs[i] = startProcEnv(t, []string{token, fmt.Sprintf("WASMSTREAM_HOST_ID=canary-%d", i)}, "run", "--config", cfg)
+	}
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+	var produced atomic.Int64
+	stopLoad, loadDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stopLoad:
+				return
+			case <-tick.C:
+			}
+			r := &kgo.Record{Topic: in, Partition: int32(i % parts), Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf("v-%d", i))}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			produced.Add(1)
+		}
+	}()
+	rd := kafkatest.NewReader(t, brokers, out)
+	rd.ReadUntil(t, 2*time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 500 })
+	deploy := func(args ...string) string {
+		t.Helper()
+		o, err := cli(t, []string{token}, append([]string{"deploy", "--pipeline", "p", "--admin", admins[0]}, args...)...)
+		if err != nil {
+			t.Fatalf("deploy %v: %v\n%s", args, err, o)
+		}
+		t.Logf("deploy %v: %s", args, strings.TrimSpace(o))
+		return o
+	}
+	// versionsBy is the set of input partitions whose outputs since index
+	// from carry each version.
+	versionsBy := func(from int) map[string]map[int]bool {
+		m := map[string]map[int]bool{}
+		for _, r := range rd.Recs[from:] {
+			v := kafkatest.Header(r, "processor.version")
+			if m[v] == nil {
+				m[v] = map[int]bool{}
+			}
+			m[v][inputPartition(t, r, parts)] = true
+		}
+		return m
+	}
+
+	// A healthy canary: exactly 3 of the 12 partitions run it.
+	deploy("--canary", "25%", v2)
+	seen := len(rd.Recs)
+	rd.ReadUntil(t, time.Minute, "the canary on its partitions", func(rs []*kgo.Record) bool { return len(versionsBy(seen)["2"]) == 3 })
+	mark := len(rd.Recs)
+	rd.ReadFor(2 * time.Second)
+	if got := versionsBy(mark); len(got["2"]) != 3 || len(got["1"]) != parts-3 {
+		t.Fatalf("during the canary: partitions on version 2 %v, on version 1 %v; want 3 and 9", got["2"], got["1"])
+	}
+	deploy("--promote")
+	seen = len(rd.Recs)
+	rd.ReadUntil(t, time.Minute, "version 2 on every partition", func(rs []*kgo.Record) bool { return len(versionsBy(seen)["2"]) == parts })
+
+	// A canary that fails every record: aborted automatically.
+	dl := kafkatest.NewReader(t, brokers, dlq)
+	deploy("--canary", "25%", bad)
+	var o string
+	kafkatest.Eventually(t, 2*time.Minute, "the failing canary aborted", func() bool {
+		var err error
+		o, err = cli(t, []string{token}, "processors", "--admin", admins[1])
+		return err == nil && strings.Contains(o, "last canary aborted: automatic")
+	})
+	t.Logf("after the abort:\n%s", o)
+	dl.ReadFor(2 * time.Second)
+	failedParts := map[int]bool{}
+	for _, r := range dl.Recs {
+		failedParts[inputPartition(t, r, parts)] = true
+	}
+	if len(failedParts) == 0 || len(failedParts) > 3 {
+		t.Fatalf("dead letters from partitions %v during the failing canary: want 1 to 3 (the canary's share)", failedParts)
+	}
+	seen = len(rd.Recs)
+	rd.ReadUntil(t, time.Minute, "version 2 on every partition after the abort", func(rs []*kgo.Record) bool { return len(versionsBy(seen)["2"]) == parts })
+
+	close(stopLoad)
+	<-loadDone
+	total := int(produced.Load())
+	kafkatest.Eventually(t, 2*time.Minute, "every input an output or a dead letter", func() bool {
+		rd.ReadFor(500 * time.Millisecond)
+		dl.ReadFor(100 * time.Millisecond)
+		done := distinct(rd.Recs)
+		for _, r := range dl.Recs {
+			done["DL "+string(r.Key)] = true
+		}
+		return len(done) >= total
+	})
+	t.Logf("%d inputs: %d outputs, %d dead letters (partitions %v)", total, len(distinct(rd.Recs)), len(dl.Recs), failedParts)
+	for i, p := range procs {
+		if code := p.stop(t, time.Minute); code != 0 {
+			t.Errorf("host %d: exit code %d", i, code)
+		}
+	}
+}
