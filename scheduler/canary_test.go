@@ -1,0 +1,43 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// A canary's share is exact for any partition count, the same on every
+// host (a function of pipeline, topic and count only), and differs between
+// pipelines.
+func TestCanaryShare(t *testing.T) {
+	for _, n := range []int32{1, 3, 12, 48, 100} {
+		for _, pct := range []int{1, 10, 25, 50, 99} {
+			c := &canary{percent: pct, counts: map[string]int32{"in": n}}
+			var got []int32
+			for p := range n {
+				if c.in("pipe", "in", p) {
+					got = append(got, p)
+				}
+			}
+			want := int(math.Ceil(float64(pct) * float64(n) / 100))
+			if len(got) != want {
+				t.Errorf("%d%% of %d partitions: %d in the canary (%v), want %d", pct, n, len(got), got, want)
+			}
+		}
+	}
+	c := &canary{percent: 25, counts: map[string]int32{"in": 48}}
+	differ := false
+	for i := range 10 {
+		for p := range int32(48) {
+			if c.in(fmt.Sprint("pipe-", i), "in", p) != c.in("pipe", "in", p) {
+				differ = true
+			}
+		}
+	}
+	if !differ {
+		t.Error("ten pipelines' canaries all take the same partitions")
+	}
+	if c.in("pipe", "other", 0) {
+		t.Error("a topic whose partition count is unknown is in the canary")
+	}
+}
