@@ -1,0 +1,163 @@
+//go:build integration
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// BenchmarkFleet: 1, 2 and 3 hosts (runners in this process, distinct
+// host ids, one consumer group) on one input of 12, 48 or 96 partitions,
+// the uppercase Go guest. For each: the time from starting the hosts to
+// every partition assigned (assign_ms), the drain's records/s (and as a
+// ratio to one host on the same partitions, x_1host), then the time for the
+// group to hand partitions to a host joining (join_ms) and to take them back
+// from one that stops cleanly (leave_ms), both until every partition is
+// owned again. CAPACITY.md reads them. On this 2-core machine every host
+// shares the same cores: the rows measure the cost of coordination, not the
+// gain of scale-out.
+func BenchmarkFleet(b *testing.B) {
+	brokers := kafkatest.RealBrokers(b)
+	module := filepath.Join(b.TempDir(), "uppercase.wasm")
+	os.WriteFile(module, wt.BuildGoGuest(b, "plugins/examples/uppercase"), 0o644)
+	n := records() / 2
+	sizes := []int32{12, 48, 96}
+	if n < 25000 {
+		sizes = []int32{48} // the smoke run (BENCH_RECORDS)
+	}
+	for _, parts := range sizes {
+		var one float64
+		for _, hosts := range []int{1, 2, 3} {
+			b.Run(fmt.Sprintf("partitions=%d/hosts=%d", parts, hosts), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					rate := fleetRun(b, brokers, module, n, parts, hosts)
+					if hosts == 1 {
+						one = rate
+					} else if one > 0 {
+						b.ReportMetric(rate/one, "x_1host")
+					}
+				}
+			})
+		}
+	}
+}
+
+// fleetRun measures one fleet; it returns the drain's records/s.
+func fleetRun(b *testing.B, brokers []string, module string, n int, parts int32, hosts int) float64 {
+	in := fmt.Sprintf("bench-fleet-in-%d", time.Now().UnixNano())
+	kafkatest.CreateTopic(b, brokers, parts, in)
+	group := fmt.Sprintf("bench-fleet-%d", time.Now().UnixNano())
+	y := fmt.Sprintf(`kafka: {brokers: [%q], group: %s, create_topics: true}
+pipelines:
+  - {name: p, module: %s, inputs: [%s], output: %s-out, dead_letter_topic: %s-dlq, retry: {max_attempts: 1}}
+`, strings.Join(brokers, ","), group, module, in, in, in)
+	cfgPath := filepath.Join(b.TempDir(), "c.yaml")
+	os.WriteFile(cfgPath, []byte(y), 0o644)
+	newRunner := func(id int) *scheduler.Runner {
+		cfg, err := config.Load(cfgPath, nil, []string{fmt.Sprintf("kafka.topic_partitions=%d", parts), fmt.Sprintf("host.id=fleet-%d", id)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := scheduler.NewRunner(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	owned := func(rs []*scheduler.Runner) (total int, each []int) {
+		for _, r := range rs {
+			t := r.Snapshots()[0].Tasks
+			total += t
+			each = append(each, t)
+		}
+		return total, each
+	}
+	until := func(what string, rs []*scheduler.Runner, ok func(total int, each []int) bool) time.Duration {
+		t0 := time.Now()
+		for {
+			if ok(owned(rs)) {
+				return time.Since(t0)
+			}
+			if time.Since(t0) > 3*time.Minute {
+				total, each := owned(rs)
+				b.Fatalf("%s: not after 3 minutes (%d partitions owned: %v)", what, total, each)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	everyOneOwns := func(total int, each []int) bool {
+		for _, e := range each {
+			if e == 0 {
+				return false
+			}
+		}
+		return total == int(parts)
+	}
+	var rs []*scheduler.Runner
+	for i := range hosts {
+		rs = append(rs, newRunner(i)) // modules loaded, topics checked
+	}
+	defer func() {
+		for _, r := range rs {
+			r.Stop(context.Background())
+		}
+	}()
+	b.ResetTimer()
+	for _, r := range rs {
+		r.Start()
+	}
+	assign := until("every partition assigned", rs, everyOneOwns)
+	// Then the input: produced now, so that the drain is shared by every
+	// host from its first record.
+	done := startUsage(b)
+	p0 := time.Now()
+	val := strings.Repeat("abcdefghij", 10)
+	kafkatest.Produce(b, brokers, in, n, func(int) string { return val })
+	produce := time.Since(p0)
+	first := p0
+	for {
+		var d int64
+		for _, r := range rs {
+			d += r.Snapshots()[0].Done
+		}
+		if d >= int64(n) {
+			break
+		}
+		if time.Since(first) > 10*time.Minute {
+			b.Fatalf("drain: %d of %d done", d, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	el := time.Since(first)
+	u := done()
+	b.StopTimer()
+	rate := float64(n) / el.Seconds()
+	joiner := newRunner(hosts)
+	rs = append(rs, joiner)
+	joiner.Start()
+	join := until("a joining host given partitions", rs, everyOneOwns)
+	leaving := rs[0]
+	rs = rs[1:] // the deferred stop stops the others
+	leaving.Stop(context.Background())
+	leave := until("the partitions of a host that stopped taken back", rs, func(total int, _ []int) bool { return total == int(parts) })
+	b.ReportMetric(rate, "rec/s")
+	b.ReportMetric(float64(u.cpu.Microseconds())/float64(n), "cpu_us/rec")
+	b.ReportMetric(float64(assign.Milliseconds()), "assign_ms")
+	b.ReportMetric(float64(produce.Milliseconds()), "produce_ms")
+	b.ReportMetric(float64(join.Milliseconds()), "join_ms")
+	b.ReportMetric(float64(leave.Milliseconds()), "leave_ms")
+	return rate
+}
