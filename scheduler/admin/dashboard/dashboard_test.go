@@ -318,3 +318,28 @@ func TestDashboardSlowPageDropped(t *testing.T) {
 		t.Error("joined a closed hub")
 	}
 }
+
+// BenchmarkSample: one sample and its encoding (what the sampler does once
+// a second while a page is connected) for three pipelines with retry
+// tiers and a full failed list.
+func BenchmarkSample(b *testing.B) {
+	src := &views{}
+	for i := range 3 {
+		v := twoPipelines().v
+		v[0].Name, v[1].Name, v[1].Primary = fmt.Sprint("p", i), fmt.Sprint("p", i, ".retry"), fmt.Sprint("p", i)
+		src.v = append(src.v, v...)
+	}
+	s := New(Config{Source: src, Interval: time.Hour})
+	defer s.Close()
+	for i := range 100 {
+		s.ObserveFailure(failureEvent(i, i%2 == 0))
+	}
+	var sm sampler
+	b.ReportAllocs()
+	t0 := time.Now()
+	for i := 0; b.Loop(); i++ {
+		if _, err := json.Marshal(s.sample(&sm, t0.Add(time.Duration(i)*time.Second))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
