@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/wasmstream/wasmstream/scheduler"
 )
@@ -144,9 +143,6 @@ func printableKey(k []byte, cut bool) string {
 	s := strings.ToValidUTF8(string(k), "\uFFFD")
 	if cut {
 		s += "…"
-	}
-	if !utf8.ValidString(s) {
-		return ""
 	}
 	return s
 }
