@@ -29,9 +29,10 @@ type Host struct {
 	log *slog.Logger
 	r   *scheduler.Runner
 
+	dash *dashboard.Server // the live dashboard; nil without metrics
+
 	metricsSrv, adminSrv *admin.Server
 	meter                *sdkmetric.MeterProvider
-	dash                 *dashboard.Server // nil without metrics
 }
 
 // Start assembles the process from cfg and starts consuming. ctx bounds
