@@ -48,10 +48,13 @@ func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string, tr 
 	if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryTopics {
 		delay, tier := t.p.pc.Delay(attempt + 1)
 		hs := t.failureHeaders(r, attempt, attempt+1, f, history)
-		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, time.Now().Add(delay).UnixMilli(), 10)}) // the one header failureHeaders leaves out
+		due := time.Now().Add(delay)
+		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)}) // the one header failureHeaders leaves out
+		t.observeFailure(r, attempt, f, t.p.pc.TierTopic(tier), due, tr)
 		t.p.commit.deliverFailure(t, r, t.p.pc.TierTopic(tier), hs, func(s *Stats) *atomic.Int64 { return &s.Retried }, tr, tracing.ProduceRetry, f)
 		return
 	}
+	t.observeFailure(r, attempt, f, t.p.pc.DeadLetterTopic, time.Time{}, tr)
 	t.p.commit.deliverFailure(t, r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), func(s *Stats) *atomic.Int64 { return &s.DeadLetter }, tr, tracing.ProduceDeadLetter, f)
 }
 

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -14,18 +15,29 @@ import (
 
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
+	"github.com/wasmstream/wasmstream/tests/lookupsrv"
 )
 
 // scrapeNames runs a pipeline on the in-process broker through healthy,
-// retried and dead-lettered records, with its metrics on the host's
-// Prometheus exporter, and returns every sample name /metrics shows.
+// retried and dead-lettered records, and a lookup pipeline with
+// async.max_in_flight: auto against a local HTTP service, with their
+// metrics on the host's Prometheus exporter, and returns every sample name
+// /metrics shows.
 func scrapeNames(t *testing.T) map[string]bool {
 	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq", "p.retry.200ms")
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq", "p.retry.200ms", "lookup-out", "lookup-dlq")
 	const n = 100
 	kafkatest.Produce(t, brokers, "in", n, retryInput)
+	lsrv := lookupsrv.New(t, nil)
+	lookup := fmt.Sprintf(`  - name: lookup
+    module: %s
+    inputs: [in]
+    output: lookup-out
+    dead_letter_topic: lookup-dlq
+    retry: {max_attempts: 1}
+`, guestPath(t, "lookup")) + asyncKeys(lsrv, "      max_in_flight: auto")
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
-		"    ordering: none\n    instances: {max: auto}\n    retry: {max_attempts: 3, backoff: [200ms]}", "")
+		"    ordering: none\n    instances: {max: auto}\n    retry: {max_attempts: 3, backoff: [200ms]}\n"+lookup, "")
 	meter, handler, mp, err := admin.NewMeter()
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +54,7 @@ func scrapeNames(t *testing.T) map[string]bool {
 	defer r.Stop(context.Background())
 	kafkatest.Eventually(t, time.Minute, "every record decided", func() bool {
 		s := r.Snapshots()
-		return s[0].Done == n && s[1].DeadLetter == 1
+		return s[0].Done == n && s[1].DeadLetter == 1 && s[2].Done == n
 	})
 	srv := httptest.NewServer(handler)
 	defer srv.Close()

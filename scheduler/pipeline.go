@@ -139,6 +139,7 @@ type Pipeline struct {
 	asyncSize *sizing.Async
 	tracer    *tracing.Tracer // nil: tracing off
 	metrics   *Metrics        // nil: no metrics
+	failObs   FailureObserver // nil: none; set before Start (Runner.ObserveFailures)
 	flow      chan struct{}
 	// awaiting is set while the poll loop waits for a task to take records
 	// (awaitDemand): finishing records then signals demandCh.

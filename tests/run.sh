@@ -42,6 +42,9 @@ install_prereqs() {
     # examples (plugins/examples/as-*) are compiled with asc, an npm package.
     command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
     command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+    # chromium: the dashboard's browser test (tests/integration/dashboard_test.go)
+    # drives Debian's chromium headless through chromedp.
+    command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
     if ((${#pkgs[@]})); then
         say "installing ${pkgs[*]}"
         if [[ $(id -u) -ne 0 ]]; then

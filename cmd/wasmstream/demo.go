@@ -87,6 +87,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "wasmstream demo: %d pipeline(s) on the embedded broker at %s\n", len(cfg.Pipelines), strings.Join(brokers, ","))
 	fmt.Fprintf(stdout, "  produce your own input with any client, e.g.: kcat -b %s -t %s -P\n", brokers[0], firstKey(inputs))
+	if u := h.host.DashboardURL(); u != "" {
+		fmt.Fprintf(stdout, "  live dashboard: %s\n", u)
+	}
 	fmt.Fprintf(stdout, "  Ctrl-C stops: in-flight records finish, offsets are committed.\n\n")
 
 	var out sync.Mutex

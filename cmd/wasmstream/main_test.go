@@ -161,7 +161,7 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"embedded broker at 127.0.0.1:", "← demo-out ", `"USER":"ADA"`, "← demo-enriched ", `"enriched":true`, "✗ demo-enriched.dlq", "guest.fail: asked to fail", "← demo-profiles ", `"lookup":{"name":"Ada Lovelace"`, "── [uppercase]", "rec/s", "lag", "[enrich] done"} {
+	for _, want := range []string{"embedded broker at 127.0.0.1:", "live dashboard: http://127.0.0.1:", "← demo-out ", `"USER":"ADA"`, "← demo-enriched ", `"enriched":true`, "✗ demo-enriched.dlq", "guest.fail: asked to fail", "← demo-profiles ", `"lookup":{"name":"Ada Lovelace"`, "── [uppercase]", "rec/s", "lag", "[enrich] done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
+	"github.com/wasmstream/wasmstream/scheduler/admin/dashboard"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/registry"
 )
@@ -28,6 +29,8 @@ type Host struct {
 	cfg *config.Config
 	log *slog.Logger
 	r   *scheduler.Runner
+
+	dash *dashboard.Server // the live dashboard; nil without metrics
 
 	metricsSrv, adminSrv *admin.Server
 	meter                *sdkmetric.MeterProvider
@@ -81,11 +84,15 @@ func (h *Host) startOps(ctx context.Context) error {
 		if err := r.RegisterMetrics(meter); err != nil {
 			return err
 		}
-		h.metricsSrv, err = admin.Listen("metrics.listen", cfg.Metrics.Listen, admin.HealthHandler(handler, r.Ready), h.log)
+		dh, err := h.dashboardHandler(admin.HealthHandler(handler, r.Ready))
 		if err != nil {
 			return err
 		}
-		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz")
+		h.metricsSrv, err = admin.Listen("metrics.listen", cfg.Metrics.Listen, dh, h.log)
+		if err != nil {
+			return err
+		}
+		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz /dashboard")
 	}
 	if !*cfg.Admin.Enabled {
 		return nil
@@ -139,6 +146,9 @@ func (h *Host) startOps(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("admin.store_dir: %w", err)
 		}
+	}
+	if h.dash != nil {
+		h.dash.SetDeploys(store)
 	}
 	api, err := admin.NewAPI(token, store, r, cfg.Admin.MaxModuleBytes, h.log)
 	if err != nil {
@@ -235,6 +245,7 @@ func (h *Host) closeOps() {
 		h.reg = nil
 	}
 	h.adminSrv.Close(ctx)
+	h.dash.Close() // ends its event streams, which Shutdown would wait for
 	h.metricsSrv.Close(ctx)
 	if h.meter != nil {
 		h.meter.Shutdown(ctx)

@@ -1,0 +1,169 @@
+package dashboard
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wasmstream/wasmstream/scheduler"
+)
+
+// Entry is one failed attempt kept for the failed-records list.
+type Entry struct {
+	ID        uint64 `json:"id"`
+	At        int64  `json:"at"` // Unix ms
+	Pipeline  string `json:"pipeline"`
+	Primary   string `json:"primary"` // the pipeline it belongs to (a retry tier's primary)
+	Record    string `json:"record"`  // where it was first consumed: topic[partition]@offset
+	Consumed  string `json:"consumed"`
+	Key       string `json:"key"`
+	Kind      string `json:"kind"`
+	Error     string `json:"error"`
+	Attempt   int    `json:"attempt"`
+	Dest      string `json:"dest"`
+	Retry     bool   `json:"retry"`
+	Due       int64  `json:"due,omitempty"` // Unix ms
+	TraceID   string `json:"trace_id,omitempty"`
+	originKey originKey
+}
+
+type originKey struct {
+	primary, topic string
+	partition      int32
+	offset         int64
+}
+
+// maxKinds bounds the error kinds counted per pipeline; further kinds
+// count under "other" (the kinds are a fixed set today).
+const maxKinds = 32
+
+// ring keeps the newest failed attempts, and dead letters counted by
+// pipeline and error kind since the host started. Safe for concurrent use;
+// its lock is a leaf (nothing else is locked while it is held).
+type ring struct {
+	mu     sync.Mutex
+	buf    []Entry // circular, len == cap once full
+	next   int     // where the next entry goes once full
+	seq    uint64
+	byKind map[string]map[string]int64 // primary -> kind -> dead letters
+}
+
+func newRing(n int) *ring {
+	return &ring{buf: make([]Entry, 0, n), byKind: map[string]map[string]int64{}}
+}
+
+func (r *ring) add(e *scheduler.FailureEvent) {
+	primary := strings.TrimSuffix(e.Pipeline, ".retry")
+	en := Entry{At: e.At.UnixMilli(), Pipeline: e.Pipeline, Primary: primary,
+		Record:   origin(e.OriginTopic, e.OriginPartition, e.OriginOffset),
+		Consumed: origin(e.Topic, e.Partition, e.Offset),
+		Key:      printableKey(e.Key, e.KeyTruncated), Kind: e.Kind, Error: e.Error, Attempt: e.Attempt,
+		Dest: e.Dest, Retry: e.Retry, TraceID: e.TraceID,
+		originKey: originKey{primary, e.OriginTopic, e.OriginPartition, e.OriginOffset}}
+	if e.Retry {
+		en.Due = e.Due.UnixMilli()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	en.ID = r.seq
+	if len(r.buf) < cap(r.buf) {
+		r.buf = append(r.buf, en)
+	} else {
+		r.buf[r.next] = en
+		r.next = (r.next + 1) % len(r.buf)
+	}
+	if !e.Retry {
+		m := r.byKind[primary]
+		if m == nil {
+			m = map[string]int64{}
+			r.byKind[primary] = m
+		}
+		k := e.Kind
+		if _, ok := m[k]; !ok && len(m) >= maxKinds {
+			k = "other"
+		}
+		m[k]++
+	}
+}
+
+// newest returns the entries, newest first.
+func (r *ring) newest() []Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Entry, 0, len(r.buf))
+	for i := len(r.buf) - 1; i >= 0; i-- {
+		out = append(out, r.buf[(r.next+i)%len(r.buf)])
+	}
+	return out
+}
+
+// get returns the entry id and every kept entry of the same record (same
+// pipeline and origin), oldest first.
+func (r *ring) get(id uint64) (Entry, []Entry, bool) {
+	all := r.newest()
+	var e Entry
+	found := false
+	for _, x := range all {
+		if x.ID == id {
+			e, found = x, true
+			break
+		}
+	}
+	if !found {
+		return Entry{}, nil, false
+	}
+	var same []Entry
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].originKey == e.originKey {
+			same = append(same, all[i])
+		}
+	}
+	return e, same, true
+}
+
+// deadByKind returns a copy of the dead-letter counts of primary.
+func (r *ring) deadByKind(primary string) map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int64, len(r.byKind[primary]))
+	for k, n := range r.byKind[primary] {
+		out[k] = n
+	}
+	return out
+}
+
+func origin(topic string, partition int32, offset int64) string {
+	return topic + "[" + itoa(int64(partition)) + "]@" + itoa(offset)
+}
+
+// printableKey is the key as text: valid UTF-8 kept, anything else
+// replaced, "…" when it was cut.
+func printableKey(k []byte, cut bool) string {
+	s := strings.ToValidUTF8(string(k), "\uFFFD")
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+// dueSummary counts a tier's retries routed there that are not due yet and
+// the earliest due time among them (Unix ms, 0 when none).
+func (r *ring) dueSummary(now time.Time) map[string][2]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string][2]int64{}
+	ms := now.UnixMilli()
+	for _, e := range r.buf {
+		if !e.Retry || e.Due <= ms {
+			continue
+		}
+		s := out[e.Dest]
+		s[0]++
+		if s[1] == 0 || e.Due < s[1] {
+			s[1] = e.Due
+		}
+		out[e.Dest] = s
+	}
+	return out
+}

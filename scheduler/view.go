@@ -1,0 +1,83 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// PipelineView is a pipeline at one moment, in more detail than Snapshot:
+// each partition task with its lag and its instances by state. The live
+// dashboard (scheduler/admin/dashboard) samples it once a second.
+type PipelineView struct {
+	Snapshot
+	// Primary names the pipeline a retry tier belongs to ("" for a
+	// primary pipeline).
+	Primary string
+	// Module is the version the pipeline runs.
+	Module host.Info
+	// Tiers are a primary's retry tiers (retry.mode: topics), in attempt
+	// order, each topic once.
+	Tiers      []TierView
+	Partitions []PartitionView
+}
+
+// TierView is one retry tier: its topic and the delay its records wait.
+type TierView struct {
+	Topic string
+	Delay time.Duration
+}
+
+// PartitionView is one partition task.
+type PartitionView struct {
+	Topic     string
+	Partition int32
+	Lag       int64
+	Committed int64 // -1: nothing committed by this owner yet
+	InFlight  int
+	Queued    int
+	Paused    bool
+	// Instances by state; Borrowed are those above instances.min, taken
+	// from the host budget because records waited.
+	Idle, Busy, Awaiting, Borrowed int
+}
+
+// View returns every pipeline's view, retry tiers after their primary.
+// It takes each task's lock briefly, like Snapshots.
+func (r *Runner) View() []PipelineView {
+	out := make([]PipelineView, 0, len(r.pipelines))
+	primaryOf := map[*Pipeline]string{}
+	for _, p := range r.pipelines {
+		if p.retry != nil {
+			primaryOf[p.retry] = p.pc.Name
+		}
+	}
+	for _, p := range r.pipelines {
+		v := p.view()
+		v.Primary = primaryOf[p]
+		if p.retry != nil {
+			seen := map[string]bool{}
+			for a := 2; a <= p.pc.Retry.MaxAttempts; a++ {
+				d, tier := p.pc.Delay(a)
+				if t := p.pc.TierTopic(tier); !seen[t] {
+					seen[t] = true
+					v.Tiers = append(v.Tiers, TierView{t, d})
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (p *Pipeline) view() PipelineView {
+	v := PipelineView{Snapshot: p.Snapshot(), Module: p.Module().Info()}
+	min := p.pc.Instances.Min
+	for _, g := range p.taskGauges(false) {
+		pv := PartitionView{Topic: g.topic, Partition: g.partition, Lag: g.lag, Committed: g.committed, InFlight: g.inFlight, Queued: g.queued, Paused: g.paused,
+			Idle: int(g.states[workerIdle]), Busy: int(g.states[workerBusy]), Awaiting: int(g.states[workerAwaiting])}
+		pv.Borrowed = max(0, g.workers-min)
+		v.Partitions = append(v.Partitions, pv)
+	}
+	return v
+}
