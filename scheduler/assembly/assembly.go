@@ -65,6 +65,7 @@ func (h *Host) Shutdown() bool {
 	h.log.Info("shutting down: draining in-flight records, committing, leaving the group", "drain_timeout", h.cfg.Shutdown.DrainTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), h.cfg.Shutdown.DrainTimeout+30*time.Second)
 	defer cancel()
+	h.leaveFleet() // first: the runner's stop also stops an embedded broker
 	h.r.Stop(sctx)
 	h.closeOps()
 	return !errors.Is(sctx.Err(), context.DeadlineExceeded)
@@ -236,14 +237,23 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	return true, nil
 }
 
+// leaveFleet removes the host's status from the fleet's registry (a clean
+// stop: no longer one of its live hosts) and stops following it.
+func (h *Host) leaveFleet() {
+	if h.reg == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h.reg.Leave(ctx)
+	h.reg.Close()
+	h.reg = nil
+}
+
 func (h *Host) closeOps() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if h.reg != nil {
-		h.reg.Leave(ctx) // a clean stop: no longer one of the fleet's live hosts
-		h.reg.Close()
-		h.reg = nil
-	}
+	h.leaveFleet()
 	h.adminSrv.Close(ctx)
 	h.dash.Close() // ends its event streams, which Shutdown would wait for
 	h.metricsSrv.Close(ctx)

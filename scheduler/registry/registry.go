@@ -49,6 +49,8 @@ const (
 	HeartbeatInterval = 5 * time.Second
 	// LiveFor: a host whose status is older is not live.
 	LiveFor = 3 * HeartbeatInterval
+	// RecordTimeout bounds each write to the registry.
+	RecordTimeout = 15 * time.Second
 )
 
 // Deployment is what a pipeline runs across the fleet.
@@ -143,6 +145,10 @@ func Open(ctx context.Context, brokers []string, clientID, prefix, hostID string
 			r.Hosts:   {0: kgo.NewOffset().AtStart()},
 		}),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		// A write the brokers do not take within this fails (a deploy says
+		// so; a status is written again at the next heartbeat) rather than
+		// waiting forever, as kgo would by default.
+		kgo.RecordDeliveryTimeout(RecordTimeout),
 		kgo.ProducerBatchMaxBytes(ChunkBytes+64<<10))
 	if err != nil {
 		return nil, fmt.Errorf("admin.registry: %w", err)
