@@ -61,6 +61,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		faults    = counter("wasmstream.guest.faults", "{fault}", "Guest faults (traps, panics, deadlines, out of memory, bad pointers...).")
 		restarted = counter("wasmstream.records.restarted", "{record}", "Records restarted because their instance was discarded while they waited.")
 		commits   = counter("wasmstream.commits", "{commit}", "Successful offset commits.")
+		verRecs   = counter("wasmstream.version.records", "{record}", "Records decided per module version (digest; canary true for a canary's), on this host since the version was loaded.")
+		verFailed = counter("wasmstream.version.failed", "{record}", "Of wasmstream.version.records, those that failed (a fault or an error status).")
 		logDrop   = counter("wasmstream.guest.log.dropped", "{line}", "Guest log lines dropped over limits.log_bytes_per_second and limits.log_burst_bytes.")
 		logDropB  = counter("wasmstream.guest.log.dropped_bytes", "By", "Message bytes of the guest log lines dropped.")
 		borrowed  = counter("wasmstream.instances.borrowed", "{instance}", "Instances a task borrowed above its minimum because records waited.")
@@ -117,6 +119,13 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			}
 			p.psMu.Unlock()
 			o.ObserveInt64(commits, p.stats.Commits.Load(), metric.WithAttributes(pipe))
+			if !p.role.isRetry() {
+				for _, v := range r.Versions(p.pc.Name) {
+					at := metric.WithAttributes(pipe, attribute.String("digest", v.Digest[:12]), attribute.Bool("canary", v.Canary))
+					o.ObserveInt64(verRecs, v.Records, at)
+					o.ObserveInt64(verFailed, v.Failed, at)
+				}
+			}
 			dl, db := r.engine.GuestLogDropped(p.pc.Name)
 			o.ObserveInt64(logDrop, dl, metric.WithAttributes(pipe))
 			o.ObserveInt64(logDropB, db, metric.WithAttributes(pipe))
@@ -179,7 +188,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		o.ObserveInt64(hostHeld, held)
 		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
-	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
+	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, verRecs, verFailed, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
 		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog, poolTarget, poolReason, asyncLimit, asyncReason)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

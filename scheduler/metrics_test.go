@@ -131,7 +131,9 @@ func TestMetricsUnderKnownLoad(t *testing.T) {
 		t.Errorf("host.instances %d, budget %d", sumInt(m["wasmstream.host.instances"], all), used)
 	}
 	// Bounded labels: no key, offset or instance id.
-	allowed := map[attribute.Key]bool{"pipeline": true, "topic": true, "partition": true, "state": true, "slot": true}
+	// digest: at most the current version and a canary's, 12 digits.
+	allowed := map[attribute.Key]bool{"pipeline": true, "topic": true, "partition": true, "state": true, "slot": true,
+		"from_compile_cache": true, "digest": true, "canary": true}
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)
 	for _, sm := range rm.ScopeMetrics {
