@@ -162,6 +162,7 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: canary %sed; the pipeline runs %s on every partition\n", *pipeline, strings.TrimSuffix(what, "e"), view.Active)
 			return 0
 		}
+	case *rollback:
 		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/rollback"+wait, "", nil, &view)
 	case *digest != "":
 		b, _ := json.Marshal(map[string]string{"digest": *digest})
