@@ -188,7 +188,7 @@ func sha256hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// TestFleetCanary: two hosts; a healthy canary on 25% of 12 partitions runs
+// TestFleetCanary: three hosts; a healthy canary on 25% of 12 partitions runs
 // on exactly 3 of them and --promote takes it to all; a canary that fails
 // every record is aborted automatically (its failure rate over the stable
 // version's by more than the margin) and every partition goes back to the
@@ -207,9 +207,9 @@ func TestFleetCanary(t *testing.T) {
 	os.WriteFile(bad, wt.Minimal(wt.Unreachable).Bytes(), 0o644)
 	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
 	base := writeConfig(t, brokers, n, v1, in, out, dlq, "")
-	var admins [2]string
-	var procs [2]*proc
-	for i := range 2 {
+	var admins [3]string
+	var procs [3]*proc
+	for i := range 3 {
 		addr := freePort(t)
 		b, _ := os.ReadFile(base)
 		y := strings.Replace(string(b), "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, fmt.Sprint("store-", i))), 1)
