@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -30,10 +29,18 @@ func (c *canary) in(pipeline, topic string, partition int32) bool {
 		return false
 	}
 	k := int32(math.Ceil(float64(c.percent) * float64(n) / 100))
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%s/%s", pipeline, topic)
-	s := int32(h.Sum32() % uint32(n))
+	s := int32(fnv32a(fnv32a(fnv32a(2166136261, pipeline), "/"), topic) % uint32(n))
 	return (partition+s)%n < k
+}
+
+// fnv32a continues the FNV-1a hash h over str. It is asked for every
+// record a worker takes while a canary runs, so it does not allocate.
+func fnv32a(h uint32, str string) uint32 {
+	for i := 0; i < len(str); i++ {
+		h ^= uint32(str[i])
+		h *= 16777619
+	}
+	return h
 }
 
 // version is the version the task's records run on: the canary's if its

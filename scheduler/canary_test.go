@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"testing"
 )
@@ -39,5 +40,20 @@ func TestCanaryShare(t *testing.T) {
 	}
 	if c.in("pipe", "other", 0) {
 		t.Error("a topic whose partition count is unknown is in the canary")
+	}
+}
+
+// TestCanaryMembershipKeepsTheFNVShare: the share's shift is FNV-1a of
+// "pipeline/topic" (hosts of different builds must agree), computed without
+// allocating, since a worker asks for it with every record.
+func TestCanaryMembershipKeepsTheFNVShare(t *testing.T) {
+	h := fnv.New32a()
+	h.Write([]byte("pipe/in"))
+	if got, want := fnv32a(fnv32a(fnv32a(2166136261, "pipe"), "/"), "in"), h.Sum32(); got != want {
+		t.Fatalf("fnv32a = %d, hash/fnv = %d", got, want)
+	}
+	c := &canary{percent: 25, counts: map[string]int32{"in": 48}}
+	if n := testing.AllocsPerRun(100, func() { c.in("pipe", "in", 7) }); n != 0 {
+		t.Fatalf("canary membership allocates %.0f times per record", n)
 	}
 }

@@ -50,9 +50,10 @@ func (p *Pipeline) flowLoop() {
 // nobody takes records the loop simply does not poll: the client keeps the
 // fetch it buffered (one per broker) and sends no other, so nothing is
 // dropped and nothing is fetched twice, and the next poll returns at once.
-// Only when some tasks take records and others are full are the full ones
-// paused, so that the polls for the others do not grow them.
-func (p *Pipeline) awaitDemand(ctx context.Context) bool {
+// When some tasks take records and others hold pauseFactor times their
+// bounds, it names the latter: poll pauses them before the client sends its
+// next fetch.
+func (p *Pipeline) awaitDemand(ctx context.Context) (pause []*task, ok bool) {
 	tick := (*time.Ticker)(nil)
 	defer func() {
 		p.awaiting.Store(false)
@@ -61,11 +62,8 @@ func (p *Pipeline) awaitDemand(ctx context.Context) bool {
 		}
 	}()
 	for {
-		if want, full := p.demand(); want {
-			for _, t := range full {
-				t.pauseIfFull()
-			}
-			return true
+		if want, due := p.demand(); want {
+			return due, true
 		}
 		if tick == nil {
 			// The host-wide bound can clear without this pipeline finishing
@@ -77,7 +75,7 @@ func (p *Pipeline) awaitDemand(ctx context.Context) bool {
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return nil, false
 		case <-p.demandCh:
 		case <-tick.C:
 		}
@@ -92,10 +90,10 @@ func (p *Pipeline) signalDemand() {
 	}
 }
 
-// demand reports whether a poll has a taker, and which tasks are full (to
-// be paused if one has). Without tasks (not assigned yet) it polls: records
-// of newly assigned partitions come only with a poll.
-func (p *Pipeline) demand() (want bool, full []*task) {
+// demand reports whether a poll has a taker, and which tasks are due a
+// pause. Without tasks (not assigned yet) it polls: records of newly
+// assigned partitions come only with a poll.
+func (p *Pipeline) demand() (want bool, pause []*task) {
 	if p.budget.overInFlight() {
 		return false, nil
 	}
@@ -105,13 +103,62 @@ func (p *Pipeline) demand() (want bool, full []*task) {
 		return true, nil
 	}
 	for _, t := range p.tasks {
-		if t.wantsRecords() {
+		switch t.demandState() {
+		case demandTakes:
 			want = true
-		} else {
-			full = append(full, t)
+		case demandPauseDue:
+			pause = append(pause, t)
 		}
 	}
-	return want, full
+	return want, pause
+}
+
+// pollMax is the most records one poll hands to the tasks.
+const pollMax = 10000
+
+// poll returns the next records to dispatch, pausing the named tasks'
+// partitions first (DESIGN.md, "Backpressure").
+//
+// franz-go drops the records it holds for a partition that is paused when
+// they are polled, to be fetched again after the resume; and it sends its
+// next fetch to a broker as soon as the one it buffered from that broker is
+// wholly taken, with the partitions unpaused at that moment. So the records
+// it holds are taken first — all but one, which keeps the fetch buffered
+// and the next one unsent — then the partitions are paused, and the last
+// record's poll lets the next fetch go without them. What is fetched again:
+// the batch of that last record when it is a paused partition's, and, with
+// several brokers, a paused partition's share of a fetch its broker had in
+// flight (its buffered fetch was taken whole by the first poll).
+func (p *Pipeline) poll(ctx context.Context, pause []*task, lastErr *time.Time) kgo.Fetches {
+	if len(pause) > 0 {
+		if p.cl.BufferedFetchRecords() == 0 {
+			// Wait for the fetch in flight, which may carry their records.
+			if f := p.takeBuffered(ctx, 1, lastErr); f != nil {
+				return f
+			}
+		}
+		if n := p.cl.BufferedFetchRecords(); n > 1 {
+			if f := p.takeBuffered(ctx, int(n-1), lastErr); f != nil {
+				return f
+			}
+		}
+		for _, t := range pause {
+			t.pause()
+		}
+	}
+	return p.cl.PollRecords(ctx, pollMax)
+}
+
+// takeBuffered polls up to n records and dispatches them; it returns the
+// fetches only when the client closed or ctx ended (the caller stops).
+func (p *Pipeline) takeBuffered(ctx context.Context, n int, lastErr *time.Time) kgo.Fetches {
+	f := p.cl.PollRecords(ctx, n)
+	if f.IsClientClosed() || ctx.Err() != nil {
+		return f
+	}
+	p.logFetchErrors(f, lastErr)
+	p.dispatch(f)
+	return nil
 }
 
 // logFetchErrors logs fetch errors, at most one every 5 s (lastErr); a

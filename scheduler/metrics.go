@@ -61,6 +61,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		faults    = counter("wasmstream.guest.faults", "{fault}", "Guest faults (traps, panics, deadlines, out of memory, bad pointers...).")
 		restarted = counter("wasmstream.records.restarted", "{record}", "Records restarted because their instance was discarded while they waited.")
 		commits   = counter("wasmstream.commits", "{commit}", "Successful offset commits.")
+		read      = counter("wasmstream.fetch.records_read", "{record}", "Records the client decoded from fetch responses; beyond wasmstream.records.fetched, records read again (a batch begun before the fetch offset, a paused partition's share of a fetch dropped).")
+		pauses    = counter("wasmstream.fetch.pauses", "{pause}", "Times a partition's fetching was paused for backpressure (a task at twice its bounds while others took records).")
 		verRecs   = counter("wasmstream.version.records", "{record}", "Records decided per module version (digest; canary true for a canary's), on this host since the version was loaded.")
 		verFailed = counter("wasmstream.version.failed", "{record}", "Of wasmstream.version.records, those that failed (a fault or an error status).")
 		logDrop   = counter("wasmstream.guest.log.dropped", "{line}", "Guest log lines dropped over limits.log_bytes_per_second and limits.log_burst_bytes.")
@@ -119,6 +121,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			}
 			p.psMu.Unlock()
 			o.ObserveInt64(commits, p.stats.Commits.Load(), metric.WithAttributes(pipe))
+			o.ObserveInt64(read, p.stats.Read.Load(), metric.WithAttributes(pipe))
+			o.ObserveInt64(pauses, p.stats.Pauses.Load(), metric.WithAttributes(pipe))
 			if !p.role.isRetry() {
 				for _, v := range r.Versions(p.pc.Name) {
 					at := metric.WithAttributes(pipe, attribute.String("digest", v.Digest[:12]), attribute.Bool("canary", v.Canary))

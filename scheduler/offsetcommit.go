@@ -44,10 +44,11 @@ func (c offsetCommits) run(ctx context.Context) {
 	defer close(p.pollDone)
 	var lastErr time.Time
 	for {
-		if !p.awaitDemand(ctx) {
+		pause, ok := p.awaitDemand(ctx)
+		if !ok {
 			return
 		}
-		fetches := p.cl.PollRecords(ctx, 10000)
+		fetches := p.poll(ctx, pause, &lastErr)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			p.cl.AllowRebalance()
 			return

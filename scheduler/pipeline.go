@@ -222,6 +222,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(cfg.Kafka.FetchMaxWait),
+		kgo.FetchMaxPartitionBytes(cfg.Kafka.FetchMaxPartitionBytes),
 		kgo.SessionTimeout(cfg.Kafka.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.Kafka.RebalanceTimeout),
 		kgo.OnPartitionsAssigned(p.onAssigned),

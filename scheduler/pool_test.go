@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -176,6 +177,7 @@ func TestBackpressureBoundsInFlight(t *testing.T) {
 	const n = 30000
 	produceHash(t, brokers, "in", n, func(i int) string { return "k" }, func(int) int { return 20 })
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "hash"), "in", "out", "dlq", "    max_in_flight: 100", "")
+	cfg.Kafka.FetchMaxPartitionBytes = 128 << 10
 	r := startRunner(t, cfg)
 	defer r.Stop(context.Background())
 	maxIn, held := int64(0), int64(0)
@@ -197,19 +199,24 @@ func TestBackpressureBoundsInFlight(t *testing.T) {
 // TestBackpressurePausesOnlyTheFullPartition: one partition's records are
 // slow, the other's fast. Polling goes on for the fast one, so the slow one's
 // task must pause its partition (at pauseFactor times max_in_flight, plus
-// one poll), not grow with every poll; every record is done.
+// what the client had fetched for it: at most one fetch's share of a
+// partition, kafka.fetch_max_partition_bytes), not grow with every poll; every record is done, and a
+// pause costs no fetch (nothing is read twice).
 func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
 	const slow, fast = 20000, 60000
-	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	const size = 400 // bytes of a value
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(32<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	var recs []*kgo.Record
 	for i := 0; i < slow+fast; i++ {
 		part, rounds := int32(1), "0"
 		if i < slow {
 			part, rounds = 0, "20"
 		}
-		recs = append(recs, &kgo.Record{Topic: "in", Partition: part, Key: []byte("k"), Value: []byte(strconv.Itoa(i)),
+		v := append([]byte(strconv.Itoa(i)+" "), bytes.Repeat([]byte{'x'}, size)...)
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: part, Key: []byte("k"), Value: v,
 			Headers: []kgo.RecordHeader{{Key: "rounds", Value: []byte(rounds)}}})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -218,6 +225,7 @@ func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "hash"), "in", "out", "dlq", "    max_in_flight: 100", "")
+	cfg.Kafka.FetchMaxPartitionBytes = 128 << 10
 	r := startRunner(t, cfg)
 	defer r.Stop(context.Background())
 	p := r.Pipelines()[0]
@@ -235,8 +243,20 @@ func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 	if !paused {
 		t.Fatal("the slow partition was never paused while the fast one was polled")
 	}
-	if maxSlow > pauseFactor*100+10000 {
-		t.Fatalf("the slow partition's task held %d records with max_in_flight 100", maxSlow)
+	// Paused at pauseFactor*100, plus the partition's share of the fetch the
+	// client held and of the one it had in flight (fetch_max_partition_bytes
+	// each), plus a batch.
+	oneFetch := int(cfg.Kafka.FetchMaxPartitionBytes) / size
+	if limit := pauseFactor*100 + 3*oneFetch; maxSlow > limit {
+		t.Fatalf("the slow partition's task held %d records with max_in_flight 100 (limit %d)", maxSlow, limit)
 	}
-	t.Logf("slow partition: peak in flight %d (max_in_flight 100, paused at %d, one poll returns at most 10000)", maxSlow, pauseFactor*100)
+	// A pause leaves the client one record, which may be the paused
+	// partition's: its batch is read again. Dropping what the client held
+	// would read a fetch's share (~oneFetch) again per pause.
+	batch := (32 << 10) / size
+	pauses := int(p.stats.Pauses.Load())
+	if again := int(p.stats.Read.Load()) - (slow + fast); again > pauses*batch {
+		t.Fatalf("the client read %d records again over %d pauses: more than a batch (%d) per pause", again, pauses, batch)
+	}
+	t.Logf("slow partition: peak in flight %d (max_in_flight 100, paused at %d, a fetch's share %d records); pauses %d", maxSlow, pauseFactor*100, oneFetch, p.stats.Pauses.Load())
 }

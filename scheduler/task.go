@@ -185,29 +185,43 @@ func (t *task) fullLocked() bool {
 	return t.inFlight >= t.p.pc.MaxInFlight || t.bytes >= t.p.pc.MaxInFlightBytes
 }
 
-// wantsRecords reports whether the task takes more records: it is under its
-// bounds and its partition is not paused.
-func (t *task) wantsRecords() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return !t.stopping && !t.paused && !t.fullLocked()
-}
+// demand is a task's part in the poll loop's backpressure.
+type demand int8
+
+const (
+	demandTakes    demand = iota // under its bounds: a poll has a taker
+	demandFull                   // at its bounds: no part in the demand, still fetched
+	demandPauseDue               // at pauseFactor times its bounds: to be paused
+	demandPaused                 // paused, or stopping
+)
 
 // pauseFactor: a task whose partition is still being polled for others
-// stops its partition's fetching at this many times its bounds. Between
-// once and twice its bounds it takes no part in the demand for records but
-// stays unpaused: pausing makes franz-go drop what it buffered for the
-// partition, to be fetched again (measured: 0.3 records fetched again per
-// record at once its bounds, none at twice; RATIONALE.md, "Backpressure").
+// stops its partition's fetching at this many times its bounds; flowLoop
+// resumes it at half of them. Between once and pauseFactor times its bounds
+// it takes no part in the demand for records but stays unpaused, taking
+// what polls for the others bring. A pause costs no fetch: Pipeline.poll
+// takes what the client holds for the partition first.
 const pauseFactor = 2
 
-// pauseIfFull pauses the partition's fetching when the task holds
-// pauseFactor times its bounds (the pipeline calls it only while other tasks
-// still take records: see Pipeline.awaitDemand).
-func (t *task) pauseIfFull() {
+func (t *task) demandState() demand {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.paused && !t.stopping && (t.inFlight >= pauseFactor*t.p.pc.MaxInFlight || t.bytes >= pauseFactor*t.p.pc.MaxInFlightBytes) {
+	switch {
+	case t.stopping || t.paused:
+		return demandPaused
+	case t.inFlight >= pauseFactor*t.p.pc.MaxInFlight || t.bytes >= pauseFactor*t.p.pc.MaxInFlightBytes:
+		return demandPauseDue
+	case t.fullLocked():
+		return demandFull
+	}
+	return demandTakes
+}
+
+// pause stops the partition's fetching (Pipeline.poll); flowLoop resumes it.
+func (t *task) pause() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.paused && !t.stopping {
 		t.paused = true
 		t.p.stats.Pauses.Add(1)
 		t.p.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})

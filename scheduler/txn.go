@@ -84,10 +84,10 @@ func (x *transactions) run(ctx context.Context) {
 		if x.released.Load() >= int64(p.pc.Transactions.MaxRecords) {
 			cancel() // a cut is due already
 		}
-		polled := p.awaitDemand(pctx) // false at the cut's deadline: no poll
+		pause, polled := p.awaitDemand(pctx) // false at the cut's deadline: no poll
 		var fetches kgo.Fetches
 		if polled {
-			fetches = p.cl.PollRecords(pctx, 10000)
+			fetches = p.poll(pctx, pause, &lastErr)
 		}
 		x.pollStop.Store(nil)
 		cancel()

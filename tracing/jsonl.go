@@ -10,8 +10,8 @@ import (
 	"io"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/wasmstream/wasmstream/internal/jsonw"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -82,9 +82,9 @@ func appendSpanJSON(b []byte, s sdktrace.ReadOnlySpan) []byte {
 		b = append(b, '"')
 	}
 	b = append(b, `,"name":`...)
-	b = appendJSONString(b, s.Name())
+	b = jsonw.AppendString(b, s.Name())
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, s.SpanKind().String())
+	b = jsonw.AppendString(b, s.SpanKind().String())
 	b = append(b, `,"start":"`...)
 	b = s.StartTime().UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","end":"`...)
@@ -96,9 +96,9 @@ func appendSpanJSON(b []byte, s sdktrace.ReadOnlySpan) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, string(kv.Key))
+			b = jsonw.AppendString(b, string(kv.Key))
 			b = append(b, ':')
-			b = appendJSONString(b, kv.Value.Emit())
+			b = jsonw.AppendString(b, kv.Value.Emit())
 		}
 		b = append(b, '}')
 	}
@@ -108,68 +108,13 @@ func appendSpanJSON(b []byte, s sdktrace.ReadOnlySpan) []byte {
 			msg = "error"
 		}
 		b = append(b, `,"error":`...)
-		b = appendJSONString(b, msg)
+		b = jsonw.AppendString(b, msg)
 	}
 	if v, ok := s.Resource().Set().Value("service.name"); ok && v.AsString() != "" {
 		b = append(b, `,"service":`...)
-		b = appendJSONString(b, v.AsString())
+		b = jsonw.AppendString(b, v.AsString())
 	}
 	return append(b, '}', '\n')
-}
-
-// appendJSONString appends s as a JSON string, escaped as encoding/json
-// escapes it (HTML characters included; invalid UTF-8 becomes U+FFFD).
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0 // s[start:i] needs no escaping and is appended in one go
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += n
-			start = i
-			continue
-		}
-		i += n
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 func (e *jsonlExporter) Shutdown(ctx context.Context) error {

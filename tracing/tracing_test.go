@@ -219,15 +219,3 @@ func TestSpansLostCounted(t *testing.T) {
 		t.Fatalf("SpansLost = %d, want 300", got)
 	}
 }
-
-func FuzzJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", `q"uo\te`, "\n\r\t\b\f\x00\x1f<>&", "\xff\xfe", "é€😀", "\u2028\u2029", "a\xc3"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Fatalf("appendJSONString(%q) = %s, encoding/json %s", s, got, want)
-		}
-	})
-}

@@ -7,10 +7,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/jsonw"
 )
 
 // The expected behaviour of each example, from its specification
@@ -199,69 +199,14 @@ func lookupKey(rawURL string) (string, error) {
 // lookupValue is the lookup example's output value.
 func lookupValue(r *abi.Record, found []byte) []byte {
 	b := append([]byte(nil), `{"key":`...)
-	b = appendJSONString(b, r.Key)
+	b = jsonw.AppendString(b, r.Key)
 	b = append(b, `,"record":`...)
-	b = appendEmbedded(b, r.Value)
+	b = jsonw.AppendValue(b, r.Value)
 	b = append(b, `,"lookup":`...)
-	b = appendEmbedded(b, found)
+	b = jsonw.AppendValue(b, found)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(r.Attempt), 10)
 	return append(b, '}')
-}
-
-// appendEmbedded appends v as JSON when it is JSON, as a string otherwise,
-// nil as null.
-func appendEmbedded(b, v []byte) []byte {
-	switch {
-	case v == nil:
-		return append(b, "null"...)
-	case json.Valid(v):
-		return append(b, v...)
-	}
-	return appendJSONString(b, v)
-}
-
-// appendJSONString appends s as a JSON string escaped as encoding/json
-// does (HTML characters escaped, invalid UTF-8 as U+FFFD).
-func appendJSONString(b, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c == '\b':
-				b = append(b, '\\', 'b')
-			case c == '\f':
-				b = append(b, '\\', 'f')
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			b = append(b, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(b, '"')
 }
 
 func expectationOf(example string) func(Vector) want {

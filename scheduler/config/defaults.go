@@ -58,6 +58,7 @@ func Defaults() Config {
 			StartOffset:            "earliest",
 			CommitInterval:         time.Second,
 			FetchMaxWait:           100 * time.Millisecond,
+			FetchMaxPartitionBytes: 1 << 20,
 			SessionTimeout:         45 * time.Second,
 			RebalanceTimeout:       time.Minute,
 			TopicPartitions:        4,

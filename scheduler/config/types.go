@@ -40,7 +40,13 @@ type Kafka struct {
 	// data. A partition resumed after backpressure is fetched only once the
 	// fetch in flight for the others returns, so this is also the longest
 	// a resumed partition waits (RATIONALE.md, "Backpressure").
-	FetchMaxWait           time.Duration `koanf:"fetch_max_wait"`
+	FetchMaxWait time.Duration `koanf:"fetch_max_wait"`
+	// FetchMaxPartitionBytes is the most one fetch asks of a partition
+	// (always at least one record batch). It is also what a paused task may
+	// hold beyond its bounds: the records the client had fetched for it
+	// before the pause are handed to it, not dropped (DESIGN.md,
+	// "Backpressure").
+	FetchMaxPartitionBytes int32         `koanf:"fetch_max_partition_bytes"`
 	SessionTimeout         time.Duration `koanf:"session_timeout"`
 	RebalanceTimeout       time.Duration `koanf:"rebalance_timeout"`
 	CreateTopics           bool          `koanf:"create_topics"`

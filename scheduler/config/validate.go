@@ -79,6 +79,9 @@ func (c *Config) checkKafka(add addFunc) {
 	if k.FetchMaxWait < time.Millisecond || k.FetchMaxWait > 30*time.Second {
 		add("kafka.fetch_max_wait", "%s: want 1ms to 30s", k.FetchMaxWait)
 	}
+	if k.FetchMaxPartitionBytes < 1024 || k.FetchMaxPartitionBytes > 64<<20 {
+		add("kafka.fetch_max_partition_bytes", "%d: want 1 KiB to 64 MiB", k.FetchMaxPartitionBytes)
+	}
 	if k.CommitInterval < 10*time.Millisecond {
 		add("kafka.commit_interval", "%s is below the minimum of 10ms", k.CommitInterval)
 	}

@@ -30,14 +30,12 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/wasmstream/wasmstream/abi/guest"
 )
@@ -107,67 +105,12 @@ func leak() error {
 func result(r *guest.Record, found []byte) []byte {
 	b := make([]byte, 0, 64+len(r.Key)+len(r.Value)+len(found))
 	b = append(b, `{"key":`...)
-	b = appendString(b, r.Key)
+	b = guest.AppendJSONString(b, r.Key)
 	b = append(b, `,"record":`...)
-	b = appendEmbedded(b, r.Value)
+	b = guest.AppendJSON(b, r.Value)
 	b = append(b, `,"lookup":`...)
-	b = appendEmbedded(b, found)
+	b = guest.AppendJSON(b, found)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(r.Attempt), 10)
 	return append(b, '}')
-}
-
-// appendEmbedded appends v as JSON when it is JSON, as a string otherwise,
-// nil as null.
-func appendEmbedded(b, v []byte) []byte {
-	switch {
-	case v == nil:
-		return append(b, "null"...)
-	case json.Valid(v):
-		return append(b, v...)
-	}
-	return appendString(b, v)
-}
-
-// appendString appends s as a JSON string, escaped as encoding/json does
-// (invalid UTF-8 becomes U+FFFD).
-func appendString(b, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c == '\b':
-				b = append(b, '\\', 'b')
-			case c == '\f':
-				b = append(b, '\\', 'f')
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			b = append(b, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(b, '"')
 }
