@@ -38,6 +38,7 @@ type job struct {
 
 	// The release (set by settle, acted on by deliver).
 	ordered bool    // it has a place in the partition's release order
+	late    bool    // ordered, but placed only when it settles or frees its lane (releaser.addLate)
 	settled bool    // its verdict is set (guarded by releaser.mu when ordered)
 	verdict verdict // what its outcome releases
 	outs    []abi.Output
@@ -75,7 +76,10 @@ func (*job) Value(any) any               { return nil }
 // (and every ordering under exactly_once), what a record's outcome produces
 // is released in offset order even when asynchronous completions decide
 // records out of order. Each job takes its place when it starts (add) and
-// is delivered once it and every job before it are settled.
+// is delivered once it and every job before it are settled. Under ordering
+// partition a job holds the partition's one lane from its start until it
+// settles or goes pending, so no other job can take a place meanwhile: it
+// takes its place then (addLate), in the same lock as its settling.
 type releaser struct {
 	mu   sync.Mutex
 	q    fifo.Queue[*job]
@@ -84,10 +88,22 @@ type releaser struct {
 }
 
 func (rl *releaser) add(j *job) {
-	j.ordered = true
+	j.ordered, j.late = true, false
 	rl.mu.Lock()
 	rl.q.Push(j)
 	rl.mu.Unlock()
+}
+
+// addLate gives j a place in the order to be taken later: when it settles,
+// or by add before it frees the lane it holds. Only for a job that holds
+// the partition's single lane (ordering partition).
+func (rl *releaser) addLate(j *job) { j.ordered, j.late = true, true }
+
+// placeLate takes the place of a job given one by addLate, if not yet.
+func (rl *releaser) placeLate(j *job) {
+	if j.late {
+		rl.add(j)
+	}
 }
 
 // settle marks j's verdict set and delivers every settled job at the head
@@ -98,6 +114,10 @@ func (rl *releaser) settle(j *job) {
 	if rl.gone != nil {
 		rl.gone(j.held) // the task closed: the outcome is not released
 		return
+	}
+	if j.late {
+		j.late = false
+		rl.q.Push(j)
 	}
 	j.settled = true
 	for {
@@ -144,8 +164,18 @@ func (w *worker) settle(j *job, v verdict) {
 		w.t.deliver(j)
 	}
 	if ln != nil {
-		w.t.release(ln)
+		w.releaseLane(ln)
 	}
+}
+
+// releaseLane frees ln. While the worker admits records it only notes the
+// lane: admit frees it with its next pick, under the same lock.
+func (w *worker) releaseLane(ln *lane) {
+	if w.admitting {
+		w.freeLane = ln
+		return
+	}
+	w.t.release(ln)
 }
 
 // deliver acts on j's verdict: the release's last step, in order where the
@@ -165,11 +195,14 @@ func (t *task) deliver(j *job) {
 // drop gives up on j without an outcome: it stays uncommitted, and the
 // partition's next owner processes it again.
 func (t *task) drop(j *job) {
-	if j.ordered && !t.p.commit.dropKeepsPlace() {
-		// Under exactly_once its place stays unsettled: nothing behind a
-		// record that is not done may enter a transaction.
+	switch {
+	case j.ordered && !t.p.commit.dropKeepsPlace():
 		j.verdict = verdictNone
 		t.rel.settle(j)
+	case j.ordered:
+		// Under exactly_once its place stays unsettled: nothing behind a
+		// record that is not done may enter a transaction.
+		t.rel.placeLate(j)
 	}
 	t.mu.Lock()
 	t.started--

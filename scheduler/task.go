@@ -298,6 +298,11 @@ func (t *task) pickLocked() (*kgo.Record, *lane) {
 // still be in flight: produce order per partition keeps outputs in order).
 func (t *task) release(ln *lane) {
 	t.mu.Lock()
+	t.releaseLocked(ln)
+	t.mu.Unlock()
+}
+
+func (t *task) releaseLocked(ln *lane) {
 	if ln != nil {
 		ln.busy = false
 		switch {
@@ -309,7 +314,6 @@ func (t *task) release(ln *lane) {
 		}
 	}
 	t.dispatchLocked()
-	t.mu.Unlock()
 }
 
 // stop makes the task take no further record; workers finish the record in

@@ -75,6 +75,11 @@ type worker struct {
 	lastUsed  time.Time // when it last started a record or had one pending
 	keptUntil time.Time // kept as part of the minimum: no idle check before
 
+	// admit: while it runs, a lane the worker's records free is noted in
+	// freeLane and freed with the next pick, under the same task.mu.
+	admitting bool
+	freeLane  *lane
+
 	// Read by metrics from other goroutines.
 	state   atomic.Int32 // workerIdle, workerBusy, workerAwaiting
 	handled atomic.Int64 // records decided on this worker
@@ -357,9 +362,21 @@ func (w *worker) upgrade() {
 // is then counted off the task's workers already).
 func (w *worker) admit() (took, refused, retire bool) {
 	t := w.t
+	w.admitting = true
+	defer func() {
+		w.admitting = false
+		if ln := w.freeLane; ln != nil {
+			w.freeLane = nil
+			t.release(ln)
+		}
+	}()
 	for w.canTake() {
 		async := t.p.async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
+		if ln := w.freeLane; ln != nil {
+			w.freeLane = nil
+			t.releaseLocked(ln)
+		}
 		if t.stopping {
 			t.mu.Unlock()
 			return took, false, false
@@ -507,7 +524,11 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
 			}
 		}
 	}
-	if t.rel != nil {
+	switch {
+	case t.rel == nil:
+	case t.p.pc.Ordering == config.OrderPartition && ln != nil:
+		t.rel.addLate(j)
+	default:
 		t.rel.add(j)
 	}
 	return j
@@ -560,7 +581,8 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		if t.p.pc.Ordering == config.OrderPartition && j.ln != nil {
 			// Pipelining: the partition's next record may start; the release
 			// order keeps its outputs behind this one's.
-			t.release(j.ln)
+			t.rel.placeLate(j)
+			w.releaseLane(j.ln)
 			j.ln = nil
 		}
 		return

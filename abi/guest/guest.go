@@ -39,7 +39,9 @@ import (
 type Header = abi.Header
 
 // Record is the record being processed. Its byte slices are only valid until
-// the processing function returns: copy what must outlive the call.
+// the processing function returns: copy what must outlive the call. They are
+// the processor's own copy of the record: it may change them in place and
+// emit them (Emit copies), which spares an allocation per record.
 type Record struct {
 	Topic     string
 	Partition int32

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -30,4 +31,18 @@ func TestUppercaseNullValue(t *testing.T) {
 	if res.Err != nil || len(res.Outputs) != 1 || res.Outputs[0].Value != nil {
 		t.Fatalf("null value: %+v", res)
 	}
+}
+
+// FuzzToUpper: the in-place ASCII path and the fallback agree with
+// bytes.ToUpper on any input.
+func FuzzToUpper(f *testing.F) {
+	for _, s := range []string{"", "hello, World", "hello, Wörld", "ß", "\xff\xfe", "abc\x80"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		want := bytes.ToUpper(v)
+		if got := toUpper(append([]byte(nil), v...)); !bytes.Equal(got, want) {
+			t.Fatalf("toUpper(%q) = %q, bytes.ToUpper %q", v, got, want)
+		}
+	})
 }
