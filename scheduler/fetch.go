@@ -129,36 +129,32 @@ const pollMax = 10000
 // the batch of that last record when it is a paused partition's, and, with
 // several brokers, a paused partition's share of a fetch its broker had in
 // flight (its buffered fetch was taken whole by the first poll).
+//
+// Once a poll has returned records, rebalances wait (BlockRebalanceOnPoll)
+// until the loop calls AllowRebalance: every poll after the first is given
+// no context, so it returns what the client holds without waiting for more.
 func (p *Pipeline) poll(ctx context.Context, pause []*task, lastErr *time.Time) kgo.Fetches {
-	if len(pause) > 0 {
-		if p.cl.BufferedFetchRecords() == 0 {
-			// Wait for the fetch in flight, which may carry their records.
-			if f := p.takeBuffered(ctx, 1, lastErr); f != nil {
-				return f
-			}
-		}
-		if n := p.cl.BufferedFetchRecords(); n > 1 {
-			if f := p.takeBuffered(ctx, int(n-1), lastErr); f != nil {
-				return f
-			}
-		}
-		for _, t := range pause {
-			t.pause()
-		}
+	if len(pause) == 0 {
+		return p.cl.PollRecords(ctx, pollMax)
 	}
-	return p.cl.PollRecords(ctx, pollMax)
-}
-
-// takeBuffered polls up to n records and dispatches them; it returns the
-// fetches only when the client closed or ctx ended (the caller stops).
-func (p *Pipeline) takeBuffered(ctx context.Context, n int, lastErr *time.Time) kgo.Fetches {
-	f := p.cl.PollRecords(ctx, n)
-	if f.IsClientClosed() || ctx.Err() != nil {
-		return f
+	if p.cl.BufferedFetchRecords() == 0 {
+		// Wait for the fetch in flight, which may carry their records.
+		f := p.cl.PollRecords(ctx, 1)
+		if f.IsClientClosed() || ctx.Err() != nil {
+			return f
+		}
+		p.logFetchErrors(f, lastErr)
+		p.dispatch(f)
 	}
-	p.logFetchErrors(f, lastErr)
-	p.dispatch(f)
-	return nil
+	if n := p.cl.BufferedFetchRecords(); n > 1 {
+		f := p.cl.PollRecords(nil, int(n-1)) //nolint:staticcheck // nil: take what is held, never wait
+		p.logFetchErrors(f, lastErr)
+		p.dispatch(f)
+	}
+	for _, t := range pause {
+		t.pause()
+	}
+	return p.cl.PollRecords(nil, pollMax) //nolint:staticcheck // nil: take what is held, never wait
 }
 
 // logFetchErrors logs fetch errors, at most one every 5 s (lastErr); a

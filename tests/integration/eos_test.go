@@ -53,6 +53,13 @@ func eosCheck(t *testing.T, rd *kafkatest.Reader, count int) {
 			}
 		}
 	}
+	if dups > 0 { // which transactions carried the duplicates
+		for _, r := range rd.Recs {
+			if seen[string(r.Value)] > 1 {
+				t.Logf("duplicate %s: output partition %d offset %d, producer id %d epoch %d, at %s", r.Value, r.Partition, r.Offset, r.ProducerID, r.ProducerEpoch, r.Timestamp.Format("15:04:05.000"))
+			}
+		}
+	}
 	if len(seen) != count || dups > 0 || t.Failed() {
 		t.Fatalf("not exactly once: %d distinct outputs for %d inputs, %d duplicates, %d records read", len(seen), count, dups, len(rd.Recs))
 	}
