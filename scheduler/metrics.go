@@ -192,7 +192,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		o.ObserveInt64(hostHeld, held)
 		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
-	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, verRecs, verFailed, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
+	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, read, pauses, verRecs, verFailed, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
 		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog, poolTarget, poolReason, asyncLimit, asyncReason)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

@@ -106,6 +106,13 @@ func TestMetricsUnderKnownLoad(t *testing.T) {
 	if got := sumInt(m["wasmstream.records.fetched"], all); got != 900 {
 		t.Errorf("records.fetched %d, want 900", got)
 	}
+	// Every record read once (no backpressure here, nothing read again).
+	if got := sumInt(m["wasmstream.fetch.records_read"], all); got != 900 {
+		t.Errorf("fetch.records_read %d, want 900", got)
+	}
+	if m["wasmstream.fetch.pauses"] == nil {
+		t.Error("metric wasmstream.fetch.pauses missing")
+	}
 	// Histogram: one latency per record.
 	if h, ok := m["wasmstream.record.processing.duration"].(metricdata.Histogram[float64]); ok {
 		var c uint64
