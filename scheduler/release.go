@@ -163,7 +163,8 @@ func (t *task) deliver(j *job) {
 }
 
 // drop gives up on j without an outcome: it stays uncommitted, and the
-// partition's next owner processes it again.
+// partition's next owner processes it again (under a share group: it is
+// released, and another host takes it).
 func (t *task) drop(j *job) {
 	if j.ordered && !t.p.commit.dropKeepsPlace() {
 		// Under exactly_once its place stays unsettled: nothing behind a
@@ -174,6 +175,7 @@ func (t *task) drop(j *job) {
 	t.mu.Lock()
 	t.started--
 	t.mu.Unlock()
+	t.p.commit.abandoned(t, j.r)
 }
 
 // prepareOutputs makes the records j's outputs are produced as: the one
