@@ -73,7 +73,6 @@ func (p *Pipeline) shareAckResults(_ *kgo.Client, rs kgo.ShareAckResults) {
 	}
 }
 
-
 func (*shareAcks) recordsDoneOffsets() bool { return false }
 
 // markDone accepts r: its outcome is durable. False when r is no longer
@@ -286,5 +285,3 @@ func (t *task) forgetShared(r *kgo.Record) {
 	}
 	t.mu.Unlock()
 }
-
-
