@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
@@ -35,7 +38,15 @@ func TestShareTwoHostsSplitAndAccept(t *testing.T) {
 	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprintf("rec-%05d", i) })
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", shareKeys, "")
 	kafkatest.SetGroupConfigs(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "share.auto.offset.reset", "earliest")
-	r1 := startRunner(t, cfg)
+	r1, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	if err := r1.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
+		t.Fatal(err)
+	}
+	r1.Start()
 	r2 := startRunner(t, cfg)
 	rd := kafkatest.NewReader(t, brokers, "out")
 	rd.ReadUntil(t, 60*time.Second, "all outputs", func(rs []*kgo.Record) bool { return len(rs) >= n })
@@ -63,6 +74,17 @@ func TestShareTwoHostsSplitAndAccept(t *testing.T) {
 	}
 	if acquired != n || accepted != n {
 		t.Fatalf("acquired %d accepted %d, want %d", acquired, accepted, n)
+	}
+	// The metrics report r1's counters.
+	s1 := r1.pipelines[0].ShareStats()
+	m := collect(t, reader)
+	for name, want := range map[string]int64{"wasmstream.share.acquired": s1.Acquired.Load(), "wasmstream.share.accepted": s1.Accepted.Load(), "wasmstream.share.lock_lapses": 0} {
+		if got := sumInt(m[name], all); got != want {
+			t.Fatalf("%s = %d, want %d", name, got, want)
+		}
+	}
+	if got := sumInt(m["wasmstream.share.deliveries"], func(s attribute.Set) bool { v, _ := s.Value("delivery"); return v.AsString() == "1" }); got != s1.Acquired.Load() {
+		t.Fatalf("deliveries{delivery=1} = %d, want %d (no redelivery)", got, s1.Acquired.Load())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -150,4 +172,48 @@ func TestShareLockRenewedThroughLongCall(t *testing.T) {
 			s.Renewed.Load(), s.Lapsed.Load(), s.Redelivered.Load(), s.Acquired.Load(), n)
 	}
 	t.Logf("renewals %d", s.Renewed.Load())
+}
+
+// TestShareStopReleasesHeldRecords: a host stopped while its records wait
+// on 30 s lookups gives them back at once (RELEASE) instead of letting their
+// 30 s locks run out: a second host takes them right away, on their second
+// delivery (the guest's attempt 2), and every record comes out once.
+func TestShareStopReleasesHeldRecords(t *testing.T) {
+	srvSlow := lookupsrv.New(t, func(string) time.Duration { return 30 * time.Second })
+	srvFast := lookupsrv.New(t, nil)
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	const n = 30
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprintf(`"v%05d"`, i) })
+	slow := shareLookupConfig(t, brokers, srvSlow)
+	slow.Shutdown.DrainTimeout = 500 * time.Millisecond
+	kafkatest.SetGroupConfigs(t, brokers, slow.GroupID(&slow.Pipelines[0]), "share.auto.offset.reset", "earliest")
+	r1 := startRunner(t, slow)
+	kafkatest.Eventually(t, 30*time.Second, "the first host waits on every lookup", func() bool { return srvSlow.Cur.Load() == n })
+	stopped := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r1.Stop(ctx)
+	if got := r1.pipelines[0].ShareStats().Released.Load(); got != n {
+		t.Fatalf("released %d records at shutdown, want %d", got, n)
+	}
+	r2 := startRunner(t, shareLookupConfig(t, brokers, srvFast))
+	defer r2.Stop(context.Background())
+	rd := kafkatest.NewReader(t, brokers, "out")
+	rd.ReadUntil(t, 20*time.Second, "every output from the second host", func(rs []*kgo.Record) bool { return len(rs) >= n })
+	if d := time.Since(stopped); d > 15*time.Second {
+		t.Fatalf("outputs %s after the stop: the records waited for their locks to lapse", d)
+	}
+	var out []struct{ Attempt int }
+	for _, rec := range rd.Recs {
+		var o struct{ Attempt int }
+		json.Unmarshal(rec.Value, &o)
+		out = append(out, o)
+		if o.Attempt != 2 {
+			t.Fatalf("output %s on attempt %d, want 2 (its second delivery)", rec.Value, o.Attempt)
+		}
+	}
+	if len(out) != n {
+		t.Fatalf("%d outputs, want %d", len(out), n)
+	}
 }
