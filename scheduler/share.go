@@ -104,9 +104,9 @@ func (c *shareAcks) abandoned(t *task, r *kgo.Record) {
 // run is the poll loop: it polls only once every record of the previous
 // poll is acknowledged (a poll accepts whatever of the previous one is not)
 // and while the host is under host.max_in_flight, registers the records'
-// locks, and hands each partition's records to its task, which it creates
-// on first sight: a share group has no assignment callbacks, every member
-// may get records of every partition.
+// locks, and hands the records to the pipeline's one task (sharePool): a
+// share group has no assignment callbacks, and every member may get records
+// of every partition.
 func (c *shareAcks) run(ctx context.Context) {
 	p := c.p
 	p.wg.Add(2)
@@ -146,23 +146,31 @@ func (c *shareAcks) awaitAcks(ctx context.Context) bool {
 	return true
 }
 
-// dispatch hands each partition's records to its task, creating it first.
+// sharePool is the key of a consume: share pipeline's one task (its
+// metrics report topic "*", partition -1): a share group hands out records
+// of any partition in any mix, and ordering: none binds none of them to a
+// partition, so one pool of instances takes them all (instances sizes it).
+var sharePool = tp{"*", -1}
+
+// dispatch hands the poll's records to the pipeline's one task, creating it
+// at the first poll.
 func (c *shareAcks) dispatch(fetches kgo.Fetches) {
 	p := c.p
+	if fetches.NumRecords() == 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	t := p.tasks[sharePool]
+	if t == nil {
+		t = newTask(p, sharePool.topic, sharePool.partition, nil)
+		p.tasks[sharePool] = t
+		t.start()
+	}
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if len(fp.Records) == 0 {
-			return
+		if len(fp.Records) > 0 {
+			t.enqueueShared(fp.Records)
 		}
-		k := tp{fp.Topic, fp.Partition}
-		t := p.tasks[k]
-		if t == nil {
-			t = newTask(p, fp.Topic, fp.Partition, nil)
-			p.tasks[k] = t
-			t.start()
-		}
-		t.enqueueShared(fp.Records)
 	})
 }
 
@@ -259,9 +267,6 @@ func (t *task) enqueueShared(recs []*kgo.Record) {
 	for _, r := range recs {
 		nb += len(r.Key) + len(r.Value)
 		t.free.Push(r)
-		if p := r.Offset + 1; p > t.position.Load() {
-			t.position.Store(p)
-		}
 	}
 	n := len(recs)
 	t.queued += n

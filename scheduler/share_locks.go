@@ -42,6 +42,7 @@ type shareLock struct {
 // ShareStats are a consume: share pipeline's acknowledgement counters.
 type ShareStats struct {
 	Acquired    atomic.Int64 // records acquired by polls
+	Polls       atomic.Int64 // polls that returned records
 	Accepted    atomic.Int64 // records accepted (their outcome durable)
 	Released    atomic.Int64 // records given back for redelivery (shutdown, abort)
 	Renewed     atomic.Int64 // lock renewals sent
@@ -65,6 +66,9 @@ func newShareLocks(log *slog.Logger) *shareLocks {
 func (s *shareLocks) add(fetches kgo.Fetches, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if fetches.NumRecords() > 0 {
+		s.stats.Polls.Add(1)
+	}
 	fetches.EachRecord(func(r *kgo.Record) {
 		if d := r.AcquisitionDeadline(); !d.IsZero() {
 			if f := d.Sub(now); f > 0 {

@@ -56,3 +56,14 @@ func (r *Runner) registerShareMetrics(meter metric.Meter) error {
 	}, acquired, accepted, released, renewed, lapsed, ackErrors, deliveries)
 	return err
 }
+
+// ShareStats are the share-group counters of the pipeline named name; nil
+// when it does not consume through a share group.
+func (r *Runner) ShareStats(name string) *ShareStats {
+	for _, p := range r.pipelines {
+		if p.pc.Name == name && !p.role.isRetry() {
+			return p.ShareStats()
+		}
+	}
+	return nil
+}
