@@ -28,8 +28,9 @@ const shareKeys = `
 
 // TestShareTwoHostsSplitAndAccept: two hosts in one share group on one
 // partition of the in-process broker. Every record comes out exactly once
-// (nobody was lost or killed, so no record is processed twice), every
-// acquired record is accepted, and after the run no
+// (nobody was lost or killed, so no record is processed twice), no host
+// holds more locks than share.max_records, every acquired record is
+// accepted, and after the run no
 // record is left to deliver: a third member finds nothing.
 func TestShareTwoHostsSplitAndAccept(t *testing.T) {
 	brokers := kafkatest.Fake(t)
@@ -46,8 +47,29 @@ func TestShareTwoHostsSplitAndAccept(t *testing.T) {
 	if err := r1.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
 		t.Fatal(err)
 	}
+	r2, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The locks a host holds never exceed share.max_records (100).
+	maxHeld := make(chan int, 1)
+	stop := make(chan struct{})
+	go func() {
+		most := 0
+		for {
+			select {
+			case <-stop:
+				maxHeld <- most
+				return
+			case <-time.After(time.Millisecond):
+			}
+			for _, r := range []*Runner{r1, r2} {
+				most = max(most, r.pipelines[0].commit.(*shareAcks).locks.len())
+			}
+		}
+	}()
 	r1.Start()
-	r2 := startRunner(t, cfg)
+	r2.Start()
 	rd := kafkatest.NewReader(t, brokers, "out")
 	rd.ReadUntil(t, 60*time.Second, "all outputs", func(rs []*kgo.Record) bool { return len(rs) >= n })
 	seen := map[string]int{}
@@ -56,6 +78,10 @@ func TestShareTwoHostsSplitAndAccept(t *testing.T) {
 			t.Fatalf("output %q not uppercased", rec.Value)
 		}
 		seen[string(rec.Value)]++
+	}
+	close(stop)
+	if m := <-maxHeld; m > 100 || m == 0 {
+		t.Fatalf("a host held %d locks at most, want 1..100 (share.max_records)", m)
 	}
 	if len(seen) != n || len(rd.Recs) != n {
 		t.Fatalf("%d distinct outputs of %d, want %d each once", len(seen), len(rd.Recs), n)

@@ -32,8 +32,9 @@ const shareLimit = 64
 //   - partitions=4: one host with 4 instances on each side — the
 //     consumer group's one per partition task, the share group's one task
 //     (it takes every partition's records) with 4 — so equal lookups in
-//     flight (256); the share row reports x_group, its rate over the
-//     consumer group's of the same run;
+//     flight (256); the share rows (share.max_records 500, the default,
+//     and 2000) report x_group, their rate over the consumer group's of the
+//     same run;
 //   - partitions=1: hosts 1, 2 and 3 (runners in this process, one share
 //     group) on ONE partition, each with one instance: a consumer group
 //     keeps one of them busy (its row is the group with one host), a share
@@ -62,15 +63,20 @@ func BenchmarkShare(b *testing.B) {
 		}
 	}
 	var group float64
-	for _, consume := range []string{"group", "share"} {
+	for _, row := range []string{"group", "share", "share/max_records=2000"} {
 		in := emptyInput(b, brokers, 4)
-		b.Run(fmt.Sprintf("partitions=4/%s", consume), func(b *testing.B) {
+		consume, _, big := strings.Cut(row, "/")
+		b.Run(fmt.Sprintf("partitions=4/%s", row), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				inst := 1
 				if consume == "share" {
 					inst = 4
 				}
-				rate := shareRun(b, brokers, lookup, in, n, 1, keys(consume, inst))
+				k := keys(consume, inst)
+				if big {
+					k = append(k, "share: {max_records: 2000}")
+				}
+				rate := shareRun(b, brokers, lookup, in, n, 1, k)
 				if consume == "group" {
 					group = rate
 				} else if group > 0 {
