@@ -31,8 +31,9 @@ func shareClientOpts(p *Pipeline, brokers []string) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(p.cfg.Kafka.ClientID),
+		// The inputs are added by Pipeline.Start, as for a consumer group:
+		// the member joins only once the pipeline is built.
 		kgo.ShareGroup(p.group),
-		kgo.ConsumeTopics(p.pc.Inputs...),
 		// At most max_records locks at a time, and no fetch ahead: records
 		// a poll did not ask for would sit locked, their locks running.
 		kgo.ShareMaxRecords(int32(p.pc.Share.MaxRecords)),
