@@ -38,6 +38,9 @@ func shareClientOpts(p *Pipeline, brokers []string) []kgo.Opt {
 		// a poll did not ask for would sit locked, their locks running.
 		kgo.ShareMaxRecords(int32(p.pc.Share.MaxRecords)),
 		kgo.ShareMaxRecordsStrict(),
+		// A poll's bytes within the task's bound too (the broker still
+		// returns one record larger than this).
+		kgo.FetchMaxBytes(int32(min(p.pc.MaxInFlightBytes, 50<<20))), // 50 MiB: the client's default and most
 		kgo.ShareAckCallback(p.shareAckResults),
 		kgo.FetchMaxWait(p.cfg.Kafka.FetchMaxWait),
 		kgo.RecordPartitioner(newOutputPartitioner()),

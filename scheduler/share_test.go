@@ -243,3 +243,11 @@ func TestShareStopReleasesHeldRecords(t *testing.T) {
 		t.Fatalf("%d outputs, want %d", len(out), n)
 	}
 }
+
+// TestShareTraceAcrossRetries: under a share group, a record that fails
+// twice and then succeeds is one trace, as under a consumer group: attempt
+// 1 (its first delivery) → retry produce → attempts 2 and 3 in the retry
+// tier → output, and it is accepted once its retry copy is acknowledged.
+func TestShareTraceAcrossRetries(t *testing.T) {
+	checkTraceAcrossRetries(t, "    consume: share\n    ordering: none")
+}
