@@ -20,6 +20,10 @@ import (
 //   - transactions (exactly_once, txn.go): outcomes are released into an
 //     open transaction in offset order; a cut commits the watermarks inside
 //     the transaction.
+//   - shareAcks (consume: share, share.go): records come from a share
+//     group; outputs are produced as under offset commits, and each record
+//     is acknowledged (ACCEPT) once its outcome is durable, or given back
+//     (RELEASE) when the host cannot finish it.
 //
 // The pipeline's partition callbacks, Start and Stop, and a task's release
 // step call it; nothing else knows which one runs.
@@ -42,6 +46,12 @@ type committer interface {
 	// when its outcome is durable under the strategy.
 	deliverOutputs(t *task, j *job)
 	deliverFailure(t *task, r *kgo.Record, topic string, hs []kgo.RecordHeader, count counter, tr *tracing.Attempt, kind string, f failure)
+	// markDone is told that r's outcome is durable (task.finish) and
+	// reports whether r was still undecided: a record is finished once.
+	markDone(t *task, r *kgo.Record) bool
+	// abandoned is told that r was given up without an outcome
+	// (task.drop).
+	abandoned(t *task, r *kgo.Record)
 	// recordsDoneOffsets reports whether done offsets above the watermark
 	// are committed in the metadata (and read back by the next owner).
 	recordsDoneOffsets() bool

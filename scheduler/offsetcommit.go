@@ -32,6 +32,13 @@ func (c offsetCommits) releaseOrder(t *task) *releaser {
 func (c offsetCommits) recordsDoneOffsets() bool { return *c.p.cfg.Kafka.RecordDoneOffsets }
 func (offsetCommits) dropKeepsPlace() bool       { return false }
 
+// markDone marks r's offset done in its partition's tracker: from there it
+// reaches the commit watermark.
+func (offsetCommits) markDone(t *task, r *kgo.Record) bool { return t.tr.Done(r.Offset) }
+
+// abandoned leaves r uncommitted: the partition's next owner processes it.
+func (offsetCommits) abandoned(*task, *kgo.Record) {}
+
 // run fetches records and hands each partition's records to its task.
 // With BlockRebalanceOnPoll no rebalance runs between a poll and
 // AllowRebalance, so a batch is never dispatched to a task that was revoked

@@ -210,6 +210,14 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true
 	}
+	if pc.Consume == config.ConsumeShare {
+		// A share-group member (share.go): its own client and committer.
+		p.brokers = d.brokers
+		if err := newShareCommitter(p, d.brokers, extra...); err != nil {
+			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
+		}
+		return p, nil
+	}
 	reset := kgo.NewOffset().AtStart()
 	if cfg.Kafka.StartOffset == "latest" {
 		reset = kgo.NewOffset().AtEnd()

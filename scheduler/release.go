@@ -193,7 +193,8 @@ func (t *task) deliver(j *job) {
 }
 
 // drop gives up on j without an outcome: it stays uncommitted, and the
-// partition's next owner processes it again.
+// partition's next owner processes it again (under a share group: it is
+// released, and another host takes it).
 func (t *task) drop(j *job) {
 	switch {
 	case j.ordered && !t.p.commit.dropKeepsPlace():
@@ -207,6 +208,7 @@ func (t *task) drop(j *job) {
 	t.mu.Lock()
 	t.started--
 	t.mu.Unlock()
+	t.p.commit.abandoned(t, j.r)
 }
 
 // prepareOutputs makes the records j's outputs are produced as: the one

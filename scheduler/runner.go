@@ -157,6 +157,7 @@ func retryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *conf
 	s.Group = cfg.GroupID(pc) + ".retry"
 	s.Inputs = topics
 	s.Ordering = config.OrderNone
+	s.Consume = config.ConsumeGroup // retries wait until due: a consumer group holds no locks meanwhile
 	s.Instances = pc.Retry.Instances
 	if s.Transactions.ID != "" {
 		s.Transactions.ID += ".retry"

@@ -464,7 +464,7 @@ func (t *task) gauges(withSlots bool) taskGauges {
 }
 
 func (t *task) finish(r *kgo.Record) {
-	if !t.tr.Done(r.Offset) {
+	if !t.p.commit.markDone(t, r) {
 		return
 	}
 	t.p.stats.Done.Add(1)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -19,7 +20,8 @@ import (
 // tracedRun runs enrich over recs with retries through topics and the
 // JSON-lines exporter, until want outputs and dead letters arrived, and
 // returns the spans written and the outputs.
-func tracedRun(t *testing.T, ratio string, recs []*kgo.Record, wantOut, wantDLQ int) ([]tracing.Span, []*kgo.Record) {
+// keys are more pipeline keys (YAML lines indented for the pipeline).
+func tracedRun(t *testing.T, ratio string, recs []*kgo.Record, wantOut, wantDLQ int, keys ...string) ([]tracing.Span, []*kgo.Record) {
 	t.Helper()
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "p.retry.100ms", "p.retry.200ms")
@@ -29,8 +31,11 @@ func tracedRun(t *testing.T, ratio string, recs []*kgo.Record, wantOut, wantDLQ 
 	}
 	file := filepath.Join(t.TempDir(), "spans.jsonl")
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
-		"    retry: {max_attempts: 3, backoff: [100ms, 200ms]}",
+		strings.Join(append([]string{"    retry: {max_attempts: 3, backoff: [100ms, 200ms]}"}, keys...), "\n"),
 		fmt.Sprintf("tracing: {exporter: jsonl, file: %q, sample_ratio: %s}", file, ratio))
+	if cfg.Pipelines[0].Consume == config.ConsumeShare {
+		kafkatest.SetGroupConfigs(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "share.auto.offset.reset", "earliest")
+	}
 	r := startRunner(t, cfg)
 	out := kafkatest.NewReader(t, brokers, "out")
 	out.ReadUntil(t, time.Minute, "outputs", func(rs []*kgo.Record) bool { return len(rs) >= wantOut })
@@ -69,13 +74,17 @@ func traceIDOf(r *kgo.Record) string {
 // A record that fails twice and then succeeds is ONE trace: attempt 1 →
 // retry produce → attempt 2 → retry produce → attempt 3 → output; a poison
 // record's trace ends at its dead-letter produce.
-func TestTraceAcrossRetries(t *testing.T) {
+func TestTraceAcrossRetries(t *testing.T) { checkTraceAcrossRetries(t) }
+
+// checkTraceAcrossRetries is TestTraceAcrossRetries with more pipeline keys
+// (a share group's: TestShareTraceAcrossRetries).
+func checkTraceAcrossRetries(t *testing.T, keys ...string) {
 	recs := []*kgo.Record{
 		{Topic: "in", Key: []byte("transient"), Value: []byte(`{"fault":"transient","until":3}`)},
 		{Topic: "in", Key: []byte("poison"), Value: []byte(`{"fault":"retry"}`)},
 		{Topic: "in", Key: []byte("healthy"), Value: []byte(`{"ok":1}`)},
 	}
-	spans, outs := tracedRun(t, "1", recs, 2, 1)
+	spans, outs := tracedRun(t, "1", recs, 2, 1, keys...)
 	var transientOut *kgo.Record
 	for _, o := range outs {
 		if string(o.Key) == "transient" {

@@ -60,6 +60,14 @@ type transactions struct {
 // outcomes enter a transaction in offset order and a commit covers exactly
 // the records whose outputs it carries.
 func (x *transactions) releaseOrder(*task) *releaser { return &releaser{tx: x} }
+
+// markDone marks r's offset done; the next cut commits the watermark in
+// the transaction.
+func (x *transactions) markDone(t *task, r *kgo.Record) bool { return t.tr.Done(r.Offset) }
+
+// abandoned: r keeps its place unsettled (dropKeepsPlace) and stays
+// uncommitted.
+func (x *transactions) abandoned(*task, *kgo.Record) {}
 func (*transactions) recordsDoneOffsets() bool       { return false }
 func (*transactions) dropKeepsPlace() bool           { return true }
 

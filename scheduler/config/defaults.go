@@ -106,6 +106,8 @@ func PipelineDefaults() Pipeline {
 		MaxInFlight:      10000,
 		MaxInFlightBytes: 32 << 20,
 		Weight:           1,
+		Consume:          ConsumeGroup,
+		Share:            Share{MaxRecords: 500},
 		Instances: Instances{
 			Min:         1,
 			IdleTimeout: 30 * time.Second,

@@ -94,6 +94,27 @@ type Pipeline struct {
 	// core) relative to the other pipelines' while they all have records to
 	// run; its retry workers share it (host/internal/slots).
 	Weight int `koanf:"weight"`
+	// Consume is how the pipeline takes its input records: group (a
+	// consumer group: partitions are divided among the hosts) or share (a
+	// share group, KIP-932: every host takes records of every partition
+	// under a broker lock and acknowledges each one; ordering: none only,
+	// not with exactly_once). RATIONALE.md, "Share groups".
+	Consume string `koanf:"consume"`
+	Share   Share  `koanf:"share"`
+}
+
+// Consumption modes (pipelines[].consume).
+const (
+	ConsumeGroup = "group" // a consumer group: one owner per partition, offsets committed
+	ConsumeShare = "share" // a share group (KIP-932): records acquired under a lock, acknowledged one by one
+)
+
+// Share tunes a consume: share pipeline.
+type Share struct {
+	// MaxRecords is the most records one poll acquires (locks the host
+	// holds at a time): the next poll waits until every one of them is
+	// acknowledged. At most max_in_flight.
+	MaxRecords int `koanf:"max_records"`
 }
 
 // Delivery guarantees.

@@ -126,6 +126,7 @@ func (c *Config) checkPipelines(add addFunc) {
 		checkLimits(add, key, &p.Limits)
 		checkFlow(add, key, p)
 		checkTransactions(add, key, p)
+		checkShare(add, key, p)
 		checkInstances(add, key, p)
 		checkRetry(add, key, p, inputs)
 		checkAsync(add, key, &p.Async)
@@ -237,6 +238,29 @@ func checkFlow(add addFunc, key keyFunc, p *Pipeline) {
 	case AtLeastOnce, ExactlyOnce:
 	default:
 		add(key("guarantee"), "%q: want at_least_once or exactly_once", p.Guarantee)
+	}
+}
+
+// checkShare checks consume and the share section: a share group hands
+// records out one by one, so only ordering: none fits, and it has no
+// transactional acknowledgement (RATIONALE.md, "Share groups").
+func checkShare(add addFunc, key keyFunc, p *Pipeline) {
+	switch p.Consume {
+	case ConsumeGroup:
+		return
+	case ConsumeShare:
+	default:
+		add(key("consume"), "%q: want group or share", p.Consume)
+		return
+	}
+	if p.Ordering != OrderNone {
+		add(key("ordering"), "%q with consume: share: a share group hands a partition's records to several hosts at once, so only ordering: none is possible", p.Ordering)
+	}
+	if p.Guarantee == ExactlyOnce {
+		add(key("guarantee"), "exactly_once with consume: share: share groups have no transactional acknowledgement; use guarantee: at_least_once or consume: group")
+	}
+	if p.Share.MaxRecords < 1 || p.Share.MaxRecords > p.MaxInFlight || p.Share.MaxRecords > 10000 {
+		add(key("share.max_records"), "%d: want 1 to max_in_flight (%d), at most 10000", p.Share.MaxRecords, p.MaxInFlight)
 	}
 }
 

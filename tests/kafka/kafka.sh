@@ -281,6 +281,12 @@ transaction.state.log.num.partitions=8
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 
+# Share groups (KIP-932): a fresh 4.4 format enables share.version already.
+# Tests give a group a lock of a few seconds (the group config
+# share.record.lock.duration.ms), which the broker refuses below this floor
+# (15 s by default).
+group.share.min.record.lock.duration.ms=1000
+
 # No 3 s wait before the first rebalance of a new group.
 group.initial.rebalance.delay.ms=0
 EOF

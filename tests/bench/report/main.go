@@ -75,7 +75,7 @@ func Parse(r io.Reader) ([]Result, error) {
 var columns = []struct{ unit, title string }{
 	{"rec/s", "records/s"}, {"healthy_rec/s", "healthy records/s"}, {"x_ref", "× reference"}, {"x_off", "× off"},
 	{"bound_rec/s", "Little's bound"}, {"of_bound", "of bound"}, {"x_blocking", "× blocking"},
-	{"x_native", "× native Go"}, {"rec/txn", "records/transaction"},
+	{"x_native", "× native Go"}, {"x_group", "× consumer group"}, {"x_1host", "× one host"}, {"rec/txn", "records/transaction"},
 	{"p50_ms", "p50 ms"}, {"p99_ms", "p99 ms"}, {"cpu_s", "CPU s"}, {"peak_rss_MiB", "peak RSS MiB"},
 }
 

@@ -1,0 +1,249 @@
+// consume: share (RATIONALE.md, "Share groups"; DESIGN.md, "The share
+// path"): a pipeline whose records come from a share group (KIP-932). The
+// broker hands every member records of every partition under a lock; the
+// host acknowledges each one — ACCEPT once its outcome is durable, RELEASE
+// when it cannot finish it — and renews the locks of records that wait.
+// Everything between the poll and the acknowledgement is the consumer-group
+// path: tasks, workers, pools, async, failures, tracing.
+
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// shareAcks is the committer of a consume: share pipeline. Outputs and
+// failure copies are produced as under offset commits (the embedded
+// offsetCommits' deliverOutputs and deliverFailure); what differs is how a
+// record becomes durable: its acknowledgement instead of a watermark.
+type shareAcks struct {
+	offsetCommits
+	locks *shareLocks
+}
+
+// shareClientOpts are the client options of a share-group member.
+func shareClientOpts(p *Pipeline, brokers []string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ClientID(p.cfg.Kafka.ClientID),
+		// The inputs are added by Pipeline.Start, as for a consumer group:
+		// the member joins only once the pipeline is built.
+		kgo.ShareGroup(p.group),
+		// At most max_records locks at a time, and no fetch ahead: records
+		// a poll did not ask for would sit locked, their locks running.
+		kgo.ShareMaxRecords(int32(p.pc.Share.MaxRecords)),
+		kgo.ShareMaxRecordsStrict(),
+		// A poll's bytes within the task's bound too (the broker still
+		// returns one record larger than this).
+		kgo.FetchMaxBytes(int32(min(p.pc.MaxInFlightBytes, 50<<20))), // 50 MiB: the client's default and most
+		kgo.ShareAckCallback(p.shareAckResults),
+		kgo.FetchMaxWait(p.cfg.Kafka.FetchMaxWait),
+		kgo.RecordPartitioner(newOutputPartitioner()),
+		kgo.WithLogger(kgoLogger{p.log}),
+		kgo.WithHooks(readHook{&p.stats.Read}),
+	}
+}
+
+// newShareCommitter makes p a share-group member: its client, its role
+// (the broker's delivery count is the attempt) and its committer.
+func newShareCommitter(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append(shareClientOpts(p, brokers), extra...)...)
+	if err != nil {
+		return err
+	}
+	p.role = shareRole{p.role}
+	p.cl = cl
+	p.commit = &shareAcks{offsetCommits: offsetCommits{p}, locks: newShareLocks(p.log)}
+	return nil
+}
+
+// shareAckResults counts and logs the acknowledgements the broker refused
+// (a lock that lapsed, a leader that moved): those records are redelivered.
+func (p *Pipeline) shareAckResults(_ *kgo.Client, rs kgo.ShareAckResults) {
+	c, ok := p.commit.(*shareAcks)
+	if !ok {
+		return
+	}
+	for _, r := range rs {
+		if r.Err != nil {
+			c.locks.stats.AckErrors.Add(1)
+			p.log.Warn("share acknowledgement failed; the broker redelivers those records (at-least-once)", "topic", r.Topic, "partition", r.Partition, "err", r.Err)
+		}
+	}
+}
+
+func (*shareAcks) recordsDoneOffsets() bool { return false }
+
+// markDone accepts r: its outcome is durable. False when r is no longer
+// held (released at shutdown, or accepted already).
+func (c *shareAcks) markDone(t *task, r *kgo.Record) bool {
+	lapsed, ok := c.locks.take(r)
+	if !ok {
+		return false
+	}
+	r.Ack(kgo.AckAccept)
+	c.locks.stats.Accepted.Add(1)
+	if lapsed {
+		c.p.log.Warn("record accepted after its lock lapsed: another host may have processed it too", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+	}
+	return true
+}
+
+// abandoned releases r at once, so another host takes it without waiting
+// for its lock to lapse, and gives back what it counted in the task.
+func (c *shareAcks) abandoned(t *task, r *kgo.Record) {
+	if _, ok := c.locks.take(r); !ok {
+		return
+	}
+	r.Ack(kgo.AckRelease)
+	c.locks.stats.Released.Add(1)
+	t.forgetShared(r)
+}
+
+// run is the poll loop: it polls only once every record of the previous
+// poll is acknowledged (a poll accepts whatever of the previous one is not)
+// and while the host is under host.max_in_flight, registers the records'
+// locks, and hands the records to the pipeline's one task (sharePool): a
+// share group has no assignment callbacks, and every member may get records
+// of every partition.
+func (c *shareAcks) run(ctx context.Context) {
+	p := c.p
+	p.wg.Add(2)
+	go c.renewLoop()
+	go p.flowLoop()
+	defer close(p.pollDone)
+	var lastErr time.Time
+	for {
+		if !c.awaitAcks(ctx) {
+			return
+		}
+		fetches := p.cl.PollRecords(ctx, p.pc.Share.MaxRecords)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			// A record this poll returned stays held: stop releases it.
+			c.locks.add(fetches, time.Now())
+			return
+		}
+		p.logFetchErrors(fetches, &lastErr)
+		c.locks.add(fetches, time.Now())
+		c.dispatch(fetches)
+	}
+}
+
+// awaitAcks returns once no acquired record is held and the host is under
+// host.max_in_flight, or false when ctx ends first.
+func (c *shareAcks) awaitAcks(ctx context.Context) bool {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for c.locks.len() > 0 || c.p.budget.overInFlight() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.locks.empty:
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// sharePool is the key of a consume: share pipeline's one task (its
+// metrics report topic "*", partition -1): a share group hands out records
+// of any partition in any mix, and ordering: none binds none of them to a
+// partition, so one pool of instances takes them all (instances sizes it).
+var sharePool = tp{"*", -1}
+
+// dispatch hands the poll's records to the pipeline's one task, creating it
+// at the first poll.
+func (c *shareAcks) dispatch(fetches kgo.Fetches) {
+	p := c.p
+	if fetches.NumRecords() == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.tasks[sharePool]
+	if t == nil {
+		t = newTask(p, sharePool.topic, sharePool.partition, nil)
+		p.tasks[sharePool] = t
+		t.start()
+	}
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) > 0 {
+			t.enqueueShared(fp.Records)
+		}
+	})
+}
+
+// renewLoop keeps the held records' locks alive until the pipeline quits.
+func (c *shareAcks) renewLoop() {
+	p := c.p
+	defer p.wg.Done()
+	tick := time.NewTicker(c.locks.renewInterval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case now := <-tick.C:
+			if c.locks.renew(now) > 0 {
+				// Sent now, not with the next batch of acknowledgements.
+				ctx, cancel := context.WithTimeout(context.Background(), c.locks.renewInterval()*5)
+				if err := p.cl.FlushAcks(ctx); err != nil {
+					p.log.Debug("sending lock renewals", "err", err)
+				}
+				cancel()
+			}
+			tick.Reset(c.locks.renewInterval())
+		}
+	}
+}
+
+// A share group has no partition assignment: nothing is revoked or lost.
+func (*shareAcks) revoked(context.Context, map[string][]int32) {}
+func (*shareAcks) lost(map[string][]int32)                     {}
+
+// stop shuts the pipeline down once polling stopped: drain every task
+// (records in progress finish within shutdown.drain_timeout, and their
+// produces are acknowledged), release every record still held so that
+// another host takes it at once, send the acknowledgements, leave the group
+// and close the client.
+func (c *shareAcks) stop(ctx context.Context) {
+	p := c.p
+	p.mu.Lock()
+	tasks := make([]*task, 0, len(p.tasks))
+	for k, t := range p.tasks {
+		tasks = append(tasks, t)
+		delete(p.tasks, k)
+	}
+	p.mu.Unlock()
+	p.drain(tasks)
+	if n := c.locks.releaseAll(); n > 0 {
+		p.log.Info("released records not finished at shutdown; other hosts take them", "records", n)
+	}
+	close(p.quit)
+	p.wg.Wait()
+	p.bg.Close()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	if err := p.cl.FlushAcks(fctx); err != nil {
+		p.log.Warn("sending the last acknowledgements; records not acknowledged are redelivered after their lock", "err", err)
+	}
+	cancel()
+	for _, t := range tasks {
+		t.close()
+	}
+	if err := p.cl.LeaveGroupContext(ctx); err != nil {
+		p.log.Warn("leaving the share group", "err", err)
+	}
+	p.cl.Close()
+}
+
+// ShareStats are the pipeline's share-group counters; nil unless consume:
+// share.
+func (p *Pipeline) ShareStats() *ShareStats {
+	if c, ok := p.commit.(*shareAcks); ok {
+		return &c.locks.stats
+	}
+	return nil
+}
