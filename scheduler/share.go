@@ -12,7 +12,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // shareAcks is the committer of a consume: share pipeline. Outputs and
@@ -115,6 +117,7 @@ func (c *shareAcks) run(ctx context.Context) {
 	go c.renewLoop()
 	go p.flowLoop()
 	defer close(p.pollDone)
+	c.setStartOffset(ctx)
 	var lastErr time.Time
 	for {
 		if !c.awaitAcks(ctx) {
@@ -129,6 +132,32 @@ func (c *shareAcks) run(ctx context.Context) {
 		p.logFetchErrors(fetches, &lastErr)
 		c.locks.add(fetches, time.Now())
 		c.dispatch(fetches)
+	}
+}
+
+// setStartOffset makes kafka.start_offset the share group's
+// share.auto.offset.reset (where a share group with no state starts; the
+// broker's default is latest), as it is a consumer group's reset offset.
+// It is set at every start, before the member's first poll; a refusal (the
+// host lacks ALTER_CONFIGS on the group) is logged, not fatal.
+func (c *shareAcks) setStartOffset(ctx context.Context) {
+	p := c.p
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, p.group
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Op, cfg.Value = "share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(p.cfg.Kafka.StartOffset)
+	res.Configs = append(res.Configs, cfg)
+	req.Resources = append(req.Resources, res)
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, p.cl)
+	if err == nil && len(resp.Resources) == 1 {
+		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+	}
+	if err != nil {
+		p.log.Warn("could not set the share group's share.auto.offset.reset from kafka.start_offset (the host needs ALTER_CONFIGS on the group); a new group starts where the broker's default says",
+			"group", p.group, "start_offset", p.cfg.Kafka.StartOffset, "err", err)
 	}
 }
 

@@ -38,7 +38,6 @@ func TestShareTwoHostsSplitAndAccept(t *testing.T) {
 	const n = 2000
 	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprintf("rec-%05d", i) })
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", shareKeys, "")
-	kafkatest.SetGroupConfigs(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "share.auto.offset.reset", "earliest")
 	r1, err := NewRunner(context.Background(), cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +169,6 @@ func TestShareLockRenewedThroughLongCall(t *testing.T) {
 	const n = 40
 	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprintf(`"v%05d"`, i) })
 	cfg := shareLookupConfig(t, brokers, srv)
-	kafkatest.SetGroupConfigs(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "share.auto.offset.reset", "earliest")
 	r := startRunner(t, cfg)
 	defer r.Stop(context.Background())
 	// The idle host joins once the first holds every record.
@@ -213,7 +211,6 @@ func TestShareStopReleasesHeldRecords(t *testing.T) {
 	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprintf(`"v%05d"`, i) })
 	slow := shareLookupConfig(t, brokers, srvSlow)
 	slow.Shutdown.DrainTimeout = 500 * time.Millisecond
-	kafkatest.SetGroupConfigs(t, brokers, slow.GroupID(&slow.Pipelines[0]), "share.auto.offset.reset", "earliest")
 	r1 := startRunner(t, slow)
 	kafkatest.Eventually(t, 30*time.Second, "the first host waits on every lookup", func() bool { return srvSlow.Cur.Load() == n })
 	stopped := time.Now()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -33,9 +32,6 @@ func tracedRun(t *testing.T, ratio string, recs []*kgo.Record, wantOut, wantDLQ 
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
 		strings.Join(append([]string{"    retry: {max_attempts: 3, backoff: [100ms, 200ms]}"}, keys...), "\n"),
 		fmt.Sprintf("tracing: {exporter: jsonl, file: %q, sample_ratio: %s}", file, ratio))
-	if cfg.Pipelines[0].Consume == config.ConsumeShare {
-		kafkatest.SetGroupConfigs(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "share.auto.offset.reset", "earliest")
-	}
 	r := startRunner(t, cfg)
 	out := kafkatest.NewReader(t, brokers, "out")
 	out.ReadUntil(t, time.Minute, "outputs", func(rs []*kgo.Record) bool { return len(rs) >= wantOut })

@@ -140,7 +140,6 @@ pipelines:
 `, strings.Join(brokers, ","), group, module, in, in, in, strings.Join(keys, ", "))
 	cfgPath := filepath.Join(b.TempDir(), "c.yaml")
 	os.WriteFile(cfgPath, []byte(y), 0o644)
-	kafkatest.SetGroupConfigs(b, brokers, group+".p", "share.auto.offset.reset", "earliest")
 	var rs []*scheduler.Runner
 	for i := range hosts {
 		cfg, err := config.Load(cfgPath, nil, []string{fmt.Sprintf("host.id=share-%d", i), "host.max_instances=256"})

@@ -60,12 +60,11 @@ func shareHostConfig(t *testing.T, brokers []string, n, h string, srv *lookupsrv
 }
 
 // shareGroup creates the topics (one input partition) and sets the share
-// group's configs before any member joins: from the earliest offset, and a
-// lock of lock.
+// group's lock time before any member joins (the hosts set where it starts:
+// kafka.start_offset, earliest).
 func shareGroup(t *testing.T, brokers []string, n string, lock time.Duration) {
 	kafkatest.CreateTopic(t, brokers, 1, n+"-in", n+"-out", n+"-dlq")
-	kafkatest.SetGroupConfigs(t, brokers, n+".p", "share.auto.offset.reset", "earliest",
-		"share.record.lock.duration.ms", fmt.Sprint(lock.Milliseconds()))
+	kafkatest.SetGroupConfigs(t, brokers, n+".p", "share.record.lock.duration.ms", fmt.Sprint(lock.Milliseconds()))
 }
 
 // produceKeys produces one record per key to the input.
