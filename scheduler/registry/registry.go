@@ -260,27 +260,30 @@ func (r *Registry) follow() {
 		case <-ctx.Done():
 		}
 	}()
-	beat := time.NewTicker(HeartbeatInterval)
-	defer beat.Stop()
 	r.publishStatus(ctx)
+	// A poll ends by the next heartbeat's time, so that statuses are
+	// written every HeartbeatInterval (plus the write), not up to twice
+	// that as when a poll started just before a tick: other hosts count a
+	// host live for LiveFor, three intervals.
+	next := time.Now().Add(HeartbeatInterval)
 	for {
-		pctx, pcancel := context.WithTimeout(ctx, HeartbeatInterval)
+		pctx, pcancel := context.WithDeadline(ctx, next)
 		fs := r.cl.PollFetches(pctx)
 		pcancel()
 		if ctx.Err() != nil {
 			return
 		}
 		fs.EachRecord(func(rec *kgo.Record) { r.read(rec, true) })
-		select {
-		case <-beat.C:
-			r.publishStatus(ctx)
-			r.mu.Lock()
-			f := r.beat
-			r.mu.Unlock()
-			if f != nil {
-				f()
-			}
-		default:
+		if time.Now().Before(next) {
+			continue
+		}
+		next = time.Now().Add(HeartbeatInterval)
+		r.publishStatus(ctx)
+		r.mu.Lock()
+		f := r.beat
+		r.mu.Unlock()
+		if f != nil {
+			f()
 		}
 	}
 }

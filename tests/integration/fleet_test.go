@@ -131,9 +131,13 @@ func TestFleetDeployReachesEveryHost(t *testing.T) {
 			return strings.Contains(procs[i].logText(), "msg=\"running the deployed version\" pipeline=p digest="+v2digest[:12])
 		})
 	}
-	kafkatest.Eventually(t, time.Minute, "four live hosts on version 2", func() bool {
-		return strings.Count(processors(3), "runs "+v2digest[:12]) == 5 // the pipeline's line and four hosts
-	})
+	deadline := time.Now().Add(time.Minute)
+	for view := processors(3); strings.Count(view, "runs "+v2digest[:12]) != 5; view = processors(3) { // the pipeline's line and four hosts
+		if time.Now().After(deadline) {
+			t.Fatalf("after 1m0s: not four live hosts on version 2; processors on host 3:\n%s", view)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	close(stopLoad)
 	<-loadDone
