@@ -21,7 +21,6 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,14 +29,12 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -65,8 +62,6 @@ type Config struct {
 // Tracer creates attempts. Safe for concurrent use.
 type Tracer struct {
 	b     *batcher
-	res   *resource.Resource
-	scope instrumentation.Scope
 	ratio float64
 	close func() error
 }
@@ -120,84 +115,146 @@ func newTracer(exp sdktrace.SpanExporter, cfg Config, closeFn func() error) *Tra
 		name = "wasmstream"
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", name), attribute.String("service.version", cfg.Version))
-	b := &batcher{exp: exp, q: make(chan sdktrace.ReadOnlySpan, queueSpans), done: make(chan struct{})}
+	b := newBatcher(exp, res, name, instrumentation.Scope{Name: "github.com/wasmstream/wasmstream"})
 	go b.run()
-	return &Tracer{b: b, res: res, scope: instrumentation.Scope{Name: "github.com/wasmstream/wasmstream"}, ratio: cfg.SampleRatio, close: closeFn}
+	return &Tracer{b: b, ratio: cfg.SampleRatio, close: closeFn}
 }
 
 // Spans are built by wasmstream itself, not by the OpenTelemetry SDK's
 // tracer: an attempt knows every span's times and attributes when it
-// writes it, so it fills a finished span in one step and hands it to the
-// batcher, which passes batches to the SDK's exporters (OTLP, or ours).
-// The SDK's tracer cost three times as much per span (starting a recording
-// span, copying and deduplicating its attributes, snapshotting it at End,
-// its batch processor), and dropped spans when its queue was full.
+// writes it, so it fills a finished span (a span value, span.go) in one
+// step and hands it to the batcher, whose goroutine encodes it for the
+// exporter. The SDK's tracer cost three times as much per span (starting a
+// recording span, copying and deduplicating its attributes, snapshotting
+// it at End, its batch processor), and dropped spans when its queue was
+// full.
 //
-// The batcher's queue and batch, in spans: three to five spans a record,
-// so the queue holds a few thousand records' spans (a few MiB) while a
-// batch is written. A record that is traced is traced in full: when the
-// queue is full, ending a span waits for room, so a slow exporter slows
-// the records it traces instead of losing their spans.
+// The batcher's batch and queue, in spans: three to five spans a record,
+// so a batch is a few hundred records' spans, and the queue of full
+// batches a few thousand records' (a few MiB) while a batch is written.
+// Spans are appended to the open batch under a mutex, and the batcher's
+// goroutine is woken once per full batch (or by its timer), not once per
+// span as a channel of spans did. A record that is traced is traced in
+// full: when the queue is full, ending a span waits for room, so a slow
+// exporter slows the records it traces instead of losing their spans.
 const (
-	queueSpans    = 16384
 	batchSpans    = 2048
+	queueBatches  = 8
 	batchTimeout  = time.Second
 	exportTimeout = 30 * time.Second
 )
 
-// batcher queues finished spans and exports them in batches from its own
+// batcher collects finished spans in batches and exports them from its own
 // goroutine, which Shutdown waits for.
+//
+// Lock order: sending (read) before mu.
 type batcher struct {
-	exp  sdktrace.SpanExporter
-	q    chan sdktrace.ReadOnlySpan
-	done chan struct{}
-	lost atomic.Int64
+	exp   sdktrace.SpanExporter
+	lines *jsonlExporter // exp when it writes JSON lines: spans are encoded without the SDK's snapshot
+	res   *resource.Resource
+	svc   string // service.name in res
+	scope instrumentation.Scope
+	full  chan []span // full batches, to the goroutine; closed by Shutdown
+	free  chan []span // exported batches, for reuse
+	done  chan struct{}
+	lost  atomic.Int64
 
-	mu     sync.RWMutex // held for reading while sending on q; Shutdown closes q under it
-	closed bool
+	sending sync.RWMutex // held for reading while sending on full; Shutdown closes full under it
+	mu      sync.Mutex   // guards open and closed
+	open    []span       // the batch being filled
+	closed  bool
 }
 
-func (b *batcher) send(s sdktrace.ReadOnlySpan) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
+func newBatcher(exp sdktrace.SpanExporter, res *resource.Resource, svc string, scope instrumentation.Scope) *batcher {
+	b := &batcher{exp: exp, res: res, svc: svc, scope: scope,
+		full: make(chan []span, queueBatches), free: make(chan []span, queueBatches+2), done: make(chan struct{})}
+	b.lines, _ = exp.(*jsonlExporter)
+	b.open = make([]span, 0, batchSpans)
+	return b
+}
+
+func (b *batcher) send(s *span) {
+	b.sending.RLock()
+	defer b.sending.RUnlock()
+	b.mu.Lock()
 	if b.closed {
+		b.mu.Unlock()
 		b.lost.Add(1) // ended after shutdown
 		return
 	}
-	b.q <- s
+	b.open = append(b.open, *s)
+	if len(b.open) < batchSpans {
+		b.mu.Unlock()
+		return
+	}
+	full := b.open
+	b.open = b.buffer()
+	b.mu.Unlock()
+	b.full <- full
+}
+
+// buffer is an empty batch, reused when one is free.
+func (b *batcher) buffer() []span {
+	select {
+	case buf := <-b.free:
+		return buf
+	default:
+		return make([]span, 0, batchSpans)
+	}
+}
+
+// take takes the open batch, if it has spans (the timer's partial batch).
+func (b *batcher) take() []span {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.open) == 0 {
+		return nil
+	}
+	batch := b.open
+	b.open = b.buffer()
+	return batch
 }
 
 func (b *batcher) run() {
 	defer close(b.done)
-	batch := make([]sdktrace.ReadOnlySpan, 0, batchSpans)
-	flush := func() {
-		if len(batch) == 0 {
-			return
+	var ro []sdktrace.ReadOnlySpan
+	export := func(batch []span) {
+		var err error
+		if b.lines != nil {
+			err = b.lines.writeSpans(batch, b.svc)
+		} else {
+			ro = ro[:0]
+			for i := range batch {
+				ro = append(ro, batch[i].readOnly(b.res, b.scope))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), exportTimeout)
+			err = b.exp.ExportSpans(ctx, ro)
+			cancel()
+			clear(ro)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), exportTimeout)
-		if err := b.exp.ExportSpans(ctx, batch); err != nil {
+		if err != nil {
 			b.lost.Add(int64(len(batch)))
 			otel.Handle(err)
 		}
-		cancel()
 		clear(batch)
-		batch = batch[:0]
+		select {
+		case b.free <- batch[:0]:
+		default:
+		}
 	}
 	tick := time.NewTicker(batchTimeout)
 	defer tick.Stop()
 	for {
 		select {
-		case s, ok := <-b.q:
+		case batch, ok := <-b.full:
 			if !ok {
-				flush()
 				return
 			}
-			batch = append(batch, s)
-			if len(batch) == batchSpans {
-				flush()
-			}
+			export(batch)
 		case <-tick.C:
-			flush()
+			if batch := b.take(); batch != nil {
+				export(batch)
+			}
 		}
 	}
 }
@@ -217,12 +274,19 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	b := t.b
+	b.sending.Lock() // senders waiting for room are let through first
 	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.q)
-	}
+	was := b.closed
+	last := b.open
+	b.closed, b.open = true, nil
 	b.mu.Unlock()
+	if !was {
+		if len(last) > 0 {
+			b.full <- last // the goroutine runs (and takes mu only for its timer): room comes
+		}
+		close(b.full)
+	}
+	b.sending.Unlock()
 	var err error
 	select {
 	case <-b.done:
@@ -239,10 +303,7 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 }
 
 // export hands a finished span to the batcher.
-func (t *Tracer) export(s *tracetest.SpanStub) {
-	s.Resource, s.InstrumentationScope = t.res, t.scope
-	t.b.send(s.Snapshot())
-}
+func (t *Tracer) export(s *span) { t.b.send(s) }
 
 // child is a new span context in sc's trace.
 func child(sc trace.SpanContext) trace.SpanContext {
@@ -316,18 +377,9 @@ type Attempt struct {
 	events  []event // guest calls and operations, until decided
 	decided bool
 	kept    bool
-	sc      trace.SpanContext    // the attempt's span, once kept
-	open    bool                 // the attempt's span is not ended yet
-	attrs   []attribute.KeyValue // the attempt span's, once kept
-}
-
-type event struct {
-	name  string
-	kind  string // "wasm" or the operation kind
-	start time.Time
-	dur   time.Duration
-	err   string
-	attrs []attribute.KeyValue
+	sc      trace.SpanContext // the attempt's span, once kept
+	open    bool              // the attempt's span is not ended yet
+	key     string            // the record's key as an attribute, once kept
 }
 
 // Begin starts an attempt of a record whose headers header looks up.
@@ -375,11 +427,11 @@ func (a *Attempt) Call(export string, start time.Time, d time.Duration, err erro
 	if a == nil {
 		return
 	}
-	e := event{name: "wasm " + export, kind: "wasm", start: start, dur: d}
+	e := event{what: spanCall, prefix: "wasm ", subject: export, start: start, dur: d}
 	if err != nil {
-		e.err = err.Error()
+		e.failed, e.status = true, err.Error()
 	}
-	a.add(e)
+	a.add(&e)
 }
 
 // Op notes an asynchronous operation: its kind ("http", "timer"), what it
@@ -388,20 +440,33 @@ func (a *Attempt) Op(kind, desc string, start time.Time, d time.Duration, outcom
 	if a == nil {
 		return
 	}
-	e := event{name: kind + " " + desc, kind: kind, start: start, dur: d,
-		attrs: []attribute.KeyValue{attribute.String("wasmstream.async.kind", kind), attribute.String("wasmstream.async.outcome", outcome)}}
+	e := event{what: spanOp, prefix: kind + " ", subject: desc, start: start, dur: d, op: &opFacts{kind: kind, outcome: outcome}}
 	if outcome != "ok" {
-		e.err = outcome
+		e.failed, e.status = true, outcome
 	}
 	if kind == "http" {
 		if m, u, ok := strings.Cut(desc, " "); ok {
-			e.attrs = append(e.attrs, attribute.String("http.request.method", m), attribute.String("url.full", u))
+			e.op.method, e.op.url = m, u
 		}
 	}
-	a.add(e)
+	a.add(&e)
 }
 
-func (a *Attempt) add(e event) {
+// event is a guest call or an operation noted while the attempt runs: a
+// span once the attempt is kept.
+type event struct {
+	what            spanWhat
+	failed          bool
+	prefix, subject string
+	status          string
+	start           time.Time
+	dur             time.Duration
+	op              *opFacts // operations only
+}
+
+type opFacts struct{ kind, outcome, method, url string }
+
+func (a *Attempt) add(e *event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.decided {
@@ -410,7 +475,7 @@ func (a *Attempt) add(e event) {
 		}
 		return
 	}
-	a.events = append(a.events, e)
+	a.events = append(a.events, *e)
 }
 
 // Decide settles whether the attempt is traced: always when it failed or
@@ -432,47 +497,28 @@ func (a *Attempt) Decide(failed bool) bool {
 		a.events = nil
 		return false
 	}
-	i := &a.info
-	attrs := make([]attribute.KeyValue, 0, 19)
-	attrs = append(attrs,
-		attribute.String("messaging.system", "kafka"),
-		attribute.String("messaging.operation.type", "process"),
-		attribute.String("messaging.operation.name", "process"),
-		attribute.String("messaging.destination.name", i.Topic),
-		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(i.Partition))),
-		attribute.Int64("messaging.kafka.offset", i.Offset),
-		attribute.String("messaging.consumer.group.name", i.Group),
-		attribute.String("wasmstream.pipeline", i.Pipeline),
-		attribute.String("wasmstream.module.name", i.Module),
-		attribute.String("wasmstream.module.digest", i.ModuleDigest),
-		attribute.Int64("wasmstream.instance.id", int64(i.Instance)),
-		attribute.Int("wasmstream.attempt", i.Attempt),
-		attribute.String("wasmstream.origin.topic", i.OriginTopic),
-		attribute.Int("wasmstream.origin.partition", int(i.OriginPartition)),
-		attribute.Int64("wasmstream.origin.offset", i.OriginOffset),
-	)
-	if i.Key != nil {
-		attrs = append(attrs, attribute.String("messaging.kafka.message.key", keyString(i.Key)))
+	if a.info.Key != nil {
+		a.key = keyString(a.info.Key)
 	}
 	if a.parent.IsValid() {
 		a.sc = child(a.parent)
 	} else {
 		a.sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: newTraceID(), SpanID: newSpanID(), TraceFlags: trace.FlagsSampled})
 	}
-	a.attrs, a.open = attrs, true
-	for _, e := range a.events {
-		a.emit(e)
+	a.open = true
+	for i := range a.events {
+		a.emit(&a.events[i])
 	}
 	a.events = nil
 	return true
 }
 
 // emit writes e as a finished child span of the attempt's.
-func (a *Attempt) emit(e event) {
-	s := tracetest.SpanStub{Name: e.name, SpanContext: child(a.sc), Parent: a.sc, SpanKind: trace.SpanKindInternal,
-		StartTime: e.start, EndTime: e.start.Add(e.dur), Attributes: e.attrs}
-	if e.err != "" {
-		s.Status = sdktrace.Status{Code: codes.Error, Description: e.err}
+func (a *Attempt) emit(e *event) {
+	s := span{what: e.what, sc: child(a.sc), parent: a.sc, prefix: e.prefix, subject: e.subject, start: e.start, end: e.start.Add(e.dur),
+		failed: e.failed, status: e.status}
+	if o := e.op; o != nil {
+		s.asyncOp, s.opResult, s.method, s.url = o.kind, o.outcome, o.method, o.url
 	}
 	a.t.export(&s)
 }
@@ -505,18 +551,10 @@ func (a *Attempt) Produce(kind, topic string) (traceparent, tracestate []byte, d
 	}
 	start := time.Now()
 	return traceparent, tracestate, func(partition int32, offset int64, err error) {
-		s := tracetest.SpanStub{Name: "send " + topic, SpanContext: sc, Parent: parent, SpanKind: trace.SpanKindProducer,
-			StartTime: start, EndTime: time.Now(), Attributes: []attribute.KeyValue{
-				attribute.String("messaging.system", "kafka"),
-				attribute.String("messaging.operation.type", "send"),
-				attribute.String("messaging.operation.name", "send"),
-				attribute.String("messaging.destination.name", topic),
-				attribute.String("wasmstream.produce.kind", kind),
-				attribute.String("messaging.destination.partition.id", strconv.Itoa(int(partition))),
-				attribute.Int64("messaging.kafka.offset", offset),
-			}}
+		s := span{what: spanProduce, prefix: "send ", subject: topic, sc: sc, parent: parent, start: start, end: time.Now(),
+			topic: topic, kind: kind, partition: partition, offset: offset}
 		if err != nil {
-			s.Status = sdktrace.Status{Code: codes.Error, Description: err.Error()}
+			s.failed, s.status = true, err.Error()
 		}
 		a.t.export(&s)
 	}
@@ -534,14 +572,12 @@ func (a *Attempt) End(outcome, errKind, errMsg string) {
 		return
 	}
 	a.open = false
-	attrs := append(a.attrs, attribute.String("wasmstream.outcome", outcome))
-	s := tracetest.SpanStub{Name: "process " + a.info.Topic, SpanContext: a.sc, Parent: a.parent, SpanKind: trace.SpanKindConsumer,
-		StartTime: a.start, EndTime: time.Now()}
+	s := span{what: spanAttempt, prefix: "process ", subject: a.info.Topic, sc: a.sc, parent: a.parent, start: a.start, end: time.Now(),
+		info: &a.info, key: a.key, noKey: a.info.Key == nil, outcome: outcome}
 	if errKind != "" {
-		attrs = append(attrs, attribute.String("error.type", errKind), attribute.String("wasmstream.error", truncate(errMsg, 1024)))
-		s.Status = sdktrace.Status{Code: codes.Error, Description: errKind + ": " + truncate(errMsg, 256)}
+		s.errKind, s.errMsg = errKind, truncate(errMsg, 1024)
+		s.failed, s.status = true, errKind+": "+truncate(errMsg, 256)
 	}
-	s.Attributes, a.attrs = attrs, nil
 	a.t.export(&s)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -217,5 +218,56 @@ func TestSpansLostCounted(t *testing.T) {
 	tr.Shutdown(context.Background())
 	if got := tr.SpansLost(); got != 300 {
 		t.Fatalf("SpansLost = %d, want 300", got)
+	}
+}
+
+// The JSON lines the exporter encodes from a span's facts are byte for
+// byte those it writes for the span's SDK snapshot (what the OTLP
+// exporters are given): one list of attributes, two encodings.
+func TestFastJSONMatchesSnapshot(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5}, TraceFlags: trace.FlagsSampled})
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{6, 7}})
+	start := time.Date(2026, 12, 2, 3, 4, 5, 600, time.FixedZone("x", 3600))
+	info := &Info{Pipeline: "p\"q", Group: "g", Module: "m", ModuleDigest: "sha256:00", Topic: "in<1>", Partition: 3, Offset: 1 << 40,
+		Key: []byte("k"), OriginTopic: "in", OriginPartition: 2, OriginOffset: 9, Attempt: 2, Instance: 17}
+	res := resource.NewSchemaless(attribute.String("service.name", "svc \"x\""))
+	scope := instrumentation.Scope{Name: "s"}
+	for i, s := range []span{
+		{what: spanAttempt, prefix: "process ", subject: info.Topic, info: info, key: "k\n", outcome: "ok"},
+		{what: spanAttempt, prefix: "process ", subject: info.Topic, info: info, noKey: true, outcome: "retry",
+			errKind: "guest.trap", errMsg: "unreachable\x00é", failed: true, status: "guest.trap: unreachable"},
+		{what: spanCall, prefix: "wasm ", subject: "wasmstream_on_record"},
+		{what: spanCall, prefix: "wasm ", subject: "wasmstream_on_record", failed: true},
+		{what: spanOp, prefix: "http ", subject: "GET http://svc/k?a=1&b=2", asyncOp: "http", opResult: "ok", method: "GET", url: "http://svc/k?a=1&b=2"},
+		{what: spanOp, prefix: "timer ", subject: "10ms", asyncOp: "timer", opResult: "deadline", failed: true, status: "deadline"},
+		{what: spanProduce, prefix: "send ", subject: "out\u2028", topic: "out\u2028", kind: ProduceDeadLetter, partition: 5, offset: 77},
+	} {
+		s.sc, s.parent, s.start, s.end = sc, parent, start, start.Add(time.Duration(i)*time.Millisecond)
+		if i == 2 {
+			s.parent = trace.SpanContext{}
+		}
+		e := &jsonlExporter{}
+		got := e.appendSpan(nil, &s, "svc \"x\"")
+		want := appendSpanJSON(nil, s.readOnly(res, scope))
+		if !bytes.Equal(got, want) {
+			t.Errorf("span %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+// Times are written as encoding/json writes a UTC time.Time, whatever the
+// second and the nanoseconds.
+func TestAppendTime(t *testing.T) {
+	e := &jsonlExporter{}
+	base := time.Date(2026, 12, 31, 23, 59, 58, 0, time.FixedZone("x", -7200))
+	for _, d := range []time.Duration{0, 1, 10, 120, 999_999_999, 1_000_000_000, 1_500_000_000, 1_000_000_001, 86400e9 + 7} {
+		for range 2 { // the second cached, and not
+			tm := base.Add(d)
+			want, _ := json.Marshal(tm.UTC())
+			got := append([]byte{'"'}, e.appendTime(nil, tm)...)
+			if got = append(got, '"'); !bytes.Equal(got, want) {
+				t.Fatalf("%v: got %s, want %s", tm, got, want)
+			}
+		}
 	}
 }
