@@ -517,7 +517,9 @@ func BenchmarkRetries(b *testing.B) {
 	}
 }
 
-// hostSets are extra --set overrides for the hosts startHost starts.
+// hostSets are extra --set overrides for the hosts startHost starts;
+// BENCH_SETS adds more, separated by ";" (e.g. to trace a run:
+// BENCH_SETS="tracing.exporter=jsonl;tracing.sample_ratio=1;tracing.file=/tmp/t.jsonl").
 var hostSets []string
 
 func startHost(b *testing.B, brokers []string, module, in string, extra ...string) (*scheduler.Runner, *config.Config) {
@@ -534,7 +536,11 @@ pipelines:
 	p := filepath.Join(b.TempDir(), "c.yaml")
 	os.WriteFile(p, []byte(y), 0o644)
 	sets := []string{"kafka.create_topics=true", fmt.Sprintf("kafka.topic_partitions=%d", partitions), "host.max_instances=256"}
-	cfg, err := config.Load(p, nil, append(sets, hostSets...))
+	sets = append(sets, hostSets...)
+	if env := os.Getenv("BENCH_SETS"); env != "" {
+		sets = append(sets, strings.Split(env, ";")...)
+	}
+	cfg, err := config.Load(p, nil, sets)
 	if err != nil {
 		b.Fatal(err)
 	}
