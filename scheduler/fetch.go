@@ -171,10 +171,13 @@ func (p *Pipeline) logFetchErrors(fetches kgo.Fetches, lastErr *time.Time) {
 	})
 }
 
-// dispatch hands each partition's fetched records to its task.
+// dispatch hands each partition's fetched records to its task. The tasks
+// are looked up under Pipeline.mu and given their records after it: a
+// task's enqueue may take its release order's lock, which comes first
+// (DESIGN.md, "Lock order"). Only the poll loop calls it.
 func (p *Pipeline) dispatch(fetches kgo.Fetches) {
+	batches := p.dispatchBuf[:0]
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		t := p.tasks[tp{fp.Topic, fp.Partition}]
 		if t == nil {
@@ -184,9 +187,21 @@ func (p *Pipeline) dispatch(fetches kgo.Fetches) {
 			t.highWatermark.Store(fp.HighWatermark)
 		}
 		if len(fp.Records) > 0 {
-			t.enqueue(fp.Records)
+			batches = append(batches, taskBatch{t, fp.Records})
 		}
 	})
+	p.mu.Unlock()
+	for _, b := range batches {
+		b.t.enqueue(b.recs) // a task detached meanwhile takes them and never runs them: uncommitted
+	}
+	clear(batches)
+	p.dispatchBuf = batches[:0]
+}
+
+// taskBatch is a partition's fetched records on their way to its task.
+type taskBatch struct {
+	t    *task
+	recs []*kgo.Record
 }
 
 // readHook counts the records the client decodes from fetch responses.

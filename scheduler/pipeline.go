@@ -99,9 +99,10 @@ type Snapshot struct {
 
 // Pipeline runs one configured pipeline as one consumer-group member.
 type Pipeline struct {
-	cfg *config.Config
-	pc  *config.Pipeline
-	ver atomic.Pointer[modVersion] // the current module version
+	dispatchBuf []taskBatch // the poll loop's, reused by dispatch
+	cfg         *config.Config
+	pc          *config.Pipeline
+	ver         atomic.Pointer[modVersion] // the current module version
 	// canary runs another version on a share of the partitions (canary.go).
 	canary atomic.Pointer[canary]
 

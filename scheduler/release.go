@@ -75,16 +75,55 @@ func (*job) Value(any) any               { return nil }
 // releaser keeps a partition's release order: under ordering partition
 // (and every ordering under exactly_once), what a record's outcome produces
 // is released in offset order even when asynchronous completions decide
-// records out of order. Each job takes its place when it starts (add) and
-// is delivered once it and every job before it are settled. Under ordering
-// partition a job holds the partition's one lane from its start until it
-// settles or goes pending, so no other job can take a place meanwhile: it
-// takes its place then (addLate), in the same lock as its settling.
+// records out of order, and delivered once it and every job before it are
+// settled.
+//
+// Places are taken in one of two ways. Under exactly_once (byOffset) every
+// record takes its place when the poll loop enqueues it (reserve), in
+// offset order, and its job is that place (claim): with a pool of instances
+// or ordering key, records are picked out of offset order (a key's lane
+// holds its next record back while later ones of other keys run) and two
+// workers reach the releaser in either order after their picks, so a place
+// taken at the pick let a later record's outputs into a transaction whose
+// committed offset stopped below it — processed again, and produced twice,
+// by whoever resumed from that offset (TestExactlyOnceRebalance). Under
+// ordering partition with offset commits a job holds the partition's one
+// lane from its start until it settles or goes pending, so no other job can
+// take a place meanwhile: it takes its place then (addLate), in the same
+// lock as its settling, and no lock is taken at enqueue or pick.
 type releaser struct {
-	mu   sync.Mutex
-	q    fifo.Queue[*job]
-	tx   *transactions // exactly_once: deliveries run through tx.release
-	gone func(int64)   // set by abandon: gives back the held bytes of later settles
+	mu       sync.Mutex
+	q        fifo.Queue[*job]
+	byOffset bool          // places are reserved at enqueue (exactly_once)
+	tx       *transactions // exactly_once: deliveries run through tx.release
+	gone     func(int64)   // set by abandon: gives back the held bytes of later settles
+}
+
+// reserve gives each record of recs (a fetched batch, in offset order, of
+// records that will be picked) its place and its job. Called by the poll
+// loop before the records become runnable.
+func (rl *releaser) reserve(recs []*kgo.Record, keep func(*kgo.Record) bool) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.gone != nil {
+		return
+	}
+	for _, r := range recs {
+		if keep(r) {
+			rl.q.Push(&job{r: r, ordered: true})
+		}
+	}
+}
+
+// claim returns the job reserved for r, or a new one when the order was
+// abandoned (the task closed: its outcome is not released).
+func (rl *releaser) claim(r *kgo.Record) *job {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if j, ok := rl.q.Search(func(j *job) bool { return j.r.Offset >= r.Offset }); ok && j.r == r {
+		return j
+	}
+	return &job{r: r, ordered: true}
 }
 
 func (rl *releaser) add(j *job) {

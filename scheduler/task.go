@@ -146,6 +146,11 @@ func (t *task) spawnLocked(borrowed bool) {
 
 // enqueue takes a fetched batch (in offset order). Called from the poll loop.
 func (t *task) enqueue(recs []*kgo.Record) {
+	if t.rel != nil && t.rel.byOffset {
+		// Their places in the release order, before any can be picked
+		// (the releaser's lock comes before the task's).
+		t.rel.reserve(recs, func(r *kgo.Record) bool { return t.skip == nil || !t.skip.Has(r.Offset) })
+	}
 	n, nb := 0, 0
 	t.mu.Lock()
 	for _, r := range recs {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -56,10 +57,11 @@ type transactions struct {
 	pollStop     atomic.Pointer[context.CancelFunc]
 }
 
-// releaseOrder: every ordering keeps one under exactly_once, so that
-// outcomes enter a transaction in offset order and a commit covers exactly
-// the records whose outputs it carries.
-func (x *transactions) releaseOrder(*task) *releaser { return &releaser{tx: x} }
+// releaseOrder: every ordering keeps one under exactly_once, with places
+// reserved in offset order as records arrive, so that outcomes enter a
+// transaction in offset order and a commit covers exactly the records whose
+// outputs it carries.
+func (x *transactions) releaseOrder(*task) *releaser { return &releaser{tx: x, byOffset: true} }
 
 // markDone marks r's offset done; the next cut commits the watermark in
 // the transaction.
@@ -129,8 +131,15 @@ func (x *transactions) countReleased() {
 	}
 }
 
-// failed makes the open transaction abort at its cut.
+// failed makes the open transaction abort at its cut. A record of a
+// transaction being aborted fails with kgo.ErrAborting when the abort
+// drops it from the producer's buffer: that is the abort itself, not a
+// reason to abort the next transaction too (each abort used to cause a
+// second one).
 func (x *transactions) failed(err error) {
+	if errors.Is(err, kgo.ErrAborting) {
+		return
+	}
 	x.err.CompareAndSwap(nil, &err)
 }
 

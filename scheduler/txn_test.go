@@ -228,3 +228,53 @@ func TestExactlyOnceFailurePaths(t *testing.T) {
 		})
 	}
 }
+
+// TestExactlyOnceOutOfOrderPicks: with ordering key on a pool, records are
+// picked out of offset order (a key's lane holds its next record behind a
+// slow one while later records of other keys run) and workers reach the
+// release order in any order after their picks. Every abort starts over
+// from the committed offsets, so an output committed past its transaction's
+// offset would come out twice: with aborts every few transactions, each
+// input still comes out exactly once.
+func TestExactlyOnceOutOfOrderPicks(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	const n = 6000
+	// Key 0 costs 100 times the others: its lane holds records back.
+	produceHash(t, brokers, "in", n, func(i int) string { return fmt.Sprint(i % 7) }, func(i int) int {
+		if i%7 == 0 {
+			return 300
+		}
+		return 3
+	})
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "hash"), "in", "out", "dlq",
+		"    ordering: key\n    instances: {min: 4, max: 4}\n    guarantee: exactly_once\n    transactions: {max_records: 40, interval: 5ms}", "")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	p := r.Pipelines()[0]
+	x := p.commit.(*transactions)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		committed := int64(0)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				// An abort every few transactions, while a transaction
+				// committed since the last one (progress under -race too).
+				if s := p.Snapshot(); s.Done < n*3/4 && s.TxnCommitted > committed {
+					committed = s.TxnCommitted
+					x.failed(errors.New("injected produce failure"))
+				}
+			}
+		}
+	}()
+	checkOnce(t, eosCounts(t, brokers, "out", n), n)
+	s := p.Snapshot()
+	if s.TxnAborted < 5 {
+		t.Fatalf("%d transactions aborted: the test needs several", s.TxnAborted)
+	}
+	t.Logf("%d transactions committed, %d aborted", s.TxnCommitted, s.TxnAborted)
+}

@@ -506,7 +506,13 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
 	if untrusted > 0 {
 		t.p.stats.ForgedHeaders.Add(int64(untrusted))
 	}
-	j := &job{t: t, r: r, ln: ln, attempt: prior.Attempt}
+	var j *job
+	if t.rel != nil && t.rel.byOffset {
+		j = t.rel.claim(r) // its place was reserved at enqueue
+	} else {
+		j = &job{r: r}
+	}
+	j.t, j.ln, j.attempt = t, ln, prior.Attempt
 	o := prior.Origin
 	j.ar = abi.Record{
 		Offset:    o.Offset,
@@ -525,7 +531,7 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
 		}
 	}
 	switch {
-	case t.rel == nil:
+	case t.rel == nil, t.rel.byOffset:
 	case t.p.pc.Ordering == config.OrderPartition && ln != nil:
 		t.rel.addLate(j)
 	default:

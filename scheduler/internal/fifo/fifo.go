@@ -5,6 +5,8 @@
 // allocates again on every few appends).
 package fifo
 
+import "sort"
+
 // Queue is a FIFO queue. The zero value is empty and ready. Not safe for
 // concurrent use.
 type Queue[T any] struct {
@@ -57,6 +59,18 @@ func (q *Queue[T]) Each(fn func(T)) {
 	for _, v := range q.items[q.head:] {
 		fn(v)
 	}
+}
+
+// Search returns the first queued item, front first, for which f is true,
+// given that f is false for a prefix of the queue and true for the rest
+// (as sort.Search); ok is false when it is true for none.
+func (q *Queue[T]) Search(f func(T) bool) (v T, ok bool) {
+	live := q.items[q.head:]
+	i := sort.Search(len(live), func(i int) bool { return f(live[i]) })
+	if i == len(live) {
+		return v, false
+	}
+	return live[i], true
 }
 
 // Reset empties the queue and lets go of its storage.
