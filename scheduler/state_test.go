@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
@@ -118,4 +119,136 @@ func TestStateCountsAcrossRestarts(t *testing.T) {
 		t.Errorf("a full restore applied %d changelog records, want at least one per key (%d)", restored, stateKeys)
 	}
 	t.Logf("full restore: %d changelog records; run took %s", restored, time.Since(start))
+}
+
+// TestStateBadCallsDeadLettered: a value over state.max_value_bytes and a
+// key of another partition fail their records (the count guest fails
+// terminally on a state errno): they reach the dead-letter topic with the
+// errno's message, and the counts go on without them.
+func TestStateBadCallsDeadLettered(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
+	// "a" and a key of another partition than a's.
+	foreign := ""
+	for i := 0; foreign == ""; i++ {
+		if k := fmt.Sprintf("x%d", i); keyPartition([]byte(k), 4) != keyPartition([]byte("a"), 4) {
+			foreign = k
+		}
+	}
+	cl := kafkatest.Client(t, brokers)
+	rec := func(hk, hv string) *kgo.Record {
+		r := &kgo.Record{Topic: "in", Key: []byte("a")}
+		if hk != "" {
+			r.Headers = []kgo.RecordHeader{{Key: hk, Value: []byte(hv)}}
+		}
+		return r
+	}
+	if err := cl.ProduceSync(context.Background(),
+		rec("", ""), rec("count.pad", "70000"), rec("", ""), rec("count.key", foreign), rec("", ""), rec("count.pad", "100")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	dlq := kafkatest.NewReader(t, brokers, "dlq")
+	dlq.ReadUntil(t, time.Minute, "two dead letters", func(rs []*kgo.Record) bool { return len(rs) >= 2 })
+	for i, want := range []string{"state key or value too large", "state key outside the record's partition"} {
+		if got := kafkatest.Header(dlq.Recs[i], "wasmstream.error"); !strings.Contains(got, want) {
+			t.Errorf("dead letter %d: error %q, want it to name %q", i, got, want)
+		}
+	}
+	out := kafkatest.NewReader(t, brokers, "out")
+	top, _ := countState(t, out, map[string]int{"a": 4})
+	checkCounts(t, top, map[string]int{"a": 4})
+}
+
+// TestStateExactlyOnceAborts: under exactly_once, transactions aborted
+// mid-run drop their state writes with their outputs: the read_committed
+// output has every count of every key exactly once.
+func TestStateExactlyOnceAborts(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
+	const n = 4000
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq",
+		stateConfig(t, brokers, t.TempDir(), "\n    guarantee: exactly_once\n    transactions: {max_records: 300, interval: 50ms}"), "")
+	r := startRunner(t, cfg)
+	p := r.Pipelines()[0]
+	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
+	for i := 0; i < 3; i++ {
+		before := p.Snapshot().TxnAborted
+		p.commit.(*transactions).failed(fmt.Errorf("injected produce failure %d", i))
+		kafkatest.Eventually(t, time.Minute, "the transaction aborted", func() bool { return p.Snapshot().TxnAborted > before })
+	}
+	want := trueCounts(n, 1)
+	top, seen := countState(t, kafkatest.NewReader(t, brokers, "out"), want)
+	r.Stop(context.Background())
+	checkCounts(t, top, want)
+	for kc, c := range seen {
+		if c != 1 {
+			t.Errorf("%s appears %d times", kc, c)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct counts, want %d", len(seen), n)
+	}
+}
+
+// TestStateRebalance: a second host joins the group (partitions move to
+// it, restored from the changelog), then the first leaves (all move back
+// to the second): the counts stay exact.
+func TestStateRebalance(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
+	const n = 1000
+	rd := kafkatest.NewReader(t, brokers, "out")
+	host := func(id string) *Runner {
+		return startRunner(t, testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq",
+			stateConfig(t, brokers, t.TempDir(), ""), "host:\n  id: "+id))
+	}
+	a := host("a")
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	countState(t, rd, trueCounts(n, 1))
+	b := host("b")
+	kafkatest.Eventually(t, time.Minute, "both hosts own partitions", func() bool {
+		return a.Snapshots()[0].Tasks > 0 && b.Snapshots()[0].Tasks > 0 && a.Snapshots()[0].Tasks+b.Snapshots()[0].Tasks == 4
+	})
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	countState(t, rd, trueCounts(n, 2))
+	a.Stop(context.Background())
+	kafkatest.Eventually(t, time.Minute, "b owns every partition", func() bool { return b.Snapshots()[0].Tasks == 4 })
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	top, _ := countState(t, rd, trueCounts(n, 3))
+	b.Stop(context.Background())
+	checkCounts(t, top, trueCounts(n, 3))
+	if got := b.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
+		t.Error("b restored nothing from the changelog")
+	}
+}
+
+// TestStateSurvivesHotSwap: the state is the host's, not the instance's: a
+// deploy of the module between two batches keeps every count.
+func TestStateSurvivesHotSwap(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	path := guestPath(t, "count")
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	cfg := testConfigWith(t, brokers, "g", path, "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	rd := kafkatest.NewReader(t, brokers, "out")
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	countState(t, rd, trueCounts(n, 1))
+	for k := 0; k < 2; k++ {
+		if _, err := r.Deploy(context.Background(), "p", wasm); err != nil {
+			t.Fatalf("deploy %d: %v", k, err)
+		}
+		kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	}
+	top, _ := countState(t, rd, trueCounts(n, 3))
+	checkCounts(t, top, trueCounts(n, 3))
 }
