@@ -60,6 +60,8 @@ type Stats struct {
 
 	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
 	StateRestored atomic.Int64 // changelog records applied by restores at assignment
+	// StateRestoreNanos is the time restores at assignment took.
+	StateRestoreNanos atomic.Int64
 }
 
 // Snapshot is a point-in-time view of a pipeline.

@@ -79,6 +79,7 @@ func (s *stateStores) open(ctx context.Context, parts []int32) error {
 		s.stores[part] = ps
 		s.mu.Unlock()
 		s.p.stats.StateRestored.Add(int64(ps.restored))
+		s.p.stats.StateRestoreNanos.Add(int64(ps.took))
 		s.p.log.Info("state restored", "partition", part, "records", ps.restored, "took", ps.took, "store", st.Path())
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -270,4 +272,23 @@ func TestStateSurvivesHotSwap(t *testing.T) {
 	}
 	top, _ := countState(t, rd, trueCounts(n, 3))
 	checkCounts(t, top, trueCounts(n, 3))
+
+	// The state metrics: one write per record, a store per partition.
+	reader := sdkmetric.NewManualReader()
+	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
+		t.Fatal(err)
+	}
+	m := collect(t, reader)
+	if got := sumInt(m["wasmstream.state.writes"], all); got != 3*n {
+		t.Errorf("wasmstream.state.writes %d, want %d", got, 3*n)
+	}
+	stores := 0
+	for _, dp := range m["wasmstream.state.store.bytes"].(metricdata.Gauge[int64]).DataPoints {
+		if dp.Value > 0 {
+			stores++
+		}
+	}
+	if stores != 2 {
+		t.Errorf("%d stores with a size, want 2", stores)
+	}
 }
