@@ -197,6 +197,15 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 	if !ok {
 		return fmt.Errorf("the changelog has no partition %d (it needs as many as the input)", part)
 	}
+	if next > end.Offset {
+		// The store has seen more than the changelog holds: the topic was
+		// deleted and created again. Its content is not the changelog's.
+		s.p.log.Warn("the state store is ahead of its changelog (recreated?); restoring it in full", "partition", part, "store_next", next, "changelog_end", end.Offset)
+		if err := ps.store.Reset(); err != nil {
+			return err
+		}
+		next = 0
+	}
 	if end.Offset <= next {
 		return nil
 	}

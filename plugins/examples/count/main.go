@@ -1,7 +1,9 @@
 // Command count is a stateful wasmstream processor: it keeps a running count
 // per record key in the pipeline's state (state.enabled) and emits, for each
 // record, the key with its count so far (decimal). A record with a null key
-// is counted under the empty key.
+// is counted under the empty key, which belongs to one partition of the
+// input: in any other it fails (abi.ErrnoWrongKey) — null-key records are
+// spread over the partitions, so give the records to count a key.
 //
 // Two headers exist for the host's tests: "count.key" counts under that
 // key instead of the record's (a key of another partition gets

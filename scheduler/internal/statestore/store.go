@@ -85,6 +85,22 @@ func (s *Store) Next() (int64, error) {
 	return n, err
 }
 
+// Reset empties the store (its changelog offset back to 0): for a store
+// ahead of its changelog, which then is not the one it was built from.
+func (s *Store) Reset() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketData, bucketMeta} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Get appends key's value to dst and reports whether it has one.
 func (s *Store) Get(dst, key []byte) ([]byte, bool, error) {
 	var ok bool

@@ -54,6 +54,12 @@ func TestStore(t *testing.T) {
 	if n, _ := s.Next(); n != 42 {
 		t.Fatalf("next after reopening: %d", n)
 	}
+	if err := s.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.Next(); n != 0 || s.Keys() != 0 {
+		t.Fatalf("after a reset: next %d, %d keys", n, s.Keys())
+	}
 	s.Close()
 	// A damaged file is replaced by an empty store.
 	os.WriteFile(path, []byte("not a bbolt file, not at all, no"), 0o644)
