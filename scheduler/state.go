@@ -92,24 +92,22 @@ func (ts *taskState) get(dst, key []byte) ([]byte, bool, error) {
 // outputs for the record's partition. The batch is returned to be tied to
 // the record's produces (acked, failed).
 func (ts *taskState) commitRecord(offset int64, rs *recordState) (*stateBatch, []abi.Output) {
-	if len(rs.order) == 0 {
+	if len(rs.writes) == 0 {
 		return nil, nil
 	}
+	outs := make([]abi.Output, len(rs.writes))
 	ts.mu.Lock()
 	ts.seq++
-	b := &stateBatch{offset: offset, seq: ts.seq, writes: make([]statestore.Write, 0, len(rs.order))}
+	b := &stateBatch{offset: offset, seq: ts.seq, writes: rs.writes}
 	b.firstAcked.Store(math.MaxInt64)
 	b.lastAcked.Store(-1)
-	outs := make([]abi.Output, 0, len(rs.order))
-	for _, k := range rs.order {
-		v := rs.writes[k]
-		key := []byte(k)
-		ts.overlay[k] = overlayEntry{value: v, seq: b.seq}
-		b.writes = append(b.writes, statestore.Write{Key: key, Value: v})
-		outs = append(outs, abi.Output{Topic: ts.changelog, Key: key, Value: v, Partition: ts.partition})
+	for i, w := range rs.writes {
+		ts.overlay[string(w.Key)] = overlayEntry{value: w.Value, seq: b.seq}
+		outs[i] = abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition}
 	}
 	ts.batches = append(ts.batches, b)
 	ts.mu.Unlock()
+	rs.writes = nil // the batch's now
 	return b, outs
 }
 
@@ -188,21 +186,32 @@ func (ts *taskState) flush(upTo int64) error {
 // own writes over the task's overlay over the store. Used only by the
 // instance's worker, during the record's calls.
 type recordState struct {
-	ts     *taskState
-	writes map[string][]byte // nil value: deleted
-	order  []string          // keys in first-write order
+	ts *taskState
+	// writes are the attempt's, one per key in first-write order (a nil
+	// Value deletes); found by a linear search: a record writes few keys.
+	writes []statestore.Write
 	buf    []byte
+}
+
+// find returns the index of key's write, or -1.
+func (rs *recordState) find(key []byte) int {
+	for i := range rs.writes {
+		if string(rs.writes[i].Key) == string(key) {
+			return i
+		}
+	}
+	return -1
 }
 
 func (rs *recordState) Get(key []byte) ([]byte, abi.Errno) {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return nil, e
 	}
-	if v, ok := rs.writes[string(key)]; ok {
-		if v == nil {
-			return nil, abi.ErrnoNotFound
+	if i := rs.find(key); i >= 0 {
+		if v := rs.writes[i].Value; v != nil {
+			return v, 0
 		}
-		return v, 0
+		return nil, abi.ErrnoNotFound
 	}
 	v, ok, err := rs.ts.get(rs.buf[:0], key)
 	rs.buf = v
@@ -215,14 +224,12 @@ func (rs *recordState) Get(key []byte) ([]byte, abi.Errno) {
 	return v, 0
 }
 
-func (rs *recordState) put(key string, v []byte) {
-	if rs.writes == nil {
-		rs.writes = map[string][]byte{}
+func (rs *recordState) put(key, v []byte) {
+	if i := rs.find(key); i >= 0 {
+		rs.writes[i].Value = v
+		return
 	}
-	if _, ok := rs.writes[key]; !ok {
-		rs.order = append(rs.order, key)
-	}
-	rs.writes[key] = v
+	rs.writes = append(rs.writes, statestore.Write{Key: append([]byte(nil), key...), Value: v})
 }
 
 func (rs *recordState) Put(key, value []byte) abi.Errno {
@@ -234,7 +241,7 @@ func (rs *recordState) Put(key, value []byte) abi.Errno {
 	}
 	v := make([]byte, len(value)) // never nil: nil is a delete
 	copy(v, value)
-	rs.put(string(key), v)
+	rs.put(key, v)
 	return 0
 }
 
@@ -242,7 +249,7 @@ func (rs *recordState) Delete(key []byte) abi.Errno {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return e
 	}
-	rs.put(string(key), nil)
+	rs.put(key, nil)
 	return 0
 }
 
@@ -264,9 +271,9 @@ func (rs *recordState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi
 		}
 	}
 	ts.mu.Unlock()
-	for k, v := range rs.writes {
-		if inRange(k) {
-			newer[k] = v
+	for _, w := range rs.writes {
+		if k := string(w.Key); inRange(k) {
+			newer[k] = w.Value
 		}
 	}
 	keys := make([]string, 0, len(newer))

@@ -20,20 +20,23 @@ func hostStateDelete(handle uint32, key unsafe.Pointer, keyLen uint32) int32
 //go:wasmimport wasmstream_v1 state_scan
 func hostStateScan(handle uint32, prefix unsafe.Pointer, prefixLen uint32, after unsafe.Pointer, afterLen uint32, buf unsafe.Pointer, bufLen uint32) int32
 
-// scanBuf is reused by scans; a value state_get returns is the caller's.
-var scanBuf []byte
+// Buffers reused by every call: an instance runs one call at a time. A
+// value state_get returns is a copy, the caller's.
+var getBuf, scanBuf []byte
 
 func stateGet(handle uint32, key []byte) ([]byte, error) {
-	buf := make([]byte, 256)
+	if len(getBuf) == 0 {
+		getBuf = make([]byte, 1024)
+	}
 	for {
-		rc := hostStateGet(handle, bytesPtr(key), uint32(len(key)), bytesPtr(buf), uint32(len(buf)))
+		rc := hostStateGet(handle, bytesPtr(key), uint32(len(key)), bytesPtr(getBuf), uint32(len(getBuf)))
 		if rc < 0 {
 			return nil, abi.Errno(-rc)
 		}
-		if int(rc) <= len(buf) {
-			return buf[:rc:rc], nil
+		if int(rc) <= len(getBuf) {
+			return append([]byte{}, getBuf[:rc]...), nil
 		}
-		buf = make([]byte, rc) // the value is larger: ask again with its size
+		getBuf = make([]byte, rc) // the value is larger: ask again with its size
 	}
 }
 
