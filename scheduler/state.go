@@ -39,6 +39,9 @@ type taskState struct {
 	overlay map[string]overlayEntry
 	batches []*stateBatch
 	seq     uint64
+	// applied is one past the highest changelog offset applied to the
+	// store by this task's flushes (-1: none yet).
+	applied int64
 }
 
 // overlayEntry is a key's newest write not yet in the store.
@@ -59,7 +62,7 @@ type stateBatch struct {
 }
 
 func newTaskState(ps *partStore, partition int32, parts, maxValue int, changelog string) *taskState {
-	return &taskState{ps: ps, partition: partition, parts: parts, maxValue: maxValue, changelog: changelog, overlay: map[string]overlayEntry{}}
+	return &taskState{ps: ps, partition: partition, parts: parts, maxValue: maxValue, changelog: changelog, overlay: map[string]overlayEntry{}, applied: -1}
 }
 
 // begin returns the State of one attempt of a record.
@@ -152,12 +155,12 @@ func (ts *taskState) flush(upTo int64) error {
 		return nil
 	}
 	ts.batches = keep
-	next := int64(-1)
 	for _, b := range done {
 		if !b.void.Load() {
-			next = max(next, b.lastAcked.Load()+1)
+			ts.applied = max(ts.applied, b.lastAcked.Load()+1)
 		}
 	}
+	next := ts.applied
 	for _, b := range keep {
 		next = min(next, b.firstAcked.Load())
 	}
