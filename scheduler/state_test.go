@@ -292,3 +292,22 @@ func TestStateSurvivesHotSwap(t *testing.T) {
 		t.Errorf("%d stores with a size, want 2", stores)
 	}
 }
+
+// TestStateKeyOrdering: ordering key with a pool of instances: records of
+// different keys run at once, each key's records one at a time through the
+// overlay; every count comes out once, exact.
+func TestStateKeyOrdering(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	const n = 3000
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq",
+		stateConfig(t, brokers, t.TempDir(), "\n    ordering: key\n    instances: {min: 1, max: 3}"), "")
+	r := startRunner(t, cfg)
+	top, seen := countState(t, kafkatest.NewReader(t, brokers, "out"), trueCounts(n, 1))
+	r.Stop(context.Background())
+	checkCounts(t, top, trueCounts(n, 1))
+	if len(seen) != n {
+		t.Errorf("%d distinct counts for %d records", len(seen), n)
+	}
+}
