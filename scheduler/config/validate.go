@@ -523,8 +523,8 @@ func checkState(add addFunc, key keyFunc, p *Pipeline, inputs map[string]bool) {
 	if len(p.RetryTopics()) > 0 {
 		add(key("retry.mode"), "topics with state.enabled: a record retried through a retry topic would update its keys after later records of the same key; use retry.mode: inline or retry.max_attempts: 1")
 	}
-	if st.MaxValueBytes < 1 || st.MaxValueBytes > 1<<20 {
-		add(key("state.max_value_bytes"), "%d: want 1 to 1048576 (a changelog record must fit a produce)", st.MaxValueBytes)
+	if st.MaxValueBytes < 1 || st.MaxValueBytes > 512<<10 {
+		add(key("state.max_value_bytes"), "%d: want 1 to 524288 (a changelog record must fit a produce, 1 MB by default, with its key)", st.MaxValueBytes)
 	}
 	if !validTopic(st.Changelog) {
 		add(key("state.changelog"), "%q is not a valid topic name", st.Changelog)
