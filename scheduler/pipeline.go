@@ -299,7 +299,7 @@ func (p *Pipeline) Start() {
 
 func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	skips := p.doneSets(ctx, assigned)
-	if p.state != nil {
+	if p.state != nil && !p.stopped.Load() {
 		// The stores are restored before the partitions' tasks exist: no
 		// record of theirs runs on a store not yet restored.
 		for _, parts := range assigned {
