@@ -139,7 +139,7 @@ func TestStateRestoreTime(t *testing.T) {
 	cl := kafkatest.Client(t, brokers, kgo.ProducerLinger(5*time.Millisecond))
 	recs := make([]*kgo.Record, 0, n)
 	for i := 0; i < n; i++ {
-		recs = append(recs, &kgo.Record{Topic: "p.changelog", Partition: 0, Key: []byte(fmt.Sprintf("key-%06d", i)), Value: []byte(fmt.Sprint(i))})
+		recs = append(recs, &kgo.Record{Topic: cfg.Pipelines[0].State.Changelog, Partition: 0, Key: []byte(fmt.Sprintf("key-%06d", i)), Value: []byte(fmt.Sprint(i))})
 	}
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)

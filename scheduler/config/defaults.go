@@ -46,8 +46,10 @@ const (
 	// cache directory; each store is a file in it named by host.id,
 	// pipeline and partition.
 	DefaultStateDir = "wasmstream/state"
-	// DefaultChangelogSuffix follows the pipeline's name in
-	// state.changelog unless set.
+	// DefaultChangelogSuffix follows the pipeline's consumer group in
+	// state.changelog unless set: like the group, the changelog belongs to
+	// one application and one pipeline (Kafka Streams names it
+	// "<application.id>-<store>-changelog").
 	DefaultChangelogSuffix = ".changelog"
 	// DefaultRetryTopicSuffix follows the pipeline's name in
 	// retry.topic_prefix unless set.
@@ -196,7 +198,7 @@ func (c *Config) applyDefaults() {
 			p.Retry.TopicPrefix = p.Name + DefaultRetryTopicSuffix
 		}
 		if p.State.Changelog == "" {
-			p.State.Changelog = p.Name + DefaultChangelogSuffix
+			p.State.Changelog = c.GroupID(p) + DefaultChangelogSuffix
 		}
 	}
 }

@@ -15,7 +15,7 @@ func TestStateCombinations(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := c.Pipelines[0].State
-	if st.Changelog != "uppercase.changelog" || st.MaxValueBytes != 64<<10 || st.Dir != Auto {
+	if st.Changelog != "wasmstream-demo.uppercase.changelog" || st.MaxValueBytes != 64<<10 || st.Dir != Auto {
 		t.Fatalf("defaults: %+v", st)
 	}
 	if _, err := Load(write(t, with(on+"\n    ordering: key")), nil, nil); err != nil {

@@ -117,7 +117,8 @@ type State struct {
 	// MaxValueBytes bounds one value (state_put); keys are bounded by
 	// abi.MaxStateKeyBytes.
 	MaxValueBytes int `koanf:"max_value_bytes"`
-	// Changelog is the changelog topic; default "<name>.changelog".
+	// Changelog is the changelog topic; default "<group>.changelog" (the
+	// pipeline's consumer group, GroupID).
 	Changelog string `koanf:"changelog"`
 	// RestoreTimeout bounds the restore of one partition's store when the
 	// partition is assigned; past it the pipeline fails.
