@@ -38,7 +38,20 @@ const (
 	ImportSetError = "set_error"
 	// ImportLog: (level i32, ptr i32, len i32) -> ().
 	ImportLog = "log"
+	// ImportStateGet: (handle i32, key i32, key_len i32, buf i32, buf_len i32) -> i32.
+	ImportStateGet = "state_get"
+	// ImportStatePut: (handle i32, key i32, key_len i32, val i32, val_len i32) -> i32.
+	ImportStatePut = "state_put"
+	// ImportStateDelete: (handle i32, key i32, key_len i32) -> i32.
+	ImportStateDelete = "state_delete"
+	// ImportStateScan: (handle i32, prefix i32, prefix_len i32, after i32, after_len i32, buf i32, buf_len i32) -> i32.
+	ImportStateScan = "state_scan"
 )
+
+// MaxStateKeyBytes bounds a state key (state_get, state_put, state_delete;
+// a scan's prefix and cursor). Values are bounded by the pipeline's
+// state.max_value_bytes.
+const MaxStateKeyBytes = 1024
 
 // Status is what wasmstream_on_record returns: the outcome of a record.
 type Status int32
@@ -78,13 +91,17 @@ func (s Status) String() string {
 type Errno int32
 
 const (
-	ErrnoBadHandle    Errno = 1 // the handle names no record in flight on this instance
-	ErrnoBufTooSmall  Errno = 2 // record_read: buf_len is smaller than the record
-	ErrnoBadEncoding  Errno = 3 // emit: the output encoding is malformed
-	ErrnoTopicDenied  Errno = 4 // emit: the output topic is not allowed for this pipeline
-	ErrnoLimit        Errno = 5 // emit: the record's output count or bytes limit is reached; async_start: the record's operation limit is reached
-	ErrnoNotSupported Errno = 6 // the call is not supported by this host
-	ErrnoBadOp        Errno = 7 // result_read: op is not the operation being completed
+	ErrnoBadHandle    Errno = 1  // the handle names no record in flight on this instance
+	ErrnoBufTooSmall  Errno = 2  // record_read: buf_len is smaller than the record
+	ErrnoBadEncoding  Errno = 3  // emit: the output encoding is malformed
+	ErrnoTopicDenied  Errno = 4  // emit: the output topic is not allowed for this pipeline
+	ErrnoLimit        Errno = 5  // emit: the record's output count or bytes limit is reached; async_start: the record's operation limit is reached
+	ErrnoNotSupported Errno = 6  // the call is not supported by this host
+	ErrnoBadOp        Errno = 7  // result_read: op is not the operation being completed
+	ErrnoNotFound     Errno = 8  // state_get: the key has no value
+	ErrnoTooLarge     Errno = 9  // state_*: the key is over MaxStateKeyBytes or the value over state.max_value_bytes
+	ErrnoWrongKey     Errno = 10 // state_*: the key belongs to another input partition than the record's
+	ErrnoNoState      Errno = 11 // state_*: the pipeline has no state (state.enabled is off)
 )
 
 func (e Errno) Error() string {
@@ -103,6 +120,14 @@ func (e Errno) Error() string {
 		return "not supported"
 	case ErrnoBadOp:
 		return "bad operation id"
+	case ErrnoNotFound:
+		return "state key not found"
+	case ErrnoTooLarge:
+		return "state key or value too large"
+	case ErrnoWrongKey:
+		return "state key outside the record's partition"
+	case ErrnoNoState:
+		return "state not enabled for this pipeline"
 	}
 	return "unknown errno"
 }

@@ -26,6 +26,10 @@ func (m *Module) instantiateHostModule(ctx context.Context) error {
 	def(abi.ImportLog, hostLog)
 	def(abi.ImportAsyncStart, hostAsyncStart)
 	def(abi.ImportResultRead, hostResultRead)
+	def(abi.ImportStateGet, hostStateGet)
+	def(abi.ImportStatePut, hostStatePut)
+	def(abi.ImportStateDelete, hostStateDelete)
+	def(abi.ImportStateScan, hostStateScan)
 	if _, err := b.Instantiate(ctx); err != nil {
 		return fmt.Errorf("host: instantiate %s: %w", abi.HostModule, err)
 	}

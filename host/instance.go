@@ -115,6 +115,8 @@ type Instance struct {
 	dead       bool
 
 	cur        *recState // the record of the call in progress
+	nextState  State     // the State of the record Process starts next (ProcessState)
+	scanBuf    []byte    // state_scan's entries, reused
 	curOp      *opState  // the operation being completed (result_read)
 	spare      *recState // reused for records that complete in one call
 	lastHandle uint32
@@ -153,6 +155,7 @@ type recState struct {
 	outBytes int
 	held     int64 // what outputs count in the engine's heldOutputs
 	errMsg   string
+	state    State // answers its state_* calls (nil: no state)
 	deadline time.Time
 	ops      map[uint32]*opState // outstanding
 	ctx      context.Context     // the operations' context, made at the first one
@@ -293,7 +296,7 @@ func (in *Instance) endRecord(st *recState) {
 		st.cancel()
 		st.ctx, st.cancel = nil, nil
 	}
-	st.tag = nil
+	st.tag, st.state = nil, nil
 	st.outputs = nil
 	in.m.held.release(st.held) // outputs not handed over die with the record
 	st.held = 0
@@ -321,6 +324,7 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Resul
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "instance is closed"}}
 	}
 	st := in.newRec(tag)
+	st.state, in.nextState = in.nextState, nil
 	st.enc = abi.AppendRecord(st.enc[:0], rec)
 	res := in.call(ctx, st, nil, func() ([]uint64, api.Function) {
 		s := in.stack[:2]

@@ -290,12 +290,16 @@ var (
 		abi.ExportOnRecord: {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
 	}
 	hostFuncs = map[string]sig{
-		abi.ImportRecordRead: {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
-		abi.ImportEmit:       {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
-		abi.ImportSetError:   {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
-		abi.ImportLog:        {[]api.ValueType{i32, i32, i32}, nil},
-		abi.ImportAsyncStart: {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}},
-		abi.ImportResultRead: {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportRecordRead:  {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportEmit:        {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportSetError:    {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportLog:         {[]api.ValueType{i32, i32, i32}, nil},
+		abi.ImportAsyncStart:  {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportResultRead:  {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportStateGet:    {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportStatePut:    {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportStateDelete: {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportStateScan:   {[]api.ValueType{i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}},
 	}
 	onCompleteSig = sig{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
 )

@@ -200,6 +200,9 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 	if err := r.registerShareMetrics(meter); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := r.registerStateMetrics(meter); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	r.metrics = m
 	for _, p := range r.pipelines {
 		p.metrics = m

@@ -85,6 +85,7 @@ func (c offsetCommits) revoked(ctx context.Context, revoked map[string][]int32) 
 	for _, t := range tasks {
 		t.close()
 	}
+	p.releaseState(tasks)
 	for _, t := range tasks {
 		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
 	}
@@ -104,6 +105,7 @@ func (c offsetCommits) lost(lost map[string][]int32) {
 		t.close()
 		p.log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.topic, "partition", t.partition)
 	}
+	p.releaseState(tasks)
 }
 
 // commitLoop commits every kafka.commit_interval.
@@ -199,6 +201,7 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 	for _, m := range marks {
 		m.t.committed.Store(m.off)
 		m.t.committedMeta = m.meta
+		m.t.flushState(m.off)
 	}
 	p.stats.Commits.Add(1)
 	return nil
@@ -226,6 +229,9 @@ func (c offsetCommits) stop(ctx context.Context) {
 	close(p.quit)
 	p.wg.Wait()
 	p.bg.Close()
+	if p.state != nil {
+		p.state.closeAll()
+	}
 	p.cl.Close()
 	p.leaveStatic(ctx)
 }
@@ -266,7 +272,12 @@ func outputAcked(pr *kgo.Record, err error) {
 			}
 		}
 	}
-	if err != nil {
+	if j.sb != nil && pr.Topic == t.state.changelog {
+		j.sb.acked(pr.Offset, err) // a changelog record (state.go)
+		if err != nil {
+			j.failedErr.CompareAndSwap(nil, &err)
+		}
+	} else if err != nil {
 		j.failedErr.CompareAndSwap(nil, &err)
 	} else {
 		t.p.stats.Outputs.Add(1)

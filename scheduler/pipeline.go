@@ -57,6 +57,11 @@ type Stats struct {
 
 	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
 	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
+
+	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
+	StateRestored atomic.Int64 // changelog records applied by restores at assignment
+	// StateRestoreNanos is the time restores at assignment took.
+	StateRestoreNanos atomic.Int64
 }
 
 // Snapshot is a point-in-time view of a pipeline.
@@ -147,6 +152,9 @@ type Pipeline struct {
 	awaiting atomic.Bool
 	demandCh chan struct{}
 
+	// state is the partitions' state stores (state.enabled; nil otherwise).
+	state *stateStores
+
 	// commit makes outcomes durable and commits offsets: offset commits
 	// or transactions, by the guarantee (commit.go).
 	commit committer
@@ -208,6 +216,13 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 	sc := make(chan struct{})
 	p.swapCh.Store(&sc)
 	p.async.Store(mod.Info().Async)
+	if pc.State.Enabled {
+		st, err := newStateStores(p)
+		if err != nil {
+			return nil, err
+		}
+		p.state = st
+	}
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true
 	}
@@ -285,6 +300,16 @@ func (p *Pipeline) Start() {
 
 func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	skips := p.doneSets(ctx, assigned)
+	if p.state != nil && !p.stopped.Load() {
+		// The stores are restored before the partitions' tasks exist: no
+		// record of theirs runs on a store not yet restored.
+		for _, parts := range assigned {
+			if err := p.state.open(ctx, parts); err != nil {
+				p.fail(err)
+				return
+			}
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped.Load() {

@@ -35,6 +35,8 @@ type job struct {
 	started time.Time // the current attempt's first call
 	pended  bool      // the current attempt waited on asynchronous operations
 	tr      *tracing.Attempt
+	rs      *recordState // the current attempt's state writes (state.enabled)
+	sb      *stateBatch  // its writes once it succeeded, tied to their changelog produces
 
 	// The release (set by settle, acted on by deliver).
 	ordered bool    // it has a place in the partition's release order

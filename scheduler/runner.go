@@ -261,6 +261,13 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 			internal[t] = append(internal[t], pc.Inputs...)
 		}
 	}
+	changelogs := map[string]int{} // changelog topic -> its pipeline's index
+	for i, pc := range r.cfg.Pipelines {
+		if pc.State.Enabled {
+			keys[pc.State.Changelog] = fmt.Sprintf("pipelines[%d].state.changelog", i)
+			changelogs[pc.State.Changelog] = i
+		}
+	}
 	topics := make([]string, 0, len(keys))
 	for t := range keys {
 		topics = append(topics, t)
@@ -280,6 +287,8 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 			}
 		} else if _, ok := internal[t]; ok {
 			missingInternal = append(missingInternal, t)
+		} else if _, ok := changelogs[t]; ok {
+			// created below, once the inputs exist
 		} else {
 			missing = append(missing, t)
 		}
@@ -308,6 +317,9 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 		if err := create(r.cfg.Kafka.TopicPartitions, missing...); err != nil {
 			return err
 		}
+	}
+	if err := r.ensureChangelogs(mctx, adm, changelogs, keys); err != nil {
+		return err
 	}
 	for _, t := range missingInternal {
 		parts := int32(1)

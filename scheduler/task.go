@@ -41,6 +41,7 @@ type task struct {
 	partition int32
 	tr        offsets.Tracker
 	skip      *offsets.DoneSet // offsets the previous owner recorded as done
+	state     *taskState       // the partition's state (state.enabled; nil otherwise)
 
 	// Written under p.commitMu; committed is read by gauges without it.
 	committed     atomic.Int64
@@ -110,6 +111,9 @@ func newTask(p *Pipeline, topic string, partition int32, skip *offsets.DoneSet) 
 		t.lanes = map[string]*lane{}
 	}
 	t.rel = p.commit.releaseOrder(t)
+	if p.state != nil {
+		t.state = p.state.taskState(partition)
+	}
 	return t
 }
 

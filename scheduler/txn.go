@@ -226,6 +226,7 @@ func (x *transactions) cut(final bool) bool {
 	case committed:
 		for _, m := range marks {
 			m.t.committed.Store(m.off)
+			m.t.flushState(m.off)
 		}
 		p.stats.Commits.Add(1)
 		p.stats.TxnCommitted.Add(1)
@@ -311,8 +312,10 @@ func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
 		t.stop()
 		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
 	}
-	if !p.bg.Go(func() { retire(tasks) }) {
-		retire(tasks) // shutting down: no background work any more
+	stores := p.detachState(tasks)
+	gone := func() { retire(tasks); closeStores(stores) }
+	if !p.bg.Go(gone) {
+		gone() // shutting down: no background work any more
 	}
 }
 
@@ -344,6 +347,9 @@ func (x *transactions) stop(ctx context.Context) {
 	close(p.quit)
 	p.wg.Wait()
 	p.bg.Close()
+	if p.state != nil {
+		p.state.closeAll()
+	}
 	x.sess.Close()
 	p.leaveStatic(ctx)
 }
@@ -391,6 +397,9 @@ func (x *transactions) deliverOutputs(t *task, j *job) {
 	for i := range j.outs {
 		if kr := j.outputRecord(i); outputTooLarge(kr) {
 			t.p.budget.releaseOutputs(j.held)
+			if j.sb != nil {
+				j.sb.void.Store(true) // its writes are not in the changelog
+			}
 			t.fail(r, j.attempt, failure{KindProduce, fmt.Sprintf("output %d to %s is over the %d bytes a transactional produce may carry", i, kr.Topic, maxOutputRecordBytes), false}, nil, j.tr)
 			return
 		}
@@ -405,12 +414,18 @@ func (x *transactions) deliverOutputs(t *task, j *job) {
 			if j.remaining.Add(-1) == 0 {
 				t.p.budget.releaseOutputs(j.held)
 			}
+			changelog := j.sb != nil && pr.Topic == t.state.changelog
+			if changelog {
+				j.sb.acked(pr.Offset, err) // a changelog record (state.go)
+			}
 			if err != nil {
 				x.failed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
 				return
 			}
-			t.p.stats.Outputs.Add(1)
-			t.ps.Outputs.Add(1)
+			if !changelog {
+				t.p.stats.Outputs.Add(1)
+				t.ps.Outputs.Add(1)
+			}
 		})
 	}
 	t.finish(r)

@@ -556,7 +556,13 @@ func (w *worker) start(j *job) {
 		j.tr.SetInstance(in.ID())
 	}
 	w.state.Store(workerBusy)
-	res := in.Process(w.t.ctx, &j.ar, j)
+	var res host.Result
+	if ts := w.t.state; ts != nil {
+		j.rs = ts.begin() // a new attempt starts without the last one's writes
+		res = in.ProcessState(w.t.ctx, &j.ar, j, j.rs)
+	} else {
+		res = in.Process(w.t.ctx, &j.ar, j)
+	}
 	var end time.Time
 	j.started, end = in.LastCall()
 	w.outcomeAt(j, res, end)
@@ -621,6 +627,17 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	}
 	if res.Status == abi.StatusOK {
 		j.tr.Decide(false)
+		if j.rs != nil {
+			// Before the lane is freed: the next record of the key or
+			// partition reads these writes (state.go).
+			b, outs := t.state.commitRecord(r.Offset, j.rs)
+			j.rs = nil
+			if b != nil {
+				j.sb = b
+				res.Outputs = append(res.Outputs, outs...)
+				t.p.stats.StateWrites.Add(int64(len(outs)))
+			}
+		}
 		if len(res.Outputs) == 0 {
 			t.p.budget.releaseOutputs(res.HeldBytes)
 			w.settle(j, verdictDone)
@@ -652,5 +669,6 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	}
 	j.tr.Decide(true)
 	j.fail = f
+	j.rs = nil // a failed record leaves no state behind
 	w.settle(j, verdictFailed)
 }

@@ -70,6 +70,7 @@ func Run(r abi.Record) Result {
 		st, msg = complete(h, op.id, perform(op))
 	}
 	queued = nil
+	endState(st)
 	res := Result{Status: st}
 	if st == abi.StatusOK {
 		res.Outputs = c.out

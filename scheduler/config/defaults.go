@@ -42,6 +42,15 @@ const (
 	// DefaultRetryInstancesMax is retry.instances.max unless set (or
 	// retry.instances.min, if higher).
 	DefaultRetryInstancesMax = 2
+	// DefaultStateDir is pipelines[].state.dir: auto, under the user's
+	// cache directory; each store is a file in it named by host.id,
+	// pipeline and partition.
+	DefaultStateDir = "wasmstream/state"
+	// DefaultChangelogSuffix follows the pipeline's consumer group in
+	// state.changelog unless set: like the group, the changelog belongs to
+	// one application and one pipeline (Kafka Streams names it
+	// "<application.id>-<store>-changelog").
+	DefaultChangelogSuffix = ".changelog"
 	// DefaultRetryTopicSuffix follows the pipeline's name in
 	// retry.topic_prefix unless set.
 	DefaultRetryTopicSuffix = ".retry"
@@ -108,6 +117,11 @@ func PipelineDefaults() Pipeline {
 		Weight:           1,
 		Consume:          ConsumeGroup,
 		Share:            Share{MaxRecords: 500},
+		State: State{
+			Dir:            Auto,
+			MaxValueBytes:  64 << 10,
+			RestoreTimeout: 5 * time.Minute,
+		},
 		Instances: Instances{
 			Min:         1,
 			IdleTimeout: 30 * time.Second,
@@ -182,6 +196,9 @@ func (c *Config) applyDefaults() {
 		}
 		if p.Retry.TopicPrefix == "" {
 			p.Retry.TopicPrefix = p.Name + DefaultRetryTopicSuffix
+		}
+		if p.State.Changelog == "" {
+			p.State.Changelog = c.GroupID(p) + DefaultChangelogSuffix
 		}
 	}
 }

@@ -193,7 +193,7 @@ func TestReferenceConfigStatesDefaults(t *testing.T) {
 			t.Errorf("config.yaml:%d: %s is no config key", k.line, k.path)
 			return
 		}
-		value = strings.NewReplacer("<name>", "uppercase", "<hostname>", hostname).Replace(value)
+		value = strings.NewReplacer("<group>", def.GroupID(&def.Pipelines[0]), "<name>", "uppercase", "<hostname>", hostname).Replace(value)
 		got, err := decodeLike(value, f.Type())
 		if err != nil {
 			t.Errorf("config.yaml:%d: %s: %s %q: %v", k.line, k.path, what, value, err)

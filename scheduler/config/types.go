@@ -101,6 +101,28 @@ type Pipeline struct {
 	// not with exactly_once). RATIONALE.md, "Share groups".
 	Consume string `koanf:"consume"`
 	Share   Share  `koanf:"share"`
+	// State gives the processor durable per-key state (ABI.md §4.1,
+	// DESIGN.md "State", RATIONALE.md "State stores").
+	State State `koanf:"state"`
+}
+
+// State configures a pipeline's state stores: one local store per input
+// partition, backed by a compacted changelog topic.
+type State struct {
+	Enabled bool `koanf:"enabled"`
+	// Dir holds the local stores: "auto" (the default) is DefaultStateDir
+	// under the user's cache directory; a relative path is the config
+	// file's directory's. See Config.StateDir.
+	Dir string `koanf:"dir"`
+	// MaxValueBytes bounds one value (state_put); keys are bounded by
+	// abi.MaxStateKeyBytes.
+	MaxValueBytes int `koanf:"max_value_bytes"`
+	// Changelog is the changelog topic; default "<group>.changelog" (the
+	// pipeline's consumer group, GroupID).
+	Changelog string `koanf:"changelog"`
+	// RestoreTimeout bounds the restore of one partition's store when the
+	// partition is assigned; past it the pipeline fails.
+	RestoreTimeout time.Duration `koanf:"restore_timeout"`
 }
 
 // Consumption modes (pipelines[].consume).
@@ -395,6 +417,22 @@ func (c *Config) CompileCacheDir() (dir string, auto bool, err error) {
 		return d, false, nil
 	default:
 		return filepath.Join(c.Dir, d), false, nil
+	}
+}
+
+// StateDir is where the local state stores of pc live (state.dir).
+func (c *Config) StateDir(pc *Pipeline) (string, error) {
+	switch d := pc.State.Dir; {
+	case d == Auto || d == "":
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("pipelines[%s].state.dir: auto: %w", pc.Name, err)
+		}
+		return filepath.Join(base, DefaultStateDir), nil
+	case filepath.IsAbs(d) || c.Dir == "":
+		return d, nil
+	default:
+		return filepath.Join(c.Dir, d), nil
 	}
 }
 

@@ -129,6 +129,7 @@ func (c *Config) checkPipelines(add addFunc) {
 		checkShare(add, key, p)
 		checkInstances(add, key, p)
 		checkRetry(add, key, p, inputs)
+		checkState(add, key, p, inputs)
 		checkAsync(add, key, &p.Async)
 		for _, k := range sortedKeys(p.Env) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -499,3 +500,38 @@ func validTopic(t string) bool {
 }
 
 var topicRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// checkState checks the state section: per-key state is serialised by the
+// ordering and lives with one input partition, so it needs partition or key
+// order, one input topic, no retry topics (a retried record would update
+// its keys out of order, on another pipeline) and a consumer group
+// (RATIONALE.md, "State stores").
+func checkState(add addFunc, key keyFunc, p *Pipeline, inputs map[string]bool) {
+	st := &p.State
+	if !st.Enabled {
+		return
+	}
+	if p.Ordering == OrderNone {
+		add(key("ordering"), "none with state.enabled: updates to one key must be serialised; use ordering: partition or key")
+	}
+	if len(p.Inputs) > 1 {
+		add(key("inputs"), "%d topics with state.enabled: a state store belongs to one input partition, so a stateful pipeline reads one topic", len(p.Inputs))
+	}
+	if p.Consume == ConsumeShare {
+		add(key("consume"), "share with state.enabled: a share group gives no host a partition of its own; use consume: group")
+	}
+	if len(p.RetryTopics()) > 0 {
+		add(key("retry.mode"), "topics with state.enabled: a record retried through a retry topic would update its keys after later records of the same key; use retry.mode: inline or retry.max_attempts: 1")
+	}
+	if st.MaxValueBytes < 1 || st.MaxValueBytes > 512<<10 {
+		add(key("state.max_value_bytes"), "%d: want 1 to 524288 (a changelog record must fit a produce, 1 MB by default, with its key)", st.MaxValueBytes)
+	}
+	if !validTopic(st.Changelog) {
+		add(key("state.changelog"), "%q is not a valid topic name", st.Changelog)
+	} else if inputs[st.Changelog] || st.Changelog == p.Output || st.Changelog == p.DeadLetterTopic || slices.Contains(p.AllowedOutputs, st.Changelog) {
+		add(key("state.changelog"), "%q must be a topic of its own, not an input or output of the pipeline", st.Changelog)
+	}
+	if st.RestoreTimeout < time.Second {
+		add(key("state.restore_timeout"), "%s is below the minimum of 1s", st.RestoreTimeout)
+	}
+}

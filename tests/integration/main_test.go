@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build wasmstream: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	for _, name := range []string{"uppercase", "enrich", "hash", "lookup"} {
+	for _, name := range []string{"uppercase", "enrich", "hash", "lookup", "count"} {
 		p := filepath.Join(dir, name+".wasm")
 		if err := os.WriteFile(p, wt.BuildGoGuest(tb, "plugins/examples/"+name), 0o644); err != nil {
 			panic(err)

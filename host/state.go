@@ -1,0 +1,132 @@
+package host
+
+import (
+	"context"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// State is the state a record's calls read and write through the state_*
+// host functions (ABI.md §4.1). The scheduler gives one to each attempt of
+// a record (ProcessState): its writes are the record's own until the
+// record's outcome is decided. Its methods are called only from the
+// instance's goroutine, during a call into the guest for that record; they
+// must not block for long (they run under the record's deadline).
+type State interface {
+	// Get returns key's value, or ErrnoNotFound. The value is valid until
+	// the next call on the State.
+	Get(key []byte) ([]byte, abi.Errno)
+	// Put sets key to value; both are the guest's memory, to be copied.
+	Put(key, value []byte) abi.Errno
+	// Delete removes key.
+	Delete(key []byte) abi.Errno
+	// Scan calls fn for the keys with prefix that sort after after (all
+	// of them when after is empty), in key order, until fn returns false.
+	Scan(prefix, after []byte, fn func(key, value []byte) bool) abi.Errno
+}
+
+// ProcessState is Process for a record whose calls may use state: st
+// answers its state_* host functions (nil: they return ErrnoNoState).
+func (in *Instance) ProcessState(ctx context.Context, rec *abi.Record, tag any, st State) Result {
+	in.nextState = st
+	return in.Process(ctx, rec, tag)
+}
+
+// stateCall reads the arguments (handle, key, key_len) common to the
+// state_* host functions: the record's State and the key, or an errno.
+func stateCall(ctx context.Context, mod api.Module, stack []uint64, fn string) (*Instance, State, []byte, abi.Errno) {
+	in, rs, key := recordCall(ctx, mod, stack, fn)
+	switch {
+	case rs == nil:
+		return in, nil, nil, abi.ErrnoBadHandle
+	case rs.state == nil:
+		return in, nil, nil, abi.ErrnoNoState
+	case len(key) > abi.MaxStateKeyBytes:
+		return in, nil, nil, abi.ErrnoTooLarge
+	}
+	return in, rs.state, key, 0
+}
+
+// state_get(handle, key, key_len, buf, buf_len) -> value_len | -errno.
+// The value is written only when it fits (value_len <= buf_len); a guest
+// given a larger value_len calls again with a buffer that size.
+func hostStateGet(ctx context.Context, mod api.Module, stack []uint64) {
+	in, st, key, e := stateCall(ctx, mod, stack, abi.ImportStateGet)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	buf, n := uint32(stack[3]), uint32(stack[4])
+	v, e := st.Get(key)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	if len(v) <= int(n) && !mod.Memory().Write(buf, v) {
+		in.badPointer(mod, abi.ImportStateGet, buf, uint32(len(v)))
+	}
+	stack[0] = uint64(len(v))
+}
+
+// state_put(handle, key, key_len, val, val_len) -> 0 | -errno
+func hostStatePut(ctx context.Context, mod api.Module, stack []uint64) {
+	in, st, key, e := stateCall(ctx, mod, stack, abi.ImportStatePut)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	val := in.read(mod, abi.ImportStatePut, uint32(stack[3]), uint32(stack[4]))
+	stack[0] = errno(st.Put(key, val))
+}
+
+// state_delete(handle, key, key_len) -> 0 | -errno
+func hostStateDelete(ctx context.Context, mod api.Module, stack []uint64) {
+	_, st, key, e := stateCall(ctx, mod, stack, abi.ImportStateDelete)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	stack[0] = errno(st.Delete(key))
+}
+
+// state_scan(handle, prefix, prefix_len, after, after_len, buf, buf_len)
+// -> bytes written | -errno: the entries (abi.AppendStateEntry) of the keys
+// with prefix after the cursor after, as many whole ones as fit in buf; 0
+// when there are no more. ErrnoBufTooSmall when not even the first fits.
+func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
+	in, st, prefix, e := stateCall(ctx, mod, stack, abi.ImportStateScan)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	after := in.read(mod, abi.ImportStateScan, uint32(stack[3]), uint32(stack[4]))
+	if len(after) > abi.MaxStateKeyBytes {
+		stack[0] = errno(abi.ErrnoTooLarge)
+		return
+	}
+	buf, n := uint32(stack[5]), uint32(stack[6])
+	out := in.scanBuf[:0]
+	tooSmall := false
+	e = st.Scan(prefix, after, func(k, v []byte) bool {
+		if len(out)+abi.StateEntrySize(k, v) > int(n) {
+			tooSmall = len(out) == 0
+			return false
+		}
+		out = abi.AppendStateEntry(out, k, v)
+		return true
+	})
+	in.scanBuf = out[:0]
+	switch {
+	case e != 0:
+		stack[0] = errno(e)
+	case tooSmall:
+		stack[0] = errno(abi.ErrnoBufTooSmall)
+	default:
+		if !mod.Memory().Write(buf, out) {
+			in.badPointer(mod, abi.ImportStateScan, buf, uint32(len(out)))
+		}
+		stack[0] = uint64(len(out))
+	}
+}

@@ -1,0 +1,190 @@
+// Package statestore is one partition's local state store: a bbolt file
+// holding the keys and values, and the changelog offset up to which the
+// file reflects the changelog (restore reads from there). Writes are not
+// synced: the changelog is what makes state durable; a file lost or
+// damaged costs a full restore (RATIONALE.md, "State stores").
+//
+// A Store is safe for concurrent use: any number of readers, one writer
+// at a time (bbolt's rule).
+package statestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bucketData = []byte("data")
+	bucketMeta = []byte("meta")
+	keyNext    = []byte("changelog_next")
+)
+
+// Store is one partition's store.
+type Store struct {
+	db   *bolt.DB
+	path string
+}
+
+// Open opens (creating it if needed) the store at path. A file bbolt
+// cannot read is removed and created anew: its content comes back from the
+// changelog. lockWait bounds the wait for another handle on the file (the
+// previous assignment's, still closing).
+func Open(path string, lockWait time.Duration) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	opts := &bolt.Options{Timeout: lockWait, NoSync: true, NoFreelistSync: true, FreelistType: bolt.FreelistMapType}
+	db, err := bolt.Open(path, 0o644, opts)
+	if err != nil && !errors.Is(err, bolt.ErrTimeout) {
+		// Damaged (a machine crash with unsynced pages): start over.
+		if rerr := os.Remove(path); rerr != nil {
+			return nil, fmt.Errorf("state store %s: %w (and removing it: %v)", path, err, rerr)
+		}
+		db, err = bolt.Open(path, 0o644, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state store %s: %w", path, err)
+	}
+	db.NoSync = true
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketData); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(bucketMeta)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("state store %s: %w", path, err)
+	}
+	return &Store{db: db, path: path}, nil
+}
+
+// Close closes the file; it waits for reads in progress.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Next is the changelog offset the store reflects everything before: a
+// restore reads the changelog from there (0: everything).
+func (s *Store) Next() (int64, error) {
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyNext); len(v) == 8 {
+			n = int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Reset empties the store (its changelog offset back to 0): for a store
+// ahead of its changelog, which then is not the one it was built from.
+func (s *Store) Reset() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketData, bucketMeta} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Get appends key's value to dst and reports whether it has one.
+func (s *Store) Get(dst, key []byte) ([]byte, bool, error) {
+	var ok bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketData).Get(key)
+		if v != nil {
+			ok = true
+			dst = append(dst, v...)
+		}
+		return nil
+	})
+	return dst, ok, err
+}
+
+// Scan calls fn for the keys with prefix after after (all with prefix when
+// after is empty), in key order, until fn returns false. Key and value are
+// valid only during fn; fn must not call the store's writers.
+func (s *Store) Scan(prefix, after []byte, fn func(k, v []byte) bool) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketData).Cursor()
+		var k, v []byte
+		if len(after) > 0 && bytes.Compare(after, prefix) >= 0 {
+			k, v = c.Seek(after)
+			if bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		} else {
+			k, v = c.Seek(prefix)
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if !fn(k, v) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Write is one change: Value nil deletes Key.
+type Write struct {
+	Key, Value []byte
+}
+
+// Apply writes ws in order and records next as the changelog offset the
+// store now reflects everything before (unchanged when next < 0), in one
+// transaction.
+func (s *Store) Apply(ws []Write, next int64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketData)
+		for _, w := range ws {
+			var err error
+			if w.Value == nil {
+				err = b.Delete(w.Key)
+			} else {
+				err = b.Put(w.Key, w.Value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if next >= 0 {
+			return tx.Bucket(bucketMeta).Put(keyNext, binary.BigEndian.AppendUint64(nil, uint64(next)))
+		}
+		return nil
+	})
+}
+
+// Size is the bytes of the store's data in use (bbolt's file size as of
+// the last transaction); cheap to call.
+func (s *Store) Size() int64 {
+	var n int64
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Size()
+		return nil
+	})
+	return n
+}
+
+// Keys counts the keys (a walk of the whole tree: tests and tools only).
+func (s *Store) Keys() int {
+	var n int
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketData).Stats().KeyN
+		return nil
+	})
+	return n
+}

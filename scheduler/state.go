@@ -1,0 +1,329 @@
+package scheduler
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+)
+
+// How state moves (DESIGN.md, "State"): an attempt of a record writes into
+// its own recordState; when the record succeeds, the worker hands those
+// writes to its task's taskState (commitRecord) before it frees the
+// record's lane, so the next record of the key or partition reads them
+// from the overlay; the same writes become changelog records among the
+// record's outputs, produced (at_least_once) or put in the transaction
+// (exactly_once) with them. Once the record's offset is committed, the
+// commit applies its writes to the partition's bbolt store (flush) with
+// the changelog offset the store now reflects, and drops them from the
+// overlay.
+
+// taskState is a partition task's view of its state: the partition's
+// store, and the writes of records that succeeded but whose offsets are not
+// committed yet (the overlay). A new task (a new assignment, or a restart
+// after an aborted transaction) starts with an empty overlay over the same
+// store. Safe for concurrent use; mu is a leaf lock.
+type taskState struct {
+	ps        *partStore
+	partition int32
+	parts     int // the input topic's partitions: a key's partition is murmur2 % parts
+	maxValue  int
+	changelog string
+
+	mu      sync.Mutex
+	overlay map[string]overlayEntry
+	batches []*stateBatch
+	seq     uint64
+	// applied is one past the highest changelog offset applied to the
+	// store by this task's flushes (-1: none yet).
+	applied int64
+}
+
+// overlayEntry is a key's newest write not yet in the store.
+type overlayEntry struct {
+	value []byte // nil: deleted
+	seq   uint64 // the batch that wrote it
+}
+
+// stateBatch is the writes of one succeeded record.
+type stateBatch struct {
+	offset int64 // the input record's
+	seq    uint64
+	writes []statestore.Write
+	// firstAcked is the lowest changelog offset of the batch the broker
+	// acknowledged (math.MaxInt64 until one is); lastAcked the highest.
+	firstAcked, lastAcked atomic.Int64
+	void                  atomic.Bool // a changelog produce failed: never applied
+}
+
+func newTaskState(ps *partStore, partition int32, parts, maxValue int, changelog string) *taskState {
+	return &taskState{ps: ps, partition: partition, parts: parts, maxValue: maxValue, changelog: changelog, overlay: map[string]overlayEntry{}, applied: -1}
+}
+
+// begin returns the State of one attempt of a record.
+func (ts *taskState) begin() *recordState { return &recordState{ts: ts} }
+
+// checkKey answers whether key may be used by a record of the partition.
+func (ts *taskState) checkKey(key []byte) abi.Errno {
+	if len(key) > abi.MaxStateKeyBytes {
+		return abi.ErrnoTooLarge
+	}
+	if ts.parts > 1 && keyPartition(key, ts.parts) != ts.partition {
+		return abi.ErrnoWrongKey
+	}
+	return 0
+}
+
+// get reads key through the overlay.
+func (ts *taskState) get(dst, key []byte) ([]byte, bool, error) {
+	ts.mu.Lock()
+	e, ok := ts.overlay[string(key)]
+	ts.mu.Unlock()
+	if ok {
+		return append(dst, e.value...), e.value != nil, nil
+	}
+	return ts.ps.store.Get(dst, key)
+}
+
+// commitRecord takes the writes of a succeeded record at offset (in the
+// worker, before the record's lane is freed) and returns them as changelog
+// outputs for the record's partition. The batch is returned to be tied to
+// the record's produces (acked, failed).
+func (ts *taskState) commitRecord(offset int64, rs *recordState) (*stateBatch, []abi.Output) {
+	if len(rs.writes) == 0 {
+		return nil, nil
+	}
+	outs := make([]abi.Output, len(rs.writes))
+	ts.mu.Lock()
+	ts.seq++
+	b := &stateBatch{offset: offset, seq: ts.seq, writes: rs.writes}
+	b.firstAcked.Store(math.MaxInt64)
+	b.lastAcked.Store(-1)
+	for i, w := range rs.writes {
+		ts.overlay[string(w.Key)] = overlayEntry{value: w.Value, seq: b.seq}
+		outs[i] = abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition}
+	}
+	ts.batches = append(ts.batches, b)
+	ts.mu.Unlock()
+	rs.writes = nil // the batch's now
+	return b, outs
+}
+
+// acked notes a changelog record of b acknowledged at offset (or failed).
+func (b *stateBatch) acked(offset int64, err error) {
+	if err != nil {
+		b.void.Store(true)
+		return
+	}
+	for {
+		cur := b.firstAcked.Load()
+		if offset >= cur || b.firstAcked.CompareAndSwap(cur, offset) {
+			break
+		}
+	}
+	for {
+		cur := b.lastAcked.Load()
+		if offset <= cur || b.lastAcked.CompareAndSwap(cur, offset) {
+			break
+		}
+	}
+}
+
+// flush applies to the store the writes of the records below the committed
+// offset upTo, and drops them from the overlay where no later write
+// replaced them. The store then reflects the changelog up to the lowest
+// offset of what stays in the overlay (a restore reads from there; writes
+// it applies again are the same writes, in the same order). Called by the
+// committer after a commit, one at a time (commitMu).
+func (ts *taskState) flush(upTo int64) error {
+	ts.mu.Lock()
+	var done, keep []*stateBatch
+	for _, b := range ts.batches {
+		if b.offset < upTo {
+			done = append(done, b)
+		} else {
+			keep = append(keep, b)
+		}
+	}
+	if len(done) == 0 {
+		ts.mu.Unlock()
+		return nil
+	}
+	ts.batches = keep
+	for _, b := range done {
+		if !b.void.Load() {
+			ts.applied = max(ts.applied, b.lastAcked.Load()+1)
+		}
+	}
+	next := ts.applied
+	for _, b := range keep {
+		next = min(next, b.firstAcked.Load())
+	}
+	ts.mu.Unlock()
+	sort.Slice(done, func(i, j int) bool { return done[i].offset < done[j].offset })
+	var ws []statestore.Write
+	for _, b := range done {
+		if !b.void.Load() {
+			ws = append(ws, b.writes...)
+		}
+	}
+	err := ts.ps.store.Apply(ws, next)
+	ts.mu.Lock()
+	for _, b := range done {
+		for _, w := range b.writes {
+			if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
+				delete(ts.overlay, string(w.Key))
+			}
+		}
+	}
+	ts.mu.Unlock()
+	return err
+}
+
+// recordState is the State one attempt of a record uses (host.State): its
+// own writes over the task's overlay over the store. Used only by the
+// instance's worker, during the record's calls.
+type recordState struct {
+	ts *taskState
+	// writes are the attempt's, one per key in first-write order (a nil
+	// Value deletes); found by a linear search: a record writes few keys.
+	writes []statestore.Write
+	buf    []byte
+}
+
+// find returns the index of key's write, or -1.
+func (rs *recordState) find(key []byte) int {
+	for i := range rs.writes {
+		if string(rs.writes[i].Key) == string(key) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (rs *recordState) Get(key []byte) ([]byte, abi.Errno) {
+	if e := rs.ts.checkKey(key); e != 0 {
+		return nil, e
+	}
+	if i := rs.find(key); i >= 0 {
+		if v := rs.writes[i].Value; v != nil {
+			return v, 0
+		}
+		return nil, abi.ErrnoNotFound
+	}
+	v, ok, err := rs.ts.get(rs.buf[:0], key)
+	rs.buf = v
+	if err != nil {
+		return nil, abi.ErrnoNoState // the store is closed: the partition moved
+	}
+	if !ok {
+		return nil, abi.ErrnoNotFound
+	}
+	return v, 0
+}
+
+func (rs *recordState) put(key, v []byte) {
+	if i := rs.find(key); i >= 0 {
+		rs.writes[i].Value = v
+		return
+	}
+	rs.writes = append(rs.writes, statestore.Write{Key: append([]byte(nil), key...), Value: v})
+}
+
+func (rs *recordState) Put(key, value []byte) abi.Errno {
+	if e := rs.ts.checkKey(key); e != 0 {
+		return e
+	}
+	if len(value) > rs.ts.maxValue {
+		return abi.ErrnoTooLarge
+	}
+	v := make([]byte, len(value)) // never nil: nil is a delete
+	copy(v, value)
+	rs.put(key, v)
+	return 0
+}
+
+func (rs *recordState) Delete(key []byte) abi.Errno {
+	if e := rs.ts.checkKey(key); e != 0 {
+		return e
+	}
+	rs.put(key, nil)
+	return 0
+}
+
+// Scan merges the record's writes and the overlay (newer) into the store's
+// keys, in key order.
+func (rs *recordState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
+	if len(prefix) > abi.MaxStateKeyBytes {
+		return abi.ErrnoTooLarge
+	}
+	inRange := func(k string) bool {
+		return strings.HasPrefix(k, string(prefix)) && (len(after) == 0 || k > string(after))
+	}
+	newer := map[string][]byte{}
+	ts := rs.ts
+	ts.mu.Lock()
+	for k, e := range ts.overlay {
+		if inRange(k) {
+			newer[k] = e.value
+		}
+	}
+	ts.mu.Unlock()
+	for _, w := range rs.writes {
+		if k := string(w.Key); inRange(k) {
+			newer[k] = w.Value
+		}
+	}
+	keys := make([]string, 0, len(newer))
+	for k := range newer {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	stop := false
+	// emitNewer emits the newer keys below limit (all when limit is nil).
+	emitNewer := func(limit []byte) {
+		for len(keys) > 0 && !stop && (limit == nil || keys[0] < string(limit)) {
+			if v := newer[keys[0]]; v != nil {
+				stop = !fn([]byte(keys[0]), v)
+			}
+			keys = keys[1:]
+		}
+	}
+	err := ts.ps.store.Scan(prefix, after, func(k, v []byte) bool {
+		emitNewer(k)
+		if stop {
+			return false
+		}
+		if len(keys) > 0 && keys[0] == string(k) {
+			if nv := newer[keys[0]]; nv != nil {
+				stop = !fn(k, nv)
+			}
+			keys = keys[1:]
+			return !stop
+		}
+		stop = !fn(k, v)
+		return !stop
+	})
+	if err != nil {
+		return abi.ErrnoNoState
+	}
+	emitNewer(nil)
+	return 0
+}
+
+// flushState applies the state writes of the task's records below the
+// committed offset upTo to the store (after a commit; under commitMu). A
+// failure costs a longer restore, not state: the changelog has the writes.
+func (t *task) flushState(upTo int64) {
+	if t.state == nil {
+		return
+	}
+	if err := t.state.flush(upTo); err != nil {
+		t.p.log.Warn("applying state writes to the local store failed; the next restore reads them from the changelog", "partition", t.partition, "err", err)
+	}
+}

@@ -1,0 +1,166 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// memState is a State over a map, without overlay, changelog or store:
+// what the guest's state calls cost by themselves.
+type memState map[string][]byte
+
+func (m memState) Get(k []byte) ([]byte, abi.Errno) {
+	v, ok := m[string(k)]
+	if !ok {
+		return nil, abi.ErrnoNotFound
+	}
+	return v, 0
+}
+func (m memState) Put(k, v []byte) abi.Errno { m[string(k)] = append([]byte(nil), v...); return 0 }
+func (m memState) Delete(k []byte) abi.Errno { delete(m, string(k)); return 0 }
+func (m memState) Scan(_, _ []byte, _ func(k, v []byte) bool) abi.Errno {
+	return 0
+}
+
+func benchInstance(b *testing.B, guest string) *host.Instance {
+	e, err := host.NewEngine("", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close(context.Background()) })
+	wasm, err := os.ReadFile(guestPath(b, guest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := e.Load(context.Background(), wasm, host.ModuleConfig{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, err := m.NewInstance(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close(context.Background()) })
+	return in
+}
+
+// BenchmarkStateRecord is the per-record cost of a get and a put (the count
+// example) beside a stateless guest doing the same emit (uppercase): the
+// instance call alone, with state calls answered from a map (the ABI
+// crossings), and through the scheduler's state (record writes, overlay,
+// key check, changelog outputs, the bbolt store applied every 1000
+// records as a commit would).
+func BenchmarkStateRecord(b *testing.B) {
+	const parts = 4
+	var keys [][]byte
+	for i := 0; len(keys) < 1000; i++ {
+		if k := []byte(fmt.Sprintf("k%d", i)); keyPartition(k, parts) == 0 {
+			keys = append(keys, k)
+		}
+	}
+	rec := func(i int) *abi.Record {
+		return &abi.Record{Topic: "in", Offset: int64(i), Key: keys[i%len(keys)], Value: []byte("value"), Attempt: 1}
+	}
+	b.Run("stateless_uppercase", func(b *testing.B) {
+		in := benchInstance(b, "uppercase")
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if res := in.Process(context.Background(), rec(i), nil); res.Status != abi.StatusOK {
+				b.Fatal(res.Err)
+			}
+		}
+	})
+	b.Run("count_map_state", func(b *testing.B) {
+		in := benchInstance(b, "count")
+		st := memState{}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if res := in.ProcessState(context.Background(), rec(i), nil, st); res.Status != abi.StatusOK {
+				b.Fatal(res.Err)
+			}
+		}
+	})
+	b.Run("count_bbolt_state", func(b *testing.B) {
+		in := benchInstance(b, "count")
+		store, err := statestore.Open(filepath.Join(b.TempDir(), "s.db"), time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer store.Close()
+		ts := newTaskState(&partStore{store: store}, 0, parts, 64<<10, "p.changelog")
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			rs := ts.begin()
+			res := in.ProcessState(context.Background(), rec(i), nil, rs)
+			if res.Status != abi.StatusOK {
+				b.Fatal(res.Err)
+			}
+			sb, outs := ts.commitRecord(int64(i), rs)
+			if len(outs) != 1 {
+				b.Fatalf("%d changelog outputs", len(outs))
+			}
+			sb.acked(int64(i), nil)
+			if i%1000 == 999 {
+				if err := ts.flush(int64(i + 1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// TestStateRestoreTime measures a full restore of one partition's store
+// from a changelog of 100,000 keys (the in-process broker; the figure for
+// BENCHMARKS.md).
+func TestStateRestoreTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("produces 100k records")
+	}
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
+	r, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(context.Background())
+	const n = 100_000
+	cl := kafkatest.Client(t, brokers, kgo.ProducerLinger(5*time.Millisecond))
+	recs := make([]*kgo.Record, 0, n)
+	for i := 0; i < n; i++ {
+		recs = append(recs, &kgo.Record{Topic: cfg.Pipelines[0].State.Changelog, Partition: 0, Key: []byte(fmt.Sprintf("key-%06d", i)), Value: []byte(fmt.Sprint(i))})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p := r.Pipelines()[0]
+	store, err := statestore.Open(filepath.Join(t.TempDir(), "restore.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ps := &partStore{store: store}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.state.restore(ctx, ps, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ps.restored != n || store.Keys() != n {
+		t.Fatalf("restored %d records, %d keys; want %d", ps.restored, store.Keys(), n)
+	}
+	if next, _ := store.Next(); next != n {
+		t.Fatalf("store reflects the changelog up to %d, want %d", next, n)
+	}
+	t.Logf("full restore of %d keys: %s (%.0f records/s), store %d bytes", n, ps.took, n/ps.took.Seconds(), store.Size())
+}

@@ -1,0 +1,59 @@
+package scheduler
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// registerStateMetrics registers the counters and gauges of stateful
+// pipelines (state.enabled), observed when collected like the others: the
+// record path pays one atomic add per record with writes.
+func (r *Runner) registerStateMetrics(meter metric.Meter) error {
+	var err error
+	errs := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	writes, e := meter.Int64ObservableCounter("wasmstream.state.writes", metric.WithUnit("{write}"), metric.WithDescription("State writes (puts and deletes) of succeeded records: each one changelog record."))
+	errs(e)
+	restored, e := meter.Int64ObservableCounter("wasmstream.state.restored", metric.WithUnit("{record}"), metric.WithDescription("Changelog records applied to local stores by restores at partition assignment."))
+	errs(e)
+	restoreTime, e := meter.Float64ObservableCounter("wasmstream.state.restore.duration", metric.WithUnit("s"), metric.WithDescription("Time spent restoring local stores from the changelog at partition assignment (no partition of the pipeline is processed meanwhile)."))
+	errs(e)
+	storeBytes, e := meter.Int64ObservableGauge("wasmstream.state.store.bytes", metric.WithUnit("By"), metric.WithDescription("Size of a partition's local state store (bbolt file in use)."))
+	errs(e)
+	if err != nil {
+		return err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, p := range r.pipelines {
+			if p.state == nil {
+				continue
+			}
+			pipe := attribute.String("pipeline", p.pc.Name)
+			at := metric.WithAttributes(pipe)
+			o.ObserveInt64(writes, p.stats.StateWrites.Load(), at)
+			o.ObserveInt64(restored, p.stats.StateRestored.Load(), at)
+			o.ObserveFloat64(restoreTime, float64(p.stats.StateRestoreNanos.Load())/1e9, at)
+			for part, n := range p.state.sizes() {
+				o.ObserveInt64(storeBytes, n, metric.WithAttributes(pipe, attribute.Int("partition", int(part))))
+			}
+		}
+		return nil
+	}, writes, restored, restoreTime, storeBytes)
+	return err
+}
+
+// sizes returns each open store's size.
+func (s *stateStores) sizes() map[int32]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int32]int64, len(s.stores))
+	for part, ps := range s.stores {
+		out[part] = ps.store.Size()
+	}
+	return out
+}

@@ -1,0 +1,255 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+)
+
+// stateStores are a stateful pipeline's open partition stores (state.go):
+// a partition's store is opened and restored from the changelog when the
+// partition is assigned, before its task exists, and closed once its task
+// is gone after a revoke. Safe for concurrent use; mu is a leaf lock.
+type stateStores struct {
+	p   *Pipeline
+	dir string
+
+	mu     sync.Mutex
+	stores map[int32]*partStore
+	parts  int // the input topic's partition count, read at the first assignment
+}
+
+// partStore is one partition's open store.
+type partStore struct {
+	store    *statestore.Store
+	restored int           // changelog records applied by the restore
+	took     time.Duration // the restore's duration
+}
+
+func newStateStores(p *Pipeline) (*stateStores, error) {
+	dir, err := p.cfg.StateDir(p.pc)
+	if err != nil {
+		return nil, err
+	}
+	return &stateStores{p: p, dir: dir, stores: map[int32]*partStore{}}, nil
+}
+
+// path is the file of a partition's store: one per host, pipeline and
+// partition, so that two hosts sharing a directory never share a file.
+func (s *stateStores) path(partition int32) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%s.%s.%d.db", s.p.cfg.Host.ID, s.p.pc.Name, partition))
+}
+
+// open opens and restores the stores of the assigned partitions that are
+// not open yet, within state.restore_timeout for each. It runs in the
+// assignment callback: the partitions' tasks are created only after it.
+func (s *stateStores) open(ctx context.Context, parts []int32) error {
+	if err := s.readPartitions(ctx); err != nil {
+		return err
+	}
+	for _, part := range parts {
+		s.mu.Lock()
+		have := s.stores[part] != nil
+		s.mu.Unlock()
+		if have {
+			continue
+		}
+		timeout := s.p.pc.State.RestoreTimeout
+		st, err := statestore.Open(s.path(part), timeout)
+		if err != nil {
+			return fmt.Errorf("pipelines[%s].state.dir: %w", s.p.pc.Name, err)
+		}
+		ps := &partStore{store: st}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		err = s.restore(rctx, ps, part)
+		cancel()
+		if err != nil {
+			st.Close()
+			return fmt.Errorf("pipelines[%s].state: restoring partition %d from %s (state.restore_timeout %s): %w", s.p.pc.Name, part, s.p.pc.State.Changelog, timeout, err)
+		}
+		s.mu.Lock()
+		s.stores[part] = ps
+		s.mu.Unlock()
+		s.p.stats.StateRestored.Add(int64(ps.restored))
+		s.p.stats.StateRestoreNanos.Add(int64(ps.took))
+		s.p.log.Info("state restored", "partition", part, "records", ps.restored, "took", ps.took, "store", st.Path())
+	}
+	return nil
+}
+
+// readPartitions learns the input topic's partition count once.
+func (s *stateStores) readPartitions(ctx context.Context) error {
+	s.mu.Lock()
+	n := s.parts
+	s.mu.Unlock()
+	if n > 0 {
+		return nil
+	}
+	input := s.p.pc.Inputs[0]
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ts, err := kadm.NewClient(s.p.cl).ListTopics(ctx, input)
+	if err == nil {
+		err = ts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("pipelines[%s].inputs[0]: reading %s's partitions for its state: %w", s.p.pc.Name, input, err)
+	}
+	s.mu.Lock()
+	s.parts = len(ts[input].Partitions)
+	s.mu.Unlock()
+	return nil
+}
+
+// taskState returns the state of a new task of partition, or nil when the
+// partition's store is not open (its assignment failed to restore it).
+func (s *stateStores) taskState(partition int32) *taskState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.stores[partition]
+	if ps == nil {
+		return nil
+	}
+	st := &s.p.pc.State
+	return newTaskState(ps, partition, s.parts, st.MaxValueBytes, st.Changelog)
+}
+
+// detach takes the partitions' stores out of the open set (a new
+// assignment of one opens it anew) and returns them to close once their
+// tasks are gone.
+func (s *stateStores) detach(parts []int32) []*partStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*partStore
+	for _, part := range parts {
+		if ps := s.stores[part]; ps != nil {
+			out = append(out, ps)
+			delete(s.stores, part)
+		}
+	}
+	return out
+}
+
+// closeAll closes every store (the pipeline stopped).
+func (s *stateStores) closeAll() {
+	s.mu.Lock()
+	var parts []int32
+	for part := range s.stores {
+		parts = append(parts, part)
+	}
+	s.mu.Unlock()
+	closeStores(s.detach(parts))
+}
+
+func closeStores(ps []*partStore) {
+	for _, p := range ps {
+		_ = p.store.Close()
+	}
+}
+
+// releaseState closes the stores of tasks that are gone (revoked, lost).
+// Call it after their workers ended.
+func (p *Pipeline) releaseState(tasks []*task) { closeStores(p.detachState(tasks)) }
+
+// detachState takes the stores of tasks being revoked out of the open set
+// at once, so that a new assignment of their partitions opens them anew
+// (waiting for the file until they are closed), and returns them to close
+// once the tasks' workers ended.
+func (p *Pipeline) detachState(tasks []*task) []*partStore {
+	if p.state == nil {
+		return nil
+	}
+	parts := make([]int32, len(tasks))
+	for i, t := range tasks {
+		parts[i] = t.partition
+	}
+	return p.state.detach(parts)
+}
+
+// restore applies the changelog partition from the offset the store
+// reflects up to its end as the restore begins (read_committed: aborted
+// transactions' writes are skipped; control records are kept so that the
+// end is seen even when a transaction marker is the last offset).
+func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) error {
+	start := time.Now()
+	defer func() { ps.took = time.Since(start) }()
+	next, err := ps.store.Next()
+	if err != nil {
+		return err
+	}
+	changelog := s.p.pc.State.Changelog
+	ends, err := kadm.NewClient(s.p.cl).ListEndOffsets(ctx, changelog)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("end offset: %w", err)
+	}
+	end, ok := ends.Lookup(changelog, part)
+	if !ok {
+		return fmt.Errorf("the changelog has no partition %d (it needs as many as the input)", part)
+	}
+	if next > end.Offset {
+		// The store has seen more than the changelog holds: the topic was
+		// deleted and created again. Its content is not the changelog's.
+		s.p.log.Warn("the state store is ahead of its changelog (recreated?); restoring it in full", "partition", part, "store_next", next, "changelog_end", end.Offset)
+		if err := ps.store.Reset(); err != nil {
+			return err
+		}
+		next = 0
+	}
+	if end.Offset <= next {
+		return nil
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(s.p.brokers...),
+		kgo.ClientID(s.p.cfg.Kafka.ClientID),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{changelog: {part: kgo.NewOffset().At(next)}}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), // compacted below next: from the start
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.WithLogger(kgoLogger{s.p.log}),
+	)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	last := next - 1
+	for last < end.Offset-1 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("read up to offset %d of %d: %w", last+1, end.Offset, ctx.Err())
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.Canceled) && ferr == nil {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		var ws []statestore.Write
+		fs.EachRecord(func(r *kgo.Record) {
+			last = max(last, r.Offset)
+			if r.Attrs.IsControl() {
+				return
+			}
+			ws = append(ws, statestore.Write{Key: r.Key, Value: r.Value})
+			ps.restored++
+		})
+		if err := ps.store.Apply(ws, last+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}

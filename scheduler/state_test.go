@@ -1,0 +1,351 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// Stateful pipelines on the in-process broker: the count example's running
+// counts stay exact across restarts (incremental and full restores),
+// rebalances, hot swaps and aborted transactions.
+
+const stateKeys = 97 // kafkatest.Produce's keys: "k<i%97>"
+
+// trueCounts is how many records have each key after rounds calls of
+// kafkatest.Produce with n records each.
+func trueCounts(n, rounds int) map[string]int {
+	out := map[string]int{}
+	for i := 0; i < n; i++ {
+		out[fmt.Sprintf("k%d", i%stateKeys)] += rounds
+	}
+	return out
+}
+
+// countState reads the count pipeline's output until every key reached its
+// true count, and returns the highest count seen per key and every
+// (key, count) pair's number of appearances.
+func countState(t *testing.T, rd *kafkatest.Reader, want map[string]int) (top map[string]int, seen map[string]int) {
+	t.Helper()
+	scan := func(rs []*kgo.Record) (map[string]int, map[string]int) {
+		top, seen := map[string]int{}, map[string]int{}
+		for _, r := range rs {
+			c, err := strconv.Atoi(string(r.Value))
+			if err != nil {
+				t.Fatalf("output %q: %v", r.Value, err)
+			}
+			top[string(r.Key)] = max(top[string(r.Key)], c)
+			seen[fmt.Sprintf("%s=%d", r.Key, c)]++
+		}
+		return top, seen
+	}
+	rd.ReadUntil(t, 2*time.Minute, "every key at its count", func(rs []*kgo.Record) bool {
+		top, _ := scan(rs)
+		for k, c := range want {
+			if top[k] < c {
+				return false
+			}
+		}
+		return true
+	})
+	rd.ReadFor(300 * time.Millisecond) // anything over the truth
+	return scan(rd.Recs)
+}
+
+func checkCounts(t *testing.T, top, want map[string]int) {
+	t.Helper()
+	for k, c := range want {
+		if top[k] != c {
+			t.Errorf("key %s: count %d, want %d", k, top[k], c)
+		}
+	}
+	if len(top) != len(want) {
+		t.Errorf("%d keys counted, want %d", len(top), len(want))
+	}
+}
+
+func stateConfig(t *testing.T, brokers []string, dir, extra string) string {
+	return fmt.Sprintf("    state: {enabled: true, dir: %q}\n    retry: {max_attempts: 1}%s", dir, extra)
+}
+
+// TestStateCountsAcrossRestarts: the counts are exact after a clean restart
+// (the store reflects the changelog: nothing, or little, to restore) and
+// after the state directory is wiped (a full restore from the changelog).
+func TestStateCountsAcrossRestarts(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
+	dir := t.TempDir()
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, dir, ""), "")
+	value := func(i int) string { return strconv.Itoa(i) }
+	rd := kafkatest.NewReader(t, brokers, "out")
+
+	const n = 2000
+	kafkatest.Produce(t, brokers, "in", n, value)
+	r := startRunner(t, cfg)
+	top, _ := countState(t, rd, trueCounts(n, 1))
+	checkCounts(t, top, trueCounts(n, 1))
+	r.Stop(context.Background())
+	old := t.TempDir() // the stores as they are now: behind the changelog after the next run
+	copyDir(t, dir, old)
+
+	// Incremental: the stores reflect the changelog already.
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return value(n + i) })
+	r = startRunner(t, cfg)
+	top, _ = countState(t, rd, trueCounts(n, 2))
+	checkCounts(t, top, trueCounts(n, 2))
+	if got := r.Pipelines()[0].stats.StateRestored.Load(); got != 0 {
+		t.Errorf("a clean restart restored %d changelog records, want 0", got)
+	}
+	r.Stop(context.Background())
+
+	// Incremental from behind (as after a crash: the changelog has writes
+	// the stores lack): the stores of two runs ago read the last run's
+	// changelog records, and only those.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, old, dir)
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return value(2*n + i) })
+	r = startRunner(t, cfg)
+	top, _ = countState(t, rd, trueCounts(n, 3))
+	checkCounts(t, top, trueCounts(n, 3))
+	if got := r.Pipelines()[0].stats.StateRestored.Load(); got != n {
+		t.Errorf("an incremental restore applied %d changelog records, want the %d of the run the stores missed", got, n)
+	}
+	r.Stop(context.Background())
+
+	// Full: the directory is gone.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return value(3*n + i) })
+	start := time.Now()
+	r = startRunner(t, cfg)
+	top, _ = countState(t, rd, trueCounts(n, 4))
+	checkCounts(t, top, trueCounts(n, 4))
+	restored := r.Pipelines()[0].stats.StateRestored.Load()
+	r.Stop(context.Background())
+	if restored != 3*n {
+		t.Errorf("a full restore applied %d changelog records, want all %d", restored, 3*n)
+	}
+	t.Logf("full restore: %d changelog records; run took %s", restored, time.Since(start))
+}
+
+// copyDir copies the files of from into to.
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	es, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(to, 0o755)
+	for _, e := range es {
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestStateBadCallsDeadLettered: a value over state.max_value_bytes and a
+// key of another partition fail their records (the count guest fails
+// terminally on a state errno): they reach the dead-letter topic with the
+// errno's message, and the counts go on without them.
+func TestStateBadCallsDeadLettered(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
+	// "a" and a key of another partition than a's.
+	foreign := ""
+	for i := 0; foreign == ""; i++ {
+		if k := fmt.Sprintf("x%d", i); keyPartition([]byte(k), 4) != keyPartition([]byte("a"), 4) {
+			foreign = k
+		}
+	}
+	cl := kafkatest.Client(t, brokers)
+	rec := func(hk, hv string) *kgo.Record {
+		r := &kgo.Record{Topic: "in", Key: []byte("a")}
+		if hk != "" {
+			r.Headers = []kgo.RecordHeader{{Key: hk, Value: []byte(hv)}}
+		}
+		return r
+	}
+	if err := cl.ProduceSync(context.Background(),
+		rec("", ""), rec("count.pad", "70000"), rec("", ""), rec("count.key", foreign), rec("", ""), rec("count.pad", "100")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	dlq := kafkatest.NewReader(t, brokers, "dlq")
+	dlq.ReadUntil(t, time.Minute, "two dead letters", func(rs []*kgo.Record) bool { return len(rs) >= 2 })
+	for i, want := range []string{"state key or value too large", "state key outside the record's partition"} {
+		if got := kafkatest.Header(dlq.Recs[i], "wasmstream.error"); !strings.Contains(got, want) {
+			t.Errorf("dead letter %d: error %q, want it to name %q", i, got, want)
+		}
+	}
+	out := kafkatest.NewReader(t, brokers, "out")
+	top, _ := countState(t, out, map[string]int{"a": 4})
+	checkCounts(t, top, map[string]int{"a": 4})
+}
+
+// TestStateExactlyOnceAborts: under exactly_once, transactions aborted
+// mid-run drop their state writes with their outputs: the read_committed
+// output has every count of every key exactly once.
+func TestStateExactlyOnceAborts(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
+	const n = 4000
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	dir := t.TempDir()
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq",
+		stateConfig(t, brokers, dir, "\n    guarantee: exactly_once\n    transactions: {max_records: 300, interval: 50ms}"), "")
+	r := startRunner(t, cfg)
+	p := r.Pipelines()[0]
+	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
+	for i := 0; i < 3; i++ {
+		before := p.Snapshot().TxnAborted
+		p.commit.(*transactions).failed(fmt.Errorf("injected produce failure %d", i))
+		kafkatest.Eventually(t, time.Minute, "the transaction aborted", func() bool { return p.Snapshot().TxnAborted > before })
+	}
+	rd := kafkatest.NewReader(t, brokers, "out")
+	check := func(rounds int) {
+		t.Helper()
+		want := trueCounts(n, rounds)
+		top, seen := countState(t, rd, want)
+		checkCounts(t, top, want)
+		for kc, c := range seen {
+			if c != 1 {
+				t.Errorf("%s appears %d times", kc, c)
+			}
+		}
+		if len(seen) != rounds*n {
+			t.Errorf("%d distinct counts, want %d", len(seen), rounds*n)
+		}
+	}
+	check(1)
+	r.Stop(context.Background())
+	// A full restore, read_committed: the aborted transactions' changelog
+	// records are in the log and must not count.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	r = startRunner(t, cfg)
+	check(2)
+	restored := r.Pipelines()[0].stats.StateRestored.Load()
+	r.Stop(context.Background())
+	if restored < n {
+		t.Errorf("restored %d changelog records, want at least %d", restored, n)
+	}
+}
+
+// TestStateRebalance: a second host joins the group (partitions move to
+// it, restored from the changelog), then the first leaves (all move back
+// to the second): the counts stay exact.
+func TestStateRebalance(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
+	const n = 1000
+	rd := kafkatest.NewReader(t, brokers, "out")
+	host := func(id string) *Runner {
+		return startRunner(t, testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq",
+			stateConfig(t, brokers, t.TempDir(), ""), "host:\n  id: "+id))
+	}
+	a := host("a")
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	countState(t, rd, trueCounts(n, 1))
+	b := host("b")
+	kafkatest.Eventually(t, time.Minute, "both hosts own partitions", func() bool {
+		return a.Snapshots()[0].Tasks > 0 && b.Snapshots()[0].Tasks > 0 && a.Snapshots()[0].Tasks+b.Snapshots()[0].Tasks == 4
+	})
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	countState(t, rd, trueCounts(n, 2))
+	a.Stop(context.Background())
+	kafkatest.Eventually(t, time.Minute, "b owns every partition", func() bool { return b.Snapshots()[0].Tasks == 4 })
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	top, _ := countState(t, rd, trueCounts(n, 3))
+	b.Stop(context.Background())
+	checkCounts(t, top, trueCounts(n, 3))
+	if got := b.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
+		t.Error("b restored nothing from the changelog")
+	}
+}
+
+// TestStateSurvivesHotSwap: the state is the host's, not the instance's: a
+// deploy of the module between two batches keeps every count.
+func TestStateSurvivesHotSwap(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	path := guestPath(t, "count")
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	cfg := testConfigWith(t, brokers, "g", path, "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	rd := kafkatest.NewReader(t, brokers, "out")
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	countState(t, rd, trueCounts(n, 1))
+	for k := 0; k < 2; k++ {
+		if _, err := r.Deploy(context.Background(), "p", wasm); err != nil {
+			t.Fatalf("deploy %d: %v", k, err)
+		}
+		kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	}
+	top, _ := countState(t, rd, trueCounts(n, 3))
+	checkCounts(t, top, trueCounts(n, 3))
+
+	// The state metrics: one write per record, a store per partition.
+	reader := sdkmetric.NewManualReader()
+	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
+		t.Fatal(err)
+	}
+	m := collect(t, reader)
+	if got := sumInt(m["wasmstream.state.writes"], all); got != 3*n {
+		t.Errorf("wasmstream.state.writes %d, want %d", got, 3*n)
+	}
+	stores := 0
+	for _, dp := range m["wasmstream.state.store.bytes"].(metricdata.Gauge[int64]).DataPoints {
+		if dp.Value > 0 {
+			stores++
+		}
+	}
+	if stores != 2 {
+		t.Errorf("%d stores with a size, want 2", stores)
+	}
+}
+
+// TestStateKeyOrdering: ordering key with a pool of instances: records of
+// different keys run at once, each key's records one at a time through the
+// overlay; every count comes out once, exact.
+func TestStateKeyOrdering(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	const n = 3000
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq",
+		stateConfig(t, brokers, t.TempDir(), "\n    ordering: key\n    instances: {min: 1, max: 3}"), "")
+	r := startRunner(t, cfg)
+	top, seen := countState(t, kafkatest.NewReader(t, brokers, "out"), trueCounts(n, 1))
+	r.Stop(context.Background())
+	checkCounts(t, top, trueCounts(n, 1))
+	if len(seen) != n {
+		t.Errorf("%d distinct counts for %d records", len(seen), n)
+	}
+}

@@ -1,0 +1,112 @@
+package scheduler
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+)
+
+func newTestTaskState(t *testing.T) *taskState {
+	t.Helper()
+	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return newTaskState(&partStore{store: st}, 0, 1, 100, "p.changelog")
+}
+
+func scanKeys(t *testing.T, rs *recordState, prefix, after string) string {
+	t.Helper()
+	var out []string
+	if e := rs.Scan([]byte(prefix), []byte(after), func(k, v []byte) bool {
+		out = append(out, string(k)+"="+string(v))
+		return true
+	}); e != 0 {
+		t.Fatal(e)
+	}
+	return strings.Join(out, ",")
+}
+
+// A scan merges, in key order, the store, the overlay (newer) and the
+// record's own writes (newest); deletes hide keys below them.
+func TestStateScanMerges(t *testing.T) {
+	ts := newTestTaskState(t)
+	ts.ps.store.Apply([]statestore.Write{{Key: []byte("a/1"), Value: []byte("s")}, {Key: []byte("a/3"), Value: []byte("s")}, {Key: []byte("a/5"), Value: []byte("s")}, {Key: []byte("b"), Value: []byte("s")}}, 10)
+	r1 := ts.begin()
+	r1.Put([]byte("a/2"), []byte("o"))
+	r1.Put([]byte("a/3"), []byte("o"))
+	r1.Delete([]byte("a/5"))
+	ts.commitRecord(1, r1)
+	r2 := ts.begin()
+	r2.Put([]byte("a/4"), []byte("r"))
+	r2.Delete([]byte("a/1"))
+	r2.Put([]byte("a/3"), []byte("r"))
+	if got := scanKeys(t, r2, "a/", ""); got != "a/2=o,a/3=r,a/4=r" {
+		t.Fatalf("scan: %s", got)
+	}
+	if got := scanKeys(t, r2, "a/", "a/2"); got != "a/3=r,a/4=r" {
+		t.Fatalf("scan after a/2: %s", got)
+	}
+	if v, e := r2.Get([]byte("a/5")); e != abi.ErrnoNotFound {
+		t.Fatalf("a deleted key in the overlay: %q %v", v, e)
+	}
+	if e := r2.Put([]byte("big"), make([]byte, 101)); e != abi.ErrnoTooLarge {
+		t.Fatalf("a value over the bound: %v", e)
+	}
+}
+
+// flush applies the batches below the committed offset and records the
+// lowest changelog offset still only in the overlay, even when the
+// changelog acknowledged records out of input order (key ordering).
+func TestStateFlushOffsets(t *testing.T) {
+	ts := newTestTaskState(t)
+	write := func(off int64, key, val string) *stateBatch {
+		rs := ts.begin()
+		rs.Put([]byte(key), []byte(val))
+		b, _ := ts.commitRecord(off, rs)
+		return b
+	}
+	b5 := write(5, "x", "1") // input 5 released first: changelog offset 100
+	b3 := write(3, "y", "1") // input 3 later: changelog offset 101
+	b5.acked(100, nil)
+	b3.acked(101, nil)
+	if err := ts.flush(4); err != nil { // the watermark: 3 done, 4 not
+		t.Fatal(err)
+	}
+	if n, _ := ts.ps.store.Next(); n != 100 {
+		t.Fatalf("the store reflects the changelog up to %d, want 100 (x's write is still only in the overlay)", n)
+	}
+	if _, ok, _ := ts.ps.store.Get(nil, []byte("x")); ok {
+		t.Fatal("x applied before its offset committed")
+	}
+	if v, ok, _ := ts.ps.store.Get(nil, []byte("y")); !ok || string(v) != "1" {
+		t.Fatalf("y = %q %v", v, ok)
+	}
+	if err := ts.flush(6); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := ts.ps.store.Next(); n != 102 {
+		t.Fatalf("next %d, want 102", n)
+	}
+	if len(ts.overlay) != 0 || len(ts.batches) != 0 {
+		t.Fatalf("overlay %d, batches %d after everything was flushed", len(ts.overlay), len(ts.batches))
+	}
+	// A batch whose changelog produce failed is never applied.
+	b7 := write(7, "z", "1")
+	b7.acked(0, errTest)
+	ts.flush(8)
+	if _, ok, _ := ts.ps.store.Get(nil, []byte("z")); ok || len(ts.overlay) != 0 {
+		t.Fatal("a void batch was applied or kept")
+	}
+}
+
+type testErr struct{}
+
+func (testErr) Error() string { return "test" }
+
+var errTest error = testErr{}
