@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
@@ -186,10 +187,7 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 		return err
 	}
 	changelog := s.p.pc.State.Changelog
-	ends, err := kadm.NewClient(s.p.cl).ListEndOffsets(ctx, changelog)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := s.endOffsets(ctx, changelog)
 	if err != nil {
 		return fmt.Errorf("end offset: %w", err)
 	}
@@ -231,7 +229,7 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.Canceled) && ferr == nil {
+			if !errors.Is(err, context.Canceled) && !kerr.IsRetriable(err) && ferr == nil {
 				ferr = err
 			}
 		})
@@ -252,4 +250,26 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 		}
 	}
 	return nil
+}
+
+// endOffsets lists the changelog's end offsets, retrying what the brokers
+// say may pass (a changelog created a moment ago is not known to every
+// broker yet: UNKNOWN_TOPIC_OR_PARTITION) until ctx ends.
+func (s *stateStores) endOffsets(ctx context.Context, changelog string) (kadm.ListedOffsets, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		ends, err := kadm.NewClient(s.p.cl).ListEndOffsets(ctx, changelog)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) {
+			return ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }

@@ -126,14 +126,27 @@ func passthroughMap(b *testing.B, brokers []string, in, out string, n int, fn fu
 // the drain (cpu_s, peak_rss_MiB: see usage) and the latency of a paced
 // phase after it (p50_ms, p99_ms: see pacedLatency).
 func host(b *testing.B, brokers []string, module, in string, n int, extra ...string) time.Duration {
-	if !strings.Contains(strings.Join(extra, ","), "retry:") {
-		extra = append(extra, "retry: {max_attempts: 1}")
-	}
 	parts := topicPartitions(b, brokers, in)
 	latIn := fmt.Sprintf("%s-lat-%d", in, time.Now().UnixNano())
 	kafkatest.CreateTopic(b, brokers, parts, latIn)
-	r, _ := startHostInputs(b, brokers, module, in, []string{latIn}, extra...)
+	r, el := drainHost(b, brokers, module, in, []string{latIn}, n, extra...)
 	defer r.Stop(context.Background())
+	rate := float64(n) / el.Seconds()
+	p50, p99 := pacedLatency(b, brokers, latIn, in+"-out", rate/2)
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
+	return el
+}
+
+// drainHost starts a host on in (and the more input topics) and measures
+// it until n records of in are done: the drain's time, CPU and allocations
+// per record, the fetch stall. The host is left running for the caller to
+// stop.
+func drainHost(b *testing.B, brokers []string, module, in string, more []string, n int, extra ...string) (*scheduler.Runner, time.Duration) {
+	if !strings.Contains(strings.Join(extra, ","), "retry:") {
+		extra = append(extra, "retry: {max_attempts: 1}")
+	}
+	r, _ := startHostInputs(b, brokers, module, in, more, extra...)
 	done := startUsage(b)
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
@@ -168,14 +181,16 @@ func host(b *testing.B, brokers []string, module, in string, n int, extra ...str
 		b.ReportMetric(float64(peakLimit), "peak_async_limit")
 		b.Logf("async.max_in_flight: auto: peak %d, %d at the end (%s)", peakLimit, s.AsyncLimit, s.AsyncReason)
 	}
+	// Under exactly_once a record is done once released into the open
+	// transaction; its output is counted when acknowledged, a moment later.
+	for wait := time.Now().Add(30 * time.Second); r.Snapshots()[0].Outputs < int64(n) && time.Now().Before(wait); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if s := r.Snapshots()[0]; s.Outputs != int64(n) || s.DeadLetter != 0 {
+		r.Stop(context.Background())
 		b.Fatalf("outputs %d, dead letters %d, want %d and 0", s.Outputs, s.DeadLetter, n)
 	}
-	rate := float64(n) / el.Seconds()
-	p50, p99 := pacedLatency(b, brokers, latIn, in+"-out", rate/2)
-	b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
-	b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
-	return el
+	return r, el
 }
 
 // starvation measures the fetch stall: the share of the drain during which
@@ -544,7 +559,7 @@ pipelines:
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := scheduler.NewRunner(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r, err := scheduler.NewRunner(context.Background(), cfg, benchLogger())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -625,4 +640,13 @@ func steadyLatency(b *testing.B, brokers []string, in string, r *scheduler.Runne
 	})
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return lat[len(lat)/2], lat[len(lat)*99/100]
+}
+
+// benchLogger is the hosts' logger: discarded, unless BENCH_LOG=1 writes
+// it to standard error (with BENCH_SETS="log.level=debug" for more).
+func benchLogger() *slog.Logger {
+	if os.Getenv("BENCH_LOG") == "1" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

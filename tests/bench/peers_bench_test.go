@@ -47,11 +47,7 @@ func BenchmarkUppercasePeers(b *testing.B) {
 		})
 	}
 	b.Run("kafka-streams-2-threads", func(b *testing.B) {
-		out, err := exec.Command("bash", filepath.Join(wt.RepoRoot(b), "tests/peers/peers.sh"), "build", "streams").Output()
-		if err != nil {
-			b.Fatalf("building the Java peers: %v", err)
-		}
-		cp := strings.TrimSpace(string(out))
+		cp := streamsClasspath(b)
 		for i := 0; i < b.N; i++ {
 			outTopic := fmt.Sprintf("%s-streams-%d", in, time.Now().UnixNano())
 			kafkatest.CreateTopic(b, brokers, partitions, outTopic)
@@ -133,9 +129,10 @@ log: {level: warn}
 }
 
 // consumeCount reads topic until n records arrived and returns when the
-// first and the n-th were seen.
-func consumeCount(b *testing.B, brokers []string, topic string, n int, timeout time.Duration) (first, last time.Time) {
-	cl := kafkatest.Client(b, brokers, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+// first and the n-th were seen (opts: e.g. read_committed).
+func consumeCount(b *testing.B, brokers []string, topic string, n int, timeout time.Duration, opts ...kgo.Opt) (first, last time.Time) {
+	opts = append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)}, opts...)
+	cl := kafkatest.Client(b, brokers, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	got := 0
