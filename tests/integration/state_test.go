@@ -256,7 +256,7 @@ func lastCounts(t *testing.T, rd *kafkatest.Reader, count int) (last map[string]
 		}
 		counted = len(rs)
 	}
-	rd.ReadUntil(t, 2*time.Minute, "every key's last count at least its true count", func(rs []*kgo.Record) bool {
+	rd.ReadUntil(t, time.Minute, "every key's last count at least its true count", func(rs []*kgo.Record) bool {
 		read(rs)
 		for k := 0; k < stateKeys; k++ {
 			if last[fmt.Sprintf("k%d", k)] < truth(k) {
