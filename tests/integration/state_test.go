@@ -4,13 +4,17 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -186,4 +190,303 @@ func TestStateAtLeastOnceKills(t *testing.T) {
 		over += top[fmt.Sprintf("k%d", k)] - truth(k)
 	}
 	t.Logf("%d records, 2 kills: no key below its count; %d counted twice", count, over)
+}
+
+// keyedLoad produces records keyed "k<i%stateKeys>" (value i, i = 0, 1, ...)
+// to topic with the default (murmur2) partitioner, in batches of 100 every
+// 50 ms, until the returned stop is called; stop returns how many it
+// produced.
+func keyedLoad(t *testing.T, brokers []string, topic string) (stop func() int) {
+	cl := kafkatest.Client(t, brokers, kgo.ProducerLinger(5*time.Millisecond))
+	var produced atomic.Int64
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			base := int(produced.Load())
+			recs := make([]*kgo.Record, 100)
+			for j := range recs {
+				recs[j] = &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", (base+j)%stateKeys)), Value: []byte(strconv.Itoa(base + j))}
+			}
+			ctx, cancel := ctxTimeout(time.Minute)
+			err := cl.ProduceSync(ctx, recs...).FirstErr()
+			cancel()
+			if err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			produced.Add(int64(len(recs)))
+		}
+	}()
+	return func() int { close(quit); <-done; return int(produced.Load()) }
+}
+
+// stateConfig writes a config of the count module with state in a
+// directory of its own (one per host), pipelineKeys added to the pipeline.
+func stateConfig(t *testing.T, brokers []string, group, module, in, out, dlq, pipelineKeys string) string {
+	cfg := writeConfig(t, brokers, group, module, in, out, dlq, "")
+	replace(t, cfg, "    retry: {max_attempts: 1}\n", fmt.Sprintf("    retry: {max_attempts: 1}\n    state: {enabled: true, dir: %q}\n%s", t.TempDir(), pipelineKeys))
+	return cfg
+}
+
+// lastCounts reads the count outputs until every key's last count reached
+// its true count (of count records over stateKeys keys), then 3 s more. It
+// returns the last count per key and the number of outputs of each
+// "key=count".
+func lastCounts(t *testing.T, rd *kafkatest.Reader, count int) (last map[string]int, seen map[string]int) {
+	t.Helper()
+	truth := func(k int) int { return count/stateKeys + map[bool]int{true: 1}[k < count%stateKeys] }
+	last, seen = map[string]int{}, map[string]int{}
+	counted := 0
+	read := func(rs []*kgo.Record) {
+		for _, r := range rs[counted:] {
+			c, err := strconv.Atoi(string(r.Value))
+			if err != nil {
+				t.Fatalf("output %q", r.Value)
+			}
+			last[string(r.Key)] = c
+			seen[fmt.Sprintf("%s=%d", r.Key, c)]++
+		}
+		counted = len(rs)
+	}
+	rd.ReadUntil(t, time.Minute, "every key's last count at least its true count", func(rs []*kgo.Record) bool {
+		read(rs)
+		for k := 0; k < stateKeys; k++ {
+			if last[fmt.Sprintf("k%d", k)] < truth(k) {
+				return false
+			}
+		}
+		return true
+	})
+	rd.ReadFor(3 * time.Second)
+	read(rd.Recs)
+	return last, seen
+}
+
+// TestStateRebalanceTwoHosts: host a counts a keyed input under load; host
+// b joins the group mid-run (partitions move to it, restored from the
+// changelog), then a is stopped (SIGTERM; all partitions move to b), the
+// load going on throughout. Under exactly_once the read_committed output
+// has every count of every key once and each key's last count is its true
+// count; under at_least_once no key's last count is below it.
+func TestStateRebalanceTwoHosts(t *testing.T) {
+	for _, mode := range []string{"exactly_once", "at_least_once"} {
+		t.Run(mode, func(t *testing.T) {
+			eos := mode == "exactly_once"
+			brokers := kafkatest.RealBrokers(t)
+			n := names(t)
+			in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+			kafkatest.CreateTopic(t, brokers, 6, in)
+			kafkatest.CreateTopic(t, brokers, 4, out, dlq)
+			keys := ""
+			if eos {
+				keys = eosKeys
+			}
+			cfgA := stateConfig(t, brokers, n, modules["count"], in, out, dlq, keys)
+			cfgB := stateConfig(t, brokers, n, modules["count"], in, out, dlq, keys)
+			rd := kafkatest.NewReader(t, brokers, out)
+			stop := keyedLoad(t, brokers, in)
+			a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfgA)
+			rd.ReadUntil(t, time.Minute, "host a counting", func(rs []*kgo.Record) bool { return len(rs) >= 2000 })
+			b := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=b"}, "run", "--config", cfgB)
+			kafkatest.Eventually(t, time.Minute, "partitions moved to host b (restored there)", func() bool { return strings.Contains(b.logText(), "state restored") })
+			mark := len(rd.Recs)
+			rd.ReadUntil(t, time.Minute, "both hosts counting", func(rs []*kgo.Record) bool { return len(rs) >= mark+4000 })
+			onB := strings.Count(b.logText(), "state restored")
+			if code := a.stop(t, time.Minute); code != 0 {
+				t.Fatalf("host a: exit code %d after SIGTERM", code)
+			}
+			kafkatest.Eventually(t, time.Minute, "host a's partitions moved to host b", func() bool { return strings.Count(b.logText(), "state restored") >= 6 })
+			mark = len(rd.Recs)
+			rd.ReadUntil(t, time.Minute, "host b counting alone", func(rs []*kgo.Record) bool { return len(rs) >= mark+4000 })
+			total := stop()
+			truth := func(k int) int { return total/stateKeys + map[bool]int{true: 1}[k < total%stateKeys] }
+			last, seen := lastCounts(t, rd, total)
+			if code := b.stop(t, time.Minute); code != 0 {
+				t.Fatalf("host b: exit code %d after SIGTERM", code)
+			}
+			dups, over := 0, 0
+			for kc, c := range seen {
+				if c > 1 {
+					dups += c - 1
+					if eos && dups < 5 {
+						t.Errorf("%s appears %d times", kc, c)
+					}
+				}
+			}
+			for k := 0; k < stateKeys; k++ {
+				key := fmt.Sprintf("k%d", k)
+				switch {
+				case last[key] < truth(k):
+					t.Errorf("key %s: last count %d, below its %d records", key, last[key], truth(k))
+				case eos && last[key] != truth(k):
+					t.Errorf("key %s: last count %d, want %d", key, last[key], truth(k))
+				}
+				over += last[key] - truth(k)
+			}
+			if eos && (len(seen) != total || dups > 0) {
+				t.Errorf("not exactly once: %d distinct counts for %d records, %d duplicates", len(seen), total, dups)
+			}
+			t.Logf("%s: %d records, %d outputs; %d partition restores on b while a ran, %d in all; %d duplicate outputs, last counts %d over the truth in all",
+				mode, total, len(rd.Recs), onB, strings.Count(b.logText(), "state restored"), dups, over)
+		})
+	}
+}
+
+// TestStateHotSwap: a stateful exactly_once pipeline under load is switched
+// to a second build of the count example through the admin API (wasmstream
+// deploy): the state lives in the host, so the new module's counts go on
+// from the old one's. The read_committed output has every count of every
+// key once, each key's last count is its true count, and per key no output
+// of version 1 follows one of version 2.
+func TestStateHotSwap(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	const parts = 4
+	kafkatest.CreateTopic(t, brokers, parts, in, out, dlq)
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm")
+	os.WriteFile(v1, wt.BuildGoGuest(t, "plugins/examples/count", "-ldflags=-X main.version=1"), 0o644)
+	os.WriteFile(v2, wt.BuildGoGuest(t, "plugins/examples/count", "-ldflags=-X main.version=2"), 0o644)
+	addr := freePort(t)
+	cfg := stateConfig(t, brokers, n, v1, in, out, dlq, eosKeys)
+	replace(t, cfg, "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, "store")))
+	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	rd := kafkatest.NewReader(t, brokers, out)
+	stop := keyedLoad(t, brokers, in)
+	p := startProcEnv(t, []string{token}, "run", "--config", cfg)
+	rd.ReadUntil(t, time.Minute, "version 1 counting", func(rs []*kgo.Record) bool { return len(rs) >= 3000 })
+
+	start := time.Now()
+	o, err := cli(t, []string{token}, "deploy", "--pipeline", "p", "--admin", "http://"+addr, v2)
+	if err != nil || !strings.Contains(o, "p now runs") {
+		t.Fatalf("deploy: %v\n%s", err, o)
+	}
+	t.Logf("%s", strings.TrimSpace(o))
+	// Every input partition's keys reach version 2.
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(in)
+	inPart := func(r *kgo.Record) int { return part.Partition(&kgo.Record{Key: r.Key}, parts) }
+	seen := len(rd.Recs)
+	rd.ReadUntil(t, time.Minute, "version 2 on every input partition", func(rs []*kgo.Record) bool {
+		got := map[int]bool{}
+		for _, r := range rs[seen:] {
+			if kafkatest.Header(r, "processor.version") == "2" {
+				got[inPart(r)] = true
+			}
+		}
+		return len(got) == parts
+	})
+	swapped := time.Since(start)
+	mark := len(rd.Recs)
+	rd.ReadUntil(t, time.Minute, "version 2 counting", func(rs []*kgo.Record) bool { return len(rs) >= mark+2000 })
+	total := stop()
+	truth := func(k int) int { return total/stateKeys + map[bool]int{true: 1}[k < total%stateKeys] }
+	last, counts := lastCounts(t, rd, total)
+	if code := p.stop(t, time.Minute); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	dups := 0
+	for kc, c := range counts {
+		if c > 1 {
+			dups += c - 1
+			if dups < 5 {
+				t.Errorf("%s appears %d times", kc, c)
+			}
+		}
+	}
+	for k := 0; k < stateKeys; k++ {
+		if key := fmt.Sprintf("k%d", k); last[key] != truth(k) {
+			t.Errorf("key %s: last count %d, want %d", key, last[key], truth(k))
+		}
+	}
+	if len(counts) != total || dups > 0 {
+		t.Errorf("not exactly once: %d distinct counts for %d records, %d duplicates", len(counts), total, dups)
+	}
+	// Per key: version 1's counts, then version 2's; both versions counted.
+	version, byVersion := map[string]string{}, map[string]int{}
+	for _, r := range rd.Recs {
+		v := kafkatest.Header(r, "processor.version")
+		if version[string(r.Key)] == "2" && v != "2" {
+			t.Fatalf("key %s: a version-%q output (count %s) after a version-2 one", r.Key, v, r.Value)
+		}
+		version[string(r.Key)] = v
+		byVersion[v]++
+	}
+	if byVersion["1"] == 0 || byVersion["2"] == 0 || len(byVersion) != 2 {
+		t.Fatalf("outputs by version: %v", byVersion)
+	}
+	t.Logf("%d records, exact counts across the swap: %d outputs of version 1, %d of version 2; every partition on version 2 %s after the deploy began",
+		total, byVersion["1"], byVersion["2"], swapped.Round(time.Millisecond))
+}
+
+// TestStateBadCallsRealBroker: records whose count would store a value over
+// state.max_value_bytes (count.pad) and records counting a key of another
+// partition than theirs (count.key) go to the dead-letter topic with the
+// errno's message; every other record is counted exactly, the records
+// after the bad ones too, and the host stays up.
+func TestStateBadCallsRealBroker(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	const parts = 4
+	kafkatest.CreateTopic(t, brokers, parts, in, out, dlq)
+	cfg := stateConfig(t, brokers, n, modules["count"], in, out, dlq, "")
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(in)
+	partOf := func(k string) int { return part.Partition(&kgo.Record{Key: []byte(k)}, parts) }
+	foreign := ""
+	for i := 0; foreign == ""; i++ {
+		if k := fmt.Sprintf("x%d", i); partOf(k) != partOf("k7") {
+			foreign = k
+		}
+	}
+	const half = 50 * stateKeys // good records before and after the bad ones: 100 per key
+	kafkatest.Produce(t, brokers, in, half, strconv.Itoa)
+	p := startProc(t, "run", "--config", cfg)
+	rd := kafkatest.NewReader(t, brokers, out)
+	rd.ReadUntil(t, time.Minute, "the first good records counted", func(rs []*kgo.Record) bool { return len(rs) >= half })
+	cl := kafkatest.Client(t, brokers)
+	var bad []*kgo.Record
+	for i := 0; i < 3; i++ {
+		bad = append(bad,
+			&kgo.Record{Topic: in, Key: []byte("k3"), Value: []byte(fmt.Sprint("pad-", i)), Headers: []kgo.RecordHeader{{Key: "count.pad", Value: []byte("70000")}}},
+			&kgo.Record{Topic: in, Key: []byte("k7"), Value: []byte(fmt.Sprint("foreign-", i)), Headers: []kgo.RecordHeader{{Key: "count.key", Value: []byte(foreign)}}})
+	}
+	ctx, cancel := ctxTimeout(time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, bad...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, brokers, in, half, strconv.Itoa)
+
+	dl := kafkatest.NewReader(t, brokers, dlq)
+	dl.ReadUntil(t, time.Minute, "six dead letters", func(rs []*kgo.Record) bool { return len(rs) >= len(bad) })
+	seen := readCounts(t, rd, 2*half) // every key exactly at 100, none above
+	dl.ReadFor(time.Second)
+	if len(dl.Recs) != len(bad) {
+		t.Errorf("%d dead letters, want %d", len(dl.Recs), len(bad))
+	}
+	want := map[string]string{"k3": "state key or value too large", "k7": "state key outside the record's partition"}
+	for _, r := range dl.Recs {
+		if e := kafkatest.Header(r, "wasmstream.error"); !strings.Contains(e, want[string(r.Key)]) || want[string(r.Key)] == "" {
+			t.Errorf("dead letter %q=%q: error %q, want it to name %q", r.Key, r.Value, e, want[string(r.Key)])
+		}
+	}
+	if _, ok := seen[foreign]; ok {
+		t.Errorf("the foreign key %s was counted", foreign)
+	}
+	if !p.alive() {
+		t.Fatal("the host died")
+	}
+	if code := p.stop(t, time.Minute); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	t.Logf("%d good records counted exactly; %d dead letters: %q, %q", 2*half, len(dl.Recs), kafkatest.Header(dl.Recs[0], "wasmstream.error"), kafkatest.Header(dl.Recs[1], "wasmstream.error"))
 }

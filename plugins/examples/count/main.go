@@ -12,7 +12,9 @@
 // A third, "count.scan" (a prefix), also emits every key with that prefix
 // and its stored value, in key order, after the count (guest.StateScan).
 // A state error fails the record terminally: it goes to the dead-letter
-// topic.
+// topic. Built with a version (-ldflags "-X main.version=2"), it sets the
+// header processor.version on its outputs, which shows which build counted
+// a record (hot-swap tests).
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o count.wasm .
 package main
@@ -27,6 +29,8 @@ import (
 func main() {}
 
 func init() { guest.Process(count) }
+
+var version string
 
 func count(r *guest.Record, out guest.Emitter) error {
 	key := r.Key
@@ -48,7 +52,11 @@ func count(r *guest.Record, out guest.Emitter) error {
 	if err := guest.StatePut(key, stored); err != nil {
 		return guest.Terminal(err)
 	}
-	if err := out.Emit(guest.Output{Key: key, Value: val}); err != nil {
+	var hs []guest.Header
+	if version != "" {
+		hs = []guest.Header{{Key: "processor.version", Value: []byte(version)}}
+	}
+	if err := out.Emit(guest.Output{Key: key, Value: val, Headers: hs}); err != nil {
 		return err
 	}
 	if p, ok := r.Header("count.scan"); ok {
