@@ -42,15 +42,17 @@ func (t *task) traceInfo(j *job) tracing.Info {
 	return info
 }
 
-func headerOf(r *kgo.Record) func(string) []byte {
-	return func(k string) []byte {
-		for i := len(r.Headers) - 1; i >= 0; i-- {
-			if r.Headers[i].Key == k {
-				return r.Headers[i].Value
-			}
+// recordHeaders are a record's headers as tracing.Headers (a conversion,
+// not an allocation).
+type recordHeaders kgo.Record
+
+func (r *recordHeaders) Header(k string) []byte {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == k {
+			return r.Headers[i].Value
 		}
-		return nil
 	}
+	return nil
 }
 
 // maxLostRestarts bounds how often a record is restarted because its
@@ -551,7 +553,7 @@ func (w *worker) start(j *job) {
 	j.pended = false
 	if t := w.t; t.p.tracer != nil {
 		if j.tr == nil {
-			j.tr = t.p.tracer.Begin(t.traceInfo(j), headerOf(j.r))
+			j.tr = t.p.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
 		}
 		j.tr.SetInstance(in.ID())
 	}

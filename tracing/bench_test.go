@@ -24,7 +24,7 @@ func BenchmarkTracedRecord(b *testing.B) {
 			}
 			info := Info{Pipeline: "p", Group: "g", Module: "uppercase", ModuleDigest: "sha256:0123456789abcdef", Topic: "in", Partition: 3,
 				Offset: 12345, Key: []byte("key-0001"), OriginTopic: "in", OriginPartition: 3, OriginOffset: 12345, Attempt: 1, Instance: 7}
-			hdr := func(string) []byte { return nil }
+			hdr := HeaderFunc(func(string) []byte { return nil })
 			b.ReportAllocs()
 			cpu0 := processCPU()
 			b.ResetTimer()

@@ -374,7 +374,8 @@ type Attempt struct {
 	parent trace.SpanContext
 
 	mu      sync.Mutex
-	events  []event // guest calls and operations, until decided
+	events  []event  // guest calls and operations, until decided
+	first   [1]event // events' first storage
 	decided bool
 	kept    bool
 	sc      trace.SpanContext // the attempt's span, once kept
@@ -382,15 +383,24 @@ type Attempt struct {
 	key     string            // the record's key as an attribute, once kept
 }
 
-// Begin starts an attempt of a record whose headers header looks up.
-func (t *Tracer) Begin(info Info, header func(string) []byte) *Attempt {
+// Headers looks up a record's header (the last of that key), nil if none.
+type Headers interface{ Header(key string) []byte }
+
+// HeaderFunc is a function as Headers.
+type HeaderFunc func(key string) []byte
+
+func (f HeaderFunc) Header(key string) []byte { return f(key) }
+
+// Begin starts an attempt of a record whose headers hs looks up.
+func (t *Tracer) Begin(info Info, hs Headers) *Attempt {
 	if t == nil {
 		return nil
 	}
 	a := &Attempt{t: t, info: info, start: time.Now()}
-	if tp := header(HeaderTraceparent); tp != nil {
+	a.events = a.first[:0] // the first noted call needs no allocation of its own
+	if tp := hs.Header(HeaderTraceparent); tp != nil {
 		c := propagation.MapCarrier{HeaderTraceparent: string(tp)}
-		if ts := header(HeaderTracestate); ts != nil {
+		if ts := hs.Header(HeaderTracestate); ts != nil {
 			c[HeaderTracestate] = string(ts)
 		}
 		a.parent = trace.SpanContextFromContext(propagator.Extract(context.Background(), c))
@@ -405,6 +415,7 @@ func (a *Attempt) Next(info Info) *Attempt {
 		return nil
 	}
 	n := &Attempt{t: a.t, info: info, start: time.Now(), parent: a.parent}
+	n.events = n.first[:0]
 	a.mu.Lock()
 	if a.open {
 		n.parent = a.sc

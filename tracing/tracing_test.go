@@ -24,7 +24,7 @@ import (
 
 func TestNilTracerAndAttemptDoNothing(t *testing.T) {
 	var tr *Tracer
-	a := tr.Begin(Info{}, func(string) []byte { return nil })
+	a := tr.Begin(Info{}, HeaderFunc(func(string) []byte { return nil }))
 	a.Call("x", time.Now(), 0, nil)
 	a.Op("http", "GET x", time.Now(), 0, "ok")
 	if a.Decide(true) {
@@ -63,12 +63,12 @@ func TestJSONLRoundTripAndRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := Info{Pipeline: "p", Topic: "in", Partition: 1, Offset: 7, Key: []byte("k"), OriginTopic: "in", OriginPartition: 1, OriginOffset: 7, Attempt: 1}
-	healthy := tr.Begin(info, func(string) []byte { return nil })
+	healthy := tr.Begin(info, HeaderFunc(func(string) []byte { return nil }))
 	healthy.Call("wasmstream_on_record", time.Now(), time.Millisecond, nil)
 	if healthy.Decide(false) {
 		t.Fatal("a healthy record was kept at ratio 0")
 	}
-	a := tr.Begin(info, func(string) []byte { return nil })
+	a := tr.Begin(info, HeaderFunc(func(string) []byte { return nil }))
 	start := time.Now()
 	a.Call("wasmstream_on_record", start, time.Millisecond, nil)
 	a.Op("http", "GET http://svc/k", start.Add(time.Millisecond), 5*time.Millisecond, "http: timed out")
@@ -80,12 +80,12 @@ func TestJSONLRoundTripAndRender(t *testing.T) {
 	done(0, 3, nil)
 	a.End(ProduceRetry, "guest.retry", "lookup failed")
 	info.Attempt, info.Topic, info.Offset = 2, "p.retry.1s", 3
-	b := tr.Begin(info, func(k string) []byte {
+	b := tr.Begin(info, HeaderFunc(func(k string) []byte {
 		if k == HeaderTraceparent {
 			return tp
 		}
 		return nil
-	})
+	}))
 	b.Decide(false)
 	_, _, done = b.Produce(ProduceOutput, "out")
 	done(0, 9, nil)
@@ -168,7 +168,7 @@ func TestSpanJSONMatchesEncodingJSON(t *testing.T) {
 // tracedRecords traces n healthy records (3 spans each) as fast as it can.
 func tracedRecords(tr *Tracer, n int) {
 	for i := 0; i < n; i++ {
-		a := tr.Begin(Info{Pipeline: "p", Topic: "in", Offset: int64(i), Attempt: 1}, func(string) []byte { return nil })
+		a := tr.Begin(Info{Pipeline: "p", Topic: "in", Offset: int64(i), Attempt: 1}, HeaderFunc(func(string) []byte { return nil }))
 		a.Call("wasmstream_on_record", time.Now(), time.Microsecond, nil)
 		a.Decide(false)
 		_, _, done := a.Produce(ProduceOutput, "out")
