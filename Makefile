@@ -5,7 +5,7 @@ GO ?= go
 PLUGINS := uppercase filter enrich hash lookup count dedup
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
-RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup
+RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup rust-count
 RUST_CRATES := abi/sdk/rust/wasmstream $(addprefix plugins/examples/,$(RUST_EXAMPLES))
 # Debian's Rust (rustc, cargo, libstd-rust-dev-wasm32; the test command
 # installs them): /usr/bin comes first, before a rustup toolchain that may
