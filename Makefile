@@ -36,7 +36,7 @@ plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/upperc
 # The AssemblyScript SDK and examples (needs node and npm; the test command
 # installs them). npm ci installs the compiler pinned in package-lock.json.
 AS_SDK := abi/sdk/assemblyscript
-AS_PLUGINS := uppercase filter lookup
+AS_PLUGINS := uppercase filter lookup count
 
 $(AS_SDK)/node_modules/.package-lock.json: $(AS_SDK)/package-lock.json
 	cd $(AS_SDK) && npm ci --no-audit --no-fund --prefer-offline

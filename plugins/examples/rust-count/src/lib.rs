@@ -62,11 +62,18 @@ pub fn count(r: &Record, out: &mut Emitter) -> Result<(), Error> {
     Ok(())
 }
 
-/// The count a stored value starts with (its leading decimal digits, as
-/// Go's strconv.ParseUint; 0 when there are none or they overflow).
+/// The count a stored value starts with: its leading decimal digits, as
+/// Go's strconv.ParseUint reads them (0 when there are none, the largest
+/// u64 when they overflow).
 fn leading_count(v: &[u8]) -> u64 {
-    let digits = v.iter().take_while(|c| c.is_ascii_digit()).count();
-    std::str::from_utf8(&v[..digits]).ok().and_then(|s| s.parse().ok()).unwrap_or(0)
+    let mut n: u64 = 0;
+    for &c in v.iter().take_while(|c| c.is_ascii_digit()) {
+        match n.checked_mul(10).and_then(|n| n.checked_add((c - b'0') as u64)) {
+            Some(m) => n = m,
+            None => return u64::MAX,
+        }
+    }
+    n
 }
 
 wasmstream::processor!(count);
@@ -98,5 +105,13 @@ mod tests {
         assert_eq!(kv, vec![(b"b".to_vec(), b"2".to_vec()), (b"a".to_vec(), b"3".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
         assert_eq!(run(count, &TestRecord::new("in").key("a").header("count.delete", None)).status, Status::Ok);
         assert_eq!(run(count, &TestRecord::new("in").key("a")).outputs[0].value.as_deref(), Some(&b"1"[..]));
+    }
+
+    #[test]
+    fn leading_counts() {
+        assert_eq!(leading_count(b""), 0);
+        assert_eq!(leading_count(b"12 ...."), 12);
+        assert_eq!(leading_count(b"18446744073709551615"), u64::MAX);
+        assert_eq!(leading_count(b"99999999999999999999999"), u64::MAX);
     }
 }
