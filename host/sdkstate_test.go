@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
 // The count example in Rust and AssemblyScript (plugins/examples/rust-count,
@@ -120,5 +121,20 @@ func testCountGuestState(t *testing.T, lang string, wasm []byte) {
 	}
 	if _, ok := st.m["c"]; ok {
 		t.Fatal("c stored by a failed record")
+	}
+}
+
+// Built with a version, rust-count sets processor.version as count does.
+func TestRustGuestCountVersionSameAsGo(t *testing.T) {
+	in := newInstance(t, load(t, wt.BuildRustGuest(t, "plugins/examples/rust-count", "PROCESSOR_VERSION=2"), Limits{}))
+	gin := newInstance(t, load(t, wt.BuildGoGuest(t, "plugins/examples/count", "-ldflags=-X main.version=2"), Limits{}))
+	st, gst := &mapState{m: map[string][]byte{}, maxValue: 64 << 10}, &mapState{m: map[string][]byte{}, maxValue: 64 << 10}
+	for i, k := range []string{"a", "a", "b"} {
+		r := abi.Record{Topic: "in", Key: []byte(k), Attempt: 1}
+		got := in.ProcessState(context.Background(), &r, nil, st)
+		sameAsGo(t, "Rust", fmt.Sprintf("record %d", i), got, gin.ProcessState(context.Background(), &r, nil, gst))
+		if hs := got.Outputs[0].Headers; len(hs) != 1 || hs[0].Key != "processor.version" || string(hs[0].Value) != "2" {
+			t.Fatalf("record %d: headers %+v", i, hs)
+		}
 	}
 }
