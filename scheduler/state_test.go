@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -165,10 +166,31 @@ func copyDir(t *testing.T, from, to string) {
 // key of another partition fail their records (the count guest fails
 // terminally on a state errno): they reach the dead-letter topic with the
 // errno's message, and the counts go on without them.
+// The Rust and AssemblyScript count examples (rust-count, as-count), built
+// with their SDKs' state functions, behave the same.
 func TestStateBadCallsDeadLettered(t *testing.T) {
+	for _, g := range []struct{ name, module string }{
+		{"go", guestPath(t, "count")},
+		{"rust", moduleFile(t, "rust-count", func() []byte { return wt.BuildRustGuest(t, "plugins/examples/rust-count") })},
+		{"assemblyscript", moduleFile(t, "as-count", func() []byte { return wt.BuildASGuest(t, "plugins/examples/as-count/assembly/index.ts") })},
+	} {
+		t.Run(g.name, func(t *testing.T) { testStateBadCallsDeadLettered(t, g.module) })
+	}
+}
+
+// moduleFile writes the module build returns to a file of the test's.
+func moduleFile(t *testing.T, name string, build func() []byte) string {
+	p := filepath.Join(t.TempDir(), name+".wasm")
+	if err := os.WriteFile(p, build(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func testStateBadCallsDeadLettered(t *testing.T, module string) {
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
-	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
+	cfg := testConfigWith(t, brokers, "g", module, "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
 	// "a" and a key of another partition than a's.
 	foreign := ""
 	for i := 0; foreign == ""; i++ {

@@ -19,6 +19,18 @@ export declare function async_start(handle: u32, kind: i32, req: usize, reqLen: 
 // @ts-ignore: decorator
 @external("wasmstream_v1", "result_read")
 export declare function result_read(op: u32, buf: usize, bufLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "state_get")
+export declare function state_get(handle: u32, key: usize, keyLen: u32, buf: usize, bufLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "state_put")
+export declare function state_put(handle: u32, key: usize, keyLen: u32, val: usize, valLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "state_delete")
+export declare function state_delete(handle: u32, key: usize, keyLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "state_scan")
+export declare function state_scan(handle: u32, prefix: usize, prefixLen: u32, after: usize, afterLen: u32, buf: usize, bufLen: u32): i32;
 
 // @ts-ignore: decorator
 @external("wasi_snapshot_preview1", "environ_sizes_get")

@@ -29,9 +29,20 @@ export namespace Errno {
   export const LIMIT: i32 = 5;
   export const NOT_SUPPORTED: i32 = 6;
   export const BAD_OPERATION: i32 = 7;
+  /** state_get: the key has no value (stateGet returns a result that is not found). */
+  export const NOT_FOUND: i32 = 8;
+  /** state_*: the key is over MAX_STATE_KEY_BYTES (a scan's prefix too) or the value over state.max_value_bytes. */
+  export const TOO_LARGE: i32 = 9;
+  /** state_*: the key belongs to another input partition than the record's. */
+  export const WRONG_KEY: i32 = 10;
+  /** state_*: the pipeline has no state (state.enabled is off). */
+  export const NO_STATE: i32 = 11;
 }
 
-const errnoNames: string[] = ["", "bad handle", "buffer too small", "bad encoding", "topic denied", "limit", "not supported", "bad operation"];
+// The state errnos' names are the Go SDK's (abi.Errno), as the host's
+// dead-letter errors and the other SDKs name them.
+const errnoNames: string[] = ["", "bad handle", "buffer too small", "bad encoding", "topic denied", "limit", "not supported", "bad operation",
+  "state key not found", "state key or value too large", "state key outside the record's partition", "state not enabled for this pipeline"];
 
 /** The errno's name (`errno` positive, as in Outcome.errno). */
 export function errnoString(e: i32): string {
@@ -402,6 +413,132 @@ function decide(handle: u32, o: Outcome): i32 {
     if (o.status != Status.RETRY && o.status != Status.FAIL) return Status.FAIL;
   }
   return o.status;
+}
+
+// ---- state (ABI.md §4.1) ----
+//
+// A pipeline with state.enabled gives its processor a key-value store per
+// input partition. Call these only while processing a record (in the
+// processor or a continuation): the state is the record's input
+// partition's, and a key must be one the input's partitioner sends to that
+// partition — the record's own key, or keys the producer also partitions by
+// (else Errno.WRONG_KEY). A write is the record's until its outcome: if the
+// record fails, its writes are discarded with its outputs; later records of
+// the same partition see it at once. Failures are Outcomes naming the errno
+// (retryable; .terminal() to dead-letter the record): Errno.TOO_LARGE (a
+// key over MAX_STATE_KEY_BYTES or a value over state.max_value_bytes),
+// Errno.WRONG_KEY, Errno.NO_STATE (the pipeline has no state),
+// Errno.BAD_HANDLE (called outside a record's call).
+
+/** The largest state key (and scan prefix), in bytes. */
+export const MAX_STATE_KEY_BYTES: i32 = 1024;
+
+/** What stateGet found: a value (found), none (not found, no error) or a failure. */
+export class StateValue {
+  constructor(public value: Uint8Array | null, public errno: i32 = 0) {}
+  /** The call succeeded (whether or not the key has a value). */
+  get isOk(): bool { return this.errno == 0; }
+  /** The key has a value (an empty value is a value). */
+  get found(): bool { return this.errno == 0 && this.value !== null; }
+  /** ok(), or the failure as a retryable Outcome naming the errno. */
+  outcome(): Outcome { return this.errno == 0 ? OK : stateFailure("state_get", this.errno); }
+}
+
+function stateFailure(call: string, e: i32): Outcome {
+  return new Outcome(Status.RETRY, call + ": " + errnoString(e), e);
+}
+
+function stateBytes(b: Uint8Array | null): usize { return b === null ? 0 : b.dataStart; }
+function stateLen(b: Uint8Array | null): u32 { return b === null ? 0 : <u32>b.length; }
+
+let stateGetBuf = new Uint8Array(1024);
+
+/** key's value (a copy, the caller's): found, not found, or the failure. */
+export function stateGet(key: Uint8Array): StateValue {
+  if (curHandle == 0) return new StateValue(null, Errno.BAD_HANDLE);
+  let rc = host.state_get(curHandle, key.dataStart, <u32>key.length, stateGetBuf.dataStart, <u32>stateGetBuf.length);
+  while (rc > stateGetBuf.length) {
+    stateGetBuf = new Uint8Array(rc); // the value is larger: ask again with its size
+    rc = host.state_get(curHandle, key.dataStart, <u32>key.length, stateGetBuf.dataStart, <u32>stateGetBuf.length);
+  }
+  if (rc == -Errno.NOT_FOUND) return new StateValue(null);
+  if (rc < 0) return new StateValue(null, -rc);
+  return new StateValue(stateGetBuf.slice(0, rc));
+}
+
+/** Sets key to value for the record. Returns ok() or the failure. */
+export function statePut(key: Uint8Array, value: Uint8Array | null): Outcome {
+  if (curHandle == 0) return stateFailure("state_put", Errno.BAD_HANDLE);
+  const rc = host.state_put(curHandle, key.dataStart, <u32>key.length, stateBytes(value), stateLen(value));
+  return rc < 0 ? stateFailure("state_put", -rc) : OK;
+}
+
+/** Removes key for the record. Returns ok() or the failure. */
+export function stateDelete(key: Uint8Array): Outcome {
+  if (curHandle == 0) return stateFailure("state_delete", Errno.BAD_HANDLE);
+  const rc = host.state_delete(curHandle, key.dataStart, <u32>key.length);
+  return rc < 0 ? stateFailure("state_delete", -rc) : OK;
+}
+
+/**
+ * What stateScan calls for each entry: subclass it, keep what the scan needs
+ * in fields (AssemblyScript has no closures) and override visit(). key and
+ * value are views valid only during visit (copy them with slice() to keep
+ * them); return false to stop the scan.
+ */
+export abstract class StateVisitor {
+  abstract visit(key: Uint8Array, value: Uint8Array): bool;
+}
+
+let stateScanBuf: Uint8Array | null = null;
+const SCAN_BUF: i32 = 64 << 10;
+const MAX_SCAN_BUF: i32 = 8 << 20;
+
+/**
+ * Calls v.visit with every key that starts with prefix and its value, in
+ * key order (bytewise), until visit returns false. The host hands the
+ * entries over in bounded batches (a large scan takes several host calls);
+ * the record's own writes are included, and a write during the scan may or
+ * may not be seen by it. Returns ok() or the failure (Errno.BAD_ENCODING if
+ * the host's batch is malformed).
+ */
+export function stateScan(prefix: Uint8Array, v: StateVisitor): Outcome {
+  if (curHandle == 0) return stateFailure("state_scan", Errno.BAD_HANDLE);
+  // The buffer is the scan's while it runs: visit may scan too (with a new one).
+  let buf = stateScanBuf;
+  stateScanBuf = null;
+  if (buf === null) buf = new Uint8Array(SCAN_BUF);
+  let after = new Uint8Array(0);
+  let res = OK;
+  for (;;) {
+    const rc = host.state_scan(curHandle, prefix.dataStart, <u32>prefix.length, after.dataStart, <u32>after.length, buf.dataStart, <u32>buf.length);
+    if (rc == -Errno.BUFFER_TOO_SMALL && buf.length < MAX_SCAN_BUF) { buf = new Uint8Array(buf.length * 2); continue; }
+    if (rc < 0) { res = stateFailure("state_scan", -rc); break; }
+    if (rc == 0) break;
+    if (rc > buf.length) { res = stateFailure("state_scan", Errno.BAD_ENCODING); break; }
+    let off = 0;
+    let lastOff = 0, lastLen = 0;
+    let stop = false, bad = false;
+    while (off < rc) {
+      if (rc - off < 4) { bad = true; break; }
+      const kn = load<u32>(buf.dataStart + <usize>off);
+      if (kn > <u32>(rc - off - 4)) { bad = true; break; }
+      const ko = off + 4;
+      off = ko + <i32>kn;
+      if (rc - off < 4) { bad = true; break; }
+      const vn = load<u32>(buf.dataStart + <usize>off);
+      if (vn > <u32>(rc - off - 4)) { bad = true; break; }
+      const vo = off + 4;
+      off = vo + <i32>vn;
+      lastOff = ko; lastLen = <i32>kn;
+      if (!v.visit(buf.subarray(ko, ko + <i32>kn), buf.subarray(vo, vo + <i32>vn))) { stop = true; break; }
+    }
+    if (bad) { res = stateFailure("state_scan", Errno.BAD_ENCODING); break; }
+    if (stop) break;
+    after = buf.slice(lastOff, lastOff + lastLen);
+  }
+  stateScanBuf = buf;
+  return res;
 }
 
 // ---- the exports (re-exported by the entry file from ./exports) ----

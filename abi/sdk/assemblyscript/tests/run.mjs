@@ -45,6 +45,7 @@ const golden = record({ offset: 42, timestamp: 1700000000123, partition: 3, atte
 assert.equal(golden.toString("hex"), "2a000000000000007b68e5cf8b01000003000000010000000200000069" + "6e010000006b020000006869" + "00000000");
 
 // ---- the fake host ----
+const state = new Map(); let scans = 0;
 let inst, mem, rec = null, emitted = [], errors = {}, logs = [], stderr = "", started = [], result = null, nextOp = 1;
 const env = ["NAME=wasmstream", "OTHER=x=y"];
 const bytes = (p, n) => Buffer.from(new Uint8Array(mem.buffer, p, n));
@@ -55,6 +56,26 @@ const imports = {
     set_error(h, p, n) { errors[h] = bytes(p, n).toString(); return 0; },
     log(l, p, n) { logs.push([l, bytes(p, n).toString()]); },
     async_start(h, kind, p, n) { const id = nextOp++; started.push({ h, kind, id, req: bytes(p, n) }); return id; },
+    state_get(h, kp, kn, bp, bn) {
+      if (h !== rec.h) return -1; if (kn > 1024) return -9;
+      const v = state.get(bytes(kp, kn).toString("latin1")); if (v === undefined) return -8;
+      if (v.length <= bn) new Uint8Array(mem.buffer).set(v, bp); return v.length;
+    },
+    state_put(h, kp, kn, vp, vn) { if (h !== rec.h) return -1; if (kn > 1024 || vn > 64 << 10) return -9; state.set(bytes(kp, kn).toString("latin1"), Buffer.from(bytes(vp, vn))); return 0; },
+    state_delete(h, kp, kn) { if (h !== rec.h) return -1; if (kn > 1024) return -9; state.delete(bytes(kp, kn).toString("latin1")); return 0; },
+    state_scan(h, pp, pn, ap, an, bp, bn) {
+      if (h !== rec.h) return -1; if (pn > 1024 || an > 1024) return -9;
+      scans++;
+      const prefix = bytes(pp, pn).toString("latin1"), after = bytes(ap, an).toString("latin1");
+      const keys = [...state.keys()].filter((k) => k.startsWith(prefix) && (an === 0 || k > after)).sort();
+      let out = Buffer.alloc(0);
+      for (const k of keys) {
+        const e = cat(u32(k.length), Buffer.from(k, "latin1"), u32(state.get(k).length), state.get(k));
+        if (out.length + e.length > bn) { if (out.length === 0) return -2; break; }
+        out = cat(out, e);
+      }
+      new Uint8Array(mem.buffer).set(out, bp); return out.length;
+    },
     result_read(op, p, n) { if (op !== result.op) return -7; if (n < result.b.length) return -2; new Uint8Array(mem.buffer).set(result.b, p); return result.b.length; },
   },
   wasi_snapshot_preview1: {
@@ -182,6 +203,39 @@ test("abort writes stderr, sets the error and traps", () => {
   assert.throws(() => call({ headers: mode("abort") }), WebAssembly.RuntimeError);
   assert.match(errors[handle], /^abort: Index out of range at /);
   assert.match(stderr, /^abort: Index out of range at .*\n$/);
+});
+
+test("state: get, put, delete, scan in batches, the buffer grown, too large", () => {
+  const sget = (k) => { const c = call({ key: k, headers: mode("sget") }); assert.equal(c.st, 0, errors[c.h]); return emitted[0][1]; };
+  assert.deepEqual(sget("a"), output({ topic: "", partition: -1, key: "a", value: null, headers: [["found", "no"]] }));
+  assert.equal(call({ key: "a", value: "1", headers: mode("sput") }).st, 0);
+  assert.deepEqual(sget("a"), output({ topic: "", partition: -1, key: "a", value: "1", headers: [["found", "yes"]] }));
+  assert.equal(call({ key: "e", value: "", headers: mode("sput") }).st, 0);
+  assert.deepEqual(sget("e"), output({ topic: "", partition: -1, key: "e", value: "", headers: [["found", "yes"]] }), "an empty value is a value");
+  const big = Buffer.alloc(5000, "v");
+  assert.equal(call({ key: "big", value: big, headers: mode("sput") }).st, 0);
+  assert.deepEqual(sget("big"), output({ topic: "", partition: -1, key: "big", value: big, headers: [["found", "yes"]] }), "a value over the first buffer");
+  assert.equal(call({ key: "a", headers: mode("sdel") }).st, 0);
+  assert.deepEqual(sget("a"), output({ topic: "", partition: -1, key: "a", value: null, headers: [["found", "no"]] }));
+  let c = call({ key: "x", value: Buffer.alloc((64 << 10) + 1), headers: mode("sput") });
+  assert.equal(c.st, 3); assert.equal(errors[c.h], "state_put: abi: state key or value too large");
+  c = call({ key: "k".repeat(1025), headers: mode("sget") });
+  assert.equal(c.st, 3); assert.match(errors[c.h], /state key or value too large/);
+  for (let i = 0; i < 300; i++) state.set("s/" + String(i).padStart(3, "0"), Buffer.alloc(300, "x"));
+  scans = 0;
+  c = call({ key: "s/", headers: mode("sscan") });
+  assert.equal(c.st, 0, errors[c.h]);
+  assert.equal(emitted.length, 300); assert.ok(scans >= 3, `${scans} scan calls`);
+  emitted.forEach(([, o], i) => assert.deepEqual(o, output({ topic: "", partition: -1, key: "s/" + String(i).padStart(3, "0"), value: Buffer.alloc(300, "x"), headers: [] })));
+  c = call({ key: "s/", headers: mode("sscan", [["limit", "5"]]) });
+  assert.equal(emitted.length, 5);
+  c = call({ key: "", headers: mode("sscan") });
+  assert.equal(emitted.length, 302); // s/…, big, e
+  state.set("huge", Buffer.alloc(100 << 10, "h"));
+  c = call({ key: "huge", headers: mode("sscan") });
+  assert.equal(c.st, 0, errors[c.h]); assert.equal(emitted[0][1].length, output({ topic: "", partition: -1, key: "huge", value: state.get("huge"), headers: [] }).length, "the buffer grows for an entry");
+  c = call({ key: "p".repeat(1025), headers: mode("sscan") });
+  assert.equal(c.st, 3); assert.match(errors[c.h], /state_scan: .*too large/);
 });
 
 console.log(`${n} tests passed`);

@@ -3,6 +3,7 @@
 import {
   register, Record, Emitter, Output, Outcome, Header, Completion, Then, HTTPRequest,
   ok, retry, fail, pending, awaitOp, http, get, timer, getenv, bytesToUpper, log, Level,
+  stateGet, statePut, stateDelete, stateScan, StateVisitor,
 } from "../../assembly/index";
 export * from "../../assembly/exports";
 
@@ -33,8 +34,34 @@ class Both extends Then {
   }
 }
 
+class EmitAll extends StateVisitor {
+  st: Outcome = ok();
+  n: i32 = 0;
+  constructor(public out: Emitter, public limit: i32) { super(); }
+  visit(key: Uint8Array, value: Uint8Array): bool {
+    this.st = this.out.emit(new Output(key, value));
+    return this.st.isOk && ++this.n < this.limit;
+  }
+}
+
 function proc(r: Record, out: Emitter): Outcome {
   const m = mode(r);
+  const key = r.key === null ? new Uint8Array(0) : r.key!;
+  if (m == "sget") {
+    const v = stateGet(key);
+    if (!v.isOk) return v.outcome().terminal();
+    return out.emit(new Output(key, v.value, [new Header("found", utf8(v.found ? "yes" : "no"))]));
+  }
+  if (m == "sput") return statePut(key, r.value).terminal();
+  if (m == "sdel") return stateDelete(key).terminal();
+  if (m == "sscan") {
+    const lim = r.header("limit");
+    const e = new EmitAll(out, lim === null ? i32.MAX_VALUE : I32.parseInt(String.UTF8.decode(lim.value!.slice().buffer)));
+    const st = stateScan(key, e);
+    if (!st.isOk) return st.terminal();
+    return e.st;
+  }
+  if (m == "soutside") return ok();
   if (m == "echo") {
     // Every field back: topic, partition, key, upper value, headers.
     const o = new Output(r.key, r.value === null ? null : bytesToUpper(r.value!), r.headers);

@@ -295,6 +295,7 @@ where
         st = rt::on_complete(handle, id, n);
     }
     rt::reset();
+    sim::end_state(st == Status::Ok as i32);
     let (outputs, error) = sim::end();
     let status = match st {
         0 => Status::Ok,
@@ -326,6 +327,26 @@ fn decode_op(kind: i32, req: &[u8]) -> Result<Operation, codec::DecodeError> {
     Ok(Operation::Http { method, url, headers, body, timeout: if ms == 0 { None } else { Some(Duration::from_millis(ms as u64)) } })
 }
 
+/// Forgets every state key (of this thread: each test has its own state).
+/// On the host (`cargo test`), the state is an in-memory map where every
+/// key is taken to be in the record's partition: [`run`] applies a record's
+/// writes when it succeeds and discards them otherwise, as the wasmstream
+/// host does.
+pub fn reset_state() {
+    sim::reset_state()
+}
+
+/// A copy of the committed state, in key order.
+pub fn state_snapshot() -> Vec<(Vec<u8>, Vec<u8>)> {
+    sim::state_snapshot()
+}
+
+/// The value bound the simulated state enforces (`state.max_value_bytes`,
+/// 64 KiB by default), for this thread.
+pub fn set_max_state_value_bytes(n: usize) {
+    sim::set_max_value(n)
+}
+
 /// The simulated host functions (thread-local: tests run in parallel).
 pub(crate) mod sim {
     use super::*;
@@ -343,8 +364,140 @@ pub(crate) mod sim {
         out_buf: Vec<u8>,
     }
 
+    /// The simulated state: committed values, and the running record's
+    /// writes (`None`: a delete).
+    struct State {
+        committed: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+        pending: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        max_value: usize,
+    }
+
     thread_local! {
         static SIM: RefCell<Sim> = RefCell::new(Sim::default());
+        static STATE: RefCell<State> = RefCell::new(State { committed: Default::default(), pending: Default::default(), max_value: 64 << 10 });
+    }
+
+    fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+        STATE.with(|s| f(&mut s.borrow_mut()))
+    }
+
+    pub(crate) fn reset_state() {
+        with_state(|s| {
+            s.committed.clear();
+            s.pending.clear();
+        })
+    }
+
+    pub(crate) fn set_max_value(n: usize) {
+        with_state(|s| s.max_value = n)
+    }
+
+    pub(crate) fn state_snapshot() -> Vec<(Vec<u8>, Vec<u8>)> {
+        with_state(|s| s.committed.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+
+    pub(crate) fn end_state(ok: bool) {
+        with_state(|s| {
+            let pending = std::mem::take(&mut s.pending);
+            if ok {
+                for (k, v) in pending {
+                    match v {
+                        Some(v) => s.committed.insert(k, v),
+                        None => s.committed.remove(&k),
+                    };
+                }
+            }
+        })
+    }
+
+    const MAX_KEY: usize = crate::MAX_STATE_KEY_BYTES;
+
+    fn lookup(s: &State, key: &[u8]) -> Option<Vec<u8>> {
+        match s.pending.get(key) {
+            Some(v) => v.clone(),
+            None => s.committed.get(key).cloned(),
+        }
+    }
+
+    pub fn state_get(handle: u32, key: &[u8], buf: &mut [u8]) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        if key.len() > MAX_KEY {
+            return -9;
+        }
+        with_state(|s| match lookup(s, key) {
+            None => -8,
+            Some(v) => {
+                if v.len() <= buf.len() {
+                    buf[..v.len()].copy_from_slice(&v);
+                }
+                v.len() as i32
+            }
+        })
+    }
+
+    pub fn state_put(handle: u32, key: &[u8], val: &[u8]) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        with_state(|s| {
+            if key.len() > MAX_KEY || val.len() > s.max_value {
+                return -9;
+            }
+            s.pending.insert(key.to_vec(), Some(val.to_vec()));
+            0
+        })
+    }
+
+    pub fn state_delete(handle: u32, key: &[u8]) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        if key.len() > MAX_KEY {
+            return -9;
+        }
+        with_state(|s| {
+            s.pending.insert(key.to_vec(), None);
+            0
+        })
+    }
+
+    /// As the host: whole entries after `after`, as many as fit.
+    pub fn state_scan(handle: u32, prefix: &[u8], after: &[u8], buf: &mut [u8]) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        if prefix.len() > MAX_KEY || after.len() > MAX_KEY {
+            return -9;
+        }
+        with_state(|s| {
+            let s: &State = s;
+            let mut keys: Vec<&Vec<u8>> = s.committed.keys().chain(s.pending.keys()).filter(|k| k.starts_with(prefix) && (after.is_empty() || k.as_slice() > after)).collect();
+            keys.sort();
+            keys.dedup();
+            let mut n = 0usize;
+            for k in keys {
+                let v = match lookup(s, k) {
+                    Some(v) => v,
+                    None => continue,
+                };
+                let size = 8 + k.len() + v.len();
+                if n + size > buf.len() {
+                    if n == 0 {
+                        return -2;
+                    }
+                    break;
+                }
+                buf[n..n + 4].copy_from_slice(&(k.len() as u32).to_le_bytes());
+                buf[n + 4..n + 4 + k.len()].copy_from_slice(k);
+                let m = n + 4 + k.len();
+                buf[m..m + 4].copy_from_slice(&(v.len() as u32).to_le_bytes());
+                buf[m + 4..m + 4 + v.len()].copy_from_slice(&v);
+                n += size;
+            }
+            n as i32
+        })
     }
 
     fn with<R>(f: impl FnOnce(&mut Sim) -> R) -> R {

@@ -26,6 +26,10 @@
 //! retryable `Error`. A panic or running out of memory is a fault: the record
 //! fails and the host replaces the instance.
 //!
+//! State (a pipeline with `state.enabled`, ABI.md §4.1): [`state_get`],
+//! [`state_put`], [`state_delete`] and [`state_scan`] read and write the
+//! record's input partition's key-value store while a record is processed.
+//!
 //! Asynchronous operations: [`await_op`] starts an HTTP request or a timer
 //! and returns [`Error::pending`]; the continuation it is given runs when the
 //! operation completes, with the record and emitter again, and decides the
@@ -36,12 +40,16 @@ use std::time::Duration;
 
 pub mod codec;
 mod rt;
+mod state;
 mod sys;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod hostrun;
 #[cfg(not(target_arch = "wasm32"))]
 pub use hostrun::{perform, run, run_with, OpResult, Operation, OwnedHeader, OwnedOutput, RunResult, TestRecord};
+#[cfg(not(target_arch = "wasm32"))]
+pub use hostrun::{reset_state, set_max_state_value_bytes, state_snapshot};
+pub use state::{state_delete, state_get, state_put, state_scan, MAX_STATE_KEY_BYTES};
 
 #[doc(hidden)]
 pub mod __rt {
@@ -280,6 +288,15 @@ impl Errno {
     pub const LIMIT: Errno = Errno(5);
     pub const NOT_SUPPORTED: Errno = Errno(6);
     pub const BAD_OP: Errno = Errno(7);
+    /// `state_get`: the key has no value ([`state_get`] returns `Ok(None)`).
+    pub const NOT_FOUND: Errno = Errno(8);
+    /// `state_*`: the key is over [`MAX_STATE_KEY_BYTES`] (a scan's prefix
+    /// too) or the value over `state.max_value_bytes`.
+    pub const TOO_LARGE: Errno = Errno(9);
+    /// `state_*`: the key belongs to another input partition than the record's.
+    pub const WRONG_KEY: Errno = Errno(10);
+    /// `state_*`: the pipeline has no state (`state.enabled` is off).
+    pub const NO_STATE: Errno = Errno(11);
 }
 
 impl fmt::Display for Errno {
@@ -292,6 +309,10 @@ impl fmt::Display for Errno {
             5 => "output limit reached",
             6 => "not supported",
             7 => "bad operation id",
+            8 => "state key not found",
+            9 => "state key or value too large",
+            10 => "state key outside the record's partition",
+            11 => "state not enabled for this pipeline",
             _ => "unknown errno",
         })
     }

@@ -194,3 +194,8 @@ pub(crate) fn outstanding(handle: u32, op: u32) -> bool {
 pub(crate) fn reset() {
     WAITING.with(|w| w.borrow_mut().clear());
 }
+
+/// The record of the call in progress; 0 outside calls.
+pub(crate) fn current() -> u32 {
+    CUR.with(|c| c.get())
+}

@@ -21,6 +21,14 @@ mod imp {
         fn host_async_start(handle: u32, kind: i32, req: *const u8, len: u32) -> i32;
         #[link_name = "result_read"]
         fn host_result_read(op: u32, buf: *mut u8, len: u32) -> i32;
+        #[link_name = "state_get"]
+        fn host_state_get(handle: u32, key: *const u8, key_len: u32, buf: *mut u8, buf_len: u32) -> i32;
+        #[link_name = "state_put"]
+        fn host_state_put(handle: u32, key: *const u8, key_len: u32, val: *const u8, val_len: u32) -> i32;
+        #[link_name = "state_delete"]
+        fn host_state_delete(handle: u32, key: *const u8, key_len: u32) -> i32;
+        #[link_name = "state_scan"]
+        fn host_state_scan(handle: u32, prefix: *const u8, prefix_len: u32, after: *const u8, after_len: u32, buf: *mut u8, buf_len: u32) -> i32;
     }
 
     thread_local! {
@@ -70,6 +78,20 @@ mod imp {
     pub fn result_read(op: u32, buf: *mut u8, len: u32) -> i32 {
         unsafe { host_result_read(op, buf, len) }
     }
+    pub fn state_get(handle: u32, key: &[u8], buf: &mut [u8]) -> i32 {
+        unsafe { host_state_get(handle, key.as_ptr(), key.len() as u32, buf.as_mut_ptr(), buf.len() as u32) }
+    }
+    pub fn state_put(handle: u32, key: &[u8], val: &[u8]) -> i32 {
+        unsafe { host_state_put(handle, key.as_ptr(), key.len() as u32, val.as_ptr(), val.len() as u32) }
+    }
+    pub fn state_delete(handle: u32, key: &[u8]) -> i32 {
+        unsafe { host_state_delete(handle, key.as_ptr(), key.len() as u32) }
+    }
+    pub fn state_scan(handle: u32, prefix: &[u8], after: &[u8], buf: &mut [u8]) -> i32 {
+        unsafe {
+            host_state_scan(handle, prefix.as_ptr(), prefix.len() as u32, after.as_ptr(), after.len() as u32, buf.as_mut_ptr(), buf.len() as u32)
+        }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -78,7 +100,7 @@ mod imp {
     pub fn init() {}
 }
 
-pub(crate) use imp::{async_start, init, log, record_read, result_read, set_error};
+pub(crate) use imp::{async_start, init, log, record_read, result_read, set_error, state_delete, state_get, state_put, state_scan};
 
 pub(crate) fn emit_output(handle: u32, o: &Output<'_>) -> Result<(), Errno> {
     let rc = imp::with_out_buf(|b| {

@@ -225,3 +225,66 @@ fn run_performs_http() {
     assert_eq!(res.status, Status::Retry);
     assert!(res.error.unwrap().contains("only http://"));
 }
+
+// State: get/put/delete/scan over the simulated host, with the record's
+// writes kept only when it succeeds, and a scan over several batches.
+#[test]
+fn state_operations() {
+    reset_state();
+    fn f(r: &Record, out: &mut Emitter) -> Result<(), Error> {
+        let key = r.key.unwrap_or_default();
+        match r.header("op").flatten() {
+            Some(b"put") => state_put(key, r.value.unwrap_or_default()).map_err(|e| Error::terminal(e.to_string()))?,
+            Some(b"del") => state_delete(key).map_err(|e| Error::terminal(e.to_string()))?,
+            Some(b"get") => {
+                let v = state_get(key).map_err(|e| Error::terminal(e.to_string()))?;
+                out.emit(&Output { key: Some(key), value: v.as_deref(), ..Output::default() })?;
+            }
+            Some(b"scan") => {
+                let mut emitted = Ok(());
+                state_scan(key, |k, v| {
+                    emitted = out.emit(&Output { key: Some(k), value: Some(v), ..Output::default() });
+                    emitted.is_ok()
+                })
+                .map_err(|e| Error::terminal(e.to_string()))?;
+                emitted?;
+            }
+            _ => {
+                state_put(key, b"x").map_err(|e| Error::terminal(e.to_string()))?;
+                return Err(Error::terminal("put, then fail"));
+            }
+        }
+        Ok(())
+    }
+    let op = |k: &[u8], op: &str, v: &[u8]| run(f, &TestRecord::new("in").key(k).value(v).header("op", Some(op.as_bytes())));
+    assert_eq!(op(b"a", "get", b"").outputs[0].value, None);
+    assert_eq!(op(b"a", "put", b"1").status, Status::Ok);
+    assert_eq!(op(b"a", "get", b"").outputs[0].value.as_deref(), Some(&b"1"[..]));
+    assert_eq!(op(b"e", "put", b"").status, Status::Ok);
+    assert_eq!(op(b"e", "get", b"").outputs[0].value.as_deref(), Some(&b""[..]), "an empty value is a value");
+    assert_eq!(op(b"a", "del", b"").status, Status::Ok);
+    assert_eq!(op(b"a", "get", b"").outputs[0].value, None);
+    let big = vec![b'v'; 5000];
+    assert_eq!(op(b"big", "put", &big).status, Status::Ok);
+    assert_eq!(op(b"big", "get", b"").outputs[0].value.as_deref(), Some(&big[..]));
+    let res = op(b"big", "put", &vec![0u8; (64 << 10) + 1]);
+    assert_eq!(res.status, Status::Fail);
+    assert!(res.error.unwrap().contains("too large"));
+    let res = op(&vec![b'k'; MAX_STATE_KEY_BYTES + 1], "put", b"");
+    assert!(res.status == Status::Fail && res.error.unwrap().contains("too large"));
+    for i in 0..300 {
+        assert_eq!(op(format!("s/{:03}", i).as_bytes(), "put", &[b'x'; 300]).status, Status::Ok);
+    }
+    let res = op(b"s/", "scan", b"");
+    assert_eq!(res.outputs.len(), 300);
+    for (i, o) in res.outputs.iter().enumerate() {
+        assert_eq!(o.key.as_deref(), Some(format!("s/{:03}", i).as_bytes()));
+    }
+    // A failed record's write is discarded.
+    let res = op(b"e", "other", b"");
+    assert_eq!(res.status, Status::Fail);
+    assert_eq!(op(b"e", "get", b"").outputs[0].value.as_deref(), Some(&b""[..]));
+    assert_eq!(state_snapshot().len(), 302);
+    // Outside a record's call.
+    assert_eq!(state_get(b"a"), Err(Errno::BAD_HANDLE));
+}
