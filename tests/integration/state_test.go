@@ -40,22 +40,10 @@ func stateRun(t *testing.T, count int, pipelineKeys string) (brokers []string, o
 // returns, per key, how often each count appeared.
 func readCounts(t *testing.T, rd *kafkatest.Reader, count int) map[string]map[int]int {
 	t.Helper()
-	truth := func(k int) int { return count/stateKeys + map[bool]int{true: 1}[k < count%stateKeys] }
-	seen := map[string]map[int]int{}
-	counted := 0
-	read := func(rs []*kgo.Record) {
-		for _, r := range rs[counted:] {
-			c, err := strconv.Atoi(string(r.Value))
-			if err != nil {
-				t.Fatalf("output %q", r.Value)
-			}
-			if seen[string(r.Key)] == nil {
-				seen[string(r.Key)] = map[int]int{}
-			}
-			seen[string(r.Key)][c]++
-		}
-		counted = len(rs)
-	}
+	truth := func(k int) int { return stateTruth(count, k) }
+	co := newCountOutputs()
+	seen := co.seen
+	read := func(rs []*kgo.Record) { co.fold(t, rs) }
 	complete := func() bool {
 		for k := 0; k < stateKeys; k++ {
 			if seen[fmt.Sprintf("k%d", k)][truth(k)] == 0 {
@@ -165,13 +153,11 @@ func TestStateAtLeastOnceKills(t *testing.T) {
 		p.kill(t)
 		p = startProc(t, "run", "--config", cfg)
 	}
-	truth := func(k int) int { return count/stateKeys + map[bool]int{true: 1}[k < count%stateKeys] }
-	top := map[string]int{}
+	truth := func(k int) int { return stateTruth(count, k) }
+	co := newCountOutputs()
+	top := co.top
 	rd.ReadUntil(t, 4*time.Minute, "every key at least at its true count", func(rs []*kgo.Record) bool {
-		for _, r := range rs {
-			c, _ := strconv.Atoi(string(r.Value))
-			top[string(r.Key)] = max(top[string(r.Key)], c)
-		}
+		co.fold(t, rs)
 		for k := 0; k < stateKeys; k++ {
 			if top[fmt.Sprintf("k%d", k)] < truth(k) {
 				return false
@@ -242,32 +228,63 @@ func stateConfig(t *testing.T, brokers []string, group, module, in, out, dlq, pi
 // "key=count".
 func lastCounts(t *testing.T, rd *kafkatest.Reader, count int) (last map[string]int, seen map[string]int) {
 	t.Helper()
-	truth := func(k int) int { return count/stateKeys + map[bool]int{true: 1}[k < count%stateKeys] }
-	last, seen = map[string]int{}, map[string]int{}
-	counted := 0
-	read := func(rs []*kgo.Record) {
-		for _, r := range rs[counted:] {
-			c, err := strconv.Atoi(string(r.Value))
-			if err != nil {
-				t.Fatalf("output %q", r.Value)
-			}
-			last[string(r.Key)] = c
-			seen[fmt.Sprintf("%s=%d", r.Key, c)]++
-		}
-		counted = len(rs)
-	}
+	co := newCountOutputs()
 	rd.ReadUntil(t, time.Minute, "every key's last count at least its true count", func(rs []*kgo.Record) bool {
-		read(rs)
+		co.fold(t, rs)
 		for k := 0; k < stateKeys; k++ {
-			if last[fmt.Sprintf("k%d", k)] < truth(k) {
+			if co.last[fmt.Sprintf("k%d", k)] < stateTruth(count, k) {
 				return false
 			}
 		}
 		return true
 	})
 	rd.ReadFor(3 * time.Second)
-	read(rd.Recs)
-	return last, seen
+	co.fold(t, rd.Recs)
+	seen = map[string]int{}
+	for key, counts := range co.seen {
+		for c, n := range counts {
+			seen[fmt.Sprintf("%s=%d", key, c)] = n
+		}
+	}
+	return co.last, seen
+}
+
+// stateTruth is key k's true count after count records over stateKeys
+// keys (record i has key k<i mod stateKeys>).
+func stateTruth(count, k int) int {
+	return count/stateKeys + map[bool]int{true: 1}[k < count%stateKeys]
+}
+
+// countOutputs folds the count example's outputs (key → decimal count) as
+// a reader brings them: how often each count of each key came, and each
+// key's last and highest count.
+type countOutputs struct {
+	seen    map[string]map[int]int
+	last    map[string]int
+	top     map[string]int
+	counted int // records of the reader's slice folded
+}
+
+func newCountOutputs() *countOutputs {
+	return &countOutputs{seen: map[string]map[int]int{}, last: map[string]int{}, top: map[string]int{}}
+}
+
+// fold takes the records of rs not taken yet (rs grows: the reader's Recs).
+func (co *countOutputs) fold(t *testing.T, rs []*kgo.Record) {
+	t.Helper()
+	for _, r := range rs[co.counted:] {
+		c, err := strconv.Atoi(string(r.Value))
+		if err != nil {
+			t.Fatalf("output %q", r.Value)
+		}
+		if co.seen[string(r.Key)] == nil {
+			co.seen[string(r.Key)] = map[int]int{}
+		}
+		co.seen[string(r.Key)][c]++
+		co.last[string(r.Key)] = c
+		co.top[string(r.Key)] = max(co.top[string(r.Key)], c)
+	}
+	co.counted = len(rs)
 }
 
 // TestStateRebalanceTwoHosts: host a counts a keyed input under load; host
@@ -307,7 +324,7 @@ func TestStateRebalanceTwoHosts(t *testing.T) {
 			mark = len(rd.Recs)
 			rd.ReadUntil(t, time.Minute, "host b counting alone", func(rs []*kgo.Record) bool { return len(rs) >= mark+4000 })
 			total := stop()
-			truth := func(k int) int { return total/stateKeys + map[bool]int{true: 1}[k < total%stateKeys] }
+			truth := func(k int) int { return stateTruth(total, k) }
 			last, seen := lastCounts(t, rd, total)
 			if code := b.stop(t, time.Minute); code != 0 {
 				t.Fatalf("host b: exit code %d after SIGTERM", code)
@@ -388,7 +405,7 @@ func TestStateHotSwap(t *testing.T) {
 	mark := len(rd.Recs)
 	rd.ReadUntil(t, time.Minute, "version 2 counting", func(rs []*kgo.Record) bool { return len(rs) >= mark+2000 })
 	total := stop()
-	truth := func(k int) int { return total/stateKeys + map[bool]int{true: 1}[k < total%stateKeys] }
+	truth := func(k int) int { return stateTruth(total, k) }
 	last, counts := lastCounts(t, rd, total)
 	if code := p.stop(t, time.Minute); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)

@@ -65,10 +65,10 @@ func count(r *guest.Record, out guest.Emitter) error {
 			emitErr = out.Emit(guest.Output{Key: bytes.Clone(k), Value: bytes.Clone(v)})
 			return emitErr == nil
 		})
-		if err == nil {
-			err = emitErr
+		if err != nil {
+			return guest.Terminal(err)
 		}
-		return err
+		return emitErr
 	}
 	return nil
 }

@@ -98,7 +98,7 @@ function count(r: Record, out: Emitter): Outcome {
   if (sh !== null) {
     const e = new EmitEntries(out);
     const sc = stateScan(sh.value === null ? EMPTY : sh.value!, e);
-    if (!sc.isOk) return sc;
+    if (!sc.isOk) return sc.terminal();
     return e.st;
   }
   return ok();

@@ -56,7 +56,8 @@ pub fn count(r: &Record, out: &mut Emitter) -> Result<(), Error> {
         state_scan(prefix.unwrap_or_default(), |k, v| {
             emitted = out.emit(&Output { key: Some(k), value: Some(v), ..Output::default() });
             emitted.is_ok()
-        })?;
+        })
+        .map_err(terminal)?;
         emitted?;
     }
     Ok(())
