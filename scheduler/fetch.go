@@ -188,6 +188,8 @@ func (p *Pipeline) dispatch(fetches kgo.Fetches) {
 		}
 		if len(fp.Records) > 0 {
 			batches = append(batches, taskBatch{t, fp.Records})
+		} else if fp.Err == nil {
+			t.caughtUp(fp.FetchPartition)
 		}
 	})
 	p.mu.Unlock()

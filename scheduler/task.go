@@ -399,6 +399,24 @@ func (t *task) maybeResume() {
 	}
 }
 
+// caughtUp takes a fetch that brought the partition no records: its
+// fetch offset is at the end the client may read (the last stable offset
+// under read_committed). With nothing in flight every record below it was
+// done or skipped, so that end is the position: without this a partition
+// whose committed offset was already at its end would show its whole
+// length as lag, no record ever moving the position.
+func (t *task) caughtUp(fp kgo.FetchPartition) {
+	end := fp.LastStableOffset
+	if end < 0 {
+		end = fp.HighWatermark
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inFlight == 0 && end > t.position.Load() {
+		t.position.Store(end)
+	}
+}
+
 func (t *task) lag() int64 {
 	l := t.highWatermark.Load() - t.position.Load()
 	if l < 0 {
