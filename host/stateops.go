@@ -42,9 +42,11 @@ func (stateGetOp) StartRecord(ctx context.Context, st State, req []byte, done fu
 			return
 		}
 		v, found, e := rd.Get(key)
-		switch {
+		switch err := ctx.Err(); {
 		case e != 0:
 			done(abi.AppendCompletionError(nil, abi.CompletionError, "state get: "+e.Error()))
+		case err != nil: // ended while it read: the record is gone
+			done(abi.AppendCompletionError(nil, abi.CompletionError, "state get: "+err.Error()))
 		case !found:
 			done(abi.AppendStateGetResult([]byte{abi.CompletionOK}, nil))
 		default:

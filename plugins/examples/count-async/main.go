@@ -15,7 +15,9 @@
 // batches of "count.scanbytes" bytes (default: the host's), after the
 // count; "count.abandon" starts the read and decides the record at once
 // (ok, no output), so that the host cancels the read. A state error fails
-// the record terminally.
+// the record terminally. "count.set" (a value) stores that value under the
+// key before the read, which then reads it (the record's own write): the
+// count continues from it.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o count-async.wasm .
 package main
@@ -35,6 +37,11 @@ func count(r *guest.Record, out guest.Emitter) error {
 	key := r.Key
 	if k, ok := r.Header("count.key"); ok {
 		key = k
+	}
+	if v, ok := r.Header("count.set"); ok {
+		if err := guest.StatePut(key, v); err != nil {
+			return guest.Terminal(err)
+		}
 	}
 	if _, ok := r.Header("count.abandon"); ok {
 		if err := guest.Await(guest.StateGetAsync(key), func(guest.StateValue, error) error { return nil }); err != guest.Pending {

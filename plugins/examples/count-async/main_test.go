@@ -22,6 +22,10 @@ func TestCountAsync(t *testing.T) {
 			t.Fatalf("record %d: %s=%s, want %s=%s", i, o.Key, o.Value, k, want[i])
 		}
 	}
+	// The record's own write before the read: the read sees it.
+	if res := guest.Run(abi.Record{Topic: "in", Key: []byte("b"), Headers: []abi.Header{{Key: "count.set", Value: []byte("41")}}}); res.Status != abi.StatusOK || string(res.Outputs[0].Value) != "42" {
+		t.Fatalf("set: %v %v %v", res.Status, res.Err, res.Outputs)
+	}
 	// An abandoned read: decided at once, nothing written.
 	if res := guest.Run(abi.Record{Topic: "in", Key: []byte("a"), Headers: []abi.Header{{Key: "count.abandon"}}}); res.Status != abi.StatusOK || len(res.Outputs) != 0 {
 		t.Fatalf("abandon: %v %v %v", res.Status, res.Err, res.Outputs)
