@@ -55,9 +55,9 @@ func (k OpKind) String() string {
 	case OpHTTP:
 		return "http"
 	case OpStateGet:
-		return "state get"
+		return "state_get"
 	case OpStateScan:
-		return "state scan"
+		return "state_scan"
 	}
 	return "unknown"
 }

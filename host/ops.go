@@ -21,8 +21,8 @@ import (
 // OpKind constant and a new Operation, and nothing else in the ABI changes.
 type Operation interface {
 	// Start decodes req and starts the operation. A malformed request is an
-	// error (the guest's async_start gets ErrnoBadEncoding) and done is not
-	// called. Otherwise Start returns a short description for reports
+	// error (the guest's async_start gets ErrnoBadEncoding; an error that is
+	// an abi.Errno, that errno) and done is not called. Otherwise Start returns a short description for reports
 	// ("GET http://lookup/users/7") and done is called exactly once, from
 	// any goroutine, with the result (abi.AppendCompletionOK or
 	// abi.AppendCompletionError), also when ctx ends first. A refusal by

@@ -56,7 +56,7 @@ func (stateGetOp) StartRecord(ctx context.Context, st State, req []byte, done fu
 			done(abi.AppendStateGetResult(append(make([]byte, 0, 5+len(v)), abi.CompletionOK), v))
 		}
 	}()
-	return "state get " + quoteKey(key), nil
+	return "key " + quoteKey(key), nil
 }
 
 // stateScanOp is abi.OpStateScan.
@@ -101,7 +101,7 @@ func (stateScanOp) StartRecord(ctx context.Context, st State, raw []byte, done f
 			done(out)
 		}
 	}()
-	return "state scan " + quoteKey(prefix) + " after " + quoteKey(after), nil
+	return "prefix " + quoteKey(prefix) + " after " + quoteKey(after), nil
 }
 
 // stateReader checks what every state operation needs: a record with
