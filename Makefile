@@ -2,7 +2,7 @@
 #   make demo   run the demo on an embedded broker (no Kafka installed)
 #   make test   run every test, against a real Kafka broker it starts itself
 GO ?= go
-PLUGINS := uppercase filter enrich hash lookup count dedup
+PLUGINS := uppercase filter enrich hash lookup count count-async dedup
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
 RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup rust-count

@@ -38,6 +38,14 @@ const (
 	// OpHTTP performs an HTTP request. Request: HTTPRequest. Result payload:
 	// HTTPResponse.
 	OpHTTP OpKind = 2
+	// OpStateGet reads a key of the record's state (ABI.md §7.3). Request:
+	// the key (AppendStateGet). Result payload: the value as nullable bytes,
+	// null when the key has none (DecodeStateGetResult).
+	OpStateGet OpKind = 3
+	// OpStateScan reads a batch of the keys with a prefix (ABI.md §7.3).
+	// Request: StateScanRequest. Result payload: scan entries
+	// (AppendStateEntry), none when there are no more keys.
+	OpStateScan OpKind = 4
 )
 
 func (k OpKind) String() string {
@@ -46,6 +54,10 @@ func (k OpKind) String() string {
 		return "timer"
 	case OpHTTP:
 		return "http"
+	case OpStateGet:
+		return "state_get"
+	case OpStateScan:
+		return "state_scan"
 	}
 	return "unknown"
 }
@@ -170,4 +182,85 @@ func DecodeHTTPResponse(b []byte) (HTTPResponse, error) {
 	r.Headers = d.headers()
 	r.Body = d.bytes()
 	return r, d.finish("http response")
+}
+
+// AppendStateGet appends an OpStateGet request: the key, as a string.
+func AppendStateGet(b, key []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(key)))
+	return append(b, key...)
+}
+
+// DecodeStateGet decodes an OpStateGet request. The key aliases b.
+func DecodeStateGet(b []byte) ([]byte, error) {
+	d := decoder{b: b}
+	key := d.key()
+	return key, d.finish("state get request")
+}
+
+// AppendStateGetResult appends the payload of a completed OpStateGet: the
+// value as nullable bytes, null (nil) when the key has no value.
+func AppendStateGetResult(b, value []byte) []byte { return appendBytes(b, value) }
+
+// DecodeStateGetResult decodes the payload of a completed OpStateGet: the
+// value (aliasing p) and whether the key has one. An empty value is a
+// value.
+func DecodeStateGetResult(p []byte) ([]byte, bool, error) {
+	d := decoder{b: p}
+	v := d.bytes()
+	if err := d.finish("state get result"); err != nil {
+		return nil, false, err
+	}
+	if v == nil {
+		return nil, false, nil
+	}
+	return v, true, nil
+}
+
+// Bounds of an OpStateScan's batch (StateScanRequest.MaxBytes).
+const (
+	// StateScanDefaultBytes is a batch's bound when the request says 0.
+	StateScanDefaultBytes = 64 << 10
+	// StateScanMaxBytes caps a batch's bound: a larger request is cut to it.
+	StateScanMaxBytes = 1 << 20
+)
+
+// StateScanRequest is an OpStateScan request: the entries of the keys with
+// Prefix that sort after After (every key with the prefix when After is
+// empty), in key order, as many whole ones as fit in MaxBytes (0 means
+// StateScanDefaultBytes; more than StateScanMaxBytes is cut to it). The
+// first entry comes whole even when it alone is larger, so that a scan
+// always advances.
+type StateScanRequest struct {
+	Prefix   []byte
+	After    []byte
+	MaxBytes uint32
+}
+
+// Limit is the batch bound the host applies for r.MaxBytes.
+func (r *StateScanRequest) Limit() int {
+	switch {
+	case r.MaxBytes == 0:
+		return StateScanDefaultBytes
+	case r.MaxBytes > StateScanMaxBytes:
+		return StateScanMaxBytes
+	}
+	return int(r.MaxBytes)
+}
+
+// AppendStateScan appends the encoding of r: prefix and after as strings,
+// then max_bytes u32.
+func AppendStateScan(b []byte, r *StateScanRequest) []byte {
+	b = AppendStateGet(b, r.Prefix)
+	b = AppendStateGet(b, r.After)
+	return binary.LittleEndian.AppendUint32(b, r.MaxBytes)
+}
+
+// DecodeStateScan decodes an OpStateScan request. The slices alias b.
+func DecodeStateScan(b []byte) (StateScanRequest, error) {
+	var r StateScanRequest
+	d := decoder{b: b}
+	r.Prefix = d.key()
+	r.After = d.key()
+	r.MaxBytes = d.u32()
+	return r, d.finish("state scan request")
 }

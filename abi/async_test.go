@@ -93,3 +93,53 @@ func TestHTTPRequestTimeoutRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The state operations' encodings, byte for byte (ABI.md §7.3), and their
+// round trips.
+func TestStateOpEncodings(t *testing.T) {
+	if got, want := AppendStateGet(nil, []byte("k")), []byte{1, 0, 0, 0, 'k'}; !bytes.Equal(got, want) {
+		t.Fatalf("get request % x, want % x", got, want)
+	}
+	if k, err := DecodeStateGet([]byte{1, 0, 0, 0, 'k'}); err != nil || string(k) != "k" {
+		t.Fatalf("get request: %q %v", k, err)
+	}
+	for _, bad := range [][]byte{{}, {2, 0, 0, 0, 'k'}, {1, 0, 0, 0, 'k', 0}} {
+		if _, err := DecodeStateGet(bad); err == nil {
+			t.Errorf("get request % x decoded", bad)
+		}
+	}
+	for _, tc := range []struct {
+		v     []byte
+		found bool
+		enc   []byte
+	}{
+		{nil, false, []byte{0xff, 0xff, 0xff, 0xff}},
+		{[]byte{}, true, []byte{0, 0, 0, 0}},
+		{[]byte("12"), true, []byte{2, 0, 0, 0, '1', '2'}},
+	} {
+		if got := AppendStateGetResult(nil, tc.v); !bytes.Equal(got, tc.enc) {
+			t.Errorf("get result %q: % x, want % x", tc.v, got, tc.enc)
+		}
+		v, found, err := DecodeStateGetResult(tc.enc)
+		if err != nil || found != tc.found || !bytes.Equal(v, tc.v) {
+			t.Errorf("get result % x: %q %v %v", tc.enc, v, found, err)
+		}
+	}
+	r := StateScanRequest{Prefix: []byte("p/"), After: []byte("p/3"), MaxBytes: 100}
+	enc := AppendStateScan(nil, &r)
+	if want := []byte{2, 0, 0, 0, 'p', '/', 3, 0, 0, 0, 'p', '/', '3', 100, 0, 0, 0}; !bytes.Equal(enc, want) {
+		t.Fatalf("scan request % x, want % x", enc, want)
+	}
+	got, err := DecodeStateScan(enc)
+	if err != nil || string(got.Prefix) != "p/" || string(got.After) != "p/3" || got.MaxBytes != 100 {
+		t.Fatalf("scan request: %+v %v", got, err)
+	}
+	if _, err := DecodeStateScan(enc[:len(enc)-1]); err == nil {
+		t.Fatal("a truncated scan request decoded")
+	}
+	for mb, want := range map[uint32]int{0: StateScanDefaultBytes, 1: 1, StateScanMaxBytes: StateScanMaxBytes, StateScanMaxBytes + 1: StateScanMaxBytes} {
+		if got := (&StateScanRequest{MaxBytes: mb}).Limit(); got != want {
+			t.Errorf("max_bytes %d: limit %d, want %d", mb, got, want)
+		}
+	}
+}

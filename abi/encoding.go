@@ -235,6 +235,22 @@ func (d *decoder) bytes() []byte {
 	return v
 }
 
+// key reads a string's bytes (u32 length, then the bytes), aliasing the
+// input: a state key, prefix or cursor.
+func (d *decoder) key() []byte {
+	n := d.u32()
+	if n > math.MaxInt32 {
+		d.fail("length %d", n)
+		return nil
+	}
+	if !d.need(int(n)) {
+		return nil
+	}
+	v := d.b[d.off : d.off+int(n) : d.off+int(n)]
+	d.off += int(n)
+	return v
+}
+
 func (d *decoder) headers() []Header {
 	n := d.u32()
 	if d.err != nil || n == 0 {

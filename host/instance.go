@@ -502,8 +502,18 @@ func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 		in.lastOp = 1
 	}
 	op := &opState{id: in.lastOp, kind: kind, started: time.Now(), rec: st}
-	desc, err := opr.Start(st.ctx, req, func(result []byte) { in.deliver(op, result) })
+	done := func(result []byte) { in.deliver(op, result) }
+	var desc string
+	var err error
+	if ro, ok := opr.(RecordOperation); ok {
+		desc, err = ro.StartRecord(st.ctx, st.state, req, done)
+	} else {
+		desc, err = opr.Start(st.ctx, req, done)
+	}
 	if err != nil {
+		if e, ok := err.(abi.Errno); ok {
+			return 0, e
+		}
 		return 0, abi.ErrnoBadEncoding
 	}
 	op.desc = desc

@@ -21,13 +21,26 @@ import (
 // OpKind constant and a new Operation, and nothing else in the ABI changes.
 type Operation interface {
 	// Start decodes req and starts the operation. A malformed request is an
-	// error (the guest's async_start gets ErrnoBadEncoding) and done is not
-	// called. Otherwise Start returns a short description for reports
+	// error (the guest's async_start gets ErrnoBadEncoding; an error that is
+	// an abi.Errno, that errno) and done is not called. Otherwise Start returns a short description for reports
 	// ("GET http://lookup/users/7") and done is called exactly once, from
 	// any goroutine, with the result (abi.AppendCompletionOK or
 	// abi.AppendCompletionError), also when ctx ends first. A refusal by
 	// policy is a result, so the guest reads why.
 	Start(ctx context.Context, req []byte, done func(result []byte)) (desc string, err error)
+}
+
+// A RecordOperation is an Operation that acts for its record, on its
+// state: async_start calls StartRecord instead of Start, on the instance's
+// goroutine during the guest's call, with the record's State (nil when the
+// pipeline has none). What it needs of the record it must take before it
+// returns (State.Reader); done is called as for Start. An error that is an
+// abi.Errno is what async_start returns (the request was well formed but
+// cannot start: a key of another partition); any other error is a
+// malformed request.
+type RecordOperation interface {
+	Operation
+	StartRecord(ctx context.Context, st State, req []byte, done func(result []byte)) (desc string, err error)
 }
 
 // AsyncConfig enables a module's asynchronous operations.
@@ -96,8 +109,10 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 
 func defaultOperations(cfg AsyncConfig) map[abi.OpKind]Operation {
 	ops := map[abi.OpKind]Operation{
-		abi.OpTimer: timerOp{},
-		abi.OpHTTP:  newHTTPOp(cfg.HTTP),
+		abi.OpTimer:     timerOp{},
+		abi.OpHTTP:      newHTTPOp(cfg.HTTP),
+		abi.OpStateGet:  stateGetOp{},
+		abi.OpStateScan: stateScanOp{},
 	}
 	for k, op := range cfg.Operations {
 		ops[k] = op

@@ -13,7 +13,9 @@ import (
 // a record (ProcessState): its writes are the record's own until the
 // record's outcome is decided. Its methods are called only from the
 // instance's goroutine, during a call into the guest for that record; they
-// must not block for long (they run under the record's deadline).
+// must not block for long (they run under the record's deadline). The
+// asynchronous state operations (ABI.md §7.3) read through Reader instead,
+// on another goroutine.
 type State interface {
 	// Get returns key's value, or ErrnoNotFound. The value is valid until
 	// the next call on the State.
@@ -24,6 +26,29 @@ type State interface {
 	Delete(key []byte) abi.Errno
 	// Scan calls fn for the keys with prefix that sort after after (all
 	// of them when after is empty), in key order, until fn returns false.
+	Scan(prefix, after []byte, fn func(key, value []byte) bool) abi.Errno
+	// Reader returns a read-only view for one asynchronous state operation
+	// of the record: the record's own writes as they are now (later writes
+	// of the record are not in it) over the state the record shares with
+	// others (the task's overlay and store), which is read when the
+	// operation runs. Reader is called on the instance's goroutine, during
+	// the guest's async_start; the view's methods from the operation's
+	// goroutine, possibly after the record ended.
+	Reader() StateReader
+}
+
+// StateReader is a State's read path for asynchronous operations (State.
+// Reader). Safe for use from any goroutine.
+type StateReader interface {
+	// Check answers whether the record may use key (ErrnoTooLarge,
+	// ErrnoWrongKey), without reading it: the errno async_start returns.
+	Check(key []byte) abi.Errno
+	// Get returns key's value (the caller's to keep) and whether it has
+	// one; an errno when the state cannot be read (ErrnoNoState: the
+	// partition moved).
+	Get(key []byte) ([]byte, bool, abi.Errno)
+	// Scan is State.Scan over the view. Key and value are valid only
+	// during fn.
 	Scan(prefix, after []byte, fn func(key, value []byte) bool) abi.Errno
 }
 

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -62,6 +63,27 @@ func (s *mapState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Err
 		}
 	}
 	return 0
+}
+
+// Reader is a copy of the map, taken at async_start.
+func (s *mapState) Reader() StateReader {
+	return mapReader{&mapState{m: maps.Clone(s.m), maxValue: s.maxValue, foreign: s.foreign}}
+}
+
+type mapReader struct{ s *mapState }
+
+func (r mapReader) Check(key []byte) abi.Errno { return r.s.check(key) }
+
+func (r mapReader) Get(key []byte) ([]byte, bool, abi.Errno) {
+	v, e := r.s.Get(key)
+	if e == abi.ErrnoNotFound {
+		return nil, false, 0
+	}
+	return bytes.Clone(v), e == 0, e
+}
+
+func (r mapReader) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
+	return r.s.Scan(prefix, after, fn)
 }
 
 // The Go count example through the real state host functions

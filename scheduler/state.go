@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
 )
 
@@ -259,6 +261,47 @@ func (rs *recordState) Delete(key []byte) abi.Errno {
 // Scan merges the record's writes and the overlay (newer) into the store's
 // keys, in key order.
 func (rs *recordState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
+	return rs.ts.scan(rs.writes, prefix, after, fn)
+}
+
+// Reader is the read path of the record's asynchronous state operations
+// (host.State): a copy of the record's writes as they are now over the
+// task's overlay and store. The copy is of the slice only: a write's key
+// and value are never changed once made (put replaces the entry).
+func (rs *recordState) Reader() host.StateReader {
+	return &stateReader{ts: rs.ts, writes: slices.Clone(rs.writes)}
+}
+
+// stateReader is a recordState's read-only view for another goroutine:
+// its writes are its own copy and taskState is safe for concurrent use.
+type stateReader struct {
+	ts     *taskState
+	writes []statestore.Write
+}
+
+func (r *stateReader) Check(key []byte) abi.Errno { return r.ts.checkKey(key) }
+
+func (r *stateReader) Get(key []byte) ([]byte, bool, abi.Errno) {
+	for i := range r.writes {
+		if string(r.writes[i].Key) == string(key) {
+			v := r.writes[i].Value
+			return bytes.Clone(v), v != nil, 0
+		}
+	}
+	v, ok, err := r.ts.get(nil, key)
+	if err != nil {
+		return nil, false, abi.ErrnoNoState // the store is closed: the partition moved
+	}
+	return v, ok, 0
+}
+
+func (r *stateReader) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
+	return r.ts.scan(r.writes, prefix, after, fn)
+}
+
+// scan merges writes (the newest) and the overlay (newer) into the store's
+// keys, in key order.
+func (ts *taskState) scan(writes []statestore.Write, prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	if len(prefix) > abi.MaxStateKeyBytes {
 		return abi.ErrnoTooLarge
 	}
@@ -266,7 +309,6 @@ func (rs *recordState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi
 		return strings.HasPrefix(k, string(prefix)) && (len(after) == 0 || k > string(after))
 	}
 	newer := map[string][]byte{}
-	ts := rs.ts
 	ts.mu.Lock()
 	for k, e := range ts.overlay {
 		if inRange(k) {
@@ -274,7 +316,7 @@ func (rs *recordState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi
 		}
 	}
 	ts.mu.Unlock()
-	for _, w := range rs.writes {
+	for _, w := range writes {
 		if k := string(w.Key); inRange(k) {
 			newer[k] = w.Value
 		}

@@ -33,6 +33,9 @@ func (m memState) Scan(_, _ []byte, _ func(k, v []byte) bool) abi.Errno {
 	return 0
 }
 
+// Reader: the benchmarks start no asynchronous state operation.
+func (m memState) Reader() host.StateReader { return nil }
+
 func benchInstance(b *testing.B, guest string) *host.Instance {
 	e, err := host.NewEngine("", nil)
 	if err != nil {

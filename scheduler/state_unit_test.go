@@ -1,8 +1,11 @@
 package scheduler
 
 import (
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,3 +113,111 @@ type testErr struct{}
 func (testErr) Error() string { return "test" }
 
 var errTest error = testErr{}
+
+// The read path of asynchronous state operations (recordState.Reader): the
+// record's writes as they were when the view was taken, over the overlay
+// and the store as they are when it reads; a key of another partition is
+// refused; reads from other goroutines while records commit and the
+// committer flushes (go test -race).
+func TestStateReader(t *testing.T) {
+	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ts := newTaskState(&partStore{store: st}, keyPartition([]byte("a"), 4), 4, 100, "p.changelog")
+	var mine, foreign []string // keys of a's partition, and of another
+	for i := 0; len(mine) < 6 || len(foreign) == 0; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if keyPartition([]byte(k), 4) == ts.partition {
+			mine = append(mine, k)
+		} else {
+			foreign = append(foreign, k)
+		}
+	}
+	store, overlay, own, later := mine[0], mine[1], mine[2], mine[3]
+	st.Apply([]statestore.Write{{Key: []byte(store), Value: []byte("s")}, {Key: []byte(overlay), Value: []byte("s")}}, 1)
+	r1 := ts.begin()
+	r1.Put([]byte(overlay), []byte("o"))
+	ts.commitRecord(1, r1)
+	r2 := ts.begin()
+	r2.Put([]byte(own), []byte("r"))
+	r2.Delete([]byte(store))
+	rd := r2.Reader()
+	r2.Put([]byte(own), []byte("r2")) // after the view: not in it
+	r2.Put([]byte(later), []byte("x"))
+	get := func(k string) string {
+		t.Helper()
+		v, ok, e := rd.Get([]byte(k))
+		if e != 0 {
+			t.Fatalf("get %s: %v", k, e)
+		}
+		if !ok {
+			return "-"
+		}
+		return string(v)
+	}
+	for k, want := range map[string]string{store: "-", overlay: "o", own: "r", later: "-", mine[4]: "-"} {
+		if got := get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	if e := rd.Check([]byte(foreign[0])); e != abi.ErrnoWrongKey {
+		t.Errorf("a key of another partition: %v", e)
+	}
+	if e := rd.Check(make([]byte, abi.MaxStateKeyBytes+1)); e != abi.ErrnoTooLarge {
+		t.Errorf("a key over the bound: %v", e)
+	}
+	var keys []string
+	rd.Scan(nil, nil, func(k, v []byte) bool { keys = append(keys, string(k)+"="+string(v)); return true })
+	slices.Sort(keys)
+	if want := []string{own + "=r", overlay + "=o"}; !slices.Equal(keys, slices.Sorted(slices.Values(want))) {
+		t.Errorf("scan: %v, want %v", keys, want)
+	}
+	// A record that commits after the view was taken: its write is read
+	// (the shared state is read when the operation runs).
+	r3 := ts.begin()
+	r3.Put([]byte(mine[4]), []byte("c"))
+	ts.commitRecord(2, r3)
+	if got := get(mine[4]); got != "c" {
+		t.Errorf("a write committed after the view: %q", got)
+	}
+
+	// Concurrent readers while records commit and flush.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rd := ts.begin().Reader()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, _, e := rd.Get([]byte(mine[5])); e != 0 {
+					t.Error(e)
+					return
+				}
+				rd.Scan(nil, nil, func(k, v []byte) bool { return true })
+			}
+		}()
+	}
+	for i := int64(3); i < 300; i++ {
+		r := ts.begin()
+		r.Put([]byte(mine[5]), []byte(fmt.Sprint(i)))
+		ts.commitRecord(i, r)
+		if i%10 == 0 {
+			if err := ts.flush(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if v, ok, _ := ts.begin().Reader().Get([]byte(mine[5])); !ok || string(v) != "299" {
+		t.Fatalf("%s = %q after the commits", mine[5], v)
+	}
+}

@@ -445,7 +445,8 @@ func (a *Attempt) Call(export string, start time.Time, d time.Duration, err erro
 	a.add(&e)
 }
 
-// Op notes an asynchronous operation: its kind ("http", "timer"), what it
+// Op notes an asynchronous operation: its kind ("http", "timer",
+// "state_get", "state_scan"), what it
 // was ("GET http://…"), and how it ended ("ok", or the error).
 func (a *Attempt) Op(kind, desc string, start time.Time, d time.Duration, outcome string) {
 	if a == nil {

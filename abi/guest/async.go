@@ -121,14 +121,18 @@ func decodeHTTP(p []byte) (*HTTPResponse, error) {
 // Await starts op and returns Pending, which the processing function (or a
 // continuation) returns. then is called with op's result when it completes.
 // If op cannot be started, Await returns why instead, and then is never
-// called.
+// called; a request the host refuses whatever the attempt (malformed, an
+// unknown kind, a state key refused) is a Terminal error.
 func Await[T any](op Op[T], then func(T, error) error) error {
 	if curHandle == 0 {
 		return Terminal(errors.New("guest: Await called outside a record's processing"))
 	}
 	id, err := startOp(curHandle, op.kind, op.req)
 	if err != nil {
-		if errors.Is(err, abi.ErrnoBadEncoding) || errors.Is(err, abi.ErrnoNotSupported) {
+		switch {
+		case errors.Is(err, abi.ErrnoBadEncoding), errors.Is(err, abi.ErrnoNotSupported),
+			errors.Is(err, abi.ErrnoTooLarge), errors.Is(err, abi.ErrnoWrongKey), errors.Is(err, abi.ErrnoNoState):
+			// Retrying the same request cannot help.
 			err = Terminal(err)
 		}
 		return fmt.Errorf("guest: start %s operation: %w", op.kind, err)

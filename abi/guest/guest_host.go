@@ -86,9 +86,10 @@ func Run(r abi.Record) Result {
 func isPending(err error) bool { return err == Pending }
 
 type queuedOp struct {
-	id   uint32
-	kind abi.OpKind
-	req  []byte
+	id     uint32
+	kind   abi.OpKind
+	req    []byte
+	result []byte // a state operation's, read at start (state_host.go)
 }
 
 var (
@@ -97,11 +98,19 @@ var (
 )
 
 func startOp(handle uint32, kind abi.OpKind, req []byte) (uint32, error) {
-	if kind != abi.OpTimer && kind != abi.OpHTTP {
+	var result []byte
+	switch kind {
+	case abi.OpTimer, abi.OpHTTP:
+	case abi.OpStateGet, abi.OpStateScan:
+		var err error
+		if result, err = startStateOp(kind, req); err != nil {
+			return 0, err
+		}
+	default:
 		return 0, abi.ErrnoNotSupported
 	}
 	lastOp++
-	queued = append(queued, queuedOp{id: lastOp, kind: kind, req: bytes.Clone(req)})
+	queued = append(queued, queuedOp{id: lastOp, kind: kind, req: bytes.Clone(req), result: result})
 	return lastOp, nil
 }
 
@@ -110,6 +119,9 @@ func startOp(handle uint32, kind abi.OpKind, req []byte) (uint32, error) {
 func perform(op queuedOp) []byte {
 	fail := func(err error) []byte {
 		return abi.AppendCompletionError(nil, abi.CompletionError, op.kind.String()+": "+err.Error())
+	}
+	if op.result != nil {
+		return op.result
 	}
 	switch op.kind {
 	case abi.OpTimer:

@@ -64,3 +64,70 @@ func StateScan(prefix []byte, fn func(key, value []byte) bool) error {
 	}
 	return stateScan(curHandle, prefix, fn)
 }
+
+// Asynchronous state reads (ABI.md §7.3): StateGet and StateScan as
+// operations for Await, so that the instance takes other records while the
+// host reads the state (a read may wait on the disk). A read sees the
+// record's own writes made before Await, and the partition's state as it
+// is when the host performs the read: under ordering key, every write of
+// the key's earlier records; under ordering partition, a record still
+// waiting may not have written yet (ABI.md §4.1). A key the host refuses
+// (too long, of another partition, no state) makes Await return the
+// abi.Errno at once, as a terminal error.
+
+// StateValue is the result of StateGetAsync.
+type StateValue struct {
+	Value []byte // the caller's to keep
+	Found bool   // false: the key has no value (an empty value is a value)
+}
+
+// StateGetAsync reads key's value.
+func StateGetAsync(key []byte) Op[StateValue] {
+	return Op[StateValue]{kind: abi.OpStateGet, req: abi.AppendStateGet(nil, key), decode: decodeStateValue}
+}
+
+func decodeStateValue(p []byte) (StateValue, error) {
+	v, ok, err := abi.DecodeStateGetResult(p)
+	return StateValue{Value: v, Found: ok}, err
+}
+
+// StateEntry is a key and its value.
+type StateEntry struct {
+	Key, Value []byte
+}
+
+// StateBatch is the result of StateScanAsync: the next keys of the scan, in
+// key order. No entries means no more keys.
+type StateBatch struct {
+	Entries []StateEntry
+}
+
+// Done reports whether the scan is over.
+func (b *StateBatch) Done() bool { return len(b.Entries) == 0 }
+
+// After is the cursor of the next batch: the last key of this one.
+func (b *StateBatch) After() []byte {
+	if len(b.Entries) == 0 {
+		return nil
+	}
+	return b.Entries[len(b.Entries)-1].Key
+}
+
+// StateScanAsync reads the next batch of the keys with prefix that sort
+// after after (from the first when after is empty): as many whole entries
+// as fit in maxBytes (0: abi.StateScanDefaultBytes; at most
+// abi.StateScanMaxBytes), at least one. To go on, call it again with
+// after = batch.After(), until a batch is Done.
+func StateScanAsync(prefix, after []byte, maxBytes int) Op[*StateBatch] {
+	r := abi.StateScanRequest{Prefix: prefix, After: after, MaxBytes: uint32(min(max(maxBytes, 0), abi.StateScanMaxBytes))}
+	return Op[*StateBatch]{kind: abi.OpStateScan, req: abi.AppendStateScan(nil, &r), decode: decodeStateBatch}
+}
+
+func decodeStateBatch(p []byte) (*StateBatch, error) {
+	b := &StateBatch{}
+	err := abi.DecodeStateEntries(p, func(k, v []byte) bool {
+		b.Entries = append(b.Entries, StateEntry{Key: k, Value: v})
+		return true
+	})
+	return b, err
+}

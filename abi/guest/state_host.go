@@ -115,3 +115,44 @@ func stateScan(_ uint32, prefix []byte, fn func(key, value []byte) bool) error {
 	}
 	return nil
 }
+
+// startStateOp answers an asynchronous state operation at async_start, as
+// the host checks it then: the in-memory state does not change while a
+// record runs, so reading it now is reading it when the host would (the
+// record's writes so far over the committed state). It returns the
+// operation's result, or the errno async_start would.
+func startStateOp(kind abi.OpKind, req []byte) ([]byte, error) {
+	if kind == abi.OpStateGet {
+		key, err := abi.DecodeStateGet(req)
+		if err != nil {
+			return nil, abi.ErrnoBadEncoding
+		}
+		v, err := stateGet(0, key)
+		switch {
+		case err == abi.ErrnoNotFound:
+			return abi.AppendStateGetResult([]byte{abi.CompletionOK}, nil), nil
+		case err != nil:
+			return nil, err
+		}
+		return abi.AppendStateGetResult([]byte{abi.CompletionOK}, v), nil
+	}
+	r, err := abi.DecodeStateScan(req)
+	if err != nil {
+		return nil, abi.ErrnoBadEncoding
+	}
+	if len(r.Prefix) > abi.MaxStateKeyBytes || len(r.After) > abi.MaxStateKeyBytes {
+		return nil, abi.ErrnoTooLarge
+	}
+	out, limit := []byte{abi.CompletionOK}, r.Limit()
+	stateScan(0, r.Prefix, func(k, v []byte) bool {
+		if len(r.After) > 0 && string(k) <= string(r.After) {
+			return true
+		}
+		if len(out) > 1 && len(out)-1+abi.StateEntrySize(k, v) > limit {
+			return false
+		}
+		out = abi.AppendStateEntry(out, k, v)
+		return true
+	})
+	return out, nil
+}
