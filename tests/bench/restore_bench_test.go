@@ -56,9 +56,12 @@ func restoreKeys() int {
 //   - clean: that host stopped (SIGTERM-like Runner.Stop) and started again
 //     on the same directory: the stores reflect the changelog's end.
 //   - kill: the wasmstream CLI as a process, a group of its own over the
-//     same input, SIGKILLed once half of the input's outputs are out, then
-//     started again on the same directory: it reads the changelog records
-//     written after the last commit's store update.
+//     same input: once it has counted every key, a steady load of the same
+//     keys (BENCH_RESTORE_RATE records/s, default 20,000) for 5 s, the
+//     process SIGKILLed in the middle of it and started again on the same
+//     directory: it reads the changelog records written after the last
+//     commit's store update (state.go applies them to the store after each
+//     commit, every kafka.commit_interval).
 //
 // records_read are changelog records applied; restore_x_process is the full
 // restore's time over the reference drain's.
@@ -144,10 +147,10 @@ func BenchmarkStateRestore(b *testing.B) {
 		b.ReportMetric(full.span.Seconds()/process.Seconds(), "restore_x_process")
 		b.ReportMetric(float64(kill.records), "kill_records_read")
 		b.ReportMetric(kill.span.Seconds(), "kill_restore_s")
-		b.ReportMetric(float64(atKill), "kill_outputs_before")
+		b.ReportMetric(float64(atKill), "kill_load_outputs")
 		b.ReportMetric(float64(clean.records), "clean_records_read")
 		b.ReportMetric(clean.span.Seconds(), "clean_restore_s")
-		b.Logf("%d keys: drain %v; full restore %d records in %v (partitions: sum %v, max %v), first record %v after the assignment; clean restart %d records in %v; restart after SIGKILL (%d outputs out) %d records in %v",
+		b.Logf("%d keys: drain %v; full restore %d records in %v (partitions: sum %v, max %v), first record %v after the assignment; clean restart %d records in %v; restart after SIGKILL (%d load outputs out) %d records in %v",
 			keys, process.Round(time.Millisecond), full.records, full.span.Round(time.Millisecond), full.sum.Round(time.Millisecond), full.maxTook.Round(time.Millisecond),
 			first.Sub(full.start).Round(time.Millisecond), clean.records, clean.span.Round(time.Millisecond), atKill, kill.records, kill.span.Round(time.Millisecond))
 	}
@@ -254,10 +257,27 @@ func (h *restoreLog) WithGroup(name string) slog.Handler {
 	return &restoreLog{next: h.next.WithGroup(name), sink: h.sink}
 }
 
+// restoreLoad is how long killRestore's host runs under the steady load
+// before the kill.
+const restoreLoad = 5 * time.Second
+
+// restoreRate is the steady load's records/s: BENCH_RESTORE_RATE, default
+// 20,000 (well under what the host drains).
+func restoreRate() int {
+	if s := os.Getenv("BENCH_RESTORE_RATE"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n >= 100 {
+			return n
+		}
+	}
+	return 20000
+}
+
 // killRestore runs the wasmstream CLI (a group of its own, the count
-// example over in, a state directory) until half of in's keys have their
-// output, SIGKILLs it, starts it again on the same directory and returns
-// the restart's restores and how many outputs were out at the kill.
+// example over in, a state directory) until every key of in has its
+// output, then under a steady load of the same keys (restoreRate) for
+// restoreLoad, SIGKILLs it there, starts it again on the same directory
+// and returns the restart's restores and how many load outputs were out at
+// the kill.
 func killRestore(b *testing.B, brokers []string, bin, module, in string, keys int) (restoreSummary, int64) {
 	id := time.Now().UnixNano()
 	out := fmt.Sprintf("%s-kill-%d", in, id)
@@ -303,12 +323,36 @@ log: {level: info, format: json}
 	logA, logB := filepath.Join(b.TempDir(), "a.log"), filepath.Join(b.TempDir(), "b.log")
 	p := start(logA)
 	var atKill int64
-	kafkatest.Eventually(b, 10*time.Minute, "half of the outputs before the kill", func() bool {
-		atKill = outputs()
-		return atKill >= int64(keys/2)
+	kafkatest.Eventually(b, 10*time.Minute, "every key's output before the load", func() bool {
+		return outputs() >= int64(keys)
 	})
+	// A steady load of the same keys, then the kill in the middle of it.
+	rate := restoreRate()
+	cl := kafkatest.Client(b, brokers, kgo.ProducerLinger(5*time.Millisecond))
+	stop := make(chan struct{})
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for k := 0; ; {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for j := 0; j < rate/100; j++ {
+				cl.Produce(context.Background(), keyedRecord(in, k%keys), nil)
+				k++
+			}
+		}
+	}()
+	time.Sleep(restoreLoad)
+	atKill = outputs() - int64(keys)
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+	close(stop)
+	<-loaded
 	p = start(logB)
 	defer func() {
 		p.cmd.Process.Signal(syscall.SIGTERM)
