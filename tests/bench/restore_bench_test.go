@@ -396,3 +396,78 @@ func jsonRestores(path string) []restoreEvent {
 	}
 	return ev
 }
+
+// BenchmarkStateRestoreStreams is BenchmarkStateRestore's full restore for
+// Kafka Streams' groupByKey().count() (tests/peers StreamsCount, 2 stream
+// threads, at_least_once, record cache off): it counts the same input of
+// BENCH_RESTORE_KEYS distinct keys once (the reference, process_s: its
+// first output to its last), stops (SIGINT: a clean close), and starts
+// again with the same application id on an empty state directory, which
+// restores the counts store from its changelog. The restores are read from
+// the StateRestoreListener's lines: full_restore_s from the first
+// partition's restore start to the last one's end.
+func BenchmarkStateRestoreStreams(b *testing.B) {
+	brokers := kafkatest.RealBrokers(b)
+	keys := restoreKeys()
+	cp := streamsClasspath(b)
+	for i := 0; i < b.N; i++ {
+		in := keyedInput(b, brokers, keys, keys)
+		out := fmt.Sprintf("%s-streams-count-%d", in, time.Now().UnixNano())
+		kafkatest.CreateTopic(b, brokers, partitions, out)
+		app := fmt.Sprintf("bench-streams-restore-%d", time.Now().UnixNano())
+		run := func(tmp, log string) *exec.Cmd {
+			cmd := exec.Command("java", "-Xmx1g", "-Djava.io.tmpdir="+tmp, "-cp", cp, "wasmstream.peers.StreamsCount", strings.Join(brokers, ","), in, out, app, "2", "at_least_once", "0")
+			f, err := os.Create(log)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmd.Stdout, cmd.Stderr = f, f
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			return cmd
+		}
+		logA, logB := filepath.Join(b.TempDir(), "a.log"), filepath.Join(b.TempDir(), "b.log")
+		cmd := run(b.TempDir(), logA)
+		first, last := consumeCount(b, brokers, out, keys, 10*time.Minute)
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		process := last.Sub(first)
+		cmd = run(b.TempDir(), logB)
+		var ev []restoreEvent
+		kafkatest.Eventually(b, 10*time.Minute, "Kafka Streams' restores", func() bool {
+			ev = streamsRestores(logB)
+			return len(ev) >= partitions
+		})
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		full := summarize(ev)
+		b.ReportMetric(process.Seconds(), "process_s")
+		b.ReportMetric(float64(full.records), "full_records_read")
+		b.ReportMetric(full.span.Seconds(), "full_restore_s")
+		if full.records > 0 {
+			b.ReportMetric(full.span.Seconds()*100000/float64(full.records), "full_restore_s/100k_keys")
+		}
+		b.ReportMetric(float64(full.records)/full.span.Seconds(), "full_restore_rec/s")
+		b.ReportMetric(full.maxTook.Seconds(), "full_max_partition_s")
+		b.ReportMetric(full.span.Seconds()/process.Seconds(), "restore_x_process")
+		b.Logf("%d keys: Kafka Streams drained them in %v; full restore %d records in %v (partitions: sum %v, max %v)",
+			keys, process.Round(time.Millisecond), full.records, full.span.Round(time.Millisecond), full.sum.Round(time.Millisecond), full.maxTook.Round(time.Millisecond))
+	}
+}
+
+// streamsRestores reads StreamsCount's "streams: restored" lines.
+func streamsRestores(path string) []restoreEvent {
+	data, _ := os.ReadFile(path)
+	var ev []restoreEvent
+	for _, l := range strings.Split(string(data), "\n") {
+		var e restoreEvent
+		var tookUs, atUs int64
+		if n, _ := fmt.Sscanf(l, "streams: restored partition=%d records=%d took_us=%d at_us=%d", &e.partition, &e.records, &tookUs, &atUs); n != 4 {
+			continue
+		}
+		e.took, e.at = time.Duration(tookUs)*time.Microsecond, time.UnixMicro(atUs)
+		ev = append(ev, e)
+	}
+	return ev
+}
