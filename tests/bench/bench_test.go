@@ -559,7 +559,11 @@ pipelines:
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := scheduler.NewRunner(context.Background(), cfg, benchLogger())
+	log := hostLog
+	if log == nil {
+		log = benchLogger()
+	}
+	r, err := scheduler.NewRunner(context.Background(), cfg, log)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -569,6 +573,10 @@ pipelines:
 	r.Start()
 	return r, cfg
 }
+
+// hostLog, when set, is the logger of the runners startHost starts
+// (benchLogger otherwise).
+var hostLog *slog.Logger
 
 // hostHook, when set, is called with each runner before it starts.
 var hostHook func(*scheduler.Runner)

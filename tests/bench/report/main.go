@@ -77,6 +77,10 @@ var columns = []struct{ unit, title string }{
 	{"bound_rec/s", "Little's bound"}, {"of_bound", "of bound"}, {"x_blocking", "× blocking"},
 	{"x_native", "× native Go"}, {"x_group", "× consumer group"}, {"x_1host", "× one host"}, {"rec/txn", "records/transaction"},
 	{"p50_ms", "p50 ms"}, {"p99_ms", "p99 ms"}, {"cpu_s", "CPU s"}, {"peak_rss_MiB", "peak RSS MiB"},
+	{"process_s", "drain s"}, {"full_restore_s", "full restore s"}, {"full_restore_s/100k_keys", "s per 100k keys"},
+	{"restore_x_process", "restore ÷ drain"}, {"first_rec_s", "assignment → first record s"},
+	{"clean_records_read", "clean restart: records read"}, {"clean_restore_s", "clean restart s"},
+	{"kill_records_read", "after SIGKILL: records read"}, {"kill_restore_s", "after SIGKILL s"},
 }
 
 // Markdown writes the results as one table per benchmark.

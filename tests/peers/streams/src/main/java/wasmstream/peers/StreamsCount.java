@@ -1,7 +1,13 @@
 package wasmstream.peers;
 
+import java.time.Instant;
+import java.time.temporal.ChronoUnit;
+import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+
+import org.apache.kafka.common.TopicPartition;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
@@ -12,6 +18,7 @@ import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.streams.state.KeyValueStore;
 
 /**
@@ -24,6 +31,11 @@ import org.apache.kafka.streams.state.KeyValueStore;
  *   CACHE_BYTES: the record cache (statestore.cache.max.bytes); 0 emits every
  *   update, as wasmstream does; Streams' default (10 MiB) folds the updates
  *   of a key between commits into one.
+ *
+ * The state directory is java.io.tmpdir's wasmstream-streams-APPLICATION_ID.
+ * Each store restore ended is logged on standard error as
+ * "streams: restored partition=P records=N took_us=T at_us=E" (E: the end,
+ * microseconds since the epoch), as wasmstream logs "state restored".
  */
 public final class StreamsCount {
     public static void main(String[] args) throws Exception {
@@ -54,6 +66,24 @@ public final class StreamsCount {
             streams.close();
             done.countDown();
         }));
+        Map<TopicPartition, Long> starts = new ConcurrentHashMap<>();
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            @Override
+            public void onRestoreStart(TopicPartition tp, String store, long from, long to) {
+                starts.put(tp, System.nanoTime());
+            }
+
+            @Override
+            public void onBatchRestored(TopicPartition tp, String store, long end, long n) {}
+
+            @Override
+            public void onRestoreEnd(TopicPartition tp, String store, long total) {
+                Long t0 = starts.remove(tp);
+                long took = t0 == null ? 0 : (System.nanoTime() - t0) / 1000;
+                System.err.println("streams: restored partition=" + tp.partition() + " records=" + total
+                    + " took_us=" + took + " at_us=" + ChronoUnit.MICROS.between(Instant.EPOCH, Instant.now()));
+            }
+        });
         streams.setStateListener((now, before) -> System.err.println("streams: " + before + " -> " + now));
         streams.start();
         done.await();
