@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -84,14 +87,40 @@ func TestRetryTopicsOfTwoApplications(t *testing.T) {
 // of the old names; otherwise NewRunner fails naming the key and the way
 // out. A topic holding only a transaction's marker above the commit (as
 // exactly_once leaves it) holds nothing to retry; with topic_prefix set
-// nothing is checked.
+// nothing is checked. On the in-process broker, and on the real one when
+// KAFKA_BROKERS is set.
 func TestOldRetryTopicsCheckedOnUpgrade(t *testing.T) {
-	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
-	kafkatest.CreateTopic(t, brokers, 2, "p.retry.300ms")
-	kafkatest.CreateTopic(t, brokers, 1, "p.retry.600ms")
-	retry := "    retry: {max_attempts: 3, backoff: [300ms, 600ms]}"
-	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq", retry, "")
+	t.Run("in-process", func(t *testing.T) { checkOldRetryTopicsOnUpgrade(t, kafkatest.Fake(t), "g", "p") })
+	t.Run("real broker", func(t *testing.T) {
+		brokers, n := realBroker(t)
+		checkOldRetryTopicsOnUpgrade(t, brokers, strings.ReplaceAll(n, "/", "-"), fmt.Sprint("p-", time.Now().UnixNano()))
+	})
+}
+
+func checkOldRetryTopicsOnUpgrade(t *testing.T, brokers []string, group, name string) {
+	in, out, dlq := name+"-in", name+"-out", name+"-dlq"
+	old300, old600, retryGroup := name+".retry.300ms", name+".retry.600ms", group+"."+name+".retry"
+	kafkatest.CreateTopic(t, brokers, 1, in, out, dlq)
+	kafkatest.CreateTopic(t, brokers, 2, old300)
+	kafkatest.CreateTopic(t, brokers, 1, old600)
+	load := func(retry string) *config.Config {
+		y := fmt.Sprintf(`
+kafka: {brokers: [%q], group: %s}
+pipelines:
+  - {name: %s, module: %s, inputs: [%s], output: %s, dead_letter_topic: %s, retry: %s}
+`, strings.Join(brokers, ","), group, name, guestPath(t, "enrich"), in, out, dlq, retry)
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		os.WriteFile(p, []byte(y), 0o644)
+		cfg, err := config.Load(p, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	cfg := load("{max_attempts: 3, backoff: [300ms, 600ms]}")
+	if cfg.Pipelines[0].Retry.TopicPrefix != group+"."+name+".retry" {
+		t.Fatalf("retry.topic_prefix %s", cfg.Pipelines[0].Retry.TopicPrefix)
+	}
 	newRunner := func() error {
 		r, err := NewRunner(context.Background(), cfg, testLogger(t))
 		if err == nil {
@@ -106,11 +135,11 @@ func TestOldRetryTopicsCheckedOnUpgrade(t *testing.T) {
 	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := context.Background()
 	for i, p := range []int32{0, 0, 1} {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "p.retry.300ms", Partition: p, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: old300, Partition: p, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "p.retry.600ms", Value: []byte("x")}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: old600, Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(cl)
@@ -118,7 +147,7 @@ func TestOldRetryTopicsCheckedOnUpgrade(t *testing.T) {
 		t.Helper()
 		var o kadm.Offsets
 		o.AddOffset(topic, partition, at, -1)
-		if err := adm.CommitAllOffsets(ctx, "g.p.retry", o); err != nil {
+		if err := adm.CommitAllOffsets(ctx, retryGroup, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,37 +158,37 @@ func TestOldRetryTopicsCheckedOnUpgrade(t *testing.T) {
 			t.Fatalf("%s: error %v, want %q", what, err, want)
 		}
 	}
-	wantErr("nothing committed", `pipelines[0].retry.topic_prefix: retry topics "p.retry.300ms", "p.retry.600ms" (named by the default before it named the pipeline's group) hold 4 records the retry workers of group "g.p.retry" have not committed; set retry.topic_prefix: "p.retry" to keep draining them, or drain them first`)
-	commit("p.retry.300ms", 0, 1)
-	commit("p.retry.600ms", 0, 1)
-	wantErr("one record of partition 0 committed, none of 1", `retry topics "p.retry.300ms" (named by the default before it named the pipeline's group) hold 2 records`)
-	commit("p.retry.300ms", 0, 2)
-	commit("p.retry.300ms", 1, 1)
+	wantErr("nothing committed", fmt.Sprintf(`pipelines[0].retry.topic_prefix: retry topics %q, %q (named by the default before it named the pipeline's group) hold 4 records the retry workers of group %q have not committed; set retry.topic_prefix: %q to keep draining them, or drain them first`,
+		old300, old600, retryGroup, name+".retry"))
+	commit(old300, 0, 1)
+	commit(old600, 0, 1)
+	wantErr("one record of partition 0 committed, none of 1", fmt.Sprintf(`retry topics %q (named by the default before it named the pipeline's group) hold 2 records`, old300))
+	commit(old300, 0, 2)
+	commit(old300, 1, 1)
 	if err := newRunner(); err != nil {
 		t.Fatalf("every record committed: %v", err)
 	}
 
 	// exactly_once: the transaction's marker follows the record committed.
-	txn := kafkatest.Client(t, brokers, kgo.TransactionalID("old-retries"))
+	txn := kafkatest.Client(t, brokers, kgo.TransactionalID(name+"-old-retries"))
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "p.retry.600ms", Value: []byte("y")}).FirstErr(); err != nil {
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: old600, Value: []byte("y")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	wantErr("a committed transaction's record", `retry topics "p.retry.600ms" (named by the default before it named the pipeline's group) hold 1 record the retry workers`)
-	commit("p.retry.600ms", 0, 2)
+	wantErr("a committed transaction's record", fmt.Sprintf(`retry topics %q (named by the default before it named the pipeline's group) hold 1 record the retry workers`, old600))
+	commit(old600, 0, 2)
 	if err := newRunner(); err != nil {
 		t.Fatalf("only a transaction marker above the commit: %v", err)
 	}
 
 	// Set explicitly, the prefix is the user's: nothing is checked.
-	commit("p.retry.600ms", 0, 0)
-	explicit := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
-		"    retry: {max_attempts: 3, backoff: [300ms, 600ms], topic_prefix: g.p.retry}", "")
+	commit(old600, 0, 0)
+	explicit := load(fmt.Sprintf("{max_attempts: 3, backoff: [300ms, 600ms], topic_prefix: %s.%s.retry}", group, name))
 	r, err := NewRunner(ctx, explicit, testLogger(t))
 	if err != nil {
 		t.Fatalf("retry.topic_prefix set: %v", err)
