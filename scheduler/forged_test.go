@@ -22,7 +22,7 @@ import (
 // is counted in wasmstream.forged_headers.
 func TestForgedHeadersOnInput(t *testing.T) {
 	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "p.retry.300ms")
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.300ms")
 	forged := []kgo.RecordHeader{
 		{Key: HeaderOriginalTopic, Value: []byte("evil")},
 		{Key: HeaderOriginalPartition, Value: []byte("7")},
@@ -34,7 +34,7 @@ func TestForgedHeadersOnInput(t *testing.T) {
 		{Key: HeaderDue, Value: []byte("4102444800000")}, // 2100
 	}
 	values := []string{
-		`{"fault":"transient","until":2}`, // retried once through p.retry.300ms
+		`{"fault":"transient","until":2}`, // retried once through g.p.retry.300ms
 		`{"fault":"fail"}`,                // dead-lettered at attempt 1
 		`{"i":2}`,                         // succeeds at attempt 1
 	}
@@ -98,7 +98,7 @@ func TestForgedHeadersOnInput(t *testing.T) {
 
 	dl := kafkatest.NewReader(t, brokers, "dlq")
 	dl.ReadUntil(t, time.Minute, "the dead letter", func(rs []*kgo.Record) bool { return len(rs) >= 1 })
-	rt := kafkatest.NewReader(t, brokers, "p.retry.300ms")
+	rt := kafkatest.NewReader(t, brokers, cfg.Pipelines[0].TierTopic(0))
 	rt.ReadUntil(t, time.Minute, "the retry copy", func(rs []*kgo.Record) bool { return len(rs) >= 1 })
 	for _, c := range []struct {
 		rec                      *kgo.Record

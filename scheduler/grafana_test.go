@@ -25,7 +25,7 @@ import (
 // /metrics shows.
 func scrapeNames(t *testing.T) map[string]bool {
 	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq", "p.retry.200ms", "lookup-out", "lookup-dlq")
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq", "g.p.retry.200ms", "lookup-out", "lookup-dlq")
 	const n = 100
 	kafkatest.Produce(t, brokers, "in", n, retryInput)
 	lsrv := lookupsrv.New(t, nil)

@@ -31,7 +31,7 @@ func (f *failures) get() []FailureEvent {
 // topic) with its origin, and View shows the retry tiers and partitions.
 func TestFailureObserverAndView(t *testing.T) {
 	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "p.retry.300ms", "p.retry.600ms")
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.300ms", "g.p.retry.600ms")
 	kafkatest.Produce(t, brokers, "in", 5, retryInput)
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
 		"    retry: {max_attempts: 3, backoff: [300ms, 600ms]}", "")
@@ -59,7 +59,7 @@ func TestFailureObserverAndView(t *testing.T) {
 		return len(poison) == 3
 	})
 	for i, e := range poison {
-		wantDest, retry := []string{"p.retry.300ms", "p.retry.600ms", "dlq"}[i], i < 2
+		wantDest, retry := append(cfg.Pipelines[0].RetryTopics(), "dlq")[i], i < 2
 		if e.Attempt != i+1 || e.Dest != wantDest || e.Retry != retry || e.Kind != KindGuestRetry || e.OriginTopic != "in" || e.OriginPartition != 0 {
 			t.Errorf("attempt %d observed as %+v", i+1, e)
 		}
@@ -68,7 +68,7 @@ func TestFailureObserverAndView(t *testing.T) {
 		}
 	}
 	v := r.View()
-	if len(v) != 2 || v[0].Primary != "" || v[1].Primary != "p" || len(v[0].Tiers) != 2 || v[0].Tiers[1].Topic != "p.retry.600ms" || v[0].Tiers[1].Delay != 600*time.Millisecond {
+	if len(v) != 2 || v[0].Primary != "" || v[1].Primary != "p" || len(v[0].Tiers) != 2 || v[0].Tiers[1].Topic != cfg.Pipelines[0].TierTopic(1) || v[0].Tiers[1].Delay != 600*time.Millisecond {
 		t.Fatalf("view: %+v", v)
 	}
 	if len(v[0].Partitions) != 1 || v[0].Module.Digest == "" {

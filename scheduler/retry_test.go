@@ -30,7 +30,7 @@ func retryInput(i int) string {
 // them in the same partition never wait for either.
 func TestRetryTopics(t *testing.T) {
 	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "p.retry.300ms", "p.retry.600ms")
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.300ms", "g.p.retry.600ms")
 	const n = 200
 	kafkatest.Produce(t, brokers, "in", n, retryInput)
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
@@ -81,8 +81,8 @@ func TestRetryTopics(t *testing.T) {
 	}
 	kafkatest.Eventually(t, 10*time.Second, "every offset committed", func() bool {
 		return kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "in")[0] == n &&
-			kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0])+".retry", "p.retry.300ms")[0] == 2 &&
-			kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0])+".retry", "p.retry.600ms")[0] == 2
+			kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0])+".retry", cfg.Pipelines[0].TierTopic(0))[0] == 2 &&
+			kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0])+".retry", cfg.Pipelines[0].TierTopic(1))[0] == 2
 	})
 	if s := r.Snapshots()[1]; s.Name != "p.retry" || s.Retried != 2 || s.DeadLetter != 1 {
 		t.Fatalf("retry pipeline: %+v", s)

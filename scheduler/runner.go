@@ -228,7 +228,9 @@ func (r *Runner) Pipelines() []*Pipeline { return r.pipelines }
 // kafka.create_topics (always with the embedded broker) it creates the
 // missing ones. Retry-tier topics are wasmstream's own (like Kafka Streams'
 // repartition topics): a missing one is always created, with as many
-// partitions as the most of its pipeline's inputs.
+// partitions as the most of its pipeline's inputs. Before anything is
+// created, checkOldRetryTopics makes sure no retries wait in the topics of
+// the previous default retry.topic_prefix.
 func (r *Runner) ensureTopics(ctx context.Context) error {
 	cl, err := r.adminClient()
 	if err != nil {
@@ -278,6 +280,9 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 	details, err := adm.ListTopics(mctx, topics...)
 	if err != nil {
 		return fmt.Errorf("kafka.brokers: cannot reach %s: %w", strings.Join(r.brokers, ","), err)
+	}
+	if err := r.checkOldRetryTopics(mctx, cl); err != nil {
+		return err
 	}
 	var missing, missingInternal []string
 	for _, t := range topics {

@@ -23,7 +23,7 @@ import (
 func tracedRun(t *testing.T, ratio string, recs []*kgo.Record, wantOut, wantDLQ int, keys ...string) ([]tracing.Span, []*kgo.Record) {
 	t.Helper()
 	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "p.retry.100ms", "p.retry.200ms")
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.100ms", "g.p.retry.200ms")
 	cl := kafkatest.Client(t, brokers)
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)

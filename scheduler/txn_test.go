@@ -160,7 +160,7 @@ func TestExactlyOnceAsyncPipelined(t *testing.T) {
 // read_committed, and both groups' offsets are committed to the end.
 func TestExactlyOnceFailurePaths(t *testing.T) {
 	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq", "p.retry.200ms")
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq", "g.p.retry.200ms")
 	const n = 1000
 	cl := kafkatest.Client(t, brokers)
 	var recs []*kgo.Record
@@ -214,7 +214,7 @@ func TestExactlyOnceFailurePaths(t *testing.T) {
 	// Committed to the end: past the last record of each partition (a
 	// transactionally written topic also holds commit markers, which take
 	// offsets of their own).
-	for group, topic := range map[string]string{"g.p": "in", "g.p.retry": "p.retry.200ms"} {
+	for group, topic := range map[string]string{"g.p": "in", "g.p.retry": cfg.Pipelines[0].TierTopic(0)} {
 		rd := kafkatest.NewReader(t, brokers, topic)
 		rd.ReadFor(time.Second)
 		end := map[int32]int64{}

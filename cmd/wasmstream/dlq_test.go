@@ -41,7 +41,7 @@ func assertPrintable(t *testing.T, what, out string) {
 // wasmstream headers at all, 0@4 with a repeated, malformed attempt header.
 func dlqSetup(t *testing.T) (cfg string, brokers []string) {
 	brokers = kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "p.retry.1s")
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.1s")
 	dir := t.TempDir()
 	mod := writeFile(t, dir, "m.wasm", wt.Minimal(wt.I32Const(0)).Bytes())
 	cfg = writeFile(t, dir, "c.yaml", []byte(`
@@ -131,12 +131,12 @@ func TestDLQRedriveSkipsBadRecords(t *testing.T) {
 	// To the retry tier: the well-formed ones keep their origin and history
 	// and are on the next attempt; the malformed are reported.
 	code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg, "--to", "retry")
-	if code != 1 || !strings.Contains(out, "redriven 0@0 -> p.retry.1s") || !strings.Contains(out, "not redriven 0@1: its original topic") ||
-		!strings.Contains(out, "redriven 0@2 -> p.retry.1s") || !strings.Contains(out, "not redriven 0@3: it has no usable") ||
+	if code != 1 || !strings.Contains(out, "redriven 0@0 -> g.p.retry.1s") || !strings.Contains(out, "not redriven 0@1: its original topic") ||
+		!strings.Contains(out, "redriven 0@2 -> g.p.retry.1s") || !strings.Contains(out, "not redriven 0@3: it has no usable") ||
 		!strings.Contains(out, `not redriven 0@4: its headers do not say where it was first consumed and how it failed: wasmstream.attempt: repeated`) || !strings.Contains(errs, "3 of 5 matching records") {
 		t.Fatalf("redrive --to retry: code %d\n%s\n%s", code, out, errs)
 	}
-	rt := kafkatest.NewReader(t, brokers, "p.retry.1s")
+	rt := kafkatest.NewReader(t, brokers, "g.p.retry.1s")
 	rt.ReadUntil(t, 30*time.Second, "two records on the retry tier", func(rs []*kgo.Record) bool { return len(rs) >= 2 })
 	st, err := failhdr.Decode(rt.Recs[1].Headers)
 	if err != nil || st.Origin.Topic != "in" || st.Origin.Offset != 12 || st.Attempt != 3 || len(st.History) != 2 || st.RedrivenFrom != "dlq[0]@2" || st.Due.IsZero() {

@@ -197,13 +197,13 @@ func TestDemo(t *testing.T) {
 		switch {
 		case strings.Contains(l, "process demo-in["):
 			path = append(path, "attempt 1")
-		case strings.Contains(l, "process enrich.retry.1s["):
+		case strings.Contains(l, "process wasmstream-demo.enrich.retry.1s["):
 			path = append(path, "attempt 2")
-		case strings.Contains(l, "process enrich.retry.3s["):
+		case strings.Contains(l, "process wasmstream-demo.enrich.retry.3s["):
 			path = append(path, "attempt 3")
-		case strings.Contains(l, "send enrich.retry.1s (retry)"):
+		case strings.Contains(l, "send wasmstream-demo.enrich.retry.1s (retry)"):
 			path = append(path, "retry 1s")
-		case strings.Contains(l, "send enrich.retry.3s (retry)"):
+		case strings.Contains(l, "send wasmstream-demo.enrich.retry.3s (retry)"):
 			path = append(path, "retry 3s")
 		case strings.Contains(l, "send demo-enriched.dlq (dead letter)"):
 			path = append(path, "dead letter")

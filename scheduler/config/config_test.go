@@ -150,7 +150,7 @@ func TestRetryConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &c.Pipelines[0]
-	if got := strings.Join(p.RetryTopics(), ","); got != "uppercase.retry.1s,uppercase.retry.10s,uppercase.retry.1m" {
+	if got := strings.Join(p.RetryTopics(), ","); got != "wasmstream-demo.uppercase.retry.1s,wasmstream-demo.uppercase.retry.10s,wasmstream-demo.uppercase.retry.1m" {
 		t.Fatalf("default retry topics %s", got)
 	}
 	for attempt, want := range map[int]time.Duration{2: time.Second, 3: 10 * time.Second, 4: time.Minute, 9: time.Minute} {
@@ -171,6 +171,50 @@ func TestRetryConfig(t *testing.T) {
 	}
 	if c, err := Load(write(t, strings.Replace(good, "limits:", "retry: {max_attempts: 1}\n    limits:", 1)), nil, nil); err != nil || len(c.Pipelines[0].RetryTopics()) != 0 {
 		t.Errorf("max_attempts 1 needs no retry topics: %v", err)
+	}
+}
+
+// retry.topic_prefix defaults to the pipeline's consumer group + ".retry"
+// (its own group key, or kafka.group + "." + its name), so that two
+// applications with pipelines of one name keep apart; a prefix that is set
+// is kept, and only a default one is marked as such (the host then checks
+// the old default's topics, OldDefaultRetryTopics).
+func TestRetryTopicPrefixDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name, keys   string
+		prefix       string
+		def          bool
+		old, retries string
+	}{
+		{"kafka.group", "", "wasmstream-demo.uppercase.retry", true, "uppercase.retry.1s,uppercase.retry.10s,uppercase.retry.1m", "wasmstream-demo.uppercase.retry.1s"},
+		{"pipeline group", "group: app-a", "app-a.retry", true, "uppercase.retry.1s,uppercase.retry.10s,uppercase.retry.1m", "app-a.retry.1s"},
+		{"explicit", "retry: {topic_prefix: uppercase.retry}", "uppercase.retry", false, "", "uppercase.retry.1s"},
+		{"explicit, the new default's value", "retry: {topic_prefix: wasmstream-demo.uppercase.retry}", "wasmstream-demo.uppercase.retry", false, "", "wasmstream-demo.uppercase.retry.1s"},
+		{"old default is the new", "group: uppercase", "uppercase.retry", true, "", "uppercase.retry.1s"},
+		{"no retry topics", "retry: {mode: inline}", "wasmstream-demo.uppercase.retry", true, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(write(t, strings.Replace(good, "limits:", tc.keys+"\n    limits:", 1)), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &c.Pipelines[0]
+			if p.Retry.TopicPrefix != tc.prefix || p.Retry.TopicPrefixDefault != tc.def {
+				t.Fatalf("retry.topic_prefix %q (default %v), want %q (%v)", p.Retry.TopicPrefix, p.Retry.TopicPrefixDefault, tc.prefix, tc.def)
+			}
+			if got := strings.Join(p.OldDefaultRetryTopics(), ","); got != tc.old {
+				t.Fatalf("old default's retry topics %q, want %q", got, tc.old)
+			}
+			if got := p.RetryTopics(); (tc.retries == "") != (len(got) == 0) || (len(got) > 0 && got[0] != tc.retries) {
+				t.Fatalf("retry topics %q, want the first %q", got, tc.retries)
+			}
+		})
+	}
+	// A kafka.group that makes no valid topic name: the default prefix is
+	// refused only where retry topics are used, and the error says to set it.
+	spaced := strings.Replace(good, "group: wasmstream-demo", "group: wasmstream demo", 1)
+	if _, err := Load(write(t, spaced), nil, nil); err == nil || !strings.Contains(err.Error(), `pipelines[0].retry.topic_prefix: "wasmstream demo.uppercase.retry" (the default, the pipeline's group + ".retry") does not make valid topic names: set retry.topic_prefix`) {
+		t.Errorf("group that makes no topic name: %v", err)
 	}
 }
 
@@ -285,9 +329,11 @@ func TestSharedInternalsRefused(t *testing.T) {
 		want  string // "" = loads
 	}{
 		{"retry prefix", []string{"a: x -> y; retry: {topic_prefix: shared}", "b: z -> w; retry: {topic_prefix: shared}"}, `pipelines[1].retry.topic_prefix: retry topic "shared.1s" is also a retry topic of pipelines[0] (a): each pipeline needs retry topics of its own`},
-		{"another's retry topic as input", []string{"a: x -> y", "b: a.retry.10s -> w"}, `pipelines[1].inputs[0]: "a.retry.10s" is a retry topic of pipelines[0] (a)`},
-		{"another's retry topic as output", []string{"a: x -> y", "b: z -> a.retry.1m"}, `pipelines[1].output: "a.retry.1m" is a retry topic of pipelines[0] (a)`},
-		{"own retry topic as allowed output", []string{"a: x -> y; allowed_outputs: [a.retry.1s]"}, `pipelines[0].allowed_outputs[0]: "a.retry.1s" is a retry topic of pipelines[0] (a)`},
+		{"another's retry topic as input", []string{"a: x -> y", "b: g.a.retry.10s -> w"}, `pipelines[1].inputs[0]: "g.a.retry.10s" is a retry topic of pipelines[0] (a)`},
+		{"another's retry topic as output", []string{"a: x -> y", "b: z -> g.a.retry.1m"}, `pipelines[1].output: "g.a.retry.1m" is a retry topic of pipelines[0] (a)`},
+		{"own retry topic as allowed output", []string{"a: x -> y; allowed_outputs: [g.a.retry.1s]"}, `pipelines[0].allowed_outputs[0]: "g.a.retry.1s" is a retry topic of pipelines[0] (a)`},
+		{"another's retry topic by its group", []string{"a: x -> y; group: app-a", "b: app-a.retry.1s -> w"}, `pipelines[1].inputs[0]: "app-a.retry.1s" is a retry topic of pipelines[0] (a)`},
+		{"the old default's names are free", []string{"a: x -> y", "b: a.retry.10s -> w"}, ""},
 		{"group", []string{"a: x -> y; group: same", "b: z -> w; group: same"}, `pipelines[1].group: consumer group "same" is also used by pipelines[0] (a)`},
 		{"retry workers' group", []string{"a: x -> y", "b: z -> w; group: g.a.retry"}, `pipelines[1].group: consumer group "g.a.retry" is also used by pipelines[0] (a)`},
 		{"transactional id", []string{"a: x -> y; guarantee: exactly_once; transactions: {id: tx}", "b: z -> w; guarantee: exactly_once; transactions: {id: tx}"}, `pipelines[1].transactions.id: transactional id "tx" is also used by pipelines[0] (a)`},

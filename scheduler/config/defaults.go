@@ -51,9 +51,18 @@ const (
 	// one application and one pipeline (Kafka Streams names it
 	// "<application.id>-<store>-changelog").
 	DefaultChangelogSuffix = ".changelog"
-	// DefaultRetryTopicSuffix follows the pipeline's name in
-	// retry.topic_prefix unless set.
+	// DefaultRetryTopicSuffix follows the pipeline's consumer group in
+	// retry.topic_prefix unless set, as in the retry workers' own group
+	// ("<group>.retry"): like the changelog, retry topics belong to one
+	// application and one pipeline, and two applications on one cluster
+	// with pipelines of the same name must not read each other's failed
+	// records (RATIONALE.md, "Retry topics named after the group").
 	DefaultRetryTopicSuffix = ".retry"
+	// OldDefaultRetryTopicSuffix followed the pipeline's name in
+	// retry.topic_prefix unless set, before the default named the group
+	// (Pipeline.OldDefaultRetryTopicPrefix). The host checks that no
+	// records wait in topics of the old names before it leaves them.
+	OldDefaultRetryTopicSuffix = ".retry"
 )
 
 // Defaults returns the defaults of every key outside pipelines (a new
@@ -106,7 +115,7 @@ func Defaults() Config {
 // PipelineDefaults returns the defaults of a pipeline's keys (a new value
 // each call: it holds slices). Derived by applyDefaults: instances.max
 // (instances.min, or the bound auto chooses under), retry.instances.max
-// (DefaultRetryInstancesMax), retry.topic_prefix (name +
+// (DefaultRetryInstancesMax), retry.topic_prefix (the pipeline's group +
 // DefaultRetryTopicSuffix) and async.max_in_flight: auto.
 func PipelineDefaults() Pipeline {
 	return Pipeline{
@@ -195,12 +204,33 @@ func (c *Config) applyDefaults() {
 			p.Retry.Instances.Max = max(p.Retry.Instances.Min, DefaultRetryInstancesMax)
 		}
 		if p.Retry.TopicPrefix == "" {
-			p.Retry.TopicPrefix = p.Name + DefaultRetryTopicSuffix
+			p.Retry.TopicPrefix = c.GroupID(p) + DefaultRetryTopicSuffix
+			p.Retry.TopicPrefixDefault = true
 		}
 		if p.State.Changelog == "" {
 			p.State.Changelog = c.GroupID(p) + DefaultChangelogSuffix
 		}
 	}
+}
+
+// OldDefaultRetryTopicPrefix is the default retry.topic_prefix before it
+// named the group: the pipeline's name + OldDefaultRetryTopicSuffix.
+func (p *Pipeline) OldDefaultRetryTopicPrefix() string {
+	return p.Name + OldDefaultRetryTopicSuffix
+}
+
+// OldDefaultRetryTopics are the retry topics the pipeline had under the old
+// default prefix (its retry topics with OldDefaultRetryTopicPrefix), when
+// topic_prefix is not set; none when it is set, or when both defaults
+// name the same topics.
+func (p *Pipeline) OldDefaultRetryTopics() []string {
+	old := p.OldDefaultRetryTopicPrefix()
+	if !p.Retry.TopicPrefixDefault || old == p.Retry.TopicPrefix {
+		return nil
+	}
+	q := *p
+	q.Retry.TopicPrefix = old
+	return q.RetryTopics()
 }
 
 // fillZero sets each zero field of dst (a struct) to the same field of def,

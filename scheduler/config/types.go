@@ -194,6 +194,11 @@ type Retry struct {
 	TopicPrefix     string          `koanf:"topic_prefix"`
 	RetryableFaults []string        `koanf:"retryable_faults"`
 	Instances       Instances       `koanf:"instances"`
+	// TopicPrefixDefault: topic_prefix was not set, and is the default
+	// (the pipeline's group + DefaultRetryTopicSuffix). Only then may
+	// records wait in retry topics of the old default's names
+	// (Pipeline.OldDefaultRetryTopicPrefix).
+	TopicPrefixDefault bool `koanf:"-"`
 }
 
 // Retry modes.

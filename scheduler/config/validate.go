@@ -337,8 +337,12 @@ func checkRetry(add addFunc, key keyFunc, p *Pipeline, inputs map[string]bool) {
 			add(key(fmt.Sprintf("retry.backoff[%d]", j)), "%s is shorter than the tier before it (%s): tiers go from short to long", d, rt.Backoff[j-1])
 		}
 	}
-	if !validTopic(rt.TopicPrefix + ".1s") {
+	switch {
+	case validTopic(rt.TopicPrefix + ".1s"):
+	case !rt.TopicPrefixDefault:
 		add(key("retry.topic_prefix"), "%q does not make valid topic names", rt.TopicPrefix)
+	case len(p.RetryTopics()) > 0: // the default is used only then
+		add(key("retry.topic_prefix"), "%q (the default, the pipeline's group + %q) does not make valid topic names: set retry.topic_prefix", rt.TopicPrefix, DefaultRetryTopicSuffix)
 	}
 	for j, f := range rt.RetryableFaults {
 		if !slices.Contains(FaultKinds, f) {

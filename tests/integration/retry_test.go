@@ -20,12 +20,13 @@ import (
 )
 
 // retryConfig writes a config whose pipeline retries as retryYAML says, and
-// creates its topics (retry tiers included).
+// creates its topics (the retry tiers of the default topic_prefix, the
+// pipeline's group n + ".p.retry", included).
 func retryConfig(t *testing.T, brokers []string, n, module, retryYAML string, parts int32, tiers ...string) (cfg, in, out, dlq string) {
 	in, out, dlq = n+"-in", n+"-out", n+"-dlq"
 	topics := []string{in, out, dlq}
 	for _, tier := range tiers {
-		topics = append(topics, "p.retry."+tier)
+		topics = append(topics, n+".p.retry."+tier)
 	}
 	kafkatest.CreateTopic(t, brokers, parts, topics...)
 	cfg = writeConfig(t, brokers, n, module, in, out, dlq, "")
