@@ -33,7 +33,7 @@ func (r *Runner) checkOldRetryTopics(ctx context.Context, cl *kgo.Client) error 
 		if len(old) == 0 {
 			continue
 		}
-		group := r.cfg.GroupID(pc) + ".retry" // retryConfig's group
+		group := r.cfg.RetryGroupID(pc)
 		pending, err := r.uncommitted(ctx, cl, group, old)
 		if err != nil {
 			return fmt.Errorf("pipelines[%d].retry.topic_prefix: checking the retry topics of the previous default prefix %q: %w", i, pc.OldDefaultRetryTopicPrefix(), err)

@@ -154,7 +154,7 @@ func (r *Runner) Failed() <-chan error { return r.failed }
 func retryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *config.Pipeline {
 	s := *pc
 	s.Name = pc.Name + ".retry"
-	s.Group = cfg.GroupID(pc) + ".retry"
+	s.Group = cfg.RetryGroupID(pc)
 	s.Inputs = topics
 	s.Ordering = config.OrderNone
 	s.Consume = config.ConsumeGroup // retries wait until due: a consumer group holds no locks meanwhile

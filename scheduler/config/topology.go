@@ -54,7 +54,7 @@ func (c *Config) checkSharedInternals(add func(key, format string, args ...any))
 		p := &c.Pipelines[i]
 		own := []string{c.GroupID(p)}
 		if len(p.RetryTopics()) > 0 {
-			own = append(own, c.GroupID(p)+".retry")
+			own = append(own, c.RetryGroupID(p))
 		}
 		for _, g := range own {
 			if j, ok := groups[g]; ok {

@@ -473,6 +473,9 @@ func (c *Config) GroupID(p *Pipeline) string {
 	return c.Kafka.Group + "." + p.Name
 }
 
+// RetryGroupID is the consumer group of the pipeline's retry workers.
+func (c *Config) RetryGroupID(p *Pipeline) string { return c.GroupID(p) + ".retry" }
+
 // ModulePath resolves the pipeline's module path.
 func (c *Config) ModulePath(p *Pipeline) string {
 	if filepath.IsAbs(p.Module) || c.Dir == "" {
