@@ -248,9 +248,13 @@ func testCountAsyncSameAsGo(t *testing.T, lang string, wasm []byte) {
 	}
 	// The scan record emitted the count and the 51 keys with the prefix, in
 	// batches of 100 bytes: many operations.
+	before := sh.reads.Load()
 	res := run(in, sh, []byte("s/"), hdr("count.async", ""), hdr("count.scan", "s/"), hdr("count.scanbytes", "100"))
 	if res.Status != abi.StatusOK || len(res.Outputs) != 52 {
 		t.Fatalf("scan: %v %v, %d outputs", res.Status, res.Err, len(res.Outputs))
+	}
+	if ops := sh.reads.Load() - before - 1; ops < 15 {
+		t.Fatalf("%d scan operations, want at least 15 for 100-byte batches", ops)
 	}
 	// No state: the read is refused at async_start (-11), as in Go.
 	r := &abi.Record{Topic: "in", Key: []byte("a"), Attempt: 1, Headers: []abi.Header{hdr("count.async", "")}}
