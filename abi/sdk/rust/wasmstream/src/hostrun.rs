@@ -270,7 +270,9 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
 
 /// Runs `process` on `record`, completing each operation it starts, one
 /// after the other in the order they were started, with what `perform`
-/// returns.
+/// returns. State operations (`state_get_async`, `state_scan_async`) never
+/// reach `perform`: the simulated state answers them, as read when they
+/// started.
 pub fn run_with<F, P>(process: F, record: &TestRecord, mut perform: P) -> RunResult
 where
     F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
