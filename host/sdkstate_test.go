@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
@@ -151,5 +153,117 @@ func TestRustGuestCountVersionSameAsGo(t *testing.T) {
 		if hs := got.Outputs[0].Headers; len(hs) != 1 || hs[0].Key != "processor.version" || string(hs[0].Value) != "2" {
 			t.Fatalf("record %d: headers %+v", i, hs)
 		}
+	}
+}
+
+// With the header count.async, rust-count and as-count are count-async:
+// over the same records and the same shared state, the same outputs and
+// final state as the Go count-async, the reads going through the
+// asynchronous state operations (kinds 3 and 4): counts, the record's own
+// write read back (count.set), a scan chained over batches of 100 bytes,
+// an abandoned read, and the refusals at async_start failing the record
+// terminally with the errno's message (a key of another partition: -10; a
+// key or scan prefix over 1024 bytes: -9; no state: -11).
+
+func TestRustGuestCountAsyncSameAsGo(t *testing.T) {
+	testCountAsyncSameAsGo(t, "Rust", rustGuest(t, "plugins/examples/rust-count"))
+}
+
+func TestASCountAsyncSameAsGo(t *testing.T) {
+	testCountAsyncSameAsGo(t, "AssemblyScript", asGuest(t, "plugins/examples/as-count"))
+}
+
+func testCountAsyncSameAsGo(t *testing.T, lang string, wasm []byte) {
+	lim := Limits{RecordTimeout: 10 * time.Second}
+	in := newInstance(t, load(t, wasm, lim))
+	gin := newInstance(t, loadCountAsync(t, lim))
+	sh, gsh := newSharedState(), newSharedState()
+	for _, s := range []*sharedState{sh, gsh} {
+		for i := 0; i < 50; i++ {
+			s.m[fmt.Sprintf("s/%03d", i)] = bytes.Repeat([]byte{'v'}, i)
+		}
+		s.m["t/outside"] = []byte("x")
+	}
+	// run processes one record to its outcome and commits its writes when
+	// it succeeds (a nil key is a null key).
+	run := func(in *Instance, sh *sharedState, key []byte, hs ...abi.Header) Result {
+		t.Helper()
+		st := sh.begin()
+		res := in.ProcessState(context.Background(), &abi.Record{Topic: "in", Key: key, Attempt: 1, Headers: hs}, "r", st)
+		if res.Status == abi.StatusPending {
+			res = drain(t, in, 1, 10*time.Second)["r"]
+		}
+		if res.Status == abi.StatusOK {
+			st.commit()
+		}
+		return res
+	}
+	long := strings.Repeat("k", abi.MaxStateKeyBytes+1)
+	type rec struct {
+		key  []byte
+		hs   []abi.Header
+		errs abi.Errno // the record fails with this errno
+	}
+	var recs []rec
+	for _, k := range [][]byte{[]byte("a"), []byte("a"), []byte("b"), nil, {}, []byte("a"), {0, 0xff, 1}, []byte("ключ"), nil, []byte("b")} {
+		recs = append(recs, rec{key: k})
+	}
+	recs = append(recs,
+		rec{key: []byte("a"), hs: []abi.Header{hdr("count.set", "41")}},
+		rec{key: []byte("b"), hs: []abi.Header{hdr("count.key", "c")}},
+		rec{key: []byte("s/"), hs: []abi.Header{hdr("count.scan", "s/"), hdr("count.scanbytes", "100")}},
+		rec{key: []byte("a"), hs: []abi.Header{hdr("count.scan", "")}},
+		rec{key: []byte("a"), hs: []abi.Header{hdr("count.abandon", "")}},
+		rec{key: []byte("a"), hs: []abi.Header{hdr("count.key", "other-a")}, errs: abi.ErrnoWrongKey},
+		rec{key: []byte(long), errs: abi.ErrnoTooLarge},
+		rec{key: []byte("a"), hs: []abi.Header{hdr("count.scan", long)}, errs: abi.ErrnoTooLarge},
+		rec{key: []byte("a"), hs: []abi.Header{hdr("count.set", "7"), hdr("count.key", "other-b")}, errs: abi.ErrnoWrongKey},
+	)
+	for round := 0; round < 2; round++ {
+		for i, r := range recs {
+			what := fmt.Sprintf("round %d record %d (%.20q %v)", round, i, r.key, r.hs)
+			reads := sh.reads.Load()
+			got := run(in, sh, r.key, append([]abi.Header{hdr("count.async", "")}, r.hs...)...)
+			want := run(gin, gsh, r.key, r.hs...)
+			sameAsGo(t, lang, what, got, want)
+			if r.errs != 0 {
+				if got.Status != abi.StatusFail || got.Err == nil || !strings.Contains(got.Err.Error(), r.errs.Error()) {
+					t.Fatalf("%s: %v %v, want a failure naming %q", what, got.Status, got.Err, r.errs.Error())
+				}
+				continue
+			}
+			if got.Status != abi.StatusOK {
+				t.Fatalf("%s: %v %v", what, got.Status, got.Err)
+			}
+			if sh.reads.Load() == reads && !slices.ContainsFunc(r.hs, func(h abi.Header) bool { return h.Key == "count.abandon" }) {
+				t.Fatalf("%s: no read through the Reader: the count did not go the asynchronous path", what)
+			}
+		}
+	}
+	if fmt.Sprint(sh.m) != fmt.Sprint(gsh.m) {
+		t.Fatalf("state %v, the Go guest's %v", sh.m, gsh.m)
+	}
+	if string(sh.m["a"]) != "43" || string(sh.m["c"]) != "2" {
+		t.Fatalf("a = %q, c = %q", sh.m["a"], sh.m["c"])
+	}
+	// The scan record emitted the count and the 51 keys with the prefix, in
+	// batches of 100 bytes: many operations.
+	before := sh.reads.Load()
+	res := run(in, sh, []byte("s/"), hdr("count.async", ""), hdr("count.scan", "s/"), hdr("count.scanbytes", "100"))
+	if res.Status != abi.StatusOK || len(res.Outputs) != 52 {
+		t.Fatalf("scan: %v %v, %d outputs", res.Status, res.Err, len(res.Outputs))
+	}
+	if ops := sh.reads.Load() - before - 1; ops < 15 {
+		t.Fatalf("%d scan operations, want at least 15 for 100-byte batches", ops)
+	}
+	// No state: the read is refused at async_start (-11), as in Go.
+	r := &abi.Record{Topic: "in", Key: []byte("a"), Attempt: 1, Headers: []abi.Header{hdr("count.async", "")}}
+	got, want := in.Process(context.Background(), r, nil), gin.Process(context.Background(), r, nil)
+	sameAsGo(t, lang, "no state", got, want)
+	if got.Status != abi.StatusFail || got.Err == nil || !strings.Contains(got.Err.Error(), abi.ErrnoNoState.Error()) {
+		t.Fatalf("no state: %v %v", got.Status, got.Err)
+	}
+	if in.Dead() || in.Pending() != 0 {
+		t.Fatalf("%s instance: dead %v, pending %d", lang, in.Dead(), in.Pending())
 	}
 }

@@ -230,6 +230,10 @@ export function getenv(name: string): string | null {
 export namespace OpKind {
   export const TIMER: i32 = 1;
   export const HTTP: i32 = 2;
+  /** A state get (ABI.md §7.3): stateGetAsync. */
+  export const STATE_GET: i32 = 3;
+  /** A batch of a state scan (ABI.md §7.3): stateScanAsync. */
+  export const STATE_SCAN: i32 = 4;
 }
 
 /** Completion codes (ABI.md §7.2). */
@@ -243,7 +247,15 @@ export namespace Code {
 /** An operation to start: its kind and encoded request. */
 export class Op {
   constructor(public kind: i32, public req: Uint8Array) {}
-  get name(): string { return this.kind == OpKind.TIMER ? "timer" : this.kind == OpKind.HTTP ? "http" : "unknown"; }
+  get name(): string {
+    switch (this.kind) {
+      case OpKind.TIMER: return "timer";
+      case OpKind.HTTP: return "http";
+      case OpKind.STATE_GET: return "state_get";
+      case OpKind.STATE_SCAN: return "state_scan";
+    }
+    return "unknown";
+  }
 }
 
 /** An HTTP request; the host must be in the pipeline's async.http.allow_hosts. */
@@ -326,6 +338,10 @@ export class Completion {
   get refused(): bool { return this.code == Code.REFUSED; }
   /** The HTTP response of an OK HTTP operation, or null. */
   http(): HTTPResponse | null { return this.code == Code.OK ? decodeHTTPResponse(this.payload) : null; }
+  /** The value of an OK state get (stateGetAsync): found or not; null when the result is not OK or malformed. */
+  stateValue(): StateValue | null { return this.code == Code.OK ? decodeStateGetResult(this.payload) : null; }
+  /** The batch of an OK state scan (stateScanAsync); null when the result is not OK or malformed. */
+  stateBatch(): StateBatch | null { return this.code == Code.OK ? decodeStateBatch(this.payload) : null; }
   /** A failed operation as an outcome: a refusal is terminal, anything else retryable. */
   failure(): Outcome { return new Outcome(this.code == Code.REFUSED ? Status.FAIL : Status.RETRY, this.message); }
 }
@@ -383,8 +399,10 @@ export function awaitOp(op: Op, cont: Then): Outcome {
   const rc = host.async_start(curHandle, op.kind, op.req.dataStart, <u32>op.req.length);
   if (rc < 0) {
     const e = -rc;
-    const st = e == Errno.BAD_ENCODING || e == Errno.NOT_SUPPORTED ? Status.FAIL : Status.RETRY;
-    return new Outcome(st, "wasmstream: start " + op.name + " operation: " + errnoString(e), e);
+    // A request the host refuses whatever the attempt (malformed, an unknown
+    // kind, a state key refused) is terminal, as in the Go SDK's Await.
+    const terminal = e == Errno.BAD_ENCODING || e == Errno.NOT_SUPPORTED || e == Errno.TOO_LARGE || e == Errno.WRONG_KEY || e == Errno.NO_STATE;
+    return new Outcome(terminal ? Status.FAIL : Status.RETRY, "wasmstream: start " + op.name + " operation: " + errnoString(e), e);
   }
   let pc: PendingCall;
   if (calls.has(curHandle)) {
@@ -539,6 +557,93 @@ export function stateScan(prefix: Uint8Array, v: StateVisitor): Outcome {
   }
   stateScanBuf = buf;
   return res;
+}
+
+// ---- asynchronous state reads (ABI.md §7.3) ----
+//
+// stateGet and stateScan as operations for awaitOp, so that the instance
+// takes other records while the host reads the state (a read may wait on
+// the disk). A read sees the record's own writes made before awaitOp, and
+// the partition's state as it is when the host performs the read: under
+// ordering key, every write of the key's earlier records; under ordering
+// partition, a record still waiting may not have written yet (ABI.md
+// §4.1). A request the host refuses at once (a key, prefix or cursor over
+// MAX_STATE_KEY_BYTES: Errno.TOO_LARGE; a key of another partition:
+// Errno.WRONG_KEY; no state: Errno.NO_STATE; malformed: Errno.BAD_ENCODING)
+// makes awaitOp return a terminal Outcome naming the errno (as the Go SDK's
+// Await does); the continuation never runs. A read that fails when it runs
+// (the partition moved to another host) completes with Code.ERROR.
+
+/** The bound of a scan batch when stateScanAsync is given 0. */
+export const STATE_SCAN_DEFAULT_BYTES: i32 = 64 << 10;
+/** The largest bound of a scan batch: a larger one is cut to it. */
+export const STATE_SCAN_MAX_BYTES: i32 = 1 << 20;
+
+/** The operation of a state get of key; its continuation reads c.stateValue(). Keys as stateGet. */
+export function stateGetAsync(key: Uint8Array): Op {
+  const w = new Writer(4 + key.length);
+  w.bytes(key); // a string: u32 length + bytes
+  return new Op(OpKind.STATE_GET, w.toBytes());
+}
+
+/**
+ * The operation of the next batch of the keys with prefix that sort after
+ * `after` (from the first when it is empty): as many whole entries as fit
+ * in maxBytes (0: STATE_SCAN_DEFAULT_BYTES; at most STATE_SCAN_MAX_BYTES),
+ * at least one. Its continuation reads c.stateBatch(); to go on, start it
+ * again with after = batch.after(), until a batch is done. Each batch is a
+ * read of its own: a key written between two batches is seen if it sorts
+ * after the cursor.
+ */
+export function stateScanAsync(prefix: Uint8Array, after: Uint8Array | null, maxBytes: i32): Op {
+  const a = after === null ? new Uint8Array(0) : after;
+  const w = new Writer(12 + prefix.length + a.length);
+  w.bytes(prefix);
+  w.bytes(a);
+  w.u32(<u32>(maxBytes < 0 ? 0 : maxBytes > STATE_SCAN_MAX_BYTES ? STATE_SCAN_MAX_BYTES : maxBytes));
+  return new Op(OpKind.STATE_SCAN, w.toBytes());
+}
+
+/** Decodes the payload of a completed state get: a StateValue (found or not), or null when malformed. The value is a view of b. */
+export function decodeStateGetResult(b: Uint8Array): StateValue | null {
+  const d = new Reader(b);
+  const v = d.bytes();
+  return d.finish("state get result") === null ? new StateValue(v) : null;
+}
+
+/** A key and its value. */
+export class StateEntry {
+  constructor(public key: Uint8Array, public value: Uint8Array) {}
+}
+
+/** The result of stateScanAsync: the next keys of the scan, in key order. No entries means no more keys. */
+export class StateBatch {
+  entries: StateEntry[] = [];
+  /** Whether the scan is over (the batch has no entries). */
+  get done(): bool { return this.entries.length == 0; }
+  /** The cursor of the next batch: the last key of this one (empty when the batch is). */
+  after(): Uint8Array { return this.entries.length == 0 ? new Uint8Array(0) : this.entries[this.entries.length - 1].key; }
+}
+
+/** Decodes the payload of a completed state scan (entries `key_len u32 | key | value_len u32 | value`), or null when malformed. Keys and values are views of b. */
+export function decodeStateBatch(b: Uint8Array): StateBatch | null {
+  const batch = new StateBatch();
+  const n = b.length;
+  let off = 0;
+  while (off < n) {
+    if (n - off < 4) return null;
+    const kn = load<u32>(b.dataStart + <usize>off);
+    if (kn > <u32>(n - off - 4)) return null;
+    const ko = off + 4;
+    off = ko + <i32>kn;
+    if (n - off < 4) return null;
+    const vn = load<u32>(b.dataStart + <usize>off);
+    if (vn > <u32>(n - off - 4)) return null;
+    const vo = off + 4;
+    off = vo + <i32>vn;
+    batch.entries.push(new StateEntry(b.subarray(ko, ko + <i32>kn), b.subarray(vo, vo + <i32>vn)));
+  }
+  return batch;
 }
 
 // ---- the exports (re-exported by the entry file from ./exports) ----

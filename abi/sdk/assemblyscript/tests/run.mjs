@@ -45,7 +45,7 @@ const golden = record({ offset: 42, timestamp: 1700000000123, partition: 3, atte
 assert.equal(golden.toString("hex"), "2a000000000000007b68e5cf8b01000003000000010000000200000069" + "6e010000006b020000006869" + "00000000");
 
 // ---- the fake host ----
-const state = new Map(); let scans = 0;
+const state = new Map(); let scans = 0, stateless = false;
 let inst, mem, rec = null, emitted = [], errors = {}, logs = [], stderr = "", started = [], result = null, nextOp = 1;
 const env = ["NAME=wasmstream", "OTHER=x=y"];
 const bytes = (p, n) => Buffer.from(new Uint8Array(mem.buffer, p, n));
@@ -55,7 +55,23 @@ const imports = {
     emit(h, p, n) { emitted.push([h, bytes(p, n)]); return 0; },
     set_error(h, p, n) { errors[h] = bytes(p, n).toString(); return 0; },
     log(l, p, n) { logs.push([l, bytes(p, n).toString()]); },
-    async_start(h, kind, p, n) { const id = nextOp++; started.push({ h, kind, id, req: bytes(p, n) }); return id; },
+    async_start(h, kind, p, n) {
+      const req = Buffer.from(bytes(p, n));
+      if (kind === 3 || kind === 4) {
+        // As the host checks a state operation at async_start (ABI.md §7.3).
+        const fields = [];
+        let off = 0;
+        for (let i = 0; i < (kind === 3 ? 1 : 2); i++) {
+          if (req.length - off < 4 || req.readUInt32LE(off) > req.length - off - 4) return -3;
+          fields.push(req.subarray(off + 4, off + 4 + req.readUInt32LE(off)).toString("latin1")); off += 4 + req.readUInt32LE(off);
+        }
+        if (off + (kind === 4 ? 4 : 0) !== req.length) return -3;
+        if (stateless) return -11;
+        if (fields.some((f) => f.length > 1024)) return -9;
+        if (kind === 3 && fields[0].startsWith("other-")) return -10;
+      }
+      const id = nextOp++; started.push({ h, kind, id, req }); return id;
+    },
     state_get(h, kp, kn, bp, bn) {
       if (h !== rec.h) return -1; if (kn > 1024) return -9;
       const v = state.get(bytes(kp, kn).toString("latin1")); if (v === undefined) return -8;
@@ -236,6 +252,65 @@ test("state: get, put, delete, scan in batches, the buffer grown, too large", ()
   assert.equal(c.st, 0, errors[c.h]); assert.equal(emitted[0][1].length, output({ topic: "", partition: -1, key: "huge", value: state.get("huge"), headers: [] }).length, "the buffer grows for an entry");
   c = call({ key: "p".repeat(1025), headers: mode("sscan") });
   assert.equal(c.st, 3); assert.match(errors[c.h], /state_scan: .*too large/);
+});
+
+const entries = (kvs) => cat(...kvs.map(([k, v]) => cat(u32(Buffer.byteLength(k)), Buffer.from(k), u32(Buffer.byteLength(v)), Buffer.from(v))));
+
+test("async state get (§7.3, kind 3): request, found, not found, an empty value, an error, malformed", () => {
+  const aget = (payload) => {
+    const { h, st } = call({ key: "a", headers: mode("aget") });
+    assert.equal(st, 1, errors[h]);
+    assert.equal(started.length, 1);
+    assert.equal(started[0].kind, 3);
+    assert.deepEqual(started[0].req, str("a"));
+    return { h, st: complete(h, started[0].id, payload) };
+  };
+  let r = aget(cat([0], nb("7")));
+  assert.equal(r.st, 0, errors[r.h]);
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: "a", value: "7", headers: [["found", "yes"]] }));
+  r = aget(cat([0], nb(null)));
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: "a", value: null, headers: [["found", "no"]] }));
+  r = aget(cat([0], nb("")));
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: "a", value: "", headers: [["found", "yes"]] }), "an empty value is a value");
+  r = aget(cat([1], str("state store closed")));
+  assert.equal(r.st, 2); assert.equal(errors[r.h], "state store closed");
+  r = aget(cat([0], nb("7"), [0]));
+  assert.equal(r.st, 3); assert.equal(errors[r.h], "malformed state get result");
+});
+
+test("async state scan (§7.3, kind 4): request, batches chained by the cursor, the bound cut to 1 MiB", () => {
+  const { h, st } = call({ key: "s/", headers: mode("ascan", [["size", "100"]]) });
+  assert.equal(st, 1, errors[h]);
+  assert.equal(started[0].kind, 4);
+  assert.deepEqual(started[0].req, cat(str("s/"), str(""), u32(100)));
+  assert.equal(complete(h, started[0].id, cat([0], entries([["s/1", "a"], ["s/2", ""]]))), 1);
+  assert.deepEqual(emitted.map(([, o]) => o), [output({ topic: "", partition: -1, key: "s/1", value: "a", headers: [] }), output({ topic: "", partition: -1, key: "s/2", value: "", headers: [] })]);
+  assert.deepEqual(started[0].req, cat(str("s/"), str("s/2"), u32(100)));
+  assert.equal(complete(h, started[0].id, cat([0], entries([["s/3", "c"]]))), 1);
+  assert.deepEqual(started[0].req, cat(str("s/"), str("s/3"), u32(100)));
+  assert.equal(complete(h, started[0].id, Buffer.from([0])), 0);
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: "batches", value: "2", headers: [] }));
+  let c = call({ key: "", headers: mode("ascan", [["size", String(5 << 20)]]) });
+  assert.deepEqual(started[0].req, cat(str(""), str(""), u32(1 << 20)));
+  assert.equal(complete(c.h, started[0].id, cat([0], [1, 0, 0, 0])), 3);
+  assert.equal(errors[c.h], "malformed state scan result");
+  c = call({ key: "", headers: mode("ascan", [["size", "-1"]]) });
+  assert.deepEqual(started[0].req, cat(str(""), str(""), u32(0)));
+});
+
+test("async state refused at async_start: terminal, naming the errno (-9, -10, -11)", () => {
+  for (const [r, want] of [
+    [{ key: "k".repeat(1025), headers: mode("aget") }, "wasmstream: start state_get operation: abi: state key or value too large"],
+    [{ key: "p".repeat(1025), headers: mode("ascan") }, "wasmstream: start state_scan operation: abi: state key or value too large"],
+    [{ key: "other-a", headers: mode("aget") }, "wasmstream: start state_get operation: abi: state key outside the record's partition"],
+  ]) {
+    const c = call(r);
+    assert.equal(c.st, 3, want); assert.equal(errors[c.h], want); assert.equal(started.length, 0);
+  }
+  stateless = true;
+  const c = call({ key: "a", headers: mode("aget") });
+  stateless = false;
+  assert.equal(c.st, 3); assert.equal(errors[c.h], "wasmstream: start state_get operation: abi: state not enabled for this pipeline");
 });
 
 console.log(`${n} tests passed`);

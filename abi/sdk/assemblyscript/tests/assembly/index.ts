@@ -3,7 +3,7 @@
 import {
   register, Record, Emitter, Output, Outcome, Header, Completion, Then, HTTPRequest,
   ok, retry, fail, pending, awaitOp, http, get, timer, getenv, bytesToUpper, log, Level,
-  stateGet, statePut, stateDelete, stateScan, StateVisitor,
+  stateGet, statePut, stateDelete, stateScan, StateVisitor, stateGetAsync, stateScanAsync,
 } from "../../assembly/index";
 export * from "../../assembly/exports";
 
@@ -44,6 +44,32 @@ class EmitAll extends StateVisitor {
   }
 }
 
+// The asynchronous state get: the value with a header saying whether it was found.
+class GetThen extends Then {
+  then(r: Record, out: Emitter, c: Completion): Outcome {
+    if (!c.isOk) return c.failure();
+    const v = c.stateValue();
+    if (v === null) return fail("malformed state get result");
+    return out.emit(new Output(r.key, v.value, [new Header("found", utf8(v.found ? "yes" : "no"))]));
+  }
+}
+
+// The asynchronous scan, one batch per operation; at the end, the number of batches.
+class ScanThen extends Then {
+  constructor(public prefix: Uint8Array, public size: i32, public batches: i32) { super(); }
+  then(r: Record, out: Emitter, c: Completion): Outcome {
+    if (!c.isOk) return c.failure();
+    const b = c.stateBatch();
+    if (b === null) return fail("malformed state scan result");
+    if (b.done) return out.emit(new Output(utf8("batches"), utf8(this.batches.toString())));
+    for (let i = 0; i < b.entries.length; i++) {
+      const st = out.emit(new Output(b.entries[i].key, b.entries[i].value));
+      if (!st.isOk) return st;
+    }
+    return awaitOp(stateScanAsync(this.prefix, b.after(), this.size), new ScanThen(this.prefix, this.size, this.batches + 1));
+  }
+}
+
 function proc(r: Record, out: Emitter): Outcome {
   const m = mode(r);
   const key = r.key === null ? new Uint8Array(0) : r.key!;
@@ -62,6 +88,12 @@ function proc(r: Record, out: Emitter): Outcome {
     return e.st;
   }
   if (m == "soutside") return ok();
+  if (m == "aget") return awaitOp(stateGetAsync(key), new GetThen());
+  if (m == "ascan") {
+    const sz = r.header("size");
+    const size = sz === null ? 0 : I32.parseInt(String.UTF8.decode(sz.value!.slice().buffer));
+    return awaitOp(stateScanAsync(key, null, size), new ScanThen(key, size, 0));
+  }
   if (m == "echo") {
     // Every field back: topic, partition, key, upper value, headers.
     const o = new Output(r.key, r.value === null ? null : bytesToUpper(r.value!), r.headers);

@@ -249,6 +249,48 @@ pub fn append_http_request(b: &mut Vec<u8>, r: &crate::HttpRequest<'_>) {
     put_u32(b, ms);
 }
 
+/// Appends a state get request (§7.3, kind 3): the key, as a string.
+pub fn append_state_get(b: &mut Vec<u8>, key: &[u8]) {
+    put_str(b, key);
+}
+
+/// Appends a state scan request (§7.3, kind 4): prefix and after as
+/// strings, then max_bytes.
+pub fn append_state_scan(b: &mut Vec<u8>, prefix: &[u8], after: &[u8], max_bytes: u32) {
+    put_str(b, prefix);
+    put_str(b, after);
+    put_u32(b, max_bytes);
+}
+
+/// Decodes the payload of a completed state get: the value, `None` when
+/// the key has none (an empty value is a value).
+pub fn decode_state_get_result(p: &[u8]) -> Result<Option<&[u8]>, DecodeError> {
+    let mut d = Decoder::new(p, "state get result");
+    let v = d.bytes()?;
+    d.finish()?;
+    Ok(v)
+}
+
+/// Calls `f` with each scan entry of `p` (`key_len u32 | key | value_len
+/// u32 | value`, §4.1), in order, until `f` returns false.
+pub fn decode_state_entries<'a, F>(mut p: &'a [u8], mut f: F) -> Result<(), DecodeError>
+where
+    F: FnMut(&'a [u8], &'a [u8]) -> bool,
+{
+    let total = p.len();
+    while !p.is_empty() {
+        let at = total - p.len();
+        let bad = || DecodeError { what: "state scan entries", at, msg: "not a whole entry".into() };
+        let (k, rest) = crate::state::cut(p).ok_or_else(bad)?;
+        let (v, rest) = crate::state::cut(rest).ok_or_else(bad)?;
+        p = rest;
+        if !f(k, v) {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Iterates encoded headers that were checked by the decoder.
 pub(crate) fn next_header<'a>(raw: &mut &'a [u8]) -> Header<'a> {
     let mut d = Decoder::new(raw, "headers");
@@ -333,6 +375,33 @@ mod tests {
         assert!(decode_completion(&[9]).is_err());
         assert!(decode_completion(&[1, 2, 0, 0, 0, b'n']).is_err());
         assert!(decode_completion(&[1, 1, 0, 0, 0, b'n', 0]).is_err());
+    }
+
+    // TestStateOpEncodings in abi: the requests of kinds 3 and 4 and their payloads.
+    #[test]
+    fn state_op_encodings() {
+        let mut b = Vec::new();
+        append_state_get(&mut b, b"k1");
+        assert_eq!(b, [2, 0, 0, 0, b'k', b'1']);
+        b.clear();
+        append_state_scan(&mut b, b"p", b"", 100);
+        assert_eq!(b, [1, 0, 0, 0, b'p', 0, 0, 0, 0, 100, 0, 0, 0]);
+        assert_eq!(decode_state_get_result(&[0xff, 0xff, 0xff, 0xff]).unwrap(), None);
+        assert_eq!(decode_state_get_result(&[0, 0, 0, 0]).unwrap(), Some(&b""[..]));
+        assert_eq!(decode_state_get_result(&[1, 0, 0, 0, b'v']).unwrap(), Some(&b"v"[..]));
+        assert!(decode_state_get_result(&[]).is_err());
+        assert!(decode_state_get_result(&[1, 0, 0, 0, b'v', 0]).is_err());
+        let mut got = Vec::new();
+        let p = [1, 0, 0, 0, b'a', 0, 0, 0, 0, 1, 0, 0, 0, b'b', 2, 0, 0, 0, b'x', b'y'];
+        decode_state_entries(&p, |k, v| {
+            got.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .unwrap();
+        assert_eq!(got, vec![(b"a".to_vec(), b"".to_vec()), (b"b".to_vec(), b"xy".to_vec())]);
+        assert!(decode_state_entries(&p[..p.len() - 1], |_, _| true).is_err());
+        assert!(decode_state_entries(&[1, 0, 0], |_, _| true).is_err());
+        assert!(decode_state_entries(&[], |_, _| panic!("no entries")).is_ok());
     }
 
     #[test]

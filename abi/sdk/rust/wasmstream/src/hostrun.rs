@@ -270,7 +270,9 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
 
 /// Runs `process` on `record`, completing each operation it starts, one
 /// after the other in the order they were started, with what `perform`
-/// returns.
+/// returns. State operations (`state_get_async`, `state_scan_async`) never
+/// reach `perform`: the simulated state answers them, as read when they
+/// started.
 pub fn run_with<F, P>(process: F, record: &TestRecord, mut perform: P) -> RunResult
 where
     F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
@@ -281,15 +283,18 @@ where
     let handle = sim::begin(enc);
     let mut st = rt::on_record(handle, len, &process);
     while st == Status::Pending as i32 {
-        let (id, kind, req) = match sim::next_op() {
+        let (id, kind, req, read) = match sim::next_op() {
             Some(op) => op,
             None => break,
         };
         if !rt::outstanding(handle, id) {
             continue;
         }
-        let op = decode_op(kind, &req).expect("the simulated host checked the request");
-        let res = perform(&op).0;
+        let res = match read {
+            // A state operation: the simulated host read it at start.
+            Some(r) => r,
+            None => perform(&decode_op(kind, &req).expect("the simulated host checked the request")).0,
+        };
         let n = res.len() as u32;
         sim::set_result(id, res);
         st = rt::on_complete(handle, id, n);
@@ -327,7 +332,8 @@ fn decode_op(kind: i32, req: &[u8]) -> Result<Operation, codec::DecodeError> {
     Ok(Operation::Http { method, url, headers, body, timeout: if ms == 0 { None } else { Some(Duration::from_millis(ms as u64)) } })
 }
 
-/// Forgets every state key (of this thread: each test has its own state).
+/// Forgets every state key (of this thread: each test has its own state),
+/// and undoes [`set_foreign_state_prefix`] and [`set_state_enabled`].
 /// On the host (`cargo test`), the state is an in-memory map where every
 /// key is taken to be in the record's partition: [`run`] applies a record's
 /// writes when it succeeds and discards them otherwise, as the wasmstream
@@ -347,6 +353,23 @@ pub fn set_max_state_value_bytes(n: usize) {
     sim::set_max_value(n)
 }
 
+/// Makes the keys that start with `prefix` belong to another partition, for
+/// this thread: the simulated host answers [`crate::Errno::WRONG_KEY`] for
+/// them (`state_get`, `state_put`, `state_delete` and the state get
+/// operation), as the host does for a key the input's partitioner sends
+/// elsewhere. An empty prefix: every key is the record's partition's (the
+/// default).
+pub fn set_foreign_state_prefix(prefix: &[u8]) {
+    sim::set_foreign(prefix)
+}
+
+/// Whether the simulated pipeline has state (for this thread; the default
+/// is true). Without it, every state call and state operation answers
+/// [`crate::Errno::NO_STATE`].
+pub fn set_state_enabled(on: bool) {
+    sim::set_enabled(on)
+}
+
 /// The simulated host functions (thread-local: tests run in parallel).
 pub(crate) mod sim {
     use super::*;
@@ -359,7 +382,9 @@ pub(crate) mod sim {
         outputs: Vec<OwnedOutput>,
         error: Option<String>,
         next_op: u32,
-        queued: VecDeque<(u32, i32, Vec<u8>)>,
+        /// Operations started: id, kind, request, and a state
+        /// operation's result (read at start, as the record's writes then).
+        queued: VecDeque<(u32, i32, Vec<u8>, Option<Vec<u8>>)>,
         result: Option<(u32, Vec<u8>)>,
         out_buf: Vec<u8>,
     }
@@ -370,11 +395,14 @@ pub(crate) mod sim {
         committed: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
         pending: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>,
         max_value: usize,
+        /// Keys of another partition (empty: none).
+        foreign: Vec<u8>,
+        disabled: bool,
     }
 
     thread_local! {
         static SIM: RefCell<Sim> = RefCell::new(Sim::default());
-        static STATE: RefCell<State> = RefCell::new(State { committed: Default::default(), pending: Default::default(), max_value: 64 << 10 });
+        static STATE: RefCell<State> = RefCell::new(State { committed: Default::default(), pending: Default::default(), max_value: 64 << 10, foreign: Vec::new(), disabled: false });
     }
 
     fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
@@ -385,6 +413,32 @@ pub(crate) mod sim {
         with_state(|s| {
             s.committed.clear();
             s.pending.clear();
+            s.foreign.clear();
+            s.disabled = false;
+        })
+    }
+
+    pub(crate) fn set_foreign(prefix: &[u8]) {
+        with_state(|s| s.foreign = prefix.to_vec())
+    }
+
+    pub(crate) fn set_enabled(on: bool) {
+        with_state(|s| s.disabled = !on)
+    }
+
+    /// The errno the host answers for a key before reading or writing it
+    /// (0: none): no state, too large, another partition's.
+    fn refuse(key: &[u8]) -> i32 {
+        with_state(|s| {
+            if s.disabled {
+                -11
+            } else if key.len() > MAX_KEY {
+                -9
+            } else if !s.foreign.is_empty() && key.starts_with(&s.foreign) {
+                -10
+            } else {
+                0
+            }
         })
     }
 
@@ -423,8 +477,9 @@ pub(crate) mod sim {
         if !with(|s| valid(s, handle)) {
             return -1;
         }
-        if key.len() > MAX_KEY {
-            return -9;
+        let e = refuse(key);
+        if e != 0 {
+            return e;
         }
         with_state(|s| match lookup(s, key) {
             None => -8,
@@ -441,8 +496,12 @@ pub(crate) mod sim {
         if !with(|s| valid(s, handle)) {
             return -1;
         }
+        let e = refuse(key);
+        if e != 0 {
+            return e;
+        }
         with_state(|s| {
-            if key.len() > MAX_KEY || val.len() > s.max_value {
+            if val.len() > s.max_value {
                 return -9;
             }
             s.pending.insert(key.to_vec(), Some(val.to_vec()));
@@ -454,8 +513,9 @@ pub(crate) mod sim {
         if !with(|s| valid(s, handle)) {
             return -1;
         }
-        if key.len() > MAX_KEY {
-            return -9;
+        let e = refuse(key);
+        if e != 0 {
+            return e;
         }
         with_state(|s| {
             s.pending.insert(key.to_vec(), None);
@@ -467,6 +527,9 @@ pub(crate) mod sim {
     pub fn state_scan(handle: u32, prefix: &[u8], after: &[u8], buf: &mut [u8]) -> i32 {
         if !with(|s| valid(s, handle)) {
             return -1;
+        }
+        if with_state(|s| s.disabled) {
+            return -11;
         }
         if prefix.len() > MAX_KEY || after.len() > MAX_KEY {
             return -9;
@@ -516,7 +579,7 @@ pub(crate) mod sim {
         })
     }
 
-    pub(crate) fn next_op() -> Option<(u32, i32, Vec<u8>)> {
+    pub(crate) fn next_op() -> Option<(u32, i32, Vec<u8>, Option<Vec<u8>>)> {
         with(|s| s.queued.pop_front())
     }
 
@@ -599,16 +662,77 @@ pub(crate) mod sim {
             if !valid(s, handle) {
                 return -1;
             }
-            if kind != crate::OP_TIMER && kind != crate::OP_HTTP {
-                return -6;
-            }
-            if decode_op(kind, req).is_err() {
-                return -3;
-            }
+            let read = match kind {
+                crate::OP_TIMER | crate::OP_HTTP => {
+                    if decode_op(kind, req).is_err() {
+                        return -3;
+                    }
+                    None
+                }
+                crate::OP_STATE_GET | crate::OP_STATE_SCAN => match start_state_op(kind, req) {
+                    Ok(r) => Some(r),
+                    Err(e) => return e,
+                },
+                _ => return -6,
+            };
             s.next_op = s.next_op.wrapping_add(1).max(1);
-            s.queued.push_back((s.next_op, kind, req.to_vec()));
+            s.queued.push_back((s.next_op, kind, req.to_vec(), read));
             s.next_op as i32
         })
+    }
+
+    /// A state operation, checked and read at async_start as the host
+    /// checks it then: the simulated state does not change while a record
+    /// runs, so reading it now is reading it when the host would (the
+    /// record's writes so far over the committed state). The result, or
+    /// the errno async_start answers.
+    fn start_state_op(kind: i32, req: &[u8]) -> Result<Vec<u8>, i32> {
+        let mut out = vec![codec::COMPLETION_OK];
+        if kind == crate::OP_STATE_GET {
+            let mut d = Decoder::new(req, "state get request");
+            let key = d.str_bytes().map_err(|_| -3)?;
+            d.finish().map_err(|_| -3)?;
+            let e = refuse(key);
+            if e != 0 {
+                return Err(e);
+            }
+            put_bytes(&mut out, with_state(|s| lookup(s, key)).as_deref());
+            return Ok(out);
+        }
+        let mut d = Decoder::new(req, "state scan request");
+        let prefix = d.str_bytes().map_err(|_| -3)?;
+        let after = d.str_bytes().map_err(|_| -3)?;
+        let max = d.u32().map_err(|_| -3)? as usize;
+        d.finish().map_err(|_| -3)?;
+        if with_state(|s| s.disabled) {
+            return Err(-11);
+        }
+        if prefix.len() > MAX_KEY || after.len() > MAX_KEY {
+            return Err(-9);
+        }
+        let limit = match max {
+            0 => crate::STATE_SCAN_DEFAULT_BYTES,
+            n => n.min(crate::STATE_SCAN_MAX_BYTES),
+        };
+        with_state(|s| {
+            let s: &State = s;
+            let mut keys: Vec<&Vec<u8>> = s.committed.keys().chain(s.pending.keys()).filter(|k| k.starts_with(prefix) && (after.is_empty() || k.as_slice() > after)).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let v = match lookup(s, k) {
+                    Some(v) => v,
+                    None => continue,
+                };
+                // As many whole entries as fit, at least one.
+                if out.len() > 1 && out.len() - 1 + 8 + k.len() + v.len() > limit {
+                    break;
+                }
+                put_str(&mut out, k);
+                put_str(&mut out, &v);
+            }
+        });
+        Ok(out)
     }
 
     pub fn result_read(op: u32, buf: *mut u8, len: u32) -> i32 {

@@ -30,10 +30,11 @@
 //! [`state_put`], [`state_delete`] and [`state_scan`] read and write the
 //! record's input partition's key-value store while a record is processed.
 //!
-//! Asynchronous operations: [`await_op`] starts an HTTP request or a timer
-//! and returns [`Error::pending`]; the continuation it is given runs when the
-//! operation completes, with the record and emitter again, and decides the
-//! record as the processing function would.
+//! Asynchronous operations: [`await_op`] starts an HTTP request, a timer or
+//! a state read ([`state_get_async`], [`state_scan_async`]) and returns
+//! [`Error::pending`]; the continuation it is given runs when the operation
+//! completes, with the record and emitter again, and decides the record as
+//! the processing function would.
 
 use std::fmt;
 use std::time::Duration;
@@ -48,8 +49,11 @@ mod hostrun;
 #[cfg(not(target_arch = "wasm32"))]
 pub use hostrun::{perform, run, run_with, OpResult, Operation, OwnedHeader, OwnedOutput, RunResult, TestRecord};
 #[cfg(not(target_arch = "wasm32"))]
-pub use hostrun::{reset_state, set_max_state_value_bytes, state_snapshot};
-pub use state::{state_delete, state_get, state_put, state_scan, MAX_STATE_KEY_BYTES};
+pub use hostrun::{reset_state, set_foreign_state_prefix, set_max_state_value_bytes, set_state_enabled, state_snapshot};
+pub use state::{
+    state_delete, state_get, state_get_async, state_put, state_scan, state_scan_async, StateBatch, StateEntry, MAX_STATE_KEY_BYTES, STATE_SCAN_DEFAULT_BYTES,
+    STATE_SCAN_MAX_BYTES,
+};
 
 #[doc(hidden)]
 pub mod __rt {
@@ -432,11 +436,15 @@ pub fn log(level: Level, msg: &str) {
 
 pub(crate) const OP_TIMER: i32 = 1;
 pub(crate) const OP_HTTP: i32 = 2;
+pub(crate) const OP_STATE_GET: i32 = 3;
+pub(crate) const OP_STATE_SCAN: i32 = 4;
 
 fn kind_name(kind: i32) -> &'static str {
     match kind {
         OP_TIMER => "timer",
         OP_HTTP => "http",
+        OP_STATE_GET => "state_get",
+        OP_STATE_SCAN => "state_scan",
         _ => "unknown",
     }
 }
@@ -444,7 +452,7 @@ fn kind_name(kind: i32) -> &'static str {
 /// The failure of an operation, as the host reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpError {
-    /// "http", "timer".
+    /// "http", "timer", "state_get", "state_scan".
     pub op: &'static str,
     pub msg: String,
     /// The host refused the operation by policy (a host not on the allow
@@ -553,8 +561,10 @@ impl fmt::Debug for HttpResponse {
 /// emitter and the result when `op` completes; what it returns decides the
 /// record (`Ok`, an error, or another `await_op`). What `then` captures must
 /// be owned (`move`). If `op` cannot be started, `await_op` returns why
-/// instead (terminal for a malformed request or an unknown kind, retryable
-/// for the per-record limit), and `then` is never called.
+/// instead (terminal for a request the host refuses whatever the attempt: a
+/// malformed one, an unknown kind, a state key refused with
+/// [`Errno::TOO_LARGE`], [`Errno::WRONG_KEY`] or [`Errno::NO_STATE`];
+/// retryable for the per-record limit), and `then` is never called.
 ///
 /// To run several operations at once, call `await_op` for each and return
 /// `Err(Error::pending())` from every continuation but the one that decides;

@@ -175,7 +175,9 @@ pub(crate) fn start(kind: i32, req: &[u8], name: &str, cont: Cont) -> Result<(),
     if rc < 0 {
         let e = Errno(-rc);
         let msg = format!("wasmstream: start {} operation: {}", name, e);
-        return Err(if e == Errno::BAD_ENCODING || e == Errno::NOT_SUPPORTED { Error::terminal(msg) } else { Error::retry(msg) });
+        // Retrying the same request cannot help (the Go SDK's Await too).
+        let terminal = matches!(e, Errno::BAD_ENCODING | Errno::NOT_SUPPORTED | Errno::TOO_LARGE | Errno::WRONG_KEY | Errno::NO_STATE);
+        return Err(if terminal { Error::terminal(msg) } else { Error::retry(msg) });
     }
     WAITING.with(|w| {
         w.borrow_mut().entry(h).or_insert_with(|| Waiting { buf: Vec::new(), ops: Vec::with_capacity(2) }).ops.push((rc as u32, cont))

@@ -1,7 +1,7 @@
 //! State (ABI.md §4.1): the record's input partition's key-value store, when
 //! the pipeline has `state.enabled`.
 
-use crate::{rt, sys, Errno};
+use crate::{codec, rt, sys, Errno, Op, OP_STATE_GET, OP_STATE_SCAN};
 use std::cell::RefCell;
 
 /// The largest state key (a scan's prefix too), in bytes.
@@ -152,8 +152,91 @@ where
     res
 }
 
+// ---- asynchronous state reads (ABI.md §7.3) ----
+//
+// state_get and state_scan as operations for await_op, so that the instance
+// takes other records while the host reads the state (a read may wait on
+// the disk). A read sees the record's own writes made before await_op, and
+// the partition's state as it is when the host performs the read: under
+// ordering key, every write of the key's earlier records; under ordering
+// partition, a record still waiting may not have written yet (ABI.md §4.1).
+// A request the host refuses at once (a key, prefix or cursor over
+// MAX_STATE_KEY_BYTES: Errno::TOO_LARGE; a key of another partition:
+// Errno::WRONG_KEY; no state: Errno::NO_STATE; malformed:
+// Errno::BAD_ENCODING) makes await_op return a terminal error naming the
+// errno, as the Go SDK's Await does; the continuation never runs. A read
+// that fails when it runs (the partition moved to another host) arrives as
+// an OpError.
+
+/// The bound of a scan batch when [`state_scan_async`] is given 0.
+pub const STATE_SCAN_DEFAULT_BYTES: usize = 64 << 10;
+/// The largest bound of a scan batch: a larger one is cut to it.
+pub const STATE_SCAN_MAX_BYTES: usize = 1 << 20;
+
+/// Reads `key`'s value as an operation: the result is `None` when the key
+/// has no value (an empty value is a value). Keys as [`state_get`].
+pub fn state_get_async(key: &[u8]) -> Op<Option<Vec<u8>>> {
+    let mut req = Vec::with_capacity(4 + key.len());
+    codec::append_state_get(&mut req, key);
+    Op { kind: OP_STATE_GET, req, decode: decode_state_value }
+}
+
+fn decode_state_value(buf: Vec<u8>) -> Result<Option<Vec<u8>>, String> {
+    // buf is the whole result: the code byte, then the payload.
+    codec::decode_state_get_result(&buf[1..]).map(|v| v.map(|v| v.to_vec())).map_err(|e| e.to_string())
+}
+
+/// A key and its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateEntry {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// The result of [`state_scan_async`]: the next keys of the scan, in key
+/// order. No entries means no more keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateBatch {
+    pub entries: Vec<StateEntry>,
+}
+
+impl StateBatch {
+    /// Whether the scan is over (the batch has no entries).
+    pub fn done(&self) -> bool {
+        self.entries.is_empty()
+    }
+    /// The cursor of the next batch: the last key of this one (empty when
+    /// the batch is).
+    pub fn after(&self) -> &[u8] {
+        self.entries.last().map_or(&[], |e| &e.key[..])
+    }
+}
+
+/// Reads the next batch of the keys with `prefix` that sort after `after`
+/// (from the first when `after` is empty), as an operation: as many whole
+/// entries as fit in `max_bytes` (0: [`STATE_SCAN_DEFAULT_BYTES`]; at most
+/// [`STATE_SCAN_MAX_BYTES`]), at least one. To go on, start it again with
+/// `after` = [`StateBatch::after`], until a batch is [`StateBatch::done`].
+/// Each batch is a read of its own: a key written between two batches is
+/// seen if it sorts after the cursor.
+pub fn state_scan_async(prefix: &[u8], after: &[u8], max_bytes: usize) -> Op<StateBatch> {
+    let mut req = Vec::with_capacity(12 + prefix.len() + after.len());
+    codec::append_state_scan(&mut req, prefix, after, max_bytes.min(STATE_SCAN_MAX_BYTES) as u32);
+    Op { kind: OP_STATE_SCAN, req, decode: decode_state_batch }
+}
+
+fn decode_state_batch(buf: Vec<u8>) -> Result<StateBatch, String> {
+    let mut b = StateBatch::default();
+    codec::decode_state_entries(&buf[1..], |k, v| {
+        b.entries.push(StateEntry { key: k.to_vec(), value: v.to_vec() });
+        true
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(b)
+}
+
 /// Splits a `u32 LE length | bytes` field off b.
-fn cut(b: &[u8]) -> Option<(&[u8], &[u8])> {
+pub(crate) fn cut(b: &[u8]) -> Option<(&[u8], &[u8])> {
     if b.len() < 4 {
         return None;
     }

@@ -288,3 +288,137 @@ fn state_operations() {
     // Outside a record's call.
     assert_eq!(state_get(b"a"), Err(Errno::BAD_HANDLE));
 }
+
+// The asynchronous state reads (ABI.md §7.3) over the simulated host: a get
+// sees the record's writes made before it started (not after), a scan
+// chains batches of a bounded size, and a request refused at async_start
+// fails the record terminally with the errno, as in the Go SDK.
+fn async_state(r: &Record, _out: &mut Emitter) -> Result<(), Error> {
+    let key = r.key.unwrap_or_default().to_vec();
+    if let Some(v) = r.header("set").flatten() {
+        state_put(&key, v).map_err(|e| Error::terminal(e.to_string()))?;
+    }
+    match r.header("op").flatten() {
+        Some(b"scan") => {
+            let size: usize = r.header("size").flatten().and_then(|s| std::str::from_utf8(s).ok()?.parse().ok()).unwrap_or(0);
+            scan_all(key, Vec::new(), size, 0)
+        }
+        _ => {
+            let res = await_op(state_get_async(&key), move |_r, out, res| {
+                let v = res.map_err(|e| Error::from(e).into_terminal())?;
+                let found: &[u8] = if v.is_some() { b"yes" } else { b"no" };
+                let hs = [Header::new("found", Some(found))];
+                out.emit(&Output { key: Some(&key), value: v.as_deref(), headers: (&hs).into(), ..Output::default() })?;
+                Ok(())
+            });
+            if r.header("after").is_some() {
+                // A write after the read started: the read does not see it.
+                state_put(r.key.unwrap_or_default(), b"later").map_err(|e| Error::terminal(e.to_string()))?;
+            }
+            res
+        }
+    }
+}
+
+// Emits every key with prefix after after, one batch per operation, then
+// a last output with the number of batches.
+fn scan_all(prefix: Vec<u8>, after: Vec<u8>, size: usize, batches: usize) -> Result<(), Error> {
+    await_op(state_scan_async(&prefix, &after, size), move |_r, out, res| {
+        let b = res.map_err(|e| Error::from(e).into_terminal())?;
+        if b.done() {
+            let n = batches.to_string();
+            out.emit(&Output { key: Some(b"batches"), value: Some(n.as_bytes()), ..Output::default() })?;
+            return Ok(());
+        }
+        for e in &b.entries {
+            out.emit(&Output { key: Some(&e.key), value: Some(&e.value), ..Output::default() })?;
+        }
+        scan_all(prefix, b.after().to_vec(), size, batches + 1)
+    })
+}
+
+#[test]
+fn async_state_reads() {
+    reset_state();
+    let get = |k: &str, hs: &[(&str, &[u8])]| {
+        let mut r = TestRecord::new("in").key(k);
+        for (h, v) in hs {
+            r = r.header(h, Some(v));
+        }
+        let mut ops = 0;
+        let res = run_with(async_state, &r, |_| {
+            ops += 1;
+            OpResult::error("not a state operation")
+        });
+        assert_eq!(ops, 0, "the simulated host answers state operations itself");
+        res
+    };
+    let kv = |res: &RunResult| -> Vec<(Vec<u8>, Option<Vec<u8>>)> { res.outputs.iter().map(|o| (o.key.clone().unwrap(), o.value.clone())).collect() };
+    // Missing; the record's own write before the read; committed; an empty value.
+    let res = get("a", &[]);
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    assert_eq!((kv(&res), res.outputs[0].headers.clone()), (vec![(b"a".to_vec(), None)], vec![OwnedHeader::new("found", Some(b"no"))]));
+    assert_eq!(kv(&get("a", &[("set", b"7")])), vec![(b"a".to_vec(), Some(b"7".to_vec()))]);
+    assert_eq!(kv(&get("a", &[])), vec![(b"a".to_vec(), Some(b"7".to_vec()))]);
+    assert_eq!(kv(&get("e", &[("set", b"")])), vec![(b"e".to_vec(), Some(Vec::new()))], "an empty value is a value");
+    // A write after async_start is not seen by the read, but is the record's.
+    assert_eq!(kv(&get("a", &[("after", b"")])), vec![(b"a".to_vec(), Some(b"7".to_vec()))]);
+    assert_eq!(kv(&get("a", &[])), vec![(b"a".to_vec(), Some(b"later".to_vec()))]);
+    // A scan chained over batches of at most 100 bytes, with the record's
+    // own write (s/, over the committed s/000..s/029), in key order.
+    for i in 0..30 {
+        let k = format!("s/{:03}", i);
+        assert_eq!(get(&k, &[("set", &vec![b'v'; i])]).status, Status::Ok);
+    }
+    state_put(b"x", b"").unwrap_err(); // outside a record
+    let res = get("s/", &[("op", b"scan"), ("size", b"100"), ("set", b"own")]);
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    let got = kv(&res);
+    assert_eq!(got.len(), 32);
+    assert_eq!(got[0], (b"s/".to_vec(), Some(b"own".to_vec())));
+    for i in 0..30 {
+        assert_eq!(got[i + 1], (format!("s/{:03}", i).into_bytes(), Some(vec![b'v'; i])));
+    }
+    let batches: usize = std::str::from_utf8(got[31].1.as_deref().unwrap()).unwrap().parse().unwrap();
+    assert!(batches >= 8, "{} batches of at most 100 bytes", batches);
+    // Batches hold whole entries within the bound, at least one.
+    let res = get("s/", &[("op", b"scan"), ("size", b"1")]);
+    assert_eq!(res.outputs.len(), 32);
+    assert_eq!(res.outputs[31].value.as_deref(), Some(&b"31"[..]));
+    let res = get("s/", &[("op", b"scan")]);
+    assert_eq!(res.outputs.last().unwrap().value.as_deref(), Some(&b"1"[..]), "the default bound holds them all");
+    // Refused at async_start: terminal, naming the operation and the errno.
+    let long = "k".repeat(MAX_STATE_KEY_BYTES + 1);
+    set_foreign_state_prefix(b"other-");
+    let cases: Vec<(RunResult, &str)> = vec![
+        (get(&long, &[]), "wasmstream: start state_get operation: state key or value too large"),
+        (get(&long, &[("op", b"scan")]), "wasmstream: start state_scan operation: state key or value too large"),
+        (get("other-a", &[]), "wasmstream: start state_get operation: state key outside the record's partition"),
+    ];
+    // A scan's prefix is not checked against the partition.
+    assert_eq!(get("other-", &[("op", b"scan")]).status, Status::Ok);
+    set_state_enabled(false);
+    let cases = cases.into_iter().chain([(get("a", &[]), "wasmstream: start state_get operation: state not enabled for this pipeline")]);
+    for (res, want) in cases {
+        assert_eq!(res.status, Status::Fail, "{}", want);
+        assert_eq!(res.error.as_deref(), Some(want));
+        assert!(res.outputs.is_empty());
+    }
+    reset_state();
+    assert_eq!(get("other-a", &[]).status, Status::Ok, "reset_state undoes the refusals");
+}
+
+#[test]
+fn async_state_refusal_fails_before_writes_stick() {
+    reset_state();
+    // A write then a refused read: the record fails and its write goes.
+    let res = run(async_state, &TestRecord::new("in").key("k".repeat(MAX_STATE_KEY_BYTES + 1)).header("set", Some(b"1")));
+    assert_eq!(res.status, Status::Fail);
+    assert!(res.error.unwrap().contains("too large"));
+    set_foreign_state_prefix(b"o");
+    let res = run(async_state, &TestRecord::new("in").key("p").header("set", Some(b"1")).header("op", Some(b"scan")));
+    assert_eq!(res.status, Status::Ok);
+    let res = run(async_state, &TestRecord::new("in").key("o").header("set", Some(b"1")));
+    assert_eq!((res.status, res.error.as_deref()), (Status::Fail, Some("state key outside the record's partition")));
+    assert_eq!(state_snapshot(), vec![(b"p".to_vec(), b"1".to_vec())]);
+}
