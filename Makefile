@@ -5,7 +5,7 @@ GO ?= go
 PLUGINS := uppercase filter enrich hash lookup count count-async dedup
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
-RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup rust-count
+RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup rust-count rust-dedup
 RUST_CRATES := abi/sdk/rust/wasmstream $(addprefix plugins/examples/,$(RUST_EXAMPLES))
 # Debian's Rust (rustc, cargo, libstd-rust-dev-wasm32; the test command
 # installs them): /usr/bin comes first, before a rustup toolchain that may
@@ -36,7 +36,7 @@ plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/upperc
 # The AssemblyScript SDK and examples (needs node and npm; the test command
 # installs them). npm ci installs the compiler pinned in package-lock.json.
 AS_SDK := abi/sdk/assemblyscript
-AS_PLUGINS := uppercase filter lookup count
+AS_PLUGINS := uppercase filter lookup count dedup
 
 $(AS_SDK)/node_modules/.package-lock.json: $(AS_SDK)/package-lock.json
 	cd $(AS_SDK) && npm ci --no-audit --no-fund --prefer-offline

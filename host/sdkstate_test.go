@@ -267,3 +267,48 @@ func testCountAsyncSameAsGo(t *testing.T, lang string, wasm []byte) {
 		t.Fatalf("%s instance: dead %v, pending %d", lang, in.Dead(), in.Pending())
 	}
 }
+
+// The dedup example in Rust and AssemblyScript (plugins/examples/rust-dedup,
+// as-dedup) through the real host functions: the same outputs as the Go
+// dedup — the first record of each id with its value and headers, nothing
+// for the later ones — and the same state; an id the host refuses fails the
+// record naming the errno.
+
+func TestRustGuestDedupState(t *testing.T) {
+	testDedupSameAsGo(t, "Rust", rustGuest(t, "plugins/examples/rust-dedup"))
+}
+
+func TestASDedupState(t *testing.T) {
+	testDedupSameAsGo(t, "AssemblyScript", asGuest(t, "plugins/examples/as-dedup"))
+}
+
+func testDedupSameAsGo(t *testing.T, lang string, wasm []byte) {
+	in := newInstance(t, load(t, wasm, Limits{}))
+	gin := newInstance(t, load(t, guest(t, "plugins/examples/dedup"), Limits{}))
+	st := &mapState{m: map[string][]byte{}, maxValue: 64 << 10, foreign: "other-"}
+	gst := &mapState{m: map[string][]byte{}, maxValue: 64 << 10, foreign: "other-"}
+	ids := [][]byte{[]byte("a"), []byte("b"), []byte("a"), nil, []byte{}, []byte("c"), {0, 0xff, 1}, []byte("b"), nil, []byte("ключ"), {0, 0xff, 1}}
+	emitted := 0
+	for i, id := range ids {
+		r := abi.Record{Topic: "in", Key: id, Value: []byte(fmt.Sprintf("v%d", i)), Partition: 1, Offset: int64(i), Attempt: 1,
+			Headers: []abi.Header{{Key: "h", Value: []byte("x")}, {Key: "null"}}}
+		got := in.ProcessState(context.Background(), &r, nil, st)
+		want := gin.ProcessState(context.Background(), &r, nil, gst)
+		if got.Status != abi.StatusOK {
+			t.Fatalf("record %d: %v %v", i, got.Status, got.Err)
+		}
+		sameAsGo(t, lang, fmt.Sprintf("record %d", i), got, want)
+		emitted += len(got.Outputs)
+	}
+	// a, b, the null/empty id (one state key), c, {0 ff 1}, ключ.
+	if emitted != 6 {
+		t.Fatalf("%d outputs, want the first of each of 6 ids", emitted)
+	}
+	if fmt.Sprint(st.m) != fmt.Sprint(gst.m) {
+		t.Fatalf("state %v, the Go guest's %v", st.m, gst.m)
+	}
+	res := in.ProcessState(context.Background(), &abi.Record{Topic: "in", Key: []byte("other-a"), Attempt: 1}, nil, st)
+	if res.Status != abi.StatusFail || res.Err == nil || !strings.Contains(res.Err.Error(), abi.ErrnoWrongKey.Error()) {
+		t.Fatalf("an id of another partition: %v %v, want a failure naming %q", res.Status, res.Err, abi.ErrnoWrongKey.Error())
+	}
+}
