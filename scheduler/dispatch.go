@@ -84,11 +84,16 @@ func (t *task) takersLocked() int { return t.workers - len(t.idleW) - t.blocked 
 // dispatch runs dispatchLocked; the kick timer and the pipeline's flow loop
 // call it (records become due, or have waited instances.grow_after, with no event in
 // the task to notice).
-func (t *task) dispatch() {
+func (t *task) dispatch() { t.dispatchAbove() }
+
+// dispatchAbove is dispatch, reporting whether the task holds instances
+// above instances.min (the flow loop tells the async sizer).
+func (t *task) dispatchAbove() bool {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.kickAt = time.Time{}
 	t.dispatchLocked()
-	t.mu.Unlock()
+	return t.workers > t.p.pc.Instances.Min
 }
 
 // maxLocked is the most instances the task may have now: its sizer's

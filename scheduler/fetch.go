@@ -36,11 +36,17 @@ func (p *Pipeline) flowLoop() {
 		case <-tick.C:
 		}
 		p.mu.Lock()
+		above := false
 		for _, t := range p.tasks {
 			t.maybeResume()
-			t.dispatch() // a safety net: the task's kick timer runs it when records fall due or wait
+			// A safety net: the task's kick timer runs it when records
+			// fall due or wait.
+			above = t.dispatchAbove() || above
 		}
 		p.mu.Unlock()
+		if p.asyncSize != nil {
+			p.asyncSize.Above.Store(above)
+		}
 	}
 }
 

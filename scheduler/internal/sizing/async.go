@@ -22,11 +22,12 @@ const (
 	asyncMinSamples = 10
 	asyncMaxWindow  = time.Second
 
-	asyncUp     = 2.0  // a try up doubles the limit...
-	asyncGain   = 1.03 // ...and is kept when the rate rose by this factor (and by twice a count's uncertainty)
-	asyncKeep   = 0.95 // a try down halves it, and is kept while the rate stays above this share of the descent's highest (or 1-2/√n)
-	asyncHigh   = 1.6  // a latency over this factor of its lowest, after a change: try down at once
-	asyncRelief = 0.8  // a try up that brings the latency to this share, the rate held, is kept too
+	asyncUp      = 2.0  // a try up doubles the limit...
+	asyncGain    = 1.03 // ...and is kept when the rate rose by this factor (and by twice a count's uncertainty)
+	asyncKeep    = 0.95 // a try down halves it, and is kept while the rate stays above this share of the descent's highest (or 1-2/√n)
+	asyncHigh    = 1.6  // a latency over this factor of its lowest, after a change: try down at once
+	asyncRelief  = 0.8  // a try up that brings the latency to this share, the rate held, is kept too
+	asyncSameLat = 1.25 // with pools above their minimum, so is one that keeps it within this factor
 
 	// After a try that lost, the same try waits asyncHold (tries up: from
 	// the same limit; asyncCheapHold if it cost no rate or followed a try
@@ -64,11 +65,15 @@ const (
 type climbLimit struct {
 	min, max int
 	limit    int
+	start    int // the limit at the start
 	// grows: the pipeline's pools can borrow instances, so a limit that
 	// holds an instance back makes records wait for another one and the
 	// pool grows where the limit could have. With fixed pools only the
 	// rate counts.
 	grows bool
+	// above: the pools hold instances above their minimum now (set by
+	// Async from the pipeline's flow loop).
+	above bool
 
 	from, winStart time.Time // measuring from (records decided before are the previous limit's)
 	n              int
@@ -105,7 +110,7 @@ func (m measure) String() string {
 }
 
 func newClimbLimit(min, max, initial int, grows bool) *climbLimit {
-	return &climbLimit{min: min, max: max, limit: clampInt(initial, min, max), grows: grows,
+	return &climbLimit{min: min, max: max, limit: clampInt(initial, min, max), start: clampInt(initial, min, max), grows: grows,
 		upLost: map[int]*lost{}, Reason: ReasonStart, Detail: "start"}
 }
 
@@ -184,8 +189,21 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		// instance, and the pool grows for them where the limit could
 		// have. (With fixed pools a try up that costs rate is not kept:
 		// past the knee each one would cost a little more.)
+		//
+		//
+		//
+		// And kept up to the limit's start, with pools above their
+		// minimum, when the rate and the latency held: by Little's law as
+		// many operations were in flight as before, so twice the limit
+		// only let the instances that had records take more of them, where
+		// the records would otherwise wait for another instance, and the
+		// borrowed ones can retire. Without this, a limit that fell below
+		// what the input needs stays there, the pools grown for it. (Past
+		// a knee twice the limit queues: the latency rises with it, and
+		// the try goes back; above the start only a gain counts.)
 		held := m.rate >= l.ref.rate*asyncKeep
-		relief := held && ((l.grows && !limited) || m.lat <= time.Duration(asyncRelief*float64(l.ref.lat)))
+		regain := l.above && l.limit <= l.start && m.lat <= time.Duration(asyncSameLat*float64(l.ref.lat))
+		relief := held && ((l.grows && (!limited || regain)) || m.lat <= time.Duration(asyncRelief*float64(l.ref.lat)))
 		if relief || m.rate >= l.ref.rate*max(asyncGain, 1+2/math.Sqrt(float64(m.n))) {
 			l.set(ReasonGain, fmt.Sprintf("%d in flight: %s, was %s at %d", l.limit, m, l.ref, l.before))
 			l.ref, l.top = m, m.rate
@@ -212,16 +230,17 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		l.try, l.fast = 0, false
 		// The same uncertainty widens what "as many" means: at a few
 		// hundred records/s a window's count varies by more than 5%.
-		// A descent for the latency (a service overloaded), or with fixed
-		// pools, is judged on the rate alone. A periodic one where pools
-		// grow also needs the halved limit to hold no instance back, or to
-		// bring the latency down (the service queued what it held): a
-		// limit that holds instances back with the latency unchanged only
-		// makes records wait for more instances, and the pool grows where
-		// the limit shrank.
+		// With fixed pools a descent is judged on the rate alone. Where
+		// pools grow, it also needs the halved limit to hold no instance
+		// back, or to bring the latency down (the service queued what it
+		// held, as an overloaded one does): a limit that holds instances
+		// back with the latency unchanged only makes records wait for more
+		// instances, and the pool grows where the limit shrank. That holds
+		// for a descent for the latency too: a latency that moved for a
+		// moment (a stall) does not make the service overloaded.
 		relief := m.lat <= time.Duration(asyncRelief*float64(l.ref.lat))
 		rateHeld := m.rate >= l.top*min(asyncKeep, 1-2/math.Sqrt(float64(m.n)))
-		if rateHeld && (l.dnForLatency || !l.grows || !limited || relief) {
+		if rateHeld && (!l.grows || !limited || relief) {
 			reason := ReasonFewer
 			if l.dnForLatency {
 				reason = ReasonLatencyRise
@@ -310,6 +329,7 @@ func (l *climbLimit) set(reason, detail string) {
 type Async struct {
 	Limit atomic.Int64 // the operations in flight per instance
 	Held  atomic.Bool  // an instance was held back by Limit since the last observation
+	Above atomic.Bool  // some task holds instances above instances.min (the flow loop sets it)
 
 	mu sync.Mutex
 	l  *climbLimit
@@ -328,6 +348,7 @@ func NewAsync(max int, grows bool) *Async {
 func (a *Async) Observe(now time.Time, d time.Duration) {
 	held := a.Held.Swap(false)
 	a.mu.Lock()
+	a.l.above = a.Above.Load()
 	if a.l.observe(now, d, held) {
 		a.Limit.Store(int64(a.l.current()))
 	}
