@@ -227,12 +227,7 @@ func (d *decoder) bytes() []byte {
 		d.fail("length %d", n)
 		return nil
 	}
-	if !d.need(int(n)) {
-		return nil
-	}
-	v := d.b[d.off : d.off+int(n) : d.off+int(n)]
-	d.off += int(n)
-	return v
+	return d.take(int(n))
 }
 
 // key reads a string's bytes (u32 length, then the bytes), aliasing the
@@ -243,11 +238,17 @@ func (d *decoder) key() []byte {
 		d.fail("length %d", n)
 		return nil
 	}
-	if !d.need(int(n)) {
+	return d.take(int(n))
+}
+
+// take returns the next n bytes, aliasing the input (capacity capped, so an
+// append cannot write over what follows).
+func (d *decoder) take(n int) []byte {
+	if !d.need(n) {
 		return nil
 	}
-	v := d.b[d.off : d.off+int(n) : d.off+int(n)]
-	d.off += int(n)
+	v := d.b[d.off : d.off+n : d.off+n]
+	d.off += n
 	return v
 }
 

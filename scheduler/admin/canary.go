@@ -57,8 +57,8 @@ func (a *API) startCanary(ctx context.Context, name, digest string, wasm []byte,
 			return &switchError{http.StatusConflict, "no stable version recorded to run beside the canary"}
 		}
 		cur = registry.Deployment{Pipeline: name, Digest: active}
-		if err := a.fleet.PutModule(ctx, mustGet(a.store, active)); err != nil {
-			return &switchError{http.StatusServiceUnavailable, err.Error()}
+		if err := a.publishLocal(ctx, active); err != nil {
+			return err
 		}
 	}
 	if cur.Digest == digest {

@@ -79,8 +79,8 @@ func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rol
 		}
 	} else if cur, ok := a.store.Active(name); ok && cur != digest && !rollback {
 		d.History = []string{cur}
-		if err := a.fleet.PutModule(ctx, mustGet(a.store, cur)); err != nil {
-			return &switchError{http.StatusServiceUnavailable, err.Error()}
+		if err := a.publishLocal(ctx, cur); err != nil {
+			return err
 		}
 	}
 	if len(d.History) > 50 {
@@ -133,11 +133,6 @@ func (a *API) applied(name, digest string, all bool) (bool, error) {
 	return done, nil
 }
 
-func mustGet(s *Store, digest string) []byte {
-	b, _ := s.Get(digest)
-	return b
-}
-
 // FleetView is what the registry says of a pipeline.
 type FleetView struct {
 	Deployed string                      `json:"deployed"`          // the digest the fleet should run
@@ -171,4 +166,18 @@ func (a *API) fleetView(name string) *FleetView {
 		}
 	}
 	return v
+}
+
+// publishLocal puts the module digest, which this host runs from its local
+// store, into the registry: the first fleet deploy of a pipeline keeps what
+// ran before it as the version to roll back to.
+func (a *API) publishLocal(ctx context.Context, digest string) error {
+	b, err := a.store.Get(digest)
+	if err != nil {
+		return &switchError{http.StatusInternalServerError, fmt.Sprintf("reading the running module %s from the local store: %v", short(digest), err)}
+	}
+	if err := a.fleet.PutModule(ctx, b); err != nil {
+		return &switchError{http.StatusServiceUnavailable, err.Error()}
+	}
+	return nil
 }
