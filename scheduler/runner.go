@@ -427,7 +427,8 @@ func (r *Runner) PipelineNames() []string {
 }
 
 // Ready reports nil when every module is loaded, every pipeline joined its
-// consumer group and the brokers answer; otherwise why not.
+// consumer group, no state is being restored and the brokers answer;
+// otherwise why not.
 func (r *Runner) Ready(ctx context.Context) error {
 	if !r.started.Load() {
 		return errors.New("not started")
@@ -438,6 +439,11 @@ func (r *Runner) Ready(ctx context.Context) error {
 		}
 		if _, gen := p.cl.GroupMetadata(); gen < 0 {
 			return fmt.Errorf("pipeline %s has not joined group %s yet", p.pc.Name, p.group)
+		}
+		if p.state != nil {
+			if n := p.state.restoring.Load(); n > 0 {
+				return fmt.Errorf("pipeline %s is restoring the state of %d partition(s) from %s", p.pc.Name, n, p.pc.State.Changelog)
+			}
 		}
 	}
 	if len(r.pipelines) > 0 {

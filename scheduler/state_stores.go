@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -22,6 +23,10 @@ import (
 type stateStores struct {
 	p   *Pipeline
 	dir string
+
+	// restoring counts the partitions whose store is being restored now
+	// (/readyz answers 503 meanwhile).
+	restoring atomic.Int32
 
 	mu     sync.Mutex
 	stores map[int32]*partStore
@@ -70,7 +75,9 @@ func (s *stateStores) open(ctx context.Context, parts []int32) error {
 		}
 		ps := &partStore{store: st}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
+		s.restoring.Add(1)
 		err = s.restore(rctx, ps, part)
+		s.restoring.Add(-1)
 		cancel()
 		if err != nil {
 			st.Close()
@@ -175,6 +182,10 @@ func (p *Pipeline) detachState(tasks []*task) []*partStore {
 	return p.state.detach(parts)
 }
 
+// restoreStarted, when set (tests only), is called as a restore that has
+// changelog records to read begins.
+var restoreStarted func(part int32)
+
 // restore applies the changelog partition from the offset the store
 // reflects up to its end as the restore begins (read_committed: aborted
 // transactions' writes are skipped; control records are kept so that the
@@ -206,6 +217,9 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 	}
 	if end.Offset <= next {
 		return nil
+	}
+	if restoreStarted != nil {
+		restoreStarted(part)
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(s.p.brokers...),

@@ -143,6 +143,56 @@ func TestStateCountsAcrossRestarts(t *testing.T) {
 	t.Logf("full restore: %d changelog records; run took %s", restored, time.Since(start))
 }
 
+// TestStateNotReadyWhileRestoring: /readyz answers 503, naming the restore,
+// while a partition's state is being restored from the changelog, and 200
+// once it is done; the counts then go on from the restored state.
+func TestStateNotReadyWhileRestoring(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	dir := t.TempDir()
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, dir, ""), "")
+	rd := kafkatest.NewReader(t, brokers, "out")
+	const n = 500
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	r := startRunner(t, cfg)
+	countState(t, rd, trueCounts(n, 1))
+	r.Stop(context.Background())
+	if err := os.RemoveAll(dir); err != nil { // a new host: a full restore
+		t.Fatal(err)
+	}
+
+	release := make(chan struct{})
+	started := make(chan int32, 4)
+	restoreStarted = func(part int32) {
+		started <- part
+		<-release
+	}
+	t.Cleanup(func() { restoreStarted = nil })
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return strconv.Itoa(n + i) })
+	r = startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no restore began within 30 s")
+	}
+	err := r.Ready(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "restoring the state") {
+		t.Fatalf("ready while a restore runs: %v, want an error naming the restore", err)
+	}
+	t.Logf("while restoring: %v", err)
+	close(release)
+	deadline := time.Now().Add(30 * time.Second)
+	for r.Ready(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready 30 s after the restore was let go: %v", r.Ready(context.Background()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	top, _ := countState(t, rd, trueCounts(n, 2))
+	checkCounts(t, top, trueCounts(n, 2))
+}
+
 // copyDir copies the files of from into to.
 func copyDir(t *testing.T, from, to string) {
 	t.Helper()

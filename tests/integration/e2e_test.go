@@ -56,10 +56,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	group := cfg.GroupID(&cfg.Pipelines[0])
 	kafkatest.Eventually(t, 20*time.Second, "offsets committed to the end", func() bool {
-		sum := int64(0)
-		for _, o := range kafkatest.Committed(t, brokers, group, in) {
-			sum += o
-		}
+		sum := committedSum(t, brokers, group, in)
 		return sum == count
 	})
 	ctx, cancel := ctxTimeout(time.Minute)
@@ -118,10 +115,7 @@ func TestKillAndRestart(t *testing.T) {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
 	group := n + ".p"
-	sum := int64(0)
-	for _, o := range kafkatest.Committed(t, brokers, group, in) {
-		sum += o
-	}
+	sum := committedSum(t, brokers, group, in)
 	if sum != count {
 		t.Fatalf("committed %d offsets after a graceful stop, want %d", sum, count)
 	}

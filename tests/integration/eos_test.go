@@ -135,10 +135,7 @@ func exactlyOnceKillsRun(t *testing.T) int {
 	if code := p.stop(t, time.Minute); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
-	sum := int64(0)
-	for _, o := range kafkatest.Committed(t, brokers, n+".p", in) {
-		sum += o
-	}
+	sum := committedSum(t, brokers, n+".p", in)
 	if sum != count {
 		t.Fatalf("committed %d offsets after a graceful stop, want %d", sum, count)
 	}

@@ -265,3 +265,13 @@ func readOutcomes(t *testing.T, out, dlq *kafkatest.Reader, want int, idOut, idD
 	})
 	return seen
 }
+
+// committedSum is the sum of group's committed offsets on topic.
+func committedSum(t *testing.T, brokers []string, group, topic string) int64 {
+	t.Helper()
+	sum := int64(0)
+	for _, o := range kafkatest.Committed(t, brokers, group, topic) {
+		sum += o
+	}
+	return sum
+}
