@@ -60,7 +60,8 @@ type Stats struct {
 
 	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
 	StateRestored atomic.Int64 // changelog records applied by restores at assignment
-	// StateRestoreNanos is the time restores at assignment took.
+	// StateRestoreNanos is the time restores at assignment took (wall
+	// time: the partitions of one assignment are restored at once).
 	StateRestoreNanos atomic.Int64
 }
 

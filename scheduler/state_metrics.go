@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -21,7 +22,7 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 	errs(e)
 	restored, e := meter.Int64ObservableCounter("wasmstream.state.restored", metric.WithUnit("{record}"), metric.WithDescription("Changelog records applied to local stores by restores at partition assignment."))
 	errs(e)
-	restoreTime, e := meter.Float64ObservableCounter("wasmstream.state.restore.duration", metric.WithUnit("s"), metric.WithDescription("Time spent restoring local stores from the changelog at partition assignment (no partition of the pipeline is processed meanwhile)."))
+	restoreTime, e := meter.Float64ObservableCounter("wasmstream.state.restore.duration", metric.WithUnit("s"), metric.WithDescription(fmt.Sprintf("Time spent restoring local stores from the changelog at partition assignment, up to %d partitions at once (no partition of the pipeline is processed meanwhile).", restoreParallel)))
 	errs(e)
 	storeBytes, e := meter.Int64ObservableGauge("wasmstream.state.store.bytes", metric.WithUnit("By"), metric.WithDescription("Size of a partition's local state store (bbolt file in use)."))
 	errs(e)

@@ -54,42 +54,70 @@ func (s *stateStores) path(partition int32) string {
 	return filepath.Join(s.dir, fmt.Sprintf("%s.%s.%d.db", s.p.cfg.Host.ID, s.p.pc.Name, partition))
 }
 
+// restoreParallel is how many partitions' stores are restored at once:
+// each restore has its own fetches and its own file, so they overlap the
+// broker's round trips with each other's writes.
+const restoreParallel = 4
+
 // open opens and restores the stores of the assigned partitions that are
-// not open yet, within state.restore_timeout for each. It runs in the
-// assignment callback: the partitions' tasks are created only after it.
+// not open yet, within state.restore_timeout for each, up to
+// restoreParallel at a time. It runs in the assignment callback: the
+// partitions' tasks are created only after it; the restores' goroutines
+// end before it returns.
 func (s *stateStores) open(ctx context.Context, parts []int32) error {
 	if err := s.readPartitions(ctx); err != nil {
 		return err
 	}
+	var todo []int32
+	s.mu.Lock()
 	for _, part := range parts {
-		s.mu.Lock()
-		have := s.stores[part] != nil
-		s.mu.Unlock()
-		if have {
-			continue
+		if s.stores[part] == nil {
+			todo = append(todo, part)
 		}
-		timeout := s.p.pc.State.RestoreTimeout
-		st, err := statestore.Open(s.path(part), timeout)
-		if err != nil {
-			return fmt.Errorf("pipelines[%s].state.dir: %w", s.p.pc.Name, err)
-		}
-		ps := &partStore{store: st}
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		s.restoring.Add(1)
-		err = s.restore(rctx, ps, part)
-		s.restoring.Add(-1)
-		cancel()
-		if err != nil {
-			st.Close()
-			return fmt.Errorf("pipelines[%s].state: restoring partition %d from %s (state.restore_timeout %s): %w", s.p.pc.Name, part, s.p.pc.State.Changelog, timeout, err)
-		}
-		s.mu.Lock()
-		s.stores[part] = ps
-		s.mu.Unlock()
-		s.p.stats.StateRestored.Add(int64(ps.restored))
-		s.p.stats.StateRestoreNanos.Add(int64(ps.took))
-		s.p.log.Info("state restored", "partition", part, "records", ps.restored, "took", ps.took, "store", st.Path())
 	}
+	s.mu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	start := time.Now()
+	defer func() { s.p.stats.StateRestoreNanos.Add(int64(time.Since(start))) }()
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, restoreParallel)
+	var wg sync.WaitGroup
+	for i, part := range todo {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = s.openOne(ctx, part)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// openOne opens and restores one partition's store.
+func (s *stateStores) openOne(ctx context.Context, part int32) error {
+	timeout := s.p.pc.State.RestoreTimeout
+	st, err := statestore.Open(s.path(part), timeout)
+	if err != nil {
+		return fmt.Errorf("pipelines[%s].state.dir: %w", s.p.pc.Name, err)
+	}
+	ps := &partStore{store: st}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	s.restoring.Add(1)
+	err = s.restore(rctx, ps, part)
+	s.restoring.Add(-1)
+	cancel()
+	if err != nil {
+		st.Close()
+		return fmt.Errorf("pipelines[%s].state: restoring partition %d from %s (state.restore_timeout %s): %w", s.p.pc.Name, part, s.p.pc.State.Changelog, timeout, err)
+	}
+	s.mu.Lock()
+	s.stores[part] = ps
+	s.mu.Unlock()
+	s.p.stats.StateRestored.Add(int64(ps.restored))
+	s.p.log.Info("state restored", "partition", part, "records", ps.restored, "took", ps.took, "store", st.Path())
 	return nil
 }
 
