@@ -190,8 +190,6 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		// have. (With fixed pools a try up that costs rate is not kept:
 		// past the knee each one would cost a little more.)
 		//
-		//
-		//
 		// And kept up to the limit's start, with pools above their
 		// minimum, when the rate and the latency held: by Little's law as
 		// many operations were in flight as before, so twice the limit
