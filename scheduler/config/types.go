@@ -461,6 +461,10 @@ type Host struct {
 	// restarts, different between hosts (exactly_once transactional ids are
 	// derived from it). The default is the machine's hostname.
 	ID string `koanf:"id"`
+	// ClockResolution is the resolution of the clocks guests read (the wall
+	// clock and the monotonic clock): a coarse clock is a poor instrument
+	// for timing side channels (host/clock.go).
+	ClockResolution time.Duration `koanf:"clock_resolution"`
 }
 
 // GroupID is the consumer group of the pipeline: its own group key, or

@@ -401,6 +401,9 @@ func (c *Config) checkHost(add addFunc) {
 	if h.MaxAsyncInFlight < 1 {
 		add("host.max_async_in_flight", "%d: want at least 1", h.MaxAsyncInFlight)
 	}
+	if h.ClockResolution < time.Nanosecond || h.ClockResolution > host.MaxClockResolution {
+		add("host.clock_resolution", "%s: want 1ns to %s", h.ClockResolution, host.MaxClockResolution)
+	}
 	for i, p := range c.Pipelines {
 		// Half the bound is where records stop starting: one started just
 		// below it must still be able to emit its maximum.
