@@ -85,7 +85,7 @@ Flags:
 		return 2
 	}
 	if err := initProject(*lang, *sdk, *name, fs.Arg(0), stdout); err != nil {
-		fmt.Fprintf(stderr, "wasmstream init: %v\n", err)
+		printErr(stderr, "wasmstream init", err)
 		return 1
 	}
 	return 0

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/assembly"
 	"github.com/wasmstream/wasmstream/scheduler/config"
@@ -49,9 +50,29 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	_ = lv.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if cfg.Log.Format == "json" {
+		opts.ReplaceAttr = terminalSafe
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
+	// The text handler quotes any value with a character that is not
+	// printable (strconv.Quote): nothing reaches the terminal raw.
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// terminalSafe escapes the text of a JSON log line's strings and errors
+// (termsafe): encoding/json escapes C0 controls but writes C1 controls and
+// bidirectional overrides as they are, and a guest's log message, or an
+// error quoting a module's names, may hold them. Newlines and tabs stay
+// (JSON escapes those).
+func terminalSafe(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value; v.Kind() {
+	case slog.KindString:
+		a.Value = slog.StringValue(termsafe.Text(v.String(), ""))
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			a.Value = slog.StringValue(termsafe.Text(err.Error(), ""))
+		}
+	}
+	return a
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -180,7 +201,7 @@ type hostProc struct {
 func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
 	cfg, err := cf.load()
 	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		printErr(stderr, "wasmstream", err)
 		return nil, 1
 	}
 	log := newLogger(cfg, stderr)
@@ -188,7 +209,7 @@ func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
 	host, err := assembly.Start(ctx, cfg, log)
 	if err != nil {
 		stop()
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		printErr(stderr, "wasmstream", err)
 		return nil, 1
 	}
 	return &hostProc{cfg: cfg, log: log, ctx: ctx, stop: stop, host: host, r: host.Runner()}, 0

@@ -33,6 +33,14 @@ func (h *Host) dashboardHandler(next http.Handler) (http.Handler, error) {
 	return h.dash.Handler(next), nil
 }
 
+// AdminURL is the admin API's address ("" with the API off).
+func (h *Host) AdminURL() string {
+	if h.adminSrv == nil {
+		return ""
+	}
+	return "http://" + h.adminSrv.Addr
+}
+
 // DashboardURL is the live dashboard's address ("" without metrics).
 func (h *Host) DashboardURL() string {
 	if h.metricsSrv == nil {
