@@ -232,7 +232,7 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(termsafe.JSONWriter(stdout))
 		enc.SetIndent("", "  ")
 		enc.Encode(views)
 		return 0

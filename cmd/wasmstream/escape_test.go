@@ -181,5 +181,11 @@ host: {id: h1, compile_cache_dir: none}
 		if !strings.Contains(out, "host "+escapedMark) || !strings.Contains(out, "cannot run "+escapedMark) {
 			t.Errorf("the forged host and its failure not shown escaped:\n%s", out)
 		}
+		code, out, errs = runCLI(t, "processors", "--admin", api, "--json")
+		check(t, "processors --json", code, out, errs, 0)
+		var views []struct{ Fleet struct{ Hosts map[string]string } }
+		if err := json.Unmarshal([]byte(out), &views); err != nil || len(views) != 1 || views[0].Fleet.Hosts[hostileName] != hostileName {
+			t.Errorf("processors --json does not carry the host's exact name: %v\n%s", err, out)
+		}
 	})
 }

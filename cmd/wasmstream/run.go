@@ -50,29 +50,15 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	_ = lv.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if cfg.Log.Format == "json" {
-		opts.ReplaceAttr = terminalSafe
-		return slog.New(slog.NewJSONHandler(w, opts))
+		// The JSON handler escapes C0 controls but writes C1 controls and
+		// bidirectional overrides raw, and a guest's log message or an
+		// error quoting a module's names may hold them: termsafe.JSON
+		// writes them as \u escapes, the same JSON value.
+		return slog.New(slog.NewJSONHandler(termsafe.JSONWriter(w), opts))
 	}
 	// The text handler quotes any value with a character that is not
 	// printable (strconv.Quote): nothing reaches the terminal raw.
 	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// terminalSafe escapes the text of a JSON log line's strings and errors
-// (termsafe): encoding/json escapes C0 controls but writes C1 controls and
-// bidirectional overrides as they are, and a guest's log message, or an
-// error quoting a module's names, may hold them. Newlines and tabs stay
-// (JSON escapes those).
-func terminalSafe(_ []string, a slog.Attr) slog.Attr {
-	switch v := a.Value; v.Kind() {
-	case slog.KindString:
-		a.Value = slog.StringValue(termsafe.Text(v.String(), ""))
-	case slog.KindAny:
-		if err, ok := v.Any().(error); ok {
-			a.Value = slog.StringValue(termsafe.Text(err.Error(), ""))
-		}
-	}
-	return a
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
