@@ -183,7 +183,9 @@ host: {id: h1, compile_cache_dir: none}
 		}
 		code, out, errs = runCLI(t, "processors", "--admin", api, "--json")
 		check(t, "processors --json", code, out, errs, 0)
-		var views []struct{ Fleet struct{ Hosts map[string]string } }
+		var views []struct {
+			Fleet struct{ Hosts map[string]string }
+		}
 		if err := json.Unmarshal([]byte(out), &views); err != nil || len(views) != 1 || views[0].Fleet.Hosts[hostileName] != hostileName {
 			t.Errorf("processors --json does not carry the host's exact name: %v\n%s", err, out)
 		}
