@@ -12,7 +12,7 @@ import (
 // the admin API off it refuses every request.
 func (h *Host) dashboardHandler(next http.Handler) (http.Handler, error) {
 	cfg := h.cfg
-	dc := dashboard.Config{Source: h.r, Open: dashboard.OpenOn(cfg.Metrics.Listen), Log: h.log}
+	dc := dashboard.Config{Source: h.r, Open: dashboard.OpenOn(cfg.Metrics.Listen), Hosts: cfg.Metrics.DashboardHosts, Log: h.log}
 	if !dc.Open && *cfg.Admin.Enabled {
 		tok, err := AdminToken(cfg)
 		if err != nil {
