@@ -53,6 +53,16 @@ const (
 // state.max_value_bytes.
 const MaxStateKeyBytes = 1024
 
+// MaxHeaders bounds the headers of what a guest hands the host: one output
+// (emit) or one HTTP request (async_start). A header takes 8 bytes in the
+// encoding and about five times that once decoded, so 16 MiB of empty
+// headers in one output would cost the host ~84 MB. A Kafka record rarely
+// carries more than a few dozen. More is a bad encoding (ErrnoBadEncoding
+// from emit; async_start refuses the request). What the host hands a guest
+// (the record, an HTTP response) has no such bound: it carries what Kafka
+// or the server gave.
+const MaxHeaders = 1000
+
 // Status is what wasmstream_on_record returns: the outcome of a record.
 type Status int32
 
@@ -93,7 +103,7 @@ type Errno int32
 const (
 	ErrnoBadHandle    Errno = 1  // the handle names no record in flight on this instance
 	ErrnoBufTooSmall  Errno = 2  // record_read: buf_len is smaller than the record
-	ErrnoBadEncoding  Errno = 3  // emit: the output encoding is malformed
+	ErrnoBadEncoding  Errno = 3  // emit: the output encoding is malformed (or has more than MaxHeaders headers)
 	ErrnoTopicDenied  Errno = 4  // emit: the output topic is not allowed for this pipeline
 	ErrnoLimit        Errno = 5  // emit: the record's output count or bytes limit is reached; async_start: the record's operation limit is reached
 	ErrnoNotSupported Errno = 6  // the call is not supported by this host
@@ -111,7 +121,7 @@ func (e Errno) Error() string {
 	case ErrnoBufTooSmall:
 		return "buffer too small"
 	case ErrnoBadEncoding:
-		return "malformed output encoding"
+		return "malformed output encoding (or more than 1000 headers)"
 	case ErrnoTopicDenied:
 		return "output topic not allowed"
 	case ErrnoLimit:

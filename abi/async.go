@@ -152,7 +152,7 @@ func DecodeHTTPRequest(b []byte) (HTTPRequest, error) {
 	d := decoder{b: b}
 	r.Method = d.str()
 	r.URL = d.str()
-	r.Headers = d.headers()
+	r.Headers = d.headers(MaxHeaders)
 	r.Body = d.bytes()
 	r.Timeout = time.Duration(d.u32()) * time.Millisecond
 	return r, d.finish("http request")
@@ -179,7 +179,7 @@ func DecodeHTTPResponse(b []byte) (HTTPResponse, error) {
 	var r HTTPResponse
 	d := decoder{b: b}
 	r.Status = int(int32(d.u32()))
-	r.Headers = d.headers()
+	r.Headers = d.headers(math.MaxUint32)
 	r.Body = d.bytes()
 	return r, d.finish("http response")
 }

@@ -85,7 +85,7 @@ func DecodeRecordInto(b []byte, r *Record) error {
 	r.Topic = d.strReuse(r.Topic)
 	r.Key = d.bytes()
 	r.Value = d.bytes()
-	r.Headers = d.headers()
+	r.Headers = d.headers(math.MaxUint32)
 	return d.finish("record")
 }
 
@@ -106,7 +106,7 @@ func DecodeOutput(b []byte) (Output, error) {
 	o.Partition = int32(d.u32())
 	o.Key = d.bytes()
 	o.Value = d.bytes()
-	o.Headers = d.headers()
+	o.Headers = d.headers(MaxHeaders)
 	if d.err == nil && o.Partition < -1 {
 		d.fail("partition %d (want -1 or >= 0)", o.Partition)
 	}
@@ -252,9 +252,14 @@ func (d *decoder) take(n int) []byte {
 	return v
 }
 
-func (d *decoder) headers() []Header {
+// headers reads a header count of at most max and the headers.
+func (d *decoder) headers(max uint32) []Header {
 	n := d.u32()
 	if d.err != nil || n == 0 {
+		return nil
+	}
+	if n > max {
+		d.fail("%d headers (at most %d)", n, max)
 		return nil
 	}
 	// Each header takes at least 8 bytes: refuse counts the buffer cannot hold

@@ -136,3 +136,25 @@ func TestDecodeRecordIntoReusesTopic(t *testing.T) {
 		t.Fatalf("%v allocations per decode of a record from the same topic (1 is the encoding's buffer)", n)
 	}
 }
+
+// TestHeaderCountBounds: what a guest hands the host (an output, an HTTP
+// request) carries at most MaxHeaders headers; what the host hands a guest
+// (a record, an HTTP response) carries what Kafka or the server gave.
+func TestHeaderCountBounds(t *testing.T) {
+	hs := func(n int) []Header { return make([]Header, n) }
+	for _, n := range []int{MaxHeaders, MaxHeaders + 1} {
+		ok := n <= MaxHeaders
+		if _, err := DecodeOutput(AppendOutput(nil, &Output{Partition: -1, Headers: hs(n)})); (err == nil) != ok {
+			t.Errorf("output with %d headers: %v", n, err)
+		}
+		if _, err := DecodeHTTPRequest(AppendHTTPRequest(nil, &HTTPRequest{URL: "http://x/", Headers: hs(n)})); (err == nil) != ok {
+			t.Errorf("HTTP request with %d headers: %v", n, err)
+		}
+	}
+	if r, err := DecodeRecord(AppendRecord(nil, &Record{Topic: "t", Headers: hs(5 * MaxHeaders)})); err != nil || len(r.Headers) != 5*MaxHeaders {
+		t.Errorf("record with %d headers: %d, %v", 5*MaxHeaders, len(r.Headers), err)
+	}
+	if r, err := DecodeHTTPResponse(AppendHTTPResponse(nil, &HTTPResponse{Status: 200, Headers: hs(5 * MaxHeaders)})); err != nil || len(r.Headers) != 5*MaxHeaders {
+		t.Errorf("HTTP response with %d headers: %d, %v", 5*MaxHeaders, len(r.Headers), err)
+	}
+}

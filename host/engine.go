@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -50,6 +51,10 @@ type Engine struct {
 	// logStats counts dropped guest log lines per pipeline name (guestlog.go).
 	logMu    sync.Mutex
 	logStats map[string]*guestLogStats
+	// clockRes is the resolution, in nanoseconds, of the clocks guests read
+	// (clock.go); started is the zero of their monotonic clock.
+	clockRes atomic.Int64
+	started  time.Time
 }
 
 // AsyncInFlight is the number of asynchronous operations in flight across
@@ -64,7 +69,8 @@ func NewEngine(cacheDir string, log *slog.Logger) (*Engine, error) {
 		log = slog.Default()
 	}
 	e := &Engine{log: log, slots: slots.New(runtime.GOMAXPROCS(0), slots.Options{}),
-		cache: wazero.NewCompilationCache(), caches: map[string]wazero.CompilationCache{}}
+		cache: wazero.NewCompilationCache(), caches: map[string]wazero.CompilationCache{}, started: time.Now()}
+	e.SetClockResolution(DefaultClockResolution)
 	if cacheDir != "" {
 		d, err := codecache.Open(cacheDir)
 		if err != nil {

@@ -9,6 +9,17 @@ import (
 // the decoded abi.Output and its slice headers.
 const outputOverhead = 128
 
+// headerOverhead is what one header of an output costs besides its encoded
+// bytes: the decoded abi.Header (40 bytes) and the kgo.RecordHeader it
+// becomes (40). An empty header encodes in 8 bytes, so counting the bytes
+// alone let 16 MiB of them cost ten times that.
+const headerOverhead = 80
+
+// outputCost is what an output of raw encoded bytes and the given number of
+// headers counts against limits.max_output_bytes: its bytes and what its
+// headers cost once decoded.
+func outputCost(raw, headers int) int { return raw + headers*headerOverhead }
+
 // heldOutputs is the engine's account of the bytes of emitted outputs the
 // host holds: outputs of records still running or waiting on asynchronous
 // operations (recState.outputs), and outputs handed to the caller in a
@@ -58,12 +69,12 @@ func (e *Engine) HeldOutputBytes() (held, max int64) { return e.held.held.Load()
 // acknowledged or dropped.
 func (e *Engine) ReleaseOutputs(n int64) { e.held.release(n) }
 
-// holdOutput counts an output of raw bytes emitted by st against the
-// engine's bound; false means the bound is reached and emit refuses it.
-// Called by emit on the instance's goroutine.
-func (in *Instance) holdOutput(st *recState, raw int) bool {
+// holdOutput counts an output emitted by st, of cost bytes (outputCost),
+// against the engine's bound; false means the bound is reached and emit
+// refuses it. Called by emit on the instance's goroutine.
+func (in *Instance) holdOutput(st *recState, cost int) bool {
 	h := in.m.held
-	n := int64(raw) + outputOverhead
+	n := int64(cost) + outputOverhead
 	if h.take(n) {
 		if h.max.Load() > 0 {
 			st.held += n
@@ -74,7 +85,7 @@ func (in *Instance) holdOutput(st *recState, raw int) bool {
 		h.lastLog.Store(now)
 		held, max := h.held.Load(), h.max.Load()
 		in.m.log.Warn("output refused: the host holds its maximum of emitted outputs (host.max_held_output_bytes); the guest's emit returns a limit error",
-			"held_bytes", held, "max_bytes", max, "output_bytes", raw)
+			"held_bytes", held, "max_bytes", max, "output_bytes", cost)
 	}
 	return false
 }

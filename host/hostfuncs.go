@@ -162,12 +162,15 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(abi.ErrnoTopicDenied)
 		return
 	}
-	if !in.holdOutput(st, len(raw)) { // host.max_held_output_bytes
+	// Headers count what they cost decoded (at most abi.MaxHeaders of them
+	// were decoded to learn it).
+	cost := outputCost(len(raw), len(o.Headers))
+	if st.outBytes+cost > lim.MaxOutputBytes || !in.holdOutput(st, cost) { // host.max_held_output_bytes
 		stack[0] = errno(abi.ErrnoLimit)
 		return
 	}
 	st.outputs = append(st.outputs, o)
-	st.outBytes += len(raw)
+	st.outBytes += cost
 	stack[0] = 0
 }
 

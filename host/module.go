@@ -143,6 +143,7 @@ type Module struct {
 	nextID   atomic.Uint64
 	slots    *slots.Group // its share of the engine's guest-call slots
 	held     *heldOutputs // the engine's account of held outputs
+	clock    guestClock   // the clocks its instances read
 	async    AsyncConfig
 	ops      map[abi.OpKind]Operation
 	asyncOps *atomic.Int64  // the engine's count of operations in flight
@@ -188,7 +189,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 		}
 		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
 	}
-	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name), fromCache: fromDisk}
+	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, clock: e.clock(), asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name), fromCache: fromDisk}
 	if m.async.MaxPerRecord <= 0 {
 		m.async.MaxPerRecord = 16
 	}
@@ -403,8 +404,8 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		WithStartFunctions(abi.ExportInitialize).
 		WithStdout(&in.stderr).
 		WithStderr(&in.stderr).
-		WithSysWalltime().
-		WithSysNanotime().
+		WithWalltime(m.clock.walltime, m.clock.resolution()).
+		WithNanotime(m.clock.nanotime, m.clock.resolution()).
 		WithRandSource(rand.Reader)
 	for _, k := range sortedKeys(m.cfg.Env) {
 		mc = mc.WithEnv(k, m.cfg.Env[k])

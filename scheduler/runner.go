@@ -76,6 +76,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 		return nil, err
 	}
 	r.engine.LimitHeldOutputs(cfg.Host.MaxHeldOutputBytes)
+	r.engine.SetClockResolution(cfg.Host.ClockResolution)
 	tc := cfg.Tracing
 	r.tracer, err = tracing.New(ctx, tracing.Config{Exporter: tc.Exporter, Endpoint: tc.Endpoint, Insecure: tc.Insecure,
 		File: cfg.TracingFile(), SampleRatio: *tc.SampleRatio, ServiceName: tc.ServiceName, Version: Version})

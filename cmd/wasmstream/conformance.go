@@ -48,7 +48,7 @@ Flags:
 	return eachModule(fs.Args(), stderr, func(ctx context.Context, e *host.Engine, path string, b []byte) bool {
 		rep, err := conformance.Run(ctx, e, b, *example)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			printErr(stderr, termsafe.Line(path), err)
 			return false
 		}
 		fmt.Fprintf(stdout, "== %s (%s)\n", termsafe.Line(path), *example)

@@ -62,7 +62,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err := demoToken(&cf, stdout); err != nil {
-		fmt.Fprintf(stderr, "wasmstream demo: %v\n", err)
+		printErr(stderr, "wasmstream demo", err)
 		return 1
 	}
 	h, code := startHost(&cf, stderr)
@@ -100,7 +100,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(outputs...), kgo.ProducerLinger(0))
 	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		printErr(stderr, "wasmstream", err)
 		return 1
 	}
 	var wg sync.WaitGroup

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
@@ -146,7 +147,7 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	}
 	c, err := af.client()
 	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream deploy: %v\n", err)
+		printErr(stderr, "wasmstream deploy", err)
 		return 1
 	}
 	start := time.Now()
@@ -159,7 +160,7 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	case *promote, *abort:
 		what := map[bool]string{true: "promote", false: "abort"}[*promote]
 		if err = c.call("POST", "/v1/pipelines/"+*pipeline+"/canary/"+what, "", nil, &view); err == nil {
-			fmt.Fprintf(stdout, "%s: canary %sed; the pipeline runs %s on every partition\n", *pipeline, strings.TrimSuffix(what, "e"), view.Active)
+			fmt.Fprintf(stdout, "%s: canary %sed; the pipeline runs %s on every partition\n", termsafe.Line(*pipeline), strings.TrimSuffix(what, "e"), termsafe.Line(view.Active))
 			return 0
 		}
 	case *rollback:
@@ -170,7 +171,7 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	default:
 		wasm, rerr := os.ReadFile(fs.Arg(0))
 		if rerr != nil {
-			fmt.Fprintf(stderr, "wasmstream deploy: %v\n", rerr)
+			printErr(stderr, "wasmstream deploy", rerr)
 			return 1
 		}
 		var res admin.UploadResult
@@ -186,21 +187,21 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 		}
 		if err = c.call("POST", "/v1/pipelines/"+*pipeline+"/modules"+q, "application/wasm", bytes.NewReader(wasm), &res); err == nil {
 			if *uploadOnly {
-				fmt.Fprintf(stdout, "uploaded %s (%d bytes) for %s; deploy it with --digest %s\n", res.Digest, res.Size, *pipeline, res.Digest)
+				fmt.Fprintf(stdout, "uploaded %s (%d bytes) for %s; deploy it with --digest %s\n", termsafe.Line(res.Digest), res.Size, termsafe.Line(*pipeline), termsafe.Line(res.Digest))
 				return 0
 			}
 			if res.Canary > 0 {
-				fmt.Fprintf(stdout, "%s: canary %s runs on %d%% of the partitions across the fleet; finish with --promote or --abort\n", *pipeline, res.Digest, res.Canary)
+				fmt.Fprintf(stdout, "%s: canary %s runs on %d%% of the partitions across the fleet; finish with --promote or --abort\n", termsafe.Line(*pipeline), termsafe.Line(res.Digest), res.Canary)
 				return 0
 			}
 			view.Active = res.Digest
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream deploy: %v\n", err)
+		printErr(stderr, "wasmstream deploy", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s now runs %s (switched in %s)\n", *pipeline, view.Active, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "%s now runs %s (switched in %s)\n", termsafe.Line(*pipeline), termsafe.Line(view.Active), time.Since(start).Round(time.Millisecond))
 	if *waitAll {
 		fmt.Fprintf(stdout, "every live host of the group runs it\n")
 	}
@@ -222,32 +223,36 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 	}
 	c, err := af.client()
 	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream processors: %v\n", err)
+		printErr(stderr, "wasmstream processors", err)
 		return 1
 	}
 	var views []admin.PipelineView
 	if err := c.call("GET", "/v1/pipelines", "", nil, &views); err != nil {
-		fmt.Fprintf(stderr, "wasmstream processors: %v\n", err)
+		printErr(stderr, "wasmstream processors", err)
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(termsafe.JSONWriter(stdout))
 		enc.SetIndent("", "  ")
 		enc.Encode(views)
 		return 0
 	}
+	// Everything below comes from the API, and much of it from the fleet's
+	// registry topics, which any host (or anyone who can write to them)
+	// fills: every field is escaped (termsafe).
+	line := termsafe.Line
 	for _, v := range views {
-		fmt.Fprintf(stdout, "%s  runs %s since %s\n", v.Name, short(v.Active), v.Deployed.Local().Format(time.DateTime))
+		fmt.Fprintf(stdout, "%s  runs %s since %s\n", line(v.Name), short(v.Active), v.Deployed.Local().Format(time.DateTime))
 		if f := v.Fleet; f != nil {
 			if f.Canary != nil {
 				fmt.Fprintf(stdout, "  canary: %s on %d%% of the partitions since %s\n", short(f.Canary.Digest), f.Canary.Percent, f.Canary.At.Local().Format(time.DateTime))
 			} else if f.Aborted != "" {
-				fmt.Fprintf(stdout, "  last canary aborted: %s\n", f.Aborted)
+				fmt.Fprintf(stdout, "  last canary aborted: %s\n", line(f.Aborted))
 			}
 			if f.Deployed == "" {
 				fmt.Fprintf(stdout, "  fleet: nothing deployed through the registry (each host runs its config's module)\n")
 			} else {
-				fmt.Fprintf(stdout, "  fleet: deployed %s by %s at %s\n", short(f.Deployed), f.By, f.At.Local().Format(time.DateTime))
+				fmt.Fprintf(stdout, "  fleet: deployed %s by %s at %s\n", short(f.Deployed), line(f.By), f.At.Local().Format(time.DateTime))
 			}
 			hosts := slices.Sorted(maps.Keys(f.Hosts))
 			for _, h := range hosts {
@@ -256,9 +261,9 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 					note = "  (not the deployed version)"
 				}
 				if fl, ok := f.Failed[h]; ok {
-					note += fmt.Sprintf("  cannot run %s: %s", short(fl.Digest), fl.Error)
+					note += fmt.Sprintf("  cannot run %s: %s", short(fl.Digest), line(fl.Error))
 				}
-				fmt.Fprintf(stdout, "    host %-20s runs %s%s\n", h, short(f.Hosts[h]), note)
+				fmt.Fprintf(stdout, "    host %-20s runs %s%s\n", line(h), short(f.Hosts[h]), note)
 			}
 		}
 		for _, m := range v.Versions {
@@ -266,17 +271,19 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 			if m.Digest == v.Active {
 				mark = "*"
 			}
-			fmt.Fprintf(stdout, "  %s %s  %8d bytes  %-6s  added %s\n", mark, m.Digest, m.Size, m.Source, m.Added.Local().Format(time.DateTime))
+			fmt.Fprintf(stdout, "  %s %s  %8d bytes  %-6s  added %s\n", mark, line(m.Digest), m.Size, line(m.Source), m.Added.Local().Format(time.DateTime))
 		}
 	}
 	return 0
 }
 
+// short is a digest's first 12 characters, escaped (it may come from a
+// registry record).
 func short(d string) string {
 	if len(d) > 12 {
-		return d[:12]
+		d = d[:12]
 	}
-	return d
+	return termsafe.Line(d)
 }
 
 // interleave moves flags that follow positional arguments in front of them,

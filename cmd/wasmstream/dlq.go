@@ -95,7 +95,7 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 	}
 	err := runDLQ(sub, &f, positional, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream dlq %s: %v\n", sub, err)
+		printErr(stderr, "wasmstream dlq "+sub, err)
 		return 1
 	}
 	return 0

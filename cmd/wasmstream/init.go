@@ -17,6 +17,8 @@ import (
 	"strings"
 	"text/template"
 	"unicode"
+
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 )
 
 // The project templates of wasmstream init, one directory per language and
@@ -83,7 +85,7 @@ Flags:
 		return 2
 	}
 	if err := initProject(*lang, *sdk, *name, fs.Arg(0), stdout); err != nil {
-		fmt.Fprintf(stderr, "wasmstream init: %v\n", err)
+		printErr(stderr, "wasmstream init", err)
 		return 1
 	}
 	return 0
@@ -170,9 +172,43 @@ func initProject(lang, sdk, name, dir string, stdout io.Writer) error {
 		}
 		names = append(names, n)
 	}
-	fmt.Fprintf(stdout, "created %s: the %s processor %q (%d files)\n", dir, d.LangName, d.Name, len(names))
-	fmt.Fprintf(stdout, "  cd %s && make && make test && make validate    # then: make demo\n", dir)
+	fmt.Fprintf(stdout, "created %s: the %s processor %q (%d files)\n", termsafe.Line(dir), d.LangName, d.Name, len(names))
+	fmt.Fprintf(stdout, "  cd %s && make && make test && make validate    # then: make demo\n", shellQuote(dir))
 	return nil
+}
+
+// shellQuote returns s as one word for a POSIX shell, to be pasted: as is
+// when it holds only characters no shell treats specially, else in single
+// quotes (a quote inside closes them, is escaped and reopens them). A name
+// that begins with "-" gets "./" so that cd does not read it as an option.
+// A name with a character that is not printable (which the terminal would
+// act on) is written with $'...' and \xNN escapes instead (bash, zsh, ksh,
+// POSIX.1-2024 sh): the hint never carries a raw control character.
+func shellQuote(s string) string {
+	if strings.HasPrefix(s, "-") {
+		s = "./" + s
+	}
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	if termsafe.Line(s) == s {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\'', c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c >= 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // renderProject returns the project's files by path.

@@ -127,3 +127,39 @@ func TestInitFindsTheCheckout(t *testing.T) {
 		t.Fatalf("%q %v, want %q", sdk, err, wt.RepoRoot(t))
 	}
 }
+
+// TestInitHintQuotesDir: the "cd DIR" init prints, pasted into a shell,
+// enters DIR however it is named (spaces, ";", quotes, command
+// substitutions, a leading "-", control characters) and runs nothing else;
+// the hint carries no raw control character.
+func TestInitHintQuotesDir(t *testing.T) {
+	parent := t.TempDir()
+	t.Chdir(parent) // DIR is given relative, as a user types it
+	for _, tc := range []struct{ dir, shell string }{
+		{"my proc; touch PWNED", "sh"},
+		{"it's $(touch PWNED) `touch PWNED` \"x\" \\ *", "sh"},
+		{"-rf", "sh"},
+		{"plain-name_1.0", "sh"},
+		{"esc\x1b]0;title\x07 and é", "bash"},
+	} {
+		code, out, errs := runCLI(t, "init", "--lang", "c", "--name", "proc", "--", tc.dir)
+		if code != 0 {
+			t.Fatalf("init %q: code %d\n%s\n%s", tc.dir, code, out, errs)
+		}
+		assertPrintable(t, "init "+tc.dir, out+errs)
+		_, hint, ok := strings.Cut(out, "\n  ")
+		cd, _, ok2 := strings.Cut(hint, " && make")
+		if !ok || !ok2 || !strings.HasPrefix(cd, "cd ") {
+			t.Fatalf("init %q: no cd hint in %q", tc.dir, out)
+		}
+		cmd := exec.Command(tc.shell, "-c", cd+" && pwd")
+		cmd.Dir = parent
+		got, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(got)) != filepath.Join(parent, tc.dir) {
+			t.Errorf("%s -c %q: %v, in %q; want %q", tc.shell, cd, err, strings.TrimSpace(string(got)), filepath.Join(parent, tc.dir))
+		}
+		if _, err := os.Stat(filepath.Join(parent, "PWNED")); err == nil {
+			t.Fatalf("%s -c %q ran a command of the directory's name", tc.shell, cd)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler"
 )
 
@@ -101,4 +102,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wasmstream: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
+}
+
+// printErr prints err after prefix on w, escaped for the terminal
+// (termsafe): an error may quote a module's import or export names, a
+// record's fields, a broker's or another host's text. Every command prints
+// text that did not come from its own code through termsafe.
+func printErr(w io.Writer, prefix string, err error) {
+	fmt.Fprintf(w, "%s: %s\n", prefix, termsafe.Text(err.Error(), "  "))
 }

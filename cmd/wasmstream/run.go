@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/assembly"
 	"github.com/wasmstream/wasmstream/scheduler/config"
@@ -49,8 +50,14 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	_ = lv.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		// The JSON handler escapes C0 controls but writes C1 controls and
+		// bidirectional overrides raw, and a guest's log message or an
+		// error quoting a module's names may hold them: termsafe.JSON
+		// writes them as \u escapes, the same JSON value.
+		return slog.New(slog.NewJSONHandler(termsafe.JSONWriter(w), opts))
 	}
+	// The text handler quotes any value with a character that is not
+	// printable (strconv.Quote): nothing reaches the terminal raw.
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
@@ -180,7 +187,7 @@ type hostProc struct {
 func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
 	cfg, err := cf.load()
 	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		printErr(stderr, "wasmstream", err)
 		return nil, 1
 	}
 	log := newLogger(cfg, stderr)
@@ -188,7 +195,7 @@ func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
 	host, err := assembly.Start(ctx, cfg, log)
 	if err != nil {
 		stop()
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		printErr(stderr, "wasmstream", err)
 		return nil, 1
 	}
 	return &hostProc{cfg: cfg, log: log, ctx: ctx, stop: stop, host: host, r: host.Runner()}, 0

@@ -132,7 +132,7 @@ func cmdTrace(args []string, stdout, stderr io.Writer) int {
 		if path == "" {
 			cfg, err := config.Load(*cfgPath, os.Environ(), nil)
 			if err != nil {
-				fmt.Fprintf(stderr, "wasmstream trace: no --file given and %s does not say: %v\n", *cfgPath, err)
+				printErr(stderr, "wasmstream trace: no --file given and "+termsafe.Line(*cfgPath)+" does not say", err)
 				return 2
 			}
 			if cfg.Tracing.Exporter != "jsonl" {
@@ -143,7 +143,7 @@ func cmdTrace(args []string, stdout, stderr io.Writer) int {
 		}
 		f, err := os.Open(path)
 		if err != nil {
-			fmt.Fprintf(stderr, "wasmstream trace: %v\n", err)
+			printErr(stderr, "wasmstream trace", err)
 			return 1
 		}
 		var skipped int

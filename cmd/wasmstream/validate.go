@@ -42,11 +42,11 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		start := time.Now()
 		m, err := e.Load(ctx, b, host.ModuleConfig{Name: path, Limits: host.Limits{MemoryPages: uint32(*pages), TableElements: uint32(*tables)}})
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %s\n", termsafe.Line(path), termsafe.Text(err.Error(), "  "))
+			printErr(stderr, termsafe.Line(path), err)
 			return false
 		}
 		info := m.Info()
-		fmt.Fprintf(stdout, "%s: ok\n  ABI version: %d\n  sha256: %s\n  size: %d bytes\n  memory: min %d pages", path, info.ABIVersion, info.Digest, info.Size, info.MemoryMin)
+		fmt.Fprintf(stdout, "%s: ok\n  ABI version: %d\n  sha256: %s\n  size: %d bytes\n  memory: min %d pages", termsafe.Line(path), info.ABIVersion, info.Digest, info.Size, info.MemoryMin)
 		if info.MemoryMax > 0 {
 			fmt.Fprintf(stdout, ", max %d pages", info.MemoryMax)
 		}
@@ -76,7 +76,7 @@ func eachModule(paths []string, stderr io.Writer, check func(ctx context.Context
 	ctx := context.Background()
 	e, err := host.NewEngine("", nil)
 	if err != nil {
-		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
+		printErr(stderr, "wasmstream", err)
 		return 1
 	}
 	defer e.Close(ctx)
@@ -84,7 +84,7 @@ func eachModule(paths []string, stderr io.Writer, check func(ctx context.Context
 	for _, path := range paths {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			printErr(stderr, termsafe.Line(path), err)
 			rc = 1
 			continue
 		}

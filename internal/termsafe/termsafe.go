@@ -10,14 +10,16 @@
 // invisible format characters (bidirectional marks and overrides, line and
 // paragraph separators, zero-width characters) as \u009b, and bytes that are
 // not valid UTF-8 as \x9b. Printable text, including non-ASCII letters, is
-// kept. The wasmstream CLI (`dlq`, `trace`) prints every such field through
-// Line or Text.
+// kept. The wasmstream CLI prints every such field through Line or Text,
+// and JSON it prints (`processors --json`, JSON logs) through JSON.
 package termsafe
 
 import (
+	"io"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -62,6 +64,51 @@ func escape(s, indent string, multi bool) string {
 		i += n
 	}
 	return b.String()
+}
+
+// JSON returns the JSON text b with every character a terminal would act
+// on that encoding/json writes raw (DEL, C1 controls, bidirectional
+// overrides and other format characters) written as a \u escape instead:
+// the same JSON value, safe to print. Such characters can only be inside
+// strings, where JSON allows any character escaped. b must be valid UTF-8
+// (encoding/json's output is: it writes U+FFFD for invalid bytes).
+func JSON(b []byte) []byte {
+	i := 0
+	for i < len(b) && b[i] < 0x7f {
+		i++
+	}
+	if i == len(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	out = append(out, b[:i]...)
+	for i < len(b) {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == 0x7f || (r >= 0x80 && unsafeRune(r)) {
+			for _, u := range utf16.AppendRune(nil, r) {
+				out = append(out, `\u`...)
+				out = append(out, hex2(byte(u>>8))...)
+				out = append(out, hex2(byte(u))...)
+			}
+		} else {
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	return out
+}
+
+// JSONWriter writes what it is given through JSON: for writers of whole
+// JSON documents or lines per Write (slog's JSON handler, json.Encoder).
+func JSONWriter(w io.Writer) io.Writer { return jsonWriter{w} }
+
+type jsonWriter struct{ w io.Writer }
+
+func (j jsonWriter) Write(b []byte) (int, error) {
+	if _, err := j.w.Write(JSON(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // safe reports whether s is printable ASCII only (the common case: no copy).

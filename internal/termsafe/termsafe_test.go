@@ -1,6 +1,7 @@
 package termsafe
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -35,11 +36,24 @@ func TestText(t *testing.T) {
 }
 
 // FuzzLine: the output of Line is valid UTF-8 without a control or format
-// character, and Text's has no control but its newlines and tabs.
+// character, and Text's has no control but its newlines and tabs; JSON of
+// a string's encoding decodes to the same string and holds none either.
 func FuzzLine(f *testing.F) {
 	f.Add(Hostile)
 	f.Add("a\r\nb\u202e\xc3")
 	f.Fuzz(func(t *testing.T, s string) {
+		// JSON: the same value, nothing a terminal acts on.
+		b, _ := json.Marshal(s)
+		var want, got string
+		json.Unmarshal(b, &want)
+		if err := json.Unmarshal(JSON(b), &got); err != nil || got != want {
+			t.Fatalf("JSON(%s) = %s: decodes to %q, %v; want %q", b, JSON(b), got, err, want)
+		}
+		for _, r := range string(JSON(b)) {
+			if r == 0x7f || unsafeRune(r) {
+				t.Fatalf("%U left in %s", r, JSON(b))
+			}
+		}
 		for _, out := range []string{Line(s), strings.NewReplacer("\n", "", "\t", "").Replace(Text(s, "  "))} {
 			if !utf8.ValidString(out) {
 				t.Fatalf("invalid UTF-8 in %q", out)
@@ -51,4 +65,17 @@ func FuzzLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestJSON(t *testing.T) {
+	in := "a\x1b\u009b\u202e\x7f\U000e0001 é"
+	b, _ := json.Marshal(map[string]string{"k": in})
+	out := string(JSON(b))
+	if want := `{"k":"a\u001b\u009b\u202e\u007f\udb40\udc01 é"}`; out != want {
+		t.Fatalf("JSON = %s, want %s", out, want)
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(out), &m); err != nil || m["k"] != in {
+		t.Fatalf("decodes to %q, %v", m["k"], err)
+	}
 }

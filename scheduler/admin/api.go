@@ -3,8 +3,6 @@ package admin
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,7 +50,7 @@ func NewAPI(token string, store *Store, d Deployer, maxBytes int64, log *slog.Lo
 	if err := CheckToken(token, "admin"); err != nil {
 		return nil, err
 	}
-	return &API{token: sha256.Sum256([]byte(token)), store: store, d: d, maxBytes: maxBytes, log: log, refusals: newRefusalLog(log)}, nil
+	return &API{token: TokenSum(token), store: store, d: d, maxBytes: maxBytes, log: log, refusals: newRefusalLog(log)}, nil
 }
 
 // RegisterMetrics registers the API's instruments on meter:
@@ -96,8 +94,7 @@ func (a *API) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Get("Authorization")
 		tok, ok := strings.CutPrefix(h, "Bearer ")
-		sum := sha256.Sum256([]byte(tok))
-		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
+		if !ok || !TokenMatches(tok, a.token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="wasmstream"`)
 			fail(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			a.refusals.refused(r.Method, r.URL.Path, r.RemoteAddr)

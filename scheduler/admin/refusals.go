@@ -24,6 +24,7 @@ const (
 // concurrent use.
 type refusalLog struct {
 	log      *slog.Logger
+	what     string // names the endpoint in the lines: "admin"
 	burst    int
 	interval time.Duration
 	total    atomic.Int64 // every refused request (the metric)
@@ -36,8 +37,26 @@ type refusalLog struct {
 }
 
 func newRefusalLog(log *slog.Logger) *refusalLog {
-	return &refusalLog{log: log, burst: refusalBurst, interval: refusalInterval}
+	return &refusalLog{log: log, what: "admin", burst: refusalBurst, interval: refusalInterval}
 }
+
+// RefusalLog logs another endpoint's refused requests the way the admin
+// API's are logged (the dashboard's): a burst of lines an interval, then
+// one summary line with the count. Safe for concurrent use.
+type RefusalLog struct{ l *refusalLog }
+
+// NewRefusalLog returns a RefusalLog whose lines begin with what.
+func NewRefusalLog(log *slog.Logger, what string) *RefusalLog {
+	l := newRefusalLog(log)
+	l.what = what
+	return &RefusalLog{l}
+}
+
+// Refused records one refused request.
+func (r *RefusalLog) Refused(method, path, remote string) { r.l.refused(method, path, remote) }
+
+// Total is every request refused so far.
+func (r *RefusalLog) Total() int64 { return r.l.total.Load() }
 
 // refused records one refused request.
 func (l *refusalLog) refused(method, path, remote string) {
@@ -53,7 +72,7 @@ func (l *refusalLog) refused(method, path, remote string) {
 		if len(path) > maxLoggedPathLen {
 			path = path[:maxLoggedPathLen] + "..."
 		}
-		l.log.Warn("admin: unauthorized request", "method", clip(method), "path", path, "remote", remote)
+		l.log.Warn(l.what+": unauthorized request", "method", clip(method), "path", path, "remote", remote)
 		return
 	}
 	l.suppressed++
@@ -70,7 +89,7 @@ func (l *refusalLog) summary() {
 	l.suppressed, l.timer = 0, nil
 	l.mu.Unlock()
 	if n > 0 {
-		l.log.Warn("admin: more unauthorized requests refused (not logged one by one)", "count", n, "interval", l.interval)
+		l.log.Warn(l.what+": more unauthorized requests refused (not logged one by one)", "count", n, "interval", l.interval)
 	}
 }
 

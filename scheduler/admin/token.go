@@ -2,6 +2,8 @@ package admin
 
 import (
 	cryptorand "crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +17,18 @@ import (
 // shorter one could be guessed by a client that may try as often as it likes
 // (refused requests cost it nothing but a log line).
 const MinTokenBytes = 16
+
+// TokenSum is what a token is kept as and compared by: its SHA-256.
+func TokenSum(token string) [32]byte { return sha256.Sum256([]byte(token)) }
+
+// TokenMatches reports whether given is the token whose TokenSum is sum.
+// Both sides are hashed, so the constant-time comparison takes as long
+// whatever the lengths: it leaks neither the token's length nor how much
+// of it a guess got right.
+func TokenMatches(given string, sum [32]byte) bool {
+	g := TokenSum(given)
+	return subtle.ConstantTimeCompare(g[:], sum[:]) == 1
+}
 
 // maxTokenFileBytes bounds what ReadTokenFile reads.
 const maxTokenFileBytes = 4096

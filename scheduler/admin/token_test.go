@@ -91,3 +91,16 @@ func TestCreateTokenFile(t *testing.T) {
 		t.Fatal("an existing token file was overwritten")
 	}
 }
+
+// TestTokenMatches: only the token itself matches; a prefix, an extension
+// or an empty guess do not (both sides are hashed before the
+// constant-time comparison, so its time says nothing of the length).
+func TestTokenMatches(t *testing.T) {
+	const tok = "tok-0123456789abcdef"
+	sum := TokenSum(tok)
+	for guess, want := range map[string]bool{tok: true, "": false, tok[:10]: false, tok + "x": false, "Tok-0123456789abcdef": false} {
+		if got := TokenMatches(guess, sum); got != want {
+			t.Errorf("TokenMatches(%q) = %v", guess, got)
+		}
+	}
+}

@@ -89,6 +89,9 @@ func (h *Host) startOps(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := h.dash.RegisterMetrics(meter); err != nil {
+			return err
+		}
 		h.metricsSrv, err = admin.Listen("metrics.listen", cfg.Metrics.Listen, dh, h.log)
 		if err != nil {
 			return err

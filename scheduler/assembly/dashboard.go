@@ -12,7 +12,7 @@ import (
 // the admin API off it refuses every request.
 func (h *Host) dashboardHandler(next http.Handler) (http.Handler, error) {
 	cfg := h.cfg
-	dc := dashboard.Config{Source: h.r, Open: dashboard.OpenOn(cfg.Metrics.Listen), Log: h.log}
+	dc := dashboard.Config{Source: h.r, Open: dashboard.OpenOn(cfg.Metrics.Listen), Hosts: cfg.Metrics.DashboardHosts, Log: h.log}
 	if !dc.Open && *cfg.Admin.Enabled {
 		tok, err := AdminToken(cfg)
 		if err != nil {
@@ -31,6 +31,14 @@ func (h *Host) dashboardHandler(next http.Handler) (http.Handler, error) {
 		h.log.Warn("the dashboard refuses every request: metrics.listen is not a loopback address and the admin API (whose token it asks for) is off")
 	}
 	return h.dash.Handler(next), nil
+}
+
+// AdminURL is the admin API's address ("" with the API off).
+func (h *Host) AdminURL() string {
+	if h.adminSrv == nil {
+		return ""
+	}
+	return "http://" + h.adminSrv.Addr
 }
 
 // DashboardURL is the live dashboard's address ("" without metrics).

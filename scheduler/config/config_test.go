@@ -93,6 +93,9 @@ func TestProblemsNameTheirKeys(t *testing.T) {
 		{"duplicate pipelines", good + strings.Join(strings.Split(good, "\n")[5:], "\n"), nil, nil, []string{`pipelines[1].name: "uppercase" is also the name of pipelines[0]`}},
 		{"log", good + "log:\n  level: loud\n", nil, nil, []string{`log.level: "loud"`}},
 		{"fetch wait", good, nil, []string{"kafka.fetch_max_wait=1m"}, []string{"kafka.fetch_max_wait: 1m0s: want 1ms to 30s"}},
+		{"dashboard hosts", good, nil, []string{"metrics.dashboard_hosts=dash.internal,http://x,a b"}, []string{`metrics.dashboard_hosts[1]: "http://x": want a host name`, `metrics.dashboard_hosts[2]: "a b"`}},
+		{"clock too coarse", good, nil, []string{"host.clock_resolution=2s"}, []string{"host.clock_resolution: 2s: want 1ns to 1s"}},
+		{"clock negative", good, nil, []string{"host.clock_resolution=-1ms"}, []string{"host.clock_resolution: -1ms: want 1ns to 1s"}},
 		{"partition order with a pool", strings.Replace(good, "limits:", "instances: {max: 4}\n    limits:", 1), nil, nil, []string{"pipelines[0].instances.max: 4 with ordering: partition: strict partition order runs one record at a time"}},
 		{"pool bounds", strings.Replace(good, "limits:", "ordering: sideways\n    instances: {min: 3, max: 2}\n    limits:", 1), nil, nil, []string{`pipelines[0].ordering: "sideways"`, "pipelines[0].instances.max: 2 is below instances.min (3)"}},
 		{"async", strings.Replace(good, "limits:", "async:\n      max_in_flight: -1\n      http: {allow_hosts: ['http://x.internal/path', '*', 'a.*.b', ''], timeout: 0s, max_response_bytes: -5}\n    env: {'A=B': x}\n    limits:", 1), nil, []string{"host.max_async_in_flight=-1"}, []string{

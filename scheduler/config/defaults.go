@@ -16,6 +16,8 @@ import (
 // host.DefaultHTTP), taken from there. config.yaml at the repository root
 // repeats every default in its comments; TestReferenceConfigStatesDefaults
 // fails when the two differ. cmd/wasmstream's flags refer to these too.
+// host.clock_resolution is the engine's own default too
+// (host.DefaultClockResolution).
 
 // DefaultFile is the config file the commands read unless told otherwise.
 const DefaultFile = "config.yaml"
@@ -91,6 +93,7 @@ func Defaults() Config {
 			MaxInFlight:        200000,
 			MaxAsyncInFlight:   10000,
 			MaxHeldOutputBytes: 256 << 20,
+			ClockResolution:    host.DefaultClockResolution,
 		},
 		Shutdown: Shutdown{DrainTimeout: 10 * time.Second},
 		Status:   Status{Interval: 10 * time.Second},

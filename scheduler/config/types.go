@@ -332,6 +332,12 @@ type Metrics struct {
 	// OTLP pushes the same metrics to an OTLP/HTTP receiver (a collector)
 	// when its endpoint is set; credentials from OTEL_EXPORTER_OTLP_HEADERS.
 	OTLP MetricsOTLP `koanf:"otlp"`
+	// DashboardHosts are the names, besides localhost and loopback
+	// addresses, under which a browser may open the dashboard of a
+	// loopback listener: a request naming any other host is refused, so
+	// that a page of another site made to resolve to 127.0.0.1 (DNS
+	// rebinding) cannot read it.
+	DashboardHosts []string `koanf:"dashboard_hosts"`
 }
 
 // MetricsOTLP configures pushing metrics over OTLP/HTTP.
@@ -461,6 +467,10 @@ type Host struct {
 	// restarts, different between hosts (exactly_once transactional ids are
 	// derived from it). The default is the machine's hostname.
 	ID string `koanf:"id"`
+	// ClockResolution is the resolution of the clocks guests read (the wall
+	// clock and the monotonic clock): a coarse clock is a poor instrument
+	// for timing side channels (host/clock.go).
+	ClockResolution time.Duration `koanf:"clock_resolution"`
 }
 
 // GroupID is the consumer group of the pipeline: its own group key, or

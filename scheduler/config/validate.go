@@ -401,6 +401,9 @@ func (c *Config) checkHost(add addFunc) {
 	if h.MaxAsyncInFlight < 1 {
 		add("host.max_async_in_flight", "%d: want at least 1", h.MaxAsyncInFlight)
 	}
+	if h.ClockResolution < time.Nanosecond || h.ClockResolution > host.MaxClockResolution {
+		add("host.clock_resolution", "%s: want 1ns to %s", h.ClockResolution, host.MaxClockResolution)
+	}
 	for i, p := range c.Pipelines {
 		// Half the bound is where records stop starting: one started just
 		// below it must still be able to emit its maximum.
@@ -443,7 +446,14 @@ func (c *Config) checkMetrics(add addFunc) {
 	if m.OTLP.Interval < time.Second {
 		add("metrics.otlp.interval", "%s: want at least 1s", m.OTLP.Interval)
 	}
+	for i, h := range m.DashboardHosts {
+		if !hostNameRE.MatchString(h) && net.ParseIP(h) == nil {
+			add(fmt.Sprintf("metrics.dashboard_hosts[%d]", i), "%q: want a host name or IP address, without scheme or port", h)
+		}
+	}
 }
+
+var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
 
 // checkAdmin checks the admin section, only when the API is on.
 func (c *Config) checkAdmin(add addFunc) {

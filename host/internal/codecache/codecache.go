@@ -23,6 +23,12 @@
 //
 // The cache is bounded: Open removes the modules least recently used past
 // MaxBytes and any unused for MaxAge.
+//
+// What it does not stop: a process of the host's own user that writes an
+// entry after Module checked the directory and before wazero reads it
+// (wazero opens entries by path), which Seal then vouches for. Such a
+// process is inside the host's trust anyway (RATIONALE.md, "Rebalances and
+// shutdown", on the compile cache).
 package codecache
 
 import (

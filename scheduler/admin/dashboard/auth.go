@@ -2,20 +2,31 @@ package dashboard
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
+	"encoding/base64"
+	"encoding/binary"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/wasmstream/wasmstream/scheduler/admin"
 )
 
 // Access to the dashboard (RATIONALE.md, "The dashboard"): a listener on a
 // loopback address serves it to anyone who can connect (the machine's own
-// users, as /metrics); on any other address every request needs the admin
-// token, as an Authorization: Bearer header or as the session cookie that
-// POST /dashboard/login sets for a browser. The cookie holds an HMAC of
-// the token, never the token; EventSource sends it (it cannot set headers).
+// users, as /metrics), but only under a name that is the machine's own
+// (localhost, a loopback address, or one in Config.Hosts): a page of
+// another site whose name was made to resolve to 127.0.0.1 (DNS
+// rebinding) is refused. On any other address every request needs the
+// admin token, as an Authorization: Bearer header or as the session cookie
+// that POST /dashboard/login sets for a browser (EventSource cannot set
+// headers). The cookie holds a session — a random id and an expiry, signed
+// with a key this process drew at random — never the token nor anything
+// derived from it alone. Login attempts are throttled per client and in
+// all (throttle.go) and checked to come from the dashboard's own page.
 
 // OpenOn reports whether a listener on listen (host:port) serves the
 // dashboard without a token: a loopback IP or "localhost". An empty host
@@ -25,57 +36,169 @@ func OpenOn(listen string) bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
+	return loopbackName(host)
+}
+
+// loopbackName reports whether host (no port) names this machine's
+// loopback interface: "localhost" or a loopback IP.
+func loopbackName(host string) bool {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	ip := net.ParseIP(host)
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 	return ip != nil && ip.IsLoopback()
 }
 
-const cookieName = "wasmstream_dashboard"
-
-// sessionValue is what the cookie holds for token.
-func sessionValue(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("wasmstream dashboard session v1"))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// authorized reports whether r may read the dashboard.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.Open {
+// hostAllowed reports whether a request to an open (loopback) dashboard
+// names it by a name of this machine: the Host header's name (any port:
+// an ssh tunnel forwards another) is localhost, a loopback address or one
+// of cfg.Hosts.
+func (s *Server) hostAllowed(r *http.Request) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if loopbackName(host) {
 		return true
 	}
-	if s.cfg.Token == "" {
-		return false
-	}
-	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		return subtle.ConstantTimeCompare([]byte(strings.TrimPrefix(h, "Bearer ")), []byte(s.cfg.Token)) == 1
-	}
-	if c, err := r.Cookie(cookieName); err == nil {
-		return subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.session)) == 1
+	for _, h := range s.cfg.Hosts {
+		if strings.EqualFold(host, h) {
+			return true
+		}
 	}
 	return false
 }
 
+const (
+	cookieName = "wasmstream_dashboard"
+	// DefaultSessionTTL is how long a login lasts.
+	DefaultSessionTTL = 12 * time.Hour
+	sessionIDBytes    = 16
+	// sessionBytes: id, expiry (Unix seconds), HMAC-SHA256 of both.
+	sessionBytes = sessionIDBytes + 8 + sha256.Size
+)
+
+// sessions mints and checks session cookie values. The key is drawn at
+// random when the server starts: a restart ends every session (the page
+// asks for the token again), and no value can be computed from the token.
+type sessions struct {
+	key [32]byte
+	ttl time.Duration
+}
+
+func newSessions(ttl time.Duration) *sessions {
+	s := &sessions{ttl: ttl}
+	rand.Read(s.key[:]) // never fails (crypto/rand)
+	return s
+}
+
+func (ss *sessions) mac(idAndExpiry []byte) []byte {
+	m := hmac.New(sha256.New, ss.key[:])
+	m.Write([]byte("wasmstream dashboard session v2\x00"))
+	m.Write(idAndExpiry)
+	return m.Sum(nil)
+}
+
+// mint returns a new session's cookie value, valid until now + ttl.
+func (ss *sessions) mint(now time.Time) string {
+	b := make([]byte, sessionIDBytes+8, sessionBytes)
+	rand.Read(b[:sessionIDBytes])
+	binary.BigEndian.PutUint64(b[sessionIDBytes:], uint64(now.Add(ss.ttl).Unix()))
+	return base64.RawURLEncoding.EncodeToString(append(b, ss.mac(b)...))
+}
+
+// check returns the session's id if v is a value mint made and it has not
+// expired.
+func (ss *sessions) check(v string, now time.Time) (id string, ok bool) {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(b) != sessionBytes {
+		return "", false
+	}
+	body, sum := b[:sessionIDBytes+8], b[sessionIDBytes+8:]
+	if !hmac.Equal(sum, ss.mac(body)) {
+		return "", false
+	}
+	if now.Unix() >= int64(binary.BigEndian.Uint64(body[sessionIDBytes:])) {
+		return "", false
+	}
+	return base64.RawURLEncoding.EncodeToString(body[:sessionIDBytes]), true
+}
+
+// authorized reports whether r may read the dashboard, and who asks: the
+// client its event streams are counted under (hub.go). A session is its
+// own client; a bearer or an open listener's client is its address.
+func (s *Server) authorized(r *http.Request) (client string, ok bool) {
+	ip := remoteIP(r)
+	if s.cfg.Open {
+		return "open " + ip, true
+	}
+	if s.cfg.Token == "" {
+		return "", false
+	}
+	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+		return "bearer " + ip, admin.TokenMatches(strings.TrimPrefix(h, "Bearer "), s.token)
+	}
+	if c, err := r.Cookie(cookieName); err == nil {
+		if id, ok := s.sessions.check(c.Value, time.Now()); ok {
+			return "session " + id, true
+		}
+	}
+	return "", false
+}
+
+// remoteIP is the address of r's client without its port.
+func remoteIP(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
 // login checks the token posted by the login form and sets the session
-// cookie.
+// cookie. A post from another site's page (Origin, Sec-Fetch-Site) is
+// refused before the token is looked at; so is a client over its share of
+// attempts (throttle.go), with the time to wait.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Open {
 		http.Redirect(w, r, "/dashboard", http.StatusSeeOther)
 		return
 	}
+	if err := s.origin.Check(r); err != nil {
+		s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
+		http.Error(w, "the login form must be posted from the dashboard's own page", http.StatusForbidden)
+		return
+	}
+	now := time.Now()
+	ip := remoteIP(r)
+	if wait, ok := s.throttle.allow(ip, now); !ok {
+		s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusTooManyRequests)
+		w.Write(loginPage("Too many attempts: wait " + wait.Round(time.Second).String() + " before trying again."))
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	tok := r.PostFormValue("token")
-	if s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
-		s.refused(r)
+	if s.cfg.Token == "" || !admin.TokenMatches(r.PostFormValue("token"), s.token) {
+		s.throttle.failed(ip, now)
+		s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
 		w.Write(loginPage("That is not the admin token."))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.session, Path: "/dashboard", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	s.throttle.succeeded(ip)
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.sessions.mint(now), Path: "/dashboard",
+		MaxAge: int(s.sessions.ttl / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
 	http.Redirect(w, r, "/dashboard", http.StatusSeeOther)
+}
+
+// overTLS reports whether the browser reached the dashboard over TLS: its
+// own (a listener with TLS) or a proxy's that says so. The cookie is then
+// Secure: the browser never sends it over plain HTTP. (A client that
+// claims TLS falsely only keeps its own cookie from being sent.)
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 func loginPage(msg string) []byte {

@@ -15,6 +15,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"io/fs"
 	"log/slog"
@@ -24,6 +25,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
@@ -47,10 +50,17 @@ type Deploys interface {
 type Config struct {
 	Source Source
 	// Open serves the dashboard without a token (a loopback listener,
-	// OpenOn); otherwise every request needs Token, the admin token, and
-	// with no Token every request is refused.
+	// OpenOn), to requests that name it localhost, a loopback address or
+	// one of Hosts (metrics.dashboard_hosts); otherwise every request needs
+	// Token, the admin token, and with no Token every request is refused.
 	Open  bool
 	Token string
+	Hosts []string
+	// SessionTTL is how long a login lasts (default DefaultSessionTTL).
+	SessionTTL time.Duration
+	// StreamMaxAge ends an event stream after this long (default
+	// DefaultStreamMaxAge); the page's EventSource opens another at once.
+	StreamMaxAge time.Duration
 	// TraceFile is tracing.file when tracing.exporter is jsonl: a record's
 	// path is read there first.
 	TraceFile  string
@@ -64,13 +74,16 @@ type Config struct {
 // the hub's, the trace-file semaphore) are leaves: none is held while
 // another is taken.
 type Server struct {
-	cfg     Config
-	session string // the cookie value for cfg.Token
-	ring    *ring
-	hub     *hub
-	deploys atomic.Pointer[Deploys]
-	traces  chan struct{} // one trace-file read at a time
-	refusal atomic.Int64  // refused requests logged (the first few only)
+	cfg      Config
+	token    [32]byte // admin.TokenSum(cfg.Token)
+	sessions *sessions
+	throttle *throttle
+	origin   *http.CrossOriginProtection // the login form is posted from the dashboard's own page
+	refusals *admin.RefusalLog
+	ring     *ring
+	hub      *hub
+	deploys  atomic.Pointer[Deploys]
+	traces   chan struct{} // one trace-file read at a time
 
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -91,10 +104,15 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), stop: make(chan struct{})}
-	if cfg.Token != "" {
-		s.session = sessionValue(cfg.Token)
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
 	}
+	if cfg.StreamMaxAge <= 0 {
+		cfg.StreamMaxAge = DefaultStreamMaxAge
+	}
+	s := &Server{cfg: cfg, token: admin.TokenSum(cfg.Token), sessions: newSessions(cfg.SessionTTL), throttle: newThrottle(),
+		origin: http.NewCrossOriginProtection(), refusals: admin.NewRefusalLog(cfg.Log, "dashboard"),
+		ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.wg.Add(1)
 	go s.run()
 	return s
@@ -147,7 +165,7 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 }
 
 // guard applies the access rule and the headers every dashboard response
-// carries.
+// carries; the handler finds who asks in the request's context (clientOf).
 func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
@@ -155,8 +173,14 @@ func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Cache-Control", "no-store")
 		hd.Set("Referrer-Policy", "no-referrer")
-		if !s.authorized(r) {
-			s.refused(r)
+		if s.cfg.Open && !s.hostAllowed(r) {
+			s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
+			http.Error(w, "the dashboard on a loopback address answers to localhost, a loopback address or a name in metrics.dashboard_hosts", http.StatusForbidden)
+			return
+		}
+		who, ok := s.authorized(r)
+		if !ok {
+			s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
 			if r.URL.Path == "/dashboard" && s.cfg.Token != "" {
 				hd.Set("Content-Type", "text/html; charset=utf-8")
 				w.WriteHeader(http.StatusUnauthorized)
@@ -166,26 +190,48 @@ func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
 			http.Error(w, "the dashboard on this address needs the admin token", http.StatusUnauthorized)
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, who)))
 	}
 }
 
-// refused logs the first refused requests (never what they sent).
-func (s *Server) refused(r *http.Request) {
-	if s.refusal.Add(1) <= 5 {
-		s.cfg.Log.Warn("dashboard: request refused without the admin token", "remote", r.RemoteAddr, "path", r.URL.Path)
-	}
+type clientKey struct{}
+
+// clientOf is who asks (Server.authorized), as guard put it in r.
+func clientOf(r *http.Request) string { s, _ := r.Context().Value(clientKey{}).(string); return s }
+
+// RefusedRequests is every request refused so far: without the token, a
+// wrong or throttled login, a loopback dashboard asked for under another
+// name. The first few of each minute are logged, the rest counted in one
+// line a minute.
+func (s *Server) RefusedRequests() int64 { return s.refusals.Total() }
+
+// RegisterMetrics exports RefusedRequests as wasmstream.dashboard.refused.
+func (s *Server) RegisterMetrics(meter metric.Meter) error {
+	_, err := meter.Int64ObservableCounter("wasmstream.dashboard.refused", metric.WithUnit("{request}"),
+		metric.WithDescription("dashboard requests refused: without the admin token, a wrong, throttled or cross-site login, a loopback dashboard asked for under another name"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(s.refusals.Total())
+			return nil
+		}))
+	return err
 }
+
+// DefaultStreamMaxAge is how long an event stream lasts before the page
+// opens another.
+const DefaultStreamMaxAge = 5 * time.Minute
 
 // events streams frames as server-sent events until the page leaves, it
-// falls behind, or the server closes.
+// falls behind, another stream takes its place (hub.go), it is
+// StreamMaxAge old, or the server closes.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	c, last, ok := s.hub.join()
+	c, last, ok := s.hub.join(clientOf(r))
 	if !ok {
-		http.Error(w, "too many dashboard pages are open", http.StatusServiceUnavailable)
+		http.Error(w, "the dashboard is closing", http.StatusServiceUnavailable)
 		return
 	}
 	defer s.hub.leave(c)
+	age := time.NewTimer(s.cfg.StreamMaxAge)
+	defer age.Stop()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
@@ -210,6 +256,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-r.Context().Done():
+			return
+		case <-age.C:
 			return
 		case b, ok := <-c.ch:
 			if !ok || !send(b) {
