@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
@@ -146,7 +147,7 @@ func (r *Runner) countRecords(ctx context.Context, spans map[string]map[int32][2
 			at[t][p], next[t][p] = kgo.NewOffset().At(span[0]), span[0]
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ClientID(r.cfg.Kafka.ClientID),
+	cl, err := kafkaconn.NewClient(r.cfg.Kafka, r.brokers,
 		kgo.ConsumePartitions(at), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		return err
