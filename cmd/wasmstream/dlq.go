@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,6 +130,9 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 	cfg, err := f.load()
 	if err != nil {
 		return err
+	}
+	for _, w := range kafkaconn.Warnings(cfg.Kafka) {
+		fmt.Fprintf(os.Stderr, "wasmstream dlq: warning: %s\n", w)
 	}
 	if cfg.IsEmbedded() {
 		return errors.New("the config's broker is embedded: it runs inside `wasmstream run`/`demo`; pass --brokers with the address it printed")
@@ -259,7 +263,7 @@ func readAll(ctx context.Context, k config.Kafka, topic string) ([]*kgo.Record, 
 	adm := kadm.NewClient(cl)
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("topic %s: %w", topic, err)
+		return nil, fmt.Errorf("topic %s: %w", topic, kafkaconn.Explain(k, err))
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
