@@ -1,0 +1,145 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// appACL is one of the least-privilege ACLs README.md lists ("ACLs the host
+// needs"), for the principal User:app of the secure broker.
+type appACL struct {
+	name string
+	b    *kadm.ACLBuilder
+}
+
+// appACLs are README.md's kafka-acls commands for an application of group
+// g whose pipelines read inputs and write outputs (dead-letter topics
+// included).
+func appACLs(g string, inputs, outputs []string) []appACL {
+	p := "User:app"
+	prefixed := kadm.ACLPatternPrefixed
+	return []appACL{
+		{"read the inputs", kadm.NewACLs().Allow(p).Topics(inputs...).Operations(kadm.OpRead, kadm.OpDescribe)},
+		{"write the outputs", kadm.NewACLs().Allow(p).Topics(outputs...).Operations(kadm.OpWrite, kadm.OpDescribe)},
+		{"the host's own topics", kadm.NewACLs().Allow(p).Topics(g + ".").ResourcePatternType(prefixed).
+			Operations(kadm.OpCreate, kadm.OpRead, kadm.OpWrite, kadm.OpDescribe, kadm.OpDescribeConfigs)},
+		{"the groups", kadm.NewACLs().Allow(p).Groups(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpRead, kadm.OpDescribe)},
+		{"share groups' configs", kadm.NewACLs().Allow(p).Groups(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpAlterConfigs, kadm.OpDescribeConfigs)},
+		{"transactional ids", kadm.NewACLs().Allow(p).TransactionalIDs(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpWrite, kadm.OpDescribe)},
+	}
+}
+
+func aclConfig(t *testing.T, s secureBroker, g string, topics map[string][2]string) string {
+	y := fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group: %s
+  commit_interval: 200ms
+  session_timeout: 10s
+  tls: {enabled: true, ca_file: %q}
+  sasl: {mechanism: SCRAM-SHA-512, username: app, password_file: %q}
+pipelines:
+  - name: alo
+    module: %s
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    retry: {max_attempts: 3, backoff: [1s]}
+  - name: eos
+    module: %s
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    guarantee: exactly_once
+  - name: state
+    module: %s
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    guarantee: exactly_once
+    retry: {max_attempts: 1}
+    state: {enabled: true, dir: %q}
+  - name: share
+    module: %s
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    consume: share
+    ordering: none
+shutdown:
+  drain_timeout: 5s
+metrics:
+  listen: 127.0.0.1:0
+admin:
+  enabled: false
+`, s.saslSSL, g, s.file("ca.pem"), s.file("app.password"),
+		modules["uppercase"], topics["alo"][0], topics["alo"][1], topics["alo"][1]+"-dlq",
+		modules["uppercase"], topics["eos"][0], topics["eos"][1], topics["eos"][1]+"-dlq",
+		modules["count"], topics["state"][0], topics["state"][1], topics["state"][1]+"-dlq", t.TempDir(),
+		modules["uppercase"], topics["share"][0], topics["share"][1], topics["share"][1]+"-dlq")
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLeastPrivilegeACLs runs at_least_once (with retry tiers),
+// exactly_once, a stateful exactly_once and a share-group pipeline as a
+// principal that has exactly README.md's ACLs, on a broker with
+// StandardAuthorizer: every input's output arrives.
+func TestLeastPrivilegeACLs(t *testing.T) {
+	s := secureBrokers(t)
+	plain := []string{s.plain}
+	g := names(t)
+	topics := map[string][2]string{}
+	var inputs, outputs []string
+	for _, p := range []string{"alo", "eos", "state", "share"} {
+		in, out := "user-"+g+"-"+p+"-in", "user-"+g+"-"+p+"-out"
+		topics[p] = [2]string{in, out}
+		kafkatest.CreateTopic(t, plain, 2, in, out, out+"-dlq")
+		inputs = append(inputs, in)
+		outputs = append(outputs, out, out+"-dlq")
+	}
+	adm := kadm.NewClient(kafkatest.Client(t, plain))
+	ctx, cancel := ctxTimeout(3 * time.Minute)
+	defer cancel()
+	for _, a := range appACLs(g, inputs, outputs) {
+		if _, err := adm.CreateACLs(ctx, a.b); err != nil {
+			t.Fatalf("ACL %s: %v", a.name, err)
+		}
+	}
+	const count = 300
+	for _, p := range []string{"alo", "eos", "state", "share"} {
+		kafkatest.Produce(t, plain, topics[p][0], count, func(i int) string { return fmt.Sprintf("v-%05d", i) })
+	}
+	cfg, err := config.Load(aclConfig(t, s, g, topics), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := scheduler.NewRunner(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	defer r.Stop(ctx)
+	for _, p := range []string{"alo", "eos", "state", "share"} {
+		rd := kafkatest.NewReader(t, plain, topics[p][1])
+		rd.ReadUntil(t, 2*time.Minute, p+" outputs", func(rs []*kgo.Record) bool { return len(rs) >= count })
+	}
+	_ = strings.Contains
+}
