@@ -122,7 +122,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	r.budget.LimitHeldOutputs(r.engine)
 	onFail := func(err error) {
 		select {
-		case r.failed <- err:
+		case r.failed <- kafkaconn.Explain(cfg.Kafka, err):
 		default:
 		}
 	}
@@ -281,7 +281,14 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 	sort.Strings(topics)
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	details, err := adm.ListTopics(mctx, topics...)
+	denied, err := checkAccess(mctx, cl, r.cfg)
+	if len(denied) > 0 {
+		return fmt.Errorf("kafka: the brokers deny this host's principal %s: grant them (README.md, \"ACLs the host needs\")", strings.Join(denied, "; "))
+	}
+	var details kadm.TopicDetails
+	if err == nil {
+		details, err = adm.ListTopics(mctx, topics...)
+	}
 	if err != nil {
 		return fmt.Errorf("kafka.brokers: cannot reach %s: %w", strings.Join(r.brokers, ","), kafkaconn.Explain(r.cfg.Kafka, err))
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,10 @@ import (
 type appACL struct {
 	name string
 	b    *kadm.ACLBuilder
+	// denied is what the host's error says without this ACL; optional
+	// ACLs' absence is a warning (what was not done) instead.
+	denied   string
+	optional bool
 }
 
 // appACLs are README.md's kafka-acls commands for an application of group
@@ -34,14 +39,45 @@ func appACLs(g string, inputs, outputs []string) []appACL {
 	p := "User:app"
 	prefixed := kadm.ACLPatternPrefixed
 	return []appACL{
-		{"read the inputs", kadm.NewACLs().Allow(p).Topics(inputs...).Operations(kadm.OpRead, kadm.OpDescribe)},
-		{"write the outputs", kadm.NewACLs().Allow(p).Topics(outputs...).Operations(kadm.OpWrite, kadm.OpDescribe)},
+		{"read the inputs", kadm.NewACLs().Allow(p).Topics(inputs...).Operations(kadm.OpRead, kadm.OpDescribe),
+			fmt.Sprintf("DESCRIBE on topic %q (pipelines[0].inputs[0])", first(inputs)), false},
+		{"write the outputs", kadm.NewACLs().Allow(p).Topics(outputs...).Operations(kadm.OpWrite, kadm.OpDescribe),
+			fmt.Sprintf("DESCRIBE on topic %q (pipelines[0].output)", first(outputs)), false},
 		{"the host's own topics", kadm.NewACLs().Allow(p).Topics(g + ".").ResourcePatternType(prefixed).
-			Operations(kadm.OpCreate, kadm.OpRead, kadm.OpWrite, kadm.OpDescribe, kadm.OpDescribeConfigs)},
-		{"the groups", kadm.NewACLs().Allow(p).Groups(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpRead, kadm.OpDescribe)},
-		{"share groups' configs", kadm.NewACLs().Allow(p).Groups(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpAlterConfigs, kadm.OpDescribeConfigs)},
-		{"transactional ids", kadm.NewACLs().Allow(p).TransactionalIDs(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpWrite, kadm.OpDescribe)},
+			Operations(kadm.OpCreate, kadm.OpRead, kadm.OpWrite, kadm.OpDescribe, kadm.OpDescribeConfigs),
+			fmt.Sprintf("DESCRIBE on topic %q (pipelines[0].retry)", g+".alo.retry.1s"), false},
+		{"the groups", kadm.NewACLs().Allow(p).Groups(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpRead, kadm.OpDescribe),
+			fmt.Sprintf("DESCRIBE, READ on group %q (pipelines[0].group)", g+".alo"), false},
+		{"share groups' configs", kadm.NewACLs().Allow(p).Groups(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpAlterConfigs, kadm.OpDescribeConfigs),
+			"could not set the share group's share.auto.offset.reset from kafka.start_offset (the host needs ALTER_CONFIGS on the group)", true},
+		{"transactional ids", kadm.NewACLs().Allow(p).TransactionalIDs(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpWrite, kadm.OpDescribe),
+			"deny this host's principal WRITE on its transactional id", false},
 	}
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// syncBuffer is a log shared by the host's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func aclConfig(t *testing.T, s secureBroker, g string, topics map[string][2]string) string {
@@ -141,5 +177,72 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		rd := kafkatest.NewReader(t, plain, topics[p][1])
 		rd.ReadUntil(t, 2*time.Minute, p+" outputs", func(rs []*kgo.Record) bool { return len(rs) >= count })
 	}
-	_ = strings.Contains
+}
+
+// TestLeastPrivilegeEachACLNeeded removes one of README.md's ACLs at a
+// time: the host fails (at start, or through Runner.Failed) within a
+// minute with an error naming the resource and the operation denied —
+// never a hang or a crash loop.
+func TestLeastPrivilegeEachACLNeeded(t *testing.T) {
+	s := secureBrokers(t)
+	plain := []string{s.plain}
+	adm := kadm.NewClient(kafkatest.Client(t, plain))
+	for i := range appACLs("x", nil, nil) {
+		g := names(t)
+		topics := map[string][2]string{}
+		var inputs, outputs []string
+		for _, p := range []string{"alo", "eos", "state", "share"} {
+			in, out := "user-"+g+"-"+p+"-in", "user-"+g+"-"+p+"-out"
+			topics[p] = [2]string{in, out}
+			inputs = append(inputs, in)
+			outputs = append(outputs, out, out+"-dlq")
+		}
+		acls := appACLs(g, inputs, outputs)
+		t.Run(acls[i].name, func(t *testing.T) {
+			for _, p := range []string{"alo", "eos", "state", "share"} {
+				kafkatest.CreateTopic(t, plain, 1, topics[p][0], topics[p][1], topics[p][1]+"-dlq")
+				kafkatest.Produce(t, plain, topics[p][0], 10, func(i int) string { return fmt.Sprintf("v-%05d", i) })
+			}
+			ctx, cancel := ctxTimeout(3 * time.Minute)
+			defer cancel()
+			for j, a := range acls {
+				if j == i {
+					continue
+				}
+				if _, err := adm.CreateACLs(ctx, a.b); err != nil {
+					t.Fatalf("ACL %s: %v", a.name, err)
+				}
+			}
+			cfg, err := config.Load(aclConfig(t, s, g, topics), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			var logs syncBuffer
+			r, err := scheduler.NewRunner(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+			if acls[i].optional {
+				if err != nil {
+					t.Fatalf("without the optional %q the host did not start: %v", acls[i].name, err)
+				}
+				r.Start()
+				defer r.Stop(ctx)
+				kafkatest.Eventually(t, time.Minute, "a warning of what was not done", func() bool { return strings.Contains(logs.String(), acls[i].denied) })
+				t.Logf("without %q the host runs and warns (%s)", acls[i].name, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			if err == nil {
+				r.Start()
+				defer r.Stop(ctx)
+				select {
+				case err = <-r.Failed():
+				case <-time.After(time.Minute):
+					t.Fatalf("without %q the host neither failed nor stopped within a minute", acls[i].name)
+				}
+			}
+			if !strings.Contains(err.Error(), acls[i].denied) {
+				t.Errorf("without %q the error does not say %q:\n%v", acls[i].name, acls[i].denied, err)
+			}
+			t.Logf("without %q, after %s: %v", acls[i].name, time.Since(start).Round(time.Millisecond), err)
+		})
+	}
 }
