@@ -72,6 +72,11 @@ func accessNeeds(cfg *config.Config) (topics, groups map[string]*need) {
 			add(groups, cfg.RetryGroupID(pc), key("group")+" (its retry workers' group)", read)
 		}
 	}
+	if *cfg.Admin.Enabled && *cfg.Admin.Registry {
+		for _, t := range []string{".modules", ".deploys", ".hosts"} { // registry.Open's topics
+			add(topics, cfg.RegistryPrefix()+t, "admin.registry", read, write)
+		}
+	}
 	return topics, groups
 }
 

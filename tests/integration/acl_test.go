@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
@@ -43,14 +44,14 @@ func appACLs(g string, inputs, outputs []string) []appACL {
 			fmt.Sprintf("DESCRIBE on topic %q (pipelines[0].inputs[0])", first(inputs)), false},
 		{"write the outputs", kadm.NewACLs().Allow(p).Topics(outputs...).Operations(kadm.OpWrite, kadm.OpDescribe),
 			fmt.Sprintf("DESCRIBE on topic %q (pipelines[0].output)", first(outputs)), false},
-		{"the host's own topics", kadm.NewACLs().Allow(p).Topics(g + ".").ResourcePatternType(prefixed).
+		{"the host's own topics", kadm.NewACLs().Allow(p).Topics(g+".").ResourcePatternType(prefixed).
 			Operations(kadm.OpCreate, kadm.OpRead, kadm.OpWrite, kadm.OpDescribe, kadm.OpDescribeConfigs),
 			fmt.Sprintf("DESCRIBE on topic %q (pipelines[0].retry)", g+".alo.retry.1s"), false},
-		{"the groups", kadm.NewACLs().Allow(p).Groups(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpRead, kadm.OpDescribe),
+		{"the groups", kadm.NewACLs().Allow(p).Groups(g+".").ResourcePatternType(prefixed).Operations(kadm.OpRead, kadm.OpDescribe),
 			fmt.Sprintf("DESCRIBE, READ on group %q (pipelines[0].group)", g+".alo"), false},
-		{"share groups' configs", kadm.NewACLs().Allow(p).Groups(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpAlterConfigs, kadm.OpDescribeConfigs),
+		{"share groups' configs", kadm.NewACLs().Allow(p).Groups(g+".").ResourcePatternType(prefixed).Operations(kadm.OpAlterConfigs, kadm.OpDescribeConfigs),
 			"could not set the share group's share.auto.offset.reset from kafka.start_offset (the host needs ALTER_CONFIGS on the group)", true},
-		{"transactional ids", kadm.NewACLs().Allow(p).TransactionalIDs(g + ".").ResourcePatternType(prefixed).Operations(kadm.OpWrite, kadm.OpDescribe),
+		{"transactional ids", kadm.NewACLs().Allow(p).TransactionalIDs(g+".").ResourcePatternType(prefixed).Operations(kadm.OpWrite, kadm.OpDescribe),
 			"deny this host's principal WRITE on its transactional id", false},
 	}
 }
@@ -244,5 +245,93 @@ func TestLeastPrivilegeEachACLNeeded(t *testing.T) {
 			}
 			t.Logf("without %q, after %s: %v", acls[i].name, time.Since(start).Round(time.Millisecond), err)
 		})
+	}
+}
+
+// TestLeastPrivilegeFleetDeploy: a host (the wasmstream process) with the
+// admin API and the fleet registry, as a principal with exactly README.md's
+// ACLs, takes a deploy of a second build; without the registry's ACL it
+// stops at start naming the registry's topics.
+func TestLeastPrivilegeFleetDeploy(t *testing.T) {
+	s := secureBrokers(t)
+	plain := []string{s.plain}
+	g := names(t)
+	in, out := "user-"+g+"-in", "user-"+g+"-out"
+	kafkatest.CreateTopic(t, plain, 2, in, out, out+"-dlq")
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm")
+	os.WriteFile(v1, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=1"), 0o644)
+	os.WriteFile(v2, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=2"), 0o644)
+	adm := kadm.NewClient(kafkatest.Client(t, plain))
+	ctx, cancel := ctxTimeout(3 * time.Minute)
+	defer cancel()
+	acls := appACLs(g, []string{in}, []string{out, out + "-dlq"})
+	registry := kadm.NewACLs().Allow("User:app").Topics("wasmstream."+g+".").ResourcePatternType(kadm.ACLPatternPrefixed).
+		Operations(kadm.OpCreate, kadm.OpRead, kadm.OpWrite, kadm.OpDescribe)
+	for _, a := range acls {
+		if _, err := adm.CreateACLs(ctx, a.b); err != nil {
+			t.Fatalf("ACL %s: %v", a.name, err)
+		}
+	}
+	admin := freePort(t)
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group: %s
+  commit_interval: 200ms
+  session_timeout: 10s
+  tls: {enabled: true, ca_file: %q}
+  sasl: {mechanism: SCRAM-SHA-512, username: app, password_file: %q}
+pipelines:
+  - name: p
+    module: %s
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    retry: {max_attempts: 1}
+shutdown:
+  drain_timeout: 5s
+metrics:
+  listen: 127.0.0.1:0
+admin:
+  listen: %s
+  store_dir: %s
+`, s.saslSSL, g, s.file("ca.pem"), s.file("app.password"), v1, in, out, out+"-dlq", admin, filepath.Join(dir, "store"))), 0o644)
+	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + g
+
+	// Without the registry's ACL: a prompt stop naming its topics.
+	p := startProcEnv(t, []string{token}, "run", "--config", cfg)
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		t.Fatal("without the registry's ACL the host did not stop within a minute")
+	}
+	if want := fmt.Sprintf("DESCRIBE on topic %q (admin.registry)", "wasmstream."+g+".deploys"); !strings.Contains(p.logText(), want) {
+		t.Fatalf("without the registry's ACL the log does not say %q:\n%s", want, tail(p.logText(), 20))
+	}
+
+	if _, err := adm.CreateACLs(ctx, registry); err != nil {
+		t.Fatal(err)
+	}
+	p = startProcEnv(t, []string{token}, "run", "--config", cfg)
+	kafkatest.Produce(t, plain, in, 200, func(i int) string { return fmt.Sprintf("v-%05d", i) })
+	rd := kafkatest.NewReader(t, plain, out)
+	rd.ReadUntil(t, 2*time.Minute, "version 1 outputs", func(rs []*kgo.Record) bool { return len(rs) >= 200 })
+	o, err := cli(t, []string{token}, "deploy", "--pipeline", "p", "--wait-all", "--admin", "http://"+admin, v2)
+	if err != nil || !strings.Contains(o, "every live host of the group runs it") {
+		t.Fatalf("deploy --wait-all: %v\n%s", err, o)
+	}
+	kafkatest.Produce(t, plain, in, 200, func(i int) string { return fmt.Sprintf("w-%05d", i) })
+	rd.ReadUntil(t, 2*time.Minute, "version 2 outputs", func(rs []*kgo.Record) bool {
+		n := 0
+		for _, r := range rs {
+			if kafkatest.Header(r, "processor.version") == "2" {
+				n++
+			}
+		}
+		return n >= 200
+	})
+	if code := p.stop(t, time.Minute); code != 0 {
+		t.Errorf("exit code %d", code)
 	}
 }
