@@ -116,3 +116,53 @@ func TestMismatchedListeners(t *testing.T) {
 		t.Fatalf("plaintext to TLS: %v", err)
 	}
 }
+
+// TestSecretsReadAtEachAuthentication: a token or password file replaced
+// while the host runs is sent by the next authentication; an expired JWT
+// is refused by the host itself, naming the file.
+func TestSecretsReadAtEachAuthentication(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	enc := base64.RawURLEncoding.EncodeToString
+	jwt := func(sub string, exp time.Time) string {
+		return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(fmt.Sprintf(`{"sub":%q,"exp":%d}`, sub, exp.Unix()))) + "."
+	}
+	os.WriteFile(tok, []byte(jwt("first", time.Now().Add(time.Hour))), 0o600)
+	m, err := mechanism(config.KafkaSASL{Mechanism: "OAUTHBEARER", TokenFile: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := func() string {
+		_, msg, err := m.Authenticate(context.Background(), "b:9092")
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return string(msg)
+	}
+	if !strings.Contains(first(), jwt("first", time.Now().Add(time.Hour))[:20]) {
+		t.Fatal("first token not sent")
+	}
+	second := jwt("second", time.Now().Add(time.Hour))
+	os.WriteFile(tok, []byte(second), 0o600)
+	if !strings.Contains(first(), second) {
+		t.Fatal("replaced token not sent")
+	}
+	os.WriteFile(tok, []byte(jwt("old", time.Now().Add(-time.Minute))), 0o600)
+	if got := first(); !strings.Contains(got, "kafka.sasl.token_file: the OAuth token in "+tok+" expired at") {
+		t.Fatalf("expired token: %s", got)
+	}
+
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte("one\n"), 0o600)
+	m, err = mechanism(config.KafkaSASL{Mechanism: "PLAIN", Username: "u", PasswordFile: pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first(); got != "\x00u\x00one" {
+		t.Fatalf("PLAIN sent %q", got)
+	}
+	os.WriteFile(pw, []byte("two"), 0o600)
+	if got := first(); got != "\x00u\x00two" {
+		t.Fatalf("PLAIN after rotation sent %q", got)
+	}
+}
