@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
@@ -239,9 +240,11 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 	if cfg.Kafka.StartOffset == "latest" {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(d.brokers...),
-		kgo.ClientID(cfg.Kafka.ClientID),
+	base, err := kafkaconn.Opts(cfg.Kafka, d.brokers)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
+	}
+	opts := append(base,
 		kgo.ConsumerGroup(p.group),
 		kgo.ConsumeResetOffset(reset),
 		kgo.DisableAutoCommit(),
@@ -258,7 +261,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		kgo.WithHooks(readHook{&p.stats.Read}),
 		// Records of aborted transactions upstream are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	}
+	)
 	if *cfg.Kafka.StaticMembership {
 		p.instanceID = p.group + "." + cfg.Host.ID
 		opts = append(opts, kgo.InstanceID(p.instanceID), kgo.WithHooks(fencedHook{p}))
@@ -428,7 +431,7 @@ func (p *Pipeline) leaveStatic(ctx context.Context) {
 	if p.instanceID == "" {
 		return
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers...), kgo.ClientID(p.cfg.Kafka.ClientID))
+	cl, err := kafkaconn.NewClient(p.cfg.Kafka, p.brokers)
 	if err != nil {
 		p.log.Warn("leaving the group", "group", p.group, "err", err)
 		return

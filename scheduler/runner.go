@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -103,6 +104,9 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 		return nil, probs
 	}
 	r.brokers = cfg.Kafka.Brokers
+	for _, w := range kafkaconn.Warnings(cfg.Kafka) {
+		log.Warn(w)
+	}
 	if cfg.IsEmbedded() {
 		r.broker, err = kfake.NewCluster(kfake.Ports(cfg.Kafka.EmbeddedPort), kfake.NumBrokers(1))
 		if err != nil {
@@ -119,7 +123,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	r.budget.LimitHeldOutputs(r.engine)
 	onFail := func(err error) {
 		select {
-		case r.failed <- err:
+		case r.failed <- kafkaconn.Explain(cfg.Kafka, err):
 		default:
 		}
 	}
@@ -278,9 +282,16 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 	sort.Strings(topics)
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	details, err := adm.ListTopics(mctx, topics...)
+	denied, err := checkAccess(mctx, cl, r.cfg)
+	if len(denied) > 0 {
+		return fmt.Errorf("kafka: the brokers deny this host's principal %s: grant them (README.md, \"ACLs the host needs\")", strings.Join(denied, "; "))
+	}
+	var details kadm.TopicDetails
+	if err == nil {
+		details, err = adm.ListTopics(mctx, topics...)
+	}
 	if err != nil {
-		return fmt.Errorf("kafka.brokers: cannot reach %s: %w", strings.Join(r.brokers, ","), err)
+		return fmt.Errorf("kafka.brokers: cannot reach %s: %w", strings.Join(r.brokers, ","), kafkaconn.Explain(r.cfg.Kafka, err))
 	}
 	if err := r.checkOldRetryTopics(mctx, cl); err != nil {
 		return err
@@ -346,9 +357,9 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 // adminClient is a client for one-off requests to the brokers (topics,
 // metadata); the caller closes it.
 func (r *Runner) adminClient() (*kgo.Client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ClientID(r.cfg.Kafka.ClientID))
+	cl, err := kafkaconn.NewClient(r.cfg.Kafka, r.brokers)
 	if err != nil {
-		return nil, fmt.Errorf("kafka.brokers: %w", err)
+		return nil, err
 	}
 	return cl, nil
 }

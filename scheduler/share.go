@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 )
 
 // shareAcks is the committer of a consume: share pipeline. Outputs and
@@ -26,11 +28,10 @@ type shareAcks struct {
 	locks *shareLocks
 }
 
-// shareClientOpts are the client options of a share-group member.
-func shareClientOpts(p *Pipeline, brokers []string) []kgo.Opt {
+// shareClientOpts are the client options of a share-group member, after
+// the base ones (kafkaconn.NewClient).
+func shareClientOpts(p *Pipeline) []kgo.Opt {
 	return []kgo.Opt{
-		kgo.SeedBrokers(brokers...),
-		kgo.ClientID(p.cfg.Kafka.ClientID),
 		// The inputs are added by Pipeline.Start, as for a consumer group:
 		// the member joins only once the pipeline is built.
 		kgo.ShareGroup(p.group),
@@ -52,7 +53,7 @@ func shareClientOpts(p *Pipeline, brokers []string) []kgo.Opt {
 // newShareCommitter makes p a share-group member: its client, its role
 // (the broker's delivery count is the attempt) and its committer.
 func newShareCommitter(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
-	cl, err := kgo.NewClient(append(shareClientOpts(p, brokers), extra...)...)
+	cl, err := kafkaconn.NewClient(p.cfg.Kafka, brokers, append(shareClientOpts(p), extra...)...)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
 )
 
@@ -249,9 +250,7 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 	if restoreStarted != nil {
 		restoreStarted(part)
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(s.p.brokers...),
-		kgo.ClientID(s.p.cfg.Kafka.ClientID),
+	cl, err := kafkaconn.NewClient(s.p.cfg.Kafka, s.p.brokers,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{changelog: {part: kgo.NewOffset().At(next)}}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), // compacted below next: from the start
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -85,10 +85,22 @@ say "Kafka at $KAFKA_BROKERS"
 
 case "$mode" in
 test)
+    # A second, secured broker (SASL_SSL, SSL with client certificates,
+    # StandardAuthorizer; tests/kafka/secure.sh) for the secured-cluster
+    # tests: one small JVM, its PLAINTEXT address as KAFKA_SECURE_BROKERS.
+    say "starting a secured Kafka broker"
+    secure_kafka() {
+        KAFKA_DATA_DIR=/tmp/wasmstream-kafka-secure KAFKA_PORT=39192 KAFKA_CONTROLLER_PORT=39193 \
+            KAFKA_HEAP_OPTS="-Xms128m -Xmx384m" bash tests/kafka/kafka.sh "$@"
+    }
+    eval "$(secure_kafka start --secure | sed 's/^KAFKA_BROKERS=/KAFKA_SECURE_BROKERS=/')"
+    export KAFKA_SECURE_BROKERS KAFKA_SASL_SSL_BROKERS KAFKA_SSL_BROKERS KAFKA_PLAIN_ONLY_BROKERS KAFKA_SECURE_DIR
+    trap 'secure_kafka stop || true; bash tests/kafka/kafka.sh stop || true' EXIT
+    say "secured Kafka at $KAFKA_SASL_SSL_BROKERS (SASL_SSL), $KAFKA_SSL_BROKERS (SSL), CA $KAFKA_SECURE_DIR/ca.pem"
     say "starting a real Jaeger (built from source the first time)"
     eval "$(bash tests/jaeger/jaeger.sh start)"
     export JAEGER_QUERY JAEGER_OTLP_HTTP JAEGER_OTLP_GRPC
-    trap 'bash tests/jaeger/jaeger.sh stop || true; bash tests/kafka/kafka.sh stop || true' EXIT
+    trap 'bash tests/jaeger/jaeger.sh stop || true; secure_kafka stop || true; bash tests/kafka/kafka.sh stop || true' EXIT
     say "Jaeger query API at $JAEGER_QUERY, OTLP/HTTP at $JAEGER_OTLP_HTTP"
     say "benchmark smoke run (checks the harness, not speed)"
     BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/

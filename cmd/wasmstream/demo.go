@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/config"
@@ -98,7 +99,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, format, a...)
 		out.Unlock()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(outputs...), kgo.ProducerLinger(0))
+	cl, err := kafkaconn.NewClient(cfg.Kafka, brokers, kgo.ConsumeTopics(outputs...), kgo.ProducerLinger(0))
 	if err != nil {
 		printErr(stderr, "wasmstream", err)
 		return 1

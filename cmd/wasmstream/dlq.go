@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/failhdr"
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tracing"
@@ -129,6 +131,9 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range kafkaconn.Warnings(cfg.Kafka) {
+		fmt.Fprintf(os.Stderr, "wasmstream dlq: warning: %s\n", w)
+	}
 	if cfg.IsEmbedded() {
 		return errors.New("the config's broker is embedded: it runs inside `wasmstream run`/`demo`; pass --brokers with the address it printed")
 	}
@@ -157,13 +162,13 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	recs, err := readAll(ctx, cfg.Kafka.Brokers, pc.DeadLetterTopic)
+	recs, err := readAll(ctx, cfg.Kafka, pc.DeadLetterTopic)
 	if err != nil {
 		return err
 	}
 	var prod *kgo.Client
 	if sub == "redrive" && !f.dryRun {
-		if prod, err = kgo.NewClient(kgo.SeedBrokers(cfg.Kafka.Brokers...)); err != nil {
+		if prod, err = kafkaconn.NewClient(cfg.Kafka, cfg.Kafka.Brokers); err != nil {
 			return err
 		}
 		defer prod.Close()
@@ -249,8 +254,8 @@ func pickPipeline(cfg *config.Config, name string) (*config.Pipeline, error) {
 }
 
 // readAll reads topic from its start to its end as of now.
-func readAll(ctx context.Context, brokers []string, topic string) ([]*kgo.Record, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func readAll(ctx context.Context, k config.Kafka, topic string) ([]*kgo.Record, error) {
+	cl, err := kafkaconn.NewClient(k, k.Brokers)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +263,7 @@ func readAll(ctx context.Context, brokers []string, topic string) ([]*kgo.Record
 	adm := kadm.NewClient(cl)
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("topic %s: %w", topic, err)
+		return nil, fmt.Errorf("topic %s: %w", topic, kafkaconn.Explain(k, err))
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -279,7 +284,7 @@ func readAll(ctx context.Context, brokers []string, topic string) ([]*kgo.Record
 	if len(parts) == 0 {
 		return nil, nil
 	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+	rd, err := kafkaconn.NewClient(k, k.Brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
 	if err != nil {
 		return nil, err
 	}

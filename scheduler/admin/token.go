@@ -7,10 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"runtime"
 	"strings"
+
+	"github.com/wasmstream/wasmstream/internal/secretfile"
 )
 
 // MinTokenBytes is the length under which an admin token is refused: a
@@ -47,27 +47,9 @@ func CheckToken(token, source string) error {
 // regular file, and a token shorter than MinTokenBytes. key names the
 // config key or flag that gave path.
 func ReadTokenFile(path, key string) (string, error) {
-	f, err := os.Open(path)
+	b, err := secretfile.Read(path, key, "the admin token", maxTokenFileBytes)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", key, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", key, err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s: %s is not a regular file", key, path)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
-		return "", fmt.Errorf("%s: %s is accessible by group or others (mode %04o), so other users can read the admin token: chmod 600 %s", key, path, perm, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", key, err)
-	}
-	if len(b) > maxTokenFileBytes {
-		return "", fmt.Errorf("%s: %s is larger than %d bytes: want one token", key, path, maxTokenFileBytes)
+		return "", err
 	}
 	t := strings.TrimSpace(string(b))
 	if t == "" {

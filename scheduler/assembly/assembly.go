@@ -17,6 +17,7 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/admin/dashboard"
@@ -110,7 +111,11 @@ func (h *Host) startOps(ctx context.Context) error {
 		return err
 	}
 	if *cfg.Admin.Registry {
-		h.reg, err = registry.Open(ctx, r.Brokers(), cfg.Kafka.ClientID, cfg.RegistryPrefix(), cfg.Host.ID, h.log)
+		base, err := kafkaconn.Opts(cfg.Kafka, r.Brokers())
+		if err != nil {
+			return err
+		}
+		h.reg, err = registry.Open(ctx, base, cfg.RegistryPrefix(), cfg.Host.ID, h.log)
 		if err != nil {
 			return err
 		}

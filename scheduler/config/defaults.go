@@ -186,6 +186,9 @@ func (c *Config) applyDefaults() {
 			c.Host.ID = DefaultHostID
 		}
 	}
+	for _, f := range []*string{&c.Kafka.TLS.CAFile, &c.Kafka.TLS.CertFile, &c.Kafka.TLS.KeyFile, &c.Kafka.SASL.PasswordFile, &c.Kafka.SASL.TokenFile} {
+		*f = c.AdminPath(*f)
+	}
 	if c.Tracing.File == "" && c.Tracing.Exporter == "jsonl" {
 		c.Tracing.File = DefaultTracingFile
 	}

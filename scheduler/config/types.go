@@ -59,6 +59,62 @@ type Kafka struct {
 	// within session_timeout takes its partitions back at once, without a
 	// rebalance. host.id must then differ between hosts.
 	StaticMembership *bool `koanf:"static_membership"`
+	// TLS and SASL secure every connection the process makes to the
+	// brokers (internal/kafkaconn builds them; README.md, "Connecting to a
+	// secured cluster").
+	TLS  KafkaTLS  `koanf:"tls"`
+	SASL KafkaSASL `koanf:"sasl"`
+}
+
+// KafkaTLS is the TLS of the connections to the brokers. Relative paths are
+// the config file's directory's.
+type KafkaTLS struct {
+	// Enabled turns TLS on, verifying the brokers against the system roots
+	// unless CAFile is set.
+	Enabled bool   `koanf:"enabled"`
+	CAFile  string `koanf:"ca_file"`
+	// CertFile and KeyFile are the client's certificate and key (PEM) for
+	// clusters that authenticate clients by certificate (mTLS). KeyFile must
+	// be readable by its owner only.
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+	// ServerName is the name verified in the brokers' certificates instead
+	// of the host of each broker's address.
+	ServerName string `koanf:"server_name"`
+	// InsecureSkipVerify accepts any certificate: for tests only, warned
+	// about at every start.
+	InsecureSkipVerify bool `koanf:"insecure_skip_verify"`
+}
+
+// KafkaSASL is how the host authenticates to the brokers. Secrets come from
+// files readable by their owner only, or from the environment
+// (WASMSTREAM_KAFKA_SASL_PASSWORD); they never appear in logs or errors.
+type KafkaSASL struct {
+	// Mechanism is one of SASLMechanisms, or "" for no SASL.
+	Mechanism string `koanf:"mechanism"`
+	Username  string `koanf:"username"`
+	// Password or PasswordFile (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
+	Password     string `koanf:"password" json:"-"`
+	PasswordFile string `koanf:"password_file"`
+	// TokenFile holds the OAUTHBEARER token, read again at every
+	// authentication so a token refreshed by another process is taken.
+	TokenFile string `koanf:"token_file"`
+	// Region is the AWS region for AWS_MSK_IAM when the brokers' names do
+	// not carry it (they do on MSK).
+	Region string `koanf:"region"`
+}
+
+// SASLMechanisms are the values of kafka.sasl.mechanism.
+var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM"}
+
+// String leaves the password out: a KafkaSASL printed anywhere carries no
+// secret.
+func (s KafkaSASL) String() string {
+	pw := ""
+	if s.Password != "" {
+		pw = " password=<redacted>"
+	}
+	return fmt.Sprintf("{mechanism=%s username=%s%s password_file=%s token_file=%s region=%s}", s.Mechanism, s.Username, pw, s.PasswordFile, s.TokenFile, s.Region)
 }
 
 // Pipeline runs one module over its input topics.

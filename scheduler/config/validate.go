@@ -100,6 +100,71 @@ func (c *Config) checkKafka(add addFunc) {
 	if k.CommitMetadataMaxBytes < 64 || k.CommitMetadataMaxBytes > 1<<20 {
 		add("kafka.commit_metadata_max_bytes", "%d: want 64 to 1048576 (the broker's offset.metadata.max.bytes, 4096 by default)", k.CommitMetadataMaxBytes)
 	}
+	c.checkKafkaSecurity(add)
+}
+
+// checkKafkaSecurity checks kafka.tls and kafka.sasl as far as the config
+// alone tells; the files they name are read (and their permissions checked)
+// by internal/kafkaconn when a client is made. No message here repeats a
+// secret.
+func (c *Config) checkKafkaSecurity(add addFunc) {
+	t, s := &c.Kafka.TLS, &c.Kafka.SASL
+	embedded := c.IsEmbedded()
+	if embedded && (t.Enabled || s.Mechanism != "") {
+		add("kafka.tls", "the embedded broker speaks plaintext only: remove kafka.tls and kafka.sasl, or give real brokers")
+	}
+	if !t.Enabled {
+		for _, kv := range [][2]string{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"server_name", t.ServerName}} {
+			if kv[1] != "" {
+				add("kafka.tls."+kv[0], "is set but kafka.tls.enabled is false: set enabled: true to connect with TLS")
+			}
+		}
+		if t.InsecureSkipVerify {
+			add("kafka.tls.insecure_skip_verify", "is set but kafka.tls.enabled is false")
+		}
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		add("kafka.tls.cert_file", "cert_file and key_file go together (a client certificate and its key)")
+	}
+	mech := s.Mechanism
+	switch mech {
+	case "":
+		for _, kv := range [][2]string{{"username", s.Username}, {"password", s.Password}, {"password_file", s.PasswordFile}, {"token_file", s.TokenFile}, {"region", s.Region}} {
+			if kv[1] != "" {
+				add("kafka.sasl."+kv[0], "is set but kafka.sasl.mechanism is not: want one of %s", strings.Join(SASLMechanisms, ", "))
+			}
+		}
+		return
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if s.Username == "" {
+			add("kafka.sasl.username", "%s needs a username", mech)
+		}
+		switch {
+		case s.Password == "" && s.PasswordFile == "":
+			add("kafka.sasl.password_file", "%s needs a password: set kafka.sasl.password_file, or the environment variable %sKAFKA_SASL_PASSWORD", mech, EnvPrefix)
+		case s.Password != "" && s.PasswordFile != "":
+			add("kafka.sasl.password", "both password and password_file are set: keep one")
+		}
+		if s.TokenFile != "" || s.Region != "" {
+			add("kafka.sasl", "token_file and region are for OAUTHBEARER and AWS_MSK_IAM, not %s", mech)
+		}
+	case "OAUTHBEARER":
+		if s.TokenFile == "" {
+			add("kafka.sasl.token_file", "OAUTHBEARER needs token_file: a file holding the token, refreshed by whatever obtains it")
+		}
+		if s.Password != "" || s.PasswordFile != "" || s.Region != "" {
+			add("kafka.sasl", "OAUTHBEARER takes token_file (and username as the authorization id), not password, password_file or region")
+		}
+	case "AWS_MSK_IAM":
+		if s.Username != "" || s.Password != "" || s.PasswordFile != "" || s.TokenFile != "" {
+			add("kafka.sasl", "AWS_MSK_IAM takes its credentials from the AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, or the shared credentials file), not username, password or token_file")
+		}
+		if !t.Enabled && !embedded {
+			add("kafka.tls.enabled", "AWS_MSK_IAM is served on MSK's TLS listeners only: set kafka.tls.enabled: true")
+		}
+	default:
+		add("kafka.sasl.mechanism", "%q is not a SASL mechanism wasmstream knows: want one of %s", mech, strings.Join(SASLMechanisms, ", "))
+	}
 }
 
 // checkPipelines checks each pipeline on its own, section by section.

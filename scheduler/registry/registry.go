@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,10 +109,11 @@ func (h HostStatus) Live(now time.Time) bool { return now.Sub(h.At) < LiveFor }
 type Registry struct {
 	Modules, Deploys, Hosts string // topic names
 	host                    string
-	brokers                 []string
-	clientID                string
-	cl                      *kgo.Client
-	log                     *slog.Logger
+	// base are the options every client of the registry starts from
+	// (seeds, client id, TLS, SASL: kafkaconn.Opts).
+	base []kgo.Opt
+	cl   *kgo.Client
+	log  *slog.Logger
 
 	mu      sync.Mutex // guards the fields below; a leaf lock
 	deploys map[string]Deployment
@@ -130,16 +132,16 @@ type Registry struct {
 // replicated up to 3), reads the deploys and hosts topics to their end and
 // starts following them. apply is called (on the registry's goroutine) for
 // every deployment read after that; set it with OnDeploy before Start.
-func Open(ctx context.Context, brokers []string, clientID, prefix, hostID string, log *slog.Logger) (*Registry, error) {
+func Open(ctx context.Context, base []kgo.Opt, prefix, hostID string, log *slog.Logger) (*Registry, error) {
 	r := &Registry{Modules: prefix + ".modules", Deploys: prefix + ".deploys", Hosts: prefix + ".hosts", host: hostID, log: log,
-		brokers: brokers, clientID: clientID,
+		base:    base,
 		deploys: map[string]Deployment{}, hosts: map[string]HostStatus{}, changed: make(chan struct{}),
 		status: HostStatus{Host: hostID, Pipelines: map[string]string{}, Failed: map[string]Failure{}},
 		quit:   make(chan struct{}), done: make(chan struct{})}
-	if err := r.createTopics(ctx, brokers, clientID); err != nil {
+	if err := r.createTopics(ctx); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(clientID),
+	cl, err := r.client(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
 			r.Deploys: {0: kgo.NewOffset().AtStart()},
 			r.Hosts:   {0: kgo.NewOffset().AtStart()},
@@ -161,8 +163,13 @@ func Open(ctx context.Context, brokers []string, clientID, prefix, hostID string
 	return r, nil
 }
 
-func (r *Registry) createTopics(ctx context.Context, brokers []string, clientID string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID(clientID))
+// client is a client of the registry's brokers with more options.
+func (r *Registry) client(more ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(slices.Concat(r.base, more)...)
+}
+
+func (r *Registry) createTopics(ctx context.Context) error {
+	cl, err := r.client()
 	if err != nil {
 		return fmt.Errorf("admin.registry: %w", err)
 	}
@@ -421,7 +428,7 @@ func (r *Registry) Module(ctx context.Context, digest string) ([]byte, error) {
 	}
 	end := int64(0)
 	ends.Each(func(o kadm.ListedOffset) { end = o.Offset })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ClientID(r.clientID),
+	cl, err := r.client(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.Modules: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchMaxPartitionBytes(ChunkBytes+64<<10))
 	if err != nil {

@@ -6,6 +6,8 @@
 #   kafka.sh fetch            jars -> $WASMSTREAM_CACHE/kafka-<version>/lib
 #   kafka.sh start            fresh data dir, format, start, wait until ready;
 #                             prints KAFKA_BROKERS=127.0.0.1:<port> on stdout
+#   kafka.sh start --secure   the same with SASL_SSL and SSL listeners, test
+#                             certificates and SCRAM users (secure.sh)
 #   kafka.sh stop             TERM (then KILL after a deadline), idempotent
 #   kafka.sh restart          stop, then start again on the same data
 #   kafka.sh status           exit 0 iff running and answering Kafka requests
@@ -43,6 +45,9 @@ DATA_MARKER="$KAFKA_DATA_DIR/.wasmstream-kafka-data"
 BROKER_CLASS="kafka.Kafka"
 STORAGE_TOOL_CLASS="kafka.tools.StorageTool"
 TOPIC_TOOL_CLASS="org.apache.kafka.tools.TopicCommand"
+
+SECURE=""             # start --secure: secure.sh is sourced
+SECURE_FORMAT_ARGS=() # its SCRAM users, given to the storage format
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -325,6 +330,11 @@ cmd_start() {
     done
     wipe_data_dir
     write_config
+    if [[ -n "$SECURE" ]]; then
+        secure_certs
+        secure_config
+        secure_format_args
+    fi
 
     local cluster_id
     cluster_id="$(random_cluster_id)"
@@ -332,7 +342,7 @@ cmd_start() {
     if ! java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
         "-Dlog4j2.configurationFile=$KAFKA_DATA_DIR/log4j2.properties" \
         -cp "$(classpath)" "$STORAGE_TOOL_CLASS" format \
-        -t "$cluster_id" -c "$PROPS_FILE" >>"$LOG_FILE" 2>&1; then
+        -t "$cluster_id" -c "$PROPS_FILE" "${SECURE_FORMAT_ARGS[@]}" >>"$LOG_FILE" 2>&1; then
         show_log_tail
         die "storage format failed"
     fi
@@ -378,6 +388,7 @@ launch_broker() {
     done
     log "broker ready (pid $pid) after $(( $(now) - t0 ))s"
     printf 'KAFKA_BROKERS=%s:%s\n' "$KAFKA_HOST" "$KAFKA_PORT"
+    [[ -z "$SECURE" ]] || secure_print
 }
 
 # cmd_restart stops the broker and starts it again on the same data (topics,
@@ -424,7 +435,7 @@ cmd_topics() {
 
 usage() {
     cat >&2 <<EOF
-usage: kafka.sh fetch|start|stop|restart|status|topics ARGS...|tool CLASS ARGS...
+usage: kafka.sh fetch|start [--secure]|stop|restart|status|topics ARGS...|tool CLASS ARGS...
 env: KAFKA_VERSION=$KAFKA_VERSION WASMSTREAM_CACHE=$CACHE_ROOT
      KAFKA_DATA_DIR=$KAFKA_DATA_DIR KAFKA_PORT=$KAFKA_PORT KAFKA_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT
      KAFKA_START_TIMEOUT=$KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT=$KAFKA_STOP_TIMEOUT
@@ -437,7 +448,13 @@ main() {
     [[ $# -gt 0 ]] && shift
     case "$cmd" in
         fetch) cmd_fetch ;;
-        start) cmd_start ;;
+        start)
+            if [[ "${1:-}" == --secure ]]; then
+                SECURE=1
+                # shellcheck source=secure.sh
+                source "$SCRIPT_DIR/secure.sh"
+            fi
+            cmd_start ;;
         stop) cmd_stop ;;
         restart) cmd_restart ;;
         status) cmd_status ;;

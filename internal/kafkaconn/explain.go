@@ -1,0 +1,34 @@
+package kafkaconn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/wasmstream/wasmstream/scheduler/config"
+)
+
+// Explain says in the user's words what a refusal of the brokers means
+// under k: a wrong password, a mechanism the listener does not enable, a
+// listener that wants SASL. Other errors come back as they are. The
+// result wraps err.
+func Explain(k config.Kafka, err error) error {
+	if err == nil {
+		return nil
+	}
+	s := k.SASL
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return fmt.Errorf("the brokers refused the credentials of user %q with kafka.sasl.mechanism %s: wrong username or password, the user does not exist for this mechanism, or the token was refused: %w", s.Username, s.Mechanism, err)
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("the brokers' listener does not enable kafka.sasl.mechanism %s (its sasl.enabled.mechanisms lacks it): ask for the mechanisms it has, or use another listener: %w", s.Mechanism, err)
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return fmt.Errorf("the brokers deny this host's principal WRITE on its transactional id (exactly_once: pipelines' transactions.id, by default <group>.<host.id>; README.md, \"ACLs the host needs\"): %w", err)
+	case errors.Is(err, kerr.IllegalSaslState):
+		if s.Mechanism != "" {
+			return fmt.Errorf("the brokers' listener does not take SASL (an SSL or PLAINTEXT listener?) but kafka.sasl.mechanism is %s: %w", s.Mechanism, err)
+		}
+	}
+	return err
+}
