@@ -27,8 +27,9 @@ func (m memState) Get(k []byte) ([]byte, abi.Errno) {
 	}
 	return v, 0
 }
-func (m memState) Put(k, v []byte) abi.Errno { m[string(k)] = append([]byte(nil), v...); return 0 }
-func (m memState) Delete(k []byte) abi.Errno { delete(m, string(k)); return 0 }
+func (m memState) Put(k, v []byte) abi.Errno  { m[string(k)] = append([]byte(nil), v...); return 0 }
+func (m memState) Delete(k []byte) abi.Errno  { delete(m, string(k)); return 0 }
+func (m memState) Written([]byte) (int, bool) { return 0, false } // every write counts anew
 func (m memState) Scan(_, _ []byte, _ func(k, v []byte) bool) abi.Errno {
 	return 0
 }
