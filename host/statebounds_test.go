@@ -105,10 +105,10 @@ func TestStateWriteFloodBounded(t *testing.T) {
 	defer m.Close(context.Background())
 	in := newInstance(t, m)
 	st := &mapState{m: map[string][]byte{}, maxValue: 64 << 10}
-	before := liveHeap()
+	before, rss := liveHeap(), vmRSS()
 	res := in.ProcessState(context.Background(), fillRec(8000, 64<<10), "r", st)
 	grew := liveHeap() - before
-	t.Logf("status %v (%v); %d MiB of state written; live heap +%d MiB", res.Status, res.Err, stateBytes(st)>>20, grew>>20)
+	t.Logf("status %v (%v); %d MiB of state written; live heap +%d MiB; %s before, %s after", res.Status, res.Err, stateBytes(st)>>20, grew>>20, rss, vmRSS())
 	if res.Status == abi.StatusOK || stateBytes(st) > DefaultLimits.MaxOutputBytes {
 		t.Fatalf("%d bytes of state writes taken from one record (status %v), want at most limits.max_output_bytes (%d)", stateBytes(st), res.Status, DefaultLimits.MaxOutputBytes)
 	}
