@@ -166,7 +166,7 @@ func TestStateScanBufferCheckedFirst(t *testing.T) {
 	in := newInstance(t, m)
 	var res Result
 	n := allocated(t, func() { res = in.ProcessState(context.Background(), &abi.Record{Topic: "in", Attempt: 1}, nil, st) })
-	t.Logf("%v", res.Err)
+	t.Logf("%v; allocated %d KiB", res.Err, n>>10)
 	if f := res.Fault(); f == nil || f.Kind != FaultBadPointer {
 		t.Fatalf("a scan into a buffer past the guest's memory: %v %v, want a bad_pointer fault", res.Status, res.Err)
 	}
