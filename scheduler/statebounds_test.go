@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
@@ -99,8 +100,13 @@ func TestStatePartitionBound(t *testing.T) {
 	produce(t, brokers, fillRecord("a", 3, 64<<10, false), fillRecord("b", 1, 64<<10, false))
 	deadLetters(1, "b")
 	stored(r, "a's values in the store", 3*entry)
-	if got := r.Pipelines()[0].stats.StateRefused.Load(); got != 1 {
-		t.Fatalf("%d refusals counted, want 1", got)
+	reader := sdkmetric.NewManualReader()
+	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
+		t.Fatal(err)
+	}
+	m := collect(t, reader)
+	if refused, held := sumInt(m["wasmstream.state.refused"], all), sumInt(m["wasmstream.state.bytes"], all); refused != 1 || held != 3*entry {
+		t.Fatalf("wasmstream.state.refused %d, wasmstream.state.bytes %d; want 1, %d", refused, held, 3*entry)
 	}
 	produce(t, brokers, fillRecord("a", 1, 0, true)) // deletes a/0
 	stored(r, "a/0's delete applied", 2*entry)
