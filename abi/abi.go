@@ -105,7 +105,7 @@ const (
 	ErrnoBufTooSmall  Errno = 2  // record_read: buf_len is smaller than the record
 	ErrnoBadEncoding  Errno = 3  // emit: the output encoding is malformed (or has more than MaxHeaders headers)
 	ErrnoTopicDenied  Errno = 4  // emit: the output topic is not allowed for this pipeline
-	ErrnoLimit        Errno = 5  // emit: the record's output count or bytes limit is reached; async_start: the record's operation limit is reached
+	ErrnoLimit        Errno = 5  // emit, state_put, state_delete: the record's output count or bytes limit is reached (a state write counts as an output), or state_put: the partition's state.max_bytes; async_start: the record's operation limit is reached
 	ErrnoNotSupported Errno = 6  // the call is not supported by this host
 	ErrnoBadOp        Errno = 7  // result_read: op is not the operation being completed
 	ErrnoNotFound     Errno = 8  // state_get: the key has no value

@@ -220,7 +220,9 @@ func DecodeStateGetResult(p []byte) ([]byte, bool, error) {
 const (
 	// StateScanDefaultBytes is a batch's bound when the request says 0.
 	StateScanDefaultBytes = 64 << 10
-	// StateScanMaxBytes caps a batch's bound: a larger request is cut to it.
+	// StateScanMaxBytes caps a batch's bound: a larger request is cut to
+	// it. It caps what one state_scan call writes too, whatever its
+	// buf_len.
 	StateScanMaxBytes = 1 << 20
 )
 

@@ -73,8 +73,14 @@ func (e *Engine) ReleaseOutputs(n int64) { e.held.release(n) }
 // against the engine's bound; false means the bound is reached and emit
 // refuses it. Called by emit on the instance's goroutine.
 func (in *Instance) holdOutput(st *recState, cost int) bool {
+	return in.hold(st, int64(cost)+outputOverhead, "output refused", cost)
+}
+
+// hold counts n more bytes held for st (n < 0 gives bytes back, and always
+// succeeds); false means the engine's bound is reached: what refused is
+// logged (at most every 5 s) with the bytes asked for.
+func (in *Instance) hold(st *recState, n int64, refused string, asked int) bool {
 	h := in.m.held
-	n := int64(cost) + outputOverhead
 	if h.take(n) {
 		if h.max.Load() > 0 {
 			st.held += n
@@ -84,8 +90,8 @@ func (in *Instance) holdOutput(st *recState, cost int) bool {
 	if now := time.Now().UnixNano(); now-h.lastLog.Load() > int64(5*time.Second) {
 		h.lastLog.Store(now)
 		held, max := h.held.Load(), h.max.Load()
-		in.m.log.Warn("output refused: the host holds its maximum of emitted outputs (host.max_held_output_bytes); the guest's emit returns a limit error",
-			"held_bytes", held, "max_bytes", max, "output_bytes", cost)
+		in.m.log.Warn(refused+": the host holds its maximum of emitted outputs (host.max_held_output_bytes); the guest's call returns a limit error",
+			"held_bytes", held, "max_bytes", max, "bytes", asked)
 	}
 	return false
 }

@@ -148,7 +148,7 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	lim := in.m.limits
-	if len(st.outputs) >= lim.MaxOutputs || st.outBytes+len(raw) > lim.MaxOutputBytes {
+	if len(st.outputs)+st.written >= lim.MaxOutputs || st.outBytes+len(raw) > lim.MaxOutputBytes {
 		stack[0] = errno(abi.ErrnoLimit)
 		return
 	}

@@ -116,7 +116,6 @@ type Instance struct {
 
 	cur        *recState // the record of the call in progress
 	nextState  State     // the State of the record Process starts next (ProcessState)
-	scanBuf    []byte    // state_scan's entries, reused
 	curOp      *opState  // the operation being completed (result_read)
 	spare      *recState // reused for records that complete in one call
 	lastHandle uint32
@@ -152,8 +151,9 @@ type recState struct {
 	tag      any
 	enc      []byte
 	outputs  []abi.Output
-	outBytes int
-	held     int64 // what outputs count in the engine's heldOutputs
+	outBytes int   // what limits.max_output_bytes counts: the outputs' encodings, the state writes' keys and values (state.go)
+	written  int   // the keys it wrote state to: each is one more output (a changelog record) in limits.max_outputs
+	held     int64 // what outputs and state writes count in the engine's heldOutputs
 	errMsg   string
 	state    State // answers its state_* calls (nil: no state)
 	deadline time.Time
@@ -269,7 +269,7 @@ func (in *Instance) newRec(tag any) *recState {
 		in.lastHandle = 1
 	}
 	st.handle, st.tag, st.ended = in.lastHandle, tag, false
-	st.outputs, st.outBytes, st.held, st.errMsg = nil, 0, 0, ""
+	st.outputs, st.outBytes, st.written, st.held, st.errMsg = nil, 0, 0, 0, ""
 	return st
 }
 

@@ -24,6 +24,10 @@ type State interface {
 	Put(key, value []byte) abi.Errno
 	// Delete removes key.
 	Delete(key []byte) abi.Errno
+	// Written returns the length of the value of the record's own write of
+	// key (0 for a delete) and whether the record wrote key: what a new
+	// write of key replaces in the record's bounds (countWrite).
+	Written(key []byte) (valueLen int, ok bool)
 	// Scan calls fn for the keys with prefix that sort after after (all
 	// of them when after is empty), in key order, until fn returns false.
 	Scan(prefix, after []byte, fn func(key, value []byte) bool) abi.Errno
@@ -60,8 +64,9 @@ func (in *Instance) ProcessState(ctx context.Context, rec *abi.Record, tag any, 
 }
 
 // stateCall reads the arguments (handle, key, key_len) common to the
-// state_* host functions: the record's State and the key, or an errno.
-func stateCall(ctx context.Context, mod api.Module, stack []uint64, fn string) (*Instance, State, []byte, abi.Errno) {
+// state_* host functions: the record and its State and the key, or an
+// errno.
+func stateCall(ctx context.Context, mod api.Module, stack []uint64, fn string) (*Instance, *recState, []byte, abi.Errno) {
 	in, rs, key := recordCall(ctx, mod, stack, fn)
 	switch {
 	case rs == nil:
@@ -71,20 +76,20 @@ func stateCall(ctx context.Context, mod api.Module, stack []uint64, fn string) (
 	case len(key) > abi.MaxStateKeyBytes:
 		return in, nil, nil, abi.ErrnoTooLarge
 	}
-	return in, rs.state, key, 0
+	return in, rs, key, 0
 }
 
 // state_get(handle, key, key_len, buf, buf_len) -> value_len | -errno.
 // The value is written only when it fits (value_len <= buf_len); a guest
 // given a larger value_len calls again with a buffer that size.
 func hostStateGet(ctx context.Context, mod api.Module, stack []uint64) {
-	in, st, key, e := stateCall(ctx, mod, stack, abi.ImportStateGet)
+	in, rs, key, e := stateCall(ctx, mod, stack, abi.ImportStateGet)
 	if e != 0 {
 		stack[0] = errno(e)
 		return
 	}
 	buf, n := uint32(stack[3]), uint32(stack[4])
-	v, e := st.Get(key)
+	v, e := rs.state.Get(key)
 	if e != 0 {
 		stack[0] = errno(e)
 		return
@@ -97,31 +102,71 @@ func hostStateGet(ctx context.Context, mod api.Module, stack []uint64) {
 
 // state_put(handle, key, key_len, val, val_len) -> 0 | -errno
 func hostStatePut(ctx context.Context, mod api.Module, stack []uint64) {
-	in, st, key, e := stateCall(ctx, mod, stack, abi.ImportStatePut)
+	in, rs, key, e := stateCall(ctx, mod, stack, abi.ImportStatePut)
 	if e != 0 {
 		stack[0] = errno(e)
 		return
 	}
 	val := in.read(mod, abi.ImportStatePut, uint32(stack[3]), uint32(stack[4]))
-	stack[0] = errno(st.Put(key, val))
+	stack[0] = errno(in.countWrite(rs, key, len(val), func() abi.Errno { return rs.state.Put(key, val) }))
 }
 
 // state_delete(handle, key, key_len) -> 0 | -errno
 func hostStateDelete(ctx context.Context, mod api.Module, stack []uint64) {
-	_, st, key, e := stateCall(ctx, mod, stack, abi.ImportStateDelete)
+	in, rs, key, e := stateCall(ctx, mod, stack, abi.ImportStateDelete)
 	if e != 0 {
 		stack[0] = errno(e)
 		return
 	}
-	stack[0] = errno(st.Delete(key))
+	stack[0] = errno(in.countWrite(rs, key, 0, func() abi.Errno { return rs.state.Delete(key) }))
+}
+
+// countWrite makes the write of a value of valueLen bytes to key (a delete:
+// 0) with write, within the record's bounds on outputs (ABI.md §4.1): a
+// write becomes a changelog record among the record's outputs, so it counts
+// as one, in limits.max_outputs (once per key the record writes), its key
+// and value in limits.max_output_bytes, and those bytes (plus an output's
+// overhead) in host.max_held_output_bytes until the caller releases the
+// record's outputs. A key written again replaces what its last write
+// counted. Past a bound the write is not made: ErrnoLimit, as emit's.
+func (in *Instance) countWrite(rs *recState, key []byte, valueLen int, write func() abi.Errno) abi.Errno {
+	lim := in.m.limits
+	n, prev, more := len(key)+valueLen, 0, 1
+	if v, ok := rs.state.Written(key); ok {
+		prev, more = len(key)+v, 0
+	}
+	if len(rs.outputs)+rs.written+more > lim.MaxOutputs || rs.outBytes-prev+n > lim.MaxOutputBytes {
+		return abi.ErrnoLimit
+	}
+	// More bytes are taken before the write, fewer given back after it:
+	// giving back always succeeds.
+	held := int64(n - prev + more*outputOverhead)
+	if held > 0 && !in.hold(rs, held, "state write refused", n) {
+		return abi.ErrnoLimit
+	}
+	if e := write(); e != 0 {
+		if held > 0 {
+			in.hold(rs, -held, "", 0)
+		}
+		return e
+	}
+	if held < 0 {
+		in.hold(rs, held, "", 0)
+	}
+	rs.outBytes += n - prev
+	rs.written += more
+	return 0
 }
 
 // state_scan(handle, prefix, prefix_len, after, after_len, buf, buf_len)
 // -> bytes written | -errno: the entries (abi.AppendStateEntry) of the keys
-// with prefix after the cursor after, as many whole ones as fit in buf; 0
-// when there are no more. ErrnoBufTooSmall when not even the first fits.
+// with prefix after the cursor after, as many whole ones as fit in buf and
+// in abi.StateScanMaxBytes; 0 when there are no more. ErrnoBufTooSmall when
+// not even the first fits. The buffer must lie in the guest's memory (it is
+// checked before the scan, so that buf_len never sizes anything); the
+// entries are written straight into it, with no copy kept by the host.
 func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
-	in, st, prefix, e := stateCall(ctx, mod, stack, abi.ImportStateScan)
+	in, rs, prefix, e := stateCall(ctx, mod, stack, abi.ImportStateScan)
 	if e != 0 {
 		stack[0] = errno(e)
 		return
@@ -131,27 +176,24 @@ func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(abi.ErrnoTooLarge)
 		return
 	}
-	buf, n := uint32(stack[5]), uint32(stack[6])
-	out := in.scanBuf[:0]
+	buf := in.read(mod, abi.ImportStateScan, uint32(stack[5]), uint32(stack[6]))
+	// Appends below stay within buf's first limit bytes: never reallocated.
+	out := buf[:0:min(len(buf), abi.StateScanMaxBytes)]
 	tooSmall := false
-	e = st.Scan(prefix, after, func(k, v []byte) bool {
-		if len(out)+abi.StateEntrySize(k, v) > int(n) {
+	e = rs.state.Scan(prefix, after, func(k, v []byte) bool {
+		if len(out)+abi.StateEntrySize(k, v) > cap(out) {
 			tooSmall = len(out) == 0
 			return false
 		}
 		out = abi.AppendStateEntry(out, k, v)
 		return true
 	})
-	in.scanBuf = out[:0]
 	switch {
 	case e != 0:
 		stack[0] = errno(e)
 	case tooSmall:
 		stack[0] = errno(abi.ErrnoBufTooSmall)
 	default:
-		if !mod.Memory().Write(buf, out) {
-			in.badPointer(mod, abi.ImportStateScan, buf, uint32(len(out)))
-		}
 		stack[0] = uint64(len(out))
 	}
 }

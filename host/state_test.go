@@ -16,6 +16,21 @@ type mapState struct {
 	m        map[string][]byte
 	maxValue int
 	foreign  string // keys with this prefix belong to another partition
+	// written is the value lengths of the writes made through it (-1: a
+	// delete): the record's own writes when a test uses one per record.
+	written map[string]int
+}
+
+func (s *mapState) wrote(key []byte, n int) {
+	if s.written == nil {
+		s.written = map[string]int{}
+	}
+	s.written[string(key)] = n
+}
+
+func (s *mapState) Written(key []byte) (int, bool) {
+	n, ok := s.written[string(key)]
+	return max(n, 0), ok
 }
 
 func (s *mapState) check(key []byte) abi.Errno {
@@ -44,10 +59,15 @@ func (s *mapState) Put(key, value []byte) abi.Errno {
 		return abi.ErrnoTooLarge
 	}
 	s.m[string(key)] = bytes.Clone(value)
+	s.wrote(key, len(value))
 	return 0
 }
 
-func (s *mapState) Delete(key []byte) abi.Errno { delete(s.m, string(key)); return 0 }
+func (s *mapState) Delete(key []byte) abi.Errno {
+	delete(s.m, string(key))
+	s.wrote(key, -1)
+	return 0
+}
 
 func (s *mapState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	var keys []string

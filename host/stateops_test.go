@@ -141,6 +141,11 @@ func (s *layerState) Delete(key []byte) abi.Errno {
 	return 0
 }
 
+func (s *layerState) Written(key []byte) (int, bool) {
+	v, ok := s.writes[string(key)]
+	return len(v), ok
+}
+
 func (s *layerState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	keys, all := s.sh.merged(s.writes, prefix, after)
 	for _, k := range keys {

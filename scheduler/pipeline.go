@@ -61,6 +61,7 @@ type Stats struct {
 
 	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
 	StateRestored atomic.Int64 // changelog records applied by restores at assignment
+	StateRefused  atomic.Int64 // state_put calls refused because the partition's state is at state.max_bytes
 	// StateRestoreNanos is the time restores at assignment took (wall
 	// time: the partitions of one assignment are restored at once).
 	StateRestoreNanos atomic.Int64

@@ -2,12 +2,16 @@ package scheduler
 
 import (
 	"bytes"
+	"fmt"
+	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
@@ -36,11 +40,19 @@ type taskState struct {
 	parts     int // the input topic's partitions: a key's partition is murmur2 % parts
 	maxValue  int
 	changelog string
+	// maxBytes bounds the partition's state (state.max_bytes; 0: none);
+	// refused counts the puts it refused (the pipeline's Stats).
+	maxBytes int64
+	refused  *atomic.Int64
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	overlay map[string]overlayEntry
-	batches []*stateBatch
-	seq     uint64
+	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
+	// key's).
+	overlayBytes int64
+	batches      []*stateBatch
+	seq          uint64
 	// applied is one past the highest changelog offset applied to the
 	// store by this task's flushes (-1: none yet).
 	applied int64
@@ -64,7 +76,8 @@ type stateBatch struct {
 }
 
 func newTaskState(ps *partStore, partition int32, parts, maxValue int, changelog string) *taskState {
-	return &taskState{ps: ps, partition: partition, parts: parts, maxValue: maxValue, changelog: changelog, overlay: map[string]overlayEntry{}, applied: -1}
+	return &taskState{ps: ps, partition: partition, parts: parts, maxValue: maxValue, changelog: changelog,
+		refused: new(atomic.Int64), log: slog.New(slog.DiscardHandler), overlay: map[string]overlayEntry{}, applied: -1}
 }
 
 // begin returns the State of one attempt of a record.
@@ -107,12 +120,16 @@ func (ts *taskState) commitRecord(offset int64, rs *recordState) (*stateBatch, [
 	b.firstAcked.Store(math.MaxInt64)
 	b.lastAcked.Store(-1)
 	for i, w := range rs.writes {
+		if e, ok := ts.overlay[string(w.Key)]; ok {
+			ts.overlayBytes -= int64(len(w.Key) + len(e.value))
+		}
+		ts.overlayBytes += int64(len(w.Key) + len(w.Value))
 		ts.overlay[string(w.Key)] = overlayEntry{value: w.Value, seq: b.seq}
 		outs[i] = abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition}
 	}
 	ts.batches = append(ts.batches, b)
 	ts.mu.Unlock()
-	rs.writes = nil // the batch's now
+	rs.writes, rs.index, rs.bytes = nil, nil, 0 // the batch's now
 	return b, outs
 }
 
@@ -180,6 +197,7 @@ func (ts *taskState) flush(upTo int64) error {
 		for _, w := range b.writes {
 			if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
 				delete(ts.overlay, string(w.Key))
+				ts.overlayBytes -= int64(len(w.Key) + len(e.value))
 			}
 		}
 	}
@@ -193,15 +211,34 @@ func (ts *taskState) flush(upTo int64) error {
 type recordState struct {
 	ts *taskState
 	// writes are the attempt's, one per key in first-write order (a nil
-	// Value deletes); found by a linear search: a record writes few keys.
+	// Value deletes); index finds a key's write once there are more than
+	// indexAfter (findWrite).
 	writes []statestore.Write
+	index  map[string]int
+	bytes  int64 // the writes' keys and values, as state.max_bytes counts them
 	buf    []byte
+	// overBound says why a put was refused for state.max_bytes, for the
+	// record's failure (worker.outcomeAt).
+	overBound string
 }
 
-// find returns the index of key's write, or -1.
-func (rs *recordState) find(key []byte) int {
-	for i := range rs.writes {
-		if string(rs.writes[i].Key) == string(key) {
+// indexAfter is how many writes a record makes before its writes are
+// indexed by key: most records write a key or two, which a search finds
+// faster than a map is made, and a record that writes thousands finds each
+// in constant time.
+const indexAfter = 8
+
+// findWrite returns the index in writes of key's write, or -1; index is
+// writes' (nil below indexAfter writes).
+func findWrite(writes []statestore.Write, index map[string]int, key []byte) int {
+	if index != nil {
+		if i, ok := index[string(key)]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range writes {
+		if string(writes[i].Key) == string(key) {
 			return i
 		}
 	}
@@ -212,7 +249,7 @@ func (rs *recordState) Get(key []byte) ([]byte, abi.Errno) {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return nil, e
 	}
-	if i := rs.find(key); i >= 0 {
+	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
 		if v := rs.writes[i].Value; v != nil {
 			return v, 0
 		}
@@ -229,12 +266,33 @@ func (rs *recordState) Get(key []byte) ([]byte, abi.Errno) {
 	return v, 0
 }
 
+// Written is the length of the value of the record's write of key (host.
+// State).
+func (rs *recordState) Written(key []byte) (int, bool) {
+	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
+		return len(rs.writes[i].Value), true
+	}
+	return 0, false
+}
+
 func (rs *recordState) put(key, v []byte) {
-	if i := rs.find(key); i >= 0 {
+	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
+		rs.bytes += int64(len(v) - len(rs.writes[i].Value))
 		rs.writes[i].Value = v
 		return
 	}
-	rs.writes = append(rs.writes, statestore.Write{Key: append([]byte(nil), key...), Value: v})
+	k := append([]byte(nil), key...)
+	rs.writes = append(rs.writes, statestore.Write{Key: k, Value: v})
+	rs.bytes += int64(len(k) + len(v))
+	switch {
+	case rs.index != nil:
+		rs.index[string(k)] = len(rs.writes) - 1
+	case len(rs.writes) > indexAfter:
+		rs.index = make(map[string]int, 2*len(rs.writes))
+		for i, w := range rs.writes {
+			rs.index[string(w.Key)] = i
+		}
+	}
 }
 
 func (rs *recordState) Put(key, value []byte) abi.Errno {
@@ -244,10 +302,50 @@ func (rs *recordState) Put(key, value []byte) abi.Errno {
 	if len(value) > rs.ts.maxValue {
 		return abi.ErrnoTooLarge
 	}
+	if e := rs.room(key, len(value)); e != 0 {
+		return e
+	}
 	v := make([]byte, len(value)) // never nil: nil is a delete
 	copy(v, value)
 	rs.put(key, v)
 	return 0
+}
+
+// room answers whether a put of a value of n bytes to key fits the
+// partition's bound (state.max_bytes): the store's keys and values, the
+// overlay's and the record's writes, with this one replacing the record's
+// last write of key. The count takes every write not yet in the store as
+// new; when it is over the bound, a put no larger than the value it
+// replaces (in the overlay or the store) still passes: it does not grow
+// the state. Deletes always pass (RATIONALE.md, "State stores").
+func (rs *recordState) room(key []byte, n int) abi.Errno {
+	ts := rs.ts
+	grow := int64(len(key) + n)
+	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
+		grow = int64(n - len(rs.writes[i].Value))
+	}
+	if ts.maxBytes <= 0 || grow <= 0 {
+		return 0
+	}
+	ts.mu.Lock()
+	overlay := ts.overlayBytes
+	ts.mu.Unlock()
+	used := ts.ps.store.Bytes() + overlay + rs.bytes
+	if used+grow <= ts.maxBytes {
+		return 0
+	}
+	v, ok, err := ts.get(rs.buf[:0], key)
+	rs.buf = v
+	if err == nil && ok && len(v) >= n {
+		return 0
+	}
+	ts.refused.Add(1)
+	rs.overBound = fmt.Sprintf("state_put refused: partition %d holds %d bytes of state, at its bound of %d (state.max_bytes)", ts.partition, used, ts.maxBytes)
+	if now := time.Now().UnixNano(); now-ts.ps.lastWarn.Load() > int64(5*time.Second) {
+		ts.ps.lastWarn.Store(now)
+		ts.log.Warn("state_put refused: the partition's state is at its bound (state.max_bytes); the guest's call returns a limit error", "partition", ts.partition, "state_bytes", used, "max_bytes", ts.maxBytes, "refused", ts.refused.Load())
+	}
+	return abi.ErrnoLimit
 }
 
 func (rs *recordState) Delete(key []byte) abi.Errno {
@@ -269,24 +367,24 @@ func (rs *recordState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi
 // task's overlay and store. The copy is of the slice only: a write's key
 // and value are never changed once made (put replaces the entry).
 func (rs *recordState) Reader() host.StateReader {
-	return &stateReader{ts: rs.ts, writes: slices.Clone(rs.writes)}
+	return &stateReader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index)}
 }
 
 // stateReader is a recordState's read-only view for another goroutine:
-// its writes are its own copy and taskState is safe for concurrent use.
+// its writes (and their index) are its own copy and taskState is safe for
+// concurrent use.
 type stateReader struct {
 	ts     *taskState
 	writes []statestore.Write
+	index  map[string]int
 }
 
 func (r *stateReader) Check(key []byte) abi.Errno { return r.ts.checkKey(key) }
 
 func (r *stateReader) Get(key []byte) ([]byte, bool, abi.Errno) {
-	for i := range r.writes {
-		if string(r.writes[i].Key) == string(key) {
-			v := r.writes[i].Value
-			return bytes.Clone(v), v != nil, 0
-		}
+	if i := findWrite(r.writes, r.index, key); i >= 0 {
+		v := r.writes[i].Value
+		return bytes.Clone(v), v != nil, 0
 	}
 	v, ok, err := r.ts.get(nil, key)
 	if err != nil {

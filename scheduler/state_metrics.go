@@ -26,6 +26,10 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 	errs(e)
 	storeBytes, e := meter.Int64ObservableGauge("wasmstream.state.store.bytes", metric.WithUnit("By"), metric.WithDescription("Size of a partition's local state store (bbolt file in use)."))
 	errs(e)
+	stateBytes, e := meter.Int64ObservableGauge("wasmstream.state.bytes", metric.WithUnit("By"), metric.WithDescription("Keys and values in a partition's local state store, which state.max_bytes bounds with the writes of records not yet committed."))
+	errs(e)
+	refused, e := meter.Int64ObservableCounter("wasmstream.state.refused", metric.WithUnit("{put}"), metric.WithDescription("state_put calls refused (errno 5) because the partition's state was at state.max_bytes."))
+	errs(e)
 	if err != nil {
 		return err
 	}
@@ -39,22 +43,29 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 			o.ObserveInt64(writes, p.stats.StateWrites.Load(), at)
 			o.ObserveInt64(restored, p.stats.StateRestored.Load(), at)
 			o.ObserveFloat64(restoreTime, float64(p.stats.StateRestoreNanos.Load())/1e9, at)
-			for part, n := range p.state.sizes() {
-				o.ObserveInt64(storeBytes, n, metric.WithAttributes(pipe, attribute.Int("partition", int(part))))
+			o.ObserveInt64(refused, p.stats.StateRefused.Load(), at)
+			for part, sz := range p.state.sizes() {
+				pa := metric.WithAttributes(pipe, attribute.Int("partition", int(part)))
+				o.ObserveInt64(storeBytes, sz.file, pa)
+				o.ObserveInt64(stateBytes, sz.data, pa)
 			}
 		}
 		return nil
-	}, writes, restored, restoreTime, storeBytes)
+	}, writes, restored, restoreTime, storeBytes, stateBytes, refused)
 	return err
 }
 
+// storeSize is an open store's size: its file in use and its keys and
+// values.
+type storeSize struct{ file, data int64 }
+
 // sizes returns each open store's size.
-func (s *stateStores) sizes() map[int32]int64 {
+func (s *stateStores) sizes() map[int32]storeSize {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[int32]int64, len(s.stores))
+	out := make(map[int32]storeSize, len(s.stores))
 	for part, ps := range s.stores {
-		out[part] = ps.store.Size()
+		out[part] = storeSize{ps.store.Size(), ps.store.Bytes()}
 	}
 	return out
 }

@@ -39,6 +39,7 @@ type partStore struct {
 	store    *statestore.Store
 	restored int           // changelog records applied by the restore
 	took     time.Duration // the restore's duration
+	lastWarn atomic.Int64  // unix nanoseconds of the last state.max_bytes refusal logged
 }
 
 func newStateStores(p *Pipeline) (*stateStores, error) {
@@ -156,7 +157,9 @@ func (s *stateStores) taskState(partition int32) *taskState {
 		return nil
 	}
 	st := &s.p.pc.State
-	return newTaskState(ps, partition, s.parts, st.MaxValueBytes, st.Changelog)
+	ts := newTaskState(ps, partition, s.parts, st.MaxValueBytes, st.Changelog)
+	ts.maxBytes, ts.refused, ts.log = st.MaxBytes, &s.p.stats.StateRefused, s.p.log
+	return ts
 }
 
 // detach takes the partitions' stores out of the open set (a new

@@ -650,6 +650,10 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		return
 	}
 	f := t.classify(&res)
+	if j.rs != nil && j.rs.overBound != "" {
+		// The guest saw a limit errno; the failure names the bound.
+		f.msg += " (" + j.rs.overBound + ")"
+	}
 	rc := &t.p.pc.Retry
 	if f.retryable && j.attempt < rc.MaxAttempts && rc.Mode == config.RetryInline {
 		// Inline: the record waits in place, holding its lane (its key, or

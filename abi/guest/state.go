@@ -19,7 +19,11 @@ import (
 // Errors are abi.Errno values: abi.ErrnoTooLarge (a key over
 // abi.MaxStateKeyBytes or a value over state.max_value_bytes),
 // abi.ErrnoWrongKey (the key belongs to another partition), abi.ErrnoNoState
-// (the pipeline has no state). Return them to fail the record.
+// (the pipeline has no state), abi.ErrnoLimit (StatePut, StateDelete: the
+// record's writes, which count as outputs, reached limits.max_outputs or
+// limits.max_output_bytes, the host holds its maximum of outputs, or the
+// partition's state is at state.max_bytes; ABI.md §4.1). Return them to
+// fail the record.
 
 var errNoRecord = errors.New("guest: state used outside a record's call")
 

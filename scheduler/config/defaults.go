@@ -132,6 +132,7 @@ func PipelineDefaults() Pipeline {
 		State: State{
 			Dir:            Auto,
 			MaxValueBytes:  64 << 10,
+			MaxBytes:       1 << 30,
 			RestoreTimeout: 5 * time.Minute,
 		},
 		Instances: Instances{

@@ -15,7 +15,7 @@ func TestStateCombinations(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := c.Pipelines[0].State
-	if st.Changelog != "wasmstream-demo.uppercase.changelog" || st.MaxValueBytes != 64<<10 || st.Dir != Auto {
+	if st.Changelog != "wasmstream-demo.uppercase.changelog" || st.MaxValueBytes != 64<<10 || st.MaxBytes != 1<<30 || st.Dir != Auto {
 		t.Fatalf("defaults: %+v", st)
 	}
 	if _, err := Load(write(t, with(on+"\n    ordering: key")), nil, nil); err != nil {
@@ -34,6 +34,9 @@ func TestStateCombinations(t *testing.T) {
 		{on + "\n    ordering: none\n    consume: share", "pipelines[0].consume: share with state.enabled"},
 		{"state: {enabled: true, max_value_bytes: 0}\n    retry: {mode: inline}", ""}, // 0 is unset: the default
 		{"state: {enabled: true, max_value_bytes: 2000000}\n    retry: {mode: inline}", "pipelines[0].state.max_value_bytes: 2000000"},
+		{"state: {enabled: true, max_bytes: 1048576}\n    retry: {mode: inline}", ""},
+		{"state: {enabled: true, max_bytes: 66559}\n    retry: {mode: inline}", "pipelines[0].state.max_bytes: 66559: want at least"},
+		{"state: {enabled: true, max_bytes: -1}\n    retry: {mode: inline}", "max_bytes"},
 		{"state: {enabled: true, changelog: demo-out}\n    retry: {mode: inline}", "pipelines[0].state.changelog: \"demo-out\" must be a topic of its own"},
 		{"state: {enabled: true, restore_timeout: 10ms}\n    retry: {mode: inline}", "pipelines[0].state.restore_timeout: 10ms"},
 	} {

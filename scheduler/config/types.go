@@ -173,6 +173,11 @@ type State struct {
 	// MaxValueBytes bounds one value (state_put); keys are bounded by
 	// abi.MaxStateKeyBytes.
 	MaxValueBytes int `koanf:"max_value_bytes"`
+	// MaxBytes bounds one partition's state: its keys' and values' bytes
+	// (the store's, and the writes not yet applied to it). A state_put
+	// that would grow the state past it returns errno 5 (RATIONALE.md,
+	// "State stores").
+	MaxBytes int64 `koanf:"max_bytes"`
 	// Changelog is the changelog topic; default "<group>.changelog" (the
 	// pipeline's consumer group, GroupID).
 	Changelog string `koanf:"changelog"`

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 )
 
@@ -604,6 +605,9 @@ func checkState(add addFunc, key keyFunc, p *Pipeline, inputs map[string]bool) {
 	}
 	if st.MaxValueBytes < 1 || st.MaxValueBytes > 512<<10 {
 		add(key("state.max_value_bytes"), "%d: want 1 to 524288 (a changelog record must fit a produce, 1 MB by default, with its key)", st.MaxValueBytes)
+	}
+	if need := int64(st.MaxValueBytes) + abi.MaxStateKeyBytes; st.MaxBytes < need {
+		add(key("state.max_bytes"), "%d: want at least state.max_value_bytes plus a key's 1024 bytes (%d), so that one entry fits", st.MaxBytes, need)
 	}
 	if !validTopic(st.Changelog) {
 		add(key("state.changelog"), "%q is not a valid topic name", st.Changelog)

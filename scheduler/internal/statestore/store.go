@@ -4,6 +4,10 @@
 // synced: the changelog is what makes state durable; a file lost or
 // damaged costs a full restore (RATIONALE.md, "State stores").
 //
+// The store also keeps the bytes of its keys and values (Bytes), which
+// state.max_bytes bounds: counted by every write, in the file's meta data,
+// so a restart knows it without reading the keys.
+//
 // A Store is safe for concurrent use: any number of readers, one writer
 // at a time (bbolt's rule).
 package statestore
@@ -15,6 +19,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -24,12 +30,17 @@ var (
 	bucketData = []byte("data")
 	bucketMeta = []byte("meta")
 	keyNext    = []byte("changelog_next")
+	keyBytes   = []byte("bytes") // the data bucket's keys' and values' bytes
 )
 
 // Store is one partition's store.
 type Store struct {
 	db   *bolt.DB
 	path string
+	// wmu serialises the writers (Apply, Reset), so that bytes follows
+	// their transactions in order.
+	wmu   sync.Mutex
+	bytes atomic.Int64 // as of the last write transaction (keyBytes)
 }
 
 // Open opens (creating it if needed) the store at path. A file bbolt
@@ -53,18 +64,37 @@ func Open(path string, lockWait time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("state store %s: %w", path, err)
 	}
 	db.NoSync = true
+	s := &Store{db: db, path: path}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(bucketData); err != nil {
+		data, err := tx.CreateBucketIfNotExists(bucketData)
+		if err != nil {
 			return err
 		}
-		_, err := tx.CreateBucketIfNotExists(bucketMeta)
-		return err
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if v := meta.Get(keyBytes); len(v) == 8 {
+			s.bytes.Store(int64(binary.BigEndian.Uint64(v)))
+			return nil
+		}
+		// A store written before the count was kept: count once.
+		var n int64
+		if err := data.ForEach(func(k, v []byte) error { n += int64(len(k) + len(v)); return nil }); err != nil {
+			return err
+		}
+		s.bytes.Store(n)
+		return meta.Put(keyBytes, binary.BigEndian.AppendUint64(nil, uint64(n)))
 	}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("state store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path}, nil
+	return s, nil
 }
+
+// Bytes is the bytes of the store's keys and values (what the file holds
+// besides bbolt's pages and free space); cheap to call.
+func (s *Store) Bytes() int64 { return s.bytes.Load() }
 
 // Close closes the file; it waits for reads in progress.
 func (s *Store) Close() error { return s.db.Close() }
@@ -88,7 +118,9 @@ func (s *Store) Next() (int64, error) {
 // Reset empties the store (its changelog offset back to 0): for a store
 // ahead of its changelog, which then is not the one it was built from.
 func (s *Store) Reset() error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketData, bucketMeta} {
 			if err := tx.DeleteBucket(b); err != nil {
 				return err
@@ -99,6 +131,10 @@ func (s *Store) Reset() error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.bytes.Store(0)
+	}
+	return err
 }
 
 // Get appends key's value to dst and reports whether it has one.
@@ -148,24 +184,39 @@ type Write struct {
 // store now reflects everything before (unchanged when next < 0), in one
 // transaction.
 func (s *Store) Apply(ws []Write, next int64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	n := s.bytes.Load()
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketData)
 		for _, w := range ws {
 			var err error
+			if old := b.Get(w.Key); old != nil {
+				n -= int64(len(w.Key) + len(old))
+			}
 			if w.Value == nil {
 				err = b.Delete(w.Key)
 			} else {
 				err = b.Put(w.Key, w.Value)
+				n += int64(len(w.Key) + len(w.Value))
 			}
 			if err != nil {
 				return err
 			}
 		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyBytes, binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
+			return err
+		}
 		if next >= 0 {
-			return tx.Bucket(bucketMeta).Put(keyNext, binary.BigEndian.AppendUint64(nil, uint64(next)))
+			return meta.Put(keyNext, binary.BigEndian.AppendUint64(nil, uint64(next)))
 		}
 		return nil
 	})
+	if err == nil {
+		s.bytes.Store(n)
+	}
+	return err
 }
 
 // Size is the bytes of the store's data in use (bbolt's file size as of

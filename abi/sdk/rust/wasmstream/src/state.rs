@@ -64,7 +64,10 @@ pub fn state_get(key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
 /// it at once; it becomes durable with the record's outputs, and a record
 /// that fails leaves none of its writes behind. An empty value is a value.
 /// Errors as [`state_get`]; [`Errno::TOO_LARGE`] also for a value over
-/// `state.max_value_bytes`.
+/// `state.max_value_bytes`; [`Errno::LIMIT`] when the record's writes (which
+/// count as its outputs) reach `limits.max_outputs` or
+/// `limits.max_output_bytes`, the host holds its maximum of outputs, or the
+/// partition's state is at `state.max_bytes` (ABI.md §4.1).
 pub fn state_put(key: &[u8], value: &[u8]) -> Result<(), Errno> {
     let rc = sys::state_put(handle()?, key, value);
     if rc < 0 {
@@ -73,7 +76,8 @@ pub fn state_put(key: &[u8], value: &[u8]) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Removes `key` for the record. Errors as [`state_get`].
+/// Removes `key` for the record. Errors as [`state_get`]; [`Errno::LIMIT`]
+/// as [`state_put`]'s, but never for `state.max_bytes`.
 pub fn state_delete(key: &[u8]) -> Result<(), Errno> {
     let rc = sys::state_delete(handle()?, key);
     if rc < 0 {
