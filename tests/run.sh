@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The test command (`make test`): installs what the tests need when it is
 # missing, builds the example processors, starts a real Kafka broker
-# (tests/kafka/kafka.sh) and, for the test run, a real Jaeger built from
-# source (tests/jaeger/jaeger.sh; ~7-12 min the first time on a new machine) —
-# the run fails if either cannot start — runs every test under the race
-# detector, and stops both.
+# (tests/kafka/kafka.sh) and, for the test run, a secured broker and a real
+# Jaeger built from source (tests/jaeger/jaeger.sh; ~15 min the first time on
+# a new machine, in the background while the first steps run) — the run fails
+# if any cannot start — runs every test under the race detector, stops them,
+# and prints the time each step took.
 #
 #   bash tests/run.sh          unit + integration tests, and the benchmark smoke run
 #   bash tests/run.sh bench    the full benchmark suite on the real broker
@@ -13,6 +14,32 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mode="${1:-test}"
 
 say() { printf '== %s\n' "$*" >&2; }
+
+# Steps and their times: step NAME ends the step running and starts NAME; at
+# exit the table of every step's seconds is printed (where a run's time goes).
+step_names=() step_secs=() step_now="" step_t0=$SECONDS
+step() {
+    [[ -z "$step_now" ]] || { step_names+=("$step_now"); step_secs+=($((SECONDS - step_t0))); }
+    step_now="$1" step_t0=$SECONDS
+    [[ -z "$1" ]] || say "$1"
+}
+step_table() {
+    step ""
+    local i
+    printf '== time per step (s)\n' >&2
+    for i in "${!step_names[@]}"; do printf '%6d  %s\n' "${step_secs[$i]}" "${step_names[$i]}" >&2; done
+    printf '%6d  total\n' "$SECONDS" >&2
+}
+# What runs at exit, newest first: services stopped, then the step table.
+on_exit=()
+at_exit() { on_exit=("$1" "${on_exit[@]}"); }
+run_exit() {
+    local rc=$? c
+    for c in "${on_exit[@]}"; do eval "$c" || true; done
+    step_table
+    exit "$rc"
+}
+trap run_exit EXIT
 
 install_prereqs() {
     local pkgs=()
@@ -61,26 +88,36 @@ install_prereqs() {
         { echo "tests/run.sh: node $(node --version) is too old for AssemblyScript 0.28 (needs >= 20)" >&2; exit 1; }
 }
 
+step "installing what the tests need"
 install_prereqs
-say "gofmt and go vet"
+if [[ "$mode" == test ]]; then
+    # Jaeger is built from source (~15 min on a new machine, seconds once
+    # built): in the background from here, so the build overlaps the steps
+    # below; "starting a real Jaeger" waits for it and fails if it failed.
+    mkdir -p /tmp/wasmstream-jaeger-build
+    bash tests/jaeger/jaeger.sh build >/tmp/wasmstream-jaeger-build/build.log 2>&1 &
+    jaeger_build=$!
+    at_exit 'kill $jaeger_build 2>/dev/null'
+fi
+step "gofmt and go vet"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))"
 [[ -z "$unformatted" ]] || { echo "tests/run.sh: not gofmt-formatted:" >&2; echo "$unformatted" >&2; exit 1; }
 go vet ./...
 go vet -tags integration ./tests/...
-say "building the CLI and the example processors"
+step "building the CLI and the example processors"
 make -s build plugins
 
 # The AssemblyScript SDK: its pinned compiler from package-lock.json (npm ci;
 # the cache in ~/.npm lets a later run work offline) and its own tests, in
 # Node's WebAssembly engine; then the examples, which host/asguest_test.go
 # runs in the host and the meter's TestInstrumentExamples instruments.
-say "AssemblyScript SDK: npm ci and npm test"
+step "AssemblyScript SDK: npm ci and npm test"
 make -s as-sdk-test as-plugins
 
-say "starting a real Kafka broker"
+step "starting a real Kafka broker"
 eval "$(bash tests/kafka/kafka.sh start)"
 export KAFKA_BROKERS
-trap 'bash tests/kafka/kafka.sh stop || true' EXIT
+at_exit 'bash tests/kafka/kafka.sh stop'
 say "Kafka at $KAFKA_BROKERS"
 
 case "$mode" in
@@ -88,37 +125,40 @@ test)
     # A second, secured broker (SASL_SSL, SSL with client certificates,
     # StandardAuthorizer; tests/kafka/secure.sh) for the secured-cluster
     # tests: one small JVM, its PLAINTEXT address as KAFKA_SECURE_BROKERS.
-    say "starting a secured Kafka broker"
+    step "starting a secured Kafka broker"
     secure_kafka() {
         KAFKA_DATA_DIR=/tmp/wasmstream-kafka-secure KAFKA_PORT=39192 KAFKA_CONTROLLER_PORT=39193 \
             KAFKA_HEAP_OPTS="-Xms128m -Xmx384m" bash tests/kafka/kafka.sh "$@"
     }
     eval "$(secure_kafka start --secure | sed 's/^KAFKA_BROKERS=/KAFKA_SECURE_BROKERS=/')"
     export KAFKA_SECURE_BROKERS KAFKA_SASL_SSL_BROKERS KAFKA_SSL_BROKERS KAFKA_PLAIN_ONLY_BROKERS KAFKA_SECURE_DIR
-    trap 'secure_kafka stop || true; bash tests/kafka/kafka.sh stop || true' EXIT
+    at_exit 'secure_kafka stop'
     say "secured Kafka at $KAFKA_SASL_SSL_BROKERS (SASL_SSL), $KAFKA_SSL_BROKERS (SSL), CA $KAFKA_SECURE_DIR/ca.pem"
-    say "starting a real Jaeger (built from source the first time)"
-    eval "$(bash tests/jaeger/jaeger.sh start)"
-    export JAEGER_QUERY JAEGER_OTLP_HTTP JAEGER_OTLP_GRPC
-    trap 'bash tests/jaeger/jaeger.sh stop || true; secure_kafka stop || true; bash tests/kafka/kafka.sh stop || true' EXIT
-    say "Jaeger query API at $JAEGER_QUERY, OTLP/HTTP at $JAEGER_OTLP_HTTP"
-    say "benchmark smoke run (checks the harness, not speed)"
+    step "benchmark smoke run (checks the harness, not speed)"
     BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/
     go test -count=1 -run "^$" -bench . -benchtime 100x -tags integration ./host/
-    # Scheduling under oversubscription is only faithful without the race
-    # detector's instrumentation: run that test plainly too.
-    go test -count=1 -run TestOversubscribedInstancesMeetDeadlines ./host/
-    say "fuzz targets, briefly (FUZZTIME=10m bash tests/fuzz.sh for a long run)"
+    step "fuzz targets, briefly (FUZZTIME=10m bash tests/fuzz.sh for a long run)"
     FUZZTIME="${FUZZTIME:-8s}" bash tests/fuzz.sh
-    say "cargo test: the Rust SDK and the Rust examples, on the host"
+    step "cargo test: the Rust SDK and the Rust examples, on the host"
     make -s rust-test
-    say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
+    step "starting a real Jaeger (waits for its build; built from source the first time)"
+    wait "$jaeger_build" || { tail -n 50 /tmp/wasmstream-jaeger-build/build.log >&2; echo "tests/run.sh: the Jaeger build failed (log above)" >&2; exit 1; }
+    eval "$(bash tests/jaeger/jaeger.sh start)"
+    export JAEGER_QUERY JAEGER_OTLP_HTTP JAEGER_OTLP_GRPC
+    at_exit 'bash tests/jaeger/jaeger.sh stop'
+    say "Jaeger query API at $JAEGER_QUERY, OTLP/HTTP at $JAEGER_OTLP_HTTP"
+    # Scheduling under oversubscription is only faithful without the race
+    # detector's instrumentation, nor a build beside it: run that test plainly
+    # too, once Jaeger's build is done.
+    step "oversubscribed instances meet their deadlines (no race detector)"
+    go test -count=1 -run TestOversubscribedInstancesMeetDeadlines ./host/
+    step "go test -race (unit tests on the in-process broker, integration tests on the real one)"
     # -p 1: packages one at a time, so the timing-sensitive integration tests
     # (latency, RSS) do not share the 2 cores with race-instrumented unit tests.
     go test -race -count=1 -p 1 -timeout 40m -tags integration ./...
     ;;
 bench)
-    say "benchmarks on the real broker"
+    step "benchmarks on the real broker"
     out=tests/bench/results
     mkdir -p "$out"
     go test -run '^$' -bench . -benchtime 1x -count 1 -timeout 90m -tags integration ./tests/bench/ | tee "$out/latest.txt"
