@@ -45,7 +45,7 @@ func shareClientOpts(p *Pipeline, brokers []string) []kgo.Opt {
 		kgo.FetchMaxWait(p.cfg.Kafka.FetchMaxWait),
 		kgo.RecordPartitioner(newOutputPartitioner()),
 		kgo.WithLogger(kgoLogger{p.log}),
-		kgo.WithHooks(readHook{&p.stats.Read}),
+		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
 	}
 }
 
