@@ -3,8 +3,9 @@
 # missing, builds the example processors, starts a real Kafka broker
 # (tests/kafka/kafka.sh) and, for the test run, a real Jaeger built from
 # source (tests/jaeger/jaeger.sh; ~7-12 min the first time on a new machine) —
-# the run fails if either cannot start — runs every test under the race
-# detector, and stops both.
+# the run fails if either cannot start — and a 3-node cluster behind a fault
+# proxy for the fault tests (tests/kafka/cluster.sh; the run fails if it
+# cannot start), runs every test under the race detector, and stops them.
 #
 #   bash tests/run.sh          unit + integration tests, and the benchmark smoke run
 #   bash tests/run.sh bench    the full benchmark suite on the real broker
@@ -100,6 +101,11 @@ test)
     FUZZTIME="${FUZZTIME:-8s}" bash tests/fuzz.sh
     say "cargo test: the Rust SDK and the Rust examples, on the host"
     make -s rust-test
+    say "starting a 3-node Kafka cluster behind a fault proxy (the fault tests)"
+    cluster_env="$(bash tests/kafka/kafka.sh cluster 3)" || { echo "tests/run.sh: the 3-node cluster did not start" >&2; exit 1; }
+    eval "$cluster_env"
+    export KAFKA_CLUSTER_BROKERS KAFKA_CLUSTER_PROXIED KAFKA_CLUSTER_PROXY KAFKA_CLUSTER_DIR
+    trap 'bash tests/kafka/kafka.sh stop-cluster || true; bash tests/jaeger/jaeger.sh stop || true; bash tests/kafka/kafka.sh stop || true' EXIT
     say "go test -race (unit tests on the in-process broker, integration tests on the real one)"
     # -p 1: packages one at a time, so the timing-sensitive integration tests
     # (latency, RSS) do not share the 2 cores with race-instrumented unit tests.
