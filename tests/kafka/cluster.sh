@@ -117,15 +117,8 @@ launch_node() { # start node N's JVM in the background
     printf '%s\n' "$!" >"$d/broker.pid"
 }
 
-node_probe() { # a metadata round trip on node N's own listener
-    timeout 20 java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
-        "-Dlog4j2.configurationFile=$(tools_log4j)" -cp "$(classpath)" \
-        "$TOPIC_TOOL_CLASS" --bootstrap-server "$KAFKA_HOST:$(internal_port "$1")" \
-        --command-config "$(probe_config)" --list >/dev/null 2>&1
-}
-
-# fully_replicated: no partition of the cluster below its replication
-# factor in its ISR (asked on node N).
+# fully_replicated: node N answers an admin request, and no partition of
+# the cluster has fewer replicas in sync than assigned.
 fully_replicated() {
     local out
     out="$(timeout 30 java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
@@ -139,7 +132,9 @@ wait_node() { # wait_node N T0: until node N serves and the cluster is fully rep
     local n="$1" t0="$2" pid deadline
     pid="$(node_pid "$n")" || die "node $n did not start"
     deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
-    until tcp_open "$KAFKA_HOST" "$(internal_port "$n")" && node_probe "$n" && fully_replicated "$n"; do
+    # One admin request (a JVM start each, seconds on a busy machine) both
+    # proves the node serves and that every partition is in sync again.
+    until tcp_open "$KAFKA_HOST" "$(internal_port "$n")" && fully_replicated "$n"; do
         if ! kill -0 "$pid" 2>/dev/null; then
             tail -n 40 "$(node_dir "$n")/broker.log" >&2 || true
             die "node $n exited during startup"
