@@ -40,7 +40,10 @@ const (
 var stallReasons = []string{StallFetching, StallProducing, StallProcessing}
 
 // StalledPartition is a partition none of whose waiting records was done
-// for at least stallAfter.
+// for at least stallAfter. Records wait when the partition has lag, records
+// in flight or queued, or when its leader (in the client's metadata) met
+// errors in that time: a host that cannot fetch from the leader cannot see
+// the records that wait there either.
 type StalledPartition struct {
 	Topic     string
 	Partition int32
@@ -120,6 +123,14 @@ func (h *brokerHealth) count(meta kgo.BrokerMetadata, err error, connect bool) {
 	b.LastError, b.LastAt = tracing.OneLine(err.Error(), maxBrokerErrorBytes), time.Now()
 }
 
+// recent reports whether broker node met an error since t.
+func (h *brokerHealth) recent(node int32, t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := h.by[strconv.Itoa(int(node))]
+	return b != nil && b.LastAt.After(t)
+}
+
 // snapshot returns the brokers with errors, by name.
 func (h *brokerHealth) snapshot() []BrokerErrors {
 	if h == nil {
@@ -150,8 +161,9 @@ type stallMark struct {
 }
 
 // stalled returns the partitions of gs stalled at now. done gives a
-// partition's records done so far.
-func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, now time.Time) []StalledPartition {
+// partition's records done so far; leaderSick, whether its leader met
+// errors within stallAfter.
+func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, leaderSick func(tp) bool, now time.Time) []StalledPartition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.marks == nil {
@@ -164,7 +176,7 @@ func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, now time.Ti
 		live[k] = true
 		d := done(k)
 		m, ok := s.marks[k]
-		waiting := g.lag > 0 || g.inFlight > 0 || g.queued > 0
+		waiting := g.lag > 0 || g.inFlight > 0 || g.queued > 0 || leaderSick(k)
 		if !ok || d != m.done || !waiting {
 			s.marks[k] = stallMark{done: d, since: now}
 			continue
@@ -201,12 +213,28 @@ func stallReason(g taskGauges) string {
 
 // stalls returns the pipeline's stalled partitions among gs.
 func (p *Pipeline) stalls(gs []taskGauges) []StalledPartition {
-	return p.stall.stalled(gs, func(k tp) int64 {
-		p.psMu.Lock()
-		defer p.psMu.Unlock()
-		if s := p.parts[k]; s != nil {
-			return s.Done.Load()
+	now := time.Now()
+	return p.stall.stalled(gs, p.partitionDone, p.leaderSick(now), now)
+}
+
+// partitionDone is a partition's records done so far.
+func (p *Pipeline) partitionDone(k tp) int64 {
+	p.psMu.Lock()
+	defer p.psMu.Unlock()
+	if s := p.parts[k]; s != nil {
+		return s.Done.Load()
+	}
+	return 0
+}
+
+// leaderSick reports whether a partition's leader, in the client's
+// metadata, met errors within stallAfter of now.
+func (p *Pipeline) leaderSick(now time.Time) func(tp) bool {
+	return func(k tp) bool {
+		if p.cl == nil {
+			return false
 		}
-		return 0
-	}, time.Now())
+		leader, _, _ := p.cl.PartitionLeader(k.topic, k.partition)
+		return leader >= 0 && p.health.recent(leader, now.Add(-stallAfter))
+	}
 }

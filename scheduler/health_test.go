@@ -35,10 +35,12 @@ func TestStallTracker(t *testing.T) {
 		g(2, 50, 8, 2, 1), // in the module
 		g(3, 0, 0, 0, 0),  // idle: nothing waits
 		g(4, 50, 0, 0, 0), // moves
+		g(5, 0, 0, 0, 0),  // no lag known, its leader out of reach
 	}
+	sick := map[tp]bool{{"in", 5}: true}
 	at := func(d time.Duration) []StalledPartition {
 		done[tp{"in", 4}] += 10
-		return s.stalled(gs, get, t0.Add(d))
+		return s.stalled(gs, get, func(k tp) bool { return sick[k] }, t0.Add(d))
 	}
 	if st := at(0); len(st) != 0 {
 		t.Fatalf("stalled at the first look: %+v", st)
@@ -47,16 +49,17 @@ func TestStallTracker(t *testing.T) {
 		t.Fatalf("stalled before %v: %+v", stallAfter, st)
 	}
 	st := at(stallAfter)
-	want := []StalledPartition{{"in", 0, StallFetching, stallAfter}, {"in", 1, StallProducing, stallAfter}, {"in", 2, StallProcessing, stallAfter}}
+	want := []StalledPartition{{"in", 0, StallFetching, stallAfter}, {"in", 1, StallProducing, stallAfter}, {"in", 2, StallProcessing, stallAfter}, {"in", 5, StallFetching, stallAfter}}
 	if fmt.Sprint(st) != fmt.Sprint(want) {
 		t.Fatalf("stalled %+v, want %+v", st, want)
 	}
 	// Partition 0 moves again; partition 1's records are acknowledged and
-	// nothing more waits there.
+	// nothing more waits there; partition 5's leader is healthy again.
 	done[tp{"in", 0}]++
 	gs[1] = g(1, 0, 0, 0, 0)
+	sick[tp{"in", 5}] = false
 	if st := at(stallAfter + time.Second); len(st) != 1 || st[0].Partition != 2 {
-		t.Fatalf("after partitions 0 and 1 moved: %+v, want only partition 2", st)
+		t.Fatalf("after partitions 0, 1 and 5 moved: %+v, want only partition 2", st)
 	}
 	// A partition no longer owned is forgotten.
 	gs = gs[:1]
@@ -136,16 +139,17 @@ func TestBrokerErrorsAndStalls(t *testing.T) {
 		t.Fatalf("/metrics has no wasmstream_task_stalled_ratio:\n%s", grepLines(body, "stalled"))
 	}
 
-	// Where the partition's records wait when it stalls: the broker side.
+	// The partition stalls on the broker's side: nothing waits that the
+	// host can see (no lag, nothing in flight), but its leader is out of
+	// reach, so whatever waits there cannot be fetched.
 	p := r.pipelines[0]
 	gs := p.taskGauges(false)
-	if len(gs) != 1 {
-		t.Fatalf("%d tasks, want 1", len(gs))
+	if len(gs) != 1 || gs[0].lag != 0 || gs[0].inFlight != 0 {
+		t.Fatalf("tasks %+v, want one with nothing waiting", gs)
 	}
-	gs[0].lag = 5
 	now := time.Now()
-	p.stall.stalled(gs, func(tp) int64 { return 10 }, now)
-	st := p.stall.stalled(gs, func(tp) int64 { return 10 }, now.Add(stallAfter))
+	p.stall.stalled(gs, p.partitionDone, p.leaderSick(now), now)
+	st := p.stall.stalled(gs, p.partitionDone, p.leaderSick(now), now.Add(stallAfter))
 	if len(st) != 1 || st[0].Reason != StallFetching {
 		t.Fatalf("stalled %+v, want partition 0 fetching", st)
 	}

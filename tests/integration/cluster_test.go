@@ -490,7 +490,7 @@ func TestClusterNetworkFaults(t *testing.T) {
 		f    faultproxy.Faults
 	}{
 		{"500 ms added latency", faultproxy.Faults{LatencyMS: 500}},
-		{"a 16 KiB/s cap per connection and direction", faultproxy.Faults{BytesPerSecond: 16 << 10}},
+		{"a 4 KiB/s cap per connection and direction", faultproxy.Faults{BytesPerSecond: 4 << 10}},
 		{"every connection reset every 3 s", faultproxy.Faults{ResetEveryMS: 3000}},
 	} {
 		if err := c.proxy.SetAll(f.f); err != nil {
