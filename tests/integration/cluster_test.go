@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,7 +72,7 @@ func theCluster(t *testing.T) *faultCluster {
 		// A node a failed test left down is started again for the next.
 		for n := int32(1); n <= c.nodes; n++ {
 			if !c.up(n) {
-				c.ctl(t, "start-broker", strconv.Itoa(int(n)))
+				c.startBroker(t, n)
 			}
 		}
 	})
@@ -88,6 +89,51 @@ func (c *faultCluster) ctl(t *testing.T, args ...string) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
+}
+
+// startBroker starts node n on its data and waits until it serves and
+// every partition of the cluster has all its replicas in sync again (asked
+// here: kafka.sh would start a JVM per try).
+func (c *faultCluster) startBroker(t *testing.T, n int32) {
+	t.Helper()
+	c.ctl(t, "start-broker", strconv.Itoa(int(n)), "--no-wait")
+	adm := c.admin(t)
+	lagging := "not registered"
+	deadline := time.Now().Add(3 * time.Minute)
+	for !c.inSync(adm, n, &lagging) {
+		if !c.up(n) {
+			t.Fatalf("node %d exited after its start", n)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d not back in sync within 3 min: %s", n, lagging)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// inSync reports whether node n is registered and every partition has all
+// its replicas in sync; if not, lagging says what is not.
+func (c *faultCluster) inSync(adm *kadm.Client, n int32, lagging *string) bool {
+	ctx, cancel := ctxTimeout(5 * time.Second)
+	defer cancel()
+	md, err := adm.Metadata(ctx)
+	if err != nil {
+		*lagging = err.Error()
+		return false
+	}
+	if !slices.ContainsFunc(md.Brokers, func(b kadm.BrokerDetail) bool { return b.NodeID == n }) {
+		*lagging = "not registered"
+		return false
+	}
+	for _, td := range md.Topics {
+		for _, pd := range td.Partitions {
+			if pd.Err != nil || len(pd.ISR) < len(pd.Replicas) {
+				*lagging = fmt.Sprintf("%s/%d: ISR %v of replicas %v", td.Topic, pd.Partition, pd.ISR, pd.Replicas)
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // up reports whether node n's process runs.
@@ -399,7 +445,7 @@ func TestClusterKills(t *testing.T) {
 				c.ctl(t, "kill", strconv.Itoa(int(node)))
 				moved := w.progress(t, 1000, 2*time.Minute, fmt.Sprintf("after the SIGKILL of %s (node %d)", v.what, node))
 				t0 := time.Now()
-				c.ctl(t, "start-broker", strconv.Itoa(int(node)))
+				c.startBroker(t, node)
 				t.Logf("SIGKILL of %s (node %d): 1000 more outputs %v after it; node back in sync in %v", v.what, node, moved.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond))
 				if !p.alive() {
 					t.Fatalf("wasmstream exited after the SIGKILL of %s", v.what)
@@ -450,7 +496,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	t0 := time.Now()
 	for node := 1; node <= int(c.nodes); node++ {
 		c.ctl(t, "stop-broker", strconv.Itoa(node))
-		c.ctl(t, "start-broker", strconv.Itoa(node))
+		c.startBroker(t, int32(node))
 		w.progress(t, 200, time.Minute, fmt.Sprintf("after node %d restarted", node))
 	}
 	took := time.Since(t0)

@@ -7,8 +7,11 @@
 #                               proxy; prints KAFKA_CLUSTER_* lines on stdout
 #   kafka.sh kill N             SIGKILL node N
 #   kafka.sh stop-broker N      SIGTERM node N (a clean stop), wait for its exit
-#   kafka.sh start-broker N     start node N on its data; wait until it serves
+#   kafka.sh start-broker N [--no-wait]
+#                               start node N on its data; wait until it serves
 #                               and every partition is fully replicated again
+#                               (--no-wait: the caller waits, e.g. a test with
+#                               its own admin client, without a JVM per try)
 #   kafka.sh stop-cluster       stop every node and the proxy (idempotent)
 #
 # Every node is broker and controller (process.roles=broker,controller): a
@@ -256,10 +259,14 @@ cmd_stop_broker() {
 
 cmd_start_broker() {
     local n t0
-    n="$(node_arg "$@")"
+    n="$(node_arg "$1")"
     t0="$(now)"
     node_pid "$n" >/dev/null && die "node $n is already running"
     launch_node "$n"
+    if [[ "${2:-}" == --no-wait ]]; then
+        log "node $n started (pid $(node_pid "$n")); not waiting"
+        return 0
+    fi
     wait_node "$n" "$t0"
 }
 
