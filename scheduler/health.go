@@ -156,13 +156,16 @@ type stallTracker struct {
 }
 
 type stallMark struct {
-	done  int64
-	since time.Time
+	done   int64
+	doneAt time.Time // when done last moved (or the partition was first seen)
+	since  time.Time // since when records have waited without done moving
 }
 
 // stalled returns the partitions of gs stalled at now. done gives a
 // partition's records done so far; leaderSick, whether its leader met
-// errors within stallAfter.
+// errors within stallAfter. A partition whose leader is sick is counted
+// from its last record done: the host saw no lag there while its fetch
+// hung, before the first error named the leader.
 func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, leaderSick func(tp) bool, now time.Time) []StalledPartition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -176,12 +179,22 @@ func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, leaderSick 
 		live[k] = true
 		d := done(k)
 		m, ok := s.marks[k]
-		waiting := g.lag > 0 || g.inFlight > 0 || g.queued > 0 || leaderSick(k)
-		if !ok || d != m.done || !waiting {
-			s.marks[k] = stallMark{done: d, since: now}
+		if !ok || d != m.done {
+			m = stallMark{done: d, doneAt: now, since: now}
+		}
+		sick := leaderSick(k)
+		if !(g.lag > 0 || g.inFlight > 0 || g.queued > 0 || sick) {
+			m.since = now // nothing waits
+		}
+		s.marks[k] = m
+		stuck := now.Sub(m.since)
+		if sick {
+			stuck = now.Sub(m.doneAt)
+		}
+		if m.since.Equal(now) && !sick {
 			continue
 		}
-		if stuck := now.Sub(m.since); stuck >= stallAfter {
+		if stuck >= stallAfter {
 			out = append(out, StalledPartition{Topic: g.topic, Partition: g.partition, Reason: stallReason(g), For: stuck})
 		}
 	}

@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -61,11 +66,20 @@ func TestStallTracker(t *testing.T) {
 	if st := at(stallAfter + time.Second); len(st) != 1 || st[0].Partition != 2 {
 		t.Fatalf("after partitions 0, 1 and 5 moved: %+v, want only partition 2", st)
 	}
+	// A partition that looked idle (no lag known, nothing in flight) while
+	// its fetch hung: once its leader meets errors it counts from its last
+	// record done, not from the first error.
+	gs = append(gs, g(6, 0, 0, 0, 0))
+	at(stallAfter + 2*time.Second)
+	sick[tp{"in", 6}] = true
+	if st := at(2*stallAfter + 3*time.Second); len(st) != 3 || st[2].Partition != 6 || st[2].Reason != StallFetching || st[2].For != stallAfter+time.Second {
+		t.Fatalf("after partition 6's leader met errors: %+v, want partitions 0, 2 and 6 (fetching, %v)", st, stallAfter+time.Second)
+	}
 	// A partition no longer owned is forgotten.
 	gs = gs[:1]
 	at(stallAfter + 2*time.Second)
 	if len(s.marks) != 1 {
-		t.Fatalf("%d partitions tracked after the others were revoked", len(s.marks))
+		t.Fatalf("%d partitions tracked after the others were revoked, want 1", len(s.marks))
 	}
 }
 
@@ -167,6 +181,35 @@ func TestCountableBrokerErrors(t *testing.T) {
 	} {
 		if got := countable(c.err); got != c.want {
 			t.Errorf("countable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// A restore waits out a broker that died under it: the dial error franz-go
+// returns for the dead leader (inside kadm's shard errors) is retried
+// until state.restore_timeout, as a retriable Kafka error is. Before, only
+// kerr.IsRetriable was asked, which says no to it, and the pipeline failed
+// (TestClusterKills/state_exactly_once: "restoring partition 0 …: end
+// offset: request ListOffsets has 1 separate shard errors, first: unable to
+// dial: … connection reset by peer").
+func TestRestoreRetriesADeadBroker(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNRESET)}
+	shard := &kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: fmt.Errorf("unable to dial: %w", dial)}}, AllFailed: true}
+	if kerr.IsRetriable(shard) {
+		t.Fatal("kerr.IsRetriable took the dial error as retriable: this test no longer shows anything")
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{shard, true},
+		{kerr.UnknownTopicOrPartition, true},
+		{&kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: kerr.TopicAuthorizationFailed}}}, false},
+		{context.DeadlineExceeded, false},
+		{kgo.ErrClientClosed, false},
+	} {
+		if got := restoreRetriable(c.err); got != c.want {
+			t.Errorf("restoreRetriable(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
