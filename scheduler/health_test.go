@@ -71,6 +71,7 @@ func TestStallTracker(t *testing.T) {
 	// record done, not from the first error.
 	gs = append(gs, g(6, 0, 0, 0, 0))
 	at(stallAfter + 2*time.Second)
+	at(2*stallAfter + 2*time.Second) // a second before the first error: looks idle
 	sick[tp{"in", 6}] = true
 	if st := at(2*stallAfter + 3*time.Second); len(st) != 3 || st[2].Partition != 6 || st[2].Reason != StallFetching || st[2].For != stallAfter+time.Second {
 		t.Fatalf("after partition 6's leader met errors: %+v, want partitions 0, 2 and 6 (fetching, %v)", st, stallAfter+time.Second)
