@@ -94,6 +94,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		poolReason    = gauge("wasmstream.pool.target_reason", "1", "instances: auto: why the target last changed, as a state set: 1 for the current reason, 0 for the others (start, queueing, core_contention, idle).")
 		asyncLimit    = gauge("wasmstream.async.limit", "{operation}", "Asynchronous operations in flight allowed per instance (async.max_in_flight, or what auto chose).")
 		asyncReason   = gauge("wasmstream.async.limit_reason", "1", "Why the async limit last changed, as a state set: 1 for the current reason, 0 for the others (start, throughput_gain, no_gain, latency_rise, fewer_suffice, needed, baseline_reset; fixed for a fixed bound).")
+		brokerErrs    = counter("wasmstream.kafka.broker.errors", "{error}", "Errors of the pipeline's Kafka client per broker (node id, or seed address): kind connect (a connection not opened) or request (a request failed on its connection: reset, timed out).")
+		stalled       = gauge("wasmstream.task.stalled", "1", "A state set per partition: 1 for where its records wait (fetching: on the broker; producing: outputs not acknowledged; processing: in the module) while none was done for 10 s; all 0 while it moves.")
 		retryBacklog  = gauge("wasmstream.retry.backlog", "{record}", "Records waiting on a retry tier topic (its retry workers' lag).")
 	)
 	if err != nil {
@@ -145,10 +147,21 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, sizing.ReasonFixed, pipe, retryAttr)
 			}
+			for _, b := range p.health.snapshot() {
+				ba := []attribute.KeyValue{pipe, attribute.String("broker", b.Broker), attribute.String("address", b.Address)}
+				o.ObserveInt64(brokerErrs, b.Connect, metric.WithAttributes(append(ba, attribute.String("kind", "connect"))...))
+				o.ObserveInt64(brokerErrs, b.Request, metric.WithAttributes(append(ba, attribute.String("kind", "request"))...))
+			}
 			backlog := map[string]int64{}
-			for _, g := range p.taskGauges(true) {
+			gs := p.taskGauges(true)
+			stalls := map[tp]string{}
+			for _, st := range p.stalls(gs) {
+				stalls[tp{st.Topic, st.Partition}] = st.Reason
+			}
+			for _, g := range gs {
 				base := []attribute.KeyValue{pipe, attribute.String("topic", g.topic), attribute.Int("partition", int(g.partition))}
 				at := metric.WithAttributes(base...)
+				observeStateSet(o, stalled, stallReasons, stalls[tp{g.topic, g.partition}], base...)
 				o.ObserveInt64(committed, g.committed, at)
 				if g.hasWatermark {
 					o.ObserveInt64(watermark, g.watermark, at)
@@ -193,7 +206,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
 	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, read, pauses, verRecs, verFailed, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
-		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog, poolTarget, poolReason, asyncLimit, asyncReason)
+		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog, brokerErrs, stalled, poolTarget, poolReason, asyncLimit, asyncReason)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

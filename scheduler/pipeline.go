@@ -103,6 +103,11 @@ type Snapshot struct {
 	// chosen, and why it last changed; 0 and "" with a fixed bound.
 	AsyncLimit  int
 	AsyncReason string
+	// BrokerErrors are the brokers the pipeline's client met errors with
+	// (since the start); Stalled, the partitions that stopped moving while
+	// records waited, and where those wait (health.go).
+	BrokerErrors []BrokerErrors
+	Stalled      []StalledPartition
 }
 
 // Pipeline runs one configured pipeline as one consumer-group member.
@@ -132,6 +137,11 @@ type Pipeline struct {
 
 	psMu  sync.Mutex
 	parts map[tp]*Stats // per partition, kept across assignments (metrics)
+
+	// health counts the client's errors per broker; stall tells which
+	// partitions have stopped moving (health.go).
+	health *brokerHealth
+	stall  stallTracker
 
 	budget        *Budget
 	instanceBytes int64 // memory an instance reserves in the budget
@@ -195,6 +205,7 @@ type pipelineDeps struct {
 func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeline, error) {
 	cfg, mod, log := d.cfg, d.version.m, d.log
 	p := &Pipeline{
+		health: newBrokerHealth(),
 		budget: d.budget,
 		role:   d.role,
 		tracer: d.tracer,
@@ -259,7 +270,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.RecordPartitioner(newOutputPartitioner()),
 		kgo.WithLogger(kgoLogger{p.log}),
-		kgo.WithHooks(readHook{&p.stats.Read}),
+		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
 		// Records of aborted transactions upstream are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
@@ -505,7 +516,9 @@ func (p *Pipeline) Snapshot() Snapshot {
 		s.AsyncReason = reason + ": " + detail
 	}
 	var lastChange time.Time
-	for _, g := range p.taskGauges(false) {
+	gs := p.taskGauges(false)
+	s.Stalled, s.BrokerErrors = p.stalls(gs), p.health.snapshot()
+	for _, g := range gs {
 		s.Tasks++
 		s.Lag += g.lag
 		if g.sized {

@@ -46,7 +46,7 @@ func shareClientOpts(p *Pipeline) []kgo.Opt {
 		kgo.FetchMaxWait(p.cfg.Kafka.FetchMaxWait),
 		kgo.RecordPartitioner(newOutputPartitioner()),
 		kgo.WithLogger(kgoLogger{p.log}),
-		kgo.WithHooks(readHook{&p.stats.Read}),
+		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
 	}
 }
 

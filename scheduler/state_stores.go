@@ -317,9 +317,23 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 // (BENCHMARKS.md, "Restore on the real broker").
 const restoreBatch = 4096
 
-// endOffsets lists the changelog's end offsets, retrying what the brokers
-// say may pass (a changelog created a moment ago is not known to every
-// broker yet: UNKNOWN_TOPIC_OR_PARTITION) until ctx ends.
+// restoreRetriable: an error a restore waits out within
+// state.restore_timeout. A Kafka error code says itself whether it may
+// pass; anything else short of the restore's own end (the connection to a
+// broker that died, a dial refused or reset: franz-go leaves dial errors
+// to the caller) is the cluster's weather, and the next try goes to the
+// partition's new leader.
+func restoreRetriable(err error) bool {
+	if ke, ok := errors.AsType[*kerr.Error](err); ok {
+		return ke.Retriable
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed)
+}
+
+// endOffsets lists the changelog's end offsets, retrying what may pass (a
+// changelog created a moment ago is not known to every broker yet:
+// UNKNOWN_TOPIC_OR_PARTITION; a leader killed a moment ago cannot be
+// dialled until the client's metadata names the next) until ctx ends.
 func (s *stateStores) endOffsets(ctx context.Context, changelog string) (kadm.ListedOffsets, error) {
 	backoff := 50 * time.Millisecond
 	for {
@@ -327,7 +341,7 @@ func (s *stateStores) endOffsets(ctx context.Context, changelog string) (kadm.Li
 		if err == nil {
 			err = ends.Error()
 		}
-		if err == nil || !kerr.IsRetriable(err) {
+		if err == nil || !restoreRetriable(err) {
 			return ends, err
 		}
 		select {

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The test command (`make test`): installs what the tests need when it is
 # missing, builds the example processors, starts a real Kafka broker
-# (tests/kafka/kafka.sh) and, for the test run, a secured broker and a real
-# Jaeger built from source (tests/jaeger/jaeger.sh; ~15 min the first time on
-# a new machine, in the background while the first steps run) — the run fails
-# if any cannot start — runs every test under the race detector, stops them,
-# and prints the time each step took.
+# (tests/kafka/kafka.sh) and, for the test run, a secured broker, a 3-node
+# cluster behind a fault proxy for the fault tests (tests/kafka/cluster.sh),
+# and a real Jaeger built from source (tests/jaeger/jaeger.sh; ~15 min the
+# first time on a new machine, in the background while the first steps run) —
+# the run fails if any cannot start — runs every test under the race
+# detector, stops them, and prints the time each step took.
 #
 #   bash tests/run.sh          unit + integration tests, and the benchmark smoke run
 #   bash tests/run.sh bench    the full benchmark suite on the real broker
@@ -152,10 +153,15 @@ test)
     # too, once Jaeger's build is done.
     step "oversubscribed instances meet their deadlines (no race detector)"
     go test -count=1 -run TestOversubscribedInstancesMeetDeadlines ./host/
+    step "starting a 3-node Kafka cluster behind a fault proxy (the fault tests)"
+    cluster_env="$(bash tests/kafka/kafka.sh cluster 3)" || { echo "tests/run.sh: the 3-node cluster did not start" >&2; exit 1; }
+    eval "$cluster_env"
+    export KAFKA_CLUSTER_BROKERS KAFKA_CLUSTER_PROXIED KAFKA_CLUSTER_PROXY KAFKA_CLUSTER_DIR
+    at_exit 'bash tests/kafka/kafka.sh stop-cluster'
     step "go test -race (unit tests on the in-process broker, integration tests on the real one)"
     # -p 1: packages one at a time, so the timing-sensitive integration tests
     # (latency, RSS) do not share the 2 cores with race-instrumented unit tests.
-    go test -race -count=1 -p 1 -timeout 40m -tags integration ./...
+    go test -race -count=1 -p 1 -timeout 60m -tags integration ./...
     ;;
 bench)
     step "benchmarks on the real broker"

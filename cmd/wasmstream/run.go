@@ -118,6 +118,9 @@ type status struct {
 type statusLine struct {
 	scheduler.Snapshot
 	rate float64
+	// brokerErrs are the broker errors since the previous line, "" for
+	// none: "<broker>: <n> (<last error>)", brokers joined by "; ".
+	brokerErrs string
 }
 
 func (l statusLine) attrs() []any {
@@ -130,7 +133,39 @@ func (l statusLine) attrs() []any {
 	if l.AsyncReason != "" { // async.max_in_flight: auto
 		a = append(a, "async_limit", l.AsyncLimit, "async_reason", l.AsyncReason)
 	}
+	// A sick broker shows as its errors and partitions stalled fetching or
+	// producing; a sick module as partitions stalled processing.
+	if l.brokerErrs != "" {
+		a = append(a, "broker_errors", l.brokerErrs)
+	}
+	if st := stalledText(l.Stalled); st != "" {
+		a = append(a, "stalled", st)
+	}
 	return a
+}
+
+// stalledText is "<topic>/<partition> <reason> <for>", joined by ", ".
+func stalledText(ss []scheduler.StalledPartition) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = fmt.Sprintf("%s/%d %s %s", s.Topic, s.Partition, s.Reason, s.For.Round(time.Second))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// brokerErrorsSince is what errors cur adds to prev, per broker.
+func brokerErrorsSince(prev, cur []scheduler.BrokerErrors) string {
+	before := map[string]int64{}
+	for _, b := range prev {
+		before[b.Broker] = b.Connect + b.Request
+	}
+	var parts []string
+	for _, b := range cur {
+		if n := b.Connect + b.Request - before[b.Broker]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %d (%s)", b.Broker, n, b.LastError))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (l statusLine) String() string {
@@ -141,6 +176,12 @@ func (l statusLine) String() string {
 	}
 	if l.AsyncReason != "" {
 		s += fmt.Sprintf(" · async limit %d per instance (%s)", l.AsyncLimit, l.AsyncReason)
+	}
+	if l.brokerErrs != "" {
+		s += " · broker errors " + l.brokerErrs
+	}
+	if st := stalledText(l.Stalled); st != "" {
+		s += " · stalled " + st
 	}
 	return s
 }
@@ -161,7 +202,7 @@ func (s *status) lines() []statusLine {
 			rate = float64(snap.Done-prev.Done) / dt
 		}
 		s.last[snap.Name] = snap
-		out = append(out, statusLine{Snapshot: snap, rate: rate})
+		out = append(out, statusLine{Snapshot: snap, rate: rate, brokerErrs: brokerErrorsSince(prev.BrokerErrors, snap.BrokerErrors)})
 	}
 	return out
 }

@@ -62,8 +62,12 @@ func names(t *testing.T) (prefix string) {
 }
 
 func writeConfig(t *testing.T, brokers []string, group, module, in, out, dlq string, extra string) string {
+	quoted := make([]string, len(brokers))
+	for i, b := range brokers {
+		quoted[i] = fmt.Sprintf("%q", b)
+	}
 	y := fmt.Sprintf(`kafka:
-  brokers: [%q]
+  brokers: [%s]
   group: %s
   commit_interval: 200ms
   session_timeout: 10s
@@ -85,7 +89,7 @@ metrics:
   listen: 127.0.0.1:0
 admin:
   enabled: false
-%s`, strings.Join(brokers, ","), group, module, in, out, dlq, extra)
+%s`, strings.Join(quoted, ", "), group, module, in, out, dlq, extra)
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
 		t.Fatal(err)

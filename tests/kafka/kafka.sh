@@ -13,6 +13,8 @@
 #   kafka.sh status           exit 0 iff running and answering Kafka requests
 #   kafka.sh topics ARGS...   TopicCommand with --bootstrap-server filled in
 #   kafka.sh tool CLASS ARGS  any Kafka CLI class on the fetched classpath
+#   kafka.sh cluster 3 | kill N | stop-broker N | start-broker N | stop-cluster
+#                             a 3-node cluster behind a fault proxy (cluster.sh)
 #
 # Every diagnostic goes to stderr prefixed "kafka.sh:"; stdout carries only
 # KAFKA_BROKERS=... (start) and the output of topics/tool.
@@ -436,6 +438,7 @@ cmd_topics() {
 usage() {
     cat >&2 <<EOF
 usage: kafka.sh fetch|start [--secure]|stop|restart|status|topics ARGS...|tool CLASS ARGS...
+       kafka.sh cluster [N]|kill N|stop-broker N|start-broker N|stop-cluster
 env: KAFKA_VERSION=$KAFKA_VERSION WASMSTREAM_CACHE=$CACHE_ROOT
      KAFKA_DATA_DIR=$KAFKA_DATA_DIR KAFKA_PORT=$KAFKA_PORT KAFKA_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT
      KAFKA_START_TIMEOUT=$KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT=$KAFKA_STOP_TIMEOUT
@@ -460,6 +463,10 @@ main() {
         status) cmd_status ;;
         topics) cmd_topics "$@" ;;
         tool) cmd_tool "$@" ;;
+        cluster|kill|stop-broker|start-broker|stop-cluster)
+            # shellcheck source=cluster.sh
+            source "$SCRIPT_DIR/cluster.sh"
+            cluster_main "$cmd" "$@" ;;
         -h|--help|help) usage ;;
         *) usage; exit 2 ;;
     esac
