@@ -64,7 +64,7 @@ func (a *API) startCanary(ctx context.Context, name, digest string, wasm []byte,
 	if cur.Digest == digest {
 		return &switchError{http.StatusConflict, fmt.Sprintf("%s is already the deployed version", short(digest))}
 	}
-	cur.Canary = &registry.Canary{Digest: digest, Percent: percent, At: time.Now().UTC()}
+	cur.Canary = &registry.Canary{Digest: digest, Size: len(wasm), Percent: percent, At: time.Now().UTC()}
 	cur.Aborted, cur.Rollback = "", false
 	return a.write(ctx, cur, wasm, func() (bool, error) { return a.canaryApplied(name, digest) })
 }
@@ -79,7 +79,7 @@ func (a *API) endCanary(ctx context.Context, name string, promote bool, reason s
 	next.Canary, next.Rollback = nil, false
 	if promote {
 		next.History = append(slices.Clone(cur.History), cur.Digest)
-		next.Digest = cur.Canary.Digest
+		next.Digest, next.Size = cur.Canary.Digest, cur.Canary.Size
 		next.Aborted = ""
 	} else {
 		next.Aborted = reason
@@ -145,7 +145,7 @@ func (a *API) applyCanary(ctx context.Context, d registry.Deployment) error {
 	case d.Canary.Digest == running && d.Canary.Percent == percent:
 		return nil
 	}
-	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Canary.Digest)
+	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Canary.Digest, d.Canary.Size)
 	if err != nil {
 		return err
 	}
@@ -158,10 +158,10 @@ func (a *API) applyCanary(ctx context.Context, d registry.Deployment) error {
 
 // moduleFor returns the module of digest from the local store, or from the
 // registry (and stores it).
-func (a *API) moduleFor(ctx context.Context, pipeline, digest string) ([]byte, error) {
+func (a *API) moduleFor(ctx context.Context, pipeline, digest string, size int) ([]byte, error) {
 	wasm, err := a.store.Get(digest)
 	if errors.Is(err, ErrNotFound) {
-		if wasm, err = a.fleet.Module(ctx, digest); err == nil {
+		if wasm, err = a.fleet.Module(ctx, digest, size); err == nil {
 			_, err = a.store.Put(pipeline, "registry", wasm)
 		}
 	}

@@ -47,7 +47,7 @@ func (a *API) Apply(ctx context.Context, d registry.Deployment) {
 }
 
 func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
-	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Digest)
+	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Digest, d.Size)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,9 @@ func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
 // registry has it) for pipeline name to the registry and waits until this
 // host, or with all every live host, runs it.
 func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rollback, all bool) error {
-	d := registry.Deployment{Pipeline: name, Digest: digest, Rollback: rollback}
+	// The module's size, for the hosts that read it from the registry
+	// (Publish sets it from wasm when it writes the module).
+	d := registry.Deployment{Pipeline: name, Digest: digest, Size: a.store.Size(digest), Rollback: rollback}
 	// A deploy or rollback ends a canary running (it is aborted).
 	if cur, ok := a.fleet.Deployment(name); ok {
 		if cur.Canary != nil {

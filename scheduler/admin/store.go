@@ -126,6 +126,16 @@ func (s *Store) Get(digest string) ([]byte, error) {
 	return b, nil
 }
 
+// Size is the size of the stored module digest (0 if not stored).
+func (s *Store) Size(digest string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.man.Modules[digest]; m != nil {
+		return m.Size
+	}
+	return 0
+}
+
 // Activate records that pipeline now runs digest.
 func (s *Store) Activate(pipeline, digest string) error {
 	s.mu.Lock()

@@ -107,7 +107,7 @@ func (h *Host) startOps(ctx context.Context) error {
 		return err
 	}
 	if *cfg.Admin.Registry {
-		h.reg, err = registry.Open(ctx, r.Brokers(), cfg.Kafka.ClientID, cfg.RegistryPrefix(), cfg.Host.ID, h.log)
+		h.reg, err = registry.Open(ctx, registry.Config{Brokers: r.Brokers(), ClientID: cfg.Kafka.ClientID, Prefix: cfg.RegistryPrefix(), HostID: cfg.Host.ID, MaxModuleBytes: int(cfg.Admin.MaxModuleBytes)}, h.log)
 		if err != nil {
 			return err
 		}
@@ -168,7 +168,7 @@ func (h *Host) startOps(ctx context.Context) error {
 	if h.reg != nil {
 		api.UseRegistry(h.reg)
 		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
-		h.reg.OnDeploy(func(d registry.Deployment) { api.Apply(context.Background(), d) })
+		h.reg.OnDeploy(api.Apply)
 		h.reg.OnHeartbeat(h.versionCounts, func() { api.CheckCanaries(context.Background()) })
 		for _, pc := range cfg.Pipelines {
 			if d, ok := store.Active(pc.Name); ok {
@@ -204,7 +204,7 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	}
 	wasm, err := store.Get(d.Digest)
 	if errors.Is(err, admin.ErrNotFound) {
-		if wasm, err = h.reg.Module(ctx, d.Digest); err == nil {
+		if wasm, err = h.reg.Module(ctx, d.Digest, d.Size); err == nil {
 			_, err = store.Put(name, "registry", wasm)
 		}
 	}
@@ -220,7 +220,7 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	if c := d.Canary; c != nil {
 		wasm, err := store.Get(c.Digest)
 		if errors.Is(err, admin.ErrNotFound) {
-			if wasm, err = h.reg.Module(ctx, c.Digest); err == nil {
+			if wasm, err = h.reg.Module(ctx, c.Digest, c.Size); err == nil {
 				_, err = store.Put(name, "registry", wasm)
 			}
 		}
