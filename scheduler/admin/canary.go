@@ -87,25 +87,13 @@ func (a *API) endCanary(ctx context.Context, name string, promote bool, reason s
 	return a.write(ctx, next, nil, func() (bool, error) { return a.applied(name, next.Digest, false) })
 }
 
-// write publishes d and waits for done.
+// write publishes d and waits for done (await).
 func (a *API) write(ctx context.Context, d registry.Deployment, wasm []byte, done func() (bool, error)) error {
-	if err := a.fleet.Publish(ctx, d, wasm); err != nil {
+	off, err := a.fleet.Publish(ctx, d, wasm)
+	if err != nil {
 		return &switchError{http.StatusServiceUnavailable, fmt.Sprintf("the registry did not take it; nothing changed: %v", err)}
 	}
-	wctx, cancel := context.WithTimeout(ctx, applyWait)
-	defer cancel()
-	for {
-		changed := a.fleet.Changed()
-		if ok, err := done(); ok || err != nil {
-			return err
-		}
-		select {
-		case <-changed:
-		case <-time.After(time.Second):
-		case <-wctx.Done():
-			return &switchError{http.StatusGatewayTimeout, "written to the registry, but this host has not applied it yet"}
-		}
-	}
+	return a.await(ctx, d.Pipeline, off, "this host", done)
 }
 
 // canaryApplied reports whether this host runs digest as its canary.
@@ -208,7 +196,7 @@ func (a *API) CheckCanaries(ctx context.Context) {
 		a.log.Warn("admin: aborting the canary", "pipeline", name, "digest", short(d.Canary.Digest), "reason", reason)
 		next := d
 		next.Canary, next.Aborted, next.Rollback = nil, reason, false
-		if err := a.fleet.Publish(ctx, next, nil); err != nil {
+		if _, err := a.fleet.Publish(ctx, next, nil); err != nil {
 			a.log.Error("admin: aborting the canary", "pipeline", name, "err", err)
 		}
 	}

@@ -88,22 +88,36 @@ func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rol
 	if len(d.History) > 50 {
 		d.History = d.History[len(d.History)-50:]
 	}
-	if err := a.fleet.Publish(ctx, d, wasm); err != nil {
+	off, err := a.fleet.Publish(ctx, d, wasm)
+	if err != nil {
 		return &switchError{http.StatusServiceUnavailable, fmt.Sprintf("the registry did not take the deploy; nothing changed: %v", err)}
 	}
 	a.log.Info("admin: deployment written to the registry", "pipeline", name, "digest", short(digest), "rollback", rollback)
+	who := map[bool]string{false: "this host", true: "every live host"}[all]
+	return a.await(ctx, name, off, who, func() (bool, error) { return a.applied(name, digest, all) })
+}
+
+// await waits for the outcome of pipeline name's deployment written at
+// offset: done reports it run (by who) or a host's refusal; a deployment
+// written after it supersedes it, which is its outcome too (409, naming
+// the deployment that replaced it); after applyWait the answer says it is
+// written but not yet run (504).
+func (a *API) await(ctx context.Context, name string, offset int64, who string, done func() (bool, error)) error {
 	wctx, cancel := context.WithTimeout(ctx, applyWait)
 	defer cancel()
 	for {
 		changed := a.fleet.Changed()
-		if done, err := a.applied(name, digest, all); done || err != nil {
+		if ok, err := done(); ok || err != nil {
 			return err
+		}
+		if later, ok := a.fleet.Superseded(name, offset); ok {
+			return &switchError{http.StatusConflict, fmt.Sprintf("written to the registry, but superseded before %s ran it: %s is now deployed with %s by %s at %s (see GET /v1/pipelines/%s)", who, name, short(later.Digest), later.By, later.At.Format(time.RFC3339), name)}
 		}
 		select {
 		case <-changed:
 		case <-time.After(time.Second):
 		case <-wctx.Done():
-			return &switchError{http.StatusGatewayTimeout, fmt.Sprintf("written to the registry, but not yet run by %s after %s: see GET /v1/pipelines/%s", map[bool]string{false: "this host", true: "every live host"}[all], applyWait, name)}
+			return &switchError{http.StatusGatewayTimeout, fmt.Sprintf("written to the registry, but not yet run by %s after %s: see GET /v1/pipelines/%s", who, applyWait, name)}
 		}
 	}
 }

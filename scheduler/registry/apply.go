@@ -53,6 +53,9 @@ func (a *appliers) run(r *Registry, d Deployment) {
 	for {
 		r.mu.Lock()
 		apply := r.apply
+		if cur, ok := r.deploys[d.Pipeline]; ok {
+			d = cur // the latest read: one superseded meanwhile is not applied
+		}
 		r.mu.Unlock()
 		apply(a.ctx, d)
 		a.mu.Lock()

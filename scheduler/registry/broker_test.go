@@ -142,11 +142,11 @@ func TestRegistryHeartbeatsWhileApplying(t *testing.T) {
 	defer watch.Close()
 	watch.Start()
 	digest := digestOf([]byte("x"))
-	if err := r.Publish(ctx, Deployment{Pipeline: "slow", Digest: digest}, nil); err != nil {
+	if _, err := r.Publish(ctx, Deployment{Pipeline: "slow", Digest: digest}, nil); err != nil {
 		t.Fatal(err)
 	}
 	since := time.Now()
-	if err := r.Publish(ctx, Deployment{Pipeline: "fast", Digest: digest}, nil); err != nil {
+	if _, err := r.Publish(ctx, Deployment{Pipeline: "fast", Digest: digest}, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {

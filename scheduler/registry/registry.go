@@ -116,14 +116,15 @@ type Registry struct {
 	cl                      *kgo.Client
 	log                     *slog.Logger
 
-	mu      sync.Mutex // guards the fields below; a leaf lock
-	deploys map[string]Deployment
-	hosts   map[string]HostStatus
-	changed chan struct{} // closed and replaced on every record read
-	status  HostStatus
-	apply   func(context.Context, Deployment)
-	beat    func() // called on the registry's goroutine before each periodic status
-	counts  func() map[string]map[string]Counts
+	mu       sync.Mutex // guards the fields below; a leaf lock
+	deploys  map[string]Deployment
+	deployAt map[string]int64 // the offset of each pipeline's deployment read last
+	hosts    map[string]HostStatus
+	changed  chan struct{} // closed and replaced on every record read
+	status   HostStatus
+	apply    func(context.Context, Deployment)
+	beat     func() // called on the registry's goroutine before each periodic status
+	counts   func() map[string]map[string]Counts
 
 	appliers appliers // apply.go
 
@@ -158,7 +159,7 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (*Registry, error) {
 	prefix := c.Prefix
 	r := &Registry{Modules: prefix + ".modules", Deploys: prefix + ".deploys", Hosts: prefix + ".hosts", host: c.HostID, log: log,
 		brokers: c.Brokers, clientID: c.ClientID, maxModule: c.MaxModuleBytes,
-		deploys: map[string]Deployment{}, hosts: map[string]HostStatus{}, changed: make(chan struct{}),
+		deploys: map[string]Deployment{}, deployAt: map[string]int64{}, hosts: map[string]HostStatus{}, changed: make(chan struct{}),
 		status: HostStatus{Host: c.HostID, Pipelines: map[string]string{}, Failed: map[string]Failure{}},
 		quit:   make(chan struct{}), done: make(chan struct{})}
 	r.appliers.init()
@@ -413,7 +414,7 @@ func (r *Registry) read(rec *kgo.Record, live bool) {
 			r.log.Warn("admin.registry: a deployment record that does not parse is ignored", "topic", rec.Topic, "offset", rec.Offset, "err", err)
 			break
 		}
-		r.deploys[d.Pipeline] = d
+		r.deploys[d.Pipeline], r.deployAt[d.Pipeline] = d, rec.Offset
 		applyIt = live && r.apply != nil
 	case r.Hosts:
 		var h HostStatus
@@ -493,20 +494,35 @@ func (r *Registry) Leave(ctx context.Context) {
 }
 
 // Publish writes wasm's chunks (unless wasm is nil: a rollback to a module
-// written before) and then the deployment, both acknowledged.
-func (r *Registry) Publish(ctx context.Context, d Deployment, wasm []byte) error {
+// written before) and then the deployment, both acknowledged. It returns
+// the deployment record's offset: the deployment is superseded once one
+// written after it is read (Superseded).
+func (r *Registry) Publish(ctx context.Context, d Deployment, wasm []byte) (int64, error) {
 	if wasm != nil {
 		if err := r.PutModule(ctx, wasm); err != nil {
-			return err
+			return 0, err
 		}
 		d.Size = len(wasm)
 	}
 	d.At, d.By = time.Now().UTC(), r.host
 	b, _ := json.Marshal(d)
-	if err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Deploys, Key: []byte(d.Pipeline), Value: b}).FirstErr(); err != nil {
-		return fmt.Errorf("writing the deployment to %s: %w", r.Deploys, err)
+	rec, err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Deploys, Key: []byte(d.Pipeline), Value: b}).First()
+	if err != nil {
+		return 0, fmt.Errorf("writing the deployment to %s: %w", r.Deploys, err)
 	}
-	return nil
+	return rec.Offset, nil
+}
+
+// Superseded reports whether the deployment of pipeline read last was
+// written after the one at offset (as Publish returned it), and returns
+// it if so.
+func (r *Registry) Superseded(pipeline string, offset int64) (Deployment, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if at, ok := r.deployAt[pipeline]; ok && at > offset {
+		return r.deploys[pipeline], true
+	}
+	return Deployment{}, false
 }
 
 // HostID is this host's id.
