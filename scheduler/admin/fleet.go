@@ -1,10 +1,12 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/scheduler/registry"
@@ -157,9 +159,20 @@ type FleetView struct {
 	By       string                      `json:"by"`
 	Canary   *registry.Canary            `json:"canary,omitempty"`
 	Aborted  string                      `json:"aborted,omitempty"` // why the last canary was aborted
-	Hosts    map[string]string           `json:"hosts"`             // live host -> digest it runs
-	Failed   map[string]registry.Failure `json:"failed,omitempty"`  // live host -> the deployment it could not run
+	Hosts    map[string]string           `json:"hosts"`             // live host -> digest it runs (at most MaxListedHosts)
+	Failed   map[string]registry.Failure `json:"failed,omitempty"`  // listed host -> the deployment it could not run
+	// LiveHosts counts the live hosts running the pipeline; NotListed, those
+	// of them not in Hosts.
+	LiveHosts int `json:"live_hosts"`
+	NotListed int `json:"hosts_not_listed,omitempty"`
 }
+
+// MaxListedHosts bounds the hosts a FleetView lists: whoever may write the
+// hosts topic could make the list (and every GET /v1/pipelines and
+// `wasmstream processors`) as long as the statuses the registry keeps. The
+// hosts that could not run a deployment come first, then those not on the
+// deployed version, then the others, each by name.
+const MaxListedHosts = 100
 
 func (a *API) fleetView(name string) *FleetView {
 	if a.fleet == nil {
@@ -170,15 +183,39 @@ func (a *API) fleetView(name string) *FleetView {
 		v.Deployed, v.History, v.At, v.By, v.Canary, v.Aborted = d.Digest, d.History, d.At, d.By, d.Canary, d.Aborted
 	}
 	now := time.Now()
+	var live []registry.HostStatus
 	for _, h := range a.fleet.HostsStatus() {
-		if d, ok := h.Pipelines[name]; ok && h.Live(now) {
-			v.Hosts[h.Host] = d
-			if f, ok := h.Failed[name]; ok {
-				if v.Failed == nil {
-					v.Failed = map[string]registry.Failure{}
-				}
-				v.Failed[h.Host] = f
+		if _, ok := h.Pipelines[name]; ok && h.Live(now) {
+			live = append(live, h)
+		}
+	}
+	rank := func(h registry.HostStatus) int {
+		if _, failed := h.Failed[name]; failed {
+			return 0
+		}
+		if h.Pipelines[name] != v.Deployed {
+			return 1
+		}
+		return 2
+	}
+	slices.SortFunc(live, func(x, y registry.HostStatus) int {
+		if c := cmp.Compare(rank(x), rank(y)); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Host, y.Host)
+	})
+	v.LiveHosts = len(live)
+	if len(live) > MaxListedHosts {
+		v.NotListed = len(live) - MaxListedHosts
+		live = live[:MaxListedHosts]
+	}
+	for _, h := range live {
+		v.Hosts[h.Host] = h.Pipelines[name]
+		if f, ok := h.Failed[name]; ok {
+			if v.Failed == nil {
+				v.Failed = map[string]registry.Failure{}
 			}
+			v.Failed[h.Host] = f
 		}
 	}
 	return v

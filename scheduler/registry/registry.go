@@ -75,34 +75,6 @@ type Canary struct {
 	At      time.Time `json:"at"`
 }
 
-// Counts is what one version decided on one host: records, and of those
-// failed.
-type Counts struct {
-	Records int64 `json:"records"`
-	Failed  int64 `json:"failed"`
-}
-
-// HostStatus is what one host runs.
-type HostStatus struct {
-	Host      string             `json:"host"`
-	Pipelines map[string]string  `json:"pipelines"`        // name -> digest running
-	Failed    map[string]Failure `json:"failed,omitempty"` // name -> the deployment it could not run
-	// Versions: per pipeline, per digest, what the host decided on it
-	// since it loaded it (a canary's failure rate is compared with the
-	// stable version's across the fleet).
-	Versions map[string]map[string]Counts `json:"versions,omitempty"`
-	At       time.Time                    `json:"at"`
-}
-
-// Failure is a deployment a host could not run, and why.
-type Failure struct {
-	Digest string `json:"digest"`
-	Error  string `json:"error"`
-}
-
-// Live reports whether the host was heard of within LiveFor of now.
-func (h HostStatus) Live(now time.Time) bool { return now.Sub(h.At) < LiveFor }
-
 // Registry is one host's view of the fleet's registry topics, and its
 // writer. Safe for concurrent use. It owns one goroutine, which follows the
 // deploys and hosts topics until Close, and while a deployment is applied
@@ -116,15 +88,17 @@ type Registry struct {
 	cl                      *kgo.Client
 	log                     *slog.Logger
 
-	mu       sync.Mutex // guards the fields below; a leaf lock
-	deploys  map[string]Deployment
-	deployAt map[string]int64 // the offset of each pipeline's deployment read last
-	hosts    map[string]HostStatus
-	changed  chan struct{} // closed and replaced on every record read
-	status   HostStatus
-	apply    func(context.Context, Deployment)
-	beat     func() // called on the registry's goroutine before each periodic status
-	counts   func() map[string]map[string]Counts
+	mu        sync.Mutex // guards the fields below; a leaf lock
+	deploys   map[string]Deployment
+	deployAt  map[string]int64      // the offset of each pipeline's deployment read last
+	hosts     map[string]HostStatus // at most MaxHosts (hosts.go)
+	ignored   ignoredStatuses
+	noneStale time.Time     // before it, every status kept is live (hosts.go)
+	changed   chan struct{} // closed and replaced on every record read
+	status    HostStatus
+	apply     func(context.Context, Deployment)
+	beat      func() // called on the registry's goroutine before each periodic status
+	counts    func() map[string]map[string]Counts
 
 	appliers appliers // apply.go
 
@@ -417,12 +391,7 @@ func (r *Registry) read(rec *kgo.Record, live bool) {
 		r.deploys[d.Pipeline], r.deployAt[d.Pipeline] = d, rec.Offset
 		applyIt = live && r.apply != nil
 	case r.Hosts:
-		var h HostStatus
-		if len(rec.Value) == 0 {
-			delete(r.hosts, string(rec.Key))
-		} else if err := json.Unmarshal(rec.Value, &h); err == nil && h.Host == string(rec.Key) {
-			r.hosts[h.Host] = h
-		}
+		r.readHostLocked(rec)
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -438,17 +407,6 @@ func (r *Registry) Deployment(pipeline string) (Deployment, bool) {
 	defer r.mu.Unlock()
 	d, ok := r.deploys[pipeline]
 	return d, ok
-}
-
-// HostsStatus is the status of every host heard of.
-func (r *Registry) HostsStatus() []HostStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]HostStatus, 0, len(r.hosts))
-	for _, h := range r.hosts {
-		out = append(out, h)
-	}
-	return out
 }
 
 // Running records what this host runs for pipeline, and the deployment
