@@ -8,11 +8,15 @@
 package assembly
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -188,11 +192,38 @@ func (h *Host) versionCounts() map[string]map[string]registry.Counts {
 	for _, name := range h.r.PipelineNames() {
 		m := map[string]registry.Counts{}
 		for _, v := range h.r.Versions(name) {
-			m[v.Digest] = registry.Counts{Records: v.Records, Failed: v.Failed}
+			m[v.Digest] = countsOf(v)
 		}
 		out[name] = m
 	}
 	return out
+}
+
+// countsOf is what the heartbeat says of a version: its counts, by kind,
+// and for a canary its most failing partitions (at most
+// registry.MaxPartitionsListed, as the registry holds statuses to).
+func countsOf(v scheduler.VersionStats) registry.Counts {
+	c := registry.Counts{Records: v.Records, Failed: v.Failed, Checks: v.Checks}
+	for k, s := range v.Kinds {
+		if c.Kinds == nil {
+			c.Kinds = map[string]registry.KindCounts{}
+		}
+		c.Kinds[k] = registry.KindCounts{Failed: s.Failed, Checked: s.Checked, Shared: s.Shared}
+	}
+	if !v.Canary || len(v.Partitions) == 0 {
+		return c
+	}
+	parts := slices.SortedFunc(maps.Keys(v.Partitions), func(a, b string) int {
+		if c := cmp.Compare(v.Partitions[b], v.Partitions[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	c.Partitions = map[string]int64{}
+	for _, p := range parts[:min(len(parts), registry.MaxPartitionsListed)] {
+		c.Partitions[p] = v.Partitions[p]
+	}
+	return c
 }
 
 // runDeployed makes pipeline name run the version the fleet's registry
