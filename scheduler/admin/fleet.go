@@ -22,6 +22,23 @@ import (
 // host) to run the version written to the registry.
 const applyWait = 2 * time.Minute
 
+// PruneStore deletes the stored modules no pipeline runs or ran, and (with
+// a registry) no deployment of the fleet names, added more than
+// registry.ModuleRetention ago (Store.Prune). Called after each switch and
+// at start.
+func (a *API) PruneStore() {
+	var keep map[string]bool
+	if a.fleet != nil {
+		keep = a.fleet.Referenced()
+	}
+	n, bytes, err := a.store.Prune(keep, time.Now().Add(-registry.ModuleRetention))
+	if err != nil {
+		a.log.Warn("admin: pruning the module store", "err", err)
+	} else if n > 0 {
+		a.log.Info("admin: pruned modules no pipeline runs or ran", "modules", n, "bytes", bytes)
+	}
+}
+
 // UseRegistry makes deploys and rollbacks go through the fleet's registry.
 func (a *API) UseRegistry(r *registry.Registry) { a.fleet = r }
 

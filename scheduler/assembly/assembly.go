@@ -182,6 +182,7 @@ func (h *Host) startOps(ctx context.Context) error {
 		h.reg.Start()
 		h.log.Info("fleet registry", "topics", h.reg.Modules+" "+h.reg.Deploys+" "+h.reg.Hosts)
 	}
+	api.PruneStore()
 	return nil
 }
 

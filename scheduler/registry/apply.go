@@ -79,5 +79,11 @@ func (a *appliers) stop() {
 	a.cancel()
 }
 
+func (a *appliers) isStopped() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stopped
+}
+
 // wait waits for the goroutines to end.
 func (a *appliers) wait() { a.wg.Wait() }

@@ -97,3 +97,54 @@ func TestParseChunkKey(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneDeletesWhatNoDeploymentNames: modules deployed, in a history,
+// as a canary, one no deployment names, a junk key, and the status of a
+// host not heard of for two days. Within the retention nothing is deleted;
+// past it, the unnamed module's chunks, the junk key and the stale status
+// are tombstoned, and the named modules still read back.
+func TestPruneDeletesWhatNoDeploymentNames(t *testing.T) {
+	r, cl := openTest(t, nil)
+	r.pruner.last = time.Now().Add(time.Hour) // no prune in the background: this test calls Prune
+	r.Start()
+	ctx := context.Background()
+	mod := func(v string) []byte {
+		return append([]byte("\x00asm\x01\x00\x00\x00"), bytes.Repeat([]byte(v), ChunkBytes/len(v)+1)...) // two chunks
+	}
+	deployed, history, canary, unnamed := mod("deployed"), mod("history"), mod("canary"), mod("unnamed")
+	for _, m := range [][]byte{history, canary, unnamed} {
+		if err := r.PutModule(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Publish(ctx, Deployment{Pipeline: "p", Digest: digestOf(deployed), History: []string{digestOf(history)},
+		Canary: &Canary{Digest: digestOf(canary), Percent: 10}}, deployed); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, cl, &kgo.Record{Topic: r.Modules, Key: []byte("garbage"), Value: []byte("x")},
+		statusRecord(t, r.Hosts, HostStatus{Host: "gone", At: time.Now().Add(-48 * time.Hour)}))
+	kafkatest.Eventually(t, 10*time.Second, "the deployment and the statuses read", func() bool {
+		_, ok := r.Deployment("p")
+		return ok && len(r.HostsStatus()) == 2
+	})
+	if res, err := r.Prune(ctx, time.Hour); err != nil || res.Keys != 0 || res.Hosts != 1 {
+		t.Fatalf("within the retention: %+v, %v", res, err)
+	}
+	res, err := r.Prune(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pruned: %+v", res)
+	if res.Modules != 1 || res.Keys != 3 || res.Bytes != len(unnamed)+1 {
+		t.Fatalf("pruned %+v", res)
+	}
+	if _, err := r.Module(ctx, digestOf(unnamed), len(unnamed)); err == nil {
+		t.Fatal("the unnamed module still reads")
+	}
+	for _, m := range [][]byte{deployed, history, canary} {
+		if got, err := r.Module(ctx, digestOf(m), len(m)); err != nil || !bytes.Equal(got, m) {
+			t.Fatalf("a named module: %v", err)
+		}
+	}
+	kafkatest.Eventually(t, 10*time.Second, "the stale status deleted", func() bool { return len(r.HostsStatus()) == 1 })
+}

@@ -101,6 +101,7 @@ type Registry struct {
 	counts    func() map[string]map[string]Counts
 
 	appliers appliers // apply.go
+	pruner   pruner   // prune.go
 
 	quit    chan struct{}
 	done    chan struct{}
@@ -328,6 +329,9 @@ func (r *Registry) Close() {
 		<-r.done // the poll ends at quit
 	}
 	r.appliers.wait()
+	r.pruner.mu.Lock() // a pruneSoon that saw the registry open has added to wg
+	r.pruner.mu.Unlock()
+	r.pruner.wg.Wait() // its ctx ended with the appliers'
 	r.cl.Close()
 }
 
@@ -468,6 +472,7 @@ func (r *Registry) Publish(ctx context.Context, d Deployment, wasm []byte) (int6
 	if err != nil {
 		return 0, fmt.Errorf("writing the deployment to %s: %w", r.Deploys, err)
 	}
+	r.pruneSoon() // modules this deployment leaves unnamed (prune.go)
 	return rec.Offset, nil
 }
 
