@@ -14,7 +14,7 @@ import (
 // topic, so anyone who can produce to the input can send poison to those
 // partitions only: a canary identical to the stable code then fails more
 // often than the stable version, and a comparison of failure rates alone
-// aborts it (RATIONALE.md, "Canaries"). What tells a canary's fault from
+// aborts it (RATIONALE.md, "The fleet registry"). What tells a canary's fault from
 // its input's is the stable version's answer to the same record: each
 // record the canary fails is run again, on this host, on the stable
 // version, and counted by kind of failure as checked, and as shared when

@@ -10,7 +10,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/registry"
 )
 
-// When is a canary's code at fault (RATIONALE.md, "Canaries")? Its
+// When is a canary's code at fault (RATIONALE.md, "The fleet registry")? Its
 // partitions are predictable, so whoever can produce to the input can send
 // it poison that the stable version never sees: comparing the two
 // versions' failure rates alone then aborts a canary identical to the

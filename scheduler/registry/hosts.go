@@ -11,7 +11,7 @@ import (
 )
 
 // The hosts topic is written by every host of the fleet, and by anyone else
-// the cluster lets write it (RELIABILITY.md, "Who is trusted"). A status
+// the cluster lets write it (RELIABILITY.md, "The fleet registry"). A status
 // there decides what other hosts believe: which hosts are live (deploy
 // --wait-all waits for each), what the fleet lists, and the counts a
 // canary is judged by. So a status read is held to what a host could

@@ -132,6 +132,9 @@ type pruner struct {
 }
 
 // pruneSoon starts a prune unless one runs or ran within pruneEvery.
+// appliers.mu is taken under pruner.mu (never the other way round), so
+// that Close, which stops the appliers and then takes pruner.mu, knows
+// every prune started was added to wg.
 func (r *Registry) pruneSoon() {
 	p := &r.pruner
 	p.mu.Lock()
