@@ -20,6 +20,9 @@ type canary struct {
 	ver     *modVersion
 	percent int
 	counts  map[string]int32 // partitions per topic, read when the canary started
+	// check runs the records the canary fails on the stable version
+	// (canarycheck.go); nil where that cannot be done without side effects.
+	check *canaryCheck
 }
 
 // in reports whether topic's partition runs the canary.
@@ -82,6 +85,9 @@ func (r *Runner) SetCanary(ctx context.Context, pipeline string, wasm []byte, pe
 	}
 	v := &modVersion{m: m}
 	c := &canary{ver: v, percent: percent, counts: counts}
+	if checkable(p) {
+		c.check = newCanaryCheck(p, v)
+	}
 	v.acquire() // held until every pipeline points to v
 	for _, q := range []*Pipeline{p, rp} {
 		if q != nil {
@@ -112,6 +118,9 @@ func (r *Runner) EndCanary(pipeline string, promote bool) bool {
 		}
 		if promote {
 			q.canary.Store(nil)
+			if c.check != nil {
+				c.check.stop()
+			}
 			q.setModule(c.ver)
 		} else {
 			q.setCanary(nil)
@@ -125,6 +134,9 @@ func (r *Runner) EndCanary(pipeline string, promote bool) bool {
 // worker to check its version; the canary replaced is retired.
 func (p *Pipeline) setCanary(c *canary) {
 	old := p.canary.Swap(c)
+	if old != nil && old != c && old.check != nil {
+		old.check.stop() // the primary and its retry tier share it: stop is once
+	}
 	if c != nil {
 		if c.ver.m.Info().Async {
 			p.async.Store(true)
@@ -164,12 +176,18 @@ func (r *Runner) partitionCounts(ctx context.Context, topics []string) (map[stri
 
 // VersionStats is what one version of a pipeline decided on this host
 // since it was loaded: records, and of those the ones that failed (a
-// fault, an error status: sent to retry or dead letter).
+// fault, an error status: sent to retry or dead letter), by kind of
+// failure and by input partition ("topic/partition").
 type VersionStats struct {
 	Digest          string
 	Records, Failed int64
+	Kinds           map[string]KindStats
+	Partitions      map[string]int64
 	Canary          bool
 	Percent         int
+	// Checks: the canary's failed records are run again on the stable
+	// version (canarycheck.go).
+	Checks bool
 }
 
 // Versions returns the stats of the pipeline's current version and of its
@@ -179,12 +197,21 @@ func (r *Runner) Versions(pipeline string) []VersionStats {
 	if p == nil {
 		return nil
 	}
-	v := p.current()
-	out := []VersionStats{{Digest: v.m.Info().Digest, Records: v.records.Load(), Failed: v.failed.Load()}}
+	out := []VersionStats{p.current().stats()}
 	if c := p.canary.Load(); c != nil {
-		out = append(out, VersionStats{Digest: c.ver.m.Info().Digest, Records: c.ver.records.Load(), Failed: c.ver.failed.Load(), Canary: true, Percent: c.percent})
+		s := c.ver.stats()
+		s.Canary, s.Percent, s.Checks = true, c.percent, c.check != nil
+		out = append(out, s)
 	}
 	return out
+}
+
+// stats reads v's counts: the tally first, then failed, then records, so
+// that what is read adds up (each is counted before the next).
+func (v *modVersion) stats() VersionStats {
+	kinds, parts := v.tally.snapshot()
+	failed := v.failed.Load()
+	return VersionStats{Digest: v.m.Info().Digest, Failed: failed, Records: v.records.Load(), Kinds: kinds, Partitions: parts}
 }
 
 // CanaryDigest is the digest and share of the pipeline's canary ("" if

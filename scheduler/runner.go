@@ -385,6 +385,11 @@ func (r *Runner) Stop(ctx context.Context) {
 			}()
 		}
 		wg.Wait()
+		for _, p := range r.pipelines {
+			if c := p.canary.Load(); c != nil && c.check != nil {
+				c.check.stop()
+			}
+		}
 		r.close(ctx)
 	})
 }

@@ -17,8 +17,10 @@ type modVersion struct {
 	retired atomic.Bool
 	once    sync.Once
 	// records decided on the version, and of those failed (a fault or an
-	// error status): a canary's are compared with the current version's.
+	// error status), by kind and partition in tally: a canary's are
+	// compared with the current version's (canarycheck.go).
 	records, failed atomic.Int64
+	tally           failTally
 }
 
 func (v *modVersion) acquire() { v.refs.Add(1) }

@@ -621,10 +621,22 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		t.ps.Faults.Add(1)
 		t.p.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
 	}
+	var f failure
+	if res.Status != abi.StatusOK {
+		f = t.classify(&res)
+		if j.rs != nil && j.rs.overBound != "" {
+			// The guest saw a limit errno; the failure names the bound.
+			f.msg += " (" + j.rs.overBound + ")"
+		}
+	}
 	if w.ver != nil { // the version the record ran on, for canaries
 		w.ver.records.Add(1)
 		if res.Status != abi.StatusOK {
 			w.ver.failed.Add(1)
+			w.ver.tally.fail(f.kind, t.topic, t.partition)
+			if c := t.p.canary.Load(); c != nil && c.ver == w.ver && c.check != nil {
+				c.check.offer(&j.ar, f.kind) // does the stable version fail it too?
+			}
 		}
 	}
 	if res.Status == abi.StatusOK {
@@ -648,11 +660,6 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 			w.settle(j, verdictOutputs)
 		}
 		return
-	}
-	f := t.classify(&res)
-	if j.rs != nil && j.rs.overBound != "" {
-		// The guest saw a limit errno; the failure names the bound.
-		f.msg += " (" + j.rs.overBound + ")"
 	}
 	rc := &t.p.pc.Retry
 	if f.retryable && j.attempt < rc.MaxAttempts && rc.Mode == config.RetryInline {

@@ -265,6 +265,9 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 				}
 				fmt.Fprintf(stdout, "    host %-20s runs %s%s\n", line(h), short(f.Hosts[h]), note)
 			}
+			if f.NotListed > 0 {
+				fmt.Fprintf(stdout, "    and %d more live hosts, not listed (%d in all)\n", f.NotListed, f.LiveHosts)
+			}
 		}
 		for _, m := range v.Versions {
 			mark := " "

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -40,6 +41,8 @@ type API struct {
 	// canaryMargin: a canary failing more often than the stable version by
 	// more than this share is aborted (canary.go; 0: never).
 	canaryMargin float64
+	notedMu      sync.Mutex
+	noted        map[string]bool // canaries logged as failing on their input (canary.go)
 }
 
 // NewAPI returns the admin API; token must be at least MinTokenBytes long.

@@ -64,7 +64,7 @@ func (a *API) startCanary(ctx context.Context, name, digest string, wasm []byte,
 	if cur.Digest == digest {
 		return &switchError{http.StatusConflict, fmt.Sprintf("%s is already the deployed version", short(digest))}
 	}
-	cur.Canary = &registry.Canary{Digest: digest, Percent: percent, At: time.Now().UTC()}
+	cur.Canary = &registry.Canary{Digest: digest, Size: len(wasm), Percent: percent, At: time.Now().UTC()}
 	cur.Aborted, cur.Rollback = "", false
 	return a.write(ctx, cur, wasm, func() (bool, error) { return a.canaryApplied(name, digest) })
 }
@@ -79,7 +79,7 @@ func (a *API) endCanary(ctx context.Context, name string, promote bool, reason s
 	next.Canary, next.Rollback = nil, false
 	if promote {
 		next.History = append(slices.Clone(cur.History), cur.Digest)
-		next.Digest = cur.Canary.Digest
+		next.Digest, next.Size = cur.Canary.Digest, cur.Canary.Size
 		next.Aborted = ""
 	} else {
 		next.Aborted = reason
@@ -87,25 +87,13 @@ func (a *API) endCanary(ctx context.Context, name string, promote bool, reason s
 	return a.write(ctx, next, nil, func() (bool, error) { return a.applied(name, next.Digest, false) })
 }
 
-// write publishes d and waits for done.
+// write publishes d and waits for done (await).
 func (a *API) write(ctx context.Context, d registry.Deployment, wasm []byte, done func() (bool, error)) error {
-	if err := a.fleet.Publish(ctx, d, wasm); err != nil {
+	off, err := a.fleet.Publish(ctx, d, wasm)
+	if err != nil {
 		return &switchError{http.StatusServiceUnavailable, fmt.Sprintf("the registry did not take it; nothing changed: %v", err)}
 	}
-	wctx, cancel := context.WithTimeout(ctx, applyWait)
-	defer cancel()
-	for {
-		changed := a.fleet.Changed()
-		if ok, err := done(); ok || err != nil {
-			return err
-		}
-		select {
-		case <-changed:
-		case <-time.After(time.Second):
-		case <-wctx.Done():
-			return &switchError{http.StatusGatewayTimeout, "written to the registry, but this host has not applied it yet"}
-		}
-	}
+	return a.await(ctx, d.Pipeline, off, "this host", done)
 }
 
 // canaryApplied reports whether this host runs digest as its canary.
@@ -145,7 +133,7 @@ func (a *API) applyCanary(ctx context.Context, d registry.Deployment) error {
 	case d.Canary.Digest == running && d.Canary.Percent == percent:
 		return nil
 	}
-	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Canary.Digest)
+	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Canary.Digest, d.Canary.Size)
 	if err != nil {
 		return err
 	}
@@ -158,60 +146,98 @@ func (a *API) applyCanary(ctx context.Context, d registry.Deployment) error {
 
 // moduleFor returns the module of digest from the local store, or from the
 // registry (and stores it).
-func (a *API) moduleFor(ctx context.Context, pipeline, digest string) ([]byte, error) {
+func (a *API) moduleFor(ctx context.Context, pipeline, digest string, size int) ([]byte, error) {
 	wasm, err := a.store.Get(digest)
 	if errors.Is(err, ErrNotFound) {
-		if wasm, err = a.fleet.Module(ctx, digest); err == nil {
+		if wasm, err = a.fleet.Module(ctx, digest, size); err == nil {
 			_, err = a.store.Put(pipeline, "registry", wasm)
 		}
 	}
 	return wasm, err
 }
 
-// CheckCanaries aborts a canary whose failure rate across the live hosts
-// exceeds the stable version's by more than the margin, once it decided
-// CanaryMinRecords. Run on each heartbeat; several hosts may abort the same
-// canary, to the same effect.
+// CheckCanaries aborts a canary whose own failures (verdict.go: the ones
+// the stable version does not have on the same records) exceed the
+// margin, once it decided CanaryMinRecords. It judges this host's own
+// counts first, which need no trust in what others write to the hosts
+// topic, then the counts of every live host: forged successes in another
+// status cannot keep a canary that fails here alive. Run on each
+// heartbeat; several hosts may abort the same canary, to the same effect.
 func (a *API) CheckCanaries(ctx context.Context) {
 	if a.canaryMargin <= 0 {
 		return
 	}
 	now := time.Now()
+	self := a.fleet.HostID()
+	own := a.fleet.OwnStatus()
 	for _, name := range a.d.PipelineNames() {
 		d, ok := a.fleet.Deployment(name)
 		if !ok || d.Canary == nil {
 			continue
 		}
-		var stable, canary registry.Counts
+		var ownStable, ownCanary, stable, canary evidence
+		ownStable.add(self, own.Versions[name][d.Digest])
+		ownCanary.add(self, own.Versions[name][d.Canary.Digest])
+		stable.add(self, own.Versions[name][d.Digest])
+		canary.add(self, own.Versions[name][d.Canary.Digest])
+		hosts := 1
 		for _, h := range a.fleet.HostsStatus() {
-			if !h.Live(now) {
-				continue
+			if h.Host == self || !h.Live(now) {
+				continue // this host's own counts are taken from itself
 			}
-			vs := h.Versions[name]
-			stable.Records += vs[d.Digest].Records
-			stable.Failed += vs[d.Digest].Failed
-			canary.Records += vs[d.Canary.Digest].Records
-			canary.Failed += vs[d.Canary.Digest].Failed
+			stable.add(h.Host, h.Versions[name][d.Digest])
+			canary.add(h.Host, h.Versions[name][d.Canary.Digest])
+			hosts++
 		}
-		if canary.Records < CanaryMinRecords {
+		v, c, where := judge(ownStable, ownCanary, a.canaryMargin), ownCanary, fmt.Sprintf("on this host (%.64q)", self)
+		if !v.abort {
+			v, c, where = judge(stable, canary, a.canaryMargin), canary, fmt.Sprintf("on %d live hosts", hosts)
+		}
+		if !v.abort {
+			a.noteSharedFailures(name, d, stable, canary, v)
 			continue
 		}
-		cr := float64(canary.Failed) / float64(canary.Records)
-		sr := 0.0
-		if stable.Records > 0 {
-			sr = float64(stable.Failed) / float64(stable.Records)
-		}
-		if cr <= sr+a.canaryMargin {
-			continue
-		}
-		reason := fmt.Sprintf("automatic: the canary failed %d of %d records (%.1f%%), the stable version %d of %d (%.1f%%); margin %.1f points", canary.Failed, canary.Records, 100*cr, stable.Failed, stable.Records, 100*sr, 100*a.canaryMargin)
+		reason := fmt.Sprintf("automatic: %s the canary failed %d of %d records, an estimated %.0f (%.1f%%) of them ones the stable version does not have on the same records, over the margin of %.1f points: %s",
+			where, c.failed, c.records, v.own, 100*v.own/float64(c.records), 100*a.canaryMargin, v.detail)
 		a.log.Warn("admin: aborting the canary", "pipeline", name, "digest", short(d.Canary.Digest), "reason", reason)
 		next := d
 		next.Canary, next.Aborted, next.Rollback = nil, reason, false
-		if err := a.fleet.Publish(ctx, next, nil); err != nil {
+		if _, err := a.fleet.Publish(ctx, next, nil); err != nil {
 			a.log.Error("admin: aborting the canary", "pipeline", name, "err", err)
 		}
 	}
+}
+
+// noteSharedFailures logs, once per canary, a canary that fails more often
+// than the stable version by the margin but is not aborted: its failures
+// are ones the stable version has on the same records (its input's, not
+// its code's), or their checks are still to come.
+func (a *API) noteSharedFailures(name string, d registry.Deployment, stable, canary evidence, v verdict) {
+	if canary.records < CanaryMinRecords || v.pending {
+		return
+	}
+	cr := float64(canary.failed) / float64(canary.records)
+	sr := 0.0
+	if stable.records > 0 {
+		sr = float64(stable.failed) / float64(stable.records)
+	}
+	if cr <= sr+a.canaryMargin {
+		return
+	}
+	key := name + "/" + d.Canary.Digest + "/" + d.Canary.At.String()
+	a.notedMu.Lock()
+	seen := a.noted[key]
+	if a.noted == nil {
+		a.noted = map[string]bool{}
+	}
+	a.noted[key] = true
+	a.notedMu.Unlock()
+	if seen {
+		return
+	}
+	a.log.Warn("admin: the canary fails more often than the stable version, on records the stable version fails too (its input, not its code): not aborted",
+		"pipeline", name, "digest", short(d.Canary.Digest), "canary_failed", canary.failed, "canary_records", canary.records,
+		"stable_failed", stable.failed, "stable_records", stable.records, "detail", v.detail)
 }
 
 // canaryReq is the body of POST .../canary/promote and .../canary/abort

@@ -1,10 +1,12 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/scheduler/registry"
@@ -19,6 +21,23 @@ import (
 // applyWait bounds how long a deploy waits for this host (or every live
 // host) to run the version written to the registry.
 const applyWait = 2 * time.Minute
+
+// PruneStore deletes the stored modules no pipeline runs or ran, and (with
+// a registry) no deployment of the fleet names, added more than
+// registry.ModuleRetention ago (Store.Prune). Called after each switch and
+// at start.
+func (a *API) PruneStore() {
+	var keep map[string]bool
+	if a.fleet != nil {
+		keep = a.fleet.Referenced()
+	}
+	n, bytes, err := a.store.Prune(keep, time.Now().Add(-registry.ModuleRetention))
+	if err != nil {
+		a.log.Warn("admin: pruning the module store", "err", err)
+	} else if n > 0 {
+		a.log.Info("admin: pruned modules no pipeline runs or ran", "modules", n, "bytes", bytes)
+	}
+}
 
 // UseRegistry makes deploys and rollbacks go through the fleet's registry.
 func (a *API) UseRegistry(r *registry.Registry) { a.fleet = r }
@@ -47,7 +66,7 @@ func (a *API) Apply(ctx context.Context, d registry.Deployment) {
 }
 
 func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
-	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Digest)
+	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Digest, d.Size)
 	if err != nil {
 		return err
 	}
@@ -63,7 +82,9 @@ func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
 // registry has it) for pipeline name to the registry and waits until this
 // host, or with all every live host, runs it.
 func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rollback, all bool) error {
-	d := registry.Deployment{Pipeline: name, Digest: digest, Rollback: rollback}
+	// The module's size, for the hosts that read it from the registry
+	// (Publish sets it from wasm when it writes the module).
+	d := registry.Deployment{Pipeline: name, Digest: digest, Size: a.store.Size(digest), Rollback: rollback}
 	// A deploy or rollback ends a canary running (it is aborted).
 	if cur, ok := a.fleet.Deployment(name); ok {
 		if cur.Canary != nil {
@@ -86,22 +107,36 @@ func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rol
 	if len(d.History) > 50 {
 		d.History = d.History[len(d.History)-50:]
 	}
-	if err := a.fleet.Publish(ctx, d, wasm); err != nil {
+	off, err := a.fleet.Publish(ctx, d, wasm)
+	if err != nil {
 		return &switchError{http.StatusServiceUnavailable, fmt.Sprintf("the registry did not take the deploy; nothing changed: %v", err)}
 	}
 	a.log.Info("admin: deployment written to the registry", "pipeline", name, "digest", short(digest), "rollback", rollback)
+	who := map[bool]string{false: "this host", true: "every live host"}[all]
+	return a.await(ctx, name, off, who, func() (bool, error) { return a.applied(name, digest, all) })
+}
+
+// await waits for the outcome of pipeline name's deployment written at
+// offset: done reports it run (by who) or a host's refusal; a deployment
+// written after it supersedes it, which is its outcome too (409, naming
+// the deployment that replaced it); after applyWait the answer says it is
+// written but not yet run (504).
+func (a *API) await(ctx context.Context, name string, offset int64, who string, done func() (bool, error)) error {
 	wctx, cancel := context.WithTimeout(ctx, applyWait)
 	defer cancel()
 	for {
 		changed := a.fleet.Changed()
-		if done, err := a.applied(name, digest, all); done || err != nil {
+		if ok, err := done(); ok || err != nil {
 			return err
+		}
+		if later, ok := a.fleet.Superseded(name, offset); ok {
+			return &switchError{http.StatusConflict, fmt.Sprintf("written to the registry, but superseded before %s ran it: %s is now deployed with %s by %s at %s (see GET /v1/pipelines/%s)", who, name, short(later.Digest), later.By, later.At.Format(time.RFC3339), name)}
 		}
 		select {
 		case <-changed:
 		case <-time.After(time.Second):
 		case <-wctx.Done():
-			return &switchError{http.StatusGatewayTimeout, fmt.Sprintf("written to the registry, but not yet run by %s after %s: see GET /v1/pipelines/%s", map[bool]string{false: "this host", true: "every live host"}[all], applyWait, name)}
+			return &switchError{http.StatusGatewayTimeout, fmt.Sprintf("written to the registry, but not yet run by %s after %s: see GET /v1/pipelines/%s", who, applyWait, name)}
 		}
 	}
 }
@@ -141,9 +176,20 @@ type FleetView struct {
 	By       string                      `json:"by"`
 	Canary   *registry.Canary            `json:"canary,omitempty"`
 	Aborted  string                      `json:"aborted,omitempty"` // why the last canary was aborted
-	Hosts    map[string]string           `json:"hosts"`             // live host -> digest it runs
-	Failed   map[string]registry.Failure `json:"failed,omitempty"`  // live host -> the deployment it could not run
+	Hosts    map[string]string           `json:"hosts"`             // live host -> digest it runs (at most MaxListedHosts)
+	Failed   map[string]registry.Failure `json:"failed,omitempty"`  // listed host -> the deployment it could not run
+	// LiveHosts counts the live hosts running the pipeline; NotListed, those
+	// of them not in Hosts.
+	LiveHosts int `json:"live_hosts"`
+	NotListed int `json:"hosts_not_listed,omitempty"`
 }
+
+// MaxListedHosts bounds the hosts a FleetView lists: whoever may write the
+// hosts topic could make the list (and every GET /v1/pipelines and
+// `wasmstream processors`) as long as the statuses the registry keeps. The
+// hosts that could not run a deployment come first, then those not on the
+// deployed version, then the others, each by name.
+const MaxListedHosts = 100
 
 func (a *API) fleetView(name string) *FleetView {
 	if a.fleet == nil {
@@ -154,15 +200,39 @@ func (a *API) fleetView(name string) *FleetView {
 		v.Deployed, v.History, v.At, v.By, v.Canary, v.Aborted = d.Digest, d.History, d.At, d.By, d.Canary, d.Aborted
 	}
 	now := time.Now()
+	var live []registry.HostStatus
 	for _, h := range a.fleet.HostsStatus() {
-		if d, ok := h.Pipelines[name]; ok && h.Live(now) {
-			v.Hosts[h.Host] = d
-			if f, ok := h.Failed[name]; ok {
-				if v.Failed == nil {
-					v.Failed = map[string]registry.Failure{}
-				}
-				v.Failed[h.Host] = f
+		if _, ok := h.Pipelines[name]; ok && h.Live(now) {
+			live = append(live, h)
+		}
+	}
+	rank := func(h registry.HostStatus) int {
+		if _, failed := h.Failed[name]; failed {
+			return 0
+		}
+		if h.Pipelines[name] != v.Deployed {
+			return 1
+		}
+		return 2
+	}
+	slices.SortFunc(live, func(x, y registry.HostStatus) int {
+		if c := cmp.Compare(rank(x), rank(y)); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Host, y.Host)
+	})
+	v.LiveHosts = len(live)
+	if len(live) > MaxListedHosts {
+		v.NotListed = len(live) - MaxListedHosts
+		live = live[:MaxListedHosts]
+	}
+	for _, h := range live {
+		v.Hosts[h.Host] = h.Pipelines[name]
+		if f, ok := h.Failed[name]; ok {
+			if v.Failed == nil {
+				v.Failed = map[string]registry.Failure{}
 			}
+			v.Failed[h.Host] = f
 		}
 	}
 	return v

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -126,6 +127,16 @@ func (s *Store) Get(digest string) ([]byte, error) {
 	return b, nil
 }
 
+// Size is the size of the stored module digest (0 if not stored).
+func (s *Store) Size(digest string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.man.Modules[digest]; m != nil {
+		return m.Size
+	}
+	return 0
+}
+
 // Activate records that pipeline now runs digest.
 func (s *Store) Activate(pipeline, digest string) error {
 	s.mu.Lock()
@@ -195,6 +206,71 @@ func (s *Store) Rolled(pipeline, digest string) error {
 		ps.Active, ps.Deployed = digest, time.Now().UTC()
 		return true, nil
 	})
+}
+
+// Prune deletes the stored modules that no pipeline runs or ran (its
+// active version and its history, at most 50) and that keep does not
+// name, added before olderThan, and reports how many and their bytes.
+// Without it the store grows by every version uploaded or read from the
+// registry, forever; with it the store holds per pipeline at most 51
+// versions, the fleet's (keep) and what was added since olderThan.
+func (s *Store) Prune(keep map[string]bool, olderThan time.Time) (removed, bytes int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	used := map[string]bool{}
+	for _, ps := range s.man.Pipelines {
+		used[ps.Active] = true
+		for _, h := range ps.History {
+			used[h] = true
+		}
+	}
+	var gone []*ModuleMeta
+	for d, m := range s.man.Modules {
+		if !used[d] && !keep[d] && m.Added.Before(olderThan) {
+			gone = append(gone, m)
+			delete(s.man.Modules, d)
+		}
+	}
+	if len(gone) == 0 {
+		return 0, 0, nil
+	}
+	// The manifest first: a module it names is always on disk; a file it
+	// does not name is only space, which removeOrphansLocked takes back.
+	if err := s.saveLocked(); err != nil {
+		for _, m := range gone {
+			s.man.Modules[m.Digest] = m
+		}
+		return 0, 0, err
+	}
+	for _, m := range gone {
+		if err := os.Remove(s.path(m.Digest)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, bytes, err
+		}
+		removed++
+		bytes += m.Size
+	}
+	return removed, bytes, s.removeOrphansLocked(olderThan)
+}
+
+// removeOrphansLocked removes module files the manifest does not name
+// (a write or a prune cut short between the file and the manifest),
+// modified before olderThan.
+func (s *Store) removeOrphansLocked(olderThan time.Time) error {
+	files, err := filepath.Glob(filepath.Join(s.dir, "modules", "*.wasm"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if _, ok := s.man.Modules[strings.TrimSuffix(filepath.Base(f), ".wasm")]; ok {
+			continue
+		}
+		if st, err := os.Lstat(f); err == nil && st.Mode().IsRegular() && st.ModTime().Before(olderThan) {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Active is the version pipeline runs, per the manifest.

@@ -2,11 +2,15 @@ package admin
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Temporary files a cut-short write left in the store are removed when it
@@ -44,5 +48,69 @@ func TestOpenStoreRemovesLeftoverTemps(t *testing.T) {
 	}
 	if b, err := again.Get(d); err != nil || !bytes.Equal(b, goodModule) {
 		t.Fatalf("the stored module after cleaning: %v", err)
+	}
+}
+
+// TestStorePrunes: 60 versions of a pipeline deployed one after another,
+// a module uploaded and never deployed, a module the fleet names (a
+// canary, say) and a file the manifest does not name. Pruning keeps the
+// active version, the 50 of its history, and what the fleet names; the
+// rest goes, the orphan file too, and the manifest still names only files
+// on disk. Before, the store kept all 62 modules forever; nothing newer
+// than the retention is pruned.
+func TestStorePrunes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []string
+	for i := range 60 {
+		d, err := s.Put("p", "upload", module(fmt.Sprint("v", i)))
+		if err == nil {
+			err = s.Activate("p", d)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, d)
+	}
+	uploaded, _ := s.Put("p", "upload", module("never deployed"))
+	fleet, _ := s.Put("p", "registry", module("canary"))
+	orphan := filepath.Join(dir, "modules", Digest([]byte("orphan"))+".wasm")
+	os.WriteFile(orphan, []byte("orphan"), 0o644)
+	files := func() int {
+		m, _ := filepath.Glob(filepath.Join(dir, "modules", "*.wasm"))
+		return len(m)
+	}
+	if n, _, err := s.Prune(nil, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("a prune of what is newer than the retention removed %d: %v", n, err)
+	}
+	before := files()
+	n, size, err := s.Prune(map[string]bool{fleet: true}, time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("60 versions deployed, one uploaded, one the fleet names, an orphan file: %d files before the prune, %d after (%d modules, %d bytes pruned)", before, files(), n, size)
+	if files() != 52 || n != 10 {
+		t.Fatalf("%d files, %d pruned", files(), n)
+	}
+	for _, d := range append(versions[9:], fleet) {
+		if _, err := s.Get(d); err != nil {
+			t.Errorf("kept module %s: %v", d[:12], err)
+		}
+	}
+	for _, d := range append(versions[:9], uploaded) {
+		if _, err := s.Get(d); !errors.Is(err, ErrNotFound) {
+			t.Errorf("pruned module %s: %v", d[:12], err)
+		}
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("the orphan file: %v", err)
+	}
+	for d := range s.Snapshot().Modules {
+		if _, err := os.Stat(s.path(d)); err != nil {
+			t.Errorf("the manifest names %s, not on disk", d[:12])
+		}
 	}
 }

@@ -70,6 +70,7 @@ func (a *API) switchTo(ctx context.Context, name, digest string, wasm []byte, wh
 	rerr := record()
 	if rerr == nil {
 		a.log.Info("admin: "+what+" done", "pipeline", name, "digest", short(digest), "took", time.Since(start).Round(time.Millisecond))
+		a.PruneStore()
 		return info, nil
 	}
 	// The new version runs but the manifest does not say so: swap back.

@@ -8,11 +8,15 @@
 package assembly
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -115,7 +119,7 @@ func (h *Host) startOps(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		h.reg, err = registry.Open(ctx, base, cfg.RegistryPrefix(), cfg.Host.ID, h.log)
+		h.reg, err = registry.Open(ctx, registry.Config{Base: base, Prefix: cfg.RegistryPrefix(), HostID: cfg.Host.ID, MaxModuleBytes: int(cfg.Admin.MaxModuleBytes)}, h.log)
 		if err != nil {
 			return err
 		}
@@ -176,7 +180,7 @@ func (h *Host) startOps(ctx context.Context) error {
 	if h.reg != nil {
 		api.UseRegistry(h.reg)
 		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
-		h.reg.OnDeploy(func(d registry.Deployment) { api.Apply(context.Background(), d) })
+		h.reg.OnDeploy(api.Apply)
 		h.reg.OnHeartbeat(h.versionCounts, func() { api.CheckCanaries(context.Background()) })
 		for _, pc := range cfg.Pipelines {
 			if d, ok := store.Active(pc.Name); ok {
@@ -186,6 +190,7 @@ func (h *Host) startOps(ctx context.Context) error {
 		h.reg.Start()
 		h.log.Info("fleet registry", "topics", h.reg.Modules+" "+h.reg.Deploys+" "+h.reg.Hosts)
 	}
+	api.PruneStore()
 	return nil
 }
 
@@ -196,11 +201,38 @@ func (h *Host) versionCounts() map[string]map[string]registry.Counts {
 	for _, name := range h.r.PipelineNames() {
 		m := map[string]registry.Counts{}
 		for _, v := range h.r.Versions(name) {
-			m[v.Digest] = registry.Counts{Records: v.Records, Failed: v.Failed}
+			m[v.Digest] = countsOf(v)
 		}
 		out[name] = m
 	}
 	return out
+}
+
+// countsOf is what the heartbeat says of a version: its counts, by kind,
+// and for a canary its most failing partitions (at most
+// registry.MaxPartitionsListed, as the registry holds statuses to).
+func countsOf(v scheduler.VersionStats) registry.Counts {
+	c := registry.Counts{Records: v.Records, Failed: v.Failed, Checks: v.Checks}
+	for k, s := range v.Kinds {
+		if c.Kinds == nil {
+			c.Kinds = map[string]registry.KindCounts{}
+		}
+		c.Kinds[k] = registry.KindCounts{Failed: s.Failed, Checked: s.Checked, Shared: s.Shared}
+	}
+	if !v.Canary || len(v.Partitions) == 0 {
+		return c
+	}
+	parts := slices.SortedFunc(maps.Keys(v.Partitions), func(a, b string) int {
+		if c := cmp.Compare(v.Partitions[b], v.Partitions[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	c.Partitions = map[string]int64{}
+	for _, p := range parts[:min(len(parts), registry.MaxPartitionsListed)] {
+		c.Partitions[p] = v.Partitions[p]
+	}
+	return c
 }
 
 // runDeployed makes pipeline name run the version the fleet's registry
@@ -212,7 +244,7 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	}
 	wasm, err := store.Get(d.Digest)
 	if errors.Is(err, admin.ErrNotFound) {
-		if wasm, err = h.reg.Module(ctx, d.Digest); err == nil {
+		if wasm, err = h.reg.Module(ctx, d.Digest, d.Size); err == nil {
 			_, err = store.Put(name, "registry", wasm)
 		}
 	}
@@ -228,7 +260,7 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	if c := d.Canary; c != nil {
 		wasm, err := store.Get(c.Digest)
 		if errors.Is(err, admin.ErrNotFound) {
-			if wasm, err = h.reg.Module(ctx, c.Digest); err == nil {
+			if wasm, err = h.reg.Module(ctx, c.Digest, c.Size); err == nil {
 				_, err = store.Put(name, "registry", wasm)
 			}
 		}

@@ -23,7 +23,6 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -58,6 +57,7 @@ const (
 type Deployment struct {
 	Pipeline string    `json:"pipeline"`
 	Digest   string    `json:"digest"`
+	Size     int       `json:"size,omitempty"`    // the module's bytes (0: not said, by an older host)
 	History  []string  `json:"history,omitempty"` // earlier digests, oldest first
 	At       time.Time `json:"at"`
 	By       string    `json:"by"` // the host whose admin API took the deploy
@@ -71,77 +71,80 @@ type Deployment struct {
 // Canary is a version run on Percent of a pipeline's partitions.
 type Canary struct {
 	Digest  string    `json:"digest"`
+	Size    int       `json:"size,omitempty"`
 	Percent int       `json:"percent"`
 	At      time.Time `json:"at"`
 }
 
-// Counts is what one version decided on one host: records, and of those
-// failed.
-type Counts struct {
-	Records int64 `json:"records"`
-	Failed  int64 `json:"failed"`
-}
-
-// HostStatus is what one host runs.
-type HostStatus struct {
-	Host      string             `json:"host"`
-	Pipelines map[string]string  `json:"pipelines"`        // name -> digest running
-	Failed    map[string]Failure `json:"failed,omitempty"` // name -> the deployment it could not run
-	// Versions: per pipeline, per digest, what the host decided on it
-	// since it loaded it (a canary's failure rate is compared with the
-	// stable version's across the fleet).
-	Versions map[string]map[string]Counts `json:"versions,omitempty"`
-	At       time.Time                    `json:"at"`
-}
-
-// Failure is a deployment a host could not run, and why.
-type Failure struct {
-	Digest string `json:"digest"`
-	Error  string `json:"error"`
-}
-
-// Live reports whether the host was heard of within LiveFor of now.
-func (h HostStatus) Live(now time.Time) bool { return now.Sub(h.At) < LiveFor }
-
 // Registry is one host's view of the fleet's registry topics, and its
 // writer. Safe for concurrent use. It owns one goroutine, which follows the
-// deploys and hosts topics until Close.
+// deploys and hosts topics until Close, and while a deployment is applied
+// one goroutine per pipeline that applies it (apply.go).
 type Registry struct {
 	Modules, Deploys, Hosts string // topic names
 	host                    string
 	// base are the options every client of the registry starts from
 	// (seeds, client id, TLS, SASL: kafkaconn.Opts).
-	base []kgo.Opt
-	cl   *kgo.Client
-	log  *slog.Logger
+	base      []kgo.Opt
+	maxModule int // admin.max_module_bytes: no module read is larger
+	cl        *kgo.Client
+	log       *slog.Logger
 
-	mu      sync.Mutex // guards the fields below; a leaf lock
-	deploys map[string]Deployment
-	hosts   map[string]HostStatus
-	changed chan struct{} // closed and replaced on every record read
-	status  HostStatus
-	apply   func(Deployment)
-	beat    func() // called on the registry's goroutine before each periodic status
-	counts  func() map[string]map[string]Counts
+	mu        sync.Mutex // guards the fields below; a leaf lock
+	deploys   map[string]Deployment
+	deployAt  map[string]int64      // the offset of each pipeline's deployment read last
+	hosts     map[string]HostStatus // at most MaxHosts (hosts.go)
+	ignored   ignoredStatuses
+	noneStale time.Time     // before it, every status kept is live (hosts.go)
+	changed   chan struct{} // closed and replaced on every record read
+	status    HostStatus
+	apply     func(context.Context, Deployment)
+	beat      func() // called on the registry's goroutine before each periodic status
+	counts    func() map[string]map[string]Counts
 
-	quit chan struct{}
-	done chan struct{}
+	appliers appliers // apply.go
+	pruner   pruner   // prune.go
+
+	quit    chan struct{}
+	done    chan struct{}
+	started bool
+}
+
+// Config is where a registry lives and who this host is in it.
+type Config struct {
+	// Base are the options every client of the registry starts from:
+	// seeds, client id, TLS and SASL (kafkaconn.Opts).
+	Base []kgo.Opt
+	// Prefix names the topics: <prefix>.modules, .deploys, .hosts
+	// (admin.registry_topic_prefix).
+	Prefix string
+	// HostID is this host's key in the hosts topic (host.id).
+	HostID string
+	// MaxModuleBytes bounds what a module read from the registry may be
+	// (admin.max_module_bytes): a deployment declaring a larger module is
+	// refused before anything is read.
+	MaxModuleBytes int
 }
 
 // Open creates the registry topics if missing (compacted, one partition,
 // replicated up to 3), reads the deploys and hosts topics to their end and
-// starts following them. apply is called (on the registry's goroutine) for
-// every deployment read after that; set it with OnDeploy before Start.
-func Open(ctx context.Context, base []kgo.Opt, prefix, hostID string, log *slog.Logger) (*Registry, error) {
-	r := &Registry{Modules: prefix + ".modules", Deploys: prefix + ".deploys", Hosts: prefix + ".hosts", host: hostID, log: log,
-		base:    base,
-		deploys: map[string]Deployment{}, hosts: map[string]HostStatus{}, changed: make(chan struct{}),
-		status: HostStatus{Host: hostID, Pipelines: map[string]string{}, Failed: map[string]Failure{}},
+// starts following them. apply is called for every deployment read after
+// that; set it with OnDeploy before Start.
+func Open(ctx context.Context, c Config, log *slog.Logger) (*Registry, error) {
+	if c.MaxModuleBytes <= 0 {
+		return nil, errors.New("admin.registry: admin.max_module_bytes must be set")
+	}
+	prefix := c.Prefix
+	r := &Registry{Modules: prefix + ".modules", Deploys: prefix + ".deploys", Hosts: prefix + ".hosts", host: c.HostID, log: log,
+		base: c.Base, maxModule: c.MaxModuleBytes,
+		deploys: map[string]Deployment{}, deployAt: map[string]int64{}, hosts: map[string]HostStatus{}, changed: make(chan struct{}),
+		status: HostStatus{Host: c.HostID, Pipelines: map[string]string{}, Failed: map[string]Failure{}},
 		quit:   make(chan struct{}), done: make(chan struct{})}
+	r.appliers.init()
 	if err := r.createTopics(ctx); err != nil {
 		return nil, err
 	}
-	cl, err := r.client(
+	cl, err := kgo.NewClient(append(readOpts(r.base),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
 			r.Deploys: {0: kgo.NewOffset().AtStart()},
 			r.Hosts:   {0: kgo.NewOffset().AtStart()},
@@ -151,7 +154,7 @@ func Open(ctx context.Context, base []kgo.Opt, prefix, hostID string, log *slog.
 		// so; a status is written again at the next heartbeat) rather than
 		// waiting forever, as kgo would by default.
 		kgo.RecordDeliveryTimeout(RecordTimeout),
-		kgo.ProducerBatchMaxBytes(ChunkBytes+64<<10))
+		kgo.ProducerBatchMaxBytes(ChunkBytes+64<<10))...)
 	if err != nil {
 		return nil, fmt.Errorf("admin.registry: %w", err)
 	}
@@ -163,13 +166,20 @@ func Open(ctx context.Context, base []kgo.Opt, prefix, hostID string, log *slog.
 	return r, nil
 }
 
-// client is a client of the registry's brokers with more options.
-func (r *Registry) client(more ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(slices.Concat(r.base, more)...)
+// readOpts are the options of every client that reads the registry
+// topics. Whoever may write them may do so in transactions (an
+// exactly-once mirror of the registry from another cluster): reading
+// committed records only, an aborted deployment is never applied, and
+// keeping the control records (skipped by the readers), a reader sees the
+// transaction markers' offsets and so reaches a partition's end when its
+// last offset is a marker (readTo).
+func readOpts(base []kgo.Opt) []kgo.Opt {
+	return append(slices.Clip(base),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 }
 
 func (r *Registry) createTopics(ctx context.Context) error {
-	cl, err := r.client()
+	cl, err := kgo.NewClient(r.base...)
 	if err != nil {
 		return fmt.Errorf("admin.registry: %w", err)
 	}
@@ -198,33 +208,96 @@ func (r *Registry) createTopics(ctx context.Context) error {
 	return nil
 }
 
-// catchUp reads the deploys and hosts topics up to their ends as of now.
-func (r *Registry) catchUp(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	adm := kadm.NewClient(r.cl)
-	ends, err := adm.ListEndOffsets(ctx, r.Deploys, r.Hosts)
-	if err != nil {
-		return fmt.Errorf("admin.registry: %w", err)
+// ends lists the offsets up to which topics may be read now: under
+// read_committed, the last stable offset (a transaction still open at the
+// end is not waited for; what it commits is read when following). What
+// the brokers say may pass is retried until ctx ends: topics created a
+// moment ago are not known to every broker yet.
+func ends(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]int64, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		ls, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topics...)
+		if err == nil {
+			err = ls.Error()
+		}
+		if err == nil {
+			out := map[string]int64{}
+			ls.Each(func(o kadm.ListedOffset) { out[o.Topic] = o.Offset })
+			return out, nil
+		}
+		if !kerr.IsRetriable(err) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
-	want := map[string]int64{}
-	ends.Each(func(o kadm.ListedOffset) { want[o.Topic] = o.Offset })
-	at := map[string]int64{r.Deploys: 0, r.Hosts: 0}
-	for at[r.Deploys] < want[r.Deploys] || at[r.Hosts] < want[r.Hosts] {
-		fs := r.cl.PollFetches(ctx)
+}
+
+// readTo polls cl until every topic of want was read up to its offset
+// there, handing each record that is not a control record to fn. Progress
+// is the offset after the last record delivered, control records
+// included: a partition whose last offset is a transaction marker is read
+// to its end (before they were kept, its last data record stopped one
+// short of the end, and the reader waited for a record that never came).
+func readTo(ctx context.Context, cl *kgo.Client, want map[string]int64, fn func(*kgo.Record)) error {
+	at := map[string]int64{}
+	behind := func() bool {
+		for t, end := range want {
+			if at[t] < end {
+				return true
+			}
+		}
+		return false
+	}
+	for behind() {
+		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("admin.registry: reading %s: %w", r.Deploys, err)
+			return err
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.Canceled) && !kerr.IsRetriable(err) && ferr == nil {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return ferr
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
-			r.read(rec, false)
 			at[rec.Topic] = rec.Offset + 1
+			if !rec.Attrs.IsControl() {
+				fn(rec)
+			}
 		})
 	}
 	return nil
 }
 
+// catchUp reads the deploys and hosts topics up to their ends as of now.
+func (r *Registry) catchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	want, err := ends(ctx, r.cl, r.Deploys, r.Hosts)
+	if err != nil {
+		return fmt.Errorf("admin.registry: %w", err)
+	}
+	if err := readTo(ctx, r.cl, want, func(rec *kgo.Record) { r.read(rec, false) }); err != nil {
+		return fmt.Errorf("admin.registry: reading %s and %s: %w", r.Deploys, r.Hosts, err)
+	}
+	return nil
+}
+
 // OnDeploy sets the function called for each deployment read from now on.
-func (r *Registry) OnDeploy(apply func(Deployment)) {
+// It is called on a goroutine of the deployment's pipeline, never two at
+// once for one pipeline; ctx ends at Close. A deployment read while the
+// pipeline's previous one is applied waits for it, and only the latest
+// one waiting is applied: the fleet converges on the latest deployment
+// (apply.go).
+func (r *Registry) OnDeploy(apply func(ctx context.Context, d Deployment)) {
 	r.mu.Lock()
 	r.apply = apply
 	r.mu.Unlock()
@@ -241,10 +314,12 @@ func (r *Registry) OnHeartbeat(counts func() map[string]map[string]Counts, beat 
 
 // Start starts following the topics and writing the host's status.
 func (r *Registry) Start() {
+	r.started = true
 	go r.follow()
 }
 
-// Close stops following and closes the client.
+// Close stops following, ends the applies in progress (their ctx) and
+// waits for them, and closes the client.
 func (r *Registry) Close() {
 	select {
 	case <-r.quit:
@@ -252,8 +327,15 @@ func (r *Registry) Close() {
 	default:
 	}
 	close(r.quit)
-	r.cl.Close() // ends the goroutine's poll
-	<-r.done
+	r.appliers.stop() // no new applies; those running see their ctx end
+	if r.started {
+		<-r.done // the poll ends at quit
+	}
+	r.appliers.wait()
+	r.pruner.mu.Lock() // a pruneSoon that saw the registry open has added to wg
+	r.pruner.mu.Unlock()
+	r.pruner.wg.Wait() // its ctx ended with the appliers'
+	r.cl.Close()
 }
 
 func (r *Registry) follow() {
@@ -271,7 +353,9 @@ func (r *Registry) follow() {
 	// A poll ends by the next heartbeat's time, so that statuses are
 	// written every HeartbeatInterval (plus the write), not up to twice
 	// that as when a poll started just before a tick: other hosts count a
-	// host live for LiveFor, three intervals.
+	// host live for LiveFor, three intervals. Nothing else runs on this
+	// goroutine for long: deployments are applied on their own
+	// goroutines, so a module read or a compile never delays a heartbeat.
 	next := time.Now().Add(HeartbeatInterval)
 	for {
 		pctx, pcancel := context.WithDeadline(ctx, next)
@@ -280,7 +364,11 @@ func (r *Registry) follow() {
 		if ctx.Err() != nil {
 			return
 		}
-		fs.EachRecord(func(rec *kgo.Record) { r.read(rec, true) })
+		fs.EachRecord(func(rec *kgo.Record) {
+			if !rec.Attrs.IsControl() {
+				r.read(rec, true)
+			}
+		})
 		if time.Now().Before(next) {
 			continue
 		}
@@ -295,10 +383,11 @@ func (r *Registry) follow() {
 	}
 }
 
-// read takes one record of the deploys or hosts topic; live: call apply.
+// read takes one record of the deploys or hosts topic; live: hand a
+// deployment to its pipeline's applier.
 func (r *Registry) read(rec *kgo.Record, live bool) {
-	var apply func(Deployment)
 	var d Deployment
+	applyIt := false
 	r.mu.Lock()
 	switch rec.Topic {
 	case r.Deploys:
@@ -306,23 +395,16 @@ func (r *Registry) read(rec *kgo.Record, live bool) {
 			r.log.Warn("admin.registry: a deployment record that does not parse is ignored", "topic", rec.Topic, "offset", rec.Offset, "err", err)
 			break
 		}
-		r.deploys[d.Pipeline] = d
-		if live {
-			apply = r.apply
-		}
+		r.deploys[d.Pipeline], r.deployAt[d.Pipeline] = d, rec.Offset
+		applyIt = live && r.apply != nil
 	case r.Hosts:
-		var h HostStatus
-		if len(rec.Value) == 0 {
-			delete(r.hosts, string(rec.Key))
-		} else if err := json.Unmarshal(rec.Value, &h); err == nil && h.Host == string(rec.Key) {
-			r.hosts[h.Host] = h
-		}
+		r.readHostLocked(rec)
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
 	r.mu.Unlock()
-	if apply != nil {
-		apply(d)
+	if applyIt {
+		r.appliers.enqueue(r, d)
 	}
 }
 
@@ -332,17 +414,6 @@ func (r *Registry) Deployment(pipeline string) (Deployment, bool) {
 	defer r.mu.Unlock()
 	d, ok := r.deploys[pipeline]
 	return d, ok
-}
-
-// HostsStatus is the status of every host heard of.
-func (r *Registry) HostsStatus() []HostStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]HostStatus, 0, len(r.hosts))
-	for _, h := range r.hosts {
-		out = append(out, h)
-	}
-	return out
 }
 
 // Running records what this host runs for pipeline, and the deployment
@@ -388,89 +459,36 @@ func (r *Registry) Leave(ctx context.Context) {
 }
 
 // Publish writes wasm's chunks (unless wasm is nil: a rollback to a module
-// written before) and then the deployment, both acknowledged.
-func (r *Registry) Publish(ctx context.Context, d Deployment, wasm []byte) error {
+// written before) and then the deployment, both acknowledged. It returns
+// the deployment record's offset: the deployment is superseded once one
+// written after it is read (Superseded).
+func (r *Registry) Publish(ctx context.Context, d Deployment, wasm []byte) (int64, error) {
 	if wasm != nil {
 		if err := r.PutModule(ctx, wasm); err != nil {
-			return err
+			return 0, err
 		}
+		d.Size = len(wasm)
 	}
 	d.At, d.By = time.Now().UTC(), r.host
 	b, _ := json.Marshal(d)
-	if err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Deploys, Key: []byte(d.Pipeline), Value: b}).FirstErr(); err != nil {
-		return fmt.Errorf("writing the deployment to %s: %w", r.Deploys, err)
+	rec, err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Deploys, Key: []byte(d.Pipeline), Value: b}).First()
+	if err != nil {
+		return 0, fmt.Errorf("writing the deployment to %s: %w", r.Deploys, err)
 	}
-	return nil
+	r.pruneSoon() // modules this deployment leaves unnamed (prune.go)
+	return rec.Offset, nil
 }
 
-// PutModule writes wasm's chunks to the modules topic.
-func (r *Registry) PutModule(ctx context.Context, wasm []byte) error {
-	digest := digestOf(wasm)
-	n := max(1, (len(wasm)+ChunkBytes-1)/ChunkBytes)
-	recs := make([]*kgo.Record, 0, n)
-	for i := 0; i < n; i++ {
-		chunk := wasm[i*ChunkBytes : min(len(wasm), (i+1)*ChunkBytes)]
-		recs = append(recs, &kgo.Record{Topic: r.Modules, Key: fmt.Appendf(nil, "%s/%d/%d", digest, i, n), Value: chunk})
+// Superseded reports whether the deployment of pipeline read last was
+// written after the one at offset (as Publish returned it), and returns
+// it if so.
+func (r *Registry) Superseded(pipeline string, offset int64) (Deployment, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if at, ok := r.deployAt[pipeline]; ok && at > offset {
+		return r.deploys[pipeline], true
 	}
-	if err := r.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("writing module %s to %s: %w", digest[:12], r.Modules, err)
-	}
-	return nil
-}
-
-// Module reads the module of digest from the modules topic (up to its end
-// as of now) and checks it against the digest.
-func (r *Registry) Module(ctx context.Context, digest string) ([]byte, error) {
-	adm := kadm.NewClient(r.cl)
-	ends, err := adm.ListEndOffsets(ctx, r.Modules)
-	if err != nil {
-		return nil, err
-	}
-	end := int64(0)
-	ends.Each(func(o kadm.ListedOffset) { end = o.Offset })
-	cl, err := r.client(
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.Modules: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxPartitionBytes(ChunkBytes+64<<10))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	var chunks [][]byte
-	prefix := digest + "/"
-	for at := int64(0); at < end; {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", r.Modules, err)
-		}
-		fs.EachRecord(func(rec *kgo.Record) {
-			at = rec.Offset + 1
-			k, ok := strings.CutPrefix(string(rec.Key), prefix)
-			if !ok {
-				return
-			}
-			var i, n int
-			if _, err := fmt.Sscanf(k, "%d/%d", &i, &n); err != nil || n <= 0 || n > 1<<12 || i < 0 || i >= n {
-				return
-			}
-			if chunks == nil || len(chunks) != n {
-				chunks = make([][]byte, n)
-			}
-			chunks[i] = bytes.Clone(rec.Value)
-		})
-	}
-	for i, c := range chunks {
-		if c == nil {
-			return nil, fmt.Errorf("module %s: chunk %d of %d missing from %s", digest[:12], i, len(chunks), r.Modules)
-		}
-	}
-	if chunks == nil {
-		return nil, fmt.Errorf("module %s not in %s", digest[:12], r.Modules)
-	}
-	wasm := bytes.Join(chunks, nil)
-	if digestOf(wasm) != digest {
-		return nil, fmt.Errorf("module %s read from %s does not match its digest", digest[:12], r.Modules)
-	}
-	return wasm, nil
+	return Deployment{}, false
 }
 
 // HostID is this host's id.

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -315,6 +316,173 @@ func TestFleetCanary(t *testing.T) {
 		return len(done) >= total
 	})
 	t.Logf("%d inputs: %d outputs, %d dead letters (partitions %v)", total, len(distinct(rd.Recs)), len(dl.Recs), failedParts)
+	for i, p := range procs {
+		if code := p.stop(t, time.Minute); code != 0 {
+			t.Errorf("host %d: exit code %d", i, code)
+		}
+	}
+}
+
+// canaryPartitions is the set of partitions of topic (of n) a canary of
+// percent runs on for pipeline: the formula of scheduler/canary.go, which
+// anyone who knows the pipeline's and the topic's names can compute.
+func canaryPartitions(pipeline, topic string, n, percent int) map[int]bool {
+	h := fnv.New32a()
+	h.Write([]byte(pipeline + "/" + topic))
+	s := int(h.Sum32() % uint32(n))
+	k := (percent*n + 99) / 100
+	out := map[int]bool{}
+	for p := range n {
+		if (p+s)%n < k {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// TestFleetCanaryPoisonedInput: two hosts run the enrich example (values
+// that are not JSON objects fail) on 12 partitions, with organic poison
+// (1 record in 20) everywhere. A canary identical to the stable code
+// (another digest) runs on 25%; then poison is produced to the canary's 3
+// partitions only, as anyone who can produce to the input can. The canary
+// fails far more often than the stable version, on records the stable
+// version fails too: it keeps running (before, it was aborted within a
+// heartbeat). A canary that traps on every record is then aborted, and the
+// reason names the kind, the partitions and the hosts. Every input ends as
+// an output or a dead letter.
+func TestFleetCanaryPoisonedInput(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	const parts = 12
+	kafkatest.CreateTopic(t, brokers, parts, in)
+	kafkatest.CreateTopic(t, brokers, 1, out, dlq)
+	dir := t.TempDir()
+	enrich := wt.BuildGoGuest(t, "plugins/examples/enrich")
+	v1, same, bad := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "same.wasm"), filepath.Join(dir, "bad.wasm")
+	os.WriteFile(v1, enrich, 0o644)
+	// The same code under another digest: a custom section.
+	os.WriteFile(same, append(append([]byte{}, enrich...), 0, 11, 6, 'c', 'a', 'n', 'a', 'r', 'y', 's', 'a', 'm', 'e'), 0o644)
+	os.WriteFile(bad, wt.Minimal(wt.Unreachable).Bytes(), 0o644)
+	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	base := writeConfig(t, brokers, n, v1, in, out, dlq, "")
+	var admins [2]string
+	var procs [2]*proc
+	for i := range 2 {
+		addr := freePort(t)
+		b, _ := os.ReadFile(base)
+		y := strings.Replace(string(b), "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, fmt.Sprint("store-", i))), 1)
+		cfg := filepath.Join(dir, fmt.Sprintf("host-%d.yaml", i))
+		os.WriteFile(cfg, []byte(y), 0o644)
+		admins[i] = "http://" + addr
+		procs[i] = startProcEnv(t, []string{token, fmt.Sprintf("WASMSTREAM_HOST_ID=poison-%d", i)}, "run", "--config", cfg)
+	}
+	targets := canaryPartitions("p", in, parts, 25)
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+	var produced atomic.Int64
+	var attack atomic.Bool
+	stopLoad, loadDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stopLoad:
+				return
+			case <-tick.C:
+			}
+			p := i % parts
+			v := fmt.Sprintf(`{"i":%d}`, i)
+			if i%20 == 0 || (attack.Load() && targets[p]) {
+				v = fmt.Sprintf("poison %d", i) // not a JSON object
+			}
+			r := &kgo.Record{Topic: in, Partition: int32(p), Key: []byte(fmt.Sprint("k", i)), Value: []byte(v)}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			produced.Add(1)
+		}
+	}()
+	rd := kafkatest.NewReader(t, brokers, out)
+	dl := kafkatest.NewReader(t, brokers, dlq)
+	rd.ReadUntil(t, 2*time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 500 })
+	deploy := func(args ...string) string {
+		t.Helper()
+		o, err := cli(t, []string{token}, append([]string{"deploy", "--pipeline", "p", "--admin", admins[0]}, args...)...)
+		if err != nil {
+			t.Fatalf("deploy %v: %v\n%s", args, err, o)
+		}
+		return o
+	}
+	processors := func() string {
+		o, err := cli(t, []string{token}, "processors", "--admin", admins[1])
+		if err != nil {
+			t.Fatalf("processors: %v\n%s", err, o)
+		}
+		return o
+	}
+
+	deploy("--canary", "25%", same)
+	sameDigest := digestFile(t, same)
+	attack.Store(true)
+	// The canary's dead letters: poison on its partitions only.
+	canaryFailed := func() int {
+		c := 0
+		for _, r := range dl.Recs {
+			if kafkatest.Header(r, "wasmstream.module.digest") == sameDigest {
+				c++
+			}
+		}
+		return c
+	}
+	kafkatest.Eventually(t, 2*time.Minute, "200 of the canary's records failed", func() bool {
+		dl.ReadFor(200 * time.Millisecond)
+		return canaryFailed() >= 200
+	})
+	// Three heartbeats more: a judgement on each.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if o := processors(); !strings.Contains(o, "canary: "+sameDigest[:12]) {
+			t.Fatalf("a canary identical to the stable code aborted by poison on its partitions:\n%s", o)
+		}
+		time.Sleep(time.Second)
+	}
+	dl.ReadFor(500 * time.Millisecond)
+	t.Logf("poison on the canary's partitions %v: %d of its records dead-lettered, the canary runs on", targets, canaryFailed())
+	attack.Store(false)
+
+	// A canary that traps on every record: aborted, the reason naming the
+	// kind and the partitions.
+	deploy("--canary", "25%", bad)
+	var o string
+	kafkatest.Eventually(t, 2*time.Minute, "the trapping canary aborted", func() bool {
+		o = processors()
+		return strings.Contains(o, "last canary aborted: automatic")
+	})
+	t.Logf("after the abort:\n%s", o)
+	for _, want := range []string{"fault.trap", "run again on the stable version", "partitions", "hosts"} {
+		if !strings.Contains(o, want) {
+			t.Fatalf("the abort reason does not say %q:\n%s", want, o)
+		}
+	}
+
+	close(stopLoad)
+	<-loadDone
+	total := int(produced.Load())
+	kafkatest.Eventually(t, 2*time.Minute, "every input an output or a dead letter", func() bool {
+		rd.ReadFor(500 * time.Millisecond)
+		dl.ReadFor(100 * time.Millisecond)
+		done := map[string]bool{}
+		for _, r := range rd.Recs {
+			done[string(r.Key)] = true
+		}
+		for _, r := range dl.Recs {
+			done[string(r.Key)] = true
+		}
+		return len(done) >= total
+	})
 	for i, p := range procs {
 		if code := p.stop(t, time.Minute); code != 0 {
 			t.Errorf("host %d: exit code %d", i, code)
