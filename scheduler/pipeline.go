@@ -60,6 +60,12 @@ type Stats struct {
 
 	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
 	StateRestored atomic.Int64 // changelog records applied by restores at assignment
+	// StateRestoreSkipped counts changelog records a restore skipped: the
+	// store cannot hold them (statestore.Check).
+	StateRestoreSkipped atomic.Int64
+	// StateFlushFailures counts flushes the local store refused after a
+	// commit (the writes stayed in the overlay).
+	StateFlushFailures atomic.Int64
 	// StateRestoreNanos is the time restores at assignment took (wall
 	// time: the partitions of one assignment are restored at once).
 	StateRestoreNanos atomic.Int64
