@@ -119,7 +119,8 @@ func hostStateDelete(ctx context.Context, mod api.Module, stack []uint64) {
 // state_scan(handle, prefix, prefix_len, after, after_len, buf, buf_len)
 // -> bytes written | -errno: the entries (abi.AppendStateEntry) of the keys
 // with prefix after the cursor after, as many whole ones as fit in buf; 0
-// when there are no more. ErrnoBufTooSmall when not even the first fits.
+// when there are no more. ErrnoBufTooSmall when not even the first fits,
+// or only the empty key's (abi.StateBatchCut).
 func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 	in, st, prefix, e := stateCall(ctx, mod, stack, abi.ImportStateScan)
 	if e != 0 {
@@ -134,12 +135,14 @@ func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 	buf, n := uint32(stack[5]), uint32(stack[6])
 	out := in.scanBuf[:0]
 	tooSmall := false
+	var cut abi.StateBatchCut
 	e = st.Scan(prefix, after, func(k, v []byte) bool {
 		if len(out)+abi.StateEntrySize(k, v) > int(n) {
-			tooSmall = len(out) == 0
+			tooSmall = !cut.MayEnd()
 			return false
 		}
 		out = abi.AppendStateEntry(out, k, v)
+		cut.Add(k)
 		return true
 	})
 	in.scanBuf = out[:0]
