@@ -162,6 +162,12 @@ type Pipeline struct {
 	// state is the partitions' state stores (state.enabled; nil otherwise).
 	state *stateStores
 
+	// limits are what the brokers refuse on the topics the pipeline
+	// produces to; refused, the records whose produce the broker refused
+	// (exactly_once) (topiclimits.go, refused.go).
+	limits  topicLimits
+	refused refusedRecords
+
 	// commit makes outcomes durable and commits offsets: offset commits
 	// or transactions, by the guarantee (commit.go).
 	commit committer
@@ -192,6 +198,8 @@ type pipelineDeps struct {
 	// version is the module version the pipeline starts with: a primary's
 	// retry tier shares its primary's, so that retiring it waits for both.
 	version *modVersion
+	// limits are what the brokers refuse on the topics produced to.
+	limits topicLimits
 }
 
 // newPipeline creates the pipeline and its client, whole; Start begins
@@ -203,6 +211,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		role:   d.role,
 		tracer: d.tracer,
 		onFail: d.onFail,
+		limits: d.limits,
 		// An instance reserves its linear memory and its tables at their bounds.
 		instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 		flow:          make(chan struct{}, 1),
@@ -260,6 +269,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.RecordPartitioner(newOutputPartitioner()),
+		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
 		kgo.WithLogger(kgoLogger{p.log}),
 		kgo.WithHooks(readHook{&p.stats.Read}),
 		// Records of aborted transactions upstream are never processed.
