@@ -26,8 +26,8 @@ import (
 // too, under exactly_once and at_least_once. Before, under exactly_once,
 // the refused produce aborted the transaction, the record ran again in the
 // next one and was refused again: the partition never moved past it (a
-// livelock); under at_least_once, the broker refused the whole batch the
-// record shared with others, and they were dead-lettered with it.
+// livelock, no dead letter in 2 min); under at_least_once it was
+// dead-lettered already, with the producer's error only.
 func TestStateRefusedChangelogRecord(t *testing.T) {
 	for _, mode := range []string{"exactly_once", "at_least_once"} {
 		t.Run(mode, func(t *testing.T) {
