@@ -23,6 +23,27 @@ func AppendStateEntry(b, key, value []byte) []byte {
 	return append(b, value...)
 }
 
+// StateBatchCut tells where a scan batch may end (ABI.md §4.1): after at
+// least one entry, and never right after the empty key alone. The empty
+// key sorts first, so a batch holding only it would hand the guest the
+// cursor "after the empty key", which is the empty cursor — "from the
+// first key" — and the next batch would be the same: the empty key's
+// entry always comes with the next one, when there is one. The zero value
+// is an empty batch; Add each entry's key as it is added.
+type StateBatchCut struct {
+	entries   int
+	onlyEmpty bool
+}
+
+// Add notes an entry of key added to the batch.
+func (c *StateBatchCut) Add(key []byte) {
+	c.entries++
+	c.onlyEmpty = c.entries == 1 && len(key) == 0
+}
+
+// MayEnd reports whether the batch may end here, before the next entry.
+func (c *StateBatchCut) MayEnd() bool { return c.entries > 0 && !c.onlyEmpty }
+
 // ErrBadStateEntries: the bytes are not a sequence of whole scan entries.
 var ErrBadStateEntries = errors.New("abi: malformed state scan entries")
 

@@ -139,6 +139,27 @@ func checkCountHostFunctions(t *testing.T, wasm []byte, deletes bool) {
 	if _, ok := st.m["c"]; ok {
 		t.Fatal("c stored by a failed record")
 	}
+	// The empty key is a key: a record with a null or an empty key counts
+	// under it.
+	for i, k := range [][]byte{nil, {}} {
+		res := in.ProcessState(context.Background(), &abi.Record{Topic: "in", Key: k, Attempt: 1}, nil, st)
+		if res.Status != abi.StatusOK || string(res.Outputs[0].Value) != fmt.Sprint(i+1) || len(res.Outputs[0].Key) != 0 {
+			t.Fatalf("record %d of the empty key: %v %v %+v", i, res.Status, res.Err, res.Outputs)
+		}
+	}
+	// A scan of every key lists it first, even when its entry alone fills
+	// the guest's first scan buffer (64 KiB): the host answers "too small"
+	// rather than a batch of the empty key alone, whose cursor (the empty
+	// key) would start the scan over — the guest looped until the record's
+	// deadline.
+	st.m[""] = bytes.Repeat([]byte{'v'}, 64<<10-8-4)
+	res = run("z", abi.Header{Key: "count.scan", Value: []byte{}})
+	if res.Status != abi.StatusOK || len(res.Outputs) != 1+len(st.m) {
+		t.Fatalf("scan of every key: %v %v, %d outputs, want %d", res.Status, res.Err, len(res.Outputs), 1+len(st.m))
+	}
+	if o := res.Outputs[1]; len(o.Key) != 0 || !bytes.Equal(o.Value, st.m[""]) || string(res.Outputs[2].Key) != "a" {
+		t.Fatalf("scan of every key: first %q (%d bytes), then %q; want the empty key, then a", o.Key, len(o.Value), res.Outputs[2].Key)
+	}
 }
 
 // Built with a version, rust-count sets processor.version as count does.

@@ -162,9 +162,10 @@ func (in *Instance) countWrite(rs *recState, key []byte, valueLen int, write fun
 // -> bytes written | -errno: the entries (abi.AppendStateEntry) of the keys
 // with prefix after the cursor after, as many whole ones as fit in buf and
 // in abi.StateScanMaxBytes; 0 when there are no more. ErrnoBufTooSmall when
-// not even the first fits. The buffer must lie in the guest's memory (it is
-// checked before the scan, so that buf_len never sizes anything); the
-// entries are written straight into it, with no copy kept by the host.
+// not even the first fits, or only the empty key's (abi.StateBatchCut). The
+// buffer must lie in the guest's memory (it is checked before the scan, so
+// that buf_len never sizes anything); the entries are written straight into
+// it, with no copy kept by the host.
 func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 	in, rs, prefix, e := stateCall(ctx, mod, stack, abi.ImportStateScan)
 	if e != 0 {
@@ -177,15 +178,23 @@ func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	buf := in.read(mod, abi.ImportStateScan, uint32(stack[5]), uint32(stack[6]))
-	// Appends below stay within buf's first limit bytes: never reallocated.
-	out := buf[:0:min(len(buf), abi.StateScanMaxBytes)]
+	// Appends below stay within buf: never reallocated. A call writes at
+	// most StateScanMaxBytes, but for the entry that must follow the empty
+	// key's (abi.StateBatchCut): two entries of the largest value do not
+	// fit in it, and without it the guest would be told to grow its buffer
+	// forever.
+	out := buf[:0:len(buf)]
+	limit := min(len(buf), abi.StateScanMaxBytes)
 	tooSmall := false
+	var cut abi.StateBatchCut
 	e = rs.state.Scan(prefix, after, func(k, v []byte) bool {
-		if len(out)+abi.StateEntrySize(k, v) > cap(out) {
-			tooSmall = len(out) == 0
+		n := len(out) + abi.StateEntrySize(k, v)
+		if n > cap(out) || n > limit && cut.MayEnd() {
+			tooSmall = !cut.MayEnd()
 			return false
 		}
 		out = abi.AppendStateEntry(out, k, v)
+		cut.Add(k)
 		return true
 	})
 	switch {

@@ -72,7 +72,7 @@ func (s *mapState) Delete(key []byte) abi.Errno {
 func (s *mapState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	var keys []string
 	for k := range s.m {
-		if strings.HasPrefix(k, string(prefix)) && k > string(after) {
+		if strings.HasPrefix(k, string(prefix)) && (len(after) == 0 || k > string(after)) {
 			keys = append(keys, k)
 		}
 	}

@@ -85,11 +85,13 @@ func (stateScanOp) StartRecord(ctx context.Context, st State, raw []byte, done f
 			return
 		}
 		out := []byte{abi.CompletionOK}
+		var cut abi.StateBatchCut
 		e := rd.Scan(prefix, after, func(k, v []byte) bool {
-			if len(out) > 1 && len(out)-1+abi.StateEntrySize(k, v) > limit {
+			if cut.MayEnd() && len(out)-1+abi.StateEntrySize(k, v) > limit {
 				return false
 			}
 			out = abi.AppendStateEntry(out, k, v)
+			cut.Add(k)
 			return ctx.Err() == nil
 		})
 		switch err := ctx.Err(); {

@@ -62,6 +62,12 @@ type Stats struct {
 	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
 	StateRestored atomic.Int64 // changelog records applied by restores at assignment
 	StateRefused  atomic.Int64 // state_put calls refused because the partition's state is at state.max_bytes
+	// StateRestoreSkipped counts changelog records a restore skipped: the
+	// store cannot hold them (statestore.Check).
+	StateRestoreSkipped atomic.Int64
+	// StateFlushFailures counts flushes the local store refused after a
+	// commit (the writes stayed in the overlay).
+	StateFlushFailures atomic.Int64
 	// StateRestoreNanos is the time restores at assignment took (wall
 	// time: the partitions of one assignment are restored at once).
 	StateRestoreNanos atomic.Int64
@@ -168,6 +174,12 @@ type Pipeline struct {
 	// state is the partitions' state stores (state.enabled; nil otherwise).
 	state *stateStores
 
+	// limits are what the brokers refuse on the topics the pipeline
+	// produces to; refused, the records whose produce the broker refused
+	// (exactly_once) (topiclimits.go, refused.go).
+	limits  topicLimits
+	refused refusedRecords
+
 	// commit makes outcomes durable and commits offsets: offset commits
 	// or transactions, by the guarantee (commit.go).
 	commit committer
@@ -198,6 +210,8 @@ type pipelineDeps struct {
 	// version is the module version the pipeline starts with: a primary's
 	// retry tier shares its primary's, so that retiring it waits for both.
 	version *modVersion
+	// limits are what the brokers refuse on the topics produced to.
+	limits topicLimits
 }
 
 // newPipeline creates the pipeline and its client, whole; Start begins
@@ -210,6 +224,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		role:   d.role,
 		tracer: d.tracer,
 		onFail: d.onFail,
+		limits: d.limits,
 		// An instance reserves its linear memory and its tables at their bounds.
 		instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 		flow:          make(chan struct{}, 1),
@@ -269,6 +284,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.RecordPartitioner(newOutputPartitioner()),
+		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
 		kgo.WithLogger(kgoLogger{p.log}),
 		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
 		// Records of aborted transactions upstream are never processed.

@@ -36,6 +36,7 @@ type Runner struct {
 	budget    *Budget
 	tracer    *tracing.Tracer
 	metrics   *Metrics
+	limits    topicLimits // what the brokers refuse on the topics produced to (ensureTopics)
 	loadTimes []loadTime
 	started   atomic.Bool
 	stopOnce  sync.Once
@@ -129,7 +130,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
-		d := pipelineDeps{cfg: cfg, budget: r.budget, brokers: r.brokers, log: log, tracer: r.tracer, onFail: onFail,
+		d := pipelineDeps{cfg: cfg, budget: r.budget, brokers: r.brokers, log: log, tracer: r.tracer, onFail: onFail, limits: r.limits,
 			role: primary{auto: pc.Instances.Auto}, version: &modVersion{m: r.modules[i]}}
 		p, err := newPipeline(pc, d)
 		if err != nil {
@@ -351,6 +352,7 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 			return err
 		}
 	}
+	r.limits = readTopicLimits(mctx, adm, topics, r.log)
 	return nil
 }
 

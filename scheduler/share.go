@@ -45,6 +45,7 @@ func shareClientOpts(p *Pipeline) []kgo.Opt {
 		kgo.ShareAckCallback(p.shareAckResults),
 		kgo.FetchMaxWait(p.cfg.Kafka.FetchMaxWait),
 		kgo.RecordPartitioner(newOutputPartitioner()),
+		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
 		kgo.WithLogger(kgoLogger{p.log}),
 		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
 	}

@@ -56,6 +56,9 @@ type taskState struct {
 	// applied is one past the highest changelog offset applied to the
 	// store by this task's flushes (-1: none yet).
 	applied int64
+	// flushLogged is when a failed flush was last logged (flushState,
+	// under commitMu).
+	flushLogged time.Time
 }
 
 // overlayEntry is a key's newest write not yet in the store.
@@ -157,8 +160,12 @@ func (b *stateBatch) acked(offset int64, err error) {
 // offset upTo, and drops them from the overlay where no later write
 // replaced them. The store then reflects the changelog up to the lowest
 // offset of what stays in the overlay (a restore reads from there; writes
-// it applies again are the same writes, in the same order). Called by the
-// committer after a commit, one at a time (commitMu).
+// it applies again are the same writes, in the same order). If the store
+// refuses the writes, nothing of them is dropped: they stay in the overlay
+// (still read), their batches stay for the next flush to try again, and
+// the store's offset stays where it was, so that a restart restores them
+// from the changelog. Called by the committer after a commit, one at a
+// time (commitMu).
 func (ts *taskState) flush(upTo int64) error {
 	ts.mu.Lock()
 	var done, keep []*stateBatch
@@ -174,12 +181,13 @@ func (ts *taskState) flush(upTo int64) error {
 		return nil
 	}
 	ts.batches = keep
+	applied := ts.applied
 	for _, b := range done {
 		if !b.void.Load() {
-			ts.applied = max(ts.applied, b.lastAcked.Load()+1)
+			applied = max(applied, b.lastAcked.Load()+1)
 		}
 	}
-	next := ts.applied
+	next := applied
 	for _, b := range keep {
 		next = min(next, b.firstAcked.Load())
 	}
@@ -193,6 +201,13 @@ func (ts *taskState) flush(upTo int64) error {
 	}
 	err := ts.ps.store.Apply(ws, next)
 	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if err != nil {
+		// Records that succeeded since joined ts.batches meanwhile.
+		ts.batches = append(done, ts.batches...)
+		return err
+	}
+	ts.applied = applied
 	for _, b := range done {
 		for _, w := range b.writes {
 			if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
@@ -201,8 +216,7 @@ func (ts *taskState) flush(upTo int64) error {
 			}
 		}
 	}
-	ts.mu.Unlock()
-	return err
+	return nil
 }
 
 // recordState is the State one attempt of a record uses (host.State): its
@@ -281,7 +295,10 @@ func (rs *recordState) put(key, v []byte) {
 		rs.writes[i].Value = v
 		return
 	}
-	k := append([]byte(nil), key...)
+	// Never nil, the empty key included: the key is the changelog
+	// record's, and a compacted topic refuses a null key (RATIONALE.md,
+	// "The empty state key").
+	k := append(make([]byte, 0, len(key)), key...)
 	rs.writes = append(rs.writes, statestore.Write{Key: k, Value: v})
 	rs.bytes += int64(len(k) + len(v))
 	switch {
@@ -458,12 +475,26 @@ func (ts *taskState) scan(writes []statestore.Write, prefix, after []byte, fn fu
 
 // flushState applies the state writes of the task's records below the
 // committed offset upTo to the store (after a commit; under commitMu). A
-// failure costs a longer restore, not state: the changelog has the writes.
+// failure costs a longer restore, not state: the writes stay in the
+// overlay and the changelog has them. It is counted
+// (wasmstream.state.flush.failures) and logged at most every
+// flushLogEvery.
 func (t *task) flushState(upTo int64) {
 	if t.state == nil {
 		return
 	}
-	if err := t.state.flush(upTo); err != nil {
-		t.p.log.Warn("applying state writes to the local store failed; the next restore reads them from the changelog", "partition", t.partition, "err", err)
+	err := t.state.flush(upTo)
+	if err == nil {
+		return
+	}
+	n := t.p.stats.StateFlushFailures.Add(1)
+	ts := t.state
+	if now := time.Now(); now.Sub(ts.flushLogged) >= flushLogEvery {
+		ts.flushLogged = now
+		t.p.log.Warn("the local state store refused the state writes of committed records; they stay in memory and are applied again at the next commit, and a restart reads them from the changelog", "partition", t.partition, "failures", n, "err", err)
 	}
 }
+
+// flushLogEvery is how often a partition's store refusing its writes is
+// logged at most (each commit tries again).
+const flushLogEvery = 30 * time.Second

@@ -24,6 +24,10 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 	errs(e)
 	restoreTime, e := meter.Float64ObservableCounter("wasmstream.state.restore.duration", metric.WithUnit("s"), metric.WithDescription(fmt.Sprintf("Time spent restoring local stores from the changelog at partition assignment, up to %d partitions at once (no partition of the pipeline is processed meanwhile).", restoreParallel)))
 	errs(e)
+	skipped, e := meter.Int64ObservableCounter("wasmstream.state.restore.skipped", metric.WithUnit("{record}"), metric.WithDescription("Changelog records restores skipped because the local store cannot hold them (a key over 1024 bytes); each is logged, up to 5 per restore."))
+	errs(e)
+	flushFailures, e := meter.Int64ObservableCounter("wasmstream.state.flush.failures", metric.WithUnit("{flush}"), metric.WithDescription("Times a local store refused the state writes of committed records: they stayed in memory, to be applied at the next commit (a restart reads them from the changelog)."))
+	errs(e)
 	storeBytes, e := meter.Int64ObservableGauge("wasmstream.state.store.bytes", metric.WithUnit("By"), metric.WithDescription("Size of a partition's local state store (bbolt file in use)."))
 	errs(e)
 	stateBytes, e := meter.Int64ObservableGauge("wasmstream.state.bytes", metric.WithUnit("By"), metric.WithDescription("Keys and values in a partition's local state store, which state.max_bytes bounds with the writes of records not yet committed."))
@@ -42,6 +46,8 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 			at := metric.WithAttributes(pipe)
 			o.ObserveInt64(writes, p.stats.StateWrites.Load(), at)
 			o.ObserveInt64(restored, p.stats.StateRestored.Load(), at)
+			o.ObserveInt64(skipped, p.stats.StateRestoreSkipped.Load(), at)
+			o.ObserveInt64(flushFailures, p.stats.StateFlushFailures.Load(), at)
 			o.ObserveFloat64(restoreTime, float64(p.stats.StateRestoreNanos.Load())/1e9, at)
 			o.ObserveInt64(refused, p.stats.StateRefused.Load(), at)
 			for part, sz := range p.state.sizes() {
@@ -51,7 +57,7 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 			}
 		}
 		return nil
-	}, writes, restored, restoreTime, storeBytes, stateBytes, refused)
+	}, writes, restored, skipped, flushFailures, restoreTime, storeBytes, stateBytes, refused)
 	return err
 }
 

@@ -38,6 +38,7 @@ type stateStores struct {
 type partStore struct {
 	store    *statestore.Store
 	restored int           // changelog records applied by the restore
+	skipped  int           // changelog records the restore skipped (the store cannot hold them)
 	took     time.Duration // the restore's duration
 	lastWarn atomic.Int64  // unix nanoseconds of the last state.max_bytes refusal logged
 }
@@ -221,7 +222,9 @@ var restoreStarted func(part int32)
 // restore applies the changelog partition from the offset the store
 // reflects up to its end as the restore begins (read_committed: aborted
 // transactions' writes are skipped; control records are kept so that the
-// end is seen even when a transaction marker is the last offset).
+// end is seen even when a transaction marker is the last offset), through
+// a changelogApplier: a record the store cannot hold is skipped, counted
+// (wasmstream.state.restore.skipped) and logged, and the restore goes on.
 func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) error {
 	start := time.Now()
 	defer func() { ps.took = time.Since(start) }()
@@ -265,11 +268,23 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 		return err
 	}
 	defer cl.Close()
-	last := next - 1
-	for last < end.Offset-1 {
+	a := &changelogApplier{store: ps.store, last: next - 1, onSkip: func(r *kgo.Record, err error) {
+		if skipped := ps.skipped + 1; skipped <= restoreSkipLogs {
+			s.p.log.Warn("state restore: skipped a changelog record the store cannot hold", "partition", part, "changelog", changelog, "offset", r.Offset, "key_bytes", len(r.Key), "value_bytes", len(r.Value), "err", err)
+		}
+		ps.skipped++
+	}}
+	defer func() {
+		ps.restored = a.applied
+		if ps.skipped > 0 {
+			s.p.stats.StateRestoreSkipped.Add(int64(ps.skipped))
+			s.p.log.Warn("state restore: changelog records skipped", "partition", part, "changelog", changelog, "skipped", ps.skipped)
+		}
+	}()
+	for a.last < end.Offset-1 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return fmt.Errorf("read up to offset %d of %d: %w", last+1, end.Offset, ctx.Err())
+			return fmt.Errorf("read up to offset %d of %d: %w", a.last+1, end.Offset, ctx.Err())
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) {
@@ -280,32 +295,27 @@ func (s *stateStores) restore(ctx context.Context, ps *partStore, part int32) er
 		if ferr != nil {
 			return ferr
 		}
-		var ws []statestore.Write
-		var offs []int64
+		// A fetch may bring a partition's whole changelog: the applier
+		// writes it in transactions of restoreBatch.
+		var aerr error
 		fs.EachRecord(func(r *kgo.Record) {
-			last = max(last, r.Offset)
-			if r.Attrs.IsControl() {
-				return
+			if aerr == nil {
+				aerr = a.add(r)
 			}
-			ws = append(ws, statestore.Write{Key: r.Key, Value: r.Value})
-			offs = append(offs, r.Offset)
-			ps.restored++
 		})
-		// A fetch may bring a partition's whole changelog; one bbolt
-		// transaction per restoreBatch writes (each noting the offset
-		// after its last) is several times faster than one huge one.
-		for len(ws) > restoreBatch {
-			if err := ps.store.Apply(ws[:restoreBatch], offs[restoreBatch-1]+1); err != nil {
-				return err
-			}
-			ws, offs = ws[restoreBatch:], offs[restoreBatch:]
+		if aerr == nil {
+			aerr = a.flush()
 		}
-		if err := ps.store.Apply(ws, last+1); err != nil {
-			return err
+		if aerr != nil {
+			return aerr
 		}
 	}
 	return nil
 }
+
+// restoreSkipLogs is how many skipped changelog records a restore logs one
+// by one; a summary line gives the total.
+const restoreSkipLogs = 5
 
 // restoreBatch is the most changelog records a restore applies to the
 // store in one bbolt transaction. bbolt splits nodes only at the commit:

@@ -316,3 +316,91 @@ func TestStateWriteLookupIndexed(t *testing.T) {
 		t.Fatalf("1,000 reads of a record's own writes took %s", took)
 	}
 }
+
+// The empty key is a state key like any other: a record's write of it
+// becomes a changelog record with an empty, not null, key (a compacted
+// topic on Kafka refuses a null key), the flush applies it with the
+// partition's other writes, and a scan lists it first. Before, the store
+// refused it at the flush and the overlay dropped the flush's other
+// writes with it: "a" read nothing afterwards.
+func TestStateEmptyKeyFlushed(t *testing.T) {
+	ts := newTestTaskState(t)
+	rs := ts.begin()
+	for _, k := range []string{"a", ""} {
+		if e := rs.Put([]byte(k), []byte("v"+k)); e != 0 {
+			t.Fatalf("put %q: %v", k, e)
+		}
+	}
+	b, outs := ts.commitRecord(1, rs)
+	for _, o := range outs {
+		if o.Key == nil {
+			t.Fatalf("a changelog output with a null key: %+v", o)
+		}
+	}
+	b.acked(10, nil)
+	b.acked(11, nil)
+	if err := ts.flush(2); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if n, _ := ts.ps.store.Next(); n != 12 {
+		t.Fatalf("the store reflects the changelog up to %d, want 12", n)
+	}
+	r2 := ts.begin()
+	for _, k := range []string{"a", ""} {
+		if v, e := r2.Get([]byte(k)); e != 0 || string(v) != "v"+k {
+			t.Fatalf("get %q after the flush: %q %v", k, v, e)
+		}
+	}
+	if got := scanKeys(t, r2, "", ""); got != "=v,a=va" {
+		t.Fatalf("scan: %s", got)
+	}
+}
+
+// A flush the store refuses drops nothing: the writes stay readable in the
+// overlay, the store's changelog offset stays where it was (a restart
+// reads them from the changelog), the refusal is reported, and the next
+// flush applies them. Before, the overlay dropped them at the first
+// flush whatever the store answered.
+func TestStateFlushRefusedKeepsWrites(t *testing.T) {
+	ts := newTestTaskState(t)
+	path := ts.ps.store.Path()
+	write := func(off, clOff int64, key, val string) {
+		rs := ts.begin()
+		rs.Put([]byte(key), []byte(val))
+		b, _ := ts.commitRecord(off, rs)
+		b.acked(clOff, nil)
+	}
+	write(1, 100, "a", "1")
+	write(2, 101, "b", "1")
+	ts.ps.store.Close() // every write of the store now fails
+	if err := ts.flush(3); err == nil {
+		t.Fatal("a flush into a closed store reported no error")
+	}
+	write(3, 102, "a", "2") // a record that succeeds meanwhile
+	rs := ts.begin()
+	for k, want := range map[string]string{"a": "2", "b": "1"} {
+		if v, e := rs.Get([]byte(k)); e != 0 || string(v) != want {
+			t.Fatalf("%s after the refused flush: %q %v, want %q", k, v, e, want)
+		}
+	}
+	st, err := statestore.Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if n, _ := st.Next(); n != 0 {
+		t.Fatalf("the refused flush recorded changelog offset %d", n)
+	}
+	ts.ps.store = st // the store works again
+	if err := ts.flush(4); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"a": "2", "b": "1"} {
+		if v, ok, _ := st.Get(nil, []byte(k)); !ok || string(v) != want {
+			t.Fatalf("%s in the store: %q %v, want %q", k, v, ok, want)
+		}
+	}
+	if n, _ := st.Next(); n != 103 || len(ts.overlay) != 0 || len(ts.batches) != 0 {
+		t.Fatalf("next %d (want 103), overlay %d, batches %d", n, len(ts.overlay), len(ts.batches))
+	}
+}

@@ -37,12 +37,6 @@ import (
 // tasks process the records again. Aborted output records stay in the log,
 // invisible to read_committed consumers.
 
-// maxOutputRecordBytes bounds one output record under exactly_once. A record
-// the producer would refuse (over the broker's default message.max.bytes)
-// would abort every transaction it is retried in; it is failed up front
-// instead, and its input takes the retry/dead-letter path.
-const maxOutputRecordBytes = 1_000_000
-
 // transactions is the exactly_once committer (commit.go).
 type transactions struct {
 	p     *Pipeline
@@ -306,6 +300,7 @@ func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
 		return
 	}
 	x.revokedSince.Store(true)
+	p.refused.forget(parts)
 	tasks := p.detach(parts)
 	for _, t := range tasks {
 		t.dead.Store(true)
@@ -377,33 +372,15 @@ func (p *Pipeline) fail(err error) {
 	}
 }
 
-// outputTooLarge reports whether kr is over what the producer may send under
-// exactly_once.
-func outputTooLarge(kr *kgo.Record) bool {
-	n := len(kr.Key) + len(kr.Value) + len(kr.Topic) + 64
-	for _, h := range kr.Headers {
-		n += len(h.Key) + len(h.Value) + 8
-	}
-	return n > maxOutputRecordBytes
-}
-
 // deliverOutputs releases a succeeded record's outputs into the open
 // transaction (exactly_once): the record is done at once, and the
 // transaction's cut commits it only if every produce was acknowledged
-// (otherwise the transaction aborts and the record is processed again).
+// (otherwise the transaction aborts and the record is processed again; if
+// the broker refused what it holds, it then fails: refusedRecords). An
+// output a topic is known to refuse never gets here (task.refusedOutputs).
 func (x *transactions) deliverOutputs(t *task, j *job) {
 	r := j.r
 	t.prepareOutputs(j)
-	for i := range j.outs {
-		if kr := j.outputRecord(i); outputTooLarge(kr) {
-			t.p.budget.releaseOutputs(j.held)
-			if j.sb != nil {
-				j.sb.void.Store(true) // its writes are not in the changelog
-			}
-			t.fail(r, j.attempt, failure{KindProduce, fmt.Sprintf("output %d to %s is over the %d bytes a transactional produce may carry", i, kr.Topic, maxOutputRecordBytes), false}, nil, j.tr)
-			return
-		}
-	}
 	j.remaining.Store(int32(len(j.outs)))
 	for i := range j.outs {
 		kr := j.outputRecord(i)
@@ -419,6 +396,11 @@ func (x *transactions) deliverOutputs(t *task, j *job) {
 				j.sb.acked(pr.Offset, err) // a changelog record (state.go)
 			}
 			if err != nil {
+				if refusedForRecord(err) {
+					// Run again, it would be refused again: it fails then
+					// (refusedRecords, task.refusedOutputs).
+					t.p.refused.note(r, fmt.Sprintf("to %s: %v", pr.Topic, err))
+				}
 				x.failed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
 				return
 			}

@@ -640,6 +640,16 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		}
 	}
 	if res.Status == abi.StatusOK {
+		if why := t.refusedOutputs(j, res.Outputs); why != "" {
+			// A produce the broker refuses cannot succeed later: the
+			// record fails now, its writes dropped with it.
+			t.p.budget.releaseOutputs(res.HeldBytes)
+			j.tr.Decide(true)
+			j.fail = failure{KindProduce, why, false}
+			j.rs = nil
+			w.settle(j, verdictFailed)
+			return
+		}
 		j.tr.Decide(false)
 		if j.rs != nil {
 			// Before the lane is freed: the next record of the key or

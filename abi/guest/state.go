@@ -14,7 +14,10 @@ import (
 // like it — the simplest is the record's key itself, or a prefix scan over
 // keys the processor wrote for it). A write is the record's until its
 // outcome: if the record fails, its writes are discarded with its outputs;
-// later records of the same partition see it at once.
+// later records of the same partition see it at once. The empty key is a
+// key (r.Key of a record with a null key is nil: as a state key it is the
+// empty key); it belongs to the partition an empty record key is sent to,
+// and a scan of every key lists it first.
 //
 // Errors are abi.Errno values: abi.ErrnoTooLarge (a key over
 // abi.MaxStateKeyBytes or a value over state.max_value_bytes),

@@ -8,6 +8,12 @@
 // state.max_bytes bounds: counted by every write, in the file's meta data,
 // so a restart knows it without reading the keys.
 //
+// Keys are any bytes up to MaxKeyBytes, the empty key included: bbolt
+// refuses an empty key, so the empty key's value is kept in the meta
+// bucket (keyEmpty) and scans list it first, where it sorts. A store
+// written before the empty key was allowed never has one there, so it
+// needs no migration (RATIONALE.md, "The empty state key").
+//
 // A Store is safe for concurrent use: any number of readers, one writer
 // at a time (bbolt's rule).
 package statestore
@@ -24,14 +30,44 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/wasmstream/wasmstream/abi"
 )
 
 var (
 	bucketData = []byte("data")
 	bucketMeta = []byte("meta")
 	keyNext    = []byte("changelog_next")
-	keyBytes   = []byte("bytes") // the data bucket's keys' and values' bytes
+	keyBytes   = []byte("bytes") // the keys' and values' bytes, the empty key's included
+	// keyEmpty holds the value of the empty state key (absent: it has
+	// none), which bbolt cannot hold in the data bucket.
+	keyEmpty = []byte("empty_key")
 )
+
+// MaxKeyBytes is the longest key a store holds: the longest state key a
+// guest can use (abi.MaxStateKeyBytes; bbolt's own bound is 32 KiB). A
+// longer key could never be read (state_get refuses it), and a scan that
+// listed it would hand the guest a cursor it cannot pass back.
+const MaxKeyBytes = abi.MaxStateKeyBytes
+
+// MaxValueBytes is the largest value a store holds (bbolt's bound).
+const MaxValueBytes = bolt.MaxValueSize
+
+// ErrCannotHold is wrapped by the error of a write the store cannot hold
+// (Check).
+var ErrCannotHold = errors.New("the state store cannot hold this write")
+
+// Check reports whether the store can hold w: nil, or an error wrapping
+// ErrCannotHold that says why.
+func Check(w Write) error {
+	switch {
+	case len(w.Key) > MaxKeyBytes:
+		return fmt.Errorf("%w: a key of %d bytes (at most %d)", ErrCannotHold, len(w.Key), MaxKeyBytes)
+	case len(w.Value) > MaxValueBytes:
+		return fmt.Errorf("%w: a value of %d bytes (at most %d)", ErrCannotHold, len(w.Value), MaxValueBytes)
+	}
+	return nil
+}
 
 // Store is one partition's store.
 type Store struct {
@@ -83,6 +119,7 @@ func Open(path string, lockWait time.Duration) (*Store, error) {
 		if err := data.ForEach(func(k, v []byte) error { n += int64(len(k) + len(v)); return nil }); err != nil {
 			return err
 		}
+		n += int64(len(meta.Get(keyEmpty)))
 		s.bytes.Store(n)
 		return meta.Put(keyBytes, binary.BigEndian.AppendUint64(nil, uint64(n)))
 	}); err != nil {
@@ -141,8 +178,7 @@ func (s *Store) Reset() error {
 func (s *Store) Get(dst, key []byte) ([]byte, bool, error) {
 	var ok bool
 	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketData).Get(key)
-		if v != nil {
+		if v := get(tx, key); v != nil {
 			ok = true
 			dst = append(dst, v...)
 		}
@@ -151,11 +187,28 @@ func (s *Store) Get(dst, key []byte) ([]byte, bool, error) {
 	return dst, ok, err
 }
 
+// get is key's value in tx (nil: none). bbolt returns a non-nil empty
+// slice for an empty value.
+func get(tx *bolt.Tx, key []byte) []byte {
+	if len(key) == 0 {
+		return tx.Bucket(bucketMeta).Get(keyEmpty)
+	}
+	return tx.Bucket(bucketData).Get(key)
+}
+
 // Scan calls fn for the keys with prefix after after (all with prefix when
-// after is empty), in key order, until fn returns false. Key and value are
-// valid only during fn; fn must not call the store's writers.
+// after is empty, the empty key first), in key order, until fn returns
+// false. Key and value are valid only during fn; fn must not call the
+// store's writers.
 func (s *Store) Scan(prefix, after []byte, fn func(k, v []byte) bool) error {
 	return s.db.View(func(tx *bolt.Tx) error {
+		if len(prefix) == 0 && len(after) == 0 {
+			// The empty key sorts before every other and has every
+			// key's prefix only when the prefix is empty.
+			if v := tx.Bucket(bucketMeta).Get(keyEmpty); v != nil && !fn([]byte{}, v) {
+				return nil
+			}
+		}
 		c := tx.Bucket(bucketData).Cursor()
 		var k, v []byte
 		if len(after) > 0 && bytes.Compare(after, prefix) >= 0 {
@@ -182,29 +235,38 @@ type Write struct {
 
 // Apply writes ws in order and records next as the changelog offset the
 // store now reflects everything before (unchanged when next < 0), in one
-// transaction.
+// transaction. A write the store cannot hold (Check) fails the whole
+// transaction before anything is written.
 func (s *Store) Apply(ws []Write, next int64) error {
+	for _, w := range ws {
+		if err := Check(w); err != nil {
+			return err
+		}
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	n := s.bytes.Load()
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketData)
+		data, meta := tx.Bucket(bucketData), tx.Bucket(bucketMeta)
 		for _, w := range ws {
+			b, k := data, w.Key
+			if len(k) == 0 {
+				b, k = meta, keyEmpty
+			}
 			var err error
-			if old := b.Get(w.Key); old != nil {
+			if old := b.Get(k); old != nil {
 				n -= int64(len(w.Key) + len(old))
 			}
 			if w.Value == nil {
-				err = b.Delete(w.Key)
+				err = b.Delete(k)
 			} else {
-				err = b.Put(w.Key, w.Value)
+				err = b.Put(k, w.Value)
 				n += int64(len(w.Key) + len(w.Value))
 			}
 			if err != nil {
 				return err
 			}
 		}
-		meta := tx.Bucket(bucketMeta)
 		if err := meta.Put(keyBytes, binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
 			return err
 		}
@@ -235,6 +297,9 @@ func (s *Store) Keys() int {
 	var n int
 	_ = s.db.View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketData).Stats().KeyN
+		if tx.Bucket(bucketMeta).Get(keyEmpty) != nil {
+			n++
+		}
 		return nil
 	})
 	return n

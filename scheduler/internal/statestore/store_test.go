@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,4 +131,103 @@ func TestStoreBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("reset")
+}
+
+// TestStoreEmptyKey: the empty key is a key like any other — set, read,
+// listed first by a scan of every key (and only then), counted, deleted,
+// kept across a reopen — though bbolt refuses an empty key (before, Apply
+// failed with "key required").
+func TestStoreEmptyKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.db")
+	s, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply([]Write{{[]byte("a"), []byte("1")}, {[]byte{}, []byte("e")}, {nil, []byte("n")}, {[]byte("b"), []byte("2")}}, 4); err != nil {
+		t.Fatalf("applying writes of the empty key: %v", err)
+	}
+	for _, k := range [][]byte{nil, {}} {
+		if v, ok, err := s.Get(nil, k); err != nil || !ok || string(v) != "n" {
+			t.Fatalf("get %#v: %q %v %v, want the last write of the empty key", k, v, ok, err)
+		}
+	}
+	scan := func(prefix, after string) string {
+		var ks []string
+		if err := s.Scan([]byte(prefix), []byte(after), func(k, v []byte) bool { ks = append(ks, fmt.Sprintf("%q=%s", k, v)); return true }); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(ks, ",")
+	}
+	if got := scan("", ""); got != `""=n,"a"=1,"b"=2` {
+		t.Fatalf("scan of every key: %s", got)
+	}
+	if got := scan("", "a"); got != `"b"=2` {
+		t.Fatalf("scan after a: %s", got)
+	}
+	if got := scan("a", ""); got != `"a"=1` {
+		t.Fatalf("scan of prefix a: %s", got)
+	}
+	// A scan stopped at the empty key stops.
+	n := 0
+	s.Scan(nil, nil, func(k, v []byte) bool { n++; return false })
+	if n != 1 {
+		t.Fatalf("a scan stopped at its first key went on: %d keys", n)
+	}
+	if k := s.Keys(); k != 3 {
+		t.Fatalf("%d keys, want 3", k)
+	}
+	s.Close()
+	if s, err = Open(path, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, ok, _ := s.Get(nil, nil); !ok || string(v) != "n" {
+		t.Fatalf("the empty key after a reopen: %q %v", v, ok)
+	}
+	if err := s.Apply([]Write{{[]byte{}, []byte{}}}, -1); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, _ := s.Get(nil, nil); !ok || len(v) != 0 {
+		t.Fatalf("an empty value of the empty key: %q %v", v, ok)
+	}
+	if err := s.Apply([]Write{{nil, nil}}, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Get(nil, nil); ok || scan("", "") != `"a"=1,"b"=2` || s.Keys() != 2 {
+		t.Fatalf("the empty key deleted: found %v, scan %s, %d keys", ok, scan("", ""), s.Keys())
+	}
+	if err := s.Apply([]Write{{nil, []byte("x")}}, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Get(nil, nil); ok || s.Keys() != 0 {
+		t.Fatalf("the empty key survived a reset")
+	}
+}
+
+// TestStoreRefusesWhatItCannotHold: a key over MaxKeyBytes fails the whole
+// Apply before anything is written (the offset is not recorded either).
+func TestStoreRefusesWhatItCannotHold(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "p.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, n := range []int{MaxKeyBytes + 1, 40 << 10} {
+		err := s.Apply([]Write{{[]byte("a"), []byte("1")}, {make([]byte, n), []byte("x")}}, 9)
+		if !errors.Is(err, ErrCannotHold) {
+			t.Fatalf("a key of %d bytes: %v, want ErrCannotHold", n, err)
+		}
+		if _, ok, _ := s.Get(nil, []byte("a")); ok {
+			t.Fatal("a write of a refused Apply was made")
+		}
+		if next, _ := s.Next(); next != 0 {
+			t.Fatalf("a refused Apply recorded offset %d", next)
+		}
+	}
+	if err := Check(Write{Key: make([]byte, MaxKeyBytes), Value: nil}); err != nil {
+		t.Fatalf("a key of MaxKeyBytes: %v", err)
+	}
 }

@@ -87,7 +87,8 @@ const imports = {
       let out = Buffer.alloc(0);
       for (const k of keys) {
         const e = cat(u32(k.length), Buffer.from(k, "latin1"), u32(state.get(k).length), state.get(k));
-        if (out.length + e.length > bn) { if (out.length === 0) return -2; break; }
+        // As the host: never a batch of the empty key alone (ABI.md §4.1).
+        if (out.length + e.length > bn) { if (out.length === 0 || out.length === 8 + state.get("")?.length) return -2; break; }
         out = cat(out, e);
       }
       new Uint8Array(mem.buffer).set(out, bp); return out.length;
@@ -252,6 +253,18 @@ test("state: get, put, delete, scan in batches, the buffer grown, too large", ()
   assert.equal(c.st, 0, errors[c.h]); assert.equal(emitted[0][1].length, output({ topic: "", partition: -1, key: "huge", value: state.get("huge"), headers: [] }).length, "the buffer grows for an entry");
   c = call({ key: "p".repeat(1025), headers: mode("sscan") });
   assert.equal(c.st, 3); assert.match(errors[c.h], /state_scan: .*too large/);
+});
+
+test("state: the empty key is a key, listed first by a scan, even when its entry alone fills the first buffer", () => {
+  const c0 = call({ key: null, headers: mode("sput") });
+  assert.equal(c0.st, 0, errors[c0.h]);
+  assert.ok(state.has(""), "a null record key writes the empty key");
+  state.set("", Buffer.alloc((64 << 10) - 8 - 4, "v")); // the first buffer (64 KiB) holds its entry and nothing more
+  const c = call({ key: "", headers: mode("sscan") });
+  assert.equal(c.st, 0, errors[c.h]);
+  assert.equal(emitted.length, state.size);
+  assert.deepEqual(emitted[0][1], output({ topic: "", partition: -1, key: "", value: state.get(""), headers: [] }));
+  state.delete("");
 });
 
 const entries = (kvs) => cat(...kvs.map(([k, v]) => cat(u32(Buffer.byteLength(k)), Buffer.from(k), u32(Buffer.byteLength(v)), Buffer.from(v))));

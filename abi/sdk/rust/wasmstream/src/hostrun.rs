@@ -466,6 +466,26 @@ pub(crate) mod sim {
 
     const MAX_KEY: usize = crate::MAX_STATE_KEY_BYTES;
 
+    /// Where a scan batch may end, as the host decides (ABI.md §4.1): after
+    /// at least one entry, and never after the empty key alone (its cursor,
+    /// the empty key, would start the scan over).
+    #[derive(Default)]
+    struct BatchCut {
+        entries: usize,
+        only_empty: bool,
+    }
+
+    impl BatchCut {
+        fn add(&mut self, key: &[u8]) {
+            self.entries += 1;
+            self.only_empty = self.entries == 1 && key.is_empty();
+        }
+
+        fn may_end(&self) -> bool {
+            self.entries > 0 && !self.only_empty
+        }
+    }
+
     fn lookup(s: &State, key: &[u8]) -> Option<Vec<u8>> {
         match s.pending.get(key) {
             Some(v) => v.clone(),
@@ -540,6 +560,7 @@ pub(crate) mod sim {
             keys.sort();
             keys.dedup();
             let mut n = 0usize;
+            let mut cut = BatchCut::default();
             for k in keys {
                 let v = match lookup(s, k) {
                     Some(v) => v,
@@ -547,11 +568,12 @@ pub(crate) mod sim {
                 };
                 let size = 8 + k.len() + v.len();
                 if n + size > buf.len() {
-                    if n == 0 {
+                    if !cut.may_end() {
                         return -2;
                     }
                     break;
                 }
+                cut.add(k);
                 buf[n..n + 4].copy_from_slice(&(k.len() as u32).to_le_bytes());
                 buf[n + 4..n + 4 + k.len()].copy_from_slice(k);
                 let m = n + 4 + k.len();
@@ -719,15 +741,17 @@ pub(crate) mod sim {
             let mut keys: Vec<&Vec<u8>> = s.committed.keys().chain(s.pending.keys()).filter(|k| k.starts_with(prefix) && (after.is_empty() || k.as_slice() > after)).collect();
             keys.sort();
             keys.dedup();
+            let mut cut = BatchCut::default();
             for k in keys {
                 let v = match lookup(s, k) {
                     Some(v) => v,
                     None => continue,
                 };
                 // As many whole entries as fit, at least one.
-                if out.len() > 1 && out.len() - 1 + 8 + k.len() + v.len() > limit {
+                if cut.may_end() && out.len() - 1 + 8 + k.len() + v.len() > limit {
                     break;
                 }
+                cut.add(k);
                 put_str(&mut out, k);
                 put_str(&mut out, &v);
             }

@@ -30,7 +30,10 @@ fn handle() -> Result<u32, Errno> {
 /// processing a record (in the processing function or a continuation): the
 /// state is the record's input partition's, and `key` must be one the
 /// input's partitioner sends to that partition — the record's own key, or
-/// keys the producer also partitions by (else [`Errno::WRONG_KEY`]).
+/// keys the producer also partitions by (else [`Errno::WRONG_KEY`]). The
+/// empty key is a key: a record with a null key (`r.key.unwrap_or_default()`)
+/// uses it; it belongs to the partition an empty record key is sent to, and
+/// a scan of every key lists it first.
 ///
 /// Errors: [`Errno::TOO_LARGE`] (a key over [`MAX_STATE_KEY_BYTES`]),
 /// [`Errno::WRONG_KEY`], [`Errno::NO_STATE`] (the pipeline has no state),

@@ -289,6 +289,51 @@ fn state_operations() {
     assert_eq!(state_get(b"a"), Err(Errno::BAD_HANDLE));
 }
 
+// The empty key is a key (ABI.md §4.1): a null and an empty record key
+// count under it; a scan of every key lists it first, even when its entry
+// alone fills the first scan buffer (the host answers "too small" rather
+// than a batch of the empty key alone, whose cursor would start the scan
+// over), and an asynchronous scan's batch holds the entry after it too,
+// whatever its bound.
+#[test]
+fn state_empty_key() {
+    reset_state();
+    fn f(r: &Record, out: &mut Emitter) -> Result<(), Error> {
+        let key = r.key.unwrap_or_default();
+        match r.header("op").flatten() {
+            Some(b"scan") => {
+                let mut emitted = Ok(());
+                state_scan(b"", |k, v| {
+                    emitted = out.emit(&Output { key: Some(k), value: Some(&v[..v.len().min(8)]), ..Output::default() });
+                    emitted.is_ok()
+                })
+                .map_err(|e| Error::terminal(e.to_string()))?;
+                Ok(emitted?)
+            }
+            Some(b"fill") => state_put(key, &vec![b'v'; (64 << 10) - 8 - 4]).map_err(|e| Error::terminal(e.to_string())),
+            _ => {
+                let mut v = state_get(key).map_err(|e| Error::terminal(e.to_string()))?.unwrap_or_default();
+                v.push(b'x');
+                state_put(key, &v).map_err(|e| Error::terminal(e.to_string()))
+            }
+        }
+    }
+    assert_eq!(run(f, &TestRecord::new("in")).status, Status::Ok);
+    assert_eq!(run(f, &TestRecord::new("in").key("")).status, Status::Ok);
+    assert_eq!(run(f, &TestRecord::new("in").key("a")).status, Status::Ok);
+    let snap = state_snapshot();
+    assert!(snap.contains(&(b"".to_vec(), b"xx".to_vec())) && snap.contains(&(b"a".to_vec(), b"x".to_vec())), "{:?}", snap);
+    let keys = |res: &RunResult| res.outputs.iter().map(|o| o.key.clone().unwrap_or_default()).collect::<Vec<_>>();
+    assert_eq!(keys(&run(f, &TestRecord::new("in").header("op", Some(b"scan")))), vec![b"".to_vec(), b"a".to_vec()]);
+    assert_eq!(run(f, &TestRecord::new("in").header("op", Some(b"fill"))).status, Status::Ok);
+    let res = run(f, &TestRecord::new("in").header("op", Some(b"scan")));
+    assert_eq!((res.status, keys(&res)), (Status::Ok, vec![b"".to_vec(), b"a".to_vec()]), "{:?}", res.error);
+    let res = run(async_state, &TestRecord::new("in").key("").header("op", Some(b"scan")).header("size", Some(b"1")));
+    assert_eq!(res.status, Status::Ok, "{:?}", res.error);
+    assert_eq!(keys(&res), vec![b"".to_vec(), b"a".to_vec(), b"batches".to_vec()]);
+    assert_eq!(res.outputs[2].value.as_deref(), Some(&b"1"[..]), "one batch: the empty key and a");
+}
+
 // The asynchronous state reads (ABI.md §7.3) over the simulated host: a get
 // sees the record's writes made before it started (not after), a scan
 // chains batches of a bounded size, and a request refused at async_start

@@ -1,0 +1,155 @@
+package scheduler
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+)
+
+// changelogRecords decodes fuzz bytes into the records of a changelog
+// partition, any a changelog can hold. Per record, a flags byte:
+//
+//	1 null key       2 the key made long (byte n picks MaxKeyBytes, +1, 2 KiB, 40 KiB)
+//	4 null value     8 the value made large (64 KiB)
+//	16 a control record (a transaction marker)
+//	32 the offset goes back (byte n) instead of forward by 1 + byte n
+//	64 headers, forged wasmstream.* ones included
+//
+// then, unless null, the key (a length byte and bytes) and the value.
+func changelogRecords(b []byte) []*kgo.Record {
+	take := func() []byte {
+		if len(b) == 0 {
+			return []byte{}
+		}
+		n := min(int(b[0]), len(b)-1)
+		out := b[1 : 1+n]
+		b = b[1+n:]
+		return out
+	}
+	next := func() byte {
+		if len(b) == 0 {
+			return 0
+		}
+		c := b[0]
+		b = b[1:]
+		return c
+	}
+	var recs []*kgo.Record
+	off := int64(0)
+	for len(b) > 0 {
+		flags := next()
+		r := &kgo.Record{Topic: "g.p.changelog"}
+		if flags&32 != 0 {
+			off = max(0, off-int64(next()))
+		} else {
+			off += 1 + int64(next())
+		}
+		r.Offset = off
+		if flags&1 == 0 {
+			r.Key = bytes.Clone(take())
+			if flags&2 != 0 {
+				n := []int{statestore.MaxKeyBytes, statestore.MaxKeyBytes + 1, 2 << 10, 40 << 10}[next()%4]
+				r.Key = append(r.Key, bytes.Repeat([]byte{'k'}, max(0, n-len(r.Key)))...)
+			}
+		}
+		if flags&4 == 0 {
+			r.Value = bytes.Clone(take())
+			if flags&8 != 0 {
+				r.Value = append(r.Value, make([]byte, 64<<10)...)
+			}
+		}
+		if flags&16 != 0 {
+			r.Attrs = kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Transactional: true, Control: true})
+		}
+		if flags&64 != 0 {
+			r.Headers = []kgo.RecordHeader{{Key: "wasmstream.origin", Value: take()}, {Key: string(take()), Value: nil}}
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// FuzzChangelogToStore feeds the restore's path from the changelog to the
+// store (changelogApplier) every record a changelog can hold — null, empty
+// and long keys, null (tombstones), empty and large values, control
+// records, offsets out of order, forged headers — in small transactions,
+// and checks the store against what the records mean: control records and
+// writes the store cannot hold (counted) write nothing, a null key is the
+// empty key, a null value deletes, the last write of a key wins, a scan
+// lists every key once in key order (the empty key first), and the store
+// reflects the changelog up to one past the highest offset read. The
+// applier never fails on a record.
+func FuzzChangelogToStore(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 'a', 1, '1', 1, 0, 1, '2', 0, 0, 0, 1, 'e'})                 // a, the null key, the empty key
+	f.Add([]byte{2, 0, 1, 'a', 3, 1, '1', 2, 0, 0, 2, 1, 'x'})                         // keys of 40 KiB and MaxKeyBytes
+	f.Add([]byte{4, 0, 1, 'a', 0, 0, 1, 'a', 1, 'v', 16, 0, 0, 0, 5, 0, 0})            // tombstones, a control record
+	f.Add([]byte{32, 3, 1, 'b', 1, 'v', 8, 0, 0, 1, 'x', 64, 0, 1, 'c', 0, 2, 'h', 1}) // back in offsets, a large value, headers
+	dir := f.TempDir()
+	var st *statestore.Store
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if st == nil {
+			var err error
+			if st, err = statestore.Open(filepath.Join(dir, fmt.Sprintf("fuzz-%d.db", time.Now().UnixNano())), time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		recs := changelogRecords(in)
+		a := &changelogApplier{store: st, batch: 3, last: -1}
+		model := map[string][]byte{}
+		last, skipped, writes := int64(-1), 0, 0
+		for _, r := range recs {
+			if err := a.add(r); err != nil {
+				t.Fatalf("record at %d (key %d bytes, null %v): %v", r.Offset, len(r.Key), r.Key == nil, err)
+			}
+			last = max(last, r.Offset)
+			switch {
+			case r.Attrs.IsControl():
+			case len(r.Key) > statestore.MaxKeyBytes:
+				skipped++
+			case r.Value == nil:
+				writes++
+				delete(model, string(r.Key))
+			default:
+				writes++
+				model[string(r.Key)] = r.Value
+			}
+		}
+		if err := a.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if a.skipped != skipped || a.applied != writes {
+			t.Fatalf("applied %d, skipped %d; want %d, %d", a.applied, a.skipped, writes, skipped)
+		}
+		if next, _ := st.Next(); next != last+1 {
+			t.Fatalf("the store reflects the changelog up to %d, want %d", next, last+1)
+		}
+		var keys []string
+		if err := st.Scan(nil, nil, func(k, v []byte) bool {
+			keys = append(keys, string(k))
+			if want, ok := model[string(k)]; !ok || !bytes.Equal(v, want) {
+				t.Fatalf("scan: key %q = %d bytes, want %d (present %v)", k, len(v), len(want), ok)
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.IsSorted(keys) || len(slices.Compact(slices.Clone(keys))) != len(keys) || len(keys) != len(model) || st.Keys() != len(model) {
+			t.Fatalf("scan listed %d keys (sorted %v), Keys %d, want %d", len(keys), slices.IsSorted(keys), st.Keys(), len(model))
+		}
+		for k, want := range model {
+			if v, ok, err := st.Get(nil, []byte(k)); err != nil || !ok || !bytes.Equal(v, want) {
+				t.Fatalf("get %q: %d bytes %v %v", k, len(v), ok, err)
+			}
+		}
+	})
+}
