@@ -139,10 +139,11 @@ func TestMetricsUnderKnownLoad(t *testing.T) {
 	}
 	// Bounded labels: no key, offset or instance id.
 	// digest: at most the current version and a canary's, 12 digits.
-	// reason: fetching, producing or processing; broker: a node id; kind:
+	// reason: fetching, producing or processing; broker and address: a node
+	// id and its address; kind:
 	// a broker error's kind (scheduler/health.go).
 	allowed := map[attribute.Key]bool{"pipeline": true, "topic": true, "partition": true, "state": true, "slot": true,
-		"from_compile_cache": true, "digest": true, "canary": true, "reason": true, "broker": true, "kind": true}
+		"from_compile_cache": true, "digest": true, "canary": true, "reason": true, "broker": true, "address": true, "kind": true}
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)
 	for _, sm := range rm.ScopeMetrics {
