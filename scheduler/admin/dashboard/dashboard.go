@@ -83,7 +83,12 @@ type Server struct {
 	ring     *ring
 	hub      *hub
 	deploys  atomic.Pointer[Deploys]
+	fleet    atomic.Pointer[Fleet]
 	traces   chan struct{} // one trace-file read at a time
+	hist     *history
+	evlog    *eventLog
+	last     atomic.Pointer[frame] // the newest sample, for the page's first response
+	started  time.Time
 
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -112,7 +117,8 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, token: admin.TokenSum(cfg.Token), sessions: newSessions(cfg.SessionTTL), throttle: newThrottle(),
 		origin: http.NewCrossOriginProtection(), refusals: admin.NewRefusalLog(cfg.Log, "dashboard"),
-		ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), stop: make(chan struct{})}
+		ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), stop: make(chan struct{}),
+		hist: newHistory(), evlog: &eventLog{}, started: time.Now()}
 	s.wg.Add(1)
 	go s.run()
 	return s
@@ -152,11 +158,7 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 	sub, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(sub)
 	mux.Handle("/", next)
-	mux.HandleFunc("GET /dashboard", s.guard(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := static.ReadFile("static/index.html")
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(b)
-	}))
+	mux.HandleFunc("GET /dashboard", s.guard(s.page))
 	mux.Handle("GET /dashboard/static/", s.guard(http.StripPrefix("/dashboard/static/", files).ServeHTTP))
 	mux.HandleFunc("GET /dashboard/events", s.guard(s.events))
 	mux.HandleFunc("GET /dashboard/record", s.guard(s.record))
