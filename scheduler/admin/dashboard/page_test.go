@@ -75,7 +75,7 @@ func TestDashboardFirstResponse(t *testing.T) {
 	for _, want := range []string{
 		`<section class="pipeline" data-name="enrich">`, `<div class="stat lag"><b>7</b>`, `<td class="num">1</td>`, // partition 1
 		`&lt;img src=x onerror=alert(1)&gt;`, `guest said &lt;/script&gt;&lt;script&gt;alert(2)&lt;/script&gt;`,
-		`{\&#34;a\&#34;:\&#34;&lt;b&gt;\x00\&#34;}…`, `(300 B)`, `trace&lt;: v&amp;1`, `0123456789ab`,
+		`{&#34;a&#34;:&#34;&lt;b&gt;\x00&#34;}…`, `(300 B)`, `trace&lt;: v&amp;1`, `0123456789ab`,
 		`1970-01-01T00:00:01.009Z`, `data-kind="fault.panic"`,
 	} {
 		if !strings.Contains(page, want) {
@@ -163,11 +163,11 @@ func TestDashboardEntryBounded(t *testing.T) {
 	r := newRing(2)
 	e := failureEvent(1, false)
 	bin := strings.Repeat("\x01", 1000)
-	e.Key, e.KeyTruncated = []byte(bin[:scheduler.MaxEventKeyBytes]), true
+	e.Key, e.KeyTruncated = []byte(strings.Repeat("\xffa", scheduler.MaxEventKeyBytes/2)), true // a replacement character for each byte that is not UTF-8
 	e.Error = strings.Repeat("é", scheduler.MaxEventErrorBytes/2)
 	e.Value, e.ValueSize = []byte(bin[:scheduler.MaxEventValueBytes]), 1<<20
 	for range scheduler.MaxEventHeaders {
-		e.Headers = append(e.Headers, scheduler.EventHeader{Key: bin[:scheduler.MaxEventKeyBytes], Value: []byte(bin[:scheduler.MaxEventHeaderBytes]), Cut: true})
+		e.Headers = append(e.Headers, scheduler.EventHeader{Key: strings.Repeat("\xff", scheduler.MaxEventKeyBytes), Value: []byte(bin[:scheduler.MaxEventHeaderBytes]), Cut: true})
 	}
 	r.add(e)
 	en := r.newest()[0]

@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/wasmstream/wasmstream/scheduler"
@@ -27,8 +29,8 @@ type Entry struct {
 	Due      int64  `json:"due,omitempty"` // Unix ms
 	TraceID  string `json:"trace_id,omitempty"`
 	// Value is a preview of the record's value: its first bytes
-	// (scheduler.MaxEventValueBytes) with anything unprintable escaped as
-	// Go does ("\x00", "\n"), cut to maxPreview bytes; ValueSize is the
+	// (scheduler.MaxEventValueBytes) with anything unprintable escaped
+	// (escaped), cut to maxPreview bytes; ValueSize is the
 	// whole value's length (-1: null).
 	Value      string        `json:"value"`
 	ValueSize  int           `json:"value_size"`
@@ -49,7 +51,7 @@ type headerEntry struct {
 // value's preview and a header's value after escaping. With
 // scheduler.MaxEventKeyBytes, MaxEventErrorBytes, MaxEventHeaders of
 // MaxEventHeaderBytes, an entry holds at most entryMaxBytes of text, so
-// the ring of Config.Failed (100) entries at most 100 × 2.6 KB.
+// the ring of Config.Failed (100) entries at most 100 × 2.9 KB.
 const (
 	maxPreview       = 256
 	maxHeaderPreview = 128
@@ -96,7 +98,7 @@ func (r *ring) add(e *scheduler.FailureEvent) {
 		en.Due = e.Due.UnixMilli()
 	}
 	for _, h := range e.Headers {
-		en.Headers = append(en.Headers, headerEntry{Key: printableKey([]byte(h.Key), false), Value: escaped(h.Value, maxHeaderPreview, h.Cut)})
+		en.Headers = append(en.Headers, headerEntry{Key: escaped([]byte(h.Key), scheduler.MaxEventKeyBytes, false), Value: escaped(h.Value, maxHeaderPreview, h.Cut)})
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -182,36 +184,40 @@ func printableKey(k []byte, cut bool) string {
 	return s
 }
 
-// escaped is b as text with anything unprintable escaped as Go quotes it,
-// cut to n bytes, "…" added when cut (or when more was said to follow).
+// escaped is b as text: printable characters as they are, anything else
+// (control bytes, bytes that are not UTF-8) as an escape (\n, \x00), cut
+// to n bytes between characters, "…" added when cut (or when more was
+// said to follow).
 func escaped(b []byte, n int, more bool) string {
-	q := strconv.Quote(string(b))
-	q = q[1 : len(q)-1]
-	if len(q) > n {
-		i := 0 // the end of the last whole character or escape within n
-		for i < len(q) {
-			l := 2
-			switch {
-			case q[i] != '\\':
-				_, l = utf8.DecodeRuneInString(q[i:])
-			case q[i+1] == 'x':
-				l = 4
-			case q[i+1] == 'u':
-				l = 6
-			case q[i+1] == 'U':
-				l = 10
-			}
-			if i+l > n {
-				break
-			}
-			i += l
+	var out strings.Builder
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		var tok string
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			tok = fmt.Sprintf("\\x%02x", b[0])
+		case r == '\n':
+			tok = "\\n"
+		case r == '\t':
+			tok = "\\t"
+		case r == '\r':
+			tok = "\\r"
+		case !unicode.IsPrint(r) && r != ' ':
+			tok = strings.Trim(strconv.QuoteRune(r), "'")
+		default:
+			tok = string(b[:size])
 		}
-		q, more = q[:i], true
+		if out.Len()+len(tok) > n {
+			more = true
+			break
+		}
+		out.WriteString(tok)
+		b = b[size:]
 	}
 	if more {
-		q += "…"
+		out.WriteString("…")
 	}
-	return q
+	return out.String()
 }
 
 // dueSummary counts a tier's retries routed there that are not due yet and

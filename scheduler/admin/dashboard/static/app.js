@@ -12,6 +12,7 @@ let history = {};       // pipeline -> {at, in, out, lag, failed}
 let selected = null;    // id of the failed entry whose path is shown
 let lastFrame = null;
 let pathTimer = null;
+let pathBox = null;     // the path's row, kept across renders of the list
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -56,7 +57,8 @@ function spark(name) {
   const W = 480, H = 64;
   const c = el("canvas", { class: "spark", width: String(W), height: String(H) });
   const g = c.getContext("2d");
-  const end = h.at.length ? h.at[h.at.length - 1] : Date.now(), span = 3600e3;
+  // The x axis is the history there is, two minutes at least.
+  const end = h.at.length ? h.at[h.at.length - 1] : Date.now(), span = Math.max(120e3, end - (h.at.length ? h.at[0] : end));
   const top = Math.max(1, ...h.in, ...h.out);
   for (const [key, colour] of [["in", "#1565c0"], ["out", "#2e7d32"]]) {
     g.strokeStyle = colour; g.lineWidth = 1.5; g.beginPath();
@@ -68,7 +70,7 @@ function spark(name) {
   }
   const since = h.at.length ? iso(h.at[0]) : "–";
   return el("div", { class: "history" }, c, el("div", { class: "legend" }, el("span", { class: "in" }, "— in"), " ", el("span", { class: "out" }, "— out"),
-    ` records/s over the last hour (top ${fmt(top)}/s; history from ${since})`));
+    ` records/s since ${since} (top ${fmt(top)}/s; the host keeps an hour)`));
 }
 
 function pipeline(p) {
@@ -143,7 +145,7 @@ function failed(list) {
 
 // placePath puts the path's row right after the selected entry's row.
 function placePath() {
-  const box = document.getElementById("path-row");
+  const box = pathBox;
   if (!box) return;
   const tr = selected === null ? null : document.querySelector(`#failed tbody tr[data-id="${selected}"]`);
   document.querySelectorAll("#failed tbody tr").forEach((r) => r.classList.toggle("selected", r === tr));
@@ -151,9 +153,9 @@ function placePath() {
 }
 
 function pathRow() {
-  let box = document.getElementById("path-row");
+  let box = pathBox;
   if (!box) {
-    box = el("tr", { id: "path-row" }, el("td", { colspan: "11" }, el("div", { id: "path" },
+    box = pathBox = el("tr", { id: "path-row" }, el("td", { colspan: "11" }, el("div", { id: "path" },
       el("h3", { id: "path-title" }), el("p", { id: "path-note", class: "hint" }), el("pre", { id: "path-tree" }))));
   }
   return box;
