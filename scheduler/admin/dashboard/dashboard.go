@@ -85,6 +85,7 @@ type Server struct {
 	deploys  atomic.Pointer[Deploys]
 	fleet    atomic.Pointer[Fleet]
 	traces   chan struct{} // one trace-file read at a time
+	renders  chan struct{} // pages rendered at once (maxRenders)
 	hist     *history
 	evlog    *eventLog
 	last     atomic.Pointer[frame] // the newest sample, for the page's first response
@@ -117,7 +118,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, token: admin.TokenSum(cfg.Token), sessions: newSessions(cfg.SessionTTL), throttle: newThrottle(),
 		origin: http.NewCrossOriginProtection(), refusals: admin.NewRefusalLog(cfg.Log, "dashboard"),
-		ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), stop: make(chan struct{}),
+		ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), renders: make(chan struct{}, maxRenders), stop: make(chan struct{}),
 		hist: newHistory(), evlog: &eventLog{}, started: time.Now()}
 	s.wg.Add(1)
 	go s.run()

@@ -52,6 +52,12 @@ func (f filter) match(e *Entry) bool {
 	return has(e.Primary, f.Pipeline) && has(e.Kind, f.Kind) && has(e.Key, f.Key)
 }
 
+// maxRenders bounds the pages rendered at once: a render with an hour of
+// history takes milliseconds and a few hundred kilobytes (BenchmarkPage),
+// so a client reloading in a loop waits its turn instead of taking the
+// host's cores.
+const maxRenders = 2
+
 // maxFilterBytes bounds each filter field read from the query.
 const maxFilterBytes = 128
 
@@ -68,6 +74,12 @@ type pageData struct {
 // page serves GET /dashboard: the newest sample rendered, the filter of
 // the failed list taken from the query (pipeline, kind, key).
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.renders <- struct{}{}:
+		defer func() { <-s.renders }()
+	case <-r.Context().Done():
+		return
+	}
 	f := s.last.Load()
 	if f == nil { // before the first tick: an empty sample
 		f = &frame{At: time.Now().UnixMilli(), Started: s.started.UnixMilli(), Pipelines: []pipelineFrame{}, Failed: []Entry{}, Versions: []versionFrame{}, Events: []Event{}}

@@ -318,3 +318,19 @@ func TestDashboardPathPending(t *testing.T) {
 		t.Errorf("fresh record, trace file behind: %+v", p)
 	}
 }
+
+// TestDashboardRendersBounded: at most maxRenders pages are rendered at
+// once; another request waits for a free turn.
+func TestDashboardRendersBounded(t *testing.T) {
+	s, srv := serve(t, Config{Open: true})
+	for range maxRenders {
+		s.renders <- struct{}{}
+	}
+	c := &http.Client{Timeout: 300 * time.Millisecond}
+	if res, err := c.Get(srv.URL + "/dashboard"); err == nil {
+		res.Body.Close()
+		t.Fatal("a page was rendered beyond the bound")
+	}
+	<-s.renders
+	get(t, srv.URL+"/dashboard")
+}
