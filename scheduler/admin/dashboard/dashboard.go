@@ -1,16 +1,18 @@
 // Package dashboard serves the host's live dashboard on the metrics
-// listener: GET /dashboard (the page, embedded, plain JavaScript),
-// /dashboard/events (server-sent events, one frame a second: per pipeline
-// its rates, lag per partition, records in flight, instances by state,
-// retry tiers, dead letters by error kind, guest faults and the deployed
-// versions; and the recent failed or retried records) and
+// listener: GET /dashboard (the page, rendered with the newest sample and
+// carrying the history: page.go), /dashboard/events (server-sent events,
+// one frame a second: per pipeline its rates, lag per partition, records in
+// flight, instances by state, retry tiers, dead letters by error kind,
+// guest faults; the deployed versions and canaries, the event log, the
+// fleet's hosts; and the recent failed or retried records) and
 // /dashboard/record?id=N (one failed record's path, the tree `wasmstream
 // trace` prints). RATIONALE.md, "The dashboard", says why it is built so.
 //
-// One goroutine samples (started by New, stopped by Close), and only while
-// a page is connected; the failed-records list is a ring of a fixed size;
-// the number of pages is bounded and a page that falls behind is dropped,
-// never waited for.
+// One goroutine samples once a second (started by New, stopped by Close),
+// a page connected or not, and encodes frames only for pages; the history,
+// the event log and the failed-records list are rings of fixed sizes; the
+// number of pages and of renders is bounded and a page that falls behind
+// is dropped, never waited for.
 package dashboard
 
 import (
