@@ -41,12 +41,15 @@ function table(head, rows, numFrom) {
 }
 
 // record appends a frame's rates to the history the page started from.
+const failedSoFar = new Map(); // pipeline -> retried + dead-lettered at the previous frame
 function record(f) {
   for (const p of f.pipelines) {
     let h = history[p.name];
     if (!h) h = history[p.name] = { at: [], in: [], out: [], lag: [], failed: [] };
+    const n = p.retried + p.dead_lettered, prev = failedSoFar.get(p.name);
+    failedSoFar.set(p.name, n);
     if (h.at.length && h.at[h.at.length - 1] >= f.at) continue;
-    h.at.push(f.at); h.in.push(p.in_rate); h.out.push(p.out_rate); h.lag.push(p.lag); h.failed.push(0);
+    h.at.push(f.at); h.in.push(p.in_rate); h.out.push(p.out_rate); h.lag.push(p.lag); h.failed.push(prev === undefined ? 0 : Math.max(0, n - prev));
     if (h.at.length > maxPoints) for (const k of ["at", "in", "out", "lag", "failed"]) h[k].shift();
   }
 }
@@ -60,6 +63,13 @@ function spark(name) {
   // The x axis is the history there is, two minutes at least.
   const end = h.at.length ? h.at[h.at.length - 1] : Date.now(), span = Math.max(120e3, end - (h.at.length ? h.at[0] : end));
   const top = Math.max(1, ...h.in, ...h.out);
+  // Failed attempts (retried or dead-lettered): red ticks along the bottom.
+  g.strokeStyle = "#b71c1c"; g.lineWidth = 1;
+  h.at.forEach((at, i) => {
+    if (!(h.failed && h.failed[i] > 0)) return;
+    const px = W - ((end - at) / span) * W;
+    g.beginPath(); g.moveTo(px, H); g.lineTo(px, H - Math.min(12, 3 + h.failed[i])); g.stroke();
+  });
   for (const [key, colour] of [["in", "#1565c0"], ["out", "#2e7d32"]]) {
     g.strokeStyle = colour; g.lineWidth = 1.5; g.beginPath();
     h.at.forEach((at, i) => {
@@ -70,7 +80,7 @@ function spark(name) {
   }
   const since = h.at.length ? iso(h.at[0]) : "–";
   return el("div", { class: "history" }, c, el("div", { class: "legend" }, el("span", { class: "in" }, "— in"), " ", el("span", { class: "out" }, "— out"),
-    ` records/s since ${since} (top ${fmt(top)}/s; the host keeps an hour)`));
+    " records/s, ", el("span", { class: "dead" }, "| failed attempts"), `, since ${since} (top ${fmt(top)}/s; the host keeps an hour)`));
 }
 
 function pipeline(p) {
