@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -32,12 +33,35 @@ type FailureEvent struct {
 	Retry           bool   // Dest is a retry tier: attempt+1 is due at Due
 	Due             time.Time
 	TraceID         string // "" when not traced
+	// Value is at most MaxEventValueBytes of the record's value; ValueSize
+	// its whole length (-1: a null value).
+	Value     []byte
+	ValueSize int
+	// Headers are the record's own headers (not wasmstream.*), at most
+	// MaxEventHeaders, each key cut to MaxEventKeyBytes and value to
+	// MaxEventHeaderBytes; HeadersCut counts those left out.
+	Headers    []EventHeader
+	HeadersCut int
+	// ModuleDigest is the version that ran the attempt; Canary, whether it
+	// was the pipeline's canary.
+	ModuleDigest string
+	Canary       bool
+}
+
+// EventHeader is one header of a FailureEvent, cut to its bounds.
+type EventHeader struct {
+	Key   string
+	Value []byte
+	Cut   bool // key or value was cut
 }
 
 // Bounds of what a FailureEvent copies from a record.
 const (
-	MaxEventKeyBytes   = 64
-	MaxEventErrorBytes = 512
+	MaxEventKeyBytes    = 64
+	MaxEventErrorBytes  = 512
+	MaxEventValueBytes  = 256
+	MaxEventHeaders     = 8
+	MaxEventHeaderBytes = 128
 )
 
 // FailureObserver is told of every failed attempt at the moment the
@@ -79,5 +103,24 @@ func (t *task) observeFailure(r *kgo.Record, attempt int, f failure, dest string
 		k, e.KeyTruncated = k[:MaxEventKeyBytes], true
 	}
 	e.Key = append([]byte(nil), k...)
+	e.ValueSize = len(r.Value)
+	if r.Value == nil {
+		e.ValueSize = -1
+	}
+	e.Value = append([]byte(nil), r.Value[:min(len(r.Value), MaxEventValueBytes)]...)
+	for _, h := range failhdr.Own(r.Headers) {
+		if len(e.Headers) == MaxEventHeaders {
+			e.HeadersCut++
+			continue
+		}
+		eh := EventHeader{Key: h.Key, Value: append([]byte(nil), h.Value[:min(len(h.Value), MaxEventHeaderBytes)]...)}
+		if len(eh.Key) > MaxEventKeyBytes {
+			eh.Key, eh.Cut = eh.Key[:MaxEventKeyBytes], true
+		}
+		eh.Cut = eh.Cut || len(h.Value) > MaxEventHeaderBytes
+		e.Headers = append(e.Headers, eh)
+	}
+	v := t.version()
+	e.ModuleDigest, e.Canary = v.m.Info().Digest, v != t.p.current()
 	o.ObserveFailure(e)
 }

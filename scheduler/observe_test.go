@@ -74,4 +74,11 @@ func TestFailureObserverAndView(t *testing.T) {
 	if len(v[0].Partitions) != 1 || v[0].Module.Digest == "" {
 		t.Errorf("primary view: %+v", v[0])
 	}
+	// Each attempt carries the record's value (a preview), its own headers
+	// only (not the retry copies' wasmstream.* ones) and the version that ran.
+	for i, e := range poison {
+		if e.ModuleDigest != v[0].Module.Digest || e.Canary || e.ValueSize <= 0 || len(e.Value) != min(e.ValueSize, MaxEventValueBytes) || len(e.Headers) != 0 {
+			t.Errorf("attempt %d: digest %q canary %v value %q (%d B) headers %+v", i+1, e.ModuleDigest, e.Canary, e.Value, e.ValueSize, e.Headers)
+		}
+	}
 }

@@ -114,6 +114,9 @@ type Snapshot struct {
 	// records waited, and where those wait (health.go).
 	BrokerErrors []BrokerErrors
 	Stalled      []StalledPartition
+	// StateRestored counts changelog records applied by restores at
+	// assignment (Stats.StateRestored).
+	StateRestored int64
 }
 
 // Pipeline runs one configured pipeline as one consumer-group member.
@@ -525,6 +528,8 @@ func (p *Pipeline) Snapshot() Snapshot {
 
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),
+
+		StateRestored: p.stats.StateRestored.Load(),
 	}
 	if p.asyncSize != nil {
 		var reason, detail string

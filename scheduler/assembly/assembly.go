@@ -162,6 +162,9 @@ func (h *Host) startOps(ctx context.Context) error {
 	}
 	if h.dash != nil {
 		h.dash.SetDeploys(store)
+		if h.reg != nil {
+			h.dash.SetFleet(h.reg)
+		}
 	}
 	api, err := admin.NewAPI(token, store, r, cfg.Admin.MaxModuleBytes, h.log)
 	if err != nil {

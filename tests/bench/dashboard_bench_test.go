@@ -4,7 +4,6 @@ package bench
 
 import (
 	"bufio"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -14,15 +13,25 @@ import (
 )
 
 // BenchmarkDashboard: the uppercase Go guest over the same input without
-// the live dashboard and with it, a page connected to its event stream
-// (sampling once a second, each frame read), in one run.
+// the live dashboard, with it and no page (it samples once a second all
+// the same, for its history and event log), and with a page connected to
+// its event stream (each frame read), in one run.
 func BenchmarkDashboard(b *testing.B) {
 	brokers, n, in, uppercase := uppercaseInput(b)
 	var off float64
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("dashboard=%v", on), func(b *testing.B) {
+	for _, mode := range []string{"off", "no_page", "page"} {
+		b.Run("dashboard="+mode, func(b *testing.B) {
 			var closers []func()
-			if on {
+			if mode == "no_page" {
+				hostHook = func(r *scheduler.Runner) {
+					d := dashboard.New(dashboard.Config{Source: r, Open: true})
+					if err := r.ObserveFailures(d); err != nil {
+						b.Fatal(err)
+					}
+					closers = append(closers, d.Close)
+				}
+			}
+			if mode == "page" {
 				hostHook = func(r *scheduler.Runner) {
 					d := dashboard.New(dashboard.Config{Source: r, Open: true})
 					if err := r.ObserveFailures(d); err != nil {
@@ -55,7 +64,7 @@ func BenchmarkDashboard(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				rate := float64(n) / host(b, brokers, uppercase, in, n).Seconds()
 				b.ReportMetric(rate, "rec/s")
-				if !on {
+				if mode == "off" {
 					off = rate
 				} else if off > 0 {
 					b.ReportMetric(rate/off, "x_off")

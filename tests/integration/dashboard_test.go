@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -164,6 +167,14 @@ admin:
 		s := read()
 		return s["enrich"].In > 0 && s["enrich"].Out > 0 && s["lookup"].In > 0 && s["lookup"].Out > 0
 	})
+	art := os.Getenv("TEST_ARTEFACTS")
+	if art == "" {
+		art = t.TempDir()
+	}
+	if err := os.MkdirAll(art, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	firstPaint(t, bctx, url, art)
 	var peak int64
 	poll(time.Minute, "lookup lagging while production goes on", func() bool {
 		peak = max(peak, read()["lookup"].Lag)
@@ -184,6 +195,17 @@ admin:
 	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(row)), chromedp.Click(chromedp.CSS(row))); err != nil {
 		t.Fatalf("the poison record %s[%d]@%d in the failed list: %v", poison.Topic, poison.Partition, poison.Offset, err)
 	}
+	// Its row shows the error message, the key, the value and the
+	// version; times are ISO 8601 in UTC.
+	cells, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => { const r = document.querySelector(`+"`"+row+"`"+`); const c = (k) => r.querySelector("td." + k).textContent;
+		return {time: r.cells[0].textContent, key: c("key"), error: c("error"), value: c("value"), version: c("digest")}; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cells["key"] != "poison-"+n || cells["error"] == "" || cells["error"] == "guest.fail" || !strings.Contains(cells["value"], `"fault":"fail"`) || len(cells["version"]) != 12 ||
+		!regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(cells["time"]) {
+		t.Errorf("the poison record's row shows %q", cells)
+	}
 	var tree, title string
 	poll(30*time.Second, "the poison record's path", func() bool {
 		var err error
@@ -196,16 +218,12 @@ admin:
 		return strings.Contains(tree, "attempt 1 · dead_letter") && strings.Contains(tree, "(dead letter)")
 	})
 	t.Logf("%s\n%s", title, tree)
+	if beside, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.querySelector("#failed tbody tr.selected").nextElementSibling.id === "path-row"`)); err != nil || !beside {
+		t.Errorf("the path is not shown beside the clicked row (%v)", err)
+	}
 
 	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
-		t.Fatal(err)
-	}
-	art := os.Getenv("TEST_ARTEFACTS")
-	if art == "" {
-		art = t.TempDir()
-	}
-	if err := os.MkdirAll(art, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(art, "dashboard.png")
@@ -217,6 +235,61 @@ admin:
 		if err := os.WriteFile(filepath.Join(wt.RepoRoot(t), "docs", "dashboard.png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// firstPaint opens the dashboard in another tab with its event stream
+// blocked: the page must show both pipelines, the history kept by the host
+// (a point a second since it started) and the event log from its first
+// response alone. Its screenshot is saved as dashboard-first-paint.png.
+func firstPaint(t *testing.T, bctx context.Context, url, art string) {
+	tab, cancel := chromedp.NewContext(bctx)
+	defer cancel()
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(tab, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(tab, network.SetBlockedURLs, network.SetBlockedURLsParams{URLPatterns: []*network.BlockPattern{{URLPattern: "*://*:*/dashboard/events", Block: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(tab, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	type shown struct {
+		Conn      string
+		Pipelines []string
+		History   map[string]int
+		Events    []string
+		Canvases  int
+	}
+	got, err := chromedp.Run(tab, chromedp.Evaluate[shown](`(() => { const init = JSON.parse(document.getElementById("initial").textContent); const h = {};
+		for (const [k, v] of Object.entries(init.history)) h[k] = v.at.length;
+		return {Conn: document.getElementById("conn").textContent, Pipelines: [...document.querySelectorAll("section.pipeline")].map((s) => s.dataset.name),
+			History: h, Events: [...document.querySelectorAll("#events tbody tr")].map((r) => r.dataset.kind || ""), Canvases: document.querySelectorAll("canvas.spark").length}; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first paint, event stream blocked: %+v", got)
+	if got.Conn == "live" {
+		t.Error("the event stream was not blocked")
+	}
+	if !slices.Contains(got.Pipelines, "enrich") || !slices.Contains(got.Pipelines, "lookup") || got.Canvases != 2 {
+		t.Errorf("the first response shows pipelines %v and %d charts, want enrich and lookup with theirs", got.Pipelines, got.Canvases)
+	}
+	if got.History["lookup"] < 3 {
+		t.Errorf("the first response carries %d points of lookup's history", got.History["lookup"])
+	}
+	if !slices.Contains(got.Events, "assignment") {
+		t.Errorf("the event log shows %v, want the partitions' assignment", got.Events)
+	}
+	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(art, "dashboard-first-paint.png"), png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

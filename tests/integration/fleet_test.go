@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -214,10 +216,14 @@ func TestFleetCanary(t *testing.T) {
 	base := writeConfig(t, brokers, n, v1, in, out, dlq, "")
 	var admins [3]string
 	var procs [3]*proc
+	metrics := freePort(t) // host 1's, for its dashboard
 	for i := range 3 {
 		addr := freePort(t)
 		b, _ := os.ReadFile(base)
 		y := strings.Replace(string(b), "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, fmt.Sprint("store-", i))), 1)
+		if i == 1 {
+			y = strings.Replace(y, "metrics:\n  listen: 127.0.0.1:0", "metrics:\n  listen: "+metrics, 1)
+		}
 		cfg := filepath.Join(dir, fmt.Sprintf("host-%d.yaml", i))
 		os.WriteFile(cfg, []byte(y), 0o644)
 		admins[i] = "http://" + addr
@@ -292,6 +298,34 @@ func TestFleetCanary(t *testing.T) {
 		return err == nil && strings.Contains(o, "last canary aborted: automatic")
 	})
 	t.Logf("after the abort:\n%s", o)
+	// Host 1's dashboard, its first response alone (a sample a second, so
+	// polled): the fleet's hosts, the version with the abort's reason, and
+	// the canary's life in the event log (started, promoted, started again,
+	// aborted).
+	var missing []string
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res, err := http.Get("http://" + metrics + "/dashboard")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		missing = missing[:0]
+		for _, want := range []string{`<tr data-host="canary-0">`, `canary-1 (this host)`, `<tr data-host="canary-2">`, `<td class="aborted">automatic`,
+			`<tr data-kind="canary.start">`, `canary promoted:`, `<tr data-kind="canary.abort">`} {
+			if !strings.Contains(string(page), want) {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if len(missing) > 0 {
+		t.Errorf("host 1's dashboard lacks %q", missing)
+	}
 	dl.ReadFor(2 * time.Second)
 	failedParts := map[int]bool{}
 	for _, r := range dl.Recs {

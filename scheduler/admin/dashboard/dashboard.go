@@ -1,16 +1,18 @@
 // Package dashboard serves the host's live dashboard on the metrics
-// listener: GET /dashboard (the page, embedded, plain JavaScript),
-// /dashboard/events (server-sent events, one frame a second: per pipeline
-// its rates, lag per partition, records in flight, instances by state,
-// retry tiers, dead letters by error kind, guest faults and the deployed
-// versions; and the recent failed or retried records) and
+// listener: GET /dashboard (the page, rendered with the newest sample and
+// carrying the history: page.go), /dashboard/events (server-sent events,
+// one frame a second: per pipeline its rates, lag per partition, records in
+// flight, instances by state, retry tiers, dead letters by error kind,
+// guest faults; the deployed versions and canaries, the event log, the
+// fleet's hosts; and the recent failed or retried records) and
 // /dashboard/record?id=N (one failed record's path, the tree `wasmstream
 // trace` prints). RATIONALE.md, "The dashboard", says why it is built so.
 //
-// One goroutine samples (started by New, stopped by Close), and only while
-// a page is connected; the failed-records list is a ring of a fixed size;
-// the number of pages is bounded and a page that falls behind is dropped,
-// never waited for.
+// One goroutine samples once a second (started by New, stopped by Close),
+// a page connected or not, and encodes frames only for pages; the history,
+// the event log and the failed-records list are rings of fixed sizes; the
+// number of pages and of renders is bounded and a page that falls behind
+// is dropped, never waited for.
 package dashboard
 
 import (
@@ -83,7 +85,13 @@ type Server struct {
 	ring     *ring
 	hub      *hub
 	deploys  atomic.Pointer[Deploys]
+	fleet    atomic.Pointer[Fleet]
 	traces   chan struct{} // one trace-file read at a time
+	renders  chan struct{} // pages rendered at once (maxRenders)
+	hist     *history
+	evlog    *eventLog
+	last     atomic.Pointer[frame] // the newest sample, for the page's first response
+	started  time.Time
 
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -112,7 +120,8 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, token: admin.TokenSum(cfg.Token), sessions: newSessions(cfg.SessionTTL), throttle: newThrottle(),
 		origin: http.NewCrossOriginProtection(), refusals: admin.NewRefusalLog(cfg.Log, "dashboard"),
-		ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), stop: make(chan struct{})}
+		ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), renders: make(chan struct{}, maxRenders), stop: make(chan struct{}),
+		hist: newHistory(), evlog: &eventLog{}, started: time.Now()}
 	s.wg.Add(1)
 	go s.run()
 	return s
@@ -152,11 +161,7 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 	sub, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(sub)
 	mux.Handle("/", next)
-	mux.HandleFunc("GET /dashboard", s.guard(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := static.ReadFile("static/index.html")
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(b)
-	}))
+	mux.HandleFunc("GET /dashboard", s.guard(s.page))
 	mux.Handle("GET /dashboard/static/", s.guard(http.StripPrefix("/dashboard/static/", files).ServeHTTP))
 	mux.HandleFunc("GET /dashboard/events", s.guard(s.events))
 	mux.HandleFunc("GET /dashboard/record", s.guard(s.record))

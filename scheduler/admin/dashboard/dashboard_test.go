@@ -326,27 +326,68 @@ func TestDashboardSlowPageDropped(t *testing.T) {
 	}
 }
 
-// BenchmarkSample: one sample and its encoding (what the sampler does once
-// a second while a page is connected) for three pipelines with retry
-// tiers and a full failed list.
+// BenchmarkSample: one sample (what the sampler does once a second, a
+// page connected or not: history, event log, versions) and, with a page
+// connected, its encoding, for three pipelines with retry tiers and a full
+// failed list.
 func BenchmarkSample(b *testing.B) {
+	for _, page := range []bool{false, true} {
+		b.Run(fmt.Sprintf("page=%v", page), func(b *testing.B) {
+			s := benchServer(b)
+			defer s.Close()
+			var sm sampler
+			b.ReportAllocs()
+			t0 := time.Now()
+			for i := 0; b.Loop(); i++ {
+				f := s.sample(&sm, t0.Add(time.Duration(i)*time.Second))
+				if page {
+					if _, err := json.Marshal(f); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPage: the page's first response with an hour of history for
+// three pipelines and a full failed list.
+func BenchmarkPage(b *testing.B) {
+	s := benchServer(b)
+	defer s.Close()
+	var sm sampler
+	t0 := time.Now()
+	for i := range fineLen + coarseLen*coarseEvery {
+		f := s.sample(&sm, t0.Add(time.Duration(i)*time.Second))
+		s.last.Store(&f)
+	}
+	h := s.Handler(http.NotFoundHandler())
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "http://localhost/dashboard", nil))
+		if w.Code != 200 {
+			b.Fatal(w.Code)
+		}
+		n = w.Body.Len()
+	}
+	b.ReportMetric(float64(n), "bytes/page")
+}
+
+func benchServer(b *testing.B) *Server {
 	src := &views{}
 	for i := range 3 {
 		v := twoPipelines().v
 		v[0].Name, v[1].Name, v[1].Primary = fmt.Sprint("p", i), fmt.Sprint("p", i, ".retry"), fmt.Sprint("p", i)
 		src.v = append(src.v, v...)
 	}
-	s := New(Config{Source: src, Interval: time.Hour})
-	defer s.Close()
+	s := New(Config{Source: src, Open: true, Interval: time.Hour})
 	for i := range 100 {
-		s.ObserveFailure(failureEvent(i, i%2 == 0))
+		e := failureEvent(i, i%2 == 0)
+		e.Value, e.ValueSize = []byte(strings.Repeat("v", 256)), 1000
+		e.Headers = []scheduler.EventHeader{{Key: "h", Value: []byte("x")}}
+		s.ObserveFailure(e)
 	}
-	var sm sampler
-	b.ReportAllocs()
-	t0 := time.Now()
-	for i := 0; b.Loop(); i++ {
-		if _, err := json.Marshal(s.sample(&sm, t0.Add(time.Duration(i)*time.Second))); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return s
 }

@@ -26,7 +26,15 @@ type pathReply struct {
 	Source string `json:"source"` // "trace file" or "host"
 	Tree   string `json:"tree"`   // as `wasmstream trace` prints it
 	Note   string `json:"note,omitempty"`
+	// Pending: the trace file does not hold the record yet (spans are
+	// written in batches); the page asks again.
+	Pending bool `json:"pending,omitempty"`
 }
+
+// traceCatchUp is how long after a failure the trace file may still lack
+// its spans before the page stops asking again: the exporter writes in
+// batches (every few seconds) and the read is of the file's newest part.
+const traceCatchUp = time.Minute
 
 // record serves one failed record's path: from the trace file when
 // tracing.exporter is jsonl and it holds the record, else from the host's
@@ -61,12 +69,25 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	if rep.Tree == "" {
 		rep.Source = "host"
 		rep.Tree = render(hostSpans(same))
-		if rep.Note == "" {
-			rep.Note = "from the host's recent failures of this record (its failed attempts and where each went); with tracing on, the path has every attempt, call and output"
+		switch {
+		case s.cfg.TraceFile == "":
+			rep.Note = "from the host's recent failures of this record (its failed attempts and where each went); with tracing.exporter: jsonl the path has every attempt, call and output"
+		case time.Since(time.UnixMilli(e.At)) < traceCatchUp:
+			rep.Pending = true
+			rep.Note = "the trace file does not hold this record yet (spans are written in batches): asking again; meanwhile, the host's recent failures of it" + suffix(rep.Note)
+		default:
+			rep.Note = "the trace file's newest part does not hold this record (written over a minute ago, it may be older than the part read): the host's recent failures of it" + suffix(rep.Note)
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(rep)
+}
+
+func suffix(note string) string {
+	if note == "" {
+		return ""
+	}
+	return " (" + note + ")"
 }
 
 func render(spans []tracing.Span) string {

@@ -10,9 +10,13 @@ import (
 
 // frame is what one sample sends to the page (JSON, one SSE event).
 type frame struct {
-	At        int64           `json:"at"` // Unix ms
+	At        int64           `json:"at"`      // Unix ms
+	Started   int64           `json:"started"` // when the host (its dashboard) started, Unix ms: counters count from there
 	Pipelines []pipelineFrame `json:"pipelines"`
 	Failed    []Entry         `json:"failed"` // newest first
+	Versions  []versionFrame  `json:"versions"`
+	Events    []Event         `json:"events"` // newest first
+	Hosts     *hostsFrame     `json:"hosts,omitempty"`
 }
 
 type pipelineFrame struct {
@@ -37,7 +41,6 @@ type pipelineFrame struct {
 	Partitions []partitionFrame `json:"partitions"`
 	Tiers      []tierFrame      `json:"tiers"`
 	DeadByKind map[string]int64 `json:"dead_by_kind"`
-	Deploy     *deployFrame     `json:"deploy,omitempty"`
 }
 
 type instanceCounts struct {
@@ -64,24 +67,20 @@ type tierFrame struct {
 	NextDue int64  `json:"next_due"` // the earliest of them, Unix ms (0: none)
 }
 
-type deployFrame struct {
-	Active   string    `json:"active"`
-	History  []string  `json:"history"` // earlier versions, newest first
-	Deployed time.Time `json:"deployed"`
-}
-
 // sampler turns successive views into rates. It is used by the sampling
 // goroutine only.
 type sampler struct {
 	prev   map[string]scheduler.Snapshot
 	prevAt time.Time
+	failed map[string]int64 // primary -> retried + dead-lettered, at the previous sample
+	watch  watch
 }
 
 func (s *Server) sample(sm *sampler, now time.Time) frame {
 	views := s.cfg.Source.View()
 	dt := now.Sub(sm.prevAt).Seconds()
 	next := make(map[string]scheduler.Snapshot, len(views))
-	f := frame{At: now.UnixMilli(), Failed: s.ring.newest()}
+	f := frame{At: now.UnixMilli(), Started: s.started.UnixMilli(), Failed: s.ring.newest()}
 	index := map[string]int{}
 	due := s.ring.dueSummary(now)
 	man := s.manifest()
@@ -107,13 +106,6 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 			d := due[t.Topic]
 			pf.Tiers = append(pf.Tiers, tierFrame{Topic: t.Topic, Delay: t.Delay.String(), Pending: d[0], NextDue: d[1]})
 		}
-		if ps, ok := man.Pipelines[v.Name]; ok && ps != nil {
-			d := &deployFrame{Active: ps.Active, Deployed: ps.Deployed, History: []string{}}
-			for i := len(ps.History) - 1; i >= 0 && len(d.History) < maxHistory; i-- {
-				d.History = append(d.History, ps.History[i])
-			}
-			pf.Deploy = d
-		}
 		index[v.Name] = len(f.Pipelines)
 		f.Pipelines = append(f.Pipelines, pf)
 	}
@@ -137,7 +129,23 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 			}
 		}
 	}
-	sm.prev, sm.prevAt = next, now
+	names := make([]string, len(f.Pipelines))
+	failed := make(map[string]int64, len(f.Pipelines))
+	for i, pf := range f.Pipelines {
+		names[i] = pf.Name
+		n := pf.Retried + pf.DeadLetter
+		failed[pf.Name] = n
+		d := n - sm.failed[pf.Name]
+		if sm.failed == nil || d < 0 {
+			d = 0
+		}
+		s.hist.add(pf.Name, point{At: f.At, In: float32(pf.InRate), Out: float32(pf.OutRate), Lag: pf.Lag, Failed: int32(min(d, 1<<31-1))})
+	}
+	f.Versions = s.versions(names, man)
+	s.compare(&sm.watch, f.At, views, f.Versions)
+	f.Events = s.evlog.newest()
+	f.Hosts = s.hosts(now)
+	sm.prev, sm.prevAt, sm.failed = next, now, failed
 	return f
 }
 
@@ -166,7 +174,10 @@ func partitions(pf *pipelineFrame, ps []scheduler.PartitionView, list bool) inst
 	return c
 }
 
-// run samples every interval and publishes each frame, until stop closes.
+// run samples every interval, whether a page watches or not (the history
+// and the event log are the host's, kept for the next page), keeps the
+// newest frame for a page's first response and sends it to the pages
+// connected, until stop closes.
 func (s *Server) run() {
 	defer s.wg.Done()
 	tick := time.NewTicker(s.cfg.Interval)
@@ -177,20 +188,20 @@ func (s *Server) run() {
 		case <-s.stop:
 			return
 		case now := <-tick.C:
-			if s.hub.count() == 0 {
-				// Nobody watches: no sampling. Rates start again from the
-				// next sample.
-				sm = sampler{}
-				s.hub.forget()
-				continue
-			}
-			s.publish(&sm, now)
+			s.tick(&sm, now)
 		}
 	}
 }
 
-func (s *Server) publish(sm *sampler, now time.Time) {
-	b, err := json.Marshal(s.sample(sm, now))
+func (s *Server) tick(sm *sampler, now time.Time) {
+	f := s.sample(sm, now)
+	s.last.Store(&f)
+	if s.hub.count() == 0 {
+		// Nobody watches: nothing encoded, and no stale frame for the next.
+		s.hub.forget()
+		return
+	}
+	b, err := json.Marshal(f)
 	if err != nil {
 		s.cfg.Log.Error("dashboard: encoding a sample", "err", err)
 		return
