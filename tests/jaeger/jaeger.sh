@@ -85,6 +85,10 @@ prepare_slim_source() {
     upstream="$(cd "$TOOL_DIR" && GOWORK=off go mod download -json "$JAEGER_MODULE@$JAEGER_VERSION" |
         sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
     [[ -n "$upstream" && -d "$upstream" ]] || die "go mod download $JAEGER_MODULE@$JAEGER_VERSION gave no source directory"
+    local files
+    files="$(cd "$SLIM_DIR" && find . -name '*.go' -type f | sed 's|^\./||' | LC_ALL=C sort)"
+    [[ "$files" == "$(awk '{ print $2 }' "$SLIM_DIR/upstream.sha256" | LC_ALL=C sort)" ]] ||
+        die "$SLIM_DIR/upstream.sha256 must list exactly the upstream files that $SLIM_DIR/**/*.go replace"
     (cd "$upstream" && sha256sum --quiet -c "$SLIM_DIR/upstream.sha256") >&2 ||
         die "the upstream files that $SLIM_DIR replaces differ from $SLIM_DIR/upstream.sha256 (a new Jaeger version?): review each replacement against the new upstream file, then refresh upstream.sha256 (see $TOOL_DIR/README.md)"
     rm -rf "$SRC_DIR"
@@ -95,7 +99,7 @@ prepare_slim_source() {
     while IFS= read -r f; do
         [[ -f "$SRC_DIR/$f" ]] || die "$SLIM_DIR/$f replaces no file of Jaeger $JAEGER_VERSION"
         cp "$SLIM_DIR/$f" "$SRC_DIR/$f"
-    done < <(cd "$SLIM_DIR" && find . -name '*.go' -type f | sed 's|^\./||' | LC_ALL=C sort)
+    done <<<"$files"
     # A workspace of tests/tools/jaeger alone, with Jaeger's module replaced by
     # the slim tree: the same go.mod/go.sum pins every other module.
     local gover
@@ -158,6 +162,9 @@ cmd_build() {
     fi
     mv -f "$tmp" "$JAEGER_BIN"
     build_fingerprint >"$BUILD_MARKER"
+    # The slim tree is only needed to build (kept after a failed build, to
+    # look at); -trimpath keeps its path out of the Go build cache's keys.
+    rm -rf "$SRC_DIR" "$WORK_FILE" "$WORK_FILE.sum"
     exec 9>&-
     say "built $JAEGER_BIN ($(du -h "$JAEGER_BIN" | cut -f1)) in $(( $(now) - t0 ))s"
 }
