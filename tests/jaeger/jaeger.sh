@@ -137,7 +137,7 @@ cmd_build() {
     local t0 tmp
     t0="$(now)"
     tmp="$JAEGER_BIN.tmp.$$"
-    say "building Jaeger $JAEGER_VERSION (slim: $SLIM_DIR) from source (~4 min the first time on 2 cores; fast once the Go build cache is warm), log $BUILD_LOG"
+    say "building Jaeger $JAEGER_VERSION (slim: $SLIM_DIR) from source (minutes the first time on 2 cores; fast once the Go build cache is warm), log $BUILD_LOG"
     prepare_slim_source
     # -mod=readonly: build exactly what tests/tools/jaeger/go.mod pins, never
     # edit it. CGO_ENABLED=0: nothing here needs C, and a cold cache then
