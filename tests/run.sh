@@ -3,8 +3,9 @@
 # missing, builds the example processors, starts a real Kafka broker
 # (tests/kafka/kafka.sh) and, for the test run, a secured broker, a 3-node
 # cluster behind a fault proxy for the fault tests (tests/kafka/cluster.sh),
-# and a real Jaeger built from source (tests/jaeger/jaeger.sh; ~15 min the
-# first time on a new machine, in the background while the first steps run) —
+# and a real Jaeger built from source (tests/jaeger/jaeger.sh: slimmed to the
+# OTLP receiver, memory storage and query API, a few minutes the first time on
+# a new machine, in the background while the first steps run) —
 # the run fails if any cannot start — runs every test under the race
 # detector, stops them, and prints the time each step took.
 #
@@ -92,9 +93,10 @@ install_prereqs() {
 step "installing what the tests need"
 install_prereqs
 if [[ "$mode" == test ]]; then
-    # Jaeger is built from source (~15 min on a new machine, seconds once
-    # built): in the background from here, so the build overlaps the steps
-    # below; "starting a real Jaeger" waits for it and fails if it failed.
+    # Jaeger is built from source (slim, tests/tools/jaeger/README.md: a few
+    # minutes on a new machine, seconds once built): in the background from
+    # here, so the build overlaps the steps below; "starting a real Jaeger"
+    # waits for it and fails if it failed.
     mkdir -p /tmp/wasmstream-jaeger-build
     bash tests/jaeger/jaeger.sh build >/tmp/wasmstream-jaeger-build/build.log 2>&1 &
     jaeger_build=$!

@@ -2,10 +2,13 @@
 # Build Jaeger (v2, the OpenTelemetry-collector based all-in-one binary) from
 # source and run it as a plain process on 127.0.0.1 with in-memory storage, as
 # the trace backend for tests. The Jaeger version is pinned by the separate Go
-# module in tests/tools/jaeger (see the README.md there).
+# module in tests/tools/jaeger; the build is slimmed to the components the
+# tests use (OTLP receiver, memory storage, query API) by the replacement
+# files in tests/tools/jaeger/slim (see the README.md there).
 #
 #   jaeger.sh build    binary -> $WASMSTREAM_CACHE/jaeger/jaeger-<version>
-#                      (no-op when already built from the same go.mod/go.sum)
+#                      (no-op when already built from the same go.mod/go.sum
+#                      and slim files)
 #   jaeger.sh start    build if needed, write the config, start, wait until the
 #                      query API and the OTLP ports answer; prints
 #                      JAEGER_QUERY=http://127.0.0.1:<port>
@@ -20,7 +23,9 @@ set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TOOL_DIR="$(cd "$SCRIPT_DIR/../tools/jaeger" && pwd)"
-TOOL_PKG="github.com/jaegertracing/jaeger/cmd/jaeger"
+SLIM_DIR="$TOOL_DIR/slim"
+JAEGER_MODULE="github.com/jaegertracing/jaeger"
+TOOL_PKG="$JAEGER_MODULE/cmd/jaeger"
 
 CACHE_ROOT="${WASMSTREAM_CACHE:-$HOME/.cache/wasmstream}"
 BIN_DIR="$CACHE_ROOT/jaeger"
@@ -58,12 +63,55 @@ JAEGER_VERSION="$(jaeger_version)"
 JAEGER_BIN="$BIN_DIR/jaeger-$JAEGER_VERSION"
 BUILD_MARKER="$JAEGER_BIN.fingerprint"
 BUILD_LOG="$BIN_DIR/build-$JAEGER_VERSION.log"
+SRC_DIR="$BIN_DIR/src-$JAEGER_VERSION"
+WORK_FILE="$BIN_DIR/go-$JAEGER_VERSION.work"
 
-# A fingerprint of what the binary was built from: the version and the module
-# files (a changed go.sum, e.g. a bumped dependency, also triggers a rebuild).
+# A fingerprint of what the binary was built from: the version, the module
+# files (a changed go.sum, e.g. a bumped dependency, also triggers a rebuild)
+# and the slim replacement files (names and contents).
 build_fingerprint() {
     printf '%s\n' "$JAEGER_VERSION"
     sha256sum "$TOOL_DIR/go.mod" "$TOOL_DIR/go.sum" | cut -d' ' -f1
+    (cd "$SLIM_DIR" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+}
+
+# The slim source tree: Jaeger's own module source (from the module cache, as
+# go.sum verifies it) copied to $SRC_DIR, with each file of $SLIM_DIR/*.go
+# written over the upstream file at the same path. upstream.sha256 pins the
+# upstream files being replaced: if a Jaeger bump changed one, the build stops
+# here instead of silently dropping upstream's change.
+prepare_slim_source() {
+    local upstream
+    upstream="$(cd "$TOOL_DIR" && GOWORK=off go mod download -json "$JAEGER_MODULE@$JAEGER_VERSION" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    [[ -n "$upstream" && -d "$upstream" ]] || die "go mod download $JAEGER_MODULE@$JAEGER_VERSION gave no source directory"
+    local files
+    files="$(cd "$SLIM_DIR" && find . -name '*.go' -type f | sed 's|^\./||' | LC_ALL=C sort)"
+    [[ "$files" == "$(awk '{ print $2 }' "$SLIM_DIR/upstream.sha256" | LC_ALL=C sort)" ]] ||
+        die "$SLIM_DIR/upstream.sha256 must list exactly the upstream files that $SLIM_DIR/**/*.go replace"
+    (cd "$upstream" && sha256sum --quiet -c "$SLIM_DIR/upstream.sha256") >&2 ||
+        die "the upstream files that $SLIM_DIR replaces differ from $SLIM_DIR/upstream.sha256 (a new Jaeger version?): review each replacement against the new upstream file, then refresh upstream.sha256 (see $TOOL_DIR/README.md)"
+    rm -rf "$SRC_DIR"
+    mkdir -p "$(dirname "$SRC_DIR")"
+    cp -R "$upstream" "$SRC_DIR"
+    chmod -R u+w "$SRC_DIR"
+    local f
+    while IFS= read -r f; do
+        [[ -f "$SRC_DIR/$f" ]] || die "$SLIM_DIR/$f replaces no file of Jaeger $JAEGER_VERSION"
+        cp "$SLIM_DIR/$f" "$SRC_DIR/$f"
+    done <<<"$files"
+    # A workspace of tests/tools/jaeger alone, with Jaeger's module replaced by
+    # the slim tree: the same go.mod/go.sum pins every other module.
+    local gover
+    gover="$(awk '$1 == "go" { print $2; exit }' "$TOOL_DIR/go.mod")"
+    cat >"$WORK_FILE" <<EOW
+go $gover
+
+use $TOOL_DIR
+
+replace $JAEGER_MODULE $JAEGER_VERSION => $SRC_DIR
+EOW
+    rm -f "$WORK_FILE.sum"
 }
 
 built() {
@@ -89,12 +137,14 @@ cmd_build() {
     local t0 tmp
     t0="$(now)"
     tmp="$JAEGER_BIN.tmp.$$"
-    say "building Jaeger $JAEGER_VERSION from source (~12 min the first time on 2 cores; fast once the Go build cache is warm), log $BUILD_LOG"
-    # GOWORK=off and -mod=readonly: build exactly what tests/tools/jaeger/go.mod
-    # pins, never edit it. The build runs in the background so a heartbeat can
-    # keep CI logs alive during the long cold build.
-    (cd "$TOOL_DIR" && GOWORK=off exec go build -mod=readonly -trimpath -o "$tmp" "$TOOL_PKG") \
-        >"$BUILD_LOG" 2>&1 &
+    say "building Jaeger $JAEGER_VERSION (slim: $SLIM_DIR) from source (minutes the first time on 2 cores; fast once the Go build cache is warm), log $BUILD_LOG"
+    prepare_slim_source
+    # -mod=readonly: build exactly what tests/tools/jaeger/go.mod pins, never
+    # edit it. CGO_ENABLED=0: nothing here needs C, and a cold cache then
+    # compiles no cgo. The build runs in the background so a heartbeat can keep
+    # CI logs alive during the cold build.
+    (cd "$TOOL_DIR" && GOWORK="$WORK_FILE" CGO_ENABLED=0 exec go build -mod=readonly -trimpath \
+        -ldflags='-s -w' -o "$tmp" "$TOOL_PKG") >"$BUILD_LOG" 2>&1 &
     local bpid=$! rc=0 next=$(( t0 + 60 ))
     while kill -0 "$bpid" 2>/dev/null; do
         if (( $(now) >= next )); then
@@ -112,6 +162,9 @@ cmd_build() {
     fi
     mv -f "$tmp" "$JAEGER_BIN"
     build_fingerprint >"$BUILD_MARKER"
+    # The slim tree is only needed to build (kept after a failed build, to
+    # look at); -trimpath keeps its path out of the Go build cache's keys.
+    rm -rf "$SRC_DIR" "$WORK_FILE" "$WORK_FILE.sum"
     exec 9>&-
     say "built $JAEGER_BIN ($(du -h "$JAEGER_BIN" | cut -f1)) in $(( $(now) - t0 ))s"
 }
