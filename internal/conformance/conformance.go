@@ -328,42 +328,50 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// heldOp is one HTTP request of the guest, held until the kit delivers its
+// HeldOp is one HTTP request of the guest, held until the kit delivers its
 // answer.
-type heldOp struct {
-	req  abi.HTTPRequest
+type HeldOp struct {
+	Req  abi.HTTPRequest
 	done func([]byte)
 	once sync.Once
 }
 
-func (op *heldOp) complete(result []byte) { op.once.Do(func() { op.done(result) }) }
-
-// fakeHTTP replaces the host's HTTP operation: it records each request and
-// completes it only when the kit says so, so that the kit chooses the order
-// in which completions reach the guest.
-type fakeHTTP struct {
-	mu  sync.Mutex
-	ops []*heldOp
+// Method is the request's method ("" is GET).
+func (op *HeldOp) Method() string {
+	if op.Req.Method == "" {
+		return "GET"
+	}
+	return op.Req.Method
 }
 
-func (f *fakeHTTP) Start(ctx context.Context, req []byte, done func([]byte)) (string, error) {
+func (op *HeldOp) Complete(result []byte) { op.once.Do(func() { op.done(result) }) }
+
+// FakeHTTP replaces the host's HTTP operation: it records each request and
+// completes it only when the kit says so, so that the kit chooses the order
+// in which completions reach the guest.
+type FakeHTTP struct {
+	mu  sync.Mutex
+	ops []*HeldOp
+}
+
+func (f *FakeHTTP) Start(ctx context.Context, req []byte, done func([]byte)) (string, error) {
 	r, err := abi.DecodeHTTPRequest(slices.Clone(req))
 	if err != nil {
 		return "", err
 	}
-	op := &heldOp{req: r, done: done}
+	op := &HeldOp{Req: r, done: done}
 	f.mu.Lock()
 	f.ops = append(f.ops, op)
 	f.mu.Unlock()
 	go func() { // the host requires done also when the record ends first
 		<-ctx.Done()
-		op.complete(abi.AppendCompletionError(nil, abi.CompletionCanceled, "canceled: "+ctx.Err().Error()))
+		op.Complete(abi.AppendCompletionError(nil, abi.CompletionCanceled, "canceled: "+ctx.Err().Error()))
 	}()
-	return r.Method + " " + r.URL, nil
+	return op.Method() + " " + r.URL, nil
 }
 
 // take returns the requests started since the last take.
-func (f *fakeHTTP) take() []*heldOp {
+func (f *FakeHTTP) Take() []*HeldOp {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ops := f.ops
@@ -373,8 +381,8 @@ func (f *fakeHTTP) take() []*heldOp {
 
 // answer is what the kit's lookup service answers op, and a complaint
 // about the request, if any.
-func answer(op *heldOp, rec *abi.Record) ([]byte, string) {
-	key, err := lookupKey(op.req.URL)
+func answer(op *HeldOp, rec *abi.Record) ([]byte, string) {
+	key, err := lookupKey(op.Req.URL)
 	if err != nil {
 		return abi.AppendCompletionError(nil, abi.CompletionError, err.Error()), err.Error()
 	}
@@ -382,12 +390,12 @@ func answer(op *heldOp, rec *abi.Record) ([]byte, string) {
 	if key != string(rec.Key) {
 		complaint = append(complaint, fmt.Sprintf("asked for key %q, the record's is %q", key, rec.Key))
 	}
-	if op.req.Method != "" && op.req.Method != "GET" {
-		complaint = append(complaint, "method "+op.req.Method+", want GET")
+	if op.Req.Method != "" && op.Req.Method != "GET" {
+		complaint = append(complaint, "method "+op.Req.Method+", want GET")
 	}
 	idem := fmt.Sprintf("%s/%d/%d", rec.Topic, rec.Partition, rec.Offset)
 	got := ""
-	for _, h := range op.req.Headers {
+	for _, h := range op.Req.Headers {
 		if strings.EqualFold(h.Key, "Idempotency-Key") {
 			got = string(h.Value)
 		}
@@ -400,7 +408,7 @@ func answer(op *heldOp, rec *abi.Record) ([]byte, string) {
 
 const asyncTimeout = 10 * time.Second
 
-func asyncConfig(f *fakeHTTP, timeout time.Duration) host.ModuleConfig {
+func asyncConfig(f *FakeHTTP, timeout time.Duration) host.ModuleConfig {
 	return host.ModuleConfig{Name: "conformance", Limits: host.Limits{RecordTimeout: timeout},
 		Env:   map[string]string{"LOOKUP_URL": LookupURL},
 		Async: host.AsyncConfig{Operations: map[abi.OpKind]host.Operation{abi.OpHTTP: f}}}
@@ -459,7 +467,7 @@ func permutations(n int) [][]int {
 // the order perm gives, and returns each vector's outcome and complaints
 // about the requests.
 func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, perm func(int) []int) (map[string]Outcome, []string, error) {
-	f := &fakeHTTP{}
+	f := &FakeHTTP{}
 	m, in, err := load(ctx, e, wasm, asyncConfig(f, asyncTimeout))
 	if err != nil {
 		return nil, nil, err
@@ -468,14 +476,14 @@ func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, p
 	out := map[string]Outcome{}
 	var complaints []string
 	type started struct {
-		op  *heldOp
+		op  *HeldOp
 		vec int
 	}
 	var ops []started
 	waiting := 0
 	for i := range vecs {
 		res := in.Process(ctx, &vecs[i].Record, i)
-		for _, op := range f.take() {
+		for _, op := range f.Take() {
 			ops = append(ops, started{op, i})
 		}
 		if res.Status == abi.StatusPending {
@@ -495,7 +503,7 @@ func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, p
 		if complaint != "" {
 			complaints = append(complaints, vecs[ops[j].vec].Name+": "+complaint)
 		}
-		ops[j].op.complete(res)
+		ops[j].op.Complete(res)
 		// Deliver this completion (and whatever else is due) now, so
 		// that the guest sees the completions in this order.
 		collect(in.Poll(ctx, time.Now()))
@@ -504,9 +512,9 @@ func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, p
 	// requests started in continuations are answered as they come.
 	end := time.Now().Add(asyncTimeout + time.Second)
 	for waiting > 0 && time.Now().Before(end) {
-		for _, op := range f.take() {
+		for _, op := range f.Take() {
 			res, _ := answer(op, &abi.Record{})
-			op.complete(res)
+			op.Complete(res)
 		}
 		select {
 		case <-in.Ready():
@@ -522,7 +530,7 @@ func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, p
 
 // runAsync checks the lookup example.
 func runAsync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
-	f := &fakeHTTP{}
+	f := &FakeHTTP{}
 	m, err := e.Load(ctx, wasm, asyncConfig(f, asyncTimeout))
 	r.add("load: the module fits the ABI", errString(err))
 	if err != nil {
@@ -591,7 +599,7 @@ func runAsync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r
 // (ABI.md §6, §7.1).
 func panicInContinuation(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
 	const name = "failure: a panic in a continuation is a panic or trap fault, the instance is discarded, the other waiting record is instance_lost"
-	f := &fakeHTTP{}
+	f := &FakeHTTP{}
 	m, in, err := load(ctx, e, wasm, asyncConfig(f, asyncTimeout))
 	if err != nil {
 		r.add(name, err.Error())
@@ -606,13 +614,13 @@ func panicInContinuation(ctx context.Context, e *host.Engine, wasm []byte, vecs 
 			return
 		}
 	}
-	ops := f.take()
+	ops := f.Take()
 	if len(ops) != 2 {
 		r.add(name, fmt.Sprintf("%d requests, want 2", len(ops)))
 		return
 	}
 	res, _ := answer(ops[1], &boom)
-	ops[1].complete(res)
+	ops[1].Complete(res)
 	got := map[int]host.Result{}
 	end := time.Now().Add(asyncTimeout)
 	for len(got) < 2 && time.Now().Before(end) {
@@ -644,7 +652,7 @@ func panicInContinuation(ctx context.Context, e *host.Engine, wasm []byte, vecs 
 // running), its canceled timer delivered, and the next record decided.
 func completionLeak(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
 	const name = "failure: a record never decided fails at its deadline (deadline fault), the instance lives on"
-	f := &fakeHTTP{}
+	f := &FakeHTTP{}
 	m, in, err := load(ctx, e, wasm, asyncConfig(f, time.Second))
 	if err != nil {
 		r.add(name, err.Error())
@@ -680,9 +688,9 @@ func completionLeak(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vec
 	in.Poll(ctx, time.Now())
 	plain := vecByName(vecs, "plain").Record
 	res := in.Process(ctx, &plain, 1)
-	for _, op := range f.take() {
+	for _, op := range f.Take() {
 		a, _ := answer(op, &plain)
-		op.complete(a)
+		op.Complete(a)
 	}
 	if res.Status == abi.StatusPending {
 		end := time.Now().Add(5 * time.Second)
