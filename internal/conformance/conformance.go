@@ -22,9 +22,11 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -152,21 +154,106 @@ func (o Outcome) kindOf() string {
 	return "status " + o.Status.String()
 }
 
-// Run checks the module wasm against the example's specification. The
-// error is for a run that could not start (an unknown example); a module
-// that does not load is a failed check.
+// Options says what a module is checked against besides the ABI.
+type Options struct {
+	// Example is the example the module implements ("": none).
+	Example string
+	// Cases are the user's records with their expectations (a vectors
+	// file, ReadCases); File names it in the report.
+	Cases []Case
+	File  string
+	// Env is the module's environment in the ABI checks and the user's
+	// records (the examples' own checks set theirs).
+	Env map[string]string
+	// State and Keep, when set, give the user's records state that carries
+	// from record to record (CaseRunner); otherwise the state_* functions
+	// answer no_state.
+	State func() host.State
+	Keep  func(st host.State, offset int64) []abi.Output
+}
+
+// Run checks the module wasm against the ABI and the example's
+// specification. The error is for a run that could not start (an unknown
+// example); a module that does not load is a failed check.
 func Run(ctx context.Context, e *host.Engine, wasm []byte, example string) (*Report, error) {
-	vecs, err := VectorsOf(example)
-	if err != nil {
-		return nil, err
+	return CheckModule(ctx, e, wasm, Options{Example: example})
+}
+
+// CheckModule runs the ABI checks every module must pass (abichecks.go), then
+// the example's vectors (opt.Example) and the user's records (opt.Cases).
+func CheckModule(ctx context.Context, e *host.Engine, wasm []byte, opt Options) (*Report, error) {
+	var vecs []Vector
+	if opt.Example != "" {
+		var err error
+		if vecs, err = VectorsOf(opt.Example); err != nil {
+			return nil, err
+		}
 	}
-	r := &Report{Example: example, Outcomes: map[string]Outcome{}}
-	if example == "lookup" {
+	name := "abi"
+	if opt.Example != "" {
+		name += " + " + opt.Example
+	}
+	if len(opt.Cases) > 0 {
+		name += " + " + cmp.Or(opt.File, "vectors")
+	}
+	r := &Report{Example: name, Outcomes: map[string]Outcome{}}
+	env := opt.Env
+	if opt.Example == "lookup" && env["LOOKUP_URL"] == "" {
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		env["LOOKUP_URL"] = LookupURL // the example's own setting
+	}
+	if !abiChecks(ctx, e, wasm, env, r) {
+		return r, nil
+	}
+	switch opt.Example {
+	case "":
+	case "lookup":
 		runAsync(ctx, e, wasm, vecs, r)
-	} else {
-		runSync(ctx, e, wasm, vecs, expectationOf(example), r)
+	default:
+		runSync(ctx, e, wasm, vecs, expectationOf(opt.Example), r)
+	}
+	if len(opt.Cases) > 0 {
+		runUserCases(ctx, e, wasm, opt, r)
 	}
 	return r, nil
+}
+
+// runUserCases runs the user's records in order on one instance, each HTTP
+// request answered from the record's "http" list, and checks each
+// expectation.
+func runUserCases(ctx context.Context, e *host.Engine, wasm []byte, opt Options, r *Report) {
+	f := &FakeHTTP{}
+	m, err := e.Load(ctx, wasm, abiConfig(opt.Env, f, host.Limits{}))
+	if err != nil {
+		r.add("vectors: load", err.Error())
+		return
+	}
+	defer m.Close(ctx)
+	run := &CaseRunner{Engine: e, Module: m, Fake: f, State: opt.State, Keep: opt.Keep}
+	defer run.Close(ctx)
+	for i := range opt.Cases {
+		c := opt.Cases[i]
+		if c.Record.Topic == "" {
+			c.Record.Topic = "in"
+		}
+		name := "vectors: " + c.Name
+		if c.Line > 0 && c.Name != fmt.Sprintf("line %d", c.Line) {
+			name += fmt.Sprintf(" (line %d)", c.Line)
+		}
+		res, err := run.Run(ctx, &c, i)
+		if err != nil {
+			r.add(name, "no instance: "+err.Error())
+			continue
+		}
+		if c.Expect == nil {
+			r.addNote(name, "", res.describe()+"; no expectation")
+			continue
+		}
+		r.addNote(name, strings.Join(c.Expect.Check(res.Decision), "; "), res.describe())
+	}
 }
 
 func load(ctx context.Context, e *host.Engine, wasm []byte, cfg host.ModuleConfig) (*host.Module, *host.Instance, error) {
@@ -188,11 +275,11 @@ func closeAll(ctx context.Context, m *host.Module, in *host.Instance) {
 }
 
 // runSync runs the vectors through one instance twice (the second round
-// reuses whatever the guest kept), then the failure vectors.
+// reuses whatever the guest kept).
 func runSync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, expect func(Vector) want, r *Report) {
 	m, in, err := load(ctx, e, wasm, host.ModuleConfig{Name: "conformance"})
-	r.add("load: the module fits the ABI", errString(err))
 	if err != nil {
+		r.add("load", err.Error())
 		return
 	}
 	defer func() { closeAll(ctx, m, in) }()
@@ -217,92 +304,6 @@ func runSync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, ex
 		}
 		r.add("vector "+v.Name, detail)
 	}
-	emitOverLimit(ctx, e, wasm, vecs, expect, r)
-	outOfMemory(ctx, e, wasm, m.Info().MemoryMin, vecs, expect, r)
-}
-
-// outOfMemory: with limits.memory_pages three pages (192 KiB) above what
-// the module declares, the 210 KiB record cannot be held; memory.grow
-// fails inside the guest. The record must fail — the guest's own failure,
-// or an oom, trap or panic fault (ABI.md §6: how a runtime reports
-// exhaustion differs) — with nothing emitted, and the instance, or its
-// replacement after a fault, must process the next record correctly.
-func outOfMemory(ctx context.Context, e *host.Engine, wasm []byte, minPages uint32, vecs []Vector, expect func(Vector) want, r *Report) {
-	const name = "failure: memory exhausted under limits.memory_pages fails the record (failure, or an oom, trap or panic fault); the next record is processed"
-	large, plain := vecByName(vecs, "large-210KiB"), vecByName(vecs, "plain")
-	// The smallest limit (in steps above the declared minimum) at which
-	// an instance starts and processes a small record: a runtime may need
-	// more than it declares to start (Go's does).
-	var m *host.Module
-	var in *host.Instance
-	var err error
-	pages := minPages + 3
-	for ; pages <= minPages+256; pages += max(3, (pages-minPages)/2) {
-		if m, in, err = load(ctx, e, wasm, host.ModuleConfig{Name: "conformance", Limits: host.Limits{MemoryPages: pages}}); err != nil {
-			continue
-		}
-		if o := outcomeOf(in.Process(ctx, &plain.Record, nil)); o.Status == abi.StatusOK && !in.Dead() {
-			break
-		}
-		closeAll(ctx, m, in)
-		m, in = nil, nil
-	}
-	if m == nil {
-		r.add(name, fmt.Sprintf("no limit up to %d pages above the declared minimum lets an instance start and process a small record: %v", pages-minPages, err))
-		return
-	}
-	defer func() { closeAll(ctx, m, in) }()
-	large.Record.Value = append(slices.Clone(large.Record.Value), " keep"...)
-	o := outcomeOf(in.Process(ctx, &large.Record, nil))
-	if o.Status == abi.StatusOK {
-		r.add(name, fmt.Sprintf("the record succeeded within %d pages: it cannot have held it", pages))
-		return
-	}
-	if msg := wantFailureOrFault([]abi.Status{abi.StatusRetry, abi.StatusFail}, host.FaultOOM, host.FaultTrap, host.FaultPanic)(o); msg != "" {
-		r.add(name, msg)
-		return
-	}
-	note := fmt.Sprintf("%s at %d pages", o.kindOf(), pages)
-	if in.Dead() {
-		if in, err = m.NewInstance(ctx); err != nil {
-			r.add(name, "no new instance after the fault: "+err.Error())
-			return
-		}
-		note += ", on a new instance after it"
-	}
-	r.addNote(name, prefix("the next record: ", expect(plain)(outcomeOf(in.Process(ctx, &plain.Record, nil)))), note)
-}
-
-// emitOverLimit: an output over limits.max_output_bytes is refused (emit
-// answers -5); the guest must fail the record itself (retry or fail, not a
-// fault) and the instance must go on.
-func emitOverLimit(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, expect func(Vector) want, r *Report) {
-	const name = "failure: emit refused by limits.max_output_bytes (64 KiB) fails the record, the instance lives on"
-	m, in, err := load(ctx, e, wasm, host.ModuleConfig{Name: "conformance", Limits: host.Limits{MaxOutputBytes: 64 << 10}})
-	if err != nil {
-		r.add(name, err.Error())
-		return
-	}
-	defer func() { closeAll(ctx, m, in) }()
-	plain := vecByName(vecs, "plain")
-	// The 210 KiB record, with the word the filter keeps: every example
-	// emits it whole.
-	large := vecByName(vecs, "large-210KiB")
-	large.Record.Value = append(slices.Clone(large.Record.Value), " keep"...)
-	if expect(large)(Outcome{Status: abi.StatusOK}) == "" {
-		r.add(name, "the kit's record would emit nothing: nothing to refuse")
-		return
-	}
-	o := outcomeOf(in.Process(ctx, &large.Record, nil))
-	if msg := wantFailure(abi.StatusRetry, abi.StatusFail)(o); msg != "" {
-		r.add(name, msg)
-		return
-	}
-	if in.Dead() {
-		r.add(name, "the instance was discarded")
-		return
-	}
-	r.addNote(name, prefix("the next record: ", expect(plain)(outcomeOf(in.Process(ctx, &plain.Record, nil)))), o.kindOf())
 }
 
 func vecByName(vecs []Vector, name string) Vector {
@@ -408,6 +409,8 @@ func answer(op *HeldOp, rec *abi.Record) ([]byte, string) {
 
 const asyncTimeout = 10 * time.Second
 
+func lookupConfig(f *FakeHTTP) host.ModuleConfig { return asyncConfig(f, asyncTimeout) }
+
 func asyncConfig(f *FakeHTTP, timeout time.Duration) host.ModuleConfig {
 	return host.ModuleConfig{Name: "conformance", Limits: host.Limits{RecordTimeout: timeout},
 		Env:   map[string]string{"LOOKUP_URL": LookupURL},
@@ -463,12 +466,14 @@ func permutations(n int) [][]int {
 	return out
 }
 
-// asyncRun processes vecs on a fresh instance, completes their requests in
-// the order perm gives, and returns each vector's outcome and complaints
+// asyncRun processes vecs on a fresh instance of the module as cfg loads
+// it, completes their requests with answer in the order perm gives, and
+// returns each vector's outcome and complaints
 // about the requests.
-func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, perm func(int) []int) (map[string]Outcome, []string, error) {
+func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, perm func(int) []int,
+	cfg func(*FakeHTTP) host.ModuleConfig, answer func(*HeldOp, *abi.Record) ([]byte, string)) (map[string]Outcome, []string, error) {
 	f := &FakeHTTP{}
-	m, in, err := load(ctx, e, wasm, asyncConfig(f, asyncTimeout))
+	m, in, err := load(ctx, e, wasm, cfg(f))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -532,8 +537,8 @@ func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, p
 func runAsync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
 	f := &FakeHTTP{}
 	m, err := e.Load(ctx, wasm, asyncConfig(f, asyncTimeout))
-	r.add("load: the module fits the ABI", errString(err))
 	if err != nil {
+		r.add("load with LOOKUP_URL", err.Error())
 		return
 	}
 	async := m.Info().Async
@@ -544,7 +549,7 @@ func runAsync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r
 	}
 	byOrder := map[string]map[string]Outcome{}
 	for _, o := range orders {
-		out, complaints, err := asyncRun(ctx, e, wasm, vecs, o.perm)
+		out, complaints, err := asyncRun(ctx, e, wasm, vecs, o.perm, lookupConfig, answer)
 		if err != nil {
 			complaints = append(complaints, err.Error())
 		}
@@ -577,7 +582,7 @@ func runAsync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r
 				return orders[0].perm(n)
 			}
 			return p
-		})
+		}, lookupConfig, answer)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("order %v: %v", p, err))
 			continue
