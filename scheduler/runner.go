@@ -43,11 +43,11 @@ type Runner struct {
 	failed    chan error // a pipeline's unrecoverable error (buffered, first one)
 }
 
-// newEngine creates the host's engine with its compile cache
+// NewEngine creates the host's engine with its compile cache
 // (host.compile_cache_dir). The default directory (auto) is a convenience:
 // if it cannot be used the host compiles in memory and says why; a
 // directory set explicitly must be usable.
-func newEngine(cfg *config.Config, log *slog.Logger) (*host.Engine, error) {
+func NewEngine(cfg *config.Config, log *slog.Logger) (*host.Engine, error) {
 	dir, auto, err := cfg.CompileCacheDir()
 	if err == nil {
 		var e *host.Engine
@@ -73,7 +73,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 			r.close(context.Background())
 		}
 	}()
-	r.engine, err = newEngine(cfg, log)
+	r.engine, err = NewEngine(cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	if *attempt < 1 {
 		return bad(fmt.Errorf("--attempt %d: want 1 or more", *attempt))
 	}
-	pc, err := testPipeline(*cfgPath, *pipeline, modPath)
+	cfg, pc, err := testPipeline(*cfgPath, *pipeline, modPath)
 	if err != nil {
 		return bad(err)
 	}
@@ -158,8 +158,10 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	}
 
 	ctx := context.Background()
-	// Guest log lines go to stderr, quoted by the text handler.
-	e, err := host.NewEngine("", slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	// Guest log lines go to stderr, quoted by the text handler. Compiled
+	// modules are kept as the host keeps them (host.compile_cache_dir), so
+	// that a second run of the same module starts at once.
+	e, err := scheduler.NewEngine(cfg, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
 		return bad(err)
 	}
@@ -246,39 +248,40 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 
 // testPipeline is the pipeline MODULE runs as: the config's (named, or the
 // one whose module is MODULE, or its only one), or the defaults.
-func testPipeline(cfgPath, name, modPath string) (*config.Pipeline, error) {
+func testPipeline(cfgPath, name, modPath string) (*config.Config, *config.Pipeline, error) {
 	if cfgPath == "" {
 		if name != "" {
-			return nil, errors.New("--pipeline needs --config")
+			return nil, nil, errors.New("--pipeline needs --config")
 		}
+		cfg := config.Defaults()
 		pc := config.PipelineDefaults()
 		pc.Name, pc.Inputs = "test", []string{"in"}
-		return &pc, nil
+		return &cfg, &pc, nil
 	}
 	cfg, err := config.Load(cfgPath, os.Environ(), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var names []string
 	for i := range cfg.Pipelines {
 		names = append(names, cfg.Pipelines[i].Name)
 		if name != "" && cfg.Pipelines[i].Name == name {
-			return &cfg.Pipelines[i], nil
+			return cfg, &cfg.Pipelines[i], nil
 		}
 	}
 	if name != "" {
-		return nil, fmt.Errorf("--pipeline %q: %s has %s", name, cfgPath, strings.Join(names, ", "))
+		return nil, nil, fmt.Errorf("--pipeline %q: %s has %s", name, cfgPath, strings.Join(names, ", "))
 	}
 	if len(cfg.Pipelines) == 1 {
-		return &cfg.Pipelines[0], nil
+		return cfg, &cfg.Pipelines[0], nil
 	}
 	abs, _ := filepath.Abs(modPath)
 	for i := range cfg.Pipelines {
 		if pa, _ := filepath.Abs(cfg.ModulePath(&cfg.Pipelines[i])); pa == abs {
-			return &cfg.Pipelines[i], nil
+			return cfg, &cfg.Pipelines[i], nil
 		}
 	}
-	return nil, fmt.Errorf("%s has %d pipelines and none runs %s: name one with --pipeline (%s)", cfgPath, len(cfg.Pipelines), modPath, strings.Join(names, ", "))
+	return nil, nil, fmt.Errorf("%s has %d pipelines and none runs %s: name one with --pipeline (%s)", cfgPath, len(cfg.Pipelines), modPath, strings.Join(names, ", "))
 }
 
 // attemptObserver hands the guest's calls and operations to the record's
