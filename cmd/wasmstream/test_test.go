@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -133,4 +134,30 @@ pipelines:
 			t.Errorf("%v: code %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
 		}
 	}
+}
+
+// wasmstream conformance on a module of one's own: the ABI checks pass
+// without --example, a vectors file adds its records, a bad one is exit 2
+// naming its line.
+func TestConformanceCustomModule(t *testing.T) {
+	dir := t.TempDir()
+	drop := writeFile(t, dir, "drop.wasm", wt.Minimal(wt.I32Const(0)).Bytes()) // drops every record
+	code, out, errs := runCLI(t, "conformance", drop)
+	if code != 0 || !strings.Contains(out, "PASS  abi: record 50-headers is decided without a fault") || !regexpMatch(`abi: (\d+) of (\d+) checks passed`, out) || strings.Contains(out, "FAIL") {
+		t.Fatalf("ABI checks: code %d\n%s\n%s", code, out, errs)
+	}
+	v := writeFile(t, dir, "v.jsonl", []byte(`{"value": "x", "expect": {"outcome": "drop"}}`+"\n"+`{"value": "y", "expect": {"outcome": "ok"}}`+"\n"))
+	code, out, _ = runCLI(t, "conformance", "--quiet", "--vectors", v, drop)
+	if code != 1 || !strings.Contains(out, "FAIL  vectors: line 2: outcome: got drop, want ok") || !strings.Contains(out, " checks passed") || strings.Count(out, "FAIL") != 1 {
+		t.Errorf("vectors: code %d\n%s", code, out)
+	}
+	bad := writeFile(t, dir, "bad.jsonl", []byte("{}\n{\"key\": 1, \"value\": \n"))
+	if code, _, errs := runCLI(t, "conformance", "--vectors", bad, drop); code != 2 || !strings.Contains(errs, "bad.jsonl:2: not a record object") {
+		t.Errorf("bad vectors: code %d, %s", code, errs)
+	}
+}
+
+func regexpMatch(re, s string) bool {
+	m := regexp.MustCompile(re).FindStringSubmatch(s)
+	return m != nil && m[1] == m[2]
 }
