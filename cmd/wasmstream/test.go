@@ -55,7 +55,7 @@ difference), 2 for a module that does not load or a bad vectors file or flag.
 Flags:
 `
 
-// recordFlags collects --record and --header values.
+// listFlag collects a repeatable flag's values (--record, --header, --env).
 type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
@@ -238,7 +238,7 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		writeTestJSON(stdout, pc, results, failed)
 	} else {
-		writeTestText(stdout, pc, results, failed, fakeHTTP)
+		writeTestText(stdout, pc, results, failed)
 	}
 	if failed > 0 {
 		return 1
@@ -376,7 +376,7 @@ func outputTopic(pc *config.Pipeline, t string) string {
 	return "(the pipeline's output)"
 }
 
-func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, failed int, fake bool) {
+func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, failed int) {
 	counts := map[string]int{}
 	checked := 0
 	for _, r := range results {
@@ -422,12 +422,8 @@ func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, faile
 		for _, s := range res.Changelog {
 			fmt.Fprintf(w, "  state: %s = %s\n", show(s.Key), show(s.Value))
 		}
-		for _, q := range res.Requests {
-			how := "answered from the vectors"
-			if !fake {
-				how = "real"
-			}
-			fmt.Fprintf(w, "  http: %s (%s)\n", termsafe.Line(q), how)
+		for _, q := range res.Requests { // the fake's: real requests are in the trace
+			fmt.Fprintf(w, "  http: %s (answered from the vectors)\n", termsafe.Line(q))
 		}
 		if len(r.spans) > 0 {
 			var sb strings.Builder
