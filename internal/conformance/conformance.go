@@ -1,24 +1,31 @@
-// Package conformance is wasmstream's conformance kit: test vectors and a
-// runner that checks a processor module against the specification of one
-// of the example processors (uppercase, filter, lookup), whatever language
-// it is written in. It drives the module through the host's own instance
-// API (host.Module, host.Instance), so what it checks is what a pipeline
-// would do with the module.
+// Package conformance is wasmstream's conformance kit: checks that any
+// processor module must pass, test vectors of the example processors
+// (uppercase, filter, lookup) whatever language they are written in, and a
+// user's own records with their expectations. It drives the module through
+// the host's own instance API (host.Module, host.Instance), so what it
+// checks is what a pipeline would do with the module.
 //
-// The vectors (vectors.go) are records with null and empty keys and
-// values, binary values, a 210 KiB value, 50 headers, null header values,
-// non-ASCII text and an incoming traceparent; the expected outcome of each
-// comes from the example's specification (expect.go). Each sync example is
-// run twice over the vectors on one instance (buffers are reused); the
-// lookup example's asynchronous completions are delivered forward, in
-// reverse, interleaved, and in every order of three records, and must give
-// the same outcomes. Failures of each kind the examples can produce are
-// checked against the ABI (abi/ABI.md §3, §6, §7): a guest-reported retry
-// or failure, an emit refused by a limit, memory exhausted under the page
-// limit, a panic or abort in a continuation (the instance is discarded and the other records waiting on
-// it are lost), a completion leak caught at the deadline.
+// The ABI checks (abichecks.go) hold for every module, whatever it does:
+// the kit's records (vectors.go: null and empty keys and values, binary
+// values, a 210 KiB value, 50 headers, null header values, non-ASCII text,
+// an incoming traceparent) are each decided without a fault; an emit
+// refused by a limit and memory exhausted under the page limit fail the
+// record and the instance (or its replacement) goes on; for a module that
+// makes HTTP requests, a record never completed fails at its deadline and
+// the completions' order does not change decisions (ABI.md §3, §6, §7).
 //
-// `wasmstream conformance --example NAME module.wasm` runs it.
+// An example's checks compare each vector's outcome with the example's
+// specification (expect.go), twice on one instance; the lookup example's
+// completions are delivered forward, in reverse, interleaved and in every
+// order of three records, and its failures (a panic in a continuation, a
+// completion leak) are checked against the ABI.
+//
+// A user's records come from a vectors file (cases.go: JSON lines with
+// expectations), run by CaseRunner (runcases.go), which `wasmstream test`
+// uses too.
+//
+// `wasmstream conformance [--example NAME] [--vectors FILE] module.wasm`
+// runs it.
 package conformance
 
 import (
