@@ -43,11 +43,11 @@ type Runner struct {
 	failed    chan error // a pipeline's unrecoverable error (buffered, first one)
 }
 
-// newEngine creates the host's engine with its compile cache
+// NewEngine creates the host's engine with its compile cache
 // (host.compile_cache_dir). The default directory (auto) is a convenience:
 // if it cannot be used the host compiles in memory and says why; a
 // directory set explicitly must be usable.
-func newEngine(cfg *config.Config, log *slog.Logger) (*host.Engine, error) {
+func NewEngine(cfg *config.Config, log *slog.Logger) (*host.Engine, error) {
 	dir, auto, err := cfg.CompileCacheDir()
 	if err == nil {
 		var e *host.Engine
@@ -73,7 +73,7 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 			r.close(context.Background())
 		}
 	}()
-	r.engine, err = newEngine(cfg, log)
+	r.engine, err = NewEngine(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -185,11 +185,13 @@ func loadModule(ctx context.Context, e *host.Engine, cfg *config.Config, pc *con
 	return loadModuleBytes(ctx, e, pc, b, path, log, obs)
 }
 
-// loadModuleBytes validates and compiles wasm for the pipeline pc.
-func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b []byte, path string, log *slog.Logger, obs host.Observer) (*host.Module, error) {
-	start := time.Now()
+// ModuleConfig is how the pipeline pc runs its module: its limits, the
+// topics it may emit to, its asynchronous operations and environment, with
+// obs (nil: none) seeing its calls. `wasmstream test` runs a module the
+// same way.
+func ModuleConfig(pc *config.Pipeline, obs host.Observer) host.ModuleConfig {
 	allowed := append([]string{pc.Output}, pc.AllowedOutputs...)
-	m, err := e.Load(ctx, b, host.ModuleConfig{
+	return host.ModuleConfig{
 		Name: pc.Name,
 		Limits: host.Limits{
 			MemoryPages:       pc.Limits.MemoryPages,
@@ -215,7 +217,13 @@ func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b
 		Env:      pc.Env,
 		Observer: obs,
 		Weight:   pc.Weight,
-	})
+	}
+}
+
+// loadModuleBytes validates and compiles wasm for the pipeline pc.
+func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b []byte, path string, log *slog.Logger, obs host.Observer) (*host.Module, error) {
+	start := time.Now()
+	m, err := e.Load(ctx, b, ModuleConfig(pc, obs))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -310,3 +310,11 @@ func ReadJSONLTail(r io.Reader, maxSpans, maxBytes int) (spans []Span, skipped i
 	}
 	return spans[head:], skipped, nil
 }
+
+// NewWriter returns a tracer that writes the spans of every attempt it is
+// told to keep as JSON lines to w (as the jsonl exporter does), for a
+// command that renders them itself (`wasmstream test`). w is written from
+// the tracer's goroutine until Shutdown returns.
+func NewWriter(w io.Writer, cfg Config) *Tracer {
+	return newTracer(NewJSONLExporter(w), cfg, func() error { return nil })
+}

@@ -10,25 +10,48 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/conformance"
 	"github.com/wasmstream/wasmstream/internal/termsafe"
+	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	example := fs.String("example", "", "the example the modules implement: "+strings.Join(conformance.Examples, ", "))
+	example := fs.String("example", "", "the example the modules implement, if one: "+strings.Join(conformance.Examples, ", "))
+	vectors := fs.String("vectors", "", "your own records and expectations: a vectors file (JSON lines, as wasmstream test --file reads)")
+	var env listFlag
+	fs.Var(&env, "env", "an environment variable of the modules, K=V (repeatable)")
 	quiet := fs.Bool("quiet", false, "print only the checks that fail and the summary")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: wasmstream conformance --example NAME module.wasm...
+		fmt.Fprintf(stderr, `Usage: wasmstream conformance [--example NAME] [--vectors FILE] [--env K=V]... module.wasm...
 
-Checks each module against the conformance kit (internal/conformance): the
-example's test vectors (null and empty keys and values, binary values, a
-210 KiB value, 50 headers, null header values, non-ASCII text, an incoming
-traceparent), asynchronous completions delivered in several orders (lookup),
-and failures of each kind the example can produce, judged by the ABI. Prints
-PASS or FAIL per check; exits 1 if any module fails a check.
+Checks each module against the conformance kit (internal/conformance):
 
+  the ABI checks, for every module whatever it does: records with null and
+  empty keys and values, binary values, a 210 KiB value, 50 headers, null
+  header values, non-ASCII text and a traceparent must each be decided
+  (ok, or a retry or fail the guest reports) without a fault, twice on one
+  instance; an emit refused by limits.max_output_bytes must fail the record
+  with a status, the instance living on; memory exhausted under
+  limits.memory_pages must fail the record and the next one be decided as
+  before; for a module that makes HTTP requests (answered 200 {}), a
+  record whose requests never complete must fail at its deadline without
+  losing the instance, and completions delivered forward, in reverse and
+  interleaved must give the same decisions;
+
+  --example: the example's vectors and expected outputs, its asynchronous
+  orders (lookup) and its failures;
+
+  --vectors: your records, each with its expectation (README.md, "Testing a
+  processor on your own records"), in order on one instance, with state
+  that carries from record to record.
+
+Prints PASS or FAIL per check; exits 1 if any module fails a check, 2 for a
+bad flag or vectors file.
+
+  wasmstream conformance myproc.wasm
+  wasmstream conformance --vectors vectors.jsonl myproc.wasm
   wasmstream conformance --example uppercase plugins/examples/c-uppercase/uppercase.wasm
-  wasmstream conformance --example lookup plugins/examples/lookup/lookup.wasm
 
 Flags:
 `)
@@ -37,27 +60,62 @@ Flags:
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() == 0 || *example == "" {
+	if fs.NArg() == 0 {
 		fs.Usage()
 		return 2
 	}
-	if _, err := conformance.VectorsOf(*example); err != nil {
-		fmt.Fprintf(stderr, "wasmstream conformance: --example %q: want one of %s\n", *example, strings.Join(conformance.Examples, ", "))
-		return 2
+	opt := conformance.Options{Example: *example, File: *vectors}
+	if *example != "" {
+		if _, err := conformance.VectorsOf(*example); err != nil {
+			fmt.Fprintf(stderr, "wasmstream conformance: --example %q: want one of %s\n", *example, strings.Join(conformance.Examples, ", "))
+			return 2
+		}
+	}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			fmt.Fprintf(stderr, "wasmstream conformance: --env %q: want K=V\n", termsafe.Line(kv))
+			return 2
+		}
+		if opt.Env == nil {
+			opt.Env = map[string]string{}
+		}
+		opt.Env[k] = v
+	}
+	if *vectors != "" {
+		cases, err := conformance.ReadCases(*vectors)
+		if err != nil {
+			printErr(stderr, "wasmstream conformance", err)
+			return 2
+		}
+		opt.Cases = cases
 	}
 	return eachModule(fs.Args(), stderr, func(ctx context.Context, e *host.Engine, path string, b []byte) bool {
-		rep, err := conformance.Run(ctx, e, b, *example)
+		opt := opt
+		if len(opt.Cases) > 0 {
+			// The user's records get state of their own, empty at the
+			// start, as a stateful pipeline would give them.
+			pc := config.PipelineDefaults()
+			ls, err := scheduler.OpenLocalState(&pc)
+			if err != nil {
+				printErr(stderr, "wasmstream conformance", err)
+				return false
+			}
+			defer ls.Close()
+			opt.State, opt.Keep = ls.Begin, ls.Commit
+		}
+		rep, err := conformance.CheckModule(ctx, e, b, opt)
 		if err != nil {
 			printErr(stderr, termsafe.Line(path), err)
 			return false
 		}
-		fmt.Fprintf(stdout, "== %s (%s)\n", termsafe.Line(path), *example)
+		fmt.Fprintf(stdout, "== %s (%s)\n", termsafe.Line(path), termsafe.Line(rep.Example))
 		if *quiet {
 			failed := &conformance.Report{Example: rep.Example, Checks: rep.Failed()}
 			for _, c := range failed.Checks {
-				fmt.Fprintf(stdout, "FAIL  %s: %s\n", c.Name, termsafe.Text(c.Detail, "  "))
+				fmt.Fprintf(stdout, "FAIL  %s: %s\n", termsafe.Line(c.Name), termsafe.Text(c.Detail, "  "))
 			}
-			fmt.Fprintf(stdout, "%s: %d of %d checks passed\n", rep.Example, len(rep.Checks)-len(failed.Checks), len(rep.Checks))
+			fmt.Fprintf(stdout, "%s: %d of %d checks passed\n", termsafe.Line(rep.Example), len(rep.Checks)-len(failed.Checks), len(rep.Checks))
 		} else {
 			var sb strings.Builder
 			rep.Write(&sb)

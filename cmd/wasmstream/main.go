@@ -22,7 +22,8 @@ Commands:
   run        run the pipelines of a config file
   demo       run the config's pipelines on an embedded broker with demo input, showing the output
   validate   check that modules fit the wasmstream ABI and print what they import and export
-  conformance check a module against an example's test vectors (uppercase, filter, lookup)
+  test       run a module on your own records, in process, and check what it produces
+  conformance check a module against the ABI and an example's or your own test vectors
   init       create a processor project (Go, C, AssemblyScript or Rust) that builds as generated
   dlq        list, show and redrive dead-lettered records
   trace      print a record's path (attempts, retries, outputs) from its trace
@@ -44,6 +45,10 @@ Examples:
   # Start a processor in Go, C, AssemblyScript or Rust, build it, check it:
   wasmstream init --lang rust myproc && make -C myproc
   wasmstream conformance --example uppercase myproc/myproc.wasm
+
+  # Run a processor on your own records (no Kafka), or on a vectors file with expectations:
+  wasmstream test myproc/myproc.wasm --key k --record 'hello'
+  wasmstream test --config config.yaml myproc/myproc.wasm --file vectors.jsonl
 
   # Dead letters: inspect, then send back after fixing the processor:
   wasmstream dlq list --config config.yaml --pipeline uppercase --since 1h
@@ -83,6 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "conformance":
 		return cmdConformance(args[1:], stdout, stderr)
+	case "test":
+		return cmdTest(args[1:], stdout, stderr)
 	case "init":
 		return cmdInit(args[1:], stdout, stderr)
 	case "dlq":
