@@ -137,9 +137,9 @@ test)
     say "secured Kafka at $KAFKA_SASL_SSL_BROKERS (SASL_SSL), $KAFKA_SSL_BROKERS (SSL), CA $KAFKA_SECURE_DIR/ca.pem"
     step "benchmark smoke run (checks the harness, not speed)"
     BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/
-    go test -count=1 -run "^$" -bench . -benchtime 100x -tags integration ./host/
+    go test -count=1 -run "^$" -bench . -benchtime 1x -tags integration ./host/
     step "fuzz targets, briefly (FUZZTIME=10m bash tests/fuzz.sh for a long run)"
-    FUZZTIME="${FUZZTIME:-8s}" bash tests/fuzz.sh
+    FUZZTIME="${FUZZTIME:-5s}" bash tests/fuzz.sh
     step "cargo test: the Rust SDK and the Rust examples, on the host"
     make -s rust-test
     step "starting a real Jaeger (waits for its build; built from source the first time)"
