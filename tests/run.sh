@@ -89,6 +89,16 @@ install_prereqs() {
         { echo "tests/run.sh: node $(node --version) is too old for AssemblyScript 0.28 (needs >= 20)" >&2; exit 1; }
 }
 
+# The race detector's flags for the test run. wazero's optimizing compiler
+# (its SSA, frontend and backend passes: wasm in, machine code out, one
+# function at a time) is built without the race instrumentation: compiling
+# the Go example guests through it under the detector cost 5-8x the CPU and
+# most of the unit tests' time (RATIONALE.md, "The race detector and wazero's
+# compiler"). Everything else — wasmstream, franz-go, the rest of wazero — is
+# instrumented.
+wazevo=github.com/tetratelabs/wazero/internal/engine/wazevo
+race=(-race "-gcflags=$wazevo/backend/...=-race=false" "-gcflags=$wazevo/frontend=-race=false" "-gcflags=$wazevo/ssa/...=-race=false")
+
 step "installing what the tests need"
 install_prereqs
 if [[ "$mode" == test ]]; then
@@ -107,6 +117,9 @@ go vet ./...
 go vet -tags integration ./tests/...
 step "building the CLI and the example processors"
 make -s build plugins
+# The packages the race run links, compiled here with both cores (that run
+# takes one package at a time).
+go build "${race[@]}" -tags integration ./...
 
 # The AssemblyScript SDK: its pinned compiler from package-lock.json (npm ci;
 # the cache in ~/.npm lets a later run work offline) and its own tests, in
@@ -161,7 +174,7 @@ test)
     step "go test -race (unit tests on the in-process broker, integration tests on the real one)"
     # -p 1: packages one at a time, so the timing-sensitive integration tests
     # (latency, RSS) do not share the 2 cores with race-instrumented unit tests.
-    go test -race -count=1 -p 1 -timeout 60m -tags integration ./...
+    go test "${race[@]}" -count=1 -p 1 -timeout 60m -tags integration ./...
     ;;
 bench)
     step "benchmarks on the real broker"
