@@ -53,9 +53,10 @@ rust-plugins:
 	for c in $(RUST_EXAMPLES); do (cd plugins/examples/$$c && $(CARGO) build --quiet --release --target wasm32-wasi) || exit 1; done
 
 # cargo test of the Rust SDK and examples, on the host (no WebAssembly
-# runtime); host/rustguest_test.go runs the examples inside the host.
+# runtime); host/rustguest_test.go runs the examples inside the host. One
+# target directory for all of them: the SDK is compiled once, not per crate.
 rust-test:
-	for c in $(RUST_CRATES); do (cd $$c && $(CARGO) test --quiet) || exit 1; done
+	for c in $(RUST_CRATES); do (cd $$c && CARGO_TARGET_DIR=$(CURDIR)/.cache/rust-test $(CARGO) test --quiet) || exit 1; done
 
 # The conformance kit (internal/conformance) over every language's
 # examples, from the built modules; TestExamplesConform runs the same in the

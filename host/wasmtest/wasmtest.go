@@ -3,6 +3,7 @@
 package wasmtest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -286,6 +287,11 @@ func RepoRoot(t testing.TB) string {
 // the module bytes.
 func BuildGoGuest(t testing.TB, dir string, buildFlags ...string) []byte {
 	t.Helper()
+	return built(t, "go\x00"+dir+"\x00"+strings.Join(buildFlags, "\x00"), func() []byte { return buildGoGuest(t, dir, buildFlags...) })
+}
+
+func buildGoGuest(t testing.TB, dir string, buildFlags ...string) []byte {
+	t.Helper()
 	root := RepoRoot(t)
 	out := filepath.Join(t.TempDir(), filepath.Base(dir)+".wasm")
 	cmd := exec.Command("go", append(append([]string{"build", "-buildmode=c-shared", "-o", out}, buildFlags...), ".")...)
@@ -311,6 +317,11 @@ func BuildWat(t testing.TB, src string) []byte {
 // root) with clang for wasm32-wasi and returns the module bytes. The test
 // command installs clang, lld, wasi-libc and libclang-rt-14-dev-wasm32.
 func BuildCGuest(t testing.TB, src string) []byte {
+	t.Helper()
+	return built(t, "c\x00"+src, func() []byte { return buildCGuest(t, src) })
+}
+
+func buildCGuest(t testing.TB, src string) []byte {
 	t.Helper()
 	if _, err := exec.LookPath("clang"); err != nil {
 		t.Fatal("clang not found: C guests need clang, lld, wasi-libc and libclang-rt-14-dev-wasm32 (the test command installs them)")
@@ -369,11 +380,35 @@ func InstallASSDK(t testing.TB) string {
 // command installs them).
 func BuildASGuest(t testing.TB, entry string) []byte {
 	t.Helper()
+	return built(t, "as\x00"+entry, func() []byte { return buildASGuest(t, entry) })
+}
+
+func buildASGuest(t testing.TB, entry string) []byte {
+	t.Helper()
 	root := RepoRoot(t)
 	sdk := InstallASSDK(t)
 	out := filepath.Join(t.TempDir(), "guest.wasm")
 	cmd := exec.Command("node", filepath.Join(sdk, "build.mjs"), filepath.Join(root, entry), out)
 	return buildModule(t, cmd, "build "+entry, out)
+}
+
+// builds holds the modules this test binary built, by what was built: a
+// guest is built once per test binary however many tests take it (each
+// gets its own copy of the bytes). A failed build is not kept.
+var builds sync.Map // string -> []byte
+
+// built returns the module key names, building it with build the first time.
+func built(t testing.TB, key string, build func() []byte) []byte {
+	t.Helper()
+	if b, ok := builds.Load(key); ok {
+		return bytes.Clone(b.([]byte))
+	}
+	b := build()
+	if t.Failed() || b == nil {
+		return b
+	}
+	builds.Store(key, bytes.Clone(b))
+	return b
 }
 
 // buildModule runs cmd, a build writing a module to out, and returns the

@@ -71,6 +71,14 @@ func BenchmarkAsyncIO(b *testing.B) {
 		{"wasmstream-async", lookup, 64}, {"wasmstream-async", lookup, 256}, {"wasmstream-async", lookup, 0},
 		{"wasmstream-async-rust-guest", rustLookup, 64}, {"wasmstream-async-rust-guest", rustLookup, 256},
 	}
+	concs := []int{16, 64}
+	if smoke() {
+		rows = []struct {
+			name, module string
+			limit        int
+		}{rows[2], rows[5], rows[6]}
+		concs = concs[:1]
+	}
 	for _, row := range rows {
 		limit := row.limit
 		name, setting := fmt.Sprint(limit), fmt.Sprint(limit)
@@ -102,7 +110,7 @@ func BenchmarkAsyncIO(b *testing.B) {
 	}
 	// The peer: Confluent Parallel Consumer with as many threads as
 	// wasmstream has lookups in flight at L = 4 and 16.
-	for _, conc := range []int{16, 64} {
+	for _, conc := range concs {
 		bound := float64(conc) / ioLatency.Seconds()
 		n := min(max(int(bound*3), 400), records(), 60000)
 		in := inputEven(b, brokers, n, parts)

@@ -51,6 +51,12 @@ func records() int {
 	return 300000
 }
 
+// smoke reports whether this is the test command's smoke run (BENCH_RECORDS
+// under 25,000): it checks that every benchmark builds and runs, each on
+// fewer rows (one of each kind: the reference, wasmstream, the peer), not
+// speed. `make bench` runs every row.
+func smoke() bool { return records() < 25000 }
+
 // input creates an input topic holding n 100-byte records.
 func input(b *testing.B, brokers []string, n int) string {
 	return inputOn(b, brokers, n, partitions)
@@ -436,7 +442,11 @@ func BenchmarkCPUBound(b *testing.B) {
 	n := max(records()/15, 200)
 	hash := filepath.Join(b.TempDir(), "hash.wasm")
 	os.WriteFile(hash, wt.BuildGoGuest(b, "plugins/examples/hash"), 0o644)
-	for _, parts := range []int32{1, 4, 16} {
+	partsRows, instRows := []int32{1, 4, 16}, []string{"1", "2", "4", "auto"}
+	if smoke() {
+		partsRows, instRows = []int32{4}, []string{"1", "auto"}
+	}
+	for _, parts := range partsRows {
 		in := inputOn(b, brokers, n, parts)
 		kafkatest.CreateTopic(b, brokers, parts, in+"-ref")
 		var ref, native float64
@@ -453,7 +463,7 @@ func BenchmarkCPUBound(b *testing.B) {
 				b.ReportMetric(native/ref, "x_ref")
 			}
 		})
-		for _, inst := range []string{"1", "2", "4", "auto"} {
+		for _, inst := range instRows {
 			pool := fmt.Sprintf("instances: {min: %s, max: %s}", inst, inst)
 			if inst == "auto" {
 				pool = "instances: auto" // from 1, the host chooses
@@ -493,8 +503,12 @@ func BenchmarkRetries(b *testing.B) {
 	enrich := filepath.Join(b.TempDir(), "enrich.wasm")
 	os.WriteFile(enrich, wt.BuildGoGuest(b, "plugins/examples/enrich"), 0o644)
 	n := max(records()/60, 200)
+	pcts := []int{0, 1, 10}
+	if smoke() {
+		pcts = []int{10}
+	}
 	for _, mode := range []string{"topics", "inline"} {
-		for _, pct := range []int{0, 1, 10} {
+		for _, pct := range pcts {
 			b.Run(fmt.Sprintf("mode=%s/failing=%d%%", mode, pct), func(b *testing.B) {
 				value := func(i int) string {
 					if pct > 0 && i%100 < pct {

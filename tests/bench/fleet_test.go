@@ -34,13 +34,13 @@ func BenchmarkFleet(b *testing.B) {
 	module := filepath.Join(b.TempDir(), "uppercase.wasm")
 	os.WriteFile(module, wt.BuildGoGuest(b, "plugins/examples/uppercase"), 0o644)
 	n := records() / 2
-	sizes := []int32{12, 48, 96}
-	if n < 25000 {
-		sizes = []int32{48} // the smoke run (BENCH_RECORDS)
+	sizes, hostRows := []int32{12, 48, 96}, []int{1, 2, 3}
+	if smoke() {
+		sizes, hostRows = []int32{48}, []int{1, 2}
 	}
 	for _, parts := range sizes {
 		var one float64
-		for _, hosts := range []int{1, 2, 3} {
+		for _, hosts := range hostRows {
 			b.Run(fmt.Sprintf("partitions=%d/hosts=%d", parts, hosts), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					rate := fleetRun(b, brokers, module, n, parts, hosts)
