@@ -38,6 +38,7 @@ type Runner struct {
 	metrics   *Metrics
 	limits    topicLimits // what the brokers refuse on the topics produced to (ensureTopics)
 	loadTimes []loadTime
+	retired   retiredVersions // versions no longer running, kept a while for their metrics (versions.go)
 	started   atomic.Bool
 	stopOnce  sync.Once
 	failed    chan error // a pipeline's unrecoverable error (buffered, first one)
@@ -511,6 +512,9 @@ func (r *Runner) Deploy(ctx context.Context, pipeline string, wasm []byte) (host
 	// One version for the pipeline and its retry workers: it closes when the
 	// last instance of either is gone.
 	v := &modVersion{m: m}
+	if old := p.current(); old != nil && old.m.Info().Digest != m.Info().Digest {
+		r.retired.add(pipeline, old, false, time.Now())
+	}
 	if rp != nil {
 		v.acquire() // held until both pipelines point to v
 		rp.setModule(v)

@@ -103,7 +103,7 @@ loop:
 		return 1
 	}
 	for _, s := range r.Snapshots() {
-		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped, "transactions", s.TxnCommitted, "aborted", s.TxnAborted)
+		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "dropped", s.Dropped, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped, "transactions", s.TxnCommitted, "aborted", s.TxnAborted)
 	}
 	return 0
 }
@@ -125,7 +125,7 @@ type statusLine struct {
 
 func (l statusLine) attrs() []any {
 	a := []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
-		"done", l.Done, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
+		"done", l.Done, "dropped", l.Dropped, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
 		"instances", l.Instances, "busy", l.Busy, "borrowed", l.Borrowed, "released", l.Released, "paused", l.Paused, "skipped", l.Skipped, "transactions", l.TxnCommitted, "aborted", l.TxnAborted}
 	if l.PoolReason != "" { // instances: auto
 		a = append(a, "target_instances", l.TargetInstances, "pool_reason", l.PoolReason)
@@ -169,8 +169,8 @@ func brokerErrorsSince(prev, cur []scheduler.BrokerErrors) string {
 }
 
 func (l statusLine) String() string {
-	s := fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
-		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.Retried, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
+	s := fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · dropped %d · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
+		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.Dropped, l.Retried, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
 	if l.PoolReason != "" {
 		s += fmt.Sprintf(" · auto target %d (%s)", l.TargetInstances, l.PoolReason)
 	}

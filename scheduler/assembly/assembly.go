@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -90,7 +91,10 @@ func (h *Host) startOps(ctx context.Context) error {
 		if err := r.RegisterMetrics(meter); err != nil {
 			return err
 		}
-		dh, err := h.dashboardHandler(admin.HealthHandler(handler, r.Ready))
+		mux := http.NewServeMux()
+		mux.Handle("GET /status", scheduler.StatusHandler(r))
+		mux.Handle("/", admin.HealthHandler(handler, r.Ready))
+		dh, err := h.dashboardHandler(mux)
 		if err != nil {
 			return err
 		}
@@ -101,7 +105,7 @@ func (h *Host) startOps(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz /dashboard")
+		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz /status /dashboard")
 	}
 	if !*cfg.Admin.Enabled {
 		return nil
@@ -158,6 +162,11 @@ func (h *Host) startOps(ctx context.Context) error {
 		}
 		if err != nil {
 			return fmt.Errorf("admin.store_dir: %w", err)
+		}
+	}
+	for _, pc := range cfg.Pipelines {
+		if d, ok := store.Active(pc.Name); ok {
+			r.SetLabel(pc.Name, d, store.Label(d))
 		}
 	}
 	if h.dash != nil {
