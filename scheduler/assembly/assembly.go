@@ -261,6 +261,7 @@ func (h *Host) startOps(ctx context.Context) error {
 	overridden := map[string]string{}
 	for _, o := range h.overrides {
 		overridden[o.Pipeline] = o.Digest
+		h.log.Info("running the deployed version", "pipeline", o.Pipeline, "digest", short(o.Digest), "label", o.Label, "from", o.From)
 	}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
