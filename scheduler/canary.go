@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -84,6 +85,9 @@ func (r *Runner) SetCanary(ctx context.Context, pipeline string, wasm []byte, pe
 		return host.Info{}, err
 	}
 	v := &modVersion{m: m}
+	if old := p.canaryVersion(); old != nil && old.m.Info().Digest != m.Info().Digest {
+		r.retired.add(pipeline, old, true, time.Now())
+	}
 	c := &canary{ver: v, percent: percent, counts: counts}
 	if checkable(p) {
 		c.check = newCanaryCheck(p, v)
@@ -110,6 +114,11 @@ func (r *Runner) EndCanary(pipeline string, promote bool) bool {
 	c := p.canary.Load()
 	if c == nil {
 		return false
+	}
+	if promote {
+		r.retired.add(pipeline, p.current(), false, time.Now())
+	} else {
+		r.retired.add(pipeline, c.ver, true, time.Now())
 	}
 	c.ver.acquire()
 	for _, q := range []*Pipeline{p, rp} {
@@ -180,6 +189,8 @@ func (r *Runner) partitionCounts(ctx context.Context, topics []string) (map[stri
 // failure and by input partition ("topic/partition").
 type VersionStats struct {
 	Digest          string
+	Label           string // the version's label (deploy --label), "" for none
+	Retired         bool   // no longer running (Runner.RetiredVersions)
 	Records, Failed int64
 	Kinds           map[string]KindStats
 	Partitions      map[string]int64
@@ -211,7 +222,7 @@ func (r *Runner) Versions(pipeline string) []VersionStats {
 func (v *modVersion) stats() VersionStats {
 	kinds, parts := v.tally.snapshot()
 	failed := v.failed.Load()
-	return VersionStats{Digest: v.m.Info().Digest, Failed: failed, Records: v.records.Load(), Kinds: kinds, Partitions: parts}
+	return VersionStats{Digest: v.m.Info().Digest, Label: v.labelText(), Failed: failed, Records: v.records.Load(), Kinds: kinds, Partitions: parts}
 }
 
 // CanaryDigest is the digest and share of the pipeline's canary ("" if

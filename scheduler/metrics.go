@@ -15,7 +15,9 @@ import (
 // they read the pipelines' counters and gauges when collected, so the record
 // path pays nothing for them; the processing-latency histogram is recorded
 // per record. Labels are bounded: pipeline, topic, partition, instance slot
-// and state — never a key or an offset.
+// and state, a version's digest and label (verlabel: at most 63 characters
+// of a small alphabet; at most MaxRetiredVersions retired versions per
+// pipeline besides the running ones) — never a key or an offset.
 type Metrics struct {
 	latency     metric.Float64Histogram
 	compile     metric.Float64Histogram
@@ -55,6 +57,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		fetched   = counter("wasmstream.records.fetched", "{record}", "Records handed to partition tasks.")
 		done      = counter("wasmstream.records.done", "{record}", "Records whose outcome is durable (outputs or failure copy acknowledged).")
 		outputs   = counter("wasmstream.records.outputs", "{record}", "Output records acknowledged by the broker.")
+		dropped   = counter("wasmstream.records.dropped", "{record}", "Records the module decided ok with no output (filtered), counted when done.")
 		dead      = counter("wasmstream.records.dead_lettered", "{record}", "Records acknowledged on the dead-letter topic.")
 		retried   = counter("wasmstream.records.retried", "{record}", "Records sent to a retry topic or retried inline.")
 		skipped   = counter("wasmstream.records.skipped", "{record}", "Records skipped because a previous owner recorded them done.")
@@ -63,7 +66,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		commits   = counter("wasmstream.commits", "{commit}", "Successful offset commits.")
 		read      = counter("wasmstream.fetch.records_read", "{record}", "Records the client decoded from fetch responses; beyond wasmstream.records.fetched, records read again (a batch begun before the fetch offset, a paused partition's share of a fetch dropped).")
 		pauses    = counter("wasmstream.fetch.pauses", "{pause}", "Times a partition's fetching was paused for backpressure (a task at twice its bounds while others took records).")
-		verRecs   = counter("wasmstream.version.records", "{record}", "Records decided per module version (digest; canary true for a canary's), on this host since the version was loaded.")
+		verRecs   = counter("wasmstream.version.records", "{record}", "Records decided per module version (digest, its label from deploy --label; canary true for a canary's), on this host since the version was loaded; a version that stopped running keeps its series for 15 minutes (scheduler.RetiredVersionRetention).")
 		verFailed = counter("wasmstream.version.failed", "{record}", "Of wasmstream.version.records, those that failed (a fault or an error status).")
 		logDrop   = counter("wasmstream.guest.log.dropped", "{line}", "Guest log lines dropped over limits.log_bytes_per_second and limits.log_burst_bytes.")
 		logDropB  = counter("wasmstream.guest.log.dropped_bytes", "By", "Message bytes of the guest log lines dropped.")
@@ -113,6 +116,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 				o.ObserveInt64(fetched, s.Fetched.Load(), at)
 				o.ObserveInt64(done, s.Done.Load(), at)
 				o.ObserveInt64(outputs, s.Outputs.Load(), at)
+				o.ObserveInt64(dropped, s.Dropped.Load(), at)
 				o.ObserveInt64(dead, s.DeadLetter.Load(), at)
 				o.ObserveInt64(retried, s.Retried.Load(), at)
 				o.ObserveInt64(skipped, s.Skipped.Load(), at)
@@ -126,10 +130,10 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			o.ObserveInt64(read, p.stats.Read.Load(), metric.WithAttributes(pipe))
 			o.ObserveInt64(pauses, p.stats.Pauses.Load(), metric.WithAttributes(pipe))
 			if !p.role.isRetry() {
-				for _, v := range r.Versions(p.pc.Name) {
-					at := metric.WithAttributes(pipe, attribute.String("digest", v.Digest[:12]), attribute.Bool("canary", v.Canary))
-					o.ObserveInt64(verRecs, v.Records, at)
-					o.ObserveInt64(verFailed, v.Failed, at)
+				for k, c := range versionSeries(r.Versions(p.pc.Name), r.RetiredVersions(p.pc.Name)) {
+					at := metric.WithAttributes(pipe, attribute.String("digest", k.digest), attribute.String("label", k.label), attribute.Bool("canary", k.canary))
+					o.ObserveInt64(verRecs, c[0], at)
+					o.ObserveInt64(verFailed, c[1], at)
 				}
 			}
 			dl, db := r.engine.GuestLogDropped(p.pc.Name)
@@ -205,7 +209,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		o.ObserveInt64(hostHeld, held)
 		o.ObserveInt64(hostHeldLimit, heldMax)
 		return nil
-	}, fetched, done, outputs, dead, retried, skipped, faults, restarted, borrowed, released, commits, read, pauses, verRecs, verFailed, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
+	}, fetched, done, outputs, dropped, dead, retried, skipped, faults, restarted, borrowed, released, commits, read, pauses, verRecs, verFailed, forged, spansLost, logDrop, logDropB, inFlight, queued, committed, watermark, lag, paused, instances,
 		instRecords, instFaults, instPages, hostInst, hostInstLimit, hostInFlight, hostAsync, hostHeld, hostHeldLimit, retryBacklog, brokerErrs, stalled, poolTarget, poolReason, asyncLimit, asyncReason)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -261,4 +265,24 @@ func observeStateSet(o metric.Observer, g metric.Int64ObservableGauge, states []
 		}
 		o.ObserveInt64(g, v, metric.WithAttributes(append(attrs[:len(attrs):len(attrs)], attribute.String("reason", st))...))
 	}
+}
+
+// seriesKey is one wasmstream.version.* series of a pipeline.
+type seriesKey struct {
+	digest, label string
+	canary        bool
+}
+
+// versionSeries sums the records and failures of the running and the
+// retired versions per series: a version deployed again while its earlier
+// run is still kept (a rollback and forth) is one series, not two
+// observations of the same attributes.
+func versionSeries(running, retired []VersionStats) map[seriesKey][2]int64 {
+	out := map[seriesKey][2]int64{}
+	for _, v := range append(retired, running...) {
+		k := seriesKey{digest: v.Digest[:min(12, len(v.Digest))], label: v.Label, canary: v.Canary}
+		c := out[k]
+		out[k] = [2]int64{c[0] + v.Records, c[1] + v.Failed}
+	}
+	return out
 }

@@ -138,12 +138,13 @@ func TestMetricsUnderKnownLoad(t *testing.T) {
 		t.Errorf("host.instances %d, budget %d", sumInt(m["wasmstream.host.instances"], all), used)
 	}
 	// Bounded labels: no key, offset or instance id.
-	// digest: at most the current version and a canary's, 12 digits.
+	// digest: at most the current version and a canary's, 12 digits, and
+	// the retired ones kept (versions.go); label: a version's (verlabel).
 	// reason: fetching, producing or processing; broker and address: a node
 	// id and its address; kind:
 	// a broker error's kind (scheduler/health.go).
 	allowed := map[attribute.Key]bool{"pipeline": true, "topic": true, "partition": true, "state": true, "slot": true,
-		"from_compile_cache": true, "digest": true, "canary": true, "reason": true, "broker": true, "address": true, "kind": true}
+		"from_compile_cache": true, "digest": true, "label": true, "canary": true, "reason": true, "broker": true, "address": true, "kind": true}
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)
 	for _, sm := range rm.ScopeMetrics {

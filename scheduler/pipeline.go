@@ -39,9 +39,13 @@ type Stats struct {
 	// Fetched plus what it read again (data of a paused partition is
 	// dropped and fetched again) and the records of a batch before the
 	// offset asked for.
-	Read       atomic.Int64
-	Done       atomic.Int64 // records whose outcome is durable (output or dead letter acknowledged)
-	Outputs    atomic.Int64 // output records acknowledged by the broker
+	Read    atomic.Int64
+	Done    atomic.Int64 // records whose outcome is durable (output or dead letter acknowledged)
+	Outputs atomic.Int64 // output records acknowledged by the broker
+	// Dropped counts the records the module decided ok with no output
+	// (filtered). Counted per partition only (Pipeline.parts) and summed
+	// when read: its record path adds one atomic add, no lock.
+	Dropped    atomic.Int64
 	DeadLetter atomic.Int64 // records acknowledged on the dead-letter topic
 	Faults     atomic.Int64 // guest faults (each discarded an instance)
 	Commits    atomic.Int64 // successful offset commits
@@ -80,6 +84,7 @@ type Snapshot struct {
 	Read       int64 // records decoded from fetch responses (Stats.Read)
 	Done       int64
 	Outputs    int64
+	Dropped    int64 // records the module decided ok with no output (filtered)
 	DeadLetter int64
 	Faults     int64
 	Commits    int64
@@ -536,6 +541,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 		s.AsyncLimit, reason, detail = p.asyncSize.State()
 		s.AsyncReason = reason + ": " + detail
 	}
+	s.Dropped = p.dropped()
 	var lastChange time.Time
 	gs := p.taskGauges(false)
 	s.Stalled, s.BrokerErrors = p.stalls(gs), p.health.snapshot()
@@ -558,6 +564,17 @@ func (p *Pipeline) Snapshot() Snapshot {
 		}
 	}
 	return s
+}
+
+// dropped sums the partitions' Dropped counts.
+func (p *Pipeline) dropped() int64 {
+	p.psMu.Lock()
+	defer p.psMu.Unlock()
+	var n int64
+	for _, s := range p.parts {
+		n += s.Dropped.Load()
+	}
+	return n
 }
 
 // taskGauges returns every task's gauges (Pipeline.mu only to list the

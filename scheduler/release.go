@@ -224,6 +224,7 @@ func (w *worker) releaseLane(ln *lane) {
 func (t *task) deliver(j *job) {
 	switch j.verdict {
 	case verdictDone:
+		t.ps.Dropped.Add(1) // ok with no output: filtered
 		t.finish(j.r)
 		j.tr.End("ok", "", "")
 	case verdictOutputs:

@@ -38,6 +38,7 @@ type Runner struct {
 	metrics   *Metrics
 	limits    topicLimits // what the brokers refuse on the topics produced to (ensureTopics)
 	loadTimes []loadTime
+	retired   retiredVersions // versions no longer running, kept a while for their metrics (versions.go)
 	started   atomic.Bool
 	stopOnce  sync.Once
 	failed    chan error // a pipeline's unrecoverable error (buffered, first one)
@@ -66,7 +67,24 @@ func NewEngine(cfg *config.Config, log *slog.Logger) (*host.Engine, error) {
 // NewRunner loads every module, starts the embedded broker if configured,
 // checks (or creates) the topics and creates the pipelines. Errors name the
 // config key they concern.
-func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Runner, err error) {
+func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Runner, error) {
+	return NewRunnerWith(ctx, cfg, log, Options{})
+}
+
+// Options are what a host may decide about a runner before it starts.
+type Options struct {
+	// Modules are the modules to run instead of the config's, by pipeline
+	// name (the version deployed through the admin API or the fleet's
+	// registry): the config's module is then not read or compiled.
+	Modules map[string][]byte
+	// CheckConfigModules compiles the config's module of a pipeline that
+	// Modules overrides too, and fails if it does not load (it is then
+	// closed): `run --compile-config-module`.
+	CheckConfigModules bool
+}
+
+// NewRunnerWith is NewRunner with opts.
+func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (_ *Runner, err error) {
 	r := &Runner{cfg: cfg, log: log, failed: make(chan error, 1)}
 	defer func() {
 		if err != nil {
@@ -93,7 +111,23 @@ func NewRunner(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Ru
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
 		start := time.Now()
-		m, err := loadModule(ctx, r.engine, cfg, pc, log, obs)
+		var m *host.Module
+		if wasm, ok := opts.Modules[pc.Name]; ok {
+			if opts.CheckConfigModules {
+				cm, cerr := loadModule(ctx, r.engine, cfg, pc, log, obs)
+				if cerr != nil {
+					probs = append(probs, fmt.Sprintf("pipelines[%d].module (checked though the deployed version runs): %v", i, cerr))
+					continue
+				}
+				cm.Close(ctx)
+			}
+			m, err = loadModuleBytes(ctx, r.engine, pc, wasm, "deployed", log, obs)
+			if err != nil {
+				err = fmt.Errorf("the deployed version (which replaces it) does not load: %w", err)
+			}
+		} else {
+			m, err = loadModule(ctx, r.engine, cfg, pc, log, obs)
+		}
 		r.loadTimes = append(r.loadTimes, loadTime{pc.Name, time.Since(start), m != nil && m.FromCache()})
 		if err != nil {
 			probs = append(probs, fmt.Sprintf("pipelines[%d].module: %v", i, err))
@@ -519,6 +553,9 @@ func (r *Runner) Deploy(ctx context.Context, pipeline string, wasm []byte) (host
 	// One version for the pipeline and its retry workers: it closes when the
 	// last instance of either is gone.
 	v := &modVersion{m: m}
+	if old := p.current(); old != nil && old.m.Info().Digest != m.Info().Digest {
+		r.retired.add(pipeline, old, false, time.Now())
+	}
 	if rp != nil {
 		v.acquire() // held until both pipelines point to v
 		rp.setModule(v)

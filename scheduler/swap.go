@@ -21,6 +21,8 @@ type modVersion struct {
 	// compared with the current version's (canarycheck.go).
 	records, failed atomic.Int64
 	tally           failTally
+	// label is the version's label (Runner.SetLabel; nil: none).
+	label atomic.Pointer[string]
 }
 
 func (v *modVersion) acquire() { v.refs.Add(1) }

@@ -14,8 +14,10 @@ type PipelineView struct {
 	// Primary names the pipeline a retry tier belongs to ("" for a
 	// primary pipeline).
 	Primary string
-	// Module is the version the pipeline runs.
+	// Module is the version the pipeline runs; Label, its label (deploy
+	// --label, "" for none).
 	Module host.Info
+	Label  string
 	// Tiers are a primary's retry tiers (retry.mode: topics), in attempt
 	// order, each topic once.
 	Tiers      []TierView
@@ -71,7 +73,8 @@ func (r *Runner) View() []PipelineView {
 }
 
 func (p *Pipeline) view() PipelineView {
-	v := PipelineView{Snapshot: p.Snapshot(), Module: p.Module().Info()}
+	cur := p.current()
+	v := PipelineView{Snapshot: p.Snapshot(), Module: cur.m.Info(), Label: cur.labelText()}
 	min := p.pc.Instances.Min
 	for _, g := range p.taskGauges(false) {
 		pv := PartitionView{Topic: g.topic, Partition: g.partition, Lag: g.lag, Committed: g.committed, InFlight: g.inFlight, Queued: g.queued, Paused: g.paused,

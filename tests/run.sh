@@ -122,6 +122,11 @@ make -s build plugins
 # The packages the race run links, compiled here with both cores (that run
 # takes one package at a time).
 go build "${race[@]}" -tags integration ./...
+# The deployment recipes (deploy/): manifests decoded strictly into the
+# Kubernetes types, the ConfigMap's config loaded, the unit file verified.
+# A module of its own (k8s.io stays out of the main module); under a second.
+step "deployment recipes (deploy/check)"
+(cd deploy/check && go vet ./... && go test -count=1 ./...)
 
 # The AssemblyScript SDK: its pinned compiler from package-lock.json (npm ci;
 # the cache in ~/.npm lets a later run work offline) and its own tests, in

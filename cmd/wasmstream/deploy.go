@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/internal/termsafe"
+	"github.com/wasmstream/wasmstream/internal/verlabel"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
@@ -100,6 +101,7 @@ const deployUsage = `Usage:
   wasmstream deploy --pipeline NAME --digest SHA256  switch to a version uploaded before
   wasmstream deploy --pipeline NAME --rollback       switch back to the version before the current one
   wasmstream deploy --pipeline NAME --upload-only module.wasm
+  wasmstream deploy --pipeline NAME --label v2.3.1 module.wasm   name the version
 
 Calls the admin API of a running host. The module is validated and compiled
 before it is accepted; a module that does not fit is refused with the reason
@@ -122,6 +124,7 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	canary := fs.String("canary", "", "with the fleet registry: run the module on this share of the partitions (e.g. 10%) beside the deployed version")
 	promote := fs.Bool("promote", false, "make the running canary's version the pipeline's on every partition")
 	abort := fs.Bool("abort", false, "end the running canary: every partition back on the deployed version")
+	label := fs.String("label", "", "name the version deployed or uploaded (e.g. v2.3.1; at most 63 letters, digits, '.', '_', '-'): shown by processors, the admin API, the dashboard and as the label of the wasmstream_version_* metrics")
 	waitAll := fs.Bool("wait-all", false, "with the fleet registry: answer once every live host of the group runs the version (else once this host does)")
 	fs.Usage = func() { fmt.Fprint(stderr, deployUsage); fs.PrintDefaults() }
 	if err := fs.Parse(interleave(args, fs)); err != nil {
@@ -139,6 +142,14 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	}
 	if modes != 1 || fs.NArg() > 1 {
 		fmt.Fprintln(stderr, "wasmstream deploy: give one module file, or --digest, --rollback, --promote or --abort")
+		return 2
+	}
+	if err := verlabel.Check(*label); err != nil {
+		fmt.Fprintf(stderr, "wasmstream deploy: --label: %v\n", err)
+		return 2
+	}
+	if *label != "" && fs.NArg() == 0 && *digest == "" {
+		fmt.Fprintln(stderr, "wasmstream deploy: --label names a module file or a --digest deployed")
 		return 2
 	}
 	if *canary != "" && fs.NArg() == 0 {
@@ -166,7 +177,7 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 	case *rollback:
 		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/rollback"+wait, "", nil, &view)
 	case *digest != "":
-		b, _ := json.Marshal(map[string]string{"digest": *digest})
+		b, _ := json.Marshal(map[string]string{"digest": *digest, "label": *label})
 		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/deploy"+wait, "application/json", bytes.NewReader(b), &view)
 	default:
 		wasm, rerr := os.ReadFile(fs.Arg(0))
@@ -183,7 +194,10 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 			q = "?canary=" + url.QueryEscape(*canary)
 		}
 		if *uploadOnly {
-			q = ""
+			q = "?"
+		}
+		if *label != "" {
+			q += "&label=" + url.QueryEscape(*label)
 		}
 		if err = c.call("POST", "/v1/pipelines/"+*pipeline+"/modules"+q, "application/wasm", bytes.NewReader(wasm), &res); err == nil {
 			if *uploadOnly {
@@ -201,7 +215,13 @@ func cmdDeploy(args []string, stdout, stderr io.Writer) int {
 		printErr(stderr, "wasmstream deploy", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s now runs %s (switched in %s)\n", termsafe.Line(*pipeline), termsafe.Line(view.Active), time.Since(start).Round(time.Millisecond))
+	named := ""
+	if view.Label != "" {
+		named = " (" + termsafe.Line(view.Label) + ")"
+	} else if *label != "" {
+		named = " (" + *label + ")"
+	}
+	fmt.Fprintf(stdout, "%s now runs %s%s (switched in %s)\n", termsafe.Line(*pipeline), termsafe.Line(view.Active), named, time.Since(start).Round(time.Millisecond))
 	if *waitAll {
 		fmt.Fprintf(stdout, "every live host of the group runs it\n")
 	}
@@ -242,17 +262,17 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 	// fills: every field is escaped (termsafe).
 	line := termsafe.Line
 	for _, v := range views {
-		fmt.Fprintf(stdout, "%s  runs %s since %s\n", line(v.Name), short(v.Active), v.Deployed.Local().Format(time.DateTime))
+		fmt.Fprintf(stdout, "%s  runs %s%s since %s\n", line(v.Name), short(v.Active), labelled(v.Label), v.Deployed.Local().Format(time.DateTime))
 		if f := v.Fleet; f != nil {
 			if f.Canary != nil {
-				fmt.Fprintf(stdout, "  canary: %s on %d%% of the partitions since %s\n", short(f.Canary.Digest), f.Canary.Percent, f.Canary.At.Local().Format(time.DateTime))
+				fmt.Fprintf(stdout, "  canary: %s%s on %d%% of the partitions since %s\n", short(f.Canary.Digest), labelled(f.Canary.Label), f.Canary.Percent, f.Canary.At.Local().Format(time.DateTime))
 			} else if f.Aborted != "" {
 				fmt.Fprintf(stdout, "  last canary aborted: %s\n", line(f.Aborted))
 			}
 			if f.Deployed == "" {
 				fmt.Fprintf(stdout, "  fleet: nothing deployed through the registry (each host runs its config's module)\n")
 			} else {
-				fmt.Fprintf(stdout, "  fleet: deployed %s by %s at %s\n", short(f.Deployed), line(f.By), f.At.Local().Format(time.DateTime))
+				fmt.Fprintf(stdout, "  fleet: deployed %s%s by %s at %s\n", short(f.Deployed), labelled(f.Label), line(f.By), f.At.Local().Format(time.DateTime))
 			}
 			hosts := slices.Sorted(maps.Keys(f.Hosts))
 			for _, h := range hosts {
@@ -274,10 +294,18 @@ func cmdProcessors(args []string, stdout, stderr io.Writer) int {
 			if m.Digest == v.Active {
 				mark = "*"
 			}
-			fmt.Fprintf(stdout, "  %s %s  %8d bytes  %-6s  added %s\n", mark, line(m.Digest), m.Size, line(m.Source), m.Added.Local().Format(time.DateTime))
+			fmt.Fprintf(stdout, "  %s %s  %-12s  %8d bytes  %-8s  added %s\n", mark, line(m.Digest), line(m.Label), m.Size, line(m.Source), m.Added.Local().Format(time.DateTime))
 		}
 	}
 	return 0
+}
+
+// labelled is " (label)", escaped, or "" for no label.
+func labelled(label string) string {
+	if label == "" {
+		return ""
+	}
+	return " (" + termsafe.Line(label) + ")"
 }
 
 // short is a digest's first 12 characters, escaped (it may come from a

@@ -23,9 +23,9 @@ import (
 )
 
 const dlqUsage = `Usage:
-  wasmstream dlq list    [--config F] [--pipeline NAME] [filters]
+  wasmstream dlq list    [--config F] [--pipeline NAME] [--pending] [filters]
   wasmstream dlq show    [--config F] [--pipeline NAME] PARTITION@OFFSET
-  wasmstream dlq redrive [--config F] [--pipeline NAME] [--to input|retry] [--dry-run] [filters]
+  wasmstream dlq redrive [--config F] [--pipeline NAME] [--to input|retry] [--dry-run] [--force] [filters]
 
 Inspects a pipeline's dead-letter topic: each record with where it came from,
 how many attempts it had and every attempt's error; and sends records back —
@@ -35,8 +35,10 @@ next attempt, keeping where it was first consumed and its history). A
 redriven record keeps its key, value and own headers (its trace context
 included) and is marked with wasmstream.redriven.from. A record that cannot
 be redriven is reported and skipped; the others are still sent, and the
-command then exits with status 1. Redrive is not idempotent: running it twice
-sends records twice; narrow it with filters and check with --dry-run.
+command then exits with status 1. Each record redriven is recorded in the
+compacted topic <dead_letter_topic>.redriven (created when missing) once its
+copy is acknowledged: list shows it as redriven, list --pending hides it, and
+a second redrive of it is refused (not sent, reported) unless --force.
 
 Filters:
   --kind KIND     error kind (guest.fail, guest.retry, fault.panic, ...)
@@ -56,6 +58,8 @@ type dlqFlags struct {
 	until    string
 	to       string
 	dryRun   bool
+	pending  bool
+	force    bool
 	sinceT   time.Time
 	untilT   time.Time
 }
@@ -82,6 +86,8 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.until, "until", "", "only records that failed before this (duration ago or RFC 3339)")
 	fs.StringVar(&f.to, "to", "input", "redrive: where to send records, input or retry")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "redrive: show what would be sent, send nothing")
+	fs.BoolVar(&f.pending, "pending", false, "list: only records not redriven yet")
+	fs.BoolVar(&f.force, "force", false, "redrive: send records already redriven again")
 	fs.Usage = func() { fmt.Fprint(stderr, dlqUsage, "\nFlags:\n"); fs.PrintDefaults() }
 	// Flags may come before or after the positional argument.
 	var positional []string
@@ -166,14 +172,21 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	markers, err := readMarkers(ctx, cfg.Kafka, pc.DeadLetterTopic)
+	if err != nil {
+		return err
+	}
 	var prod *kgo.Client
 	if sub == "redrive" && !f.dryRun {
 		if prod, err = kafkaconn.NewClient(cfg.Kafka, cfg.Kafka.Brokers); err != nil {
 			return err
 		}
 		defer prod.Close()
+		if err := ensureMarkerTopic(ctx, prod, pc.DeadLetterTopic); err != nil {
+			return err
+		}
 	}
-	n := 0
+	n, refused, unmarked := 0, 0, 0
 	var bad []string // records redrive could not send, with the reason
 	for _, r := range recs {
 		if want.set {
@@ -187,15 +200,34 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 		if !f.matches(r, &st) {
 			continue
 		}
+		mark, done := markers[markerKey(r.Partition, r.Offset)]
+		if done && sub == "list" && f.pending {
+			continue
+		}
 		n++
 		switch sub {
 		case "list":
-			fmt.Fprintln(stdout, listLine(r, &st))
+			line := listLine(r, &st)
+			if done {
+				line += fmt.Sprintf("  [redriven %s -> %s %s]", mark.At.Format(time.RFC3339), termsafe.Line(mark.To), termsafe.Line(mark.Copy))
+			}
+			fmt.Fprintln(stdout, line)
 		case "redrive":
+			if done && !f.force {
+				refused++
+				fmt.Fprintf(stdout, "refused %d@%d: redriven already at %s -> %s %s (--force sends it again)\n", r.Partition, r.Offset, mark.At.Format(time.RFC3339), termsafe.Line(mark.To), termsafe.Line(mark.Copy))
+				continue
+			}
 			// One bad record is reported and skipped: the others still go.
 			dst, rec, err := redriveRecord(pc, f.to, pc.DeadLetterTopic, r, &st, decodeErr)
 			if err == nil && !f.dryRun {
-				if err = prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
+				err = produceRedrive(ctx, prod, pc.DeadLetterTopic, r, rec)
+				if errors.Is(err, errNotMarked) {
+					unmarked++
+					fmt.Fprintf(stdout, "redriven %d@%d -> %s, NOT recorded: %s (a second redrive would send it again)\n", r.Partition, r.Offset, termsafe.Line(dst), termsafe.Line(err.Error()))
+					continue
+				}
+				if err != nil {
 					err = fmt.Errorf("produce to %s: %w", dst, err)
 				}
 			}
@@ -215,12 +247,17 @@ func runDLQ(sub string, f *dlqFlags, args []string, stdout io.Writer) error {
 	switch {
 	case want.set:
 		return fmt.Errorf("no record %d@%d in %s", want.partition, want.offset, pc.DeadLetterTopic)
+	case sub == "list" && f.pending:
+		fmt.Fprintf(stdout, "%d of %d dead-lettered records in %s match and are not redriven\n", n, len(recs), pc.DeadLetterTopic)
 	case sub == "list":
 		fmt.Fprintf(stdout, "%d of %d dead-lettered records in %s match\n", n, len(recs), pc.DeadLetterTopic)
 	case sub == "redrive" && f.dryRun:
-		fmt.Fprintf(stdout, "%d records would be redriven (dry run: nothing sent), %d could not be\n", n-len(bad), len(bad))
+		fmt.Fprintf(stdout, "%d records would be redriven (dry run: nothing sent), %d could not be, %d redriven already\n", n-len(bad)-refused, len(bad), refused)
 	case sub == "redrive":
-		fmt.Fprintf(stdout, "%d records redriven, %d could not be\n", n-len(bad), len(bad))
+		fmt.Fprintf(stdout, "%d records redriven, %d could not be, %d refused as redriven already (--force)\n", n-len(bad)-refused, len(bad), refused)
+	}
+	if unmarked > 0 {
+		return fmt.Errorf("%d records were redriven but their redrive could not be recorded in %s%s: a second redrive would send them again", unmarked, pc.DeadLetterTopic, redrivenSuffix)
 	}
 	if len(bad) > 0 {
 		const shown = 5
@@ -355,10 +392,10 @@ func listLine(r *kgo.Record, st *failhdr.State) string {
 		msg = msg[:i]
 	}
 	msg = tracing.OneLine(termsafe.Line(msg), 100)
-	return fmt.Sprintf("%d@%d  %s  from %s[%s]@%s  attempts %s  %s  key=%q  %s",
+	return fmt.Sprintf("%d@%d  %s  from %s[%s]@%s  attempts %s  %s  key=%q  %s  value=%s",
 		r.Partition, r.Offset, printableHeader(r, failhdr.FailedAt),
 		printableHeader(r, failhdr.OriginalTopic), printableHeader(r, failhdr.OriginalPartition), printableHeader(r, failhdr.OriginalOffset),
-		printableHeader(r, failhdr.Attempt), termsafe.Line(st.Kind), r.Key, msg)
+		printableHeader(r, failhdr.Attempt), termsafe.Line(st.Kind), r.Key, msg, preview(r.Value))
 }
 
 // showRecord prints one dead letter in full for `dlq show`; everything from
@@ -383,6 +420,22 @@ func showRecord(w io.Writer, topic string, r *kgo.Record) {
 	if _, err := failhdr.Decode(r.Headers); err != nil {
 		fmt.Fprintf(w, "  malformed: %s\n", termsafe.Line(err.Error()))
 	}
+}
+
+// errNotMarked: the copy was sent, its marker was not written.
+var errNotMarked = errors.New("recording the redrive failed")
+
+// produceRedrive sends the copy rec of dead letter r and, once it is
+// acknowledged, its marker: a crash between the two can send a record
+// twice (a later redrive sends it again), never mark one not sent.
+func produceRedrive(ctx context.Context, prod *kgo.Client, dlqTopic string, r, rec *kgo.Record) error {
+	if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return err
+	}
+	if err := prod.ProduceSync(ctx, markerRecord(dlqTopic, r, rec)).FirstErr(); err != nil {
+		return fmt.Errorf("%w: %v", errNotMarked, err)
+	}
+	return nil
 }
 
 // redriveRecord builds the copy of dead letter r (st and decodeErr: what its

@@ -128,9 +128,25 @@ func TestDLQRedriveSkipsBadRecords(t *testing.T) {
 		}
 	}
 
-	// To the retry tier: the well-formed ones keep their origin and history
-	// and are on the next attempt; the malformed are reported.
-	code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg, "--to", "retry")
+	// Redriven records are recorded: list marks them, --pending hides
+	// them, a second redrive refuses them.
+	code, out, _ = runCLI(t, "dlq", "list", "--config", cfg, "--pending")
+	if code != 0 || !strings.Contains(out, "2 of 5 dead-lettered records in dlq match and are not redriven") || strings.Contains(out, "0@0 ") || !strings.Contains(out, "0@1 ") {
+		t.Fatalf("list --pending: code %d\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, "dlq", "list", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "[redriven ") || !strings.Contains(out, `value="v2"`) {
+		t.Fatalf("list: code %d\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, "dlq", "redrive", "--config", cfg, "--to", "retry")
+	if !strings.Contains(out, "refused 0@0: redriven already") || !strings.Contains(out, "0 records redriven, 2 could not be, 3 refused") {
+		t.Fatalf("second redrive: code %d\n%s", code, out)
+	}
+
+	// To the retry tier (--force: they were redriven already): the
+	// well-formed ones keep their origin and history and are on the next
+	// attempt; the malformed are reported.
+	code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg, "--to", "retry", "--force")
 	if code != 1 || !strings.Contains(out, "redriven 0@0 -> g.p.retry.1s") || !strings.Contains(out, "not redriven 0@1: its original topic") ||
 		!strings.Contains(out, "redriven 0@2 -> g.p.retry.1s") || !strings.Contains(out, "not redriven 0@3: it has no usable") ||
 		!strings.Contains(out, `not redriven 0@4: its headers do not say where it was first consumed and how it failed: wasmstream.attempt: repeated`) || !strings.Contains(errs, "3 of 5 matching records") {
@@ -141,5 +157,23 @@ func TestDLQRedriveSkipsBadRecords(t *testing.T) {
 	st, err := failhdr.Decode(rt.Recs[1].Headers)
 	if err != nil || st.Origin.Topic != "in" || st.Origin.Offset != 12 || st.Attempt != 3 || len(st.History) != 2 || st.RedrivenFrom != "dlq[0]@2" || st.Due.IsZero() {
 		t.Fatalf("retry copy: %+v, %v", st, err)
+	}
+}
+
+// The value preview is bounded, cut at a character and escaped.
+func TestDLQPreview(t *testing.T) {
+	long := strings.Repeat("é", 40) // 80 bytes
+	for _, tc := range []struct {
+		v    []byte
+		want string
+	}{
+		{nil, "null"},
+		{[]byte("v1"), `"v1"`},
+		{[]byte("\x1b]0;pwned\x07\u202e"), `"\x1b]0;pwned\a\u202e"`},
+		{[]byte(long), `"` + strings.Repeat("é", 30) + `"…(+20 bytes)`},
+	} {
+		if got := preview(tc.v); got != tc.want {
+			t.Errorf("preview(%q) = %s, want %s", tc.v, got, tc.want)
+		}
 	}
 }

@@ -28,6 +28,8 @@ type commonFlags struct {
 	config  string
 	brokers string
 	sets    setFlags
+	// compileConfig: run --compile-config-module (assembly.Options).
+	compileConfig bool
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, defConfig string) {
@@ -66,6 +68,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cf commonFlags
 	cf.register(fs, config.DefaultFile)
+	fs.BoolVar(&cf.compileConfig, "compile-config-module", false, "compile each pipeline's config module even when a deployed version (admin API or fleet registry) replaces it, and fail if it does not load")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: wasmstream run [--config config.yaml] [--brokers a:9092,b:9092] [--set key=value]...\n\nRuns every pipeline of the config until SIGINT/SIGTERM, then stops fetching,\nlets in-flight records finish (shutdown.drain_timeout), commits and leaves the group.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -80,6 +83,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	defer h.stop()
 	cfg, log, ctx, r := h.cfg, h.log, h.ctx, h.r
 	log.Info("wasmstream running", "version", version, "pipelines", len(cfg.Pipelines), "brokers", strings.Join(r.Brokers(), ","))
+	fmt.Fprint(stdout, banner(cfg, r.Brokers(), h.host.DashboardURL(), h.host.AdminURL(), h.host.Overrides()))
 	st := newStatus(r)
 	tick := time.NewTicker(cfg.Status.Interval)
 	defer tick.Stop()
@@ -103,7 +107,7 @@ loop:
 		return 1
 	}
 	for _, s := range r.Snapshots() {
-		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped, "transactions", s.TxnCommitted, "aborted", s.TxnAborted)
+		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "dropped", s.Dropped, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped, "transactions", s.TxnCommitted, "aborted", s.TxnAborted)
 	}
 	return 0
 }
@@ -125,7 +129,7 @@ type statusLine struct {
 
 func (l statusLine) attrs() []any {
 	a := []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
-		"done", l.Done, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
+		"done", l.Done, "dropped", l.Dropped, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
 		"instances", l.Instances, "busy", l.Busy, "borrowed", l.Borrowed, "released", l.Released, "paused", l.Paused, "skipped", l.Skipped, "transactions", l.TxnCommitted, "aborted", l.TxnAborted}
 	if l.PoolReason != "" { // instances: auto
 		a = append(a, "target_instances", l.TargetInstances, "pool_reason", l.PoolReason)
@@ -169,8 +173,8 @@ func brokerErrorsSince(prev, cur []scheduler.BrokerErrors) string {
 }
 
 func (l statusLine) String() string {
-	s := fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
-		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.Retried, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
+	s := fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · dropped %d · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
+		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.Dropped, l.Retried, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
 	if l.PoolReason != "" {
 		s += fmt.Sprintf(" · auto target %d (%s)", l.TargetInstances, l.PoolReason)
 	}
@@ -233,7 +237,7 @@ func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
 	}
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	host, err := assembly.Start(ctx, cfg, log)
+	host, err := assembly.StartWith(ctx, cfg, log, assembly.Options{CompileConfigModules: cf.compileConfig})
 	if err != nil {
 		stop()
 		printErr(stderr, "wasmstream", err)
@@ -248,4 +252,44 @@ func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
 func (h *hostProc) shutdown() bool {
 	h.stop()
 	return h.host.Shutdown()
+}
+
+// banner is what `run` prints once started: the pipelines (and which of
+// them run a deployed version instead of the config's module, loudly), the
+// brokers, the dashboard's URL and the admin API's address.
+func banner(cfg *config.Config, brokers []string, dashboardURL, adminURL string, overrides []assembly.Override) string {
+	var b strings.Builder
+	over := map[string]assembly.Override{}
+	for _, o := range overrides {
+		over[o.Pipeline] = o
+	}
+	fmt.Fprintf(&b, "wasmstream %s running %d pipeline(s)\n", version, len(cfg.Pipelines))
+	for i := range cfg.Pipelines {
+		pc := &cfg.Pipelines[i]
+		fmt.Fprintf(&b, "  %-20s %s -> %s\n", termsafe.Line(pc.Name), termsafe.Line(strings.Join(pc.Inputs, ",")), termsafe.Line(pc.Output))
+	}
+	fmt.Fprintf(&b, "  brokers     %s\n", termsafe.Line(strings.Join(brokers, ",")))
+	if dashboardURL != "" {
+		fmt.Fprintf(&b, "  dashboard   %s   (and /metrics, /status, /healthz, /readyz)\n", dashboardURL)
+	} else {
+		fmt.Fprintf(&b, "  dashboard   off (metrics.listen is empty)\n")
+	}
+	if adminURL != "" {
+		fmt.Fprintf(&b, "  admin API   %s   (wasmstream deploy, processors)\n", adminURL)
+	} else {
+		fmt.Fprintf(&b, "  admin API   off (admin.enabled: false)\n")
+	}
+	for _, o := range overrides {
+		label := ""
+		if o.Label != "" {
+			label = " (" + termsafe.Line(o.Label) + ")"
+		}
+		cfgDigest := "unreadable"
+		if o.ConfigDigest != "" {
+			cfgDigest = o.ConfigDigest[:min(12, len(o.ConfigDigest))]
+		}
+		fmt.Fprintf(&b, "  !! CONFIG OVERRIDDEN: pipeline %s runs %s%s from %s,\n     NOT the config's module %s (%s). Deploy the config's module to run it (wasmstream deploy).\n",
+			termsafe.Line(o.Pipeline), o.Digest[:min(12, len(o.Digest))], label, termsafe.Line(o.From), termsafe.Line(o.ConfigModule), cfgDigest)
+	}
+	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/verlabel"
 	"github.com/wasmstream/wasmstream/scheduler/registry"
 )
 
@@ -24,6 +25,20 @@ type Deployer interface {
 	Check(ctx context.Context, pipeline string, wasm []byte) (host.Info, error)
 	Deploy(ctx context.Context, pipeline string, wasm []byte) (host.Info, error)
 	PipelineNames() []string
+}
+
+// Labeler is a Deployer that shows versions' labels (in metrics and its
+// views): *scheduler.Runner. Labels are kept in the store; the API tells
+// the Deployer after each switch.
+type Labeler interface {
+	SetLabel(pipeline, digest, label string)
+}
+
+// labelRunning tells the Deployer the label of pipeline's version digest.
+func (a *API) labelRunning(pipeline, digest string) {
+	if l, ok := a.d.(Labeler); ok {
+		l.SetLabel(pipeline, digest, a.store.Label(digest))
+	}
 }
 
 // API is the admin API. Every request must carry the bearer token. Safe
@@ -129,6 +144,7 @@ func reply(w http.ResponseWriter, code int, v any) {
 type PipelineView struct {
 	Name     string       `json:"name"`
 	Active   string       `json:"active"`
+	Label    string       `json:"label,omitempty"` // the active version's label (deploy --label)
 	Deployed time.Time    `json:"deployed"`
 	History  []string     `json:"history,omitempty"`
 	Versions []ModuleMeta `json:"versions"`
@@ -140,6 +156,9 @@ func (a *API) view(name string) PipelineView {
 	v := PipelineView{Name: name, Versions: a.store.Versions(name), Fleet: a.fleetView(name)}
 	if ps := m.Pipelines[name]; ps != nil {
 		v.Active, v.Deployed, v.History = ps.Active, ps.Deployed, ps.History
+		if mm := m.Modules[ps.Active]; mm != nil {
+			v.Label = mm.Label
+		}
 	}
 	return v
 }
@@ -193,6 +212,11 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "deploy=%q: want true or false", deploy)
 		return
 	}
+	label := r.URL.Query().Get("label")
+	if err := verlabel.Check(label); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	percent := 0
 	if c := r.URL.Query().Get("canary"); c != "" {
 		var err error
@@ -232,6 +256,9 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := a.store.Put(name, "upload", body)
+	if err == nil {
+		err = a.store.SetLabel(d, label)
+	}
 	if err != nil {
 		fail(w, http.StatusInternalServerError, "storing the module: %v", err)
 		return
@@ -271,6 +298,7 @@ func (a *API) activate(ctx context.Context, name, digest string, wasm []byte) (h
 
 type deployReq struct {
 	Digest string `json:"digest"`
+	Label  string `json:"label,omitempty"` // names the version (verlabel); "": keep its label
 }
 
 func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
@@ -287,6 +315,17 @@ func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Digest) != 64 || strings.Trim(req.Digest, "0123456789abcdef") != "" {
 		fail(w, http.StatusBadRequest, "digest %q: want 64 hex digits (sha256)", req.Digest)
+		return
+	}
+	if err := verlabel.Check(req.Label); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if err := a.store.SetLabel(req.Digest, req.Label); errors.Is(err, ErrNotFound) {
+		fail(w, http.StatusNotFound, "%v: upload it first", err)
+		return
+	} else if err != nil {
+		fail(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
 	if a.fleet != nil {

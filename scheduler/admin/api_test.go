@@ -26,7 +26,23 @@ const testToken = "tok-0123456789abcdef"
 type fakeDeployer struct {
 	mu       sync.Mutex
 	deployed [][]byte
-	delay    time.Duration // each Deploy takes up to this long, as a compile does
+	delay    time.Duration     // each Deploy takes up to this long, as a compile does
+	labels   map[string]string // digest -> the label the API gave it (Labeler)
+}
+
+func (f *fakeDeployer) SetLabel(p, digest, label string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.labels == nil {
+		f.labels = map[string]string{}
+	}
+	f.labels[digest] = label
+}
+
+func (f *fakeDeployer) label(digest string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.labels[digest]
 }
 
 func (f *fakeDeployer) Check(ctx context.Context, p string, wasm []byte) (host.Info, error) {

@@ -64,7 +64,7 @@ func (a *API) startCanary(ctx context.Context, name, digest string, wasm []byte,
 	if cur.Digest == digest {
 		return &switchError{http.StatusConflict, fmt.Sprintf("%s is already the deployed version", short(digest))}
 	}
-	cur.Canary = &registry.Canary{Digest: digest, Size: len(wasm), Percent: percent, At: time.Now().UTC()}
+	cur.Canary = &registry.Canary{Digest: digest, Label: a.store.Label(digest), Size: len(wasm), Percent: percent, At: time.Now().UTC()}
 	cur.Aborted, cur.Rollback = "", false
 	return a.write(ctx, cur, wasm, func() (bool, error) { return a.canaryApplied(name, digest) })
 }
@@ -79,7 +79,7 @@ func (a *API) endCanary(ctx context.Context, name string, promote bool, reason s
 	next.Canary, next.Rollback = nil, false
 	if promote {
 		next.History = append(slices.Clone(cur.History), cur.Digest)
-		next.Digest, next.Size = cur.Canary.Digest, cur.Canary.Size
+		next.Digest, next.Size, next.Label = cur.Canary.Digest, cur.Canary.Size, cur.Canary.Label
 		next.Aborted = ""
 	} else {
 		next.Aborted = reason
@@ -137,6 +137,7 @@ func (a *API) applyCanary(ctx context.Context, d registry.Deployment) error {
 	if err != nil {
 		return err
 	}
+	a.keepLabel(d.Canary.Digest, d.Canary.Label)
 	if _, err := c.SetCanary(ctx, d.Pipeline, wasm, d.Canary.Percent); err != nil {
 		return err
 	}

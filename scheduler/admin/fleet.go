@@ -3,6 +3,7 @@ package admin
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -52,6 +53,10 @@ func (a *API) Apply(ctx context.Context, d registry.Deployment) {
 	unlock := a.locks.lock(d.Pipeline)
 	defer unlock()
 	failed := d.Digest
+	a.keepLabel(d.Digest, d.Label)
+	if d.Canary != nil {
+		a.keepLabel(d.Canary.Digest, d.Canary.Label)
+	}
 	err := a.applyCanary(ctx, d)
 	if err != nil {
 		failed = d.Canary.Digest
@@ -59,10 +64,22 @@ func (a *API) Apply(ctx context.Context, d registry.Deployment) {
 		err = a.applyLocked(ctx, d)
 	}
 	running, _ := a.store.Active(d.Pipeline)
+	a.labelRunning(d.Pipeline, running)
+	if d.Canary != nil {
+		a.labelRunning(d.Pipeline, d.Canary.Digest)
+	}
 	if err != nil {
 		a.log.Error("admin: the fleet's deployment cannot run here; the running version keeps running", "pipeline", d.Pipeline, "deployed", short(failed), "runs", short(running), "err", err)
 	}
 	a.fleet.Running(ctx, d.Pipeline, running, failed, err)
+}
+
+// keepLabel records a deployment's label for digest in the store, if the
+// store has the module (moduleFor stores it and calls this again).
+func (a *API) keepLabel(digest, label string) {
+	if err := a.store.SetLabel(digest, label); err != nil && !errors.Is(err, ErrNotFound) {
+		a.log.Warn("admin: recording a version's label", "digest", short(digest), "label", label, "err", err)
+	}
 }
 
 func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
@@ -70,6 +87,7 @@ func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
 	if err != nil {
 		return err
 	}
+	a.keepLabel(d.Digest, d.Label)
 	what := "deploy"
 	if d.Rollback {
 		what = "rollback"
@@ -84,7 +102,7 @@ func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
 func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rollback, all bool) error {
 	// The module's size, for the hosts that read it from the registry
 	// (Publish sets it from wasm when it writes the module).
-	d := registry.Deployment{Pipeline: name, Digest: digest, Size: a.store.Size(digest), Rollback: rollback}
+	d := registry.Deployment{Pipeline: name, Digest: digest, Label: a.store.Label(digest), Size: a.store.Size(digest), Rollback: rollback}
 	// A deploy or rollback ends a canary running (it is aborted).
 	if cur, ok := a.fleet.Deployment(name); ok {
 		if cur.Canary != nil {
@@ -171,6 +189,7 @@ func (a *API) applied(name, digest string, all bool) (bool, error) {
 // FleetView is what the registry says of a pipeline.
 type FleetView struct {
 	Deployed string                      `json:"deployed"`          // the digest the fleet should run
+	Label    string                      `json:"label,omitempty"`   // its label (deploy --label)
 	History  []string                    `json:"history,omitempty"` // before it, oldest first
 	At       time.Time                   `json:"at"`
 	By       string                      `json:"by"`
@@ -197,7 +216,7 @@ func (a *API) fleetView(name string) *FleetView {
 	}
 	v := &FleetView{Hosts: map[string]string{}}
 	if d, ok := a.fleet.Deployment(name); ok {
-		v.Deployed, v.History, v.At, v.By, v.Canary, v.Aborted = d.Digest, d.History, d.At, d.By, d.Canary, d.Aborted
+		v.Deployed, v.Label, v.History, v.At, v.By, v.Canary, v.Aborted = d.Digest, d.Label, d.History, d.At, d.By, d.Canary, d.Aborted
 	}
 	now := time.Now()
 	var live []registry.HostStatus

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wasmstream/wasmstream/internal/verlabel"
 )
 
 // Store keeps modules on disk by digest (modules/<sha256>.wasm) and a
@@ -47,8 +49,10 @@ type ModuleMeta struct {
 	Digest   string    `json:"digest"`
 	Size     int       `json:"size"`
 	Pipeline string    `json:"pipeline"` // validated against this pipeline's config
-	Source   string    `json:"source"`   // "config" or "upload"
+	Source   string    `json:"source"`   // "config", "upload" or "registry"
 	Added    time.Time `json:"added"`
+	// Label names the version (deploy --label; verlabel), "" for none.
+	Label string `json:"label,omitempty"`
 }
 
 // ErrNotFound is returned for an unknown digest.
@@ -135,6 +139,41 @@ func (s *Store) Size(digest string) int {
 		return m.Size
 	}
 	return 0
+}
+
+// SetLabel gives the stored module digest the label (verlabel.Check); ""
+// leaves its label as it is. A label is the version's, wherever it runs: a
+// deploy with another label renames it.
+func (s *Store) SetLabel(digest, label string) error {
+	if err := verlabel.Check(label); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.man.Modules[digest]
+	if m == nil {
+		return fmt.Errorf("%w %s", ErrNotFound, digest)
+	}
+	if label == "" || m.Label == label {
+		return nil
+	}
+	old := m.Label
+	m.Label = label
+	if err := s.saveLocked(); err != nil {
+		m.Label = old
+		return err
+	}
+	return nil
+}
+
+// Label is the label of the stored module digest ("" for none).
+func (s *Store) Label(digest string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.man.Modules[digest]; m != nil {
+		return m.Label
+	}
+	return ""
 }
 
 // Activate records that pipeline now runs digest.

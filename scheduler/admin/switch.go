@@ -67,6 +67,7 @@ func (a *API) switchTo(ctx context.Context, name, digest string, wasm []byte, wh
 	if err != nil {
 		return info, &switchError{http.StatusUnprocessableEntity, fmt.Sprintf("%s refused; the running version keeps running: %v", what, err)}
 	}
+	a.labelRunning(name, digest)
 	rerr := record()
 	if rerr == nil {
 		a.log.Info("admin: "+what+" done", "pipeline", name, "digest", short(digest), "took", time.Since(start).Round(time.Millisecond))

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -40,17 +41,41 @@ type Host struct {
 	metricsSrv, adminSrv *admin.Server
 	meter                *sdkmetric.MeterProvider
 	reg                  *registry.Registry // nil without admin.registry
+	store                *admin.Store       // nil without the admin API
+	overrides            []Override
+}
+
+// Options are how a process starts.
+type Options struct {
+	// CompileConfigModules compiles a pipeline's config module even when a
+	// deployed version replaces it (`run --compile-config-module`), so a
+	// broken config module is found before it would matter.
+	CompileConfigModules bool
 }
 
 // Start assembles the process from cfg and starts consuming. ctx bounds
 // start-up (loading modules, reaching the brokers). On error nothing is
 // left running.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Host, error) {
-	r, err := scheduler.NewRunner(ctx, cfg, log)
+	return StartWith(ctx, cfg, log, Options{})
+}
+
+// StartWith is Start with opts. The version deployed before (the fleet's
+// registry, else the module store) is found first, so that a pipeline it
+// replaces compiles that version only, not the config's module too.
+func StartWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (*Host, error) {
+	h := &Host{cfg: cfg, log: log}
+	mods, err := h.deployedModules(ctx)
 	if err != nil {
+		h.closeRegistry()
 		return nil, err
 	}
-	h := &Host{cfg: cfg, log: log, r: r}
+	r, err := scheduler.NewRunnerWith(ctx, cfg, log, scheduler.Options{Modules: mods, CheckConfigModules: opts.CompileConfigModules})
+	if err != nil {
+		h.closeRegistry()
+		return nil, err
+	}
+	h.r = r
 	if err := h.startOps(ctx); err != nil {
 		h.closeOps()
 		r.Stop(context.Background())
@@ -59,6 +84,120 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Host, er
 	r.Start()
 	return h, nil
 }
+
+// Override is a pipeline whose config module does not run: the version
+// deployed through the admin API (the module store) or the fleet's
+// registry replaces it.
+type Override struct {
+	Pipeline     string
+	Digest       string // what runs
+	Label        string // its label, "" for none
+	From         string // "the fleet registry (<topic>)" or "the module store (<dir>)"
+	ConfigModule string // the config's module path, which does not run
+	ConfigDigest string // its digest ("" if it cannot be read)
+}
+
+// Overrides lists the pipelines whose config module a deployed version
+// replaced at start.
+func (h *Host) Overrides() []Override { return slices.Clone(h.overrides) }
+
+// deployedModules opens the module store and (unless the broker is the
+// embedded one, which starts empty with the runner) the fleet's registry,
+// and returns the module deployed for each pipeline whose config module it
+// replaces, each logged loudly and listed in h.overrides.
+func (h *Host) deployedModules(ctx context.Context) (map[string][]byte, error) {
+	cfg := h.cfg
+	if !*cfg.Admin.Enabled {
+		return nil, nil
+	}
+	dir := cfg.AdminPath(cfg.Admin.StoreDir)
+	store, err := admin.OpenStore(dir, h.log)
+	if err != nil {
+		return nil, err
+	}
+	h.store = store
+	if *cfg.Admin.Registry && !cfg.IsEmbedded() {
+		// Not reaching the registry here is not the end: the config's
+		// modules are then loaded first, as without a deployment, so their
+		// problems are reported before the brokers'; startOps opens the
+		// registry again and applies what it says.
+		if err := h.openRegistry(ctx, cfg.Kafka.Brokers); err != nil {
+			h.log.Warn("the fleet registry cannot be read before loading the modules: the config's modules load first", "err", err)
+			h.reg = nil
+		}
+	}
+	mods := map[string][]byte{}
+	for i := range cfg.Pipelines {
+		pc := &cfg.Pipelines[i]
+		path := cfg.ModulePath(pc)
+		cfgDigest := ""
+		if b, err := os.ReadFile(path); err == nil {
+			cfgDigest = admin.Digest(b)
+		}
+		var digest, from string
+		var wasm []byte
+		if h.reg != nil {
+			if d, ok := h.reg.Deployment(pc.Name); ok {
+				if wasm, err = h.moduleOf(ctx, pc.Name, d.Digest, d.Size); err != nil {
+					return nil, fmt.Errorf("admin.registry: pipeline %s is deployed with %s (%s), which cannot be read here: %w", pc.Name, short(d.Digest), h.reg.Deploys, err)
+				}
+				if err := store.SetLabel(d.Digest, d.Label); err != nil {
+					return nil, fmt.Errorf("admin.store_dir: %w", err)
+				}
+				digest, from = d.Digest, "the fleet registry ("+h.reg.Deploys+")"
+			}
+		}
+		if wasm == nil {
+			if d, ok := store.Active(pc.Name); ok && d != cfgDigest {
+				if wasm, err = store.Get(d); err != nil {
+					return nil, fmt.Errorf("admin.store_dir: pipeline %s was deployed with %s, which cannot be read: %w", pc.Name, short(d), err)
+				}
+				digest, from = d, "the module store ("+dir+")"
+			}
+		}
+		if wasm == nil || digest == cfgDigest {
+			continue
+		}
+		mods[pc.Name] = wasm
+		o := Override{Pipeline: pc.Name, Digest: digest, Label: store.Label(digest), From: from, ConfigModule: path, ConfigDigest: cfgDigest}
+		h.overrides = append(h.overrides, o)
+		h.log.Warn("CONFIG OVERRIDDEN: the deployed version runs, not the config's module", "pipeline", o.Pipeline,
+			"runs", short(o.Digest), "label", o.Label, "from", o.From, "config_module", o.ConfigModule, "config_digest", short(o.ConfigDigest))
+	}
+	return mods, nil
+}
+
+// moduleOf reads digest from the store, or from the registry (then
+// storing it).
+func (h *Host) moduleOf(ctx context.Context, pipeline, digest string, size int) ([]byte, error) {
+	wasm, err := h.store.Get(digest)
+	if errors.Is(err, admin.ErrNotFound) {
+		if wasm, err = h.reg.Module(ctx, digest, size); err == nil {
+			_, err = h.store.Put(pipeline, "registry", wasm)
+		}
+	}
+	return wasm, err
+}
+
+func (h *Host) openRegistry(ctx context.Context, brokers []string) error {
+	base, err := kafkaconn.Opts(h.cfg.Kafka, brokers)
+	if err != nil {
+		return err
+	}
+	h.reg, err = registry.Open(ctx, registry.Config{Base: base, Prefix: h.cfg.RegistryPrefix(), HostID: h.cfg.Host.ID, MaxModuleBytes: int(h.cfg.Admin.MaxModuleBytes)}, h.log)
+	return err
+}
+
+// closeRegistry closes a registry opened but not started.
+func (h *Host) closeRegistry() {
+	if h.reg != nil {
+		h.reg.Close()
+		h.reg = nil
+	}
+}
+
+// short is a digest's first 12 digits.
+func short(d string) string { return d[:min(12, len(d))] }
 
 // Runner is the process's runner.
 func (h *Host) Runner() *scheduler.Runner { return h.r }
@@ -90,7 +229,10 @@ func (h *Host) startOps(ctx context.Context) error {
 		if err := r.RegisterMetrics(meter); err != nil {
 			return err
 		}
-		dh, err := h.dashboardHandler(admin.HealthHandler(handler, r.Ready))
+		mux := http.NewServeMux()
+		mux.Handle("GET /status", scheduler.StatusHandler(r))
+		mux.Handle("/", admin.HealthHandler(handler, r.Ready))
+		dh, err := h.dashboardHandler(mux)
 		if err != nil {
 			return err
 		}
@@ -101,7 +243,7 @@ func (h *Host) startOps(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz /dashboard")
+		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz /status /dashboard")
 	}
 	if !*cfg.Admin.Enabled {
 		return nil
@@ -110,22 +252,29 @@ func (h *Host) startOps(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store, err := admin.OpenStore(cfg.AdminPath(cfg.Admin.StoreDir), h.log)
-	if err != nil {
-		return err
+	store := h.store
+	if *cfg.Admin.Registry && h.reg == nil { // the embedded broker (started with the runner), or not reached before
+		if err := h.openRegistry(ctx, r.Brokers()); err != nil {
+			return err
+		}
 	}
-	if *cfg.Admin.Registry {
-		base, err := kafkaconn.Opts(cfg.Kafka, r.Brokers())
-		if err != nil {
-			return err
-		}
-		h.reg, err = registry.Open(ctx, registry.Config{Base: base, Prefix: cfg.RegistryPrefix(), HostID: cfg.Host.ID, MaxModuleBytes: int(cfg.Admin.MaxModuleBytes)}, h.log)
-		if err != nil {
-			return err
-		}
+	overridden := map[string]string{}
+	for _, o := range h.overrides {
+		overridden[o.Pipeline] = o.Digest
+		h.log.Info("running the deployed version", "pipeline", o.Pipeline, "digest", short(o.Digest), "label", o.Label, "from", o.From)
 	}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
+		if d, ok := overridden[pc.Name]; ok {
+			// Running already (deployedModules, NewRunnerWith).
+			if err := store.Activate(pc.Name, d); err != nil {
+				return fmt.Errorf("admin.store_dir: %w", err)
+			}
+			if err := h.runCanary(ctx, pc.Name); err != nil {
+				return err
+			}
+			continue
+		}
 		if h.reg != nil {
 			ok, err := h.runDeployed(ctx, store, pc.Name)
 			if err != nil {
@@ -135,22 +284,11 @@ func (h *Host) startOps(ctx context.Context) error {
 				continue
 			}
 		}
-		cfgWasm, cerr := os.ReadFile(cfg.ModulePath(pc))
-		if d, ok := store.Active(pc.Name); ok && (cerr != nil || admin.Digest(cfgWasm) != d) {
-			wasm, err := store.Get(d)
-			if err == nil {
-				_, err = r.Deploy(ctx, pc.Name, wasm)
-			}
-			if err != nil {
-				return fmt.Errorf("admin.store_dir: pipeline %s was deployed with %s, which cannot be loaded: %w", pc.Name, d[:12], err)
-			}
-			h.log.Info("running the deployed version", "pipeline", pc.Name, "digest", d[:12])
-			continue
-		}
 		// The config's module is what runs: on a first start it is the first
 		// version in the store.
-		if cerr != nil {
-			return cerr
+		cfgWasm, err := os.ReadFile(cfg.ModulePath(pc))
+		if err != nil {
+			return err
 		}
 		d, err := store.Put(pc.Name, "config", cfgWasm)
 		if err == nil {
@@ -158,6 +296,11 @@ func (h *Host) startOps(ctx context.Context) error {
 		}
 		if err != nil {
 			return fmt.Errorf("admin.store_dir: %w", err)
+		}
+	}
+	for _, pc := range cfg.Pipelines {
+		if d, ok := store.Active(pc.Name); ok {
+			r.SetLabel(pc.Name, d, store.Label(d))
 		}
 	}
 	if h.dash != nil {
@@ -245,13 +388,11 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	if !ok {
 		return false, nil
 	}
-	wasm, err := store.Get(d.Digest)
-	if errors.Is(err, admin.ErrNotFound) {
-		if wasm, err = h.reg.Module(ctx, d.Digest, d.Size); err == nil {
-			_, err = store.Put(name, "registry", wasm)
-		}
-	}
+	wasm, err := h.moduleOf(ctx, name, d.Digest, d.Size)
 	if err == nil {
+		err = store.SetLabel(d.Digest, d.Label)
+	}
+	if vs := h.r.Versions(name); err == nil && (len(vs) == 0 || vs[0].Digest != d.Digest) {
 		_, err = h.r.Deploy(ctx, name, wasm)
 	}
 	if err == nil {
@@ -260,24 +401,35 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	if err != nil {
 		return false, fmt.Errorf("admin.registry: pipeline %s is deployed with %s (%s), which cannot run here: %w", name, d.Digest[:12], h.reg.Deploys, err)
 	}
-	if c := d.Canary; c != nil {
-		wasm, err := store.Get(c.Digest)
-		if errors.Is(err, admin.ErrNotFound) {
-			if wasm, err = h.reg.Module(ctx, c.Digest, c.Size); err == nil {
-				_, err = store.Put(name, "registry", wasm)
-			}
-		}
-		if err == nil {
-			_, err = h.r.SetCanary(ctx, name, wasm, c.Percent)
-		}
-		if err != nil {
-			// The stable version runs everywhere here: the canary's share
-			// of this host's partitions runs it too, which is safe.
-			h.log.Error("the fleet's canary cannot run here; its partitions run the stable version", "pipeline", name, "canary", c.Digest[:12], "err", err)
-		}
-	}
 	h.log.Info("running the deployed version", "pipeline", name, "digest", d.Digest[:12], "from", h.reg.Deploys, "deployed_by", d.By, "at", d.At)
-	return true, nil
+	return true, h.runCanary(ctx, name)
+}
+
+// runCanary starts the fleet's canary of pipeline name, if the registry
+// says one runs. A canary that cannot run here is logged: the stable
+// version runs on its share of this host's partitions too, which is safe.
+func (h *Host) runCanary(ctx context.Context, name string) error {
+	if h.reg == nil {
+		return nil
+	}
+	d, ok := h.reg.Deployment(name)
+	if !ok || d.Canary == nil {
+		return nil
+	}
+	c := d.Canary
+	wasm, err := h.moduleOf(ctx, name, c.Digest, c.Size)
+	if err == nil {
+		err = h.store.SetLabel(c.Digest, c.Label)
+	}
+	if err == nil {
+		_, err = h.r.SetCanary(ctx, name, wasm, c.Percent)
+	}
+	if err != nil {
+		h.log.Error("the fleet's canary cannot run here; its partitions run the stable version", "pipeline", name, "canary", c.Digest[:12], "err", err)
+		return nil
+	}
+	h.r.SetLabel(name, c.Digest, c.Label)
+	return nil
 }
 
 // leaveFleet removes the host's status from the fleet's registry (a clean

@@ -39,6 +39,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/verlabel"
 )
 
 const (
@@ -57,6 +59,7 @@ const (
 type Deployment struct {
 	Pipeline string    `json:"pipeline"`
 	Digest   string    `json:"digest"`
+	Label    string    `json:"label,omitempty"`   // the version's label (deploy --label; verlabel)
 	Size     int       `json:"size,omitempty"`    // the module's bytes (0: not said, by an older host)
 	History  []string  `json:"history,omitempty"` // earlier digests, oldest first
 	At       time.Time `json:"at"`
@@ -71,6 +74,7 @@ type Deployment struct {
 // Canary is a version run on Percent of a pipeline's partitions.
 type Canary struct {
 	Digest  string    `json:"digest"`
+	Label   string    `json:"label,omitempty"`
 	Size    int       `json:"size,omitempty"`
 	Percent int       `json:"percent"`
 	At      time.Time `json:"at"`
@@ -394,6 +398,12 @@ func (r *Registry) read(rec *kgo.Record, live bool) {
 		if err := json.Unmarshal(rec.Value, &d); err != nil || d.Pipeline != string(rec.Key) || !isDigest(d.Digest) {
 			r.log.Warn("admin.registry: a deployment record that does not parse is ignored", "topic", rec.Topic, "offset", rec.Offset, "err", err)
 			break
+		}
+		// Labels reach metrics and terminals: one that is not a label
+		// (written by another writer of the topic) is dropped.
+		d.Label = verlabel.Clean(d.Label)
+		if d.Canary != nil {
+			d.Canary.Label = verlabel.Clean(d.Canary.Label)
 		}
 		r.deploys[d.Pipeline], r.deployAt[d.Pipeline] = d, rec.Offset
 		applyIt = live && r.apply != nil

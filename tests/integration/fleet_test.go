@@ -133,6 +133,11 @@ func TestFleetDeployReachesEveryHost(t *testing.T) {
 		kafkatest.Eventually(t, time.Minute, fmt.Sprintf("host %d runs the deployed version", i), func() bool {
 			return strings.Contains(procs[i].logText(), "msg=\"running the deployed version\" pipeline=p digest="+v2digest[:12])
 		})
+		// It says loudly that the registry's version replaces the config's
+		// module (and, found before the modules load, compiles only it).
+		if l := procs[i].logText(); !strings.Contains(l, "CONFIG OVERRIDDEN") || !strings.Contains(l, "runs="+v2digest[:12]) {
+			t.Fatalf("host %d does not say its config's module is overridden:\n%s", i, l)
+		}
 	}
 	deadline := time.Now().Add(time.Minute)
 	for view := processors(3); strings.Count(view, "runs "+v2digest[:12]) != 5; view = processors(3) { // the pipeline's line and four hosts

@@ -244,6 +244,17 @@ func TestRedriveAfterFix(t *testing.T) {
 	if s := cli("dlq", "redrive", "--error", "asked to fail"); !strings.Contains(s, "10 records redriven") {
 		t.Fatalf("redrive:\n%s", s)
 	}
+	// The redrive is recorded (<dlq>.redriven, compacted): the records are
+	// no longer pending, and a second redrive sends nothing.
+	if s := cli("dlq", "list", "--pending"); !strings.Contains(s, "0 of 10 dead-lettered records in "+dlq+" match and are not redriven") {
+		t.Fatalf("dlq list --pending after the redrive:\n%s", s)
+	}
+	if s := cli("dlq", "list"); strings.Count(s, "[redriven ") != 10 || !strings.Contains(s, `value="{\"i\":0,\"fault\":\"fail\"}"`) {
+		t.Fatalf("dlq list after the redrive:\n%s", s)
+	}
+	if s := cli("dlq", "redrive"); !strings.Contains(s, "0 records redriven, 0 could not be, 10 refused as redriven already") {
+		t.Fatalf("second redrive:\n%s", s)
+	}
 	rd := kafkatest.NewReader(t, brokers, out)
 	rd.ReadUntil(t, time.Minute, "the redriven records in the output", func(rs []*kgo.Record) bool {
 		c := 0
