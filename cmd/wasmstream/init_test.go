@@ -19,9 +19,9 @@ func runMake(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("make", append([]string{"-s"}, args...)...)
 	cmd.Dir = dir
-	// No network: the Go module graph resolves from the module cache (the
-	// project has the checkout's go.sum), the Rust SDK is a path
-	// dependency, the AssemblyScript compiler is the SDK's installed one.
+	// No network: the Go and Rust SDKs are copies in the project (no
+	// module or crate to fetch), the AssemblyScript compiler is the SDK's
+	// installed one (shareASCompiler).
 	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "GOPROXY=off", "CARGO_NET_OFFLINE=true")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -30,13 +30,16 @@ func runMake(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-// TestInitEveryLanguage creates a project in each language, builds it with
-// its Makefile, runs its unit test, validates the module, checks it with
-// the conformance kit (the starter is an uppercase processor) and runs it
-// in the demo, with the project's config.yaml. The toolchains are those
-// the test command installs (Go, clang and wasi-libc, node and the
-// AssemblyScript SDK's compiler, Debian's cargo); a missing one fails the
-// test.
+// TestInitEveryLanguage creates a project in each language with the
+// default template, moves it (the SDK is vendored: it must build away from
+// where it was made), builds it with its Makefile, runs its unit test,
+// validates the module, checks it with the conformance kit (the starter is
+// an uppercase processor) and runs it in the demo, with the project's
+// config.yaml. Then the filter template: built, unit-tested (its test
+// asserts kept, dropped and dead-lettered records) and validated. The
+// toolchains are those the test command installs (Go, clang and wasi-libc,
+// node and the AssemblyScript SDK's compiler, Rust as
+// abi/sdk/rust/wasm-target.sh finds it); a missing one fails the test.
 func TestInitEveryLanguage(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatal("make not found (the test command installs it)")
@@ -50,17 +53,22 @@ func TestInitEveryLanguage(t *testing.T) {
 	defer e.Close(context.Background())
 	for _, lang := range []string{"go", "c", "assemblyscript", "rust"} {
 		t.Run(lang, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "My_Proc."+lang)
-			code, out, errs := runCLI(t, "init", "--lang", lang, "--sdk", root, dir)
+			made := filepath.Join(t.TempDir(), "My_Proc."+lang)
+			code, out, errs := runCLI(t, "init", "--lang", lang, "--sdk", root, made)
 			if code != 0 || !strings.Contains(out, "created") {
 				t.Fatalf("init: code %d\n%s\n%s", code, out, errs)
 			}
 			name := "my-proc-" + lang
-			for _, f := range []string{"Makefile", "config.yaml", "README.md", ".gitignore"} {
-				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			for _, f := range []string{"Makefile", "config.yaml", "README.md", ".gitignore", ".github/workflows/ci.yml"} {
+				if _, err := os.Stat(filepath.Join(made, f)); err != nil {
 					t.Fatalf("no %s: %v", f, err)
 				}
 			}
+			dir := filepath.Join(t.TempDir(), "moved")
+			if err := os.Rename(made, dir); err != nil {
+				t.Fatal(err)
+			}
+			shareASCompiler(t, root, lang, dir)
 			runMake(t, dir)
 			t.Logf("make test:\n%s", runMake(t, dir, "test"))
 			wasm := filepath.Join(dir, name+".wasm")
@@ -84,7 +92,32 @@ func TestInitEveryLanguage(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "← "+name+"-out") || !strings.Contains(out, "HELLO FROM WASMSTREAM") {
 				t.Fatalf("demo: code %d\n%s\n%s", code, out, errs)
 			}
+
+			filter := filepath.Join(t.TempDir(), "filter")
+			if code, out, errs := runCLI(t, "init", "--lang", lang, "--template", "filter", "--sdk", root, filter); code != 0 {
+				t.Fatalf("init --template filter: code %d\n%s\n%s", code, out, errs)
+			}
+			shareASCompiler(t, root, lang, filter)
+			runMake(t, filter)
+			test := runMake(t, filter, "test")
+			t.Logf("filter: make test:\n%s", test)
+			if code, out, errs := runCLI(t, "validate", filepath.Join(filter, "filter.wasm")); code != 0 {
+				t.Fatalf("validate filter: code %d\n%s\n%s", code, out, errs)
+			}
 		})
+	}
+}
+
+// shareASCompiler gives an AssemblyScript project the SDK's installed
+// compiler (a link to its node_modules) instead of the npm install its
+// Makefile would run: the test stays offline and fast.
+func shareASCompiler(t *testing.T, root, lang, dir string) {
+	t.Helper()
+	if lang != "assemblyscript" {
+		return
+	}
+	if err := os.Symlink(filepath.Join(root, "abi", "sdk", "assemblyscript", "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -100,6 +133,7 @@ func TestInitRefuses(t *testing.T) {
 	}{
 		{[]string{"init", "--lang", "go", dir}, 1, "is not empty"},
 		{[]string{"init", "--lang", "cobol", filepath.Join(dir, "x")}, 1, "want one of go, c, assemblyscript, rust"},
+		{[]string{"init", "--lang", "go", "--template", "reduce", filepath.Join(dir, "x")}, 1, "want one of map, filter"},
 		{[]string{"init", filepath.Join(dir, "x")}, 2, "go, c, assemblyscript, rust"},
 		{[]string{"init", "--lang", "go", "--sdk", dir, filepath.Join(dir, "y")}, 1, "is not a wasmstream checkout"},
 		{[]string{"init", "--lang", "c", "--name", "!!!", filepath.Join(dir, "z")}, 1, "give --name"},
