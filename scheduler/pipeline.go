@@ -42,6 +42,7 @@ type Stats struct {
 	Read       atomic.Int64
 	Done       atomic.Int64 // records whose outcome is durable (output or dead letter acknowledged)
 	Outputs    atomic.Int64 // output records acknowledged by the broker
+	NoOutput   atomic.Int64 // records done that succeeded without an output (a filter's drops)
 	DeadLetter atomic.Int64 // records acknowledged on the dead-letter topic
 	Faults     atomic.Int64 // guest faults (each discarded an instance)
 	Commits    atomic.Int64 // successful offset commits
@@ -80,6 +81,7 @@ type Snapshot struct {
 	Read       int64 // records decoded from fetch responses (Stats.Read)
 	Done       int64
 	Outputs    int64
+	NoOutput   int64 // records that succeeded without an output (dropped)
 	DeadLetter int64
 	Faults     int64
 	Commits    int64
@@ -512,6 +514,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 		Read:       p.stats.Read.Load(),
 		Done:       p.stats.Done.Load(),
 		Outputs:    p.stats.Outputs.Load(),
+		NoOutput:   p.stats.NoOutput.Load(),
 		DeadLetter: p.stats.DeadLetter.Load(),
 		Faults:     p.stats.Faults.Load(),
 		Commits:    p.stats.Commits.Load(),

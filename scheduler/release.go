@@ -224,7 +224,9 @@ func (w *worker) releaseLane(ln *lane) {
 func (t *task) deliver(j *job) {
 	switch j.verdict {
 	case verdictDone:
-		t.finish(j.r)
+		if t.finish(j.r) {
+			t.p.stats.NoOutput.Add(1)
+		}
 		j.tr.End("ok", "", "")
 	case verdictOutputs:
 		t.p.commit.deliverOutputs(t, j)

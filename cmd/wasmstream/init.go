@@ -289,6 +289,9 @@ func addSDKFiles(d initData, files map[string][]byte) error {
 				return err
 			}
 		}
+		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
+			return err
+		}
 		return copyFiles("abi", "sdk/abi", func(n string) bool { return n == "ABI.md" })
 	case "rust":
 		if err := copyFiles("abi/sdk/rust", ".", func(n string) bool { return n == "wasm-target.sh" }); err != nil {
@@ -306,6 +309,9 @@ func addSDKFiles(d initData, files map[string][]byte) error {
 		if err := copyFiles("abi/sdk/rust/wasmstream/src", "sdk/src", func(n string) bool { return strings.HasSuffix(n, ".rs") }); err != nil {
 			return err
 		}
+		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
+			return err
+		}
 		return copyFiles("abi", "sdk", func(n string) bool { return n == "ABI.md" })
 	case "assemblyscript":
 		if !d.Vendor {
@@ -317,6 +323,9 @@ func addSDKFiles(d initData, files map[string][]byte) error {
 		if err := copyFiles("abi/sdk/assemblyscript/assembly", "sdk/assembly", func(n string) bool { return strings.HasSuffix(n, ".ts") }); err != nil {
 			return err
 		}
+		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
+			return err
+		}
 		return copyFiles("abi", "sdk", func(n string) bool { return n == "ABI.md" })
 	case "c":
 		if d.Template == "map" {
@@ -324,6 +333,9 @@ func addSDKFiles(d initData, files map[string][]byte) error {
 		}
 		if d.SDK != "" {
 			if err := copyFiles("abi", ".", func(n string) bool { return n == "ABI.md" }); err != nil {
+				return err
+			}
+			if err := copyFiles("docs", ".", func(n string) bool { return n == "SDK.md" }); err != nil {
 				return err
 			}
 		}

@@ -36,7 +36,9 @@ func runMake(t *testing.T, dir string, args ...string) string {
 // validates the module, checks it with the conformance kit (the starter is
 // an uppercase processor) and runs it in the demo, with the project's
 // config.yaml. Then the filter template: built, unit-tested (its test
-// asserts kept, dropped and dead-lettered records) and validated. The
+// asserts kept, dropped and dead-lettered records) and validated; in Go,
+// also run in the demo on its sample.jsonl (demo --input), whose summary
+// must count 3 outputs, 1 dropped and 2 dead-lettered. The
 // toolchains are those the test command installs (Go, clang and wasi-libc,
 // node and the AssemblyScript SDK's compiler, Rust as
 // abi/sdk/rust/wasm-target.sh finds it); a missing one fails the test.
@@ -103,6 +105,14 @@ func TestInitEveryLanguage(t *testing.T) {
 			t.Logf("filter: make test:\n%s", test)
 			if code, out, errs := runCLI(t, "validate", filepath.Join(filter, "filter.wasm")); code != 0 {
 				t.Fatalf("validate filter: code %d\n%s\n%s", code, out, errs)
+			}
+			if lang != "go" {
+				return // the demo's --input and its counts: once is enough
+			}
+			code, out, errs = runCLI(t, "demo", "--config", filepath.Join(filter, "config.yaml"), "--lookup-service", "", "--input", filepath.Join(filter, "sample.jsonl"), "--duration", "10s")
+			if code != 0 || !strings.Contains(out, "sample.jsonl: 6 record(s) produced") || !strings.Contains(out, "live dashboard: http://127.0.0.1:") ||
+				!strings.Contains(out, "[filter] done 6 · outputs 3 · dropped (no output) 1 · retried 0 · dead-lettered 2") {
+				t.Fatalf("demo --input: code %d\n%s\n%s", code, out, errs)
 			}
 		})
 	}
@@ -194,6 +204,31 @@ func TestInitHintQuotesDir(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(parent, "PWNED")); err == nil {
 			t.Fatalf("%s -c %q ran a command of the directory's name", tc.shell, cd)
+		}
+	}
+}
+
+func TestDemoInputLines(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(f, []byte("{\"a\":1}\r\n\nplain text\n{\"b\":2}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := readInputLines(f)
+	if err != nil || len(lines) != 3 || string(lines[0]) != `{"a":1}` || string(lines[1]) != "plain text" || string(lines[2]) != `{"b":2}` {
+		t.Fatalf("%q %v", lines, err)
+	}
+	long := filepath.Join(dir, "long.txt")
+	if err := os.WriteFile(long, bytes.Repeat([]byte("x"), maxInputLineBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.txt")
+	if err := os.WriteFile(empty, []byte("\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{long: "long.txt: a line longer than", empty: "empty.txt: no records", filepath.Join(dir, "none"): "none: no such file"} {
+		if _, err := readInputLines(file); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", file, err, want)
 		}
 	}
 }

@@ -103,7 +103,7 @@ loop:
 		return 1
 	}
 	for _, s := range r.Snapshots() {
-		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped, "transactions", s.TxnCommitted, "aborted", s.TxnAborted)
+		log.Info("stopped", "pipeline", s.Name, "done", s.Done, "dropped", s.NoOutput, "outputs", s.Outputs, "retried", s.Retried, "dead_lettered", s.DeadLetter, "faults", s.Faults, "restarted", s.Restarted, "skipped", s.Skipped, "transactions", s.TxnCommitted, "aborted", s.TxnAborted)
 	}
 	return 0
 }
@@ -169,8 +169,8 @@ func brokerErrorsSince(prev, cur []scheduler.BrokerErrors) string {
 }
 
 func (l statusLine) String() string {
-	s := fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
-		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.Retried, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
+	s := fmt.Sprintf("[%s] %.0f rec/s · in flight %d · lag %d · done %d (dropped %d) · retried %d · dead-lettered %d · guest faults %d · partitions %d · instances %d (%d busy)",
+		l.Name, l.rate, l.InFlight, l.Lag, l.Done, l.NoOutput, l.Retried, l.DeadLetter, l.Faults, l.Tasks, l.Instances, l.Busy)
 	if l.PoolReason != "" {
 		s += fmt.Sprintf(" · auto target %d (%s)", l.TargetInstances, l.PoolReason)
 	}
