@@ -125,7 +125,7 @@ type statusLine struct {
 
 func (l statusLine) attrs() []any {
 	a := []any{"pipeline", l.Name, "records_per_s", fmt.Sprintf("%.0f", l.rate), "in_flight", l.InFlight, "lag", l.Lag,
-		"done", l.Done, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
+		"done", l.Done, "dropped", l.NoOutput, "retried", l.Retried, "dead_lettered", l.DeadLetter, "faults", l.Faults, "partitions", l.Tasks,
 		"instances", l.Instances, "busy", l.Busy, "borrowed", l.Borrowed, "released", l.Released, "paused", l.Paused, "skipped", l.Skipped, "transactions", l.TxnCommitted, "aborted", l.TxnAborted}
 	if l.PoolReason != "" { // instances: auto
 		a = append(a, "target_instances", l.TargetInstances, "pool_reason", l.PoolReason)
