@@ -7,10 +7,13 @@ WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
 RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup rust-count rust-dedup
 RUST_CRATES := abi/sdk/rust/wasmstream $(addprefix plugins/examples/,$(RUST_EXAMPLES))
-# Debian's Rust (rustc, cargo, libstd-rust-dev-wasm32; the test command
-# installs them): /usr/bin comes first, before a rustup toolchain that may
-# lack the wasm32-wasi standard library.
-CARGO ?= env PATH=/usr/bin:$(PATH) cargo
+# The Rust toolchain and WASI target, as abi/sdk/rust/wasm-target.sh finds
+# them: rustup's with wasm32-wasip1 (rustup target add wasm32-wasip1), else
+# Debian's rustc 1.63 with wasm32-wasi (rustc, cargo, libstd-rust-dev-wasm32;
+# the test command installs them), the offline fallback for crate-free code.
+RUST_WASM = $(eval RUST_WASM := $$(shell sh abi/sdk/rust/wasm-target.sh))$(RUST_WASM)
+RUST_TARGET = $(word 2,$(RUST_WASM))
+CARGO ?= env PATH=$(word 1,$(RUST_WASM)):$(PATH) cargo
 
 .PHONY: demo test build plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test conformance bench clean
 
@@ -48,9 +51,10 @@ as-plugins: $(AS_SDK)/node_modules/.package-lock.json
 	$(foreach p,$(AS_PLUGINS),node $(AS_SDK)/build.mjs plugins/examples/as-$(p)/assembly/index.ts plugins/examples/as-$(p)/$(p).wasm &&) true
 
 # The Rust examples, built with the Rust SDK (abi/sdk/rust/wasmstream); each
-# module is plugins/examples/rust-<name>/target/wasm32-wasi/release/rust_<name>.wasm.
+# module is plugins/examples/rust-<name>/target/$(RUST_TARGET)/release/rust_<name>.wasm.
 rust-plugins:
-	for c in $(RUST_EXAMPLES); do (cd plugins/examples/$$c && $(CARGO) build --quiet --release --target wasm32-wasi) || exit 1; done
+	@test -n "$(RUST_TARGET)" || exit 1
+	for c in $(RUST_EXAMPLES); do (cd plugins/examples/$$c && $(CARGO) build --quiet --release --target $(RUST_TARGET)) || exit 1; done
 
 # cargo test of the Rust SDK and examples, on the host (no WebAssembly
 # runtime); host/rustguest_test.go runs the examples inside the host. One
@@ -62,9 +66,9 @@ rust-test:
 # examples, from the built modules; TestExamplesConform runs the same in the
 # test command and also requires identical outputs across languages.
 conformance: build plugins c-plugins as-plugins rust-plugins
-	./bin/wasmstream conformance --quiet --example uppercase plugins/examples/uppercase/uppercase.wasm plugins/examples/c-uppercase/uppercase.wasm plugins/examples/as-uppercase/uppercase.wasm plugins/examples/rust-uppercase/target/wasm32-wasi/release/rust_uppercase.wasm
-	./bin/wasmstream conformance --quiet --example filter plugins/examples/filter/filter.wasm plugins/examples/as-filter/filter.wasm plugins/examples/rust-filter/target/wasm32-wasi/release/rust_filter.wasm
-	./bin/wasmstream conformance --quiet --example lookup plugins/examples/lookup/lookup.wasm plugins/examples/as-lookup/lookup.wasm plugins/examples/rust-lookup/target/wasm32-wasi/release/rust_lookup.wasm
+	./bin/wasmstream conformance --quiet --example uppercase plugins/examples/uppercase/uppercase.wasm plugins/examples/c-uppercase/uppercase.wasm plugins/examples/as-uppercase/uppercase.wasm plugins/examples/rust-uppercase/target/$(RUST_TARGET)/release/rust_uppercase.wasm
+	./bin/wasmstream conformance --quiet --example filter plugins/examples/filter/filter.wasm plugins/examples/as-filter/filter.wasm plugins/examples/rust-filter/target/$(RUST_TARGET)/release/rust_filter.wasm
+	./bin/wasmstream conformance --quiet --example lookup plugins/examples/lookup/lookup.wasm plugins/examples/as-lookup/lookup.wasm plugins/examples/rust-lookup/target/$(RUST_TARGET)/release/rust_lookup.wasm
 
 test:
 	bash tests/run.sh

@@ -224,8 +224,9 @@ func (w *worker) releaseLane(ln *lane) {
 func (t *task) deliver(j *job) {
 	switch j.verdict {
 	case verdictDone:
-		t.ps.Dropped.Add(1) // ok with no output: filtered
-		t.finish(j.r)
+		if t.finish(j.r) {
+			t.ps.Dropped.Add(1) // ok with no output: filtered
+		}
 		j.tr.End("ok", "", "")
 	case verdictOutputs:
 		t.p.commit.deliverOutputs(t, j)

@@ -490,9 +490,11 @@ func (t *task) gauges(withSlots bool) taskGauges {
 	return g
 }
 
-func (t *task) finish(r *kgo.Record) {
+// finish counts r done once its outcome is durable; false when it was
+// already (markDone).
+func (t *task) finish(r *kgo.Record) bool {
 	if !t.p.commit.markDone(t, r) {
-		return
+		return false
 	}
 	t.p.stats.Done.Add(1)
 	t.ps.Done.Add(1)
@@ -511,4 +513,5 @@ func (t *task) finish(r *kgo.Record) {
 	if t.p.awaiting.Load() {
 		t.p.signalDemand()
 	}
+	return true
 }

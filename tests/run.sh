@@ -65,6 +65,9 @@ install_prereqs() {
     [[ -x /usr/bin/rustc ]] || pkgs+=(rustc)
     [[ -x /usr/bin/cargo ]] || pkgs+=(cargo)
     [[ -d /usr/lib/rustlib/wasm32-wasi/lib ]] || pkgs+=(libstd-rust-dev-wasm32)
+    # A rustup toolchain builds them first (abi/sdk/rust/wasm-target.sh), with
+    # its wasm32-wasip1 target; Debian's is the fallback when that download fails.
+    if command -v rustup >/dev/null 2>&1; then rustup target add wasm32-wasip1 >/dev/null 2>&1 || true; fi
     # wat2wasm: hand-written test modules (host/internal/meter/testdata/*.wat).
     command -v wat2wasm >/dev/null 2>&1 || pkgs+=(wabt)
     # node and npm: the AssemblyScript SDK (abi/sdk/assemblyscript) and its

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/config"
@@ -43,9 +46,10 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	cf.register(fs, config.DefaultFile)
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	rate := fs.Float64("rate", 2, "demo input records per second, after an initial burst of 20")
+	input := fs.String("input", "", "produce this file's lines (one record each: JSON lines or text; \"-\": standard input) instead of the generated demo records")
 	lookupAddr := fs.String("lookup-service", "127.0.0.1:18089", "serve the demo user directory that the lookup pipeline calls here (\"\": don't)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: wasmstream demo [--config config.yaml] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records and prints what comes out, with a status line\nevery few seconds.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -60,6 +64,14 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "wasmstream demo: the demo user directory cannot listen on %s (%v); the lookup pipeline's records will fail and be dead-lettered\n", *lookupAddr, err)
 		} else {
 			defer stopLookup()
+		}
+	}
+	var lines [][]byte
+	if *input != "" {
+		var err error
+		if lines, err = readInputLines(*input); err != nil {
+			printErr(stderr, "wasmstream demo", err)
+			return 1
 		}
 	}
 	if err := demoToken(&cf, stdout); err != nil {
@@ -108,6 +120,19 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	wg.Add(2)
 	go func() { // seed
 		defer wg.Done()
+		if *input != "" {
+			for _, l := range lines {
+				for in := range inputs {
+					rec := &kgo.Record{Topic: in, Value: l}
+					if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+						return
+					}
+					say("→ %-16s %s\n", in, printable(rec.Value))
+				}
+			}
+			say("── %s: %d record(s) produced\n", termsafe.Line(*input), len(lines))
+			return
+		}
 		n := 0
 		produce := func() {
 			for in := range inputs {
@@ -185,7 +210,7 @@ loop:
 		if s.TxnCommitted+s.TxnAborted > 0 {
 			txn = fmt.Sprintf(" · transactions %d (%d aborted)", s.TxnCommitted, s.TxnAborted)
 		}
-		say("[%s] done %d · outputs %d · retried %d · dead-lettered %d · guest faults %d%s\n", s.Name, s.Done, s.Outputs, s.Retried, s.DeadLetter, s.Faults, txn)
+		say("[%s] done %d · outputs %d · dropped (no output) %d · retried %d · dead-lettered %d · guest faults %d%s\n", s.Name, s.Done, s.Outputs, s.Dropped, s.Retried, s.DeadLetter, s.Faults, txn)
 	}
 	return 0
 }
@@ -195,6 +220,48 @@ func firstKey(m map[string]bool) string {
 		return k
 	}
 	return ""
+}
+
+// The bounds of demo --input: it is for trying a processor on a sample.
+const (
+	maxInputLines     = 100_000
+	maxInputLineBytes = 1 << 20
+)
+
+// readInputLines reads the records of demo --input: one per line (without
+// its line end), empty lines skipped.
+func readInputLines(name string) ([][]byte, error) {
+	f := os.Stdin
+	if name != "-" {
+		var err error
+		if f, err = os.Open(name); err != nil {
+			return nil, fmt.Errorf("--input: %w", err)
+		}
+		defer f.Close()
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), maxInputLineBytes)
+	var lines [][]byte
+	for n := 1; sc.Scan(); n++ {
+		l := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
+		if len(l) == 0 {
+			continue
+		}
+		if len(lines) == maxInputLines {
+			return nil, fmt.Errorf("--input %s: more than %d records (a sample is enough for the demo; produce more with any Kafka client)", name, maxInputLines)
+		}
+		lines = append(lines, bytes.Clone(l))
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("a line longer than %d bytes", maxInputLineBytes)
+		}
+		return nil, fmt.Errorf("--input %s: %w", name, err)
+	}
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("--input %s: no records (one per line)", name)
+	}
+	return lines, nil
 }
 
 // serveDemoLookup serves the demo user directory: GET /users/<name> answers

@@ -4,16 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"text/template"
 	"unicode"
@@ -41,13 +44,34 @@ func initLangNames() string {
 	return strings.Join(s, ", ")
 }
 
+// initTemplateNames are the starters of wasmstream init --template, each a
+// directory inittemplates/<lang>/<template> rendered over the language's
+// build files. map is the default: it runs on the demo's generated input
+// and the conformance kit's uppercase vectors as it is.
+var initTemplateNames = []struct{ name, what string }{
+	{"map", "emits each record with its value upper-cased (the default)"},
+	{"filter", "JSON records: keeps those with \"amount\" >= 10, drops the others, dead-letters those without one"},
+}
+
+func initTemplateList() string {
+	var s []string
+	for _, t := range initTemplateNames {
+		s = append(s, t.name)
+	}
+	return strings.Join(s, ", ")
+}
+
 // initData is what the templates see.
 type initData struct {
 	Name, Crate, Lang, LangName string
+	Template                    string
+	Vendor                      bool   // the SDK is copied into the project's sdk/
 	SDK                         string // the wasmstream checkout (absolute)
 	GoVersion                   string
-	ASSDK, ASImport             string // the AssemblyScript SDK's directory, and its path relative to assembly/
-	RustSDK                     string
+	GoReplace                   string // the Go SDK: ./sdk, or the checkout
+	ASSDK, ASImport             string // the AssemblyScript SDK's directory (sdk or absolute), and its path relative to assembly/
+	ASCVersion                  string // the AssemblyScript compiler the SDK pins
+	RustSDK                     string // the Rust SDK crate: sdk, or the checkout's
 	CLI                         string // the wasmstream command the Makefile falls back on
 	CleanExtra                  string
 }
@@ -56,25 +80,31 @@ func cmdInit(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	lang := fs.String("lang", "", "the processor's language: "+initLangNames())
-	sdk := fs.String("sdk", "", "the wasmstream checkout whose SDK the project uses (default: $WASMSTREAM_SDK, else the checkout this binary was built in or runs from)")
+	tmpl := fs.String("template", "map", "the starter processor: "+initTemplateList())
+	vendor := fs.Bool("vendor", true, "copy the SDK into the project (sdk/), so that it builds without the checkout; --vendor=false uses the checkout's SDK in place (for work on the SDK itself)")
+	sdk := fs.String("sdk", "", "the wasmstream checkout whose SDK the project gets (default: $WASMSTREAM_SDK, else the checkout this binary was built in or runs from)")
 	name := fs.String("name", "", "the processor's name (default: DIR's base name)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: wasmstream init --lang LANG [--sdk DIR] [--name NAME] DIR
+		fmt.Fprintf(stderr, `Usage: wasmstream init --lang LANG [--template T] [--vendor=false] [--sdk DIR] [--name NAME] DIR
 
 Creates a processor project in DIR (which must not exist or be empty): the
-source of a starter processor (it upper-cases values), a Makefile (make,
-make test, make validate, make conformance, make demo), a unit test, a
-config.yaml that runs it, and a README. LANG is one of: %s.
+source of a starter processor, a Makefile (make, make test, make validate,
+make demo), a unit test, a config.yaml that runs it, a CI workflow
+(.github/workflows/ci.yml) and a README. LANG is one of: %s.
 
-The project uses the SDK of a wasmstream checkout (--sdk): Go through a
-replace directive in go.mod, Rust through a path dependency,
-AssemblyScript through the SDK's build script and installed compiler (run
-npm ci in its abi/sdk/assemblyscript once). C needs no SDK.
+Templates (--template):
+%s
+The project gets a copy of the SDK of a wasmstream checkout (--sdk) in
+sdk/, so that it builds anywhere, moved or cloned: Go through a replace
+directive to ./sdk, Rust through a path dependency on sdk, AssemblyScript
+importing sdk/assembly with the compiler the SDK pins (make runs npm
+install once). C needs no SDK. --vendor=false points at the checkout
+instead (an absolute path: the project then builds only beside it).
 
-  wasmstream init --lang rust myproc && cd myproc && make && make test && make validate
+  wasmstream init --lang rust --template filter myproc && cd myproc && make && make test
 
 Flags:
-`, initLangNames())
+`, initLangNames(), initTemplateHelp())
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -84,22 +114,38 @@ Flags:
 		fs.Usage()
 		return 2
 	}
-	if err := initProject(*lang, *sdk, *name, fs.Arg(0), stdout); err != nil {
+	if err := initProject(initOptions{lang: *lang, sdk: *sdk, name: *name, template: *tmpl, vendor: *vendor}, fs.Arg(0), stdout, stderr); err != nil {
 		printErr(stderr, "wasmstream init", err)
 		return 1
 	}
 	return 0
 }
 
-func initProject(lang, sdk, name, dir string, stdout io.Writer) error {
-	d := initData{Lang: strings.ToLower(lang)}
+func initTemplateHelp() string {
+	var b strings.Builder
+	for _, t := range initTemplateNames {
+		fmt.Fprintf(&b, "  %-8s %s\n", t.name, t.what)
+	}
+	return b.String()
+}
+
+type initOptions struct {
+	lang, sdk, name, template string
+	vendor                    bool
+}
+
+func initProject(o initOptions, dir string, stdout, stderr io.Writer) error {
+	d := initData{Lang: strings.ToLower(o.lang), Template: o.template, Vendor: o.vendor}
 	for _, l := range initLangs {
 		if l.name == d.Lang || (d.Lang == "as" && l.name == "assemblyscript") {
 			d.Lang, d.LangName = l.name, l.title
 		}
 	}
 	if d.LangName == "" {
-		return fmt.Errorf("unknown language %q: want one of %s", lang, initLangNames())
+		return fmt.Errorf("unknown language %q: want one of %s", o.lang, initLangNames())
+	}
+	if !slices.ContainsFunc(initTemplateNames, func(t struct{ name, what string }) bool { return t.name == d.Template }) {
+		return fmt.Errorf("unknown template %q: want one of %s", o.template, initTemplateList())
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return fmt.Errorf("%s is not empty: give a new or empty directory", dir)
@@ -110,6 +156,7 @@ func initProject(lang, sdk, name, dir string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	name := o.name
 	if name == "" {
 		name = filepath.Base(abs)
 	}
@@ -119,26 +166,31 @@ func initProject(lang, sdk, name, dir string, stdout io.Writer) error {
 	d.Crate = strings.ReplaceAll(d.Name, "-", "_")
 	d.CLI = "wasmstream"
 	if d.Lang == "c" {
-		if co, err := findSDK(sdk); err == nil { // C needs no SDK; the checkout's CLI is welcome
+		if co, err := findSDK(o.sdk); err == nil { // C needs no SDK; the checkout's CLI and ABI.md are welcome
+			d.SDK = co
 			d.CLI = filepath.Join(co, "bin", "wasmstream")
 		}
 	} else {
-		if d.SDK, err = findSDK(sdk); err != nil {
+		if d.SDK, err = findSDK(o.sdk); err != nil {
 			return err
 		}
 		d.GoVersion = goVersion(filepath.Join(d.SDK, "go.mod"))
-		d.ASSDK = filepath.Join(d.SDK, "abi", "sdk", "assemblyscript")
-		d.RustSDK = filepath.Join(d.SDK, "abi", "sdk", "rust", "wasmstream")
-		rel, err := filepath.Rel(filepath.Join(abs, "assembly"), d.ASSDK)
-		if err != nil {
-			return err
-		}
-		d.ASImport = filepath.ToSlash(rel)
 		d.CLI = filepath.Join(d.SDK, "bin", "wasmstream")
+		d.ASCVersion = ascVersion(filepath.Join(d.SDK, "abi", "sdk", "assemblyscript", "package.json"))
+		if d.Vendor {
+			d.GoReplace, d.ASSDK, d.ASImport, d.RustSDK = "./sdk", "sdk", "../sdk", "sdk"
+		} else {
+			d.GoReplace = d.SDK
+			d.ASSDK = filepath.Join(d.SDK, "abi", "sdk", "assemblyscript")
+			d.RustSDK = filepath.Join(d.SDK, "abi", "sdk", "rust", "wasmstream")
+			rel, err := filepath.Rel(filepath.Join(abs, "assembly"), d.ASSDK)
+			if err != nil {
+				return err
+			}
+			d.ASImport = filepath.ToSlash(rel)
+		}
 	}
 	switch d.Lang {
-	case "c":
-		d.CleanExtra = " test_native"
 	case "rust":
 		d.CleanExtra = "\n\t$(CARGO) clean"
 	}
@@ -146,17 +198,8 @@ func initProject(lang, sdk, name, dir string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if d.Lang == "go" {
-		// go.sum: the checkout's, so that the module graph resolves
-		// offline from what building wasmstream put in the module cache.
-		sum, err := os.ReadFile(filepath.Join(d.SDK, "go.sum"))
-		if err != nil {
-			return fmt.Errorf("the SDK's go.sum: %w", err)
-		}
-		files["go.sum"] = sum
-	}
-	if d.Lang == "c" {
-		files["case_ranges.h"] = caseRangesHeader()
+	if err := addSDKFiles(d, files); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
@@ -167,13 +210,140 @@ func initProject(lang, sdk, name, dir string, stdout io.Writer) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(n, ".sh") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, b, mode); err != nil {
 			return err
 		}
 		names = append(names, n)
 	}
-	fmt.Fprintf(stdout, "created %s: the %s processor %q (%d files)\n", termsafe.Line(dir), d.LangName, d.Name, len(names))
+	fmt.Fprintf(stdout, "created %s: the %s processor %q, template %s (%d files)\n", termsafe.Line(dir), d.LangName, d.Name, d.Template, len(names))
+	if d.Lang == "rust" {
+		rustToolchainHint(filepath.Join(abs, "wasm-target.sh"), stdout)
+	}
 	fmt.Fprintf(stdout, "  cd %s && make && make test && make validate    # then: make demo\n", shellQuote(dir))
+	return nil
+}
+
+// rustToolchainHint says which Rust toolchain and target the project
+// builds with (its wasm-target.sh), or what to install: the project is
+// made either way.
+func rustToolchainHint(script string, stdout io.Writer) {
+	cmd := exec.Command("sh", script)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 2 {
+		fmt.Fprintf(stdout, "  Rust: %s\n", termsafe.Line(strings.TrimSpace(stderr.String())))
+		return
+	}
+	fmt.Fprintf(stdout, "  Rust: builds with %s for %s\n", termsafe.Line(filepath.Join(f[0], "cargo")), f[1])
+	if note := strings.TrimSpace(stderr.String()); note != "" {
+		fmt.Fprintf(stdout, "  Rust: %s\n", termsafe.Line(note))
+	}
+}
+
+// addSDKFiles adds to files what the project takes from the checkout: the
+// SDK (when vendored), go.sum, the Rust toolchain script, the C tables.
+func addSDKFiles(d initData, files map[string][]byte) error {
+	copyFiles := func(from, to string, keep func(string) bool) error {
+		ents, err := os.ReadDir(filepath.Join(d.SDK, from))
+		if err != nil {
+			return fmt.Errorf("the SDK: %w", err)
+		}
+		for _, e := range ents {
+			if e.IsDir() || !keep(e.Name()) {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(d.SDK, from, e.Name()))
+			if err != nil {
+				return fmt.Errorf("the SDK: %w", err)
+			}
+			files[path.Join(to, e.Name())] = b
+		}
+		return nil
+	}
+	goSrc := func(n string) bool { return strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") }
+	switch d.Lang {
+	case "go":
+		if !d.Vendor {
+			// go.sum: the checkout's, so that the module graph resolves
+			// offline from what building wasmstream put in the module cache.
+			sum, err := os.ReadFile(filepath.Join(d.SDK, "go.sum"))
+			if err != nil {
+				return fmt.Errorf("the SDK's go.sum: %w", err)
+			}
+			files["go.sum"] = sum
+			return nil
+		}
+		// The packages abi and abi/guest and what they import, as a module
+		// of their own (standard library only: no go.sum).
+		files["sdk/go.mod"] = fmt.Appendf(nil, "// The wasmstream Go SDK (abi, abi/guest), copied by wasmstream init from\n// %s.\nmodule github.com/wasmstream/wasmstream\n\ngo %s\n", d.SDK, d.GoVersion)
+		for _, p := range []string{"abi", "abi/guest", "internal/jsonw"} {
+			if err := copyFiles(p, "sdk/"+p, goSrc); err != nil {
+				return err
+			}
+		}
+		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
+			return err
+		}
+		return copyFiles("abi", "sdk/abi", func(n string) bool { return n == "ABI.md" })
+	case "rust":
+		if err := copyFiles("abi/sdk/rust", ".", func(n string) bool { return n == "wasm-target.sh" }); err != nil {
+			return err
+		}
+		// A lock file of version 3, which Debian's cargo reads too (a
+		// newer cargo keeps the version of the lock file it finds).
+		files["Cargo.lock"] = fmt.Appendf(nil, "# This file is automatically @generated by Cargo.\n# It is not intended for manual editing.\nversion = 3\n\n[[package]]\nname = %q\nversion = \"0.1.0\"\ndependencies = [\n \"wasmstream\",\n]\n\n[[package]]\nname = \"wasmstream\"\nversion = \"0.1.0\"\n", d.Name)
+		if !d.Vendor {
+			return nil
+		}
+		if err := copyFiles("abi/sdk/rust/wasmstream", "sdk", func(n string) bool { return n == "Cargo.toml" || n == "README.md" }); err != nil {
+			return err
+		}
+		if err := copyFiles("abi/sdk/rust/wasmstream/src", "sdk/src", func(n string) bool { return strings.HasSuffix(n, ".rs") }); err != nil {
+			return err
+		}
+		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
+			return err
+		}
+		return copyFiles("abi", "sdk", func(n string) bool { return n == "ABI.md" })
+	case "assemblyscript":
+		if !d.Vendor {
+			return nil
+		}
+		if err := copyFiles("abi/sdk/assemblyscript", "sdk", func(n string) bool { return n == "build.mjs" || n == "README.md" }); err != nil {
+			return err
+		}
+		if err := copyFiles("abi/sdk/assemblyscript/assembly", "sdk/assembly", func(n string) bool { return strings.HasSuffix(n, ".ts") }); err != nil {
+			return err
+		}
+		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
+			return err
+		}
+		return copyFiles("abi", "sdk", func(n string) bool { return n == "ABI.md" })
+	case "c":
+		if d.Template == "map" {
+			files["case_ranges.h"] = caseRangesHeader()
+		}
+		if d.SDK != "" {
+			if err := copyFiles("abi", ".", func(n string) bool { return n == "ABI.md" }); err != nil {
+				return err
+			}
+			if err := copyFiles("docs", ".", func(n string) bool { return n == "SDK.md" }); err != nil {
+				return err
+			}
+		}
+		if d.Template != "map" {
+			if d.SDK == "" {
+				return errors.New("the C template " + d.Template + " needs abi/sdk/c/wasmstream.h: give --sdk DIR (a wasmstream checkout)")
+			}
+			return copyFiles("abi/sdk/c", ".", func(n string) bool { return n == "wasmstream.h" })
+		}
+	}
 	return nil
 }
 
@@ -243,17 +413,41 @@ func renderProject(d initData) (map[string][]byte, error) {
 			return nil
 		})
 	}
-	if err := render("inittemplates/"+d.Lang, func(rel string) string {
+	rename := func(rel string) string {
 		if rel == "processor.c" {
 			return d.Name + ".c"
 		}
 		return rel
-	}); err != nil {
+	}
+	if err := render("inittemplates/"+d.Lang, rename); err != nil {
 		return nil, err
 	}
+	for _, t := range initTemplateNames { // the language's build files, then the template's sources
+		if t.name != d.Template {
+			for rel := range files {
+				if strings.HasPrefix(rel, t.name+"/") {
+					delete(files, rel)
+				}
+			}
+		}
+	}
+	sources := 0
+	for rel, b := range files {
+		if r, ok := strings.CutPrefix(rel, d.Template+"/"); ok {
+			delete(files, rel)
+			files[rename(r)] = b
+			sources++
+		}
+	}
+	if sources == 0 {
+		return nil, fmt.Errorf("the template %s has no %s version", d.Template, d.LangName)
+	}
 	if err := render("inittemplates/common", func(rel string) string {
-		if rel == "gitignore" {
+		switch rel {
+		case "gitignore":
 			return ".gitignore"
+		case "ci.yml":
+			return ".github/workflows/ci.yml"
 		}
 		return rel
 	}); err != nil {
@@ -334,6 +528,17 @@ func isCheckout(dir string) bool {
 	}
 	st, err := os.Stat(filepath.Join(dir, "abi", "guest"))
 	return err == nil && st.IsDir()
+}
+
+// ascVersion is the AssemblyScript compiler the SDK's package.json pins.
+func ascVersion(p string) string {
+	var pkg struct {
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &pkg) == nil && pkg.DevDependencies["assemblyscript"] != "" {
+		return pkg.DevDependencies["assemblyscript"]
+	}
+	return "0.28.20"
 }
 
 // goVersion is the go directive of the go.mod at p.

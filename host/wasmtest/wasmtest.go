@@ -426,42 +426,50 @@ func buildModule(t testing.TB, cmd *exec.Cmd, what, out string) []byte {
 }
 
 // BuildRustGuest builds the Rust guest crate in dir (relative to the
-// repository root) with cargo for wasm32-wasi, in release mode, and returns
-// the module bytes (target/wasm32-wasi/release/<crate name>.wasm, the crate
-// being named after its directory). env is added to cargo's environment
-// (e.g. PROCESSOR_VERSION=2). The toolchain is Debian's (rustc, cargo,
-// libstd-rust-dev-wasm32; the test command installs them): /usr/bin/cargo
-// and /usr/bin/rustc are preferred to a rustup toolchain earlier on PATH,
-// which may lack the wasm32-wasi standard library.
+// repository root) with cargo, in release mode, and returns the module bytes
+// (target/<target>/release/<crate name>.wasm, the crate being named after
+// its directory). env is added to cargo's environment (e.g.
+// PROCESSOR_VERSION=2). The toolchain and target are those
+// abi/sdk/rust/wasm-target.sh finds, as the Makefile's: rustup's with
+// wasm32-wasip1, else Debian's rustc with wasm32-wasi (the test command
+// installs it).
 func BuildRustGuest(t testing.TB, dir string, env ...string) []byte {
 	t.Helper()
-	cargo, rustc := "/usr/bin/cargo", "/usr/bin/rustc"
-	if _, err := os.Stat(cargo); err != nil {
-		if cargo, err = exec.LookPath("cargo"); err != nil {
-			t.Fatal("cargo not found: Rust guests need rustc, cargo and libstd-rust-dev-wasm32 (Debian packages; the test command installs them)")
-		}
-	}
-	cmd := exec.Command(cargo, "build", "--release", "--target", "wasm32-wasi", "--quiet")
+	bin, target := RustToolchain(t)
+	cmd := exec.Command(filepath.Join(bin, "cargo"), "build", "--release", "--target", target, "--quiet")
 	cmd.Dir = filepath.Join(RepoRoot(t), dir)
-	cmd.Env = os.Environ()
-	if _, err := os.Stat(rustc); err == nil {
-		cmd.Env = append(cmd.Env, "RUSTC="+rustc, "RUSTDOC=/usr/bin/rustdoc")
-	}
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, env...)
-	target := filepath.Join(cmd.Dir, "target")
+	out := filepath.Join(cmd.Dir, "target")
 	if len(env) > 0 {
 		// A build with its own environment in its own directory, so that
 		// it and the plain build do not rebuild each other.
-		target = filepath.Join(target, "env-"+strings.NewReplacer("=", "-", "/", "-", " ", "-").Replace(strings.Join(env, "_")))
-		cmd.Env = append(cmd.Env, "CARGO_TARGET_DIR="+target)
+		out = filepath.Join(out, "env-"+strings.NewReplacer("=", "-", "/", "-", " ", "-").Replace(strings.Join(env, "_")))
+		cmd.Env = append(cmd.Env, "CARGO_TARGET_DIR="+out)
 	}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cargo build %s for wasm32-wasi: %v\n%s\n(Rust guests need rustc, cargo and libstd-rust-dev-wasm32: apt-get install rustc cargo libstd-rust-dev-wasm32)", dir, err, b)
+		t.Fatalf("cargo build %s for %s: %v\n%s", dir, target, err, b)
 	}
 	name := strings.ReplaceAll(filepath.Base(dir), "-", "_") + ".wasm"
-	b, err := os.ReadFile(filepath.Join(target, "wasm32-wasi", "release", name))
+	b, err := os.ReadFile(filepath.Join(out, target, "release", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// RustToolchain returns the directory of the cargo and rustc that build
+// Rust guests and their WASI target, as abi/sdk/rust/wasm-target.sh finds
+// them; the test fails with the script's explanation when there is none.
+func RustToolchain(t testing.TB) (bin, target string) {
+	t.Helper()
+	cmd := exec.Command("sh", filepath.Join(RepoRoot(t), "abi", "sdk", "rust", "wasm-target.sh"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 2 {
+		t.Fatalf("no Rust toolchain for WebAssembly: %v\n%s", err, stderr.String())
+	}
+	return f[0], f[1]
 }

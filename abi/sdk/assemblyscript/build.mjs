@@ -10,6 +10,7 @@
 // is how asc names the SDK's file when the entry imports it by a relative
 // path (as the examples do).
 import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -19,7 +20,18 @@ if (!entry || !out) {
   console.error("usage: node build.mjs <entry.ts> <out.wasm> [asc flags]");
   process.exit(2);
 }
-const asc = join(sdk, "node_modules", "assemblyscript", "bin", "asc.js");
+// The compiler: in the SDK's node_modules (the checkout: npm ci there), else
+// in the nearest one above it (a project with the SDK copied into sdk/).
+let asc = null;
+for (let d = sdk; ; d = dirname(d)) {
+  const p = join(d, "node_modules", "assemblyscript", "bin", "asc.js");
+  if (existsSync(p)) { asc = p; break; }
+  if (dirname(d) === d) break;
+}
+if (!asc) {
+  console.error(`no AssemblyScript compiler in node_modules in or above ${sdk}: npm install (or npm ci) there`);
+  process.exit(1);
+}
 const cwd = dirname(resolve(entry));
 const abortName = relative(cwd, join(sdk, "assembly", "abort")).split("\\").join("/") + "/wasmstreamAbort";
 const args = [

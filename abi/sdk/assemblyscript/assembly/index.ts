@@ -16,6 +16,7 @@ import { setAbortHandle } from "./abort";
 import { Header, Reader, Writer } from "./encoding";
 export { Header, Reader, Writer } from "./encoding";
 export { bytesToUpper, bytesContains } from "./bytes";
+export { jsonField, JsonValue, JSON_MAX_DEPTH } from "./json";
 
 /** ABI statuses (ABI.md §3). */
 export const enum Status { OK = 0, PENDING = 1, RETRY = 2, FAIL = 3 }

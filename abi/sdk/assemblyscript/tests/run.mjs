@@ -326,4 +326,15 @@ test("async state refused at async_start: terminal, naming the errno (-9, -10, -
   assert.equal(c.st, 3); assert.equal(errors[c.h], "wasmstream: start state_get operation: abi: state not enabled for this pipeline");
 });
 
+test("jsonField: members, numbers, strings, malformed and too-deep values (tests/assembly/json.ts)", () => {
+  const jout = join(dirname(out), "json.wasm");
+  const jb = spawnSync(process.execPath, [join(sdk, "build.mjs"), join(sdk, "tests", "assembly", "json.ts"), jout], { stdio: "inherit" });
+  assert.equal(jb.status, 0);
+  const jm = new WebAssembly.Module(readFileSync(jout));
+  const stub = {};
+  for (const im of WebAssembly.Module.imports(jm)) (stub[im.module] ??= {})[im.name] = () => 0;
+  const ji = new WebAssembly.Instance(jm, stub);
+  assert.equal(ji.exports.jsonTests(), 0, "the number of the first failing check in tests/assembly/json.ts");
+});
+
 console.log(`${n} tests passed`);

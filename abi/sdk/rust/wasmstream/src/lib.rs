@@ -40,6 +40,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub mod codec;
+pub mod json;
 mod rt;
 mod state;
 mod sys;

@@ -1,0 +1,195 @@
+// wasmstream.h — a small header for wasmstream processors in C (guest ABI
+// v1, abi/ABI.md): the host functions, the statuses, a record reader, an
+// output writer and a bounded reader of top-level JSON object fields.
+// Include it in one .c file; build with
+//   clang --target=wasm32-wasi -O2 -mexec-model=reactor -o proc.wasm proc.c
+// Compiled natively (a unit test), the host functions are the test's: it
+// defines record_read, emit and set_error.
+#ifndef WASMSTREAM_H
+#define WASMSTREAM_H
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __wasm__
+#define WS_IMPORT(name) __attribute__((import_module("wasmstream_v1"), import_name(name)))
+#define WS_EXPORT(name) __attribute__((export_name(name)))
+#else
+#define WS_IMPORT(name)
+#define WS_EXPORT(name)
+#endif
+
+WS_IMPORT("record_read") int32_t record_read(uint32_t handle, void *buf, uint32_t len);
+WS_IMPORT("emit") int32_t emit(uint32_t handle, const void *ptr, uint32_t len);
+WS_IMPORT("set_error") int32_t set_error(uint32_t handle, const void *ptr, uint32_t len);
+
+// What wasmstream_on_record returns (ABI.md §3): OK keeps what was emitted
+// (nothing emitted: the record is dropped), RETRY is a retryable failure,
+// FAIL a terminal one (the dead-letter topic).
+enum { WS_OK = 0, WS_PENDING = 1, WS_RETRY = 2, WS_FAIL = 3 };
+
+WS_EXPORT("wasmstream_abi_version") int32_t wasmstream_abi_version(void) { return 1; }
+
+// Bytes that may be null (a null key or value).
+typedef struct { const uint8_t *p; uint32_t len; int null; } ws_bytes;
+
+// A record (ABI.md §5.1), pointing into a buffer the header owns until the
+// next ws_read_record. headers is the encoded header list, as the record has it.
+typedef struct {
+	uint32_t attempt;
+	ws_bytes topic, key, value;
+	const uint8_t *headers;
+	uint32_t headers_len;
+} ws_record;
+
+static uint8_t *ws_in_, *ws_out_;
+static uint32_t ws_in_cap_, ws_out_cap_;
+
+static int ws_grow_(uint8_t **buf, uint32_t *cap, uint32_t need) {
+	if (need <= *cap) return 1;
+	uint8_t *b = realloc(*buf, need);
+	if (!b) return 0;
+	*buf = b, *cap = need;
+	return 1;
+}
+
+static uint32_t ws_u32_(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+// ws_bytes_at_ reads nullable bytes at *pos; 0 when they run past len.
+static int ws_bytes_at_(const uint8_t *b, uint32_t len, uint32_t *pos, ws_bytes *out) {
+	if (len - *pos < 4 || *pos > len) return 0;
+	uint32_t n = ws_u32_(b + *pos);
+	*pos += 4;
+	out->null = n == 0xFFFFFFFFu;
+	if (out->null) n = 0;
+	if (n > len - *pos) return 0;
+	out->p = b + *pos, out->len = n;
+	*pos += n;
+	return 1;
+}
+
+// ws_error sets the record's error message and returns status (WS_FAIL or WS_RETRY).
+static int32_t ws_error(uint32_t handle, int32_t status, const char *msg) {
+	set_error(handle, msg, (uint32_t)strlen(msg));
+	return status;
+}
+
+// ws_read_record reads the record of handle (len bytes); 0 on success, or a
+// status with its error set.
+static int32_t ws_read_record(uint32_t handle, uint32_t len, ws_record *r) {
+	if (!ws_grow_(&ws_in_, &ws_in_cap_, len)) return ws_error(handle, WS_RETRY, "out of memory");
+	if (record_read(handle, ws_in_, len) != (int32_t)len) return ws_error(handle, WS_FAIL, "record_read failed");
+	uint32_t pos = 20; // offset, timestamp, partition
+	if (len < 24) return ws_error(handle, WS_FAIL, "short record");
+	r->attempt = ws_u32_(ws_in_ + pos);
+	pos += 4;
+	if (!ws_bytes_at_(ws_in_, len, &pos, &r->topic) || !ws_bytes_at_(ws_in_, len, &pos, &r->key) ||
+	    !ws_bytes_at_(ws_in_, len, &pos, &r->value))
+		return ws_error(handle, WS_FAIL, "short record");
+	r->headers = ws_in_ + pos, r->headers_len = len - pos;
+	return 0;
+}
+
+// ws_emit emits key, value and encoded headers (a record's) to the
+// pipeline's output topic, partitioned by key (ABI.md §5.2); 0, or a status
+// with its error set.
+static int32_t ws_emit(uint32_t handle, ws_bytes key, ws_bytes value, const uint8_t *headers, uint32_t headers_len) {
+	uint64_t n = 16 + (uint64_t)key.len + value.len + headers_len;
+	if (n > 0xFFFFFFF0u || !ws_grow_(&ws_out_, &ws_out_cap_, (uint32_t)n)) return ws_error(handle, WS_RETRY, "out of memory");
+	uint8_t *o = ws_out_;
+	uint32_t none = 0xFFFFFFFFu, zero = 0, kl = key.null ? none : key.len, vl = value.null ? none : value.len;
+	memcpy(o, &zero, 4), memcpy(o + 4, &none, 4), o += 8;
+	memcpy(o, &kl, 4), memcpy(o + 4, key.p, key.len), o += 4 + key.len;
+	memcpy(o, &vl, 4), memcpy(o + 4, value.p, value.len), o += 4 + value.len;
+	memcpy(o, headers, headers_len), o += headers_len;
+	if (emit(handle, ws_out_, (uint32_t)(o - ws_out_)) < 0) return ws_error(handle, WS_RETRY, "emit failed");
+	return 0;
+}
+
+// ---- JSON: the top-level member of an object, bounded (not a validator) ----
+
+#define WS_JSON_MAX_DEPTH 64
+
+static void ws_json_ws_(const uint8_t *b, uint32_t n, uint32_t *i) {
+	while (*i < n && (b[*i] == ' ' || b[*i] == '\t' || b[*i] == '\n' || b[*i] == '\r')) (*i)++;
+}
+
+static int ws_json_scalar_(int c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '+' || c == '.'; }
+
+static int ws_json_str_(const uint8_t *b, uint32_t n, uint32_t *i) {
+	if (*i >= n || b[*i] != '"') return 0;
+	for ((*i)++; *i < n; (*i)++) {
+		if (b[*i] == '"') { (*i)++; return 1; }
+		if (b[*i] == '\\') (*i)++;
+		else if (b[*i] < 0x20) return 0;
+	}
+	return 0;
+}
+
+// Skips one value, counting open brackets (no recursion).
+static int ws_json_value_(const uint8_t *b, uint32_t n, uint32_t *i) {
+	int depth = 0;
+	for (;;) {
+		ws_json_ws_(b, n, i);
+		int c = *i < n ? b[*i] : -1;
+		if (c == '"') { if (!ws_json_str_(b, n, i)) return 0; }
+		else if (c == '{' || c == '[') { if (++depth > WS_JSON_MAX_DEPTH) return 0; (*i)++; continue; }
+		else if ((c == '}' || c == ']') && depth > 0) { depth--; (*i)++; }
+		else if (c >= 0 && ws_json_scalar_(c)) { while (*i < n && ws_json_scalar_(b[*i])) (*i)++; }
+		else return 0;
+		if (depth == 0) return 1;
+		ws_json_ws_(b, n, i);
+		c = *i < n ? b[*i] : -1;
+		if (c == ',' || c == ':') (*i)++;
+		else if (c != '}' && c != ']') return 0;
+	}
+}
+
+// ws_json_field finds the top-level member key of the JSON object v (the
+// first, when it repeats; keys compared as written): 1 and its raw value in
+// *out, 0 when absent, -1 when v is not a readable JSON object.
+static int ws_json_field(ws_bytes v, const char *key, ws_bytes *out) {
+	const uint8_t *b = v.p;
+	uint32_t n = v.len, i = 0, klen = (uint32_t)strlen(key);
+	if (v.null) return -1;
+	ws_json_ws_(b, n, &i);
+	if (i >= n || b[i++] != '{') return -1;
+	ws_json_ws_(b, n, &i);
+	if (i < n && b[i] == '}') return 0;
+	for (;;) {
+		ws_json_ws_(b, n, &i);
+		uint32_t ks = i + 1;
+		if (!ws_json_str_(b, n, &i)) return -1;
+		uint32_t ke = i - 1;
+		ws_json_ws_(b, n, &i);
+		if (i >= n || b[i++] != ':') return -1;
+		ws_json_ws_(b, n, &i);
+		uint32_t start = i;
+		if (!ws_json_value_(b, n, &i)) return -1;
+		if (ke - ks == klen && memcmp(b + ks, key, klen) == 0) {
+			out->p = b + start, out->len = i - start, out->null = 0;
+			return 1;
+		}
+		ws_json_ws_(b, n, &i);
+		if (i >= n) return -1;
+		if (b[i] == '}') return 0;
+		if (b[i++] != ',') return -1;
+	}
+}
+
+// ws_json_number reads a raw JSON value as a number: 1, or 0 when it is not one.
+static int ws_json_number(ws_bytes raw, double *d) {
+	char buf[64];
+	if (raw.len == 0 || raw.len >= sizeof buf || !(raw.p[0] == '-' || (raw.p[0] >= '0' && raw.p[0] <= '9'))) return 0;
+	for (uint32_t i = 0; i < raw.len; i++) {
+		int c = raw.p[i];
+		if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E')) return 0;
+	}
+	memcpy(buf, raw.p, raw.len);
+	buf[raw.len] = 0;
+	char *end;
+	*d = strtod(buf, &end);
+	return end == buf + raw.len;
+}
+
+#endif
