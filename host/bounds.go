@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/wasmstream/wasmstream/host/internal/wasmbin"
+	"github.com/wasmstream/wasmstream/host/limits"
 )
 
 // Fixed bounds on what a module may declare, checked by Engine.Load before
@@ -21,7 +22,7 @@ import (
 const (
 	// MaxModuleBytes caps the module binary. Compiling takes about 25 times
 	// the module's size in memory, once per module.
-	MaxModuleBytes = 64 << 20
+	MaxModuleBytes = limits.MaxModuleBytes
 	MaxTypes       = 100_000
 	// MaxImports is generous: a module may only import the host's
 	// functions and the allowed WASI calls, about 40 in all.
@@ -44,7 +45,7 @@ const (
 	tableElemBytes = 8 // a table element is a pointer-sized reference
 	// MaxTableElements is the highest limits.table_elements (128 MiB of
 	// references per instance).
-	MaxTableElements = 1 << 24
+	MaxTableElements = limits.MaxTableElements
 )
 
 // TableBytes is the most memory the tables of one instance may use under

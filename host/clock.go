@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmstream/wasmstream/host/limits"
 )
 
 // The clocks a guest reads (WASI clock_time_get: the wall clock and the
@@ -17,13 +19,13 @@ import (
 // clocks").
 
 // DefaultClockResolution is the resolution of the clocks guests read unless
-// set (host.clock_resolution takes its default from here).
-const DefaultClockResolution = time.Millisecond
+// set (host.clock_resolution; package host/limits holds the number).
+const DefaultClockResolution = limits.DefaultClockResolution
 
 // MaxClockResolution bounds the resolution: a guest runtime sleeps and
 // schedules by the monotonic clock, and one that does not move for longer
 // keeps its record waiting.
-const MaxClockResolution = time.Second
+const MaxClockResolution = limits.MaxClockResolution
 
 // guestClock is the clocks of a module's instances. res is at least 1 ns.
 type guestClock struct {

@@ -40,7 +40,8 @@ type Engine struct {
 	cacheRej atomic.Int64 // entries on disk found not to match their manifest, deleted
 	log      *slog.Logger
 	// slots bounds guest calls executing at once to the cores the Go
-	// runtime uses (RATIONALE.md, "Guest calls and cores") and shares them
+	// runtime uses (RATIONALE.md, "Faults and instances", on guest calls
+	// and cores) and shares them
 	// among pipelines by weight: one group per module name, so a pipeline's
 	// retry tier and its deployed versions share one share.
 	slots *slots.Pool

@@ -15,29 +15,29 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/slots"
+	"github.com/wasmstream/wasmstream/internal/faultkind"
 )
 
 // FaultKind classifies a guest fault. Every fault discards the instance.
-type FaultKind string
+// The kinds are defined in internal/faultkind, which the configuration reads
+// without linking the runtime.
+type FaultKind = faultkind.Kind
 
 const (
-	FaultTrap       FaultKind = "trap"        // a WebAssembly trap (unreachable, out-of-bounds access, ...)
-	FaultExit       FaultKind = "exit"        // the guest exited
-	FaultPanic      FaultKind = "panic"       // the guest's language runtime panicked (a Go panic)
-	FaultDeadline   FaultKind = "deadline"    // the record deadline interrupted the guest
-	FaultOOM        FaultKind = "oom"         // the guest ran out of memory under the page limit
-	FaultBadPointer FaultKind = "bad_pointer" // a host function got a pointer/length outside guest memory
-	FaultProtocol   FaultKind = "protocol"    // the guest broke the ABI (invalid status, ...)
-	FaultCanceled   FaultKind = "canceled"    // the host abandoned the call (shutdown deadline)
-	// FaultInstanceLost: the record waited on asynchronous operations when
-	// its instance was discarded (another record faulted on it).
-	FaultInstanceLost FaultKind = "instance_lost"
+	FaultTrap         = faultkind.Trap
+	FaultExit         = faultkind.Exit
+	FaultPanic        = faultkind.Panic
+	FaultDeadline     = faultkind.Deadline
+	FaultOOM          = faultkind.OOM
+	FaultBadPointer   = faultkind.BadPointer
+	FaultProtocol     = faultkind.Protocol
+	FaultCanceled     = faultkind.Canceled
+	FaultInstanceLost = faultkind.InstanceLost
 )
 
 // RetryableFaultKinds are the fault kinds a record may be retried after
-// (retry.retryable_faults names them): every kind but canceled, which is the
-// host giving up on a call, not the record's outcome.
-var RetryableFaultKinds = []FaultKind{FaultTrap, FaultPanic, FaultExit, FaultDeadline, FaultOOM, FaultBadPointer, FaultProtocol, FaultInstanceLost}
+// (faultkind.Retryable).
+var RetryableFaultKinds = faultkind.Retryable
 
 // Fault is a guest fault. The instance that faulted is dead, unless Keep is
 // set: a record that reached its deadline while waiting on asynchronous

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/meter"
 	"github.com/wasmstream/wasmstream/host/internal/slots"
+	"github.com/wasmstream/wasmstream/host/limits"
 )
 
 // Limits bound what one instance may use.
@@ -48,16 +49,16 @@ type Limits struct {
 }
 
 // DefaultLimits are used for zero fields. They are the only defaults: the
-// configuration (limits.*) takes its defaults from here.
+// configuration (limits.*) takes its defaults from the same numbers (package
+// host/limits).
 var DefaultLimits = Limits{
-	MemoryPages:    512,     // 32 MiB
-	TableElements:  1 << 20, // 8 MiB; a Go guest's table holds ~6,000
-	RecordTimeout:  5 * time.Second,
-	MaxOutputs:     1000,
-	MaxOutputBytes: 16 << 20,
-	// ~128 short lines a second per instance, after a burst of ~512.
-	LogBytesPerSecond: 32 << 10,
-	LogBurstBytes:     128 << 10,
+	MemoryPages:       limits.MemoryPages,
+	TableElements:     limits.TableElements,
+	RecordTimeout:     limits.RecordTimeout,
+	MaxOutputs:        limits.MaxOutputs,
+	MaxOutputBytes:    limits.MaxOutputBytes,
+	LogBytesPerSecond: limits.LogBytesPerSecond,
+	LogBurstBytes:     limits.LogBurstBytes,
 }
 
 func (l Limits) withDefaults() Limits {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/limits"
 )
 
 // An Operation performs one kind of asynchronous operation for guests. The
@@ -78,14 +79,14 @@ type HTTPConfig struct {
 }
 
 // DefaultHTTP holds the values used for HTTPConfig's zero fields: the
-// defaults of a pipeline's async.http keys (scheduler/config takes them from
-// here).
+// defaults of a pipeline's async.http keys (scheduler/config takes the same
+// numbers from package host/limits).
 var DefaultHTTP = HTTPConfig{
-	Timeout:          10 * time.Second,
-	ConnectTimeout:   3 * time.Second,
-	MaxResponseBytes: 1 << 20,
-	MaxRequestBytes:  1 << 20,
-	ConfigKey:        "async.http",
+	Timeout:          limits.HTTPTimeout,
+	ConnectTimeout:   limits.HTTPConnectTimeout,
+	MaxResponseBytes: limits.HTTPMaxResponseBytes,
+	MaxRequestBytes:  limits.HTTPMaxRequestBytes,
+	ConfigKey:        limits.HTTPConfigKey,
 }
 
 func (c HTTPConfig) withDefaults() HTTPConfig {

@@ -32,8 +32,9 @@ import (
 // idle_timeout.
 //
 // Everything here runs under task.mu. Lock order, outermost first:
-// Pipeline.mu, releaser.mu, task.mu, Budget.mu (Budget.asyncMu is taken
-// without task.mu; asyncSizer.mu is a leaf, taken with no other lock held).
+// releaser.mu, Pipeline.mu, task.mu, then leaves such as Budget.mu
+// (Budget.asyncMu is taken without task.mu; the async sizer's lock is a
+// leaf, taken with no other lock held: DESIGN.md, "Lock order").
 // The wake channels and the kick timer are only ever sent on or reset
 // without blocking, so holding task.mu there is safe.
 

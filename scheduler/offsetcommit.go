@@ -18,8 +18,8 @@ import (
 // outputs are produced as they finish, and each partition's watermark — the
 // first offset whose outcome is not durable yet — is committed every
 // kafka.commit_interval and before the partition moves, with the done
-// offsets above it in the commit's metadata (RATIONALE.md, "Commit
-// watermark", "Done offsets in commit metadata").
+// offsets above it in the commit's metadata (RATIONALE.md, "Committing:
+// the watermark", "Done offsets in commit metadata").
 type offsetCommits struct{ p *Pipeline }
 
 func (c offsetCommits) releaseOrder(t *task) *releaser {

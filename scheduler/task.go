@@ -34,7 +34,8 @@ import (
 // instances as keep up with it and the others time out (dispatch.go; see
 // RATIONALE.md, "Pools and ordering").
 //
-// Lock order, outermost first: Pipeline.mu, releaser.mu, task.mu, Budget.mu.
+// Lock order, outermost first: releaser.mu, Pipeline.mu, task.mu, then
+// leaves such as Budget.mu (DESIGN.md, "Lock order").
 type task struct {
 	p         *Pipeline
 	topic     string

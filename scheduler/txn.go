@@ -43,7 +43,7 @@ type transactions struct {
 	sess  *kgo.GroupTransactSession
 	txnID string
 	// gate is held shared by releases, exclusively by a cut (lock order:
-	// gate, then Pipeline.commitMu, then Pipeline.mu).
+	// transactions.gate, then Pipeline.commitMu, then Pipeline.mu).
 	gate         sync.RWMutex
 	err          atomic.Pointer[error] // the first produce error of the open transaction
 	released     atomic.Int64          // records released since the last cut

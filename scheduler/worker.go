@@ -93,6 +93,7 @@ type worker struct {
 	acctInst          *host.Instance
 	acctWait, acctRun time.Duration
 	warm              bool // its first instance is created (counted in task.warm)
+	retired           bool // counted off the task's workers when it retired (exit must not again)
 }
 
 // Worker states, as metrics report them.
@@ -119,188 +120,283 @@ func (w *worker) settleState() {
 // worker runs records on its own instance until the task stops (and its
 // records waiting on asynchronous operations are decided) or, while the task
 // is above its minimum, until it went instances.idle_timeout without a
-// record (dispatch.go decides who takes records and who retires).
+// record (dispatch.go decides who takes records and who retires). Each turn
+// of its loop (worker.turn) delivers completions, starts due retries and
+// runnable records and, with nothing to start, waits: park decides how
+// under task.mu, sleep waits, unpark undoes park and retires an idle worker.
 func (t *task) worker(borrowed bool) {
 	defer t.wg.Done()
+	w := t.newWorker()
+	defer w.exit()
+	if !borrowed {
+		w.instance() // keep the minimum warm
+	}
+	l := newWorkerLoop(t.p.pc.Instances.IdleTimeout)
+	defer l.stop()
+	for t.ctx.Err() == nil && w.turn(l) {
+	}
+}
+
+// newWorker makes a worker and adds it to the task's live workers.
+func (t *task) newWorker() *worker {
 	w := &worker{t: t, wake: make(chan struct{}, 1), lastUsed: time.Now()}
 	t.mu.Lock()
 	w.slot = t.addWorkerLocked(w)
 	t.mu.Unlock()
-	retired := false
-	defer func() {
-		t.mu.Lock()
-		delete(t.live, w.slot)
-		if !retired {
-			t.workers--
+	return w
+}
+
+// exit gives back what the worker holds as its goroutine ends: its place
+// among the task's workers (unless it retired, which counted it off), its
+// instance (records still waiting on it are dropped: uncommitted), its
+// version, its inline retries (dropped too) and its instance's budget.
+func (w *worker) exit() {
+	t := w.t
+	t.mu.Lock()
+	delete(t.live, w.slot)
+	if !w.retired {
+		t.workers--
+	}
+	t.mu.Unlock()
+	if w.inst != nil {
+		// Closing frees the instance's linear memory; nothing else
+		// refers to it once the worker is gone from t.live.
+		w.inst.Close(context.Background())
+		for _, d := range w.inst.Poll(context.Background(), time.Now()) {
+			t.drop(d.Tag.(*job)) // aborted: uncommitted
 		}
-		t.mu.Unlock()
-		if w.inst != nil {
-			// Closing frees the instance's linear memory; nothing else
-			// refers to it once the worker is gone from t.live.
-			w.inst.Close(context.Background())
-			for _, d := range w.inst.Poll(context.Background(), time.Now()) {
-				t.drop(d.Tag.(*job)) // aborted: uncommitted
-			}
-			w.inst = nil
-		}
-		if w.ver != nil {
-			w.ver.release() // a replaced version closes with its last instance
-			w.ver = nil
-		}
+		w.inst = nil
+	}
+	if w.ver != nil {
+		w.ver.release() // a replaced version closes with its last instance
+		w.ver = nil
+	}
+	for _, j := range w.retries {
+		t.drop(j)
+	}
+	t.p.budget.release(t.p.instanceBytes)
+	if w.warm {
+		t.auto.warm.Add(-1)
+	}
+}
+
+// workerLoop is what a worker's loop keeps across its turns: the timer of
+// its next deadline, due retry or recheck, the timer of its idle timeout,
+// and instances.idle_timeout as it was when the worker started.
+type workerLoop struct {
+	next, idle  *time.Timer
+	idleTimeout time.Duration
+}
+
+func newWorkerLoop(idleTimeout time.Duration) *workerLoop {
+	return &workerLoop{next: time.NewTimer(time.Hour), idle: time.NewTimer(time.Hour), idleTimeout: idleTimeout}
+}
+
+func (l *workerLoop) stop() {
+	l.next.Stop()
+	l.idle.Stop()
+}
+
+// turn is one round of the worker's loop: deliver the instance's
+// completions, start due inline retries and runnable records, and, with
+// nothing started, wait for the next thing to do. It reports false when the
+// worker is to end: retired (above the task's target, or idle), or the task
+// stopping with nothing of the worker's in progress.
+func (w *worker) turn(l *workerLoop) bool {
+	w.poll()
+	w.startDueRetries()
+	took, refused, retire := w.admit()
+	if retire {
+		w.retired = true // counted off by admit
+		return false
+	}
+	pending := w.pending()
+	if took || pending || len(w.retries) > 0 {
+		w.lastUsed = time.Now() // not idle: records in progress or due
+	}
+	stopping := w.t.isStopping()
+	if stopping {
 		for _, j := range w.retries {
-			t.drop(j)
+			w.t.drop(j) // stays uncommitted; the next owner starts it over
 		}
-		t.p.budget.release(t.p.instanceBytes)
-		if w.warm {
-			t.auto.warm.Add(-1)
+		w.retries = nil
+		if !pending {
+			return false
 		}
-	}()
-	if !borrowed {
-		w.instance() // keep the minimum warm
 	}
-	idle := time.NewTimer(time.Hour)
-	defer idle.Stop()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	idleTimeout := t.p.pc.Instances.IdleTimeout
-	for {
-		if t.ctx.Err() != nil {
-			return
+	if took {
+		return true
+	}
+	return w.wait(l, stopping, pending, refused)
+}
+
+// pending reports whether records of the worker's instance wait on
+// asynchronous operations.
+func (w *worker) pending() bool { return w.inst != nil && w.inst.Pending() > 0 }
+
+// isStopping reports whether the task is stopping.
+func (t *task) isStopping() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stopping
+}
+
+// workerWait is one wait of a worker: what wakes it, and how park listed it.
+type workerWait struct {
+	swapC   <-chan struct{}  // a new version deployed
+	timerC  <-chan time.Time // its next deadline, due retry or recheck
+	stopC   <-chan struct{}  // the task stopping (while waiting for work)
+	idleC   <-chan time.Time // its idle timeout (while waiting for work)
+	waiting bool             // on task.idleW
+	blocked bool             // counted in task.blocked
+}
+
+// wait waits, when the worker started nothing, for work, a completion, a
+// deadline, a due retry, a deploy or the task stopping. It reports false
+// when the worker retired at its idle timeout.
+func (w *worker) wait(l *workerLoop, stopping, pending, refused bool) bool {
+	ww := workerWait{swapC: w.t.p.swapped()}
+	canTake := !refused && w.mayTake()
+	limited := !canTake && w.instLimited()
+	if limited {
+		w.noteAsyncHeld()
+	}
+	// Held back by a host-wide bound (asynchronous operations, held
+	// outputs): look again soon.
+	recheck := !canTake && !limited
+	if next := w.nextWake(pending, recheck); !next.IsZero() {
+		l.next.Reset(max(time.Until(next), 0))
+		ww.timerC = l.next.C
+	}
+	if !w.park(l, &ww, stopping, canTake, pending) {
+		return true // records came in since admit: take them
+	}
+	expired := w.sleep(l, &ww)
+	return !w.unpark(l, &ww, expired)
+}
+
+// nextWake is when the worker must look again without being woken: its
+// instance's next deadline, its first inline retry's due time, or in 20 ms
+// when recheck (a host-wide bound holds it back); zero if none.
+func (w *worker) nextWake(pending, recheck bool) time.Time {
+	var next time.Time
+	if pending {
+		next = w.inst.NextDeadline()
+	}
+	if len(w.retries) > 0 && (next.IsZero() || w.retries[0].due.Before(next)) {
+		next = w.retries[0].due
+	}
+	if recheck {
+		if n := time.Now().Add(20 * time.Millisecond); next.IsZero() || n.Before(next) {
+			next = n
 		}
-		w.poll()
-		w.startDueRetries()
-		took, refused, retire := w.admit()
-		if retire {
-			retired = true // counted off by admit
-			return
+	}
+	return next
+}
+
+// park decides under task.mu how the worker waits: while the task stops,
+// for its own records only; able to take records, on the idle list (with its
+// idle timer when it holds nothing), unless records came in since admit,
+// when it reports false to take them; held back, counted as blocked while
+// the other workers take the records.
+func (w *worker) park(l *workerLoop, ww *workerWait, stopping, canTake, pending bool) bool {
+	t := w.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case stopping:
+	case canTake:
+		if t.runnableLocked() {
+			return false
 		}
-		pending := w.inst != nil && w.inst.Pending() > 0
-		if took || pending || len(w.retries) > 0 {
-			w.lastUsed = time.Now() // not idle: records in progress or due
-		}
-		t.mu.Lock()
-		stopping := t.stopping
-		t.mu.Unlock()
-		if stopping {
-			for _, j := range w.retries {
-				t.drop(j) // stays uncommitted; the next owner starts it over
+		// Wait for work on the idle list, in order of last use.
+		t.pushIdleLocked(w)
+		ww.waiting, ww.stopC = true, t.stopCh
+		if !pending && len(w.retries) == 0 && l.idleTimeout > 0 {
+			at := w.lastUsed.Add(l.idleTimeout)
+			if at.Before(w.keptUntil) {
+				at = w.keptUntil
 			}
-			w.retries = nil
-			if !pending {
-				return
-			}
+			l.idle.Reset(max(time.Until(at), 0))
+			ww.idleC = l.idle.C
 		}
-		if took {
-			continue
-		}
-		// Nothing to start: wait for work, a completion, a deadline or a due
-		// retry.
-		var next time.Time
-		if pending {
-			next = w.inst.NextDeadline()
-		}
-		if len(w.retries) > 0 && (next.IsZero() || w.retries[0].due.Before(next)) {
-			next = w.retries[0].due
-		}
-		swapC := t.p.swapped()
-		canTake := !refused && w.canTake()
-		if !canTake && !w.instLimited() {
-			// Held back by a host-wide bound (asynchronous operations,
-			// held outputs): look again soon.
-			if n := time.Now().Add(20 * time.Millisecond); next.IsZero() || n.Before(next) {
-				next = n
-			}
-		}
-		var timerC <-chan time.Time
-		if !next.IsZero() {
-			timer.Reset(max(time.Until(next), 0))
-			timerC = timer.C
-		}
-		var stopC <-chan struct{}
-		var idleC <-chan time.Time
-		waiting, blocked := false, false
-		t.mu.Lock()
-		switch {
-		case stopping:
-		case canTake:
-			if t.runnableLocked() {
-				t.mu.Unlock() // records came in since admit: take them
-				continue
-			}
-			// Wait for work on the idle list, in order of last use.
-			t.pushIdleLocked(w)
-			waiting, stopC = true, t.stopCh
-			if !pending && len(w.retries) == 0 && idleTimeout > 0 {
-				at := w.lastUsed.Add(idleTimeout)
-				if at.Before(w.keptUntil) {
-					at = w.keptUntil
-				}
-				idle.Reset(max(time.Until(at), 0))
-				idleC = idle.C
-			}
-		default:
-			// Held back: records are for the other workers meanwhile.
-			t.blocked++
-			blocked = true
-			t.dispatchLocked()
-		}
-		t.mu.Unlock()
-		var ready <-chan struct{}
-		if w.inst != nil {
-			ready = w.inst.Ready()
-			w.inst.Yield() // the core is for other workers while this one waits
-		}
-		expired := false
+	default:
+		// Held back: records are for the other workers meanwhile.
+		t.blocked++
+		ww.blocked = true
+		t.dispatchLocked()
+	}
+	return true
+}
+
+// sleep gives up the worker's core and waits for whatever ww names; it
+// reports whether the idle timeout expired. The timers are stopped and
+// drained after, so the next wait starts clean.
+func (w *worker) sleep(l *workerLoop, ww *workerWait) (expired bool) {
+	var ready <-chan struct{}
+	if w.inst != nil {
+		ready = w.inst.Ready()
+		w.inst.Yield() // the core is for other workers while this one waits
+	}
+	select {
+	case <-ww.swapC:
+	case <-w.wake:
+	case <-ww.stopC:
+	case <-ready:
+	case <-ww.timerC:
+	case <-ww.idleC:
+		expired = true
+	case <-w.t.ctx.Done():
+	}
+	if ww.timerC != nil && !l.next.Stop() {
 		select {
-		case <-swapC:
-		case <-w.wake:
-		case <-stopC:
-		case <-ready:
-		case <-timerC:
-		case <-idleC:
-			expired = true
-		case <-t.ctx.Done():
-		}
-		if timerC != nil && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		if idleC != nil && !expired && !idle.Stop() {
-			select {
-			case <-idle.C:
-			default:
-			}
-		}
-		if waiting || blocked {
-			t.mu.Lock()
-			if blocked {
-				t.blocked--
-			}
-			// Off the list: a waker may have taken it off already, to hand
-			// it records (its wake signal is then consumed below).
-			onList := waiting && t.removeIdleLocked(w)
-			if expired && onList {
-				if t.retireLocked(w) {
-					retired = true
-					t.mu.Unlock()
-					return
-				}
-				// Part of the minimum: stay, warm, and look again after
-				// another idle_timeout.
-				w.keptUntil = time.Now().Add(idleTimeout)
-			}
-			t.mu.Unlock()
-			select {
-			case <-w.wake:
-			default:
-			}
-			if expired && onList && w.inst == nil {
-				w.instance()
-			}
+		case <-l.next.C:
+		default:
 		}
 	}
+	if ww.idleC != nil && !expired && !l.idle.Stop() {
+		select {
+		case <-l.idle.C:
+		default:
+		}
+	}
+	return expired
+}
+
+// unpark undoes park after the wait: off the blocked count and the idle
+// list (a waker may have taken it off already, to hand it records: its wake
+// signal is consumed here). A worker whose idle timeout expired on the list
+// retires if the task is above its minimum (unpark reports true) and
+// otherwise stays, warm, for another idle_timeout.
+func (w *worker) unpark(l *workerLoop, ww *workerWait, expired bool) (retired bool) {
+	if !ww.waiting && !ww.blocked {
+		return false
+	}
+	t := w.t
+	t.mu.Lock()
+	if ww.blocked {
+		t.blocked--
+	}
+	onList := ww.waiting && t.removeIdleLocked(w)
+	if expired && onList {
+		if t.retireLocked(w) {
+			w.retired = true
+			t.mu.Unlock()
+			return true
+		}
+		// Part of the minimum: stay, warm, and look again after another
+		// idle_timeout.
+		w.keptUntil = time.Now().Add(l.idleTimeout)
+	}
+	t.mu.Unlock()
+	select {
+	case <-w.wake:
+	default:
+	}
+	if expired && onList && w.inst == nil {
+		w.instance()
+	}
+	return false
 }
 
 // instLimited reports whether the instance's own bound on asynchronous
@@ -309,35 +405,86 @@ func (w *worker) instLimited() bool {
 	if w.inst == nil {
 		return false
 	}
-	a := w.t.p.asyncSize
-	if a == nil {
-		return w.inst.AsyncInFlight() >= w.t.p.pc.Async.MaxInFlight
+	if a := w.t.p.asyncSize; a != nil {
+		return w.inst.AsyncInFlight() >= int(a.Limit.Load())
 	}
-	if w.inst.AsyncInFlight() < int(a.Limit.Load()) {
-		return false
-	}
-	a.Held.Store(true) // the limit holds the instance back: the sizer may raise it
-	return true
+	return w.inst.AsyncInFlight() >= w.t.p.pc.Async.MaxInFlight
 }
 
-// canTake reports whether the worker may start another record: its instance
-// is under its bound on asynchronous operations, and the host under its own.
-func (w *worker) canTake() bool {
-	if w.ver != nil && w.ver != w.t.version() {
-		// A new version is deployed: finish what the old instance has in
-		// progress, then replace it before taking new records.
-		if w.inst != nil && !w.inst.Dead() && w.inst.Pending() > 0 {
-			return false
-		}
-		w.upgrade()
+// noteAsyncHeld tells the async sizer that its limit held the instance
+// back: it may raise it.
+func (w *worker) noteAsyncHeld() {
+	if a := w.t.p.asyncSize; a != nil {
+		a.Held.Store(true)
+	}
+}
+
+// takeHold is what holds the worker back from starting another record.
+type takeHold int
+
+const (
+	holdNone      takeHold = iota
+	holdVersion            // its instance is of an old version and has records in progress
+	holdOutputs            // the host holds outputs up to its soft mark (host.max_held_output_bytes)
+	holdInstAsync          // its instance is at its bound on asynchronous operations
+	holdHostAsync          // the host is at its bound on asynchronous operations
+)
+
+// canTake reports whether the worker may start another record on the
+// instance it has now. It changes nothing: mayTake replaces an instance of
+// an old version first.
+func (w *worker) canTake() bool { return w.hold() == holdNone }
+
+// hold reports what holds the worker back from starting another record, if
+// anything. It changes nothing.
+func (w *worker) hold() takeHold {
+	if w.stale() {
+		return holdVersion
 	}
 	if w.t.p.budget.overHeldOutputs() {
-		return false // the host holds outputs up to its soft mark (host.max_held_output_bytes)
+		return holdOutputs
 	}
 	if !w.t.p.async.Load() {
-		return true // no async work: one record at a time
+		return holdNone // no async work: one record at a time
 	}
-	return !w.instLimited() && !w.t.p.budget.overAsync()
+	if w.instLimited() {
+		return holdInstAsync
+	}
+	if w.t.p.budget.overAsync() {
+		return holdHostAsync
+	}
+	return holdNone
+}
+
+// stale reports whether the worker's instance is of a version other than
+// the one deployed.
+func (w *worker) stale() bool { return w.ver != nil && w.ver != w.t.version() }
+
+// mayTake is the worker's look before it starts records: an instance of an
+// old version with nothing in progress is replaced first (upgradeIfStale),
+// then canTake decides; the async sizer is told when the instance's own
+// bound was what held it back.
+func (w *worker) mayTake() bool {
+	w.upgradeIfStale()
+	h := w.hold()
+	if h == holdInstAsync {
+		w.noteAsyncHeld()
+	}
+	return h == holdNone
+}
+
+// upgradeIfStale replaces the instance of an old version once it has no
+// record in progress (a dead one at once): the next record gets an instance
+// of the current version. One with records in progress finishes them first
+// (canTake is false meanwhile).
+func (w *worker) upgradeIfStale() {
+	if !w.stale() {
+		return
+	}
+	if w.inst != nil && !w.inst.Dead() && w.inst.Pending() > 0 {
+		return
+	}
+	w.upgrade()
 }
 
 // upgrade closes the worker's instance of an old version; the next record
@@ -357,9 +504,9 @@ func (w *worker) upgrade() {
 	}
 }
 
-// admit starts runnable records while the worker may; it reports whether it
-// started any, whether the host's bound on asynchronous operations refused
-// one (the worker is then held back like !canTake), and whether the worker
+// admit starts runnable records while the worker may (mayTake); it reports
+// whether it started any, whether the host's bound on asynchronous
+// operations refused one (the worker is then held back like !canTake), and whether the worker
 // is to retire because the pool is above its instances: auto target (it
 // is then counted off the task's workers already).
 func (w *worker) admit() (took, refused, retire bool) {
@@ -372,7 +519,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.release(ln)
 		}
 	}()
-	for w.canTake() {
+	for w.mayTake() {
 		async := t.p.async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
 		if ln := w.freeLane; ln != nil {

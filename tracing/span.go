@@ -17,7 +17,7 @@ import (
 // facts of the attempt, guest call, operation or produce it describes, not
 // yet attributes. Building OpenTelemetry attributes and the SDK's span
 // snapshot cost more than the rest of tracing a record together
-// (RATIONALE.md, "Tracing every record"), so the record path only fills
+// (RATIONALE.md, "Tracing"), so the record path only fills
 // this value; the batcher's goroutine turns it into a JSON line (the jsonl
 // and stdout exporters) or into the SDK's ReadOnlySpan (OTLP), and both go
 // through one list of attributes, span.attrs.

@@ -440,9 +440,10 @@ func produceRedrive(ctx context.Context, prod *kgo.Client, dlqTopic string, r, r
 
 // redriveRecord builds the copy of dead letter r (st and decodeErr: what its
 // headers say) to send back; an error says why r cannot be. See
-// RATIONALE.md, "Redrive": to the input it is a fresh start (only its own
-// headers and the wasmstream.redriven.from mark); to the first retry tier it
-// keeps where it was first consumed and its history, on the next attempt.
+// RATIONALE.md, "Retries", on redrive: to the input it is a fresh start
+// (only its own headers and the wasmstream.redriven.from mark); to the first
+// retry tier it keeps where it was first consumed and its history, on the
+// next attempt.
 func redriveRecord(pc *config.Pipeline, to, dlqTopic string, r *kgo.Record, st *failhdr.State, decodeErr error) (string, *kgo.Record, error) {
 	from := fmt.Sprintf("%s[%d]@%d", dlqTopic, r.Partition, r.Offset)
 	hs := failhdr.Own(r.Headers) // the record's own headers, trace context included

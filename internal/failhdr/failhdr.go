@@ -8,8 +8,8 @@
 // redrive dead letters. Nothing else reads or writes them. Headers in the
 // namespace are only believed on topics the host writes (retry topics and
 // the dead-letter topic): on an input topic anyone can set them, and the
-// scheduler drops them there (RATIONALE.md, "What a header in the wasmstream.
-// namespace is worth").
+// scheduler drops them there (RATIONALE.md, "Retries", on what a header in
+// the wasmstream. namespace is worth).
 //
 // Encode and Decode are pure and safe for concurrent use. Decode never fails
 // outright: it reads what it can and reports the rest, because a record with

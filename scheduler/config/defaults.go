@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/host/limits"
 )
 
 // Every default is stated once, here: Defaults and PipelineDefaults are the
@@ -13,11 +13,12 @@ import (
 // unset (zero), and applyDefaults fills them in. A few defaults depend on
 // other keys; applyDefaults states those at the end, as code. The limits.*
 // and async.http.* defaults are the engine's own (host.DefaultLimits,
-// host.DefaultHTTP), taken from there. config.yaml at the repository root
+// host.DefaultHTTP), taken from the numbers both read (package host/limits,
+// which links no WebAssembly runtime). config.yaml at the repository root
 // repeats every default in its comments; TestReferenceConfigStatesDefaults
 // fails when the two differ. cmd/wasmstream's flags refer to these too.
 // host.clock_resolution is the engine's own default too
-// (host.DefaultClockResolution).
+// (limits.DefaultClockResolution).
 
 // DefaultFile is the config file the commands read unless told otherwise.
 const DefaultFile = "config.yaml"
@@ -93,7 +94,7 @@ func Defaults() Config {
 			MaxInFlight:        200000,
 			MaxAsyncInFlight:   10000,
 			MaxHeldOutputBytes: 256 << 20,
-			ClockResolution:    host.DefaultClockResolution,
+			ClockResolution:    limits.DefaultClockResolution,
 		},
 		Shutdown: Shutdown{DrainTimeout: 10 * time.Second},
 		Status:   Status{Interval: 10 * time.Second},
@@ -108,7 +109,7 @@ func Defaults() Config {
 			Enabled:           ptr(true),
 			Listen:            "127.0.0.1:9465",
 			StoreDir:          "wasmstream-store",
-			MaxModuleBytes:    host.MaxModuleBytes,
+			MaxModuleBytes:    limits.MaxModuleBytes,
 			Registry:          ptr(true),
 			CanaryAbortMargin: ptr(0.05),
 		},
@@ -141,13 +142,13 @@ func PipelineDefaults() Pipeline {
 			GrowAfter:   DefaultGrowAfter,
 		},
 		Limits: Limits{
-			MemoryPages:       host.DefaultLimits.MemoryPages,
-			TableElements:     host.DefaultLimits.TableElements,
-			RecordTimeout:     host.DefaultLimits.RecordTimeout,
-			MaxOutputs:        host.DefaultLimits.MaxOutputs,
-			MaxOutputBytes:    host.DefaultLimits.MaxOutputBytes,
-			LogBytesPerSecond: host.DefaultLimits.LogBytesPerSecond,
-			LogBurstBytes:     host.DefaultLimits.LogBurstBytes,
+			MemoryPages:       limits.MemoryPages,
+			TableElements:     limits.TableElements,
+			RecordTimeout:     limits.RecordTimeout,
+			MaxOutputs:        limits.MaxOutputs,
+			MaxOutputBytes:    limits.MaxOutputBytes,
+			LogBytesPerSecond: limits.LogBytesPerSecond,
+			LogBurstBytes:     limits.LogBurstBytes,
 		},
 		Transactions: Transactions{
 			MaxRecords: 10000,
@@ -158,10 +159,10 @@ func PipelineDefaults() Pipeline {
 			MaxInFlight:  64,
 			MaxPerRecord: 16,
 			HTTP: AsyncHTTP{
-				Timeout:          host.DefaultHTTP.Timeout,
-				ConnectTimeout:   host.DefaultHTTP.ConnectTimeout,
-				MaxResponseBytes: host.DefaultHTTP.MaxResponseBytes,
-				MaxRequestBytes:  host.DefaultHTTP.MaxRequestBytes,
+				Timeout:          limits.HTTPTimeout,
+				ConnectTimeout:   limits.HTTPConnectTimeout,
+				MaxResponseBytes: limits.HTTPMaxResponseBytes,
+				MaxRequestBytes:  limits.HTTPMaxRequestBytes,
 			},
 		},
 		Retry: Retry{

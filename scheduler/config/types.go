@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/faultkind"
 )
 
 // Embedded is the broker address that starts an in-process broker.
@@ -269,14 +269,8 @@ const (
 )
 
 // FaultKinds are the guest fault kinds retry.retryable_faults may name
-// (host.RetryableFaultKinds, as strings).
-var FaultKinds = func() []string {
-	out := make([]string, len(host.RetryableFaultKinds))
-	for i, k := range host.RetryableFaultKinds {
-		out[i] = string(k)
-	}
-	return out
-}()
+// (faultkind.Retryable, as strings).
+var FaultKinds = faultkind.RetryableNames()
 
 // TierTopic is the retry topic of backoff tier i.
 func (p *Pipeline) TierTopic(i int) string {

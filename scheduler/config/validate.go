@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
-	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/host/limits"
 )
 
 // Problems is every problem found in a configuration.
@@ -264,8 +264,8 @@ func checkLimits(add addFunc, key keyFunc, l *Limits) {
 	if l.MemoryPages < 1 || l.MemoryPages > 65536 {
 		add(key("limits.memory_pages"), "%d: want 1 to 65536 pages of 64 KiB", l.MemoryPages)
 	}
-	if l.TableElements < 1 || l.TableElements > host.MaxTableElements {
-		add(key("limits.table_elements"), "%d: want 1 to %d table elements of 8 bytes", l.TableElements, host.MaxTableElements)
+	if l.TableElements < 1 || l.TableElements > limits.MaxTableElements {
+		add(key("limits.table_elements"), "%d: want 1 to %d table elements of 8 bytes", l.TableElements, limits.MaxTableElements)
 	}
 	if l.RecordTimeout < time.Millisecond || l.RecordTimeout > time.Hour {
 		add(key("limits.record_timeout"), "%s: want 1ms to 1h", l.RecordTimeout)
@@ -467,8 +467,8 @@ func (c *Config) checkHost(add addFunc) {
 	if h.MaxAsyncInFlight < 1 {
 		add("host.max_async_in_flight", "%d: want at least 1", h.MaxAsyncInFlight)
 	}
-	if h.ClockResolution < time.Nanosecond || h.ClockResolution > host.MaxClockResolution {
-		add("host.clock_resolution", "%s: want 1ns to %s", h.ClockResolution, host.MaxClockResolution)
+	if h.ClockResolution < time.Nanosecond || h.ClockResolution > limits.MaxClockResolution {
+		add("host.clock_resolution", "%s: want 1ns to %s", h.ClockResolution, limits.MaxClockResolution)
 	}
 	for i, p := range c.Pipelines {
 		// Half the bound is where records stop starting: one started just
@@ -530,8 +530,8 @@ func (c *Config) checkAdmin(add addFunc) {
 	if _, _, err := net.SplitHostPort(a.Listen); err != nil {
 		add("admin.listen", "%q is not host:port", a.Listen)
 	}
-	if a.MaxModuleBytes < 1024 || a.MaxModuleBytes > host.MaxModuleBytes {
-		add("admin.max_module_bytes", "%d: want 1 KiB to %d (the host loads no larger module)", a.MaxModuleBytes, host.MaxModuleBytes)
+	if a.MaxModuleBytes < 1024 || a.MaxModuleBytes > limits.MaxModuleBytes {
+		add("admin.max_module_bytes", "%d: want 1 KiB to %d (the host loads no larger module)", a.MaxModuleBytes, limits.MaxModuleBytes)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package slots shares the host's guest-call slots among weighted groups.
 //
 // The host lets at most one guest call per core run at once (RATIONALE.md,
-// "Guest calls and cores"): the Go scheduler cannot preempt a goroutine
+// "Faults and instances", on guest calls and cores): the Go scheduler cannot preempt a goroutine
 // inside compiled guest code, so calls beyond the cores would sit runnable
 // and miss their deadlines. A Pool is that bound; each pipeline takes its
 // slots through its own Group (host.Engine makes one per pipeline name, so a

@@ -9,7 +9,7 @@ import (
 // done, in offset order, and computes the commit watermark: the offset of the
 // first record not done (Kafka's "next offset to consume"). Only done records
 // move the watermark, so a commit never covers a record whose outcome is not
-// durable. See RATIONALE.md, "Commit watermark".
+// durable. See RATIONALE.md, "Committing: the watermark".
 //
 // Records are added in offset order (one fetch stream per partition) but may
 // be marked done in any order. Safe for concurrent use.

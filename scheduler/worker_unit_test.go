@@ -1,0 +1,28 @@
+package scheduler
+
+import "testing"
+
+// canTake only looks: a worker whose instance is of an old version is held
+// back, and stays as it is, however often it asks. mayTake is the step that
+// replaces it (here there is no instance, so nothing is in progress).
+func TestCanTakeChangesNothing(t *testing.T) {
+	old, cur := &modVersion{}, &modVersion{}
+	p := &Pipeline{budget: NewBudget(1000, 1<<40, 1<<40)}
+	p.ver.Store(cur)
+	old.acquire()
+	w := &worker{t: &task{p: p}, ver: old}
+	for range 3 {
+		if w.canTake() {
+			t.Fatal("canTake: a worker of an old version may take records")
+		}
+	}
+	if w.ver != old || old.refs.Load() != 1 {
+		t.Fatalf("canTake changed the worker: version %p (want %p), %d references (want 1)", w.ver, old, old.refs.Load())
+	}
+	if !w.mayTake() {
+		t.Fatal("mayTake: a worker with nothing in progress is still held back after the upgrade")
+	}
+	if w.ver != nil || old.refs.Load() != 0 {
+		t.Fatalf("mayTake did not let go of the old version: version %p, %d references", w.ver, old.refs.Load())
+	}
+}
