@@ -279,21 +279,35 @@ func TestDashboardVersionsEventsHosts(t *testing.T) {
 	}
 }
 
-// TestDashboardLabel: a deployed version's "label" is read when its type
-// has one, and absent is "".
+// TestDashboardLabel: the versions panel shows a version's label (deploy
+// --label) from the fleet's deployment and canary, else from the stored
+// module; earlier versions with theirs; a long one cut.
 func TestDashboardLabel(t *testing.T) {
-	type withLabel struct {
-		Digest string `json:"digest"`
-		Label  string `json:"label,omitempty"`
+	s := New(Config{Source: twoPipelines(), Interval: time.Hour})
+	defer s.Close()
+	mods := map[string]*admin.ModuleMeta{
+		"0000000000000000": {Label: "v1"},
+		"aaaaaaaaaaaaaaaa": {Label: "stored-v2"},
+		"cccccccccccccccc": {Label: strings.Repeat("x", 1000)},
 	}
-	if l := labelOf(withLabel{"d", "v2.1 <fix>"}); l != "v2.1 <fix>" {
-		t.Errorf("label %q", l)
+	s.SetDeploys(deploys{admin.Manifest{Pipelines: map[string]*admin.PipelineState{}, Modules: mods}})
+	fl := &fleet{d: map[string]registry.Deployment{"enrich": {Digest: "aaaaaaaaaaaaaaaa", Label: "v2 <fix>", History: []string{"0000000000000000"},
+		Canary: &registry.Canary{Digest: "cccccccccccccccc", Percent: 10}}}}
+	s.SetFleet(fl)
+	var sm sampler
+	f := s.sample(&sm, time.Now())
+	if len(f.Versions) != 1 {
+		t.Fatalf("versions %+v", f.Versions)
 	}
-	if l := labelOf(registry.Deployment{Digest: "d"}); l != "" {
-		t.Errorf("label of a deployment without one: %q", l)
+	v := f.Versions[0]
+	if v.Label != "v2 <fix>" || v.History[0].Label != "v1" || v.Canary == nil || len(v.Canary.Label) > maxLabelBytes+len("…") || !strings.HasPrefix(v.Canary.Label, "xxx") {
+		t.Errorf("labels: active %q, earlier %+v, canary %+v", v.Label, v.History, v.Canary)
 	}
-	if l := labelOf(withLabel{"d", strings.Repeat("x", 1000)}); len(l) > maxLabelBytes+len("…") {
-		t.Errorf("label not bounded: %d bytes", len(l))
+	d := fl.d["enrich"]
+	d.Label = "" // a deployment without one: the stored module's
+	fl.d["enrich"] = d
+	if v := s.sample(&sm, time.Now()).Versions[0]; v.Label != "stored-v2" {
+		t.Errorf("label from the store: %q", v.Label)
 	}
 }
 

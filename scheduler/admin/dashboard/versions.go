@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"cmp"
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -63,21 +62,9 @@ type canaryFrame struct {
 // maxLabelBytes bounds a version's label as shown.
 const maxLabelBytes = 128
 
-// labelOf reads the "label" a deployed version's JSON carries, if its type
-// has one (the field is optional: absent, it is "").
-func labelOf(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return ""
-	}
-	var l struct {
-		Label string `json:"label"`
-	}
-	if json.Unmarshal(b, &l) != nil {
-		return ""
-	}
-	return cut(l.Label, maxLabelBytes)
-}
+// label is a version's label as shown: bounded (verlabel already bounds
+// what deploy accepts; a stored or registry value is shown cut regardless).
+func label(l string) string { return cut(l, maxLabelBytes) }
 
 // versions lists what each pipeline runs: from the fleet's deployment when
 // there is one, else from the host's own store.
@@ -85,7 +72,7 @@ func (s *Server) versions(names []string, man admin.Manifest) []versionFrame {
 	fl := s.fleetOf()
 	modLabel := func(d string) string {
 		if m := man.Modules[d]; m != nil {
-			return labelOf(m)
+			return label(m.Label)
 		}
 		return ""
 	}
@@ -95,20 +82,18 @@ func (s *Server) versions(names []string, man admin.Manifest) []versionFrame {
 		var hist []string
 		if d, ok := deployment(fl, name); ok {
 			v.Digest, v.Deployed, v.By, v.Source, v.Aborted, hist = d.Digest, ms(d.At), d.By, "fleet", cut(d.Aborted, maxErrorShown), d.History
-			if v.Label = labelOf(d); v.Label == "" {
+			if v.Label = label(d.Label); v.Label == "" {
 				v.Label = modLabel(d.Digest)
 			}
 			if c := d.Canary; c != nil {
-				v.Canary = &canaryFrame{Digest: c.Digest, Label: labelOf(c), Percent: c.Percent, Since: ms(c.At)}
+				v.Canary = &canaryFrame{Digest: c.Digest, Label: label(c.Label), Percent: c.Percent, Since: ms(c.At)}
 				if v.Canary.Label == "" {
 					v.Canary.Label = modLabel(c.Digest)
 				}
 			}
 		} else if ps := man.Pipelines[name]; ps != nil {
 			v.Digest, v.Deployed, v.Source, hist = ps.Active, ms(ps.Deployed), "host", ps.History
-			if v.Label = labelOf(ps); v.Label == "" {
-				v.Label = modLabel(ps.Active)
-			}
+			v.Label = modLabel(ps.Active)
 		} else {
 			continue
 		}
