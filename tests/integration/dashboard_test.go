@@ -278,7 +278,7 @@ func firstPaint(t *testing.T, bctx context.Context, url, art string) {
 	if !slices.Contains(got.Pipelines, "enrich") || !slices.Contains(got.Pipelines, "lookup") || got.Canvases != 2 {
 		t.Errorf("the first response shows pipelines %v and %d charts, want enrich and lookup with theirs", got.Pipelines, got.Canvases)
 	}
-	if got.History["lookup"] < 3 {
+	if got.History["lookup"] < 2 { // history: more than the sample the page is painted from
 		t.Errorf("the first response carries %d points of lookup's history", got.History["lookup"])
 	}
 	if !slices.Contains(got.Events, "assignment") {
