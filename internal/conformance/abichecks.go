@@ -169,16 +169,7 @@ func emitRefused(ctx context.Context, e *host.Engine, wasm []byte, env map[strin
 		r.add(name, fmt.Sprintf("%s, want a retry or fail the guest reports", res.describe()))
 		return
 	}
-	plain := abiCase(vecByName(Records(), "plain"))
-	next, err := run.Run(ctx, &plain, 1)
-	switch {
-	case err != nil:
-		r.add(name, "no instance for the next record: "+err.Error())
-	case next.NewInstance:
-		r.add(name, "the instance was discarded")
-	case !sameDecision(next.Decision, first["plain"]):
-		r.add(name, fmt.Sprintf("the next record: %s, before: %s", next.describe(), first["plain"].describe()))
-	default:
+	if r.nextDecidedAsBefore(ctx, name, run, first) {
 		r.addNote(name, "", res.describe())
 	}
 }
@@ -302,17 +293,9 @@ func neverDecided(ctx context.Context, e *host.Engine, wasm []byte, env map[stri
 	time.Sleep(20 * time.Millisecond)
 	in.Poll(ctx, time.Now())
 	run := &CaseRunner{Engine: e, Module: m, Fake: f, in: in}
-	plain := abiCase(vecByName(Records(), "plain"))
-	next, err := run.Run(ctx, &plain, 1)
+	ok := r.nextDecidedAsBefore(ctx, name, run, first)
 	in = run.in
-	switch {
-	case err != nil:
-		r.add(name, "no instance for the next record: "+err.Error())
-	case next.NewInstance:
-		r.add(name, "the instance was discarded")
-	case !sameDecision(next.Decision, first["plain"]):
-		r.add(name, fmt.Sprintf("the next record: %s, before: %s", next.describe(), first["plain"].describe()))
-	default:
+	if ok {
 		r.add(name, "")
 	}
 }
@@ -346,4 +329,23 @@ func completionOrders(ctx context.Context, e *host.Engine, wasm []byte, env map[
 		}
 	}
 	r.addNote(name, strings.Join(bad, "; "), fmt.Sprintf("%d records", len(vecs)))
+}
+
+// nextDecidedAsBefore runs the kit's "plain" record on run's instance after
+// a check's fault: it must be decided as before (first), on the same
+// instance. It reports a failure under name and returns false otherwise.
+func (r *Report) nextDecidedAsBefore(ctx context.Context, name string, run *CaseRunner, first map[string]Decision) bool {
+	plain := abiCase(vecByName(Records(), "plain"))
+	next, err := run.Run(ctx, &plain, 1)
+	switch {
+	case err != nil:
+		r.add(name, "no instance for the next record: "+err.Error())
+	case next.NewInstance:
+		r.add(name, "the instance was discarded")
+	case !sameDecision(next.Decision, first["plain"]):
+		r.add(name, fmt.Sprintf("the next record: %s, before: %s", next.describe(), first["plain"].describe()))
+	default:
+		return true
+	}
+	return false
 }
