@@ -49,7 +49,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	input := fs.String("input", "", "produce this file's lines (one record each: JSON lines or text; \"-\": standard input) instead of the generated demo records")
 	lookupAddr := fs.String("lookup-service", "127.0.0.1:18089", "serve the demo user directory that the lookup pipeline calls here (\"\": don't)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered. When --duration ends the input, records\nalready in a retry tier are given up to 20s to finish their path.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -83,12 +83,19 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer h.stop()
-	cfg, ctx, r := h.cfg, h.ctx, h.r
+	cfg, hostCtx, r := h.cfg, h.ctx, h.r
+	// ctx is the demo's input: --duration (or Ctrl-C) ends it. The tail of
+	// outputs runs on hostCtx, so records already in a retry tier can finish
+	// their path before the host stops (drainRetries).
+	ctx := hostCtx
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
+	tailCtx, stopTail := context.WithCancel(hostCtx)
+	defer stopTail()
+	var seen demoActivity
 	brokers := r.Brokers()
 	inputs, outputs := map[string]bool{}, []string{}
 	for _, p := range cfg.Pipelines {
@@ -163,11 +170,12 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	go func() { // tail outputs and dead letters
 		defer wg.Done()
 		for {
-			fs := cl.PollFetches(ctx)
-			if ctx.Err() != nil {
+			fs := cl.PollFetches(tailCtx)
+			if tailCtx.Err() != nil {
 				return
 			}
 			fs.EachRecord(func(rec *kgo.Record) {
+				seen.record(rec)
 				if kind := printableHeader(rec, scheduler.HeaderErrorKind); kind != "" {
 					msg := printableHeader(rec, scheduler.HeaderError)
 					if i := strings.Index(msg, "; guest output:"); i > 0 {
@@ -200,6 +208,12 @@ loop:
 		}
 	}
 	tick.Stop()
+	if hostCtx.Err() == nil {
+		if n := seen.drain(hostCtx, drainQuiet, drainMax); n > 0 {
+			say("── waited %s for records in retry tiers to finish their path\n", n.Round(100*time.Millisecond))
+		}
+	}
+	stopTail()
 	h.stop()
 	wg.Wait()
 	cl.Close()
@@ -213,6 +227,63 @@ loop:
 		say("[%s] done %d · outputs %d · dropped (no output) %d · retried %d · dead-lettered %d · guest faults %d%s\n", s.Name, s.Done, s.Outputs, s.Dropped, s.Retried, s.DeadLetter, s.Faults, txn)
 	}
 	return 0
+}
+
+// How long the demo waits at its end for records in retry tiers: until the
+// last retry seen is due and the outputs have been quiet for drainQuiet, at
+// most drainMax (a retry tier's backoff in the demo config is seconds).
+const (
+	drainQuiet = 3 * time.Second
+	drainMax   = 20 * time.Second
+)
+
+// demoActivity is what the demo's tail has seen: when the last record came
+// out and when the latest retry it saw is due. The tail goroutine writes it;
+// the demo's main goroutine reads it while draining.
+type demoActivity struct {
+	mu       sync.Mutex
+	last     time.Time
+	lastDue  time.Time
+	retrying bool
+}
+
+func (a *demoActivity) record(rec *kgo.Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.last = time.Now()
+	if due := printableHeader(rec, scheduler.HeaderDue); due != "" {
+		if ms, err := strconv.ParseInt(due, 10, 64); err == nil {
+			a.retrying = true
+			if t := time.UnixMilli(ms); t.After(a.lastDue) {
+				a.lastDue = t
+			}
+		}
+	}
+}
+
+// drain waits, when a retry was seen, until the latest one is due and nothing
+// came out for quiet, at most max; it returns how long it waited.
+func (a *demoActivity) drain(ctx context.Context, quiet, max time.Duration) time.Duration {
+	a.mu.Lock()
+	retrying := a.retrying
+	a.mu.Unlock()
+	if !retrying {
+		return 0
+	}
+	start := time.Now()
+	for time.Since(start) < max && ctx.Err() == nil {
+		a.mu.Lock()
+		done := time.Now().After(a.lastDue) && time.Since(a.last) >= quiet
+		a.mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return time.Since(start)
 }
 
 func firstKey(m map[string]bool) string {
