@@ -36,7 +36,7 @@ func guestPath(t testing.TB, name string) string {
 
 func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: testLogLevel()}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
@@ -249,4 +249,12 @@ func TestUnsafeCompileCacheDir(t *testing.T) {
 	if s := r.engine.CacheStats(); s.Dir != "" {
 		t.Fatalf("the host used the unsafe default cache dir %s", s.Dir)
 	}
+}
+
+// testLogLevel is Info, or Debug with WASMSTREAM_TEST_DEBUG=1 (and -v).
+func testLogLevel() slog.Level {
+	if os.Getenv("WASMSTREAM_TEST_DEBUG") == "1" {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }

@@ -178,6 +178,13 @@ func (x *transactions) cut(final bool) bool {
 			marks[tp{t.topic, t.partition}] = mark{t, off}
 		}
 	}
+	// Every produce of the transaction is answered before its outcome is
+	// decided: a produce that fails while End flushes would otherwise be
+	// seen only after the commit, and the record it belongs to would be
+	// committed without it. (The gate keeps workers from releasing more.)
+	if err := p.cl.Flush(context.Background()); err != nil {
+		x.failed(fmt.Errorf("flushing the transaction's produces: %w", err))
+	}
 	var why string
 	if e := x.err.Swap(nil); e != nil {
 		why = "a produce in it failed: " + (*e).Error()
