@@ -206,14 +206,7 @@ func TestBrokerRestart(t *testing.T) {
 // 90s; RELIABILITY.md quotes a longer run).
 func TestSoakMemory(t *testing.T) {
 	brokers := kafkatest.RealBrokers(t)
-	dur := 90 * time.Second
-	if s := os.Getenv("WASMSTREAM_SOAK"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("WASMSTREAM_SOAK=%q: %v", s, err)
-		}
-		dur = d
-	}
+	dur := soakDuration(t, 90*time.Second)
 	n := names(t)
 	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
 	kafkatest.CreateTopic(t, brokers, 4, in, out, dlq)
@@ -372,4 +365,19 @@ func TestKillRestartResumesAtOnce(t *testing.T) {
 	if code := p.stop(t, time.Minute); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
+}
+
+// soakDuration is how long the soak tests run: def, or WASMSTREAM_SOAK
+// (a Go duration, e.g. 10m) for a long run.
+func soakDuration(t *testing.T, def time.Duration) time.Duration {
+	t.Helper()
+	s := os.Getenv("WASMSTREAM_SOAK")
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 30*time.Second {
+		t.Fatalf("WASMSTREAM_SOAK=%q: want a duration of at least 30s (e.g. 10m)", s)
+	}
+	return d
 }
