@@ -37,10 +37,6 @@ import (
 // It fails, never skips, when Chromium cannot be started.
 func TestDashboardInBrowser(t *testing.T) {
 	brokers := kafkatest.RealBrokers(t)
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium is not installed (the test command installs Debian's chromium): %v", err)
-	}
 	srv := lookupsrv.New(t, func(string) time.Duration { return 40 * time.Millisecond })
 	n := fmt.Sprintf("dash%d", time.Now().UnixNano()%1e6) // short: the names show in the screenshot
 	in := n + "-in"
@@ -121,12 +117,7 @@ admin:
 	}()
 	defer func() { stopProducing(); <-prodDone }()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.WindowSize(1400, 1200))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
+	bctx := browser(t, ctx)
 	url := "http://" + metrics + "/dashboard"
 	kafkatest.Eventually(t, time.Minute, "the host's metrics listener", func() bool {
 		if !p.alive() {
@@ -291,6 +282,24 @@ func firstPaint(t *testing.T, bctx context.Context, url, art string) {
 	if err := os.WriteFile(filepath.Join(art, "dashboard-first-paint.png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// browser starts headless Chromium (Debian's, which the test command
+// installs) for the test: a tab to drive with chromedp, closed with ctx or
+// at the test's end.
+func browser(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not installed (the test command installs Debian's chromium): %v", err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.WindowSize(1400, 1200))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	return bctx
 }
 
 func readyz(addr string) bool {

@@ -26,6 +26,7 @@ import (
 // borrowed for a moment of waiting is given back after idle_timeout. The
 // resident memory has no upward trend. Every input reaches the output.
 func TestPoolSettlesRealKafka(t *testing.T) {
+	t.Parallel() // a steady-load test (steadyLoad)
 	const idle = 2 * time.Second
 	s := steadyLoad(t, 75*time.Second, time.Second, idle, `instances: {min: 1, max: 4, idle_timeout: 2s}
     async:
@@ -42,6 +43,7 @@ func TestPoolSettlesRealKafka(t *testing.T) {
 // fixed ones do, the host reports what auto chose in its status lines, and
 // the resident memory shows no upward trend.
 func TestAutoPoolsSoakRealKafka(t *testing.T) {
+	t.Parallel() // a steady-load test (steadyLoad)
 	const idle = 2 * time.Second
 	dur := soakDuration(t, 2*time.Minute)
 	s := steadyLoad(t, dur, dur/40, idle, `instances: {min: 1, max: auto, idle_timeout: 2s}
@@ -67,6 +69,12 @@ type steady struct {
 	log      string
 }
 
+// The steady-load tests (these two and TestSoakMemory) run beside each other
+// (t.Parallel: after the package's other tests, two at a time on two cores):
+// each holds its load for a set time, and what they assert — pool sizes
+// settling, memory without an upward trend, every input out — is each
+// process's own, not a latency another process's load would move.
+//
 // steadyLoad runs wasmstream as a process with the lookup example (service
 // latency 0–20 ms), ordering none and the pool settings poolCfg, feeds it
 // 500 rec/s over 4 partitions for dur, samples its resident memory every

@@ -8,16 +8,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
@@ -281,7 +281,7 @@ func TestFleetCanary(t *testing.T) {
 	}
 
 	// A healthy canary: exactly 3 of the 12 partitions run it.
-	deploy("--canary", "25%", v2)
+	deploy("--canary", "25%", "--label", "v2-tested", v2)
 	seen := len(rd.Recs)
 	rd.ReadUntil(t, time.Minute, "the canary on its partitions", func(rs []*kgo.Record) bool { return len(versionsBy(seen)["2"]) == 3 })
 	mark := len(rd.Recs)
@@ -295,7 +295,7 @@ func TestFleetCanary(t *testing.T) {
 
 	// A canary that fails every record: aborted automatically.
 	dl := kafkatest.NewReader(t, brokers, dlq)
-	deploy("--canary", "25%", bad)
+	deploy("--canary", "25%", "--label", "v3-unreachable", bad)
 	var o string
 	kafkatest.Eventually(t, 2*time.Minute, "the failing canary aborted", func() bool {
 		var err error
@@ -303,33 +303,61 @@ func TestFleetCanary(t *testing.T) {
 		return err == nil && strings.Contains(o, "last canary aborted: automatic")
 	})
 	t.Logf("after the abort:\n%s", o)
-	// Host 1's dashboard, its first response alone (a sample a second, so
-	// polled): the fleet's hosts, the version with the abort's reason, and
-	// the canary's life in the event log (started, promoted, started again,
-	// aborted).
+	// Host 1's dashboard in Chromium (live: its event stream re-renders the
+	// panels every second, so polled): the fleet's hosts, the deployed
+	// version by its label, the abort's reason, and the canary's life in the
+	// event log (started, promoted, started again, aborted).
+	ctx, cancel := ctxTimeout(time.Minute)
+	defer cancel()
+	bctx := browser(t, ctx)
+	if err := chromedp.Do(bctx, chromedp.Navigate("http://"+metrics+"/dashboard")); err != nil {
+		t.Fatalf("chromium could not open host 1's dashboard: %v", err)
+	}
+	type shown struct {
+		Hosts    []string // each row's first cell
+		Live     int
+		Versions string // the versions panel's text
+		Aborted  string
+		Events   []string // each row's kind and text
+	}
+	var got shown
 	var missing []string
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
-		res, err := http.Get("http://" + metrics + "/dashboard")
+		var err error
+		got, err = chromedp.Run(bctx, chromedp.Evaluate[shown](`(() => { const txt = (q) => [...document.querySelectorAll(q)].map((e) => e.textContent);
+			return {Hosts: txt("#hosts tbody tr td:first-child"), Live: document.querySelectorAll("#hosts tbody td.up").length,
+				Versions: document.querySelector("#versions tbody").textContent, Aborted: txt("#versions td.aborted").join(" | "),
+				Events: [...document.querySelectorAll("#events tbody tr")].map((r) => (r.dataset.kind || "") + ": " + r.textContent)}; })()`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, _ := io.ReadAll(res.Body)
-		res.Body.Close()
 		missing = missing[:0]
-		for _, want := range []string{`<tr data-host="canary-0">`, `canary-1 (this host)`, `<tr data-host="canary-2">`, `<td class="aborted">automatic`,
-			`<tr data-kind="canary.start">`, `canary promoted:`, `<tr data-kind="canary.abort">`} {
-			if !strings.Contains(string(page), want) {
-				missing = append(missing, want)
+		have := func(ok bool, what string) {
+			if !ok {
+				missing = append(missing, what)
 			}
 		}
+		hosts := slices.Sorted(slices.Values(got.Hosts))
+		have(slices.Equal(hosts, []string{"canary-0", "canary-1 (this host)", "canary-2"}) && got.Live == 3, "the three hosts, live, this one marked")
+		have(strings.Contains(got.Versions, "v2-tested"), "the deployed version's label")
+		have(strings.HasPrefix(got.Aborted, "automatic"), "the abort's reason")
+		events := strings.Join(got.Events, "\n")
+		have(strings.Contains(events, "canary.start: ") && strings.Contains(events, "v3-unreachable"), "the canary's start, with its label")
+		have(strings.Contains(events, "canary promoted:"), "the promotion")
+		have(strings.Contains(events, "canary.abort: "), "the abort")
 		if len(missing) == 0 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
 	}
 	if len(missing) > 0 {
-		t.Errorf("host 1's dashboard lacks %q", missing)
+		t.Errorf("host 1's dashboard in Chromium lacks %q; it shows %+v", missing, got)
+	}
+	if png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)); err == nil {
+		if art := os.Getenv("TEST_ARTEFACTS"); art != "" {
+			os.WriteFile(filepath.Join(art, "dashboard-fleet.png"), png, 0o644)
+		}
 	}
 	dl.ReadFor(2 * time.Second)
 	failedParts := map[int]bool{}
@@ -494,7 +522,7 @@ func TestFleetCanaryPoisonedInput(t *testing.T) {
 
 	// A canary that traps on every record: aborted, the reason naming the
 	// kind and the partitions.
-	deploy("--canary", "25%", bad)
+	deploy("--canary", "25%", "--label", "v3-unreachable", bad)
 	var o string
 	kafkatest.Eventually(t, 2*time.Minute, "the trapping canary aborted", func() bool {
 		o = processors()

@@ -205,6 +205,7 @@ func TestBrokerRestart(t *testing.T) {
 // RSS must not trend upwards. WASMSTREAM_SOAK sets the duration (default
 // 90s; RELIABILITY.md quotes a longer run).
 func TestSoakMemory(t *testing.T) {
+	t.Parallel() // a steady-load test (elastic_test.go)
 	brokers := kafkatest.RealBrokers(t)
 	dur := soakDuration(t, 90*time.Second)
 	n := names(t)
