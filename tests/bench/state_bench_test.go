@@ -51,6 +51,9 @@ func BenchmarkStateCount(b *testing.B) {
 				b.ReportMetric(float64(n)/el.Seconds(), "rec/s")
 			}
 		})
+		if smoke() && g.ws == "exactly_once" {
+			continue // the smoke run checks the harness: Kafka Streams once
+		}
 		b.Run("kafka-streams-count-2-threads/"+g.ws, func(b *testing.B) {
 			cp := streamsClasspath(b)
 			for i := 0; i < b.N; i++ {
