@@ -51,6 +51,9 @@ func initLangNames() string {
 var initTemplateNames = []struct{ name, what string }{
 	{"map", "emits each record with its value upper-cased (the default)"},
 	{"filter", "JSON records: keeps those with \"amount\" >= 10, drops the others, dead-letters those without one"},
+	{"enrich", "JSON records: adds \"source\" (the record's topic) to each object, dead-letters what is not an object"},
+	{"lookup", "JSON records: GETs $LOOKUP_URL<user> without blocking and merges the answer in as \"lookup\" (config.yaml grants the host)"},
+	{"count", "counts each key's records in the pipeline's state and emits {\"count\": N} (config.yaml enables state)"},
 }
 
 func initTemplateList() string {

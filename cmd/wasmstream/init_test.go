@@ -145,7 +145,7 @@ func TestInitRefuses(t *testing.T) {
 	}{
 		{[]string{"init", "--lang", "go", dir}, 1, "is not empty"},
 		{[]string{"init", "--lang", "cobol", filepath.Join(dir, "x")}, 1, "want one of go, c, assemblyscript, rust"},
-		{[]string{"init", "--lang", "go", "--template", "reduce", filepath.Join(dir, "x")}, 1, "want one of map, filter"},
+		{[]string{"init", "--lang", "go", "--template", "reduce", filepath.Join(dir, "x")}, 1, "want one of map, filter, enrich, lookup, count"},
 		{[]string{"init", filepath.Join(dir, "x")}, 2, "go, c, assemblyscript, rust"},
 		{[]string{"init", "--lang", "go", "--sdk", dir, filepath.Join(dir, "y")}, 1, "is not a wasmstream checkout"},
 		{[]string{"init", "--lang", "c", "--name", "!!!", filepath.Join(dir, "z")}, 1, "give --name"},
