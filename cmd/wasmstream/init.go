@@ -172,6 +172,9 @@ func initProject(o initOptions, dir string, stdout, stderr io.Writer) error {
 		if co, err := findSDK(o.sdk); err == nil { // C needs no SDK; the checkout's CLI and ABI.md are welcome
 			d.SDK = co
 			d.CLI = filepath.Join(co, "bin", "wasmstream")
+			d.GoVersion = goVersion(filepath.Join(co, "go.mod"))
+		} else {
+			d.GoVersion = "stable" // the CI workflow's Go, which installs the wasmstream command
 		}
 	} else {
 		if d.SDK, err = findSDK(o.sdk); err != nil {
