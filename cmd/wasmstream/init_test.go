@@ -48,7 +48,8 @@ func runMake(t *testing.T, dir string, args ...string) string {
 // records (the kept one output, the dead-lettered one shown, the summary's
 // counts), then the project moved and built again.
 //
-// The other templates (enrich, lookup, count): created, built, make test.
+// The other templates (enrich, lookup, count): created, built, make test;
+// in C, count also runs in the demo (state on topics the demo creates).
 //
 // Each step's time is logged. The toolchains are those the test command
 // installs (Go, clang and wasi-libc, node and the AssemblyScript SDK's
@@ -138,6 +139,14 @@ func TestInitEveryLanguage(t *testing.T) {
 						t.Fatalf("%s: make test:\n%s", tmpl, out)
 					}
 				})
+				if lang == "c" && tmpl == "count" { // a stateful pipeline on topics the demo creates: once is enough
+					step("count: demo", func() {
+						code, out, errs := runCLI(t, "demo", "--config", filepath.Join(p, "config.yaml"), "--lookup-service", "", "--duration", "8s", "--rate", "20")
+						if code != 0 || !strings.Contains(out, "← count-out") || !strings.Contains(out, `{"count":2}`) || strings.Contains(out, "✗") {
+							t.Fatalf("demo of count: code %d\n%s\n%s", code, out, errs)
+						}
+					})
+				}
 			}
 		})
 	}
