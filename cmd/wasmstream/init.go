@@ -51,6 +51,9 @@ func initLangNames() string {
 var initTemplateNames = []struct{ name, what string }{
 	{"map", "emits each record with its value upper-cased (the default)"},
 	{"filter", "JSON records: keeps those with \"amount\" >= 10, drops the others, dead-letters those without one"},
+	{"enrich", "JSON records: adds \"source\" (the record's topic) to each object, dead-letters what is not an object"},
+	{"lookup", "JSON records: GETs $LOOKUP_URL<user> without blocking and merges the answer in as \"lookup\" (config.yaml grants the host)"},
+	{"count", "counts each key's records in the pipeline's state and emits {\"count\": N} (config.yaml enables state)"},
 }
 
 func initTemplateList() string {
@@ -169,6 +172,9 @@ func initProject(o initOptions, dir string, stdout, stderr io.Writer) error {
 		if co, err := findSDK(o.sdk); err == nil { // C needs no SDK; the checkout's CLI and ABI.md are welcome
 			d.SDK = co
 			d.CLI = filepath.Join(co, "bin", "wasmstream")
+			d.GoVersion = goVersion(filepath.Join(co, "go.mod"))
+		} else {
+			d.GoVersion = "stable" // the CI workflow's Go, which installs the wasmstream command
 		}
 	} else {
 		if d.SDK, err = findSDK(o.sdk); err != nil {

@@ -192,4 +192,134 @@ static int ws_json_number(ws_bytes raw, double *d) {
 	return end == buf + raw.len;
 }
 
+// ---- State (ABI.md §4.1): a pipeline with state.enabled ----
+
+WS_IMPORT("state_get") int32_t state_get(uint32_t handle, const void *key, uint32_t key_len, void *buf, uint32_t buf_len);
+WS_IMPORT("state_put") int32_t state_put(uint32_t handle, const void *key, uint32_t key_len, const void *val, uint32_t val_len);
+
+static uint8_t *ws_state_buf_;
+static uint32_t ws_state_cap_;
+
+// ws_state_get reads key's value into *val (a buffer the header owns until
+// the next ws_state_get): 1 when found, 0 when the key has no value, or the
+// host's negative errno (-9 too large, -10 a key of another partition, -11
+// no state: ABI.md §4).
+static int32_t ws_state_get(uint32_t handle, ws_bytes key, ws_bytes *val) {
+	int32_t n = state_get(handle, key.p, key.len, ws_state_buf_, ws_state_cap_);
+	if (n > (int32_t)ws_state_cap_) {
+		if (!ws_grow_(&ws_state_buf_, &ws_state_cap_, (uint32_t)n)) return -5;
+		n = state_get(handle, key.p, key.len, ws_state_buf_, ws_state_cap_);
+	}
+	if (n == -8) return 0;
+	if (n < 0) return n;
+	val->p = ws_state_buf_, val->len = (uint32_t)n, val->null = 0;
+	return 1;
+}
+
+// ws_state_put sets key to val for the record: 0, or the host's negative errno.
+static int32_t ws_state_put(uint32_t handle, ws_bytes key, ws_bytes val) {
+	return state_put(handle, key.p, key.len, val.p, val.len);
+}
+
+// ---- Asynchronous HTTP (ABI.md §7) ----
+// A module that calls ws_http_get must export wasmstream_on_complete:
+//
+//   WS_EXPORT("wasmstream_on_complete") int32_t on_complete(uint32_t handle, uint32_t op, uint32_t len)
+//
+// wasmstream_on_record starts the request and returns WS_PENDING; the host
+// calls wasmstream_on_complete with the response, where ws_read_result reads
+// it and ws_read_pending_record the record again.
+
+WS_IMPORT("async_start") int32_t async_start(uint32_t handle, int32_t kind, const void *req, uint32_t req_len);
+WS_IMPORT("result_read") int32_t result_read(uint32_t op, void *buf, uint32_t buf_len);
+
+// The length of each waiting record, by handle: a completion call's len is
+// its result's, and record_read needs the record's.
+typedef struct { uint32_t handle, len; } ws_pending_;
+static ws_pending_ *ws_pending_list_;
+static uint32_t ws_pending_n_, ws_pending_cap_;
+
+// ws_http_get starts a GET of url (url_len bytes) for the record handle of
+// len bytes (wasmstream_on_record's arguments). Returns the operation id
+// (> 0), or the host's negative errno (-5: the record has
+// async.max_per_record operations outstanding).
+static int32_t ws_http_get(uint32_t handle, uint32_t len, const char *url, uint32_t url_len) {
+	uint64_t n = 4 + (uint64_t)url_len + 4 + 4 + 4 + 4; // method, url, headers, body, timeout_ms
+	if (n > 0xFFFFFFF0u || !ws_grow_(&ws_out_, &ws_out_cap_, (uint32_t)n)) return -5;
+	uint8_t *o = ws_out_;
+	uint32_t zero = 0, none = 0xFFFFFFFFu;
+	memcpy(o, &zero, 4), o += 4;                                  // method "": GET
+	memcpy(o, &url_len, 4), memcpy(o + 4, url, url_len), o += 4 + url_len;
+	memcpy(o, &zero, 4), memcpy(o + 4, &none, 4), memcpy(o + 8, &zero, 4), o += 12; // no headers, no body, the pipeline's timeout
+	if (ws_pending_n_ == ws_pending_cap_) {
+		uint32_t cap = ws_pending_cap_ ? 2 * ws_pending_cap_ : 16;
+		ws_pending_ *l = realloc(ws_pending_list_, cap * sizeof *l);
+		if (!l) return -5;
+		ws_pending_list_ = l, ws_pending_cap_ = cap;
+	}
+	int32_t op = async_start(handle, 2, ws_out_, (uint32_t)(o - ws_out_));
+	if (op <= 0) return op;
+	for (uint32_t i = 0; i < ws_pending_n_; i++) {
+		if (ws_pending_list_[i].handle == handle) { // the same record again, or one whose completion never came
+			ws_pending_list_[i].len = len;
+			return op;
+		}
+	}
+	ws_pending_list_[ws_pending_n_++] = (ws_pending_){handle, len};
+	return op;
+}
+
+// ws_read_pending_record reads the record of a completion call again and
+// forgets its length (it is decided by this call; a continuation that starts
+// another request remembers it again with ws_http_get). Call it in every
+// completion call, a canceled one's too (code 2: the record is gone, the
+// read fails, and its length is forgotten).
+static int32_t ws_read_pending_record(uint32_t handle, ws_record *r) {
+	for (uint32_t i = 0; i < ws_pending_n_; i++) {
+		if (ws_pending_list_[i].handle == handle) {
+			uint32_t len = ws_pending_list_[i].len;
+			ws_pending_list_[i] = ws_pending_list_[--ws_pending_n_];
+			return ws_read_record(handle, len, r);
+		}
+	}
+	return ws_error(handle, WS_FAIL, "a completion for a record not waiting");
+}
+
+// A completed operation: code 0 (ok), 1 (error: transport, timeout), 2
+// (canceled: the record was decided first) or 3 (refused by policy, e.g. a
+// host not in async.http.allow_hosts). For an ok HTTP request, status and
+// body; otherwise message.
+typedef struct {
+	int code;
+	int32_t status;
+	ws_bytes body, message;
+} ws_http_response;
+
+static uint8_t *ws_res_;
+static uint32_t ws_res_cap_;
+
+// ws_read_result reads the result of op (len bytes: wasmstream_on_complete's
+// arguments) into *resp, pointing into a buffer the header owns until the
+// next call; 0, or -1 when it is malformed.
+static int ws_read_result(uint32_t op, uint32_t len, ws_http_response *resp) {
+	if (len < 1 || !ws_grow_(&ws_res_, &ws_res_cap_, len) || result_read(op, ws_res_, len) != (int32_t)len) return -1;
+	uint32_t pos = 1;
+	memset(resp, 0, sizeof *resp);
+	resp->code = ws_res_[0];
+	if (resp->code != 0) {
+		if (!ws_bytes_at_(ws_res_, len, &pos, &resp->message)) return -1;
+		return 0;
+	}
+	if (len - pos < 8) return -1;
+	memcpy(&resp->status, ws_res_ + pos, 4), pos += 4;
+	uint32_t nh = ws_u32_(ws_res_ + pos);
+	pos += 4;
+	for (uint32_t i = 0; i < nh; i++) { // headers: skipped
+		ws_bytes k, v;
+		if (!ws_bytes_at_(ws_res_, len, &pos, &k) || !ws_bytes_at_(ws_res_, len, &pos, &v)) return -1;
+	}
+	if (!ws_bytes_at_(ws_res_, len, &pos, &resp->body)) return -1;
+	return 0;
+}
+
 #endif
