@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,7 +212,10 @@ func keyedLoad(t *testing.T, brokers []string, topic string) (stop func() int) {
 			produced.Add(int64(len(recs)))
 		}
 	}()
-	return func() int { close(quit); <-done; return int(produced.Load()) }
+	var once sync.Once
+	stop = func() int { once.Do(func() { close(quit); <-done }); return int(produced.Load()) }
+	t.Cleanup(func() { stop() }) // a test that ends early stops it too
+	return stop
 }
 
 // stateConfig writes a config of the count module with state in a
