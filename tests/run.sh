@@ -56,8 +56,7 @@ install_prereqs() {
     command -v wasm-ld >/dev/null 2>&1 || pkgs+=(lld)
     [[ -d /usr/share/wasi-sysroot || -d /usr/lib/wasm32-wasi ]] || pkgs+=(wasi-libc)
     ls /usr/lib/llvm-14/lib/clang/14*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || pkgs+=(libclang-rt-14-dev-wasm32)
-    # The C project of `wasmstream init` is unit-tested natively (its test.c
-    # plays the host): clang needs the host's C headers and libc.
+    # The host's C headers and libc, for clang beside its wasm32 target.
     [[ -f /usr/include/stdio.h ]] || pkgs+=(libc6-dev)
     # The Rust SDK and examples (abi/sdk/rust, plugins/examples/rust-*): Debian's
     # Rust with the wasm32-wasi standard library (rustup cannot download
