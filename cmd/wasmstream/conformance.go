@@ -117,9 +117,7 @@ Flags:
 			}
 			fmt.Fprintf(stdout, "%s: %d of %d checks passed\n", termsafe.Line(rep.Example), len(rep.Checks)-len(failed.Checks), len(rep.Checks))
 		} else {
-			var sb strings.Builder
-			rep.Write(&sb)
-			fmt.Fprint(stdout, termsafe.Text(sb.String(), ""))
+			fmt.Fprint(stdout, termsafe.Text(rep.String(), ""))
 		}
 		return rep.OK()
 	})

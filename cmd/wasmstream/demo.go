@@ -241,10 +241,9 @@ const (
 // out and when the latest retry it saw is due. The tail goroutine writes it;
 // the demo's main goroutine reads it while draining.
 type demoActivity struct {
-	mu       sync.Mutex
-	last     time.Time
-	lastDue  time.Time
-	retrying bool
+	mu      sync.Mutex
+	last    time.Time
+	lastDue time.Time // zero: no retry seen
 }
 
 func (a *demoActivity) record(rec *kgo.Record) {
@@ -253,7 +252,6 @@ func (a *demoActivity) record(rec *kgo.Record) {
 	a.last = time.Now()
 	if due := printableHeader(rec, scheduler.HeaderDue); due != "" {
 		if ms, err := strconv.ParseInt(due, 10, 64); err == nil {
-			a.retrying = true
 			if t := time.UnixMilli(ms); t.After(a.lastDue) {
 				a.lastDue = t
 			}
@@ -265,7 +263,7 @@ func (a *demoActivity) record(rec *kgo.Record) {
 // came out for quiet, at most max; it returns how long it waited.
 func (a *demoActivity) drain(ctx context.Context, quiet, max time.Duration) time.Duration {
 	a.mu.Lock()
-	retrying := a.retrying
+	retrying := !a.lastDue.IsZero()
 	a.mu.Unlock()
 	if !retrying {
 		return 0

@@ -108,9 +108,7 @@ func TestInitEveryLanguage(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !rep.OK() {
-					var sb strings.Builder
-					rep.Write(&sb)
-					t.Fatalf("the starter does not conform:\n%s", sb.String())
+					t.Fatalf("the starter does not conform:\n%s", rep)
 				}
 			})
 			if lang == "c" { // the demo with the project's config and generated input: once is enough (conformance ran the module in every language)

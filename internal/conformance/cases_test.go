@@ -119,9 +119,7 @@ func TestABIChecksOnCustomModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !rep.OK() {
-		var sb strings.Builder
-		rep.Write(&sb)
-		t.Fatalf("a module that drops every record fails the ABI checks:\n%s", sb.String())
+		t.Fatalf("a module that drops every record fails the ABI checks:\n%s", rep)
 	}
 	cases, err := ParseCases(strings.NewReader(`{"value": "x", "expect": {"outcome": "drop"}}`+"\n"+`{"value": "y", "expect": {"outcome": "ok"}}`), "v.jsonl")
 	if err != nil {

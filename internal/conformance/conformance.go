@@ -121,6 +121,13 @@ func (r *Report) Failed() []Check {
 	return f
 }
 
+// String is the report as Write prints it.
+func (r *Report) String() string {
+	var sb strings.Builder
+	r.Write(&sb)
+	return sb.String()
+}
+
 // Write prints one line per check (PASS or FAIL, with why) and a summary.
 func (r *Report) Write(w io.Writer) {
 	for _, c := range r.Checks {
