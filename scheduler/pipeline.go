@@ -62,6 +62,7 @@ type Stats struct {
 
 	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
 	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
+	TxnSettled   atomic.Int64 // aborted transactions whose end was unconfirmed, settled before the tasks restarted (txn.go, settle)
 
 	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
 	StateRestored atomic.Int64 // changelog records applied by restores at assignment
@@ -98,6 +99,7 @@ type Snapshot struct {
 	// Transactions committed and aborted (exactly_once pipelines).
 	TxnCommitted int64
 	TxnAborted   int64
+	TxnSettled   int64 // of them, ends that were unconfirmed and settled (the offsets read back from the broker)
 	InFlight     int64 // fetched by the current owner and not yet done
 	Queued       int64 // fetched and waiting to start
 	Lag          int64 // records behind the partitions' high watermarks
@@ -533,6 +535,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),
+		TxnSettled:   p.stats.TxnSettled.Load(),
 
 		StateRestored: p.stats.StateRestored.Load(),
 	}

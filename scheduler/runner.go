@@ -81,6 +81,10 @@ type Options struct {
 	// Modules overrides too, and fails if it does not load (it is then
 	// closed): `run --compile-config-module`.
 	CheckConfigModules bool
+
+	// clientOpts are added to every pipeline's Kafka client (tests: a
+	// dialer that drops connections).
+	clientOpts []kgo.Opt
 }
 
 // NewRunnerWith is NewRunner with opts.
@@ -166,14 +170,14 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 		pc := &cfg.Pipelines[i]
 		d := pipelineDeps{cfg: cfg, budget: r.budget, brokers: r.brokers, log: log, tracer: r.tracer, onFail: onFail, limits: r.limits,
 			role: primary{auto: pc.Instances.Auto}, version: &modVersion{m: r.modules[i]}}
-		p, err := newPipeline(pc, d)
+		p, err := newPipeline(pc, d, opts.clientOpts...)
 		if err != nil {
 			return nil, err
 		}
 		r.pipelines = append(r.pipelines, p)
 		if topics := pc.RetryTopics(); len(topics) > 0 {
 			d.role = retryTier{} // d.version: one version shared, retiring it waits for both
-			if p.retry, err = newPipeline(retryConfig(cfg, pc, topics), d); err != nil {
+			if p.retry, err = newPipeline(retryConfig(cfg, pc, topics), d, opts.clientOpts...); err != nil {
 				return nil, err
 			}
 			r.pipelines = append(r.pipelines, p.retry)

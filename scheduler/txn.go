@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -107,7 +108,7 @@ func (x *transactions) run(ctx context.Context) {
 			p.cl.AllowRebalance()
 		}
 		if !time.Now().Before(next) || x.released.Load() >= int64(p.pc.Transactions.MaxRecords) {
-			if !x.cut(false) {
+			if !x.cut(ctx, false) {
 				return
 			}
 			next = time.Now().Add(interval)
@@ -154,8 +155,9 @@ func (x *transactions) release(j *job) {
 // cut ends the open transaction — committing each partition's watermark
 // with the outputs released since the last cut, or aborting — and, unless
 // final, begins the next. It reports false when the pipeline cannot go on
-// (its transactional producer is fenced or failed).
-func (x *transactions) cut(final bool) bool {
+// (its transactional producer is fenced or failed, or ctx ended while an
+// unconfirmed end was being settled).
+func (x *transactions) cut(ctx context.Context, final bool) bool {
 	p := x.p
 	x.gate.Lock()
 	defer x.gate.Unlock()
@@ -168,10 +170,6 @@ func (x *transactions) cut(final bool) bool {
 		tasks = append(tasks, t)
 	}
 	p.mu.Unlock()
-	type mark struct {
-		t   *task
-		off int64
-	}
 	marks := map[tp]mark{}
 	for _, t := range tasks {
 		if off, _, ok := t.tr.Watermark(); ok && off != t.committed.Load() {
@@ -200,7 +198,7 @@ func (x *transactions) cut(final bool) bool {
 	if why != "" {
 		commit = kgo.TryAbort
 	}
-	ctx := kgo.PreTxnCommitFnContext(context.Background(), func(req *kmsg.TxnOffsetCommitRequest) error {
+	endCtx := kgo.PreTxnCommitFnContext(context.Background(), func(req *kmsg.TxnOffsetCommitRequest) error {
 		// franz-go fills in the polled positions; commit the watermarks.
 		topics := req.Topics[:0]
 		for _, rt := range req.Topics {
@@ -220,7 +218,7 @@ func (x *transactions) cut(final bool) bool {
 		return nil
 	})
 	start := time.Now()
-	committed, err := x.sess.End(ctx, commit)
+	committed, err := x.sess.End(endCtx, commit)
 	switch {
 	case committed && empty:
 		// The last, empty transaction of a shutdown: nothing was in it.
@@ -233,15 +231,32 @@ func (x *transactions) cut(final bool) bool {
 		p.stats.TxnCommitted.Add(1)
 		p.log.Debug("transaction committed", "records", released, "partitions", len(marks), "took", time.Since(start))
 	default:
-		p.stats.TxnAborted.Add(1)
-		if why == "" {
-			why = "the commit was refused (the group moved on: this member was fenced or rebalanced)"
-			if err != nil {
-				why += ": " + err.Error()
+		var from map[tp]int64
+		if err != nil && !final {
+			var ok bool
+			if from, ok = x.settle(ctx, tasks, err); !ok {
+				return false
 			}
 		}
-		p.log.Warn("transaction aborted; every partition starts over from its committed offset", "reason", why, "records", released)
-		x.restartTasks(tasks)
+		landed, ok := x.landed(marks, from)
+		if !ok {
+			return false
+		}
+		if landed {
+			p.stats.Commits.Add(1)
+			p.stats.TxnCommitted.Add(1)
+			p.log.Info("the unconfirmed transaction had committed; every partition goes on from the broker's committed offset", "records", released)
+		} else {
+			p.stats.TxnAborted.Add(1)
+			if why == "" {
+				why = "the commit was refused (the group moved on: this member was fenced or rebalanced)"
+				if err != nil {
+					why += ": " + err.Error()
+				}
+			}
+			p.log.Warn("transaction aborted; every partition starts over from its committed offset", "reason", why, "records", released)
+		}
+		x.restartTasks(tasks, from)
 	}
 	if final {
 		return err == nil
@@ -260,7 +275,7 @@ func (x *transactions) cut(final bool) bool {
 // tasks for the same partitions, which franz-go has rewound to their
 // committed offsets. Called with the transaction gate held: the old tasks'
 // workers may be blocked on it, so they are waited for elsewhere.
-func (x *transactions) restartTasks(old []*task) {
+func (x *transactions) restartTasks(old []*task, from map[tp]int64) {
 	p := x.p
 	for _, t := range old {
 		t.dead.Store(true)
@@ -274,11 +289,145 @@ func (x *transactions) restartTasks(old []*task) {
 		}
 		nt := newTask(p, t.topic, t.partition, nil)
 		nt.committed.Store(t.committed.Load())
+		if off, ok := from[k]; ok {
+			nt.committed.Store(off)
+		}
 		p.tasks[k] = nt
 		nt.start()
 	}
 	p.mu.Unlock()
 	p.bg.Go(func() { retire(old) })
+}
+
+// settle handles an end whose outcome this host does not know: End
+// failed after its EndTxn was sent (the transaction coordinator died or
+// moved, the connection dropped, franz-go's retries ran out). The
+// transaction may have committed — offsets and outputs together — or not.
+// Restarting from the offsets this host last saw committed would process
+// a committed transaction's records again: duplicates. So settle first
+// ends the transaction for certain (EndTransaction with TryAbort: franz-go
+// reloads the producer ID, which fences the old epoch; the coordinator
+// completes a prepared commit or aborts the rest before it answers), and
+// then reads the group's committed offsets from the broker with
+// RequireStable (answered only once no transactional commit is pending),
+// seeks every partition there and reports them for the new tasks. It
+// retries until it succeeds or ctx ends (the pipeline stops): a
+// coordinator failover takes seconds, and exiting would only move the
+// same work to a restart. It reports false when the pipeline cannot go on.
+func (x *transactions) settle(ctx context.Context, tasks []*task, endErr error) (map[tp]int64, bool) {
+	p := x.p
+	p.log.Warn("the transaction's end is unconfirmed: settling it, then reading the committed offsets from the broker", "err", endErr)
+	start := time.Now()
+	var lastLog time.Time
+	wait := func(what string, err error, attempt int) bool {
+		if time.Since(lastLog) > 10*time.Second {
+			p.log.Warn("settling an unconfirmed transaction: "+what+" failed; retrying", "err", err, "for", time.Since(start).Round(time.Millisecond))
+			lastLog = time.Now()
+		}
+		d := min(100*time.Millisecond<<min(attempt, 5), 3*time.Second)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := p.cl.EndTransaction(ctx, kgo.TryAbort) // nil at once if none is open
+		if err == nil {
+			break
+		}
+		if !wait("ending the transaction", err, attempt) {
+			return nil, false
+		}
+	}
+	want := map[string][]int32{}
+	for _, t := range tasks {
+		want[t.topic] = append(want[t.topic], t.partition)
+	}
+	from := map[tp]int64{}
+	for attempt := 0; ; attempt++ {
+		err := x.stableOffsets(ctx, want, from)
+		if err == nil {
+			break
+		}
+		if !wait("reading the committed offsets", err, attempt) {
+			return nil, false
+		}
+	}
+	seek := map[string]map[int32]kgo.EpochOffset{}
+	for k, off := range from {
+		if seek[k.topic] == nil {
+			seek[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		seek[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	p.cl.SetOffsets(seek)
+	p.stats.TxnSettled.Add(1)
+	p.log.Info("unconfirmed transaction settled; the partitions start over from the broker's committed offsets", "took", time.Since(start).Round(time.Millisecond), "partitions", len(from))
+	return from, true
+}
+
+// landed compares a settled end's offsets (from) with what the transaction
+// would have committed (marks). The end committed after all if the broker
+// holds the marks: the partitions' state is then flushed up to them, as a
+// confirmed commit does, before the new tasks open their views. A partition
+// at neither its mark nor its last known commit has state this host cannot
+// account for: a pipeline with state then fails (a restart restores the
+// stores from the changelog); without state, the broker's offset is the
+// truth and the tasks go on from it.
+func (x *transactions) landed(marks map[tp]mark, from map[tp]int64) (landed, ok bool) {
+	p := x.p
+	for k, m := range marks {
+		off, known := from[k]
+		switch {
+		case !known || off == m.t.committed.Load():
+		case off == m.off:
+			m.t.committed.Store(off)
+			m.t.flushState(off)
+			landed = true
+		case p.state != nil:
+			p.fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", p.pc.Name, k.topic, k.partition, off, m.t.committed.Load(), m.off))
+			return false, false
+		default:
+			p.log.Warn("after an unconfirmed transaction, a partition's committed offset is neither the last known nor the transaction's; going on from the broker's", "topic", k.topic, "partition", k.partition, "committed", off)
+		}
+	}
+	return landed, true
+}
+
+// stableOffsets reads the group's committed offsets of want into from,
+// failing while any is unreadable or a transactional commit is pending.
+// A partition with no commit is left out (it starts where it would).
+func (x *transactions) stableOffsets(ctx context.Context, want map[string][]int32, from map[tp]int64) error {
+	p := x.p
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(p.cl).FetchOffsets(kadm.RequireStable(fctx), p.group)
+	if err != nil {
+		return err
+	}
+	for topic, parts := range want {
+		for _, part := range parts {
+			o, ok := resp.Lookup(topic, part)
+			if !ok {
+				continue
+			}
+			if o.Err != nil {
+				return fmt.Errorf("%s[%d]: %w", topic, part, o.Err)
+			}
+			if o.At >= 0 {
+				from[tp{topic, part}] = o.At
+			}
+		}
+	}
+	return nil
+}
+
+// mark is a partition's watermark to commit in a transaction.
+type mark struct {
+	t   *task
+	off int64
 }
 
 // retire interrupts cut-off tasks and releases their resources.
@@ -335,7 +484,7 @@ func (x *transactions) stop(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	p.drain(tasks)
-	if !p.failed.Load() && !x.cut(true) {
+	if !p.failed.Load() && !x.cut(ctx, true) {
 		p.log.Error("the last transaction did not commit; its records will be processed again by the partitions' next owner")
 	}
 	if err := p.cl.LeaveGroupContext(ctx); err != nil {

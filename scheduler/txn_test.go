@@ -2,10 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,4 +285,120 @@ func TestExactlyOnceOutOfOrderPicks(t *testing.T) {
 		t.Fatalf("%d transactions aborted: the test needs several", s.TxnAborted)
 	}
 	t.Logf("%d transactions committed, %d aborted", s.TxnCommitted, s.TxnAborted)
+}
+
+// endTxnCutter is a dialer whose connections, while it is armed, drop
+// right after an EndTxn request: sent on to the broker (deliver) or not.
+// Either way the client does not learn how its transaction ended.
+type endTxnCutter struct {
+	armed   atomic.Bool
+	deliver bool
+	cuts    atomic.Int64
+}
+
+func (c *endTxnCutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &cutConn{Conn: conn, c: c}, nil
+}
+
+type cutConn struct {
+	net.Conn
+	c *endTxnCutter
+}
+
+// Write sees each request whole (franz-go writes one per call): its size,
+// then its API key (EndTxn is 26).
+func (cc *cutConn) Write(b []byte) (int, error) {
+	if len(b) >= 6 && binary.BigEndian.Uint16(b[4:6]) == 26 && cc.c.armed.Load() {
+		cc.c.cuts.Add(1)
+		if cc.c.deliver {
+			cc.Conn.Write(b)
+		}
+		cc.Conn.Close()
+		return len(b), nil
+	}
+	return cc.Conn.Write(b)
+}
+
+// TestExactlyOnceUnconfirmedEnd: a transaction's EndTxn reaches the broker
+// (or not) and its answer never comes back, as when the transaction
+// coordinator dies or moves; franz-go's retries run out and End fails with
+// the outcome unknown. The pipeline settles the transaction, reads the
+// committed offsets back from the broker and goes on: the host does not
+// stop, and the read_committed output holds every input exactly once —
+// also when the commit had landed, where restarting from the offsets the
+// host last saw committed would have duplicated the transaction; with
+// state, every count is right and appears once (the landed transaction's
+// state writes are flushed to the store before the tasks restart).
+func TestExactlyOnceUnconfirmedEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		deliver, state bool
+	}{{"commit landed", true, false}, {"commit lost", false, false}, {"commit landed with state", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			brokers := kafkatest.Fake(t)
+			kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+			const half = 1000
+			eos := "    guarantee: exactly_once\n    transactions: {max_records: 100, interval: 300ms}"
+			cfg := testConfigWith(t, brokers, "g", guestPath(t, "hash"), "in", "out", "dlq", eos, "")
+			produce := func() {
+				produceHash(t, brokers, "in", half, func(i int) string { return fmt.Sprint(i) }, func(int) int { return 1 })
+			}
+			if tc.state {
+				cfg = testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), "\n"+eos), "")
+				produce = func() { kafkatest.Produce(t, brokers, "in", half, strconv.Itoa) }
+			}
+			produce()
+			cut := &endTxnCutter{deliver: tc.deliver}
+			r, err := NewRunnerWith(context.Background(), cfg, testLogger(t), Options{clientOpts: []kgo.Opt{
+				kgo.Dialer(cut.dial), kgo.RequestRetries(2), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Start()
+			defer r.Stop(context.Background())
+			failed := func() {
+				select {
+				case err := <-r.Failed():
+					t.Fatalf("the pipeline failed: %v", err)
+				default:
+				}
+			}
+			p := r.Pipelines()[0]
+			kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
+			cut.armed.Store(true)
+			produce()
+			kafkatest.Eventually(t, time.Minute, "an unconfirmed end settled", func() bool {
+				failed()
+				return p.Snapshot().TxnSettled > 0
+			})
+			cut.armed.Store(false)
+			if tc.state {
+				want := trueCounts(half, 2)
+				top, seen := countState(t, kafkatest.NewReader(t, brokers, "out"), want)
+				checkCounts(t, top, want)
+				for kc, c := range seen {
+					if c != 1 {
+						t.Errorf("%s appears %d times", kc, c)
+					}
+				}
+			} else {
+				checkOnce(t, eosCounts(t, brokers, "out", 2*half), 2*half)
+			}
+			kafkatest.Eventually(t, 30*time.Second, "offsets committed to the end", func() bool {
+				sum := int64(0)
+				for _, o := range kafkatest.Committed(t, brokers, "g.p", "in") {
+					sum += o
+				}
+				return sum == 2*half
+			})
+			failed()
+			s := p.Snapshot()
+			t.Logf("%d EndTxn requests cut; %d transactions committed, %d aborted, %d settled", cut.cuts.Load(), s.TxnCommitted, s.TxnAborted, s.TxnSettled)
+		})
+	}
 }

@@ -233,6 +233,14 @@ func (p *proc) logText() string {
 
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	// The errors first: a long log is shown cut in the middle, and a
+	// report that shows only part of the output may cut it again.
+	var errs []string
+	for _, l := range lines {
+		if strings.Contains(l, "level=ERROR") && len(errs) < 10 {
+			errs = append(errs, l)
+		}
+	}
 	if len(lines) > n {
 		lines = append(lines[:n/2:n/2], append([]string{"..."}, lines[len(lines)-n/2:]...)...)
 	}
@@ -241,7 +249,11 @@ func tail(s string, n int) string {
 			lines[i] = l[:2000] + "…"
 		}
 	}
-	return fmt.Sprintf("(%d bytes)\n%s", len(s), strings.Join(lines, "\n"))
+	head := ""
+	if len(errs) > 0 {
+		head = fmt.Sprintf("first %d ERROR lines:\n%s\nthe log:\n", len(errs), strings.Join(errs, "\n"))
+	}
+	return fmt.Sprintf("(%d bytes)\n%s%s", len(s), head, strings.Join(lines, "\n"))
 }
 
 func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
