@@ -475,6 +475,12 @@ func TestClusterKills(t *testing.T) {
 			if code := p.stop(t, time.Minute); code != 0 {
 				t.Fatalf("exit code %d after SIGTERM", code)
 			}
+			if mode != "at_least_once" {
+				log := p.logText()
+				t.Logf("transactions whose end was unconfirmed and settled: %d (of them committed after all: %d); aborted: %d",
+					strings.Count(log, "unconfirmed transaction settled"), strings.Count(log, "the unconfirmed transaction had committed"),
+					strings.Count(log, "transaction aborted;"))
+			}
 		})
 	}
 }
