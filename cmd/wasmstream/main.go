@@ -70,11 +70,11 @@ Run 'wasmstream <command> --help' for a command's flags.
 `
 
 func main() {
+	scheduler.Version = version // once, before anything runs: run is called concurrently by the tests
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	scheduler.Version = version
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
