@@ -183,6 +183,10 @@ type Pipeline struct {
 
 	// state is the partitions' state stores (state.enabled; nil otherwise).
 	state *stateStores
+	// onCommitted are told each partition's newly committed offset, after
+	// the commit (committed): the state stores flush from it. Set while
+	// the pipeline is built, read-only after.
+	onCommitted []func(partition int32, upTo int64)
 
 	// limits are what the brokers refuse on the topics the pipeline
 	// produces to; refused, the records whose produce the broker refused
@@ -261,6 +265,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 			return nil, err
 		}
 		p.state = st
+		p.onCommitted = append(p.onCommitted, st.committed)
 	}
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true
@@ -626,5 +631,14 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 		k.l.Warn(msg, kv...)
 	default:
 		k.l.Debug(msg, kv...)
+	}
+}
+
+// committed tells the subscribers (onCommitted) that the offsets below upTo
+// of an input partition are committed: offset commits and transactions
+// call it after a commit succeeded, under commitMu, never after an abort.
+func (p *Pipeline) committed(partition int32, upTo int64) {
+	for _, f := range p.onCommitted {
+		f(partition, upTo)
 	}
 }

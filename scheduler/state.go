@@ -56,8 +56,8 @@ type taskState struct {
 	// applied is one past the highest changelog offset applied to the
 	// store by this task's flushes (-1: none yet).
 	applied int64
-	// flushLogged is when a failed flush was last logged (flushState,
-	// under commitMu).
+	// flushLogged is when a failed flush was last logged
+	// (stateStores.committed, under commitMu).
 	flushLogged time.Time
 }
 
@@ -473,25 +473,27 @@ func (ts *taskState) scan(writes []statestore.Write, prefix, after []byte, fn fu
 	return 0
 }
 
-// flushState applies the state writes of the task's records below the
-// committed offset upTo to the store (after a commit; under commitMu). A
-// failure costs a longer restore, not state: the writes stay in the
-// overlay and the changelog has them. It is counted
+// committed applies the state writes of the partition's records below the
+// committed offset upTo to its store (Pipeline.onCommitted: after a commit,
+// under commitMu). A failure costs a longer restore, not state: the writes
+// stay in the overlay and the changelog has them. It is counted
 // (wasmstream.state.flush.failures) and logged at most every
 // flushLogEvery.
-func (t *task) flushState(upTo int64) {
-	if t.state == nil {
-		return
+func (s *stateStores) committed(partition int32, upTo int64) {
+	s.mu.Lock()
+	ts := s.cur[partition]
+	s.mu.Unlock()
+	if ts == nil {
+		return // no store open (revoked, or its restore failed)
 	}
-	err := t.state.flush(upTo)
+	err := ts.flush(upTo)
 	if err == nil {
 		return
 	}
-	n := t.p.stats.StateFlushFailures.Add(1)
-	ts := t.state
+	n := s.p.stats.StateFlushFailures.Add(1)
 	if now := time.Now(); now.Sub(ts.flushLogged) >= flushLogEvery {
 		ts.flushLogged = now
-		t.p.log.Warn("the local state store refused the state writes of committed records; they stay in memory and are applied again at the next commit, and a restart reads them from the changelog", "partition", t.partition, "failures", n, "err", err)
+		s.p.log.Warn("the local state store refused the state writes of committed records; they stay in memory and are applied again at the next commit, and a restart reads them from the changelog", "partition", partition, "failures", n, "err", err)
 	}
 }
 

@@ -31,7 +31,11 @@ type stateStores struct {
 
 	mu     sync.Mutex
 	stores map[int32]*partStore
-	parts  int // the input topic's partition count, read at the first assignment
+	// cur is each partition's newest task view (taskState): the one a
+	// commit's flush applies (committed). A task replaced after an abort
+	// or a new assignment replaces it.
+	cur   map[int32]*taskState
+	parts int // the input topic's partition count, read at the first assignment
 }
 
 // partStore is one partition's open store.
@@ -48,7 +52,7 @@ func newStateStores(p *Pipeline) (*stateStores, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stateStores{p: p, dir: dir, stores: map[int32]*partStore{}}, nil
+	return &stateStores{p: p, dir: dir, stores: map[int32]*partStore{}, cur: map[int32]*taskState{}}, nil
 }
 
 // path is the file of a partition's store: one per host, pipeline and
@@ -160,6 +164,7 @@ func (s *stateStores) taskState(partition int32) *taskState {
 	st := &s.p.pc.State
 	ts := newTaskState(ps, partition, s.parts, st.MaxValueBytes, st.Changelog)
 	ts.maxBytes, ts.refused, ts.log = st.MaxBytes, &s.p.stats.StateRefused, s.p.log
+	s.cur[partition] = ts
 	return ts
 }
 
@@ -175,6 +180,7 @@ func (s *stateStores) detach(parts []int32) []*partStore {
 			out = append(out, ps)
 			delete(s.stores, part)
 		}
+		delete(s.cur, part)
 	}
 	return out
 }

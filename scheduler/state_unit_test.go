@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
 )
 
@@ -403,4 +405,39 @@ func TestStateFlushRefusedKeepsWrites(t *testing.T) {
 	if n, _ := st.Next(); n != 103 || len(ts.overlay) != 0 || len(ts.batches) != 0 {
 		t.Fatalf("next %d (want 103), overlay %d, batches %d", n, len(ts.overlay), len(ts.batches))
 	}
+}
+
+// A commit reaches a partition's state through the pipeline's subscription
+// (Pipeline.committed → stateStores.committed), and only through the newest
+// task view of the partition: after an abort the new task's view replaces
+// the old one, whose writes (of records that run again) are never applied.
+func TestStateCommittedReachesTheCurrentView(t *testing.T) {
+	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p := &Pipeline{pc: &config.Pipeline{Name: "p", State: config.State{Changelog: "p.changelog", MaxValueBytes: 100}}, log: slog.New(slog.DiscardHandler)}
+	s := &stateStores{p: p, stores: map[int32]*partStore{0: {store: st}}, cur: map[int32]*taskState{}, parts: 1}
+	p.state = s
+	p.onCommitted = append(p.onCommitted, s.committed)
+	write := func(ts *taskState, off int64, key, val string, changelogOff int64) {
+		rs := ts.begin()
+		rs.Put([]byte(key), []byte(val))
+		b, _ := ts.commitRecord(off, rs)
+		b.acked(changelogOff, nil)
+	}
+	old := s.taskState(0)
+	write(old, 1, "k", "aborted", 10) // its transaction aborts
+	cur := s.taskState(0)             // the task that replaces it
+	write(cur, 1, "k", "committed", 11)
+	p.committed(0, 2)
+	if v, ok, _ := st.Get(nil, []byte("k")); !ok || string(v) != "committed" {
+		t.Fatalf("k = %q %v in the store after the commit, want the current view's write", v, ok)
+	}
+	if len(old.batches) != 1 {
+		t.Fatalf("the replaced view's batches were flushed (%d left)", len(old.batches))
+	}
+	s.detach([]int32{0}) // revoked: a later commit reaches nothing
+	p.committed(0, 3)
 }
