@@ -290,7 +290,7 @@ func TestStateExactlyOnceAborts(t *testing.T) {
 	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
 	for i := 0; i < 3; i++ {
 		before := p.Snapshot().TxnAborted
-		p.commit.(*transactions).failed(fmt.Errorf("injected produce failure %d", i))
+		p.injectTxnFailure(fmt.Errorf("injected produce failure %d", i))
 		kafkatest.Eventually(t, time.Minute, "the transaction aborted", func() bool { return p.Snapshot().TxnAborted > before })
 	}
 	rd := kafkatest.NewReader(t, brokers, "out")
