@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/wasmstream/wasmstream/scheduler/internal/state"
+
 // Test-only accessors: the tests reach the pipeline's insides through these
 // rather than through its fields, so that moving the record engine's parts
 // (the committers, the state stores, the partitions' tasks) changes these
@@ -12,18 +14,9 @@ func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*transactions).failed
 // shareHeld is how many records a share pipeline holds acquired now.
 func (p *Pipeline) shareHeld() int { return p.commit.(*shareAcks).locks.len() }
 
-// testStoreSize is an open state store's size: its file, and its keys and
-// values.
-type testStoreSize struct{ File, Data int64 }
-
-// stateSizes returns each open state store's size by partition.
-func (p *Pipeline) stateSizes() map[int32]testStoreSize {
-	out := map[int32]testStoreSize{}
-	for part, s := range p.state.sizes() {
-		out[part] = testStoreSize{s.file, s.data}
-	}
-	return out
-}
+// stateSizes returns each open state store's size (its file, and its keys
+// and values) by partition.
+func (p *Pipeline) stateSizes() map[int32]state.Size { return p.state.Sizes() }
 
 // taskFor is the task of an assigned partition now (nil: none).
 func (p *Pipeline) taskFor(topic string, partition int32) *task {

@@ -464,8 +464,8 @@ func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
 		t.stop()
 		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
 	}
-	stores := p.detachState(tasks)
-	gone := func() { retire(tasks); closeStores(stores) }
+	closeStores := p.detachState(tasks)
+	gone := func() { retire(tasks); closeStores() }
 	if !p.bg.Go(gone) {
 		gone() // shutting down: no background work any more
 	}
@@ -500,7 +500,7 @@ func (x *transactions) stop(ctx context.Context) {
 	p.wg.Wait()
 	p.bg.Close()
 	if p.state != nil {
-		p.state.closeAll()
+		p.state.CloseAll()
 	}
 	x.sess.Close()
 	p.leaveStatic(ctx)
@@ -548,9 +548,9 @@ func (x *transactions) deliverOutputs(t *task, j *job) {
 			if j.remaining.Add(-1) == 0 {
 				t.p.budget.releaseOutputs(j.held)
 			}
-			changelog := j.sb != nil && pr.Topic == t.state.changelog
+			changelog := j.sb != nil && pr.Topic == t.state.Changelog()
 			if changelog {
-				j.sb.acked(pr.Offset, err) // a changelog record (state.go)
+				j.sb.Acked(pr.Offset, err) // a changelog record (state.Batch)
 			}
 			if err != nil {
 				if refusedForRecord(err) {
