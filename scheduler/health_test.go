@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -182,35 +177,6 @@ func TestCountableBrokerErrors(t *testing.T) {
 	} {
 		if got := countable(c.err); got != c.want {
 			t.Errorf("countable(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
-}
-
-// A restore waits out a broker that died under it: the dial error franz-go
-// returns for the dead leader (inside kadm's shard errors) is retried
-// until state.restore_timeout, as a retriable Kafka error is. Before, only
-// kerr.IsRetriable was asked, which says no to it, and the pipeline failed
-// (TestClusterKills/state_exactly_once: "restoring partition 0 …: end
-// offset: request ListOffsets has 1 separate shard errors, first: unable to
-// dial: … connection reset by peer").
-func TestRestoreRetriesADeadBroker(t *testing.T) {
-	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNRESET)}
-	shard := &kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: fmt.Errorf("unable to dial: %w", dial)}}, AllFailed: true}
-	if kerr.IsRetriable(shard) {
-		t.Fatal("kerr.IsRetriable took the dial error as retriable: this test no longer shows anything")
-	}
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{shard, true},
-		{kerr.UnknownTopicOrPartition, true},
-		{&kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: kerr.TopicAuthorizationFailed}}}, false},
-		{context.DeadlineExceeded, false},
-		{kgo.ErrClientClosed, false},
-	} {
-		if got := restoreRetriable(c.err); got != c.want {
-			t.Errorf("restoreRetriable(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }

@@ -85,7 +85,7 @@ func (c offsetCommits) revoked(ctx context.Context, revoked map[string][]int32) 
 	for _, t := range tasks {
 		t.close()
 	}
-	p.releaseState(tasks)
+	p.detachState(tasks)()
 	for _, t := range tasks {
 		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
 	}
@@ -105,7 +105,7 @@ func (c offsetCommits) lost(lost map[string][]int32) {
 		t.close()
 		p.log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.topic, "partition", t.partition)
 	}
-	p.releaseState(tasks)
+	p.detachState(tasks)()
 }
 
 // commitLoop commits every kafka.commit_interval.
@@ -201,7 +201,7 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 	for _, m := range marks {
 		m.t.committed.Store(m.off)
 		m.t.committedMeta = m.meta
-		m.t.flushState(m.off)
+		p.committed(m.t.partition, m.off)
 	}
 	p.stats.Commits.Add(1)
 	return nil
@@ -230,7 +230,7 @@ func (c offsetCommits) stop(ctx context.Context) {
 	p.wg.Wait()
 	p.bg.Close()
 	if p.state != nil {
-		p.state.closeAll()
+		p.state.CloseAll()
 	}
 	p.cl.Close()
 	p.leaveStatic(ctx)
@@ -272,8 +272,8 @@ func outputAcked(pr *kgo.Record, err error) {
 			}
 		}
 	}
-	if j.sb != nil && pr.Topic == t.state.changelog {
-		j.sb.acked(pr.Offset, err) // a changelog record (state.go)
+	if j.sb != nil && pr.Topic == t.state.Changelog() {
+		j.sb.Acked(pr.Offset, err) // a changelog record (state.Batch)
 		if err != nil {
 			j.failedErr.CompareAndSwap(nil, &err)
 		}

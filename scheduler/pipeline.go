@@ -24,6 +24,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -182,7 +183,11 @@ type Pipeline struct {
 	demandCh chan struct{}
 
 	// state is the partitions' state stores (state.enabled; nil otherwise).
-	state *stateStores
+	state *state.Stores
+	// onCommitted are told each partition's newly committed offset, after
+	// the commit (committed): the state stores flush from it
+	// (state.Stores.Flush). Set while the pipeline is built, read-only after.
+	onCommitted []func(partition int32, upTo int64)
 
 	// limits are what the brokers refuse on the topics the pipeline
 	// produces to; refused, the records whose produce the broker refused
@@ -255,12 +260,13 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 	sc := make(chan struct{})
 	p.swapCh.Store(&sc)
 	p.async.Store(mod.Info().Async)
+	var stateDir string
 	if pc.State.Enabled {
-		st, err := newStateStores(p)
+		dir, err := cfg.StateDir(pc)
 		if err != nil {
 			return nil, err
 		}
-		p.state = st
+		stateDir = dir
 	}
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true
@@ -317,14 +323,34 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 		}
 		x.sess, p.cl, p.commit = sess, sess.Client(), x
-		return p, nil
+	} else {
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
+		}
+		p.cl, p.commit = cl, offsetCommits{p}
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
+	if pc.State.Enabled {
+		p.newStateStores(stateDir)
 	}
-	p.cl, p.commit = cl, offsetCommits{p}
 	return p, nil
+}
+
+// newStateStores makes the pipeline's state stores (state.enabled) in dir,
+// once its client exists: the stores read the input's partitions and the
+// changelog's end offsets with it, and each restore reads the changelog
+// with a client of its own made with the host's connection settings.
+func (p *Pipeline) newStateStores(dir string) {
+	c := state.Config{Pipeline: p.pc.Name, HostID: p.cfg.Host.ID, Dir: dir, Input: p.pc.Inputs[0],
+		RestoreTimeout: p.pc.State.RestoreTimeout, Limits: stateLimits(p.pc)}
+	dial := func(opts ...kgo.Opt) (*kgo.Client, error) {
+		return kafkaconn.NewClient(p.cfg.Kafka, p.brokers, append(opts, kgo.WithLogger(kgoLogger{p.log}))...)
+	}
+	st := &p.stats
+	n := &state.Counters{Restored: &st.StateRestored, RestoreSkipped: &st.StateRestoreSkipped,
+		RestoreNanos: &st.StateRestoreNanos, Refused: &st.StateRefused, FlushFailures: &st.StateFlushFailures}
+	p.state = state.NewStores(c, p.cl, dial, n, p.log)
+	p.onCommitted = append(p.onCommitted, p.state.Flush)
 }
 
 // Name is the pipeline's name.
@@ -346,7 +372,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 		// The stores are restored before the partitions' tasks exist: no
 		// record of theirs runs on a store not yet restored.
 		for _, parts := range assigned {
-			if err := p.state.open(ctx, parts); err != nil {
+			if err := p.state.Open(ctx, parts); err != nil {
 				p.fail(err)
 				return
 			}
@@ -403,6 +429,21 @@ func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) ma
 		}
 	}
 	return out
+}
+
+// detachState takes the state stores of tasks that are gone (revoked,
+// lost) out of the open set at once, so that a new assignment of their
+// partitions opens them anew (waiting for the file until they are
+// closed); closeLater closes them once the tasks' workers ended.
+func (p *Pipeline) detachState(tasks []*task) (closeLater func()) {
+	if p.state == nil {
+		return func() {}
+	}
+	parts := make([]int32, len(tasks))
+	for i, t := range tasks {
+		parts[i] = t.partition
+	}
+	return p.state.Detach(parts)
 }
 
 func (p *Pipeline) detach(parts map[string][]int32) []*task {
@@ -626,5 +667,14 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 		k.l.Warn(msg, kv...)
 	default:
 		k.l.Debug(msg, kv...)
+	}
+}
+
+// committed tells the subscribers (onCommitted) that the offsets below upTo
+// of an input partition are committed: offset commits and transactions
+// call it after a commit succeeded, under commitMu, never after an abort.
+func (p *Pipeline) committed(partition int32, upTo int64) {
+	for _, f := range p.onCommitted {
+		f(partition, upTo)
 	}
 }

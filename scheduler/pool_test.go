@@ -231,13 +231,11 @@ func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 	p := r.Pipelines()[0]
 	maxSlow, paused := 0, false
 	kafkatest.Eventually(t, 3*time.Minute, "all done", func() bool {
-		p.mu.Lock()
-		if tk := p.tasks[tp{"in", 0}]; tk != nil {
+		if tk := p.taskFor("in", 0); tk != nil {
 			g := tk.gauges(false)
 			maxSlow = max(maxSlow, g.inFlight)
 			paused = paused || g.paused
 		}
-		p.mu.Unlock()
 		return r.Snapshots()[0].Done == slow+fast
 	})
 	if !paused {

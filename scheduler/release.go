@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -35,8 +36,8 @@ type job struct {
 	started time.Time // the current attempt's first call
 	pended  bool      // the current attempt waited on asynchronous operations
 	tr      *tracing.Attempt
-	rs      *recordState // the current attempt's state writes (state.enabled)
-	sb      *stateBatch  // its writes once it succeeded, tied to their changelog produces
+	rs      *state.Record // the current attempt's state writes (state.enabled)
+	sb      *state.Batch  // its writes once it succeeded, tied to their changelog produces
 
 	// The release (set by settle, acted on by deliver).
 	ordered bool    // it has a place in the partition's release order

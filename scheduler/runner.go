@@ -506,7 +506,7 @@ func (r *Runner) Ready(ctx context.Context) error {
 			return fmt.Errorf("pipeline %s has not joined group %s yet", p.pc.Name, p.group)
 		}
 		if p.state != nil {
-			if n := p.state.restoring.Load(); n > 0 {
+			if n := p.state.Restoring(); n > 0 {
 				return fmt.Errorf("pipeline %s is restoring the state of %d partition(s) from %s", p.pc.Name, n, p.pc.State.Changelog)
 			}
 		}

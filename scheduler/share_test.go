@@ -63,7 +63,7 @@ func TestShareTwoHostsSplitAndAccept(t *testing.T) {
 			case <-time.After(time.Millisecond):
 			}
 			for _, r := range []*Runner{r1, r2} {
-				most = max(most, r.pipelines[0].commit.(*shareAcks).locks.len())
+				most = max(most, r.pipelines[0].shareHeld())
 			}
 		}
 	}()

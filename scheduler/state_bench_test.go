@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
-	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
 // memState is a State over a map, without overlay, changelog or store:
@@ -71,7 +69,7 @@ func BenchmarkStateRecord(b *testing.B) {
 	const parts = 4
 	var keys [][]byte
 	for i := 0; len(keys) < 1000; i++ {
-		if k := []byte(fmt.Sprintf("k%d", i)); keyPartition(k, parts) == 0 {
+		if k := []byte(fmt.Sprintf("k%d", i)); state.KeyPartition(k, parts) == 0 {
 			keys = append(keys, k)
 		}
 	}
@@ -104,69 +102,24 @@ func BenchmarkStateRecord(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer store.Close()
-		ts := newTaskState(&partStore{store: store}, 0, parts, 64<<10, "p.changelog")
+		ts := state.NewPartition(store, 0, parts, state.Limits{MaxValueBytes: 64 << 10, Changelog: "p.changelog"})
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			rs := ts.begin()
+			rs := ts.Begin()
 			res := in.ProcessState(context.Background(), rec(i), nil, rs)
 			if res.Status != abi.StatusOK {
 				b.Fatal(res.Err)
 			}
-			sb, outs := ts.commitRecord(int64(i), rs)
+			sb, outs := ts.Commit(int64(i), rs)
 			if len(outs) != 1 {
 				b.Fatalf("%d changelog outputs", len(outs))
 			}
-			sb.acked(int64(i), nil)
+			sb.Acked(int64(i), nil)
 			if i%1000 == 999 {
-				if err := ts.flush(int64(i + 1)); err != nil {
+				if err := ts.Flush(int64(i + 1)); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}
 	})
-}
-
-// TestStateRestoreTime measures a full restore of one partition's store
-// from a changelog of 100,000 keys (the in-process broker; the figure for
-// BENCHMARKS.md).
-func TestStateRestoreTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("produces 100k records")
-	}
-	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
-	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
-	r, err := NewRunner(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Stop(context.Background())
-	const n = 100_000
-	cl := kafkatest.Client(t, brokers, kgo.ProducerLinger(5*time.Millisecond))
-	recs := make([]*kgo.Record, 0, n)
-	for i := 0; i < n; i++ {
-		recs = append(recs, &kgo.Record{Topic: cfg.Pipelines[0].State.Changelog, Partition: 0, Key: []byte(fmt.Sprintf("key-%06d", i)), Value: []byte(fmt.Sprint(i))})
-	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	p := r.Pipelines()[0]
-	store, err := statestore.Open(filepath.Join(t.TempDir(), "restore.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ps := &partStore{store: store}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.state.restore(ctx, ps, 0); err != nil {
-		t.Fatal(err)
-	}
-	if ps.restored != n || store.Keys() != n {
-		t.Fatalf("restored %d records, %d keys; want %d", ps.restored, store.Keys(), n)
-	}
-	if next, _ := store.Next(); next != n {
-		t.Fatalf("store reflects the changelog up to %d, want %d", next, n)
-	}
-	t.Logf("full restore of %d keys: %s (%.0f records/s), store %d bytes", n, ps.took, n/ps.took.Seconds(), store.Size())
 }

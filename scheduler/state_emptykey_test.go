@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -21,11 +22,11 @@ import (
 func produceWithEmptyKeys(t *testing.T, brokers []string, topic string, parts, n int, want map[string]int) {
 	t.Helper()
 	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	emptyPart := keyPartition(nil, parts)
+	emptyPart := state.KeyPartition(nil, parts)
 	var recs []*kgo.Record
 	for i := 0; i < n; i++ {
 		k := fmt.Sprintf("k%d", i%stateKeys)
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(strconv.Itoa(i)), Partition: keyPartition([]byte(k), parts)})
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(strconv.Itoa(i)), Partition: state.KeyPartition([]byte(k), parts)})
 		want[k]++
 		if i%50 == 49 {
 			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte{}, Value: []byte("empty"), Partition: emptyPart})
@@ -150,7 +151,7 @@ func TestStateRestoreSkipsWhatStoreCannotHold(t *testing.T) {
 	// Written to the changelog by hand, on the empty key's partition: the
 	// empty key's count as a host before this one wrote it (null), and
 	// two keys no store can hold.
-	emptyPart := keyPartition(nil, parts)
+	emptyPart := state.KeyPartition(nil, parts)
 	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	changelog := cfg.Pipelines[0].State.Changelog
 	if err := cl.ProduceSync(context.Background(),

@@ -6,6 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
 // registerStateMetrics registers the counters and gauges of stateful
@@ -22,7 +24,7 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 	errs(e)
 	restored, e := meter.Int64ObservableCounter("wasmstream.state.restored", metric.WithUnit("{record}"), metric.WithDescription("Changelog records applied to local stores by restores at partition assignment."))
 	errs(e)
-	restoreTime, e := meter.Float64ObservableCounter("wasmstream.state.restore.duration", metric.WithUnit("s"), metric.WithDescription(fmt.Sprintf("Time spent restoring local stores from the changelog at partition assignment, up to %d partitions at once (no partition of the pipeline is processed meanwhile).", restoreParallel)))
+	restoreTime, e := meter.Float64ObservableCounter("wasmstream.state.restore.duration", metric.WithUnit("s"), metric.WithDescription(fmt.Sprintf("Time spent restoring local stores from the changelog at partition assignment, up to %d partitions at once (no partition of the pipeline is processed meanwhile).", state.RestoreParallel)))
 	errs(e)
 	skipped, e := meter.Int64ObservableCounter("wasmstream.state.restore.skipped", metric.WithUnit("{record}"), metric.WithDescription("Changelog records restores skipped because the local store cannot hold them (a key over 1024 bytes); each is logged, up to 5 per restore."))
 	errs(e)
@@ -50,28 +52,13 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 			o.ObserveInt64(flushFailures, p.stats.StateFlushFailures.Load(), at)
 			o.ObserveFloat64(restoreTime, float64(p.stats.StateRestoreNanos.Load())/1e9, at)
 			o.ObserveInt64(refused, p.stats.StateRefused.Load(), at)
-			for part, sz := range p.state.sizes() {
+			for part, sz := range p.state.Sizes() {
 				pa := metric.WithAttributes(pipe, attribute.Int("partition", int(part)))
-				o.ObserveInt64(storeBytes, sz.file, pa)
-				o.ObserveInt64(stateBytes, sz.data, pa)
+				o.ObserveInt64(storeBytes, sz.File, pa)
+				o.ObserveInt64(stateBytes, sz.Data, pa)
 			}
 		}
 		return nil
 	}, writes, restored, skipped, flushFailures, restoreTime, storeBytes, stateBytes, refused)
 	return err
-}
-
-// storeSize is an open store's size: its file in use and its keys and
-// values.
-type storeSize struct{ file, data int64 }
-
-// sizes returns each open store's size.
-func (s *stateStores) sizes() map[int32]storeSize {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[int32]storeSize, len(s.stores))
-	for part, ps := range s.stores {
-		out[part] = storeSize{ps.store.Size(), ps.store.Bytes()}
-	}
-	return out
 }

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -163,11 +164,11 @@ func TestStateNotReadyWhileRestoring(t *testing.T) {
 
 	release := make(chan struct{})
 	started := make(chan int32, 4)
-	restoreStarted = func(part int32) {
+	state.RestoreStarted = func(part int32) {
 		started <- part
 		<-release
 	}
-	t.Cleanup(func() { restoreStarted = nil })
+	t.Cleanup(func() { state.RestoreStarted = nil })
 	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return strconv.Itoa(n + i) })
 	r = startRunner(t, cfg)
 	defer r.Stop(context.Background())
@@ -244,7 +245,7 @@ func testStateBadCallsDeadLettered(t *testing.T, module string) {
 	// "a" and a key of another partition than a's.
 	foreign := ""
 	for i := 0; foreign == ""; i++ {
-		if k := fmt.Sprintf("x%d", i); keyPartition([]byte(k), 4) != keyPartition([]byte("a"), 4) {
+		if k := fmt.Sprintf("x%d", i); state.KeyPartition([]byte(k), 4) != state.KeyPartition([]byte("a"), 4) {
 			foreign = k
 		}
 	}
@@ -290,7 +291,7 @@ func TestStateExactlyOnceAborts(t *testing.T) {
 	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
 	for i := 0; i < 3; i++ {
 		before := p.Snapshot().TxnAborted
-		p.commit.(*transactions).failed(fmt.Errorf("injected produce failure %d", i))
+		p.injectTxnFailure(fmt.Errorf("injected produce failure %d", i))
 		kafkatest.Eventually(t, time.Minute, "the transaction aborted", func() bool { return p.Snapshot().TxnAborted > before })
 	}
 	rd := kafkatest.NewReader(t, brokers, "out")

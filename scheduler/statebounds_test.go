@@ -92,7 +92,7 @@ func TestStatePartitionBound(t *testing.T) {
 	}
 	stored := func(r *Runner, what string, want int64) {
 		t.Helper()
-		kafkatest.Eventually(t, time.Minute, what, func() bool { return r.Pipelines()[0].state.sizes()[0].data == want })
+		kafkatest.Eventually(t, time.Minute, what, func() bool { return r.Pipelines()[0].stateSizes()[0].Data == want })
 	}
 	const entry = 3 + 64<<10 // "a/0" and its value
 

@@ -13,6 +13,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
 // task owns one assigned partition: its fetched records, its offset tracker
@@ -42,7 +43,7 @@ type task struct {
 	partition int32
 	tr        offsets.Tracker
 	skip      *offsets.DoneSet // offsets the previous owner recorded as done
-	state     *taskState       // the partition's state (state.enabled; nil otherwise)
+	state     *state.Partition // the partition's state (state.enabled; nil otherwise)
 
 	// Written under p.commitMu; committed is read by gauges without it.
 	committed     atomic.Int64
@@ -113,7 +114,7 @@ func newTask(p *Pipeline, topic string, partition int32, skip *offsets.DoneSet) 
 	}
 	t.rel = p.commit.releaseOrder(t)
 	if p.state != nil {
-		t.state = p.state.taskState(partition)
+		t.state = p.state.View(partition)
 	}
 	return t
 }

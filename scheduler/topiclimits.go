@@ -137,8 +137,8 @@ func (t *task) refusedOutputs(j *job, outs []abi.Output) string {
 		}
 	}
 	if j.rs != nil {
-		for _, w := range j.rs.writes {
-			if why := p.limits.refuses(t.state.changelog, w.Key, false, w.Value, nil); why != "" {
+		for _, w := range j.rs.Writes() {
+			if why := p.limits.refuses(t.state.Changelog(), w.Key, false, w.Value, nil); why != "" {
 				return "the changelog record of a state write: " + why
 			}
 		}

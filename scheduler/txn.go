@@ -225,7 +225,7 @@ func (x *transactions) cut(ctx context.Context, final bool) bool {
 	case committed:
 		for _, m := range marks {
 			m.t.committed.Store(m.off)
-			m.t.flushState(m.off)
+			p.committed(m.t.partition, m.off)
 		}
 		p.stats.Commits.Add(1)
 		p.stats.TxnCommitted.Add(1)
@@ -370,8 +370,9 @@ func (x *transactions) settle(ctx context.Context, tasks []*task, endErr error) 
 
 // landed compares a settled end's offsets (from) with what the transaction
 // would have committed (marks). The end committed after all if the broker
-// holds the marks: the partitions' state is then flushed up to them, as a
-// confirmed commit does, before the new tasks open their views. A partition
+// holds the marks: the pipeline is told of the commit (committed), as
+// after a confirmed one, so the partitions' state is flushed up to them
+// before the new tasks open their views. A partition
 // at neither its mark nor its last known commit has state this host cannot
 // account for: a pipeline with state then fails (a restart restores the
 // stores from the changelog); without state, the broker's offset is the
@@ -384,7 +385,7 @@ func (x *transactions) landed(marks map[tp]mark, from map[tp]int64) (landed, ok 
 		case !known || off == m.t.committed.Load():
 		case off == m.off:
 			m.t.committed.Store(off)
-			m.t.flushState(off)
+			p.committed(m.t.partition, off)
 			landed = true
 		case p.state != nil:
 			p.fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", p.pc.Name, k.topic, k.partition, off, m.t.committed.Load(), m.off))
@@ -463,8 +464,8 @@ func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
 		t.stop()
 		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
 	}
-	stores := p.detachState(tasks)
-	gone := func() { retire(tasks); closeStores(stores) }
+	closeStores := p.detachState(tasks)
+	gone := func() { retire(tasks); closeStores() }
 	if !p.bg.Go(gone) {
 		gone() // shutting down: no background work any more
 	}
@@ -499,7 +500,7 @@ func (x *transactions) stop(ctx context.Context) {
 	p.wg.Wait()
 	p.bg.Close()
 	if p.state != nil {
-		p.state.closeAll()
+		p.state.CloseAll()
 	}
 	x.sess.Close()
 	p.leaveStatic(ctx)
@@ -547,9 +548,9 @@ func (x *transactions) deliverOutputs(t *task, j *job) {
 			if j.remaining.Add(-1) == 0 {
 				t.p.budget.releaseOutputs(j.held)
 			}
-			changelog := j.sb != nil && pr.Topic == t.state.changelog
+			changelog := j.sb != nil && pr.Topic == t.state.Changelog()
 			if changelog {
-				j.sb.acked(pr.Offset, err) // a changelog record (state.go)
+				j.sb.Acked(pr.Offset, err) // a changelog record (state.Batch)
 			}
 			if err != nil {
 				if refusedForRecord(err) {

@@ -101,7 +101,7 @@ func TestExactlyOnceAbortStartsOver(t *testing.T) {
 	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
 	for i := 0; i < 3; i++ {
 		before := p.Snapshot().TxnAborted
-		p.commit.(*transactions).failed(errors.New("injected produce failure"))
+		p.injectTxnFailure(errors.New("injected produce failure"))
 		kafkatest.Eventually(t, time.Minute, "the transaction aborted", func() bool { return p.Snapshot().TxnAborted > before })
 	}
 	checkOnce(t, eosCounts(t, brokers, "out", n), n)
@@ -136,7 +136,7 @@ func TestExactlyOnceAsyncPipelined(t *testing.T) {
 	defer r.Stop(context.Background())
 	p := r.Pipelines()[0]
 	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return p.Snapshot().TxnCommitted > 0 })
-	p.commit.(*transactions).failed(errors.New("injected produce failure"))
+	p.injectTxnFailure(errors.New("injected produce failure"))
 	rd := kafkatest.NewReader(t, brokers, "out")
 	rd.ReadUntil(t, 2*time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n })
 	rd.ReadFor(500 * time.Millisecond)
@@ -260,7 +260,6 @@ func TestExactlyOnceOutOfOrderPicks(t *testing.T) {
 	r := startRunner(t, cfg)
 	defer r.Stop(context.Background())
 	p := r.Pipelines()[0]
-	x := p.commit.(*transactions)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -274,7 +273,7 @@ func TestExactlyOnceOutOfOrderPicks(t *testing.T) {
 				// committed since the last one (progress under -race too).
 				if s := p.Snapshot(); s.Done < n*3/4 && s.TxnCommitted > committed {
 					committed = s.TxnCommitted
-					x.failed(errors.New("injected produce failure"))
+					p.injectTxnFailure(errors.New("injected produce failure"))
 				}
 			}
 		}

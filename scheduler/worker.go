@@ -707,7 +707,7 @@ func (w *worker) start(j *job) {
 	w.state.Store(workerBusy)
 	var res host.Result
 	if ts := w.t.state; ts != nil {
-		j.rs = ts.begin() // a new attempt starts without the last one's writes
+		j.rs = ts.Begin() // a new attempt starts without the last one's writes
 		res = in.ProcessState(w.t.ctx, &j.ar, j, j.rs)
 	} else {
 		res = in.Process(w.t.ctx, &j.ar, j)
@@ -771,9 +771,9 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	var f failure
 	if res.Status != abi.StatusOK {
 		f = t.classify(&res)
-		if j.rs != nil && j.rs.overBound != "" {
+		if j.rs != nil && j.rs.OverBound() != "" {
 			// The guest saw a limit errno; the failure names the bound.
-			f.msg += " (" + j.rs.overBound + ")"
+			f.msg += " (" + j.rs.OverBound() + ")"
 		}
 	}
 	if w.ver != nil { // the version the record ran on, for canaries
@@ -800,8 +800,8 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		j.tr.Decide(false)
 		if j.rs != nil {
 			// Before the lane is freed: the next record of the key or
-			// partition reads these writes (state.go).
-			b, outs := t.state.commitRecord(r.Offset, j.rs)
+			// partition reads these writes (state.Partition.Commit).
+			b, outs := t.state.Commit(r.Offset, j.rs)
 			j.rs = nil
 			if b != nil {
 				j.sb = b

@@ -60,8 +60,8 @@ func restoreKeys() int {
 //     keys (BENCH_RESTORE_RATE records/s, default 20,000) for 5 s, the
 //     process SIGKILLed in the middle of it and started again on the same
 //     directory: it reads the changelog records written after the last
-//     commit's store update (state.go applies them to the store after each
-//     commit, every kafka.commit_interval).
+//     commit's store update (scheduler/internal/state applies them to the
+//     store after each commit, every kafka.commit_interval).
 //
 // records_read are changelog records applied; restore_x_process is the full
 // restore's time over the reference drain's.

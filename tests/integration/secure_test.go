@@ -70,7 +70,16 @@ func (s secureBroker) password(t *testing.T, user string) string {
 // the given environment and --set values (the kafka.tls and kafka.sasl
 // keys).
 func secureConfig(t *testing.T, brokers, group, in, out string, environ []string, sets ...string) (*config.Config, error) {
+	return secureConfigWith(t, brokers, group, in, out, "", environ, sets...)
+}
+
+// secureConfigWith is secureConfig with pipelineKeys (YAML lines of the
+// pipeline, indented by 4) added to the pipeline.
+func secureConfigWith(t *testing.T, brokers, group, in, out, pipelineKeys string, environ []string, sets ...string) (*config.Config, error) {
 	cfgPath := writeConfig(t, []string{brokers}, group, modules["uppercase"], in, out, out+"-dlq", "")
+	if pipelineKeys != "" {
+		replace(t, cfgPath, "    retry: {max_attempts: 1}\n", "    retry: {max_attempts: 1}\n"+pipelineKeys)
+	}
 	return config.Load(cfgPath, environ, sets)
 }
 
@@ -95,7 +104,11 @@ func writeSecret(t *testing.T, name, content string, mode os.FileMode) string {
 
 // TestSecurePipeline runs a pipeline end to end over SASL_SSL with
 // SCRAM-SHA-512 (the password from the environment override) and over mTLS:
-// every input's output arrives, offsets committed to the end.
+// every input's output arrives, offsets committed to the end. The pipeline
+// is stateful and its changelog holds a record in each partition, so its
+// start restores them through the restores' own clients, which must be
+// secured as the pipeline's is (a plaintext one fails the restore, and the
+// pipeline with it).
 func TestSecurePipeline(t *testing.T) {
 	s := secureBrokers(t)
 	cases := []struct {
@@ -113,11 +126,18 @@ func TestSecurePipeline(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			plain := []string{s.plain}
 			n := names(t)
-			in, out := n+"-in", n+"-out"
-			kafkatest.CreateTopic(t, plain, 2, in, out, out+"-dlq")
+			in, out, changelog := n+"-in", n+"-out", n+"-changelog"
+			kafkatest.CreateTopic(t, plain, 2, in, out, out+"-dlq", changelog)
 			const count = 2000
 			kafkatest.Produce(t, plain, in, count, func(i int) string { return fmt.Sprintf("v-%05d", i) })
-			cfg, err := secureConfig(t, c.brokers, n, in, out, c.environ, c.sets...)
+			pc := kafkatest.Client(t, plain, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			for part := range int32(2) {
+				if err := pc.ProduceSync(context.Background(), &kgo.Record{Topic: changelog, Partition: part, Key: []byte("k"), Value: []byte("1")}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			state := fmt.Sprintf("    state: {enabled: true, dir: %q, changelog: %s}\n", t.TempDir(), changelog)
+			cfg, err := secureConfigWith(t, c.brokers, n, in, out, state, c.environ, c.sets...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,6 +163,9 @@ func TestSecurePipeline(t *testing.T) {
 			kafkatest.Eventually(t, 30*time.Second, "offsets committed to the end", func() bool {
 				return committedSum(t, plain, group, in) == count
 			})
+			if got := r.Pipelines()[0].Snapshot().StateRestored; got != 2 {
+				t.Fatalf("%d changelog records restored, want the 2 the changelog holds", got)
+			}
 		})
 	}
 }

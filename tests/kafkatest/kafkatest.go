@@ -50,7 +50,11 @@ func Client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// CreateTopic creates topic with partitions partitions.
+// CreateTopic creates topic with partitions partitions, and returns once
+// the broker's metadata has them: a real broker answers CreateTopics when
+// its controller committed the topics, and its metadata may name them a
+// moment later, so a host started at once (which checks that its topics
+// exist) could be told they do not.
 func CreateTopic(t testing.TB, brokers []string, partitions int32, topics ...string) {
 	t.Helper()
 	adm := kadm.NewClient(Client(t, brokers))
@@ -63,6 +67,23 @@ func CreateTopic(t testing.TB, brokers []string, partitions int32, topics ...str
 	for _, r := range resp {
 		if r.Err != nil {
 			t.Fatalf("create %s: %v", r.Topic, r.Err)
+		}
+	}
+	for {
+		details, err := adm.ListTopics(ctx, topics...)
+		missing := ""
+		for _, topic := range topics {
+			if d, ok := details[topic]; err == nil && (!ok || d.Err != nil || len(d.Partitions) != int(partitions)) {
+				missing = topic
+			}
+		}
+		if err == nil && missing == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("created topics %v: not in the broker's metadata after 30s (last missing: %q, err %v)", topics, missing, err)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package scheduler
+package state
 
 import (
 	"bytes"
@@ -18,30 +18,39 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
 )
 
-// How state moves (DESIGN.md, "State"): an attempt of a record writes into
-// its own recordState; when the record succeeds, the worker hands those
-// writes to its task's taskState (commitRecord) before it frees the
-// record's lane, so the next record of the key or partition reads them
+// Package state is a stateful pipeline's per-partition state (DESIGN.md,
+// "State"): the partitions' local stores, opened and restored from the
+// changelog when a partition is assigned (Stores), each partition's view of
+// its state for the records that run on it (Partition), one attempt's
+// writes (Record), and a succeeded record's writes tied to their changelog
+// records (Batch). It knows partitions, never the tasks or committers that
+// use them.
+//
+// How state moves: an attempt of a record writes into its own Record; when
+// the record succeeds, the worker hands those writes to the partition's
+// current view (Partition.Commit) before it frees the record's lane, so the next record of the key or partition reads them
 // from the overlay; the same writes become changelog records among the
 // record's outputs, produced (at_least_once) or put in the transaction
 // (exactly_once) with them. Once the record's offset is committed, the
-// commit applies its writes to the partition's bbolt store (flush) with
+// commit applies its writes to the partition's bbolt store (Stores.Flush,
+// Partition.Flush) with
 // the changelog offset the store now reflects, and drops them from the
 // overlay.
 
-// taskState is a partition task's view of its state: the partition's
-// store, and the writes of records that succeeded but whose offsets are not
-// committed yet (the overlay). A new task (a new assignment, or a restart
-// after an aborted transaction) starts with an empty overlay over the same
-// store. Safe for concurrent use; mu is a leaf lock.
-type taskState struct {
+// Partition is a view of a partition's state for the records that run on
+// it: the partition's store, and the writes of records that succeeded but
+// whose offsets are not committed yet (the overlay). Each new task of the
+// partition (a new assignment, or a restart after an aborted transaction)
+// takes a new view (Stores.View): an empty overlay over the same store.
+// Safe for concurrent use; mu is a leaf lock.
+type Partition struct {
 	ps        *partStore
 	partition int32
 	parts     int // the input topic's partitions: a key's partition is murmur2 % parts
 	maxValue  int
 	changelog string
 	// maxBytes bounds the partition's state (state.max_bytes; 0: none);
-	// refused counts the puts it refused (the pipeline's Stats).
+	// refused counts the puts it refused (Counters.Refused).
 	maxBytes int64
 	refused  *atomic.Int64
 	log      *slog.Logger
@@ -51,13 +60,13 @@ type taskState struct {
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
 	// key's).
 	overlayBytes int64
-	batches      []*stateBatch
+	batches      []*Batch
 	seq          uint64
 	// applied is one past the highest changelog offset applied to the
-	// store by this task's flushes (-1: none yet).
+	// store by this view's flushes (-1: none yet).
 	applied int64
-	// flushLogged is when a failed flush was last logged (flushState,
-	// under commitMu).
+	// flushLogged is when a failed flush was last logged (Stores.Flush,
+	// one commit at a time).
 	flushLogged time.Time
 }
 
@@ -67,8 +76,12 @@ type overlayEntry struct {
 	seq   uint64 // the batch that wrote it
 }
 
-// stateBatch is the writes of one succeeded record.
-type stateBatch struct {
+// Write is one state write: a key and its value (nil: a delete).
+type Write = statestore.Write
+
+// Batch is the writes of one succeeded record, tied to its changelog
+// records' produces (Acked).
+type Batch struct {
 	offset int64 // the input record's
 	seq    uint64
 	writes []statestore.Write
@@ -78,27 +91,46 @@ type stateBatch struct {
 	void                  atomic.Bool // a changelog produce failed: never applied
 }
 
-func newTaskState(ps *partStore, partition int32, parts, maxValue int, changelog string) *taskState {
-	return &taskState{ps: ps, partition: partition, parts: parts, maxValue: maxValue, changelog: changelog,
+// Limits are a pipeline's bounds on its state and where its changelog
+// records go.
+type Limits struct {
+	MaxValueBytes int    // state.max_value_bytes
+	MaxBytes      int64  // state.max_bytes (0: none)
+	Changelog     string // state.changelog
+}
+
+// NewPartition is a view of partition's state (one of parts of the input)
+// in store, outside the stores a pipeline opens (Stores.View): a local
+// state (Local) or a benchmark. Refused puts are counted on its own
+// counter and not logged.
+func NewPartition(store *statestore.Store, partition int32, parts int, l Limits) *Partition {
+	return newPartition(&partStore{store: store}, partition, parts, l)
+}
+
+func newPartition(ps *partStore, partition int32, parts int, l Limits) *Partition {
+	return &Partition{ps: ps, partition: partition, parts: parts, maxValue: l.MaxValueBytes, changelog: l.Changelog, maxBytes: l.MaxBytes,
 		refused: new(atomic.Int64), log: slog.New(slog.DiscardHandler), overlay: map[string]overlayEntry{}, applied: -1}
 }
 
-// begin returns the State of one attempt of a record.
-func (ts *taskState) begin() *recordState { return &recordState{ts: ts} }
+// Changelog is the topic the partition's changelog records go to.
+func (ts *Partition) Changelog() string { return ts.changelog }
+
+// Begin returns the State of one attempt of a record.
+func (ts *Partition) Begin() *Record { return &Record{ts: ts} }
 
 // checkKey answers whether key may be used by a record of the partition.
-func (ts *taskState) checkKey(key []byte) abi.Errno {
+func (ts *Partition) checkKey(key []byte) abi.Errno {
 	if len(key) > abi.MaxStateKeyBytes {
 		return abi.ErrnoTooLarge
 	}
-	if ts.parts > 1 && keyPartition(key, ts.parts) != ts.partition {
+	if ts.parts > 1 && KeyPartition(key, ts.parts) != ts.partition {
 		return abi.ErrnoWrongKey
 	}
 	return 0
 }
 
 // get reads key through the overlay.
-func (ts *taskState) get(dst, key []byte) ([]byte, bool, error) {
+func (ts *Partition) get(dst, key []byte) ([]byte, bool, error) {
 	ts.mu.Lock()
 	e, ok := ts.overlay[string(key)]
 	ts.mu.Unlock()
@@ -108,18 +140,18 @@ func (ts *taskState) get(dst, key []byte) ([]byte, bool, error) {
 	return ts.ps.store.Get(dst, key)
 }
 
-// commitRecord takes the writes of a succeeded record at offset (in the
-// worker, before the record's lane is freed) and returns them as changelog
-// outputs for the record's partition. The batch is returned to be tied to
-// the record's produces (acked, failed).
-func (ts *taskState) commitRecord(offset int64, rs *recordState) (*stateBatch, []abi.Output) {
+// Commit takes the writes of a succeeded record at offset (in the worker,
+// before the record's lane is freed) and returns them as changelog outputs
+// for the record's partition. The batch is returned to be tied to the
+// record's produces (Acked). No writes: nil, nil.
+func (ts *Partition) Commit(offset int64, rs *Record) (*Batch, []abi.Output) {
 	if len(rs.writes) == 0 {
 		return nil, nil
 	}
 	outs := make([]abi.Output, len(rs.writes))
 	ts.mu.Lock()
 	ts.seq++
-	b := &stateBatch{offset: offset, seq: ts.seq, writes: rs.writes}
+	b := &Batch{offset: offset, seq: ts.seq, writes: rs.writes}
 	b.firstAcked.Store(math.MaxInt64)
 	b.lastAcked.Store(-1)
 	for i, w := range rs.writes {
@@ -136,8 +168,9 @@ func (ts *taskState) commitRecord(offset int64, rs *recordState) (*stateBatch, [
 	return b, outs
 }
 
-// acked notes a changelog record of b acknowledged at offset (or failed).
-func (b *stateBatch) acked(offset int64, err error) {
+// Acked notes a changelog record of b acknowledged at offset (or failed:
+// the batch is void, never applied).
+func (b *Batch) Acked(offset int64, err error) {
 	if err != nil {
 		b.void.Store(true)
 		return
@@ -164,11 +197,11 @@ func (b *stateBatch) acked(offset int64, err error) {
 // refuses the writes, nothing of them is dropped: they stay in the overlay
 // (still read), their batches stay for the next flush to try again, and
 // the store's offset stays where it was, so that a restart restores them
-// from the changelog. Called by the committer after a commit, one at a
-// time (commitMu).
-func (ts *taskState) flush(upTo int64) error {
+// from the changelog. Called after a commit (Stores.Flush), one at a
+// time.
+func (ts *Partition) Flush(upTo int64) error {
 	ts.mu.Lock()
-	var done, keep []*stateBatch
+	var done, keep []*Batch
 	for _, b := range ts.batches {
 		if b.offset < upTo {
 			done = append(done, b)
@@ -219,11 +252,11 @@ func (ts *taskState) flush(upTo int64) error {
 	return nil
 }
 
-// recordState is the State one attempt of a record uses (host.State): its
-// own writes over the task's overlay over the store. Used only by the
+// Record is the State one attempt of a record uses (host.State): its
+// own writes over the partition's overlay over the store. Used only by the
 // instance's worker, during the record's calls.
-type recordState struct {
-	ts *taskState
+type Record struct {
+	ts *Partition
 	// writes are the attempt's, one per key in first-write order (a nil
 	// Value deletes); index finds a key's write once there are more than
 	// indexAfter (findWrite).
@@ -232,9 +265,17 @@ type recordState struct {
 	bytes  int64 // the writes' keys and values, as state.max_bytes counts them
 	buf    []byte
 	// overBound says why a put was refused for state.max_bytes, for the
-	// record's failure (worker.outcomeAt).
+	// record's failure (OverBound).
 	overBound string
 }
+
+// Writes are the attempt's writes so far, one per key (before Commit: a
+// sink checks their changelog records against what the topic accepts).
+func (rs *Record) Writes() []Write { return rs.writes }
+
+// OverBound says why a put of the attempt was refused for state.max_bytes
+// ("": none was), for the record's failure.
+func (rs *Record) OverBound() string { return rs.overBound }
 
 // indexAfter is how many writes a record makes before its writes are
 // indexed by key: most records write a key or two, which a search finds
@@ -259,7 +300,7 @@ func findWrite(writes []statestore.Write, index map[string]int, key []byte) int 
 	return -1
 }
 
-func (rs *recordState) Get(key []byte) ([]byte, abi.Errno) {
+func (rs *Record) Get(key []byte) ([]byte, abi.Errno) {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return nil, e
 	}
@@ -282,14 +323,14 @@ func (rs *recordState) Get(key []byte) ([]byte, abi.Errno) {
 
 // Written is the length of the value of the record's write of key (host.
 // State).
-func (rs *recordState) Written(key []byte) (int, bool) {
+func (rs *Record) Written(key []byte) (int, bool) {
 	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
 		return len(rs.writes[i].Value), true
 	}
 	return 0, false
 }
 
-func (rs *recordState) put(key, v []byte) {
+func (rs *Record) put(key, v []byte) {
 	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
 		rs.bytes += int64(len(v) - len(rs.writes[i].Value))
 		rs.writes[i].Value = v
@@ -312,7 +353,7 @@ func (rs *recordState) put(key, v []byte) {
 	}
 }
 
-func (rs *recordState) Put(key, value []byte) abi.Errno {
+func (rs *Record) Put(key, value []byte) abi.Errno {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return e
 	}
@@ -335,7 +376,7 @@ func (rs *recordState) Put(key, value []byte) abi.Errno {
 // new; when it is over the bound, a put no larger than the value it
 // replaces (in the overlay or the store) still passes: it does not grow
 // the state. Deletes always pass (RATIONALE.md, "State stores").
-func (rs *recordState) room(key []byte, n int) abi.Errno {
+func (rs *Record) room(key []byte, n int) abi.Errno {
 	ts := rs.ts
 	grow := int64(len(key) + n)
 	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
@@ -365,7 +406,7 @@ func (rs *recordState) room(key []byte, n int) abi.Errno {
 	return abi.ErrnoLimit
 }
 
-func (rs *recordState) Delete(key []byte) abi.Errno {
+func (rs *Record) Delete(key []byte) abi.Errno {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return e
 	}
@@ -375,30 +416,30 @@ func (rs *recordState) Delete(key []byte) abi.Errno {
 
 // Scan merges the record's writes and the overlay (newer) into the store's
 // keys, in key order.
-func (rs *recordState) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
+func (rs *Record) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	return rs.ts.scan(rs.writes, prefix, after, fn)
 }
 
 // Reader is the read path of the record's asynchronous state operations
 // (host.State): a copy of the record's writes as they are now over the
-// task's overlay and store. The copy is of the slice only: a write's key
+// partition's overlay and store. The copy is of the slice only: a write's key
 // and value are never changed once made (put replaces the entry).
-func (rs *recordState) Reader() host.StateReader {
-	return &stateReader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index)}
+func (rs *Record) Reader() host.StateReader {
+	return &reader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index)}
 }
 
-// stateReader is a recordState's read-only view for another goroutine:
-// its writes (and their index) are its own copy and taskState is safe for
+// reader is a Record's read-only view for another goroutine:
+// its writes (and their index) are its own copy and Partition is safe for
 // concurrent use.
-type stateReader struct {
-	ts     *taskState
+type reader struct {
+	ts     *Partition
 	writes []statestore.Write
 	index  map[string]int
 }
 
-func (r *stateReader) Check(key []byte) abi.Errno { return r.ts.checkKey(key) }
+func (r *reader) Check(key []byte) abi.Errno { return r.ts.checkKey(key) }
 
-func (r *stateReader) Get(key []byte) ([]byte, bool, abi.Errno) {
+func (r *reader) Get(key []byte) ([]byte, bool, abi.Errno) {
 	if i := findWrite(r.writes, r.index, key); i >= 0 {
 		v := r.writes[i].Value
 		return bytes.Clone(v), v != nil, 0
@@ -410,13 +451,13 @@ func (r *stateReader) Get(key []byte) ([]byte, bool, abi.Errno) {
 	return v, ok, 0
 }
 
-func (r *stateReader) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
+func (r *reader) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	return r.ts.scan(r.writes, prefix, after, fn)
 }
 
 // scan merges writes (the newest) and the overlay (newer) into the store's
 // keys, in key order.
-func (ts *taskState) scan(writes []statestore.Write, prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
+func (ts *Partition) scan(writes []statestore.Write, prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	if len(prefix) > abi.MaxStateKeyBytes {
 		return abi.ErrnoTooLarge
 	}
@@ -472,29 +513,3 @@ func (ts *taskState) scan(writes []statestore.Write, prefix, after []byte, fn fu
 	emitNewer(nil)
 	return 0
 }
-
-// flushState applies the state writes of the task's records below the
-// committed offset upTo to the store (after a commit; under commitMu). A
-// failure costs a longer restore, not state: the writes stay in the
-// overlay and the changelog has them. It is counted
-// (wasmstream.state.flush.failures) and logged at most every
-// flushLogEvery.
-func (t *task) flushState(upTo int64) {
-	if t.state == nil {
-		return
-	}
-	err := t.state.flush(upTo)
-	if err == nil {
-		return
-	}
-	n := t.p.stats.StateFlushFailures.Add(1)
-	ts := t.state
-	if now := time.Now(); now.Sub(ts.flushLogged) >= flushLogEvery {
-		ts.flushLogged = now
-		t.p.log.Warn("the local state store refused the state writes of committed records; they stay in memory and are applied again at the next commit, and a restart reads them from the changelog", "partition", t.partition, "failures", n, "err", err)
-	}
-}
-
-// flushLogEvery is how often a partition's store refusing its writes is
-// logged at most (each commit tries again).
-const flushLogEvery = 30 * time.Second

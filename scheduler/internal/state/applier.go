@@ -1,4 +1,4 @@
-package scheduler
+package state
 
 import (
 	"cmp"
@@ -9,7 +9,7 @@ import (
 )
 
 // changelogApplier is the path from a changelog partition's records to its
-// store (stateStores.restore reads them; FuzzChangelogToStore feeds it any
+// store (Stores.restore reads them; FuzzChangelogToStore feeds it any
 // record a changelog can hold). What a record means:
 //
 //   - a control record (a transaction marker) writes nothing; its offset

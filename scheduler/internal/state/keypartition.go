@@ -1,10 +1,10 @@
-package scheduler
+package state
 
-// keyPartition is the partition Kafka's default partitioner (and franz-go's
+// KeyPartition is the partition Kafka's default partitioner (and franz-go's
 // StickyKeyPartitioner, which the host produces with) sends a non-null key
 // to among n: murmur2 of the key, made positive, modulo n. A state key must
-// map to its record's partition (state.go).
-func keyPartition(key []byte, n int) int32 {
+// map to its record's partition (Partition.checkKey).
+func KeyPartition(key []byte, n int) int32 {
 	return int32((murmur2(key) & 0x7fffffff) % uint32(n))
 }
 

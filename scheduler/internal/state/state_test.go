@@ -1,8 +1,10 @@
-package scheduler
+package state
 
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,17 +16,17 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
 )
 
-func newTestTaskState(t *testing.T) *taskState {
+func newTestPartition(t *testing.T) *Partition {
 	t.Helper()
 	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return newTaskState(&partStore{store: st}, 0, 1, 100, "p.changelog")
+	return NewPartition(st, 0, 1, Limits{MaxValueBytes: 100, Changelog: "p.changelog"})
 }
 
-func scanKeys(t *testing.T, rs *recordState, prefix, after string) string {
+func scanKeys(t *testing.T, rs *Record, prefix, after string) string {
 	t.Helper()
 	var out []string
 	if e := rs.Scan([]byte(prefix), []byte(after), func(k, v []byte) bool {
@@ -39,14 +41,14 @@ func scanKeys(t *testing.T, rs *recordState, prefix, after string) string {
 // A scan merges, in key order, the store, the overlay (newer) and the
 // record's own writes (newest); deletes hide keys below them.
 func TestStateScanMerges(t *testing.T) {
-	ts := newTestTaskState(t)
+	ts := newTestPartition(t)
 	ts.ps.store.Apply([]statestore.Write{{Key: []byte("a/1"), Value: []byte("s")}, {Key: []byte("a/3"), Value: []byte("s")}, {Key: []byte("a/5"), Value: []byte("s")}, {Key: []byte("b"), Value: []byte("s")}}, 10)
-	r1 := ts.begin()
+	r1 := ts.Begin()
 	r1.Put([]byte("a/2"), []byte("o"))
 	r1.Put([]byte("a/3"), []byte("o"))
 	r1.Delete([]byte("a/5"))
-	ts.commitRecord(1, r1)
-	r2 := ts.begin()
+	ts.Commit(1, r1)
+	r2 := ts.Begin()
 	r2.Put([]byte("a/4"), []byte("r"))
 	r2.Delete([]byte("a/1"))
 	r2.Put([]byte("a/3"), []byte("r"))
@@ -64,22 +66,22 @@ func TestStateScanMerges(t *testing.T) {
 	}
 }
 
-// flush applies the batches below the committed offset and records the
+// Flush applies the batches below the committed offset and records the
 // lowest changelog offset still only in the overlay, even when the
 // changelog acknowledged records out of input order (key ordering).
 func TestStateFlushOffsets(t *testing.T) {
-	ts := newTestTaskState(t)
-	write := func(off int64, key, val string) *stateBatch {
-		rs := ts.begin()
+	ts := newTestPartition(t)
+	write := func(off int64, key, val string) *Batch {
+		rs := ts.Begin()
 		rs.Put([]byte(key), []byte(val))
-		b, _ := ts.commitRecord(off, rs)
+		b, _ := ts.Commit(off, rs)
 		return b
 	}
 	b5 := write(5, "x", "1") // input 5 released first: changelog offset 100
 	b3 := write(3, "y", "1") // input 3 later: changelog offset 101
-	b5.acked(100, nil)
-	b3.acked(101, nil)
-	if err := ts.flush(4); err != nil { // the watermark: 3 done, 4 not
+	b5.Acked(100, nil)
+	b3.Acked(101, nil)
+	if err := ts.Flush(4); err != nil { // the watermark: 3 done, 4 not
 		t.Fatal(err)
 	}
 	if n, _ := ts.ps.store.Next(); n != 100 {
@@ -91,7 +93,7 @@ func TestStateFlushOffsets(t *testing.T) {
 	if v, ok, _ := ts.ps.store.Get(nil, []byte("y")); !ok || string(v) != "1" {
 		t.Fatalf("y = %q %v", v, ok)
 	}
-	if err := ts.flush(6); err != nil {
+	if err := ts.Flush(6); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := ts.ps.store.Next(); n != 102 {
@@ -102,8 +104,8 @@ func TestStateFlushOffsets(t *testing.T) {
 	}
 	// A batch whose changelog produce failed is never applied.
 	b7 := write(7, "z", "1")
-	b7.acked(0, errTest)
-	ts.flush(8)
+	b7.Acked(0, errTest)
+	ts.Flush(8)
 	if _, ok, _ := ts.ps.store.Get(nil, []byte("z")); ok || len(ts.overlay) != 0 {
 		t.Fatal("a void batch was applied or kept")
 	}
@@ -115,7 +117,7 @@ func (testErr) Error() string { return "test" }
 
 var errTest error = testErr{}
 
-// The read path of asynchronous state operations (recordState.Reader): the
+// The read path of asynchronous state operations (Record.Reader): the
 // record's writes as they were when the view was taken, over the overlay
 // and the store as they are when it reads; a key of another partition is
 // refused; reads from other goroutines while records commit and the
@@ -126,11 +128,11 @@ func TestStateReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	ts := newTaskState(&partStore{store: st}, keyPartition([]byte("a"), 4), 4, 100, "p.changelog")
+	ts := NewPartition(st, KeyPartition([]byte("a"), 4), 4, Limits{MaxValueBytes: 100, Changelog: "p.changelog"})
 	var mine, foreign []string // keys of a's partition, and of another
 	for i := 0; len(mine) < 6 || len(foreign) == 0; i++ {
 		k := fmt.Sprintf("k%d", i)
-		if keyPartition([]byte(k), 4) == ts.partition {
+		if KeyPartition([]byte(k), 4) == ts.partition {
 			mine = append(mine, k)
 		} else {
 			foreign = append(foreign, k)
@@ -138,10 +140,10 @@ func TestStateReader(t *testing.T) {
 	}
 	store, overlay, own, later := mine[0], mine[1], mine[2], mine[3]
 	st.Apply([]statestore.Write{{Key: []byte(store), Value: []byte("s")}, {Key: []byte(overlay), Value: []byte("s")}}, 1)
-	r1 := ts.begin()
+	r1 := ts.Begin()
 	r1.Put([]byte(overlay), []byte("o"))
-	ts.commitRecord(1, r1)
-	r2 := ts.begin()
+	ts.Commit(1, r1)
+	r2 := ts.Begin()
 	r2.Put([]byte(own), []byte("r"))
 	r2.Delete([]byte(store))
 	rd := r2.Reader()
@@ -177,9 +179,9 @@ func TestStateReader(t *testing.T) {
 	}
 	// A record that commits after the view was taken: its write is read
 	// (the shared state is read when the operation runs).
-	r3 := ts.begin()
+	r3 := ts.Begin()
 	r3.Put([]byte(mine[4]), []byte("c"))
-	ts.commitRecord(2, r3)
+	ts.Commit(2, r3)
 	if got := get(mine[4]); got != "c" {
 		t.Errorf("a write committed after the view: %q", got)
 	}
@@ -191,7 +193,7 @@ func TestStateReader(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rd := ts.begin().Reader()
+			rd := ts.Begin().Reader()
 			for {
 				select {
 				case <-stop:
@@ -207,18 +209,18 @@ func TestStateReader(t *testing.T) {
 		}()
 	}
 	for i := int64(3); i < 300; i++ {
-		r := ts.begin()
+		r := ts.Begin()
 		r.Put([]byte(mine[5]), []byte(fmt.Sprint(i)))
-		ts.commitRecord(i, r)
+		ts.Commit(i, r)
 		if i%10 == 0 {
-			if err := ts.flush(i); err != nil {
+			if err := ts.Flush(i); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	close(stop)
 	wg.Wait()
-	if v, ok, _ := ts.begin().Reader().Get([]byte(mine[5])); !ok || string(v) != "299" {
+	if v, ok, _ := ts.Begin().Reader().Get([]byte(mine[5])); !ok || string(v) != "299" {
 		t.Fatalf("%s = %q after the commits", mine[5], v)
 	}
 }
@@ -229,7 +231,7 @@ func TestStateReader(t *testing.T) {
 // replace and deletes pass; once the overlay is flushed the store's count
 // is what remains.
 func TestStateMaxBytes(t *testing.T) {
-	ts := newTestTaskState(t) // values of at most 100 bytes
+	ts := newTestPartition(t) // values of at most 100 bytes
 	ts.maxBytes = 1000
 	v := func(n int) []byte { return make([]byte, n) }
 	var store []statestore.Write
@@ -237,7 +239,7 @@ func TestStateMaxBytes(t *testing.T) {
 		store = append(store, statestore.Write{Key: []byte(fmt.Sprintf("s%d", i)), Value: v(98)})
 	}
 	ts.ps.store.Apply(store, 1) // 400 bytes
-	r := ts.begin()
+	r := ts.Begin()
 	for i := 0; i < 6; i++ { // 600 more: at the bound
 		if e := r.Put([]byte(fmt.Sprintf("n%d", i)), v(98)); e != 0 {
 			t.Fatalf("put %d within the bound: %v", i, e)
@@ -267,19 +269,19 @@ func TestStateMaxBytes(t *testing.T) {
 	if e := r.Delete([]byte("s2")); e != 0 {
 		t.Fatalf("a delete at the bound: %v", e)
 	}
-	b, _ := ts.commitRecord(5, r)
-	b.acked(10, nil)
-	if e := ts.begin().Put([]byte("n7"), v(10)); e != abi.ErrnoLimit {
+	b, _ := ts.Commit(5, r)
+	b.Acked(10, nil)
+	if e := ts.Begin().Put([]byte("n7"), v(10)); e != abi.ErrnoLimit {
 		t.Fatalf("a put with the overlay at the bound: %v", e)
 	}
-	if err := ts.flush(6); err != nil {
+	if err := ts.Flush(6); err != nil {
 		t.Fatal(err)
 	}
 	// The store: s0, s1, s3, n0 (50 bytes), n1-n5: 852 bytes.
 	if got := ts.ps.store.Bytes(); got != 852 || ts.overlayBytes != 0 {
 		t.Fatalf("after the flush: %d bytes stored, %d in the overlay; want 852, 0", got, ts.overlayBytes)
 	}
-	if e := ts.begin().Put([]byte("n7"), v(98)); e != 0 {
+	if e := ts.Begin().Put([]byte("n7"), v(98)); e != 0 {
 		t.Fatalf("a put that fits after the delete was applied: %v", e)
 	}
 }
@@ -289,9 +291,9 @@ func TestStateMaxBytes(t *testing.T) {
 // bytes written, 1,000 reads of them took 0.5 ms (a search, comparing
 // ~2 GB of keys for them: 513 ms; 15 s under -race).
 func TestStateWriteLookupIndexed(t *testing.T) {
-	ts := newTestTaskState(t)
+	ts := newTestPartition(t)
 	key := func(i int) []byte { return fmt.Appendf(bytes.Repeat([]byte{'k'}, abi.MaxStateKeyBytes-8), "%08d", i) }
-	r := ts.begin()
+	r := ts.Begin()
 	for i := 0; i < 4000; i++ {
 		if e := r.Put(key(i), []byte("v")); e != 0 {
 			t.Fatal(e)
@@ -324,28 +326,28 @@ func TestStateWriteLookupIndexed(t *testing.T) {
 // refused it at the flush and the overlay dropped the flush's other
 // writes with it: "a" read nothing afterwards.
 func TestStateEmptyKeyFlushed(t *testing.T) {
-	ts := newTestTaskState(t)
-	rs := ts.begin()
+	ts := newTestPartition(t)
+	rs := ts.Begin()
 	for _, k := range []string{"a", ""} {
 		if e := rs.Put([]byte(k), []byte("v"+k)); e != 0 {
 			t.Fatalf("put %q: %v", k, e)
 		}
 	}
-	b, outs := ts.commitRecord(1, rs)
+	b, outs := ts.Commit(1, rs)
 	for _, o := range outs {
 		if o.Key == nil {
 			t.Fatalf("a changelog output with a null key: %+v", o)
 		}
 	}
-	b.acked(10, nil)
-	b.acked(11, nil)
-	if err := ts.flush(2); err != nil {
+	b.Acked(10, nil)
+	b.Acked(11, nil)
+	if err := ts.Flush(2); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
 	if n, _ := ts.ps.store.Next(); n != 12 {
 		t.Fatalf("the store reflects the changelog up to %d, want 12", n)
 	}
-	r2 := ts.begin()
+	r2 := ts.Begin()
 	for _, k := range []string{"a", ""} {
 		if v, e := r2.Get([]byte(k)); e != 0 || string(v) != "v"+k {
 			t.Fatalf("get %q after the flush: %q %v", k, v, e)
@@ -362,22 +364,22 @@ func TestStateEmptyKeyFlushed(t *testing.T) {
 // flush applies them. Before, the overlay dropped them at the first
 // flush whatever the store answered.
 func TestStateFlushRefusedKeepsWrites(t *testing.T) {
-	ts := newTestTaskState(t)
+	ts := newTestPartition(t)
 	path := ts.ps.store.Path()
 	write := func(off, clOff int64, key, val string) {
-		rs := ts.begin()
+		rs := ts.Begin()
 		rs.Put([]byte(key), []byte(val))
-		b, _ := ts.commitRecord(off, rs)
-		b.acked(clOff, nil)
+		b, _ := ts.Commit(off, rs)
+		b.Acked(clOff, nil)
 	}
 	write(1, 100, "a", "1")
 	write(2, 101, "b", "1")
 	ts.ps.store.Close() // every write of the store now fails
-	if err := ts.flush(3); err == nil {
+	if err := ts.Flush(3); err == nil {
 		t.Fatal("a flush into a closed store reported no error")
 	}
 	write(3, 102, "a", "2") // a record that succeeds meanwhile
-	rs := ts.begin()
+	rs := ts.Begin()
 	for k, want := range map[string]string{"a": "2", "b": "1"} {
 		if v, e := rs.Get([]byte(k)); e != 0 || string(v) != want {
 			t.Fatalf("%s after the refused flush: %q %v, want %q", k, v, e, want)
@@ -392,7 +394,7 @@ func TestStateFlushRefusedKeepsWrites(t *testing.T) {
 		t.Fatalf("the refused flush recorded changelog offset %d", n)
 	}
 	ts.ps.store = st // the store works again
-	if err := ts.flush(4); err != nil {
+	if err := ts.Flush(4); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]string{"a": "2", "b": "1"} {
@@ -402,5 +404,78 @@ func TestStateFlushRefusedKeepsWrites(t *testing.T) {
 	}
 	if n, _ := st.Next(); n != 103 || len(ts.overlay) != 0 || len(ts.batches) != 0 {
 		t.Fatalf("next %d (want 103), overlay %d, batches %d", n, len(ts.overlay), len(ts.batches))
+	}
+}
+
+// A commit reaches a partition's state through the stores (Stores.Flush,
+// the pipeline's subscription to its commits), and only through the
+// newest view of the partition: after an abort the new task's view
+// replaces the old one, whose writes (of records that run again) are never
+// applied; once the partition is detached a commit reaches nothing.
+func TestStateFlushReachesTheCurrentView(t *testing.T) {
+	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := NewStores(Config{Pipeline: "p", Limits: Limits{Changelog: "p.changelog", MaxValueBytes: 100}}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	s.stores[0], s.parts = &partStore{store: st}, 1
+	write := func(v *Partition, off int64, key, val string, changelogOff int64) {
+		rs := v.Begin()
+		rs.Put([]byte(key), []byte(val))
+		b, _ := v.Commit(off, rs)
+		b.Acked(changelogOff, nil)
+	}
+	old := s.View(0)
+	write(old, 1, "k", "aborted", 10) // its transaction aborts
+	cur := s.View(0)                  // the task that replaces it
+	write(cur, 1, "k", "committed", 11)
+	s.Flush(0, 2)
+	if v, ok, _ := st.Get(nil, []byte("k")); !ok || string(v) != "committed" {
+		t.Fatalf("k = %q %v in the store after the commit, want the current view's write", v, ok)
+	}
+	if len(old.batches) != 1 {
+		t.Fatalf("the replaced view's batches were flushed (%d left)", len(old.batches))
+	}
+	closeLater := s.Detach([]int32{0}) // revoked: a later commit reaches nothing
+	write(cur, 2, "k", "late", 12)
+	s.Flush(0, 3)
+	if v, _, _ := st.Get(nil, []byte("k")); string(v) != "committed" || len(cur.batches) != 1 {
+		t.Fatalf("a flush after the detach applied %q (%d batches left)", v, len(cur.batches))
+	}
+	closeLater()
+	if _, _, err := st.Get(nil, []byte("k")); err == nil {
+		t.Fatal("the detached store is still open after closeLater")
+	}
+}
+
+// Local (`wasmstream test`): a succeeded record's writes come back as its
+// changelog records and are read by the next record; the bounds are the
+// pipeline's; Close removes the store's directory.
+func TestLocalCarriesState(t *testing.T) {
+	l, err := OpenLocal(Limits{MaxValueBytes: 10, Changelog: "p.changelog"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := l.Begin()
+	if e := st.Put([]byte("k"), []byte("1")); e != 0 {
+		t.Fatal(e)
+	}
+	if e := st.Put([]byte("big"), make([]byte, 11)); e != abi.ErrnoTooLarge {
+		t.Fatalf("a value over state.max_value_bytes: %v", e)
+	}
+	outs := l.Commit(st, 0)
+	if len(outs) != 1 || outs[0].Topic != "p.changelog" || string(outs[0].Key) != "k" || string(outs[0].Value) != "1" {
+		t.Fatalf("changelog records %+v", outs)
+	}
+	if v, e := l.Begin().Get([]byte("k")); e != 0 || string(v) != "1" {
+		t.Fatalf("the next record reads %q %v", v, e)
+	}
+	dir := l.dir
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s still there after Close: %v", dir, err)
 	}
 }

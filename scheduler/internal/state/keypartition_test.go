@@ -1,4 +1,4 @@
-package scheduler
+package state
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// keyPartition agrees with the partitioner the host produces with.
+// KeyPartition agrees with the partitioner the host produces with.
 func TestKeyPartitionMatchesProducer(t *testing.T) {
 	for _, n := range []int{1, 3, 4, 12} {
 		tp := kgo.StickyKeyPartitioner(nil).ForTopic("t")
@@ -16,7 +16,7 @@ func TestKeyPartitionMatchesProducer(t *testing.T) {
 			if i%7 == 0 {
 				k = k[:i%5]
 			}
-			if got, want := keyPartition(k, n), int32(tp.Partition(&kgo.Record{Key: k}, n)); got != want {
+			if got, want := KeyPartition(k, n), int32(tp.Partition(&kgo.Record{Key: k}, n)); got != want {
 				t.Fatalf("%q over %d: %d, producer %d", k, n, got, want)
 			}
 		}

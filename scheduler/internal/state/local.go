@@ -1,0 +1,58 @@
+package state
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+)
+
+// Local is one partition's state in a store of its own, for running a
+// module on records outside a pipeline (`wasmstream test`): the same State a
+// worker gives each attempt (the record's writes over the earlier records'
+// over the store), with the pipeline's bounds (state.max_value_bytes,
+// state.max_bytes). A succeeded record's writes join the state for the next
+// record; nothing is produced or flushed. Not safe for concurrent use.
+type Local struct {
+	p     *Partition
+	store *statestore.Store
+	dir   string
+}
+
+// OpenLocal opens an empty state with the bounds l in a new temporary
+// directory, which Close removes.
+func OpenLocal(l Limits) (*Local, error) {
+	dir, err := os.MkdirTemp("", "wasmstream-state-")
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	st, err := statestore.Open(filepath.Join(dir, "state.db"), 10*time.Second)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return &Local{p: NewPartition(st, 0, 1, l), store: st, dir: dir}, nil
+}
+
+// Begin returns the State of one attempt of a record.
+func (l *Local) Begin() host.State { return l.p.Begin() }
+
+// Commit keeps the writes of a succeeded record's attempt (st, from Begin)
+// and returns them as the changelog records a pipeline would produce.
+func (l *Local) Commit(st host.State, offset int64) []abi.Output {
+	_, outs := l.p.Commit(offset, st.(*Record))
+	return outs
+}
+
+// Close closes the store and removes its directory.
+func (l *Local) Close() error {
+	err := l.store.Close()
+	if rerr := os.RemoveAll(l.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
