@@ -147,31 +147,40 @@ func hostEmit(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
 	}
+	if e := in.takeOutput(st, raw, true); e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	stack[0] = 0
+}
+
+// takeOutput holds the output encoded in raw for st, or returns why not.
+// copyRaw: raw is guest memory, to be copied (once; the decoded output
+// aliases the copy); otherwise raw is the host's already.
+func (in *Instance) takeOutput(st *recState, raw []byte, copyRaw bool) abi.Errno {
 	lim := in.m.limits
 	if len(st.outputs)+st.written >= lim.MaxOutputs || st.outBytes+len(raw) > lim.MaxOutputBytes {
-		stack[0] = errno(abi.ErrnoLimit)
-		return
+		return abi.ErrnoLimit
 	}
-	// Copy out of guest memory once; the decoded output aliases the copy.
-	o, err := abi.DecodeOutput(append([]byte(nil), raw...))
+	if copyRaw {
+		raw = append([]byte(nil), raw...)
+	}
+	o, err := abi.DecodeOutput(raw)
 	if err != nil {
-		stack[0] = errno(abi.ErrnoBadEncoding)
-		return
+		return abi.ErrnoBadEncoding
 	}
 	if o.Topic != "" && !in.m.allowed[o.Topic] {
-		stack[0] = errno(abi.ErrnoTopicDenied)
-		return
+		return abi.ErrnoTopicDenied
 	}
 	// Headers count what they cost decoded (at most abi.MaxHeaders of them
 	// were decoded to learn it).
 	cost := outputCost(len(raw), len(o.Headers))
 	if st.outBytes+cost > lim.MaxOutputBytes || !in.holdOutput(st, cost) { // host.max_held_output_bytes
-		stack[0] = errno(abi.ErrnoLimit)
-		return
+		return abi.ErrnoLimit
 	}
 	st.outputs = append(st.outputs, o)
 	st.outBytes += cost
-	stack[0] = 0
+	return 0
 }
 
 // set_error(handle, ptr, len) -> 0 | -errno

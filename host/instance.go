@@ -105,6 +105,7 @@ type Instance struct {
 	mod        api.Module
 	onRecord   api.Function
 	onComplete api.Function // nil when the module does no async work
+	onBatch    api.Function // nil when the module has no batch entry (batch.go)
 	stack      []uint64
 	ctx        context.Context
 	base       context.Context // ends when the instance closes: cancels its operations
@@ -115,6 +116,8 @@ type Instance struct {
 	dead       bool
 
 	cur        *recState // the record of the call in progress
+	inBatch    bool       // a batch call is in progress (batch.go)
+	batch      batchState // its records and outcomes
 	nextState  State     // the State of the record Process starts next (ProcessState)
 	curOp      *opState  // the operation being completed (result_read)
 	spare      *recState // reused for records that complete in one call

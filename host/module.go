@@ -129,6 +129,7 @@ type Info struct {
 	MemoryMin  uint32   // pages
 	MemoryMax  uint32   // pages; 0 when the module declares none
 	Async      bool     // the module starts asynchronous operations (imports async_start)
+	Batch      bool     // the module exports the batch entry (ABI.md §10): Instance.ProcessBatch runs many records per call
 }
 
 // Module is a compiled, validated module ready to be instantiated. Safe for
@@ -211,6 +212,9 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 		return nil, fmt.Errorf("host: wasi: %w", err)
 	}
 	if err := m.instantiateHostModule(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.instantiateBatchModule(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.instantiateMeter(ctx); err != nil {
@@ -304,16 +308,25 @@ var (
 		abi.ImportStateScan:   {[]api.ValueType{i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}},
 	}
 	onCompleteSig = sig{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
+
+	// The batch entry (ABI.md §10), versioned apart from ABI v1.
+	batchFuncs = map[string]sig{
+		abi.ImportRecordNext: {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+	}
+	onBatchSig = sig{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
 )
 
 // check validates the module's imports, exports and memory against ABI v1
 // and the limits, collecting every problem.
 func (m *Module) check() error {
 	var probs []string
-	async := false
+	async, recordNext := false, false
 	for _, f := range m.compiled.ImportedFunctions() {
 		if mod, name, _ := f.Import(); mod == abi.HostModule && name == abi.ImportAsyncStart {
 			async = true
+		}
+		if mod, name, _ := f.Import(); mod == abi.BatchModule && name == abi.ImportRecordNext {
+			recordNext = true
 		}
 		mod, name, _ := f.Import()
 		if mod == meter.ImportModule {
@@ -329,6 +342,15 @@ func (m *Module) check() error {
 			} else if !want.matches(f.ParamTypes(), f.ResultTypes()) {
 				probs = append(probs, fmt.Sprintf("imports %s.%s as %s, want %s", mod, name, s, want))
 			}
+		case mod == abi.BatchModule:
+			want, ok := batchFuncs[name]
+			if !ok {
+				probs = append(probs, fmt.Sprintf("imports unknown host function %s.%s (batch entry v%d provides %s)", mod, name, abi.BatchVersion, strings.Join(sortedKeys(batchFuncs), ", ")))
+			} else if !want.matches(f.ParamTypes(), f.ResultTypes()) {
+				probs = append(probs, fmt.Sprintf("imports %s.%s as %s, want %s", mod, name, s, want))
+			}
+		case strings.HasPrefix(mod, "wasmstream_batch_v"):
+			probs = append(probs, fmt.Sprintf("built for wasmstream batch entry %s (imports %s.%s); this host implements batch entry v%d (%s)", strings.TrimPrefix(mod, "wasmstream_batch_"), mod, name, abi.BatchVersion, abi.BatchModule))
 		case strings.HasPrefix(mod, "wasmstream_v"):
 			probs = append(probs, fmt.Sprintf("built for wasmstream ABI %s (imports %s.%s); this host implements ABI v%d (%s)", strings.TrimPrefix(mod, "wasmstream_"), mod, name, abi.Version, abi.HostModule))
 		case mod == abi.WASIModule:
@@ -362,6 +384,16 @@ func (m *Module) check() error {
 		}
 	} else if async {
 		probs = append(probs, fmt.Sprintf("imports %s.%s but does not export %s (%s): its operations could never complete", abi.HostModule, abi.ImportAsyncStart, abi.ExportOnComplete, onCompleteSig))
+	}
+	if f, ok := exports[abi.ExportOnBatch]; ok {
+		switch {
+		case !onBatchSig.matches(f.ParamTypes(), f.ResultTypes()):
+			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", abi.ExportOnBatch, sig{f.ParamTypes(), f.ResultTypes()}, onBatchSig))
+		case !recordNext:
+			probs = append(probs, fmt.Sprintf("exports %s but does not import %s.%s: its batch entry could never begin a record", abi.ExportOnBatch, abi.BatchModule, abi.ImportRecordNext))
+		default:
+			m.info.Batch = true
+		}
 	}
 	for _, name := range sortedKeys(exports) {
 		f := exports[name]
@@ -427,6 +459,9 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	in.mod = mod
 	in.onRecord = mod.ExportedFunction(abi.ExportOnRecord)
 	in.onComplete = mod.ExportedFunction(abi.ExportOnComplete)
+	if m.info.Batch {
+		in.onBatch = mod.ExportedFunction(abi.ExportOnBatch)
+	}
 	in.stack = make([]uint64, 3)
 	in.base, in.baseCancel = context.WithCancel(context.Background())
 	vf := mod.ExportedFunction(abi.ExportVersion)

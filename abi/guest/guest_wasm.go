@@ -62,10 +62,25 @@ func onComplete(handle, op, n uint32) int32 {
 	return int32(st)
 }
 
+// emitter takes the outputs of the record handle. A record that goes
+// pending keeps its emitter (a continuation emits through it); the next
+// record gets a new one, so that a record costs no allocation otherwise.
 type emitter struct{ handle uint32 }
 
-func (e emitter) Emit(o Output) error {
+var em = new(emitter)
+
+func (e *emitter) Emit(o Output) error {
 	ao := toABIOutput(&o)
+	if e.handle == batchHandle && e.handle != 0 {
+		// A record of a batch: its outputs go to the host in one list,
+		// with its status (record_next). The host's limits are checked
+		// then: an output they refuse fails the record (ABI.md §10).
+		if len(ao.Headers) > abi.MaxHeaders || ao.Partition < -1 {
+			return abi.ErrnoBadEncoding
+		}
+		batchOut = abi.AppendOutputList(batchOut, &ao)
+		return nil
+	}
 	outBuf = abi.AppendOutput(outBuf[:0], &ao)
 	if rc := hostEmit(e.handle, bytesPtr(outBuf), uint32(len(outBuf))); rc < 0 {
 		return abi.Errno(-rc)
@@ -76,9 +91,7 @@ func (e emitter) Emit(o Output) error {
 //go:wasmexport wasmstream_on_record
 func onRecord(handle uint32, n uint32) int32 {
 	if processor == nil {
-		msg := "guest: no processor registered (call guest.Process from init)"
-		hostSetError(handle, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
-		return int32(abi.StatusFail)
+		return fail(handle, noProcessor)
 	}
 	if cap(inBuf) < int(n) {
 		inBuf = make([]byte, n)
@@ -87,21 +100,79 @@ func onRecord(handle uint32, n uint32) int32 {
 	if rc := hostRecordRead(handle, bytesPtr(inBuf), n); rc < 0 {
 		return fail(handle, "record_read: "+abi.Errno(-rc).Error())
 	}
-	if err := abi.DecodeRecordInto(inBuf, &decoded); err != nil {
-		return fail(handle, err.Error())
+	return int32(run(handle, inBuf))
+}
+
+const noProcessor = "guest: no processor registered (call guest.Process from init)"
+
+// run processes the record handle, encoded in buf, and returns its status
+// (a failure's message set with set_error).
+func run(handle uint32, buf []byte) abi.Status {
+	if err := abi.DecodeRecordInto(buf, &decoded); err != nil {
+		return abi.Status(fail(handle, err.Error()))
 	}
 	fromABIRecord(&decoded, rec)
+	em.handle = handle
 	curHandle = handle
-	err := processor(rec, emitter{handle})
+	err := processor(rec, em)
 	curHandle = 0
 	st, msg := decide(handle, err)
 	switch {
 	case st == abi.StatusPending:
-		inBuf, rec = nil, new(Record) // the waiting record keeps them
+		inBuf, rec, em = nil, new(Record), new(emitter) // the waiting record keeps them
 	case msg != "":
 		hostSetError(handle, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 	}
-	return int32(st)
+	return st
+}
+
+//go:wasmimport wasmstream_batch_v1 record_next
+func hostRecordNext(status int32, out unsafe.Pointer, outLen uint32, buf unsafe.Pointer, bufLen uint32) int32
+
+var (
+	batchOut    []byte // the output list of the batch's record in progress
+	batchHandle uint32 // the batch's record in progress; 0 outside batches
+)
+
+// onBatch is the batch entry (ABI.md §10): it takes the batch's records
+// one by one with record_next, handing over each one's status and
+// outputs, and runs the processor on each as onRecord would.
+//
+//go:wasmexport wasmstream_on_batch_v1
+func onBatch(first, count, maxLen uint32) int32 {
+	if cap(inBuf) < int(maxLen) {
+		inBuf = make([]byte, maxLen)
+	}
+	status := abi.StatusOK
+	handle := first - 1
+	for {
+		if status != abi.StatusOK && status != abi.StatusPending {
+			batchOut = batchOut[:0] // discarded with the record
+		}
+		buf := inBuf[:cap(inBuf)]
+		n := hostRecordNext(int32(status), bytesPtr(batchOut), uint32(len(batchOut)), bytesPtr(buf), uint32(len(buf)))
+		batchOut = batchOut[:0]
+		if n <= 0 {
+			return 0
+		}
+		handle++
+		if int(n) > len(buf) {
+			// After a record that went pending (it kept the buffer).
+			inBuf = make([]byte, n)
+			if rc := hostRecordRead(handle, bytesPtr(inBuf), uint32(n)); rc < 0 {
+				status = abi.Status(fail(handle, "record_read: "+abi.Errno(-rc).Error()))
+				continue
+			}
+		}
+		inBuf = inBuf[:n]
+		if processor == nil {
+			status = abi.Status(fail(handle, noProcessor))
+			continue
+		}
+		batchHandle = handle
+		status = run(handle, inBuf)
+		batchHandle = 0
+	}
 }
 
 func fail(handle uint32, msg string) int32 {

@@ -19,6 +19,10 @@
 IMPORT("record_read") int32_t record_read(uint32_t handle, void *buf, uint32_t len);
 IMPORT("emit") int32_t emit(uint32_t handle, const void *ptr, uint32_t len);
 IMPORT("set_error") int32_t set_error(uint32_t handle, const void *ptr, uint32_t len);
+// The batch entry (ABI.md 10): record_next ends the record in progress with
+// its status and output list, then begins the next one.
+__attribute__((import_module("wasmstream_batch_v1"), import_name("record_next")))
+int32_t record_next(int32_t status, const void *out, uint32_t out_len, void *buf, uint32_t buf_len);
 
 enum { STATUS_OK = 0, STATUS_FAIL = 3 };
 
@@ -122,9 +126,10 @@ static uint32_t to_upper(uint8_t *dst, const uint8_t *s, uint32_t n) {
 
 // Record layout (ABI.md 5.1): i64 offset, i64 timestamp, i32 partition,
 // u32 attempt, string topic, nullable key, nullable value, headers.
-EXPORT("wasmstream_on_record") int32_t on_record(uint32_t handle, uint32_t len) {
-	if (!grow(&in, &in_cap, len)) return fail(handle, "out of memory");
-	if (record_read(handle, in, len) != (int32_t)len) return fail(handle, "record_read failed");
+// upper processes the record handle, len bytes at in, and writes its output
+// at out + 4 (the 4 bytes before it are for the output list's length, see
+// on_batch); *olen is the output's length.
+static int32_t upper(uint32_t handle, uint32_t len, uint32_t *olen) {
 	uint32_t pos = 24; // offset, timestamp, partition, attempt
 	if (len < pos + 4) return fail(handle, "short record");
 	pos += 4 + u32(in + pos); // topic
@@ -143,23 +148,58 @@ EXPORT("wasmstream_on_record") int32_t on_record(uint32_t handle, uint32_t len) 
 	// i32 partition (-1 = by key), key, value, headers — the key and headers
 	// are byte-for-byte the record's, so they are copied as they are.
 	uint32_t vmax = vlen == 0xFFFFFFFFu ? 0 : 3 * vlen;
-	uint64_t max = 8 + (uint64_t)(val_at - key_at) + 4 + vmax + (len - hdr_at);
+	uint64_t max = 4 + 8 + (uint64_t)(val_at - key_at) + 4 + vmax + (len - hdr_at);
 	if (max > 0xFFFFFFF0u || !grow(&out, &out_cap, (uint32_t)max)) return fail(handle, "out of memory");
-	put32(out, 0);
-	put32(out + 4, 0xFFFFFFFFu);
+	uint8_t *op = out + 4;
+	put32(op, 0);
+	put32(op + 4, 0xFFFFFFFFu);
 	uint32_t o = 8;
-	memcpy(out + o, in + key_at, val_at - key_at);
+	memcpy(op + o, in + key_at, val_at - key_at);
 	o += val_at - key_at;
 	if (vlen == 0xFFFFFFFFu) {
-		put32(out + o, vlen);
+		put32(op + o, vlen);
 		o += 4;
 	} else {
-		uint32_t n = to_upper(out + o + 4, in + val_at + 4, vlen);
-		put32(out + o, n);
+		uint32_t n = to_upper(op + o + 4, in + val_at + 4, vlen);
+		put32(op + o, n);
 		o += 4 + n;
 	}
-	memcpy(out + o, in + hdr_at, len - hdr_at);
+	memcpy(op + o, in + hdr_at, len - hdr_at);
 	o += len - hdr_at;
-	if (emit(handle, out, o) < 0) return fail(handle, "emit failed");
+	*olen = o;
 	return STATUS_OK;
+}
+
+EXPORT("wasmstream_on_record") int32_t on_record(uint32_t handle, uint32_t len) {
+	if (!grow(&in, &in_cap, len)) return fail(handle, "out of memory");
+	if (record_read(handle, in, len) != (int32_t)len) return fail(handle, "record_read failed");
+	uint32_t olen;
+	int32_t st = upper(handle, len, &olen);
+	if (st != STATUS_OK) return st;
+	if (emit(handle, out + 4, olen) < 0) return fail(handle, "emit failed");
+	return STATUS_OK;
+}
+
+// The batch entry: each record_next hands over the record's status and its
+// output as a one-entry output list (u32 length, then the output), and
+// takes the next record; 0 means the batch is done.
+EXPORT("wasmstream_on_batch_v1") int32_t on_batch(uint32_t first, uint32_t count, uint32_t max_len) {
+	grow(&in, &in_cap, max_len); // on failure, each record tries again below
+	int32_t st = STATUS_OK;
+	uint32_t list_len = 0;
+	for (uint32_t handle = first;; handle++) {
+		int32_t n = record_next(st, out, list_len, in, in_cap);
+		if (n <= 0) return 0;
+		list_len = 0;
+		if ((uint32_t)n > in_cap) { // not copied: read it into a larger buffer
+			if (!grow(&in, &in_cap, (uint32_t)n)) { st = fail(handle, "out of memory"); continue; }
+			if (record_read(handle, in, (uint32_t)n) != n) { st = fail(handle, "record_read failed"); continue; }
+		}
+		uint32_t olen = 0;
+		st = upper(handle, (uint32_t)n, &olen);
+		if (st == STATUS_OK) {
+			put32(out, olen);
+			list_len = 4 + olen;
+		}
+	}
 }

@@ -1,0 +1,309 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// The batch entry (ABI.md §10): one call into the guest runs a run of
+// records. The guest pulls them one at a time with record_next, which ends
+// the record in progress (its status and, in one buffer, its outputs) and
+// begins the next. Each record begins its own deadline, so the meter, the
+// outputs, the failure message and a fault stay the record's; a fault ends
+// the call and fails the record in progress only: the records before it
+// keep their outcomes, the ones after it were not run (RATIONALE.md,
+// "Calls that carry several records").
+
+// MaxBatch bounds the records of one batch call: ProcessBatch runs at most
+// that many and reports the rest not run.
+const MaxBatch = 1024
+
+// BatchRecord is one record of a batch: what Process (Rec, Tag) and
+// ProcessState (State) take for one record.
+type BatchRecord struct {
+	Rec   *abi.Record
+	Tag   any
+	State State // answers the record's state_* calls; nil: no state
+}
+
+// Outcome is what became of one record of a batch.
+type Outcome struct {
+	Result
+	// Start is when the record's turn began (its deadline runs from it),
+	// End when its outcome was known or the call ended: what LastCall gives
+	// for a record processed alone.
+	Start, End time.Time
+}
+
+// batchState is the batch call in progress on an instance.
+type batchState struct {
+	ctx    context.Context
+	recs   []BatchRecord
+	out    []Outcome
+	next   int           // the record record_next begins next
+	cur    int           // the record in progress (in.cur); -1: none
+	begun  time.Time     // when the record in progress began
+	paused time.Duration // waits for a guest-call slot between records
+}
+
+// ProcessBatch runs recs on the instance and returns how many of them ran:
+// out[i] is the outcome of recs[i] for i < ran, and recs[ran:] were not run
+// (the caller runs them again, on this instance if it still lives, else on
+// a fresh one). It runs at most min(len(recs), len(out), MaxBatch) records.
+//
+// A module with the batch entry (Info().Batch) gets them in one call;
+// any other module gets one Process call per record, with the same
+// outcome. Each record keeps what Process would give it: its own deadline
+// (limits.record_timeout, from its turn), outputs, status and tag; a
+// record that returns StatusPending waits (Poll returns it) while the next
+// ones run. A fault while record k runs fails record k; the instance is
+// discarded (its waiting records become instance_lost, as after any
+// fault) and ran is k+1. The batch also stops early, the rest not run,
+// when ctx ends between two records or the guest returns before taking
+// them all. ran is 0 only when the instance is dead or ctx ended before
+// the call could start.
+func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []Outcome) (ran int) {
+	n := min(len(recs), len(out), MaxBatch)
+	if n == 0 || in.dead {
+		return 0
+	}
+	if in.onBatch == nil {
+		return in.processEach(ctx, recs[:n], out)
+	}
+	maxLen := 0
+	for i := range recs[:n] {
+		maxLen = max(maxLen, abi.RecordSize(recs[i].Rec))
+	}
+	// The batch's handles are consecutive: they must not wrap past 0.
+	if in.lastHandle > math.MaxUint32-uint32(n) {
+		in.lastHandle = 0
+	}
+	first := in.lastHandle + 1
+	b := &in.batch
+	*b = batchState{ctx: ctx, recs: recs[:n], out: out[:n], cur: -1}
+	defer func() { *b = batchState{} }()
+	in.fault = nil
+	in.stderr.reset()
+	start, aerr := in.takeSlot(ctx)
+	in.lastStart, in.lastEnd = start, start
+	if aerr != nil {
+		return 0
+	}
+	// The guest's work before its first record_next is the first record's.
+	b.begun = start
+	in.fuel.startCall(ctx, start.Add(in.m.limits.RecordTimeout), "record")
+	in.inBatch = true
+	s := in.stack[:3]
+	s[0], s[1], s[2] = uint64(first), uint64(n), uint64(maxLen)
+	err := in.onBatch.CallWithStack(in.ctx, s)
+	end := time.Now()
+	in.lastEnd = end
+	in.callTime += end.Sub(start) - b.paused
+	in.fuel.endCall()
+	in.inBatch = false
+	cur := in.cur
+	in.cur = nil
+	if !in.keepSlot || err != nil {
+		in.Yield()
+	}
+	ran = b.next
+	switch {
+	case err != nil:
+		flt := in.classify(err, ctx.Err())
+		in.Close(context.Background()) // its waiting records are lost (Poll)
+		switch {
+		case cur != nil: // the record in progress faulted
+			tag := cur.tag
+			in.finishRec(cur)
+			in.batchDecided(tag, Result{Status: abi.StatusRetry, Err: flt}, end, err)
+		case b.next == 0: // before its first record: the first record's turn
+			b.cur = 0
+			in.batchDecided(recs[0].Tag, Result{Status: abi.StatusRetry, Err: flt}, end, err)
+			ran = 1
+		default: // after its last record: every record has its outcome
+			in.m.log.Warn("guest faulted after the last record of a batch; instance discarded", "instance", in.id, "err", flt)
+		}
+	case cur != nil:
+		// The guest returned during a record: what it returned is the
+		// record's status, as from wasmstream_on_record.
+		tag := cur.tag
+		in.batchDecided(tag, in.settle(cur, Result{Status: abi.Status(int32(s[0]))}, true), end, nil)
+	case b.next == 0:
+		// A guest that returns without taking a record would never make
+		// progress: the first record fails, as for a broken status.
+		in.Close(context.Background())
+		b.cur = 0
+		in.batchDecided(recs[0].Tag, Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol,
+			Msg: fmt.Sprintf("guest returned from %s without taking a record (%s.%s)", abi.ExportOnBatch, abi.BatchModule, abi.ImportRecordNext)}}, end, nil)
+		ran = 1
+	}
+	return ran
+}
+
+// processEach is ProcessBatch for a module without the batch entry.
+func (in *Instance) processEach(ctx context.Context, recs []BatchRecord, out []Outcome) int {
+	for i := range recs {
+		if i > 0 && ctx.Err() != nil {
+			return i
+		}
+		r := &recs[i]
+		out[i].Result = in.ProcessState(ctx, r.Rec, r.Tag, r.State)
+		out[i].Start, out[i].End = in.LastCall()
+		if in.dead {
+			return i + 1
+		}
+	}
+	return len(recs)
+}
+
+// batchDecided records the outcome of the batch's record in progress.
+func (in *Instance) batchDecided(tag any, res Result, end time.Time, err error) {
+	b := &in.batch
+	b.out[b.cur] = Outcome{Result: res, Start: b.begun, End: end}
+	if obs := in.m.cfg.Observer; obs != nil && tag != nil {
+		obs.GuestCall(tag, abi.ExportOnBatch, b.begun, end.Sub(b.begun), err)
+	}
+	b.cur = -1
+}
+
+// beginBatchRecord makes the batch's next record the one in progress, with
+// its own deadline; nil when the batch takes no more records.
+func (in *Instance) beginBatchRecord() *recState {
+	b := &in.batch
+	timeout := in.m.limits.RecordTimeout
+	if b.next >= len(b.recs) || (b.next > 0 && b.ctx.Err() != nil) {
+		in.batchEnded(timeout)
+		return nil
+	}
+	now := time.Now()
+	if b.next > 0 {
+		if in.leased && now.Sub(in.turn) >= slotQuantum {
+			// A turn with the slot is over between two records as between
+			// two calls (takeSlot): queue behind the calls that waited.
+			if _, err := in.takeSlot(b.ctx); err != nil {
+				in.batchEnded(timeout)
+				return nil
+			}
+			t := time.Now()
+			b.paused += t.Sub(now)
+			now = t
+		}
+		b.begun = now
+		in.stderr.reset() // a fault's output is the record's
+	}
+	r := &b.recs[b.next]
+	st := in.newRec(r.Tag)
+	st.state = r.State
+	st.enc = abi.AppendRecord(st.enc[:0], r.Rec)
+	st.deadline = b.begun.Add(timeout)
+	in.fuel.deadline, in.fuel.during, in.fuel.last = st.deadline, "record", time.Time{}
+	in.cur = st
+	b.cur = b.next
+	b.next++
+	return st
+}
+
+// batchEnded gives the guest's work after the batch's last record a
+// deadline of its own.
+func (in *Instance) batchEnded(timeout time.Duration) {
+	in.fuel.deadline, in.fuel.during, in.fuel.last = time.Now().Add(timeout), "the batch call after its last record", time.Time{}
+}
+
+// endBatchRecord decides the batch's record in progress with the status
+// and output list the guest handed to record_next. A status the record
+// cannot have faults the call (a *Fault panic), failing the record.
+func (in *Instance) endBatchRecord(st *recState, status abi.Status, list []byte) {
+	switch status {
+	case abi.StatusOK, abi.StatusRetry, abi.StatusFail:
+	case abi.StatusPending:
+		if len(st.ops) == 0 {
+			in.fault = &Fault{Kind: FaultProtocol, Msg: "guest ended a record pending, but the record has no asynchronous operation outstanding: it could never complete"}
+			panic(in.fault)
+		}
+	default:
+		in.fault = &Fault{Kind: FaultProtocol, Msg: fmt.Sprintf("guest ended a record with invalid status %d (%s.%s)", int32(status), abi.BatchModule, abi.ImportRecordNext)}
+		panic(in.fault)
+	}
+	if (status == abi.StatusOK || status == abi.StatusPending) && len(list) > 0 {
+		if e, i := in.takeOutputList(st, list); e != 0 {
+			st.errMsg = fmt.Sprintf("output %d handed to %s refused: %s", i, abi.ImportRecordNext, e.Error())
+			status = abi.StatusFail // what the same outputs would meet again
+			if e == abi.ErrnoLimit {
+				status = abi.StatusRetry // they may fit later (host.max_held_output_bytes)
+			}
+		}
+	}
+	tag := st.tag
+	res := in.settle(st, Result{Status: status}, true)
+	in.cur = nil
+	in.batchDecided(tag, res, time.Now(), nil)
+}
+
+// takeOutputList holds the outputs of an output list (abi.AppendOutputList)
+// for st, as emit would one by one, or returns why not and the index of the
+// output refused. The list is copied once; the outputs alias the copy.
+func (in *Instance) takeOutputList(st *recState, list []byte) (abi.Errno, int) {
+	lim := in.m.limits
+	if len(list) > lim.MaxOutputBytes+4*lim.MaxOutputs {
+		return abi.ErrnoLimit, 0
+	}
+	raw := append([]byte(nil), list...)
+	for i := 0; len(raw) > 0; i++ {
+		if len(raw) < 4 {
+			return abi.ErrnoBadEncoding, i
+		}
+		n := binary.LittleEndian.Uint32(raw)
+		if uint64(n) > uint64(len(raw)-4) {
+			return abi.ErrnoBadEncoding, i
+		}
+		if e := in.takeOutput(st, raw[4:4+n:4+n], false); e != 0 {
+			return e, i
+		}
+		raw = raw[4+n:]
+	}
+	return 0, 0
+}
+
+func (m *Module) instantiateBatchModule(ctx context.Context) error {
+	s := batchFuncs[abi.ImportRecordNext]
+	_, err := m.rt.NewHostModuleBuilder(abi.BatchModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostRecordNext), s.params, s.results).Export(abi.ImportRecordNext).
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("host: instantiate %s: %w", abi.BatchModule, err)
+	}
+	return nil
+}
+
+// record_next(status, out, out_len, buf, buf_len) -> len | 0 | -errno
+func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instance(ctx)
+	status, out, outLen, buf, bufLen := int32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])
+	if in == nil || !in.inBatch {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	if st := in.cur; st != nil {
+		var list []byte
+		if outLen > 0 {
+			list = in.read(mod, abi.ImportRecordNext, out, outLen)
+		}
+		in.endBatchRecord(st, abi.Status(status), list)
+	}
+	st := in.beginBatchRecord()
+	if st == nil {
+		stack[0] = 0
+		return
+	}
+	if uint64(bufLen) >= uint64(len(st.enc)) && !mod.Memory().Write(buf, st.enc) {
+		in.badPointer(mod, abi.ImportRecordNext, buf, uint32(len(st.enc)))
+	}
+	stack[0] = uint64(len(st.enc))
+}

@@ -1,0 +1,337 @@
+package host
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+)
+
+// batchOf makes the BatchRecords of recs, tagged with their index.
+func batchOf(recs []abi.Record) []BatchRecord {
+	b := make([]BatchRecord, len(recs))
+	for i := range recs {
+		b[i] = BatchRecord{Rec: &recs[i], Tag: i}
+	}
+	return b
+}
+
+// sameOutputs fails t unless a and b are the same outputs, byte for byte
+// and null for null.
+func sameOutputs(t *testing.T, what string, a, b []abi.Output) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%s: %d outputs, want %d", what, len(a), len(b))
+	}
+	same := func(x, y []byte) bool { return string(x) == string(y) && (x == nil) == (y == nil) }
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Topic != y.Topic || x.Partition != y.Partition || !same(x.Key, y.Key) || !same(x.Value, y.Value) || len(x.Headers) != len(y.Headers) {
+			t.Fatalf("%s: output %d is %+v, want %+v", what, i, x, y)
+		}
+		for j := range x.Headers {
+			if x.Headers[j].Key != y.Headers[j].Key || !same(x.Headers[j].Value, y.Headers[j].Value) {
+				t.Fatalf("%s: output %d header %d is %+v, want %+v", what, i, j, x.Headers[j], y.Headers[j])
+			}
+		}
+	}
+}
+
+// checkBatchSameAsProcess runs recs one call per record on one instance of
+// m and in batches of each size on another, and compares the outcomes.
+func checkBatchSameAsProcess(t *testing.T, m *Module, recs []abi.Record, sizes ...int) {
+	t.Helper()
+	if !m.Info().Batch {
+		t.Fatal("the module has the batch entry, but Info().Batch is false")
+	}
+	one := newInstance(t, m)
+	defer one.Close(context.Background())
+	want := make([]Result, len(recs))
+	for i := range recs {
+		want[i] = one.Process(context.Background(), &recs[i], nil)
+		if want[i].Status != abi.StatusOK {
+			t.Fatalf("record %d alone: %v %v", i, want[i].Status, want[i].Err)
+		}
+	}
+	for _, size := range sizes {
+		in := newInstance(t, m)
+		out := make([]Outcome, size)
+		for at := 0; at < len(recs); {
+			batch := batchOf(recs[at:min(at+size, len(recs))])
+			ran := in.ProcessBatch(context.Background(), batch, out)
+			if ran != len(batch) {
+				t.Fatalf("batch of %d at %d: ran %d", size, at, ran)
+			}
+			for k := 0; k < ran; k++ {
+				o := out[k]
+				if o.Status != abi.StatusOK || o.Err != nil || o.Start.IsZero() || o.End.Before(o.Start) {
+					t.Fatalf("batch of %d, record %d: %v %v (%v – %v)", size, at+k, o.Status, o.Err, o.Start, o.End)
+				}
+				sameOutputs(t, "record "+strconv.Itoa(at+k), o.Outputs, want[at+k].Outputs)
+			}
+			at += ran
+		}
+		in.Close(context.Background())
+	}
+}
+
+// The Go SDK takes its records through the batch entry with the processor
+// unchanged: the uppercase example gives in batches of 1, 3 and 16 what it
+// gives one call per record, big records (210 KiB) and null fields
+// included.
+func TestBatchGoUppercaseSameAsProcess(t *testing.T) {
+	recs := append(sameRecords(), sameRecords()...)
+	checkBatchSameAsProcess(t, load(t, guest(t, "plugins/examples/uppercase"), Limits{}), recs, 1, 3, 16)
+}
+
+// A fault while record k of a batch runs fails record k only: the records
+// before it keep their outcomes (outputs included), the ones after it are
+// not run, and a fresh instance runs them.
+func TestBatchFaultFailsItsRecordOnly(t *testing.T) {
+	m := load(t, guest(t, "plugins/examples/enrich"), Limits{MemoryPages: 256, RecordTimeout: time.Second})
+	for _, tc := range []struct {
+		fault string
+		kind  FaultKind
+		msg   string
+	}{
+		{"panic", FaultPanic, "guest panic: asked to panic"},
+		{"loop", FaultDeadline, "record deadline of 1s exceeded"},
+		{"badptr", FaultBadPointer, "is outside guest memory"},
+		{"oom", FaultOOM, "out of memory"},
+		{"exit", FaultExit, "exited with code 3"},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			recs := []abi.Record{
+				{Topic: "in", Offset: 0, Value: []byte(`{"n":0}`)},
+				{Topic: "in", Offset: 1, Value: []byte(`{"fault":"retry"}`)},
+				{Topic: "in", Offset: 2, Value: []byte(`{"n":2}`)},
+				{Topic: "in", Offset: 3, Value: []byte(`{"fault":"` + tc.fault + `"}`)},
+				{Topic: "in", Offset: 4, Value: []byte(`{"n":4}`)},
+				{Topic: "in", Offset: 5, Value: []byte(`{"n":5}`)},
+			}
+			in := newInstance(t, m)
+			defer in.Close(context.Background())
+			out := make([]Outcome, len(recs))
+			ran := in.ProcessBatch(context.Background(), batchOf(recs), out)
+			if ran != 4 || !in.Dead() {
+				t.Fatalf("ran %d (want 4: the faulted record's and those before it), dead %v", ran, in.Dead())
+			}
+			for _, k := range []int{0, 2} {
+				if o := out[k]; o.Status != abi.StatusOK || len(o.Outputs) != 1 || !strings.Contains(string(o.Outputs[0].Value), `"offset":`+strconv.Itoa(k)) {
+					t.Fatalf("record %d before the fault: %v %v %q", k, o.Status, o.Err, o.Outputs)
+				}
+			}
+			if o := out[1]; o.Status != abi.StatusRetry || o.Fault() != nil || !strings.Contains(o.Err.Error(), "asked to retry") {
+				t.Fatalf("record 1: %v %v", o.Status, o.Err)
+			}
+			f := out[3].Fault()
+			if out[3].Status != abi.StatusRetry || f == nil || f.Kind != tc.kind || !strings.Contains(f.Error(), tc.msg) || len(out[3].Outputs) != 0 {
+				t.Fatalf("record 3: %v %v, want a %s fault saying %q", out[3].Status, out[3].Err, tc.kind, tc.msg)
+			}
+			if tc.kind == FaultDeadline {
+				// Its own deadline, from its turn: not what the batch had left.
+				if d := out[3].End.Sub(out[3].Start); d < time.Second || out[3].Start.Before(out[2].End) {
+					t.Fatalf("the record's deadline ran %v from %v (record 2 ended %v)", d, out[3].Start, out[2].End)
+				}
+			}
+			// The records not run go to a fresh instance.
+			in2 := newInstance(t, m)
+			defer in2.Close(context.Background())
+			if ran2 := in2.ProcessBatch(context.Background(), batchOf(recs[ran:]), out); ran2 != 2 || out[0].Status != abi.StatusOK || out[1].Status != abi.StatusOK ||
+				!strings.Contains(string(out[1].Outputs[0].Value), `"offset":5`) {
+				t.Fatalf("the rest on a fresh instance: ran %d, %v %v", ran2, out[0].Err, out[1].Err)
+			}
+		})
+	}
+}
+
+// A record of a batch that waits on an operation stays pending while the
+// batch goes on; its completion decides it later (Poll), with its outputs.
+func TestBatchPendingInTheMiddle(t *testing.T) {
+	srv := newLookupServer(t, func() time.Duration { return 5 * time.Millisecond })
+	m, _ := loadLookup(t, srv, Limits{RecordTimeout: 10 * time.Second})
+	in := newInstance(t, m)
+	defer in.Close(context.Background())
+	recs := []abi.Record{
+		{Topic: "in", Value: []byte("no key")}, // fails at once: nothing to look up
+		*rec("7", ""),
+		{Topic: "in", Value: []byte("no key either")},
+		*rec("8", ""),
+		*rec("9", "pending"), // Pending with nothing outstanding: the SDK fails it
+		*rec("10", ""),
+	}
+	out := make([]Outcome, len(recs))
+	if ran := in.ProcessBatch(context.Background(), batchOf(recs), out); ran != len(recs) {
+		t.Fatalf("ran %d, want %d", ran, len(recs))
+	}
+	for _, k := range []int{0, 2, 4} {
+		if out[k].Status != abi.StatusFail || out[k].Fault() != nil {
+			t.Fatalf("record %d: %v %v", k, out[k].Status, out[k].Err)
+		}
+	}
+	for _, k := range []int{1, 3, 5} {
+		if out[k].Status != abi.StatusPending || out[k].Err != nil {
+			t.Fatalf("record %d: %v %v, want pending", k, out[k].Status, out[k].Err)
+		}
+	}
+	got := drain(t, in, 3, 10*time.Second)
+	for _, k := range []int{1, 3, 5} {
+		res := got[k]
+		if res.Status != abi.StatusOK || len(res.Outputs) != 1 || !strings.Contains(string(res.Outputs[0].Value), `"key":"`+string(recs[k].Key)+`"`) {
+			t.Fatalf("record %d: %v %v %+v", k, res.Status, res.Err, res.Outputs)
+		}
+	}
+	// The next batch on the same instance: the records after a pending one
+	// get buffers of their own (the SDK re-reads them with record_read).
+	if ran := in.ProcessBatch(context.Background(), batchOf(recs[1:2]), out); ran != 1 || out[0].Status != abi.StatusPending {
+		t.Fatalf("again: ran %d, %v %v", ran, out[0].Status, out[0].Err)
+	}
+	if got := drain(t, in, 1, 10*time.Second); got[0].Status != abi.StatusOK {
+		t.Fatalf("again: %v %v", got[0].Status, got[0].Err)
+	}
+}
+
+// batchGuest loads testdata/batch.wat, the batch entry written by hand.
+func batchGuest(t *testing.T, lim Limits) *Module {
+	return load(t, wt.BuildWat(t, "host/testdata/batch.wat"), lim)
+}
+
+// kind makes a record of testdata/batch.wat: what to do and its argument.
+func kind(k, arg int64) abi.Record { return abi.Record{Topic: "in", Offset: k, Timestamp: arg} }
+
+// The deadline and the meter are per record: records that each take 40%
+// of limits.record_timeout succeed in a batch that takes longer than it,
+// and the record that runs away fails alone when its own deadline passes.
+func TestBatchDeadlinePerRecord(t *testing.T) {
+	m := batchGuest(t, Limits{RecordTimeout: time.Second})
+	in := newInstance(t, m)
+	defer in.Close(context.Background())
+	recs := []abi.Record{kind(3, 400), kind(3, 400), kind(3, 400), kind(4, 0), kind(0, 0)}
+	out := make([]Outcome, len(recs))
+	start := time.Now()
+	ran := in.ProcessBatch(context.Background(), batchOf(recs), out)
+	if ran != 4 {
+		t.Fatalf("ran %d, want 4", ran)
+	}
+	for k := 0; k < 3; k++ {
+		if out[k].Status != abi.StatusOK {
+			t.Fatalf("record %d: %v %v", k, out[k].Status, out[k].Err)
+		}
+	}
+	if f := out[3].Fault(); f == nil || f.Kind != FaultDeadline || out[3].End.Sub(out[3].Start) < time.Second {
+		t.Fatalf("record 3: %v %v after %v", out[3].Status, out[3].Err, out[3].End.Sub(out[3].Start))
+	}
+	if d := time.Since(start); d < 2200*time.Millisecond {
+		t.Fatalf("the batch took %v: the spins did not run", d)
+	}
+}
+
+// Outputs are handed over in one list per record; the records' outcomes
+// keep them apart. A list over the record's limits fails the record
+// (retryably), and the guest's mistakes fault the record they belong to.
+func TestBatchOutputListsAndProtocol(t *testing.T) {
+	m := batchGuest(t, Limits{MaxOutputs: 200, RecordTimeout: 5 * time.Second})
+	run := func(recs ...abi.Record) (*Instance, []Outcome, int) {
+		in := newInstance(t, m)
+		t.Cleanup(func() { in.Close(context.Background()) })
+		out := make([]Outcome, len(recs))
+		return in, out, in.ProcessBatch(context.Background(), batchOf(recs), out)
+	}
+	checkOutputs := func(k int, o Outcome, n int) {
+		t.Helper()
+		if o.Status != abi.StatusOK || len(o.Outputs) != n {
+			t.Fatalf("record %d: %v %v, %d outputs (want %d)", k, o.Status, o.Err, len(o.Outputs), n)
+		}
+		for i, out := range o.Outputs {
+			if out.Topic != "" || out.Partition != -1 || out.Key != nil || string(out.Value) != string(rune('A'+i%26)) || out.Headers != nil {
+				t.Fatalf("record %d output %d: %+v", k, i, out)
+			}
+		}
+	}
+
+	in, out, ran := run(kind(1, 150), kind(1, 0), kind(6, 0), kind(1, 3), kind(1, 201), kind(5, 20), kind(1, 7), kind(2, 0), kind(0, 0))
+	if ran != 8 || !in.Dead() {
+		t.Fatalf("ran %d, dead %v; want 8, dead", ran, in.Dead())
+	}
+	checkOutputs(0, out[0], 150)
+	checkOutputs(1, out[1], 0)
+	if out[2].Status != abi.StatusRetry || out[2].Fault() != nil {
+		t.Fatalf("record 2: %v %v", out[2].Status, out[2].Err)
+	}
+	checkOutputs(3, out[3], 3)
+	if out[4].Status != abi.StatusRetry || out[4].Fault() != nil || !strings.Contains(out[4].Err.Error(), "output 200 handed to record_next refused: output limit reached") || out[4].Outputs != nil {
+		t.Fatalf("record 4: %v %v", out[4].Status, out[4].Err)
+	}
+	if out[5].Status != abi.StatusPending {
+		t.Fatalf("record 5: %v %v", out[5].Status, out[5].Err)
+	}
+	checkOutputs(6, out[6], 7)
+	if f := out[7].Fault(); f == nil || f.Kind != FaultTrap {
+		t.Fatalf("record 7: %v %v", out[7].Status, out[7].Err)
+	}
+	if d := drain(t, in, 1, 5*time.Second); d[5].Fault() == nil || d[5].Fault().Kind != FaultInstanceLost {
+		t.Fatalf("the pending record after the fault: %+v", d)
+	}
+
+	// A pending record completes after the batch.
+	in, out, ran = run(kind(0, 0), kind(5, 20), kind(1, 2))
+	if ran != 3 || out[1].Status != abi.StatusPending || in.Dead() {
+		t.Fatalf("ran %d, record 1 %v %v", ran, out[1].Status, out[1].Err)
+	}
+	checkOutputs(2, out[2], 2)
+	if d := drain(t, in, 1, 5*time.Second); d[1].Status != abi.StatusOK {
+		t.Fatalf("the pending record: %v %v", d[1].Status, d[1].Err)
+	}
+
+	for _, tc := range []struct {
+		kind int64
+		want FaultKind
+		msg  string
+	}{
+		{7, FaultBadPointer, "record_next(ptr=0xffff0000, len=16) is outside guest memory"},
+		{8, FaultProtocol, "invalid status 9"},
+	} {
+		in, out, ran := run(kind(0, 0), kind(tc.kind, 0), kind(0, 0))
+		if f := out[1].Fault(); ran != 2 || !in.Dead() || out[0].Status != abi.StatusOK || f == nil || f.Kind != tc.want || !strings.Contains(f.Msg, tc.msg) {
+			t.Fatalf("kind %d: ran %d, %v; record 1 %v %v", tc.kind, ran, out[0].Err, out[1].Status, out[1].Err)
+		}
+	}
+
+	// A guest that returns during a record decides it with what it
+	// returned; the records after it were not run, and the instance lives.
+	in, out, ran = run(kind(1, 1), kind(9, 0), kind(1, 1))
+	if ran != 2 || in.Dead() || out[1].Status != abi.StatusOK {
+		t.Fatalf("early return: ran %d, dead %v, record 1 %v %v", ran, in.Dead(), out[1].Status, out[1].Err)
+	}
+	checkOutputs(0, out[0], 1)
+}
+
+// A module without the batch entry runs ProcessBatch one call per record;
+// one that exports the entry without record_next is refused at load.
+func TestBatchWithoutTheEntry(t *testing.T) {
+	m := load(t, wt.Minimal(wt.I32Const(0)).Bytes(), Limits{})
+	if m.Info().Batch {
+		t.Fatal("Info().Batch without the export")
+	}
+	in := newInstance(t, m)
+	recs := []abi.Record{kind(0, 0), kind(0, 0), kind(0, 0)}
+	out := make([]Outcome, 8)
+	if ran := in.ProcessBatch(context.Background(), batchOf(recs), out); ran != 3 || out[0].Status != abi.StatusOK || out[2].Status != abi.StatusOK || out[2].Start.IsZero() {
+		t.Fatalf("ran %d: %+v", ran, out[:3])
+	}
+	in.Close(context.Background())
+	if ran := in.ProcessBatch(context.Background(), batchOf(recs), out); ran != 0 {
+		t.Fatalf("a closed instance ran %d", ran)
+	}
+
+	noNext := wt.Minimal(wt.I32Const(0))
+	noNext.Funcs = append(noNext.Funcs, wt.Func{Export: abi.ExportOnBatch, Params: []byte{wt.I32, wt.I32, wt.I32}, Results: []byte{wt.I32}, Body: wt.I32Const(0)})
+	_, err := newEngine(t).Load(context.Background(), noNext.Bytes(), ModuleConfig{Name: "test"})
+	if err == nil || !strings.Contains(err.Error(), "does not import wasmstream_batch_v1.record_next") {
+		t.Fatalf("load: %v", err)
+	}
+}
