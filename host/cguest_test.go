@@ -22,11 +22,12 @@ func cGuest(t testing.TB) *Instance {
 
 func TestCGuestUppercase(t *testing.T) {
 	in := cGuest(t)
-	for _, tc := range []abi.Record{
+	recs := []abi.Record{
 		{Topic: "in", Key: []byte("k"), Value: []byte("hello, c guest"), Headers: []abi.Header{{Key: "h", Value: []byte("v")}, {Key: "n"}}},
 		{Topic: "in", Key: nil, Value: nil},
 		{Topic: "a-longer-topic", Key: []byte{}, Value: []byte(strings.Repeat("xyz", 10000))},
-	} {
+	}
+	for _, tc := range recs {
 		res := in.Process(context.Background(), &tc, nil)
 		if res.Err != nil || len(res.Outputs) != 1 {
 			t.Fatalf("%+v", res)
@@ -46,4 +47,6 @@ func TestCGuestUppercase(t *testing.T) {
 			}
 		}
 	}
+	// Its batch entry (ABI.md §10) gives what one call per record gives.
+	checkBatchSameAsProcess(t, load(t, wt.BuildCGuest(t, "plugins/examples/c-uppercase/uppercase.c"), Limits{}), append(recs, sameRecords()...), 1, 4, 16)
 }

@@ -55,6 +55,10 @@ func TestWITMatchesTheHost(t *testing.T) {
 		want["export "+name] = s
 	}
 	want["export "+abi.ExportOnComplete] = onCompleteSig
+	for name, s := range batchFuncs {
+		want[name] = s
+	}
+	want["export "+abi.ExportOnBatch] = onBatchSig
 	for _, name := range sortedKeys(want) {
 		g, ok := got[name]
 		switch {
