@@ -175,20 +175,20 @@ func (in *Instance) batchDecided(tag any, res Result, end time.Time, err error) 
 
 // beginBatchRecord makes the batch's next record the one in progress, with
 // its own deadline; nil when the batch takes no more records.
-func (in *Instance) beginBatchRecord() *recState {
+// now is the time record_next was called.
+func (in *Instance) beginBatchRecord(now time.Time) *recState {
 	b := &in.batch
 	timeout := in.m.limits.RecordTimeout
 	if b.next >= len(b.recs) || (b.next > 0 && b.ctx.Err() != nil) {
-		in.batchEnded(timeout)
+		in.batchEnded(now, timeout)
 		return nil
 	}
-	now := time.Now()
 	if b.next > 0 {
 		if in.leased && now.Sub(in.turn) >= slotQuantum {
 			// A turn with the slot is over between two records as between
 			// two calls (takeSlot): queue behind the calls that waited.
 			if _, err := in.takeSlot(b.ctx); err != nil {
-				in.batchEnded(timeout)
+				in.batchEnded(time.Now(), timeout)
 				return nil
 			}
 			t := time.Now()
@@ -212,14 +212,15 @@ func (in *Instance) beginBatchRecord() *recState {
 
 // batchEnded gives the guest's work after the batch's last record a
 // deadline of its own.
-func (in *Instance) batchEnded(timeout time.Duration) {
-	in.fuel.deadline, in.fuel.during, in.fuel.last = time.Now().Add(timeout), "the batch call after its last record", time.Time{}
+func (in *Instance) batchEnded(now time.Time, timeout time.Duration) {
+	in.fuel.deadline, in.fuel.during, in.fuel.last = now.Add(timeout), "the batch call after its last record", time.Time{}
 }
 
 // endBatchRecord decides the batch's record in progress with the status
 // and output list the guest handed to record_next. A status the record
-// cannot have faults the call (a *Fault panic), failing the record.
-func (in *Instance) endBatchRecord(st *recState, status abi.Status, list []byte) {
+// cannot have faults the call (a *Fault panic), failing the record. now is
+// the time record_next was called.
+func (in *Instance) endBatchRecord(st *recState, status abi.Status, list []byte, now time.Time) {
 	switch status {
 	case abi.StatusOK, abi.StatusRetry, abi.StatusFail:
 	case abi.StatusPending:
@@ -243,7 +244,7 @@ func (in *Instance) endBatchRecord(st *recState, status abi.Status, list []byte)
 	tag := st.tag
 	res := in.settle(st, Result{Status: status}, true)
 	in.cur = nil
-	in.batchDecided(tag, res, time.Now(), nil)
+	in.batchDecided(tag, res, now, nil)
 }
 
 // takeOutputList holds the outputs of an output list (abi.AppendOutputList)
@@ -290,14 +291,15 @@ func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
 	}
+	now := time.Now() // one record's end, the next one's start
 	if st := in.cur; st != nil {
 		var list []byte
 		if outLen > 0 {
 			list = in.read(mod, abi.ImportRecordNext, out, outLen)
 		}
-		in.endBatchRecord(st, abi.Status(status), list)
+		in.endBatchRecord(st, abi.Status(status), list, now)
 	}
-	st := in.beginBatchRecord()
+	st := in.beginBatchRecord(now)
 	if st == nil {
 		stack[0] = 0
 		return
