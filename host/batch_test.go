@@ -149,6 +149,36 @@ func TestBatchFaultFailsItsRecordOnly(t *testing.T) {
 	}
 }
 
+// The Go SDK hands a batch record's outputs over in one list, up to 64 of
+// them; past that it emits them one by one, so that a processor that emits
+// until the host refuses meets the limit as in a call of its own.
+func TestBatchGoManyOutputs(t *testing.T) {
+	m := load(t, guest(t, "plugins/examples/enrich"), Limits{MaxOutputs: 300})
+	recs := []abi.Record{}
+	for _, n := range []int{3, 0, 64, 65, 299, 300, 301, 1000, 1} {
+		recs = append(recs, abi.Record{Topic: "in", Offset: int64(n), Value: []byte(`{"emit":` + strconv.Itoa(n) + `}`)})
+	}
+	one := newInstance(t, m)
+	defer one.Close(context.Background())
+	in := newInstance(t, m)
+	defer in.Close(context.Background())
+	out := make([]Outcome, len(recs))
+	if ran := in.ProcessBatch(context.Background(), batchOf(recs), out); ran != len(recs) {
+		t.Fatalf("ran %d", ran)
+	}
+	for k := range recs {
+		want := one.Process(context.Background(), &recs[k], nil)
+		o := out[k]
+		if o.Status != want.Status || (o.Err == nil) != (want.Err == nil) || (o.Err != nil && o.Err.Error() != want.Err.Error()) {
+			t.Fatalf("record %d in a batch: %v %v; alone: %v %v", k, o.Status, o.Err, want.Status, want.Err)
+		}
+		sameOutputs(t, "record "+strconv.Itoa(k), o.Outputs, want.Outputs)
+	}
+	if out[6].Status != abi.StatusRetry || !strings.Contains(out[6].Err.Error(), "output limit reached") || len(out[5].Outputs) != 300 {
+		t.Fatalf("301 outputs: %v %v; 300: %d", out[6].Status, out[6].Err, len(out[5].Outputs))
+	}
+}
+
 // A record of a batch that waits on an operation stays pending while the
 // batch goes on; its completion decides it later (Poll), with its outputs.
 func TestBatchPendingInTheMiddle(t *testing.T) {

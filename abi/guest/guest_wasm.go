@@ -71,7 +71,7 @@ var em = new(emitter)
 
 func (e *emitter) Emit(o Output) error {
 	ao := toABIOutput(&o)
-	if e.handle == batchHandle && e.handle != 0 {
+	if e.handle == batchHandle && e.handle != 0 && !batchDirect {
 		// A record of a batch: its outputs go to the host in one list,
 		// with its status (record_next). The host's limits are checked
 		// then: an output they refuse fails the record (ABI.md §10).
@@ -79,11 +79,39 @@ func (e *emitter) Emit(o Output) error {
 			return abi.ErrnoBadEncoding
 		}
 		batchOut = abi.AppendOutputList(batchOut, &ao)
-		return nil
+		if batchOutN++; batchOutN < listMaxOutputs && len(batchOut) < listMaxBytes {
+			return nil
+		}
+		// A record with many outputs: from here on they go to the host
+		// one by one, in order, so that Emit returns a limit when the
+		// host refuses (a processor may emit until it does).
+		batchDirect = true
+		return emitList(e.handle)
 	}
 	outBuf = abi.AppendOutput(outBuf[:0], &ao)
 	if rc := hostEmit(e.handle, bytesPtr(outBuf), uint32(len(outBuf))); rc < 0 {
 		return abi.Errno(-rc)
+	}
+	return nil
+}
+
+// A batch record's output list holds at most this many outputs and bytes;
+// past them, its outputs are emitted one by one.
+const (
+	listMaxOutputs = 64
+	listMaxBytes   = 64 << 10
+)
+
+// emitList emits the outputs of the output list one by one and empties it.
+func emitList(handle uint32) error {
+	list := batchOut
+	batchOut = batchOut[:0]
+	for len(list) >= 4 {
+		n := uint32(list[0]) | uint32(list[1])<<8 | uint32(list[2])<<16 | uint32(list[3])<<24
+		if rc := hostEmit(handle, bytesPtr(list[4:4+n]), n); rc < 0 {
+			return abi.Errno(-rc) // the rest is dropped, as after a refused Emit
+		}
+		list = list[4+n:]
 	}
 	return nil
 }
@@ -131,6 +159,8 @@ func hostRecordNext(status int32, out unsafe.Pointer, outLen uint32, buf unsafe.
 
 var (
 	batchOut    []byte // the output list of the batch's record in progress
+	batchOutN   int    // the outputs in it
+	batchDirect bool   // the record's outputs are emitted one by one (emitList)
 	batchHandle uint32 // the batch's record in progress; 0 outside batches
 )
 
@@ -169,7 +199,7 @@ func onBatch(first, count, maxLen uint32) int32 {
 			status = abi.Status(fail(handle, noProcessor))
 			continue
 		}
-		batchHandle = handle
+		batchHandle, batchOutN, batchDirect = handle, 0, false
 		status = run(handle, inBuf)
 		batchHandle = 0
 	}

@@ -14,6 +14,9 @@
 //	"badptr"  passes a pointer outside its memory to a host function
 //	"exit"    calls os.Exit(3)
 //
+// A field "emit": N emits the enriched object N times (0: none), returning
+// the error of the first output the host refuses (a limit).
+//
 // Values that are not JSON objects fail terminally ("poison records").
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o enrich.wasm .
@@ -77,7 +80,16 @@ func enrich(r *guest.Record, out guest.Emitter) error {
 	if err != nil {
 		return guest.Terminal(err)
 	}
-	return out.Emit(guest.Output{Key: r.Key, Value: v, Headers: r.Headers})
+	n := 1
+	if e, ok := doc["emit"].(float64); ok {
+		n = int(e)
+	}
+	for i := 0; i < n; i++ {
+		if err := out.Emit(guest.Output{Key: r.Key, Value: v, Headers: r.Headers}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var spin uint64
