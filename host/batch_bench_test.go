@@ -65,7 +65,7 @@ func BenchmarkBatchUppercase(b *testing.B) {
 					i += k
 				}
 				b.StopTimer()
-				b.ReportMetric(float64((cpuTime() - cpu0).Nanoseconds())/float64(b.N), "cpu-ns/rec")
+				b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/rec")
 			})
 		}
 	}
