@@ -58,9 +58,9 @@ type batchState struct {
 // (the caller runs them again, on this instance if it still lives, else on
 // a fresh one). It runs at most min(len(recs), len(out), MaxBatch) records.
 //
-// A module with the batch entry (Info().Batch) gets them in one call;
-// any other module gets one Process call per record, with the same
-// outcome. Each record keeps what Process would give it: its own deadline
+// A module with the batch entry (Info().Batch) gets them in one call (a
+// single record goes through wasmstream_on_record, which costs less); any
+// other module gets one Process call per record, with the same outcome. Each record keeps what Process would give it: its own deadline
 // (limits.record_timeout, from its turn), outputs, status and tag; a
 // record that returns StatusPending waits (Poll returns it) while the next
 // ones run. A fault while record k runs fails record k; the instance is
@@ -74,7 +74,10 @@ func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []
 	if n == 0 || in.dead {
 		return 0
 	}
-	if in.onBatch == nil {
+	if in.onBatch == nil || n == 1 {
+		// One record costs less through wasmstream_on_record than through
+		// the batch entry (two record_next calls): BENCHMARKS.md, "Calls
+		// that carry several records".
 		return in.processEach(ctx, recs[:n], out)
 	}
 	maxLen := 0
