@@ -69,6 +69,11 @@ type batchState struct {
 // when ctx ends between two records or the guest returns before taking
 // them all. ran is 0 only when the instance is dead or ctx ended before
 // the call could start.
+//
+// recs[i].State answers record i's state_* calls, as ProcessState's does.
+// The host does not chain the States: for record i to see the writes of
+// the records before it that ended ok (ABI.md §4.1: a later record of the
+// partition sees them at once), its State must read through theirs.
 func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []Outcome) (ran int) {
 	n := min(len(recs), len(out), MaxBatch)
 	if n == 0 || in.dead {

@@ -95,7 +95,7 @@ func (r Result) Fault() *Fault {
 }
 
 // Instance is one instantiation of a module. It is not safe for concurrent
-// use: one goroutine at a time calls Process, Poll and Close. Asynchronous
+// use: one goroutine at a time calls Process, ProcessBatch, Poll and Close. Asynchronous
 // operations complete on other goroutines, but their completions only queue;
 // the owner delivers them into the guest with Poll, so every call into an
 // instance is serialised.
