@@ -21,8 +21,10 @@ import (
 // record is decided as before; and, for a module that starts asynchronous
 // operations, a record whose operations never complete fails at its
 // deadline without losing the instance, and completions delivered forward,
-// in reverse and interleaved give each record the same decision. The
-// module's HTTP requests are answered 200 with the body {} (genericAnswer).
+// in reverse and interleaved give each record the same decision; and for a
+// module with the batch entry (ABI.md §10), the records in one batch are
+// decided as one call each. The module's HTTP requests are answered 200
+// with the body {} (genericAnswer).
 
 // genericAnswer is the ABI checks' answer to every HTTP request.
 var genericAnswer = HTTPAnswer{Status: 200, Headers: []abi.Header{{Key: "Content-Type", Value: []byte("application/json")}}, Body: []byte("{}")}
@@ -99,6 +101,7 @@ func abiChecks(ctx context.Context, e *host.Engine, wasm []byte, env map[string]
 	}
 	run.Close(ctx)
 	m.Close(ctx)
+	batchEntry(ctx, e, wasm, env, info, first, pending, r)
 	emitRefused(ctx, e, wasm, env, first, r)
 	memoryExhausted(ctx, e, wasm, env, info.MemoryMin, first, r)
 	const never = "abi: a record whose operations never complete fails at its deadline (deadline fault), the instance lives on"
@@ -122,6 +125,46 @@ func abiChecks(ctx context.Context, e *host.Engine, wasm []byte, env map[string]
 	neverDecided(ctx, e, wasm, env, async[0], first, r)
 	completionOrders(ctx, e, wasm, env, async, r)
 	return true
+}
+
+// batchEntry: for a module with the batch entry (ABI.md §10), the kit's
+// records in one batch are decided as they were one call each; a record
+// that made an HTTP request is pending in the batch.
+func batchEntry(ctx context.Context, e *host.Engine, wasm []byte, env map[string]string, info host.Info, first map[string]Decision, pending map[string]bool, r *Report) {
+	const name = "abi §10: the kit's records in one batch are decided as one call each"
+	if !info.Batch {
+		r.addNote(name, "", "not applicable: the module has no batch entry ("+abi.ExportOnBatch+")")
+		return
+	}
+	m, in, err := load(ctx, e, wasm, abiConfig(env, &FakeHTTP{}, host.Limits{}))
+	if err != nil {
+		r.add(name, err.Error())
+		return
+	}
+	defer closeAll(ctx, m, in)
+	vecs := Records()
+	recs := make([]host.BatchRecord, len(vecs))
+	for i := range vecs {
+		recs[i] = host.BatchRecord{Rec: &vecs[i].Record, Tag: i}
+	}
+	out := make([]host.Outcome, len(recs))
+	ran := in.ProcessBatch(ctx, recs, out)
+	var bad []string
+	if ran != len(recs) {
+		bad = append(bad, fmt.Sprintf("%d of %d records ran", ran, len(recs)))
+	}
+	for i, o := range out[:ran] {
+		v := vecs[i]
+		switch {
+		case pending[v.Name]:
+			if o.Status != abi.StatusPending {
+				bad = append(bad, fmt.Sprintf("record %s: %s, want pending (it made a request alone)", v.Name, DecisionOf(o.Result).describe()))
+			}
+		case o.Status == abi.StatusPending || !sameDecision(DecisionOf(o.Result), first[v.Name]):
+			bad = append(bad, fmt.Sprintf("record %s: %s, alone: %s", v.Name, DecisionOf(o.Result).describe(), first[v.Name].describe()))
+		}
+	}
+	r.add(name, strings.Join(bad, "; "))
 }
 
 // largeKeep is the 210 KiB record, with the word the filter example keeps.
