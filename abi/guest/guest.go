@@ -95,6 +95,13 @@ func (o Output) WithPartition(p int32) Output {
 
 // Emitter takes a record's outputs. Outputs are held by the host and
 // produced only if the record succeeds. Emit copies what it is given.
+//
+// The module also exports the batch entry (ABI.md §10), through which the
+// host may run several records in one call, each with its own Emitter.
+// There, Emit keeps a record's first 64 outputs (64 KiB) and hands them
+// over with the record's outcome: an output the host refuses (a limit, a
+// topic not allowed) then fails the record when it ends — retryably for a
+// limit, as returning Emit's error would — instead of being Emit's error.
 type Emitter interface {
 	Emit(Output) error
 }
