@@ -20,6 +20,18 @@ func batchOf(recs []abi.Record) []BatchRecord {
 	return b
 }
 
+// loadShared is load on the engine the async tests share, so that a
+// guest several tests load is compiled once (the engine's cache).
+func loadShared(t *testing.T, wasm []byte, lim Limits) *Module {
+	t.Helper()
+	m, err := sharedEngine(t).Load(context.Background(), wasm, ModuleConfig{Name: "test", Limits: lim, AllowedTopics: []string{"side"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
 // sameOutputs fails t unless a and b are the same outputs, byte for byte
 // and null for null.
 func sameOutputs(t *testing.T, what string, a, b []abi.Output) {
@@ -85,14 +97,14 @@ func checkBatchSameAsProcess(t *testing.T, m *Module, recs []abi.Record, sizes .
 // included.
 func TestBatchGoUppercaseSameAsProcess(t *testing.T) {
 	recs := append(sameRecords(), sameRecords()...)
-	checkBatchSameAsProcess(t, load(t, guest(t, "plugins/examples/uppercase"), Limits{}), recs, 1, 3, 16)
+	checkBatchSameAsProcess(t, loadShared(t, guest(t, "plugins/examples/uppercase"), Limits{}), recs, 1, 3, 16)
 }
 
 // A fault while record k of a batch runs fails record k only: the records
 // before it keep their outcomes (outputs included), the ones after it are
 // not run, and a fresh instance runs them.
 func TestBatchFaultFailsItsRecordOnly(t *testing.T) {
-	m := load(t, guest(t, "plugins/examples/enrich"), Limits{MemoryPages: 256, RecordTimeout: 3 * time.Second})
+	m := loadShared(t, guest(t, "plugins/examples/enrich"), Limits{MemoryPages: 256, RecordTimeout: 3 * time.Second})
 	for _, tc := range []struct {
 		fault string
 		kind  FaultKind
@@ -153,7 +165,7 @@ func TestBatchFaultFailsItsRecordOnly(t *testing.T) {
 // them; past that it emits them one by one, so that a processor that emits
 // until the host refuses meets the limit as in a call of its own.
 func TestBatchGoManyOutputs(t *testing.T) {
-	m := load(t, guest(t, "plugins/examples/enrich"), Limits{MaxOutputs: 300})
+	m := loadShared(t, guest(t, "plugins/examples/enrich"), Limits{MemoryPages: 256, MaxOutputs: 300})
 	recs := []abi.Record{}
 	for _, n := range []int{3, 0, 64, 65, 299, 300, 301, 1000, 1} {
 		recs = append(recs, abi.Record{Topic: "in", Offset: int64(n), Value: []byte(`{"emit":` + strconv.Itoa(n) + `}`)})
