@@ -66,8 +66,9 @@ type batchState struct {
 // ones run. A fault while record k runs fails record k; the instance is
 // discarded (its waiting records become instance_lost, as after any
 // fault) and ran is k+1. The batch also stops early, the rest not run,
-// when ctx ends between two records or the guest returns before taking
-// them all. ran is 0 only when the instance is dead or ctx ended before
+// when ctx ends between two records, when the instance's records wait on
+// the operations LimitBatchInFlight allows, or when the guest returns
+// before taking them all. ran is 0 only when the instance is dead or ctx ended before
 // the call could start.
 //
 // recs[i].State answers record i's state_* calls, as ProcessState's does.
@@ -155,10 +156,22 @@ func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []
 	return ran
 }
 
+// LimitBatchInFlight makes ProcessBatch stop taking records (the rest not
+// run) once the instance's records wait on n asynchronous operations
+// (AsyncInFlight), as a worker stops giving an instance records at
+// async.max_in_flight; 0, the default, sets no limit.
+func (in *Instance) LimitBatchInFlight(n int) { in.batchMaxOps = n }
+
+// batchFull reports whether the batch must stop before its next record
+// (the first always runs).
+func (in *Instance) batchFull(ctx context.Context, next int) bool {
+	return next > 0 && (ctx.Err() != nil || (in.batchMaxOps > 0 && in.opsOut >= in.batchMaxOps))
+}
+
 // processEach is ProcessBatch for a module without the batch entry.
 func (in *Instance) processEach(ctx context.Context, recs []BatchRecord, out []Outcome) int {
 	for i := range recs {
-		if i > 0 && ctx.Err() != nil {
+		if in.batchFull(ctx, i) {
 			return i
 		}
 		r := &recs[i]
@@ -187,7 +200,7 @@ func (in *Instance) batchDecided(tag any, res Result, end time.Time, err error) 
 func (in *Instance) beginBatchRecord(now time.Time) *recState {
 	b := &in.batch
 	timeout := in.m.limits.RecordTimeout
-	if b.next >= len(b.recs) || (b.next > 0 && b.ctx.Err() != nil) {
+	if b.next >= len(b.recs) || in.batchFull(b.ctx, b.next) {
 		in.batchEnded(now, timeout)
 		return nil
 	}

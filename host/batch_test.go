@@ -329,6 +329,18 @@ func TestBatchOutputListsAndProtocol(t *testing.T) {
 		t.Fatalf("the pending record: %v %v", d[1].Status, d[1].Err)
 	}
 
+	// A batch stops taking records once its records wait on the
+	// operations the instance may have in flight; the rest were not run.
+	in = newInstance(t, m)
+	t.Cleanup(func() { in.Close(context.Background()) })
+	in.LimitBatchInFlight(2)
+	out = make([]Outcome, 4)
+	ran = in.ProcessBatch(context.Background(), batchOf([]abi.Record{kind(5, 20), kind(5, 20), kind(5, 20), kind(0, 0)}), out)
+	if ran != 2 || in.Dead() || in.AsyncInFlight() != 2 || out[1].Status != abi.StatusPending {
+		t.Fatalf("with 2 operations in flight at most: ran %d, dead %v, %d in flight", ran, in.Dead(), in.AsyncInFlight())
+	}
+	drain(t, in, 2, 5*time.Second)
+
 	for _, tc := range []struct {
 		kind int64
 		want FaultKind
