@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,6 +189,43 @@ func TestBatchGoManyOutputs(t *testing.T) {
 	}
 	if out[6].Status != abi.StatusRetry || !strings.Contains(out[6].Err.Error(), "output limit reached") || len(out[5].Outputs) != 300 {
 		t.Fatalf("301 outputs: %v %v; 300: %d", out[6].Status, out[6].Err, len(out[5].Outputs))
+	}
+}
+
+// Each record of a batch reads and writes state through its own State
+// (BatchRecord.State): the Go count example counts in one batch as one call
+// per record does, a State refusing a key failing that record alone.
+func TestBatchState(t *testing.T) {
+	m := loadShared(t, guest(t, "plugins/examples/count"), Limits{})
+	one, in := newInstance(t, m), newInstance(t, m)
+	defer one.Close(context.Background())
+	defer in.Close(context.Background())
+	alone := &mapState{m: map[string][]byte{}, maxValue: 64 << 10, foreign: "x"}
+	batched := &mapState{m: map[string][]byte{}, maxValue: 64 << 10, foreign: "x"}
+	keys := []string{"a", "a", "b", "x-other-partition", "a", "", "b"}
+	recs := make([]abi.Record, len(keys))
+	batch := make([]BatchRecord, len(keys))
+	for i, k := range keys {
+		recs[i] = abi.Record{Topic: "in", Key: []byte(k), Value: []byte("v"), Partition: 1, Offset: int64(i), Attempt: 1}
+		batch[i] = BatchRecord{Rec: &recs[i], Tag: i, State: batched}
+	}
+	out := make([]Outcome, len(recs))
+	if ran := in.ProcessBatch(context.Background(), batch, out); ran != len(recs) {
+		t.Fatalf("ran %d", ran)
+	}
+	for i := range recs {
+		want := one.ProcessState(context.Background(), &recs[i], nil, alone)
+		o := out[i]
+		if o.Status != want.Status || (o.Err == nil) != (want.Err == nil) {
+			t.Fatalf("record %d in a batch: %v %v; alone: %v %v", i, o.Status, o.Err, want.Status, want.Err)
+		}
+		sameOutputs(t, "record "+strconv.Itoa(i), o.Outputs, want.Outputs)
+	}
+	if out[3].Status != abi.StatusFail || string(out[4].Outputs[0].Value) != "3" {
+		t.Fatalf("the other partition's key: %v %v; the third a: %q", out[3].Status, out[3].Err, out[4].Outputs[0].Value)
+	}
+	if fmt.Sprint(batched.m) != fmt.Sprint(alone.m) {
+		t.Fatalf("state %v, one call per record %v", batched.m, alone.m)
 	}
 }
 
