@@ -201,7 +201,7 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 	for _, m := range marks {
 		m.t.committed.Store(m.off)
 		m.t.committedMeta = m.meta
-		p.committed(m.t.partition, m.off)
+		p.committed(m.t, m.off)
 	}
 	p.stats.Commits.Add(1)
 	return nil

@@ -185,9 +185,11 @@ type Pipeline struct {
 	// state is the partitions' state stores (state.enabled; nil otherwise).
 	state *state.Stores
 	// onCommitted are told each partition's newly committed offset, after
-	// the commit (committed): the state stores flush from it
-	// (state.Stores.Flush). Set while the pipeline is built, read-only after.
-	onCommitted []func(partition int32, upTo int64)
+	// the commit (committed), with the state view of the task whose marks
+	// were committed: the state stores flush from it (state.Stores.Flush,
+	// which applies nothing unless that view is still the partition's
+	// current one). Set while the pipeline is built, read-only after.
+	onCommitted []func(partition int32, upTo int64, from *state.Partition)
 
 	// limits are what the brokers refuse on the topics the pipeline
 	// produces to; refused, the records whose produce the broker refused
@@ -350,7 +352,7 @@ func (p *Pipeline) newStateStores(dir string) {
 	n := &state.Counters{Restored: &st.StateRestored, RestoreSkipped: &st.StateRestoreSkipped,
 		RestoreNanos: &st.StateRestoreNanos, Refused: &st.StateRefused, FlushFailures: &st.StateFlushFailures}
 	p.state = state.NewStores(c, p.cl, dial, n, p.log)
-	p.onCommitted = append(p.onCommitted, p.state.Flush)
+	p.onCommitted = append(p.onCommitted, func(_ int32, upTo int64, from *state.Partition) { p.state.Flush(from, upTo) })
 }
 
 // Name is the pipeline's name.
@@ -671,10 +673,14 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 }
 
 // committed tells the subscribers (onCommitted) that the offsets below upTo
-// of an input partition are committed: offset commits and transactions
+// of t's input partition are committed: offset commits and transactions
 // call it after a commit succeeded, under commitMu, never after an abort.
-func (p *Pipeline) committed(partition int32, upTo int64) {
+// t is the task whose marks were committed, which may be gone (its
+// partition lost, and perhaps assigned again, while the commit was in
+// flight: at_least_once's lost does not wait for commitMu): its state
+// view, not the partition's, says what the commit covers.
+func (p *Pipeline) committed(t *task, upTo int64) {
 	for _, f := range p.onCommitted {
-		f(partition, upTo)
+		f(t.partition, upTo, t.state)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,6 +356,69 @@ func TestStateRebalance(t *testing.T) {
 	checkCounts(t, top, trueCounts(n, 3))
 	if got := b.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
 		t.Error("b restored nothing from the changelog")
+	}
+}
+
+// TestStateCommitAfterLostPartition: at_least_once, a partition lost while
+// a commit of its marks is on its way (lost does not wait for commitMu),
+// then assigned to this host again: the flush that follows the commit
+// reaches the old task's view, never the new task's, whose writes (of
+// records it runs again) the commit does not cover. The loss and the new
+// assignment run from a subscriber called before the state's: after the
+// marks were taken and the broker answered, before the flush — the same
+// window as a commit answered late, without timing.
+func TestStateCommitAfterLostPartition(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	const n = 20
+	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
+	r, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Pipelines()[0]
+	var (
+		once   sync.Once
+		done   = make(chan struct{})
+		before int64 // the reopened store's keys and values, before the probe
+		probe  = []byte(strings.Repeat("p", 200))
+	)
+	lostAndBack := func(partition int32, upTo int64, _ *state.Partition) {
+		if upTo < n || p.taskFor("in", partition) == nil {
+			return // not every record committed yet, or a revoke's commit (its task detached already)
+		}
+		once.Do(func() {
+			defer close(done)
+			parts := map[string][]int32{"in": {partition}}
+			p.onLost(context.Background(), nil, parts)
+			p.onAssigned(context.Background(), nil, parts)
+			nt := p.taskFor("in", partition)
+			if nt == nil || nt.state == nil {
+				t.Error("no new task with a state view after the new assignment")
+				return
+			}
+			before = p.stateSizes()[partition].Data
+			// The new task ran offset 0 again: its write is in its view,
+			// below the old task's commit, not covered by any of its own.
+			rs := nt.state.Begin()
+			rs.Put([]byte("probe"), probe)
+			b, _ := nt.state.Commit(0, rs)
+			b.Acked(1<<40, nil)
+		})
+	}
+	p.onCommitted = append([]func(int32, int64, *state.Partition){lostAndBack}, p.onCommitted...)
+	r.Start()
+	defer r.Stop(context.Background())
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("no commit of every record by an attached task within a minute")
+	}
+	// The commit's flush (the next subscriber) ran before the commit was counted.
+	kafkatest.Eventually(t, time.Minute, "the commit counted", func() bool { return p.stats.Commits.Load() > 0 })
+	if after := p.stateSizes()[0].Data; after != before {
+		t.Fatalf("the store holds %d bytes of keys and values after the old task's commit, %d before: the new task's write was flushed", after, before)
 	}
 }
 

@@ -225,7 +225,7 @@ func (x *transactions) cut(ctx context.Context, final bool) bool {
 	case committed:
 		for _, m := range marks {
 			m.t.committed.Store(m.off)
-			p.committed(m.t.partition, m.off)
+			p.committed(m.t, m.off)
 		}
 		p.stats.Commits.Add(1)
 		p.stats.TxnCommitted.Add(1)
@@ -385,7 +385,7 @@ func (x *transactions) landed(marks map[tp]mark, from map[tp]int64) (landed, ok 
 		case !known || off == m.t.committed.Load():
 		case off == m.off:
 			m.t.committed.Store(off)
-			p.committed(m.t.partition, off)
+			p.committed(m.t, off)
 			landed = true
 		case p.state != nil:
 			p.fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", p.pc.Name, k.topic, k.partition, off, m.t.committed.Load(), m.off))

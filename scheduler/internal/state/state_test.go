@@ -408,10 +408,11 @@ func TestStateFlushRefusedKeepsWrites(t *testing.T) {
 }
 
 // A commit reaches a partition's state through the stores (Stores.Flush,
-// the pipeline's subscription to its commits), and only through the
-// newest view of the partition: after an abort the new task's view
-// replaces the old one, whose writes (of records that run again) are never
-// applied; once the partition is detached a commit reaches nothing.
+// the pipeline's subscription to its commits), and only when the view its
+// marks came from is the partition's newest: after an abort the new task's
+// view replaces the old one, whose writes (of records that run again) are
+// never applied, and a commit of the old view's marks applies nothing;
+// once the partition is detached a commit reaches nothing.
 func TestStateFlushReachesTheCurrentView(t *testing.T) {
 	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
 	if err != nil {
@@ -430,7 +431,11 @@ func TestStateFlushReachesTheCurrentView(t *testing.T) {
 	write(old, 1, "k", "aborted", 10) // its transaction aborts
 	cur := s.View(0)                  // the task that replaces it
 	write(cur, 1, "k", "committed", 11)
-	s.Flush(0, 2)
+	s.Flush(old, 2) // marks of the replaced view: nothing applied
+	if v, ok, _ := st.Get(nil, []byte("k")); ok {
+		t.Fatalf("k = %q in the store after a commit of the replaced view", v)
+	}
+	s.Flush(cur, 2)
 	if v, ok, _ := st.Get(nil, []byte("k")); !ok || string(v) != "committed" {
 		t.Fatalf("k = %q %v in the store after the commit, want the current view's write", v, ok)
 	}
@@ -439,7 +444,7 @@ func TestStateFlushReachesTheCurrentView(t *testing.T) {
 	}
 	closeLater := s.Detach([]int32{0}) // revoked: a later commit reaches nothing
 	write(cur, 2, "k", "late", 12)
-	s.Flush(0, 3)
+	s.Flush(cur, 3)
 	if v, _, _ := st.Get(nil, []byte("k")); string(v) != "committed" || len(cur.batches) != 1 {
 		t.Fatalf("a flush after the detach applied %q (%d batches left)", v, len(cur.batches))
 	}

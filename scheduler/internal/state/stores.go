@@ -55,8 +55,8 @@ type Stores struct {
 
 	mu     sync.Mutex
 	stores map[int32]*partStore
-	// cur is each partition's newest view (View): the one a commit's
-	// flush applies (Flush). A view taken after an abort or a new
+	// cur is each partition's newest view (View): the only one a
+	// commit's flush applies (Flush). A view taken after an abort or a new
 	// assignment replaces it.
 	cur   map[int32]*Partition
 	parts int // the input topic's partition count, read at the first assignment
@@ -202,29 +202,39 @@ func (s *Stores) View(partition int32) *Partition {
 	return v
 }
 
-// Flush applies the state writes of the partition's records below the
-// committed offset upTo to its store, from the partition's current view:
-// the pipeline calls it for each partition whose committed offset moved,
-// after the commit succeeded and before the next one (never after an
-// aborted transaction). A failure costs a longer restore, not state: the
-// writes stay in the overlay and the changelog has them. It is counted
-// (wasmstream.state.flush.failures) and logged at most every
+// Flush applies the state writes of the records below the committed offset
+// upTo to their partition's store, from the view the committed records
+// wrote through (from): the pipeline calls it for each partition whose
+// committed offset moved, after the commit succeeded and before the next
+// one (never after an aborted transaction). It applies nothing unless from
+// is still its partition's current view: a commit answered after its
+// partition was lost and assigned again (a lost partition does not wait
+// for the commit in flight) carries an offset of the old view, which must
+// not reach the new one's writes; nor after an abort, whose restart
+// replaced the view. (If from stops being current while it flushes, it
+// applies only its own committed writes to its own store, closed or about
+// to be: never the new view's.) A failure costs a longer restore, not
+// state: the writes stay in the overlay and the changelog has them. It is
+// counted (wasmstream.state.flush.failures) and logged at most every
 // flushLogEvery.
-func (s *Stores) Flush(partition int32, upTo int64) {
-	s.mu.Lock()
-	v := s.cur[partition]
-	s.mu.Unlock()
-	if v == nil {
-		return // no store open (revoked, or its restore failed)
+func (s *Stores) Flush(from *Partition, upTo int64) {
+	if from == nil {
+		return // stateless, or no store open when the task was made
 	}
-	err := v.Flush(upTo)
+	s.mu.Lock()
+	cur := s.cur[from.partition] == from
+	s.mu.Unlock()
+	if !cur {
+		return // revoked or lost (and perhaps assigned again), or replaced after an abort
+	}
+	err := from.Flush(upTo)
 	if err == nil {
 		return
 	}
 	n := s.n.FlushFailures.Add(1)
-	if now := time.Now(); now.Sub(v.flushLogged) >= flushLogEvery {
-		v.flushLogged = now
-		s.log.Warn("the local state store refused the state writes of committed records; they stay in memory and are applied again at the next commit, and a restart reads them from the changelog", "partition", partition, "failures", n, "err", err)
+	if now := time.Now(); now.Sub(from.flushLogged) >= flushLogEvery {
+		from.flushLogged = now
+		s.log.Warn("the local state store refused the state writes of committed records; they stay in memory and are applied again at the next commit, and a restart reads them from the changelog", "partition", from.partition, "failures", n, "err", err)
 	}
 }
 
