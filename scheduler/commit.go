@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // committer is how a pipeline makes its records' outcomes durable and
@@ -41,11 +39,6 @@ type committer interface {
 	stop(ctx context.Context)
 	// releaseOrder is the release order a new task keeps (nil: none).
 	releaseOrder(t *task) *releaser
-	// deliverOutputs and deliverFailure carry a decided record's outputs,
-	// or its retry or dead-letter copy, to the broker; the record is done
-	// when its outcome is durable under the strategy.
-	deliverOutputs(t *task, j *job)
-	deliverFailure(t *task, r *kgo.Record, topic string, hs []kgo.RecordHeader, count counter, tr *tracing.Attempt, kind string, f failure)
 	// markDone is told that r's outcome is durable (task.finish) and
 	// reports whether r was still undecided: a record is finished once.
 	markDone(t *task, r *kgo.Record) bool

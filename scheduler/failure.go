@@ -40,10 +40,21 @@ func (t *task) classify(res *host.Result) failure {
 
 func historyEntry(f failure) string { return failhdr.NewEntry(0, f.kind, f.msg).Text }
 
-// fail routes a failed attempt: to the retry topic of the next attempt's
-// backoff tier when it may be retried there, otherwise to the dead-letter
-// topic. Either way r is done once that produce is acknowledged.
-func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string, tr *tracing.Attempt) {
+// failureCopy is a failed record's copy to its retry or dead-letter
+// topic: what the sink produces instead of its outputs.
+type failureCopy struct {
+	topic   string
+	headers []kgo.RecordHeader
+	count   counter // Retried or DeadLetter, counted once the copy is acknowledged
+	kind    string  // tracing.ProduceRetry or tracing.ProduceDeadLetter
+}
+
+// failureCopy routes a failed attempt: to the retry topic of the next
+// attempt's backoff tier when it may be retried there, otherwise to the
+// dead-letter topic. Either way r is done once the sink made that copy
+// durable. Asked by the sink as it delivers the record (the failure is
+// observed then).
+func (t *task) failureCopy(r *kgo.Record, attempt int, f failure, history []string, tr *tracing.Attempt) failureCopy {
 	rc := &t.p.pc.Retry
 	if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryTopics {
 		delay, tier := t.p.pc.Delay(attempt + 1)
@@ -51,12 +62,14 @@ func (t *task) fail(r *kgo.Record, attempt int, f failure, history []string, tr 
 		due := time.Now().Add(delay)
 		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)}) // the one header failureHeaders leaves out
 		t.observeFailure(r, attempt, f, t.p.pc.TierTopic(tier), due, tr)
-		t.p.commit.deliverFailure(t, r, t.p.pc.TierTopic(tier), hs, func(s *Stats) *atomic.Int64 { return &s.Retried }, tr, tracing.ProduceRetry, f)
-		return
+		return failureCopy{t.p.pc.TierTopic(tier), hs, retriedCounter, tracing.ProduceRetry}
 	}
 	t.observeFailure(r, attempt, f, t.p.pc.DeadLetterTopic, time.Time{}, tr)
-	t.p.commit.deliverFailure(t, r, t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), func(s *Stats) *atomic.Int64 { return &s.DeadLetter }, tr, tracing.ProduceDeadLetter, f)
+	return failureCopy{t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), deadLetterCounter, tracing.ProduceDeadLetter}
 }
+
+func retriedCounter(s *Stats) *atomic.Int64    { return &s.Retried }
+func deadLetterCounter(s *Stats) *atomic.Int64 { return &s.DeadLetter }
 
 // failureHeaders builds a failed record's headers: its own (not wasmstream's),
 // then what internal/failhdr encodes: where it was first consumed, its error

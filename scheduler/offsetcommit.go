@@ -11,7 +11,6 @@ import (
 
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
-	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // offsetCommits is the at_least_once committer (commit.go): records'
@@ -24,7 +23,7 @@ type offsetCommits struct{ p *Pipeline }
 
 func (c offsetCommits) releaseOrder(t *task) *releaser {
 	if c.p.pc.Ordering == config.OrderPartition {
-		return &releaser{}
+		return &releaser{sk: c.p.sink}
 	}
 	return nil
 }
@@ -234,105 +233,4 @@ func (c offsetCommits) stop(ctx context.Context) {
 	}
 	p.cl.Close()
 	p.leaveStatic(ctx)
-}
-
-// deliverOutputs produces a succeeded record's outputs; the record is done
-// once the broker acknowledged all of them (outputAcked). If one cannot be
-// produced, the record is dead-lettered instead (outputs already
-// acknowledged stay: this is at-least-once). j.held is what the outputs
-// count in the host's held outputs: given back once the broker answered for
-// every one of them.
-func (offsetCommits) deliverOutputs(t *task, j *job) {
-	t.prepareOutputs(j)
-	j.remaining.Store(int32(len(j.outs)))
-	if j.tr != nil {
-		j.sent = make([]func(int32, int64, error), len(j.outs))
-	}
-	for i := range j.outs {
-		kr := j.outputRecord(i)
-		if j.tr != nil {
-			tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
-			kr.Headers = withTraceContext(kr.Headers, tp, ts)
-			j.sent[i] = sent
-		}
-		kr.Context = j
-		t.p.cl.Produce(context.Background(), kr, outputAcked)
-	}
-}
-
-// outputAcked is the producer's callback for every output record: the
-// record's Context is its job.
-func outputAcked(pr *kgo.Record, err error) {
-	j := pr.Context.(*job)
-	t := j.t
-	if j.sent != nil {
-		for i := range j.outs {
-			if j.outputRecord(i) == pr {
-				j.sent[i](pr.Partition, pr.Offset, err)
-			}
-		}
-	}
-	if j.sb != nil && pr.Topic == t.state.Changelog() {
-		j.sb.Acked(pr.Offset, err) // a changelog record (state.Batch)
-		if err != nil {
-			j.failedErr.CompareAndSwap(nil, &err)
-		}
-	} else if err != nil {
-		j.failedErr.CompareAndSwap(nil, &err)
-	} else {
-		t.p.stats.Outputs.Add(1)
-		t.ps.Outputs.Add(1)
-	}
-	if j.remaining.Add(-1) != 0 {
-		return
-	}
-	t.p.budget.releaseOutputs(j.held)
-	if e := j.failedErr.Load(); e != nil {
-		// Not from inside a promise: fail produces again.
-		f := failure{KindProduce, "producing an output failed: " + (*e).Error(), true}
-		if !t.p.bg.Go(func() { t.fail(j.r, j.attempt, f, nil, j.tr) }) {
-			t.p.log.Error("an output failed during shutdown; its record stays uncommitted", "topic", j.r.Topic, "partition", j.r.Partition, "offset", j.r.Offset, "err", *e)
-		}
-		return
-	}
-	t.finish(j.r)
-	j.tr.End("ok", "", "")
-}
-
-// deliverFailure produces r's failure copy (retry or dead letter) to topic;
-// r is done once that is acknowledged. A failed produce is tried again with
-// backoff until it succeeds or the pipeline stops (r then stays
-// uncommitted): a failed record is never dropped.
-func (c offsetCommits) deliverFailure(t *task, r *kgo.Record, topic string, hs []kgo.RecordHeader, count counter, tr *tracing.Attempt, kind string, f failure) {
-	p := c.p
-	p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", topic)
-	var attempt func(backoff time.Duration)
-	attempt = func(backoff time.Duration) {
-		tp, ts, sent := tr.Produce(kind, topic)
-		fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(hs, tp, ts), Partition: -1}
-		p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
-			sent(pr.Partition, pr.Offset, err)
-			if err == nil {
-				count(&p.stats).Add(1)
-				count(t.ps).Add(1)
-				t.finish(r)
-				tr.End(kind, f.kind, f.msg)
-				return
-			}
-			again := !p.stopped.Load() && p.bg.Go(func() {
-				select {
-				case <-time.After(backoff):
-					attempt(min(backoff*2, 30*time.Second))
-				case <-p.quit:
-					p.log.Error("producing a failed record failed at shutdown; it stays uncommitted", "to", topic, "offset", r.Offset, "err", err)
-				}
-			})
-			if !again {
-				p.log.Error("producing a failed record during shutdown failed; it stays uncommitted", "to", topic, "offset", r.Offset, "err", err)
-				return
-			}
-			p.log.Error("producing a failed record failed; retrying", "to", topic, "offset", r.Offset, "err", err, "backoff", backoff)
-		})
-	}
-	attempt(time.Second)
 }

@@ -37,7 +37,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 				Instances: config.Instances{Min: tc.inst, Max: tc.inst, IdleTimeout: time.Minute}}
 			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{},
 				budget: NewBudget(1000, 1<<40, 1<<40), flow: make(chan struct{}, 1)}
-			p.commit = offsetCommits{p}
+			p.commit, p.sink = offsetCommits{p}, &plainSink{p: p}
 			p.ver.Store(&modVersion{m: mod})
 			sc := make(chan struct{})
 			p.swapCh.Store(&sc)

@@ -192,10 +192,12 @@ type Pipeline struct {
 	onCommitted []func(partition int32, upTo int64, from *state.Partition)
 
 	// limits are what the brokers refuse on the topics the pipeline
-	// produces to; refused, the records whose produce the broker refused
-	// (exactly_once) (topiclimits.go, refused.go).
-	limits  topicLimits
-	refused refusedRecords
+	// produces to (topiclimits.go): the client's batch bound, and the
+	// sink's checks.
+	limits topicLimits
+	// sink is how decided outcomes leave: plainSink or txnSink, by the
+	// guarantee (sink.go).
+	sink sink
 
 	// commit makes outcomes durable and commits offsets: offset commits
 	// or transactions, by the guarantee (commit.go).
@@ -276,10 +278,15 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 	if pc.Consume == config.ConsumeShare {
 		// A share-group member (share.go): its own client and committer.
 		p.brokers = d.brokers
+		p.sink = &plainSink{p: p, limits: p.limits}
 		if err := newShareCommitter(p, d.brokers, extra...); err != nil {
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 		}
 		return p, nil
+	}
+	var changelog string // the sinks check its records against its topic's limits
+	if pc.State.Enabled {
+		changelog = stateLimits(pc).Changelog
 	}
 	reset := kgo.NewOffset().AtStart()
 	if cfg.Kafka.StartOffset == "latest" {
@@ -325,12 +332,14 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 		}
 		x.sess, p.cl, p.commit = sess, sess.Client(), x
+		p.sink = &txnSink{p: p, gate: x, limits: p.limits, changelog: changelog}
 	} else {
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 		}
 		p.cl, p.commit = cl, offsetCommits{p}
+		p.sink = &plainSink{p: p, limits: p.limits, changelog: changelog}
 	}
 	if pc.State.Enabled {
 		p.newStateStores(stateDir)

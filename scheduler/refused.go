@@ -13,7 +13,7 @@ import (
 // the broker refused for what the record holds — its size, its key, its
 // timestamp — in a transaction that then aborted. Processed again, such a
 // record would be refused again and abort every transaction it is in: it
-// fails instead (task.refusedOutputs), to its retry or dead-letter topic,
+// fails instead (txnSink.refuses), to its retry or dead-letter topic,
 // and the partition moves on. topicLimits makes such refusals rare (the
 // host checks what it knows before producing); this catches the rest. A
 // refusal the broker makes of a whole batch also names the other records

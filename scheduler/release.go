@@ -1,7 +1,7 @@
 // The release step of a record's path (DESIGN.md): a worker decides a
 // record's outcome (its verdict) and settles its job; the job waits for its
-// turn in the partition's release order where one is kept, then deliver
-// hands it to the committer, which produces what it carries.
+// turn in the partition's release order where one is kept, then the
+// pipeline's sink (sink.go) produces what it carries.
 
 package scheduler
 
@@ -48,7 +48,7 @@ type job struct {
 	held    int64 // output bytes it holds in the host's account until acknowledged
 	fail    failure
 
-	// Producing the outputs (committer.deliverOutputs): one record embedded for the
+	// Producing the outputs (the sink): one record embedded for the
 	// common single output, the acknowledgements still awaited, the first
 	// produce error, and the trace's per-output callbacks (tracing on).
 	out1      kgo.Record
@@ -56,6 +56,7 @@ type job struct {
 	remaining atomic.Int32
 	failedErr atomic.Pointer[error]
 	sent      []func(int32, int64, error)
+	one       [1]*job // the run of one it is delivered as without a release order (run)
 }
 
 // verdict is what a decided attempt releases.
@@ -97,9 +98,10 @@ func (*job) Value(any) any               { return nil }
 type releaser struct {
 	mu       sync.Mutex
 	q        fifo.Queue[*job]
-	byOffset bool          // places are reserved at enqueue (exactly_once)
-	tx       *transactions // exactly_once: deliveries run through tx.release
-	gone     func(int64)   // set by abandon: gives back the held bytes of later settles
+	byOffset bool        // places are reserved at enqueue (exactly_once)
+	sk       sink        // where settled heads are delivered, as one run
+	run      []*job      // the run being delivered (reused: guarded by mu)
+	gone     func(int64) // set by abandon: gives back the held bytes of later settles
 }
 
 // reserve gives each record of recs (a fetched batch, in offset order, of
@@ -165,17 +167,19 @@ func (rl *releaser) settle(j *job) {
 	for {
 		h, ok := rl.q.Peek()
 		if !ok || !h.settled {
-			return
+			break
 		}
 		rl.q.Pop()
-		switch {
-		case h.verdict == verdictNone:
-		case rl.tx != nil:
-			rl.tx.release(h)
-		default:
-			h.t.deliver(h)
+		if h.verdict != verdictNone {
+			rl.run = append(rl.run, h)
 		}
 	}
+	if len(rl.run) == 0 {
+		return
+	}
+	rl.sk.deliver(rl.run)
+	clear(rl.run) // no job outlives its delivery here
+	rl.run = rl.run[:0]
 }
 
 // abandon drops the outcomes still waiting for their turn when the task
@@ -200,10 +204,11 @@ func (w *worker) settle(j *job, v verdict) {
 	j.verdict = v
 	ln := j.ln
 	j.ln = nil // read before the release: deliver may finish j
-	if j.ordered {
+	switch {
+	case j.ordered:
 		w.t.rel.settle(j)
-	} else {
-		w.t.deliver(j)
+	case v != verdictNone:
+		w.t.p.sink.deliver(j.run())
 	}
 	if ln != nil {
 		w.releaseLane(ln)
@@ -220,20 +225,41 @@ func (w *worker) releaseLane(ln *lane) {
 	w.t.release(ln)
 }
 
-// deliver acts on j's verdict: the release's last step, in order where the
-// order is kept.
-func (t *task) deliver(j *job) {
-	switch j.verdict {
-	case verdictDone:
-		if t.finish(j.r) {
-			t.ps.Dropped.Add(1) // ok with no output: filtered
-		}
-		j.tr.End("ok", "", "")
-	case verdictOutputs:
-		t.p.commit.deliverOutputs(t, j)
-	case verdictFailed:
-		t.fail(j.r, j.attempt, j.fail, j.history, j.tr)
+// run is j as a run of one (sink.deliver), with no allocation: the run's
+// array is j's own.
+func (j *job) run() []*job {
+	j.one[0] = j
+	return j.one[:]
+}
+
+// cutOff reports whether j's task was cut off (exactly_once: its
+// partition revoked or its transaction aborted): nothing of it is
+// released.
+func (j *job) cutOff() bool { return j.t.dead.Load() }
+
+// acked notes the broker's answer for pr, one of j's produced records: a
+// changelog record's offset goes to j's state batch (an error voids the
+// batch); an output is counted once acknowledged. The sink acts on the
+// error itself.
+func (j *job) acked(pr *kgo.Record, err error) {
+	t := j.t
+	if j.sb != nil && pr.Topic == t.state.Changelog() {
+		j.sb.Acked(pr.Offset, err) // a changelog record (state.Batch)
+		return
 	}
+	if err == nil {
+		t.p.stats.Outputs.Add(1)
+		t.ps.Outputs.Add(1)
+	}
+}
+
+// filtered finishes j, which succeeded without outputs: it is durable at
+// once, and counted as dropped (filtered).
+func (t *task) filtered(j *job) {
+	if t.finish(j.r) {
+		t.ps.Dropped.Add(1) // ok with no output: filtered
+	}
+	j.tr.End("ok", "", "")
 }
 
 // drop gives up on j without an outcome: it stays uncommitted, and the
@@ -253,62 +279,4 @@ func (t *task) drop(j *job) {
 	t.started--
 	t.mu.Unlock()
 	t.p.commit.abandoned(t, j.r)
-}
-
-// prepareOutputs makes the records j's outputs are produced as: the one
-// embedded in j for the first output, one allocation for the others.
-func (t *task) prepareOutputs(j *job) {
-	if n := len(j.outs) - 1; n > 0 {
-		more := make([]kgo.Record, n)
-		j.extra = make([]*kgo.Record, n)
-		for i := range more {
-			j.extra[i] = &more[i]
-		}
-	}
-	for i := range j.outs {
-		t.fillOutput(j.outputRecord(i), &j.outs[i])
-	}
-}
-
-// outputRecord is the record output i of j is produced as.
-func (j *job) outputRecord(i int) *kgo.Record {
-	if i == 0 {
-		return &j.out1
-	}
-	return j.extra[i-1]
-}
-
-// fillOutput makes kr the record output o is produced as.
-func (t *task) fillOutput(kr *kgo.Record, o *abi.Output) {
-	topic := o.Topic
-	if topic == "" {
-		topic = t.p.pc.Output
-	}
-	*kr = kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Partition: o.Partition}
-	if len(o.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(o.Headers))
-		for j, h := range o.Headers {
-			kr.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-		}
-	}
-}
-
-// withTraceContext returns hs with the trace context replaced by tp and ts
-// (when tp is set: the record is traced; otherwise hs as it is, so that an
-// upstream trace context passes through).
-func withTraceContext(hs []kgo.RecordHeader, tp, ts []byte) []kgo.RecordHeader {
-	if tp == nil {
-		return hs
-	}
-	out := hs[:0:0]
-	for _, h := range hs {
-		if h.Key != tracing.HeaderTraceparent && h.Key != tracing.HeaderTracestate {
-			out = append(out, h)
-		}
-	}
-	out = append(out, kgo.RecordHeader{Key: tracing.HeaderTraceparent, Value: tp})
-	if ts != nil {
-		out = append(out, kgo.RecordHeader{Key: tracing.HeaderTracestate, Value: ts})
-	}
-	return out
 }

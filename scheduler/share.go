@@ -20,9 +20,9 @@ import (
 )
 
 // shareAcks is the committer of a consume: share pipeline. Outputs and
-// failure copies are produced as under offset commits (the embedded
-// offsetCommits' deliverOutputs and deliverFailure); what differs is how a
-// record becomes durable: its acknowledgement instead of a watermark.
+// failure copies are produced as under offset commits (the pipeline's sink
+// is a plainSink); what differs is how a record becomes durable: its
+// acknowledgement instead of a watermark.
 type shareAcks struct {
 	offsetCommits
 	locks *shareLocks

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -23,7 +22,7 @@ import (
 //     instead of its default 1,000,012 bytes, so that the broker never
 //     refuses a batch of records that each fit, with every record in it;
 //   - a record whose outputs (changelog records included) a topic would
-//     refuse fails before its outcome is released (task.refusedOutputs):
+//     refuse fails before its outcome is released (sink.refuses):
 //     under exactly_once a refused produce aborts the transaction, and the
 //     record would run again into the same refusal for ever.
 //
@@ -117,31 +116,4 @@ func readTopicLimits(ctx context.Context, adm *kadm.Client, topics []string, log
 		l[rc.Name] = tl
 	}
 	return l
-}
-
-// refusedOutputs says why the succeeded record j must fail instead of
-// releasing its outputs: a topic would refuse one of them, or the
-// changelog record of one of its state writes (topicLimits), or the
-// broker refused one when the record last ran (refusedRecords). "" when
-// none. The worker asks before the record's writes join the overlay, so a
-// record failed here leaves no state behind.
-func (t *task) refusedOutputs(j *job, outs []abi.Output) string {
-	p := t.p
-	if why := p.refused.take(j.r); why != "" {
-		return "the broker refused an output of this record when it last ran (its transaction aborted): " + why
-	}
-	for i := range outs {
-		o := &outs[i]
-		if why := p.limits.refuses(cmp.Or(o.Topic, p.pc.Output), o.Key, o.Key == nil, o.Value, o.Headers); why != "" {
-			return fmt.Sprintf("output %d: %s", i, why)
-		}
-	}
-	if j.rs != nil {
-		for _, w := range j.rs.Writes() {
-			if why := p.limits.refuses(t.state.Changelog(), w.Key, false, w.Value, nil); why != "" {
-				return "the changelog record of a state write: " + why
-			}
-		}
-	}
-	return ""
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // Exactly once (RATIONALE.md, "Exactly once").
@@ -43,8 +41,9 @@ type transactions struct {
 	p     *Pipeline
 	sess  *kgo.GroupTransactSession
 	txnID string
-	// gate is held shared by releases, exclusively by a cut (lock order:
-	// transactions.gate, then Pipeline.commitMu, then Pipeline.mu).
+	// gate is held shared by releases (enter, leave: txnSink.deliver),
+	// exclusively by a cut (lock order: transactions.gate, then
+	// Pipeline.commitMu, then Pipeline.mu).
 	gate         sync.RWMutex
 	err          atomic.Pointer[error] // the first produce error of the open transaction
 	released     atomic.Int64          // records released since the last cut
@@ -56,7 +55,9 @@ type transactions struct {
 // reserved in offset order as records arrive, so that outcomes enter a
 // transaction in offset order and a commit covers exactly the records whose
 // outputs it carries.
-func (x *transactions) releaseOrder(*task) *releaser { return &releaser{tx: x, byOffset: true} }
+func (x *transactions) releaseOrder(*task) *releaser {
+	return &releaser{sk: x.p.sink, byOffset: true}
+}
 
 // markDone marks r's offset done; the next cut commits the watermark in
 // the transaction.
@@ -116,14 +117,24 @@ func (x *transactions) run(ctx context.Context) {
 	}
 }
 
-// countReleased counts a record released into the open transaction and,
-// at transactions.max_records, ends the poll in progress so the loop cuts.
-func (x *transactions) countReleased() {
-	if x.released.Add(1) == int64(x.p.pc.Transactions.MaxRecords) {
-		if c := x.pollStop.Load(); c != nil {
-			(*c)()
+// enter holds the gate shared while outcomes are released into the open
+// transaction (txnSink.deliver): a cut waits for it, and releases wait
+// for a cut.
+func (x *transactions) enter() { x.gate.RLock() }
+
+// leave ends a release (enter) of released records and, when they bring
+// the open transaction to transactions.max_records, ends the poll in
+// progress so the loop cuts.
+func (x *transactions) leave(released int) {
+	if released > 0 {
+		n, max := x.released.Add(int64(released)), int64(x.p.pc.Transactions.MaxRecords)
+		if n >= max && n-int64(released) < max {
+			if c := x.pollStop.Load(); c != nil {
+				(*c)()
+			}
 		}
 	}
+	x.gate.RUnlock()
 }
 
 // failed makes the open transaction abort at its cut. A record of a
@@ -136,20 +147,6 @@ func (x *transactions) failed(err error) {
 		return
 	}
 	x.err.CompareAndSwap(nil, &err)
-}
-
-// release delivers j's outcome into the open transaction: while no
-// transaction is being cut, and not at all once j's task was cut off (its
-// partition revoked or its transaction aborted).
-func (x *transactions) release(j *job) {
-	t := j.t
-	x.gate.RLock()
-	defer x.gate.RUnlock()
-	if t.dead.Load() {
-		return
-	}
-	t.deliver(j)
-	x.countReleased()
 }
 
 // cut ends the open transaction — committing each partition's watermark
@@ -457,7 +454,7 @@ func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
 		return
 	}
 	x.revokedSince.Store(true)
-	p.refused.forget(parts)
+	p.sink.forget(parts)
 	tasks := p.detach(parts)
 	for _, t := range tasks {
 		t.dead.Store(true)
@@ -527,66 +524,4 @@ func (p *Pipeline) fail(err error) {
 	if p.onFail != nil {
 		p.onFail(err)
 	}
-}
-
-// deliverOutputs releases a succeeded record's outputs into the open
-// transaction (exactly_once): the record is done at once, and the
-// transaction's cut commits it only if every produce was acknowledged
-// (otherwise the transaction aborts and the record is processed again; if
-// the broker refused what it holds, it then fails: refusedRecords). An
-// output a topic is known to refuse never gets here (task.refusedOutputs).
-func (x *transactions) deliverOutputs(t *task, j *job) {
-	r := j.r
-	t.prepareOutputs(j)
-	j.remaining.Store(int32(len(j.outs)))
-	for i := range j.outs {
-		kr := j.outputRecord(i)
-		tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
-		kr.Headers = withTraceContext(kr.Headers, tp, ts)
-		t.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
-			sent(pr.Partition, pr.Offset, err)
-			if j.remaining.Add(-1) == 0 {
-				t.p.budget.releaseOutputs(j.held)
-			}
-			changelog := j.sb != nil && pr.Topic == t.state.Changelog()
-			if changelog {
-				j.sb.Acked(pr.Offset, err) // a changelog record (state.Batch)
-			}
-			if err != nil {
-				if refusedForRecord(err) {
-					// Run again, it would be refused again: it fails then
-					// (refusedRecords, task.refusedOutputs).
-					t.p.refused.note(r, fmt.Sprintf("to %s: %v", pr.Topic, err))
-				}
-				x.failed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
-				return
-			}
-			if !changelog {
-				t.p.stats.Outputs.Add(1)
-				t.ps.Outputs.Add(1)
-			}
-		})
-	}
-	t.finish(r)
-	j.tr.End("ok", "", "")
-}
-
-// deliverFailure releases r's failure copy into the open transaction, like
-// outputs: r is done at once; a produce that fails aborts the transaction.
-func (x *transactions) deliverFailure(t *task, r *kgo.Record, topic string, hs []kgo.RecordHeader, count counter, tr *tracing.Attempt, kind string, f failure) {
-	p := x.p
-	p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", topic)
-	tp, ts, sent := tr.Produce(kind, topic)
-	fr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(hs, tp, ts), Partition: -1}
-	p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
-		sent(pr.Partition, pr.Offset, err)
-		if err != nil {
-			x.failed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, topic, err))
-			return
-		}
-		count(&p.stats).Add(1) // on acknowledgement, as outputs are
-		count(t.ps).Add(1)
-	})
-	t.finish(r)
-	tr.End(kind, f.kind, f.msg)
 }

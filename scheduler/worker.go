@@ -13,6 +13,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -787,7 +788,11 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		}
 	}
 	if res.Status == abi.StatusOK {
-		if why := t.refusedOutputs(j, res.Outputs); why != "" {
+		var writes []state.Write
+		if j.rs != nil {
+			writes = j.rs.Writes()
+		}
+		if why := t.p.sink.refuses(r, res.Outputs, writes); why != "" {
 			// A produce the broker refuses cannot succeed later: the
 			// record fails now, its writes dropped with it.
 			t.p.budget.releaseOutputs(res.HeldBytes)

@@ -1,0 +1,370 @@
+// The sink step of a record's path (DESIGN.md): how a decided outcome
+// leaves the host. A partition's release order (or, without one, the
+// worker) hands settled outcomes to the pipeline's sink, in order; the sink
+// produces what each carries — its outputs and the changelog records of its
+// state writes, or its retry or dead-letter copy — and tells the outcome
+// (the job) when it is durable.
+
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+	"github.com/wasmstream/wasmstream/tracing"
+)
+
+// sink is how a pipeline's decided outcomes leave the host; the pipeline's
+// guarantee chooses one, once, in newPipeline:
+//
+//   - plainSink (at_least_once, and consume: share): outputs are produced
+//     as records are released; a record is durable once the broker
+//     acknowledged every one of them. A produce that fails sends the
+//     record down its failure path; a failure copy is produced again with
+//     backoff until the broker takes it.
+//   - txnSink (exactly_once): outcomes are produced into the open
+//     transaction, through its gate; a record is durable at once (the
+//     transaction's cut commits it only if every produce was
+//     acknowledged), and a produce that fails aborts the transaction.
+type sink interface {
+	// refuses says why r's outputs, or the changelog records of its state
+	// writes, can never be produced ("" when they can): topic limits, and
+	// under exactly_once a refusal the broker made when r last ran. Asked
+	// by the worker before the writes join the overlay (so a refused
+	// record leaves no state).
+	refuses(r *kgo.Record, outs []abi.Output, writes []state.Write) string
+	// deliver carries settled outcomes of one partition, in release order,
+	// to the broker. For each, once its outcome is durable, it finishes the
+	// record (task.finish) — or nothing, when the record's task was cut
+	// off (exactly_once) before it was released. Called under the release
+	// order's lock (releaser.mu) where one is kept: it may take the
+	// transaction gate, task.mu (finishing a record) and leaf locks, never
+	// Pipeline.mu or commitMu. Never produces from inside a produce
+	// callback.
+	deliver(run []*job)
+	// forget drops what the sink remembers of partitions that moved
+	// (txnSink: refused records).
+	forget(parts map[string][]int32)
+}
+
+// txnGate is what a txnSink needs of its transactions (txn.go): enter is
+// held shared while outcomes are released (a cut holds it exclusively),
+// leave ends it, counting the records released (at
+// transactions.max_records the poll in progress ends, so the loop cuts),
+// and failed makes the open transaction abort at its cut.
+type txnGate interface {
+	enter()
+	leave(released int)
+	failed(err error)
+}
+
+// refusesLimits says why a topic would refuse one of outs, or the
+// changelog record of one of writes (topicLimits); "" when none would.
+func refusesLimits(l topicLimits, output, changelog string, outs []abi.Output, writes []state.Write) string {
+	for i := range outs {
+		o := &outs[i]
+		if why := l.refuses(cmp.Or(o.Topic, output), o.Key, o.Key == nil, o.Value, o.Headers); why != "" {
+			return fmt.Sprintf("output %d: %s", i, why)
+		}
+	}
+	for _, w := range writes {
+		if why := l.refuses(changelog, w.Key, false, w.Value, nil); why != "" {
+			return "the changelog record of a state write: " + why
+		}
+	}
+	return ""
+}
+
+// plainSink is the sink of at_least_once and share pipelines.
+type plainSink struct {
+	p         *Pipeline
+	limits    topicLimits
+	changelog string // the state's changelog topic (state.enabled; "" otherwise)
+}
+
+func (s *plainSink) refuses(_ *kgo.Record, outs []abi.Output, writes []state.Write) string {
+	return refusesLimits(s.limits, s.p.pc.Output, s.changelog, outs, writes)
+}
+
+func (*plainSink) forget(map[string][]int32) {}
+
+func (s *plainSink) deliver(run []*job) {
+	for _, j := range run {
+		switch j.verdict {
+		case verdictDone:
+			j.t.filtered(j)
+		case verdictOutputs:
+			s.deliverOutputs(j)
+		case verdictFailed:
+			s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, j.attempt, j.fail, j.history, j.tr), j.tr, j.fail)
+		}
+	}
+}
+
+// deliverOutputs produces a succeeded record's outputs; the record is done
+// once the broker acknowledged all of them (outputAcked). If one cannot be
+// produced, the record is dead-lettered instead (outputs already
+// acknowledged stay: this is at-least-once). j.held is what the outputs
+// count in the host's held outputs: given back once the broker answered for
+// every one of them.
+func (s *plainSink) deliverOutputs(j *job) {
+	j.prepareOutputs(s.p.pc.Output)
+	j.remaining.Store(int32(len(j.outs)))
+	if j.tr != nil {
+		j.sent = make([]func(int32, int64, error), len(j.outs))
+	}
+	for i := range j.outs {
+		kr := j.outputRecord(i)
+		if j.tr != nil {
+			tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
+			kr.Headers = withTraceContext(kr.Headers, tp, ts)
+			j.sent[i] = sent
+		}
+		kr.Context = j
+		s.p.cl.Produce(context.Background(), kr, outputAcked)
+	}
+}
+
+// outputAcked is the producer's callback for every output record of a
+// plainSink: the record's Context is its job.
+func outputAcked(pr *kgo.Record, err error) {
+	j := pr.Context.(*job)
+	t := j.t
+	if j.sent != nil {
+		for i := range j.outs {
+			if j.outputRecord(i) == pr {
+				j.sent[i](pr.Partition, pr.Offset, err)
+			}
+		}
+	}
+	j.acked(pr, err)
+	if err != nil {
+		j.failedErr.CompareAndSwap(nil, &err)
+	}
+	if j.remaining.Add(-1) != 0 {
+		return
+	}
+	t.p.budget.releaseOutputs(j.held)
+	if e := j.failedErr.Load(); e != nil {
+		// Not from inside a promise: fail produces again.
+		j.undeliverable(failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, *e)
+		return
+	}
+	t.finish(j.r)
+	j.tr.End("ok", "", "")
+}
+
+// undeliverable sends j, whose outputs could not all be produced, down its
+// failure path (at_least_once: the outputs already acknowledged stay), on
+// the pipeline's background: never from inside a produce callback. Every
+// produce of j was answered: j is nobody's Context any more.
+func (j *job) undeliverable(f failure, err error) {
+	t := j.t
+	j.verdict, j.fail, j.history = verdictFailed, f, nil
+	if !t.p.bg.Go(func() { t.p.sink.deliver(j.run()) }) {
+		t.p.log.Error("an output failed during shutdown; its record stays uncommitted", "topic", j.r.Topic, "partition", j.r.Partition, "offset", j.r.Offset, "err", err)
+	}
+}
+
+// deliverFailure produces r's failure copy (retry or dead letter); r is
+// done once that is acknowledged. A failed produce is tried again with
+// backoff until it succeeds or the pipeline stops (r then stays
+// uncommitted): a failed record is never dropped.
+func (s *plainSink) deliverFailure(t *task, r *kgo.Record, fc failureCopy, tr *tracing.Attempt, f failure) {
+	p := s.p
+	p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", fc.topic)
+	var attempt func(backoff time.Duration)
+	attempt = func(backoff time.Duration) {
+		tp, ts, sent := tr.Produce(fc.kind, fc.topic)
+		fr := &kgo.Record{Topic: fc.topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(fc.headers, tp, ts), Partition: -1}
+		p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
+			sent(pr.Partition, pr.Offset, err)
+			if err == nil {
+				fc.count(&p.stats).Add(1)
+				fc.count(t.ps).Add(1)
+				t.finish(r)
+				tr.End(fc.kind, f.kind, f.msg)
+				return
+			}
+			again := !p.stopped.Load() && p.bg.Go(func() {
+				select {
+				case <-time.After(backoff):
+					attempt(min(backoff*2, 30*time.Second))
+				case <-p.quit:
+					p.log.Error("producing a failed record failed at shutdown; it stays uncommitted", "to", fc.topic, "offset", r.Offset, "err", err)
+				}
+			})
+			if !again {
+				p.log.Error("producing a failed record during shutdown failed; it stays uncommitted", "to", fc.topic, "offset", r.Offset, "err", err)
+				return
+			}
+			p.log.Error("producing a failed record failed; retrying", "to", fc.topic, "offset", r.Offset, "err", err, "backoff", backoff)
+		})
+	}
+	attempt(time.Second)
+}
+
+// txnSink is the sink of exactly_once pipelines: outcomes enter the open
+// transaction, in release order, through its gate.
+type txnSink struct {
+	p         *Pipeline
+	gate      txnGate
+	limits    topicLimits
+	changelog string
+	// refused are the records whose produce the broker refused in a
+	// transaction that then aborted: run again, they fail (refuses).
+	refused refusedRecords
+}
+
+func (s *txnSink) refuses(r *kgo.Record, outs []abi.Output, writes []state.Write) string {
+	if why := s.refused.take(r); why != "" {
+		return "the broker refused an output of this record when it last ran (its transaction aborted): " + why
+	}
+	return refusesLimits(s.limits, s.p.pc.Output, s.changelog, outs, writes)
+}
+
+func (s *txnSink) forget(parts map[string][]int32) { s.refused.forget(parts) }
+
+// deliver releases run into the open transaction: while no transaction is
+// being cut (the gate, held shared over the whole run: checking the
+// cut-off, producing and finishing each record happen in one hold), and
+// nothing of a job whose task was cut off (its partition revoked or its
+// transaction aborted).
+func (s *txnSink) deliver(run []*job) {
+	s.gate.enter()
+	n := 0
+	for _, j := range run {
+		if j.cutOff() {
+			continue
+		}
+		switch j.verdict {
+		case verdictDone:
+			j.t.filtered(j)
+		case verdictOutputs:
+			s.deliverOutputs(j)
+		case verdictFailed:
+			s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, j.attempt, j.fail, j.history, j.tr), j.tr, j.fail)
+		}
+		n++
+	}
+	s.gate.leave(n)
+}
+
+// deliverOutputs releases a succeeded record's outputs into the open
+// transaction: the record is done at once, and the transaction's cut
+// commits it only if every produce was acknowledged (otherwise the
+// transaction aborts and the record is processed again; if the broker
+// refused what it holds, it then fails: refusedRecords). An output a topic
+// is known to refuse never gets here (refuses).
+func (s *txnSink) deliverOutputs(j *job) {
+	t, r := j.t, j.r
+	j.prepareOutputs(s.p.pc.Output)
+	j.remaining.Store(int32(len(j.outs)))
+	for i := range j.outs {
+		kr := j.outputRecord(i)
+		tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
+		kr.Headers = withTraceContext(kr.Headers, tp, ts)
+		s.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
+			sent(pr.Partition, pr.Offset, err)
+			if j.remaining.Add(-1) == 0 {
+				t.p.budget.releaseOutputs(j.held)
+			}
+			j.acked(pr, err)
+			if err != nil {
+				if refusedForRecord(err) {
+					// Run again, it would be refused again: it fails then
+					// (refusedRecords, refuses).
+					s.refused.note(r, fmt.Sprintf("to %s: %v", pr.Topic, err))
+				}
+				s.gate.failed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
+			}
+		})
+	}
+	t.finish(r)
+	j.tr.End("ok", "", "")
+}
+
+// deliverFailure releases r's failure copy into the open transaction, like
+// outputs: r is done at once; a produce that fails aborts the transaction.
+func (s *txnSink) deliverFailure(t *task, r *kgo.Record, fc failureCopy, tr *tracing.Attempt, f failure) {
+	p := s.p
+	p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", fc.topic)
+	tp, ts, sent := tr.Produce(fc.kind, fc.topic)
+	fr := &kgo.Record{Topic: fc.topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(fc.headers, tp, ts), Partition: -1}
+	p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
+		sent(pr.Partition, pr.Offset, err)
+		if err != nil {
+			s.gate.failed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, fc.topic, err))
+			return
+		}
+		fc.count(&p.stats).Add(1) // on acknowledgement, as outputs are
+		fc.count(t.ps).Add(1)
+	})
+	t.finish(r)
+	tr.End(fc.kind, f.kind, f.msg)
+}
+
+// prepareOutputs makes the records j's outputs are produced as: the one
+// embedded in j for the first output, one allocation for the others.
+// output is the pipeline's output topic (an output naming none goes there).
+func (j *job) prepareOutputs(output string) {
+	if n := len(j.outs) - 1; n > 0 {
+		more := make([]kgo.Record, n)
+		j.extra = make([]*kgo.Record, n)
+		for i := range more {
+			j.extra[i] = &more[i]
+		}
+	}
+	for i := range j.outs {
+		fillOutput(j.outputRecord(i), &j.outs[i], output)
+	}
+}
+
+// outputRecord is the record output i of j is produced as.
+func (j *job) outputRecord(i int) *kgo.Record {
+	if i == 0 {
+		return &j.out1
+	}
+	return j.extra[i-1]
+}
+
+// fillOutput makes kr the record output o is produced as.
+func fillOutput(kr *kgo.Record, o *abi.Output, output string) {
+	topic := o.Topic
+	if topic == "" {
+		topic = output
+	}
+	*kr = kgo.Record{Topic: topic, Key: o.Key, Value: o.Value, Partition: o.Partition}
+	if len(o.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(o.Headers))
+		for j, h := range o.Headers {
+			kr.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+}
+
+// withTraceContext returns hs with the trace context replaced by tp and ts
+// (when tp is set: the record is traced; otherwise hs as it is, so that an
+// upstream trace context passes through).
+func withTraceContext(hs []kgo.RecordHeader, tp, ts []byte) []kgo.RecordHeader {
+	if tp == nil {
+		return hs
+	}
+	out := hs[:0:0]
+	for _, h := range hs {
+		if h.Key != tracing.HeaderTraceparent && h.Key != tracing.HeaderTracestate {
+			out = append(out, h)
+		}
+	}
+	out = append(out, kgo.RecordHeader{Key: tracing.HeaderTraceparent, Value: tp})
+	if ts != nil {
+		out = append(out, kgo.RecordHeader{Key: tracing.HeaderTracestate, Value: ts})
+	}
+	return out
+}
