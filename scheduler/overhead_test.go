@@ -9,26 +9,36 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
 // BenchmarkSchedulingOverhead measures a record's trip through a partition
 // task without Kafka: enqueue, ordering, dispatch to a worker, the call into
 // a minimal guest that emits nothing (so the record is done at once), and
 // the tracker. Subtract BenchmarkProcessMinimal (host package) for the
-// scheduler's own cost per record.
+// scheduler's own cost per record. outputs: ordering partition, a guest
+// that emits one output per record, delivered through a sink that answers
+// it at once (inlineSink): the release and sink steps without a broker.
 func BenchmarkSchedulingOverhead(b *testing.B) {
 	for _, tc := range []struct {
-		ordering string
-		inst     int
-	}{{config.OrderPartition, 1}, {config.OrderKey, 2}, {config.OrderNone, 2}} {
-		b.Run(tc.ordering, func(b *testing.B) {
+		name, ordering string
+		inst           int
+		emit           bool
+	}{{config.OrderPartition, config.OrderPartition, 1, false}, {config.OrderKey, config.OrderKey, 2, false},
+		{config.OrderNone, config.OrderNone, 2, false}, {"outputs", config.OrderPartition, 1, true}} {
+		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
 			e, _ := host.NewEngine("", nil)
 			defer e.Close(ctx)
-			mod, err := e.Load(ctx, wt.Minimal(wt.I32Const(0)).Bytes(), host.ModuleConfig{Name: "bench"})
+			guest := wt.Minimal(wt.I32Const(0))
+			if tc.emit {
+				guest = emitOne()
+			}
+			mod, err := e.Load(ctx, guest.Bytes(), host.ModuleConfig{Name: "bench"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -38,6 +48,9 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{},
 				budget: NewBudget(1000, 1<<40, 1<<40), flow: make(chan struct{}, 1)}
 			p.commit, p.sink = offsetCommits{p}, &plainSink{p: p}
+			if tc.emit {
+				p.sink = inlineSink{}
+			}
 			p.ver.Store(&modVersion{m: mod})
 			sc := make(chan struct{})
 			p.swapCh.Store(&sc)
@@ -59,6 +72,53 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			for p.stats.Done.Load() < int64((b.N+batch-1)/batch*batch) {
 				time.Sleep(50 * time.Microsecond)
 			}
+			if tc.emit && p.stats.Outputs.Load() != p.stats.Done.Load() {
+				b.Fatalf("%d outputs for %d records, want one each", p.stats.Outputs.Load(), p.stats.Done.Load())
+			}
 		})
+	}
+}
+
+// emitOne is a guest that emits one output per record (value "ok", to the
+// pipeline's output topic), copied from a passive data segment.
+func emitOne() wt.Module {
+	output := abi.AppendOutput(nil, &abi.Output{Partition: -1, Value: []byte("ok")})
+	var body []byte
+	body = append(body, wt.I32Const(0)...)
+	body = append(body, wt.I32Const(0)...)
+	body = append(body, wt.I32Const(int32(len(output)))...)
+	body = append(body, 0xfc, 8, 0, 0) // memory.init 0
+	body = append(body, wt.LocalGet(0)...)
+	body = append(body, wt.I32Const(0)...)
+	body = append(body, wt.I32Const(int32(len(output)))...)
+	body = append(body, wt.Call(0)...) // emit
+	body = append(body, wt.Drop...)
+	body = append(body, wt.I32Const(0)...)
+	m := wt.Minimal(body, wt.Import{Module: abi.HostModule, Name: abi.ImportEmit, Params: []byte{wt.I32, wt.I32, wt.I32}, Results: []byte{wt.I32}})
+	m.Data = [][]byte{output}
+	return m
+}
+
+// inlineSink is a sink whose broker answers every output at once, inline:
+// the outputs are made as a plainSink makes them, acknowledged
+// (job.acked), and the record finished.
+type inlineSink struct{}
+
+func (inlineSink) refuses(*kgo.Record, []abi.Output, []state.Write) string { return "" }
+func (inlineSink) forget(map[string][]int32)                               {}
+func (inlineSink) deliver(run []*job) {
+	for _, j := range run {
+		switch j.verdict {
+		case verdictDone:
+			j.t.filtered(j)
+		case verdictOutputs:
+			j.prepareOutputs("out")
+			for i := range j.outs {
+				j.acked(j.outputRecord(i), nil)
+			}
+			j.t.p.budget.releaseOutputs(j.held)
+			j.t.finish(j.r)
+			j.tr.End("ok", "", "")
+		}
 	}
 }
