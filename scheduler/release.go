@@ -39,14 +39,23 @@ type job struct {
 	rs      *state.Record // the current attempt's state writes (state.enabled)
 	sb      *state.Batch  // its writes once it succeeded, tied to their changelog produces
 
-	// The release (set by settle, acted on by deliver).
+	// The release (set by settle, acted on by the sink).
 	ordered bool    // it has a place in the partition's release order
 	late    bool    // ordered, but placed only when it settles or frees its lane (releaser.addLate)
 	settled bool    // its verdict is set (guarded by releaser.mu when ordered)
 	verdict verdict // what its outcome releases
-	outs    []abi.Output
-	held    int64 // output bytes it holds in the host's account until acknowledged
-	fail    failure
+
+	outcome
+}
+
+// outcome is the release half of a job: what a decided record releases,
+// and what the sink needs to produce it. Embedded in the job, so that one
+// allocation still carries a record from its first call to its last
+// acknowledgement.
+type outcome struct {
+	outs []abi.Output // verdictOutputs: the guest's outputs, then its changelog records
+	held int64        // output bytes it holds in the host's account until acknowledged
+	fail failure      // verdictFailed: why
 
 	// Producing the outputs (the sink): one record embedded for the
 	// common single output, the acknowledgements still awaited, the first
@@ -56,7 +65,7 @@ type job struct {
 	remaining atomic.Int32
 	failedErr atomic.Pointer[error]
 	sent      []func(int32, int64, error)
-	one       [1]*job // the run of one it is delivered as without a release order (run)
+	one       [1]*job // the run of one it is delivered as without a release order (job.run)
 }
 
 // verdict is what a decided attempt releases.
