@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/limits"
 )
 
 // The batch entry (ABI.md §10): one call into the guest runs a run of
@@ -23,7 +24,7 @@ import (
 
 // MaxBatch bounds the records of one batch call: ProcessBatch runs at most
 // that many and reports the rest not run.
-const MaxBatch = 1024
+const MaxBatch = limits.MaxBatch
 
 // BatchRecord is one record of a batch: what Process (Rec, Tag) and
 // ProcessState (State) take for one record.
@@ -51,6 +52,7 @@ type batchState struct {
 	cur    int           // the record in progress (in.cur); -1: none
 	begun  time.Time     // when the record in progress began
 	paused time.Duration // waits for a guest-call slot between records
+	failed bool          // a record ended retry or fail (StopBatchAfterFailure)
 }
 
 // ProcessBatch runs recs on the instance and returns how many of them ran:
@@ -67,9 +69,10 @@ type batchState struct {
 // discarded (its waiting records become instance_lost, as after any
 // fault) and ran is k+1. The batch also stops early, the rest not run,
 // when ctx ends between two records, when the instance's records wait on
-// the operations LimitBatchInFlight allows, or when the guest returns
-// before taking them all. ran is 0 only when the instance is dead or ctx ended before
-// the call could start.
+// the operations LimitBatchInFlight allows, after a record that ends
+// retry or fail under StopBatchAfterFailure, or when the guest returns
+// before taking them all. ran is 0 only when the instance is dead or ctx
+// ended before the call could start.
 //
 // recs[i].State answers record i's state_* calls, as ProcessState's does.
 // The host does not chain the States: for record i to see the writes of
@@ -162,10 +165,17 @@ func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []
 // async.max_in_flight; 0, the default, sets no limit.
 func (in *Instance) LimitBatchInFlight(n int) { in.batchMaxOps = n }
 
+// StopBatchAfterFailure makes ProcessBatch stop after a record that ends
+// retry or fail (the rest not run), so that a caller that keeps a
+// partition's records in order can hold the records behind one that is to
+// be retried in place. Off by default.
+func (in *Instance) StopBatchAfterFailure(on bool) { in.batchStop = on }
+
 // batchFull reports whether the batch must stop before its next record
 // (the first always runs).
 func (in *Instance) batchFull(ctx context.Context, next int) bool {
-	return next > 0 && (ctx.Err() != nil || (in.batchMaxOps > 0 && in.opsOut >= in.batchMaxOps))
+	return next > 0 && (ctx.Err() != nil || in.batch.failed ||
+		(in.batchMaxOps > 0 && in.opsOut >= in.batchMaxOps))
 }
 
 // processEach is ProcessBatch for a module without the batch entry.
@@ -177,17 +187,24 @@ func (in *Instance) processEach(ctx context.Context, recs []BatchRecord, out []O
 		r := &recs[i]
 		out[i].Result = in.ProcessState(ctx, r.Rec, r.Tag, r.State)
 		out[i].Start, out[i].End = in.LastCall()
-		if in.dead {
+		if in.dead || (in.batchStop && stopsBatch(out[i].Status)) {
 			return i + 1
 		}
 	}
 	return len(recs)
 }
 
+// stopsBatch reports whether a record that ends with status stops its
+// batch under StopBatchAfterFailure.
+func stopsBatch(status abi.Status) bool {
+	return status == abi.StatusRetry || status == abi.StatusFail
+}
+
 // batchDecided records the outcome of the batch's record in progress.
 func (in *Instance) batchDecided(tag any, res Result, end time.Time, err error) {
 	b := &in.batch
 	b.out[b.cur] = Outcome{Result: res, Start: b.begun, End: end}
+	b.failed = in.batchStop && stopsBatch(res.Status)
 	if obs := in.m.cfg.Observer; obs != nil && tag != nil {
 		obs.GuestCall(tag, abi.ExportOnBatch, b.begun, end.Sub(b.begun), err)
 	}

@@ -427,3 +427,38 @@ func TestBatchWithoutTheEntry(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 }
+
+// Under StopBatchAfterFailure a batch stops after a record that ends retry
+// or fail: the records after it are not run, and the instance lives on.
+// Without it the batch goes on past such records.
+func TestBatchStopAfterFailure(t *testing.T) {
+	m := loadShared(t, guest(t, "plugins/examples/enrich"), Limits{})
+	recs := []abi.Record{
+		{Topic: "in", Offset: 0, Value: []byte(`{"n":0}`)},
+		{Topic: "in", Offset: 1, Value: []byte(`{"fault":"retry"}`)},
+		{Topic: "in", Offset: 2, Value: []byte(`{"n":2}`)},
+		{Topic: "in", Offset: 3, Value: []byte(`{"n":3}`)},
+	}
+	for _, entry := range []bool{true, false} { // the batch entry, one call per record
+		in := newInstance(t, m)
+		if !entry {
+			in.onBatch = nil
+		}
+		out := make([]Outcome, len(recs))
+		if ran := in.ProcessBatch(context.Background(), batchOf(recs), out); ran != len(recs) {
+			t.Fatalf("entry %v, not stopping: ran %d, want %d", entry, ran, len(recs))
+		}
+		in.StopBatchAfterFailure(true)
+		out = make([]Outcome, len(recs))
+		ran := in.ProcessBatch(context.Background(), batchOf(recs), out)
+		if ran != 2 || in.Dead() || out[0].Status != abi.StatusOK || out[1].Status != abi.StatusRetry {
+			t.Fatalf("entry %v, stopping: ran %d (want 2), dead %v, %v %v", entry, ran, in.Dead(), out[0].Status, out[1].Status)
+		}
+		// The rest, in a batch of their own on the same instance.
+		out = make([]Outcome, 2)
+		if ran := in.ProcessBatch(context.Background(), batchOf(recs[2:]), out); ran != 2 || out[1].Status != abi.StatusOK {
+			t.Fatalf("entry %v, the rest: ran %d, %v %v", entry, ran, out[1].Status, out[1].Err)
+		}
+		in.Close(context.Background())
+	}
+}

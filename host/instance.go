@@ -119,6 +119,7 @@ type Instance struct {
 	inBatch     bool       // a batch call is in progress (batch.go)
 	batch       batchState // its records and outcomes
 	batchMaxOps int        // LimitBatchInFlight
+	batchStop   bool       // StopBatchAfterFailure
 	nextState   State      // the State of the record Process starts next (ProcessState)
 	curOp       *opState   // the operation being completed (result_read)
 	spare       *recState  // reused for records that complete in one call

@@ -23,13 +23,22 @@ import (
 // scheduler's own cost per record. outputs: ordering partition, a guest
 // that emits one output per record, delivered through a sink that answers
 // it at once (inlineSink): the release and sink steps without a broker.
+// Each again as _runs: taken in runs of batch_records.
 func BenchmarkSchedulingOverhead(b *testing.B) {
-	for _, tc := range []struct {
+	cases := []struct {
 		name, ordering string
 		inst           int
 		emit           bool
-	}{{config.OrderPartition, config.OrderPartition, 1, false}, {config.OrderKey, config.OrderKey, 2, false},
-		{config.OrderNone, config.OrderNone, 2, false}, {"outputs", config.OrderPartition, 1, true}} {
+		batch          int
+	}{{config.OrderPartition, config.OrderPartition, 1, false, 1}, {config.OrderKey, config.OrderKey, 2, false, 1},
+		{config.OrderNone, config.OrderNone, 2, false, 1}, {"outputs", config.OrderPartition, 1, true, 1}}
+	for _, tc := range cases[:len(cases):len(cases)] {
+		// The same, taken in runs of up to 64 records (batch_records; the
+		// guest has no batch entry, so this is the scheduler's side).
+		tc.name, tc.batch = tc.name+"_runs", config.DefaultBatchRecords
+		cases = append(cases, tc)
+	}
+	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
 			e, _ := host.NewEngine("", nil)
@@ -43,7 +52,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer mod.Close(ctx)
-			pc := &config.Pipeline{Name: "bench", Ordering: tc.ordering, MaxInFlight: 1 << 30, MaxInFlightBytes: 1 << 40,
+			pc := &config.Pipeline{Name: "bench", Ordering: tc.ordering, MaxInFlight: 1 << 30, MaxInFlightBytes: 1 << 40, BatchRecords: tc.batch,
 				Instances: config.Instances{Min: tc.inst, Max: tc.inst, IdleTimeout: time.Minute}}
 			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{},
 				budget: NewBudget(1000, 1<<40, 1<<40), flow: make(chan struct{}, 1)}

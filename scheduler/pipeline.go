@@ -60,6 +60,10 @@ type Stats struct {
 	// ForgedHeaders counts wasmstream.* headers not believed: any on an
 	// input topic, malformed ones on a retry topic (scheduler/headers.go).
 	ForgedHeaders atomic.Int64
+	// Runs counts calls into instances that carried more than one record
+	// (batch_records), RunRecords the records they carried.
+	Runs       atomic.Int64
+	RunRecords atomic.Int64
 
 	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
 	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
@@ -97,6 +101,9 @@ type Snapshot struct {
 	Released   int64 // instances given back after instances.idle_timeout without a record
 	HeldBack   int64 // times polling waited because no task took more records (backpressure)
 	Pauses     int64 // times a partition's fetching was paused
+	// Calls that ran several records, and the records they ran (Stats.Runs).
+	Runs       int64
+	RunRecords int64
 	// Transactions committed and aborted (exactly_once pipelines).
 	TxnCommitted int64
 	TxnAborted   int64
@@ -588,6 +595,8 @@ func (p *Pipeline) Snapshot() Snapshot {
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),
 		TxnSettled:   p.stats.TxnSettled.Load(),
+		Runs:         p.stats.Runs.Load(),
+		RunRecords:   p.stats.RunRecords.Load(),
 
 		StateRestored: p.stats.StateRestored.Load(),
 	}

@@ -228,7 +228,7 @@ func (w *worker) settle(j *job, v verdict) {
 // lane: admit frees it with its next pick, under the same lock.
 func (w *worker) releaseLane(ln *lane) {
 	if w.admitting {
-		w.freeLane = ln
+		w.freeLanes = append(w.freeLanes, ln)
 		return
 	}
 	w.t.release(ln)

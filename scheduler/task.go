@@ -305,6 +305,71 @@ func (t *task) pickLocked() (*kgo.Record, *lane) {
 	return lr, ln
 }
 
+// picked is a record taken to run and the lane it holds (nil: none).
+type picked struct {
+	r  *kgo.Record
+	ln *lane
+}
+
+// pickRunLocked appends to run up to max runnable records, taken as
+// pickLocked takes them one by one; under ordering partition they are the
+// partition's next records, which its one lane holds together (the run's
+// records run one after another, in offset order).
+func (t *task) pickRunLocked(run []picked, max int) []picked {
+	for len(run) < max {
+		if len(run) > 0 && run[0].ln == &t.single {
+			r, ok := t.single.q.Pop()
+			if !ok {
+				break
+			}
+			run = append(run, picked{r, &t.single})
+			continue
+		}
+		r, ln := t.pickLocked()
+		if r == nil {
+			break
+		}
+		run = append(run, picked{r, ln})
+	}
+	return run
+}
+
+// runSizeLocked is how many records a worker takes in one run:
+// batch_records, and under ordering key or none at most a share of the
+// records runnable now as large as the pool could grow to take, so that
+// one worker's run does not take what other instances could run beside it
+// (records left runnable are what makes the pool grow).
+func (t *task) runSizeLocked() int {
+	n := t.p.pc.BatchRecords
+	if t.p.pc.Ordering != config.OrderPartition {
+		pool := max(t.p.pc.Instances.Max, 1)
+		runnable := t.free.Len() + t.ready.Len()
+		n = min(n, max(1, (runnable+pool-1)/pool))
+	}
+	return n
+}
+
+// unpickLocked puts the records of rest, taken by pickRunLocked and not
+// run, back at the front of their queues in offset order, and frees the
+// lanes of their keys. The partition's one lane stays busy: the run's
+// last record run holds it (or the caller frees it).
+func (t *task) unpickLocked(rest []picked) {
+	for i := len(rest) - 1; i >= 0; i-- {
+		switch p := rest[i]; {
+		case p.ln == nil:
+			t.free.PushFront(p.r)
+		case p.ln == &t.single:
+			t.single.q.PushFront(p.r)
+		default:
+			p.ln.q.PushFront(p.r)
+			t.releaseLocked(p.ln)
+		}
+	}
+	t.queued += len(rest)
+	t.started -= len(rest)
+	t.dispatchLocked()
+}
+
 // release frees ln after its record finished processing (its produces may
 // still be in flight: produce order per partition keeps outputs in order).
 func (t *task) release(ln *lane) {

@@ -78,10 +78,10 @@ type worker struct {
 	lastUsed  time.Time // when it last started a record or had one pending
 	keptUntil time.Time // kept as part of the minimum: no idle check before
 
-	// admit: while it runs, a lane the worker's records free is noted in
-	// freeLane and freed with the next pick, under the same task.mu.
+	// admit: while it runs, the lanes the worker's records free are noted
+	// in freeLanes and freed with the next pick, under the same task.mu.
 	admitting bool
-	freeLane  *lane
+	freeLanes []*lane
 
 	// Read by metrics from other goroutines.
 	state   atomic.Int32 // workerIdle, workerBusy, workerAwaiting
@@ -94,7 +94,14 @@ type worker struct {
 	acctInst          *host.Instance
 	acctWait, acctRun time.Duration
 	warm              bool // its first instance is created (counted in task.warm)
-	retired           bool // counted off the task's workers when it retired (exit must not again)
+
+	// A run's records, jobs, batch and outcomes (startRun): reused, and
+	// cleared after each run so that none outlives it here.
+	run     []picked
+	runJobs []*job
+	runRecs []host.BatchRecord
+	runOut  []host.Outcome
+	retired bool // counted off the task's workers when it retired (exit must not again)
 }
 
 // Worker states, as metrics report them.
@@ -515,18 +522,16 @@ func (w *worker) admit() (took, refused, retire bool) {
 	w.admitting = true
 	defer func() {
 		w.admitting = false
-		if ln := w.freeLane; ln != nil {
-			w.freeLane = nil
-			t.release(ln)
+		if len(w.freeLanes) > 0 {
+			t.mu.Lock()
+			w.freeLanesLocked()
+			t.mu.Unlock()
 		}
 	}()
 	for w.mayTake() {
 		async := t.p.async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
-		if ln := w.freeLane; ln != nil {
-			w.freeLane = nil
-			t.releaseLocked(ln)
-		}
+		w.freeLanesLocked()
 		if t.stopping {
 			t.mu.Unlock()
 			return took, false, false
@@ -541,6 +546,23 @@ func (w *worker) admit() (took, refused, retire bool) {
 		if async && !t.p.budget.admitAsync() {
 			t.mu.Unlock()
 			return took, true, false
+		}
+		if !async && t.state == nil && t.p.pc.BatchRecords > 1 {
+			// Stateless and synchronous: a run of records in one call.
+			run := t.pickRunLocked(w.run[:0], t.runSizeLocked())
+			if len(run) == 0 {
+				t.mu.Unlock()
+				return took, false, false
+			}
+			t.queued -= len(run)
+			t.started += len(run)
+			t.dispatchLocked()
+			t.mu.Unlock()
+			took = true
+			w.startRun(run)
+			clear(run)
+			w.run = run[:0]
+			continue
 		}
 		r, ln := t.pickLocked()
 		if r == nil {
@@ -564,6 +586,15 @@ func (w *worker) admit() (took, refused, retire bool) {
 		}
 	}
 	return took, false, false
+}
+
+// freeLanesLocked frees the lanes noted while admit ran.
+func (w *worker) freeLanesLocked() {
+	for _, ln := range w.freeLanes {
+		w.t.releaseLocked(ln)
+	}
+	clear(w.freeLanes)
+	w.freeLanes = w.freeLanes[:0]
 }
 
 // poll delivers the instance's completions and expires its overdue records.
@@ -627,7 +658,8 @@ func (w *worker) instance() *host.Instance {
 		in, err := v.m.NewInstance(w.t.ctx)
 		if err == nil {
 			w.t.p.recordInstantiate(time.Since(start))
-			in.KeepSlot() // records run back to back on it; the loop yields before it waits
+			in.KeepSlot()                  // records run back to back on it; the loop yields before it waits
+			in.StopBatchAfterFailure(true) // nothing of a partition or key runs past a failed record (startRun)
 			w.inst, w.ver = in, v
 			if !w.warm {
 				w.warm = true
@@ -720,6 +752,86 @@ func (w *worker) start(j *job) {
 	w.settleState()
 }
 
+// startRun runs the records of run (pickRunLocked) on the worker's
+// instance in one call (host.ProcessBatch): each keeps what start gives a
+// record alone — its own attempt, trace, deadline and outcome, decided in
+// offset order. The records the call did not run (a record before them
+// faulted, failed or is to be retried, the guest returned early, or the
+// task is being aborted) go back to the front of their queues, in order,
+// and are taken again. Under ordering partition the run holds the
+// partition's one lane: its last record run holds it on (while retried in
+// place) or frees it as a record alone would.
+func (w *worker) startRun(run []picked) {
+	t := w.t
+	jobs := w.runJobs[:0]
+	for _, p := range run {
+		jobs = append(jobs, w.newJob(p.r, p.ln))
+	}
+	defer func() {
+		clear(jobs)
+		w.runJobs = jobs[:0]
+	}()
+	in := w.instance()
+	if in == nil {
+		for _, j := range jobs {
+			t.drop(j) // aborted: the record stays uncommitted
+		}
+		return
+	}
+	recs := w.runRecs[:0]
+	for _, j := range jobs {
+		j.ar.Attempt = uint32(j.attempt)
+		j.pended = false
+		if t.p.tracer != nil {
+			if j.tr == nil {
+				j.tr = t.p.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
+			}
+			j.tr.SetInstance(in.ID())
+		}
+		recs = append(recs, host.BatchRecord{Rec: &j.ar, Tag: j})
+	}
+	out := slices.Grow(w.runOut[:0], len(recs))[:len(recs)]
+	w.state.Store(workerBusy)
+	ran := in.ProcessBatch(t.ctx, recs, out)
+	if ran > 1 {
+		t.p.stats.Runs.Add(1)
+		t.p.stats.RunRecords.Add(int64(ran))
+	}
+	clear(recs)
+	w.runRecs = recs[:0]
+	if ran == 0 {
+		for _, j := range jobs {
+			t.drop(j) // aborted before the call began: uncommitted
+		}
+		clear(out)
+		return
+	}
+	if ln := run[0].ln; ln == &t.single {
+		for _, j := range jobs {
+			j.ln = nil
+		}
+		jobs[ran-1].ln = ln
+	}
+	if ran < len(run) {
+		// Back before any outcome frees the partition's lane: the records
+		// are runnable again as soon as it is free.
+		t.mu.Lock()
+		t.unpickLocked(run[ran:])
+		t.mu.Unlock()
+	}
+	for i, j := range jobs[:ran] {
+		if p := j.r.Offset + 1; p > t.position.Load() {
+			t.position.Store(p)
+		}
+		j.started = out[i].Start
+		w.outcomeAt(j, out[i].Result, out[i].End)
+	}
+	clear(out)
+	w.runOut = out[:0]
+	w.accountCalls()
+	w.settleState()
+}
+
 // outcome acts on what an attempt of j came to.
 func (w *worker) outcome(j *job, res host.Result) { w.outcomeAt(j, res, time.Now()) }
 
@@ -740,12 +852,16 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	}
 	if res.Status == abi.StatusPending {
 		j.pended = true
-		if t.p.pc.Ordering == config.OrderPartition && j.ln != nil {
+		if t.p.pc.Ordering == config.OrderPartition {
 			// Pipelining: the partition's next record may start; the release
-			// order keeps its outputs behind this one's.
+			// order keeps its outputs behind this one's (a record of a run
+			// takes its place here too, though the run's last record holds
+			// the lane).
 			t.rel.placeLate(j)
-			w.releaseLane(j.ln)
-			j.ln = nil
+			if j.ln != nil {
+				w.releaseLane(j.ln)
+				j.ln = nil
+			}
 		}
 		return
 	}

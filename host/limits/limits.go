@@ -15,6 +15,9 @@ const (
 	// MaxTableElements is the highest limits.table_elements (128 MiB of
 	// references per instance).
 	MaxTableElements = 1 << 24
+	// MaxBatch bounds the records of one batch call (host.MaxBatch,
+	// batch_records).
+	MaxBatch = 1024
 )
 
 // Defaults of a module's limits (host.Limits' zero fields; limits.*).

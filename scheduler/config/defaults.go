@@ -29,6 +29,12 @@ const DefaultFile = "config.yaml"
 // the pool; instances are never created per record.
 const DefaultGrowAfter = 20 * time.Millisecond
 
+// DefaultBatchRecords is batch_records: the records one call into an
+// instance runs at most. 64 takes most of the per-call cost off each
+// record (BENCHMARKS.md, "Calls that carry several records") while a run
+// stays short next to a fetch of one partition.
+const DefaultBatchRecords = 64
+
 // Defaults that depend on other keys (applyDefaults).
 const (
 	// DefaultTracingFile is tracing.file with exporter: jsonl.
@@ -127,6 +133,7 @@ func PipelineDefaults() Pipeline {
 		Guarantee:        AtLeastOnce,
 		MaxInFlight:      10000,
 		MaxInFlightBytes: 32 << 20,
+		BatchRecords:     DefaultBatchRecords,
 		Weight:           1,
 		Consume:          ConsumeGroup,
 		Share:            Share{MaxRecords: 500},

@@ -131,8 +131,12 @@ type Pipeline struct {
 	Instances        Instances `koanf:"instances"`
 	MaxInFlight      int       `koanf:"max_in_flight"`
 	MaxInFlightBytes int       `koanf:"max_in_flight_bytes"`
-	Retry            Retry     `koanf:"retry"`
-	Async            Async     `koanf:"async"`
+	// BatchRecords is how many records one call into an instance runs at
+	// most (the batch entry, ABI.md §10; a module without it gets one
+	// call per record, still taken as one run): 1 turns runs off.
+	BatchRecords int   `koanf:"batch_records"`
+	Retry        Retry `koanf:"retry"`
+	Async        Async `koanf:"async"`
 	// Guarantee is at_least_once (the default) or exactly_once: a record's
 	// outputs, the retry or dead-letter copy it causes and its input offset
 	// commit in one Kafka transaction (RATIONALE.md, "Exactly once").

@@ -293,6 +293,9 @@ func checkFlow(add addFunc, key keyFunc, p *Pipeline) {
 	if p.MaxInFlightBytes < 1024 || p.MaxInFlightBytes > 1<<34 {
 		add(key("max_in_flight_bytes"), "%d: want 1 KiB to 16 GiB", p.MaxInFlightBytes)
 	}
+	if p.BatchRecords < 1 || p.BatchRecords > limits.MaxBatch {
+		add(key("batch_records"), "%d: want 1 to %d records per call", p.BatchRecords, limits.MaxBatch)
+	}
 	if p.Weight < 1 || p.Weight > 1000 {
 		add(key("weight"), "%d: want 1 to 1000", p.Weight)
 	}

@@ -30,6 +30,19 @@ func (q *Queue[T]) Push(v T) {
 	q.items = append(q.items, v)
 }
 
+// PushFront adds v at the front: it is the next Pop. Cheap after a Pop
+// (the slot the popped item left is reused).
+func (q *Queue[T]) PushFront(v T) {
+	if q.head > 0 {
+		q.head--
+		q.items[q.head] = v
+		return
+	}
+	q.items = append(q.items, v)
+	copy(q.items[1:], q.items)
+	q.items[0] = v
+}
+
 // Peek returns the front item; ok is false when the queue is empty.
 func (q *Queue[T]) Peek() (v T, ok bool) {
 	if q.head == len(q.items) {
