@@ -761,6 +761,7 @@ func (w *worker) start(j *job) {
 // and are taken again. Under ordering partition the run holds the
 // partition's one lane: its last record run holds it on (while retried in
 // place) or frees it as a record alone would.
+// (RATIONALE.md, "Runs of records: what the engine takes in one pick".)
 func (w *worker) startRun(run []picked) {
 	t := w.t
 	jobs := w.runJobs[:0]

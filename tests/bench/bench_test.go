@@ -407,8 +407,9 @@ func runReference(b *testing.B, brokers []string, in string, n int, ref *float64
 }
 
 // BenchmarkThroughput: the reference and wasmstream with the uppercase Go
-// and C guests (ordering partition, the default), over the same input on the
-// same broker, one after the other. Beside records/s each run reports CPU
+// and C guests (ordering partition, the default), in runs of records
+// (batch_records' default) and one record per call, over the same input on
+// the same broker, one after the other. Beside records/s each run reports CPU
 // time and allocations per record (the whole process: client included) and
 // the fetch stall (idle_frac, refetch/rec: see starvation).
 func BenchmarkThroughput(b *testing.B) {
@@ -417,10 +418,18 @@ func BenchmarkThroughput(b *testing.B) {
 	runReference(b, brokers, in, n, &ref)
 	cUpper := filepath.Join(b.TempDir(), "c-uppercase.wasm")
 	os.WriteFile(cUpper, wt.BuildCGuest(b, "plugins/examples/c-uppercase/uppercase.c"), 0o644)
-	for _, g := range []struct{ name, module string }{{"go", uppercase}, {"c", cUpper}} {
+	for _, g := range []struct{ name, module, extra string }{
+		{"go", uppercase, ""}, {"c", cUpper, ""},
+		// One record per call, as before runs (batch_records: 1).
+		{"go-one-per-call", uppercase, "batch_records: 1"}, {"c-one-per-call", cUpper, "batch_records: 1"},
+	} {
 		b.Run("wasmstream-uppercase-"+g.name+"-guest", func(b *testing.B) {
+			var extra []string
+			if g.extra != "" {
+				extra = append(extra, g.extra)
+			}
 			for i := 0; i < b.N; i++ {
-				el := host(b, brokers, g.module, in, n)
+				el := host(b, brokers, g.module, in, n, extra...)
 				rate := float64(n) / el.Seconds()
 				b.ReportMetric(rate, "rec/s")
 				if ref > 0 {
