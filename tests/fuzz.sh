@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 fuzztime="${FUZZTIME:-8s}"
+# FUZZPARALLEL: fuzzing workers per target (go test -parallel; default: one
+# per core).
+parallel=()
+[[ -z "${FUZZPARALLEL:-}" ]] || parallel=(-parallel "$FUZZPARALLEL")
 pick="${FUZZ:-.}"
 failed=0
 count_files() { if [[ -d "$1" ]]; then find "$1" -type f | wc -l; else echo 0; fi; }
@@ -17,7 +21,7 @@ while IFS= read -r file; do
         [[ "$target" =~ $pick ]] || continue
         corpus="$dir/testdata/fuzz/$target"
         before="$(count_files "$corpus")"
-        out="$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$dir" 2>&1)" || {
+        out="$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" ${parallel[@]+"${parallel[@]}"} "$dir" 2>&1)" || {
             after="$(count_files "$corpus")"
             # Go 1.26's fuzzing coordinator can report "context deadline
             # exceeded" when -fuzztime ends while a worker is mid-input

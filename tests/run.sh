@@ -157,13 +157,6 @@ test)
     export KAFKA_SECURE_BROKERS KAFKA_SASL_SSL_BROKERS KAFKA_SSL_BROKERS KAFKA_PLAIN_ONLY_BROKERS KAFKA_SECURE_DIR
     at_exit 'secure_kafka stop'
     say "secured Kafka at $KAFKA_SASL_SSL_BROKERS (SASL_SSL), $KAFKA_SSL_BROKERS (SSL), CA $KAFKA_SECURE_DIR/ca.pem"
-    step "benchmark smoke run (checks the harness, not speed)"
-    BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 10m -tags integration ./tests/bench/
-    go test -count=1 -run "^$" -bench . -benchtime 1x -tags integration ./host/
-    step "fuzz targets, briefly (FUZZTIME=10m bash tests/fuzz.sh for a long run)"
-    FUZZTIME="${FUZZTIME:-5s}" bash tests/fuzz.sh
-    step "cargo test: the Rust SDK and the Rust examples, on the host"
-    make -s rust-test
     step "starting a real Jaeger (waits for its build; built from source the first time)"
     wait "$jaeger_build" || { tail -n 50 /tmp/wasmstream-jaeger-build/build.log >&2; echo "tests/run.sh: the Jaeger build failed (log above)" >&2; exit 1; }
     eval "$(bash tests/jaeger/jaeger.sh start)"
@@ -180,7 +173,7 @@ test)
     eval "$cluster_env"
     export KAFKA_CLUSTER_BROKERS KAFKA_CLUSTER_PROXIED KAFKA_CLUSTER_PROXY KAFKA_CLUSTER_DIR
     at_exit 'bash tests/kafka/kafka.sh stop-cluster'
-    step "go test -race (unit tests on the in-process broker, integration tests on the real one)"
+    step "go test -race, the unit packages (on the in-process broker; the benchmark smoke run, fuzz targets and cargo test beside them)"
     # The tests on brokers of their own — the 3-node cluster's fault tests,
     # the secured broker's — run in a second go test beside this one: they
     # mostly wait on brokers (a node's restart takes 20-50 s), share nothing
@@ -191,11 +184,38 @@ test)
     go test "${race[@]}" -count=1 -timeout 45m -tags integration -run "$own" ./tests/integration/ >"$own_log" 2>&1 &
     own_pid=$!
     at_exit 'kill $own_pid 2>/dev/null'
+    # Beside the unit packages (one at a time, they keep about one core
+    # busy): the benchmark smoke run, the fuzz targets (one fuzzing worker
+    # each) and the Rust SDK's cargo tests. Their output is printed when
+    # they end; they must end before the integration tests start, which
+    # measure latency and RSS and so have the cores to themselves (but for
+    # the tests on brokers of their own, which mostly wait).
+    side_log=/tmp/wasmstream-tests-side.log
+    (
+        set -e
+        say "benchmark smoke run (checks the harness, not speed)"
+        BENCH_RECORDS=5000 go test -count=1 -run '^$' -bench . -benchtime 1x -timeout 15m -tags integration ./tests/bench/
+        go test -count=1 -run "^$" -bench . -benchtime 1x -tags integration ./host/
+        say "fuzz targets, briefly (FUZZTIME=10m bash tests/fuzz.sh for a long run)"
+        FUZZTIME="${FUZZTIME:-5s}" FUZZPARALLEL="${FUZZPARALLEL:-1}" bash tests/fuzz.sh
+        say "cargo test: the Rust SDK and the Rust examples, on the host"
+        make -s rust-test
+    ) >"$side_log" 2>&1 &
+    side_pid=$!
+    at_exit 'kill $side_pid 2>/dev/null'
     # -p 1: packages one at a time, so the timing-sensitive integration tests
     # (latency, RSS) do not share the cores with another package's
     # race-instrumented unit tests.
     main_rc=0
-    go test "${race[@]}" -count=1 -p 1 -timeout 60m -tags integration -skip "$own" ./... || main_rc=$?
+    go test "${race[@]}" -count=1 -p 1 -timeout 60m -tags integration -skip "$own" $(go list -tags integration ./... | grep -v '/tests/integration$') || main_rc=$?
+    step "waiting for the benchmark smoke run, the fuzz targets and cargo test (started beside the unit tests)"
+    side_rc=0
+    wait "$side_pid" || side_rc=$?
+    say "the benchmark smoke run, fuzz targets and cargo test:"
+    cat "$side_log" >&2
+    ((side_rc == 0)) || { echo "tests/run.sh: the benchmark smoke run, a fuzz target or cargo test failed (above)" >&2; main_rc=1; }
+    step "go test -race ./tests/integration/ (the integration tests on the real broker)"
+    go test "${race[@]}" -count=1 -timeout 40m -tags integration -skip "$own" ./tests/integration/ || main_rc=$?
     step "waiting for the tests on brokers of their own (started beside the race run)"
     own_rc=0
     wait "$own_pid" || own_rc=$?
