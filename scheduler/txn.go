@@ -259,10 +259,13 @@ func (x *transactions) cut(ctx context.Context, final bool) bool {
 		return err == nil
 	}
 	if berr := x.sess.Begin(); berr != nil {
-		if err == nil {
-			err = berr
+		// The next transaction cannot begin: the producer's state is fatal
+		// (franz-go keeps the error that made it so). Both errors are
+		// named: the end's says what happened, Begin's why it is final.
+		if err != nil && err.Error() != berr.Error() {
+			berr = fmt.Errorf("%w (the transaction's end had failed: %v)", berr, err)
 		}
-		p.fail(fmt.Errorf("pipeline %s: transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", p.pc.Name, x.txnID, err))
+		p.fail(fmt.Errorf("pipeline %s: transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", p.pc.Name, x.txnID, berr))
 		return false
 	}
 	return true
