@@ -171,11 +171,21 @@ func (in *Instance) LimitBatchInFlight(n int) { in.batchMaxOps = n }
 // be retried in place. Off by default.
 func (in *Instance) StopBatchAfterFailure(on bool) { in.batchStop = on }
 
+// GateBatch makes ProcessBatch ask take(i) before it gives record i
+// (i ≥ 1) to the guest, once every other reason to stop has passed: true
+// takes the record, false ends the batch before it (the rest not run). A
+// caller whose records not yet run can be handed to others meanwhile
+// decides here, from any goroutine, which side has each. Nil, the
+// default, takes every record.
+func (in *Instance) GateBatch(take func(i int) bool) { in.batchTake = take }
+
 // batchFull reports whether the batch must stop before its next record
-// (the first always runs).
+// (the first always runs). It asks the gate last: a record the gate gave
+// is run.
 func (in *Instance) batchFull(ctx context.Context, next int) bool {
 	return next > 0 && (ctx.Err() != nil || in.batch.failed ||
-		(in.batchMaxOps > 0 && in.opsOut >= in.batchMaxOps))
+		(in.batchMaxOps > 0 && in.opsOut >= in.batchMaxOps) ||
+		(in.batchTake != nil && !in.batchTake(next)))
 }
 
 // processEach is ProcessBatch for a module without the batch entry.

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -458,6 +459,42 @@ func TestBatchStopAfterFailure(t *testing.T) {
 		out = make([]Outcome, 2)
 		if ran := in.ProcessBatch(context.Background(), batchOf(recs[2:]), out); ran != 2 || out[1].Status != abi.StatusOK {
 			t.Fatalf("entry %v, the rest: ran %d, %v %v", entry, ran, out[1].Status, out[1].Err)
+		}
+		in.Close(context.Background())
+	}
+}
+
+// TestBatchGate: a batch asks its gate before each record after the first
+// and ends before the first record the gate refuses; the records before it
+// ran and have outcomes, the instance lives on, and the gate was asked for
+// no record past the refusal.
+func TestBatchGate(t *testing.T) {
+	m := loadShared(t, guest(t, "plugins/examples/enrich"), Limits{})
+	recs := make([]abi.Record, 6)
+	for i := range recs {
+		recs[i] = abi.Record{Topic: "in", Offset: int64(i), Value: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	for _, entry := range []bool{true, false} { // the batch entry, one call per record
+		in := newInstance(t, m)
+		if !entry {
+			in.onBatch = nil
+		}
+		var asked []int
+		in.GateBatch(func(i int) bool { asked = append(asked, i); return i < 3 })
+		out := make([]Outcome, len(recs))
+		ran := in.ProcessBatch(context.Background(), batchOf(recs), out)
+		if ran != 3 || in.Dead() || !slices.Equal(asked, []int{1, 2, 3}) {
+			t.Fatalf("entry %v: ran %d (want 3), dead %v, gate asked for %v (want [1 2 3])", entry, ran, in.Dead(), asked)
+		}
+		for i := range ran {
+			if out[i].Status != abi.StatusOK || len(out[i].Outputs) != 1 {
+				t.Fatalf("entry %v: record %d: %v %v", entry, i, out[i].Status, out[i].Err)
+			}
+		}
+		in.GateBatch(nil)
+		out = make([]Outcome, 3)
+		if ran := in.ProcessBatch(context.Background(), batchOf(recs[3:]), out); ran != 3 {
+			t.Fatalf("entry %v, the rest without a gate: ran %d", entry, ran)
 		}
 		in.Close(context.Background())
 	}

@@ -115,14 +115,15 @@ type Instance struct {
 	logs       logBucket // rate-limits log (guestlog.go)
 	dead       bool
 
-	cur         *recState  // the record of the call in progress
-	inBatch     bool       // a batch call is in progress (batch.go)
-	batch       batchState // its records and outcomes
-	batchMaxOps int        // LimitBatchInFlight
-	batchStop   bool       // StopBatchAfterFailure
-	nextState   State      // the State of the record Process starts next (ProcessState)
-	curOp       *opState   // the operation being completed (result_read)
-	spare       *recState  // reused for records that complete in one call
+	cur         *recState      // the record of the call in progress
+	inBatch     bool           // a batch call is in progress (batch.go)
+	batch       batchState     // its records and outcomes
+	batchMaxOps int            // LimitBatchInFlight
+	batchStop   bool           // StopBatchAfterFailure
+	batchTake   func(int) bool // GateBatch
+	nextState   State          // the State of the record Process starts next (ProcessState)
+	curOp       *opState       // the operation being completed (result_read)
+	spare       *recState      // reused for records that complete in one call
 	lastHandle  uint32
 	lastOp      uint32
 	fault       *Fault

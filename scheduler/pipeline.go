@@ -64,6 +64,9 @@ type Stats struct {
 	// (batch_records), RunRecords the records they carried.
 	Runs       atomic.Int64
 	RunRecords atomic.Int64
+	// HandedBack counts records a run gave back to the queues, not yet
+	// run, because it went on past runHandBack (a slow record in it).
+	HandedBack atomic.Int64
 
 	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
 	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
@@ -104,6 +107,7 @@ type Snapshot struct {
 	// Calls that ran several records, and the records they ran (Stats.Runs).
 	Runs       int64
 	RunRecords int64
+	HandedBack int64 // records not yet run that a run gave back for other instances (Stats.HandedBack)
 	// Transactions committed and aborted (exactly_once pipelines).
 	TxnCommitted int64
 	TxnAborted   int64
@@ -597,6 +601,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 		TxnSettled:   p.stats.TxnSettled.Load(),
 		Runs:         p.stats.Runs.Load(),
 		RunRecords:   p.stats.RunRecords.Load(),
+		HandedBack:   p.stats.HandedBack.Load(),
 
 		StateRestored: p.stats.StateRestored.Load(),
 	}

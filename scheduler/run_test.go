@@ -139,3 +139,34 @@ func TestRunsKeepEachRecordsOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowRecordHandsBackItsRun: under ordering none with a pool, a record
+// that runs long (here: until its one-minute deadline) does not hold up
+// the records picked into its run: after runHandBack the records the
+// guest was not yet given go back to the queue, and the other instance
+// runs them, long before the slow record's deadline.
+func TestSlowRecordHandsBackItsRun(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	const n = 100
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string {
+		if i == 0 {
+			return `{"fault":"loop"}`
+		}
+		return fmt.Sprintf(`{"i":%d}`, i)
+	})
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
+		"    ordering: none\n    batch_records: 64\n    instances: {min: 2, max: 2}", "")
+	cfg.Pipelines[0].Limits.RecordTimeout = time.Minute
+	cfg.Shutdown.DrainTimeout = 500 * time.Millisecond
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	out := kafkatest.NewReader(t, brokers, "out")
+	out.ReadUntil(t, 20*time.Second, "every record but the slow one, long before its deadline",
+		func(rs []*kgo.Record) bool { return len(rs) >= n-1 })
+	s := r.Snapshots()[0]
+	if s.HandedBack == 0 {
+		t.Fatal("no record was handed back: the slow record was not in a run with others")
+	}
+	t.Logf("%d records handed back; %d calls ran %d records", s.HandedBack, s.Runs, s.RunRecords)
+}

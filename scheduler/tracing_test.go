@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -133,10 +135,16 @@ func checkTraceAcrossRetries(t *testing.T, keys ...string) {
 	if outputs[0].ParentID != consumers[2].SpanID {
 		t.Fatal("the output produce is not a child of the last attempt")
 	}
+	// One guest call span for each attempt, under it: the record's part of
+	// a call that carried several records is named after the batch entry.
 	wasm := 0
 	for _, s := range tr {
-		if s.Name == "wasm wasmstream_on_record" {
-			wasm++
+		if s.Name != "wasm "+abi.ExportOnRecord && s.Name != "wasm "+abi.ExportOnBatch {
+			continue
+		}
+		wasm++
+		if !slices.ContainsFunc(consumers, func(c *tracing.Span) bool { return c.SpanID == s.ParentID }) {
+			t.Fatalf("guest call span %q is not under an attempt of the record", s.Name)
 		}
 	}
 	if wasm != 3 {

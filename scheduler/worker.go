@@ -95,12 +95,21 @@ type worker struct {
 	acctWait, acctRun time.Duration
 	warm              bool // its first instance is created (counted in task.warm)
 
-	// A run's records, jobs, batch and outcomes (startRun): reused, and
-	// cleared after each run so that none outlives it here.
-	run     []picked
-	runJobs []*job
-	runRecs []host.BatchRecord
-	runOut  []host.Outcome
+	// A run's records, jobs, forged header counts, batch and outcomes
+	// (startRun): reused, and cleared after each run so that none outlives
+	// it here.
+	run       []picked
+	runJobs   []*job
+	runForged []int
+	runRecs   []host.BatchRecord
+	runOut    []host.Outcome
+	// The run in progress, while records of it may go back to the queues
+	// (handback.go): its gate, and its number and records, guarded by
+	// task.mu; takeRun is gate.take, made once.
+	gate    runGate
+	runGen  uint64
+	running []picked
+	takeRun func(int) bool
 	retired bool // counted off the task's workers when it retired (exit must not again)
 }
 
@@ -580,7 +589,9 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.position.Store(p)
 		}
 		took = true
-		w.start(w.newJob(r, ln))
+		j, forged := w.newJob(r, ln)
+		w.place(j, forged)
+		w.start(j)
 		if async {
 			t.p.budget.admitted()
 		}
@@ -679,16 +690,16 @@ func (w *worker) instance() *host.Instance {
 	return w.inst
 }
 
-func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
+// newJob makes r's job, with nothing noted of it anywhere: place gives it
+// its place in the release order (a record a run took and did not run is
+// never placed, and is taken again later). forged is how many of r's
+// headers are not believed.
+func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 	t := w.t
 	// The guest sees the record as it was first consumed, without
 	// wasmstream's headers; on an input topic those are a producer's and
 	// are not believed (role.prior).
 	prior, untrusted := t.p.role.prior(r)
-	if untrusted > 0 {
-		t.p.stats.ForgedHeaders.Add(int64(untrusted))
-	}
-	var j *job
 	if t.rel != nil && t.rel.byOffset {
 		j = t.rel.claim(r) // its place was reserved at enqueue
 	} else {
@@ -712,14 +723,24 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) *job {
 			}
 		}
 	}
+	return j, untrusted
+}
+
+// place notes j, about to run its first attempt (or dropped before it):
+// its forged headers are counted, and it takes its place in the release
+// order.
+func (w *worker) place(j *job, forged int) {
+	t := w.t
+	if forged > 0 {
+		t.p.stats.ForgedHeaders.Add(int64(forged))
+	}
 	switch {
-	case t.rel == nil, t.rel.byOffset:
-	case t.p.pc.Ordering == config.OrderPartition && ln != nil:
+	case t.rel == nil, t.rel.byOffset: // placed at enqueue (releaser.reserve)
+	case t.p.pc.Ordering == config.OrderPartition && j.ln != nil:
 		t.rel.addLate(j)
 	default:
 		t.rel.add(j)
 	}
-	return j
 }
 
 // start runs an attempt of j.
@@ -729,14 +750,7 @@ func (w *worker) start(j *job) {
 		w.t.drop(j) // aborted: the record stays uncommitted
 		return
 	}
-	j.ar.Attempt = uint32(j.attempt)
-	j.pended = false
-	if t := w.t; t.p.tracer != nil {
-		if j.tr == nil {
-			j.tr = t.p.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
-		}
-		j.tr.SetInstance(in.ID())
-	}
+	w.prepare(j, in)
 	w.state.Store(workerBusy)
 	var res host.Result
 	if ts := w.t.state; ts != nil {
@@ -752,6 +766,19 @@ func (w *worker) start(j *job) {
 	w.settleState()
 }
 
+// prepare readies j for an attempt on in: its attempt number, and its
+// trace's attempt (begun here for a first attempt).
+func (w *worker) prepare(j *job, in *host.Instance) {
+	j.ar.Attempt = uint32(j.attempt)
+	j.pended = false
+	if t := w.t; t.p.tracer != nil {
+		if j.tr == nil {
+			j.tr = t.p.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
+		}
+		j.tr.SetInstance(in.ID())
+	}
+}
+
 // startRun runs the records of run (pickRunLocked) on the worker's
 // instance in one call (host.ProcessBatch): each keeps what start gives a
 // record alone — its own attempt, trace, deadline and outcome, decided in
@@ -764,48 +791,56 @@ func (w *worker) start(j *job) {
 // (RATIONALE.md, "Runs of records: what the engine takes in one pick".)
 func (w *worker) startRun(run []picked) {
 	t := w.t
-	jobs := w.runJobs[:0]
+	jobs, forged := w.runJobs[:0], w.runForged[:0]
 	for _, p := range run {
-		jobs = append(jobs, w.newJob(p.r, p.ln))
+		j, n := w.newJob(p.r, p.ln)
+		jobs, forged = append(jobs, j), append(forged, n)
 	}
 	defer func() {
 		clear(jobs)
-		w.runJobs = jobs[:0]
+		w.runJobs, w.runForged = jobs[:0], forged[:0]
 	}()
 	in := w.instance()
 	if in == nil {
-		for _, j := range jobs {
-			t.drop(j) // aborted: the record stays uncommitted
-		}
+		w.dropRun(jobs, forged) // aborted: the records stay uncommitted
 		return
 	}
 	recs := w.runRecs[:0]
 	for _, j := range jobs {
-		j.ar.Attempt = uint32(j.attempt)
-		j.pended = false
-		if t.p.tracer != nil {
-			if j.tr == nil {
-				j.tr = t.p.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
-			}
-			j.tr.SetInstance(in.ID())
-		}
+		w.prepare(j, in)
 		recs = append(recs, host.BatchRecord{Rec: &j.ar, Tag: j})
 	}
 	out := slices.Grow(w.runOut[:0], len(recs))[:len(recs)]
 	w.state.Store(workerBusy)
-	ran := in.ProcessBatch(t.ctx, recs, out)
-	if ran > 1 {
-		t.p.stats.Runs.Add(1)
-		t.p.stats.RunRecords.Add(int64(ran))
+	var ran int
+	if len(run) > 1 && t.handsBack() {
+		if w.takeRun == nil {
+			w.takeRun = w.gate.take
+		}
+		timer := w.armHandBack(run)
+		in.GateBatch(w.takeRun)
+		ran = in.ProcessBatch(t.ctx, recs, out)
+		in.GateBatch(nil)
+		// The records the timer gave back are another worker's now: their
+		// jobs (never placed, and made again when taken) are left alone.
+		kept := w.endHandBack(timer, run)
+		run, jobs, forged = run[:kept], jobs[:kept], forged[:kept]
+	} else {
+		ran = in.ProcessBatch(t.ctx, recs, out)
 	}
 	clear(recs)
 	w.runRecs = recs[:0]
-	if ran == 0 {
-		for _, j := range jobs {
-			t.drop(j) // aborted before the call began: uncommitted
-		}
+	defer func() {
 		clear(out)
+		w.runOut = out[:0]
+	}()
+	if ran == 0 {
+		w.dropRun(jobs, forged) // aborted before the call began: uncommitted
 		return
+	}
+	if ran > 1 {
+		t.p.stats.Runs.Add(1)
+		t.p.stats.RunRecords.Add(int64(ran))
 	}
 	if ln := run[0].ln; ln == &t.single {
 		for _, j := range jobs {
@@ -815,10 +850,18 @@ func (w *worker) startRun(run []picked) {
 	}
 	if ran < len(run) {
 		// Back before any outcome frees the partition's lane: the records
-		// are runnable again as soon as it is free.
+		// are runnable again as soon as it is free. Their jobs were never
+		// placed; a job reserved at enqueue (releaser.claim) is taken again
+		// with its record, and its next attempt's trace begins then.
+		for _, j := range jobs[ran:] {
+			j.tr = nil
+		}
 		t.mu.Lock()
 		t.unpickLocked(run[ran:])
 		t.mu.Unlock()
+	}
+	for i, j := range jobs[:ran] {
+		w.place(j, forged[i])
 	}
 	for i, j := range jobs[:ran] {
 		if p := j.r.Offset + 1; p > t.position.Load() {
@@ -827,10 +870,16 @@ func (w *worker) startRun(run []picked) {
 		j.started = out[i].Start
 		w.outcomeAt(j, out[i].Result, out[i].End)
 	}
-	clear(out)
-	w.runOut = out[:0]
 	w.accountCalls()
 	w.settleState()
+}
+
+// dropRun places and drops every job of a run that did not begin.
+func (w *worker) dropRun(jobs []*job, forged []int) {
+	for i, j := range jobs {
+		w.place(j, forged[i])
+		w.t.drop(j)
+	}
 }
 
 // outcome acts on what an attempt of j came to.
