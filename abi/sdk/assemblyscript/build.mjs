@@ -3,7 +3,8 @@
 //   node abi/sdk/assemblyscript/build.mjs <entry.ts> <out.wasm> [extra asc flags]
 //
 // -O3, the incremental runtime, and the SDK's abort function in place of the
-// env.abort import (the host refuses imports outside wasmstream_v1 and WASI).
+// env.abort import (the host refuses imports outside wasmstream_v1,
+// wasmstream_batch_v1 and WASI).
 // The module keeps AssemblyScript's start section, which the host runs at
 // instantiation (ABI.md §1, "Start"). asc runs in the entry file's
 // directory and names the abort function by its path relative to it, which

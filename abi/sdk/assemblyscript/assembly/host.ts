@@ -1,5 +1,6 @@
-// The host functions of ABI.md §4 (module wasmstream_v1) and the WASI
-// functions the SDK uses (environment variables).
+// The host functions of ABI.md §4 (module wasmstream_v1), record_next of
+// the batch entry (§10) and the WASI functions the SDK uses (environment
+// variables, stderr).
 
 // @ts-ignore: decorator
 @external("wasmstream_v1", "record_read")
@@ -31,6 +32,11 @@ export declare function state_delete(handle: u32, key: usize, keyLen: u32): i32;
 // @ts-ignore: decorator
 @external("wasmstream_v1", "state_scan")
 export declare function state_scan(handle: u32, prefix: usize, prefixLen: u32, after: usize, afterLen: u32, buf: usize, bufLen: u32): i32;
+
+// The batch entry (ABI.md §10), module wasmstream_batch_v1.
+// @ts-ignore: decorator
+@external("wasmstream_batch_v1", "record_next")
+export declare function record_next(status: i32, out: usize, outLen: u32, buf: usize, bufLen: u32): i32;
 
 // @ts-ignore: decorator
 @external("wasi_snapshot_preview1", "environ_sizes_get")

@@ -163,20 +163,88 @@ let lastTopicBytes: Uint8Array = new Uint8Array(0);
 
 const outW = new Writer(1024);
 
-/** Takes a record's outputs; they are held by the host and produced only if the record succeeds. */
+/**
+ * Takes a record's outputs; they are held by the host and produced only if the record succeeds.
+ *
+ * In a batch call (ABI.md §10) a record's outputs are handed to the host in
+ * one list with its outcome, so emit cannot report the host's refusal at
+ * once: an output the host refuses (a denied topic, a limit) fails the
+ * record when it ends instead (retryably for a limit, terminally for a
+ * denied topic), even if the processor ignored the Outcome. Past 64 outputs
+ * (or 64 KiB) in a record they go to the host one by one, and emit returns
+ * the refusal as in a call of its own.
+ */
 export class Emitter {
   constructor(public handle: u32) {}
   /** Emits o (copied at once). Returns ok(), or a retryable Outcome naming the errno (a denied topic or a bad encoding is terminal). */
   emit(o: Output): Outcome {
+    if (this.handle == batchHandle && this.handle != 0 && !batchDirect) return listOutput(this.handle, o);
     encodeOutput(outW.reset(), o);
-    const rc = host.emit(this.handle, outW.ptr, <u32>outW.len);
-    if (rc < 0) {
-      const e = -rc;
-      const st = e == Errno.TOPIC_DENIED || e == Errno.BAD_ENCODING ? Status.FAIL : Status.RETRY;
-      return new Outcome(st, "emit: " + errnoString(e), e);
-    }
-    return OK;
+    return emitted(host.emit(this.handle, outW.ptr, <u32>outW.len));
   }
+}
+
+// The Outcome of an emit that returned rc.
+function emitted(rc: i32): Outcome {
+  if (rc < 0) {
+    const e = -rc;
+    const st = e == Errno.TOPIC_DENIED || e == Errno.BAD_ENCODING ? Status.FAIL : Status.RETRY;
+    return new Outcome(st, "emit: " + errnoString(e), e);
+  }
+  return OK;
+}
+
+// ---- the batch entry (ABI.md §10) ----
+
+// The batch's record in progress; 0 outside batches.
+let batchHandle: u32 = 0;
+// Its output list (each output a u32 length and its encoding), handed to
+// the host with its status by record_next; reused across records.
+const listW = new Writer(1024);
+// The outputs in the list.
+let listN: i32 = 0;
+// The record's outputs go to the host one by one (emit).
+let batchDirect = false;
+// A record's list holds at most this many outputs and bytes; past them its
+// outputs are emitted one by one, so that a processor that emits until emit
+// fails stops at the host's limit as it would alone.
+const LIST_MAX_OUTPUTS: i32 = 64;
+const LIST_MAX_BYTES: i32 = 64 << 10;
+// The headers the host decodes in an output (abi.MaxHeaders).
+const MAX_HEADERS: i32 = 1000;
+
+// Adds o to the record's output list. The host checks the list when the
+// record ends: an output it refuses fails the record then.
+function listOutput(handle: u32, o: Output): Outcome {
+  const hs = o.headers;
+  if (o.partition < -1 || (hs !== null && hs.length > MAX_HEADERS)) {
+    // What emit refuses by the output alone, refused at once.
+    return new Outcome(Status.FAIL, "emit: " + errnoString(Errno.BAD_ENCODING), Errno.BAD_ENCODING);
+  }
+  const at = listW.len;
+  listW.u32(0);
+  encodeOutput(listW, o);
+  store<u32>(listW.ptr + <usize>at, <u32>(listW.len - at - 4)); // ptr after the encoding: the buffer may have grown
+  if (++listN < LIST_MAX_OUTPUTS && listW.len < LIST_MAX_BYTES) return OK;
+  // Many outputs: from here on they go to the host one by one, in order,
+  // so that emit returns a limit when the host refuses.
+  batchDirect = true;
+  return emitList(handle);
+}
+
+// Emits the outputs of the list one by one and empties it; after one the
+// host refuses, the rest is dropped (as after a refused emit).
+function emitList(handle: u32): Outcome {
+  const p = listW.ptr, n = listW.len;
+  listW.reset();
+  let off = 0;
+  while (n - off >= 4) {
+    const m = <i32>load<u32>(p + <usize>off);
+    const rc = host.emit(handle, p + <usize>off + 4, <u32>m);
+    if (rc < 0) return emitted(rc);
+    off += 4 + m;
+  }
+  return OK;
 }
 
 /** A processing function. Top-level functions only: AssemblyScript has no closures. */
@@ -655,10 +723,12 @@ let inBuf = new Uint8Array(4096);
 let emitter = new Emitter(0);
 let rec = new Record();
 
+const NO_PROCESSOR = "wasmstream: no processor registered (call register() at the top level)";
+
 export function onRecord(handle: u32, n: u32): i32 {
   const fn = processor;
   if (fn === null) {
-    setError(handle, "wasmstream: no processor registered (call register() at the top level)");
+    setError(handle, NO_PROCESSOR);
     return Status.FAIL;
   }
   if (<u32>inBuf.length < n) inBuf = new Uint8Array(<i32>n);
@@ -667,7 +737,12 @@ export function onRecord(handle: u32, n: u32): i32 {
     setError(handle, "record_read: " + errnoString(-rc));
     return Status.FAIL;
   }
-  const err = decodeRecordN(inBuf, <i32>n, rec);
+  return runRecord(fn, handle, <i32>n);
+}
+
+// Decodes the record handle from inBuf[0:n], runs fn on it and decides it.
+function runRecord(fn: Processor, handle: u32, n: i32): i32 {
+  const err = decodeRecordN(inBuf, n, rec);
   if (err !== null) {
     setError(handle, err);
     return Status.FAIL;
@@ -685,6 +760,47 @@ export function onRecord(handle: u32, n: u32): i32 {
     emitter = new Emitter(0);
   }
   return st;
+}
+
+/**
+ * The batch entry (ABI.md §10): takes the batch's records one by one with
+ * record_next, handing over each one's status and output list, and runs the
+ * processor on each as onRecord would. Handles are first, first + 1, ...;
+ * maxLen is the longest record's encoding.
+ */
+export function onBatch(first: u32, count: u32, maxLen: u32): i32 {
+  let status: i32 = Status.OK;
+  let handle = first - 1;
+  for (;;) {
+    // A new buffer only after a record that went pending (it kept its own).
+    if (<u32>inBuf.length < maxLen) inBuf = new Uint8Array(<i32>maxLen);
+    if (status != Status.OK && status != Status.PENDING) listW.reset(); // discarded with the record
+    const n = host.record_next(status, listW.ptr, <u32>listW.len, inBuf.dataStart, <u32>inBuf.length);
+    listW.reset();
+    listN = 0;
+    batchDirect = false;
+    if (n <= 0) return 0;
+    handle++;
+    if (n > inBuf.length) {
+      inBuf = new Uint8Array(n);
+      const rc = host.record_read(handle, inBuf.dataStart, <u32>n);
+      if (rc < 0) {
+        setError(handle, "record_read: " + errnoString(-rc));
+        status = Status.FAIL;
+        continue;
+      }
+    }
+    const fn = processor;
+    if (fn !== null) {
+      batchHandle = handle;
+      status = runRecord(fn, handle, n);
+      batchHandle = 0;
+    } else {
+      setError(handle, NO_PROCESSOR);
+      status = Status.FAIL;
+    }
+  }
+  return 0;
 }
 
 export function onComplete(handle: u32, op: u32, n: u32): i32 {

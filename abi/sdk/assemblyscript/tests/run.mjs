@@ -21,13 +21,14 @@ const b = spawnSync(process.execPath, [join(sdk, "build.mjs"), join(sdk, "tests"
 if (b.status !== 0) process.exit(1);
 const wasm = new WebAssembly.Module(readFileSync(out));
 
-// Imports: only wasmstream_v1 and the allowed WASI functions (ABI.md §1).
+// Imports: only wasmstream_v1, the batch entry's record_next and the allowed WASI functions (ABI.md §1, §10).
 const wasiAllowed = new Set(["args_get", "args_sizes_get", "clock_res_get", "clock_time_get", "environ_get", "environ_sizes_get", "fd_close", "fd_fdstat_get", "fd_fdstat_set_flags", "fd_prestat_dir_name", "fd_prestat_get", "fd_seek", "fd_write", "poll_oneoff", "proc_exit", "random_get", "sched_yield"]);
 for (const im of WebAssembly.Module.imports(wasm)) {
-  assert.ok(im.module === "wasmstream_v1" || (im.module === "wasi_snapshot_preview1" && wasiAllowed.has(im.name)), `import ${im.module}.${im.name}`);
+  assert.ok(im.module === "wasmstream_v1" || (im.module === "wasmstream_batch_v1" && im.name === "record_next") ||
+    (im.module === "wasi_snapshot_preview1" && wasiAllowed.has(im.name)), `import ${im.module}.${im.name}`);
 }
 const exps = new Set(WebAssembly.Module.exports(wasm).map((e) => e.name));
-for (const e of ["memory", "wasmstream_abi_version", "wasmstream_on_record", "wasmstream_on_complete"]) assert.ok(exps.has(e), `export ${e}`);
+for (const e of ["memory", "wasmstream_abi_version", "wasmstream_on_record", "wasmstream_on_complete", "wasmstream_on_batch_v1"]) assert.ok(exps.has(e), `export ${e}`);
 
 // ---- encoders written from ABI.md §5 ----
 const te = new TextEncoder();
@@ -47,12 +48,20 @@ assert.equal(golden.toString("hex"), "2a000000000000007b68e5cf8b0100000300000001
 // ---- the fake host ----
 const state = new Map(); let scans = 0, stateless = false;
 let inst, mem, rec = null, emitted = [], errors = {}, logs = [], stderr = "", started = [], result = null, nextOp = 1;
+// batch: the batch call in progress (batchCall); maxOutputs: emit's limit per record (0: none).
+let batch = null, maxOutputs = 0;
 const env = ["NAME=wasmstream", "OTHER=x=y"];
 const bytes = (p, n) => Buffer.from(new Uint8Array(mem.buffer, p, n));
 const imports = {
   wasmstream_v1: {
     record_read(h, p, n) { if (h !== rec.h) return -1; if (n < rec.b.length) return -2; new Uint8Array(mem.buffer).set(rec.b, p); return rec.b.length; },
-    emit(h, p, n) { emitted.push([h, bytes(p, n)]); return 0; },
+    emit(h, p, n) {
+      const o = bytes(p, n);
+      // As the host: a partition below -1 is malformed (ABI.md §5.2); a record's outputs are bounded.
+      if (o.length < 8 || o.readInt32LE(4 + o.readUInt32LE(0)) < -1) return -3;
+      if (maxOutputs > 0 && emitted.length >= maxOutputs) return -5;
+      emitted.push([h, o]); return 0;
+    },
     set_error(h, p, n) { errors[h] = bytes(p, n).toString(); return 0; },
     log(l, p, n) { logs.push([l, bytes(p, n).toString()]); },
     async_start(h, kind, p, n) {
@@ -95,6 +104,26 @@ const imports = {
     },
     result_read(op, p, n) { if (op !== result.op) return -7; if (n < result.b.length) return -2; new Uint8Array(mem.buffer).set(result.b, p); return result.b.length; },
   },
+  wasmstream_batch_v1: {
+    // Ends the record in progress (its status and output list, §10) and begins the next.
+    record_next(st, op, on, bp, bn) {
+      if (batch === null) return -1;
+      if (batch.cur) {
+        const outs = emitted.map(([, o]) => o);
+        if ((st === 0 || st === 1) && on > 0) {
+          const list = Buffer.from(bytes(op, on));
+          for (let off = 0; off < list.length; off += 4 + list.readUInt32LE(off)) outs.push(list.subarray(off + 4, off + 4 + list.readUInt32LE(off)));
+        }
+        batch.results.push({ h: rec.h, st, outs: st === 0 || st === 1 ? outs : [], err: errors[rec.h] });
+      }
+      batch.cur = batch.next < batch.recs.length;
+      if (!batch.cur) return 0;
+      rec = { h: ++handle, b: batch.recs[batch.next++] };
+      emitted = []; started = [];
+      if (rec.b.length <= bn) new Uint8Array(mem.buffer).set(rec.b, bp);
+      return rec.b.length;
+    },
+  },
   wasi_snapshot_preview1: {
     fd_write(fd, iovs, n, nw) {
       const v = new DataView(mem.buffer); let t = 0;
@@ -115,10 +144,22 @@ const X = inst.exports;
 assert.equal(X.wasmstream_abi_version(), 1);
 
 let handle = 0;
+const recordOf = (r) => record({ offset: 0, timestamp: 0, partition: 0, attempt: 1, topic: "in", key: null, value: null, headers: [], ...r });
 function call(r) {
-  rec = { h: ++handle, b: record({ offset: 0, timestamp: 0, partition: 0, attempt: 1, topic: "in", key: null, value: null, headers: [], ...r }) };
+  rec = { h: ++handle, b: recordOf(r) };
   emitted = []; started = [];
   return { h: handle, st: X.wasmstream_on_record(handle, rec.b.length) };
+}
+// Runs rs in one call of the batch entry; each record's { h, st, outs, err }.
+function batchCall(rs) {
+  const recs = rs.map(recordOf);
+  batch = { recs, next: 0, cur: false, results: [] };
+  const ret = X.wasmstream_on_batch_v1(handle + 1, recs.length, Math.max(...recs.map((b) => b.length)));
+  const res = batch.results;
+  batch = null;
+  assert.equal(ret, 0);
+  assert.equal(res.length, rs.length, "records taken");
+  return res;
 }
 function complete(h, op, b) { result = { op, b }; emitted = []; started = []; return X.wasmstream_on_complete(h, op, b.length); }
 const mode = (m, hs = []) => [["t", m], ...hs];
@@ -324,6 +365,43 @@ test("async state refused at async_start: terminal, naming the errno (-9, -10, -
   const c = call({ key: "a", headers: mode("aget") });
   stateless = false;
   assert.equal(c.st, 3); assert.equal(errors[c.h], "wasmstream: start state_get operation: abi: state not enabled for this pipeline");
+});
+
+test("the batch entry (§10): each record as in a call of its own; outputs in the list, past 64 (or 64 KiB) one by one", () => {
+  const many = (n, v = "v") => ({ value: v, headers: mode("many", [["n", String(n)]]) });
+  const rs = [
+    { key: "k", value: "hi", headers: mode("echo"), offset: 3 },
+    { key: "k", value: "lost", headers: mode("emitfail") },
+    many(3), many(0), many(64), many(65), many(200),
+    many(30, Buffer.alloc(3000, "x")), // 64 KiB in the list before 64 outputs
+    { key: "k", headers: mode("http") }, // pending: the next record gets a buffer of its own
+    { key: "after", value: Buffer.alloc(50 << 10, "é"), headers: mode("echo") },
+    { key: "k", value: "v", headers: mode("badpart") },
+    { headers: mode("retry") },
+    { key: "last", value: "x", headers: mode("echo") },
+  ];
+  const alone = rs.map((r) => { const c = call(r); return { st: c.st, outs: c.st === 0 ? emitted.map(([, o]) => o) : [], err: errors[c.h] }; });
+  for (let round = 0; round < 2; round++) { // the second reuses the SDK's buffers
+    const got = batchCall(rs);
+    got.forEach((g, i) => {
+      assert.equal(g.st, alone[i].st, `record ${i}: ${g.err}`);
+      assert.deepEqual(g.outs, alone[i].outs, `record ${i}: outputs`);
+      assert.equal(g.err, alone[i].err, `record ${i}: error`);
+    });
+    assert.equal(got[6].outs.length, 200);
+    assert.deepEqual([got[1].st, got[8].st, got[11].st], [3, 1, 2]);
+    assert.equal(got[1].err, "failed after an output");
+  }
+  // A limit: past 64 outputs, emit returns the host's refusal as alone.
+  maxOutputs = 80;
+  const lim = [many(100), many(70), many(10)];
+  const limAlone = lim.map((r) => { const c = call(r); return [c.st, errors[c.h], c.st === 0 ? emitted.length : 0]; });
+  const limGot = batchCall(lim).map((g) => [g.st, g.err, g.outs.length]);
+  maxOutputs = 0;
+  assert.deepEqual(limGot, limAlone);
+  assert.deepEqual(limGot[0].slice(0, 2), [2, "emit: abi: limit"]);
+  // Outside a batch call record_next returns -1; the module's single calls go on as before.
+  assert.equal(call({ key: "k", value: "x", headers: mode("echo") }).st, 0);
 });
 
 test("jsonField: members, numbers, strings, malformed and too-deep values (tests/assembly/json.ts)", () => {

@@ -102,6 +102,26 @@ function proc(r: Record, out: Emitter): Outcome {
     const meta = r.idempotencyKey() + "|" + r.timestamp.toString() + "|" + r.attempt.toString();
     return out.emit(new Output(null, utf8(meta)).withTopic("side").withPartition(5));
   }
+  if (m == "many") {
+    // n outputs (header "n"), stopping at the first the host refuses.
+    const h = r.header("n");
+    const n = h === null ? 0 : I32.parseInt(String.UTF8.decode(h.value!.slice().buffer));
+    for (let i = 0; i < n; i++) {
+      const st = out.emit(new Output(utf8(i.toString()), r.value));
+      if (!st.isOk) return st;
+    }
+    return ok();
+  }
+  if (m == "emitfail") {
+    out.emit(new Output(r.key, r.value));
+    return fail("failed after an output");
+  }
+  if (m == "badpart") {
+    // A partition below -1 is refused at once; the processor goes on.
+    const st = out.emit(new Output(r.key, r.value).withPartition(-2));
+    if (st.isOk || st.errno != 3 || st.status != 3) return fail("a partition of -2 was not refused at once: " + st.message);
+    return out.emit(new Output(r.key, utf8("kept")));
+  }
   if (m == "retry") return retry("try again");
   if (m == "fail") return fail("give up");
   if (m == "pending") return pending();

@@ -302,6 +302,11 @@ where
     rt::reset();
     sim::end_state(st == Status::Ok as i32);
     let (outputs, error) = sim::end();
+    run_result(st, outputs, error)
+}
+
+/// The RunResult of a record that ended with status st.
+fn run_result(st: i32, outputs: Vec<OwnedOutput>, error: Option<String>) -> RunResult {
     let status = match st {
         0 => Status::Ok,
         1 => Status::Pending,
@@ -313,6 +318,26 @@ where
     } else {
         RunResult { status, outputs: Vec::new(), error: Some(error.unwrap_or_default()) }
     }
+}
+
+/// Runs `process` on `records` in one batch call (`wasmstream_on_batch_v1`,
+/// ABI.md §10) over the simulated host, which ends each record with the
+/// status and output list `record_next` hands it, checking the list as the
+/// host does. A record that goes pending is reported pending (its
+/// operations are not performed).
+#[cfg(test)]
+pub(crate) fn run_batch<F>(process: F, records: &[TestRecord]) -> Vec<RunResult>
+where
+    F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
+{
+    let recs: Vec<Vec<u8>> = records.iter().map(|r| r.encode()).collect();
+    let max_len = recs.iter().map(|r| r.len()).max().unwrap_or(0) as u32;
+    let n = recs.len() as u32;
+    let first = sim::batch_begin(recs);
+    let ret = rt::on_batch(first, n, max_len, &process);
+    rt::reset();
+    assert_eq!(ret, 0, "the guest returned during a record");
+    sim::batch_end()
 }
 
 fn decode_op(kind: i32, req: &[u8]) -> Result<Operation, codec::DecodeError> {
@@ -387,6 +412,18 @@ pub(crate) mod sim {
         queued: VecDeque<(u32, i32, Vec<u8>, Option<Vec<u8>>)>,
         result: Option<(u32, Vec<u8>)>,
         out_buf: Vec<u8>,
+        /// The batch call in progress (run_batch).
+        batch: Option<Batch>,
+    }
+
+    /// A batch call: the records' encodings, how many were begun, whether
+    /// one is in progress, and the results of those that ended.
+    #[derive(Default)]
+    struct Batch {
+        recs: Vec<Vec<u8>>,
+        next: usize,
+        cur: bool,
+        results: Vec<RunResult>,
     }
 
     /// The simulated state: committed values, and the running record's
@@ -616,6 +653,76 @@ pub(crate) mod sim {
             s.record.clear();
             (std::mem::take(&mut s.outputs), s.error.take())
         })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn batch_begin(recs: Vec<Vec<u8>>) -> u32 {
+        with(|s| {
+            s.batch = Some(Batch { recs, ..Batch::default() });
+            s.handle.wrapping_add(1).max(1)
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn batch_end() -> Vec<RunResult> {
+        let b = with(|s| s.batch.take()).expect("a batch call");
+        assert!(!b.cur, "a record in progress");
+        b.results
+    }
+
+    /// `record_next` (ABI.md §10) of a batch call of run_batch.
+    pub fn record_next(status: i32, out: &[u8], buf: *mut u8, buf_len: u32) -> i32 {
+        let (cur, handle) = match with(|s| s.batch.as_ref().map(|b| (b.cur, s.handle))) {
+            None => return -1,
+            Some(c) => c,
+        };
+        if cur {
+            let mut st = status;
+            if st == 0 || st == 1 {
+                // The output list, checked as the host checks it.
+                let mut rest = out;
+                let mut i = 0;
+                while !rest.is_empty() {
+                    let n = if rest.len() < 4 { usize::MAX } else { u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize };
+                    let rc = if n > rest.len().saturating_sub(4) { -3 } else { emit(handle, &rest[4..4 + n]) };
+                    if rc < 0 {
+                        with(|s| s.outputs.clear());
+                        set_error(handle, &format!("output {} handed to record_next refused: errno {}", i, -rc));
+                        st = 3;
+                        break;
+                    }
+                    rest = &rest[4 + n..];
+                    i += 1;
+                }
+            }
+            end_state(st == 0);
+            let (outputs, error) = end();
+            let res = run_result(st, outputs, error);
+            with(|s| {
+                if let Some(b) = s.batch.as_mut() {
+                    b.results.push(res);
+                }
+            });
+        }
+        let enc = with(|s| {
+            let b = s.batch.as_mut()?;
+            b.cur = b.next < b.recs.len();
+            if !b.cur {
+                return None;
+            }
+            b.next += 1;
+            Some(std::mem::take(&mut b.recs[b.next - 1]))
+        });
+        let enc = match enc {
+            None => return 0,
+            Some(e) => e,
+        };
+        let n = enc.len();
+        if n <= buf_len as usize {
+            unsafe { std::ptr::copy_nonoverlapping(enc.as_ptr(), buf, n) };
+        }
+        begin(enc);
+        n as i32
     }
 
     fn valid(s: &Sim, handle: u32) -> bool {

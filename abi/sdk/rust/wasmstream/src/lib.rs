@@ -58,7 +58,7 @@ pub use state::{
 
 #[doc(hidden)]
 pub mod __rt {
-    pub use crate::rt::{on_complete, on_record};
+    pub use crate::rt::{on_batch, on_complete, on_record};
 }
 
 /// The ABI version this SDK implements.
@@ -66,9 +66,11 @@ pub const ABI_VERSION: i32 = 1;
 
 /// Registers the processing function, a `fn(&Record, &mut Emitter) ->
 /// Result<(), Error>`. Use it once, in the crate's root. On `wasm32` it
-/// exports `wasmstream_abi_version`, `wasmstream_on_record` and
-/// `wasmstream_on_complete`; elsewhere it expands to nothing (tests call
-/// [`run`] with the function).
+/// exports `wasmstream_abi_version`, `wasmstream_on_record`,
+/// `wasmstream_on_complete` and the batch entry `wasmstream_on_batch_v1`
+/// (ABI.md §10: the host may hand the function several records in one
+/// call, each decided as in a call of its own); elsewhere it expands to
+/// nothing (tests call [`run`] with the function).
 #[macro_export]
 macro_rules! processor {
     ($f:path) => {
@@ -85,6 +87,10 @@ macro_rules! processor {
             #[no_mangle]
             pub extern "C" fn wasmstream_on_complete(handle: u32, op: u32, len: u32) -> i32 {
                 $crate::__rt::on_complete(handle, op, len)
+            }
+            #[no_mangle]
+            pub extern "C" fn wasmstream_on_batch_v1(first: u32, count: u32, max_len: u32) -> i32 {
+                $crate::__rt::on_batch(first, count, max_len, &$f)
             }
         };
         #[cfg(not(target_arch = "wasm32"))]
@@ -327,6 +333,15 @@ impl std::error::Error for Errno {}
 
 /// Takes a record's outputs. The host holds them and produces them only if
 /// the record succeeds; `emit` copies what it is given.
+///
+/// In a batch call (ABI.md §10) the outputs of a record are handed to the
+/// host in one list with its outcome, so `emit` cannot report the host's
+/// refusal at once: an output the host refuses (a denied topic, a limit)
+/// fails the record when it ends instead — retryably for a limit,
+/// terminally for a denied topic — even if the processor ignored the
+/// error. Past 64 outputs (or 64 KiB) in a record, they go to the host one
+/// by one and `emit` returns its refusal as in a call of its own, so a
+/// processor that emits until `emit` fails stops at the host's limit.
 pub struct Emitter {
     pub(crate) handle: u32,
 }
@@ -334,7 +349,9 @@ pub struct Emitter {
 impl Emitter {
     /// Holds `o` for the record. Fails with [`Errno::TOPIC_DENIED`],
     /// [`Errno::LIMIT`] (failing the record retryably is right) or
-    /// [`Errno::BAD_ENCODING`] (a partition below -1).
+    /// [`Errno::BAD_ENCODING`] (a partition below -1); in a batch call, a
+    /// denied topic or a limit may fail the record when it ends instead
+    /// (see [`Emitter`]).
     pub fn emit(&mut self, o: &Output<'_>) -> Result<(), Errno> {
         sys::emit_output(self.handle, o)
     }

@@ -3,7 +3,7 @@
 //! the module (over the host's imports) and in tests (over `hostrun`'s
 //! simulated host).
 
-use crate::{codec, sys, Emitter, Error, Errno, Record};
+use crate::{codec, sys, Emitter, Error, Errno, Output, Record};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
@@ -26,7 +26,30 @@ thread_local! {
     /// pending keeps it and the next record gets a new one.
     static IN_BUF: RefCell<Vec<u8>> = RefCell::new(Vec::new());
     static WAITING: RefCell<BTreeMap<u32, Waiting>> = RefCell::new(BTreeMap::new());
+    /// The batch's record in progress (ABI.md §10); 0 outside batches.
+    static BATCH_CUR: Cell<u32> = const { Cell::new(0) };
+    /// Its output list, reused across records.
+    static LIST: RefCell<OutList> = RefCell::new(OutList { buf: Vec::new(), n: 0, direct: false });
 }
+
+/// A batch record's outputs, handed to the host with its status
+/// (`record_next`): each a u32 length (little-endian) and the output's
+/// encoding.
+struct OutList {
+    buf: Vec<u8>,
+    /// The outputs in buf.
+    n: usize,
+    /// The record's outputs go to the host one by one with `emit`.
+    direct: bool,
+}
+
+/// A batch record's output list holds at most this many outputs and bytes;
+/// past them, its outputs are emitted one by one, so that a processor that
+/// emits until `emit` fails stops at the host's limit as it would alone.
+const LIST_MAX_OUTPUTS: usize = 64;
+const LIST_MAX_BYTES: usize = 64 << 10;
+/// The headers the host decodes in an output (abi.MaxHeaders).
+const MAX_HEADERS: usize = 1000;
 
 const OK: i32 = 0;
 const PENDING: i32 = 1;
@@ -53,7 +76,18 @@ where
         return fail(handle, &format!("record_read: {}", Errno(-rc)));
     }
     unsafe { buf.set_len(rc as usize) };
-    let st = match codec::decode_record(&buf) {
+    let st = run(handle, &mut buf, f);
+    IN_BUF.with(|b| *b.borrow_mut() = buf); // empty if the record kept it
+    st
+}
+
+/// Decodes the record handle from buf, runs f on it and decides it. A
+/// record that goes pending keeps buf (taken, leaving an empty vector).
+fn run<F>(handle: u32, buf: &mut Vec<u8>, f: &F) -> i32
+where
+    F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
+{
+    let st = match codec::decode_record(&buf[..]) {
         Err(e) => fail(handle, &e.to_string()),
         Ok(rec) => {
             CUR.with(|c| c.set(handle));
@@ -65,13 +99,114 @@ where
     if st == PENDING {
         WAITING.with(|w| {
             if let Some(e) = w.borrow_mut().get_mut(&handle) {
-                e.buf = buf;
+                e.buf = std::mem::take(buf);
             }
         });
-    } else {
-        IN_BUF.with(|b| *b.borrow_mut() = buf);
     }
     st
+}
+
+/// `wasmstream_on_batch_v1` (ABI.md §10): takes the batch's records one by
+/// one with `record_next`, handing over each one's status and output list,
+/// and runs f on each as [`on_record`] would. The records' handles are
+/// `first`, `first + 1`, ...; `max_len` is the longest record's encoding.
+pub fn on_batch<F>(first: u32, _count: u32, max_len: u32, f: &F) -> i32
+where
+    F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
+{
+    sys::init();
+    let mut buf = IN_BUF.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let mut status = OK;
+    let mut handle = first.wrapping_sub(1);
+    loop {
+        buf.clear();
+        // A new buffer only after a record that went pending (it kept the
+        // old one).
+        buf.reserve(max_len as usize);
+        let n = LIST.with(|l| {
+            let mut l = l.borrow_mut();
+            if status != OK && status != PENDING {
+                l.buf.clear(); // discarded with the record
+            }
+            let n = sys::record_next(status, &l.buf, buf.as_mut_ptr(), buf.capacity().min(u32::MAX as usize) as u32);
+            l.buf.clear();
+            l.n = 0;
+            l.direct = false;
+            n
+        });
+        if n <= 0 {
+            IN_BUF.with(|b| *b.borrow_mut() = buf);
+            return 0;
+        }
+        handle = handle.wrapping_add(1);
+        let mut len = n as u32;
+        if len as usize > buf.capacity() {
+            buf.reserve(len as usize);
+            let rc = sys::record_read(handle, buf.as_mut_ptr(), len);
+            if rc < 0 || rc as u32 > len {
+                status = fail(handle, &format!("record_read: {}", Errno(-rc)));
+                continue;
+            }
+            len = rc as u32;
+        }
+        // record_next or record_read wrote len bytes into the spare capacity.
+        unsafe { buf.set_len(len as usize) };
+        BATCH_CUR.with(|c| c.set(handle));
+        status = run(handle, &mut buf, f);
+        BATCH_CUR.with(|c| c.set(0));
+    }
+}
+
+/// Takes `o` into the output list when handle is the batch's record in
+/// progress (what `emit` returns); `None` when the output goes to the host
+/// with `emit` (a record alone, a continuation, or a record whose list is
+/// full). The host checks the list when the record ends: an output it
+/// refuses fails the record then (ABI.md §10).
+pub(crate) fn list_output(handle: u32, o: &Output<'_>) -> Option<Result<(), Errno>> {
+    if handle == 0 || BATCH_CUR.with(|c| c.get()) != handle {
+        return None;
+    }
+    LIST.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.direct {
+            return None;
+        }
+        // What emit refuses by the output alone, refused at once.
+        if o.partition.map_or(false, |p| p < -1) || o.headers.len() > MAX_HEADERS {
+            return Some(Err(Errno::BAD_ENCODING));
+        }
+        let at = l.buf.len();
+        l.buf.extend_from_slice(&[0; 4]);
+        codec::append_output(&mut l.buf, o);
+        let n = (l.buf.len() - at - 4) as u32;
+        l.buf[at..at + 4].copy_from_slice(&n.to_le_bytes());
+        l.n += 1;
+        if l.n < LIST_MAX_OUTPUTS && l.buf.len() < LIST_MAX_BYTES {
+            return Some(Ok(()));
+        }
+        // Many outputs: from here on they go to the host one by one, in
+        // order, so that emit returns a limit when the host refuses.
+        l.direct = true;
+        Some(emit_list(handle, &mut l.buf))
+    })
+}
+
+/// Emits the outputs of list one by one and empties it; after one the host
+/// refuses, the rest is dropped (as after a refused emit).
+fn emit_list(handle: u32, list: &mut Vec<u8>) -> Result<(), Errno> {
+    let mut res = Ok(());
+    let mut rest = &list[..];
+    while rest.len() >= 4 {
+        let n = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let rc = sys::emit_raw(handle, &rest[4..4 + n]);
+        if rc < 0 {
+            res = Err(Errno(-rc));
+            break;
+        }
+        rest = &rest[4 + n..];
+    }
+    list.clear();
+    res
 }
 
 /// `wasmstream_on_complete`.

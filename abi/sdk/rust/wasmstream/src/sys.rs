@@ -31,6 +31,13 @@ mod imp {
         fn host_state_scan(handle: u32, prefix: *const u8, prefix_len: u32, after: *const u8, after_len: u32, buf: *mut u8, buf_len: u32) -> i32;
     }
 
+    // The batch entry (ABI.md §10).
+    #[link(wasm_import_module = "wasmstream_batch_v1")]
+    extern "C" {
+        #[link_name = "record_next"]
+        fn host_record_next(status: i32, out: *const u8, out_len: u32, buf: *mut u8, buf_len: u32) -> i32;
+    }
+
     thread_local! {
         static OUT_BUF: RefCell<Vec<u8>> = RefCell::new(Vec::new());
         static HOOKED: Cell<bool> = const { Cell::new(false) };
@@ -59,6 +66,9 @@ mod imp {
 
     pub fn record_read(handle: u32, buf: *mut u8, len: u32) -> i32 {
         unsafe { host_record_read(handle, buf, len) }
+    }
+    pub fn record_next(status: i32, out: &[u8], buf: *mut u8, buf_len: u32) -> i32 {
+        unsafe { host_record_next(status, out.as_ptr(), out.len() as u32, buf, buf_len) }
     }
     pub fn with_out_buf<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         OUT_BUF.with(|b| f(&mut b.borrow_mut()))
@@ -101,8 +111,18 @@ mod imp {
 }
 
 pub(crate) use imp::{async_start, init, log, record_read, result_read, set_error, state_delete, state_get, state_put, state_scan};
+pub(crate) use imp::record_next;
+
+/// `emit` of an output already encoded.
+pub(crate) fn emit_raw(handle: u32, b: &[u8]) -> i32 {
+    imp::emit(handle, b)
+}
 
 pub(crate) fn emit_output(handle: u32, o: &Output<'_>) -> Result<(), Errno> {
+    // A record of a batch hands its outputs over in a list (ABI.md §10).
+    if let Some(r) = crate::rt::list_output(handle, o) {
+        return r;
+    }
     let rc = imp::with_out_buf(|b| {
         b.clear();
         codec::append_output(b, o);

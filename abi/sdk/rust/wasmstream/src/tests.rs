@@ -467,3 +467,66 @@ fn async_state_refusal_fails_before_writes_stick() {
     assert_eq!((res.status, res.error.as_deref()), (Status::Fail, Some("state key outside the record's partition")));
     assert_eq!(state_snapshot(), vec![(b"p".to_vec(), b"1".to_vec())]);
 }
+
+/// Emits as many outputs as the value says ("<n>"), then fails for "fail"
+/// (after two outputs), waits on a timer for "wait", emits with a bad
+/// partition for "badpart" (ignoring the error, then one more).
+fn fan_out(r: &Record, out: &mut Emitter) -> Result<(), Error> {
+    let v = std::str::from_utf8(r.value.unwrap_or_default()).unwrap_or_default();
+    match v {
+        "fail" => {
+            out.emit(&Output { value: Some(b"a"), ..Output::default() })?;
+            out.emit(&Output { value: Some(b"b"), ..Output::default() })?;
+            Err(Error::terminal("failed after two outputs"))
+        }
+        "wait" => {
+            out.emit(&Output { value: Some(b"before the wait"), ..Output::default() })?;
+            await_op(timer(Duration::from_millis(1)), |_r, out, _res| {
+                out.emit(&Output { value: Some(b"after"), ..Output::default() })?;
+                Ok(())
+            })
+        }
+        "badpart" => {
+            let e = out.emit(&Output { partition: Some(-2), ..Output::default() });
+            assert_eq!(e, Err(Errno::BAD_ENCODING));
+            out.emit(&Output { value: Some(b"kept"), ..Output::default() })?;
+            Ok(())
+        }
+        _ => {
+            let n: usize = v.parse()?;
+            let big = vec![b'x'; 3000];
+            for i in 0..n {
+                let k = i.to_string();
+                let value = if r.key == Some(&b"big"[..]) { &big[..] } else { k.as_bytes() };
+                out.emit(&Output { key: Some(k.as_bytes()), value: Some(value), headers: r.headers.into(), ..Output::default() })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+// In a batch call (ABI.md §10) each record ends as it would alone: the same
+// status, the same outputs in the same order — in the list, past 64 outputs
+// or 64 KiB one by one — a failed record's outputs discarded, a pending
+// record pending while the next ones run, with buffers of their own.
+#[test]
+fn batch_same_as_alone() {
+    let recs: Vec<TestRecord> = [("", "3"), ("", "0"), ("", "fail"), ("", "64"), ("", "65"), ("big", "30"), ("", "wait"), ("", "1"), ("", "badpart"), ("", "200"), ("", "x")]
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| TestRecord::new("in").key(k).value(v).header("h", Some(b"v")).at(1, i as i64))
+        .collect();
+    let got = crate::hostrun::run_batch(fan_out, &recs);
+    assert_eq!(got.len(), recs.len());
+    for (i, r) in recs.iter().enumerate() {
+        let want = if r.value.as_deref() == Some(&b"wait"[..]) { RunResult { status: Status::Pending, outputs: Vec::new(), error: Some(String::new()) } } else { run(fan_out, r) };
+        assert_eq!(got[i].status, want.status, "record {}: {:?}", i, got[i].error);
+        assert_eq!(got[i].outputs, want.outputs, "record {}", i);
+        assert_eq!(got[i].error, want.error, "record {}", i);
+    }
+    assert_eq!(got[9].outputs.len(), 200);
+    assert_eq!((got[2].status, got[10].status), (Status::Fail, Status::Retry));
+    // The same processor, one batch after another on the instance.
+    let again = crate::hostrun::run_batch(upper, &recs[..3]);
+    assert_eq!(again.iter().map(|r| r.outputs[0].value.clone()).collect::<Vec<_>>(), vec![Some(b"3".to_vec()), Some(b"0".to_vec()), Some(b"FAIL".to_vec())]);
+}
