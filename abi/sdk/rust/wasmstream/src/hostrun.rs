@@ -414,6 +414,8 @@ pub(crate) mod sim {
         out_buf: Vec<u8>,
         /// The batch call in progress (run_batch).
         batch: Option<Batch>,
+        /// The emit calls so far (tests of the output list).
+        emits: usize,
     }
 
     /// A batch call: the records' encodings, how many were begun, whether
@@ -663,6 +665,12 @@ pub(crate) mod sim {
         })
     }
 
+    /// The emit calls the simulated host has had.
+    #[cfg(test)]
+    pub(crate) fn emit_calls() -> usize {
+        with(|s| s.emits)
+    }
+
     #[cfg(test)]
     pub(crate) fn batch_end() -> Vec<RunResult> {
         let b = with(|s| s.batch.take()).expect("a batch call");
@@ -684,7 +692,7 @@ pub(crate) mod sim {
                 let mut i = 0;
                 while !rest.is_empty() {
                     let n = if rest.len() < 4 { usize::MAX } else { u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize };
-                    let rc = if n > rest.len().saturating_sub(4) { -3 } else { emit(handle, &rest[4..4 + n]) };
+                    let rc = if n > rest.len().saturating_sub(4) { -3 } else { hold(handle, &rest[4..4 + n]) };
                     if rc < 0 {
                         with(|s| s.outputs.clear());
                         set_error(handle, &format!("output {} handed to record_next refused: errno {}", i, -rc));
@@ -750,6 +758,12 @@ pub(crate) mod sim {
     }
 
     pub fn emit(handle: u32, b: &[u8]) -> i32 {
+        with(|s| s.emits += 1);
+        hold(handle, b)
+    }
+
+    /// Holds the output b for the record handle, as emit.
+    fn hold(handle: u32, b: &[u8]) -> i32 {
         with(|s| {
             if !valid(s, handle) {
                 return -1;

@@ -526,6 +526,15 @@ fn batch_same_as_alone() {
     }
     assert_eq!(got[9].outputs.len(), 200);
     assert_eq!((got[2].status, got[10].status), (Status::Fail, Status::Retry));
+    // The list holds up to 64 outputs or 64 KiB (21 outputs of 3000 bytes
+    // fit, 22 do not); past them, the list and the rest go by emit.
+    for (k, v, emits) in [("", "63", 0), ("", "64", 64), ("", "100", 100), ("big", "21", 0), ("big", "22", 22), ("big", "30", 30)] {
+        let before = crate::hostrun::sim::emit_calls();
+        let got = crate::hostrun::run_batch(fan_out, &[TestRecord::new("in").key(k).value(v)]);
+        let n = crate::hostrun::sim::emit_calls() - before;
+        assert_eq!(n, emits, "{} outputs of {}: emit calls", v, if k.is_empty() { "a few bytes" } else { "3000 bytes" });
+        assert_eq!((got[0].status, got[0].outputs.len()), (Status::Ok, v.parse::<usize>().unwrap()));
+    }
     // The same processor, one batch after another on the instance.
     let again = crate::hostrun::run_batch(upper, &recs[..3]);
     assert_eq!(again.iter().map(|r| r.outputs[0].value.clone()).collect::<Vec<_>>(), vec![Some(b"3".to_vec()), Some(b"0".to_vec()), Some(b"FAIL".to_vec())]);
