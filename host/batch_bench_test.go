@@ -9,8 +9,9 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 )
 
-// BenchmarkBatchUppercase is the per-record cost of the Go and C uppercase
-// examples one call per record (Process) against the batch entry
+// BenchmarkBatchUppercase is the per-record cost of the uppercase examples
+// (Go, C, AssemblyScript, Rust) one call per record (Process) against the
+// batch entry
 // (ProcessBatch) with batches of 1 (which ProcessBatch sends through
 // wasmstream_on_record), 16 and 64 records; 100-byte values,
 // the instance keeping its slot between calls as a worker's does. One op is
@@ -22,7 +23,7 @@ import (
 //	go test -run '^$' -bench BenchmarkBatchUppercase -count 3 ./host/
 func BenchmarkBatchUppercase(b *testing.B) {
 	value := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog ", 3)[:100])
-	for _, sdk := range uppercaseSDKs[:2] { // go, c
+	for _, sdk := range uppercaseSDKs {
 		for _, n := range []int{0, 1, 16, 64} {
 			name := sdk.name + "/process"
 			if n > 0 {
