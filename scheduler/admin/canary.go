@@ -65,7 +65,7 @@ func (a *API) startCanary(ctx context.Context, name, digest string, wasm []byte,
 		return &switchError{http.StatusConflict, fmt.Sprintf("%s is already the deployed version", short(digest))}
 	}
 	cur.Canary = &registry.Canary{Digest: digest, Label: a.store.Label(digest), Size: len(wasm), Percent: percent, At: time.Now().UTC()}
-	cur.Aborted, cur.Rollback = "", false
+	cur.Aborted, cur.AbortedCanary, cur.Rollback = "", nil, false
 	return a.write(ctx, cur, wasm, func() (bool, error) { return a.canaryApplied(name, digest) })
 }
 
@@ -81,8 +81,9 @@ func (a *API) endCanary(ctx context.Context, name string, promote bool, reason s
 		next.History = append(slices.Clone(cur.History), cur.Digest)
 		next.Digest, next.Size, next.Label = cur.Canary.Digest, cur.Canary.Size, cur.Canary.Label
 		next.Aborted = ""
+		next.AbortedCanary = nil
 	} else {
-		next.Aborted = reason
+		next.Aborted, next.AbortedCanary = reason, cur.Canary
 	}
 	return a.write(ctx, next, nil, func() (bool, error) { return a.applied(name, next.Digest, false) })
 }

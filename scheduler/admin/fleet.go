@@ -106,7 +106,7 @@ func (a *API) publish(ctx context.Context, name, digest string, wasm []byte, rol
 	// A deploy or rollback ends a canary running (it is aborted).
 	if cur, ok := a.fleet.Deployment(name); ok {
 		if cur.Canary != nil {
-			d.Aborted = "a deploy or rollback replaced it"
+			d.Aborted, d.AbortedCanary = "a deploy or rollback replaced it", cur.Canary
 		}
 		d.History = slices.Clone(cur.History)
 		if rollback {

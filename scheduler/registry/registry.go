@@ -67,8 +67,11 @@ type Deployment struct {
 	Rollback bool      `json:"rollback,omitempty"`
 	// Canary runs another version on a share of the partitions; nil: none.
 	Canary *Canary `json:"canary,omitempty"`
-	// Aborted says why the last canary was aborted ("" if it was not).
-	Aborted string `json:"aborted,omitempty"`
+	// Aborted says why the last canary was aborted ("" if it was not), and
+	// AbortedCanary which canary that was (nil from an older host): a
+	// reader that never saw it run still knows what began and ended.
+	Aborted       string  `json:"aborted,omitempty"`
+	AbortedCanary *Canary `json:"aborted_canary,omitempty"`
 }
 
 // Canary is a version run on Percent of a pipeline's partitions.

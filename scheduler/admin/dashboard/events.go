@@ -114,6 +114,13 @@ func (s *Server) compare(w *watch, at int64, views []scheduler.PipelineView, vs 
 			}
 			l.add(at, "deploy", v.Pipeline, fmt.Sprintf("%s %s (was %s)%s", what, version(v.Digest, v.Label), short(old.Digest), deployedBy(v)))
 		}
+		if c := v.abortedCanary; had && c != nil && v.Aborted != old.Aborted &&
+			(old.Canary == nil || old.Canary.Digest != c.Digest || old.Canary.Since != c.Since) {
+			// A canary that began and was aborted between two looks: both
+			// are told, as if each had been seen.
+			l.add(at, "canary.start", v.Pipeline, fmt.Sprintf("canary %s on %d%% of the partitions", version(c.Digest, c.Label), c.Percent))
+			l.add(at, "canary.abort", v.Pipeline, fmt.Sprintf("canary %s aborted: %s", short(c.Digest), v.Aborted))
+		}
 		if v.Canary != nil && (old.Canary == nil || old.Canary.Digest != v.Canary.Digest) {
 			l.add(at, "canary.start", v.Pipeline, fmt.Sprintf("canary %s on %d%% of the partitions", version(v.Canary.Digest, v.Canary.Label), v.Canary.Percent))
 		}

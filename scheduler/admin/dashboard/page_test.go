@@ -348,3 +348,47 @@ func TestDashboardRendersBounded(t *testing.T) {
 	<-s.renders
 	get(t, srv.URL+"/dashboard")
 }
+
+// TestDashboardCanaryBetweenSamples: a canary that began and was aborted
+// between two samples still has its start (with its label) and its abort
+// in the event log; one seen running and then aborted is told once.
+func TestDashboardCanaryBetweenSamples(t *testing.T) {
+	s := New(Config{Source: twoPipelines(), Interval: time.Hour})
+	defer s.Close()
+	now := time.Now()
+	fl := &fleet{d: map[string]registry.Deployment{"enrich": {Digest: "aaaaaaaaaaaaaaaa", At: now, By: "h2"}},
+		hosts: []registry.HostStatus{{Host: "h1", Pipelines: map[string]string{"enrich": "aaaaaaaaaaaaaaaa"}, At: now}}}
+	s.SetFleet(fl)
+	s.SetDeploys(deploys{admin.Manifest{Pipelines: map[string]*admin.PipelineState{}, Modules: map[string]*admin.ModuleMeta{}}})
+	var sm sampler
+	step := func(mod func(d *registry.Deployment)) frame {
+		d := fl.d["enrich"]
+		mod(&d)
+		fl.d["enrich"] = d
+		now = now.Add(time.Second)
+		return s.sample(&sm, now)
+	}
+	count := func(f frame) map[string][]string {
+		m := map[string][]string{}
+		for _, e := range f.Events {
+			m[e.Kind] = append(m[e.Kind], e.Text)
+		}
+		return m
+	}
+	step(func(*registry.Deployment) {})
+	quick := &registry.Canary{Digest: "bbbbbbbbbbbbbbbb", Label: "v3-quick", Percent: 25, At: now}
+	f := step(func(d *registry.Deployment) { d.Aborted, d.AbortedCanary = "automatic: failed 59 of 59 records", quick })
+	ev := count(f)
+	if len(ev["canary.start"]) != 1 || !strings.Contains(ev["canary.start"][0], "v3-quick") ||
+		len(ev["canary.abort"]) != 1 || !strings.Contains(ev["canary.abort"][0], "aborted: automatic: failed 59") {
+		t.Fatalf("a canary begun and aborted between two samples: events %v", ev)
+	}
+	// One seen running, then aborted: one start, one abort more.
+	seen := &registry.Canary{Digest: "cccccccccccccccc", Label: "v4", Percent: 25, At: now}
+	step(func(d *registry.Deployment) { d.Canary, d.Aborted, d.AbortedCanary = seen, "", nil })
+	f = step(func(d *registry.Deployment) { d.Canary, d.Aborted, d.AbortedCanary = nil, "automatic: v4 failed", seen })
+	ev = count(f)
+	if len(ev["canary.start"]) != 2 || len(ev["canary.abort"]) != 2 {
+		t.Fatalf("a canary seen running, then aborted: events %v, want two starts and two aborts in all", ev)
+	}
+}

@@ -45,6 +45,8 @@ type versionFrame struct {
 	History  []versionRef `json:"history"`            // earlier versions, newest first
 	Canary   *canaryFrame `json:"canary,omitempty"`
 	Aborted  string       `json:"aborted,omitempty"` // why the last canary was aborted
+	// The canary Aborted is about (fleet): for the event log, not the page.
+	abortedCanary *canaryFrame
 }
 
 type versionRef struct {
@@ -85,11 +87,18 @@ func (s *Server) versions(names []string, man admin.Manifest) []versionFrame {
 			if v.Label = label(d.Label); v.Label == "" {
 				v.Label = modLabel(d.Digest)
 			}
-			if c := d.Canary; c != nil {
-				v.Canary = &canaryFrame{Digest: c.Digest, Label: label(c.Label), Percent: c.Percent, Since: ms(c.At)}
-				if v.Canary.Label == "" {
-					v.Canary.Label = modLabel(c.Digest)
+			frame := func(c *registry.Canary) *canaryFrame {
+				f := &canaryFrame{Digest: c.Digest, Label: label(c.Label), Percent: c.Percent, Since: ms(c.At)}
+				if f.Label == "" {
+					f.Label = modLabel(c.Digest)
 				}
+				return f
+			}
+			if c := d.Canary; c != nil {
+				v.Canary = frame(c)
+			}
+			if c := d.AbortedCanary; c != nil && d.Aborted != "" {
+				v.abortedCanary = frame(c)
 			}
 		} else if ps := man.Pipelines[name]; ps != nil {
 			v.Digest, v.Deployed, v.Source, hist = ps.Active, ms(ps.Deployed), "host", ps.History
