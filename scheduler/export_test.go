@@ -12,7 +12,7 @@ import "github.com/wasmstream/wasmstream/scheduler/internal/state"
 func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*transactions).failed(err) }
 
 // shareHeld is how many records a share pipeline holds acquired now.
-func (p *Pipeline) shareHeld() int { return p.commit.(*shareAcks).locks.len() }
+func (p *Pipeline) shareHeld() int { return p.src.(*shareSource).locks.len() }
 
 // stateSizes returns each open state store's size (its file, and its keys
 // and values) by partition.

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 )
 
@@ -21,49 +20,20 @@ import (
 // the watermark", "Done offsets in commit metadata").
 type offsetCommits struct{ p *Pipeline }
 
-func (c offsetCommits) releaseOrder(t *task) *releaser {
-	if c.p.pc.Ordering == config.OrderPartition {
-		return &releaser{sk: c.p.sink}
-	}
-	return nil
-}
-
-func (c offsetCommits) recordsDoneOffsets() bool { return *c.p.cfg.Kafka.RecordDoneOffsets }
-func (offsetCommits) dropKeepsPlace() bool       { return false }
-
-// markDone marks r's offset done in its partition's tracker: from there it
-// reaches the commit watermark.
-func (offsetCommits) markDone(t *task, r *kgo.Record) bool { return t.tr.Done(r.Offset) }
-
-// abandoned leaves r uncommitted: the partition's next owner processes it.
-func (offsetCommits) abandoned(*task, *kgo.Record) {}
-
-// run fetches records and hands each partition's records to its task.
-// With BlockRebalanceOnPoll no rebalance runs between a poll and
-// AllowRebalance, so a batch is never dispatched to a task that was revoked
-// after the poll returned it.
-func (c offsetCommits) run(ctx context.Context) {
-	p := c.p
-	p.wg.Add(2)
+// begin starts the commit loop (owned by p.wg).
+func (c offsetCommits) begin() bool {
+	c.p.wg.Add(1)
 	go c.commitLoop()
-	go p.flowLoop()
-	defer close(p.pollDone)
-	var lastErr time.Time
-	for {
-		pause, ok := p.awaitDemand(ctx)
-		if !ok {
-			return
-		}
-		fetches := p.poll(ctx, pause, &lastErr)
-		if fetches.IsClientClosed() || ctx.Err() != nil {
-			p.cl.AllowRebalance()
-			return
-		}
-		p.logFetchErrors(fetches, &lastErr)
-		p.dispatch(fetches)
-		p.cl.AllowRebalance()
-	}
+	return true
 }
+
+// pollContext: commits run on their own loop, so a poll is bounded by
+// nothing but ctx.
+func (offsetCommits) pollContext(ctx context.Context) (context.Context, func()) {
+	return ctx, func() {}
+}
+
+func (offsetCommits) afterPoll(context.Context) bool { return true }
 
 // revoked drains the revoked partitions' tasks (in-flight records finish
 // within shutdown.drain_timeout, queued ones are left for the next owner)
@@ -206,31 +176,13 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 	return nil
 }
 
-// stop shuts the pipeline down in stages once fetching stopped: leave the group,
-// which revokes every partition (drain within shutdown.drain_timeout, then
-// commit what is done); close the client.
-func (c offsetCommits) stop(ctx context.Context) {
-	p := c.p
-	if err := p.cl.LeaveGroupContext(ctx); err != nil {
-		p.log.Warn("leaving the group", "err", err)
+// final commits what the drained tasks finished, at Stop.
+func (c offsetCommits) final(ctx context.Context, tasks []*task) {
+	c.p.commitMu.Lock()
+	defer c.p.commitMu.Unlock()
+	if err := c.commitTasks(ctx, tasks); err != nil {
+		c.p.log.Error("commit at shutdown failed; the partitions' next owner will process the uncommitted records again", "err", err)
 	}
-	// Tasks still attached (leave failed or timed out) are drained and
-	// committed here.
-	p.mu.Lock()
-	all := map[string][]int32{}
-	for k := range p.tasks {
-		all[k.topic] = append(all[k.topic], k.partition)
-	}
-	p.mu.Unlock()
-	if len(all) > 0 {
-		c.revoked(ctx, all)
-	}
-	close(p.quit)
-	p.wg.Wait()
-	p.bg.Close()
-	if p.state != nil {
-		p.state.CloseAll()
-	}
-	p.cl.Close()
-	p.leaveStatic(ctx)
 }
+
+func (c offsetCommits) close() { c.p.cl.Close() }

@@ -60,6 +60,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			if tc.emit {
 				p.sink = inlineSink{}
 			}
+			p.ledger = offsetLedger{ordered: tc.ordering == config.OrderPartition, sk: p.sink}
 			p.ver.Store(&modVersion{m: mod})
 			sc := make(chan struct{})
 			p.swapCh.Store(&sc)

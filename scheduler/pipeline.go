@@ -210,11 +210,17 @@ type Pipeline struct {
 	// guarantee (sink.go).
 	sink sink
 
+	// src is where records come from: a consumer group's poll loop or a
+	// share group's (source.go).
+	src source
+	// ledger is when a record's outcome counts: the offset tracker, the
+	// transaction's, or the share group's acknowledgements (ledger.go).
+	ledger ledger
 	// commit makes outcomes durable and commits offsets: offset commits
 	// or transactions, by the guarantee (commit.go).
 	commit committer
 
-	// Goroutines and shutdown: the poll loop (committer.run) ends when
+	// Goroutines and shutdown: the poll loop (source.run) ends when
 	// pollCancel is called and closes pollDone; the flow and commit loops
 	// end when quit is closed and are waited for with wg; bg owns the rest.
 	pollCancel context.CancelFunc
@@ -287,10 +293,11 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		p.retryable["fault."+f] = true
 	}
 	if pc.Consume == config.ConsumeShare {
-		// A share-group member (share.go): its own client and committer.
+		// A share-group member (share.go): its own client, source, ledger
+		// and committer.
 		p.brokers = d.brokers
 		p.sink = &plainSink{p: p, limits: p.limits}
-		if err := newShareCommitter(p, d.brokers, extra...); err != nil {
+		if err := newShareMember(p, d.brokers, extra...); err != nil {
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 		}
 		return p, nil
@@ -343,14 +350,18 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 		}
 		x.sess, p.cl, p.commit = sess, sess.Client(), x
+		p.src = groupSource{p: p, pacer: x}
 		p.sink = &txnSink{p: p, gate: x, limits: p.limits, changelog: changelog}
+		p.ledger = txnLedger{sk: p.sink}
 	} else {
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 		}
 		p.cl, p.commit = cl, offsetCommits{p}
+		p.src = groupSource{p: p, pacer: offsetCommits{p}}
 		p.sink = &plainSink{p: p, limits: p.limits, changelog: changelog}
+		p.ledger = offsetLedger{ordered: pc.Ordering == config.OrderPartition, sk: p.sink, doneOffsets: *cfg.Kafka.RecordDoneOffsets}
 	}
 	if pc.State.Enabled {
 		p.newStateStores(stateDir)
@@ -385,7 +396,7 @@ func (p *Pipeline) Start() {
 	p.cl.AddConsumeTopics(p.pc.Inputs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.pollCancel = cancel
-	go p.commit.run(ctx) // owned through pollCancel and pollDone
+	go p.src.run(ctx) // owned through pollCancel and pollDone
 }
 
 func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -424,7 +435,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 // them. Failure to read them costs duplicates, not correctness.
 func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*offsets.DoneSet {
 	out := map[tp]*offsets.DoneSet{}
-	if !p.commit.recordsDoneOffsets() {
+	if !p.ledger.recordsDoneOffsets() {
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -497,9 +508,14 @@ func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 	p.commit.lost(lost)
 }
 
-// Stop shuts the pipeline down in stages: stop fetching, then the
-// committer drains the tasks, commits what is done, leaves the group and
-// closes the client (committer.stop).
+// Stop shuts the pipeline down in stages, the same for every consume mode
+// and guarantee: the source stops polling; every task drains (records in
+// progress finish within shutdown.drain_timeout, their produces
+// acknowledged); the committer commits what they finished (the watermarks,
+// the last transaction; a share group's held records are given back); the
+// tasks are detached and the source leaves the group (the revoke callback
+// then finds none); the tasks are retired, the pipeline's loops and
+// background work end, the state stores close, and the client closes last.
 func (p *Pipeline) Stop(ctx context.Context) {
 	if !p.stopped.CompareAndSwap(false, true) {
 		return
@@ -508,7 +524,34 @@ func (p *Pipeline) Stop(ctx context.Context) {
 		p.pollCancel()
 		<-p.pollDone
 	}
-	p.commit.stop(ctx)
+	tasks := p.attached()
+	p.drain(tasks)
+	p.commit.final(ctx, tasks)
+	p.detachAll()
+	p.src.leave(ctx)
+	for _, t := range tasks {
+		t.dead.Store(true) // nothing they finish now is released
+	}
+	retire(tasks)
+	close(p.quit)
+	p.wg.Wait()
+	p.bg.Close()
+	if p.state != nil {
+		p.state.CloseAll()
+	}
+	p.commit.close()
+	p.leaveStatic(ctx)
+}
+
+// attached returns the tasks attached now.
+func (p *Pipeline) attached() []*task {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*task, 0, len(p.tasks))
+	for _, t := range p.tasks {
+		out = append(out, t)
+	}
+	return out
 }
 
 // fencedHook fails the pipeline when another member joined its group with

@@ -276,7 +276,7 @@ func (t *task) filtered(j *job) {
 // released, and another host takes it).
 func (t *task) drop(j *job) {
 	switch {
-	case j.ordered && !t.p.commit.dropKeepsPlace():
+	case j.ordered && !t.p.ledger.dropKeepsPlace():
 		j.verdict = verdictNone
 		t.rel.settle(j)
 	case j.ordered:
@@ -287,5 +287,5 @@ func (t *task) drop(j *job) {
 	t.mu.Lock()
 	t.started--
 	t.mu.Unlock()
-	t.p.commit.abandoned(t, j.r)
+	t.p.ledger.abandoned(t, j.r)
 }

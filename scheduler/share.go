@@ -19,12 +19,14 @@ import (
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 )
 
-// shareAcks is the committer of a consume: share pipeline. Outputs and
-// failure copies are produced as under offset commits (the pipeline's sink
-// is a plainSink); what differs is how a record becomes durable: its
+// shareSource is the source of a consume: share pipeline: its poll loop
+// and the locks of the records it holds (shareLocks), which its ledger
+// (shareLedger) takes as records are acknowledged. Outputs and failure
+// copies are produced as under offset commits (the pipeline's sink is a
+// plainSink); what differs is how a record becomes durable: its
 // acknowledgement instead of a watermark.
-type shareAcks struct {
-	offsetCommits
+type shareSource struct {
+	p     *Pipeline
 	locks *shareLocks
 }
 
@@ -51,23 +53,26 @@ func shareClientOpts(p *Pipeline) []kgo.Opt {
 	}
 }
 
-// newShareCommitter makes p a share-group member: its client, its role
-// (the broker's delivery count is the attempt) and its committer.
-func newShareCommitter(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
+// newShareMember makes p a share-group member: its client, its role (the
+// broker's delivery count is the attempt), its source, ledger and
+// committer.
+func newShareMember(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
 	cl, err := kafkaconn.NewClient(p.cfg.Kafka, brokers, append(shareClientOpts(p), extra...)...)
 	if err != nil {
 		return err
 	}
 	p.role = shareRole{p.role}
 	p.cl = cl
-	p.commit = &shareAcks{offsetCommits: offsetCommits{p}, locks: newShareLocks(p.log)}
+	src := &shareSource{p: p, locks: newShareLocks(p.log)}
+	p.src, p.commit = src, shareAcks{src}
+	p.ledger = shareLedger{locks: src.locks, log: p.log}
 	return nil
 }
 
 // shareAckResults counts and logs the acknowledgements the broker refused
 // (a lock that lapsed, a leader that moved): those records are redelivered.
 func (p *Pipeline) shareAckResults(_ *kgo.Client, rs kgo.ShareAckResults) {
-	c, ok := p.commit.(*shareAcks)
+	c, ok := p.src.(*shareSource)
 	if !ok {
 		return
 	}
@@ -79,41 +84,13 @@ func (p *Pipeline) shareAckResults(_ *kgo.Client, rs kgo.ShareAckResults) {
 	}
 }
 
-func (*shareAcks) recordsDoneOffsets() bool { return false }
-
-// markDone accepts r: its outcome is durable. False when r is no longer
-// held (released at shutdown, or accepted already).
-func (c *shareAcks) markDone(t *task, r *kgo.Record) bool {
-	lapsed, ok := c.locks.take(r)
-	if !ok {
-		return false
-	}
-	r.Ack(kgo.AckAccept)
-	c.locks.stats.Accepted.Add(1)
-	if lapsed {
-		c.p.log.Warn("record accepted after its lock lapsed: another host may have processed it too", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
-	}
-	return true
-}
-
-// abandoned releases r at once, so another host takes it without waiting
-// for its lock to lapse, and gives back what it counted in the task.
-func (c *shareAcks) abandoned(t *task, r *kgo.Record) {
-	if _, ok := c.locks.take(r); !ok {
-		return
-	}
-	r.Ack(kgo.AckRelease)
-	c.locks.stats.Released.Add(1)
-	t.forgetShared(r)
-}
-
 // run is the poll loop: it polls only once every record of the previous
 // poll is acknowledged (a poll accepts whatever of the previous one is not)
 // and while the host is under host.max_in_flight, registers the records'
 // locks, and hands the records to the pipeline's one task (sharePool): a
 // share group has no assignment callbacks, and every member may get records
 // of every partition.
-func (c *shareAcks) run(ctx context.Context) {
+func (c *shareSource) run(ctx context.Context) {
 	p := c.p
 	p.wg.Add(2)
 	go c.renewLoop()
@@ -142,7 +119,7 @@ func (c *shareAcks) run(ctx context.Context) {
 // broker's default is latest), as it is a consumer group's reset offset.
 // It is set at every start, before the member's first poll; a refusal (the
 // host lacks ALTER_CONFIGS on the group) is logged, not fatal.
-func (c *shareAcks) setStartOffset(ctx context.Context) {
+func (c *shareSource) setStartOffset(ctx context.Context) {
 	p := c.p
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -165,7 +142,7 @@ func (c *shareAcks) setStartOffset(ctx context.Context) {
 
 // awaitAcks returns once no acquired record is held and the host is under
 // host.max_in_flight, or false when ctx ends first.
-func (c *shareAcks) awaitAcks(ctx context.Context) bool {
+func (c *shareSource) awaitAcks(ctx context.Context) bool {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for c.locks.len() > 0 || c.p.budget.overInFlight() {
@@ -187,7 +164,7 @@ var sharePool = tp{"*", -1}
 
 // dispatch hands the poll's records to the pipeline's one task, creating it
 // at the first poll.
-func (c *shareAcks) dispatch(fetches kgo.Fetches) {
+func (c *shareSource) dispatch(fetches kgo.Fetches) {
 	p := c.p
 	if fetches.NumRecords() == 0 {
 		return
@@ -208,7 +185,7 @@ func (c *shareAcks) dispatch(fetches kgo.Fetches) {
 }
 
 // renewLoop keeps the held records' locks alive until the pipeline quits.
-func (c *shareAcks) renewLoop() {
+func (c *shareSource) renewLoop() {
 	p := c.p
 	defer p.wg.Done()
 	tick := time.NewTicker(c.locks.renewInterval())
@@ -231,49 +208,45 @@ func (c *shareAcks) renewLoop() {
 	}
 }
 
-// A share group has no partition assignment: nothing is revoked or lost.
-func (*shareAcks) revoked(context.Context, map[string][]int32) {}
-func (*shareAcks) lost(map[string][]int32)                     {}
-
-// stop shuts the pipeline down once polling stopped: drain every task
-// (records in progress finish within shutdown.drain_timeout, and their
-// produces are acknowledged), release every record still held so that
-// another host takes it at once, send the acknowledgements, leave the group
-// and close the client.
-func (c *shareAcks) stop(ctx context.Context) {
+// leave sends the last acknowledgements (final released what the host
+// still held), then leaves the share group.
+func (c *shareSource) leave(ctx context.Context) {
 	p := c.p
-	p.mu.Lock()
-	tasks := make([]*task, 0, len(p.tasks))
-	for k, t := range p.tasks {
-		tasks = append(tasks, t)
-		delete(p.tasks, k)
-	}
-	p.mu.Unlock()
-	p.drain(tasks)
-	if n := c.locks.releaseAll(); n > 0 {
-		p.log.Info("released records not finished at shutdown; other hosts take them", "records", n)
-	}
-	close(p.quit)
-	p.wg.Wait()
-	p.bg.Close()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	if err := p.cl.FlushAcks(fctx); err != nil {
 		p.log.Warn("sending the last acknowledgements; records not acknowledged are redelivered after their lock", "err", err)
 	}
 	cancel()
-	for _, t := range tasks {
-		t.close()
-	}
 	if err := p.cl.LeaveGroupContext(ctx); err != nil {
 		p.log.Warn("leaving the share group", "err", err)
 	}
-	p.cl.Close()
 }
+
+// shareAcks is the committer of a consume: share pipeline: it commits no
+// offsets (each record is acknowledged as it finishes: shareLedger), and at
+// shutdown it gives back every record still held, so that another host
+// takes it at once.
+type shareAcks struct{ src *shareSource }
+
+// A share group has no partition assignment: nothing is revoked or lost.
+func (shareAcks) revoked(context.Context, map[string][]int32) {}
+func (shareAcks) lost(map[string][]int32)                     {}
+
+// final releases every record still held once the tasks drained: records
+// in progress finished within shutdown.drain_timeout, and their produces
+// are acknowledged.
+func (c shareAcks) final(context.Context, []*task) {
+	if n := c.src.locks.releaseAll(); n > 0 {
+		c.src.p.log.Info("released records not finished at shutdown; other hosts take them", "records", n)
+	}
+}
+
+func (c shareAcks) close() { c.src.p.cl.Close() }
 
 // ShareStats are the pipeline's share-group counters; nil unless consume:
 // share.
 func (p *Pipeline) ShareStats() *ShareStats {
-	if c, ok := p.commit.(*shareAcks); ok {
+	if c, ok := p.src.(*shareSource); ok {
 		return &c.locks.stats
 	}
 	return nil

@@ -78,7 +78,7 @@ type task struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	rel    *releaser     // release order (committer.releaseOrder; nil: none)
+	rel    *releaser     // release order (ledger.releaseOrder; nil: none)
 	ps     *Stats        // the partition's counters (kept across assignments)
 	mattrs attribute.Set // metric attributes
 
@@ -112,7 +112,7 @@ func newTask(p *Pipeline, topic string, partition int32, skip *offsets.DoneSet) 
 	if p.pc.Ordering == config.OrderKey {
 		t.lanes = map[string]*lane{}
 	}
-	t.rel = p.commit.releaseOrder(t)
+	t.rel = p.ledger.releaseOrder(t)
 	if p.state != nil {
 		t.state = p.state.View(partition)
 	}
@@ -560,7 +560,7 @@ func (t *task) gauges(withSlots bool) taskGauges {
 // finish counts r done once its outcome is durable; false when it was
 // already (markDone).
 func (t *task) finish(r *kgo.Record) bool {
-	if !t.p.commit.markDone(t, r) {
+	if !t.p.ledger.markDone(t, r) {
 		return false
 	}
 	t.p.stats.Done.Add(1)

@@ -49,72 +49,51 @@ type transactions struct {
 	released     atomic.Int64          // records released since the last cut
 	revokedSince atomic.Bool           // partitions revoked or lost since the last cut
 	pollStop     atomic.Pointer[context.CancelFunc]
+	next         time.Time // when the open transaction is cut (the poll loop's own)
 }
 
-// releaseOrder: every ordering keeps one under exactly_once, with places
-// reserved in offset order as records arrive, so that outcomes enter a
-// transaction in offset order and a commit covers exactly the records whose
-// outputs it carries.
-func (x *transactions) releaseOrder(*task) *releaser {
-	return &releaser{sk: x.p.sink, byOffset: true}
-}
-
-// markDone marks r's offset done; the next cut commits the watermark in
-// the transaction.
-func (x *transactions) markDone(t *task, r *kgo.Record) bool { return t.tr.Done(r.Offset) }
-
-// abandoned: r keeps its place unsettled (dropKeepsPlace) and stays
-// uncommitted.
-func (x *transactions) abandoned(*task, *kgo.Record) {}
-func (*transactions) recordsDoneOffsets() bool       { return false }
-func (*transactions) dropKeepsPlace() bool           { return true }
-
-// run is the exactly_once poll loop: it fetches, dispatches, and cuts a
-// transaction whenever one is due. Polling and ending a transaction never
-// overlap (franz-go requires it).
-func (x *transactions) run(ctx context.Context) {
-	p := x.p
-	p.wg.Add(1)
-	go p.flowLoop()
-	defer close(p.pollDone)
+// begin begins the first transaction, on the poll loop (polling and
+// ending a transaction never overlap: franz-go requires it).
+func (x *transactions) begin() bool {
 	if err := x.sess.Begin(); err != nil {
-		p.fail(fmt.Errorf("pipeline %s: beginning a transaction: %w", p.pc.Name, err))
-		return
+		x.p.fail(fmt.Errorf("pipeline %s: beginning a transaction: %w", x.p.pc.Name, err))
+		return false
 	}
-	interval := p.pc.Transactions.Interval
-	next := time.Now().Add(interval)
-	var lastErr time.Time
-	for {
-		pctx, cancel := context.WithDeadline(ctx, next)
-		x.pollStop.Store(&cancel)
-		if x.released.Load() >= int64(p.pc.Transactions.MaxRecords) {
-			cancel() // a cut is due already
-		}
-		pause, polled := p.awaitDemand(pctx) // false at the cut's deadline: no poll
-		var fetches kgo.Fetches
-		if polled {
-			fetches = p.poll(pctx, pause, &lastErr)
-		}
+	x.next = time.Now().Add(x.p.pc.Transactions.Interval)
+	return true
+}
+
+// pollContext ends the next poll when the open transaction is due for its
+// cut: at transactions.interval, or at once when it holds
+// transactions.max_records (leave ends a poll in progress when a release
+// brings it there).
+func (x *transactions) pollContext(ctx context.Context) (context.Context, func()) {
+	pctx, cancel := context.WithDeadline(ctx, x.next)
+	x.pollStop.Store(&cancel)
+	if x.due() {
+		cancel() // a cut is due already
+	}
+	return pctx, func() {
 		x.pollStop.Store(nil)
 		cancel()
-		if fetches.IsClientClosed() || ctx.Err() != nil {
-			if polled {
-				p.cl.AllowRebalance()
-			}
-			return
-		}
-		if polled {
-			p.logFetchErrors(fetches, &lastErr)
-			p.dispatch(fetches)
-			p.cl.AllowRebalance()
-		}
-		if !time.Now().Before(next) || x.released.Load() >= int64(p.pc.Transactions.MaxRecords) {
-			if !x.cut(ctx, false) {
-				return
-			}
-			next = time.Now().Add(interval)
-		}
 	}
+}
+
+// afterPoll cuts the open transaction when it is due.
+func (x *transactions) afterPoll(ctx context.Context) bool {
+	if time.Now().Before(x.next) && !x.due() {
+		return true
+	}
+	if !x.cut(ctx, false) {
+		return false
+	}
+	x.next = time.Now().Add(x.p.pc.Transactions.Interval)
+	return true
+}
+
+// due reports whether the open transaction holds transactions.max_records.
+func (x *transactions) due() bool {
+	return x.released.Load() >= int64(x.p.pc.Transactions.MaxRecords)
 }
 
 // enter holds the gate shared while outcomes are released into the open
@@ -474,37 +453,17 @@ func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
 // lost: as revoked, under exactly_once (nothing they released commits).
 func (x *transactions) lost(parts map[string][]int32) { x.revoked(context.Background(), parts) }
 
-// stop shuts an exactly_once pipeline down once fetching stopped: drain the
-// tasks, commit the last transaction, leave the group.
-func (x *transactions) stop(ctx context.Context) {
-	p := x.p
-	p.mu.Lock()
-	tasks := make([]*task, 0, len(p.tasks))
-	for _, t := range p.tasks {
-		tasks = append(tasks, t)
+// final commits the last transaction, with the watermarks of the drained
+// tasks (still attached: the cut reads them from the pipeline), unless the
+// pipeline failed.
+func (x *transactions) final(ctx context.Context, _ []*task) {
+	if !x.p.failed.Load() && !x.cut(ctx, true) {
+		x.p.log.Error("the last transaction did not commit; its records will be processed again by the partitions' next owner")
 	}
-	p.mu.Unlock()
-	p.drain(tasks)
-	if !p.failed.Load() && !x.cut(ctx, true) {
-		p.log.Error("the last transaction did not commit; its records will be processed again by the partitions' next owner")
-	}
-	if err := p.cl.LeaveGroupContext(ctx); err != nil {
-		p.log.Warn("leaving the group", "err", err)
-	}
-	for _, t := range p.detachAll() {
-		t.dead.Store(true)
-		t.stop()
-		retire([]*task{t})
-	}
-	close(p.quit)
-	p.wg.Wait()
-	p.bg.Close()
-	if p.state != nil {
-		p.state.CloseAll()
-	}
-	x.sess.Close()
-	p.leaveStatic(ctx)
 }
+
+// close closes the client through its session.
+func (x *transactions) close() { x.sess.Close() }
 
 // detachAll removes every task.
 func (p *Pipeline) detachAll() []*task {

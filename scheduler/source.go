@@ -1,0 +1,95 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// source is where a pipeline's records come from: the seam between the
+// client's polls and the partitions' tasks. The pipeline's wiring
+// (newPipeline) picks one by consume mode, once:
+//
+//   - groupSource (consume: group): a consumer group's poll loop, with the
+//     pipeline's backpressure and its partition callbacks (onAssigned,
+//     onRevoked, onLost); its committer paces it (commitPacer).
+//   - shareSource (consume: share, share.go): a share group's poll loop,
+//     which polls only once the previous poll's records are acknowledged,
+//     and keeps the locks of the records it holds alive.
+//
+// Pipeline.Start runs it; Pipeline.Stop ends it, and leaves the group once
+// the pipeline's outcomes are committed.
+// (DESIGN.md, "Seams: source, ledger, sink, committer".)
+type source interface {
+	// run is the poll loop: it fetches and hands records to tasks until
+	// ctx ends, then closes p.pollDone. Its helpers are started here and
+	// owned by p.wg.
+	run(ctx context.Context)
+	// leave leaves the group, once every task is drained, committed and
+	// detached (Pipeline.Stop): the revoke callback finds nothing to do.
+	leave(ctx context.Context)
+}
+
+// commitPacer is what a consumer group's committer says about the poll
+// loop: whether it can start, how long the next poll may last, and what
+// runs between polls (a transaction's cut; polling and ending a
+// transaction never overlap, franz-go requires it).
+type commitPacer interface {
+	// begin runs on the poll loop before its first poll; false: the
+	// pipeline cannot start (it failed).
+	begin() bool
+	// pollContext is ctx bounded for the next poll; done is called once
+	// the poll returned.
+	pollContext(ctx context.Context) (pctx context.Context, done func())
+	// afterPoll runs between polls; false: the pipeline cannot go on.
+	afterPoll(ctx context.Context) bool
+}
+
+// groupSource is a consumer group's poll loop. With BlockRebalanceOnPoll
+// no rebalance runs between a poll and AllowRebalance, so a batch is never
+// dispatched to a task that was revoked after the poll returned it.
+type groupSource struct {
+	p     *Pipeline
+	pacer commitPacer
+}
+
+func (s groupSource) run(ctx context.Context) {
+	p := s.p
+	p.wg.Add(1)
+	go p.flowLoop()
+	defer close(p.pollDone)
+	if !s.pacer.begin() {
+		return
+	}
+	var lastErr time.Time
+	for {
+		pctx, done := s.pacer.pollContext(ctx)
+		pause, polled := p.awaitDemand(pctx) // false when pctx ends first: no poll
+		var fetches kgo.Fetches
+		if polled {
+			fetches = p.poll(pctx, pause, &lastErr)
+		}
+		done()
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			if polled {
+				p.cl.AllowRebalance()
+			}
+			return
+		}
+		if polled {
+			p.logFetchErrors(fetches, &lastErr)
+			p.dispatch(fetches)
+			p.cl.AllowRebalance()
+		}
+		if !s.pacer.afterPoll(ctx) {
+			return
+		}
+	}
+}
+
+func (s groupSource) leave(ctx context.Context) {
+	if err := s.p.cl.LeaveGroupContext(ctx); err != nil {
+		s.p.log.Warn("leaving the group", "err", err)
+	}
+}
