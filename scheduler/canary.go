@@ -50,10 +50,10 @@ func fnv32a(h uint32, str string) uint32 {
 // version is the version the task's records run on: the canary's if its
 // partition is in the canary's share, else the pipeline's current one.
 func (t *task) version() *modVersion {
-	if c := t.p.canary.Load(); c != nil && c.in(t.p.pc.Name, t.topic, t.partition) {
+	if c := t.d.mods.canary.Load(); c != nil && c.in(t.d.pc.Name, t.topic, t.partition) {
 		return c.ver
 	}
-	return t.p.current()
+	return t.d.mods.current()
 }
 
 // SetCanary runs wasm on percent of the pipeline's partitions (and of its

@@ -94,7 +94,7 @@ func (t *task) dispatchAbove() bool {
 	defer t.mu.Unlock()
 	t.kickAt = time.Time{}
 	t.dispatchLocked()
-	return t.workers > t.p.pc.Instances.Min
+	return t.workers > t.d.pc.Instances.Min
 }
 
 // maxLocked is the most instances the task may have now: its sizer's
@@ -103,7 +103,7 @@ func (t *task) maxLocked() int {
 	if t.auto.sizer != nil {
 		return t.auto.sizer.Target
 	}
-	return t.p.pc.Instances.Max
+	return t.d.pc.Instances.Max
 }
 
 // controlLocked closes the sizer's window once sizing.Window has passed (or
@@ -121,7 +121,7 @@ func (t *task) controlLocked(now time.Time) {
 	t.auto.ctlCalls = t.auto.calls.Load()
 	wait, run := t.auto.callWait.Load(), t.auto.callRun.Load()
 	m := sizing.Sample{Capped: t.auto.capped, Wait: time.Duration(wait - t.auto.ctlWait), Run: time.Duration(run - t.auto.ctlRn), Workers: t.workers, Warm: int(t.auto.warm.Load())}
-	busy, cores := t.p.current().m.CoreUse()
+	busy, cores := t.d.mods.current().m.CoreUse()
 	if el := now.Sub(t.auto.ctlAt); !t.auto.ctlAt.IsZero() && el > 0 && t.auto.ctlBusy > 0 {
 		m.IdleCores = max(float64(cores)-float64(busy-t.auto.ctlBusy)/float64(el), 0)
 	}
@@ -130,7 +130,7 @@ func (t *task) controlLocked(now time.Time) {
 	if !t.auto.sizer.Step(now, m) {
 		return
 	}
-	t.p.log.Debug("instances: auto: target changed", "topic", t.topic, "partition", t.partition, "from", old, "to", t.auto.sizer.Target, "reason", t.auto.sizer.Reason, "detail", t.auto.sizer.Detail)
+	t.d.log.Debug("instances: auto: target changed", "topic", t.topic, "partition", t.partition, "from", old, "to", t.auto.sizer.Target, "reason", t.auto.sizer.Reason, "detail", t.auto.sizer.Detail)
 	// Idle workers above the target, least recently used first: woken,
 	// they find the pool over its target and retire (worker.admit).
 	for n := t.workers - t.auto.sizer.Target; n > 0 && len(t.idleW) > 0; n-- {
@@ -147,7 +147,7 @@ func (t *task) controlLocked(now time.Time) {
 // above its sizer's target: w holds no record (none waiting on its
 // operations, no inline retry).
 func (t *task) overTargetLocked(w *worker) bool {
-	return t.auto.sizer != nil && !t.stopping && t.workers > t.auto.sizer.Target && t.workers > t.p.pc.Instances.Min &&
+	return t.auto.sizer != nil && !t.stopping && t.workers > t.auto.sizer.Target && t.workers > t.d.pc.Instances.Min &&
 		(w.inst == nil || w.inst.Pending() == 0) && len(w.retries) == 0
 }
 
@@ -164,7 +164,7 @@ func (t *task) dispatchLocked() {
 	if !t.runnableLocked() {
 		t.waitSince = time.Time{}
 		if r, ok := t.free.Peek(); ok {
-			if due := t.p.role.due(r); !due.IsZero() {
+			if due := t.d.role.due(r); !due.IsZero() {
 				t.kickLocked(due) // the oldest retry record falls due
 			}
 		}
@@ -178,14 +178,14 @@ func (t *task) dispatchLocked() {
 		t.wakeLocked()
 	case t.workers == 0:
 		t.growLocked()
-	case now.Sub(t.waitSince) >= t.p.pc.Instances.GrowAfter:
+	case now.Sub(t.waitSince) >= t.d.pc.Instances.GrowAfter:
 		if !t.wakeLocked() {
 			t.growLocked()
 		}
 		t.waitSince = now // the next step only if records still wait instances.grow_after from now
 	}
-	if len(t.idleW) > 0 || t.workers < t.p.pc.Instances.Max {
-		t.kickLocked(t.waitSince.Add(t.p.pc.Instances.GrowAfter)) // else nothing to do but wait for the workers
+	if len(t.idleW) > 0 || t.workers < t.d.pc.Instances.Max {
+		t.kickLocked(t.waitSince.Add(t.d.pc.Instances.GrowAfter)) // else nothing to do but wait for the workers
 	}
 }
 
@@ -205,15 +205,15 @@ func (t *task) kickLocked(at time.Time) {
 // growLocked borrows an instance from the host's budget, under the task's
 // maximum.
 func (t *task) growLocked() {
-	if t.stopping || t.workers >= t.p.pc.Instances.Max {
+	if t.stopping || t.workers >= t.d.pc.Instances.Max {
 		return
 	}
 	if t.workers >= t.maxLocked() {
 		t.auto.capped++ // records wait, the target holds the pool back: the sizer's signal
 		return
 	}
-	if t.p.budget.borrow(t.p.instanceBytes) {
-		t.p.stats.Borrowed.Add(1)
+	if t.d.budget.borrow(t.d.instanceBytes) {
+		t.d.stats.Borrowed.Add(1)
 		t.ps.Borrowed.Add(1)
 		t.spawnLocked(true)
 	}
@@ -224,11 +224,11 @@ func (t *task) growLocked() {
 // runnable. Which instance goes does not matter (the budget counts
 // instances, not identities): the least recently used one times out first.
 func (t *task) retireLocked(w *worker) bool {
-	if t.stopping || t.runnableLocked() || t.workers <= t.p.pc.Instances.Min {
+	if t.stopping || t.runnableLocked() || t.workers <= t.d.pc.Instances.Min {
 		return false
 	}
 	t.workers--
-	t.p.stats.Released.Add(1)
+	t.d.stats.Released.Add(1)
 	t.ps.Released.Add(1)
 	return true
 }

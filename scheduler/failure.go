@@ -30,7 +30,7 @@ type failure struct {
 func (t *task) classify(res *host.Result) failure {
 	if f := res.Fault(); f != nil {
 		kind := "fault." + string(f.Kind)
-		return failure{kind, res.Err.Error(), t.p.retryable[kind]}
+		return failure{kind, res.Err.Error(), t.d.retryable[kind]}
 	}
 	if res.Status == abi.StatusFail {
 		return failure{KindGuestFail, res.Err.Error(), false}
@@ -55,17 +55,17 @@ type failureCopy struct {
 // durable. Asked by the sink as it delivers the record (the failure is
 // observed then).
 func (t *task) failureCopy(r *kgo.Record, attempt int, f failure, history []string, tr *tracing.Attempt) failureCopy {
-	rc := &t.p.pc.Retry
+	rc := &t.d.pc.Retry
 	if f.retryable && attempt < rc.MaxAttempts && rc.Mode == config.RetryTopics {
-		delay, tier := t.p.pc.Delay(attempt + 1)
+		delay, tier := t.d.pc.Delay(attempt + 1)
 		hs := t.failureHeaders(r, attempt, attempt+1, f, history)
 		due := time.Now().Add(delay)
 		hs = append(hs, kgo.RecordHeader{Key: HeaderDue, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)}) // the one header failureHeaders leaves out
-		t.observeFailure(r, attempt, f, t.p.pc.TierTopic(tier), due, tr)
-		return failureCopy{t.p.pc.TierTopic(tier), hs, retriedCounter, tracing.ProduceRetry}
+		t.observeFailure(r, attempt, f, t.d.pc.TierTopic(tier), due, tr)
+		return failureCopy{t.d.pc.TierTopic(tier), hs, retriedCounter, tracing.ProduceRetry}
 	}
-	t.observeFailure(r, attempt, f, t.p.pc.DeadLetterTopic, time.Time{}, tr)
-	return failureCopy{t.p.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), deadLetterCounter, tracing.ProduceDeadLetter}
+	t.observeFailure(r, attempt, f, t.d.pc.DeadLetterTopic, time.Time{}, tr)
+	return failureCopy{t.d.pc.DeadLetterTopic, t.failureHeaders(r, attempt, attempt, f, history), deadLetterCounter, tracing.ProduceDeadLetter}
 }
 
 func retriedCounter(s *Stats) *atomic.Int64    { return &s.Retried }
@@ -78,7 +78,7 @@ func deadLetterCounter(s *Stats) *atomic.Int64 { return &s.DeadLetter }
 // is the role's decision (role.prior): nothing on an input topic.
 func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failure, inline []string) []kgo.RecordHeader {
 	now := time.Now().UTC()
-	st, _ := t.p.role.prior(r)
+	st, _ := t.d.role.prior(r)
 	if st.FirstFailure.IsZero() {
 		st.FirstFailure = now // on an input topic: this is the first failure
 	}
@@ -88,7 +88,7 @@ func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 		n++
 	}
 	st.History = append(st.History, failhdr.NewEntry(attempt, f.kind, f.msg))
-	st.Pipeline, st.Kind, st.Error = t.p.pc.Name, f.kind, f.msg
+	st.Pipeline, st.Kind, st.Error = t.d.pc.Name, f.kind, f.msg
 	st.Attempt, st.ModuleDigest, st.FailedAt = attemptHeader, t.version().m.Info().Digest, now
 	st.Due = time.Time{}
 	hs := failhdr.Own(r.Headers)

@@ -13,9 +13,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func (p *Pipeline) signalFlow() {
+// flowSignals are the wake-ups a pipeline's tasks send its loops: flow
+// (flowLoop: paused partitions may resume) and demand (awaitDemand, while
+// awaiting: a record finished).
+type flowSignals struct {
+	flow chan struct{}
+	// awaiting is set while the poll loop waits for a task to take records
+	// (awaitDemand): finishing records then signals demandCh.
+	awaiting atomic.Bool
+	demandCh chan struct{}
+}
+
+func newFlowSignals() flowSignals {
+	return flowSignals{flow: make(chan struct{}, 1), demandCh: make(chan struct{}, 1)}
+}
+
+func (f *flowSignals) signalFlow() {
 	select {
-	case p.flow <- struct{}{}:
+	case f.flow <- struct{}{}:
 	default:
 	}
 }
@@ -89,9 +104,9 @@ func (p *Pipeline) awaitDemand(ctx context.Context) (pause []*task, ok bool) {
 }
 
 // signalDemand wakes awaitDemand (a record finished while it waits).
-func (p *Pipeline) signalDemand() {
+func (f *flowSignals) signalDemand() {
 	select {
-	case p.demandCh <- struct{}{}:
+	case f.demandCh <- struct{}{}:
 	default:
 	}
 }

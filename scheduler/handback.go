@@ -61,7 +61,7 @@ func (g *runGate) close() (taken int, closed bool) {
 // it, and each record's job is reserved at enqueue (releaser.claim), one
 // object that only one worker may hold.
 func (t *task) handsBack() bool {
-	return t.p.pc.Ordering != config.OrderPartition && t.p.pc.Instances.Max > 1 &&
+	return t.d.pc.Ordering != config.OrderPartition && t.d.pc.Instances.Max > 1 &&
 		(t.rel == nil || !t.rel.byOffset)
 }
 
@@ -93,7 +93,7 @@ func (w *worker) handBack(gen uint64) {
 		return
 	}
 	t.unpickLocked(w.running[taken:])
-	t.p.stats.HandedBack.Add(int64(len(w.running) - taken))
+	t.d.stats.HandedBack.Add(int64(len(w.running) - taken))
 }
 
 // endHandBack ends a run's hand-back (timer from armHandBack): it closes

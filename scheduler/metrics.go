@@ -238,20 +238,13 @@ type loadTime struct {
 
 // recordLatency records an attempt's processing latency.
 func (t *task) recordLatency(d time.Duration) {
-	if m := t.p.metrics; m != nil {
+	if m := t.d.metrics; m != nil {
 		m.latency.Record(context.Background(), d.Seconds(), t.metricAttrs())
 	}
 }
 
 func (t *task) metricAttrs() metric.MeasurementOption {
 	return metric.WithAttributeSet(t.mattrs)
-}
-
-// recordInstantiate records the time a new instance took.
-func (p *Pipeline) recordInstantiate(d time.Duration) {
-	if m := p.metrics; m != nil {
-		m.instantiate.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", p.pc.Name)))
-	}
 }
 
 // observeStateSet observes a state set (OpenMetrics): one series per state,

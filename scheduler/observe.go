@@ -90,12 +90,12 @@ func (r *Runner) ObserveFailures(o FailureObserver) error {
 
 // observeFailure tells the pipeline's observer, if any, of a failed attempt.
 func (t *task) observeFailure(r *kgo.Record, attempt int, f failure, dest string, due time.Time, tr *tracing.Attempt) {
-	o := t.p.failObs
+	o := t.d.failObs
 	if o == nil {
 		return
 	}
-	st, _ := t.p.role.prior(r)
-	e := &FailureEvent{At: time.Now(), Pipeline: t.p.pc.Name, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+	st, _ := t.d.role.prior(r)
+	e := &FailureEvent{At: time.Now(), Pipeline: t.d.pc.Name, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		OriginTopic: st.Origin.Topic, OriginPartition: st.Origin.Partition, OriginOffset: st.Origin.Offset,
 		Kind: f.kind, Error: tracing.OneLine(f.msg, MaxEventErrorBytes), Attempt: attempt, Dest: dest, Retry: !due.IsZero(), Due: due, TraceID: tr.TraceID()}
 	k := r.Key
@@ -121,6 +121,6 @@ func (t *task) observeFailure(r *kgo.Record, attempt int, f failure, dest string
 		e.Headers = append(e.Headers, eh)
 	}
 	v := t.version()
-	e.ModuleDigest, e.Canary = v.m.Info().Digest, v != t.p.current()
+	e.ModuleDigest, e.Canary = v.m.Info().Digest, v != t.d.mods.current()
 	o.ObserveFailure(e)
 }

@@ -55,7 +55,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			pc := &config.Pipeline{Name: "bench", Ordering: tc.ordering, MaxInFlight: 1 << 30, MaxInFlightBytes: 1 << 40, BatchRecords: tc.batch,
 				Instances: config.Instances{Min: tc.inst, Max: tc.inst, IdleTimeout: time.Minute}}
 			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{},
-				budget: NewBudget(1000, 1<<40, 1<<40), flow: make(chan struct{}, 1)}
+				budget: NewBudget(1000, 1<<40, 1<<40), flowSignals: newFlowSignals()}
 			p.commit, p.sink = offsetCommits{p}, &plainSink{p: p}
 			if tc.emit {
 				p.sink = inlineSink{}
@@ -64,7 +64,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			p.ver.Store(&modVersion{m: mod})
 			sc := make(chan struct{})
 			p.swapCh.Store(&sc)
-			t := newTask(p, "t", 0, nil)
+			t := newTask(p.engineDeps(), "t", 0, nil)
 			t.start()
 			defer func() {
 				t.stop()
@@ -126,7 +126,7 @@ func (inlineSink) deliver(run []*job) {
 			for i := range j.outs {
 				j.acked(j.outputRecord(i), nil)
 			}
-			j.t.p.budget.releaseOutputs(j.held)
+			j.t.d.budget.releaseOutputs(j.held)
 			j.t.finish(j.r)
 			j.tr.End("ok", "", "")
 		}

@@ -143,14 +143,18 @@ type Pipeline struct {
 	dispatchBuf []taskBatch // the poll loop's, reused by dispatch
 	cfg         *config.Config
 	pc          *config.Pipeline
-	ver         atomic.Pointer[modVersion] // the current module version
-	// canary runs another version on a share of the partitions (canary.go).
-	canary atomic.Pointer[canary]
+	// modules: the current version, the swap signal, a canary, whether
+	// the module is asynchronous (swap.go); its engines read them.
+	modules
+	// flowSignals: the poll loop's wake-ups (fetch.go).
+	flowSignals
+	// eng is what the partitions' engines are given (engine.go): made by
+	// Start, before any task.
+	eng *engineDeps
 
-	swapCh atomic.Pointer[chan struct{}] // closed at a swap, then replaced
-	cl     *kgo.Client
-	log    *slog.Logger
-	group  string
+	cl    *kgo.Client
+	log   *slog.Logger
+	group string
 	// instanceID is the static member id (kafka.static_membership), ""
 	// for a dynamic member; brokers reach the group to leave it.
 	instanceID string
@@ -178,20 +182,12 @@ type Pipeline struct {
 	// retry is a primary's retry tier (nil: none, or this is one).
 	retry     *Pipeline
 	retryable map[string]bool // fault kinds retried
-	// async is set once any version of the module starts asynchronous
-	// operations; a deploy (admin API goroutine) sets it while workers read it.
-	async atomic.Bool
 	// asyncSize is async.max_in_flight: auto's controller (nil: the fixed
 	// bound).
 	asyncSize *sizing.Async
 	tracer    *tracing.Tracer // nil: tracing off
 	metrics   *Metrics        // nil: no metrics
 	failObs   FailureObserver // nil: none; set before Start (Runner.ObserveFailures)
-	flow      chan struct{}
-	// awaiting is set while the poll loop waits for a task to take records
-	// (awaitDemand): finishing records then signals demandCh.
-	awaiting atomic.Bool
-	demandCh chan struct{}
 
 	// state is the partitions' state stores (state.enabled; nil otherwise).
 	state *state.Stores
@@ -263,8 +259,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		limits: d.limits,
 		// An instance reserves its linear memory and its tables at their bounds.
 		instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
-		flow:          make(chan struct{}, 1),
-		demandCh:      make(chan struct{}, 1),
+		flowSignals:   newFlowSignals(),
 		retryable:     map[string]bool{},
 		cfg:           cfg,
 		pc:            pc,
@@ -391,6 +386,7 @@ func (p *Pipeline) Name() string { return p.pc.Name }
 
 // Start begins consuming. Call once.
 func (p *Pipeline) Start() {
+	p.eng = p.engineDeps()
 	// Topics are added only now, so the group is joined (and the partition
 	// callbacks can run) only once the pipeline is fully built.
 	p.cl.AddConsumeTopics(p.pc.Inputs...)
@@ -422,7 +418,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 			if p.tasks[k] != nil {
 				continue
 			}
-			t := newTask(p, topic, part, skips[k])
+			t := newTask(p.eng, topic, part, skips[k])
 			p.tasks[k] = t
 			t.start()
 			p.log.Debug("partition assigned", "topic", topic, "partition", part, "skip", skips[k].Count())

@@ -217,7 +217,7 @@ func (w *worker) settle(j *job, v verdict) {
 	case j.ordered:
 		w.t.rel.settle(j)
 	case v != verdictNone:
-		w.t.p.sink.deliver(j.run())
+		w.t.d.sink.deliver(j.run())
 	}
 	if ln != nil {
 		w.releaseLane(ln)
@@ -257,7 +257,7 @@ func (j *job) acked(pr *kgo.Record, err error) {
 		return
 	}
 	if err == nil {
-		t.p.stats.Outputs.Add(1)
+		t.d.stats.Outputs.Add(1)
 		t.ps.Outputs.Add(1)
 	}
 }
@@ -276,7 +276,7 @@ func (t *task) filtered(j *job) {
 // released, and another host takes it).
 func (t *task) drop(j *job) {
 	switch {
-	case j.ordered && !t.p.ledger.dropKeepsPlace():
+	case j.ordered && !t.d.ledger.dropKeepsPlace():
 		j.verdict = verdictNone
 		t.rel.settle(j)
 	case j.ordered:
@@ -287,5 +287,5 @@ func (t *task) drop(j *job) {
 	t.mu.Lock()
 	t.started--
 	t.mu.Unlock()
-	t.p.ledger.abandoned(t, j.r)
+	t.d.ledger.abandoned(t, j.r)
 }

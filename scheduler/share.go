@@ -173,7 +173,7 @@ func (c *shareSource) dispatch(fetches kgo.Fetches) {
 	defer p.mu.Unlock()
 	t := p.tasks[sharePool]
 	if t == nil {
-		t = newTask(p, sharePool.topic, sharePool.partition, nil)
+		t = newTask(p.eng, sharePool.topic, sharePool.partition, nil)
 		p.tasks[sharePool] = t
 		t.start()
 	}

@@ -36,8 +36,8 @@ func (t *task) enqueueShared(recs []*kgo.Record) {
 	t.queued += n
 	t.inFlight += n
 	t.bytes += nb
-	t.p.budget.inFlight.Add(int64(n))
-	t.p.stats.Fetched.Add(int64(n))
+	t.d.budget.inFlight.Add(int64(n))
+	t.d.stats.Fetched.Add(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
 	t.mu.Unlock()
@@ -50,7 +50,7 @@ func (t *task) forgetShared(r *kgo.Record) {
 	t.inFlight--
 	t.bytes -= len(r.Key) + len(r.Value)
 	if !t.closed {
-		t.p.budget.inFlight.Add(-1)
+		t.d.budget.inFlight.Add(-1)
 	}
 	t.mu.Unlock()
 }

@@ -150,7 +150,7 @@ func outputAcked(pr *kgo.Record, err error) {
 	if j.remaining.Add(-1) != 0 {
 		return
 	}
-	t.p.budget.releaseOutputs(j.held)
+	t.d.budget.releaseOutputs(j.held)
 	if e := j.failedErr.Load(); e != nil {
 		// Not from inside a promise: fail produces again.
 		j.undeliverable(failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, *e)
@@ -167,8 +167,8 @@ func outputAcked(pr *kgo.Record, err error) {
 func (j *job) undeliverable(f failure, err error) {
 	t := j.t
 	j.verdict, j.fail, j.history = verdictFailed, f, nil
-	if !t.p.bg.Go(func() { t.p.sink.deliver(j.run()) }) {
-		t.p.log.Error("an output failed during shutdown; its record stays uncommitted", "topic", j.r.Topic, "partition", j.r.Partition, "offset", j.r.Offset, "err", err)
+	if !t.d.bg.Go(func() { t.d.sink.deliver(j.run()) }) {
+		t.d.log.Error("an output failed during shutdown; its record stays uncommitted", "topic", j.r.Topic, "partition", j.r.Partition, "offset", j.r.Offset, "err", err)
 	}
 }
 
@@ -273,7 +273,7 @@ func (s *txnSink) deliverOutputs(j *job) {
 		s.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
 			if j.remaining.Add(-1) == 0 {
-				t.p.budget.releaseOutputs(j.held)
+				t.d.budget.releaseOutputs(j.held)
 			}
 			j.acked(pr, err)
 			if err != nil {

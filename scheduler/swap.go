@@ -43,15 +43,28 @@ func (v *modVersion) retire() {
 
 func (v *modVersion) close() { v.once.Do(func() { v.m.Close(context.Background()) }) }
 
+// modules is a pipeline's module versions as its engines see them: the
+// pipeline swaps and sets a canary (an admin API goroutine), the workers
+// read, each with an atomic load.
+type modules struct {
+	ver    atomic.Pointer[modVersion]    // the current module version
+	swapCh atomic.Pointer[chan struct{}] // closed at a swap, then replaced
+	// canary runs another version on a share of the partitions (canary.go).
+	canary atomic.Pointer[canary]
+	// async is set once any version of the module starts asynchronous
+	// operations; a deploy sets it while workers read it.
+	async atomic.Bool
+}
+
 // current is the version new instances are created from.
-func (p *Pipeline) current() *modVersion { return p.ver.Load() }
+func (m *modules) current() *modVersion { return m.ver.Load() }
 
 // Module is the pipeline's current module.
 func (p *Pipeline) Module() *host.Module { return p.current().m }
 
 // swapped returns a channel closed at the next swap (read by every worker
 // each time it waits: an atomic load, no lock).
-func (p *Pipeline) swapped() <-chan struct{} { return *p.swapCh.Load() }
+func (m *modules) swapped() <-chan struct{} { return *m.swapCh.Load() }
 
 // setModule makes m the pipeline's module: records not yet started run on
 // instances of m. Each worker finishes what its instance has in progress

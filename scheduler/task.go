@@ -38,7 +38,7 @@ import (
 // Lock order, outermost first: releaser.mu, Pipeline.mu, task.mu, then
 // leaves such as Budget.mu (DESIGN.md, "Lock order").
 type task struct {
-	p         *Pipeline
+	d         *engineDeps
 	topic     string
 	partition int32
 	tr        offsets.Tracker
@@ -95,9 +95,9 @@ type lane struct {
 	listed bool // in task.ready
 }
 
-func newTask(p *Pipeline, topic string, partition int32, skip *offsets.DoneSet) *task {
+func newTask(p *engineDeps, topic string, partition int32, skip *offsets.DoneSet) *task {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{p: p, topic: topic, partition: partition, skip: skip, ps: p.partitionStats(topic, partition),
+	t := &task{d: p, topic: topic, partition: partition, skip: skip, ps: p.partStats(topic, partition),
 		stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
 	t.committed.Store(-1)
 	// The timer's function runs on a goroutine of its own; stop stops it,
@@ -123,9 +123,9 @@ func newTask(p *Pipeline, topic string, partition int32, skip *offsets.DoneSet) 
 func (t *task) start() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i := 0; i < t.p.pc.Instances.Min; i++ {
-		if t.p.budget.reserve(t.p.instanceBytes) {
-			t.p.log.Warn("instance budget exceeded by task minimums (host.max_instances / host.max_instance_memory)", "topic", t.topic, "partition", t.partition)
+	for i := 0; i < t.d.pc.Instances.Min; i++ {
+		if t.d.budget.reserve(t.d.instanceBytes) {
+			t.d.log.Warn("instance budget exceeded by task minimums (host.max_instances / host.max_instance_memory)", "topic", t.topic, "partition", t.partition)
 		}
 		t.spawnLocked(false)
 	}
@@ -164,7 +164,7 @@ func (t *task) enqueue(recs []*kgo.Record) {
 			if t.skip.Has(r.Offset) {
 				t.tr.Add(r.Offset, r.LeaderEpoch)
 				t.tr.Done(r.Offset)
-				t.p.stats.Skipped.Add(1)
+				t.d.stats.Skipped.Add(1)
 				t.ps.Skipped.Add(1)
 				if p := r.Offset + 1; p > t.position.Load() {
 					t.position.Store(p) // skipped records count as consumed for lag
@@ -183,8 +183,8 @@ func (t *task) enqueue(recs []*kgo.Record) {
 	t.queued += n
 	t.inFlight += n
 	t.bytes += nb
-	t.p.budget.inFlight.Add(int64(n))
-	t.p.stats.Fetched.Add(int64(n))
+	t.d.budget.inFlight.Add(int64(n))
+	t.d.stats.Fetched.Add(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
 	t.mu.Unlock()
@@ -193,7 +193,7 @@ func (t *task) enqueue(recs []*kgo.Record) {
 // fullLocked reports whether the task holds its bounds: max_in_flight
 // records or max_in_flight_bytes of keys and values.
 func (t *task) fullLocked() bool {
-	return t.inFlight >= t.p.pc.MaxInFlight || t.bytes >= t.p.pc.MaxInFlightBytes
+	return t.inFlight >= t.d.pc.MaxInFlight || t.bytes >= t.d.pc.MaxInFlightBytes
 }
 
 // demand is a task's part in the poll loop's backpressure.
@@ -220,7 +220,7 @@ func (t *task) demandState() demand {
 	switch {
 	case t.stopping || t.paused:
 		return demandPaused
-	case t.inFlight >= pauseFactor*t.p.pc.MaxInFlight || t.bytes >= pauseFactor*t.p.pc.MaxInFlightBytes:
+	case t.inFlight >= pauseFactor*t.d.pc.MaxInFlight || t.bytes >= pauseFactor*t.d.pc.MaxInFlightBytes:
 		return demandPauseDue
 	case t.fullLocked():
 		return demandFull
@@ -234,15 +234,15 @@ func (t *task) pause() {
 	defer t.mu.Unlock()
 	if !t.paused && !t.stopping {
 		t.paused = true
-		t.p.stats.Pauses.Add(1)
-		t.p.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
+		t.d.stats.Pauses.Add(1)
+		t.d.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
 }
 
 // placeLocked makes r runnable under the pipeline's ordering.
 func (t *task) placeLocked(r *kgo.Record) {
 	var ln *lane
-	switch t.p.pc.Ordering {
+	switch t.d.pc.Ordering {
 	case config.OrderPartition:
 		ln = &t.single
 	case config.OrderKey:
@@ -279,7 +279,7 @@ func (t *task) freeDueLocked() bool {
 	if !ok {
 		return false
 	}
-	due := t.p.role.due(r)
+	due := t.d.role.due(r)
 	return due.IsZero() || !due.After(time.Now())
 }
 
@@ -340,9 +340,9 @@ func (t *task) pickRunLocked(run []picked, max int) []picked {
 // one worker's run does not take what other instances could run beside it
 // (records left runnable are what makes the pool grow).
 func (t *task) runSizeLocked() int {
-	n := t.p.pc.BatchRecords
-	if t.p.pc.Ordering != config.OrderPartition {
-		pool := max(t.p.pc.Instances.Max, 1)
+	n := t.d.pc.BatchRecords
+	if t.d.pc.Ordering != config.OrderPartition {
+		pool := max(t.d.pc.Instances.Max, 1)
 		runnable := t.free.Len() + t.ready.Len()
 		n = min(n, max(1, (runnable+pool-1)/pool))
 	}
@@ -410,7 +410,7 @@ func (t *task) stop() {
 	t.kick.Stop()
 	if t.paused {
 		t.paused = false
-		t.p.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
+		t.d.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
 	t.mu.Unlock()
 	close(t.stopCh)
@@ -427,12 +427,12 @@ func (t *task) close() {
 	first := !t.closed
 	if first {
 		t.closed = true
-		t.p.budget.inFlight.Add(-int64(t.inFlight))
+		t.d.budget.inFlight.Add(-int64(t.inFlight))
 	}
 	t.mu.Unlock()
 	if first && t.rel != nil {
 		// Not under t.mu: settling takes the releaser's lock, then t.mu.
-		t.rel.abandon(t.p.budget.releaseOutputs)
+		t.rel.abandon(t.d.budget.releaseOutputs)
 	}
 }
 
@@ -460,9 +460,9 @@ func (t *task) startedPending() int {
 func (t *task) maybeResume() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.paused && !t.stopping && t.inFlight <= t.p.pc.MaxInFlight/2 && t.bytes <= t.p.pc.MaxInFlightBytes/2 {
+	if t.paused && !t.stopping && t.inFlight <= t.d.pc.MaxInFlight/2 && t.bytes <= t.d.pc.MaxInFlightBytes/2 {
 		t.paused = false
-		t.p.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
+		t.d.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
 	}
 }
 
@@ -560,25 +560,25 @@ func (t *task) gauges(withSlots bool) taskGauges {
 // finish counts r done once its outcome is durable; false when it was
 // already (markDone).
 func (t *task) finish(r *kgo.Record) bool {
-	if !t.p.ledger.markDone(t, r) {
+	if !t.d.ledger.markDone(t, r) {
 		return false
 	}
-	t.p.stats.Done.Add(1)
+	t.d.stats.Done.Add(1)
 	t.ps.Done.Add(1)
 	t.mu.Lock()
 	t.inFlight--
 	t.started--
 	t.bytes -= len(r.Key) + len(r.Value)
 	if !t.closed {
-		t.p.budget.inFlight.Add(-1)
+		t.d.budget.inFlight.Add(-1)
 	}
 	paused := t.paused
 	t.mu.Unlock()
 	if paused {
-		t.p.signalFlow()
+		t.d.flow.signalFlow()
 	}
-	if t.p.awaiting.Load() {
-		t.p.signalDemand()
+	if t.d.flow.awaiting.Load() {
+		t.d.flow.signalDemand()
 	}
 	return true
 }

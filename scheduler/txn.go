@@ -266,7 +266,7 @@ func (x *transactions) restartTasks(old []*task, from map[tp]int64) {
 		if p.tasks[k] != t || p.stopped.Load() {
 			continue
 		}
-		nt := newTask(p, t.topic, t.partition, nil)
+		nt := newTask(p.eng, t.topic, t.partition, nil)
 		nt.committed.Store(t.committed.Load())
 		if off, ok := from[k]; ok {
 			nt.committed.Store(off)

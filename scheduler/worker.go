@@ -36,7 +36,7 @@ func (jobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Tim
 func (t *task) traceInfo(j *job) tracing.Info {
 	r := j.r
 	info := tracing.Info{
-		Pipeline: t.p.pc.Name, Group: t.p.group, Module: filepath.Base(t.p.pc.Module), ModuleDigest: t.version().m.Info().Digest,
+		Pipeline: t.d.pc.Name, Group: t.d.group, Module: filepath.Base(t.d.pc.Module), ModuleDigest: t.version().m.Info().Digest,
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
 		OriginTopic: j.ar.Topic, OriginPartition: j.ar.Partition, OriginOffset: j.ar.Offset,
 	}
@@ -148,7 +148,7 @@ func (t *task) worker(borrowed bool) {
 	if !borrowed {
 		w.instance() // keep the minimum warm
 	}
-	l := newWorkerLoop(t.p.pc.Instances.IdleTimeout)
+	l := newWorkerLoop(t.d.pc.Instances.IdleTimeout)
 	defer l.stop()
 	for t.ctx.Err() == nil && w.turn(l) {
 	}
@@ -191,7 +191,7 @@ func (w *worker) exit() {
 	for _, j := range w.retries {
 		t.drop(j)
 	}
-	t.p.budget.release(t.p.instanceBytes)
+	t.d.budget.release(t.d.instanceBytes)
 	if w.warm {
 		t.auto.warm.Add(-1)
 	}
@@ -272,7 +272,7 @@ type workerWait struct {
 // deadline, a due retry, a deploy or the task stopping. It reports false
 // when the worker retired at its idle timeout.
 func (w *worker) wait(l *workerLoop, stopping, pending, refused bool) bool {
-	ww := workerWait{swapC: w.t.p.swapped()}
+	ww := workerWait{swapC: w.t.d.mods.swapped()}
 	canTake := !refused && w.mayTake()
 	limited := !canTake && w.instLimited()
 	if limited {
@@ -422,16 +422,16 @@ func (w *worker) instLimited() bool {
 	if w.inst == nil {
 		return false
 	}
-	if a := w.t.p.asyncSize; a != nil {
+	if a := w.t.d.asyncSize; a != nil {
 		return w.inst.AsyncInFlight() >= int(a.Limit.Load())
 	}
-	return w.inst.AsyncInFlight() >= w.t.p.pc.Async.MaxInFlight
+	return w.inst.AsyncInFlight() >= w.t.d.pc.Async.MaxInFlight
 }
 
 // noteAsyncHeld tells the async sizer that its limit held the instance
 // back: it may raise it.
 func (w *worker) noteAsyncHeld() {
-	if a := w.t.p.asyncSize; a != nil {
+	if a := w.t.d.asyncSize; a != nil {
 		a.Held.Store(true)
 	}
 }
@@ -458,16 +458,16 @@ func (w *worker) hold() takeHold {
 	if w.stale() {
 		return holdVersion
 	}
-	if w.t.p.budget.overHeldOutputs() {
+	if w.t.d.budget.overHeldOutputs() {
 		return holdOutputs
 	}
-	if !w.t.p.async.Load() {
+	if !w.t.d.mods.async.Load() {
 		return holdNone // no async work: one record at a time
 	}
 	if w.instLimited() {
 		return holdInstAsync
 	}
-	if w.t.p.budget.overAsync() {
+	if w.t.d.budget.overAsync() {
 		return holdHostAsync
 	}
 	return holdNone
@@ -538,7 +538,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		}
 	}()
 	for w.mayTake() {
-		async := t.p.async.Load() // one value per record: admitAsync and admitted pair up
+		async := t.d.mods.async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
 		w.freeLanesLocked()
 		if t.stopping {
@@ -547,16 +547,16 @@ func (w *worker) admit() (took, refused, retire bool) {
 		}
 		if t.overTargetLocked(w) {
 			t.workers--
-			t.p.stats.Released.Add(1)
+			t.d.stats.Released.Add(1)
 			t.ps.Released.Add(1)
 			t.mu.Unlock()
 			return took, false, true
 		}
-		if async && !t.p.budget.admitAsync() {
+		if async && !t.d.budget.admitAsync() {
 			t.mu.Unlock()
 			return took, true, false
 		}
-		if !async && t.state == nil && t.p.pc.BatchRecords > 1 {
+		if !async && t.state == nil && t.d.pc.BatchRecords > 1 {
 			// Stateless and synchronous: a run of records in one call.
 			run := t.pickRunLocked(w.run[:0], t.runSizeLocked())
 			if len(run) == 0 {
@@ -577,7 +577,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		if r == nil {
 			t.mu.Unlock()
 			if async {
-				t.p.budget.admitted()
+				t.d.budget.admitted()
 			}
 			return took, false, false
 		}
@@ -593,7 +593,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		w.place(j, forged)
 		w.start(j)
 		if async {
-			t.p.budget.admitted()
+			t.d.budget.admitted()
 		}
 	}
 	return took, false, false
@@ -668,7 +668,7 @@ func (w *worker) instance() *host.Instance {
 		v.acquire()
 		in, err := v.m.NewInstance(w.t.ctx)
 		if err == nil {
-			w.t.p.recordInstantiate(time.Since(start))
+			w.t.d.recordInstantiate(time.Since(start))
 			in.KeepSlot()                  // records run back to back on it; the loop yields before it waits
 			in.StopBatchAfterFailure(true) // nothing of a partition or key runs past a failed record (startRun)
 			w.inst, w.ver = in, v
@@ -679,7 +679,7 @@ func (w *worker) instance() *host.Instance {
 			break
 		}
 		v.release()
-		w.t.p.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
+		w.t.d.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
 		select {
 		case <-w.t.ctx.Done():
 			return nil
@@ -699,7 +699,7 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 	// The guest sees the record as it was first consumed, without
 	// wasmstream's headers; on an input topic those are a producer's and
 	// are not believed (role.prior).
-	prior, untrusted := t.p.role.prior(r)
+	prior, untrusted := t.d.role.prior(r)
 	if t.rel != nil && t.rel.byOffset {
 		j = t.rel.claim(r) // its place was reserved at enqueue
 	} else {
@@ -732,11 +732,11 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 func (w *worker) place(j *job, forged int) {
 	t := w.t
 	if forged > 0 {
-		t.p.stats.ForgedHeaders.Add(int64(forged))
+		t.d.stats.ForgedHeaders.Add(int64(forged))
 	}
 	switch {
 	case t.rel == nil, t.rel.byOffset: // placed at enqueue (releaser.reserve)
-	case t.p.pc.Ordering == config.OrderPartition && j.ln != nil:
+	case t.d.pc.Ordering == config.OrderPartition && j.ln != nil:
 		t.rel.addLate(j)
 	default:
 		t.rel.add(j)
@@ -771,9 +771,9 @@ func (w *worker) start(j *job) {
 func (w *worker) prepare(j *job, in *host.Instance) {
 	j.ar.Attempt = uint32(j.attempt)
 	j.pended = false
-	if t := w.t; t.p.tracer != nil {
+	if t := w.t; t.d.tracer != nil {
 		if j.tr == nil {
-			j.tr = t.p.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
+			j.tr = t.d.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
 		}
 		j.tr.SetInstance(in.ID())
 	}
@@ -839,8 +839,8 @@ func (w *worker) startRun(run []picked) {
 		return
 	}
 	if ran > 1 {
-		t.p.stats.Runs.Add(1)
-		t.p.stats.RunRecords.Add(int64(ran))
+		t.d.stats.Runs.Add(1)
+		t.d.stats.RunRecords.Add(int64(ran))
 	}
 	if ln := run[0].ln; ln == &t.single {
 		for _, j := range jobs {
@@ -892,8 +892,8 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	if res.Status != abi.StatusPending {
 		d := end.Sub(j.started)
 		t.recordLatency(d)
-		if j.pended && t.p.asyncSize != nil {
-			t.p.asyncSize.Observe(end, d)
+		if j.pended && t.d.asyncSize != nil {
+			t.d.asyncSize.Observe(end, d)
 		}
 		w.handled.Add(1)
 		if res.Fault() != nil {
@@ -902,7 +902,7 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	}
 	if res.Status == abi.StatusPending {
 		j.pended = true
-		if t.p.pc.Ordering == config.OrderPartition {
+		if t.d.pc.Ordering == config.OrderPartition {
 			// Pipelining: the partition's next record may start; the release
 			// order keeps its outputs behind this one's (a record of a run
 			// takes its place here too, though the run's last record holds
@@ -924,16 +924,16 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 			// Not the record's fault: start it over on the replacement
 			// instance, keeping its attempt number and its place.
 			j.lost++
-			t.p.stats.Restarted.Add(1)
+			t.d.stats.Restarted.Add(1)
 			t.ps.Restarted.Add(1)
 			j.due = time.Now()
 			w.retries = slices.Insert(w.retries, 0, j)
-			t.p.log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+			t.d.log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 			return
 		}
-		t.p.stats.Faults.Add(1)
+		t.d.stats.Faults.Add(1)
 		t.ps.Faults.Add(1)
-		t.p.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
+		t.d.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
 	}
 	var f failure
 	if res.Status != abi.StatusOK {
@@ -948,7 +948,7 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		if res.Status != abi.StatusOK {
 			w.ver.failed.Add(1)
 			w.ver.tally.fail(f.kind, t.topic, t.partition)
-			if c := t.p.canary.Load(); c != nil && c.ver == w.ver && c.check != nil {
+			if c := t.d.mods.canary.Load(); c != nil && c.ver == w.ver && c.check != nil {
 				c.check.offer(&j.ar, f.kind) // does the stable version fail it too?
 			}
 		}
@@ -958,10 +958,10 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		if j.rs != nil {
 			writes = j.rs.Writes()
 		}
-		if why := t.p.sink.refuses(r, res.Outputs, writes); why != "" {
+		if why := t.d.sink.refuses(r, res.Outputs, writes); why != "" {
 			// A produce the broker refuses cannot succeed later: the
 			// record fails now, its writes dropped with it.
-			t.p.budget.releaseOutputs(res.HeldBytes)
+			t.d.budget.releaseOutputs(res.HeldBytes)
 			j.tr.Decide(true)
 			j.fail = failure{KindProduce, why, false}
 			j.rs = nil
@@ -977,11 +977,11 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 			if b != nil {
 				j.sb = b
 				res.Outputs = append(res.Outputs, outs...)
-				t.p.stats.StateWrites.Add(int64(len(outs)))
+				t.d.stats.StateWrites.Add(int64(len(outs)))
 			}
 		}
 		if len(res.Outputs) == 0 {
-			t.p.budget.releaseOutputs(res.HeldBytes)
+			t.d.budget.releaseOutputs(res.HeldBytes)
 			w.settle(j, verdictDone)
 		} else {
 			j.outs, j.held = res.Outputs, res.HeldBytes
@@ -989,13 +989,13 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		}
 		return
 	}
-	rc := &t.p.pc.Retry
+	rc := &t.d.pc.Retry
 	if f.retryable && j.attempt < rc.MaxAttempts && rc.Mode == config.RetryInline {
 		// Inline: the record waits in place, holding its lane (its key, or
 		// its partition's release order) but not the instance.
 		j.history = append(j.history, historyEntry(f))
-		delay, _ := t.p.pc.Delay(j.attempt + 1)
-		t.p.stats.Retried.Add(1)
+		delay, _ := t.d.pc.Delay(j.attempt + 1)
+		t.d.stats.Retried.Add(1)
 		t.ps.Retried.Add(1)
 		j.attempt++
 		if j.tr != nil {

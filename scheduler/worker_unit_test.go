@@ -10,7 +10,7 @@ func TestCanTakeChangesNothing(t *testing.T) {
 	p := &Pipeline{budget: NewBudget(1000, 1<<40, 1<<40)}
 	p.ver.Store(cur)
 	old.acquire()
-	w := &worker{t: &task{p: p}, ver: old}
+	w := &worker{t: &task{d: p.engineDeps()}, ver: old}
 	for range 3 {
 		if w.canTake() {
 			t.Fatal("canTake: a worker of an old version may take records")
