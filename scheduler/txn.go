@@ -139,24 +139,65 @@ func (x *transactions) cut(ctx context.Context, final bool) bool {
 	defer x.gate.Unlock()
 	p.commitMu.Lock()
 	defer p.commitMu.Unlock()
-	released := x.released.Swap(0)
-	p.mu.Lock()
-	tasks := make([]*task, 0, len(p.tasks))
-	for _, t := range p.tasks {
-		tasks = append(tasks, t)
+	c := txnCut{released: x.released.Swap(0), tasks: p.attached(), final: final}
+	c.marks = watermarks(c.tasks)
+	c.why = x.abortReason()
+	empty := c.why == "" && len(c.marks) == 0 && c.released == 0
+	if empty && !final {
+		return true // nothing to commit: keep the transaction open
 	}
-	p.mu.Unlock()
+	commit := kgo.TryCommit
+	if c.why != "" {
+		commit = kgo.TryAbort
+	}
+	start := time.Now()
+	committed, err := x.sess.End(commitWatermarks(c.marks), commit)
+	switch {
+	case committed && empty:
+		// The last, empty transaction of a shutdown: nothing was in it.
+	case committed:
+		x.committed(c.marks)
+		p.log.Debug("transaction committed", "records", c.released, "partitions", len(c.marks), "took", time.Since(start))
+	default:
+		if !x.notCommitted(ctx, c, err) {
+			return false
+		}
+	}
+	if final {
+		return err == nil
+	}
+	return x.beginNext(err)
+}
+
+// txnCut is what a cut is about: the records released into the
+// transaction, the tasks and the watermarks it commits, why it aborts
+// ("": it commits), and whether it is the last.
+type txnCut struct {
+	released int64
+	tasks    []*task
+	marks    map[tp]mark
+	why      string
+	final    bool
+}
+
+// watermarks are the tasks' watermarks that moved since their last commit.
+func watermarks(tasks []*task) map[tp]mark {
 	marks := map[tp]mark{}
 	for _, t := range tasks {
 		if off, _, ok := t.tr.Watermark(); ok && off != t.committed.Load() {
 			marks[tp{t.topic, t.partition}] = mark{t, off}
 		}
 	}
-	// Every produce of the transaction is answered before its outcome is
-	// decided: a produce that fails while End flushes would otherwise be
-	// seen only after the commit, and the record it belongs to would be
-	// committed without it. (The gate keeps workers from releasing more.)
-	if err := p.cl.Flush(context.Background()); err != nil {
+	return marks
+}
+
+// abortReason says why the open transaction must abort, "" when nothing
+// does. Every produce of the transaction is answered first: a produce that
+// fails while End flushes would otherwise be seen only after the commit,
+// and the record it belongs to would be committed without it. (The gate
+// keeps workers from releasing more.)
+func (x *transactions) abortReason() string {
+	if err := x.p.cl.Flush(context.Background()); err != nil {
 		x.failed(fmt.Errorf("flushing the transaction's produces: %w", err))
 	}
 	var why string
@@ -166,16 +207,14 @@ func (x *transactions) cut(ctx context.Context, final bool) bool {
 	if x.revokedSince.Swap(false) {
 		why = "partitions were revoked or lost since it began"
 	}
-	empty := why == "" && len(marks) == 0 && released == 0
-	if empty && !final {
-		return true // nothing to commit: keep the transaction open
-	}
-	commit := kgo.TryCommit
-	if why != "" {
-		commit = kgo.TryAbort
-	}
-	endCtx := kgo.PreTxnCommitFnContext(context.Background(), func(req *kmsg.TxnOffsetCommitRequest) error {
-		// franz-go fills in the polled positions; commit the watermarks.
+	return why
+}
+
+// commitWatermarks is the context of an End that commits marks: franz-go
+// fills in the polled positions, and the hook replaces them with the
+// watermarks (and drops the partitions without one).
+func commitWatermarks(marks map[tp]mark) context.Context {
+	return kgo.PreTxnCommitFnContext(context.Background(), func(req *kmsg.TxnOffsetCommitRequest) error {
 		topics := req.Topics[:0]
 		for _, rt := range req.Topics {
 			parts := rt.Partitions[:0]
@@ -193,61 +232,71 @@ func (x *transactions) cut(ctx context.Context, final bool) bool {
 		req.Topics = topics
 		return nil
 	})
-	start := time.Now()
-	committed, err := x.sess.End(endCtx, commit)
-	switch {
-	case committed && empty:
-		// The last, empty transaction of a shutdown: nothing was in it.
-	case committed:
-		for _, m := range marks {
-			m.t.committed.Store(m.off)
-			p.committed(m.t, m.off)
-		}
-		p.stats.Commits.Add(1)
-		p.stats.TxnCommitted.Add(1)
-		p.log.Debug("transaction committed", "records", released, "partitions", len(marks), "took", time.Since(start))
-	default:
-		var from map[tp]int64
-		if err != nil && !final {
-			var ok bool
-			if from, ok = x.settle(ctx, tasks, err); !ok {
-				return false
-			}
-		}
-		landed, ok := x.landed(marks, from)
-		if !ok {
+}
+
+// committed notes a committed transaction's watermarks and tells the
+// pipeline's subscribers.
+func (x *transactions) committed(marks map[tp]mark) {
+	p := x.p
+	for _, m := range marks {
+		m.t.committed.Store(m.off)
+		p.committed(m.t, m.off)
+	}
+	p.stats.Commits.Add(1)
+	p.stats.TxnCommitted.Add(1)
+}
+
+// notCommitted handles an end that did not confirm a commit: an
+// unconfirmed end is settled first (settle), then whether the transaction
+// landed decides; either way every task starts over from the committed
+// offsets. It reports false when the pipeline cannot go on.
+func (x *transactions) notCommitted(ctx context.Context, c txnCut, err error) bool {
+	p := x.p
+	var from map[tp]int64
+	if err != nil && !c.final {
+		var ok bool
+		if from, ok = x.settle(ctx, c.tasks, err); !ok {
 			return false
 		}
-		if landed {
-			p.stats.Commits.Add(1)
-			p.stats.TxnCommitted.Add(1)
-			p.log.Info("the unconfirmed transaction had committed; every partition goes on from the broker's committed offset", "records", released)
-		} else {
-			p.stats.TxnAborted.Add(1)
-			if why == "" {
-				why = "the commit was refused (the group moved on: this member was fenced or rebalanced)"
-				if err != nil {
-					why += ": " + err.Error()
-				}
-			}
-			p.log.Warn("transaction aborted; every partition starts over from its committed offset", "reason", why, "records", released)
-		}
-		x.restartTasks(tasks, from)
 	}
-	if final {
-		return err == nil
-	}
-	if berr := x.sess.Begin(); berr != nil {
-		// The next transaction cannot begin: the producer's state is fatal
-		// (franz-go keeps the error that made it so). Both errors are
-		// named: the end's says what happened, Begin's why it is final.
-		if err != nil && err.Error() != berr.Error() {
-			berr = fmt.Errorf("%w (the transaction's end had failed: %v)", berr, err)
-		}
-		p.fail(fmt.Errorf("pipeline %s: transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", p.pc.Name, x.txnID, berr))
+	landed, ok := x.landed(c.marks, from)
+	if !ok {
 		return false
 	}
+	if landed {
+		p.stats.Commits.Add(1)
+		p.stats.TxnCommitted.Add(1)
+		p.log.Info("the unconfirmed transaction had committed; every partition goes on from the broker's committed offset", "records", c.released)
+	} else {
+		p.stats.TxnAborted.Add(1)
+		why := c.why
+		if why == "" {
+			why = "the commit was refused (the group moved on: this member was fenced or rebalanced)"
+			if err != nil {
+				why += ": " + err.Error()
+			}
+		}
+		p.log.Warn("transaction aborted; every partition starts over from its committed offset", "reason", why, "records", c.released)
+	}
+	x.restartTasks(c.tasks, from)
 	return true
+}
+
+// beginNext begins the next transaction after an end that returned
+// endErr. It reports false (and fails the pipeline) when it cannot: the
+// producer's state is fatal (franz-go keeps the error that made it so).
+// Both errors are named: the end's says what happened, Begin's why it is
+// final.
+func (x *transactions) beginNext(endErr error) bool {
+	berr := x.sess.Begin()
+	if berr == nil {
+		return true
+	}
+	if endErr != nil && endErr.Error() != berr.Error() {
+		berr = fmt.Errorf("%w (the transaction's end had failed: %v)", berr, endErr)
+	}
+	x.p.fail(fmt.Errorf("pipeline %s: transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", x.p.pc.Name, x.txnID, berr))
+	return false
 }
 
 // restartTasks cuts tasks off after an abort and replaces them with fresh

@@ -885,131 +885,177 @@ func (w *worker) dropRun(jobs []*job, forged []int) {
 // outcome acts on what an attempt of j came to.
 func (w *worker) outcome(j *job, res host.Result) { w.outcomeAt(j, res, time.Now()) }
 
-// outcomeAt is outcome for an attempt whose last call ended at end.
+// outcomeAt is outcome for an attempt whose last call ended at end: an
+// attempt that waits goes on waiting (pending); one that faulted because of
+// the host (canceled, its instance lost) is dropped or started over; the
+// rest is a verdict — succeeded, retried in place, or failed.
 func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
-	t := w.t
-	r := j.r
-	if res.Status != abi.StatusPending {
-		d := end.Sub(j.started)
-		t.recordLatency(d)
-		if j.pended && t.d.asyncSize != nil {
-			t.d.asyncSize.Observe(end, d)
-		}
-		w.handled.Add(1)
-		if res.Fault() != nil {
-			w.faults.Add(1)
-		}
-	}
 	if res.Status == abi.StatusPending {
-		j.pended = true
-		if t.d.pc.Ordering == config.OrderPartition {
-			// Pipelining: the partition's next record may start; the release
-			// order keeps its outputs behind this one's (a record of a run
-			// takes its place here too, though the run's last record holds
-			// the lane).
-			t.rel.placeLate(j)
-			if j.ln != nil {
-				w.releaseLane(j.ln)
-				j.ln = nil
-			}
-		}
+		w.waits(j)
 		return
 	}
-	if f := res.Fault(); f != nil {
-		if f.Kind == host.FaultCanceled {
-			t.drop(j) // aborted by a drain deadline: uncommitted, processed again by the next owner
-			return
-		}
-		if f.Kind == host.FaultInstanceLost && j.lost < maxLostRestarts {
-			// Not the record's fault: start it over on the replacement
-			// instance, keeping its attempt number and its place.
-			j.lost++
-			t.d.stats.Restarted.Add(1)
-			t.ps.Restarted.Add(1)
-			j.due = time.Now()
-			w.retries = slices.Insert(w.retries, 0, j)
-			t.d.log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
-			return
-		}
-		t.d.stats.Faults.Add(1)
-		t.ps.Faults.Add(1)
-		t.d.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
-	}
-	var f failure
-	if res.Status != abi.StatusOK {
-		f = t.classify(&res)
-		if j.rs != nil && j.rs.OverBound() != "" {
-			// The guest saw a limit errno; the failure names the bound.
-			f.msg += " (" + j.rs.OverBound() + ")"
-		}
-	}
-	if w.ver != nil { // the version the record ran on, for canaries
-		w.ver.records.Add(1)
-		if res.Status != abi.StatusOK {
-			w.ver.failed.Add(1)
-			w.ver.tally.fail(f.kind, t.topic, t.partition)
-			if c := t.d.mods.canary.Load(); c != nil && c.ver == w.ver && c.check != nil {
-				c.check.offer(&j.ar, f.kind) // does the stable version fail it too?
-			}
-		}
+	w.measure(j, &res, end)
+	if f := res.Fault(); f != nil && w.hostFault(j, f) {
+		return
 	}
 	if res.Status == abi.StatusOK {
-		var writes []state.Write
-		if j.rs != nil {
-			writes = j.rs.Writes()
-		}
-		if why := t.d.sink.refuses(r, res.Outputs, writes); why != "" {
-			// A produce the broker refuses cannot succeed later: the
-			// record fails now, its writes dropped with it.
-			t.d.budget.releaseOutputs(res.HeldBytes)
-			j.tr.Decide(true)
-			j.fail = failure{KindProduce, why, false}
-			j.rs = nil
-			w.settle(j, verdictFailed)
-			return
-		}
-		j.tr.Decide(false)
-		if j.rs != nil {
-			// Before the lane is freed: the next record of the key or
-			// partition reads these writes (state.Partition.Commit).
-			b, outs := t.state.Commit(r.Offset, j.rs)
-			j.rs = nil
-			if b != nil {
-				j.sb = b
-				res.Outputs = append(res.Outputs, outs...)
-				t.d.stats.StateWrites.Add(int64(len(outs)))
-			}
-		}
-		if len(res.Outputs) == 0 {
-			t.d.budget.releaseOutputs(res.HeldBytes)
-			w.settle(j, verdictDone)
-		} else {
-			j.outs, j.held = res.Outputs, res.HeldBytes
-			w.settle(j, verdictOutputs)
-		}
+		w.countVersion(j, &res, failure{})
+		w.succeeded(j, &res)
 		return
 	}
-	rc := &t.d.pc.Retry
-	if f.retryable && j.attempt < rc.MaxAttempts && rc.Mode == config.RetryInline {
-		// Inline: the record waits in place, holding its lane (its key, or
-		// its partition's release order) but not the instance.
-		j.history = append(j.history, historyEntry(f))
-		delay, _ := t.d.pc.Delay(j.attempt + 1)
-		t.d.stats.Retried.Add(1)
-		t.ps.Retried.Add(1)
-		j.attempt++
-		if j.tr != nil {
-			j.tr.Decide(true)
-			j.tr.End("retry_inline", f.kind, f.msg)
-			j.tr = j.tr.Next(t.traceInfo(j))
-		}
-		j.due = time.Now().Add(delay)
-		i, _ := slices.BinarySearchFunc(w.retries, j.due, func(a *job, d time.Time) int { return a.due.Compare(d) })
-		w.retries = slices.Insert(w.retries, i, j)
+	f := w.t.classify(&res)
+	if j.rs != nil && j.rs.OverBound() != "" {
+		// The guest saw a limit errno; the failure names the bound.
+		f.msg += " (" + j.rs.OverBound() + ")"
+	}
+	w.countVersion(j, &res, f)
+	if w.retryInline(j, f) {
 		return
 	}
 	j.tr.Decide(true)
 	j.fail = f
 	j.rs = nil // a failed record leaves no state behind
 	w.settle(j, verdictFailed)
+}
+
+// waits: j's attempt waits on asynchronous operations. Under ordering
+// partition the partition's next record may start (pipelining): the
+// release order keeps its outputs behind this one's (a record of a run
+// takes its place here too, though the run's last record holds the lane).
+func (w *worker) waits(j *job) {
+	j.pended = true
+	if w.t.d.pc.Ordering != config.OrderPartition {
+		return
+	}
+	w.t.rel.placeLate(j)
+	if j.ln != nil {
+		w.releaseLane(j.ln)
+		j.ln = nil
+	}
+}
+
+// measure counts a decided attempt: its latency, the asynchronous
+// controller's sample, the worker's records and faults.
+func (w *worker) measure(j *job, res *host.Result, end time.Time) {
+	t := w.t
+	d := end.Sub(j.started)
+	t.recordLatency(d)
+	if j.pended && t.d.asyncSize != nil {
+		t.d.asyncSize.Observe(end, d)
+	}
+	w.handled.Add(1)
+	if res.Fault() != nil {
+		w.faults.Add(1)
+	}
+}
+
+// hostFault handles a fault that is not the record's doing and reports
+// whether it did: an attempt canceled by a drain deadline is dropped
+// (uncommitted, processed again by the next owner); one whose instance was
+// discarded under it starts over on the replacement, keeping its attempt
+// number and its place. Any other fault is counted and logged, and the
+// record's verdict follows.
+func (w *worker) hostFault(j *job, f *host.Fault) bool {
+	t, r := w.t, j.r
+	switch {
+	case f.Kind == host.FaultCanceled:
+		t.drop(j)
+		return true
+	case f.Kind == host.FaultInstanceLost && j.lost < maxLostRestarts:
+		j.lost++
+		t.d.stats.Restarted.Add(1)
+		t.ps.Restarted.Add(1)
+		j.due = time.Now()
+		w.retries = slices.Insert(w.retries, 0, j)
+		t.d.log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+		return true
+	}
+	t.d.stats.Faults.Add(1)
+	t.ps.Faults.Add(1)
+	t.d.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
+	return false
+}
+
+// countVersion counts j's decided attempt against the version it ran on,
+// for canaries: a failure is tallied by kind, and a canary's failed record
+// is offered to the stable version (does it fail there too?).
+func (w *worker) countVersion(j *job, res *host.Result, f failure) {
+	if w.ver == nil {
+		return
+	}
+	w.ver.records.Add(1)
+	if res.Status == abi.StatusOK {
+		return
+	}
+	w.ver.failed.Add(1)
+	w.ver.tally.fail(f.kind, w.t.topic, w.t.partition)
+	if c := w.t.d.mods.canary.Load(); c != nil && c.ver == w.ver && c.check != nil {
+		c.check.offer(&j.ar, f.kind)
+	}
+}
+
+// succeeded settles a record the guest decided ok: its state writes become
+// the partition's (before its lane is freed) and go out as changelog
+// records with its outputs; a produce the broker would refuse fails it now.
+func (w *worker) succeeded(j *job, res *host.Result) {
+	t, r := w.t, j.r
+	var writes []state.Write
+	if j.rs != nil {
+		writes = j.rs.Writes()
+	}
+	if why := t.d.sink.refuses(r, res.Outputs, writes); why != "" {
+		// A produce the broker refuses cannot succeed later: the record
+		// fails now, its writes dropped with it.
+		t.d.budget.releaseOutputs(res.HeldBytes)
+		j.tr.Decide(true)
+		j.fail = failure{KindProduce, why, false}
+		j.rs = nil
+		w.settle(j, verdictFailed)
+		return
+	}
+	j.tr.Decide(false)
+	if j.rs != nil {
+		// Before the lane is freed: the next record of the key or
+		// partition reads these writes (state.Partition.Commit).
+		b, outs := t.state.Commit(r.Offset, j.rs)
+		j.rs = nil
+		if b != nil {
+			j.sb = b
+			res.Outputs = append(res.Outputs, outs...)
+			t.d.stats.StateWrites.Add(int64(len(outs)))
+		}
+	}
+	if len(res.Outputs) == 0 {
+		t.d.budget.releaseOutputs(res.HeldBytes)
+		w.settle(j, verdictDone)
+		return
+	}
+	j.outs, j.held = res.Outputs, res.HeldBytes
+	w.settle(j, verdictOutputs)
+}
+
+// retryInline retries j in place (retry.mode: inline) when f may be
+// retried and attempts remain, and reports whether it does: the record
+// waits, holding its lane (its key, or its partition's release order) but
+// not the instance, until its backoff is due.
+func (w *worker) retryInline(j *job, f failure) bool {
+	t := w.t
+	rc := &t.d.pc.Retry
+	if !f.retryable || j.attempt >= rc.MaxAttempts || rc.Mode != config.RetryInline {
+		return false
+	}
+	j.history = append(j.history, historyEntry(f))
+	delay, _ := t.d.pc.Delay(j.attempt + 1)
+	t.d.stats.Retried.Add(1)
+	t.ps.Retried.Add(1)
+	j.attempt++
+	if j.tr != nil {
+		j.tr.Decide(true)
+		j.tr.End("retry_inline", f.kind, f.msg)
+		j.tr = j.tr.Next(t.traceInfo(j))
+	}
+	j.due = time.Now().Add(delay)
+	i, _ := slices.BinarySearchFunc(w.retries, j.due, func(a *job, d time.Time) int { return a.due.Compare(d) })
+	w.retries = slices.Insert(w.retries, i, j)
+	return true
 }
