@@ -6,7 +6,7 @@ import (
 )
 
 // committer is how a pipeline commits what its ledger counts as done; the
-// pipeline's consume mode and guarantee choose one, once, in newPipeline:
+// pipeline's consume mode and guarantee choose one, once, in Pipeline.wire:
 //
 //   - offsetCommits (at_least_once, offsetcommit.go): each partition's
 //     watermark is committed every kafka.commit_interval and before a

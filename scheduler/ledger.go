@@ -8,7 +8,7 @@ import (
 
 // ledger is when a record's outcome counts: the seam between a partition's
 // engine (task, worker, release order) and whatever remembers which records
-// are finished. The pipeline's wiring (newPipeline) picks one by consume
+// are finished. The pipeline's wiring (Pipeline.wire) picks one by consume
 // mode and guarantee, once:
 //
 //   - offsetLedger (consume: group, at_least_once): a record is done in its

@@ -287,27 +287,79 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 	for _, f := range pc.Retry.RetryableFaults {
 		p.retryable["fault."+f] = true
 	}
+	p.brokers = d.brokers
+	if err := p.wire(extra); err != nil {
+		return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
+	}
+	if pc.State.Enabled {
+		p.newStateStores(stateDir)
+	}
+	return p, nil
+}
+
+// wire is the pipeline's wiring table (DESIGN.md, "Seams: source, ledger,
+// sink, committer"): its consume mode and guarantee pick its client, its
+// source, ledger, sink and committer.
+//
+//	consume × guarantee         source       ledger        sink       committer
+//	group × at_least_once       groupSource  offsetLedger  plainSink  offsetCommits
+//	group × exactly_once        groupSource  txnLedger     txnSink    transactions
+//	share × at_least_once       shareSource  shareLedger   plainSink  shareAcks
+func (p *Pipeline) wire(extra []kgo.Opt) error {
+	pc := p.pc
 	if pc.Consume == config.ConsumeShare {
-		// A share-group member (share.go): its own client, source, ledger
-		// and committer.
-		p.brokers = d.brokers
 		p.sink = &plainSink{p: p, limits: p.limits}
-		if err := newShareMember(p, d.brokers, extra...); err != nil {
-			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
-		}
-		return p, nil
+		return newShareMember(p, p.brokers, extra...)
 	}
 	var changelog string // the sinks check its records against its topic's limits
 	if pc.State.Enabled {
 		changelog = stateLimits(pc).Changelog
 	}
+	opts, err := p.groupClientOpts()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, extra...)
+	if pc.Guarantee == config.ExactlyOnce {
+		x := &transactions{p: p, txnID: pc.Transactions.ID}
+		if x.txnID == "" {
+			x.txnID = p.group + "." + p.cfg.Host.ID
+		}
+		opts = append(opts, kgo.TransactionalID(x.txnID), kgo.TransactionTimeout(pc.Transactions.Timeout), kgo.RequireStableFetchOffsets())
+		sess, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return err
+		}
+		x.sess, p.cl, p.commit = sess, sess.Client(), x
+		p.src = groupSource{p: p, pacer: x}
+		p.sink = &txnSink{p: p, gate: x, limits: p.limits, changelog: changelog}
+		p.ledger = txnLedger{sk: p.sink}
+		return nil
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	p.cl, p.commit = cl, offsetCommits{p}
+	p.src = groupSource{p: p, pacer: offsetCommits{p}}
+	p.sink = &plainSink{p: p, limits: p.limits, changelog: changelog}
+	p.ledger = offsetLedger{ordered: pc.Ordering == config.OrderPartition, sk: p.sink, doneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
+	return nil
+}
+
+// groupClientOpts are a consumer-group member's client options: the
+// connection's, the group's (no auto-commit, rebalances blocked while a
+// poll's records are dispatched, the partition callbacks), the producer's
+// (the output partitioner, the brokers' batch bound) and the hooks.
+func (p *Pipeline) groupClientOpts() ([]kgo.Opt, error) {
+	cfg := p.cfg
 	reset := kgo.NewOffset().AtStart()
 	if cfg.Kafka.StartOffset == "latest" {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	base, err := kafkaconn.Opts(cfg.Kafka, d.brokers)
+	base, err := kafkaconn.Opts(cfg.Kafka, p.brokers)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
+		return nil, err
 	}
 	opts := append(base,
 		kgo.ConsumerGroup(p.group),
@@ -332,36 +384,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		p.instanceID = p.group + "." + cfg.Host.ID
 		opts = append(opts, kgo.InstanceID(p.instanceID), kgo.WithHooks(fencedHook{p}))
 	}
-	p.brokers = d.brokers
-	opts = append(opts, extra...)
-	if pc.Guarantee == config.ExactlyOnce {
-		x := &transactions{p: p, txnID: pc.Transactions.ID}
-		if x.txnID == "" {
-			x.txnID = p.group + "." + cfg.Host.ID
-		}
-		opts = append(opts, kgo.TransactionalID(x.txnID), kgo.TransactionTimeout(pc.Transactions.Timeout), kgo.RequireStableFetchOffsets())
-		sess, err := kgo.NewGroupTransactSession(opts...)
-		if err != nil {
-			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
-		}
-		x.sess, p.cl, p.commit = sess, sess.Client(), x
-		p.src = groupSource{p: p, pacer: x}
-		p.sink = &txnSink{p: p, gate: x, limits: p.limits, changelog: changelog}
-		p.ledger = txnLedger{sk: p.sink}
-	} else {
-		cl, err := kgo.NewClient(opts...)
-		if err != nil {
-			return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
-		}
-		p.cl, p.commit = cl, offsetCommits{p}
-		p.src = groupSource{p: p, pacer: offsetCommits{p}}
-		p.sink = &plainSink{p: p, limits: p.limits, changelog: changelog}
-		p.ledger = offsetLedger{ordered: pc.Ordering == config.OrderPartition, sk: p.sink, doneOffsets: *cfg.Kafka.RecordDoneOffsets}
-	}
-	if pc.State.Enabled {
-		p.newStateStores(stateDir)
-	}
-	return p, nil
+	return opts, nil
 }
 
 // newStateStores makes the pipeline's state stores (state.enabled) in dir,

@@ -9,7 +9,7 @@ import (
 
 // source is where a pipeline's records come from: the seam between the
 // client's polls and the partitions' tasks. The pipeline's wiring
-// (newPipeline) picks one by consume mode, once:
+// (Pipeline.wire) picks one by consume mode, once:
 //
 //   - groupSource (consume: group): a consumer group's poll loop, with the
 //     pipeline's backpressure and its partition callbacks (onAssigned,

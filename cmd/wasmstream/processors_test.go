@@ -76,7 +76,7 @@ func TestProcessorsOutputBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out, errb bytes.Buffer
-		kafkatest.Eventually(t, time.Minute, "the phantom statuses read", func() bool {
+		kafkatest.Eventually(t, 3*time.Minute, "the phantom statuses read", func() bool {
 			out.Reset()
 			errb.Reset()
 			return cmdProcessors([]string{"--admin", srv.URL}, &out, &errb) == 0 && strings.Contains(out.String(), "host host-a") &&
