@@ -41,15 +41,37 @@ type task struct {
 	d         *engineDeps
 	topic     string
 	partition int32
-	tr        offsets.Tracker
-	skip      *offsets.DoneSet // offsets the previous owner recorded as done
+	ps        *Stats           // the partition's counters (kept across assignments)
+	mattrs    attribute.Set    // metric attributes
 	state     *state.Partition // the partition's state (state.enabled; nil otherwise)
+	rel       *releaser        // release order (ledger.releaseOrder; nil: none)
 
-	// Written under p.commitMu; committed is read by gauges without it.
+	taskOffsets // where the partition stands: done, committed, fetched, started
+
+	mu         sync.Mutex
+	taskQueues          // guarded by mu
+	taskPool            // guarded by mu (dispatch.go)
+	auto       autoSize // instances: auto; auto.sizer is nil with a fixed pool
+
+	taskLife // stopping, aborting and retiring the task
+}
+
+// taskOffsets is where a task's partition stands.
+type taskOffsets struct {
+	tr   offsets.Tracker
+	skip *offsets.DoneSet // offsets the previous owner recorded as done
+
+	// Written under Pipeline.commitMu; committed is read by gauges without it.
 	committed     atomic.Int64
 	committedMeta string
 
-	mu       sync.Mutex
+	highWatermark atomic.Int64
+	position      atomic.Int64 // one past the highest offset started
+}
+
+// taskQueues are a task's records waiting to start, by the pipeline's
+// ordering, and its counts of records (guarded by task.mu).
+type taskQueues struct {
 	free     fifo.Queue[*kgo.Record] // runnable, no order constraint
 	lanes    map[string]*lane        // key ordering
 	single   lane                    // partition ordering
@@ -61,31 +83,28 @@ type task struct {
 	paused   bool
 	stopping bool
 	closed   bool
-	workers  int             // live workers, not counting those retiring
-	live     map[int]*worker // by slot
+}
 
-	// Dispatch (dispatch.go).
-	idleW     []*worker   // workers waiting for work, least recently used first
-	blocked   int         // workers waiting that may not take a record (async or output bounds)
-	waitSince time.Time   // since when records have been runnable without pause (zero: none is)
-	kick      *time.Timer // runs dispatch when records fall due or have waited instances.grow_after
-	kickAt    time.Time   // when kick fires (zero: not set)
+// taskPool is a task's workers and what dispatch knows of them (guarded by
+// task.mu; dispatch.go).
+type taskPool struct {
+	workers   int             // live workers, not counting those retiring
+	live      map[int]*worker // by slot
+	idleW     []*worker       // workers waiting for work, least recently used first
+	blocked   int             // workers waiting that may not take a record (async or output bounds)
+	waitSince time.Time       // since when records have been runnable without pause (zero: none is)
+	kick      *time.Timer     // runs dispatch when records fall due or have waited instances.grow_after
+	kickAt    time.Time       // when kick fires (zero: not set)
+}
 
-	auto autoSize // instances: auto; auto.sizer is nil with a fixed pool
-
+// taskLife is how a task ends: stopCh closed at stop, ctx canceled at
+// abort, wg its workers, dead once it is cut off.
+type taskLife struct {
 	stopCh chan struct{}
 	wg     sync.WaitGroup // workers
 	ctx    context.Context
 	cancel context.CancelFunc
-
-	rel    *releaser     // release order (ledger.releaseOrder; nil: none)
-	ps     *Stats        // the partition's counters (kept across assignments)
-	mattrs attribute.Set // metric attributes
-
-	dead atomic.Bool // cut off (exactly_once): nothing more of it is released
-
-	highWatermark atomic.Int64
-	position      atomic.Int64 // one past the highest offset started
+	dead   atomic.Bool // cut off (exactly_once): nothing more of it is released
 }
 
 type lane struct {
@@ -97,8 +116,9 @@ type lane struct {
 
 func newTask(p *engineDeps, topic string, partition int32, skip *offsets.DoneSet) *task {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{d: p, topic: topic, partition: partition, skip: skip, ps: p.partStats(topic, partition),
-		stopCh: make(chan struct{}), ctx: ctx, cancel: cancel}
+	t := &task{d: p, topic: topic, partition: partition, ps: p.partStats(topic, partition)}
+	t.skip = skip
+	t.stopCh, t.ctx, t.cancel = make(chan struct{}), ctx, cancel
 	t.committed.Store(-1)
 	// The timer's function runs on a goroutine of its own; stop stops it,
 	// and a run racing with stop finds the task stopping and does nothing.

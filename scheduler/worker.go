@@ -69,6 +69,7 @@ type worker struct {
 	ver     *modVersion // the version inst belongs to
 	retries []*job      // inline retries waiting, by due time
 	slot    int         // its index among the task's workers (a metrics label)
+	retired bool        // counted off the task's workers when it retired (exit must not again)
 
 	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
 	// takes the worker off task.idleW and sends here (buffer 1, never
@@ -83,34 +84,43 @@ type worker struct {
 	admitting bool
 	freeLanes []*lane
 
-	// Read by metrics from other goroutines.
+	workerGauges // read by metrics from other goroutines
+	workerCalls  // accountCalls' last look at its instance's call times
+	workerRun    // the run of records in progress (startRun)
+}
+
+// workerGauges are a worker's figures, read by metrics from other
+// goroutines.
+type workerGauges struct {
 	state   atomic.Int32 // workerIdle, workerBusy, workerAwaiting
 	handled atomic.Int64 // records decided on this worker
 	faults  atomic.Int64
 	pages   atomic.Int64 // memory pages of its instance after its last call
+}
 
-	// accountCalls: the instance whose call times were last read, and
-	// those times.
+// workerCalls is what accountCalls last read: the instance whose call
+// times those were, and the times.
+type workerCalls struct {
 	acctInst          *host.Instance
 	acctWait, acctRun time.Duration
 	warm              bool // its first instance is created (counted in task.warm)
+}
 
-	// A run's records, jobs, forged header counts, batch and outcomes
-	// (startRun): reused, and cleared after each run so that none outlives
-	// it here.
+// workerRun is a worker's run of records (startRun). Its slices are
+// reused, and cleared after each run so that none outlives it here. While
+// records of the run in progress may go back to the queues (handback.go):
+// its gate, and its number and records, guarded by task.mu; takeRun is
+// gate.take, made once.
+type workerRun struct {
 	run       []picked
 	runJobs   []*job
 	runForged []int
 	runRecs   []host.BatchRecord
 	runOut    []host.Outcome
-	// The run in progress, while records of it may go back to the queues
-	// (handback.go): its gate, and its number and records, guarded by
-	// task.mu; takeRun is gate.take, made once.
-	gate    runGate
-	runGen  uint64
-	running []picked
-	takeRun func(int) bool
-	retired bool // counted off the task's workers when it retired (exit must not again)
+	gate      runGate
+	runGen    uint64
+	running   []picked
+	takeRun   func(int) bool
 }
 
 // Worker states, as metrics report them.
@@ -860,10 +870,17 @@ func (w *worker) startRun(run []picked) {
 		t.unpickLocked(run[ran:])
 		t.mu.Unlock()
 	}
-	for i, j := range jobs[:ran] {
+	w.decideRun(jobs[:ran], forged, out)
+}
+
+// decideRun places the records a run ran, in offset order, then acts on
+// each one's outcome.
+func (w *worker) decideRun(jobs []*job, forged []int, out []host.Outcome) {
+	t := w.t
+	for i, j := range jobs {
 		w.place(j, forged[i])
 	}
-	for i, j := range jobs[:ran] {
+	for i, j := range jobs {
 		if p := j.r.Offset + 1; p > t.position.Load() {
 			t.position.Store(p)
 		}
