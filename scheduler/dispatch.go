@@ -213,7 +213,6 @@ func (t *task) growLocked() {
 		return
 	}
 	if t.d.budget.borrow(t.d.instanceBytes) {
-		t.d.stats.Borrowed.Add(1)
 		t.ps.Borrowed.Add(1)
 		t.spawnLocked(true)
 	}
@@ -228,7 +227,6 @@ func (t *task) retireLocked(w *worker) bool {
 		return false
 	}
 	t.workers--
-	t.d.stats.Released.Add(1)
 	t.ps.Released.Add(1)
 	return true
 }

@@ -79,11 +79,11 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 				}
 				t.enqueue(recs)
 			}
-			for p.stats.Done.Load() < int64((b.N+batch-1)/batch*batch) {
+			for t.ps.Done.Load() < int64((b.N+batch-1)/batch*batch) {
 				time.Sleep(50 * time.Microsecond)
 			}
-			if tc.emit && p.stats.Outputs.Load() != p.stats.Done.Load() {
-				b.Fatalf("%d outputs for %d records, want one each", p.stats.Outputs.Load(), p.stats.Done.Load())
+			if tc.emit && t.ps.Outputs.Load() != t.ps.Done.Load() {
+				b.Fatalf("%d outputs for %d records, want one each", t.ps.Outputs.Load(), t.ps.Done.Load())
 			}
 		})
 	}

@@ -34,6 +34,11 @@ type tp struct {
 }
 
 // Stats are a pipeline's counters since it started. Safe for concurrent use.
+// The counters of a record's path — Fetched, Done, Outputs, Dropped,
+// DeadLetter, Faults, Skipped, Retried, Restarted, Borrowed, Released — are
+// counted per partition only (Pipeline.parts: one atomic add on the
+// partition's own counters) and summed when read (Pipeline.Snapshot); the
+// pipeline's own Stats hold the rest.
 type Stats struct {
 	Fetched atomic.Int64 // records handed to tasks
 	// Read counts the records the client decoded from fetch responses:
@@ -44,8 +49,7 @@ type Stats struct {
 	Done    atomic.Int64 // records whose outcome is durable (output or dead letter acknowledged)
 	Outputs atomic.Int64 // output records acknowledged by the broker
 	// Dropped counts the records the module decided ok with no output
-	// (filtered). Counted per partition only (Pipeline.parts) and summed
-	// when read: its record path adds one atomic add, no lock.
+	// (filtered).
 	Dropped    atomic.Int64
 	DeadLetter atomic.Int64 // records acknowledged on the dead-letter topic
 	Faults     atomic.Int64 // guest faults (each discarded an instance)
@@ -642,21 +646,11 @@ func (p *Pipeline) drain(tasks []*task) {
 // Snapshot returns the pipeline's counters and gauges.
 func (p *Pipeline) Snapshot() Snapshot {
 	s := Snapshot{
-		Name:       p.pc.Name,
-		Fetched:    p.stats.Fetched.Load(),
-		Read:       p.stats.Read.Load(),
-		Done:       p.stats.Done.Load(),
-		Outputs:    p.stats.Outputs.Load(),
-		DeadLetter: p.stats.DeadLetter.Load(),
-		Faults:     p.stats.Faults.Load(),
-		Commits:    p.stats.Commits.Load(),
-		Skipped:    p.stats.Skipped.Load(),
-		Retried:    p.stats.Retried.Load(),
-		Restarted:  p.stats.Restarted.Load(),
-		Borrowed:   p.stats.Borrowed.Load(),
-		Released:   p.stats.Released.Load(),
-		HeldBack:   p.stats.HeldBack.Load(),
-		Pauses:     p.stats.Pauses.Load(),
+		Name:     p.pc.Name,
+		Read:     p.stats.Read.Load(),
+		Commits:  p.stats.Commits.Load(),
+		HeldBack: p.stats.HeldBack.Load(),
+		Pauses:   p.stats.Pauses.Load(),
 
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),
@@ -672,7 +666,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 		s.AsyncLimit, reason, detail = p.asyncSize.State()
 		s.AsyncReason = reason + ": " + detail
 	}
-	s.Dropped = p.dropped()
+	p.sumPartitions(&s)
 	var lastChange time.Time
 	gs := p.taskGauges(false)
 	s.Stalled, s.BrokerErrors = p.stalls(gs), p.health.snapshot()
@@ -697,15 +691,24 @@ func (p *Pipeline) Snapshot() Snapshot {
 	return s
 }
 
-// dropped sums the partitions' Dropped counts.
-func (p *Pipeline) dropped() int64 {
+// sumPartitions adds up the counters a record's path counts per partition
+// only (one atomic add each, on the partition's own counters).
+func (p *Pipeline) sumPartitions(s *Snapshot) {
 	p.psMu.Lock()
 	defer p.psMu.Unlock()
-	var n int64
-	for _, s := range p.parts {
-		n += s.Dropped.Load()
+	for _, c := range p.parts {
+		s.Fetched += c.Fetched.Load()
+		s.Done += c.Done.Load()
+		s.Outputs += c.Outputs.Load()
+		s.Dropped += c.Dropped.Load()
+		s.DeadLetter += c.DeadLetter.Load()
+		s.Faults += c.Faults.Load()
+		s.Skipped += c.Skipped.Load()
+		s.Retried += c.Retried.Load()
+		s.Restarted += c.Restarted.Load()
+		s.Borrowed += c.Borrowed.Load()
+		s.Released += c.Released.Load()
 	}
-	return n
 }
 
 // taskGauges returns every task's gauges (Pipeline.mu only to list the

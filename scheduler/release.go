@@ -257,7 +257,6 @@ func (j *job) acked(pr *kgo.Record, err error) {
 		return
 	}
 	if err == nil {
-		t.d.stats.Outputs.Add(1)
 		t.ps.Outputs.Add(1)
 	}
 }

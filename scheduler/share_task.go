@@ -37,7 +37,6 @@ func (t *task) enqueueShared(recs []*kgo.Record) {
 	t.inFlight += n
 	t.bytes += nb
 	t.d.budget.inFlight.Add(int64(n))
-	t.d.stats.Fetched.Add(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
 	t.mu.Unlock()

@@ -186,7 +186,6 @@ func (s *plainSink) deliverFailure(t *task, r *kgo.Record, fc failureCopy, tr *t
 		p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
 			if err == nil {
-				fc.count(&p.stats).Add(1)
 				fc.count(t.ps).Add(1)
 				t.finish(r)
 				tr.End(fc.kind, f.kind, f.msg)
@@ -303,8 +302,7 @@ func (s *txnSink) deliverFailure(t *task, r *kgo.Record, fc failureCopy, tr *tra
 			s.gate.failed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, fc.topic, err))
 			return
 		}
-		fc.count(&p.stats).Add(1) // on acknowledgement, as outputs are
-		fc.count(t.ps).Add(1)
+		fc.count(t.ps).Add(1) // on acknowledgement, as outputs are
 	})
 	t.finish(r)
 	tr.End(fc.kind, f.kind, f.msg)

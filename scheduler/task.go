@@ -184,7 +184,6 @@ func (t *task) enqueue(recs []*kgo.Record) {
 			if t.skip.Has(r.Offset) {
 				t.tr.Add(r.Offset, r.LeaderEpoch)
 				t.tr.Done(r.Offset)
-				t.d.stats.Skipped.Add(1)
 				t.ps.Skipped.Add(1)
 				if p := r.Offset + 1; p > t.position.Load() {
 					t.position.Store(p) // skipped records count as consumed for lag
@@ -204,7 +203,6 @@ func (t *task) enqueue(recs []*kgo.Record) {
 	t.inFlight += n
 	t.bytes += nb
 	t.d.budget.inFlight.Add(int64(n))
-	t.d.stats.Fetched.Add(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
 	t.mu.Unlock()
@@ -583,7 +581,6 @@ func (t *task) finish(r *kgo.Record) bool {
 	if !t.d.ledger.markDone(t, r) {
 		return false
 	}
-	t.d.stats.Done.Add(1)
 	t.ps.Done.Add(1)
 	t.mu.Lock()
 	t.inFlight--

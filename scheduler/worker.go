@@ -557,7 +557,6 @@ func (w *worker) admit() (took, refused, retire bool) {
 		}
 		if t.overTargetLocked(w) {
 			t.workers--
-			t.d.stats.Released.Add(1)
 			t.ps.Released.Add(1)
 			t.mu.Unlock()
 			return took, false, true
@@ -980,14 +979,12 @@ func (w *worker) hostFault(j *job, f *host.Fault) bool {
 		return true
 	case f.Kind == host.FaultInstanceLost && j.lost < maxLostRestarts:
 		j.lost++
-		t.d.stats.Restarted.Add(1)
 		t.ps.Restarted.Add(1)
 		j.due = time.Now()
 		w.retries = slices.Insert(w.retries, 0, j)
 		t.d.log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 		return true
 	}
-	t.d.stats.Faults.Add(1)
 	t.ps.Faults.Add(1)
 	t.d.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
 	return false
@@ -1063,7 +1060,6 @@ func (w *worker) retryInline(j *job, f failure) bool {
 	}
 	j.history = append(j.history, historyEntry(f))
 	delay, _ := t.d.pc.Delay(j.attempt + 1)
-	t.d.stats.Retried.Add(1)
 	t.ps.Retried.Add(1)
 	j.attempt++
 	if j.tr != nil {
