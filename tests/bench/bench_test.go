@@ -406,8 +406,8 @@ func runReference(b *testing.B, brokers []string, in string, n int, ref *float64
 	})
 }
 
-// BenchmarkThroughput: the reference and wasmstream with the uppercase Go
-// and C guests (ordering partition, the default), in runs of records
+// BenchmarkThroughput: the reference and wasmstream with the uppercase Go,
+// C and Rust guests (ordering partition, the default), in runs of records
 // (batch_records' default) and one record per call, over the same input on
 // the same broker, one after the other. Beside records/s each run reports CPU
 // time and allocations per record (the whole process: client included) and
@@ -418,8 +418,10 @@ func BenchmarkThroughput(b *testing.B) {
 	runReference(b, brokers, in, n, &ref)
 	cUpper := filepath.Join(b.TempDir(), "c-uppercase.wasm")
 	os.WriteFile(cUpper, wt.BuildCGuest(b, "plugins/examples/c-uppercase/uppercase.c"), 0o644)
+	rustUpper := filepath.Join(b.TempDir(), "rust-uppercase.wasm")
+	os.WriteFile(rustUpper, wt.BuildRustGuest(b, "plugins/examples/rust-uppercase"), 0o644)
 	for _, g := range []struct{ name, module, extra string }{
-		{"go", uppercase, ""}, {"c", cUpper, ""},
+		{"go", uppercase, ""}, {"c", cUpper, ""}, {"rust", rustUpper, ""},
 		// One record per call, as before runs (batch_records: 1).
 		{"go-one-per-call", uppercase, "batch_records: 1"}, {"c-one-per-call", cUpper, "batch_records: 1"},
 	} {
