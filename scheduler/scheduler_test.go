@@ -163,6 +163,11 @@ func TestFaultsGoToDeadLetter(t *testing.T) {
 		return fmt.Sprintf(`{"i":%d,"fault":%q}`, i, f)
 	})
 	cfg := testConfig(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq")
+	// The looping records must meet the deadline, and no other fault may:
+	// growing a Go guest's memory to its limit takes well over a second
+	// when the machine is loaded. Three loops, one after the other, take
+	// 18 s of the 90 s the dead letters are waited for.
+	cfg.Pipelines[0].Limits.RecordTimeout = 6 * time.Second
 	r := startRunner(t, cfg)
 	defer r.Stop(context.Background())
 	dl := kafkatest.NewReader(t, brokers, "dlq")
