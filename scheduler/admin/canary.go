@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -134,7 +133,7 @@ func (a *API) applyCanary(ctx context.Context, d registry.Deployment) error {
 	case d.Canary.Digest == running && d.Canary.Percent == percent:
 		return nil
 	}
-	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Canary.Digest, d.Canary.Size)
+	wasm, err := a.store.Fetch(ctx, a.fleet, d.Pipeline, d.Canary.Digest, d.Canary.Size)
 	if err != nil {
 		return err
 	}
@@ -144,18 +143,6 @@ func (a *API) applyCanary(ctx context.Context, d registry.Deployment) error {
 	}
 	a.log.Info("admin: canary running", "pipeline", d.Pipeline, "digest", short(d.Canary.Digest), "percent", d.Canary.Percent, "by", d.By)
 	return nil
-}
-
-// moduleFor returns the module of digest from the local store, or from the
-// registry (and stores it).
-func (a *API) moduleFor(ctx context.Context, pipeline, digest string, size int) ([]byte, error) {
-	wasm, err := a.store.Get(digest)
-	if errors.Is(err, ErrNotFound) {
-		if wasm, err = a.fleet.Module(ctx, digest, size); err == nil {
-			_, err = a.store.Put(pipeline, "registry", wasm)
-		}
-	}
-	return wasm, err
 }
 
 // CheckCanaries aborts a canary whose own failures (verdict.go: the ones

@@ -75,7 +75,7 @@ func (a *API) Apply(ctx context.Context, d registry.Deployment) {
 }
 
 // keepLabel records a deployment's label for digest in the store, if the
-// store has the module (moduleFor stores it and calls this again).
+// store has the module (Store.Fetch stores it and calls this again).
 func (a *API) keepLabel(digest, label string) {
 	if err := a.store.SetLabel(digest, label); err != nil && !errors.Is(err, ErrNotFound) {
 		a.log.Warn("admin: recording a version's label", "digest", short(digest), "label", label, "err", err)
@@ -83,7 +83,7 @@ func (a *API) keepLabel(digest, label string) {
 }
 
 func (a *API) applyLocked(ctx context.Context, d registry.Deployment) error {
-	wasm, err := a.moduleFor(ctx, d.Pipeline, d.Digest, d.Size)
+	wasm, err := a.store.Fetch(ctx, a.fleet, d.Pipeline, d.Digest, d.Size)
 	if err != nil {
 		return err
 	}
