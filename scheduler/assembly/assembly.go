@@ -25,8 +25,8 @@ import (
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
-	"github.com/wasmstream/wasmstream/scheduler/admin/dashboard"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/dashboard"
 	"github.com/wasmstream/wasmstream/scheduler/registry"
 )
 
