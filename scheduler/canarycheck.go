@@ -19,7 +19,7 @@ import (
 // record the canary fails is run again, on this host, on the stable
 // version, and counted by kind of failure as checked, and as shared when
 // the stable version fails it too. The canary is judged on the failures it
-// does not share (admin.CheckCanaries).
+// does not share (rollout.Guard, scheduler/registry/rollout).
 //
 // The check runs the stable version with nothing leaving the host: its
 // outputs are dropped. It is done only where that is all a run does: not

@@ -8,7 +8,7 @@ import (
 
 // PipelineView is a pipeline at one moment, in more detail than Snapshot:
 // each partition task with its lag and its instances by state. The live
-// dashboard (scheduler/admin/dashboard) samples it once a second.
+// dashboard (scheduler/dashboard) samples it once a second.
 type PipelineView struct {
 	Snapshot
 	// Primary names the pipeline a retry tier belongs to ("" for a

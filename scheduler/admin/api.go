@@ -10,14 +10,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/verlabel"
-	"github.com/wasmstream/wasmstream/scheduler/registry"
 )
 
 // Deployer validates and deploys modules: the scheduler's Runner.
@@ -52,12 +50,13 @@ type API struct {
 	log      *slog.Logger
 	locks    pipelineLocks
 	refusals *refusalLog
-	fleet    *registry.Registry // nil: deploys switch this host only (fleet.go)
+	// strategy is how a deploy, a rollback or a canary reaches the hosts
+	// that run it (strategy.go): this host only until UseRegistry makes it
+	// the fleet.
+	strategy strategy
 	// canaryMargin: a canary failing more often than the stable version by
 	// more than this share is aborted (canary.go; 0: never).
 	canaryMargin float64
-	notedMu      sync.Mutex
-	noted        map[string]bool // canaries logged as failing on their input (canary.go)
 }
 
 // NewAPI returns the admin API; token must be at least MinTokenBytes long.
@@ -68,7 +67,9 @@ func NewAPI(token string, store *Store, d Deployer, maxBytes int64, log *slog.Lo
 	if err := CheckToken(token, "admin"); err != nil {
 		return nil, err
 	}
-	return &API{token: TokenSum(token), store: store, d: d, maxBytes: maxBytes, log: log, refusals: newRefusalLog(log)}, nil
+	a := &API{token: TokenSum(token), store: store, d: d, maxBytes: maxBytes, log: log, refusals: newRefusalLog(log)}
+	a.strategy = localStrategy{a}
+	return a, nil
 }
 
 // RegisterMetrics registers the API's instruments on meter:
@@ -94,8 +95,9 @@ func (a *API) RegisterMetrics(meter metric.Meter) error {
 //	POST /v1/pipelines/{name}/deploy         {"digest": "..."}: switch to a stored version
 //	POST /v1/pipelines/{name}/rollback       switch back to the version before the current one
 //
-// With a registry, deploys and rollbacks go to the whole fleet (fleet.go);
-// ?wait=all answers once every live host runs the version.
+// How a deploy, a rollback or a canary is carried out is the API's strategy
+// (strategy.go): this host only, or with a registry the whole fleet
+// (fleet.go), where ?wait=all answers once every live host runs the version.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/pipelines", a.list)
@@ -153,7 +155,7 @@ type PipelineView struct {
 
 func (a *API) view(name string) PipelineView {
 	m := a.store.Snapshot()
-	v := PipelineView{Name: name, Versions: a.store.Versions(name), Fleet: a.fleetView(name)}
+	v := PipelineView{Name: name, Versions: a.store.Versions(name), Fleet: a.strategy.view(name)}
 	if ps := m.Pipelines[name]; ps != nil {
 		v.Active, v.Deployed, v.History = ps.Active, ps.Deployed, ps.History
 		if mm := m.Modules[ps.Active]; mm != nil {
@@ -203,51 +205,12 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 	if !a.known(w, name) {
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "application/wasm" {
-		fail(w, http.StatusUnsupportedMediaType, "Content-Type %q: want application/wasm", ct)
+	q, ok := a.uploadQuery(w, r)
+	if !ok {
 		return
 	}
-	deploy := r.URL.Query().Get("deploy")
-	if deploy != "" && deploy != "true" && deploy != "false" {
-		fail(w, http.StatusBadRequest, "deploy=%q: want true or false", deploy)
-		return
-	}
-	label := r.URL.Query().Get("label")
-	if err := verlabel.Check(label); err != nil {
-		fail(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	percent := 0
-	if c := r.URL.Query().Get("canary"); c != "" {
-		var err error
-		if percent, err = parsePercent(c); err != nil {
-			fail(w, http.StatusBadRequest, "%v", err)
-			return
-		}
-		if deploy == "true" {
-			fail(w, http.StatusBadRequest, "deploy=true and canary: choose one")
-			return
-		}
-		if _, ok := a.canaries(w); !ok {
-			return
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBytes))
-	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			fail(w, http.StatusRequestEntityTooLarge, "module larger than admin.max_module_bytes (%d bytes)", a.maxBytes)
-			return
-		}
-		fail(w, http.StatusBadRequest, "reading the body: %v", err)
-		return
-	}
-	if r.ContentLength >= 0 && int64(len(body)) != r.ContentLength {
-		fail(w, http.StatusBadRequest, "body of %d bytes, Content-Length said %d", len(body), r.ContentLength)
-		return
-	}
-	if len(body) < 8 || !bytes.Equal(body[:4], []byte("\x00asm")) {
-		fail(w, http.StatusUnprocessableEntity, "not a WebAssembly module: the body does not start with the \\0asm magic number")
+	body, ok := a.readModule(w, r)
+	if !ok {
 		return
 	}
 	info, err := a.d.Check(r.Context(), name, body)
@@ -257,37 +220,94 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := a.store.Put(name, "upload", body)
 	if err == nil {
-		err = a.store.SetLabel(d, label)
+		err = a.store.SetLabel(d, q.label)
 	}
 	if err != nil {
 		fail(w, http.StatusInternalServerError, "storing the module: %v", err)
 		return
 	}
 	res := UploadResult{Digest: d, Size: len(body), Info: info}
-	if percent > 0 {
-		if err := a.startCanary(r.Context(), name, d, body, percent); err != nil {
+	if q.percent > 0 {
+		if err := a.strategy.startCanary(r.Context(), name, d, body, q.percent); err != nil {
 			fail(w, statusOf(err), "stored as %s, canary not started: %v", d[:12], err)
 			return
 		}
-		res.Canary = percent
-	} else if deploy == "true" && a.fleet != nil {
-		if err := a.publish(r.Context(), name, d, body, false, r.URL.Query().Get("wait") == "all"); err != nil {
-			fail(w, statusOf(err), "stored as %s: %v", d[:12], err)
-			return
-		}
-		res.Deployed = true
-	} else if deploy == "true" {
-		unlock := a.locks.lock(name)
-		_, err := a.activate(r.Context(), name, d, body)
-		unlock()
-		if err != nil {
-			fail(w, statusOf(err), "stored as %s, not deployed: %v", d[:12], err)
+		res.Canary = q.percent
+	} else if q.deploy {
+		if err := a.strategy.deploy(r.Context(), name, d, body, r.URL.Query().Get("wait") == "all"); err != nil {
+			fail(w, statusOf(err), "stored as %s%s: %v", d[:12], a.strategy.notDeployed(), err)
 			return
 		}
 		res.Deployed = true
 	}
 	a.log.Info("admin: module uploaded", "pipeline", name, "digest", d[:12], "size", len(body), "deployed", res.Deployed)
 	reply(w, http.StatusCreated, res)
+}
+
+// uploadQuery is what an upload's query asks for.
+type uploadQuery struct {
+	deploy  bool   // deploy=true
+	label   string // label=...
+	percent int    // canary=10: run it as a canary on this share
+}
+
+// uploadQuery reads an upload's query, or answers why it cannot be taken.
+func (a *API) uploadQuery(w http.ResponseWriter, r *http.Request) (uploadQuery, bool) {
+	var q uploadQuery
+	if ct := r.Header.Get("Content-Type"); ct != "application/wasm" {
+		fail(w, http.StatusUnsupportedMediaType, "Content-Type %q: want application/wasm", ct)
+		return q, false
+	}
+	deploy := r.URL.Query().Get("deploy")
+	if deploy != "" && deploy != "true" && deploy != "false" {
+		fail(w, http.StatusBadRequest, "deploy=%q: want true or false", deploy)
+		return q, false
+	}
+	q.deploy, q.label = deploy == "true", r.URL.Query().Get("label")
+	if err := verlabel.Check(q.label); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return q, false
+	}
+	if c := r.URL.Query().Get("canary"); c != "" {
+		var err error
+		if q.percent, err = parsePercent(c); err != nil {
+			fail(w, http.StatusBadRequest, "%v", err)
+			return q, false
+		}
+		if q.deploy {
+			fail(w, http.StatusBadRequest, "deploy=true and canary: choose one")
+			return q, false
+		}
+		if err := a.strategy.canaries(); err != nil {
+			fail(w, statusOf(err), "%v", err)
+			return q, false
+		}
+	}
+	return q, true
+}
+
+// readModule reads an upload's body, a WebAssembly module of at most
+// admin.max_module_bytes, or answers why it cannot be taken.
+func (a *API) readModule(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			fail(w, http.StatusRequestEntityTooLarge, "module larger than admin.max_module_bytes (%d bytes)", a.maxBytes)
+			return nil, false
+		}
+		fail(w, http.StatusBadRequest, "reading the body: %v", err)
+		return nil, false
+	}
+	if r.ContentLength >= 0 && int64(len(body)) != r.ContentLength {
+		fail(w, http.StatusBadRequest, "body of %d bytes, Content-Length said %d", len(body), r.ContentLength)
+		return nil, false
+	}
+	if len(body) < 8 || !bytes.Equal(body[:4], []byte("\x00asm")) {
+		fail(w, http.StatusUnprocessableEntity, "not a WebAssembly module: the body does not start with the \\0asm magic number")
+		return nil, false
+	}
+	return body, true
 }
 
 // activate deploys digest (wasm) on pipeline name; the caller holds name's
@@ -328,24 +348,6 @@ func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
-	if a.fleet != nil {
-		wasm, err := a.store.Get(req.Digest)
-		if errors.Is(err, ErrNotFound) {
-			fail(w, http.StatusNotFound, "%v: upload it first", err)
-			return
-		} else if err != nil {
-			fail(w, http.StatusInternalServerError, "%v", err)
-			return
-		}
-		if err := a.publish(r.Context(), name, req.Digest, wasm, false, r.URL.Query().Get("wait") == "all"); err != nil {
-			fail(w, statusOf(err), "%v", err)
-			return
-		}
-		reply(w, http.StatusOK, a.view(name))
-		return
-	}
-	unlock := a.locks.lock(name)
-	defer unlock()
 	wasm, err := a.store.Get(req.Digest)
 	if errors.Is(err, ErrNotFound) {
 		fail(w, http.StatusNotFound, "%v: upload it first", err)
@@ -354,7 +356,7 @@ func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
-	if _, err := a.activate(r.Context(), name, req.Digest, wasm); err != nil {
+	if err := a.strategy.deploy(r.Context(), name, req.Digest, wasm, r.URL.Query().Get("wait") == "all"); err != nil {
 		fail(w, statusOf(err), "%v", err)
 		return
 	}
@@ -366,33 +368,7 @@ func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
 	if !a.known(w, name) {
 		return
 	}
-	if a.fleet != nil {
-		d, ok := a.fleet.Deployment(name)
-		if !ok || len(d.History) == 0 {
-			fail(w, http.StatusConflict, "pipeline %q has no earlier version deployed to the fleet to roll back to", name)
-			return
-		}
-		prev := d.History[len(d.History)-1]
-		if err := a.publish(r.Context(), name, prev, nil, true, r.URL.Query().Get("wait") == "all"); err != nil {
-			fail(w, statusOf(err), "%v", err)
-			return
-		}
-		reply(w, http.StatusOK, a.view(name))
-		return
-	}
-	unlock := a.locks.lock(name)
-	defer unlock()
-	prev, ok := a.store.Previous(name)
-	if !ok {
-		fail(w, http.StatusConflict, "pipeline %q has no earlier version to roll back to", name)
-		return
-	}
-	wasm, err := a.store.Get(prev)
-	if err != nil {
-		fail(w, http.StatusInternalServerError, "%v", err)
-		return
-	}
-	if _, err := a.switchTo(r.Context(), name, prev, wasm, "rollback", func() error { return a.store.Rolled(name, prev) }); err != nil {
+	if err := a.strategy.rollback(r.Context(), name, r.URL.Query().Get("wait") == "all"); err != nil {
 		fail(w, statusOf(err), "%v", err)
 		return
 	}

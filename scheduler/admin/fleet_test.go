@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/scheduler/registry"
+	"github.com/wasmstream/wasmstream/scheduler/registry/rollout"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -107,7 +108,7 @@ func TestFleetRollbackSuperseded(t *testing.T) {
 		if r.took > 10*time.Second {
 			t.Fatalf("superseded rollback answered after %s", r.took)
 		}
-	case <-time.After(applyWait + 30*time.Second):
+	case <-time.After(rollout.ApplyWait + 30*time.Second):
 		t.Fatal("no answer")
 	}
 	// Host A runs the deployment that superseded the rollback.

@@ -5,6 +5,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -129,6 +130,33 @@ func (s *Store) Get(digest string) ([]byte, error) {
 		return nil, fmt.Errorf("module %s on disk does not match its digest (corrupted store)", digest)
 	}
 	return b, nil
+}
+
+// ModuleSource is where Fetch reads a module the store lacks: the fleet's
+// registry (*registry.Registry).
+type ModuleSource interface {
+	Module(ctx context.Context, digest string, size int) ([]byte, error)
+}
+
+// Fetch is the one lookup of a module by digest: from the store, else read
+// from src (of size bytes as its deployment declares, 0: not declared),
+// checked against digest and stored for pipeline (source "registry").
+// Every path that runs a deployed version reads its module through it.
+func (s *Store) Fetch(ctx context.Context, src ModuleSource, pipeline, digest string, size int) ([]byte, error) {
+	wasm, err := s.Get(digest)
+	if !errors.Is(err, ErrNotFound) {
+		return wasm, err
+	}
+	if wasm, err = src.Module(ctx, digest, size); err != nil {
+		return nil, err
+	}
+	if Digest(wasm) != digest {
+		return nil, fmt.Errorf("module %s read from the registry does not match its digest", short(digest))
+	}
+	if _, err := s.Put(pipeline, "registry", wasm); err != nil {
+		return nil, err
+	}
+	return wasm, nil
 }
 
 // Size is the size of the stored module digest (0 if not stored).

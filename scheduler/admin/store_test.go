@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -112,5 +113,45 @@ func TestStorePrunes(t *testing.T) {
 		if _, err := os.Stat(s.path(d)); err != nil {
 			t.Errorf("the manifest names %s, not on disk", d[:12])
 		}
+	}
+}
+
+// sourceFunc is a ModuleSource.
+type sourceFunc func(digest string) ([]byte, error)
+
+func (f sourceFunc) Module(_ context.Context, digest string, _ int) ([]byte, error) { return f(digest) }
+
+// TestFetch: a module the store has is not read from the source; one it
+// lacks is read, stored (source "registry") and served from the store next
+// time; one the source answers with other bytes than its digest names is
+// refused and not stored.
+func TestFetch(t *testing.T) {
+	s, err := OpenStore(t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	src := sourceFunc(func(digest string) ([]byte, error) {
+		reads++
+		if digest == Digest(goodModule) {
+			return goodModule, nil
+		}
+		return []byte("\x00asm other bytes"), nil
+	})
+	for range 2 {
+		b, err := s.Fetch(context.Background(), src, "p", Digest(goodModule), len(goodModule))
+		if err != nil || !bytes.Equal(b, goodModule) {
+			t.Fatalf("fetch: %v", err)
+		}
+	}
+	if reads != 1 || s.Snapshot().Modules[Digest(goodModule)].Source != "registry" {
+		t.Fatalf("%d reads from the source, store: %+v", reads, s.Snapshot().Modules)
+	}
+	liar := strings.Repeat("ab", 32)
+	if _, err := s.Fetch(context.Background(), src, "p", liar, 0); err == nil || !strings.Contains(err.Error(), "does not match its digest") {
+		t.Fatalf("a module not matching its digest: %v", err)
+	}
+	if _, err := s.Get(liar); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a module not matching its digest was stored: %v", err)
 	}
 }

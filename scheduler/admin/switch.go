@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/registry/rollout"
 )
 
 // Deploys and rollbacks of one pipeline are serialised by the pipeline's
@@ -49,12 +50,25 @@ type switchError struct {
 
 func (e *switchError) Error() string { return e.msg }
 
-// statusOf is the HTTP status for an error of switchTo.
+// statusOf is the HTTP status that answers err: a switch's (switchTo, and
+// the strategies' refusals) or a deployment's outcome in the fleet
+// (rollout.Error).
 func statusOf(err error) int {
-	if se, ok := err.(*switchError); ok {
-		return se.code
+	switch e := err.(type) {
+	case *switchError:
+		return e.code
+	case *rollout.Error:
+		return outcomeStatus[e.Outcome]
 	}
 	return http.StatusInternalServerError
+}
+
+// outcomeStatus answers each outcome of a deployment written to the
+// registry that is not "run".
+var outcomeStatus = map[rollout.Outcome]int{
+	rollout.Refused:    http.StatusUnprocessableEntity, // a host cannot run it
+	rollout.Superseded: http.StatusConflict,            // a later deployment replaced it
+	rollout.NotYet:     http.StatusGatewayTimeout,      // written, not yet run after rollout.ApplyWait
 }
 
 // switchTo makes pipeline name run wasm (digest) and records it with record

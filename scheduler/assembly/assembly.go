@@ -25,8 +25,8 @@ import (
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
-	"github.com/wasmstream/wasmstream/scheduler/admin/dashboard"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/dashboard"
 	"github.com/wasmstream/wasmstream/scheduler/registry"
 )
 
@@ -138,7 +138,7 @@ func (h *Host) deployedModules(ctx context.Context) (map[string][]byte, error) {
 		var wasm []byte
 		if h.reg != nil {
 			if d, ok := h.reg.Deployment(pc.Name); ok {
-				if wasm, err = h.moduleOf(ctx, pc.Name, d.Digest, d.Size); err != nil {
+				if wasm, err = h.store.Fetch(ctx, h.reg, pc.Name, d.Digest, d.Size); err != nil {
 					return nil, fmt.Errorf("admin.registry: pipeline %s is deployed with %s (%s), which cannot be read here: %w", pc.Name, short(d.Digest), h.reg.Deploys, err)
 				}
 				if err := store.SetLabel(d.Digest, d.Label); err != nil {
@@ -165,18 +165,6 @@ func (h *Host) deployedModules(ctx context.Context) (map[string][]byte, error) {
 			"runs", short(o.Digest), "label", o.Label, "from", o.From, "config_module", o.ConfigModule, "config_digest", short(o.ConfigDigest))
 	}
 	return mods, nil
-}
-
-// moduleOf reads digest from the store, or from the registry (then
-// storing it).
-func (h *Host) moduleOf(ctx context.Context, pipeline, digest string, size int) ([]byte, error) {
-	wasm, err := h.store.Get(digest)
-	if errors.Is(err, admin.ErrNotFound) {
-		if wasm, err = h.reg.Module(ctx, digest, size); err == nil {
-			_, err = h.store.Put(pipeline, "registry", wasm)
-		}
-	}
-	return wasm, err
 }
 
 func (h *Host) openRegistry(ctx context.Context, brokers []string) error {
@@ -388,7 +376,7 @@ func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string)
 	if !ok {
 		return false, nil
 	}
-	wasm, err := h.moduleOf(ctx, name, d.Digest, d.Size)
+	wasm, err := h.store.Fetch(ctx, h.reg, name, d.Digest, d.Size)
 	if err == nil {
 		err = store.SetLabel(d.Digest, d.Label)
 	}
@@ -417,7 +405,7 @@ func (h *Host) runCanary(ctx context.Context, name string) error {
 		return nil
 	}
 	c := d.Canary
-	wasm, err := h.moduleOf(ctx, name, c.Digest, c.Size)
+	wasm, err := h.store.Fetch(ctx, h.reg, name, c.Digest, c.Size)
 	if err == nil {
 		err = h.store.SetLabel(c.Digest, c.Label)
 	}

@@ -3,10 +3,10 @@ package assembly
 import (
 	"net/http"
 
-	"github.com/wasmstream/wasmstream/scheduler/admin/dashboard"
+	"github.com/wasmstream/wasmstream/scheduler/dashboard"
 )
 
-// dashboardHandler creates the live dashboard (scheduler/admin/dashboard)
+// dashboardHandler creates the live dashboard (scheduler/dashboard)
 // and serves it beside next on the metrics listener. On a loopback
 // metrics.listen it is open; elsewhere it needs the admin token, and with
 // the admin API off it refuses every request.

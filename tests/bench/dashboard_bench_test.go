@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/scheduler"
-	"github.com/wasmstream/wasmstream/scheduler/admin/dashboard"
+	"github.com/wasmstream/wasmstream/scheduler/dashboard"
 )
 
 // BenchmarkDashboard: the uppercase Go guest over the same input without
