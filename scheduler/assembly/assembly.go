@@ -306,14 +306,18 @@ func (h *Host) startOps(ctx context.Context) error {
 			return err
 		}
 	}
+	if h.reg != nil {
+		// Before the API serves: a request never sees the host-only
+		// strategy on a fleet host.
+		api.UseRegistry(h.reg)
+		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
+	}
 	h.adminSrv, err = admin.Listen("admin.listen", cfg.Admin.Listen, api.Handler(), h.log)
 	if err != nil {
 		return err
 	}
 	h.log.Info("admin API", "addr", "http://"+h.adminSrv.Addr)
 	if h.reg != nil {
-		api.UseRegistry(h.reg)
-		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
 		h.reg.OnDeploy(api.Apply)
 		h.reg.OnHeartbeat(h.versionCounts, func() { api.CheckCanaries(context.Background()) })
 		for _, pc := range cfg.Pipelines {
