@@ -55,7 +55,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			pc := &config.Pipeline{Name: "bench", Ordering: tc.ordering, MaxInFlight: 1 << 30, MaxInFlightBytes: 1 << 40, BatchRecords: tc.batch,
 				Instances: config.Instances{Min: tc.inst, Max: tc.inst, IdleTimeout: time.Minute}}
 			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{},
-				budget: NewBudget(1000, 1<<40, 1<<40), flowSignals: newFlowSignals()}
+				pipeEngine: pipeEngine{budget: NewBudget(1000, 1<<40, 1<<40)}, flowSignals: newFlowSignals()}
 			p.commit, p.sink = offsetCommits{p}, &plainSink{p: p}
 			if tc.emit {
 				p.sink = inlineSink{}

@@ -144,9 +144,14 @@ type Snapshot struct {
 
 // Pipeline runs one configured pipeline as one consumer-group member.
 type Pipeline struct {
-	dispatchBuf []taskBatch // the poll loop's, reused by dispatch
-	cfg         *config.Config
-	pc          *config.Pipeline
+	cfg *config.Config
+	pc  *config.Pipeline
+	log *slog.Logger
+	// role: a primary pipeline, or a primary's retry tier (role.go).
+	role role
+	// retry is a primary's retry tier (nil: none, or this is one).
+	retry *Pipeline
+
 	// modules: the current version, the swap signal, a canary, whether
 	// the module is asynchronous (swap.go); its engines read them.
 	modules
@@ -156,36 +161,57 @@ type Pipeline struct {
 	// Start, before any task.
 	eng *engineDeps
 
+	pipeMember // its client and its group
+	pipeSeams  // source, ledger, sink, committer (Pipeline.wire)
+	pipeEngine // what its engines share: bounds, observers, the state stores
+
+	mu          sync.Mutex // guards tasks
+	tasks       map[tp]*task
+	dispatchBuf []taskBatch // the poll loop's, reused by dispatch
+	commitMu    sync.Mutex  // one commit at a time; held across revoke's drain+commit
+
+	pipeCounters // counters, per pipeline and per partition; broker health
+
+	pipeLife // its goroutines and shutdown
+}
+
+// pipeMember is a pipeline's Kafka client and its group.
+type pipeMember struct {
 	cl    *kgo.Client
-	log   *slog.Logger
 	group string
 	// instanceID is the static member id (kafka.static_membership), ""
 	// for a dynamic member; brokers reach the group to leave it.
 	instanceID string
 	brokers    []string
+	// limits are what the brokers refuse on the topics the pipeline
+	// produces to (topiclimits.go): the client's batch bound, and the
+	// sink's checks.
+	limits topicLimits
+}
 
-	mu    sync.Mutex // guards tasks
-	tasks map[tp]*task
+// pipeSeams are the pipeline's four seams, picked once by its wiring table
+// (Pipeline.wire; DESIGN.md, "Seams: source, ledger, sink, committer").
+type pipeSeams struct {
+	// src is where records come from: a consumer group's poll loop or a
+	// share group's (source.go).
+	src source
+	// ledger is when a record's outcome counts: the offset tracker, the
+	// transaction's, or the share group's acknowledgements (ledger.go).
+	ledger ledger
+	// sink is how decided outcomes leave: plainSink or txnSink, by the
+	// guarantee (sink.go).
+	sink sink
+	// commit commits what the ledger counts: offset commits,
+	// transactions, or a share group's acknowledgements (commit.go).
+	commit committer
+}
 
-	commitMu sync.Mutex // one commit at a time; held across revoke's drain+commit
-
-	stats Stats
-
-	psMu  sync.Mutex
-	parts map[tp]*Stats // per partition, kept across assignments (metrics)
-
-	// health counts the client's errors per broker; stall tells which
-	// partitions have stopped moving (health.go).
-	health *brokerHealth
-	stall  stallTracker
-
+// pipeEngine is what the pipeline gives its engines (engineDeps) besides
+// its seams and module versions.
+type pipeEngine struct {
 	budget        *Budget
-	instanceBytes int64 // memory an instance reserves in the budget
-	// role: a primary pipeline, or a primary's retry tier (role.go).
-	role role
-	// retry is a primary's retry tier (nil: none, or this is one).
-	retry     *Pipeline
-	retryable map[string]bool // fault kinds retried
+	instanceBytes int64           // memory an instance reserves in the budget
+	retryable     map[string]bool // fault kinds retried
 	// asyncSize is async.max_in_flight: auto's controller (nil: the fixed
 	// bound).
 	asyncSize *sizing.Async
@@ -201,28 +227,23 @@ type Pipeline struct {
 	// which applies nothing unless that view is still the partition's
 	// current one). Set while the pipeline is built, read-only after.
 	onCommitted []func(partition int32, upTo int64, from *state.Partition)
+}
 
-	// limits are what the brokers refuse on the topics the pipeline
-	// produces to (topiclimits.go): the client's batch bound, and the
-	// sink's checks.
-	limits topicLimits
-	// sink is how decided outcomes leave: plainSink or txnSink, by the
-	// guarantee (sink.go).
-	sink sink
+// pipeCounters are the pipeline's counters: its own, and each partition's
+// (kept across assignments; the record path counts there); the client's
+// errors per broker and the partitions that stopped moving (health.go).
+type pipeCounters struct {
+	stats  Stats
+	psMu   sync.Mutex
+	parts  map[tp]*Stats
+	health *brokerHealth
+	stall  stallTracker
+}
 
-	// src is where records come from: a consumer group's poll loop or a
-	// share group's (source.go).
-	src source
-	// ledger is when a record's outcome counts: the offset tracker, the
-	// transaction's, or the share group's acknowledgements (ledger.go).
-	ledger ledger
-	// commit makes outcomes durable and commits offsets: offset commits
-	// or transactions, by the guarantee (commit.go).
-	commit committer
-
-	// Goroutines and shutdown: the poll loop (source.run) ends when
-	// pollCancel is called and closes pollDone; the flow and commit loops
-	// end when quit is closed and are waited for with wg; bg owns the rest.
+// pipeLife is how a pipeline runs and ends: the poll loop (source.run) ends
+// when pollCancel is called and closes pollDone; the flow and commit loops
+// end when quit is closed and are waited for with wg; bg owns the rest.
+type pipeLife struct {
 	pollCancel context.CancelFunc
 	pollDone   chan struct{}
 	quit       chan struct{}
@@ -255,23 +276,22 @@ type pipelineDeps struct {
 func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeline, error) {
 	cfg, mod, log := d.cfg, d.version.m, d.log
 	p := &Pipeline{
-		health: newBrokerHealth(),
-		budget: d.budget,
-		role:   d.role,
-		tracer: d.tracer,
-		onFail: d.onFail,
-		limits: d.limits,
-		// An instance reserves its linear memory and its tables at their bounds.
-		instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
-		flowSignals:   newFlowSignals(),
-		retryable:     map[string]bool{},
-		cfg:           cfg,
-		pc:            pc,
-		log:           log.With("pipeline", pc.Name),
-		group:         cfg.GroupID(pc),
-		tasks:         map[tp]*task{},
-		pollDone:      make(chan struct{}),
-		quit:          make(chan struct{}),
+		cfg:         cfg,
+		pc:          pc,
+		log:         log.With("pipeline", pc.Name),
+		role:        d.role,
+		flowSignals: newFlowSignals(),
+		pipeMember:  pipeMember{group: cfg.GroupID(pc), limits: d.limits},
+		pipeEngine: pipeEngine{
+			budget: d.budget,
+			tracer: d.tracer,
+			// An instance reserves its linear memory and its tables at their bounds.
+			instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
+			retryable:     map[string]bool{},
+		},
+		tasks:        map[tp]*task{},
+		pipeCounters: pipeCounters{health: newBrokerHealth()},
+		pipeLife:     pipeLife{pollDone: make(chan struct{}), quit: make(chan struct{}), onFail: d.onFail},
 	}
 	if pc.Async.AutoInFlight {
 		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
