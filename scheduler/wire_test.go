@@ -16,7 +16,7 @@ func TestWiringTable(t *testing.T) {
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 	for _, c := range []struct {
-		name, keys               string
+		name, keys                string
 		src, ledger, sink, commit string
 	}{
 		{"group × at_least_once", "", "scheduler.groupSource", "scheduler.offsetLedger", "*scheduler.plainSink", "scheduler.offsetCommits"},
