@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -53,6 +54,58 @@ type batchState struct {
 	begun  time.Time     // when the record in progress began
 	paused time.Duration // waits for a guest-call slot between records
 	failed bool          // a record ended retry or fail (StopBatchAfterFailure)
+	run    runOutputs    // where the outputs of its records that ended ok are kept
+}
+
+// runOutputs is where the outputs of a batch's records that end ok are
+// kept: their encodings copied into one byte slab and their decoded form
+// carved from one []abi.Output, instead of two allocations a record
+// (RATIONALE.md, "A run's outputs share their memory"). Each record's part
+// is capped (three-index slices), so nothing a record holds can grow into
+// another's. A slab is freed once the last output carved from it is
+// acknowledged; every byte of it was counted in the held outputs while its
+// output was held, so the bound on held outputs (host.max_held_output_bytes)
+// holds per run. A record that ends pending keeps its outputs in memory of
+// its own: it may wait long after its run is acknowledged.
+type runOutputs struct {
+	bytes []byte       // the byte slab's free part
+	outs  []abi.Output // the output slab's free part
+}
+
+// maxRunSlab bounds one slab of a run's outputs: a bigger output list gets
+// memory of its own.
+const maxRunSlab = 64 << 10
+
+// copyList returns a copy of list carved from the run's byte slab. left is
+// how many of the batch's records are yet to end (this one included): a new
+// slab is sized for that many lists like this one.
+func (r *runOutputs) copyList(list []byte, left int) []byte {
+	n := len(list)
+	if n > cap(r.bytes)-len(r.bytes) {
+		size := min(maxRunSlab, n*left)
+		if size < n {
+			return append([]byte(nil), list...)
+		}
+		r.bytes = make([]byte, 0, size)
+	}
+	at := len(r.bytes)
+	r.bytes = append(r.bytes, list...)
+	return r.bytes[at : at+n : at+n]
+}
+
+// carve returns an empty slice with room for n outputs, carved from the
+// run's output slab (sized, like copyList's, for the records left).
+func (r *runOutputs) carve(n, left int) []abi.Output {
+	if n > cap(r.outs)-len(r.outs) {
+		size := min(maxRunSlab/int(unsafe.Sizeof(abi.Output{})), n*left)
+		if size < n {
+			return make([]abi.Output, 0, n)
+		}
+		r.outs = make([]abi.Output, 0, size)
+	}
+	at := len(r.outs)
+	r.outs = r.outs[:at+n]
+	return r.outs[at : at : at+n]
 }
 
 // ProcessBatch runs recs on the instance and returns how many of them ran:
@@ -281,7 +334,7 @@ func (in *Instance) endBatchRecord(st *recState, status abi.Status, list []byte,
 		panic(in.fault)
 	}
 	if (status == abi.StatusOK || status == abi.StatusPending) && len(list) > 0 {
-		if e, i := in.takeOutputList(st, list); e != 0 {
+		if e, i := in.takeOutputList(st, list, status == abi.StatusOK); e != 0 {
 			st.errMsg = fmt.Sprintf("output %d handed to %s refused: %s", i, abi.ImportRecordNext, e.Error())
 			status = abi.StatusFail // what the same outputs would meet again
 			if e == abi.ErrnoLimit {
@@ -298,12 +351,25 @@ func (in *Instance) endBatchRecord(st *recState, status abi.Status, list []byte,
 // takeOutputList holds the outputs of an output list (abi.AppendOutputList)
 // for st, as emit would one by one, or returns why not and the index of the
 // output refused. The list is copied once; the outputs alias the copy.
-func (in *Instance) takeOutputList(st *recState, list []byte) (abi.Errno, int) {
+// pooled: st ended ok, and its outputs are kept in the run's slabs
+// (runOutputs).
+func (in *Instance) takeOutputList(st *recState, list []byte, pooled bool) (abi.Errno, int) {
 	lim := in.m.limits
 	if len(list) > lim.MaxOutputBytes+4*lim.MaxOutputs {
 		return abi.ErrnoLimit, 0
 	}
-	raw := append([]byte(nil), list...)
+	var raw []byte
+	if b := &in.batch; pooled {
+		left := len(b.recs) - b.cur
+		raw = b.run.copyList(list, left)
+		if len(st.outputs) == 0 {
+			if n := countOutputs(raw, lim.MaxOutputs); n > 0 {
+				st.outputs = b.run.carve(n, left)
+			}
+		}
+	} else {
+		raw = append([]byte(nil), list...)
+	}
 	for i := 0; len(raw) > 0; i++ {
 		if len(raw) < 4 {
 			return abi.ErrnoBadEncoding, i
@@ -318,6 +384,24 @@ func (in *Instance) takeOutputList(st *recState, list []byte) (abi.Errno, int) {
 		raw = raw[4+n:]
 	}
 	return 0, 0
+}
+
+// countOutputs counts the outputs of a well-formed output list, up to
+// limit+1; 0 when it is not well formed (takeOutputList then says why).
+func countOutputs(list []byte, limit int) int {
+	n := 0
+	for len(list) > 0 && n <= limit {
+		if len(list) < 4 {
+			return 0
+		}
+		l := binary.LittleEndian.Uint32(list)
+		if uint64(l) > uint64(len(list)-4) {
+			return 0
+		}
+		list = list[4+l:]
+		n++
+	}
+	return n
 }
 
 func (m *Module) instantiateBatchModule(ctx context.Context) error {

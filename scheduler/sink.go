@@ -145,7 +145,7 @@ func outputAcked(pr *kgo.Record, err error) {
 	}
 	j.acked(pr, err)
 	if err != nil {
-		j.failedErr.CompareAndSwap(nil, &err)
+		j.produceFailed(err)
 	}
 	if j.remaining.Add(-1) != 0 {
 		return
@@ -158,6 +158,13 @@ func outputAcked(pr *kgo.Record, err error) {
 	}
 	t.finish(j.r)
 	j.tr.End("ok", "", "")
+}
+
+// produceFailed keeps err as j's first produce error. Its own function:
+// taking the address of outputAcked's err would move it to the heap on
+// every acknowledgement, not only on a failure.
+func (j *job) produceFailed(err error) {
+	j.failedErr.CompareAndSwap(nil, &err)
 }
 
 // undeliverable sends j, whose outputs could not all be produced, down its
