@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
@@ -27,17 +28,16 @@ import (
 type job struct {
 	t       *task
 	r       *kgo.Record
-	ln      *lane // held until the record is decided (key ordering) or has started (partition)
-	ar      abi.Record
+	ln      *lane           // held until the record is decided (key ordering) or has started (partition)
+	orig    *failhdr.Origin // where the record was first consumed, when not the record itself (a retry topic's)
 	attempt int
 	history []string  // inline retries
 	due     time.Time // when an inline retry is due
-	lost    int       // restarts after its instance was discarded under it
 	started time.Time // the current attempt's first call
-	pended  bool      // the current attempt waited on asynchronous operations
 	tr      *tracing.Attempt
 	rs      *state.Record // the current attempt's state writes (state.enabled)
 	sb      *state.Batch  // its writes once it succeeded, tied to their changelog produces
+	pended  bool          // the current attempt waited on asynchronous operations
 
 	// The release (set by settle, acted on by the sink).
 	ordered bool    // it has a place in the partition's release order
@@ -45,8 +45,14 @@ type job struct {
 	settled bool    // its verdict is set (guarded by releaser.mu when ordered)
 	verdict verdict // what its outcome releases
 
+	lost      int32        // restarts after its instance was discarded under it
+	remaining atomic.Int32 // the sink: acknowledgements of its outputs still awaited
+
 	outcome
 }
+
+// A job's fields are ordered so that it fits a 448-byte allocation: one is
+// made for every record (TestJobSize).
 
 // outcome is the release half of a job: what a decided record releases,
 // and what the sink needs to produce it. Embedded in the job, so that one
@@ -58,11 +64,11 @@ type outcome struct {
 	fail failure      // verdictFailed: why
 
 	// Producing the outputs (the sink): one record embedded for the
-	// common single output, the acknowledgements still awaited, the first
-	// produce error, and the trace's per-output callbacks (tracing on).
+	// common single output, the first produce error, and the trace's
+	// per-output callbacks (tracing on); job.remaining counts the
+	// acknowledgements still awaited.
 	out1      kgo.Record
 	extra     []*kgo.Record // outputs after the first
-	remaining atomic.Int32
 	failedErr atomic.Pointer[error]
 	sent      []func(int32, int64, error)
 	one       [1]*job // the run of one it is delivered as without a release order (job.run)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
@@ -38,8 +39,9 @@ func (t *task) traceInfo(j *job) tracing.Info {
 	info := tracing.Info{
 		Pipeline: t.d.pc.Name, Group: t.d.group, Module: filepath.Base(t.d.pc.Module), ModuleDigest: t.version().m.Info().Digest,
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
-		OriginTopic: j.ar.Topic, OriginPartition: j.ar.Partition, OriginOffset: j.ar.Offset,
 	}
+	o := j.origin()
+	info.OriginTopic, info.OriginPartition, info.OriginOffset = o.Topic, o.Partition, o.Offset
 	return info
 }
 
@@ -116,7 +118,9 @@ type workerRun struct {
 	runJobs   []*job
 	runForged []int
 	runRecs   []host.BatchRecord
+	runRecAt  []abi.Record // what the guest sees of each record of the run (job.guestRecord)
 	runOut    []host.Outcome
+	oneRec    abi.Record // what the guest sees of a record run alone
 	gate      runGate
 	runGen    uint64
 	running   []picked
@@ -715,24 +719,45 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 		j = &job{r: r}
 	}
 	j.t, j.ln, j.attempt = t, ln, prior.Attempt
-	o := prior.Origin
-	j.ar = abi.Record{
+	if o := prior.Origin; o != ownOrigin(r) {
+		j.orig = &o // a retry topic's record: its origin is elsewhere
+	}
+	return j, untrusted
+}
+
+// origin is where j's record was first consumed: its own coordinates,
+// unless it came from a retry topic.
+func (j *job) origin() failhdr.Origin {
+	if j.orig != nil {
+		return *j.orig
+	}
+	return ownOrigin(j.r)
+}
+
+// guestRecord makes ar what the guest sees of j's record on its current
+// attempt: the record as it was first consumed, without wasmstream's
+// headers. It is made for each attempt into the worker's memory, not kept
+// in the job (a job lives until its outputs are acknowledged: every byte
+// of it is paid for on every record).
+func (j *job) guestRecord(ar *abi.Record) {
+	r, o := j.r, j.origin()
+	*ar = abi.Record{
 		Offset:    o.Offset,
 		Timestamp: o.Timestamp,
 		Partition: o.Partition,
 		Topic:     o.Topic,
 		Key:       r.Key,
 		Value:     r.Value,
+		Attempt:   uint32(j.attempt),
 	}
 	if len(r.Headers) > 0 {
-		j.ar.Headers = make([]abi.Header, 0, len(r.Headers))
+		ar.Headers = make([]abi.Header, 0, len(r.Headers))
 		for _, h := range r.Headers {
 			if !strings.HasPrefix(h.Key, HeaderPrefix) {
-				j.ar.Headers = append(j.ar.Headers, abi.Header{Key: h.Key, Value: h.Value})
+				ar.Headers = append(ar.Headers, abi.Header{Key: h.Key, Value: h.Value})
 			}
 		}
 	}
-	return j, untrusted
 }
 
 // place notes j, about to run its first attempt (or dropped before it):
@@ -762,12 +787,14 @@ func (w *worker) start(j *job) {
 	w.prepare(j, in)
 	w.state.Store(workerBusy)
 	var res host.Result
+	j.guestRecord(&w.oneRec)
 	if ts := w.t.state; ts != nil {
 		j.rs = ts.Begin() // a new attempt starts without the last one's writes
-		res = in.ProcessState(w.t.ctx, &j.ar, j, j.rs)
+		res = in.ProcessState(w.t.ctx, &w.oneRec, j, j.rs)
 	} else {
-		res = in.Process(w.t.ctx, &j.ar, j)
+		res = in.Process(w.t.ctx, &w.oneRec, j)
 	}
+	w.oneRec = abi.Record{} // the record's memory is not the worker's to keep
 	var end time.Time
 	j.started, end = in.LastCall()
 	w.outcomeAt(j, res, end)
@@ -778,7 +805,6 @@ func (w *worker) start(j *job) {
 // prepare readies j for an attempt on in: its attempt number, and its
 // trace's attempt (begun here for a first attempt).
 func (w *worker) prepare(j *job, in *host.Instance) {
-	j.ar.Attempt = uint32(j.attempt)
 	j.pended = false
 	if t := w.t; t.d.tracer != nil {
 		if j.tr == nil {
@@ -814,10 +840,11 @@ func (w *worker) startRun(run []picked) {
 		w.dropRun(jobs, forged) // aborted: the records stay uncommitted
 		return
 	}
-	recs := w.runRecs[:0]
-	for _, j := range jobs {
+	recs, ars := w.runRecs[:0], slices.Grow(w.runRecAt[:0], len(jobs))[:len(jobs)]
+	for i, j := range jobs {
 		w.prepare(j, in)
-		recs = append(recs, host.BatchRecord{Rec: &j.ar, Tag: j})
+		j.guestRecord(&ars[i])
+		recs = append(recs, host.BatchRecord{Rec: &ars[i], Tag: j})
 	}
 	out := slices.Grow(w.runOut[:0], len(recs))[:len(recs)]
 	w.state.Store(workerBusy)
@@ -838,7 +865,8 @@ func (w *worker) startRun(run []picked) {
 		ran = in.ProcessBatch(t.ctx, recs, out)
 	}
 	clear(recs)
-	w.runRecs = recs[:0]
+	clear(ars) // the records' memory is not the worker's to keep
+	w.runRecs, w.runRecAt = recs[:0], ars[:0]
 	defer func() {
 		clear(out)
 		w.runOut = out[:0]
@@ -1004,7 +1032,9 @@ func (w *worker) countVersion(j *job, res *host.Result, f failure) {
 	w.ver.failed.Add(1)
 	w.ver.tally.fail(f.kind, w.t.topic, w.t.partition)
 	if c := w.t.d.mods.canary.Load(); c != nil && c.ver == w.ver && c.check != nil {
-		c.check.offer(&j.ar, f.kind)
+		var ar abi.Record
+		j.guestRecord(&ar)
+		c.check.offer(&ar, f.kind)
 	}
 }
 

@@ -1,6 +1,9 @@
 package scheduler
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // canTake only looks: a worker whose instance is of an old version is held
 // back, and stays as it is, however often it asks. mayTake is the step that
@@ -24,5 +27,15 @@ func TestCanTakeChangesNothing(t *testing.T) {
 	}
 	if w.ver != nil || old.refs.Load() != 0 {
 		t.Fatalf("mayTake did not let go of the old version: version %p, %d references", w.ver, old.refs.Load())
+	}
+}
+
+// A job is made for every record and lives until its outputs are
+// acknowledged: it must stay within its 448-byte allocation (release.go).
+// A field added to it goes in the outcome only if it is needed for most
+// records; what a few records need goes behind a pointer.
+func TestJobSize(t *testing.T) {
+	if n := unsafe.Sizeof(job{}); n > 448 {
+		t.Fatalf("a job is %d bytes, over its 448-byte allocation", n)
 	}
 }
