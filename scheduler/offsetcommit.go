@@ -89,12 +89,7 @@ func (c offsetCommits) commitLoop() {
 			return
 		case <-tick.C:
 			p.commitMu.Lock()
-			p.mu.Lock()
-			tasks := make([]*task, 0, len(p.tasks))
-			for _, t := range p.tasks {
-				tasks = append(tasks, t)
-			}
-			p.mu.Unlock()
+			tasks := p.attached()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := c.commitTasks(ctx, tasks); err != nil {
 				p.log.Warn("commit failed; will retry", "err", err)

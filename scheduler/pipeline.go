@@ -597,6 +597,13 @@ func (p *Pipeline) attached() []*task {
 	return out
 }
 
+// detachAll removes every task (Stop has them from attached).
+func (p *Pipeline) detachAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.tasks)
+}
+
 // fencedHook fails the pipeline when another member joined its group with
 // the same static instance id: two hosts with one host.id. Rejoining would
 // only fence the other host in turn, each taking the partitions from the
@@ -734,12 +741,7 @@ func (p *Pipeline) sumPartitions(s *Snapshot) {
 // taskGauges returns every task's gauges (Pipeline.mu only to list the
 // tasks; each task's own lock briefly).
 func (p *Pipeline) taskGauges(withSlots bool) []taskGauges {
-	p.mu.Lock()
-	tasks := make([]*task, 0, len(p.tasks))
-	for _, t := range p.tasks {
-		tasks = append(tasks, t)
-	}
-	p.mu.Unlock()
+	tasks := p.attached()
 	out := make([]taskGauges, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.gauges(withSlots)

@@ -290,115 +290,164 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	keys := map[string]string{}       // topic -> first key naming it
-	internal := map[string][]string{} // retry-tier topic -> its pipelines' inputs
-	for i, pc := range r.cfg.Pipelines {
-		for j, t := range pc.Inputs {
-			if _, ok := keys[t]; !ok {
-				keys[t] = fmt.Sprintf("pipelines[%d].inputs[%d]", i, j)
-			}
-		}
-		for _, kv := range [][2]string{{"output", pc.Output}, {"dead_letter_topic", pc.DeadLetterTopic}} {
-			if _, ok := keys[kv[1]]; !ok {
-				keys[kv[1]] = fmt.Sprintf("pipelines[%d].%s", i, kv[0])
-			}
-		}
-		for j, t := range pc.AllowedOutputs {
-			if _, ok := keys[t]; !ok {
-				keys[t] = fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j)
-			}
-		}
-		for _, t := range pc.RetryTopics() {
-			if _, ok := keys[t]; !ok {
-				keys[t] = fmt.Sprintf("pipelines[%d].retry (topic_prefix, backoff)", i)
-			}
-			internal[t] = append(internal[t], pc.Inputs...)
-		}
-	}
-	changelogs := map[string]int{} // changelog topic -> its pipeline's index
-	for i, pc := range r.cfg.Pipelines {
-		if pc.State.Enabled {
-			keys[pc.State.Changelog] = fmt.Sprintf("pipelines[%d].state.changelog", i)
-			changelogs[pc.State.Changelog] = i
-		}
-	}
-	topics := make([]string, 0, len(keys))
-	for t := range keys {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
+	plan := r.planTopics()
+	topics := plan.sorted()
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	denied, err := checkAccess(mctx, cl, r.cfg)
-	if len(denied) > 0 {
-		return fmt.Errorf("kafka: the brokers deny this host's principal %s: grant them (README.md, \"ACLs the host needs\")", strings.Join(denied, "; "))
-	}
-	var details kadm.TopicDetails
-	if err == nil {
-		details, err = adm.ListTopics(mctx, topics...)
-	}
+	details, err := r.describeTopics(mctx, cl, adm, topics)
 	if err != nil {
-		return fmt.Errorf("kafka.brokers: cannot reach %s: %w", strings.Join(r.brokers, ","), kafkaconn.Explain(r.cfg.Kafka, err))
+		return err
 	}
 	if err := r.checkOldRetryTopics(mctx, cl); err != nil {
 		return err
 	}
-	var missing, missingInternal []string
-	for _, t := range topics {
-		if d, ok := details[t]; ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-			if d.Err != nil {
-				return fmt.Errorf("%s: topic %s: %w", keys[t], t, d.Err)
-			}
-		} else if _, ok := internal[t]; ok {
-			missingInternal = append(missingInternal, t)
-		} else if _, ok := changelogs[t]; ok {
-			// created below, once the inputs exist
-		} else {
-			missing = append(missing, t)
-		}
+	missing, missingRetry, err := plan.missing(topics, details)
+	if err != nil {
+		return err
 	}
 	if len(missing) > 0 && !r.cfg.Kafka.CreateTopics && r.broker == nil {
-		var probs config.Problems
-		for _, t := range missing {
-			probs = append(probs, fmt.Sprintf("%s: topic %q does not exist (create it, or set kafka.create_topics: true)", keys[t], t))
-		}
-		return probs
-	}
-	create := func(partitions int32, ts ...string) error {
-		resp, err := adm.CreateTopics(mctx, partitions, -1, nil, ts...)
-		if err != nil {
-			return fmt.Errorf("%s: create topic %q: %w", keys[ts[0]], ts[0], err)
-		}
-		for _, t := range ts {
-			if res, ok := resp[t]; ok && res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
-				return fmt.Errorf("%s: create topic %q: %w", keys[t], t, res.Err)
-			}
-			r.log.Info("created topic", "topic", t, "partitions", partitions)
-		}
-		return nil
+		return plan.absent(missing)
 	}
 	if len(missing) > 0 {
-		if err := create(r.cfg.Kafka.TopicPartitions, missing...); err != nil {
+		if err := r.createTopics(mctx, adm, plan.keys, r.cfg.Kafka.TopicPartitions, missing...); err != nil {
 			return err
 		}
 	}
-	if err := r.ensureChangelogs(mctx, adm, changelogs, keys); err != nil {
+	if err := r.ensureChangelogs(mctx, adm, plan.changelogs, plan.keys); err != nil {
 		return err
 	}
-	for _, t := range missingInternal {
-		parts := int32(1)
-		for _, in := range internal[t] {
-			n := r.cfg.Kafka.TopicPartitions // created just now
-			if d, ok := details[in]; ok && d.Err == nil {
-				n = int32(len(d.Partitions))
-			}
-			parts = max(parts, n)
-		}
-		if err := create(parts, t); err != nil {
+	for _, t := range missingRetry {
+		if err := r.createTopics(mctx, adm, plan.keys, plan.retryPartitions(t, details, r.cfg.Kafka.TopicPartitions), t); err != nil {
 			return err
 		}
 	}
 	r.limits = readTopicLimits(mctx, adm, topics, r.log)
+	return nil
+}
+
+// topicPlan is every topic the pipelines use, as ensureTopics sorts them.
+type topicPlan struct {
+	keys       map[string]string   // topic -> first config key naming it
+	retry      map[string][]string // retry-tier topic -> its pipelines' inputs
+	changelogs map[string]int      // state changelog topic -> its pipeline's index
+}
+
+// planTopics lists the topics of the configured pipelines: inputs, outputs,
+// dead-letter and allowed output topics, retry tiers, state changelogs.
+func (r *Runner) planTopics() topicPlan {
+	plan := topicPlan{keys: map[string]string{}, retry: map[string][]string{}, changelogs: map[string]int{}}
+	first := func(t, key string) {
+		if _, ok := plan.keys[t]; !ok {
+			plan.keys[t] = key
+		}
+	}
+	for i, pc := range r.cfg.Pipelines {
+		for j, t := range pc.Inputs {
+			first(t, fmt.Sprintf("pipelines[%d].inputs[%d]", i, j))
+		}
+		first(pc.Output, fmt.Sprintf("pipelines[%d].output", i))
+		first(pc.DeadLetterTopic, fmt.Sprintf("pipelines[%d].dead_letter_topic", i))
+		for j, t := range pc.AllowedOutputs {
+			first(t, fmt.Sprintf("pipelines[%d].allowed_outputs[%d]", i, j))
+		}
+		for _, t := range pc.RetryTopics() {
+			first(t, fmt.Sprintf("pipelines[%d].retry (topic_prefix, backoff)", i))
+			plan.retry[t] = append(plan.retry[t], pc.Inputs...)
+		}
+	}
+	for i, pc := range r.cfg.Pipelines {
+		if pc.State.Enabled {
+			plan.keys[pc.State.Changelog] = fmt.Sprintf("pipelines[%d].state.changelog", i)
+			plan.changelogs[pc.State.Changelog] = i
+		}
+	}
+	return plan
+}
+
+// sorted is the plan's topics in order.
+func (plan topicPlan) sorted() []string {
+	topics := make([]string, 0, len(plan.keys))
+	for t := range plan.keys {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	return topics
+}
+
+// describeTopics checks that the brokers grant this host what it needs and
+// lists the topics; a denial or an unreachable cluster is the error.
+func (r *Runner) describeTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
+	denied, err := checkAccess(ctx, cl, r.cfg)
+	if len(denied) > 0 {
+		return nil, fmt.Errorf("kafka: the brokers deny this host's principal %s: grant them (README.md, \"ACLs the host needs\")", strings.Join(denied, "; "))
+	}
+	var details kadm.TopicDetails
+	if err == nil {
+		details, err = adm.ListTopics(ctx, topics...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka.brokers: cannot reach %s: %w", strings.Join(r.brokers, ","), kafkaconn.Explain(r.cfg.Kafka, err))
+	}
+	return details, nil
+}
+
+// missing sorts the topics the brokers do not have: retry tiers apart from
+// the rest; changelogs in neither (ensureChangelogs creates them once the
+// inputs exist). A topic the brokers describe with an error other than
+// UNKNOWN_TOPIC_OR_PARTITION is the error.
+func (plan topicPlan) missing(topics []string, details kadm.TopicDetails) (missing, missingRetry []string, err error) {
+	for _, t := range topics {
+		if d, ok := details[t]; ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			if d.Err != nil {
+				return nil, nil, fmt.Errorf("%s: topic %s: %w", plan.keys[t], t, d.Err)
+			}
+		} else if _, ok := plan.retry[t]; ok {
+			missingRetry = append(missingRetry, t)
+		} else if _, ok := plan.changelogs[t]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	return missing, missingRetry, nil
+}
+
+// absent is the problem of each missing topic when this host may not
+// create them.
+func (plan topicPlan) absent(missing []string) config.Problems {
+	var probs config.Problems
+	for _, t := range missing {
+		probs = append(probs, fmt.Sprintf("%s: topic %q does not exist (create it, or set kafka.create_topics: true)", plan.keys[t], t))
+	}
+	return probs
+}
+
+// retryPartitions is how many partitions retry-tier topic t gets: the
+// most of its pipelines' inputs (an input missing from details was
+// created just now, with defaultParts), at least 1.
+func (plan topicPlan) retryPartitions(t string, details kadm.TopicDetails, defaultParts int32) int32 {
+	parts := int32(1)
+	for _, in := range plan.retry[t] {
+		n := defaultParts
+		if d, ok := details[in]; ok && d.Err == nil {
+			n = int32(len(d.Partitions))
+		}
+		parts = max(parts, n)
+	}
+	return parts
+}
+
+// createTopics creates ts with partitions each (the brokers' default
+// replication); a topic created meanwhile by another host is no error.
+func (r *Runner) createTopics(ctx context.Context, adm *kadm.Client, keys map[string]string, partitions int32, ts ...string) error {
+	resp, err := adm.CreateTopics(ctx, partitions, -1, nil, ts...)
+	if err != nil {
+		return fmt.Errorf("%s: create topic %q: %w", keys[ts[0]], ts[0], err)
+	}
+	for _, t := range ts {
+		if res, ok := resp[t]; ok && res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("%s: create topic %q: %w", keys[t], t, res.Err)
+		}
+		r.log.Info("created topic", "topic", t, "partitions", partitions)
+	}
 	return nil
 }
 

@@ -514,18 +514,6 @@ func (x *transactions) final(ctx context.Context, _ []*task) {
 // close closes the client through its session.
 func (x *transactions) close() { x.sess.Close() }
 
-// detachAll removes every task.
-func (p *Pipeline) detachAll() []*task {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]*task, 0, len(p.tasks))
-	for k, t := range p.tasks {
-		out = append(out, t)
-		delete(p.tasks, k)
-	}
-	return out
-}
-
 // fail reports an error the pipeline cannot recover from; the host stops.
 func (p *Pipeline) fail(err error) {
 	if !p.failed.CompareAndSwap(false, true) {

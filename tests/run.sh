@@ -149,8 +149,10 @@ test)
     # StandardAuthorizer; tests/kafka/secure.sh) for the secured-cluster
     # tests: one small JVM, its PLAINTEXT address as KAFKA_SECURE_BROKERS.
     step "starting a secured Kafka broker"
+    # Its ports, 23192-23196 (secure.sh adds +2..+4 to KAFKA_PORT), are
+    # below Linux's ephemeral range like the other brokers' (tests/kafka/kafka.sh).
     secure_kafka() {
-        KAFKA_DATA_DIR=/tmp/wasmstream-kafka-secure KAFKA_PORT=39192 KAFKA_CONTROLLER_PORT=39193 \
+        KAFKA_DATA_DIR=/tmp/wasmstream-kafka-secure KAFKA_PORT=23192 KAFKA_CONTROLLER_PORT=23193 \
             KAFKA_HEAP_OPTS="-Xms128m -Xmx384m" bash tests/kafka/kafka.sh "$@"
     }
     eval "$(secure_kafka start --secure | sed 's/^KAFKA_BROKERS=/KAFKA_SECURE_BROKERS=/')"

@@ -41,6 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/verlabel"
+	"github.com/wasmstream/wasmstream/scheduler/internal/kafkaerr"
 )
 
 const (
@@ -265,14 +266,8 @@ func readTo(ctx context.Context, cl *kgo.Client, want map[string]int64, fn func(
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.Canceled) && !kerr.IsRetriable(err) && ferr == nil {
-				ferr = err
-			}
-		})
-		if ferr != nil {
-			return ferr
+		if err := kafkaerr.FirstNonRetriable(fs); err != nil {
+			return err
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
 			at[rec.Topic] = rec.Offset + 1

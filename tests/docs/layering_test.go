@@ -23,6 +23,7 @@ var engineFloors = map[string]int{
 	"fifo":       1,
 	"sizing":     1,
 	"statestore": 1,
+	"kafkaerr":   1,
 	"budget":     1,
 	"background": 1,
 	// floor 2: a partition's state, a module version, the counters and hooks

@@ -28,7 +28,9 @@
 # bootstraps on KAFKA_CLUSTER_BROKERS goes direct.
 
 KAFKA_CLUSTER_DIR="${KAFKA_CLUSTER_DIR:-/tmp/wasmstream-kafka-cluster}"
-KAFKA_CLUSTER_PORT_BASE="${KAFKA_CLUSTER_PORT_BASE:-46100}"
+# Below Linux's ephemeral range (32768-60999), as kafka.sh's ports are (the
+# reason is there): BASE+1 .. BASE+40, 24101-24140 by default.
+KAFKA_CLUSTER_PORT_BASE="${KAFKA_CLUSTER_PORT_BASE:-24100}"
 KAFKA_CLUSTER_HEAP_OPTS="${KAFKA_CLUSTER_HEAP_OPTS:--Xms128m -Xmx384m}"
 CLUSTER_MARKER="$KAFKA_CLUSTER_DIR/.wasmstream-kafka-cluster"
 

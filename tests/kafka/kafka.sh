@@ -30,8 +30,16 @@ LIB_DIR="$KAFKA_HOME_DIR/lib"
 MARKER="$KAFKA_HOME_DIR/.fetch-complete"
 
 KAFKA_DATA_DIR="${KAFKA_DATA_DIR:-/tmp/wasmstream-kafka}"
-KAFKA_PORT="${KAFKA_PORT:-39092}"
-KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-39093}"
+# The test services' fixed ports sit below Linux's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768-60999 by default), where the kernel
+# picks the local port of every outgoing connection: a port in that range
+# can be taken by some client's connection just before the broker binds it
+# (a broker once failed to start that way). The blocks, all below 32768:
+#   23092-23093  this broker (KAFKA_PORT, KAFKA_CONTROLLER_PORT)
+#   23192-23196  the secured broker of tests/run.sh (secure.sh: +2..+4)
+#   24101-24140  the 3-node cluster and its fault proxy (cluster.sh)
+KAFKA_PORT="${KAFKA_PORT:-23092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-23093}"
 KAFKA_HOST=127.0.0.1
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"

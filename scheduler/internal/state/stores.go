@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/kafkaerr"
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
 )
 
@@ -363,14 +364,8 @@ func (s *Stores) restore(ctx context.Context, ps *partStore, part int32) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("read up to offset %d of %d: %w", a.last+1, end.Offset, ctx.Err())
 		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.Canceled) && !kerr.IsRetriable(err) && ferr == nil {
-				ferr = err
-			}
-		})
-		if ferr != nil {
-			return ferr
+		if err := kafkaerr.FirstNonRetriable(fs); err != nil {
+			return err
 		}
 		// A fetch may bring a partition's whole changelog: the applier
 		// writes it in transactions of restoreBatch.

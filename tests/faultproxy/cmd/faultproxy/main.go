@@ -2,7 +2,7 @@
 // -route flag, and the control API on -control. The 3-broker test cluster
 // (tests/kafka/cluster.sh) starts one with a route per broker.
 //
-//	faultproxy -control 127.0.0.1:46140 -route 1=127.0.0.1:46131,127.0.0.1:46121 ...
+//	faultproxy -control 127.0.0.1:24140 -route 1=127.0.0.1:24131,127.0.0.1:24121 ...
 package main
 
 import (

@@ -1,0 +1,119 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// TestEnsureTopics: with kafka.create_topics off, each topic a pipeline
+// names that the brokers lack is a problem under the config key naming it
+// first, and nothing is created; once the user's topics exist, the host
+// creates its own (a retry tier with its input's partitions, the state
+// changelog with as many). With kafka.create_topics on, the missing input
+// is created with kafka.topic_partitions and the retry tier takes that.
+func TestEnsureTopics(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	module := filepath.Join(t.TempDir(), "m.wasm")
+	os.WriteFile(module, []byte("\x00asm"), 0o644)
+	load := func(y string) *config.Config {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		os.WriteFile(p, []byte(y), 0o644)
+		cfg, err := config.Load(p, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	// p retries through a topic; s keeps state (not both in one pipeline).
+	y := fmt.Sprintf(`
+kafka: {brokers: [%q], group: g}
+pipelines:
+  - name: p
+    module: %s
+    inputs: [in]
+    output: out
+    dead_letter_topic: dlq
+    allowed_outputs: [out, side]
+    retry: {max_attempts: 3, backoff: [1s], topic_prefix: rt}
+  - name: s
+    module: %s
+    inputs: [in]
+    output: out
+    dead_letter_topic: dlq
+    retry: {max_attempts: 1}
+    state: {enabled: true, dir: %q, changelog: cl}
+`, brokers[0], module, module, t.TempDir())
+	ensure := func(cfg *config.Config) error {
+		r := &Runner{cfg: cfg, log: testLogger(t), brokers: cfg.Kafka.Brokers}
+		return r.ensureTopics(context.Background())
+	}
+	partitions := func(topics ...string) map[string]int {
+		details, err := kadm.NewClient(kafkatest.Client(t, brokers)).ListTopics(context.Background(), topics...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, d := range details {
+			if d.Err == nil {
+				out[d.Topic] = len(d.Partitions)
+			}
+		}
+		return out
+	}
+
+	kafkatest.CreateTopic(t, brokers, 3, "in")
+	cfg := load(y)
+	err := ensure(cfg)
+	var probs config.Problems
+	if !errors.As(err, &probs) {
+		t.Fatalf("ensureTopics = %v, want config.Problems", err)
+	}
+	want := []string{
+		`pipelines[0].dead_letter_topic: topic "dlq" does not exist (create it, or set kafka.create_topics: true)`,
+		`pipelines[0].output: topic "out" does not exist (create it, or set kafka.create_topics: true)`,
+		`pipelines[0].allowed_outputs[1]: topic "side" does not exist (create it, or set kafka.create_topics: true)`,
+	}
+	if !slices.Equal([]string(probs), want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(probs, "\n"), strings.Join(want, "\n"))
+	}
+	if got := partitions("rt.1s", "cl"); len(got) != 0 {
+		t.Fatalf("created before the problems were fixed: %v", got)
+	}
+
+	kafkatest.CreateTopic(t, brokers, 1, "out", "dlq", "side")
+	if err := ensure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := partitions("rt.1s", "cl"), map[string]int{"rt.1s": 3, "cl": 3}; !maps.Equal(got, want) {
+		t.Fatalf("the host's own topics: %v, want %v", got, want)
+	}
+
+	cfg = load(fmt.Sprintf(`
+kafka: {brokers: [%q], group: g2, create_topics: true, topic_partitions: 2}
+pipelines:
+  - name: p
+    module: %s
+    inputs: [in2]
+    output: out
+    dead_letter_topic: dlq
+    retry: {max_attempts: 2, backoff: [2s], topic_prefix: rt2}
+`, brokers[0], module))
+	if err := ensure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := partitions("in2", "rt2.2s"), map[string]int{"in2": 2, "rt2.2s": 2}; !maps.Equal(got, want) {
+		t.Fatalf("created with kafka.create_topics: %v, want %v", got, want)
+	}
+}
