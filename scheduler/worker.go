@@ -719,8 +719,9 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 		j = &job{r: r}
 	}
 	j.t, j.ln, j.attempt = t, ln, prior.Attempt
-	if o := prior.Origin; o != ownOrigin(r) {
-		j.orig = &o // a retry topic's record: its origin is elsewhere
+	if prior.Origin != ownOrigin(r) {
+		o := prior.Origin // declared here: escaping, it is an allocation
+		j.orig = &o       // a retry topic's record: its origin is elsewhere
 	}
 	return j, untrusted
 }

@@ -2,7 +2,10 @@ package scheduler
 
 import (
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // canTake only looks: a worker whose instance is of an old version is held
@@ -37,5 +40,20 @@ func TestCanTakeChangesNothing(t *testing.T) {
 func TestJobSize(t *testing.T) {
 	if n := unsafe.Sizeof(job{}); n > 448 {
 		t.Fatalf("a job is %d bytes, over its 448-byte allocation", n)
+	}
+}
+
+// Making a record's job is one allocation, the job itself: nothing of the
+// record (its origin, what the guest sees of it) is allocated beside it for
+// a record of an input topic.
+func TestNewJobOneAllocation(t *testing.T) {
+	w := &worker{t: &task{d: &engineDeps{role: primary{}}}}
+	r := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Timestamp: time.UnixMilli(1700000000000), Value: []byte("v")}
+	if n := testing.AllocsPerRun(100, func() { w.newJob(r, nil) }); n != 1 {
+		t.Fatalf("newJob: %.1f allocations, want 1 (the job)", n)
+	}
+	j, _ := w.newJob(r, nil)
+	if j.orig != nil || j.origin() != ownOrigin(r) {
+		t.Fatalf("an input record's origin: %+v (kept: %v), want its own", j.origin(), j.orig != nil)
 	}
 }
