@@ -122,7 +122,7 @@ func (inlineSink) deliver(run []*job) {
 		case verdictDone:
 			j.t.filtered(j)
 		case verdictOutputs:
-			j.prepareOutputs("out")
+			j.prepareOutputs("out", time.Now())
 			for i := range j.outs {
 				j.acked(j.outputRecord(i), nil)
 			}

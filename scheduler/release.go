@@ -168,17 +168,29 @@ func (rl *releaser) placeLate(j *job) {
 // settle marks j's verdict set and delivers every settled job at the head
 // of the order, in order.
 func (rl *releaser) settle(j *job) {
+	j.one[0] = j
+	rl.settleRun(j.one[:])
+}
+
+// settleRun marks the verdicts of the jobs of run set and delivers every
+// settled job at the head of the order, in order: a run's jobs in one
+// hold of the lock and, when they are at the head, one delivery.
+func (rl *releaser) settleRun(run []*job) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if rl.gone != nil {
-		rl.gone(j.held) // the task closed: the outcome is not released
+		for _, j := range run {
+			rl.gone(j.held) // the task closed: the outcome is not released
+		}
 		return
 	}
-	if j.late {
-		j.late = false
-		rl.q.Push(j)
+	for _, j := range run {
+		if j.late {
+			j.late = false
+			rl.q.Push(j)
+		}
+		j.settled = true
 	}
-	j.settled = true
 	for {
 		h, ok := rl.q.Peek()
 		if !ok || !h.settled {
@@ -214,9 +226,14 @@ func (rl *releaser) abandon(giveBack func(int64)) {
 }
 
 // settle releases j's outcome, in partition order when that is kept, and
-// frees its lane.
+// frees its lane. While a run is decided (decideRun) it only notes j:
+// settleRun releases the run's decided jobs together.
 func (w *worker) settle(j *job, v verdict) {
 	j.verdict = v
+	if w.deciding {
+		w.settling = append(w.settling, j)
+		return
+	}
 	ln := j.ln
 	j.ln = nil // read before the release: deliver may finish j
 	switch {
@@ -228,6 +245,45 @@ func (w *worker) settle(j *job, v verdict) {
 	if ln != nil {
 		w.releaseLane(ln)
 	}
+}
+
+// settleRun releases the outcomes of the run's jobs that settle noted, as
+// settle would one by one, in one hold of the release order's lock and one
+// delivery (the sink produces the run's outputs in one go), then frees their
+// lanes: after the delivery, so that no record of a lane's key can overtake
+// them. A run's jobs are all of one task, so all ordered or all not.
+func (w *worker) settleRun() {
+	run := w.settling
+	if len(run) == 0 {
+		return
+	}
+	lanes := w.runLanes[:0]
+	for _, j := range run {
+		if j.ln != nil {
+			lanes = append(lanes, j.ln)
+			j.ln = nil // read before the release: deliver may finish j
+		}
+	}
+	if run[0].ordered {
+		w.t.rel.settleRun(run)
+	} else {
+		n := 0
+		for _, j := range run {
+			if j.verdict != verdictNone {
+				run[n] = j
+				n++
+			}
+		}
+		if n > 0 {
+			w.t.d.sink.deliver(run[:n])
+		}
+	}
+	for _, ln := range lanes {
+		w.releaseLane(ln)
+	}
+	clear(run)
+	clear(lanes)
+	w.settling, w.runLanes = run[:0], lanes[:0]
 }
 
 // releaseLane frees ln. While the worker admits records it only notes the

@@ -58,6 +58,7 @@ func TestRunsKeepEachRecordsOutcome(t *testing.T) {
 			}
 			cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
 				fmt.Sprintf("    batch_records: %d\n    retry: {mode: inline, max_attempts: 3, backoff: [10ms, 20ms]}", tc.batch), "")
+			started := time.Now().Truncate(time.Millisecond)
 			r := startRunner(t, cfg)
 			defer r.Stop(context.Background())
 			out := kafkatest.NewReader(t, brokers, "out")
@@ -85,6 +86,11 @@ func TestRunsKeepEachRecordsOutcome(t *testing.T) {
 					t.Fatalf("output of offset %d after offset %d: out of order", d.Source.Offset, last)
 				}
 				last = d.Source.Offset
+				// An output's timestamp is when its record was released
+				// (ABI.md §5.2), not its input's.
+				if rec.Timestamp.Before(started) || rec.Timestamp.After(time.Now()) {
+					t.Fatalf("output of input %d has timestamp %v, outside the host's run (from %v)", d.I, rec.Timestamp, started)
+				}
 				want := 1
 				if d.Fault == "transient" {
 					want = 2

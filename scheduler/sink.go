@@ -95,12 +95,13 @@ func (s *plainSink) refuses(_ *kgo.Record, outs []abi.Output, writes []state.Wri
 func (*plainSink) forget(map[string][]int32) {}
 
 func (s *plainSink) deliver(run []*job) {
+	var at outputTime
 	for _, j := range run {
 		switch j.verdict {
 		case verdictDone:
 			j.t.filtered(j)
 		case verdictOutputs:
-			s.deliverOutputs(j)
+			s.deliverOutputs(j, at.now())
 		case verdictFailed:
 			s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, j.attempt, j.fail, j.history, j.tr), j.tr, j.fail)
 		}
@@ -113,8 +114,8 @@ func (s *plainSink) deliver(run []*job) {
 // acknowledged stay: this is at-least-once). j.held is what the outputs
 // count in the host's held outputs: given back once the broker answered for
 // every one of them.
-func (s *plainSink) deliverOutputs(j *job) {
-	j.prepareOutputs(s.p.pc.Output)
+func (s *plainSink) deliverOutputs(j *job, at time.Time) {
+	j.prepareOutputs(s.p.pc.Output, at)
 	j.remaining.Store(int32(len(j.outs)))
 	if j.tr != nil {
 		j.sent = make([]func(int32, int64, error), len(j.outs))
@@ -245,6 +246,7 @@ func (s *txnSink) forget(parts map[string][]int32) { s.refused.forget(parts) }
 func (s *txnSink) deliver(run []*job) {
 	s.gate.enter()
 	n := 0
+	var at outputTime
 	for _, j := range run {
 		if j.cutOff() {
 			continue
@@ -253,7 +255,7 @@ func (s *txnSink) deliver(run []*job) {
 		case verdictDone:
 			j.t.filtered(j)
 		case verdictOutputs:
-			s.deliverOutputs(j)
+			s.deliverOutputs(j, at.now())
 		case verdictFailed:
 			s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, j.attempt, j.fail, j.history, j.tr), j.tr, j.fail)
 		}
@@ -268,9 +270,9 @@ func (s *txnSink) deliver(run []*job) {
 // transaction aborts and the record is processed again; if the broker
 // refused what it holds, it then fails: refusedRecords). An output a topic
 // is known to refuse never gets here (refuses).
-func (s *txnSink) deliverOutputs(j *job) {
+func (s *txnSink) deliverOutputs(j *job, at time.Time) {
 	t, r := j.t, j.r
-	j.prepareOutputs(s.p.pc.Output)
+	j.prepareOutputs(s.p.pc.Output, at)
 	j.remaining.Store(int32(len(j.outs)))
 	for i := range j.outs {
 		kr := j.outputRecord(i)
@@ -315,10 +317,22 @@ func (s *txnSink) deliverFailure(t *task, r *kgo.Record, fc failureCopy, tr *tra
 	tr.End(fc.kind, f.kind, f.msg)
 }
 
+// outputTime is the timestamp of the outputs a sink delivers in one run:
+// the clock is read once, for the run's first output (ABI.md §5.2).
+type outputTime time.Time
+
+func (t *outputTime) now() time.Time {
+	if time.Time(*t).IsZero() {
+		*t = outputTime(time.Now())
+	}
+	return time.Time(*t)
+}
+
 // prepareOutputs makes the records j's outputs are produced as: the one
 // embedded in j for the first output, one allocation for the others.
-// output is the pipeline's output topic (an output naming none goes there).
-func (j *job) prepareOutputs(output string) {
+// output is the pipeline's output topic (an output naming none goes there),
+// at their timestamp.
+func (j *job) prepareOutputs(output string, at time.Time) {
 	if n := len(j.outs) - 1; n > 0 {
 		more := make([]kgo.Record, n)
 		j.extra = make([]*kgo.Record, n)
@@ -327,7 +341,9 @@ func (j *job) prepareOutputs(output string) {
 		}
 	}
 	for i := range j.outs {
-		fillOutput(j.outputRecord(i), &j.outs[i], output)
+		kr := j.outputRecord(i)
+		fillOutput(kr, &j.outs[i], output)
+		kr.Timestamp = at
 	}
 }
 

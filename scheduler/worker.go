@@ -123,8 +123,13 @@ type workerRun struct {
 	oneRec    abi.Record // what the guest sees of a record run alone
 	gate      runGate
 	runGen    uint64
-	running   []picked
-	takeRun   func(int) bool
+	// While a run's outcomes are decided (decideRun), settle notes the
+	// decided jobs in settling and settleRun releases them together.
+	deciding bool
+	settling []*job
+	runLanes []*lane
+	running  []picked
+	takeRun  func(int) bool
 }
 
 // Worker states, as metrics report them.
@@ -908,6 +913,7 @@ func (w *worker) decideRun(jobs []*job, forged []int, out []host.Outcome) {
 	for i, j := range jobs {
 		w.place(j, forged[i])
 	}
+	w.deciding = true
 	for i, j := range jobs {
 		if p := j.r.Offset + 1; p > t.position.Load() {
 			t.position.Store(p)
@@ -915,6 +921,8 @@ func (w *worker) decideRun(jobs []*job, forged []int, out []host.Outcome) {
 		j.started = out[i].Start
 		w.outcomeAt(j, out[i].Result, out[i].End)
 	}
+	w.deciding = false
+	w.settleRun()
 	w.accountCalls()
 	w.settleState()
 }
