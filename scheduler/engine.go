@@ -57,7 +57,7 @@ func (p *Pipeline) engineDeps() *engineDeps {
 		pc: p.pc, group: p.group, log: p.log,
 		budget: p.budget, instanceBytes: p.instanceBytes, stats: &p.stats, partStats: p.partitionStats,
 		role: p.role, retryable: p.retryable, sink: p.sink, ledger: p.ledger, state: p.state,
-		mods: &p.modules, flow: &p.flowSignals, asyncSize: p.asyncSize, cl: p.cl, bg: &p.bg,
+		mods: p.modules, flow: &p.flowSignals, asyncSize: p.asyncSize, cl: p.cl, bg: &p.bg,
 		tracer: p.tracer, metrics: p.metrics, failObs: p.failObs,
 	}
 }

@@ -108,7 +108,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		if r.tracer != nil {
 			o.ObserveInt64(spansLost, r.tracer.SpansLost())
 		}
-		for _, p := range r.pipelines {
+		for _, p := range r.pipes() {
 			pipe := attribute.String("pipeline", p.pc.Name)
 			p.psMu.Lock()
 			for k, s := range p.parts {
@@ -221,7 +221,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	r.metrics = m
-	for _, p := range r.pipelines {
+	for _, p := range r.pipes() {
 		p.metrics = m
 	}
 	for _, d := range r.loadTimes {

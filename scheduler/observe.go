@@ -82,7 +82,7 @@ func (r *Runner) ObserveFailures(o FailureObserver) error {
 	if r.started.Load() {
 		return ErrStarted
 	}
-	for _, p := range r.pipelines {
+	for _, p := range r.pipes() {
 		p.failObs = o
 	}
 	return nil

@@ -75,6 +75,9 @@ type Stats struct {
 	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
 	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
 	TxnSettled   atomic.Int64 // aborted transactions whose end was unconfirmed, settled before the tasks restarted (txn.go, settle)
+	// Rebuilds counts the times the pipeline was rebuilt with a new
+	// client because its member could not go on (rebuild.go).
+	Rebuilds atomic.Int64
 
 	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
 	StateRestored atomic.Int64 // changelog records applied by restores at assignment
@@ -116,6 +119,7 @@ type Snapshot struct {
 	TxnCommitted int64
 	TxnAborted   int64
 	TxnSettled   int64 // of them, ends that were unconfirmed and settled (the offsets read back from the broker)
+	Rebuilds     int64 // times rebuilt with a new client (Stats.Rebuilds)
 	InFlight     int64 // fetched by the current owner and not yet done
 	Queued       int64 // fetched and waiting to start
 	Lag          int64 // records behind the partitions' high watermarks
@@ -149,12 +153,12 @@ type Pipeline struct {
 	log *slog.Logger
 	// role: a primary pipeline, or a primary's retry tier (role.go).
 	role role
-	// retry is a primary's retry tier (nil: none, or this is one).
-	retry *Pipeline
 
 	// modules: the current version, the swap signal, a canary, whether
-	// the module is asynchronous (swap.go); its engines read them.
-	modules
+	// the module is asynchronous (swap.go); its engines read them. A
+	// pipeline rebuilt after its member failed (rebuild.go) shares them
+	// with the one it replaces, so a deploy or canary reaches both.
+	*modules
 	// flowSignals: the poll loop's wake-ups (fetch.go).
 	flowSignals
 	// eng is what the partitions' engines are given (engine.go): made by
@@ -170,7 +174,10 @@ type Pipeline struct {
 	dispatchBuf []taskBatch // the poll loop's, reused by dispatch
 	commitMu    sync.Mutex  // one commit at a time; held across revoke's drain+commit
 
-	pipeCounters // counters, per pipeline and per partition; broker health
+	// pipeCounters: counters, per pipeline and per partition; broker
+	// health. A rebuilt pipeline shares them with the one it replaces: its
+	// counters go on.
+	*pipeCounters
 
 	pipeLife // its goroutines and shutdown
 }
@@ -251,8 +258,13 @@ type pipeLife struct {
 	bg         background
 	stopped    atomic.Bool
 
+	// failed: the pipeline failed (fail) or broke (broke): nothing more
+	// is committed.
 	failed atomic.Bool
 	onFail func(error)
+	// onBroken is told, once, that the pipeline's member cannot go on
+	// but a new one can (broke, rebuild.go); nil: fail instead.
+	onBroken func(*Pipeline, error)
 }
 
 // pipelineDeps is what a pipeline is built from besides its config.
@@ -263,7 +275,14 @@ type pipelineDeps struct {
 	log     *slog.Logger
 	tracer  *tracing.Tracer // nil: tracing off
 	onFail  func(error)     // told of an error the pipeline cannot recover from
-	role    role
+	// onBroken is told that the pipeline's member cannot go on but a new
+	// one can (rebuild.go); nil: such an error fails the pipeline.
+	onBroken func(*Pipeline, error)
+	// from is the pipeline this one replaces (a rebuild): the new one
+	// shares its module versions and counters, and its metrics and
+	// failure observer; version is then unused.
+	from *Pipeline
+	role role
 	// version is the module version the pipeline starts with: a primary's
 	// retry tier shares its primary's, so that retiring it waits for both.
 	version *modVersion
@@ -274,7 +293,7 @@ type pipelineDeps struct {
 // newPipeline creates the pipeline and its client, whole; Start begins
 // consuming.
 func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeline, error) {
-	cfg, mod, log := d.cfg, d.version.m, d.log
+	cfg, log := d.cfg, d.log
 	p := &Pipeline{
 		cfg:         cfg,
 		pc:          pc,
@@ -289,17 +308,21 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 			instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 			retryable:     map[string]bool{},
 		},
-		tasks:        map[tp]*task{},
-		pipeCounters: pipeCounters{health: newBrokerHealth()},
-		pipeLife:     pipeLife{pollDone: make(chan struct{}), quit: make(chan struct{}), onFail: d.onFail},
+		tasks:    map[tp]*task{},
+		pipeLife: pipeLife{pollDone: make(chan struct{}), quit: make(chan struct{}), onFail: d.onFail, onBroken: d.onBroken},
 	}
 	if pc.Async.AutoInFlight {
 		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
 	}
-	p.ver.Store(d.version)
-	sc := make(chan struct{})
-	p.swapCh.Store(&sc)
-	p.async.Store(mod.Info().Async)
+	if f := d.from; f != nil {
+		p.modules, p.pipeCounters, p.metrics, p.failObs = f.modules, f.pipeCounters, f.metrics, f.failObs
+	} else {
+		p.modules, p.pipeCounters = &modules{}, &pipeCounters{health: newBrokerHealth()}
+		p.ver.Store(d.version)
+		sc := make(chan struct{})
+		p.swapCh.Store(&sc)
+		p.async.Store(d.version.m.Info().Async)
+	}
 	var stateDir string
 	if pc.State.Enabled {
 		dir, err := cfg.StateDir(pc)
@@ -682,6 +705,7 @@ func (p *Pipeline) Snapshot() Snapshot {
 		TxnCommitted: p.stats.TxnCommitted.Load(),
 		TxnAborted:   p.stats.TxnAborted.Load(),
 		TxnSettled:   p.stats.TxnSettled.Load(),
+		Rebuilds:     p.stats.Rebuilds.Load(),
 		Runs:         p.stats.Runs.Load(),
 		RunRecords:   p.stats.RunRecords.Load(),
 		HandedBack:   p.stats.HandedBack.Load(),

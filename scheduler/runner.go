@@ -26,22 +26,31 @@ import (
 // Runner is a host: every configured pipeline, their modules, and the
 // embedded broker when the config asks for one.
 type Runner struct {
-	cfg       *config.Config
-	log       *slog.Logger
-	engine    *host.Engine
-	broker    *kfake.Cluster
-	brokers   []string
-	modules   []*host.Module
-	pipelines []*Pipeline
-	budget    *Budget
-	tracer    *tracing.Tracer
-	metrics   *Metrics
-	limits    topicLimits // what the brokers refuse on the topics produced to (ensureTopics)
-	loadTimes []loadTime
-	retired   retiredVersions // versions no longer running, kept a while for their metrics (versions.go)
-	started   atomic.Bool
-	stopOnce  sync.Once
-	failed    chan error // a pipeline's unrecoverable error (buffered, first one)
+	cfg     *config.Config
+	log     *slog.Logger
+	engine  *host.Engine
+	broker  *kfake.Cluster
+	brokers []string
+	modules []*host.Module
+	// pipelines are the pipelines in config order, each primary followed
+	// by its retry tier. Once the runner started, pipesMu guards them: a
+	// rebuild (rebuild.go) replaces one with a new slice, so a slice pipes
+	// returned is never written to; Stop sets stopping, after which none
+	// is replaced.
+	pipesMu    sync.RWMutex
+	pipelines  []*Pipeline
+	stopping   bool
+	rebuilds   rebuilds  // the rebuilds in progress, and how often each pipeline was rebuilt
+	clientOpts []kgo.Opt // Options.clientOpts, for the pipelines rebuilt
+	budget     *Budget
+	tracer     *tracing.Tracer
+	metrics    *Metrics
+	limits     topicLimits // what the brokers refuse on the topics produced to (ensureTopics)
+	loadTimes  []loadTime
+	retired    retiredVersions // versions no longer running, kept a while for their metrics (versions.go)
+	started    atomic.Bool
+	stopOnce   sync.Once
+	failed     chan error // a pipeline's unrecoverable error (buffered, first one)
 }
 
 // NewEngine creates the host's engine with its compile cache
@@ -89,7 +98,7 @@ type Options struct {
 
 // NewRunnerWith is NewRunner with opts.
 func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (_ *Runner, err error) {
-	r := &Runner{cfg: cfg, log: log, failed: make(chan error, 1)}
+	r := &Runner{cfg: cfg, log: log, failed: make(chan error, 1), clientOpts: opts.clientOpts}
 	defer func() {
 		if err != nil {
 			r.close(context.Background())
@@ -160,16 +169,10 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
 	r.budget.LimitAsync(cfg.Host.MaxAsyncInFlight, r.engine.AsyncInFlight)
 	r.budget.LimitHeldOutputs(r.engine)
-	onFail := func(err error) {
-		select {
-		case r.failed <- kafkaconn.Explain(cfg.Kafka, err):
-		default:
-		}
-	}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
-		d := pipelineDeps{cfg: cfg, budget: r.budget, brokers: r.brokers, log: log, tracer: r.tracer, onFail: onFail, limits: r.limits,
-			role: primary{auto: pc.Instances.Auto}, version: &modVersion{m: r.modules[i]}}
+		d := r.pipelineDeps(primary{auto: pc.Instances.Auto})
+		d.version = &modVersion{m: r.modules[i]}
 		p, err := newPipeline(pc, d, opts.clientOpts...)
 		if err != nil {
 			return nil, err
@@ -177,18 +180,43 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 		r.pipelines = append(r.pipelines, p)
 		if topics := pc.RetryTopics(); len(topics) > 0 {
 			d.role = retryTier{} // d.version: one version shared, retiring it waits for both
-			if p.retry, err = newPipeline(retryConfig(cfg, pc, topics), d, opts.clientOpts...); err != nil {
+			rp, err := newPipeline(retryConfig(cfg, pc, topics), d, opts.clientOpts...)
+			if err != nil {
 				return nil, err
 			}
-			r.pipelines = append(r.pipelines, p.retry)
+			r.pipelines = append(r.pipelines, rp)
 		}
 	}
 	return r, nil
 }
 
-// Failed delivers the first error a pipeline cannot recover from (an
-// exactly_once pipeline whose transactional producer was fenced by another
-// with the same transactional id); the host should then stop.
+// pipelineDeps are what the runner builds a pipeline of role from,
+// besides its config and module version.
+func (r *Runner) pipelineDeps(role role) pipelineDeps {
+	return pipelineDeps{cfg: r.cfg, budget: r.budget, brokers: r.brokers, log: r.log, tracer: r.tracer, limits: r.limits,
+		onFail: r.fail, onBroken: r.broken, role: role}
+}
+
+// fail delivers err on Failed, unless an error was delivered before.
+func (r *Runner) fail(err error) {
+	select {
+	case r.failed <- kafkaconn.Explain(r.cfg.Kafka, err):
+	default:
+	}
+}
+
+// pipes are the running pipelines, in config order, each primary followed
+// by its retry tier. The slice is never written to (a rebuild replaces it).
+func (r *Runner) pipes() []*Pipeline {
+	r.pipesMu.RLock()
+	defer r.pipesMu.RUnlock()
+	return r.pipelines
+}
+
+// Failed delivers the first error a pipeline cannot recover from (a
+// missing topic, an exactly_once pipeline whose transactional producer
+// kept failing after it was rebuilt: rebuild.go); the host should then
+// stop.
 func (r *Runner) Failed() <-chan error { return r.failed }
 
 // retryConfig is the retry tier of pc: the same module, output and
@@ -197,7 +225,7 @@ func (r *Runner) Failed() <-chan error { return r.failed }
 // are due and shrinks when the backlog is gone (RATIONALE.md, "Retries").
 func retryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *config.Pipeline {
 	s := *pc
-	s.Name = pc.Name + ".retry"
+	s.Name = pc.Name + retryTierSuffix
 	s.Group = cfg.RetryGroupID(pc)
 	s.Inputs = topics
 	s.Ordering = config.OrderNone
@@ -208,6 +236,9 @@ func retryConfig(cfg *config.Config, pc *config.Pipeline, topics []string) *conf
 	}
 	return &s
 }
+
+// retryTierSuffix ends the name of a primary's retry tier.
+const retryTierSuffix = ".retry"
 
 // LoadModule reads and loads a pipeline's module with its limits.
 func LoadModule(ctx context.Context, e *host.Engine, cfg *config.Config, pc *config.Pipeline, log *slog.Logger) (*host.Module, error) {
@@ -273,8 +304,10 @@ func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b
 // listener when embedded).
 func (r *Runner) Brokers() []string { return r.brokers }
 
-// Pipelines are the runner's pipelines, in config order.
-func (r *Runner) Pipelines() []*Pipeline { return r.pipelines }
+// Pipelines are the runner's pipelines, in config order, each primary
+// followed by its retry tier. A pipeline rebuilt after its member failed
+// (rebuild.go) is a new *Pipeline: ask again rather than keep one.
+func (r *Runner) Pipelines() []*Pipeline { return r.pipes() }
 
 // ensureTopics checks that every topic the pipelines use exists; with
 // kafka.create_topics (always with the embedded broker) it creates the
@@ -464,17 +497,23 @@ func (r *Runner) adminClient() (*kgo.Client, error) {
 // Start starts every pipeline.
 func (r *Runner) Start() {
 	r.started.Store(true)
-	for _, p := range r.pipelines {
+	for _, p := range r.pipes() {
 		p.Start()
 	}
 }
 
 // Stop stops every pipeline (each drains and commits within
-// shutdown.drain_timeout), then closes modules and the embedded broker.
+// shutdown.drain_timeout), then closes modules and the embedded broker. A
+// rebuild in progress ends without starting its new pipeline, and is
+// waited for.
 func (r *Runner) Stop(ctx context.Context) {
 	r.stopOnce.Do(func() {
+		r.pipesMu.Lock()
+		r.stopping = true
+		pipes := r.pipelines
+		r.pipesMu.Unlock()
 		var wg sync.WaitGroup
-		for _, p := range r.pipelines {
+		for _, p := range pipes {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -482,7 +521,8 @@ func (r *Runner) Stop(ctx context.Context) {
 			}()
 		}
 		wg.Wait()
-		for _, p := range r.pipelines {
+		r.rebuilds.bg.Close()
+		for _, p := range pipes {
 			if c := p.canary.Load(); c != nil && c.check != nil {
 				c.check.stop()
 			}
@@ -493,14 +533,14 @@ func (r *Runner) Stop(ctx context.Context) {
 
 func (r *Runner) close(ctx context.Context) {
 	if !r.started.Load() {
-		for _, p := range r.pipelines {
+		for _, p := range r.pipes() {
 			p.cl.Close() // never joined: nothing to drain
 		}
 	}
 	for _, m := range r.modules {
 		m.Close(ctx)
 	}
-	for _, p := range r.pipelines {
+	for _, p := range r.pipes() {
 		if v := p.ver.Load(); v != nil {
 			v.close()
 		}
@@ -519,20 +559,37 @@ func (r *Runner) close(ctx context.Context) {
 }
 
 // pipelineByName returns the primary pipeline named name and its retry
-// pipeline (nil when it has none).
+// pipeline (nil when it has none). Either may be replaced by a rebuild
+// meanwhile: what is set on their modules reaches the new one too (it
+// shares them).
 func (r *Runner) pipelineByName(name string) (*Pipeline, *Pipeline) {
-	for _, p := range r.pipelines {
-		if p.pc.Name == name && !p.role.isRetry() {
-			return p, p.retry
+	return pairOf(r.pipes(), name)
+}
+
+// pairOf returns the primary pipeline of pipes named name and its retry
+// tier (nil when it has none).
+func pairOf(pipes []*Pipeline, name string) (p, rp *Pipeline) {
+	for _, q := range pipes {
+		switch {
+		case !q.role.isRetry() && q.pc.Name == name:
+			p = q
+		case q.role.isRetry() && q.pc.Name == name+retryTierSuffix:
+			rp = q
 		}
 	}
-	return nil, nil
+	if p == nil {
+		return nil, nil
+	}
+	return p, rp
 }
+
+// primaryName is the name of the primary pipeline of the retry tier p.
+func primaryName(p *Pipeline) string { return strings.TrimSuffix(p.pc.Name, retryTierSuffix) }
 
 // PipelineNames are the configured pipelines' names.
 func (r *Runner) PipelineNames() []string {
 	var out []string
-	for _, p := range r.pipelines {
+	for _, p := range r.pipes() {
 		if !p.role.isRetry() {
 			out = append(out, p.pc.Name)
 		}
@@ -547,7 +604,8 @@ func (r *Runner) Ready(ctx context.Context) error {
 	if !r.started.Load() {
 		return errors.New("not started")
 	}
-	for _, p := range r.pipelines {
+	pipes := r.pipes()
+	for _, p := range pipes {
 		if p.stopped.Load() {
 			return fmt.Errorf("pipeline %s is stopping", p.pc.Name)
 		}
@@ -560,8 +618,8 @@ func (r *Runner) Ready(ctx context.Context) error {
 			}
 		}
 	}
-	if len(r.pipelines) > 0 {
-		if err := r.pipelines[0].cl.Ping(ctx); err != nil {
+	if len(pipes) > 0 {
+		if err := pipes[0].cl.Ping(ctx); err != nil {
 			return fmt.Errorf("brokers unreachable: %w", err)
 		}
 	}
@@ -628,8 +686,9 @@ func (r *Runner) Budget() *Budget { return r.budget }
 
 // Snapshots returns every pipeline's snapshot.
 func (r *Runner) Snapshots() []Snapshot {
-	out := make([]Snapshot, len(r.pipelines))
-	for i, p := range r.pipelines {
+	pipes := r.pipes()
+	out := make([]Snapshot, len(pipes))
+	for i, p := range pipes {
 		out[i] = p.Snapshot()
 	}
 	return out

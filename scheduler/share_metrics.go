@@ -32,7 +32,7 @@ func (r *Runner) registerShareMetrics(meter metric.Meter) error {
 		return err
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for _, p := range r.pipelines {
+		for _, p := range r.pipes() {
 			s := p.ShareStats()
 			if s == nil {
 				continue
@@ -60,7 +60,7 @@ func (r *Runner) registerShareMetrics(meter metric.Meter) error {
 // ShareStats are the share-group counters of the pipeline named name; nil
 // when it does not consume through a share group.
 func (r *Runner) ShareStats(name string) *ShareStats {
-	for _, p := range r.pipelines {
+	for _, p := range r.pipes() {
 		if p.pc.Name == name && !p.role.isRetry() {
 			return p.ShareStats()
 		}

@@ -40,7 +40,7 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 		return err
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for _, p := range r.pipelines {
+		for _, p := range r.pipes() {
 			if p.state == nil {
 				continue
 			}

@@ -283,8 +283,9 @@ func (x *transactions) notCommitted(ctx context.Context, c txnCut, err error) bo
 }
 
 // beginNext begins the next transaction after an end that returned
-// endErr. It reports false (and fails the pipeline) when it cannot: the
-// producer's state is fatal (franz-go keeps the error that made it so).
+// endErr. It reports false when it cannot: the producer's state is fatal
+// (franz-go keeps the error that made it so), and only a new client can
+// go on — the pipeline broke, and the runner rebuilds it (rebuild.go).
 // Both errors are named: the end's says what happened, Begin's why it is
 // final.
 func (x *transactions) beginNext(endErr error) bool {
@@ -295,7 +296,7 @@ func (x *transactions) beginNext(endErr error) bool {
 	if endErr != nil && endErr.Error() != berr.Error() {
 		berr = fmt.Errorf("%w (the transaction's end had failed: %v)", berr, endErr)
 	}
-	x.p.fail(fmt.Errorf("pipeline %s: transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", x.p.pc.Name, x.txnID, berr))
+	x.p.broke(fmt.Errorf("transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", x.txnID, berr))
 	return false
 }
 
@@ -515,6 +516,8 @@ func (x *transactions) final(ctx context.Context, _ []*task) {
 func (x *transactions) close() { x.sess.Close() }
 
 // fail reports an error the pipeline cannot recover from; the host stops.
+// (A member that cannot go on while a new one can is not that: broke,
+// rebuild.go.)
 func (p *Pipeline) fail(err error) {
 	if !p.failed.CompareAndSwap(false, true) {
 		return

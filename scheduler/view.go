@@ -47,17 +47,13 @@ type PartitionView struct {
 // View returns every pipeline's view, retry tiers after their primary.
 // It takes each task's lock briefly, like Snapshots.
 func (r *Runner) View() []PipelineView {
-	out := make([]PipelineView, 0, len(r.pipelines))
-	primaryOf := map[*Pipeline]string{}
-	for _, p := range r.pipelines {
-		if p.retry != nil {
-			primaryOf[p.retry] = p.pc.Name
-		}
-	}
-	for _, p := range r.pipelines {
+	pipes := r.pipes()
+	out := make([]PipelineView, 0, len(pipes))
+	for _, p := range pipes {
 		v := p.view()
-		v.Primary = primaryOf[p]
-		if p.retry != nil {
+		if p.role.isRetry() {
+			v.Primary = primaryName(p)
+		} else if _, rp := pairOf(pipes, p.pc.Name); rp != nil {
 			seen := map[string]bool{}
 			for a := 2; a <= p.pc.Retry.MaxAttempts; a++ {
 				d, tier := p.pc.Delay(a)

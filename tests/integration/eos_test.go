@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -210,5 +212,57 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 			t.Logf("zombie: %s", l)
 			break
 		}
+	}
+}
+
+// TestExactlyOnceFencedHostGoesOn: a host is paused (SIGSTOP) with a
+// transaction open, and meanwhile a producer with its transactional id
+// starts (as a second process with the same host.id would), bumping the
+// epoch and aborting the open transaction. Resumed, the host's producer is
+// fenced for good — franz-go cannot go on with it —, so its pipeline is
+// rebuilt with a new client and rejoins the group: the host does not exit,
+// and the output is exactly once (RATIONALE.md, "A fenced pipeline is
+// rebuilt, not the host stopped"). Before, the host exited with status 1.
+func TestExactlyOnceFencedHostGoesOn(t *testing.T) {
+	const count = 100000
+	brokers, n, _, out, cfg := eosRun(t, 2, count, "    guarantee: exactly_once\n    transactions: {max_records: 2000, interval: 500ms}\n")
+	rd := kafkatest.NewReader(t, brokers, out)
+	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
+	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/20 })
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	t.Logf("host a paused after %d outputs", len(rd.Recs))
+	txnID := n + ".p.a" // <group>.<host.id>
+	cl := kafkatest.Client(t, brokers)
+	kafkatest.Eventually(t, time.Minute, "a producer with host a's transactional id initialized", func() bool {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &txnID
+		req.TransactionTimeoutMillis = 60000
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		ctx, cancel := ctxTimeout(10 * time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode) // CONCURRENT_TRANSACTIONS while the open one aborts
+		}
+		return err == nil
+	})
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	kafkatest.Eventually(t, time.Minute, "host a's pipeline rebuilt", func() bool {
+		if !a.alive() {
+			t.Fatalf("host a exited:\n%s", tail(a.logText(), 20))
+		}
+		return strings.Contains(a.logText(), "pipeline rebuilt")
+	})
+	eosCheck(t, rd, count)
+	if !a.alive() {
+		t.Fatal("host a died")
+	}
+	for _, l := range strings.Split(a.logText(), "\n") {
+		if strings.Contains(l, "rebuilding the pipeline") {
+			t.Logf("fenced host: %s", l)
+		}
+	}
+	if code := a.stop(t, time.Minute); code != 0 {
+		t.Fatalf("exit code %d", code)
 	}
 }
