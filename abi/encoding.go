@@ -74,8 +74,10 @@ func DecodeRecord(b []byte) (Record, error) {
 
 // DecodeRecordInto decodes a record encoding into r, overwriting every
 // field. The slices alias b. A topic equal to r.Topic keeps r.Topic's
-// string: a guest decoding one record after another from the same topic
-// allocates no string for it.
+// string, r.Headers' array is reused when it has room, and a header key
+// equal to the one at its place in r.Headers keeps its string: a guest
+// decoding one record after another from the same producer allocates
+// nothing for them (so r.Headers must not be kept past the next call).
 func DecodeRecordInto(b []byte, r *Record) error {
 	if decodeRecordFast(b, r) {
 		return nil
@@ -88,7 +90,7 @@ func DecodeRecordInto(b []byte, r *Record) error {
 	r.Topic = d.strReuse(r.Topic)
 	r.Key = d.bytes()
 	r.Value = d.bytes()
-	r.Headers = d.headers(math.MaxUint32)
+	r.Headers = d.headersInto(r.Headers)
 	return d.finish("record")
 }
 
@@ -300,6 +302,31 @@ func (d *decoder) take(n int) []byte {
 	v := d.b[d.off : d.off+n : d.off+n]
 	d.off += n
 	return v
+}
+
+// headersInto reads a record's headers into the array of hs, reused when
+// it has room, each key's string reused when it equals the key at the
+// same place before (records from one producer carry the same keys).
+func (d *decoder) headersInto(hs []Header) []Header {
+	n := d.u32()
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	// Each header takes at least 8 bytes: refuse counts the buffer cannot hold
+	// before allocating for them.
+	if uint64(n)*8 > uint64(len(d.b)-d.off) {
+		d.fail("header count %d exceeds remaining %d bytes", n, len(d.b)-d.off)
+		return nil
+	}
+	if cap(hs) < int(n) {
+		hs = make([]Header, n)
+	}
+	hs = hs[:n]
+	for i := range hs {
+		hs[i].Key = d.strReuse(hs[i].Key)
+		hs[i].Value = d.bytes()
+	}
+	return hs
 }
 
 // headers reads a header count of at most max and the headers.

@@ -222,3 +222,24 @@ func TestAppendOutputListIsAppendOutput(t *testing.T) {
 		}
 	}
 }
+
+// A guest decoding records of one producer one after another allocates
+// nothing for their headers: the array and the key strings are reused.
+func TestDecodeRecordIntoReusesHeaders(t *testing.T) {
+	enc := AppendRecord(nil, &Record{Topic: "in", Key: []byte("k"), Value: []byte("v"),
+		Headers: []Header{{Key: "traceparent", Value: []byte("00-x")}, {Key: "source", Value: []byte("orders")}}})
+	var r Record
+	if err := DecodeRecordInto(enc, &r); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { DecodeRecordInto(enc, &r) }); n != 0 {
+		t.Fatalf("%.1f allocations decoding a record like the last one, want 0", n)
+	}
+	if len(r.Headers) != 2 || r.Headers[0].Key != "traceparent" || string(r.Headers[1].Value) != "orders" {
+		t.Fatalf("headers %+v", r.Headers)
+	}
+	other := AppendRecord(nil, &Record{Topic: "in", Headers: []Header{{Key: "other", Value: nil}}})
+	if err := DecodeRecordInto(other, &r); err != nil || len(r.Headers) != 1 || r.Headers[0].Key != "other" || r.Headers[0].Value != nil {
+		t.Fatalf("a record with other headers: %+v, %v", r.Headers, err)
+	}
+}

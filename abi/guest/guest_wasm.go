@@ -148,6 +148,7 @@ func run(handle uint32, buf []byte) abi.Status {
 	switch {
 	case st == abi.StatusPending:
 		inBuf, rec, em = nil, new(Record), new(emitter) // the waiting record keeps them
+		decoded.Headers = nil                           // and its headers' array
 	case msg != "":
 		hostSetError(handle, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 	}
