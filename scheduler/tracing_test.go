@@ -31,6 +31,9 @@ func tracedRun(t *testing.T, ratio string, recs []*kgo.Record, wantOut, wantDLQ 
 // tracedRunOf is tracedRun with the example guest module.
 func tracedRunOf(t *testing.T, module, ratio string, recs []*kgo.Record, wantOut, wantDLQ int, keys ...string) ([]tracing.Span, []*kgo.Record) {
 	t.Helper()
+	if !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, "retry:") }) {
+		keys = append([]string{"    retry: {max_attempts: 3, backoff: [100ms, 200ms]}"}, keys...)
+	}
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.100ms", "g.p.retry.200ms")
 	cl := kafkatest.Client(t, brokers)
@@ -39,7 +42,7 @@ func tracedRunOf(t *testing.T, module, ratio string, recs []*kgo.Record, wantOut
 	}
 	file := filepath.Join(t.TempDir(), "spans.jsonl")
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, module), "in", "out", "dlq",
-		strings.Join(append([]string{"    retry: {max_attempts: 3, backoff: [100ms, 200ms]}"}, keys...), "\n"),
+		strings.Join(keys, "\n"),
 		fmt.Sprintf("tracing: {exporter: jsonl, file: %q, sample_ratio: %s}", file, ratio))
 	r := startRunner(t, cfg)
 	out := kafkatest.NewReader(t, brokers, "out")
@@ -244,6 +247,12 @@ func TestTraceFailuresInFullWhenSampled(t *testing.T) {
 	spans, _ := tracedRun(t, "0.01", poison, 50, 1)
 	checkFailedTrace(t, spans, "poison", []string{"retry", "retry", "dead_letter"}, "wasm "+abi.ExportOnRecord, "wasm "+abi.ExportOnBatch)
 
+	// Retried in place: each attempt is decided where it ran, the next one
+	// begun as its child.
+	transient := append(recs, &kgo.Record{Topic: "in", Key: []byte("transient"), Value: []byte(`{"fault":"transient","until":3}`)})
+	spans, _ = tracedRun(t, "0.01", transient, 51, 0, "    retry: {mode: inline, max_attempts: 3, backoff: [10ms, 20ms]}")
+	checkFailedTrace(t, spans, "transient", []string{"retry_inline", "retry_inline", "ok"}, "wasm "+abi.ExportOnRecord, "wasm "+abi.ExportOnBatch)
+
 	// The lookup guest: "fail-1" is answered 503 once (a retryable failure
 	// after its operation), then found.
 	srv := lookupsrv.New(t, nil)
@@ -268,7 +277,7 @@ func TestTraceFailuresInFullWhenSampled(t *testing.T) {
 // checkFailedTrace checks the trace of the record keyed key: one attempt
 // span per outcome in outcomes, each on an instance, with a guest call span
 // named one of calls under it and within its time, and a retry or
-// dead-letter produce under each failed one. It returns each attempt's
+// dead-letter produce under each attempt that ended so. It returns each attempt's
 // child spans.
 func checkFailedTrace(t *testing.T, spans []tracing.Span, key string, outcomes []string, calls ...string) [][]*tracing.Span {
 	t.Helper()
@@ -315,7 +324,7 @@ func checkFailedTrace(t *testing.T, spans []tracing.Span, key string, outcomes [
 		if call.Start.Before(a.Start) || call.End.After(a.End) || call.End.Before(call.Start) {
 			t.Fatalf("attempt %d of %s: its call %s–%s is not within it %s–%s", i+1, key, call.Start, call.End, a.Start, a.End)
 		}
-		if (outcomes[i] != "ok") != (produce != nil) {
+		if (outcomes[i] == "retry" || outcomes[i] == "dead_letter") != (produce != nil) {
 			t.Fatalf("attempt %d of %s (%s): retry or dead-letter produce %v", i+1, key, outcomes[i], produce != nil)
 		}
 	}

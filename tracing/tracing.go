@@ -454,7 +454,7 @@ func (a *Attempt) Next(info Info) *Attempt {
 	n := &Attempt{t: a.t, info: info, start: time.Now(), parent: a.parent}
 	n.events = n.first[:0]
 	a.mu.Lock()
-	if a.open {
+	if a.kept { // ended already (retry_inline): its span is still the parent
 		n.parent = a.sc
 	}
 	a.mu.Unlock()

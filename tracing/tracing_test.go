@@ -334,3 +334,20 @@ func TestKeepAndBeginKept(t *testing.T) {
 		t.Fatalf("attempt %+v, call %+v", att, call)
 	}
 }
+
+// The next inline attempt continues the trace of the one before, which
+// ended (retry_inline) before it was begun: its span is the parent.
+func TestNextContinuesEndedAttempt(t *testing.T) {
+	tr, err := New(context.Background(), Config{Exporter: ExporterJSONL, File: filepath.Join(t.TempDir(), "s.jsonl"), SampleRatio: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	a := tr.Begin(Info{Topic: "in", Attempt: 1}, HeaderFunc(func(string) []byte { return nil }))
+	a.Decide(true)
+	a.End("retry_inline", "guest_retry", "again")
+	n := a.Next(Info{Topic: "in", Attempt: 2})
+	if !n.parent.Equal(a.sc) || !n.Decide(false) || n.TraceID() != a.TraceID() {
+		t.Fatalf("next attempt's parent %v, want the ended attempt's span %v", n.parent, a.sc)
+	}
+}
