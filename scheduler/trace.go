@@ -72,6 +72,9 @@ func (w *worker) beginTrace(j *job, end time.Time) {
 func (w *worker) decideTrace(j *job, failed bool, end time.Time) {
 	t := w.t
 	if j.tr == nil {
+		if t.d.tracer == nil {
+			return
+		}
 		p, keep := t.d.tracer.Keep(failed, j.attempt, (*recordHeaders)(j.r))
 		if !keep {
 			j.owed = 0

@@ -9,8 +9,11 @@
 // "Tracing"): while an attempt runs it only notes timestamps; when it ends,
 // a failed attempt (and every later attempt of a record that failed) is
 // always materialised as spans, a healthy one only if its upstream trace is
-// sampled or it wins the configured ratio. A nil *Tracer and a nil *Attempt
-// are valid and do nothing: with tracing off the hot path pays a nil check.
+// sampled or it wins the configured ratio. An attempt whose caller knows
+// what it ran (a record processed in one call) is decided before it is
+// begun (Tracer.Keep) and begun only when kept (Tracer.BeginKept): one not
+// kept allocates nothing. A nil *Tracer and a nil *Attempt are valid and do
+// nothing: with tracing off the hot path pays a nil check.
 package tracing
 
 import (
