@@ -15,9 +15,9 @@ import (
 // record processed in one call is decided first, when its outcome is known
 // (decideTrace), and its trace begun only if it is kept, from what the
 // worker knows of its call. A record that waits on asynchronous operations
-// notes them over time: its trace is begun when it waits (beginTrace), or
-// when the first operation is noted (jobObserver). After its decision a
-// job's trace is nil unless kept.
+// notes them over time: its trace is begun when it waits
+// (worker.beginTrace), or when the first operation is noted (jobObserver,
+// beginTraceInCall). After its decision a job's trace is nil unless kept.
 
 // traceOwed is what an attempt's trace is still to be told by the worker
 // once the attempt's call returned: its first call, which the observer left
@@ -44,9 +44,9 @@ func firstCallOwed(export string) traceOwed {
 	return 0
 }
 
-// beginTrace begins j's trace from the observer, while its attempt runs:
-// its instance is set when the call returned (traceRan).
-func (t *task) beginTrace(j *job) *tracing.Attempt {
+// beginTraceInCall begins j's trace from the observer, while its attempt
+// runs: its instance is set when the call returned (traceRan).
+func (t *task) beginTraceInCall(j *job) *tracing.Attempt {
 	j.owed |= owedInstance
 	return t.d.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
 }

@@ -36,7 +36,7 @@ func (jobObserver) GuestCall(tag any, export string, start time.Time, d time.Dur
 			j.owed |= o
 			return
 		}
-		j.tr = j.t.beginTrace(j)
+		j.tr = j.t.beginTraceInCall(j)
 	}
 	j.tr.Call(export, start, d, err)
 }
@@ -50,7 +50,7 @@ func (jobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Tim
 		if j.t.d.tracer == nil {
 			return
 		}
-		j.tr = j.t.beginTrace(j)
+		j.tr = j.t.beginTraceInCall(j)
 	}
 	j.tr.Op(kind.String(), desc, start, d, outcome)
 }
