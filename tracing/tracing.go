@@ -33,7 +33,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -347,8 +346,6 @@ const (
 	HeaderTracestate  = "tracestate"
 )
 
-var propagator = propagation.TraceContext{}
-
 // Info describes an attempt.
 type Info struct {
 	Pipeline     string
@@ -404,20 +401,6 @@ func (t *Tracer) Begin(info Info, hs Headers) *Attempt {
 	a := &Attempt{t: t, info: info, start: time.Now(), parent: parentOf(hs)}
 	a.events = a.first[:0] // the first noted call needs no allocation of its own
 	return a
-}
-
-// parentOf is the upstream span context a record's traceparent (and
-// tracestate) headers carry, invalid when it has none.
-func parentOf(hs Headers) trace.SpanContext {
-	tp := hs.Header(HeaderTraceparent)
-	if tp == nil {
-		return trace.SpanContext{}
-	}
-	c := propagation.MapCarrier{HeaderTraceparent: string(tp)}
-	if ts := hs.Header(HeaderTracestate); ts != nil {
-		c[HeaderTracestate] = string(ts)
-	}
-	return trace.SpanContextFromContext(propagator.Extract(context.Background(), c))
 }
 
 // Parent is the upstream trace of a record whose attempt was not begun:
