@@ -31,13 +31,14 @@ type job struct {
 	ln      *lane           // held until the record is decided (key ordering) or has started (partition)
 	orig    *failhdr.Origin // where the record was first consumed, when not the record itself (a retry topic's)
 	attempt int
-	history []string  // inline retries
-	due     time.Time // when an inline retry is due
-	started time.Time // the current attempt's first call
-	tr      *tracing.Attempt
-	rs      *state.Record // the current attempt's state writes (state.enabled)
-	sb      *state.Batch  // its writes once it succeeded, tied to their changelog produces
-	pended  bool          // the current attempt waited on asynchronous operations
+	history []string         // inline retries
+	due     time.Time        // when an inline retry is due
+	started time.Time        // the current attempt's first call
+	tr      *tracing.Attempt // the current attempt's trace: nil until begun (trace.go)
+	rs      *state.Record    // the current attempt's state writes (state.enabled)
+	sb      *state.Batch     // its writes once it succeeded, tied to their changelog produces
+	pended  bool             // the current attempt waited on asynchronous operations
+	owed    traceOwed        // what the current attempt's trace is still to be told (tracing on)
 
 	// The release (set by settle, acted on by the sink).
 	ordered bool    // it has a place in the partition's release order
@@ -65,7 +66,7 @@ type outcome struct {
 
 	// Producing the outputs (the sink): one record embedded for the
 	// common single output, the first produce error, and the trace's
-	// per-output callbacks (tracing on); job.remaining counts the
+	// per-output callbacks (a kept trace); job.remaining counts the
 	// acknowledgements still awaited.
 	out1      kgo.Record
 	extra     []*kgo.Record // outputs after the first

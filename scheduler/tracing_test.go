@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
+	"github.com/wasmstream/wasmstream/tests/lookupsrv"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -24,6 +25,15 @@ import (
 // keys are more pipeline keys (YAML lines indented for the pipeline).
 func tracedRun(t *testing.T, ratio string, recs []*kgo.Record, wantOut, wantDLQ int, keys ...string) ([]tracing.Span, []*kgo.Record) {
 	t.Helper()
+	return tracedRunOf(t, "enrich", ratio, recs, wantOut, wantDLQ, keys...)
+}
+
+// tracedRunOf is tracedRun with the example guest module.
+func tracedRunOf(t *testing.T, module, ratio string, recs []*kgo.Record, wantOut, wantDLQ int, keys ...string) ([]tracing.Span, []*kgo.Record) {
+	t.Helper()
+	if !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, "retry:") }) {
+		keys = append([]string{"    retry: {max_attempts: 3, backoff: [100ms, 200ms]}"}, keys...)
+	}
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.100ms", "g.p.retry.200ms")
 	cl := kafkatest.Client(t, brokers)
@@ -31,8 +41,8 @@ func tracedRun(t *testing.T, ratio string, recs []*kgo.Record, wantOut, wantDLQ 
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "spans.jsonl")
-	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
-		strings.Join(append([]string{"    retry: {max_attempts: 3, backoff: [100ms, 200ms]}"}, keys...), "\n"),
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, module), "in", "out", "dlq",
+		strings.Join(keys, "\n"),
 		fmt.Sprintf("tracing: {exporter: jsonl, file: %q, sample_ratio: %s}", file, ratio))
 	r := startRunner(t, cfg)
 	out := kafkatest.NewReader(t, brokers, "out")
@@ -220,5 +230,135 @@ func TestTraceSamplingKeepsFailures(t *testing.T) {
 		if string(o.Key) != "transient" && kafkatest.Header(o, "traceparent") != "" {
 			t.Fatalf("unsampled output %s carries a traceparent", o.Key)
 		}
+	}
+}
+
+// At sample_ratio 0.01 a healthy record's attempt is begun only if it is
+// kept (trace.go), yet a record that fails is traced in full: each attempt
+// span, its guest call span under it and within its time, the instance it
+// ran on, and the retry and dead-letter produces — for a record processed
+// in one call (enrich) as for one that waits on an operation (lookup).
+func TestTraceFailuresInFullWhenSampled(t *testing.T) {
+	var recs []*kgo.Record
+	for i := 0; i < 50; i++ {
+		recs = append(recs, &kgo.Record{Topic: "in", Key: []byte(fmt.Sprint("h", i)), Value: []byte(`{"ok":1}`)})
+	}
+	poison := append(recs, &kgo.Record{Topic: "in", Key: []byte("poison"), Value: []byte(`{"fault":"retry"}`)})
+	spans, _ := tracedRun(t, "0.01", poison, 50, 1)
+	checkFailedTrace(t, spans, "poison", []string{"retry", "retry", "dead_letter"}, "wasm "+abi.ExportOnRecord, "wasm "+abi.ExportOnBatch)
+
+	// Retried in place: each attempt is decided where it ran, the next one
+	// begun as its child.
+	transient := append(recs, &kgo.Record{Topic: "in", Key: []byte("transient"), Value: []byte(`{"fault":"transient","until":3}`)})
+	spans, _ = tracedRun(t, "0.01", transient, 51, 0, "    retry: {mode: inline, max_attempts: 3, backoff: [10ms, 20ms]}")
+	checkFailedTrace(t, spans, "transient", []string{"retry_inline", "retry_inline", "ok"}, "wasm "+abi.ExportOnRecord, "wasm "+abi.ExportOnBatch)
+
+	// The lookup guest: "fail-1" is answered 503 once (a retryable failure
+	// after its operation), then found.
+	srv := lookupsrv.New(t, nil)
+	recs = recs[:0]
+	for i := 0; i < 50; i++ {
+		recs = append(recs, &kgo.Record{Topic: "in", Key: []byte(fmt.Sprint("h", i)), Value: []byte(`"v"`)})
+	}
+	recs = append(recs, &kgo.Record{Topic: "in", Key: []byte("fail-1"), Value: []byte(`"v"`)})
+	spans, _ = tracedRunOf(t, "lookup", "0.01", recs, 51, 0, asyncKeys(srv, ""))
+	for _, att := range checkFailedTrace(t, spans, "fail-1", []string{"retry", "ok"}, "wasm "+abi.ExportOnRecord) {
+		if !slices.ContainsFunc(att, func(s *tracing.Span) bool {
+			return s.Attrs["wasmstream.async.kind"] == "http" || strings.HasPrefix(s.Name, "http ")
+		}) {
+			t.Fatalf("an attempt of the failed lookup has no operation span: %v", names(att))
+		}
+		if !slices.ContainsFunc(att, func(s *tracing.Span) bool { return s.Name == "wasm "+abi.ExportOnComplete }) {
+			t.Fatalf("an attempt of the failed lookup has no completion call span: %v", names(att))
+		}
+	}
+}
+
+// checkFailedTrace checks the trace of the record keyed key: one attempt
+// span per outcome in outcomes, each on an instance, with a guest call span
+// named one of calls under it and within its time, and a retry or
+// dead-letter produce under each attempt that ended so. It returns each attempt's
+// child spans.
+func checkFailedTrace(t *testing.T, spans []tracing.Span, key string, outcomes []string, calls ...string) [][]*tracing.Span {
+	t.Helper()
+	ids := tracing.Find(spans, tracing.Query{Key: key, Partition: -1, Offset: -1})
+	if len(ids) != 1 {
+		t.Fatalf("record %s in %d traces", key, len(ids))
+	}
+	tr := tracing.Trace(spans, ids[0])
+	var attempts []*tracing.Span
+	for i := range tr {
+		if tr[i].Kind == "consumer" {
+			attempts = append(attempts, &tr[i])
+		}
+	}
+	sort.Slice(attempts, func(i, j int) bool { return attempts[i].Start.Before(attempts[j].Start) })
+	if len(attempts) != len(outcomes) {
+		t.Fatalf("record %s: %d attempt spans, want %d", key, len(attempts), len(outcomes))
+	}
+	children := make([][]*tracing.Span, len(attempts))
+	for i, a := range attempts {
+		if a.Attrs["wasmstream.outcome"] != outcomes[i] || a.Attrs["wasmstream.attempt"] != fmt.Sprint(i+1) {
+			t.Fatalf("attempt %d of %s: %v", i+1, key, a.Attrs)
+		}
+		if id := a.Attrs["wasmstream.instance.id"]; id == "" || id == "0" {
+			t.Fatalf("attempt %d of %s has no instance: %v", i+1, key, a.Attrs)
+		}
+		var call, produce *tracing.Span
+		for j := range tr {
+			s := &tr[j]
+			if s.ParentID != a.SpanID {
+				continue
+			}
+			children[i] = append(children[i], s)
+			if slices.Contains(calls, s.Name) && call == nil {
+				call = s
+			}
+			if k := s.Attrs["wasmstream.produce.kind"]; k == "retry" || k == "dead_letter" {
+				produce = s
+			}
+		}
+		if call == nil {
+			t.Fatalf("attempt %d of %s has no guest call span: %v", i+1, key, names(children[i]))
+		}
+		if call.Start.Before(a.Start) || call.End.After(a.End) || call.End.Before(call.Start) {
+			t.Fatalf("attempt %d of %s: its call %s–%s is not within it %s–%s", i+1, key, call.Start, call.End, a.Start, a.End)
+		}
+		if (outcomes[i] == "retry" || outcomes[i] == "dead_letter") != (produce != nil) {
+			t.Fatalf("attempt %d of %s (%s): retry or dead-letter produce %v", i+1, key, outcomes[i], produce != nil)
+		}
+	}
+	return children
+}
+
+func names(spans []*tracing.Span) []string {
+	var n []string
+	for _, s := range spans {
+		n = append(n, s.Name)
+	}
+	return n
+}
+
+// A healthy record that is not sampled allocates nothing for tracing: its
+// first call is noted in the job, and the decision begins no attempt.
+func TestUnsampledRecordAllocatesNothing(t *testing.T) {
+	tr, err := tracing.New(context.Background(), tracing.Config{Exporter: tracing.ExporterJSONL, File: filepath.Join(t.TempDir(), "t.jsonl"), SampleRatio: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	w := &worker{t: &task{d: &engineDeps{role: primary{}, tracer: tr}}}
+	r := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"),
+		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/plain")}}}
+	j, _ := w.newJob(r, nil)
+	j.attempt = 1
+	now := time.Now()
+	n := testing.AllocsPerRun(100, func() {
+		j.tr, j.owed, j.started = nil, 0, now
+		jobObserver{}.GuestCall(j, abi.ExportOnRecord, now, time.Microsecond, nil)
+		w.decideTrace(j, false, now.Add(time.Microsecond))
+	})
+	if n != 0 || j.tr != nil || j.owed != 0 {
+		t.Fatalf("an unsampled record: %.1f allocations, trace %v, owed %d; want none", n, j.tr, j.owed)
 	}
 }

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,47 +14,45 @@ import (
 	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
-	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // jobObserver hands guest call and operation timings to the job's trace.
+// An attempt's trace is begun lazily (RATIONALE.md, "Tracing"): its first
+// call, when it returned without error, is left to the worker, which knows
+// its times once the call returned (traceOwed); anything else noted while
+// the attempt has no trace (an operation, a call that failed) begins it.
 type jobObserver struct{}
 
 func (jobObserver) GuestCall(tag any, export string, start time.Time, d time.Duration, err error) {
-	if j, ok := tag.(*job); ok {
-		j.tr.Call(export, start, d, err)
+	j, ok := tag.(*job)
+	if !ok {
+		return
 	}
+	if j.tr == nil {
+		if j.t.d.tracer == nil {
+			return
+		}
+		if o := firstCallOwed(export); err == nil && o != 0 && j.owed&owedCall == 0 {
+			j.owed |= o
+			return
+		}
+		j.tr = j.t.beginTraceInCall(j)
+	}
+	j.tr.Call(export, start, d, err)
 }
 
 func (jobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Time, d time.Duration, outcome string) {
-	if j, ok := tag.(*job); ok {
-		j.tr.Op(kind.String(), desc, start, d, outcome)
+	j, ok := tag.(*job)
+	if !ok {
+		return
 	}
-}
-
-// traceInfo describes j's current attempt for its trace.
-func (t *task) traceInfo(j *job) tracing.Info {
-	r := j.r
-	info := tracing.Info{
-		Pipeline: t.d.pc.Name, Group: t.d.group, Module: filepath.Base(t.d.pc.Module), ModuleDigest: t.version().m.Info().Digest,
-		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
-	}
-	o := j.origin()
-	info.OriginTopic, info.OriginPartition, info.OriginOffset = o.Topic, o.Partition, o.Offset
-	return info
-}
-
-// recordHeaders are a record's headers as tracing.Headers (a conversion,
-// not an allocation).
-type recordHeaders kgo.Record
-
-func (r *recordHeaders) Header(k string) []byte {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == k {
-			return r.Headers[i].Value
+	if j.tr == nil {
+		if j.t.d.tracer == nil {
+			return
 		}
+		j.tr = j.t.beginTraceInCall(j)
 	}
-	return nil
+	j.tr.Op(kind.String(), desc, start, d, outcome)
 }
 
 // maxLostRestarts bounds how often a record is restarted because its
@@ -808,16 +805,12 @@ func (w *worker) start(j *job) {
 	w.settleState()
 }
 
-// prepare readies j for an attempt on in: its attempt number, and its
-// trace's attempt (begun here for a first attempt).
+// prepare readies j for an attempt on in. Its trace is begun when it is
+// kept or notes an operation (decideTrace, jobObserver); one begun already
+// (the next inline attempt, or one restarted) learns its instance.
 func (w *worker) prepare(j *job, in *host.Instance) {
-	j.pended = false
-	if t := w.t; t.d.tracer != nil {
-		if j.tr == nil {
-			j.tr = t.d.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
-		}
-		j.tr.SetInstance(in.ID())
-	}
+	j.pended, j.owed = false, 0
+	j.tr.SetInstance(in.ID())
 }
 
 // startRun runs the records of run (pickRunLocked) on the worker's
@@ -944,6 +937,7 @@ func (w *worker) outcome(j *job, res host.Result) { w.outcomeAt(j, res, time.Now
 // rest is a verdict — succeeded, retried in place, or failed.
 func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	if res.Status == abi.StatusPending {
+		w.beginTrace(j, end)
 		w.waits(j)
 		return
 	}
@@ -953,7 +947,7 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 	}
 	if res.Status == abi.StatusOK {
 		w.countVersion(j, &res, failure{})
-		w.succeeded(j, &res)
+		w.succeeded(j, &res, end)
 		return
 	}
 	f := w.t.classify(&res)
@@ -962,10 +956,10 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		f.msg += " (" + j.rs.OverBound() + ")"
 	}
 	w.countVersion(j, &res, f)
-	if w.retryInline(j, f) {
+	if w.retryInline(j, f, end) {
 		return
 	}
-	j.tr.Decide(true)
+	w.decideTrace(j, true, end)
 	j.fail = f
 	j.rs = nil // a failed record leaves no state behind
 	w.settle(j, verdictFailed)
@@ -1050,7 +1044,7 @@ func (w *worker) countVersion(j *job, res *host.Result, f failure) {
 // succeeded settles a record the guest decided ok: its state writes become
 // the partition's (before its lane is freed) and go out as changelog
 // records with its outputs; a produce the broker would refuse fails it now.
-func (w *worker) succeeded(j *job, res *host.Result) {
+func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	t, r := w.t, j.r
 	var writes []state.Write
 	if j.rs != nil {
@@ -1060,13 +1054,13 @@ func (w *worker) succeeded(j *job, res *host.Result) {
 		// A produce the broker refuses cannot succeed later: the record
 		// fails now, its writes dropped with it.
 		t.d.budget.releaseOutputs(res.HeldBytes)
-		j.tr.Decide(true)
+		w.decideTrace(j, true, end)
 		j.fail = failure{KindProduce, why, false}
 		j.rs = nil
 		w.settle(j, verdictFailed)
 		return
 	}
-	j.tr.Decide(false)
+	w.decideTrace(j, false, end)
 	if j.rs != nil {
 		// Before the lane is freed: the next record of the key or
 		// partition reads these writes (state.Partition.Commit).
@@ -1091,7 +1085,7 @@ func (w *worker) succeeded(j *job, res *host.Result) {
 // retried and attempts remain, and reports whether it does: the record
 // waits, holding its lane (its key, or its partition's release order) but
 // not the instance, until its backoff is due.
-func (w *worker) retryInline(j *job, f failure) bool {
+func (w *worker) retryInline(j *job, f failure, end time.Time) bool {
 	t := w.t
 	rc := &t.d.pc.Retry
 	if !f.retryable || j.attempt >= rc.MaxAttempts || rc.Mode != config.RetryInline {
@@ -1100,9 +1094,9 @@ func (w *worker) retryInline(j *job, f failure) bool {
 	j.history = append(j.history, historyEntry(f))
 	delay, _ := t.d.pc.Delay(j.attempt + 1)
 	t.ps.Retried.Add(1)
+	w.decideTrace(j, true, end)
 	j.attempt++
 	if j.tr != nil {
-		j.tr.Decide(true)
 		j.tr.End("retry_inline", f.kind, f.msg)
 		j.tr = j.tr.Next(t.traceInfo(j))
 	}

@@ -11,12 +11,15 @@ import (
 // BenchmarkTracedRecord traces one healthy record per op (three spans: the
 // attempt, the guest call, the output produce) through the JSON-lines
 // exporter, the batcher's goroutine included: ns/op is wall time up to the
-// last span written, cpu_ns/op the process's CPU (both goroutines).
+// last span written, cpu_ns/op the process's CPU (both goroutines). lazy:
+// the attempt is decided before it is begun (Keep, BeginKept), as the
+// scheduler does for a record processed in one call.
 func BenchmarkTracedRecord(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		ratio float64
-	}{{"ratio=0", 0}, {"ratio=1", 1}} {
+		lazy  bool
+	}{{"ratio=0", 0, false}, {"ratio=1", 1, false}, {"ratio=0/lazy", 0, true}, {"ratio=1/lazy", 1, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			tr, err := New(context.Background(), Config{Exporter: ExporterJSONL, File: filepath.Join(b.TempDir(), "t.jsonl"), SampleRatio: c.ratio})
 			if err != nil {
@@ -29,9 +32,15 @@ func BenchmarkTracedRecord(b *testing.B) {
 			cpu0 := processCPU()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				a := tr.Begin(info, hdr)
 				now := time.Now()
-				a.Call("wasmstream_on_record", now, time.Microsecond, nil)
+				var a *Attempt
+				if !c.lazy {
+					a = tr.Begin(info, hdr)
+					a.Call("wasmstream_on_record", now, time.Microsecond, nil)
+				} else if p, keep := tr.Keep(false, 1, hdr); keep {
+					a = tr.BeginKept(info, p, now)
+					a.Call("wasmstream_on_record", now, time.Microsecond, nil)
+				}
 				if a.Decide(false) {
 					_, _, done := a.Produce(ProduceOutput, "out")
 					done(1, int64(i), nil)

@@ -9,13 +9,15 @@
 // "Tracing"): while an attempt runs it only notes timestamps; when it ends,
 // a failed attempt (and every later attempt of a record that failed) is
 // always materialised as spans, a healthy one only if its upstream trace is
-// sampled or it wins the configured ratio. A nil *Tracer and a nil *Attempt
-// are valid and do nothing: with tracing off the hot path pays a nil check.
+// sampled or it wins the configured ratio. An attempt whose caller knows
+// what it ran (a record processed in one call) is decided before it is
+// begun (Tracer.Keep) and begun only when kept (Tracer.BeginKept): one not
+// kept allocates nothing. A nil *Tracer and a nil *Attempt are valid and do
+// nothing: with tracing off the hot path pays a nil check.
 package tracing
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -31,7 +33,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -345,8 +346,6 @@ const (
 	HeaderTracestate  = "tracestate"
 )
 
-var propagator = propagation.TraceContext{}
-
 // Info describes an attempt.
 type Info struct {
 	Pipeline     string
@@ -391,20 +390,44 @@ type HeaderFunc func(key string) []byte
 
 func (f HeaderFunc) Header(key string) []byte { return f(key) }
 
-// Begin starts an attempt of a record whose headers hs looks up.
+// Begin starts an attempt of a record whose headers hs looks up, to note
+// its guest calls and operations as they come (an attempt that waits on
+// asynchronous operations). An attempt whose outcome is known before
+// anything else is noted is begun only if it is kept (Keep, BeginKept).
 func (t *Tracer) Begin(info Info, hs Headers) *Attempt {
 	if t == nil {
 		return nil
 	}
-	a := &Attempt{t: t, info: info, start: time.Now()}
+	a := &Attempt{t: t, info: info, start: time.Now(), parent: parentOf(hs)}
 	a.events = a.first[:0] // the first noted call needs no allocation of its own
-	if tp := hs.Header(HeaderTraceparent); tp != nil {
-		c := propagation.MapCarrier{HeaderTraceparent: string(tp)}
-		if ts := hs.Header(HeaderTracestate); ts != nil {
-			c[HeaderTracestate] = string(ts)
-		}
-		a.parent = trace.SpanContextFromContext(propagator.Extract(context.Background(), c))
+	return a
+}
+
+// Parent is the upstream trace of a record whose attempt was not begun:
+// what Keep read of its headers, for BeginKept.
+type Parent struct{ sc trace.SpanContext }
+
+// Keep decides, by Decide's rule, whether an attempt that was not begun
+// (nothing was noted while it ran but what its caller knows) is traced:
+// attempt is its number, failed whether it failed, hs its record's headers.
+// An attempt not kept allocates nothing. A nil *Tracer keeps nothing.
+func (t *Tracer) Keep(failed bool, attempt int, hs Headers) (Parent, bool) {
+	if t == nil {
+		return Parent{}, false
 	}
+	p := parentOf(hs)
+	return Parent{p}, keeps(t.ratio, failed, attempt, p)
+}
+
+// BeginKept begins an attempt that Keep kept, already decided: start is
+// when it began (its first call's start), and what is noted on it becomes a
+// span at once.
+func (t *Tracer) BeginKept(info Info, p Parent, start time.Time) *Attempt {
+	if t == nil {
+		return nil
+	}
+	a := &Attempt{t: t, info: info, start: start, parent: p.sc, decided: true}
+	a.keep()
 	return a
 }
 
@@ -417,7 +440,7 @@ func (a *Attempt) Next(info Info) *Attempt {
 	n := &Attempt{t: a.t, info: info, start: time.Now(), parent: a.parent}
 	n.events = n.first[:0]
 	a.mu.Lock()
-	if a.open {
+	if a.kept { // ended already (retry_inline): its span is still the parent
 		n.parent = a.sc
 	}
 	a.mu.Unlock()
@@ -481,6 +504,9 @@ type opFacts struct{ kind, outcome, method, url string }
 func (a *Attempt) add(e *event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if e.start.Before(a.start) {
+		a.start = e.start // the attempt's span covers every call and operation of it
+	}
 	if a.decided {
 		if a.kept {
 			a.emit(e)
@@ -504,11 +530,28 @@ func (a *Attempt) Decide(failed bool) bool {
 		return a.kept
 	}
 	a.decided = true
-	a.kept = failed || a.info.Attempt > 1 || a.parent.IsSampled() || sampled(a.t.ratio, a.parent)
-	if !a.kept {
+	if !keeps(a.t.ratio, failed, a.info.Attempt, a.parent) {
 		a.events = nil
 		return false
 	}
+	a.keep()
+	for i := range a.events {
+		a.emit(&a.events[i])
+	}
+	a.events = nil
+	return true
+}
+
+// keeps is Decide's rule: an attempt is traced when it failed or the
+// record failed before (attempt > 1), when its upstream trace is sampled,
+// or by the configured ratio.
+func keeps(ratio float64, failed bool, attempt int, parent trace.SpanContext) bool {
+	return failed || attempt > 1 || parent.IsSampled() || sampled(ratio, parent)
+}
+
+// keep makes a decided attempt kept: its span's context, opened.
+func (a *Attempt) keep() {
+	a.kept = true
 	if a.info.Key != nil {
 		a.key = keyString(a.info.Key)
 	}
@@ -518,11 +561,6 @@ func (a *Attempt) Decide(failed bool) bool {
 		a.sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: newTraceID(), SpanID: newSpanID(), TraceFlags: trace.FlagsSampled})
 	}
 	a.open = true
-	for i := range a.events {
-		a.emit(&a.events[i])
-	}
-	a.events = nil
-	return true
 }
 
 // emit writes e as a finished child span of the attempt's.
@@ -621,9 +659,7 @@ func sampled(ratio float64, parent trace.SpanContext) bool {
 		id := parent.TraceID()
 		x = binary.BigEndian.Uint64(id[8:16]) >> 1
 	} else {
-		var b [8]byte
-		rand.Read(b[:])
-		x = binary.BigEndian.Uint64(b[:]) >> 1
+		x = mrand.Uint64() >> 1 // not crypto/rand: a draw per healthy record, which need not be secret
 	}
 	return x < uint64(ratio*(1<<63))
 }

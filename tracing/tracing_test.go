@@ -271,3 +271,83 @@ func TestAppendTime(t *testing.T) {
 		}
 	}
 }
+
+// An attempt not begun is decided by Decide's rule (Keep): a healthy one
+// not sampled allocates nothing; one kept (BeginKept) writes the same spans
+// as an attempt begun before it ran and decided the same way, from the
+// start it is given.
+func TestKeepAndBeginKept(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "s.jsonl")
+	tr, err := New(context.Background(), Config{Exporter: ExporterJSONL, File: file, SampleRatio: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := HeaderFunc(func(string) []byte { return nil })
+	if n := testing.AllocsPerRun(100, func() {
+		if _, keep := tr.Keep(false, 1, none); keep {
+			t.Fatal("a healthy first attempt was kept at ratio 0")
+		}
+	}); n != 0 {
+		t.Fatalf("deciding an attempt not begun: %.1f allocations, want 0", n)
+	}
+	for _, c := range []struct {
+		failed  bool
+		attempt int
+		hs      Headers
+	}{{true, 1, none}, {false, 2, none}, {false, 1, HeaderFunc(func(k string) []byte {
+		if k == HeaderTraceparent {
+			return []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		}
+		return nil
+	})}} {
+		if _, keep := tr.Keep(c.failed, c.attempt, c.hs); !keep {
+			t.Fatalf("failed %v, attempt %d: not kept", c.failed, c.attempt)
+		}
+	}
+	info := Info{Pipeline: "p", Topic: "in", Partition: 1, Offset: 7, Key: []byte("k"), OriginTopic: "in", OriginPartition: 1, OriginOffset: 7, Attempt: 1, Instance: 9}
+	p, _ := tr.Keep(true, 1, none)
+	start := time.Now().Add(-time.Millisecond)
+	a := tr.BeginKept(info, p, start)
+	a.Call("wasmstream_on_record", start, 500*time.Microsecond, nil)
+	if !a.Decide(true) {
+		t.Fatal("an attempt begun kept was decided not kept")
+	}
+	a.End("dead_letter", "guest_fail", "no")
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spans, err := ReadJSONL(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want the attempt and its call", len(spans))
+	}
+	att, call := spans[1], spans[0]
+	if att.Kind != "consumer" || call.ParentID != att.SpanID || !att.Start.Equal(start) || !call.Start.Equal(start) ||
+		call.End.Sub(call.Start) != 500*time.Microsecond || att.Attrs["wasmstream.instance.id"] != "9" || att.Error == "" {
+		t.Fatalf("attempt %+v, call %+v", att, call)
+	}
+}
+
+// The next inline attempt continues the trace of the one before, which
+// ended (retry_inline) before it was begun: its span is the parent.
+func TestNextContinuesEndedAttempt(t *testing.T) {
+	tr, err := New(context.Background(), Config{Exporter: ExporterJSONL, File: filepath.Join(t.TempDir(), "s.jsonl"), SampleRatio: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	a := tr.Begin(Info{Topic: "in", Attempt: 1}, HeaderFunc(func(string) []byte { return nil }))
+	a.Decide(true)
+	a.End("retry_inline", "guest_retry", "again")
+	n := a.Next(Info{Topic: "in", Attempt: 2})
+	if !n.parent.Equal(a.sc) || !n.Decide(false) || n.TraceID() != a.TraceID() {
+		t.Fatalf("next attempt's parent %v, want the ended attempt's span %v", n.parent, a.sc)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -41,14 +42,22 @@ func traceIDOf(r *kgo.Record) string {
 // Jaeger's query API as ONE trace holding its three attempts in order, the
 // two retry produces between them and its output; a poison record's trace
 // ends at its dead-letter produce; `wasmstream trace --jaeger` prints it.
+// The same at sample_ratio 0.01: failed records are traced in full, each
+// attempt with its guest call, whatever the ratio.
 func TestTracesInJaeger(t *testing.T) {
+	for _, ratio := range []string{"1", "0.01"} {
+		t.Run("ratio-"+ratio, func(t *testing.T) { checkTracesInJaeger(t, ratio) })
+	}
+}
+
+func checkTracesInJaeger(t *testing.T, ratio string) {
 	brokers := kafkatest.RealBrokers(t)
 	query, endpoint := jaeger(t)
 	n := names(t)
 	cfg, in, out, dlq := retryConfig(t, brokers, n, modules["enrich"], fmt.Sprintf("{max_attempts: 3, backoff: [300ms, 600ms], topic_prefix: %s.r}", n), 1)
 	kafkatest.CreateTopic(t, brokers, 1, n+".r.300ms", n+".r.600ms")
 	service := "ws-" + n
-	replace(t, cfg, "status:", fmt.Sprintf("tracing: {exporter: otlp-http, endpoint: %q, insecure: true, service_name: %q, sample_ratio: 1}\nstatus:", endpoint, service))
+	replace(t, cfg, "status:", fmt.Sprintf("tracing: {exporter: otlp-http, endpoint: %q, insecure: true, service_name: %q, sample_ratio: %s}\nstatus:", endpoint, service, ratio))
 	cl := kafkatest.Client(t, brokers)
 	recs := []*kgo.Record{
 		{Topic: in, Key: []byte("transient"), Value: []byte(`{"fault":"transient","until":3}`)},
@@ -112,6 +121,11 @@ func TestTracesInJaeger(t *testing.T) {
 	for i, a := range attempts {
 		if a.Attrs["wasmstream.attempt"] != fmt.Sprint(i+1) || a.Attrs["messaging.system"] != "kafka" || a.Attrs["messaging.kafka.message.key"] != "transient" {
 			t.Fatalf("attempt %d: %v", i+1, a.Attrs)
+		}
+		if !slices.ContainsFunc(spans, func(s tracing.Span) bool {
+			return s.ParentID == a.SpanID && strings.HasPrefix(s.Name, "wasm ") && !s.Start.Before(a.Start) && !s.End.After(a.End)
+		}) {
+			t.Fatalf("attempt %d has no guest call span within it", i+1)
 		}
 		if i > 0 {
 			parent := byID[a.ParentID]
