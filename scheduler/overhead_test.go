@@ -54,7 +54,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			defer mod.Close(ctx)
 			pc := &config.Pipeline{Name: "bench", Ordering: tc.ordering, MaxInFlight: 1 << 30, MaxInFlightBytes: 1 << 40, BatchRecords: tc.batch,
 				Instances: config.Instances{Min: tc.inst, Max: tc.inst, IdleTimeout: time.Minute}}
-			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{},
+			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{}, modules: &modules{}, pipeCounters: &pipeCounters{health: newBrokerHealth()},
 				pipeEngine: pipeEngine{budget: NewBudget(1000, 1<<40, 1<<40)}, flowSignals: newFlowSignals()}
 			p.commit, p.sink = offsetCommits{p}, &plainSink{p: p}
 			if tc.emit {

@@ -13,7 +13,7 @@ import (
 // replaces it (here there is no instance, so nothing is in progress).
 func TestCanTakeChangesNothing(t *testing.T) {
 	old, cur := &modVersion{}, &modVersion{}
-	p := &Pipeline{pipeEngine: pipeEngine{budget: NewBudget(1000, 1<<40, 1<<40)}}
+	p := &Pipeline{modules: &modules{}, pipeCounters: &pipeCounters{health: newBrokerHealth()}, pipeEngine: pipeEngine{budget: NewBudget(1000, 1<<40, 1<<40)}}
 	p.ver.Store(cur)
 	old.acquire()
 	w := &worker{t: &task{d: p.engineDeps()}, ver: old}
