@@ -1,9 +1,6 @@
 package scheduler
 
-import (
-	"context"
-	"sync/atomic"
-)
+import "context"
 
 // committer is how a pipeline commits what its ledger counts as done; the
 // pipeline's consume mode and guarantee choose one, once, in Pipeline.wire:
@@ -35,6 +32,3 @@ type committer interface {
 	// close closes the pipeline's client, last.
 	close()
 }
-
-// counter picks one of a Stats' counters.
-type counter func(*Stats) *atomic.Int64

@@ -121,7 +121,7 @@ func (t *task) controlLocked(now time.Time) {
 	t.auto.ctlCalls = t.auto.calls.Load()
 	wait, run := t.auto.callWait.Load(), t.auto.callRun.Load()
 	m := sizing.Sample{Capped: t.auto.capped, Wait: time.Duration(wait - t.auto.ctlWait), Run: time.Duration(run - t.auto.ctlRn), Workers: t.workers, Warm: int(t.auto.warm.Load())}
-	busy, cores := t.d.mods.current().m.CoreUse()
+	busy, cores := t.d.mods.Current().M.CoreUse()
 	if el := now.Sub(t.auto.ctlAt); !t.auto.ctlAt.IsZero() && el > 0 && t.auto.ctlBusy > 0 {
 		m.IdleCores = max(float64(cores)-float64(busy-t.auto.ctlBusy)/float64(el), 0)
 	}
@@ -212,7 +212,7 @@ func (t *task) growLocked() {
 		t.auto.capped++ // records wait, the target holds the pool back: the sizer's signal
 		return
 	}
-	if t.d.budget.borrow(t.d.instanceBytes) {
+	if t.d.budget.Borrow(t.d.instanceBytes) {
 		t.ps.Borrowed.Add(1)
 		t.spawnLocked(true)
 	}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
@@ -43,7 +44,7 @@ type engineDeps struct {
 	asyncSize *sizing.Async // async.max_in_flight: auto (nil: fixed)
 	// cl pauses and resumes a partition's fetching (backpressure).
 	cl *kgo.Client
-	bg *background // work after a backoff, owned by the pipeline
+	bg *background.Group // work after a backoff, owned by the pipeline
 
 	tracer  *tracing.Tracer // nil: tracing off
 	metrics *Metrics        // nil: no metrics
@@ -65,6 +66,6 @@ func (p *Pipeline) engineDeps() *engineDeps {
 // recordInstantiate records the time a new instance took.
 func (d *engineDeps) recordInstantiate(dur time.Duration) {
 	if m := d.metrics; m != nil {
-		m.instantiate.Record(context.Background(), dur.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pc.Name)))
+		m.Instantiate.Record(context.Background(), dur.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pc.Name)))
 	}
 }

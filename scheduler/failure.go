@@ -89,7 +89,7 @@ func (t *task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 	}
 	st.History = append(st.History, failhdr.NewEntry(attempt, f.kind, f.msg))
 	st.Pipeline, st.Kind, st.Error = t.d.pc.Name, f.kind, f.msg
-	st.Attempt, st.ModuleDigest, st.FailedAt = attemptHeader, t.version().m.Info().Digest, now
+	st.Attempt, st.ModuleDigest, st.FailedAt = attemptHeader, t.version().M.Info().Digest, now
 	st.Due = time.Time{}
 	hs := failhdr.Own(r.Headers)
 	return failhdr.Encode(slices.Grow(hs, 12+len(st.History)), &st)

@@ -115,7 +115,7 @@ func (f *flowSignals) signalDemand() {
 // pause. Without tasks (not assigned yet) it polls: records of newly
 // assigned partitions come only with a poll.
 func (p *Pipeline) demand() (want bool, pause []*task) {
-	if p.budget.overInFlight() {
+	if p.budget.OverInFlight() {
 		return false, nil
 	}
 	p.mu.Lock()

@@ -11,19 +11,6 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 )
 
-// Metrics are the runner's OpenTelemetry instruments. Most are observable:
-// they read the pipelines' counters and gauges when collected, so the record
-// path pays nothing for them; the processing-latency histogram is recorded
-// per record. Labels are bounded: pipeline, topic, partition, instance slot
-// and state, a version's digest and label (verlabel: at most 63 characters
-// of a small alphabet; at most MaxRetiredVersions retired versions per
-// pipeline besides the running ones) — never a key or an offset.
-type Metrics struct {
-	latency     metric.Float64Histogram
-	compile     metric.Float64Histogram
-	instantiate metric.Float64Histogram
-}
-
 // RegisterMetrics registers the runner's instruments with meter.
 func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 	m := &Metrics{}
@@ -38,10 +25,10 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		errs(e)
 		return h
 	}
-	m.latency = hist("wasmstream.record.processing.duration", "s", "Time from a record's first call into its instance to its outcome (asynchronous waits included), per attempt.",
+	m.Latency = hist("wasmstream.record.processing.duration", "s", "Time from a record's first call into its instance to its outcome (asynchronous waits included), per attempt.",
 		0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-	m.compile = hist("wasmstream.module.compile.duration", "s", "Time to validate and compile a module (from_compile_cache: read from the compile cache on disk instead).", 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-	m.instantiate = hist("wasmstream.module.instantiate.duration", "s", "Time to create a module instance (initialiser included).", 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
+	m.Compile = hist("wasmstream.module.compile.duration", "s", "Time to validate and compile a module (from_compile_cache: read from the compile cache on disk instead).", 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+	m.Instantiate = hist("wasmstream.module.instantiate.duration", "s", "Time to create a module instance (initialiser included).", 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
 
 	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
 		c, e := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -147,7 +134,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 				limit, reason, _ := a.State()
 				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, reason, pipe, retryAttr)
-			} else if p.async.Load() {
+			} else if p.Async.Load() {
 				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, sizing.ReasonFixed, pipe, retryAttr)
 			}
@@ -225,7 +212,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		p.metrics = m
 	}
 	for _, d := range r.loadTimes {
-		m.compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline), attribute.Bool("from_compile_cache", d.fromCache)))
+		m.Compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline), attribute.Bool("from_compile_cache", d.fromCache)))
 	}
 	return nil
 }
@@ -239,7 +226,7 @@ type loadTime struct {
 // recordLatency records an attempt's processing latency.
 func (t *task) recordLatency(d time.Duration) {
 	if m := t.d.metrics; m != nil {
-		m.latency.Record(context.Background(), d.Seconds(), t.metricAttrs())
+		m.Latency.Record(context.Background(), d.Seconds(), t.metricAttrs())
 	}
 }
 

@@ -10,69 +10,6 @@ import (
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
-// FailureEvent is one failed attempt as the scheduler routed it: to a retry
-// tier's topic or to the dead-letter topic. Its fields are copies, bounded
-// in size; the observer may keep it.
-type FailureEvent struct {
-	At       time.Time
-	Pipeline string // the pipeline whose attempt failed (a retry tier is "<name>.retry")
-	// The record as consumed (on a retry topic: the retry copy) and where
-	// it was first consumed.
-	Topic           string
-	Partition       int32
-	Offset          int64
-	OriginTopic     string
-	OriginPartition int32
-	OriginOffset    int64
-	Key             []byte // at most MaxEventKeyBytes of the key
-	KeyTruncated    bool
-	Kind            string // scheduler.Kind* or "fault.<kind>"
-	Error           string // at most MaxEventErrorBytes
-	Attempt         int    // the attempt that failed
-	Dest            string // the retry tier topic or the dead-letter topic
-	Retry           bool   // Dest is a retry tier: attempt+1 is due at Due
-	Due             time.Time
-	TraceID         string // "" when not traced
-	// Value is at most MaxEventValueBytes of the record's value; ValueSize
-	// its whole length (-1: a null value).
-	Value     []byte
-	ValueSize int
-	// Headers are the record's own headers (not wasmstream.*), at most
-	// MaxEventHeaders, each key cut to MaxEventKeyBytes and value to
-	// MaxEventHeaderBytes; HeadersCut counts those left out.
-	Headers    []EventHeader
-	HeadersCut int
-	// ModuleDigest is the version that ran the attempt; Canary, whether it
-	// was the pipeline's canary.
-	ModuleDigest string
-	Canary       bool
-}
-
-// EventHeader is one header of a FailureEvent, cut to its bounds.
-type EventHeader struct {
-	Key   string
-	Value []byte
-	Cut   bool // key or value was cut
-}
-
-// Bounds of what a FailureEvent copies from a record.
-const (
-	MaxEventKeyBytes    = 64
-	MaxEventErrorBytes  = 512
-	MaxEventValueBytes  = 256
-	MaxEventHeaders     = 8
-	MaxEventHeaderBytes = 128
-)
-
-// FailureObserver is told of every failed attempt at the moment the
-// scheduler routes it (before the retry or dead-letter produce is
-// acknowledged). ObserveFailure is called from the task's goroutines,
-// concurrently for different tasks; it must be fast and must not block or
-// call back into the Runner.
-type FailureObserver interface {
-	ObserveFailure(e *FailureEvent)
-}
-
 // ErrStarted is returned by settings that must precede Runner.Start.
 var ErrStarted = errors.New("the runner has started")
 
@@ -121,6 +58,6 @@ func (t *task) observeFailure(r *kgo.Record, attempt int, f failure, dest string
 		e.Headers = append(e.Headers, eh)
 	}
 	v := t.version()
-	e.ModuleDigest, e.Canary = v.m.Info().Digest, v != t.d.mods.current()
+	e.ModuleDigest, e.Canary = v.M.Info().Digest, v != t.d.mods.Current()
 	o.ObserveFailure(e)
 }

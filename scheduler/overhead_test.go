@@ -61,9 +61,9 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 				p.sink = inlineSink{}
 			}
 			p.ledger = offsetLedger{ordered: tc.ordering == config.OrderPartition, sk: p.sink}
-			p.ver.Store(&modVersion{m: mod})
+			p.Ver.Store(&modVersion{M: mod})
 			sc := make(chan struct{})
-			p.swapCh.Store(&sc)
+			p.SwapCh.Store(&sc)
 			t := newTask(p.engineDeps(), "t", 0, nil)
 			t.start()
 			defer func() {
@@ -126,7 +126,7 @@ func (inlineSink) deliver(run []*job) {
 			for i := range j.outs {
 				j.acked(j.outputRecord(i), nil)
 			}
-			j.t.d.budget.releaseOutputs(j.held)
+			j.t.d.budget.ReleaseOutputs(j.held)
 			j.t.finish(j.r)
 			j.tr.End("ok", "", "")
 		}

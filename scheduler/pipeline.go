@@ -22,6 +22,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
@@ -31,66 +32,6 @@ import (
 type tp struct {
 	topic     string
 	partition int32
-}
-
-// Stats are a pipeline's counters since it started. Safe for concurrent use.
-// The counters of a record's path — Fetched, Done, Outputs, Dropped,
-// DeadLetter, Faults, Skipped, Retried, Restarted, Borrowed, Released — are
-// counted per partition only (Pipeline.parts: one atomic add on the
-// partition's own counters) and summed when read (Pipeline.Snapshot); the
-// pipeline's own Stats hold the rest.
-type Stats struct {
-	Fetched atomic.Int64 // records handed to tasks
-	// Read counts the records the client decoded from fetch responses:
-	// Fetched plus what it read again (data of a paused partition is
-	// dropped and fetched again) and the records of a batch before the
-	// offset asked for.
-	Read    atomic.Int64
-	Done    atomic.Int64 // records whose outcome is durable (output or dead letter acknowledged)
-	Outputs atomic.Int64 // output records acknowledged by the broker
-	// Dropped counts the records the module decided ok with no output
-	// (filtered).
-	Dropped    atomic.Int64
-	DeadLetter atomic.Int64 // records acknowledged on the dead-letter topic
-	Faults     atomic.Int64 // guest faults (each discarded an instance)
-	Commits    atomic.Int64 // successful offset commits
-	Skipped    atomic.Int64 // records skipped because a previous owner recorded them done
-	Retried    atomic.Int64 // records acknowledged on a retry topic (or retried inline)
-	Restarted  atomic.Int64 // records restarted because their instance was discarded while they waited
-	Borrowed   atomic.Int64 // instances borrowed above the tasks' minimums (records waited)
-	Released   atomic.Int64 // borrowed instances given back after instances.idle_timeout without a record
-	HeldBack   atomic.Int64 // times the poll loop waited because no task took more records (backpressure)
-	Pauses     atomic.Int64 // times a partition's fetching was paused (a full task while others took records)
-	// ForgedHeaders counts wasmstream.* headers not believed: any on an
-	// input topic, malformed ones on a retry topic (scheduler/headers.go).
-	ForgedHeaders atomic.Int64
-	// Runs counts calls into instances that carried more than one record
-	// (batch_records), RunRecords the records they carried.
-	Runs       atomic.Int64
-	RunRecords atomic.Int64
-	// HandedBack counts records a run gave back to the queues, not yet
-	// run, because it went on past runHandBack (a slow record in it).
-	HandedBack atomic.Int64
-
-	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
-	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
-	TxnSettled   atomic.Int64 // aborted transactions whose end was unconfirmed, settled before the tasks restarted (txn.go, settle)
-	// Rebuilds counts the times the pipeline was rebuilt with a new
-	// client because its member could not go on (rebuild.go).
-	Rebuilds atomic.Int64
-
-	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
-	StateRestored atomic.Int64 // changelog records applied by restores at assignment
-	StateRefused  atomic.Int64 // state_put calls refused because the partition's state is at state.max_bytes
-	// StateRestoreSkipped counts changelog records a restore skipped: the
-	// store cannot hold them (statestore.Check).
-	StateRestoreSkipped atomic.Int64
-	// StateFlushFailures counts flushes the local store refused after a
-	// commit (the writes stayed in the overlay).
-	StateFlushFailures atomic.Int64
-	// StateRestoreNanos is the time restores at assignment took (wall
-	// time: the partitions of one assignment are restored at once).
-	StateRestoreNanos atomic.Int64
 }
 
 // Snapshot is a point-in-time view of a pipeline.
@@ -255,7 +196,7 @@ type pipeLife struct {
 	pollDone   chan struct{}
 	quit       chan struct{}
 	wg         sync.WaitGroup
-	bg         background
+	bg         background.Group
 	stopped    atomic.Bool
 
 	// failed: the pipeline failed (fail) or broke (broke): nothing more
@@ -318,10 +259,10 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		p.modules, p.pipeCounters, p.metrics, p.failObs = f.modules, f.pipeCounters, f.metrics, f.failObs
 	} else {
 		p.modules, p.pipeCounters = &modules{}, &pipeCounters{health: newBrokerHealth()}
-		p.ver.Store(d.version)
+		p.Ver.Store(d.version)
 		sc := make(chan struct{})
-		p.swapCh.Store(&sc)
-		p.async.Store(d.version.m.Info().Async)
+		p.SwapCh.Store(&sc)
+		p.Async.Store(d.version.M.Info().Async)
 	}
 	var stateDir string
 	if pc.State.Enabled {

@@ -172,7 +172,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
 		d := r.pipelineDeps(primary{auto: pc.Instances.Auto})
-		d.version = &modVersion{m: r.modules[i]}
+		d.version = &modVersion{M: r.modules[i]}
 		p, err := newPipeline(pc, d, opts.clientOpts...)
 		if err != nil {
 			return nil, err
@@ -523,8 +523,8 @@ func (r *Runner) Stop(ctx context.Context) {
 		wg.Wait()
 		r.rebuilds.bg.Close()
 		for _, p := range pipes {
-			if c := p.canary.Load(); c != nil && c.check != nil {
-				c.check.stop()
+			if c := p.Canary.Load(); c != nil && c.Check != nil {
+				c.Check.Stop()
 			}
 		}
 		r.close(ctx)
@@ -541,8 +541,8 @@ func (r *Runner) close(ctx context.Context) {
 		m.Close(ctx)
 	}
 	for _, p := range r.pipes() {
-		if v := p.ver.Load(); v != nil {
-			v.close()
+		if v := p.Ver.Load(); v != nil {
+			v.Close()
 		}
 	}
 	if r.engine != nil {
@@ -663,17 +663,17 @@ func (r *Runner) Deploy(ctx context.Context, pipeline string, wasm []byte) (host
 	}
 	// One version for the pipeline and its retry workers: it closes when the
 	// last instance of either is gone.
-	v := &modVersion{m: m}
-	if old := p.current(); old != nil && old.m.Info().Digest != m.Info().Digest {
+	v := &modVersion{M: m}
+	if old := p.Current(); old != nil && old.M.Info().Digest != m.Info().Digest {
 		r.retired.add(pipeline, old, false, time.Now())
 	}
 	if rp != nil {
-		v.acquire() // held until both pipelines point to v
+		v.Acquire() // held until both pipelines point to v
 		rp.setModule(v)
 	}
 	p.setModule(v)
 	if rp != nil {
-		v.release()
+		v.Release()
 	}
 	return m.Info(), nil
 }

@@ -145,7 +145,7 @@ func (c *shareSource) setStartOffset(ctx context.Context) {
 func (c *shareSource) awaitAcks(ctx context.Context) bool {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for c.locks.len() > 0 || c.p.budget.overInFlight() {
+	for c.locks.len() > 0 || c.p.budget.OverInFlight() {
 		select {
 		case <-ctx.Done():
 			return false

@@ -36,7 +36,7 @@ func (t *task) enqueueShared(recs []*kgo.Record) {
 	t.queued += n
 	t.inFlight += n
 	t.bytes += nb
-	t.d.budget.inFlight.Add(int64(n))
+	t.d.budget.AddInFlight(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
 	t.mu.Unlock()
@@ -49,7 +49,7 @@ func (t *task) forgetShared(r *kgo.Record) {
 	t.inFlight--
 	t.bytes -= len(r.Key) + len(r.Value)
 	if !t.closed {
-		t.d.budget.inFlight.Add(-1)
+		t.d.budget.AddInFlight(-1)
 	}
 	t.mu.Unlock()
 }

@@ -151,7 +151,7 @@ func outputAcked(pr *kgo.Record, err error) {
 	if j.remaining.Add(-1) != 0 {
 		return
 	}
-	t.d.budget.releaseOutputs(j.held)
+	t.d.budget.ReleaseOutputs(j.held)
 	if e := j.failedErr.Load(); e != nil {
 		// Not from inside a promise: fail produces again.
 		j.undeliverable(failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, *e)
@@ -281,7 +281,7 @@ func (s *txnSink) deliverOutputs(j *job, at time.Time) {
 		s.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
 			if j.remaining.Add(-1) == 0 {
-				t.d.budget.releaseOutputs(j.held)
+				t.d.budget.ReleaseOutputs(j.held)
 			}
 			j.acked(pr, err)
 			if err != nil {

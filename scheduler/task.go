@@ -144,7 +144,7 @@ func (t *task) start() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := 0; i < t.d.pc.Instances.Min; i++ {
-		if t.d.budget.reserve(t.d.instanceBytes) {
+		if t.d.budget.Reserve(t.d.instanceBytes) {
 			t.d.log.Warn("instance budget exceeded by task minimums (host.max_instances / host.max_instance_memory)", "topic", t.topic, "partition", t.partition)
 		}
 		t.spawnLocked(false)
@@ -202,7 +202,7 @@ func (t *task) enqueue(recs []*kgo.Record) {
 	t.queued += n
 	t.inFlight += n
 	t.bytes += nb
-	t.d.budget.inFlight.Add(int64(n))
+	t.d.budget.AddInFlight(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
 	t.mu.Unlock()
@@ -445,12 +445,12 @@ func (t *task) close() {
 	first := !t.closed
 	if first {
 		t.closed = true
-		t.d.budget.inFlight.Add(-int64(t.inFlight))
+		t.d.budget.AddInFlight(-int64(t.inFlight))
 	}
 	t.mu.Unlock()
 	if first && t.rel != nil {
 		// Not under t.mu: settling takes the releaser's lock, then t.mu.
-		t.rel.abandon(t.d.budget.releaseOutputs)
+		t.rel.abandon(t.d.budget.ReleaseOutputs)
 	}
 }
 
@@ -587,7 +587,7 @@ func (t *task) finish(r *kgo.Record) bool {
 	t.started--
 	t.bytes -= len(r.Key) + len(r.Value)
 	if !t.closed {
-		t.d.budget.inFlight.Add(-1)
+		t.d.budget.AddInFlight(-1)
 	}
 	paused := t.paused
 	t.mu.Unlock()

@@ -114,7 +114,7 @@ func (w *worker) traceRan(j *job, end time.Time) {
 func (t *task) traceInfo(j *job) tracing.Info {
 	r := j.r
 	info := tracing.Info{
-		Pipeline: t.d.pc.Name, Group: t.d.group, Module: filepath.Base(t.d.pc.Module), ModuleDigest: t.version().m.Info().Digest,
+		Pipeline: t.d.pc.Name, Group: t.d.group, Module: filepath.Base(t.d.pc.Module), ModuleDigest: t.version().M.Info().Digest,
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
 	}
 	o := j.origin()

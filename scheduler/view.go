@@ -69,8 +69,8 @@ func (r *Runner) View() []PipelineView {
 }
 
 func (p *Pipeline) view() PipelineView {
-	cur := p.current()
-	v := PipelineView{Snapshot: p.Snapshot(), Module: cur.m.Info(), Label: cur.labelText()}
+	cur := p.Current()
+	v := PipelineView{Snapshot: p.Snapshot(), Module: cur.M.Info(), Label: labelText(cur)}
 	min := p.pc.Instances.Min
 	for _, g := range p.taskGauges(false) {
 		pv := PartitionView{Topic: g.topic, Partition: g.partition, Lag: g.lag, Committed: g.committed, InFlight: g.inFlight, Queued: g.queued, Paused: g.paused,

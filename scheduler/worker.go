@@ -201,13 +201,13 @@ func (w *worker) exit() {
 		w.inst = nil
 	}
 	if w.ver != nil {
-		w.ver.release() // a replaced version closes with its last instance
+		w.ver.Release() // a replaced version closes with its last instance
 		w.ver = nil
 	}
 	for _, j := range w.retries {
 		t.drop(j)
 	}
-	t.d.budget.release(t.d.instanceBytes)
+	t.d.budget.Release(t.d.instanceBytes)
 	if w.warm {
 		t.auto.warm.Add(-1)
 	}
@@ -288,7 +288,7 @@ type workerWait struct {
 // deadline, a due retry, a deploy or the task stopping. It reports false
 // when the worker retired at its idle timeout.
 func (w *worker) wait(l *workerLoop, stopping, pending, refused bool) bool {
-	ww := workerWait{swapC: w.t.d.mods.swapped()}
+	ww := workerWait{swapC: w.t.d.mods.Swapped()}
 	canTake := !refused && w.mayTake()
 	limited := !canTake && w.instLimited()
 	if limited {
@@ -474,16 +474,16 @@ func (w *worker) hold() takeHold {
 	if w.stale() {
 		return holdVersion
 	}
-	if w.t.d.budget.overHeldOutputs() {
+	if w.t.d.budget.OverHeldOutputs() {
 		return holdOutputs
 	}
-	if !w.t.d.mods.async.Load() {
+	if !w.t.d.mods.Async.Load() {
 		return holdNone // no async work: one record at a time
 	}
 	if w.instLimited() {
 		return holdInstAsync
 	}
-	if w.t.d.budget.overAsync() {
+	if w.t.d.budget.OverAsync() {
 		return holdHostAsync
 	}
 	return holdNone
@@ -532,7 +532,7 @@ func (w *worker) upgrade() {
 		w.inst = nil
 	}
 	if w.ver != nil {
-		w.ver.release()
+		w.ver.Release()
 		w.ver = nil
 	}
 }
@@ -554,7 +554,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		}
 	}()
 	for w.mayTake() {
-		async := t.d.mods.async.Load() // one value per record: admitAsync and admitted pair up
+		async := t.d.mods.Async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
 		w.freeLanesLocked()
 		if t.stopping {
@@ -567,7 +567,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.mu.Unlock()
 			return took, false, true
 		}
-		if async && !t.d.budget.admitAsync() {
+		if async && !t.d.budget.AdmitAsync() {
 			t.mu.Unlock()
 			return took, true, false
 		}
@@ -592,7 +592,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		if r == nil {
 			t.mu.Unlock()
 			if async {
-				t.d.budget.admitted()
+				t.d.budget.Admitted()
 			}
 			return took, false, false
 		}
@@ -608,7 +608,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		w.place(j, forged)
 		w.start(j)
 		if async {
-			t.d.budget.admitted()
+			t.d.budget.Admitted()
 		}
 	}
 	return took, false, false
@@ -675,13 +675,13 @@ func (w *worker) instance() *host.Instance {
 			}
 		}
 		if w.ver != nil {
-			w.ver.release()
+			w.ver.Release()
 			w.ver = nil
 		}
 		start := time.Now()
 		v := w.t.version()
-		v.acquire()
-		in, err := v.m.NewInstance(w.t.ctx)
+		v.Acquire()
+		in, err := v.M.NewInstance(w.t.ctx)
 		if err == nil {
 			w.t.d.recordInstantiate(time.Since(start))
 			in.KeepSlot()                  // records run back to back on it; the loop yields before it waits
@@ -693,7 +693,7 @@ func (w *worker) instance() *host.Instance {
 			}
 			break
 		}
-		v.release()
+		v.Release()
 		w.t.d.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
 		select {
 		case <-w.t.ctx.Done():
@@ -1028,16 +1028,16 @@ func (w *worker) countVersion(j *job, res *host.Result, f failure) {
 	if w.ver == nil {
 		return
 	}
-	w.ver.records.Add(1)
+	w.ver.Records.Add(1)
 	if res.Status == abi.StatusOK {
 		return
 	}
-	w.ver.failed.Add(1)
-	w.ver.tally.fail(f.kind, w.t.topic, w.t.partition)
-	if c := w.t.d.mods.canary.Load(); c != nil && c.ver == w.ver && c.check != nil {
+	w.ver.Failed.Add(1)
+	w.ver.Tally.Fail(f.kind, w.t.topic, w.t.partition)
+	if c := w.t.d.mods.Canary.Load(); c != nil && c.Ver == w.ver && c.Check != nil {
 		var ar abi.Record
 		j.guestRecord(&ar)
-		c.check.offer(&ar, f.kind)
+		c.Check.Offer(&ar, f.kind)
 	}
 }
 
@@ -1053,7 +1053,7 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	if why := t.d.sink.refuses(r, res.Outputs, writes); why != "" {
 		// A produce the broker refuses cannot succeed later: the record
 		// fails now, its writes dropped with it.
-		t.d.budget.releaseOutputs(res.HeldBytes)
+		t.d.budget.ReleaseOutputs(res.HeldBytes)
 		w.decideTrace(j, true, end)
 		j.fail = failure{KindProduce, why, false}
 		j.rs = nil
@@ -1073,7 +1073,7 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 		}
 	}
 	if len(res.Outputs) == 0 {
-		t.d.budget.releaseOutputs(res.HeldBytes)
+		t.d.budget.ReleaseOutputs(res.HeldBytes)
 		w.settle(j, verdictDone)
 		return
 	}

@@ -14,22 +14,22 @@ import (
 func TestCanTakeChangesNothing(t *testing.T) {
 	old, cur := &modVersion{}, &modVersion{}
 	p := &Pipeline{modules: &modules{}, pipeCounters: &pipeCounters{health: newBrokerHealth()}, pipeEngine: pipeEngine{budget: NewBudget(1000, 1<<40, 1<<40)}}
-	p.ver.Store(cur)
-	old.acquire()
+	p.Ver.Store(cur)
+	old.Acquire()
 	w := &worker{t: &task{d: p.engineDeps()}, ver: old}
 	for range 3 {
 		if w.canTake() {
 			t.Fatal("canTake: a worker of an old version may take records")
 		}
 	}
-	if w.ver != old || old.refs.Load() != 1 {
-		t.Fatalf("canTake changed the worker: version %p (want %p), %d references (want 1)", w.ver, old, old.refs.Load())
+	if w.ver != old || old.Refs() != 1 {
+		t.Fatalf("canTake changed the worker: version %p (want %p), %d references (want 1)", w.ver, old, old.Refs())
 	}
 	if !w.mayTake() {
 		t.Fatal("mayTake: a worker with nothing in progress is still held back after the upgrade")
 	}
-	if w.ver != nil || old.refs.Load() != 0 {
-		t.Fatalf("mayTake did not let go of the old version: version %p, %d references", w.ver, old.refs.Load())
+	if w.ver != nil || old.Refs() != 0 {
+		t.Fatalf("mayTake did not let go of the old version: version %p, %d references", w.ver, old.Refs())
 	}
 }
 
