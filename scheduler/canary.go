@@ -8,16 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
-
-// version is the version the task's records run on: the canary's if its
-// partition is in the canary's share, else the pipeline's current one.
-func (t *task) version() *modVersion {
-	if c := t.d.mods.Canary.Load(); c != nil && c.In(t.d.pc.Name, t.topic, t.partition) {
-		return c.Ver
-	}
-	return t.d.mods.Current()
-}
 
 // SetCanary runs wasm on percent of the pipeline's partitions (and of its
 // retry tier's), replacing a canary already running. A module that does
@@ -32,7 +24,7 @@ func (r *Runner) SetCanary(ctx context.Context, pipeline string, wasm []byte, pe
 	}
 	var obs host.Observer
 	if r.tracer != nil {
-		obs = jobObserver{}
+		obs = partition.JobObserver{}
 	}
 	m, err := loadModuleBytes(ctx, r.engine, p.pc, wasm, "canary", r.log, obs)
 	if err != nil {

@@ -1,6 +1,10 @@
 package scheduler
 
-import "context"
+import (
+	"context"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+)
 
 // committer is how a pipeline commits what its ledger counts as done; the
 // pipeline's consume mode and guarantee choose one, once, in Pipeline.wire:
@@ -28,7 +32,7 @@ type committer interface {
 	lost(parts map[string][]int32)
 	// final commits what the drained tasks finished (Pipeline.Stop), while
 	// they are still attached and before the group is left.
-	final(ctx context.Context, tasks []*task)
+	final(ctx context.Context, tasks []*partition.Task)
 	// close closes the pipeline's client, last.
 	close()
 }

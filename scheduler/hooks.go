@@ -1,6 +1,9 @@
 package scheduler
 
-import "github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+import (
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+)
 
 // The engine's counters, failure events and instruments live in
 // scheduler/internal/hooks; these names are the scheduler's API for them.
@@ -17,6 +20,8 @@ type (
 	Metrics = hooks.Metrics
 	// counter picks one of a Stats' counters.
 	counter = hooks.Counter
+	// ShareStats are a share pipeline's counters (consume: share).
+	ShareStats = partition.ShareStats
 )
 
 // Bounds of what a FailureEvent copies from a record.

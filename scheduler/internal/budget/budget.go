@@ -79,7 +79,7 @@ func (b *Budget) OverAsync() bool {
 }
 
 // AdmitAsync reserves room for a record that may start an operation; the
-// caller calls admitted once the record's first call returned (its
+// caller calls Admitted once the record's first call returned (its
 // operations are counted then). Reservations make the bound exact for
 // records that start one operation each.
 func (b *Budget) AdmitAsync() bool {

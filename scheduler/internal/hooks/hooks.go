@@ -149,3 +149,14 @@ const (
 type FailureObserver interface {
 	ObserveFailure(e *FailureEvent)
 }
+
+// Error kinds in the wasmstream.error.kind header
+// (failhdr.ErrorKind) and FailureEvent.Kind.
+const (
+	KindGuestRetry = "guest.retry" // the guest returned a retryable failure
+	KindGuestFail  = "guest.fail"  // the guest returned a terminal failure
+	KindProduce    = "produce"     // an output could not be produced
+	// Guest faults are "fault." + the host.FaultKind: fault.trap, fault.panic,
+	// fault.exit, fault.deadline, fault.oom, fault.bad_pointer,
+	// fault.protocol, fault.canceled.
+)
