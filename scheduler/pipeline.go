@@ -93,7 +93,7 @@ type Pipeline struct {
 	cfg *config.Config
 	pc  *config.Pipeline
 	log *slog.Logger
-	// role: a primary pipeline, or a primary's retry tier (role.go).
+	// role: a primary pipeline, or a primary's retry tier (scheduler/internal/partition/role.go).
 	role partition.Role
 
 	// modules: the current version, the swap signal, a canary, whether
@@ -133,7 +133,7 @@ type pipeMember struct {
 	instanceID string
 	brokers    []string
 	// limits are what the brokers refuse on the topics the pipeline
-	// produces to (topiclimits.go): the client's batch bound, and the
+	// produces to (scheduler/internal/partition/topiclimits.go): the client's batch bound, and the
 	// sink's checks.
 	limits partition.TopicLimits
 }
@@ -145,10 +145,10 @@ type pipeSeams struct {
 	// share group's (source.go).
 	src source
 	// ledger is when a record's outcome counts: the offset tracker, the
-	// transaction's, or the share group's acknowledgements (ledger.go).
+	// transaction's, or the share group's acknowledgements (scheduler/internal/partition/ledger.go).
 	ledger partition.Ledger
 	// sink is how decided outcomes leave: plainSink or txnSink, by the
-	// guarantee (sink.go).
+	// guarantee (scheduler/internal/partition/sink.go).
 	sink partition.Sink
 	// commit commits what the ledger counts: offset commits,
 	// transactions, or a share group's acknowledgements (commit.go).

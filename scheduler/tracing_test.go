@@ -234,7 +234,7 @@ func TestTraceSamplingKeepsFailures(t *testing.T) {
 }
 
 // At sample_ratio 0.01 a healthy record's attempt is begun only if it is
-// kept (trace.go), yet a record that fails is traced in full: each attempt
+// kept (scheduler/internal/partition/trace.go), yet a record that fails is traced in full: each attempt
 // span, its guest call span under it and within its time, the instance it
 // ran on, and the retry and dead-letter produces — for a record processed
 // in one call (enrich) as for one that waits on an operation (lookup).
