@@ -66,12 +66,12 @@ func (r *Runner) EndCanary(pipeline string, promote bool) bool {
 	if p == nil {
 		return false
 	}
-	c := p.Canary.Load()
+	c := p.mods.Canary.Load()
 	if c == nil {
 		return false
 	}
 	if promote {
-		r.retired.add(pipeline, p.Current(), false, time.Now())
+		r.retired.add(pipeline, p.mods.Current(), false, time.Now())
 	} else {
 		r.retired.add(pipeline, c.Ver, true, time.Now())
 	}
@@ -81,7 +81,7 @@ func (r *Runner) EndCanary(pipeline string, promote bool) bool {
 			continue
 		}
 		if promote {
-			q.Canary.Store(nil)
+			q.mods.Canary.Store(nil)
 			if c.Check != nil {
 				c.Check.Stop()
 			}
@@ -97,21 +97,21 @@ func (r *Runner) EndCanary(pipeline string, promote bool) bool {
 // setCanary replaces the pipeline's canary (nil: none) and wakes every
 // worker to check its version; the canary replaced is retired.
 func (p *Pipeline) setCanary(c *canary) {
-	old := p.Canary.Swap(c)
+	old := p.mods.Canary.Swap(c)
 	if old != nil && old != c && old.Check != nil {
 		old.Check.Stop() // the primary and its retry tier share it: stop is once
 	}
 	if c != nil {
 		if c.Ver.M.Info().Async {
-			p.Async.Store(true)
+			p.mods.Async.Store(true)
 		}
 		p.log.Info("canary started", "digest", c.Ver.M.Info().Digest[:12], "percent", c.Percent)
 	} else if old != nil {
 		p.log.Info("canary ended", "digest", old.Ver.M.Info().Digest[:12])
 	}
 	next := make(chan struct{})
-	close(*p.SwapCh.Swap(&next))
-	if old != nil && (c == nil || old.Ver != c.Ver) && old.Ver != p.Current() {
+	close(*p.mods.SwapCh.Swap(&next))
+	if old != nil && (c == nil || old.Ver != c.Ver) && old.Ver != p.mods.Current() {
 		old.Ver.Retire()
 	}
 }
@@ -163,8 +163,8 @@ func (r *Runner) Versions(pipeline string) []VersionStats {
 	if p == nil {
 		return nil
 	}
-	out := []VersionStats{versionStats(p.Current())}
-	if c := p.Canary.Load(); c != nil {
+	out := []VersionStats{versionStats(p.mods.Current())}
+	if c := p.mods.Canary.Load(); c != nil {
 		s := versionStats(c.Ver)
 		s.Canary, s.Percent, s.Checks = true, c.Percent, c.Check != nil
 		out = append(out, s)
@@ -187,7 +187,7 @@ func (r *Runner) CanaryDigest(pipeline string) (string, int) {
 	if p == nil {
 		return "", 0
 	}
-	if c := p.Canary.Load(); c != nil {
+	if c := p.mods.Canary.Load(); c != nil {
 		return c.Ver.M.Info().Digest, c.Percent
 	}
 	return "", 0

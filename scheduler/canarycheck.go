@@ -64,7 +64,7 @@ type checkJob struct {
 // checkable reports whether records may be run on p's stable version
 // without side effects (see above).
 func checkable(p *Pipeline) bool {
-	return !p.pc.State.Enabled && !p.Current().M.Info().Async
+	return !p.pc.State.Enabled && !p.mods.Current().M.Info().Async
 }
 
 func newCanaryCheck(p *Pipeline, ver *modVersion) *canaryCheck {
@@ -161,7 +161,7 @@ func (c *canaryCheck) run() {
 		if !checkable(c.p) {
 			continue
 		}
-		v := c.p.Current()
+		v := c.p.mods.Current()
 		if in == nil || inVer != v || in.Dead() {
 			closeInstance()
 			v.Acquire()

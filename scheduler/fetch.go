@@ -26,7 +26,7 @@ func (p *Pipeline) flowLoop() {
 		select {
 		case <-p.quit:
 			return
-		case <-p.Flow:
+		case <-p.flow.Flow:
 		case <-tick.C:
 		}
 		p.mu.Lock()
@@ -56,7 +56,7 @@ func (p *Pipeline) flowLoop() {
 func (p *Pipeline) awaitDemand(ctx context.Context) (pause []*partition.Task, ok bool) {
 	tick := (*time.Ticker)(nil)
 	defer func() {
-		p.Awaiting.Store(false)
+		p.flow.Awaiting.Store(false)
 		if tick != nil {
 			tick.Stop()
 		}
@@ -69,14 +69,14 @@ func (p *Pipeline) awaitDemand(ctx context.Context) (pause []*partition.Task, ok
 			// The host-wide bound can clear without this pipeline finishing
 			// anything: look again every 10 ms besides the signals.
 			tick = time.NewTicker(10 * time.Millisecond)
-			p.Awaiting.Store(true)
+			p.flow.Awaiting.Store(true)
 			p.stats.HeldBack.Add(1)
 			continue // a record may have finished before awaiting was set
 		}
 		select {
 		case <-ctx.Done():
 			return nil, false
-		case <-p.DemandCh:
+		case <-p.flow.DemandCh:
 		case <-tick.C:
 		}
 	}

@@ -135,7 +135,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 				limit, reason, _ := a.State()
 				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, reason, pipe, retryAttr)
-			} else if p.Async.Load() {
+			} else if p.mods.Async.Load() {
 				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, sizing.ReasonFixed, pipe, retryAttr)
 			}

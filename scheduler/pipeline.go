@@ -96,13 +96,13 @@ type Pipeline struct {
 	// role: a primary pipeline, or a primary's retry tier (scheduler/internal/partition/role.go).
 	role partition.Role
 
-	// modules: the current version, the swap signal, a canary, whether
+	// mods: the current version, the swap signal, a canary, whether
 	// the module is asynchronous (swap.go); its engines read them. A
 	// pipeline rebuilt after its member failed (rebuild.go) shares them
 	// with the one it replaces, so a deploy or canary reaches both.
-	*modules
-	// FlowSignals: the poll loop's wake-ups (fetch.go).
-	partition.FlowSignals
+	mods *modules
+	// flow: the poll loop's wake-ups (fetch.go).
+	flow partition.FlowSignals
 	// eng is what the partitions' engines are given (engine.go): made by
 	// Start, before any task.
 	eng *partition.Deps
@@ -237,12 +237,12 @@ type pipelineDeps struct {
 func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeline, error) {
 	cfg, log := d.cfg, d.log
 	p := &Pipeline{
-		cfg:         cfg,
-		pc:          pc,
-		log:         log.With("pipeline", pc.Name),
-		role:        d.role,
-		FlowSignals: partition.NewFlowSignals(),
-		pipeMember:  pipeMember{group: cfg.GroupID(pc), limits: d.limits},
+		cfg:        cfg,
+		pc:         pc,
+		log:        log.With("pipeline", pc.Name),
+		role:       d.role,
+		flow:       partition.NewFlowSignals(),
+		pipeMember: pipeMember{group: cfg.GroupID(pc), limits: d.limits},
 		pipeEngine: pipeEngine{
 			budget: d.budget,
 			tracer: d.tracer,
@@ -257,13 +257,13 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
 	}
 	if f := d.from; f != nil {
-		p.modules, p.pipeCounters, p.metrics, p.failObs = f.modules, f.pipeCounters, f.metrics, f.failObs
+		p.mods, p.pipeCounters, p.metrics, p.failObs = f.mods, f.pipeCounters, f.metrics, f.failObs
 	} else {
-		p.modules, p.pipeCounters = &modules{}, &pipeCounters{health: newBrokerHealth()}
-		p.Ver.Store(d.version)
+		p.mods, p.pipeCounters = &modules{}, &pipeCounters{health: newBrokerHealth()}
+		p.mods.Ver.Store(d.version)
 		sc := make(chan struct{})
-		p.SwapCh.Store(&sc)
-		p.Async.Store(d.version.M.Info().Async)
+		p.mods.SwapCh.Store(&sc)
+		p.mods.Async.Store(d.version.M.Info().Async)
 	}
 	var stateDir string
 	if pc.State.Enabled {

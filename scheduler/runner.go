@@ -524,7 +524,7 @@ func (r *Runner) Stop(ctx context.Context) {
 		wg.Wait()
 		r.rebuilds.bg.Close()
 		for _, p := range pipes {
-			if c := p.Canary.Load(); c != nil && c.Check != nil {
+			if c := p.mods.Canary.Load(); c != nil && c.Check != nil {
 				c.Check.Stop()
 			}
 		}
@@ -542,7 +542,7 @@ func (r *Runner) close(ctx context.Context) {
 		m.Close(ctx)
 	}
 	for _, p := range r.pipes() {
-		if v := p.Ver.Load(); v != nil {
+		if v := p.mods.Ver.Load(); v != nil {
 			v.Close()
 		}
 	}
@@ -665,7 +665,7 @@ func (r *Runner) Deploy(ctx context.Context, pipeline string, wasm []byte) (host
 	// One version for the pipeline and its retry workers: it closes when the
 	// last instance of either is gone.
 	v := &modVersion{M: m}
-	if old := p.Current(); old != nil && old.M.Info().Digest != m.Info().Digest {
+	if old := p.mods.Current(); old != nil && old.M.Info().Digest != m.Info().Digest {
 		r.retired.add(pipeline, old, false, time.Now())
 	}
 	if rp != nil {

@@ -19,7 +19,7 @@ type (
 )
 
 // Module is the pipeline's current module.
-func (p *Pipeline) Module() *host.Module { return p.Current().M }
+func (p *Pipeline) Module() *host.Module { return p.mods.Current().M }
 
 // setModule makes m the pipeline's module: records not yet started run on
 // instances of m. Each worker finishes what its instance has in progress
@@ -28,12 +28,12 @@ func (p *Pipeline) Module() *host.Module { return p.Current().M }
 // flight is dropped or repeated by the swap.
 func (p *Pipeline) setModule(nv *modVersion) {
 	m := nv.M
-	old := p.Ver.Swap(nv)
+	old := p.mods.Ver.Swap(nv)
 	if m.Info().Async {
-		p.Async.Store(true) // never cleared: instances of an older version may still wait on operations
+		p.mods.Async.Store(true) // never cleared: instances of an older version may still wait on operations
 	}
 	next := make(chan struct{})
-	close(*p.SwapCh.Swap(&next))
+	close(*p.mods.SwapCh.Swap(&next))
 	if old != nil && old != nv {
 		old.Retire()
 	}

@@ -42,7 +42,7 @@ func (r *Runner) SetLabel(pipeline, digest, label string) {
 		return
 	}
 	label = verlabel.Clean(label)
-	for _, v := range []*modVersion{p.Current(), p.canaryVersion()} {
+	for _, v := range []*modVersion{p.mods.Current(), p.canaryVersion()} {
 		if v != nil && v.M.Info().Digest == digest {
 			v.Label.Store(&label)
 		}
@@ -51,7 +51,7 @@ func (r *Runner) SetLabel(pipeline, digest, label string) {
 
 // canaryVersion is the canary's version, nil without one.
 func (p *Pipeline) canaryVersion() *modVersion {
-	if c := p.Canary.Load(); c != nil {
+	if c := p.mods.Canary.Load(); c != nil {
 		return c.Ver
 	}
 	return nil

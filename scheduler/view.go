@@ -70,7 +70,7 @@ func (r *Runner) View() []PipelineView {
 }
 
 func (p *Pipeline) view() PipelineView {
-	cur := p.Current()
+	cur := p.mods.Current()
 	v := PipelineView{Snapshot: p.Snapshot(), Module: cur.M.Info(), Label: labelText(cur)}
 	min := p.pc.Instances.Min
 	for _, g := range p.taskGauges(false) {
