@@ -1,3 +1,5 @@
+// Package background owns the goroutines a pipeline starts on the side of
+// its loops, so that every one of them is waited for.
 package background
 
 import "sync"

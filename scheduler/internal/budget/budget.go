@@ -1,3 +1,6 @@
+// Package budget is the host-wide reserve of module instances that
+// partition tasks borrow from, and the host-wide bounds on records in
+// flight, asynchronous operations and held outputs.
 package budget
 
 import (
