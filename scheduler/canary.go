@@ -3,58 +3,13 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
-
-// A canary runs a new version on a share of a pipeline's partitions while
-// the others keep the current version. Which partitions is fixed by the
-// pipeline's name, the topic and its partition count, so every host of a
-// fleet picks the same ones and a partition keeps its version across
-// rebalances: partition p of a topic of n is in the canary if
-// (p + s) mod n < ceil(percent·n/100), s a hash of pipeline and topic.
-type canary struct {
-	ver     *modVersion
-	percent int
-	counts  map[string]int32 // partitions per topic, read when the canary started
-	// check runs the records the canary fails on the stable version
-	// (canarycheck.go); nil where that cannot be done without side effects.
-	check *canaryCheck
-}
-
-// in reports whether topic's partition runs the canary.
-func (c *canary) in(pipeline, topic string, partition int32) bool {
-	n, ok := c.counts[topic]
-	if !ok || n <= 0 {
-		return false
-	}
-	k := int32(math.Ceil(float64(c.percent) * float64(n) / 100))
-	s := int32(fnv32a(fnv32a(fnv32a(2166136261, pipeline), "/"), topic) % uint32(n))
-	return (partition+s)%n < k
-}
-
-// fnv32a continues the FNV-1a hash h over str. It is asked for every
-// record a worker takes while a canary runs, so it does not allocate.
-func fnv32a(h uint32, str string) uint32 {
-	for i := 0; i < len(str); i++ {
-		h ^= uint32(str[i])
-		h *= 16777619
-	}
-	return h
-}
-
-// version is the version the task's records run on: the canary's if its
-// partition is in the canary's share, else the pipeline's current one.
-func (t *task) version() *modVersion {
-	if c := t.d.mods.canary.Load(); c != nil && c.in(t.d.pc.Name, t.topic, t.partition) {
-		return c.ver
-	}
-	return t.d.mods.current()
-}
 
 // SetCanary runs wasm on percent of the pipeline's partitions (and of its
 // retry tier's), replacing a canary already running. A module that does
@@ -69,7 +24,7 @@ func (r *Runner) SetCanary(ctx context.Context, pipeline string, wasm []byte, pe
 	}
 	var obs host.Observer
 	if r.tracer != nil {
-		obs = jobObserver{}
+		obs = partition.JobObserver{}
 	}
 	m, err := loadModuleBytes(ctx, r.engine, p.pc, wasm, "canary", r.log, obs)
 	if err != nil {
@@ -84,21 +39,21 @@ func (r *Runner) SetCanary(ctx context.Context, pipeline string, wasm []byte, pe
 		m.Close(ctx)
 		return host.Info{}, err
 	}
-	v := &modVersion{m: m}
-	if old := p.canaryVersion(); old != nil && old.m.Info().Digest != m.Info().Digest {
+	v := &modVersion{M: m}
+	if old := p.canaryVersion(); old != nil && old.M.Info().Digest != m.Info().Digest {
 		r.retired.add(pipeline, old, true, time.Now())
 	}
-	c := &canary{ver: v, percent: percent, counts: counts}
+	c := &canary{Ver: v, Percent: percent, Counts: counts}
 	if checkable(p) {
-		c.check = newCanaryCheck(p, v)
+		c.Check = newCanaryCheck(p, v)
 	}
-	v.acquire() // held until every pipeline points to v
+	v.Acquire() // held until every pipeline points to v
 	for _, q := range []*Pipeline{p, rp} {
 		if q != nil {
 			q.setCanary(c)
 		}
 	}
-	v.release()
+	v.Release()
 	return m.Info(), nil
 }
 
@@ -111,53 +66,53 @@ func (r *Runner) EndCanary(pipeline string, promote bool) bool {
 	if p == nil {
 		return false
 	}
-	c := p.canary.Load()
+	c := p.mods.Canary.Load()
 	if c == nil {
 		return false
 	}
 	if promote {
-		r.retired.add(pipeline, p.current(), false, time.Now())
+		r.retired.add(pipeline, p.mods.Current(), false, time.Now())
 	} else {
-		r.retired.add(pipeline, c.ver, true, time.Now())
+		r.retired.add(pipeline, c.Ver, true, time.Now())
 	}
-	c.ver.acquire()
+	c.Ver.Acquire()
 	for _, q := range []*Pipeline{p, rp} {
 		if q == nil {
 			continue
 		}
 		if promote {
-			q.canary.Store(nil)
-			if c.check != nil {
-				c.check.stop()
+			q.mods.Canary.Store(nil)
+			if c.Check != nil {
+				c.Check.Stop()
 			}
-			q.setModule(c.ver)
+			q.setModule(c.Ver)
 		} else {
 			q.setCanary(nil)
 		}
 	}
-	c.ver.release()
+	c.Ver.Release()
 	return true
 }
 
 // setCanary replaces the pipeline's canary (nil: none) and wakes every
 // worker to check its version; the canary replaced is retired.
 func (p *Pipeline) setCanary(c *canary) {
-	old := p.canary.Swap(c)
-	if old != nil && old != c && old.check != nil {
-		old.check.stop() // the primary and its retry tier share it: stop is once
+	old := p.mods.Canary.Swap(c)
+	if old != nil && old != c && old.Check != nil {
+		old.Check.Stop() // the primary and its retry tier share it: stop is once
 	}
 	if c != nil {
-		if c.ver.m.Info().Async {
-			p.async.Store(true)
+		if c.Ver.M.Info().Async {
+			p.mods.Async.Store(true)
 		}
-		p.log.Info("canary started", "digest", c.ver.m.Info().Digest[:12], "percent", c.percent)
+		p.log.Info("canary started", "digest", c.Ver.M.Info().Digest[:12], "percent", c.Percent)
 	} else if old != nil {
-		p.log.Info("canary ended", "digest", old.ver.m.Info().Digest[:12])
+		p.log.Info("canary ended", "digest", old.Ver.M.Info().Digest[:12])
 	}
 	next := make(chan struct{})
-	close(*p.swapCh.Swap(&next))
-	if old != nil && (c == nil || old.ver != c.ver) && old.ver != p.current() {
-		old.ver.retire()
+	close(*p.mods.SwapCh.Swap(&next))
+	if old != nil && (c == nil || old.Ver != c.Ver) && old.Ver != p.mods.Current() {
+		old.Ver.Retire()
 	}
 }
 
@@ -208,21 +163,21 @@ func (r *Runner) Versions(pipeline string) []VersionStats {
 	if p == nil {
 		return nil
 	}
-	out := []VersionStats{p.current().stats()}
-	if c := p.canary.Load(); c != nil {
-		s := c.ver.stats()
-		s.Canary, s.Percent, s.Checks = true, c.percent, c.check != nil
+	out := []VersionStats{versionStats(p.mods.Current())}
+	if c := p.mods.Canary.Load(); c != nil {
+		s := versionStats(c.Ver)
+		s.Canary, s.Percent, s.Checks = true, c.Percent, c.Check != nil
 		out = append(out, s)
 	}
 	return out
 }
 
-// stats reads v's counts: the tally first, then failed, then records, so
+// versionStats reads v's counts: the tally first, then failed, then records, so
 // that what is read adds up (each is counted before the next).
-func (v *modVersion) stats() VersionStats {
-	kinds, parts := v.tally.snapshot()
-	failed := v.failed.Load()
-	return VersionStats{Digest: v.m.Info().Digest, Label: v.labelText(), Failed: failed, Records: v.records.Load(), Kinds: kinds, Partitions: parts}
+func versionStats(v *modVersion) VersionStats {
+	kinds, parts := v.Tally.Snapshot()
+	failed := v.Failed.Load()
+	return VersionStats{Digest: v.M.Info().Digest, Label: labelText(v), Failed: failed, Records: v.Records.Load(), Kinds: kinds, Partitions: parts}
 }
 
 // CanaryDigest is the digest and share of the pipeline's canary ("" if
@@ -232,8 +187,8 @@ func (r *Runner) CanaryDigest(pipeline string) (string, int) {
 	if p == nil {
 		return "", 0
 	}
-	if c := p.canary.Load(); c != nil {
-		return c.ver.m.Info().Digest, c.percent
+	if c := p.mods.Canary.Load(); c != nil {
+		return c.Ver.M.Info().Digest, c.Percent
 	}
 	return "", 0
 }

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -65,7 +64,7 @@ type checkJob struct {
 // checkable reports whether records may be run on p's stable version
 // without side effects (see above).
 func checkable(p *Pipeline) bool {
-	return !p.pc.State.Enabled && !p.current().m.Info().Async
+	return !p.pc.State.Enabled && !p.mods.Current().M.Info().Async
 }
 
 func newCanaryCheck(p *Pipeline, ver *modVersion) *canaryCheck {
@@ -75,9 +74,9 @@ func newCanaryCheck(p *Pipeline, ver *modVersion) *canaryCheck {
 	return c
 }
 
-// offer queues rec, failed by the canary with a failure of kind, for a
+// Offer queues rec, failed by the canary with a failure of kind, for a
 // check (see checkQueue for a full queue).
-func (c *canaryCheck) offer(rec *abi.Record, kind string) {
+func (c *canaryCheck) Offer(rec *abi.Record, kind string) {
 	j := checkJob{rec: *rec, kind: kind}
 	j.rec.Key, j.rec.Value = slices.Clone(rec.Key), slices.Clone(rec.Value)
 	j.rec.Headers = make([]abi.Header, len(rec.Headers))
@@ -128,9 +127,9 @@ func (c *canaryCheck) next() (checkJob, bool) {
 	return j, true
 }
 
-// stop ends the checks (a call in progress is interrupted) and waits for
+// Stop ends the checks (a call in progress is interrupted) and waits for
 // the goroutine.
-func (c *canaryCheck) stop() {
+func (c *canaryCheck) Stop() {
 	c.once.Do(func() {
 		c.cancel()
 		<-c.done
@@ -144,7 +143,7 @@ func (c *canaryCheck) run() {
 	closeInstance := func() {
 		if in != nil {
 			in.Close(context.Background())
-			inVer.release()
+			inVer.Release()
 			in, inVer = nil, nil
 		}
 	}
@@ -162,20 +161,20 @@ func (c *canaryCheck) run() {
 		if !checkable(c.p) {
 			continue
 		}
-		v := c.p.current()
+		v := c.p.mods.Current()
 		if in == nil || inVer != v || in.Dead() {
 			closeInstance()
-			v.acquire()
+			v.Acquire()
 			var err error
-			if in, err = v.m.NewInstance(c.ctx); err != nil {
-				v.release()
+			if in, err = v.M.NewInstance(c.ctx); err != nil {
+				v.Release()
 				in = nil
 				continue
 			}
 			inVer = v
 		}
 		res := in.Process(c.ctx, &j.rec, nil)
-		c.p.budget.releaseOutputs(res.HeldBytes) // dropped: nothing of a check leaves the host
+		c.p.budget.ReleaseOutputs(res.HeldBytes) // dropped: nothing of a check leaves the host
 		if c.ctx.Err() != nil {
 			return
 		}
@@ -183,66 +182,6 @@ func (c *canaryCheck) run() {
 			closeInstance() // not a run without side effects after all
 			continue
 		}
-		c.ver.tally.checked(j.kind, res.Status != abi.StatusOK)
+		c.ver.Tally.Checked(j.kind, res.Status != abi.StatusOK)
 	}
-}
-
-// failTally counts a version's failures by kind and by input partition,
-// and a canary's checks. Safe for concurrent use; only failures take its
-// lock.
-type failTally struct {
-	mu    sync.Mutex
-	kinds map[string]*KindStats
-	parts map[tp]int64
-}
-
-// KindStats is one kind of failure of one version on this host: failures,
-// and for a canary the ones run again on the stable version (Checked) and
-// of those the ones it failed too (Shared).
-type KindStats struct {
-	Failed, Checked, Shared int64
-}
-
-func (f *failTally) fail(kind, topic string, partition int32) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.kinds == nil {
-		f.kinds, f.parts = map[string]*KindStats{}, map[tp]int64{}
-	}
-	k := f.kinds[kind]
-	if k == nil {
-		k = &KindStats{}
-		f.kinds[kind] = k
-	}
-	k.Failed++
-	f.parts[tp{topic, partition}]++
-}
-
-func (f *failTally) checked(kind string, shared bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if k := f.kinds[kind]; k != nil && k.Checked < k.Failed {
-		k.Checked++
-		if shared {
-			k.Shared++
-		}
-	}
-}
-
-// snapshot copies the tally: kinds, and failures by "topic/partition".
-func (f *failTally) snapshot() (map[string]KindStats, map[string]int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.kinds) == 0 {
-		return nil, nil
-	}
-	kinds := make(map[string]KindStats, len(f.kinds))
-	for k, s := range f.kinds {
-		kinds[k] = *s
-	}
-	parts := make(map[string]int64, len(f.parts))
-	for p, n := range f.parts {
-		parts[p.topic+"/"+strconv.Itoa(int(p.partition))] = n
-	}
-	return kinds, parts
 }

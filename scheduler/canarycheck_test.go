@@ -44,7 +44,7 @@ func TestCanaryChecksTellPoisonFromFaults(t *testing.T) {
 	p, _ := r.pipelineByName("p")
 	var cp int32 = -1
 	for part := range int32(4) {
-		if p.canary.Load().in("p", "in", part) {
+		if p.mods.Canary.Load().In("p", "in", part) {
 			cp = part
 		}
 	}

@@ -2,7 +2,8 @@ package scheduler
 
 import (
 	"context"
-	"sync/atomic"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
 // committer is how a pipeline commits what its ledger counts as done; the
@@ -31,10 +32,7 @@ type committer interface {
 	lost(parts map[string][]int32)
 	// final commits what the drained tasks finished (Pipeline.Stop), while
 	// they are still attached and before the group is left.
-	final(ctx context.Context, tasks []*task)
+	final(ctx context.Context, tasks []*partition.Task)
 	// close closes the pipeline's client, last.
 	close()
 }
-
-// counter picks one of a Stats' counters.
-type counter func(*Stats) *atomic.Int64

@@ -1,6 +1,9 @@
 package scheduler
 
-import "github.com/wasmstream/wasmstream/scheduler/internal/state"
+import (
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+)
 
 // Test-only accessors: the tests reach the pipeline's insides through these
 // rather than through its fields, so that moving the record engine's parts
@@ -9,17 +12,17 @@ import "github.com/wasmstream/wasmstream/scheduler/internal/state"
 
 // injectTxnFailure makes the open transaction abort at its cut, as a
 // failed produce does (exactly_once pipelines only).
-func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*transactions).failed(err) }
+func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*transactions).Failed(err) }
 
 // shareHeld is how many records a share pipeline holds acquired now.
-func (p *Pipeline) shareHeld() int { return p.src.(*shareSource).locks.len() }
+func (p *Pipeline) shareHeld() int { return p.src.(*shareSource).locks.Len() }
 
 // stateSizes returns each open state store's size (its file, and its keys
 // and values) by partition.
 func (p *Pipeline) stateSizes() map[int32]state.Size { return p.state.Sizes() }
 
 // taskFor is the task of an assigned partition now (nil: none).
-func (p *Pipeline) taskFor(topic string, partition int32) *task {
+func (p *Pipeline) taskFor(topic string, partition int32) *partition.Task {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.tasks[tp{topic, partition}]

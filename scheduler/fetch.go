@@ -11,29 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
-
-// flowSignals are the wake-ups a pipeline's tasks send its loops: flow
-// (flowLoop: paused partitions may resume) and demand (awaitDemand, while
-// awaiting: a record finished).
-type flowSignals struct {
-	flow chan struct{}
-	// awaiting is set while the poll loop waits for a task to take records
-	// (awaitDemand): finishing records then signals demandCh.
-	awaiting atomic.Bool
-	demandCh chan struct{}
-}
-
-func newFlowSignals() flowSignals {
-	return flowSignals{flow: make(chan struct{}, 1), demandCh: make(chan struct{}, 1)}
-}
-
-func (f *flowSignals) signalFlow() {
-	select {
-	case f.flow <- struct{}{}:
-	default:
-	}
-}
 
 // flowLoop resumes paused partitions once they drained (RATIONALE.md,
 // "Backpressure"). It runs on a signal from finishing records and every 50ms,
@@ -47,16 +26,16 @@ func (p *Pipeline) flowLoop() {
 		select {
 		case <-p.quit:
 			return
-		case <-p.flow:
+		case <-p.flow.Flow:
 		case <-tick.C:
 		}
 		p.mu.Lock()
 		above := false
 		for _, t := range p.tasks {
-			t.maybeResume()
+			t.MaybeResume()
 			// A safety net: the task's kick timer runs it when records
 			// fall due or wait.
-			above = t.dispatchAbove() || above
+			above = t.DispatchAbove() || above
 		}
 		p.mu.Unlock()
 		if p.asyncSize != nil {
@@ -74,10 +53,10 @@ func (p *Pipeline) flowLoop() {
 // When some tasks take records and others hold pauseFactor times their
 // bounds, it names the latter: poll pauses them before the client sends its
 // next fetch.
-func (p *Pipeline) awaitDemand(ctx context.Context) (pause []*task, ok bool) {
+func (p *Pipeline) awaitDemand(ctx context.Context) (pause []*partition.Task, ok bool) {
 	tick := (*time.Ticker)(nil)
 	defer func() {
-		p.awaiting.Store(false)
+		p.flow.Awaiting.Store(false)
 		if tick != nil {
 			tick.Stop()
 		}
@@ -90,32 +69,24 @@ func (p *Pipeline) awaitDemand(ctx context.Context) (pause []*task, ok bool) {
 			// The host-wide bound can clear without this pipeline finishing
 			// anything: look again every 10 ms besides the signals.
 			tick = time.NewTicker(10 * time.Millisecond)
-			p.awaiting.Store(true)
+			p.flow.Awaiting.Store(true)
 			p.stats.HeldBack.Add(1)
 			continue // a record may have finished before awaiting was set
 		}
 		select {
 		case <-ctx.Done():
 			return nil, false
-		case <-p.demandCh:
+		case <-p.flow.DemandCh:
 		case <-tick.C:
 		}
-	}
-}
-
-// signalDemand wakes awaitDemand (a record finished while it waits).
-func (f *flowSignals) signalDemand() {
-	select {
-	case f.demandCh <- struct{}{}:
-	default:
 	}
 }
 
 // demand reports whether a poll has a taker, and which tasks are due a
 // pause. Without tasks (not assigned yet) it polls: records of newly
 // assigned partitions come only with a poll.
-func (p *Pipeline) demand() (want bool, pause []*task) {
-	if p.budget.overInFlight() {
+func (p *Pipeline) demand() (want bool, pause []*partition.Task) {
+	if p.budget.OverInFlight() {
 		return false, nil
 	}
 	p.mu.Lock()
@@ -124,10 +95,10 @@ func (p *Pipeline) demand() (want bool, pause []*task) {
 		return true, nil
 	}
 	for _, t := range p.tasks {
-		switch t.demandState() {
-		case demandTakes:
+		switch t.DemandState() {
+		case partition.DemandTakes:
 			want = true
-		case demandPauseDue:
+		case partition.DemandPauseDue:
 			pause = append(pause, t)
 		}
 	}
@@ -154,7 +125,7 @@ const pollMax = 10000
 // Once a poll has returned records, rebalances wait (BlockRebalanceOnPoll)
 // until the loop calls AllowRebalance: every poll after the first is given
 // no context, so it returns what the client holds without waiting for more.
-func (p *Pipeline) poll(ctx context.Context, pause []*task, lastErr *time.Time) kgo.Fetches {
+func (p *Pipeline) poll(ctx context.Context, pause []*partition.Task, lastErr *time.Time) kgo.Fetches {
 	if len(pause) == 0 {
 		return p.cl.PollRecords(ctx, pollMax)
 	}
@@ -173,7 +144,7 @@ func (p *Pipeline) poll(ctx context.Context, pause []*task, lastErr *time.Time) 
 		p.dispatch(f)
 	}
 	for _, t := range pause {
-		t.pause()
+		t.Pause()
 	}
 	return p.cl.PollRecords(nil, pollMax) //nolint:staticcheck // nil: take what is held, never wait
 }
@@ -205,17 +176,17 @@ func (p *Pipeline) dispatch(fetches kgo.Fetches) {
 			return // not ours: the records are left uncommitted for the owner
 		}
 		if fp.HighWatermark > 0 {
-			t.highWatermark.Store(fp.HighWatermark)
+			t.HighWatermark.Store(fp.HighWatermark)
 		}
 		if len(fp.Records) > 0 {
 			batches = append(batches, taskBatch{t, fp.Records})
 		} else if fp.Err == nil {
-			t.caughtUp(fp.FetchPartition)
+			t.CaughtUp(fp.FetchPartition)
 		}
 	})
 	p.mu.Unlock()
 	for _, b := range batches {
-		b.t.enqueue(b.recs) // a task detached meanwhile takes them and never runs them: uncommitted
+		b.t.Enqueue(b.recs) // a task detached meanwhile takes them and never runs them: uncommitted
 	}
 	clear(batches)
 	p.dispatchBuf = batches[:0]
@@ -223,7 +194,7 @@ func (p *Pipeline) dispatch(fetches kgo.Fetches) {
 
 // taskBatch is a partition's fetched records on their way to its task.
 type taskBatch struct {
-	t    *task
+	t    *partition.Task
 	recs []*kgo.Record
 }
 

@@ -1,6 +1,9 @@
 package scheduler
 
-import "github.com/wasmstream/wasmstream/internal/failhdr"
+import (
+	"github.com/wasmstream/wasmstream/internal/failhdr"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+)
 
 // Headers wasmstream adds to the copy of a failed record it produces to a
 // retry topic or the dead-letter topic. The original record's key, value and
@@ -30,11 +33,11 @@ const (
 	HeaderPrefix = failhdr.Prefix
 )
 
-// Error kinds in HeaderErrorKind.
+// Error kinds in HeaderErrorKind (scheduler/internal/hooks).
 const (
-	KindGuestRetry = "guest.retry" // the guest returned a retryable failure
-	KindGuestFail  = "guest.fail"  // the guest returned a terminal failure
-	KindProduce    = "produce"     // an output could not be produced
+	KindGuestRetry = hooks.KindGuestRetry // the guest returned a retryable failure
+	KindGuestFail  = hooks.KindGuestFail  // the guest returned a terminal failure
+	KindProduce    = hooks.KindProduce    // an output could not be produced
 	// Guest faults are "fault." + the host.FaultKind: fault.trap, fault.panic,
 	// fault.exit, fault.deadline, fault.oom, fault.bad_pointer,
 	// fault.protocol, fault.canceled.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -166,7 +167,7 @@ type stallMark struct {
 // errors within stallAfter. A partition whose leader is sick is counted
 // from its last record done: the host saw no lag there while its fetch
 // hung, before the first error named the leader.
-func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, leaderSick func(tp) bool, now time.Time) []StalledPartition {
+func (s *stallTracker) stalled(gs []partition.TaskGauges, done func(tp) int64, leaderSick func(tp) bool, now time.Time) []StalledPartition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.marks == nil {
@@ -175,7 +176,7 @@ func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, leaderSick 
 	var out []StalledPartition
 	live := make(map[tp]bool, len(gs))
 	for _, g := range gs {
-		k := tp{g.topic, g.partition}
+		k := tp{g.Topic, g.Partition}
 		live[k] = true
 		d := done(k)
 		m, ok := s.marks[k]
@@ -183,7 +184,7 @@ func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, leaderSick 
 			m = stallMark{done: d, doneAt: now, since: now}
 		}
 		sick := leaderSick(k)
-		if !(g.lag > 0 || g.inFlight > 0 || g.queued > 0 || sick) {
+		if !(g.Lag > 0 || g.InFlight > 0 || g.Queued > 0 || sick) {
 			m.since = now // nothing waits
 		}
 		s.marks[k] = m
@@ -195,7 +196,7 @@ func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, leaderSick 
 			continue
 		}
 		if stuck >= stallAfter {
-			out = append(out, StalledPartition{Topic: g.topic, Partition: g.partition, Reason: stallReason(g), For: stuck})
+			out = append(out, StalledPartition{Topic: g.Topic, Partition: g.Partition, Reason: stallReason(g), For: stuck})
 		}
 	}
 	for k := range s.marks { // partitions no longer owned
@@ -213,11 +214,11 @@ func (s *stallTracker) stalled(gs []taskGauges, done func(tp) int64, leaderSick 
 }
 
 // stallReason says where a stalled partition's records wait.
-func stallReason(g taskGauges) string {
+func stallReason(g partition.TaskGauges) string {
 	switch {
-	case g.busy > 0 || g.states[workerAwaiting] > 0 || g.queued > 0:
+	case g.Busy > 0 || g.States[partition.WorkerAwaiting] > 0 || g.Queued > 0:
 		return StallProcessing
-	case g.inFlight > 0:
+	case g.InFlight > 0:
 		return StallProducing
 	default:
 		return StallFetching
@@ -225,7 +226,7 @@ func stallReason(g taskGauges) string {
 }
 
 // stalls returns the pipeline's stalled partitions among gs.
-func (p *Pipeline) stalls(gs []taskGauges) []StalledPartition {
+func (p *Pipeline) stalls(gs []partition.TaskGauges) []StalledPartition {
 	now := time.Now()
 	return p.stall.stalled(gs, p.partitionDone, p.leaderSick(now), now)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/scheduler/admin"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -26,10 +27,10 @@ func TestStallTracker(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	done := map[tp]int64{}
 	get := func(k tp) int64 { return done[k] }
-	g := func(part int32, lag int64, inFlight, queued, busy int) taskGauges {
-		return taskGauges{topic: "in", partition: part, lag: lag, inFlight: inFlight, queued: queued, busy: busy}
+	g := func(part int32, lag int64, inFlight, queued, busy int) partition.TaskGauges {
+		return partition.TaskGauges{Topic: "in", Partition: part, Lag: lag, InFlight: inFlight, Queued: queued, Busy: busy}
 	}
-	gs := []taskGauges{
+	gs := []partition.TaskGauges{
 		g(0, 50, 0, 0, 0), // records wait on the broker
 		g(1, 50, 8, 0, 0), // processed, not acknowledged
 		g(2, 50, 8, 2, 1), // in the module
@@ -154,7 +155,7 @@ func TestBrokerErrorsAndStalls(t *testing.T) {
 	// reach, so whatever waits there cannot be fetched.
 	p := r.pipelines[0]
 	gs := p.taskGauges(false)
-	if len(gs) != 1 || gs[0].lag != 0 || gs[0].inFlight != 0 {
+	if len(gs) != 1 || gs[0].Lag != 0 || gs[0].InFlight != 0 {
 		t.Fatalf("tasks %+v, want one with nothing waiting", gs)
 	}
 	now := time.Now()

@@ -8,21 +8,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 )
-
-// Metrics are the runner's OpenTelemetry instruments. Most are observable:
-// they read the pipelines' counters and gauges when collected, so the record
-// path pays nothing for them; the processing-latency histogram is recorded
-// per record. Labels are bounded: pipeline, topic, partition, instance slot
-// and state, a version's digest and label (verlabel: at most 63 characters
-// of a small alphabet; at most MaxRetiredVersions retired versions per
-// pipeline besides the running ones) — never a key or an offset.
-type Metrics struct {
-	latency     metric.Float64Histogram
-	compile     metric.Float64Histogram
-	instantiate metric.Float64Histogram
-}
 
 // RegisterMetrics registers the runner's instruments with meter.
 func (r *Runner) RegisterMetrics(meter metric.Meter) error {
@@ -38,10 +26,10 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		errs(e)
 		return h
 	}
-	m.latency = hist("wasmstream.record.processing.duration", "s", "Time from a record's first call into its instance to its outcome (asynchronous waits included), per attempt.",
+	m.Latency = hist("wasmstream.record.processing.duration", "s", "Time from a record's first call into its instance to its outcome (asynchronous waits included), per attempt.",
 		0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-	m.compile = hist("wasmstream.module.compile.duration", "s", "Time to validate and compile a module (from_compile_cache: read from the compile cache on disk instead).", 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-	m.instantiate = hist("wasmstream.module.instantiate.duration", "s", "Time to create a module instance (initialiser included).", 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
+	m.Compile = hist("wasmstream.module.compile.duration", "s", "Time to validate and compile a module (from_compile_cache: read from the compile cache on disk instead).", 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+	m.Instantiate = hist("wasmstream.module.instantiate.duration", "s", "Time to create a module instance (initialiser included).", 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
 
 	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
 		c, e := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -129,7 +117,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			o.ObserveInt64(commits, p.stats.Commits.Load(), metric.WithAttributes(pipe))
 			o.ObserveInt64(read, p.stats.Read.Load(), metric.WithAttributes(pipe))
 			o.ObserveInt64(pauses, p.stats.Pauses.Load(), metric.WithAttributes(pipe))
-			if !p.role.isRetry() {
+			if !p.role.IsRetry() {
 				for k, c := range versionSeries(r.Versions(p.pc.Name), r.RetiredVersions(p.pc.Name)) {
 					at := metric.WithAttributes(pipe, attribute.String("digest", k.digest), attribute.String("label", k.label), attribute.Bool("canary", k.canary))
 					o.ObserveInt64(verRecs, c[0], at)
@@ -142,12 +130,12 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			o.ObserveInt64(forged, p.stats.ForgedHeaders.Load(), metric.WithAttributes(pipe))
 			// The reasons are state sets beside the values, so that a value's
 			// series keeps its identity when the reason changes.
-			retryAttr := attribute.Bool("retry", p.role.isRetry())
+			retryAttr := attribute.Bool("retry", p.role.IsRetry())
 			if a := p.asyncSize; a != nil {
 				limit, reason, _ := a.State()
 				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, reason, pipe, retryAttr)
-			} else if p.async.Load() {
+			} else if p.mods.Async.Load() {
 				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, sizing.ReasonFixed, pipe, retryAttr)
 			}
@@ -163,36 +151,36 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 				stalls[tp{st.Topic, st.Partition}] = st.Reason
 			}
 			for _, g := range gs {
-				base := []attribute.KeyValue{pipe, attribute.String("topic", g.topic), attribute.Int("partition", int(g.partition))}
+				base := []attribute.KeyValue{pipe, attribute.String("topic", g.Topic), attribute.Int("partition", int(g.Partition))}
 				at := metric.WithAttributes(base...)
-				observeStateSet(o, stalled, stallReasons, stalls[tp{g.topic, g.partition}], base...)
-				o.ObserveInt64(committed, g.committed, at)
-				if g.hasWatermark {
-					o.ObserveInt64(watermark, g.watermark, at)
+				observeStateSet(o, stalled, stallReasons, stalls[tp{g.Topic, g.Partition}], base...)
+				o.ObserveInt64(committed, g.Committed, at)
+				if g.HasWatermark {
+					o.ObserveInt64(watermark, g.Watermark, at)
 				}
-				o.ObserveInt64(lag, g.lag, at)
-				if g.sized {
-					o.ObserveInt64(poolTarget, int64(g.target), at)
-					observeStateSet(o, poolReason, sizing.PoolReasons, g.reason, base...)
+				o.ObserveInt64(lag, g.Lag, at)
+				if g.Sized {
+					o.ObserveInt64(poolTarget, int64(g.Target), at)
+					observeStateSet(o, poolReason, sizing.PoolReasons, g.Reason, base...)
 				}
-				if p.role.isRetry() {
-					backlog[g.topic] += g.lag
+				if p.role.IsRetry() {
+					backlog[g.Topic] += g.Lag
 				}
-				o.ObserveInt64(inFlight, int64(g.inFlight), at)
-				o.ObserveInt64(queued, int64(g.queued), at)
+				o.ObserveInt64(inFlight, int64(g.InFlight), at)
+				o.ObserveInt64(queued, int64(g.Queued), at)
 				pz := int64(0)
-				if g.paused {
+				if g.Paused {
 					pz = 1
 				}
 				o.ObserveInt64(paused, pz, at)
-				for _, sg := range g.slots {
-					wa := metric.WithAttributes(append(base, attribute.Int("slot", sg.slot))...)
-					o.ObserveInt64(instRecords, sg.handled, wa)
-					o.ObserveInt64(instFaults, sg.faults, wa)
-					o.ObserveInt64(instPages, sg.pages, wa)
+				for _, sg := range g.Slots {
+					wa := metric.WithAttributes(append(base, attribute.Int("slot", sg.Slot))...)
+					o.ObserveInt64(instRecords, sg.Handled, wa)
+					o.ObserveInt64(instFaults, sg.Faults, wa)
+					o.ObserveInt64(instPages, sg.Pages, wa)
 				}
-				for i, n := range g.states {
-					o.ObserveInt64(instances, n, metric.WithAttributes(append(base, attribute.String("state", workerStates[i]))...))
+				for i, n := range g.States {
+					o.ObserveInt64(instances, n, metric.WithAttributes(append(base, attribute.String("state", partition.WorkerStates[i]))...))
 				}
 			}
 			for topic, n := range backlog {
@@ -225,7 +213,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		p.metrics = m
 	}
 	for _, d := range r.loadTimes {
-		m.compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline), attribute.Bool("from_compile_cache", d.fromCache)))
+		m.Compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline), attribute.Bool("from_compile_cache", d.fromCache)))
 	}
 	return nil
 }
@@ -234,17 +222,6 @@ type loadTime struct {
 	pipeline string
 	time.Duration
 	fromCache bool // read from the compile cache on disk, not compiled
-}
-
-// recordLatency records an attempt's processing latency.
-func (t *task) recordLatency(d time.Duration) {
-	if m := t.d.metrics; m != nil {
-		m.latency.Record(context.Background(), d.Seconds(), t.metricAttrs())
-	}
-}
-
-func (t *task) metricAttrs() metric.MeasurementOption {
-	return metric.WithAttributeSet(t.mattrs)
 }
 
 // observeStateSet observes a state set (OpenMetrics): one series per state,

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
 // offsetCommits is the at_least_once committer (commit.go): records'
@@ -52,11 +53,11 @@ func (c offsetCommits) revoked(ctx context.Context, revoked map[string][]int32) 
 		p.log.Error("commit on revoke failed; the new owner will process the uncommitted records again", "err", err)
 	}
 	for _, t := range tasks {
-		t.close()
+		t.Close()
 	}
 	p.detachState(tasks)()
 	for _, t := range tasks {
-		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
+		p.log.Debug("partition revoked", "topic", t.Topic, "partition", t.Partition)
 	}
 }
 
@@ -66,13 +67,13 @@ func (c offsetCommits) lost(lost map[string][]int32) {
 	p := c.p
 	tasks := p.detach(lost)
 	for _, t := range tasks {
-		t.stop()
-		t.abort()
+		t.Stop()
+		t.Abort()
 	}
 	for _, t := range tasks {
-		t.waitWorkers(time.Now().Add(time.Minute))
-		t.close()
-		p.log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.topic, "partition", t.partition)
+		t.WaitWorkers(time.Now().Add(time.Minute))
+		t.Close()
+		p.log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.Topic, "partition", t.Partition)
 	}
 	p.detachState(tasks)()
 }
@@ -102,10 +103,10 @@ func (c offsetCommits) commitLoop() {
 
 // commitTasks commits each task's watermark, with the done offsets above it
 // in the commit metadata, if either changed. Callers hold commitMu.
-func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
+func (c offsetCommits) commitTasks(ctx context.Context, tasks []*partition.Task) error {
 	p := c.p
 	type mark struct {
-		t    *task
+		t    *partition.Task
 		off  int64
 		meta string
 	}
@@ -113,7 +114,7 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 	metas := map[tp]string{}
 	var marks []mark
 	for _, t := range tasks {
-		off, epoch, above, ok := t.tr.CommitPoint()
+		off, epoch, above, ok := t.Tracker.CommitPoint()
 		if !ok {
 			continue
 		}
@@ -121,14 +122,14 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 		if *p.cfg.Kafka.RecordDoneOffsets {
 			meta, _ = offsets.EncodeDone(off, above, p.cfg.Kafka.CommitMetadataMaxBytes)
 		}
-		if off == t.committed.Load() && meta == t.committedMeta {
+		if off == t.Committed.Load() && meta == t.CommittedMeta {
 			continue
 		}
-		if commits[t.topic] == nil {
-			commits[t.topic] = map[int32]kgo.EpochOffset{}
+		if commits[t.Topic] == nil {
+			commits[t.Topic] = map[int32]kgo.EpochOffset{}
 		}
-		commits[t.topic][t.partition] = kgo.EpochOffset{Epoch: epoch, Offset: off}
-		metas[tp{t.topic, t.partition}] = meta
+		commits[t.Topic][t.Partition] = kgo.EpochOffset{Epoch: epoch, Offset: off}
+		metas[tp{t.Topic, t.Partition}] = meta
 		marks = append(marks, mark{t, off, meta})
 	}
 	if len(marks) == 0 {
@@ -163,8 +164,8 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 		return cerr
 	}
 	for _, m := range marks {
-		m.t.committed.Store(m.off)
-		m.t.committedMeta = m.meta
+		m.t.Committed.Store(m.off)
+		m.t.CommittedMeta = m.meta
 		p.committed(m.t, m.off)
 	}
 	p.stats.Commits.Add(1)
@@ -172,7 +173,7 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*task) error {
 }
 
 // final commits what the drained tasks finished, at Stop.
-func (c offsetCommits) final(ctx context.Context, tasks []*task) {
+func (c offsetCommits) final(ctx context.Context, tasks []*partition.Task) {
 	c.p.commitMu.Lock()
 	defer c.p.commitMu.Unlock()
 	if err := c.commitTasks(ctx, tasks); err != nil {

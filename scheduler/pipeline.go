@@ -22,7 +22,9 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
@@ -31,66 +33,6 @@ import (
 type tp struct {
 	topic     string
 	partition int32
-}
-
-// Stats are a pipeline's counters since it started. Safe for concurrent use.
-// The counters of a record's path — Fetched, Done, Outputs, Dropped,
-// DeadLetter, Faults, Skipped, Retried, Restarted, Borrowed, Released — are
-// counted per partition only (Pipeline.parts: one atomic add on the
-// partition's own counters) and summed when read (Pipeline.Snapshot); the
-// pipeline's own Stats hold the rest.
-type Stats struct {
-	Fetched atomic.Int64 // records handed to tasks
-	// Read counts the records the client decoded from fetch responses:
-	// Fetched plus what it read again (data of a paused partition is
-	// dropped and fetched again) and the records of a batch before the
-	// offset asked for.
-	Read    atomic.Int64
-	Done    atomic.Int64 // records whose outcome is durable (output or dead letter acknowledged)
-	Outputs atomic.Int64 // output records acknowledged by the broker
-	// Dropped counts the records the module decided ok with no output
-	// (filtered).
-	Dropped    atomic.Int64
-	DeadLetter atomic.Int64 // records acknowledged on the dead-letter topic
-	Faults     atomic.Int64 // guest faults (each discarded an instance)
-	Commits    atomic.Int64 // successful offset commits
-	Skipped    atomic.Int64 // records skipped because a previous owner recorded them done
-	Retried    atomic.Int64 // records acknowledged on a retry topic (or retried inline)
-	Restarted  atomic.Int64 // records restarted because their instance was discarded while they waited
-	Borrowed   atomic.Int64 // instances borrowed above the tasks' minimums (records waited)
-	Released   atomic.Int64 // borrowed instances given back after instances.idle_timeout without a record
-	HeldBack   atomic.Int64 // times the poll loop waited because no task took more records (backpressure)
-	Pauses     atomic.Int64 // times a partition's fetching was paused (a full task while others took records)
-	// ForgedHeaders counts wasmstream.* headers not believed: any on an
-	// input topic, malformed ones on a retry topic (scheduler/headers.go).
-	ForgedHeaders atomic.Int64
-	// Runs counts calls into instances that carried more than one record
-	// (batch_records), RunRecords the records they carried.
-	Runs       atomic.Int64
-	RunRecords atomic.Int64
-	// HandedBack counts records a run gave back to the queues, not yet
-	// run, because it went on past runHandBack (a slow record in it).
-	HandedBack atomic.Int64
-
-	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
-	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
-	TxnSettled   atomic.Int64 // aborted transactions whose end was unconfirmed, settled before the tasks restarted (txn.go, settle)
-	// Rebuilds counts the times the pipeline was rebuilt with a new
-	// client because its member could not go on (rebuild.go).
-	Rebuilds atomic.Int64
-
-	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
-	StateRestored atomic.Int64 // changelog records applied by restores at assignment
-	StateRefused  atomic.Int64 // state_put calls refused because the partition's state is at state.max_bytes
-	// StateRestoreSkipped counts changelog records a restore skipped: the
-	// store cannot hold them (statestore.Check).
-	StateRestoreSkipped atomic.Int64
-	// StateFlushFailures counts flushes the local store refused after a
-	// commit (the writes stayed in the overlay).
-	StateFlushFailures atomic.Int64
-	// StateRestoreNanos is the time restores at assignment took (wall
-	// time: the partitions of one assignment are restored at once).
-	StateRestoreNanos atomic.Int64
 }
 
 // Snapshot is a point-in-time view of a pipeline.
@@ -151,26 +93,26 @@ type Pipeline struct {
 	cfg *config.Config
 	pc  *config.Pipeline
 	log *slog.Logger
-	// role: a primary pipeline, or a primary's retry tier (role.go).
-	role role
+	// role: a primary pipeline, or a primary's retry tier (scheduler/internal/partition/role.go).
+	role partition.Role
 
-	// modules: the current version, the swap signal, a canary, whether
+	// mods: the current version, the swap signal, a canary, whether
 	// the module is asynchronous (swap.go); its engines read them. A
 	// pipeline rebuilt after its member failed (rebuild.go) shares them
 	// with the one it replaces, so a deploy or canary reaches both.
-	*modules
-	// flowSignals: the poll loop's wake-ups (fetch.go).
-	flowSignals
+	mods *modules
+	// flow: the poll loop's wake-ups (fetch.go).
+	flow partition.FlowSignals
 	// eng is what the partitions' engines are given (engine.go): made by
 	// Start, before any task.
-	eng *engineDeps
+	eng *partition.Deps
 
 	pipeMember // its client and its group
 	pipeSeams  // source, ledger, sink, committer (Pipeline.wire)
 	pipeEngine // what its engines share: bounds, observers, the state stores
 
 	mu          sync.Mutex // guards tasks
-	tasks       map[tp]*task
+	tasks       map[tp]*partition.Task
 	dispatchBuf []taskBatch // the poll loop's, reused by dispatch
 	commitMu    sync.Mutex  // one commit at a time; held across revoke's drain+commit
 
@@ -191,9 +133,9 @@ type pipeMember struct {
 	instanceID string
 	brokers    []string
 	// limits are what the brokers refuse on the topics the pipeline
-	// produces to (topiclimits.go): the client's batch bound, and the
+	// produces to (scheduler/internal/partition/topiclimits.go): the client's batch bound, and the
 	// sink's checks.
-	limits topicLimits
+	limits partition.TopicLimits
 }
 
 // pipeSeams are the pipeline's four seams, picked once by its wiring table
@@ -203,11 +145,11 @@ type pipeSeams struct {
 	// share group's (source.go).
 	src source
 	// ledger is when a record's outcome counts: the offset tracker, the
-	// transaction's, or the share group's acknowledgements (ledger.go).
-	ledger ledger
+	// transaction's, or the share group's acknowledgements (scheduler/internal/partition/ledger.go).
+	ledger partition.Ledger
 	// sink is how decided outcomes leave: plainSink or txnSink, by the
-	// guarantee (sink.go).
-	sink sink
+	// guarantee (scheduler/internal/partition/sink.go).
+	sink partition.Sink
 	// commit commits what the ledger counts: offset commits,
 	// transactions, or a share group's acknowledgements (commit.go).
 	commit committer
@@ -255,7 +197,7 @@ type pipeLife struct {
 	pollDone   chan struct{}
 	quit       chan struct{}
 	wg         sync.WaitGroup
-	bg         background
+	bg         background.Group
 	stopped    atomic.Bool
 
 	// failed: the pipeline failed (fail) or broke (broke): nothing more
@@ -282,12 +224,12 @@ type pipelineDeps struct {
 	// shares its module versions and counters, and its metrics and
 	// failure observer; version is then unused.
 	from *Pipeline
-	role role
+	role partition.Role
 	// version is the module version the pipeline starts with: a primary's
 	// retry tier shares its primary's, so that retiring it waits for both.
 	version *modVersion
 	// limits are what the brokers refuse on the topics produced to.
-	limits topicLimits
+	limits partition.TopicLimits
 }
 
 // newPipeline creates the pipeline and its client, whole; Start begins
@@ -295,12 +237,12 @@ type pipelineDeps struct {
 func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeline, error) {
 	cfg, log := d.cfg, d.log
 	p := &Pipeline{
-		cfg:         cfg,
-		pc:          pc,
-		log:         log.With("pipeline", pc.Name),
-		role:        d.role,
-		flowSignals: newFlowSignals(),
-		pipeMember:  pipeMember{group: cfg.GroupID(pc), limits: d.limits},
+		cfg:        cfg,
+		pc:         pc,
+		log:        log.With("pipeline", pc.Name),
+		role:       d.role,
+		flow:       partition.NewFlowSignals(),
+		pipeMember: pipeMember{group: cfg.GroupID(pc), limits: d.limits},
 		pipeEngine: pipeEngine{
 			budget: d.budget,
 			tracer: d.tracer,
@@ -308,20 +250,20 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 			instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 			retryable:     map[string]bool{},
 		},
-		tasks:    map[tp]*task{},
+		tasks:    map[tp]*partition.Task{},
 		pipeLife: pipeLife{pollDone: make(chan struct{}), quit: make(chan struct{}), onFail: d.onFail, onBroken: d.onBroken},
 	}
 	if pc.Async.AutoInFlight {
 		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
 	}
 	if f := d.from; f != nil {
-		p.modules, p.pipeCounters, p.metrics, p.failObs = f.modules, f.pipeCounters, f.metrics, f.failObs
+		p.mods, p.pipeCounters, p.metrics, p.failObs = f.mods, f.pipeCounters, f.metrics, f.failObs
 	} else {
-		p.modules, p.pipeCounters = &modules{}, &pipeCounters{health: newBrokerHealth()}
-		p.ver.Store(d.version)
+		p.mods, p.pipeCounters = &modules{}, &pipeCounters{health: newBrokerHealth()}
+		p.mods.Ver.Store(d.version)
 		sc := make(chan struct{})
-		p.swapCh.Store(&sc)
-		p.async.Store(d.version.m.Info().Async)
+		p.mods.SwapCh.Store(&sc)
+		p.mods.Async.Store(d.version.M.Info().Async)
 	}
 	var stateDir string
 	if pc.State.Enabled {
@@ -355,8 +297,11 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 func (p *Pipeline) wire(extra []kgo.Opt) error {
 	pc := p.pc
 	if pc.Consume == config.ConsumeShare {
-		p.sink = &plainSink{p: p, limits: p.limits}
-		return newShareMember(p, p.brokers, extra...)
+		if err := newShareMember(p, p.brokers, extra...); err != nil {
+			return err
+		}
+		p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.limits}
+		return nil
 	}
 	var changelog string // the sinks check its records against its topic's limits
 	if pc.State.Enabled {
@@ -379,8 +324,8 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 		}
 		x.sess, p.cl, p.commit = sess, sess.Client(), x
 		p.src = groupSource{p: p, pacer: x}
-		p.sink = &txnSink{p: p, gate: x, limits: p.limits, changelog: changelog}
-		p.ledger = txnLedger{sk: p.sink}
+		p.sink = &partition.TxnSink{Producer: p.producer(), Gate: x, Limits: p.limits, Changelog: changelog}
+		p.ledger = partition.TxnLedger{Sink: p.sink}
 		return nil
 	}
 	cl, err := kgo.NewClient(opts...)
@@ -389,9 +334,14 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 	}
 	p.cl, p.commit = cl, offsetCommits{p}
 	p.src = groupSource{p: p, pacer: offsetCommits{p}}
-	p.sink = &plainSink{p: p, limits: p.limits, changelog: changelog}
-	p.ledger = offsetLedger{ordered: pc.Ordering == config.OrderPartition, sk: p.sink, doneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
+	p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.limits, Changelog: changelog}
+	p.ledger = partition.OffsetLedger{Ordered: pc.Ordering == config.OrderPartition, Sink: p.sink, DoneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
 	return nil
+}
+
+// producer is what p's sink produces with (made once p's client is).
+func (p *Pipeline) producer() partition.Producer {
+	return partition.Producer{Config: p.pc, Client: p.cl, Log: p.log, Background: &p.bg, Quit: p.quit, Stopped: &p.stopped}
 }
 
 // groupClientOpts are a consumer-group member's client options: the
@@ -421,7 +371,7 @@ func (p *Pipeline) groupClientOpts() ([]kgo.Opt, error) {
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.RecordPartitioner(newOutputPartitioner()),
-		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
+		kgo.ProducerBatchMaxBytesFn(p.limits.BatchMax),
 		kgo.WithLogger(kgoLogger{p.log}),
 		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
 		// Records of aborted transactions upstream are never processed.
@@ -488,9 +438,9 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 			if p.tasks[k] != nil {
 				continue
 			}
-			t := newTask(p.eng, topic, part, skips[k])
+			t := partition.NewTask(p.eng, topic, part, skips[k])
 			p.tasks[k] = t
-			t.start()
+			t.Start()
 			p.log.Debug("partition assigned", "topic", topic, "partition", part, "skip", skips[k].Count())
 		}
 	}
@@ -501,7 +451,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 // them. Failure to read them costs duplicates, not correctness.
 func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*offsets.DoneSet {
 	out := map[tp]*offsets.DoneSet{}
-	if !p.ledger.recordsDoneOffsets() {
+	if !p.ledger.RecordsDoneOffsets() {
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -534,21 +484,21 @@ func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) ma
 // lost) out of the open set at once, so that a new assignment of their
 // partitions opens them anew (waiting for the file until they are
 // closed); closeLater closes them once the tasks' workers ended.
-func (p *Pipeline) detachState(tasks []*task) (closeLater func()) {
+func (p *Pipeline) detachState(tasks []*partition.Task) (closeLater func()) {
 	if p.state == nil {
 		return func() {}
 	}
 	parts := make([]int32, len(tasks))
 	for i, t := range tasks {
-		parts[i] = t.partition
+		parts[i] = t.Partition
 	}
 	return p.state.Detach(parts)
 }
 
-func (p *Pipeline) detach(parts map[string][]int32) []*task {
+func (p *Pipeline) detach(parts map[string][]int32) []*partition.Task {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*task
+	var out []*partition.Task
 	for topic, ps := range parts {
 		for _, part := range ps {
 			k := tp{topic, part}
@@ -596,7 +546,7 @@ func (p *Pipeline) Stop(ctx context.Context) {
 	p.detachAll()
 	p.src.leave(ctx)
 	for _, t := range tasks {
-		t.dead.Store(true) // nothing they finish now is released
+		t.Dead.Store(true) // nothing they finish now is released
 	}
 	retire(tasks)
 	close(p.quit)
@@ -610,10 +560,10 @@ func (p *Pipeline) Stop(ctx context.Context) {
 }
 
 // attached returns the tasks attached now.
-func (p *Pipeline) attached() []*task {
+func (p *Pipeline) attached() []*partition.Task {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]*task, 0, len(p.tasks))
+	out := make([]*partition.Task, 0, len(p.tasks))
 	for _, t := range p.tasks {
 		out = append(out, t)
 	}
@@ -671,24 +621,24 @@ func (p *Pipeline) leaveStatic(ctx context.Context) {
 // drain stops tasks, waits up to the drain deadline for their records in
 // progress to finish and for the produces those records need to be
 // acknowledged, then aborts whatever is still running.
-func (p *Pipeline) drain(tasks []*task) {
+func (p *Pipeline) drain(tasks []*partition.Task) {
 	deadline := time.Now().Add(p.cfg.Shutdown.DrainTimeout)
 	for _, t := range tasks {
-		t.stop()
+		t.Stop()
 	}
 	for _, t := range tasks {
-		if !t.waitWorkers(deadline) {
-			p.log.Warn("drain deadline reached; interrupting the records in progress", "topic", t.topic, "partition", t.partition)
-			t.abort()
-			t.waitWorkers(time.Now().Add(time.Minute))
+		if !t.WaitWorkers(deadline) {
+			p.log.Warn("drain deadline reached; interrupting the records in progress", "topic", t.Topic, "partition", t.Partition)
+			t.Abort()
+			t.WaitWorkers(time.Now().Add(time.Minute))
 		}
 	}
 	for _, t := range tasks {
-		for t.startedPending() > 0 && time.Now().Before(deadline) {
+		for t.StartedPending() > 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if n := t.startedPending(); n > 0 {
-			p.log.Warn("drain deadline reached with produces unacknowledged; those records stay uncommitted", "topic", t.topic, "partition", t.partition, "records", n)
+		if n := t.StartedPending(); n > 0 {
+			p.log.Warn("drain deadline reached with produces unacknowledged; those records stay uncommitted", "topic", t.Topic, "partition", t.Partition, "records", n)
 		}
 	}
 }
@@ -723,19 +673,19 @@ func (p *Pipeline) Snapshot() Snapshot {
 	s.Stalled, s.BrokerErrors = p.stalls(gs), p.health.snapshot()
 	for _, g := range gs {
 		s.Tasks++
-		s.Lag += g.lag
-		if g.sized {
-			s.TargetInstances += g.target
-			if s.PoolReason == "" || g.changedAt.After(lastChange) {
-				lastChange = g.changedAt
-				s.PoolReason = fmt.Sprintf("%s[%d] %s: %s", g.topic, g.partition, g.reason, g.detail)
+		s.Lag += g.Lag
+		if g.Sized {
+			s.TargetInstances += g.Target
+			if s.PoolReason == "" || g.ChangedAt.After(lastChange) {
+				lastChange = g.ChangedAt
+				s.PoolReason = fmt.Sprintf("%s[%d] %s: %s", g.Topic, g.Partition, g.Reason, g.Detail)
 			}
 		}
-		s.Instances += g.workers
-		s.Busy += g.busy
-		s.InFlight += int64(g.inFlight)
-		s.Queued += int64(g.queued)
-		if g.paused {
+		s.Instances += g.Workers
+		s.Busy += g.Busy
+		s.InFlight += int64(g.InFlight)
+		s.Queued += int64(g.Queued)
+		if g.Paused {
 			s.Paused++
 		}
 	}
@@ -764,11 +714,11 @@ func (p *Pipeline) sumPartitions(s *Snapshot) {
 
 // taskGauges returns every task's gauges (Pipeline.mu only to list the
 // tasks; each task's own lock briefly).
-func (p *Pipeline) taskGauges(withSlots bool) []taskGauges {
+func (p *Pipeline) taskGauges(withSlots bool) []partition.TaskGauges {
 	tasks := p.attached()
-	out := make([]taskGauges, len(tasks))
+	out := make([]partition.TaskGauges, len(tasks))
 	for i, t := range tasks {
-		out[i] = t.gauges(withSlots)
+		out[i] = t.Gauges(withSlots)
 	}
 	return out
 }
@@ -813,8 +763,8 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 // partition lost, and perhaps assigned again, while the commit was in
 // flight: at_least_once's lost does not wait for commitMu): its state
 // view, not the partition's, says what the commit covers.
-func (p *Pipeline) committed(t *task, upTo int64) {
+func (p *Pipeline) committed(t *partition.Task, upTo int64) {
 	for _, f := range p.onCommitted {
-		f(t.partition, upTo, t.state)
+		f(t.Partition, upTo, t.State)
 	}
 }

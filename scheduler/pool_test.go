@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -232,9 +233,9 @@ func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 	maxSlow, paused := 0, false
 	kafkatest.Eventually(t, 3*time.Minute, "all done", func() bool {
 		if tk := p.taskFor("in", 0); tk != nil {
-			g := tk.gauges(false)
-			maxSlow = max(maxSlow, g.inFlight)
-			paused = paused || g.paused
+			g := tk.Gauges(false)
+			maxSlow = max(maxSlow, g.InFlight)
+			paused = paused || g.Paused
 		}
 		return r.Snapshots()[0].Done == slow+fast
 	})
@@ -245,7 +246,7 @@ func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 	// client held and of the one it had in flight (fetch_max_partition_bytes
 	// each), plus a batch.
 	oneFetch := int(cfg.Kafka.FetchMaxPartitionBytes) / size
-	if limit := pauseFactor*100 + 3*oneFetch; maxSlow > limit {
+	if limit := partition.PauseFactor*100 + 3*oneFetch; maxSlow > limit {
 		t.Fatalf("the slow partition's task held %d records with max_in_flight 100 (limit %d)", maxSlow, limit)
 	}
 	// A pause leaves the client one record, which may be the paused
@@ -256,5 +257,5 @@ func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 	if again := int(p.stats.Read.Load()) - (slow + fast); again > pauses*batch {
 		t.Fatalf("the client read %d records again over %d pauses: more than a batch (%d) per pause", again, pauses, batch)
 	}
-	t.Logf("slow partition: peak in flight %d (max_in_flight 100, paused at %d, a fetch's share %d records); pauses %d", maxSlow, pauseFactor*100, oneFetch, p.stats.Pauses.Load())
+	t.Logf("slow partition: peak in flight %d (max_in_flight 100, paused at %d, a fetch's share %d records); pauses %d", maxSlow, partition.PauseFactor*100, oneFetch, p.stats.Pauses.Load())
 }

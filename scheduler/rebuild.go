@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
 )
 
 // Rebuilding a pipeline whose Kafka member cannot go on (RATIONALE.md,
@@ -53,7 +55,7 @@ const (
 // Runner.Stop) and remembers when each pipeline was rebuilt. Safe for
 // concurrent use; mu is a leaf.
 type rebuilds struct {
-	bg background
+	bg background.Group
 	mu sync.Mutex
 	at map[string][]time.Time // by pipeline name: rebuilds within the window
 }

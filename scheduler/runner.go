@@ -20,6 +20,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -45,7 +46,7 @@ type Runner struct {
 	budget     *Budget
 	tracer     *tracing.Tracer
 	metrics    *Metrics
-	limits     topicLimits // what the brokers refuse on the topics produced to (ensureTopics)
+	limits     partition.TopicLimits // what the brokers refuse on the topics produced to (ensureTopics)
 	loadTimes  []loadTime
 	retired    retiredVersions // versions no longer running, kept a while for their metrics (versions.go)
 	started    atomic.Bool
@@ -118,7 +119,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	}
 	var obs host.Observer
 	if r.tracer != nil {
-		obs = jobObserver{}
+		obs = partition.JobObserver{}
 	}
 	var probs config.Problems
 	for i := range cfg.Pipelines {
@@ -171,15 +172,15 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	r.budget.LimitHeldOutputs(r.engine)
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
-		d := r.pipelineDeps(primary{auto: pc.Instances.Auto})
-		d.version = &modVersion{m: r.modules[i]}
+		d := r.pipelineDeps(partition.Primary{Auto: pc.Instances.Auto})
+		d.version = &modVersion{M: r.modules[i]}
 		p, err := newPipeline(pc, d, opts.clientOpts...)
 		if err != nil {
 			return nil, err
 		}
 		r.pipelines = append(r.pipelines, p)
 		if topics := pc.RetryTopics(); len(topics) > 0 {
-			d.role = retryTier{} // d.version: one version shared, retiring it waits for both
+			d.role = partition.RetryTier{} // d.version: one version shared, retiring it waits for both
 			rp, err := newPipeline(retryConfig(cfg, pc, topics), d, opts.clientOpts...)
 			if err != nil {
 				return nil, err
@@ -192,7 +193,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 
 // pipelineDeps are what the runner builds a pipeline of role from,
 // besides its config and module version.
-func (r *Runner) pipelineDeps(role role) pipelineDeps {
+func (r *Runner) pipelineDeps(role partition.Role) pipelineDeps {
 	return pipelineDeps{cfg: r.cfg, budget: r.budget, brokers: r.brokers, log: r.log, tracer: r.tracer, limits: r.limits,
 		onFail: r.fail, onBroken: r.broken, role: role}
 }
@@ -354,7 +355,7 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 			return err
 		}
 	}
-	r.limits = readTopicLimits(mctx, adm, topics, r.log)
+	r.limits = partition.ReadTopicLimits(mctx, adm, topics, r.log)
 	return nil
 }
 
@@ -523,8 +524,8 @@ func (r *Runner) Stop(ctx context.Context) {
 		wg.Wait()
 		r.rebuilds.bg.Close()
 		for _, p := range pipes {
-			if c := p.canary.Load(); c != nil && c.check != nil {
-				c.check.stop()
+			if c := p.mods.Canary.Load(); c != nil && c.Check != nil {
+				c.Check.Stop()
 			}
 		}
 		r.close(ctx)
@@ -541,8 +542,8 @@ func (r *Runner) close(ctx context.Context) {
 		m.Close(ctx)
 	}
 	for _, p := range r.pipes() {
-		if v := p.ver.Load(); v != nil {
-			v.close()
+		if v := p.mods.Ver.Load(); v != nil {
+			v.Close()
 		}
 	}
 	if r.engine != nil {
@@ -571,9 +572,9 @@ func (r *Runner) pipelineByName(name string) (*Pipeline, *Pipeline) {
 func pairOf(pipes []*Pipeline, name string) (p, rp *Pipeline) {
 	for _, q := range pipes {
 		switch {
-		case !q.role.isRetry() && q.pc.Name == name:
+		case !q.role.IsRetry() && q.pc.Name == name:
 			p = q
-		case q.role.isRetry() && q.pc.Name == name+retryTierSuffix:
+		case q.role.IsRetry() && q.pc.Name == name+retryTierSuffix:
 			rp = q
 		}
 	}
@@ -590,7 +591,7 @@ func primaryName(p *Pipeline) string { return strings.TrimSuffix(p.pc.Name, retr
 func (r *Runner) PipelineNames() []string {
 	var out []string
 	for _, p := range r.pipes() {
-		if !p.role.isRetry() {
+		if !p.role.IsRetry() {
 			out = append(out, p.pc.Name)
 		}
 	}
@@ -655,7 +656,7 @@ func (r *Runner) Deploy(ctx context.Context, pipeline string, wasm []byte) (host
 	}
 	var obs host.Observer
 	if r.tracer != nil {
-		obs = jobObserver{}
+		obs = partition.JobObserver{}
 	}
 	m, err := loadModuleBytes(ctx, r.engine, p.pc, wasm, "deploy", r.log, obs)
 	if err != nil {
@@ -663,17 +664,17 @@ func (r *Runner) Deploy(ctx context.Context, pipeline string, wasm []byte) (host
 	}
 	// One version for the pipeline and its retry workers: it closes when the
 	// last instance of either is gone.
-	v := &modVersion{m: m}
-	if old := p.current(); old != nil && old.m.Info().Digest != m.Info().Digest {
+	v := &modVersion{M: m}
+	if old := p.mods.Current(); old != nil && old.M.Info().Digest != m.Info().Digest {
 		r.retired.add(pipeline, old, false, time.Now())
 	}
 	if rp != nil {
-		v.acquire() // held until both pipelines point to v
+		v.Acquire() // held until both pipelines point to v
 		rp.setModule(v)
 	}
 	p.setModule(v)
 	if rp != nil {
-		v.release()
+		v.Release()
 	}
 	return m.Info(), nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
 // shareSource is the source of a consume: share pipeline: its poll loop
@@ -27,7 +28,7 @@ import (
 // acknowledgement instead of a watermark.
 type shareSource struct {
 	p     *Pipeline
-	locks *shareLocks
+	locks *partition.ShareLocks
 }
 
 // shareClientOpts are the client options of a share-group member, after
@@ -47,7 +48,7 @@ func shareClientOpts(p *Pipeline) []kgo.Opt {
 		kgo.ShareAckCallback(p.shareAckResults),
 		kgo.FetchMaxWait(p.cfg.Kafka.FetchMaxWait),
 		kgo.RecordPartitioner(newOutputPartitioner()),
-		kgo.ProducerBatchMaxBytesFn(p.limits.batchMax),
+		kgo.ProducerBatchMaxBytesFn(p.limits.BatchMax),
 		kgo.WithLogger(kgoLogger{p.log}),
 		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
 	}
@@ -61,11 +62,11 @@ func newShareMember(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
 	if err != nil {
 		return err
 	}
-	p.role = shareRole{p.role}
+	p.role = partition.ShareRole{Role: p.role}
 	p.cl = cl
-	src := &shareSource{p: p, locks: newShareLocks(p.log)}
+	src := &shareSource{p: p, locks: partition.NewShareLocks(p.log)}
 	p.src, p.commit = src, shareAcks{src}
-	p.ledger = shareLedger{locks: src.locks, log: p.log}
+	p.ledger = partition.ShareLedger{Locks: src.locks, Log: p.log}
 	return nil
 }
 
@@ -78,7 +79,7 @@ func (p *Pipeline) shareAckResults(_ *kgo.Client, rs kgo.ShareAckResults) {
 	}
 	for _, r := range rs {
 		if r.Err != nil {
-			c.locks.stats.AckErrors.Add(1)
+			c.locks.Stats.AckErrors.Add(1)
 			p.log.Warn("share acknowledgement failed; the broker redelivers those records (at-least-once)", "topic", r.Topic, "partition", r.Partition, "err", r.Err)
 		}
 	}
@@ -105,11 +106,11 @@ func (c *shareSource) run(ctx context.Context) {
 		fetches := p.cl.PollRecords(ctx, p.pc.Share.MaxRecords)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			// A record this poll returned stays held: stop releases it.
-			c.locks.add(fetches, time.Now())
+			c.locks.Add(fetches, time.Now())
 			return
 		}
 		p.logFetchErrors(fetches, &lastErr)
-		c.locks.add(fetches, time.Now())
+		c.locks.Add(fetches, time.Now())
 		c.dispatch(fetches)
 	}
 }
@@ -145,11 +146,11 @@ func (c *shareSource) setStartOffset(ctx context.Context) {
 func (c *shareSource) awaitAcks(ctx context.Context) bool {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for c.locks.len() > 0 || c.p.budget.overInFlight() {
+	for c.locks.Len() > 0 || c.p.budget.OverInFlight() {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-c.locks.empty:
+		case <-c.locks.Empty:
 		case <-tick.C:
 		}
 	}
@@ -173,13 +174,13 @@ func (c *shareSource) dispatch(fetches kgo.Fetches) {
 	defer p.mu.Unlock()
 	t := p.tasks[sharePool]
 	if t == nil {
-		t = newTask(p.eng, sharePool.topic, sharePool.partition, nil)
+		t = partition.NewTask(p.eng, sharePool.topic, sharePool.partition, nil)
 		p.tasks[sharePool] = t
-		t.start()
+		t.Start()
 	}
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) > 0 {
-			t.enqueueShared(fp.Records)
+			t.EnqueueShared(fp.Records)
 		}
 	})
 }
@@ -188,22 +189,22 @@ func (c *shareSource) dispatch(fetches kgo.Fetches) {
 func (c *shareSource) renewLoop() {
 	p := c.p
 	defer p.wg.Done()
-	tick := time.NewTicker(c.locks.renewInterval())
+	tick := time.NewTicker(c.locks.RenewInterval())
 	defer tick.Stop()
 	for {
 		select {
 		case <-p.quit:
 			return
 		case now := <-tick.C:
-			if c.locks.renew(now) > 0 {
+			if c.locks.Renew(now) > 0 {
 				// Sent now, not with the next batch of acknowledgements.
-				ctx, cancel := context.WithTimeout(context.Background(), c.locks.renewInterval()*5)
+				ctx, cancel := context.WithTimeout(context.Background(), c.locks.RenewInterval()*5)
 				if err := p.cl.FlushAcks(ctx); err != nil {
 					p.log.Debug("sending lock renewals", "err", err)
 				}
 				cancel()
 			}
-			tick.Reset(c.locks.renewInterval())
+			tick.Reset(c.locks.RenewInterval())
 		}
 	}
 }
@@ -235,8 +236,8 @@ func (shareAcks) lost(map[string][]int32)                     {}
 // final releases every record still held once the tasks drained: records
 // in progress finished within shutdown.drain_timeout, and their produces
 // are acknowledged.
-func (c shareAcks) final(context.Context, []*task) {
-	if n := c.src.locks.releaseAll(); n > 0 {
+func (c shareAcks) final(context.Context, []*partition.Task) {
+	if n := c.src.locks.ReleaseAll(); n > 0 {
 		c.src.p.log.Info("released records not finished at shutdown; other hosts take them", "records", n)
 	}
 }
@@ -247,7 +248,7 @@ func (c shareAcks) close() { c.src.p.cl.Close() }
 // share.
 func (p *Pipeline) ShareStats() *ShareStats {
 	if c, ok := p.src.(*shareSource); ok {
-		return &c.locks.stats
+		return &c.locks.Stats
 	}
 	return nil
 }

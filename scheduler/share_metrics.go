@@ -61,7 +61,7 @@ func (r *Runner) registerShareMetrics(meter metric.Meter) error {
 // when it does not consume through a share group.
 func (r *Runner) ShareStats(name string) *ShareStats {
 	for _, p := range r.pipes() {
-		if p.pc.Name == name && !p.role.isRetry() {
+		if p.pc.Name == name && !p.role.IsRetry() {
 			return p.ShareStats()
 		}
 	}

@@ -394,16 +394,16 @@ func TestStateCommitAfterLostPartition(t *testing.T) {
 			p.onLost(context.Background(), nil, parts)
 			p.onAssigned(context.Background(), nil, parts)
 			nt := p.taskFor("in", partition)
-			if nt == nil || nt.state == nil {
+			if nt == nil || nt.State == nil {
 				t.Error("no new task with a state view after the new assignment")
 				return
 			}
 			before = p.stateSizes()[partition].Data
 			// The new task ran offset 0 again: its write is in its view,
 			// below the old task's commit, not covered by any of its own.
-			rs := nt.state.Begin()
+			rs := nt.State.Begin()
 			rs.Put([]byte("probe"), probe)
-			b, _ := nt.state.Commit(0, rs)
+			b, _ := nt.State.Commit(0, rs)
 			b.Acked(1<<40, nil)
 		})
 	}

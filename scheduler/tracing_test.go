@@ -234,7 +234,7 @@ func TestTraceSamplingKeepsFailures(t *testing.T) {
 }
 
 // At sample_ratio 0.01 a healthy record's attempt is begun only if it is
-// kept (trace.go), yet a record that fails is traced in full: each attempt
+// kept (scheduler/internal/partition/trace.go), yet a record that fails is traced in full: each attempt
 // span, its guest call span under it and within its time, the instance it
 // ran on, and the retry and dead-letter produces — for a record processed
 // in one call (enrich) as for one that waits on an operation (lookup).
@@ -337,28 +337,4 @@ func names(spans []*tracing.Span) []string {
 		n = append(n, s.Name)
 	}
 	return n
-}
-
-// A healthy record that is not sampled allocates nothing for tracing: its
-// first call is noted in the job, and the decision begins no attempt.
-func TestUnsampledRecordAllocatesNothing(t *testing.T) {
-	tr, err := tracing.New(context.Background(), tracing.Config{Exporter: tracing.ExporterJSONL, File: filepath.Join(t.TempDir(), "t.jsonl"), SampleRatio: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Shutdown(context.Background())
-	w := &worker{t: &task{d: &engineDeps{role: primary{}, tracer: tr}}}
-	r := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"),
-		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/plain")}}}
-	j, _ := w.newJob(r, nil)
-	j.attempt = 1
-	now := time.Now()
-	n := testing.AllocsPerRun(100, func() {
-		j.tr, j.owed, j.started = nil, 0, now
-		jobObserver{}.GuestCall(j, abi.ExportOnRecord, now, time.Microsecond, nil)
-		w.decideTrace(j, false, now.Add(time.Microsecond))
-	})
-	if n != 0 || j.tr != nil || j.owed != 0 {
-		t.Fatalf("an unsampled record: %.1f allocations, trace %v, owed %d; want none", n, j.tr, j.owed)
-	}
 }

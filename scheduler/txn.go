@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
 // Exactly once (RATIONALE.md, "Exactly once").
@@ -96,15 +97,15 @@ func (x *transactions) due() bool {
 	return x.released.Load() >= int64(x.p.pc.Transactions.MaxRecords)
 }
 
-// enter holds the gate shared while outcomes are released into the open
+// Enter holds the gate shared while outcomes are released into the open
 // transaction (txnSink.deliver): a cut waits for it, and releases wait
 // for a cut.
-func (x *transactions) enter() { x.gate.RLock() }
+func (x *transactions) Enter() { x.gate.RLock() }
 
-// leave ends a release (enter) of released records and, when they bring
+// Leave ends a release (enter) of released records and, when they bring
 // the open transaction to transactions.max_records, ends the poll in
 // progress so the loop cuts.
-func (x *transactions) leave(released int) {
+func (x *transactions) Leave(released int) {
 	if released > 0 {
 		n, max := x.released.Add(int64(released)), int64(x.p.pc.Transactions.MaxRecords)
 		if n >= max && n-int64(released) < max {
@@ -116,12 +117,12 @@ func (x *transactions) leave(released int) {
 	x.gate.RUnlock()
 }
 
-// failed makes the open transaction abort at its cut. A record of a
+// Failed makes the open transaction abort at its cut. A record of a
 // transaction being aborted fails with kgo.ErrAborting when the abort
 // drops it from the producer's buffer: that is the abort itself, not a
 // reason to abort the next transaction too (each abort used to cause a
 // second one).
-func (x *transactions) failed(err error) {
+func (x *transactions) Failed(err error) {
 	if errors.Is(err, kgo.ErrAborting) {
 		return
 	}
@@ -174,18 +175,18 @@ func (x *transactions) cut(ctx context.Context, final bool) bool {
 // ("": it commits), and whether it is the last.
 type txnCut struct {
 	released int64
-	tasks    []*task
+	tasks    []*partition.Task
 	marks    map[tp]mark
 	why      string
 	final    bool
 }
 
 // watermarks are the tasks' watermarks that moved since their last commit.
-func watermarks(tasks []*task) map[tp]mark {
+func watermarks(tasks []*partition.Task) map[tp]mark {
 	marks := map[tp]mark{}
 	for _, t := range tasks {
-		if off, _, ok := t.tr.Watermark(); ok && off != t.committed.Load() {
-			marks[tp{t.topic, t.partition}] = mark{t, off}
+		if off, _, ok := t.Tracker.Watermark(); ok && off != t.Committed.Load() {
+			marks[tp{t.Topic, t.Partition}] = mark{t, off}
 		}
 	}
 	return marks
@@ -198,7 +199,7 @@ func watermarks(tasks []*task) map[tp]mark {
 // keeps workers from releasing more.)
 func (x *transactions) abortReason() string {
 	if err := x.p.cl.Flush(context.Background()); err != nil {
-		x.failed(fmt.Errorf("flushing the transaction's produces: %w", err))
+		x.Failed(fmt.Errorf("flushing the transaction's produces: %w", err))
 	}
 	var why string
 	if e := x.err.Swap(nil); e != nil {
@@ -239,7 +240,7 @@ func commitWatermarks(marks map[tp]mark) context.Context {
 func (x *transactions) committed(marks map[tp]mark) {
 	p := x.p
 	for _, m := range marks {
-		m.t.committed.Store(m.off)
+		m.t.Committed.Store(m.off)
 		p.committed(m.t, m.off)
 	}
 	p.stats.Commits.Add(1)
@@ -304,25 +305,25 @@ func (x *transactions) beginNext(endErr error) bool {
 // tasks for the same partitions, which franz-go has rewound to their
 // committed offsets. Called with the transaction gate held: the old tasks'
 // workers may be blocked on it, so they are waited for elsewhere.
-func (x *transactions) restartTasks(old []*task, from map[tp]int64) {
+func (x *transactions) restartTasks(old []*partition.Task, from map[tp]int64) {
 	p := x.p
 	for _, t := range old {
-		t.dead.Store(true)
-		t.stop()
+		t.Dead.Store(true)
+		t.Stop()
 	}
 	p.mu.Lock()
 	for _, t := range old {
-		k := tp{t.topic, t.partition}
+		k := tp{t.Topic, t.Partition}
 		if p.tasks[k] != t || p.stopped.Load() {
 			continue
 		}
-		nt := newTask(p.eng, t.topic, t.partition, nil)
-		nt.committed.Store(t.committed.Load())
+		nt := partition.NewTask(p.eng, t.Topic, t.Partition, nil)
+		nt.Committed.Store(t.Committed.Load())
 		if off, ok := from[k]; ok {
-			nt.committed.Store(off)
+			nt.Committed.Store(off)
 		}
 		p.tasks[k] = nt
-		nt.start()
+		nt.Start()
 	}
 	p.mu.Unlock()
 	p.bg.Go(func() { retire(old) })
@@ -343,7 +344,7 @@ func (x *transactions) restartTasks(old []*task, from map[tp]int64) {
 // retries until it succeeds or ctx ends (the pipeline stops): a
 // coordinator failover takes seconds, and exiting would only move the
 // same work to a restart. It reports false when the pipeline cannot go on.
-func (x *transactions) settle(ctx context.Context, tasks []*task, endErr error) (map[tp]int64, bool) {
+func (x *transactions) settle(ctx context.Context, tasks []*partition.Task, endErr error) (map[tp]int64, bool) {
 	p := x.p
 	p.log.Warn("the transaction's end is unconfirmed: settling it, then reading the committed offsets from the broker", "err", endErr)
 	start := time.Now()
@@ -372,7 +373,7 @@ func (x *transactions) settle(ctx context.Context, tasks []*task, endErr error) 
 	}
 	want := map[string][]int32{}
 	for _, t := range tasks {
-		want[t.topic] = append(want[t.topic], t.partition)
+		want[t.Topic] = append(want[t.Topic], t.Partition)
 	}
 	from := map[tp]int64{}
 	for attempt := 0; ; attempt++ {
@@ -411,13 +412,13 @@ func (x *transactions) landed(marks map[tp]mark, from map[tp]int64) (landed, ok 
 	for k, m := range marks {
 		off, known := from[k]
 		switch {
-		case !known || off == m.t.committed.Load():
+		case !known || off == m.t.Committed.Load():
 		case off == m.off:
-			m.t.committed.Store(off)
+			m.t.Committed.Store(off)
 			p.committed(m.t, off)
 			landed = true
 		case p.state != nil:
-			p.fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", p.pc.Name, k.topic, k.partition, off, m.t.committed.Load(), m.off))
+			p.fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", p.pc.Name, k.topic, k.partition, off, m.t.Committed.Load(), m.off))
 			return false, false
 		default:
 			p.log.Warn("after an unconfirmed transaction, a partition's committed offset is neither the last known nor the transaction's; going on from the broker's", "topic", k.topic, "partition", k.partition, "committed", off)
@@ -456,18 +457,18 @@ func (x *transactions) stableOffsets(ctx context.Context, want map[string][]int3
 
 // mark is a partition's watermark to commit in a transaction.
 type mark struct {
-	t   *task
+	t   *partition.Task
 	off int64
 }
 
 // retire interrupts cut-off tasks and releases their resources.
-func retire(tasks []*task) {
+func retire(tasks []*partition.Task) {
 	for _, t := range tasks {
-		t.abort()
+		t.Abort()
 	}
 	for _, t := range tasks {
-		t.waitWorkers(time.Now().Add(time.Minute))
-		t.close()
+		t.WaitWorkers(time.Now().Add(time.Minute))
+		t.Close()
 	}
 }
 
@@ -486,12 +487,12 @@ func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
 		return
 	}
 	x.revokedSince.Store(true)
-	p.sink.forget(parts)
+	p.sink.Forget(parts)
 	tasks := p.detach(parts)
 	for _, t := range tasks {
-		t.dead.Store(true)
-		t.stop()
-		p.log.Debug("partition revoked", "topic", t.topic, "partition", t.partition)
+		t.Dead.Store(true)
+		t.Stop()
+		p.log.Debug("partition revoked", "topic", t.Topic, "partition", t.Partition)
 	}
 	closeStores := p.detachState(tasks)
 	gone := func() { retire(tasks); closeStores() }
@@ -506,7 +507,7 @@ func (x *transactions) lost(parts map[string][]int32) { x.revoked(context.Backgr
 // final commits the last transaction, with the watermarks of the drained
 // tasks (still attached: the cut reads them from the pipeline), unless the
 // pipeline failed.
-func (x *transactions) final(ctx context.Context, _ []*task) {
+func (x *transactions) final(ctx context.Context, _ []*partition.Task) {
 	if !x.p.failed.Load() && !x.cut(ctx, true) {
 		x.p.log.Error("the last transaction did not commit; its records will be processed again by the partitions' next owner")
 	}

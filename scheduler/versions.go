@@ -24,9 +24,9 @@ const (
 	MaxRetiredVersions = 8
 )
 
-// label is v's label ("" for none).
-func (v *modVersion) labelText() string {
-	if l := v.label.Load(); l != nil {
+// labelText is v's label ("" for none).
+func labelText(v *modVersion) string {
+	if l := v.Label.Load(); l != nil {
 		return *l
 	}
 	return ""
@@ -42,17 +42,17 @@ func (r *Runner) SetLabel(pipeline, digest, label string) {
 		return
 	}
 	label = verlabel.Clean(label)
-	for _, v := range []*modVersion{p.current(), p.canaryVersion()} {
-		if v != nil && v.m.Info().Digest == digest {
-			v.label.Store(&label)
+	for _, v := range []*modVersion{p.mods.Current(), p.canaryVersion()} {
+		if v != nil && v.M.Info().Digest == digest {
+			v.Label.Store(&label)
 		}
 	}
 }
 
 // canaryVersion is the canary's version, nil without one.
 func (p *Pipeline) canaryVersion() *modVersion {
-	if c := p.canary.Load(); c != nil {
-		return c.ver
+	if c := p.mods.Canary.Load(); c != nil {
+		return c.Ver
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ type retired struct {
 // add keeps v (which stopped running on pipeline) until now+retention.
 func (rv *retiredVersions) add(pipeline string, v *modVersion, canary bool, now time.Time) {
 	if v != nil {
-		rv.keep(pipeline, v, v.m.Info().Digest, canary, now)
+		rv.keep(pipeline, v, v.M.Info().Digest, canary, now)
 	}
 }
 
@@ -87,7 +87,7 @@ func (rv *retiredVersions) keep(pipeline string, v *modVersion, digest string, c
 		rv.m = map[string][]retired{}
 	}
 	l := rv.pruneLocked(pipeline, now)
-	l = append(l, retired{v: v, digest: digest, canary: canary, label: v.labelText(), until: now.Add(RetiredVersionRetention)})
+	l = append(l, retired{v: v, digest: digest, canary: canary, label: labelText(v), until: now.Add(RetiredVersionRetention)})
 	if len(l) > MaxRetiredVersions {
 		l = append(l[:0:0], l[len(l)-MaxRetiredVersions:]...)
 	}
@@ -116,8 +116,8 @@ func (rv *retiredVersions) stats(pipeline string, now time.Time) []VersionStats 
 	defer rv.mu.Unlock()
 	var out []VersionStats
 	for _, r := range rv.pruneLocked(pipeline, now) {
-		failed := r.v.failed.Load()
-		out = append(out, VersionStats{Digest: r.digest, Label: r.label, Canary: r.canary, Retired: true, Records: r.v.records.Load(), Failed: failed})
+		failed := r.v.Failed.Load()
+		out = append(out, VersionStats{Digest: r.digest, Label: r.label, Canary: r.canary, Retired: true, Records: r.v.Records.Load(), Failed: failed})
 	}
 	return out
 }

@@ -14,11 +14,11 @@ func TestRetiredVersionsKeptForAWhileAndBounded(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	canary := &modVersion{}
 	l := "v2-rc1"
-	canary.label.Store(&l)
-	canary.records.Store(40)
-	canary.failed.Store(7)
+	canary.Label.Store(&l)
+	canary.Records.Store(40)
+	canary.Failed.Store(7)
 	rv.keep("p", canary, strings.Repeat("c", 64), true, t0)
-	canary.records.Add(2) // records begun on it finish after the abort
+	canary.Records.Add(2) // records begun on it finish after the abort
 
 	got := rv.stats("p", t0.Add(RetiredVersionRetention-time.Second))
 	if len(got) != 1 || got[0].Label != "v2-rc1" || !got[0].Canary || !got[0].Retired || got[0].Records != 42 || got[0].Failed != 7 {

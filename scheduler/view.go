@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
 // PipelineView is a pipeline at one moment, in more detail than Snapshot:
@@ -51,7 +52,7 @@ func (r *Runner) View() []PipelineView {
 	out := make([]PipelineView, 0, len(pipes))
 	for _, p := range pipes {
 		v := p.view()
-		if p.role.isRetry() {
+		if p.role.IsRetry() {
 			v.Primary = primaryName(p)
 		} else if _, rp := pairOf(pipes, p.pc.Name); rp != nil {
 			seen := map[string]bool{}
@@ -69,13 +70,13 @@ func (r *Runner) View() []PipelineView {
 }
 
 func (p *Pipeline) view() PipelineView {
-	cur := p.current()
-	v := PipelineView{Snapshot: p.Snapshot(), Module: cur.m.Info(), Label: cur.labelText()}
+	cur := p.mods.Current()
+	v := PipelineView{Snapshot: p.Snapshot(), Module: cur.M.Info(), Label: labelText(cur)}
 	min := p.pc.Instances.Min
 	for _, g := range p.taskGauges(false) {
-		pv := PartitionView{Topic: g.topic, Partition: g.partition, Lag: g.lag, Committed: g.committed, InFlight: g.inFlight, Queued: g.queued, Paused: g.paused,
-			Idle: int(g.states[workerIdle]), Busy: int(g.states[workerBusy]), Awaiting: int(g.states[workerAwaiting])}
-		pv.Borrowed = max(0, g.workers-min)
+		pv := PartitionView{Topic: g.Topic, Partition: g.Partition, Lag: g.Lag, Committed: g.Committed, InFlight: g.InFlight, Queued: g.Queued, Paused: g.Paused,
+			Idle: int(g.States[partition.WorkerIdle]), Busy: int(g.States[partition.WorkerBusy]), Awaiting: int(g.States[partition.WorkerAwaiting])}
+		pv.Borrowed = max(0, g.Workers-min)
 		v.Partitions = append(v.Partitions, pv)
 	}
 	return v

@@ -19,9 +19,9 @@ func TestWiringTable(t *testing.T) {
 		name, keys                string
 		src, ledger, sink, commit string
 	}{
-		{"group × at_least_once", "", "scheduler.groupSource", "scheduler.offsetLedger", "*scheduler.plainSink", "scheduler.offsetCommits"},
-		{"group × exactly_once", "    guarantee: exactly_once", "scheduler.groupSource", "scheduler.txnLedger", "*scheduler.txnSink", "*scheduler.transactions"},
-		{"share × at_least_once", "    consume: share\n    ordering: none", "*scheduler.shareSource", "scheduler.shareLedger", "*scheduler.plainSink", "scheduler.shareAcks"},
+		{"group × at_least_once", "", "scheduler.groupSource", "partition.OffsetLedger", "*partition.PlainSink", "scheduler.offsetCommits"},
+		{"group × exactly_once", "    guarantee: exactly_once", "scheduler.groupSource", "partition.TxnLedger", "*partition.TxnSink", "*scheduler.transactions"},
+		{"share × at_least_once", "    consume: share\n    ordering: none", "*scheduler.shareSource", "partition.ShareLedger", "*partition.PlainSink", "scheduler.shareAcks"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", c.keys, "")

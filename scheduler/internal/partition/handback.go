@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"math"
@@ -60,8 +60,8 @@ func (g *runGate) close() (taken int, closed bool) {
 // exactly_once nothing behind the slow record enters a transaction before
 // it, and each record's job is reserved at enqueue (releaser.claim), one
 // object that only one worker may hold.
-func (t *task) handsBack() bool {
-	return t.d.pc.Ordering != config.OrderPartition && t.d.pc.Instances.Max > 1 &&
+func (t *Task) handsBack() bool {
+	return t.d.Config.Ordering != config.OrderPartition && t.d.Config.Instances.Max > 1 &&
 		(t.rel == nil || !t.rel.byOffset)
 }
 
@@ -93,7 +93,7 @@ func (w *worker) handBack(gen uint64) {
 		return
 	}
 	t.unpickLocked(w.running[taken:])
-	t.d.stats.HandedBack.Add(int64(len(w.running) - taken))
+	t.d.Stats.HandedBack.Add(int64(len(w.running) - taken))
 }
 
 // endHandBack ends a run's hand-back (timer from armHandBack): it closes

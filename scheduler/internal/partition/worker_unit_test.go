@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"testing"
@@ -6,30 +6,32 @@ import (
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/wasmstream/wasmstream/scheduler/internal/budget"
+	"github.com/wasmstream/wasmstream/scheduler/internal/version"
 )
 
 // canTake only looks: a worker whose instance is of an old version is held
 // back, and stays as it is, however often it asks. mayTake is the step that
 // replaces it (here there is no instance, so nothing is in progress).
 func TestCanTakeChangesNothing(t *testing.T) {
-	old, cur := &modVersion{}, &modVersion{}
-	p := &Pipeline{modules: &modules{}, pipeCounters: &pipeCounters{health: newBrokerHealth()}, pipeEngine: pipeEngine{budget: NewBudget(1000, 1<<40, 1<<40)}}
-	p.ver.Store(cur)
-	old.acquire()
-	w := &worker{t: &task{d: p.engineDeps()}, ver: old}
+	old, cur := &version.Version{}, &version.Version{}
+	d := &Deps{Mods: &version.Modules{}, Budget: budget.New(1000, 1<<40, 1<<40)}
+	d.Mods.Ver.Store(cur)
+	old.Acquire()
+	w := &worker{t: &Task{d: d}, ver: old}
 	for range 3 {
 		if w.canTake() {
 			t.Fatal("canTake: a worker of an old version may take records")
 		}
 	}
-	if w.ver != old || old.refs.Load() != 1 {
-		t.Fatalf("canTake changed the worker: version %p (want %p), %d references (want 1)", w.ver, old, old.refs.Load())
+	if w.ver != old || old.Refs() != 1 {
+		t.Fatalf("canTake changed the worker: version %p (want %p), %d references (want 1)", w.ver, old, old.Refs())
 	}
 	if !w.mayTake() {
 		t.Fatal("mayTake: a worker with nothing in progress is still held back after the upgrade")
 	}
-	if w.ver != nil || old.refs.Load() != 0 {
-		t.Fatalf("mayTake did not let go of the old version: version %p, %d references", w.ver, old.refs.Load())
+	if w.ver != nil || old.Refs() != 0 {
+		t.Fatalf("mayTake did not let go of the old version: version %p, %d references", w.ver, old.Refs())
 	}
 }
 
@@ -47,7 +49,7 @@ func TestJobSize(t *testing.T) {
 // record (its origin, what the guest sees of it) is allocated beside it for
 // a record of an input topic.
 func TestNewJobOneAllocation(t *testing.T) {
-	w := &worker{t: &task{d: &engineDeps{role: primary{}}}}
+	w := &worker{t: &Task{d: &Deps{Role: Primary{}}}}
 	r := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Timestamp: time.UnixMilli(1700000000000), Value: []byte("v")}
 	if n := testing.AllocsPerRun(100, func() { w.newJob(r, nil) }); n != 1 {
 		t.Fatalf("newJob: %.1f allocations, want 1 (the job)", n)

@@ -1,9 +1,10 @@
-package scheduler
+package partition
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +14,11 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
+	"github.com/wasmstream/wasmstream/scheduler/internal/budget"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+	"github.com/wasmstream/wasmstream/scheduler/internal/version"
 )
 
 // BenchmarkSchedulingOverhead measures a record's trip through a partition
@@ -54,21 +59,25 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			defer mod.Close(ctx)
 			pc := &config.Pipeline{Name: "bench", Ordering: tc.ordering, MaxInFlight: 1 << 30, MaxInFlightBytes: 1 << 40, BatchRecords: tc.batch,
 				Instances: config.Instances{Min: tc.inst, Max: tc.inst, IdleTimeout: time.Minute}}
-			p := &Pipeline{pc: pc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), role: primary{}, modules: &modules{}, pipeCounters: &pipeCounters{health: newBrokerHealth()},
-				pipeEngine: pipeEngine{budget: NewBudget(1000, 1<<40, 1<<40)}, flowSignals: newFlowSignals()}
-			p.commit, p.sink = offsetCommits{p}, &plainSink{p: p}
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			var bg background.Group
+			var stopped atomic.Bool
+			flow := NewFlowSignals()
+			d := &Deps{Config: pc, Log: log, Role: Primary{}, Mods: &version.Modules{}, Budget: budget.New(1000, 1<<40, 1<<40), Flow: &flow,
+				Stats: &hooks.Stats{}, PartStats: func(string, int32) *hooks.Stats { return &hooks.Stats{} }, Background: &bg}
+			d.Sink = &PlainSink{Producer: Producer{Config: pc, Log: log, Background: &bg, Quit: make(chan struct{}), Stopped: &stopped}}
 			if tc.emit {
-				p.sink = inlineSink{}
+				d.Sink = inlineSink{}
 			}
-			p.ledger = offsetLedger{ordered: tc.ordering == config.OrderPartition, sk: p.sink}
-			p.ver.Store(&modVersion{m: mod})
+			d.Ledger = OffsetLedger{Ordered: tc.ordering == config.OrderPartition, Sink: d.Sink}
+			d.Mods.Ver.Store(&version.Version{M: mod})
 			sc := make(chan struct{})
-			p.swapCh.Store(&sc)
-			t := newTask(p.engineDeps(), "t", 0, nil)
-			t.start()
+			d.Mods.SwapCh.Store(&sc)
+			t := NewTask(d, "t", 0, nil)
+			t.Start()
 			defer func() {
-				t.stop()
-				t.waitWorkers(time.Now().Add(time.Minute))
+				t.Stop()
+				t.WaitWorkers(time.Now().Add(time.Minute))
 			}()
 			const batch = 1000
 			recs := make([]*kgo.Record, batch)
@@ -77,7 +86,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 				for i := range recs {
 					recs[i] = &kgo.Record{Topic: "t", Offset: int64(done + i), Key: []byte{byte(i % 16)}, Value: []byte("v")}
 				}
-				t.enqueue(recs)
+				t.Enqueue(recs)
 			}
 			for t.ps.Done.Load() < int64((b.N+batch-1)/batch*batch) {
 				time.Sleep(50 * time.Microsecond)
@@ -115,7 +124,7 @@ func emitOne() wt.Module {
 type inlineSink struct{}
 
 func (inlineSink) refuses(*kgo.Record, []abi.Output, []state.Write) string { return "" }
-func (inlineSink) forget(map[string][]int32)                               {}
+func (inlineSink) Forget(map[string][]int32)                               {}
 func (inlineSink) deliver(run []*job) {
 	for _, j := range run {
 		switch j.verdict {
@@ -126,8 +135,8 @@ func (inlineSink) deliver(run []*job) {
 			for i := range j.outs {
 				j.acked(j.outputRecord(i), nil)
 			}
-			j.t.d.budget.releaseOutputs(j.held)
-			j.t.finish(j.r)
+			j.t.d.Budget.ReleaseOutputs(j.held)
+			j.t.Finish(j.r)
 			j.tr.End("ok", "", "")
 		}
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"log/slog"
@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ledger is when a record's outcome counts: the seam between a partition's
+// Ledger is when a record's outcome counts: the seam between a partition's
 // engine (task, worker, release order) and whatever remembers which records
 // are finished. The pipeline's wiring (Pipeline.wire) picks one by consume
 // mode and guarantee, once:
@@ -24,107 +24,107 @@ import (
 // (abandoned); a new task asks it for its release order. It never calls
 // back into the task except to forget a share record's bytes.
 // (DESIGN.md, "Seams: source, ledger, sink, committer".)
-type ledger interface {
+type Ledger interface {
 	// releaseOrder is the release order a new task keeps (nil: none).
-	releaseOrder(t *task) *releaser
+	releaseOrder(t *Task) *releaser
 	// markDone is told that r's outcome is durable (task.finish) and
 	// reports whether r was still undecided: a record is finished once.
-	markDone(t *task, r *kgo.Record) bool
+	markDone(t *Task, r *kgo.Record) bool
 	// abandoned is told that r was given up without an outcome
 	// (task.drop).
-	abandoned(t *task, r *kgo.Record)
-	// recordsDoneOffsets reports whether done offsets above the watermark
+	abandoned(t *Task, r *kgo.Record)
+	// RecordsDoneOffsets reports whether done offsets above the watermark
 	// are committed in the metadata (and read back by the next owner).
-	recordsDoneOffsets() bool
+	RecordsDoneOffsets() bool
 	// dropKeepsPlace reports whether a dropped record keeps its place in the
 	// release order unsettled, holding back every record after it.
 	dropKeepsPlace() bool
 }
 
-// offsetLedger is the at_least_once ledger: the partition's offset tracker
+// OffsetLedger is the at_least_once ledger: the partition's offset tracker
 // (RATIONALE.md, "Committing: the watermark", "Done offsets in commit
 // metadata").
-type offsetLedger struct {
-	// ordered: ordering partition, whose outcomes leave in offset order
+type OffsetLedger struct {
+	// Ordered: ordering partition, whose outcomes leave in offset order
 	// through a release order feeding sk.
-	ordered bool
-	sk      sink
-	// doneOffsets is kafka.record_done_offsets.
-	doneOffsets bool
+	Ordered bool
+	Sink    Sink
+	// DoneOffsets is kafka.record_done_offsets.
+	DoneOffsets bool
 }
 
-func (l offsetLedger) releaseOrder(*task) *releaser {
-	if l.ordered {
-		return &releaser{sk: l.sk}
+func (l OffsetLedger) releaseOrder(*Task) *releaser {
+	if l.Ordered {
+		return &releaser{sk: l.Sink}
 	}
 	return nil
 }
 
 // markDone marks r's offset done in its partition's tracker: from there it
 // reaches the commit watermark.
-func (offsetLedger) markDone(t *task, r *kgo.Record) bool { return t.tr.Done(r.Offset) }
+func (OffsetLedger) markDone(t *Task, r *kgo.Record) bool { return t.Tracker.Done(r.Offset) }
 
 // abandoned leaves r uncommitted: the partition's next owner processes it.
-func (offsetLedger) abandoned(*task, *kgo.Record) {}
-func (l offsetLedger) recordsDoneOffsets() bool   { return l.doneOffsets }
-func (offsetLedger) dropKeepsPlace() bool         { return false }
+func (OffsetLedger) abandoned(*Task, *kgo.Record) {}
+func (l OffsetLedger) RecordsDoneOffsets() bool   { return l.DoneOffsets }
+func (OffsetLedger) dropKeepsPlace() bool         { return false }
 
-// txnLedger is the exactly_once ledger (txn.go): the offset tracker, whose
+// TxnLedger is the exactly_once ledger (scheduler/txn.go): the offset tracker, whose
 // watermark the next cut commits inside the transaction.
-type txnLedger struct{ sk sink }
+type TxnLedger struct{ Sink Sink }
 
 // releaseOrder: every ordering keeps one under exactly_once, with places
 // reserved in offset order as records arrive, so that outcomes enter a
 // transaction in offset order and a commit covers exactly the records whose
 // outputs it carries.
-func (l txnLedger) releaseOrder(*task) *releaser {
-	return &releaser{sk: l.sk, byOffset: true}
+func (l TxnLedger) releaseOrder(*Task) *releaser {
+	return &releaser{sk: l.Sink, byOffset: true}
 }
 
 // markDone marks r's offset done; the next cut commits the watermark in
 // the transaction.
-func (txnLedger) markDone(t *task, r *kgo.Record) bool { return t.tr.Done(r.Offset) }
+func (TxnLedger) markDone(t *Task, r *kgo.Record) bool { return t.Tracker.Done(r.Offset) }
 
 // abandoned: r keeps its place unsettled (dropKeepsPlace) and stays
 // uncommitted.
-func (txnLedger) abandoned(*task, *kgo.Record) {}
-func (txnLedger) recordsDoneOffsets() bool     { return false }
-func (txnLedger) dropKeepsPlace() bool         { return true }
+func (TxnLedger) abandoned(*Task, *kgo.Record) {}
+func (TxnLedger) RecordsDoneOffsets() bool     { return false }
+func (TxnLedger) dropKeepsPlace() bool         { return true }
 
-// shareLedger is the consume: share ledger (share.go): each record's
+// ShareLedger is the consume: share ledger (scheduler/share.go): each record's
 // acknowledgement to the broker, through the locks the poll loop holds.
-type shareLedger struct {
-	locks *shareLocks
-	log   *slog.Logger
+type ShareLedger struct {
+	Locks *ShareLocks
+	Log   *slog.Logger
 }
 
 // releaseOrder: a share pool's records have no order to keep.
-func (shareLedger) releaseOrder(*task) *releaser { return nil }
-func (shareLedger) recordsDoneOffsets() bool     { return false }
-func (shareLedger) dropKeepsPlace() bool         { return false }
+func (ShareLedger) releaseOrder(*Task) *releaser { return nil }
+func (ShareLedger) RecordsDoneOffsets() bool     { return false }
+func (ShareLedger) dropKeepsPlace() bool         { return false }
 
 // markDone accepts r: its outcome is durable. False when r is no longer
 // held (released at shutdown, or accepted already).
-func (l shareLedger) markDone(_ *task, r *kgo.Record) bool {
-	lapsed, ok := l.locks.take(r)
+func (l ShareLedger) markDone(_ *Task, r *kgo.Record) bool {
+	lapsed, ok := l.Locks.Take(r)
 	if !ok {
 		return false
 	}
 	r.Ack(kgo.AckAccept)
-	l.locks.stats.Accepted.Add(1)
+	l.Locks.Stats.Accepted.Add(1)
 	if lapsed {
-		l.log.Warn("record accepted after its lock lapsed: another host may have processed it too", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+		l.Log.Warn("record accepted after its lock lapsed: another host may have processed it too", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 	}
 	return true
 }
 
 // abandoned releases r at once, so another host takes it without waiting
 // for its lock to lapse, and gives back what it counted in the task.
-func (l shareLedger) abandoned(t *task, r *kgo.Record) {
-	if _, ok := l.locks.take(r); !ok {
+func (l ShareLedger) abandoned(t *Task, r *kgo.Record) {
+	if _, ok := l.Locks.Take(r); !ok {
 		return
 	}
 	r.Ack(kgo.AckRelease)
-	l.locks.stats.Released.Add(1)
+	l.Locks.Stats.Released.Add(1)
 	t.forgetShared(r)
 }

@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"context"
@@ -8,28 +8,31 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+	"github.com/wasmstream/wasmstream/scheduler/internal/version"
 )
 
-// jobObserver hands guest call and operation timings to the job's trace.
+// JobObserver hands guest call and operation timings to the job's trace.
 // An attempt's trace is begun lazily (RATIONALE.md, "Tracing"): its first
 // call, when it returned without error, is left to the worker, which knows
 // its times once the call returned (traceOwed); anything else noted while
 // the attempt has no trace (an operation, a call that failed) begins it.
-type jobObserver struct{}
+type JobObserver struct{}
 
-func (jobObserver) GuestCall(tag any, export string, start time.Time, d time.Duration, err error) {
+func (JobObserver) GuestCall(tag any, export string, start time.Time, d time.Duration, err error) {
 	j, ok := tag.(*job)
 	if !ok {
 		return
 	}
 	if j.tr == nil {
-		if j.t.d.tracer == nil {
+		if j.t.d.Tracer == nil {
 			return
 		}
 		if o := firstCallOwed(export); err == nil && o != 0 && j.owed&owedCall == 0 {
@@ -41,13 +44,13 @@ func (jobObserver) GuestCall(tag any, export string, start time.Time, d time.Dur
 	j.tr.Call(export, start, d, err)
 }
 
-func (jobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Time, d time.Duration, outcome string) {
+func (JobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Time, d time.Duration, outcome string) {
 	j, ok := tag.(*job)
 	if !ok {
 		return
 	}
 	if j.tr == nil {
-		if j.t.d.tracer == nil {
+		if j.t.d.Tracer == nil {
 			return
 		}
 		j.tr = j.t.beginTraceInCall(j)
@@ -63,12 +66,12 @@ const maxLostRestarts = 3
 // worker is one instance and the goroutine that owns it: every call into the
 // instance, records and completions alike, is made from this goroutine.
 type worker struct {
-	t       *task
+	t       *Task
 	inst    *host.Instance
-	ver     *modVersion // the version inst belongs to
-	retries []*job      // inline retries waiting, by due time
-	slot    int         // its index among the task's workers (a metrics label)
-	retired bool        // counted off the task's workers when it retired (exit must not again)
+	ver     *version.Version // the version inst belongs to
+	retries []*job           // inline retries waiting, by due time
+	slot    int              // its index among the task's workers (a metrics label)
+	retired bool             // counted off the task's workers when it retired (exit must not again)
 
 	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
 	// takes the worker off task.idleW and sends here (buffer 1, never
@@ -131,18 +134,18 @@ type workerRun struct {
 
 // Worker states, as metrics report them.
 const (
-	workerIdle     = 0 // no record in progress
-	workerBusy     = 1 // in a call into its instance
-	workerAwaiting = 2 // its records wait on asynchronous operations
+	WorkerIdle     = 0 // no record in progress
+	WorkerBusy     = 1 // in a call into its instance
+	WorkerAwaiting = 2 // its records wait on asynchronous operations
 )
 
-var workerStates = [...]string{"idle", "busy", "awaiting_async"}
+var WorkerStates = [...]string{"idle", "busy", "awaiting_async"}
 
 // settleState records the worker's state between calls.
 func (w *worker) settleState() {
-	st := int32(workerIdle)
+	st := int32(WorkerIdle)
 	if w.inst != nil && w.inst.Pending() > 0 {
-		st = workerAwaiting
+		st = WorkerAwaiting
 	}
 	w.state.Store(st)
 	if w.inst != nil {
@@ -157,21 +160,21 @@ func (w *worker) settleState() {
 // of its loop (worker.turn) delivers completions, starts due retries and
 // runnable records and, with nothing to start, waits: park decides how
 // under task.mu, sleep waits, unpark undoes park and retires an idle worker.
-func (t *task) worker(borrowed bool) {
+func (t *Task) worker(borrowed bool) {
 	defer t.wg.Done()
 	w := t.newWorker()
 	defer w.exit()
 	if !borrowed {
 		w.instance() // keep the minimum warm
 	}
-	l := newWorkerLoop(t.d.pc.Instances.IdleTimeout)
+	l := newWorkerLoop(t.d.Config.Instances.IdleTimeout)
 	defer l.stop()
 	for t.ctx.Err() == nil && w.turn(l) {
 	}
 }
 
 // newWorker makes a worker and adds it to the task's live workers.
-func (t *task) newWorker() *worker {
+func (t *Task) newWorker() *worker {
 	w := &worker{t: t, wake: make(chan struct{}, 1), lastUsed: time.Now()}
 	t.mu.Lock()
 	w.slot = t.addWorkerLocked(w)
@@ -201,13 +204,13 @@ func (w *worker) exit() {
 		w.inst = nil
 	}
 	if w.ver != nil {
-		w.ver.release() // a replaced version closes with its last instance
+		w.ver.Release() // a replaced version closes with its last instance
 		w.ver = nil
 	}
 	for _, j := range w.retries {
 		t.drop(j)
 	}
-	t.d.budget.release(t.d.instanceBytes)
+	t.d.Budget.Release(t.d.InstanceBytes)
 	if w.warm {
 		t.auto.warm.Add(-1)
 	}
@@ -268,7 +271,7 @@ func (w *worker) turn(l *workerLoop) bool {
 func (w *worker) pending() bool { return w.inst != nil && w.inst.Pending() > 0 }
 
 // isStopping reports whether the task is stopping.
-func (t *task) isStopping() bool {
+func (t *Task) isStopping() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.stopping
@@ -288,7 +291,7 @@ type workerWait struct {
 // deadline, a due retry, a deploy or the task stopping. It reports false
 // when the worker retired at its idle timeout.
 func (w *worker) wait(l *workerLoop, stopping, pending, refused bool) bool {
-	ww := workerWait{swapC: w.t.d.mods.swapped()}
+	ww := workerWait{swapC: w.t.d.Mods.Swapped()}
 	canTake := !refused && w.mayTake()
 	limited := !canTake && w.instLimited()
 	if limited {
@@ -438,16 +441,16 @@ func (w *worker) instLimited() bool {
 	if w.inst == nil {
 		return false
 	}
-	if a := w.t.d.asyncSize; a != nil {
+	if a := w.t.d.AsyncSize; a != nil {
 		return w.inst.AsyncInFlight() >= int(a.Limit.Load())
 	}
-	return w.inst.AsyncInFlight() >= w.t.d.pc.Async.MaxInFlight
+	return w.inst.AsyncInFlight() >= w.t.d.Config.Async.MaxInFlight
 }
 
 // noteAsyncHeld tells the async sizer that its limit held the instance
 // back: it may raise it.
 func (w *worker) noteAsyncHeld() {
-	if a := w.t.d.asyncSize; a != nil {
+	if a := w.t.d.AsyncSize; a != nil {
 		a.Held.Store(true)
 	}
 }
@@ -474,16 +477,16 @@ func (w *worker) hold() takeHold {
 	if w.stale() {
 		return holdVersion
 	}
-	if w.t.d.budget.overHeldOutputs() {
+	if w.t.d.Budget.OverHeldOutputs() {
 		return holdOutputs
 	}
-	if !w.t.d.mods.async.Load() {
+	if !w.t.d.Mods.Async.Load() {
 		return holdNone // no async work: one record at a time
 	}
 	if w.instLimited() {
 		return holdInstAsync
 	}
-	if w.t.d.budget.overAsync() {
+	if w.t.d.Budget.OverAsync() {
 		return holdHostAsync
 	}
 	return holdNone
@@ -532,7 +535,7 @@ func (w *worker) upgrade() {
 		w.inst = nil
 	}
 	if w.ver != nil {
-		w.ver.release()
+		w.ver.Release()
 		w.ver = nil
 	}
 }
@@ -554,7 +557,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		}
 	}()
 	for w.mayTake() {
-		async := t.d.mods.async.Load() // one value per record: admitAsync and admitted pair up
+		async := t.d.Mods.Async.Load() // one value per record: admitAsync and admitted pair up
 		t.mu.Lock()
 		w.freeLanesLocked()
 		if t.stopping {
@@ -567,11 +570,11 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.mu.Unlock()
 			return took, false, true
 		}
-		if async && !t.d.budget.admitAsync() {
+		if async && !t.d.Budget.AdmitAsync() {
 			t.mu.Unlock()
 			return took, true, false
 		}
-		if !async && t.state == nil && t.d.pc.BatchRecords > 1 {
+		if !async && t.State == nil && t.d.Config.BatchRecords > 1 {
 			// Stateless and synchronous: a run of records in one call.
 			run := t.pickRunLocked(w.run[:0], t.runSizeLocked())
 			if len(run) == 0 {
@@ -592,7 +595,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		if r == nil {
 			t.mu.Unlock()
 			if async {
-				t.d.budget.admitted()
+				t.d.Budget.Admitted()
 			}
 			return took, false, false
 		}
@@ -608,7 +611,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		w.place(j, forged)
 		w.start(j)
 		if async {
-			t.d.budget.admitted()
+			t.d.Budget.Admitted()
 		}
 	}
 	return took, false, false
@@ -628,7 +631,7 @@ func (w *worker) poll() {
 	if w.inst == nil || w.inst.Pending() == 0 {
 		return
 	}
-	w.state.Store(workerBusy)
+	w.state.Store(WorkerBusy)
 	for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
 		w.outcome(d.Tag.(*job), d.Result)
 	}
@@ -675,13 +678,13 @@ func (w *worker) instance() *host.Instance {
 			}
 		}
 		if w.ver != nil {
-			w.ver.release()
+			w.ver.Release()
 			w.ver = nil
 		}
 		start := time.Now()
 		v := w.t.version()
-		v.acquire()
-		in, err := v.m.NewInstance(w.t.ctx)
+		v.Acquire()
+		in, err := v.M.NewInstance(w.t.ctx)
 		if err == nil {
 			w.t.d.recordInstantiate(time.Since(start))
 			in.KeepSlot()                  // records run back to back on it; the loop yields before it waits
@@ -693,8 +696,8 @@ func (w *worker) instance() *host.Instance {
 			}
 			break
 		}
-		v.release()
-		w.t.d.log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
+		v.Release()
+		w.t.d.Log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
 		select {
 		case <-w.t.ctx.Done():
 			return nil
@@ -714,7 +717,7 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 	// The guest sees the record as it was first consumed, without
 	// wasmstream's headers; on an input topic those are a producer's and
 	// are not believed (role.prior).
-	prior, untrusted := t.d.role.prior(r)
+	prior, untrusted := t.d.Role.prior(r)
 	if t.rel != nil && t.rel.byOffset {
 		j = t.rel.claim(r) // its place was reserved at enqueue
 	} else {
@@ -756,7 +759,7 @@ func (j *job) guestRecord(ar *abi.Record) {
 	if len(r.Headers) > 0 {
 		ar.Headers = make([]abi.Header, 0, len(r.Headers))
 		for _, h := range r.Headers {
-			if !strings.HasPrefix(h.Key, HeaderPrefix) {
+			if !strings.HasPrefix(h.Key, failhdr.Prefix) {
 				ar.Headers = append(ar.Headers, abi.Header{Key: h.Key, Value: h.Value})
 			}
 		}
@@ -769,11 +772,11 @@ func (j *job) guestRecord(ar *abi.Record) {
 func (w *worker) place(j *job, forged int) {
 	t := w.t
 	if forged > 0 {
-		t.d.stats.ForgedHeaders.Add(int64(forged))
+		t.d.Stats.ForgedHeaders.Add(int64(forged))
 	}
 	switch {
 	case t.rel == nil, t.rel.byOffset: // placed at enqueue (releaser.reserve)
-	case t.d.pc.Ordering == config.OrderPartition && j.ln != nil:
+	case t.d.Config.Ordering == config.OrderPartition && j.ln != nil:
 		t.rel.addLate(j)
 	default:
 		t.rel.add(j)
@@ -788,10 +791,10 @@ func (w *worker) start(j *job) {
 		return
 	}
 	w.prepare(j, in)
-	w.state.Store(workerBusy)
+	w.state.Store(WorkerBusy)
 	var res host.Result
 	j.guestRecord(&w.oneRec)
-	if ts := w.t.state; ts != nil {
+	if ts := w.t.State; ts != nil {
 		j.rs = ts.Begin() // a new attempt starts without the last one's writes
 		res = in.ProcessState(w.t.ctx, &w.oneRec, j, j.rs)
 	} else {
@@ -846,7 +849,7 @@ func (w *worker) startRun(run []picked) {
 		recs = append(recs, host.BatchRecord{Rec: &ars[i], Tag: j})
 	}
 	out := slices.Grow(w.runOut[:0], len(recs))[:len(recs)]
-	w.state.Store(workerBusy)
+	w.state.Store(WorkerBusy)
 	var ran int
 	if len(run) > 1 && t.handsBack() {
 		if w.takeRun == nil {
@@ -875,8 +878,8 @@ func (w *worker) startRun(run []picked) {
 		return
 	}
 	if ran > 1 {
-		t.d.stats.Runs.Add(1)
-		t.d.stats.RunRecords.Add(int64(ran))
+		t.d.Stats.Runs.Add(1)
+		t.d.Stats.RunRecords.Add(int64(ran))
 	}
 	if ln := run[0].ln; ln == &t.single {
 		for _, j := range jobs {
@@ -971,7 +974,7 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 // takes its place here too, though the run's last record holds the lane).
 func (w *worker) waits(j *job) {
 	j.pended = true
-	if w.t.d.pc.Ordering != config.OrderPartition {
+	if w.t.d.Config.Ordering != config.OrderPartition {
 		return
 	}
 	w.t.rel.placeLate(j)
@@ -987,8 +990,8 @@ func (w *worker) measure(j *job, res *host.Result, end time.Time) {
 	t := w.t
 	d := end.Sub(j.started)
 	t.recordLatency(d)
-	if j.pended && t.d.asyncSize != nil {
-		t.d.asyncSize.Observe(end, d)
+	if j.pended && t.d.AsyncSize != nil {
+		t.d.AsyncSize.Observe(end, d)
 	}
 	w.handled.Add(1)
 	if res.Fault() != nil {
@@ -1013,11 +1016,11 @@ func (w *worker) hostFault(j *job, f *host.Fault) bool {
 		t.ps.Restarted.Add(1)
 		j.due = time.Now()
 		w.retries = slices.Insert(w.retries, 0, j)
-		t.d.log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+		t.d.Log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 		return true
 	}
 	t.ps.Faults.Add(1)
-	t.d.log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
+	t.d.Log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
 	return false
 }
 
@@ -1028,16 +1031,16 @@ func (w *worker) countVersion(j *job, res *host.Result, f failure) {
 	if w.ver == nil {
 		return
 	}
-	w.ver.records.Add(1)
+	w.ver.Records.Add(1)
 	if res.Status == abi.StatusOK {
 		return
 	}
-	w.ver.failed.Add(1)
-	w.ver.tally.fail(f.kind, w.t.topic, w.t.partition)
-	if c := w.t.d.mods.canary.Load(); c != nil && c.ver == w.ver && c.check != nil {
+	w.ver.Failed.Add(1)
+	w.ver.Tally.Fail(f.kind, w.t.Topic, w.t.Partition)
+	if c := w.t.d.Mods.Canary.Load(); c != nil && c.Ver == w.ver && c.Check != nil {
 		var ar abi.Record
 		j.guestRecord(&ar)
-		c.check.offer(&ar, f.kind)
+		c.Check.Offer(&ar, f.kind)
 	}
 }
 
@@ -1050,12 +1053,12 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	if j.rs != nil {
 		writes = j.rs.Writes()
 	}
-	if why := t.d.sink.refuses(r, res.Outputs, writes); why != "" {
+	if why := t.d.Sink.refuses(r, res.Outputs, writes); why != "" {
 		// A produce the broker refuses cannot succeed later: the record
 		// fails now, its writes dropped with it.
-		t.d.budget.releaseOutputs(res.HeldBytes)
+		t.d.Budget.ReleaseOutputs(res.HeldBytes)
 		w.decideTrace(j, true, end)
-		j.fail = failure{KindProduce, why, false}
+		j.fail = failure{hooks.KindProduce, why, false}
 		j.rs = nil
 		w.settle(j, verdictFailed)
 		return
@@ -1064,16 +1067,16 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	if j.rs != nil {
 		// Before the lane is freed: the next record of the key or
 		// partition reads these writes (state.Partition.Commit).
-		b, outs := t.state.Commit(r.Offset, j.rs)
+		b, outs := t.State.Commit(r.Offset, j.rs)
 		j.rs = nil
 		if b != nil {
 			j.sb = b
 			res.Outputs = append(res.Outputs, outs...)
-			t.d.stats.StateWrites.Add(int64(len(outs)))
+			t.d.Stats.StateWrites.Add(int64(len(outs)))
 		}
 	}
 	if len(res.Outputs) == 0 {
-		t.d.budget.releaseOutputs(res.HeldBytes)
+		t.d.Budget.ReleaseOutputs(res.HeldBytes)
 		w.settle(j, verdictDone)
 		return
 	}
@@ -1087,12 +1090,12 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 // not the instance, until its backoff is due.
 func (w *worker) retryInline(j *job, f failure, end time.Time) bool {
 	t := w.t
-	rc := &t.d.pc.Retry
+	rc := &t.d.Config.Retry
 	if !f.retryable || j.attempt >= rc.MaxAttempts || rc.Mode != config.RetryInline {
 		return false
 	}
 	j.history = append(j.history, historyEntry(f))
-	delay, _ := t.d.pc.Delay(j.attempt + 1)
+	delay, _ := t.d.Config.Delay(j.attempt + 1)
 	t.ps.Retried.Add(1)
 	w.decideTrace(j, true, end)
 	j.attempt++
@@ -1104,4 +1107,15 @@ func (w *worker) retryInline(j *job, f failure, end time.Time) bool {
 	i, _ := slices.BinarySearchFunc(w.retries, j.due, func(a *job, d time.Time) int { return a.due.Compare(d) })
 	w.retries = slices.Insert(w.retries, i, j)
 	return true
+}
+
+// recordLatency records an attempt's processing latency.
+func (t *Task) recordLatency(d time.Duration) {
+	if m := t.d.Metrics; m != nil {
+		m.Latency.Record(context.Background(), d.Seconds(), t.metricAttrs())
+	}
+}
+
+func (t *Task) metricAttrs() metric.MeasurementOption {
+	return metric.WithAttributeSet(t.mattrs)
 }

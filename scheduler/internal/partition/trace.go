@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"path/filepath"
@@ -46,20 +46,20 @@ func firstCallOwed(export string) traceOwed {
 
 // beginTraceInCall begins j's trace from the observer, while its attempt
 // runs: its instance is set when the call returned (traceRan).
-func (t *task) beginTraceInCall(j *job) *tracing.Attempt {
+func (t *Task) beginTraceInCall(j *job) *tracing.Attempt {
 	j.owed |= owedInstance
-	return t.d.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
+	return t.d.Tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
 }
 
 // beginTrace begins the trace of j, whose attempt waits on asynchronous
 // operations (its last call ended at end): they are noted as they come.
 func (w *worker) beginTrace(j *job, end time.Time) {
 	t := w.t
-	if t.d.tracer == nil {
+	if t.d.Tracer == nil {
 		return
 	}
 	if j.tr == nil {
-		j.tr = t.d.tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
+		j.tr = t.d.Tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
 		j.owed |= owedInstance
 	}
 	w.traceRan(j, end)
@@ -72,17 +72,17 @@ func (w *worker) beginTrace(j *job, end time.Time) {
 func (w *worker) decideTrace(j *job, failed bool, end time.Time) {
 	t := w.t
 	if j.tr == nil {
-		if t.d.tracer == nil {
+		if t.d.Tracer == nil {
 			return
 		}
-		p, keep := t.d.tracer.Keep(failed, j.attempt, (*recordHeaders)(j.r))
+		p, keep := t.d.Tracer.Keep(failed, j.attempt, (*recordHeaders)(j.r))
 		if !keep {
 			j.owed = 0
 			return
 		}
 		info := t.traceInfo(j)
 		info.Instance = w.inst.ID()
-		j.tr = t.d.tracer.BeginKept(info, p, j.started)
+		j.tr = t.d.Tracer.BeginKept(info, p, j.started)
 	}
 	w.traceRan(j, end)
 	if !j.tr.Decide(failed) {
@@ -111,10 +111,10 @@ func (w *worker) traceRan(j *job, end time.Time) {
 }
 
 // traceInfo describes j's current attempt for its trace.
-func (t *task) traceInfo(j *job) tracing.Info {
+func (t *Task) traceInfo(j *job) tracing.Info {
 	r := j.r
 	info := tracing.Info{
-		Pipeline: t.d.pc.Name, Group: t.d.group, Module: filepath.Base(t.d.pc.Module), ModuleDigest: t.version().m.Info().Digest,
+		Pipeline: t.d.Config.Name, Group: t.d.Group, Module: filepath.Base(t.d.Config.Module), ModuleDigest: t.version().M.Info().Digest,
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
 	}
 	o := j.origin()

@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/failhdr"
 )
 
-// role is what a pipeline is for, and everything that differs with it
+// Role is what a pipeline is for, and everything that differs with it
 // (RATIONALE.md, "Retries"):
 //
 //   - primary consumes the configured inputs: anyone can produce there, so
@@ -18,7 +18,7 @@ import (
 //   - retryTier consumes its primary's retry topics, in its own group, on a
 //     pool that starts empty: the host wrote the failure headers there, so
 //     they are decoded and believed, and a record starts only once it is due.
-type role interface {
+type Role interface {
 	// prior is what the host believes of r's earlier attempts, and how many
 	// of r's wasmstream.* headers it did not believe. Pure: safe from any
 	// goroutine.
@@ -27,46 +27,46 @@ type role interface {
 	due(r *kgo.Record) time.Time
 	// selfSized reports whether the pool's size follows instances: auto.
 	selfSized() bool
-	// isRetry reports whether this is a retry tier (metrics label it).
-	isRetry() bool
+	// IsRetry reports whether this is a retry tier (metrics label it).
+	IsRetry() bool
 }
 
-// primary is the role of a configured pipeline.
-type primary struct{ auto bool }
+// Primary is the role of a configured pipeline.
+type Primary struct{ Auto bool }
 
 // prior of a record on an input topic: nothing is believed. A wasmstream.*
 // header there is a forgery (or a leftover of a record copied from a retry
 // topic); each is ignored and counted, except wasmstream.redriven.from, the
 // mark `dlq redrive` puts on what it sends back. The record is on attempt 1,
 // at its own coordinates.
-func (primary) prior(r *kgo.Record) (failhdr.State, int) {
+func (Primary) prior(r *kgo.Record) (failhdr.State, int) {
 	untrusted := 0
 	for _, h := range r.Headers {
-		if strings.HasPrefix(h.Key, HeaderPrefix) && h.Key != HeaderRedrivenFrom {
+		if strings.HasPrefix(h.Key, failhdr.Prefix) && h.Key != failhdr.RedrivenFrom {
 			untrusted++
 		}
 	}
 	return failhdr.State{Origin: ownOrigin(r), Attempt: 1}, untrusted
 }
 
-func (primary) due(*kgo.Record) time.Time { return time.Time{} }
-func (p primary) selfSized() bool         { return p.auto }
-func (primary) isRetry() bool             { return false }
+func (Primary) due(*kgo.Record) time.Time { return time.Time{} }
+func (p Primary) selfSized() bool         { return p.Auto }
+func (Primary) IsRetry() bool             { return false }
 
-// retryTier is the role of a primary's retry pipeline.
-type retryTier struct{}
+// RetryTier is the role of a primary's retry pipeline.
+type RetryTier struct{}
 
 // prior of a record on a retry topic: the host wrote its headers; they are
 // decoded, and the ones that do not decode are counted. Missing coordinates
 // fall back to r's own, a missing attempt to 2 (the first retry), a missing
 // first failure to now.
-func (retryTier) prior(r *kgo.Record) (failhdr.State, int) {
+func (RetryTier) prior(r *kgo.Record) (failhdr.State, int) {
 	st, err := failhdr.Decode(r.Headers)
 	untrusted := 0
 	if es, ok := err.(failhdr.Errors); ok {
 		untrusted = len(es)
 	}
-	if failhdr.Unusable(err, HeaderOriginalTopic) || failhdr.Unusable(err, HeaderOriginalPartition) || failhdr.Unusable(err, HeaderOriginalOffset) {
+	if failhdr.Unusable(err, failhdr.OriginalTopic) || failhdr.Unusable(err, failhdr.OriginalPartition) || failhdr.Unusable(err, failhdr.OriginalOffset) {
 		st.Origin = ownOrigin(r) // coordinates come whole from one place
 	}
 	if st.Attempt < 2 {
@@ -79,9 +79,9 @@ func (retryTier) prior(r *kgo.Record) (failhdr.State, int) {
 }
 
 // due: when the retry's attempt is due (wasmstream.retry.due); unknown: at once.
-func (retryTier) due(r *kgo.Record) time.Time { return failhdr.DueAt(r.Headers) }
-func (retryTier) selfSized() bool             { return false }
-func (retryTier) isRetry() bool               { return true }
+func (RetryTier) due(r *kgo.Record) time.Time { return failhdr.DueAt(r.Headers) }
+func (RetryTier) selfSized() bool             { return false }
+func (RetryTier) IsRetry() bool               { return true }
 
 func ownOrigin(r *kgo.Record) failhdr.Origin {
 	return failhdr.Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli()}

@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"context"
@@ -11,12 +11,14 @@ import (
 
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+	"github.com/wasmstream/wasmstream/scheduler/internal/version"
 )
 
-// task owns one assigned partition: its fetched records, its offset tracker
+// Task owns one assigned partition: its fetched records, its offset tracker
 // and its pool of module instances. Each instance has one worker goroutine
 // (its only user); workers pull the next runnable record, where the pipeline's
 // ordering decides what is runnable:
@@ -37,13 +39,13 @@ import (
 //
 // Lock order, outermost first: releaser.mu, Pipeline.mu, task.mu, then
 // leaves such as Budget.mu (DESIGN.md, "Lock order").
-type task struct {
-	d         *engineDeps
-	topic     string
-	partition int32
-	ps        *Stats           // the partition's counters (kept across assignments)
+type Task struct {
+	d         *Deps
+	Topic     string
+	Partition int32
+	ps        *hooks.Stats     // the partition's counters (kept across assignments)
 	mattrs    attribute.Set    // metric attributes
-	state     *state.Partition // the partition's state (state.enabled; nil otherwise)
+	State     *state.Partition // the partition's state (state.enabled; nil otherwise)
 	rel       *releaser        // release order (ledger.releaseOrder; nil: none)
 
 	taskOffsets // where the partition stands: done, committed, fetched, started
@@ -58,14 +60,14 @@ type task struct {
 
 // taskOffsets is where a task's partition stands.
 type taskOffsets struct {
-	tr   offsets.Tracker
-	skip *offsets.DoneSet // offsets the previous owner recorded as done
+	Tracker offsets.Tracker
+	skip    *offsets.DoneSet // offsets the previous owner recorded as done
 
-	// Written under Pipeline.commitMu; committed is read by gauges without it.
-	committed     atomic.Int64
-	committedMeta string
+	// Written under Pipeline.commitMu; Committed is read by gauges without it.
+	Committed     atomic.Int64
+	CommittedMeta string
 
-	highWatermark atomic.Int64
+	HighWatermark atomic.Int64
 	position      atomic.Int64 // one past the highest offset started
 }
 
@@ -104,7 +106,7 @@ type taskLife struct {
 	wg     sync.WaitGroup // workers
 	ctx    context.Context
 	cancel context.CancelFunc
-	dead   atomic.Bool // cut off (exactly_once): nothing more of it is released
+	Dead   atomic.Bool // cut off (exactly_once): nothing more of it is released
 }
 
 type lane struct {
@@ -114,45 +116,45 @@ type lane struct {
 	listed bool // in task.ready
 }
 
-func newTask(p *engineDeps, topic string, partition int32, skip *offsets.DoneSet) *task {
+func NewTask(p *Deps, topic string, partition int32, skip *offsets.DoneSet) *Task {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{d: p, topic: topic, partition: partition, ps: p.partStats(topic, partition)}
+	t := &Task{d: p, Topic: topic, Partition: partition, ps: p.PartStats(topic, partition)}
 	t.skip = skip
 	t.stopCh, t.ctx, t.cancel = make(chan struct{}), ctx, cancel
-	t.committed.Store(-1)
+	t.Committed.Store(-1)
 	// The timer's function runs on a goroutine of its own; stop stops it,
 	// and a run racing with stop finds the task stopping and does nothing.
 	t.kick = time.AfterFunc(time.Hour, t.dispatch)
 	t.kick.Stop()
-	if p.role.selfSized() {
-		t.auto.sizer = sizing.NewPool(p.pc.Instances.Min, p.pc.Instances.Max)
+	if p.Role.selfSized() {
+		t.auto.sizer = sizing.NewPool(p.Config.Instances.Min, p.Config.Instances.Max)
 		t.auto.ctlAt = time.Now()
 	}
-	t.mattrs = attribute.NewSet(attribute.String("pipeline", p.pc.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
-	if p.pc.Ordering == config.OrderKey {
+	t.mattrs = attribute.NewSet(attribute.String("pipeline", p.Config.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
+	if p.Config.Ordering == config.OrderKey {
 		t.lanes = map[string]*lane{}
 	}
-	t.rel = p.ledger.releaseOrder(t)
-	if p.state != nil {
-		t.state = p.state.View(partition)
+	t.rel = p.Ledger.releaseOrder(t)
+	if p.State != nil {
+		t.State = p.State.View(partition)
 	}
 	return t
 }
 
-// start launches the task's minimum instances.
-func (t *task) start() {
+// Start launches the task's minimum instances.
+func (t *Task) Start() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i := 0; i < t.d.pc.Instances.Min; i++ {
-		if t.d.budget.reserve(t.d.instanceBytes) {
-			t.d.log.Warn("instance budget exceeded by task minimums (host.max_instances / host.max_instance_memory)", "topic", t.topic, "partition", t.partition)
+	for i := 0; i < t.d.Config.Instances.Min; i++ {
+		if t.d.Budget.Reserve(t.d.InstanceBytes) {
+			t.d.Log.Warn("instance budget exceeded by task minimums (host.max_instances / host.max_instance_memory)", "topic", t.Topic, "partition", t.Partition)
 		}
 		t.spawnLocked(false)
 	}
 }
 
 // addWorkerLocked registers w under the lowest free slot.
-func (t *task) addWorkerLocked(w *worker) int {
+func (t *Task) addWorkerLocked(w *worker) int {
 	if t.live == nil {
 		t.live = map[int]*worker{}
 	}
@@ -164,14 +166,14 @@ func (t *task) addWorkerLocked(w *worker) int {
 	return slot
 }
 
-func (t *task) spawnLocked(borrowed bool) {
+func (t *Task) spawnLocked(borrowed bool) {
 	t.workers++
 	t.wg.Add(1)
 	go t.worker(borrowed)
 }
 
-// enqueue takes a fetched batch (in offset order). Called from the poll loop.
-func (t *task) enqueue(recs []*kgo.Record) {
+// Enqueue takes a fetched batch (in offset order). Called from the poll loop.
+func (t *Task) Enqueue(recs []*kgo.Record) {
 	if t.rel != nil && t.rel.byOffset {
 		// Their places in the release order, before any can be picked
 		// (the releaser's lock comes before the task's).
@@ -182,8 +184,8 @@ func (t *task) enqueue(recs []*kgo.Record) {
 	for _, r := range recs {
 		if t.skip != nil {
 			if t.skip.Has(r.Offset) {
-				t.tr.Add(r.Offset, r.LeaderEpoch)
-				t.tr.Done(r.Offset)
+				t.Tracker.Add(r.Offset, r.LeaderEpoch)
+				t.Tracker.Done(r.Offset)
 				t.ps.Skipped.Add(1)
 				if p := r.Offset + 1; p > t.position.Load() {
 					t.position.Store(p) // skipped records count as consumed for lag
@@ -194,7 +196,7 @@ func (t *task) enqueue(recs []*kgo.Record) {
 				t.skip = nil
 			}
 		}
-		t.tr.Add(r.Offset, r.LeaderEpoch)
+		t.Tracker.Add(r.Offset, r.LeaderEpoch)
 		n++
 		nb += len(r.Key) + len(r.Value)
 		t.placeLocked(r)
@@ -202,7 +204,7 @@ func (t *task) enqueue(recs []*kgo.Record) {
 	t.queued += n
 	t.inFlight += n
 	t.bytes += nb
-	t.d.budget.inFlight.Add(int64(n))
+	t.d.Budget.AddInFlight(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
 	t.mu.Unlock()
@@ -210,57 +212,57 @@ func (t *task) enqueue(recs []*kgo.Record) {
 
 // fullLocked reports whether the task holds its bounds: max_in_flight
 // records or max_in_flight_bytes of keys and values.
-func (t *task) fullLocked() bool {
-	return t.inFlight >= t.d.pc.MaxInFlight || t.bytes >= t.d.pc.MaxInFlightBytes
+func (t *Task) fullLocked() bool {
+	return t.inFlight >= t.d.Config.MaxInFlight || t.bytes >= t.d.Config.MaxInFlightBytes
 }
 
-// demand is a task's part in the poll loop's backpressure.
-type demand int8
+// Demand is a task's part in the poll loop's backpressure.
+type Demand int8
 
 const (
-	demandTakes    demand = iota // under its bounds: a poll has a taker
-	demandFull                   // at its bounds: no part in the demand, still fetched
-	demandPauseDue               // at pauseFactor times its bounds: to be paused
-	demandPaused                 // paused, or stopping
+	DemandTakes    Demand = iota // under its bounds: a poll has a taker
+	DemandFull                   // at its bounds: no part in the demand, still fetched
+	DemandPauseDue               // at pauseFactor times its bounds: to be paused
+	DemandPaused                 // paused, or stopping
 )
 
-// pauseFactor: a task whose partition is still being polled for others
+// PauseFactor: a task whose partition is still being polled for others
 // stops its partition's fetching at this many times its bounds; flowLoop
-// resumes it at half of them. Between once and pauseFactor times its bounds
+// resumes it at half of them. Between once and PauseFactor times its bounds
 // it takes no part in the demand for records but stays unpaused, taking
 // what polls for the others bring. A pause costs no fetch: Pipeline.poll
 // takes what the client holds for the partition first.
-const pauseFactor = 2
+const PauseFactor = 2
 
-func (t *task) demandState() demand {
+func (t *Task) DemandState() Demand {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
 	case t.stopping || t.paused:
-		return demandPaused
-	case t.inFlight >= pauseFactor*t.d.pc.MaxInFlight || t.bytes >= pauseFactor*t.d.pc.MaxInFlightBytes:
-		return demandPauseDue
+		return DemandPaused
+	case t.inFlight >= PauseFactor*t.d.Config.MaxInFlight || t.bytes >= PauseFactor*t.d.Config.MaxInFlightBytes:
+		return DemandPauseDue
 	case t.fullLocked():
-		return demandFull
+		return DemandFull
 	}
-	return demandTakes
+	return DemandTakes
 }
 
-// pause stops the partition's fetching (Pipeline.poll); flowLoop resumes it.
-func (t *task) pause() {
+// Pause stops the partition's fetching (Pipeline.poll); flowLoop resumes it.
+func (t *Task) Pause() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.paused && !t.stopping {
 		t.paused = true
-		t.d.stats.Pauses.Add(1)
-		t.d.cl.PauseFetchPartitions(map[string][]int32{t.topic: {t.partition}})
+		t.d.Stats.Pauses.Add(1)
+		t.d.Client.PauseFetchPartitions(map[string][]int32{t.Topic: {t.Partition}})
 	}
 }
 
 // placeLocked makes r runnable under the pipeline's ordering.
-func (t *task) placeLocked(r *kgo.Record) {
+func (t *Task) placeLocked(r *kgo.Record) {
 	var ln *lane
-	switch t.d.pc.Ordering {
+	switch t.d.Config.Ordering {
 	case config.OrderPartition:
 		ln = &t.single
 	case config.OrderKey:
@@ -284,7 +286,7 @@ func (t *task) placeLocked(r *kgo.Record) {
 	}
 }
 
-func (t *task) runnableLocked() bool {
+func (t *Task) runnableLocked() bool {
 	return t.freeDueLocked() || t.ready.Len() > 0
 }
 
@@ -292,18 +294,18 @@ func (t *task) runnableLocked() bool {
 // constraint may start: under the retry tier only once it is due (records
 // of a retry topic fall due in offset order, so none after it is due
 // either).
-func (t *task) freeDueLocked() bool {
+func (t *Task) freeDueLocked() bool {
 	r, ok := t.free.Peek()
 	if !ok {
 		return false
 	}
-	due := t.d.role.due(r)
+	due := t.d.Role.due(r)
 	return due.IsZero() || !due.After(time.Now())
 }
 
 // pickLocked takes the runnable record with the lowest offset (keeping the
 // watermark moving), or nil.
-func (t *task) pickLocked() (*kgo.Record, *lane) {
+func (t *Task) pickLocked() (*kgo.Record, *lane) {
 	var lr *kgo.Record
 	ln, _ := t.ready.Peek()
 	if ln != nil {
@@ -333,7 +335,7 @@ type picked struct {
 // pickLocked takes them one by one; under ordering partition they are the
 // partition's next records, which its one lane holds together (the run's
 // records run one after another, in offset order).
-func (t *task) pickRunLocked(run []picked, max int) []picked {
+func (t *Task) pickRunLocked(run []picked, max int) []picked {
 	for len(run) < max {
 		if len(run) > 0 && run[0].ln == &t.single {
 			r, ok := t.single.q.Pop()
@@ -357,10 +359,10 @@ func (t *task) pickRunLocked(run []picked, max int) []picked {
 // records runnable now as large as the pool could grow to take, so that
 // one worker's run does not take what other instances could run beside it
 // (records left runnable are what makes the pool grow).
-func (t *task) runSizeLocked() int {
-	n := t.d.pc.BatchRecords
-	if t.d.pc.Ordering != config.OrderPartition {
-		pool := max(t.d.pc.Instances.Max, 1)
+func (t *Task) runSizeLocked() int {
+	n := t.d.Config.BatchRecords
+	if t.d.Config.Ordering != config.OrderPartition {
+		pool := max(t.d.Config.Instances.Max, 1)
 		runnable := t.free.Len() + t.ready.Len()
 		n = min(n, max(1, (runnable+pool-1)/pool))
 	}
@@ -371,7 +373,7 @@ func (t *task) runSizeLocked() int {
 // run, back at the front of their queues in offset order, and frees the
 // lanes of their keys. The partition's one lane stays busy: the run's
 // last record run holds it (or the caller frees it).
-func (t *task) unpickLocked(rest []picked) {
+func (t *Task) unpickLocked(rest []picked) {
 	for i := len(rest) - 1; i >= 0; i-- {
 		switch p := rest[i]; {
 		case p.ln == nil:
@@ -390,13 +392,13 @@ func (t *task) unpickLocked(rest []picked) {
 
 // release frees ln after its record finished processing (its produces may
 // still be in flight: produce order per partition keeps outputs in order).
-func (t *task) release(ln *lane) {
+func (t *Task) release(ln *lane) {
 	t.mu.Lock()
 	t.releaseLocked(ln)
 	t.mu.Unlock()
 }
 
-func (t *task) releaseLocked(ln *lane) {
+func (t *Task) releaseLocked(ln *lane) {
 	if ln != nil {
 		ln.busy = false
 		switch {
@@ -410,10 +412,10 @@ func (t *task) releaseLocked(ln *lane) {
 	t.dispatchLocked()
 }
 
-// stop makes the task take no further record; workers finish the record in
+// Stop makes the task take no further record; workers finish the record in
 // progress. Records not started stay uncommitted: the partition's next owner
 // processes them.
-func (t *task) stop() {
+func (t *Task) Stop() {
 	t.mu.Lock()
 	if t.stopping {
 		t.mu.Unlock()
@@ -428,35 +430,35 @@ func (t *task) stop() {
 	t.kick.Stop()
 	if t.paused {
 		t.paused = false
-		t.d.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
+		t.d.Client.ResumeFetchPartitions(map[string][]int32{t.Topic: {t.Partition}})
 	}
 	t.mu.Unlock()
 	close(t.stopCh)
 }
 
-// abort interrupts guest calls in progress (they fail as canceled and their
+// Abort interrupts guest calls in progress (they fail as canceled and their
 // records stay uncommitted).
-func (t *task) abort() { t.cancel() }
+func (t *Task) Abort() { t.cancel() }
 
-// close releases the task's share of the host's in-flight records; records
+// Close releases the task's share of the host's in-flight records; records
 // finishing later no longer count.
-func (t *task) close() {
+func (t *Task) Close() {
 	t.mu.Lock()
 	first := !t.closed
 	if first {
 		t.closed = true
-		t.d.budget.inFlight.Add(-int64(t.inFlight))
+		t.d.Budget.AddInFlight(-int64(t.inFlight))
 	}
 	t.mu.Unlock()
 	if first && t.rel != nil {
 		// Not under t.mu: settling takes the releaser's lock, then t.mu.
-		t.rel.abandon(t.d.budget.releaseOutputs)
+		t.rel.abandon(t.d.Budget.ReleaseOutputs)
 	}
 }
 
-// waitWorkers waits for every worker to exit, until deadline; it reports
+// WaitWorkers waits for every worker to exit, until deadline; it reports
 // whether they did.
-func (t *task) waitWorkers(deadline time.Time) bool {
+func (t *Task) WaitWorkers(deadline time.Time) bool {
 	done := make(chan struct{})
 	go func() { t.wg.Wait(); close(done) }()
 	select {
@@ -467,30 +469,30 @@ func (t *task) waitWorkers(deadline time.Time) bool {
 	}
 }
 
-func (t *task) startedPending() int {
+func (t *Task) StartedPending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.started
 }
 
-// maybeResume resumes the partition's fetching once the task drained to half
+// MaybeResume resumes the partition's fetching once the task drained to half
 // of its bounds.
-func (t *task) maybeResume() {
+func (t *Task) MaybeResume() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.paused && !t.stopping && t.inFlight <= t.d.pc.MaxInFlight/2 && t.bytes <= t.d.pc.MaxInFlightBytes/2 {
+	if t.paused && !t.stopping && t.inFlight <= t.d.Config.MaxInFlight/2 && t.bytes <= t.d.Config.MaxInFlightBytes/2 {
 		t.paused = false
-		t.d.cl.ResumeFetchPartitions(map[string][]int32{t.topic: {t.partition}})
+		t.d.Client.ResumeFetchPartitions(map[string][]int32{t.Topic: {t.Partition}})
 	}
 }
 
-// caughtUp takes a fetch that brought the partition no records: its
+// CaughtUp takes a fetch that brought the partition no records: its
 // fetch offset is at the end the client may read (the last stable offset
 // under read_committed). With nothing in flight every record below it was
 // done or skipped, so that end is the position: without this a partition
 // whose committed offset was already at its end would show its whole
 // length as lag, no record ever moving the position.
-func (t *task) caughtUp(fp kgo.FetchPartition) {
+func (t *Task) CaughtUp(fp kgo.FetchPartition) {
 	end := fp.LastStableOffset
 	if end < 0 {
 		end = fp.HighWatermark
@@ -502,8 +504,8 @@ func (t *task) caughtUp(fp kgo.FetchPartition) {
 	}
 }
 
-func (t *task) lag() int64 {
-	l := t.highWatermark.Load() - t.position.Load()
+func (t *Task) lag() int64 {
+	l := t.HighWatermark.Load() - t.position.Load()
 	if l < 0 {
 		return 0
 	}
@@ -528,57 +530,57 @@ type autoSize struct {
 	warm              atomic.Int32 // workers whose first instance is created
 }
 
-// taskGauges is a task at one moment: what Pipeline.Snapshot sums and
+// TaskGauges is a task at one moment: what Pipeline.Snapshot sums and
 // metrics report, read under the task's lock in one go so that neither
 // reaches into the task's fields.
-type taskGauges struct {
-	topic     string
-	partition int32
+type TaskGauges struct {
+	Topic     string
+	Partition int32
 
-	workers, busy    int
-	inFlight, queued int
-	paused           bool
-	committed        int64 // -1: nothing committed by this owner yet
-	watermark        int64
-	hasWatermark     bool
-	lag              int64
-	states           [3]int64 // workers by state (workerIdle, workerBusy, workerAwaiting)
-	slots            []slotGauges
-	sized            bool // instances: auto; the fields below are set
-	target           int
-	reason, detail   string
-	changedAt        time.Time
+	Workers, Busy    int
+	InFlight, Queued int
+	Paused           bool
+	Committed        int64 // -1: nothing committed by this owner yet
+	Watermark        int64
+	HasWatermark     bool
+	Lag              int64
+	States           [3]int64 // workers by state (workerIdle, workerBusy, workerAwaiting)
+	Slots            []SlotGauges
+	Sized            bool // instances: auto; the fields below are set
+	Target           int
+	Reason, Detail   string
+	ChangedAt        time.Time
 }
 
-// slotGauges is one instance of a task.
-type slotGauges struct {
-	slot                   int
-	handled, faults, pages int64
+// SlotGauges is one instance of a task.
+type SlotGauges struct {
+	Slot                   int
+	Handled, Faults, Pages int64
 }
 
-// gauges returns the task's gauges; withSlots adds one entry per instance.
-func (t *task) gauges(withSlots bool) taskGauges {
-	g := taskGauges{topic: t.topic, partition: t.partition, committed: t.committed.Load(), lag: t.lag()}
-	g.watermark, _, g.hasWatermark = t.tr.Watermark()
+// Gauges returns the task's gauges; withSlots adds one entry per instance.
+func (t *Task) Gauges(withSlots bool) TaskGauges {
+	g := TaskGauges{Topic: t.Topic, Partition: t.Partition, Committed: t.Committed.Load(), Lag: t.lag()}
+	g.Watermark, _, g.HasWatermark = t.Tracker.Watermark()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g.workers, g.busy, g.inFlight, g.queued, g.paused = t.workers, t.workers-len(t.idleW), t.inFlight, t.queued, t.paused
+	g.Workers, g.Busy, g.InFlight, g.Queued, g.Paused = t.workers, t.workers-len(t.idleW), t.inFlight, t.queued, t.paused
 	if t.auto.sizer != nil {
-		g.sized, g.target, g.reason, g.detail, g.changedAt = true, t.auto.sizer.Target, t.auto.sizer.Reason, t.auto.sizer.Detail, t.auto.sizer.ChangedAt
+		g.Sized, g.Target, g.Reason, g.Detail, g.ChangedAt = true, t.auto.sizer.Target, t.auto.sizer.Reason, t.auto.sizer.Detail, t.auto.sizer.ChangedAt
 	}
 	for slot, w := range t.live {
-		g.states[w.state.Load()]++
+		g.States[w.state.Load()]++
 		if withSlots {
-			g.slots = append(g.slots, slotGauges{slot, w.handled.Load(), w.faults.Load(), w.pages.Load()})
+			g.Slots = append(g.Slots, SlotGauges{slot, w.handled.Load(), w.faults.Load(), w.pages.Load()})
 		}
 	}
 	return g
 }
 
-// finish counts r done once its outcome is durable; false when it was
+// Finish counts r done once its outcome is durable; false when it was
 // already (markDone).
-func (t *task) finish(r *kgo.Record) bool {
-	if !t.d.ledger.markDone(t, r) {
+func (t *Task) Finish(r *kgo.Record) bool {
+	if !t.d.Ledger.markDone(t, r) {
 		return false
 	}
 	t.ps.Done.Add(1)
@@ -587,15 +589,24 @@ func (t *task) finish(r *kgo.Record) bool {
 	t.started--
 	t.bytes -= len(r.Key) + len(r.Value)
 	if !t.closed {
-		t.d.budget.inFlight.Add(-1)
+		t.d.Budget.AddInFlight(-1)
 	}
 	paused := t.paused
 	t.mu.Unlock()
 	if paused {
-		t.d.flow.signalFlow()
+		t.d.Flow.SignalFlow()
 	}
-	if t.d.flow.awaiting.Load() {
-		t.d.flow.signalDemand()
+	if t.d.Flow.Awaiting.Load() {
+		t.d.Flow.SignalDemand()
 	}
 	return true
+}
+
+// version is the version the task's records run on: the canary's if its
+// partition is in the canary's share, else the pipeline's current one.
+func (t *Task) version() *version.Version {
+	if c := t.d.Mods.Canary.Load(); c != nil && c.In(t.d.Config.Name, t.Topic, t.Partition) {
+		return c.Ver
+	}
+	return t.d.Mods.Current()
 }

@@ -1,13 +1,15 @@
-package scheduler
+// Package background owns the goroutines a pipeline starts on the side of
+// its loops, so that every one of them is waited for.
+package background
 
 import "sync"
 
-// background owns the goroutines a pipeline starts on the side of its
+// Group owns the goroutines a pipeline starts on the side of its
 // loops — a failure copy produced again after a backoff, a failed output's
 // record routed to its retry, cut-off tasks retired — so that every one of
 // them has an owner that waits for it. Once closed it starts none: work
 // arriving then is left undone, and its record uncommitted.
-type background struct {
+type Group struct {
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
@@ -15,7 +17,7 @@ type background struct {
 
 // Go runs f on a goroutine of its own and reports true, or reports false
 // when the pipeline is shutting down.
-func (b *background) Go(f func()) bool {
+func (b *Group) Go(f func()) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -30,7 +32,7 @@ func (b *background) Go(f func()) bool {
 }
 
 // Close stops new goroutines and waits for the running ones.
-func (b *background) Close() {
+func (b *Group) Close() {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()

@@ -1,4 +1,4 @@
-package scheduler
+package version
 
 import (
 	"fmt"
@@ -13,10 +13,10 @@ import (
 func TestCanaryShare(t *testing.T) {
 	for _, n := range []int32{1, 3, 12, 48, 100} {
 		for _, pct := range []int{1, 10, 25, 50, 99} {
-			c := &canary{percent: pct, counts: map[string]int32{"in": n}}
+			c := &Canary{Percent: pct, Counts: map[string]int32{"in": n}}
 			var got []int32
 			for p := range n {
-				if c.in("pipe", "in", p) {
+				if c.In("pipe", "in", p) {
 					got = append(got, p)
 				}
 			}
@@ -26,11 +26,11 @@ func TestCanaryShare(t *testing.T) {
 			}
 		}
 	}
-	c := &canary{percent: 25, counts: map[string]int32{"in": 48}}
+	c := &Canary{Percent: 25, Counts: map[string]int32{"in": 48}}
 	differ := false
 	for i := range 10 {
 		for p := range int32(48) {
-			if c.in(fmt.Sprint("pipe-", i), "in", p) != c.in("pipe", "in", p) {
+			if c.In(fmt.Sprint("pipe-", i), "in", p) != c.In("pipe", "in", p) {
 				differ = true
 			}
 		}
@@ -38,7 +38,7 @@ func TestCanaryShare(t *testing.T) {
 	if !differ {
 		t.Error("ten pipelines' canaries all take the same partitions")
 	}
-	if c.in("pipe", "other", 0) {
+	if c.In("pipe", "other", 0) {
 		t.Error("a topic whose partition count is unknown is in the canary")
 	}
 }
@@ -52,8 +52,8 @@ func TestCanaryMembershipKeepsTheFNVShare(t *testing.T) {
 	if got, want := fnv32a(fnv32a(fnv32a(2166136261, "pipe"), "/"), "in"), h.Sum32(); got != want {
 		t.Fatalf("fnv32a = %d, hash/fnv = %d", got, want)
 	}
-	c := &canary{percent: 25, counts: map[string]int32{"in": 48}}
-	if n := testing.AllocsPerRun(100, func() { c.in("pipe", "in", 7) }); n != 0 {
+	c := &Canary{Percent: 25, Counts: map[string]int32{"in": 48}}
+	if n := testing.AllocsPerRun(100, func() { c.In("pipe", "in", 7) }); n != 0 {
 		t.Fatalf("canary membership allocates %.0f times per record", n)
 	}
 }

@@ -5,22 +5,27 @@
 // state writes, or its retry or dead-letter copy — and tells the outcome
 // (the job) when it is durable.
 
-package scheduler
+package partition
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
-// sink is how a pipeline's decided outcomes leave the host; the pipeline's
+// Sink is how a pipeline's decided outcomes leave the host; the pipeline's
 // guarantee chooses one, once, in newPipeline:
 //
 //   - plainSink (at_least_once, and consume: share): outputs are produced
@@ -32,7 +37,7 @@ import (
 //     transaction, through its gate; a record is durable at once (the
 //     transaction's cut commits it only if every produce was
 //     acknowledged), and a produce that fails aborts the transaction.
-type sink interface {
+type Sink interface {
 	// refuses says why r's outputs, or the changelog records of its state
 	// writes, can never be produced ("" when they can): topic limits, and
 	// under exactly_once a refusal the broker made when r last ran. Asked
@@ -48,25 +53,25 @@ type sink interface {
 	// Pipeline.mu or commitMu. Never produces from inside a produce
 	// callback.
 	deliver(run []*job)
-	// forget drops what the sink remembers of partitions that moved
+	// Forget drops what the sink remembers of partitions that moved
 	// (txnSink: refused records).
-	forget(parts map[string][]int32)
+	Forget(parts map[string][]int32)
 }
 
-// txnGate is what a txnSink needs of its transactions (txn.go): enter is
+// TxnGate is what a TxnSink needs of its transactions (scheduler/txn.go): enter is
 // held shared while outcomes are released (a cut holds it exclusively),
 // leave ends it, counting the records released (at
 // transactions.max_records the poll in progress ends, so the loop cuts),
 // and failed makes the open transaction abort at its cut.
-type txnGate interface {
-	enter()
-	leave(released int)
-	failed(err error)
+type TxnGate interface {
+	Enter()
+	Leave(released int)
+	Failed(err error)
 }
 
 // refusesLimits says why a topic would refuse one of outs, or the
 // changelog record of one of writes (topicLimits); "" when none would.
-func refusesLimits(l topicLimits, output, changelog string, outs []abi.Output, writes []state.Write) string {
+func refusesLimits(l TopicLimits, output, changelog string, outs []abi.Output, writes []state.Write) string {
 	for i := range outs {
 		o := &outs[i]
 		if why := l.refuses(cmp.Or(o.Topic, output), o.Key, o.Key == nil, o.Value, o.Headers); why != "" {
@@ -81,20 +86,33 @@ func refusesLimits(l topicLimits, output, changelog string, outs []abi.Output, w
 	return ""
 }
 
-// plainSink is the sink of at_least_once and share pipelines.
-type plainSink struct {
-	p         *Pipeline
-	limits    topicLimits
-	changelog string // the state's changelog topic (state.enabled; "" otherwise)
+// Producer is what a sink produces with: the pipeline's config and
+// client, and for a failure copy produced again after a backoff, the
+// pipeline's background group, its quit signal and whether it stopped.
+// The client is the pipeline's, made before its sink (Pipeline.wire).
+type Producer struct {
+	Config     *config.Pipeline
+	Client     *kgo.Client
+	Log        *slog.Logger
+	Background *background.Group
+	Quit       <-chan struct{} // closed when the pipeline stops
+	Stopped    *atomic.Bool    // set when the pipeline stops
 }
 
-func (s *plainSink) refuses(_ *kgo.Record, outs []abi.Output, writes []state.Write) string {
-	return refusesLimits(s.limits, s.p.pc.Output, s.changelog, outs, writes)
+// PlainSink is the sink of at_least_once and share pipelines.
+type PlainSink struct {
+	Producer
+	Limits    TopicLimits
+	Changelog string // the state's changelog topic (state.enabled; "" otherwise)
 }
 
-func (*plainSink) forget(map[string][]int32) {}
+func (s *PlainSink) refuses(_ *kgo.Record, outs []abi.Output, writes []state.Write) string {
+	return refusesLimits(s.Limits, s.Config.Output, s.Changelog, outs, writes)
+}
 
-func (s *plainSink) deliver(run []*job) {
+func (*PlainSink) Forget(map[string][]int32) {}
+
+func (s *PlainSink) deliver(run []*job) {
 	var at outputTime
 	for _, j := range run {
 		switch j.verdict {
@@ -114,8 +132,8 @@ func (s *plainSink) deliver(run []*job) {
 // acknowledged stay: this is at-least-once). j.held is what the outputs
 // count in the host's held outputs: given back once the broker answered for
 // every one of them.
-func (s *plainSink) deliverOutputs(j *job, at time.Time) {
-	j.prepareOutputs(s.p.pc.Output, at)
+func (s *PlainSink) deliverOutputs(j *job, at time.Time) {
+	j.prepareOutputs(s.Config.Output, at)
 	j.remaining.Store(int32(len(j.outs)))
 	if j.tr != nil {
 		j.sent = make([]func(int32, int64, error), len(j.outs))
@@ -128,7 +146,7 @@ func (s *plainSink) deliverOutputs(j *job, at time.Time) {
 			j.sent[i] = sent
 		}
 		kr.Context = j
-		s.p.cl.Produce(context.Background(), kr, outputAcked)
+		s.Client.Produce(context.Background(), kr, outputAcked)
 	}
 }
 
@@ -151,13 +169,13 @@ func outputAcked(pr *kgo.Record, err error) {
 	if j.remaining.Add(-1) != 0 {
 		return
 	}
-	t.d.budget.releaseOutputs(j.held)
+	t.d.Budget.ReleaseOutputs(j.held)
 	if e := j.failedErr.Load(); e != nil {
 		// Not from inside a promise: fail produces again.
-		j.undeliverable(failure{KindProduce, "producing an output failed: " + (*e).Error(), true}, *e)
+		j.undeliverable(failure{hooks.KindProduce, "producing an output failed: " + (*e).Error(), true}, *e)
 		return
 	}
-	t.finish(j.r)
+	t.Finish(j.r)
 	j.tr.End("ok", "", "")
 }
 
@@ -175,8 +193,8 @@ func (j *job) produceFailed(err error) {
 func (j *job) undeliverable(f failure, err error) {
 	t := j.t
 	j.verdict, j.fail, j.history = verdictFailed, f, nil
-	if !t.d.bg.Go(func() { t.d.sink.deliver(j.run()) }) {
-		t.d.log.Error("an output failed during shutdown; its record stays uncommitted", "topic", j.r.Topic, "partition", j.r.Partition, "offset", j.r.Offset, "err", err)
+	if !t.d.Background.Go(func() { t.d.Sink.deliver(j.run()) }) {
+		t.d.Log.Error("an output failed during shutdown; its record stays uncommitted", "topic", j.r.Topic, "partition", j.r.Partition, "offset", j.r.Offset, "err", err)
 	}
 }
 
@@ -184,67 +202,67 @@ func (j *job) undeliverable(f failure, err error) {
 // done once that is acknowledged. A failed produce is tried again with
 // backoff until it succeeds or the pipeline stops (r then stays
 // uncommitted): a failed record is never dropped.
-func (s *plainSink) deliverFailure(t *task, r *kgo.Record, fc failureCopy, tr *tracing.Attempt, f failure) {
-	p := s.p
-	p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", fc.topic)
+func (s *PlainSink) deliverFailure(t *Task, r *kgo.Record, fc failureCopy, tr *tracing.Attempt, f failure) {
+	p := &s.Producer
+	p.Log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", fc.topic)
 	var attempt func(backoff time.Duration)
 	attempt = func(backoff time.Duration) {
 		tp, ts, sent := tr.Produce(fc.kind, fc.topic)
 		fr := &kgo.Record{Topic: fc.topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(fc.headers, tp, ts), Partition: -1}
-		p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
+		p.Client.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
 			if err == nil {
 				fc.count(t.ps).Add(1)
-				t.finish(r)
+				t.Finish(r)
 				tr.End(fc.kind, f.kind, f.msg)
 				return
 			}
-			again := !p.stopped.Load() && p.bg.Go(func() {
+			again := !p.Stopped.Load() && p.Background.Go(func() {
 				select {
 				case <-time.After(backoff):
 					attempt(min(backoff*2, 30*time.Second))
-				case <-p.quit:
-					p.log.Error("producing a failed record failed at shutdown; it stays uncommitted", "to", fc.topic, "offset", r.Offset, "err", err)
+				case <-p.Quit:
+					p.Log.Error("producing a failed record failed at shutdown; it stays uncommitted", "to", fc.topic, "offset", r.Offset, "err", err)
 				}
 			})
 			if !again {
-				p.log.Error("producing a failed record during shutdown failed; it stays uncommitted", "to", fc.topic, "offset", r.Offset, "err", err)
+				p.Log.Error("producing a failed record during shutdown failed; it stays uncommitted", "to", fc.topic, "offset", r.Offset, "err", err)
 				return
 			}
-			p.log.Error("producing a failed record failed; retrying", "to", fc.topic, "offset", r.Offset, "err", err, "backoff", backoff)
+			p.Log.Error("producing a failed record failed; retrying", "to", fc.topic, "offset", r.Offset, "err", err, "backoff", backoff)
 		})
 	}
 	attempt(time.Second)
 }
 
-// txnSink is the sink of exactly_once pipelines: outcomes enter the open
+// TxnSink is the sink of exactly_once pipelines: outcomes enter the open
 // transaction, in release order, through its gate.
-type txnSink struct {
-	p         *Pipeline
-	gate      txnGate
-	limits    topicLimits
-	changelog string
+type TxnSink struct {
+	Producer
+	Gate      TxnGate
+	Limits    TopicLimits
+	Changelog string
 	// refused are the records whose produce the broker refused in a
 	// transaction that then aborted: run again, they fail (refuses).
 	refused refusedRecords
 }
 
-func (s *txnSink) refuses(r *kgo.Record, outs []abi.Output, writes []state.Write) string {
+func (s *TxnSink) refuses(r *kgo.Record, outs []abi.Output, writes []state.Write) string {
 	if why := s.refused.take(r); why != "" {
 		return "the broker refused an output of this record when it last ran (its transaction aborted): " + why
 	}
-	return refusesLimits(s.limits, s.p.pc.Output, s.changelog, outs, writes)
+	return refusesLimits(s.Limits, s.Config.Output, s.Changelog, outs, writes)
 }
 
-func (s *txnSink) forget(parts map[string][]int32) { s.refused.forget(parts) }
+func (s *TxnSink) Forget(parts map[string][]int32) { s.refused.forget(parts) }
 
 // deliver releases run into the open transaction: while no transaction is
 // being cut (the gate, held shared over the whole run: checking the
 // cut-off, producing and finishing each record happen in one hold), and
 // nothing of a job whose task was cut off (its partition revoked or its
 // transaction aborted).
-func (s *txnSink) deliver(run []*job) {
-	s.gate.enter()
+func (s *TxnSink) deliver(run []*job) {
+	s.Gate.Enter()
 	n := 0
 	var at outputTime
 	for _, j := range run {
@@ -261,7 +279,7 @@ func (s *txnSink) deliver(run []*job) {
 		}
 		n++
 	}
-	s.gate.leave(n)
+	s.Gate.Leave(n)
 }
 
 // deliverOutputs releases a succeeded record's outputs into the open
@@ -270,18 +288,18 @@ func (s *txnSink) deliver(run []*job) {
 // transaction aborts and the record is processed again; if the broker
 // refused what it holds, it then fails: refusedRecords). An output a topic
 // is known to refuse never gets here (refuses).
-func (s *txnSink) deliverOutputs(j *job, at time.Time) {
+func (s *TxnSink) deliverOutputs(j *job, at time.Time) {
 	t, r := j.t, j.r
-	j.prepareOutputs(s.p.pc.Output, at)
+	j.prepareOutputs(s.Config.Output, at)
 	j.remaining.Store(int32(len(j.outs)))
 	for i := range j.outs {
 		kr := j.outputRecord(i)
 		tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
 		kr.Headers = withTraceContext(kr.Headers, tp, ts)
-		s.p.cl.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
+		s.Client.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
 			if j.remaining.Add(-1) == 0 {
-				t.d.budget.releaseOutputs(j.held)
+				t.d.Budget.ReleaseOutputs(j.held)
 			}
 			j.acked(pr, err)
 			if err != nil {
@@ -290,30 +308,30 @@ func (s *txnSink) deliverOutputs(j *job, at time.Time) {
 					// (refusedRecords, refuses).
 					s.refused.note(r, fmt.Sprintf("to %s: %v", pr.Topic, err))
 				}
-				s.gate.failed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
+				s.Gate.Failed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
 			}
 		})
 	}
-	t.finish(r)
+	t.Finish(r)
 	j.tr.End("ok", "", "")
 }
 
 // deliverFailure releases r's failure copy into the open transaction, like
 // outputs: r is done at once; a produce that fails aborts the transaction.
-func (s *txnSink) deliverFailure(t *task, r *kgo.Record, fc failureCopy, tr *tracing.Attempt, f failure) {
-	p := s.p
-	p.log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", fc.topic)
+func (s *TxnSink) deliverFailure(t *Task, r *kgo.Record, fc failureCopy, tr *tracing.Attempt, f failure) {
+	p := &s.Producer
+	p.Log.Debug("failed record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "to", fc.topic)
 	tp, ts, sent := tr.Produce(fc.kind, fc.topic)
 	fr := &kgo.Record{Topic: fc.topic, Key: r.Key, Value: r.Value, Headers: withTraceContext(fc.headers, tp, ts), Partition: -1}
-	p.cl.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
+	p.Client.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
 		sent(pr.Partition, pr.Offset, err)
 		if err != nil {
-			s.gate.failed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, fc.topic, err))
+			s.Gate.Failed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, fc.topic, err))
 			return
 		}
 		fc.count(t.ps).Add(1) // on acknowledgement, as outputs are
 	})
-	t.finish(r)
+	t.Finish(r)
 	tr.End(fc.kind, f.kind, f.msg)
 }
 

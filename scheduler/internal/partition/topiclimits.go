@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 )
 
-// topicLimits are what the brokers refuse of a record on each topic the
+// TopicLimits are what the brokers refuse of a record on each topic the
 // pipelines produce to — its max.message.bytes, and a null key when its
 // cleanup.policy compacts — read once at start (readTopicLimits). They
 // serve twice:
@@ -28,7 +28,7 @@ import (
 //
 // RATIONALE.md, "A record the broker refuses". Read-only once built: safe
 // for concurrent use.
-type topicLimits map[string]topicLimit
+type TopicLimits map[string]topicLimit
 
 type topicLimit struct {
 	maxBytes  int32 // max.message.bytes (0: unknown)
@@ -39,9 +39,9 @@ type topicLimit struct {
 // read: franz-go's default, Kafka's default max.message.bytes.
 const defaultMaxMessageBytes = 1_000_012
 
-// batchMax is the most bytes franz-go puts in one batch to topic, in the
+// BatchMax is the most bytes franz-go puts in one batch to topic, in the
 // range franz-go accepts.
-func (l topicLimits) batchMax(topic string) int32 {
+func (l TopicLimits) BatchMax(topic string) int32 {
 	n := l[topic].maxBytes
 	if n <= 0 {
 		return defaultMaxMessageBytes
@@ -69,8 +69,8 @@ const traceHeaderBytes = 640
 
 // refuses says why topic would refuse a record of key (null when nullKey),
 // value and headers; "" when it would not.
-func (l topicLimits) refuses(topic string, key []byte, nullKey bool, value []byte, headers []abi.Header) string {
-	if n, limit := recordBatchBytes(key, value, headers), l.batchMax(topic); n > int(limit) {
+func (l TopicLimits) refuses(topic string, key []byte, nullKey bool, value []byte, headers []abi.Header) string {
+	if n, limit := recordBatchBytes(key, value, headers), l.BatchMax(topic); n > int(limit) {
 		return fmt.Sprintf("a record of %d bytes to %s, over the topic's max.message.bytes (%d)", n, topic, limit)
 	}
 	if nullKey && l[topic].compacted {
@@ -79,13 +79,13 @@ func (l topicLimits) refuses(topic string, key []byte, nullKey bool, value []byt
 	return ""
 }
 
-// readTopicLimits reads the limits of topics. A topic whose config cannot
+// ReadTopicLimits reads the limits of topics. A topic whose config cannot
 // be read (an ACL without DescribeConfigs, a broker that does not answer)
 // keeps franz-go's default bound, logged: the broker still refuses what is
 // over its bound, and such a record then fails when it runs again
 // (refusedRecords).
-func readTopicLimits(ctx context.Context, adm *kadm.Client, topics []string, log *slog.Logger) topicLimits {
-	l := topicLimits{}
+func ReadTopicLimits(ctx context.Context, adm *kadm.Client, topics []string, log *slog.Logger) TopicLimits {
+	l := TopicLimits{}
 	if len(topics) == 0 {
 		return l
 	}

@@ -3,7 +3,7 @@
 // turn in the partition's release order where one is kept, then the
 // pipeline's sink (sink.go) produces what it carries.
 
-package scheduler
+package partition
 
 import (
 	"sync"
@@ -26,7 +26,7 @@ import (
 // callback (outputAcked) finds it when the broker answers. One allocation
 // carries a record from its first call to its last acknowledgement.
 type job struct {
-	t       *task
+	t       *Task
 	r       *kgo.Record
 	ln      *lane           // held until the record is decided (key ordering) or has started (partition)
 	orig    *failhdr.Origin // where the record was first consumed, when not the record itself (a retry topic's)
@@ -115,7 +115,7 @@ type releaser struct {
 	mu       sync.Mutex
 	q        fifo.Queue[*job]
 	byOffset bool        // places are reserved at enqueue (exactly_once)
-	sk       sink        // where settled heads are delivered, as one run
+	sk       Sink        // where settled heads are delivered, as one run
 	run      []*job      // the run being delivered (reused: guarded by mu)
 	gone     func(int64) // set by abandon: gives back the held bytes of later settles
 }
@@ -241,7 +241,7 @@ func (w *worker) settle(j *job, v verdict) {
 	case j.ordered:
 		w.t.rel.settle(j)
 	case v != verdictNone:
-		w.t.d.sink.deliver(j.run())
+		w.t.d.Sink.deliver(j.run())
 	}
 	if ln != nil {
 		w.releaseLane(ln)
@@ -276,7 +276,7 @@ func (w *worker) settleRun() {
 			}
 		}
 		if n > 0 {
-			w.t.d.sink.deliver(run[:n])
+			w.t.d.Sink.deliver(run[:n])
 		}
 	}
 	for _, ln := range lanes {
@@ -307,7 +307,7 @@ func (j *job) run() []*job {
 // cutOff reports whether j's task was cut off (exactly_once: its
 // partition revoked or its transaction aborted): nothing of it is
 // released.
-func (j *job) cutOff() bool { return j.t.dead.Load() }
+func (j *job) cutOff() bool { return j.t.Dead.Load() }
 
 // acked notes the broker's answer for pr, one of j's produced records: a
 // changelog record's offset goes to j's state batch (an error voids the
@@ -315,7 +315,7 @@ func (j *job) cutOff() bool { return j.t.dead.Load() }
 // error itself.
 func (j *job) acked(pr *kgo.Record, err error) {
 	t := j.t
-	if j.sb != nil && pr.Topic == t.state.Changelog() {
+	if j.sb != nil && pr.Topic == t.State.Changelog() {
 		j.sb.Acked(pr.Offset, err) // a changelog record (state.Batch)
 		return
 	}
@@ -326,8 +326,8 @@ func (j *job) acked(pr *kgo.Record, err error) {
 
 // filtered finishes j, which succeeded without outputs: it is durable at
 // once, and counted as dropped (filtered).
-func (t *task) filtered(j *job) {
-	if t.finish(j.r) {
+func (t *Task) filtered(j *job) {
+	if t.Finish(j.r) {
 		t.ps.Dropped.Add(1) // ok with no output: filtered
 	}
 	j.tr.End("ok", "", "")
@@ -336,9 +336,9 @@ func (t *task) filtered(j *job) {
 // drop gives up on j without an outcome: it stays uncommitted, and the
 // partition's next owner processes it again (under a share group: it is
 // released, and another host takes it).
-func (t *task) drop(j *job) {
+func (t *Task) drop(j *job) {
 	switch {
-	case j.ordered && !t.d.ledger.dropKeepsPlace():
+	case j.ordered && !t.d.Ledger.dropKeepsPlace():
 		j.verdict = verdictNone
 		t.rel.settle(j)
 	case j.ordered:
@@ -349,5 +349,5 @@ func (t *task) drop(j *job) {
 	t.mu.Lock()
 	t.started--
 	t.mu.Unlock()
-	t.d.ledger.abandoned(t, j.r)
+	t.d.Ledger.abandoned(t, j.r)
 }

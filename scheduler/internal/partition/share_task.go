@@ -1,8 +1,8 @@
 // What a consume: share pipeline's task and role do differently
-// (share.go): records enter without the offset tracker, and the broker's
+// (scheduler/share.go): records enter without the offset tracker, and the broker's
 // delivery count is the attempt.
 
-package scheduler
+package partition
 
 import (
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -10,22 +10,22 @@ import (
 	"github.com/wasmstream/wasmstream/internal/failhdr"
 )
 
-// shareRole is a primary's role under a share group: the broker's
+// ShareRole is a primary's role under a share group: the broker's
 // delivery count is the record's attempt (a record redelivered after a
 // host was lost or gave it back is on its second attempt).
-type shareRole struct{ role }
+type ShareRole struct{ Role }
 
-func (s shareRole) prior(r *kgo.Record) (failhdr.State, int) {
-	st, untrusted := s.role.prior(r)
+func (s ShareRole) prior(r *kgo.Record) (failhdr.State, int) {
+	st, untrusted := s.Role.prior(r)
 	st.Attempt = max(int(r.DeliveryCount()), 1)
 	return st, untrusted
 }
 
-// enqueueShared takes records of a share-group poll: like enqueue, without
+// EnqueueShared takes records of a share-group poll: like enqueue, without
 // the offset tracker (a share group redelivers offsets below those it
 // handed out; the acknowledgement, not a watermark, makes a record durable).
 // Ordering is none: every record goes to the free queue.
-func (t *task) enqueueShared(recs []*kgo.Record) {
+func (t *Task) EnqueueShared(recs []*kgo.Record) {
 	nb := 0
 	t.mu.Lock()
 	for _, r := range recs {
@@ -36,7 +36,7 @@ func (t *task) enqueueShared(recs []*kgo.Record) {
 	t.queued += n
 	t.inFlight += n
 	t.bytes += nb
-	t.d.budget.inFlight.Add(int64(n))
+	t.d.Budget.AddInFlight(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
 	t.mu.Unlock()
@@ -44,12 +44,12 @@ func (t *task) enqueueShared(recs []*kgo.Record) {
 
 // forgetShared gives back what an abandoned record counted in the task
 // (under a consumer group it stays counted until the task closes).
-func (t *task) forgetShared(r *kgo.Record) {
+func (t *Task) forgetShared(r *kgo.Record) {
 	t.mu.Lock()
 	t.inFlight--
 	t.bytes -= len(r.Key) + len(r.Value)
 	if !t.closed {
-		t.d.budget.inFlight.Add(-1)
+		t.d.Budget.AddInFlight(-1)
 	}
 	t.mu.Unlock()
 }

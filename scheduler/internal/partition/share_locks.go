@@ -4,7 +4,7 @@
 // operations, inline retries, produces), and counts the ones it could not
 // keep.
 
-package scheduler
+package partition
 
 import (
 	"log/slog"
@@ -15,21 +15,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// shareLocks is the set of records acquired and not yet acknowledged. Its
+// ShareLocks is the set of records acquired and not yet acknowledged. Its
 // mutex is a leaf (DESIGN.md, "Lock order").
-type shareLocks struct {
+type ShareLocks struct {
 	mu   sync.Mutex
 	held map[*kgo.Record]*shareLock
 	// lockFor is the broker's lock duration as last measured: a fresh
 	// record's acquisition deadline minus when its poll returned.
 	lockFor time.Duration
-	// empty gets a signal when the last held record is acknowledged: the
+	// Empty gets a signal when the last held record is acknowledged: the
 	// poll loop polls again only then (a poll accepts every record of the
 	// previous one not acknowledged yet).
-	empty chan struct{}
+	Empty chan struct{}
 	log   *slog.Logger
 
-	stats ShareStats
+	Stats ShareStats
 }
 
 // shareLock is one held record's lock, as the host estimates it.
@@ -58,16 +58,16 @@ type ShareStats struct {
 // assumed until a record's deadline says otherwise.
 const defaultLockFor = 30 * time.Second
 
-func newShareLocks(log *slog.Logger) *shareLocks {
-	return &shareLocks{held: map[*kgo.Record]*shareLock{}, lockFor: defaultLockFor, empty: make(chan struct{}, 1), log: log}
+func NewShareLocks(log *slog.Logger) *ShareLocks {
+	return &ShareLocks{held: map[*kgo.Record]*shareLock{}, lockFor: defaultLockFor, Empty: make(chan struct{}, 1), log: log}
 }
 
-// add registers the records a poll returned at now.
-func (s *shareLocks) add(fetches kgo.Fetches, now time.Time) {
+// Add registers the records a poll returned at now.
+func (s *ShareLocks) Add(fetches kgo.Fetches, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if fetches.NumRecords() > 0 {
-		s.stats.Polls.Add(1)
+		s.Stats.Polls.Add(1)
 	}
 	fetches.EachRecord(func(r *kgo.Record) {
 		if d := r.AcquisitionDeadline(); !d.IsZero() {
@@ -80,18 +80,18 @@ func (s *shareLocks) add(fetches kgo.Fetches, now time.Time) {
 			until = now.Add(s.lockFor)
 		}
 		s.held[r] = &shareLock{until: until, renewAt: until.Add(-s.lockFor / 2)}
-		s.stats.Acquired.Add(1)
+		s.Stats.Acquired.Add(1)
 		dc := max(int(r.DeliveryCount()), 1)
-		s.stats.Deliveries[min(dc, len(s.stats.Deliveries))-1].Add(1)
+		s.Stats.Deliveries[min(dc, len(s.Stats.Deliveries))-1].Add(1)
 		if dc > 1 {
-			s.stats.Redelivered.Add(1)
+			s.Stats.Redelivered.Add(1)
 		}
 	})
 }
 
-// take removes r from the held set; false when it was not held (already
+// Take removes r from the held set; false when it was not held (already
 // acknowledged).
-func (s *shareLocks) take(r *kgo.Record) (lapsed, ok bool) {
+func (s *ShareLocks) Take(r *kgo.Record) (lapsed, ok bool) {
 	s.mu.Lock()
 	l, ok := s.held[r]
 	if ok {
@@ -99,7 +99,7 @@ func (s *shareLocks) take(r *kgo.Record) (lapsed, ok bool) {
 		lapsed = l.lapsed
 		if len(s.held) == 0 {
 			select {
-			case s.empty <- struct{}{}:
+			case s.Empty <- struct{}{}:
 			default:
 			}
 		}
@@ -108,19 +108,19 @@ func (s *shareLocks) take(r *kgo.Record) (lapsed, ok bool) {
 	return lapsed, ok
 }
 
-// len is the number of records held.
-func (s *shareLocks) len() int {
+// Len is the number of records held.
+func (s *ShareLocks) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.held)
 }
 
-// renew renews every lock due at now, marks the ones past their estimated
+// Renew renews every lock due at now, marks the ones past their estimated
 // end as lapsed, and returns how many it renewed (the caller sends them at
-// once: the client batches acknowledgements for up to a second). A renew
+// once: the client batches acknowledgements for up to a second). A Renew
 // still unanswered makes the next one a no-op, which is why locks are
 // renewed at half their duration.
-func (s *shareLocks) renew(now time.Time) (renewed int) {
+func (s *ShareLocks) Renew(now time.Time) (renewed int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for r, l := range s.held {
@@ -128,12 +128,12 @@ func (s *shareLocks) renew(now time.Time) (renewed int) {
 		case l.lapsed:
 		case now.After(l.until):
 			l.lapsed = true
-			s.stats.Lapsed.Add(1)
+			s.Stats.Lapsed.Add(1)
 			s.log.Warn("share lock lapsed: the broker may give the record to another host, which processes it too (at-least-once)",
 				"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "delivery", r.DeliveryCount())
 		case !now.Before(l.renewAt):
 			r.Ack(kgo.AckRenew)
-			s.stats.Renewed.Add(1)
+			s.Stats.Renewed.Add(1)
 			renewed++
 			l.until = now.Add(s.lockFor)
 			l.renewAt = now.Add(s.lockFor / 2)
@@ -142,9 +142,9 @@ func (s *shareLocks) renew(now time.Time) (renewed int) {
 	return renewed
 }
 
-// releaseAll gives every held record back to the broker for redelivery and
+// ReleaseAll gives every held record back to the broker for redelivery and
 // empties the set; it returns how many it released.
-func (s *shareLocks) releaseAll() int {
+func (s *ShareLocks) ReleaseAll() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -153,13 +153,13 @@ func (s *shareLocks) releaseAll() int {
 		delete(s.held, r)
 		n++
 	}
-	s.stats.Released.Add(int64(n))
+	s.Stats.Released.Add(int64(n))
 	return n
 }
 
-// renewInterval is how often the renewal loop looks at the locks: a tenth
+// RenewInterval is how often the renewal loop looks at the locks: a tenth
 // of the lock duration, between 50 ms and 1 s.
-func (s *shareLocks) renewInterval() time.Duration {
+func (s *ShareLocks) RenewInterval() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return min(max(s.lockFor/10, 50*time.Millisecond), time.Second)

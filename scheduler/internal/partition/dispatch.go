@@ -1,4 +1,4 @@
-package scheduler
+package partition
 
 import (
 	"slices"
@@ -39,7 +39,7 @@ import (
 // without blocking, so holding task.mu there is safe.
 
 // pushIdleLocked makes w wait for work, in order of last use.
-func (t *task) pushIdleLocked(w *worker) {
+func (t *Task) pushIdleLocked(w *worker) {
 	i, _ := slices.BinarySearchFunc(t.idleW, w.lastUsed, func(x *worker, at time.Time) int {
 		if x.lastUsed.After(at) {
 			return 1
@@ -51,7 +51,7 @@ func (t *task) pushIdleLocked(w *worker) {
 
 // removeIdleLocked takes w off the idle list; it reports whether w was on
 // it (false: a waker took it off to hand it records).
-func (t *task) removeIdleLocked(w *worker) bool {
+func (t *Task) removeIdleLocked(w *worker) bool {
 	i := slices.Index(t.idleW, w)
 	if i < 0 {
 		return false
@@ -63,7 +63,7 @@ func (t *task) removeIdleLocked(w *worker) bool {
 // wakeLocked hands the runnable records to the most recently used idle
 // worker. The worker is off the idle list from now on: it counts as a
 // taker until it waits again.
-func (t *task) wakeLocked() bool {
+func (t *Task) wakeLocked() bool {
 	n := len(t.idleW)
 	if n == 0 {
 		return false
@@ -80,30 +80,30 @@ func (t *task) wakeLocked() bool {
 
 // takersLocked counts the workers that will take runnable records without
 // being woken: not waiting for work and not held back from taking any.
-func (t *task) takersLocked() int { return t.workers - len(t.idleW) - t.blocked }
+func (t *Task) takersLocked() int { return t.workers - len(t.idleW) - t.blocked }
 
 // dispatch runs dispatchLocked; the kick timer and the pipeline's flow loop
 // call it (records become due, or have waited instances.grow_after, with no event in
 // the task to notice).
-func (t *task) dispatch() { t.dispatchAbove() }
+func (t *Task) dispatch() { t.DispatchAbove() }
 
-// dispatchAbove is dispatch, reporting whether the task holds instances
+// DispatchAbove is dispatch, reporting whether the task holds instances
 // above instances.min (the flow loop tells the async sizer).
-func (t *task) dispatchAbove() bool {
+func (t *Task) DispatchAbove() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.kickAt = time.Time{}
 	t.dispatchLocked()
-	return t.workers > t.d.pc.Instances.Min
+	return t.workers > t.d.Config.Instances.Min
 }
 
 // maxLocked is the most instances the task may have now: its sizer's
 // target under instances: auto, else instances.max.
-func (t *task) maxLocked() int {
+func (t *Task) maxLocked() int {
 	if t.auto.sizer != nil {
 		return t.auto.sizer.Target
 	}
-	return t.d.pc.Instances.Max
+	return t.d.Config.Instances.Max
 }
 
 // controlLocked closes the sizer's window once sizing.Window has passed (or
@@ -111,7 +111,7 @@ func (t *task) maxLocked() int {
 // instance could have made a few calls: a backlog is met within tens of
 // milliseconds, on evidence) and moves the target; workers above a lowered
 // target are woken to retire.
-func (t *task) controlLocked(now time.Time) {
+func (t *Task) controlLocked(now time.Time) {
 	if t.auto.sizer == nil || t.stopping {
 		return
 	}
@@ -121,7 +121,7 @@ func (t *task) controlLocked(now time.Time) {
 	t.auto.ctlCalls = t.auto.calls.Load()
 	wait, run := t.auto.callWait.Load(), t.auto.callRun.Load()
 	m := sizing.Sample{Capped: t.auto.capped, Wait: time.Duration(wait - t.auto.ctlWait), Run: time.Duration(run - t.auto.ctlRn), Workers: t.workers, Warm: int(t.auto.warm.Load())}
-	busy, cores := t.d.mods.current().m.CoreUse()
+	busy, cores := t.d.Mods.Current().M.CoreUse()
 	if el := now.Sub(t.auto.ctlAt); !t.auto.ctlAt.IsZero() && el > 0 && t.auto.ctlBusy > 0 {
 		m.IdleCores = max(float64(cores)-float64(busy-t.auto.ctlBusy)/float64(el), 0)
 	}
@@ -130,7 +130,7 @@ func (t *task) controlLocked(now time.Time) {
 	if !t.auto.sizer.Step(now, m) {
 		return
 	}
-	t.d.log.Debug("instances: auto: target changed", "topic", t.topic, "partition", t.partition, "from", old, "to", t.auto.sizer.Target, "reason", t.auto.sizer.Reason, "detail", t.auto.sizer.Detail)
+	t.d.Log.Debug("instances: auto: target changed", "topic", t.Topic, "partition", t.Partition, "from", old, "to", t.auto.sizer.Target, "reason", t.auto.sizer.Reason, "detail", t.auto.sizer.Detail)
 	// Idle workers above the target, least recently used first: woken,
 	// they find the pool over its target and retire (worker.admit).
 	for n := t.workers - t.auto.sizer.Target; n > 0 && len(t.idleW) > 0; n-- {
@@ -146,8 +146,8 @@ func (t *task) controlLocked(now time.Time) {
 // overTargetLocked reports whether w should retire because the pool is
 // above its sizer's target: w holds no record (none waiting on its
 // operations, no inline retry).
-func (t *task) overTargetLocked(w *worker) bool {
-	return t.auto.sizer != nil && !t.stopping && t.workers > t.auto.sizer.Target && t.workers > t.d.pc.Instances.Min &&
+func (t *Task) overTargetLocked(w *worker) bool {
+	return t.auto.sizer != nil && !t.stopping && t.workers > t.auto.sizer.Target && t.workers > t.d.Config.Instances.Min &&
 		(w.inst == nil || w.inst.Pending() == 0) && len(w.retries) == 0
 }
 
@@ -155,7 +155,7 @@ func (t *task) overTargetLocked(w *worker) bool {
 // worker when no taker is left, and wakes one more or borrows an instance
 // when records have waited instances.grow_after. Called after anything that makes
 // records runnable or changes who takes them.
-func (t *task) dispatchLocked() {
+func (t *Task) dispatchLocked() {
 	if t.stopping {
 		return
 	}
@@ -164,7 +164,7 @@ func (t *task) dispatchLocked() {
 	if !t.runnableLocked() {
 		t.waitSince = time.Time{}
 		if r, ok := t.free.Peek(); ok {
-			if due := t.d.role.due(r); !due.IsZero() {
+			if due := t.d.Role.due(r); !due.IsZero() {
 				t.kickLocked(due) // the oldest retry record falls due
 			}
 		}
@@ -178,20 +178,20 @@ func (t *task) dispatchLocked() {
 		t.wakeLocked()
 	case t.workers == 0:
 		t.growLocked()
-	case now.Sub(t.waitSince) >= t.d.pc.Instances.GrowAfter:
+	case now.Sub(t.waitSince) >= t.d.Config.Instances.GrowAfter:
 		if !t.wakeLocked() {
 			t.growLocked()
 		}
 		t.waitSince = now // the next step only if records still wait instances.grow_after from now
 	}
-	if len(t.idleW) > 0 || t.workers < t.d.pc.Instances.Max {
-		t.kickLocked(t.waitSince.Add(t.d.pc.Instances.GrowAfter)) // else nothing to do but wait for the workers
+	if len(t.idleW) > 0 || t.workers < t.d.Config.Instances.Max {
+		t.kickLocked(t.waitSince.Add(t.d.Config.Instances.GrowAfter)) // else nothing to do but wait for the workers
 	}
 }
 
 // kickLocked makes the kick timer run dispatch at at, unless it is set to
 // run earlier.
-func (t *task) kickLocked(at time.Time) {
+func (t *Task) kickLocked(at time.Time) {
 	if !t.kickAt.IsZero() && !t.kickAt.After(time.Now()) {
 		t.kickAt = time.Time{} // fired (or about to): not a bound any more
 	}
@@ -204,15 +204,15 @@ func (t *task) kickLocked(at time.Time) {
 
 // growLocked borrows an instance from the host's budget, under the task's
 // maximum.
-func (t *task) growLocked() {
-	if t.stopping || t.workers >= t.d.pc.Instances.Max {
+func (t *Task) growLocked() {
+	if t.stopping || t.workers >= t.d.Config.Instances.Max {
 		return
 	}
 	if t.workers >= t.maxLocked() {
 		t.auto.capped++ // records wait, the target holds the pool back: the sizer's signal
 		return
 	}
-	if t.d.budget.borrow(t.d.instanceBytes) {
+	if t.d.Budget.Borrow(t.d.InstanceBytes) {
 		t.ps.Borrowed.Add(1)
 		t.spawnLocked(true)
 	}
@@ -222,8 +222,8 @@ func (t *task) growLocked() {
 // its instance back: while the task is above its minimum and no record is
 // runnable. Which instance goes does not matter (the budget counts
 // instances, not identities): the least recently used one times out first.
-func (t *task) retireLocked(w *worker) bool {
-	if t.stopping || t.runnableLocked() || t.workers <= t.d.pc.Instances.Min {
+func (t *Task) retireLocked(w *worker) bool {
+	if t.stopping || t.runnableLocked() || t.workers <= t.d.Config.Instances.Min {
 		return false
 	}
 	t.workers--

@@ -1,0 +1,93 @@
+package partition
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
+	"github.com/wasmstream/wasmstream/scheduler/internal/budget"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+	"github.com/wasmstream/wasmstream/scheduler/internal/version"
+	"github.com/wasmstream/wasmstream/tracing"
+)
+
+// Deps is everything a partition's engine — its task, workers,
+// release order and failure routing — is given by its pipeline, once, when
+// the pipeline starts (Pipeline.Start: Deps): the engine holds no
+// pointer to the pipeline, and reaches outward only through what is here
+// and the seams (sink, ledger). (DESIGN.md, "Seams: source, ledger, sink,
+// committer".)
+type Deps struct {
+	Config *config.Pipeline
+	Group  string // the consumer group (trace attributes)
+	Log    *slog.Logger
+
+	Budget        *budget.Budget
+	InstanceBytes int64 // memory an instance reserves in the budget
+	Stats         *hooks.Stats
+	// PartStats are a partition's counters, kept across assignments.
+	PartStats func(topic string, partition int32) *hooks.Stats
+
+	Role      Role
+	Retryable map[string]bool // fault kinds retried
+	Sink      Sink
+	Ledger    Ledger
+	State     *state.Stores // nil: state.enabled is off
+
+	Mods      *version.Modules // versions, swap signal, canary, async
+	Flow      *FlowSignals     // the poll loop's wake-ups
+	AsyncSize *sizing.Async    // async.max_in_flight: auto (nil: fixed)
+	// Client pauses and resumes a partition's fetching (backpressure).
+	Client     *kgo.Client
+	Background *background.Group // work after a backoff, owned by the pipeline
+
+	Tracer  *tracing.Tracer       // nil: tracing off
+	Metrics *hooks.Metrics        // nil: no metrics
+	FailObs hooks.FailureObserver // nil: none
+}
+
+// recordInstantiate records the time a new instance took.
+func (d *Deps) recordInstantiate(dur time.Duration) {
+	if m := d.Metrics; m != nil {
+		m.Instantiate.Record(context.Background(), dur.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.Config.Name)))
+	}
+}
+
+// FlowSignals are the wake-ups a pipeline's tasks send its loops: flow
+// (flowLoop: paused partitions may resume) and demand (awaitDemand, while
+// awaiting: a record finished).
+type FlowSignals struct {
+	Flow chan struct{}
+	// Awaiting is set while the poll loop waits for a task to take records
+	// (awaitDemand): finishing records then signals demandCh.
+	Awaiting atomic.Bool
+	DemandCh chan struct{}
+}
+
+func NewFlowSignals() FlowSignals {
+	return FlowSignals{Flow: make(chan struct{}, 1), DemandCh: make(chan struct{}, 1)}
+}
+
+func (f *FlowSignals) SignalFlow() {
+	select {
+	case f.Flow <- struct{}{}:
+	default:
+	}
+}
+
+// SignalDemand wakes awaitDemand (a record finished while it waits).
+func (f *FlowSignals) SignalDemand() {
+	select {
+	case f.DemandCh <- struct{}{}:
+	default:
+	}
+}
