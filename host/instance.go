@@ -163,10 +163,32 @@ type recState struct {
 	errMsg   string
 	state    State // answers its state_* calls (nil: no state)
 	deadline time.Time
-	ops      map[uint32]*opState // outstanding
-	ctx      context.Context     // the operations' context, made at the first one
+	ops      []*opState      // outstanding, in the order they started (at most async.max_per_record)
+	ctx      context.Context // the operations' context, made at the first one
 	cancel   context.CancelFunc
 	ended    bool
+	opsMem   [2]*opState // ops' first room: most records wait on one or two
+}
+
+// addOp registers op as outstanding.
+func (st *recState) addOp(op *opState) {
+	if st.ops == nil {
+		st.ops = st.opsMem[:0]
+	}
+	st.ops = append(st.ops, op)
+}
+
+// removeOp forgets the outstanding operation op.
+func (st *recState) removeOp(op *opState) {
+	for i, o := range st.ops {
+		if o == op {
+			n := len(st.ops) - 1
+			copy(st.ops[i:], st.ops[i+1:])
+			st.ops[n] = nil
+			st.ops = st.ops[:n]
+			return
+		}
+	}
 }
 
 // opState is one asynchronous operation.
@@ -296,6 +318,7 @@ func (in *Instance) endRecord(st *recState) {
 			op.orphan = true // delivered as canceled, if it still completes
 		}
 		in.qmu.Unlock()
+		clear(st.ops)
 		st.ops = nil
 	}
 	if st.cancel != nil {
@@ -482,7 +505,7 @@ func (in *Instance) finishRec(st *recState) {
 	if in.pending != nil {
 		delete(in.pending, st.handle)
 	}
-	pendingBefore := st.ops != nil || st.ctx != nil
+	pendingBefore := st.ctx != nil // it started operations: they keep pointing at it
 	in.endRecord(st)
 	if !pendingBefore && in.spare == nil {
 		in.spare = st
@@ -523,10 +546,7 @@ func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 		return 0, abi.ErrnoBadEncoding
 	}
 	op.desc = desc
-	if st.ops == nil {
-		st.ops = map[uint32]*opState{}
-	}
-	st.ops[op.id] = op
+	st.addOp(op)
 	in.opsOut++
 	in.m.asyncOps.Add(1)
 	return op.id, 0
@@ -588,7 +608,7 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 			in.deliverCanceled(ctx, op)
 			continue
 		}
-		delete(st.ops, op.id)
+		st.removeOp(op)
 		in.opsOut--
 		if obs := in.m.cfg.Observer; obs != nil {
 			obs.AsyncOp(st.tag, op.kind, op.desc, op.started, op.doneAt.Sub(op.started), outcomeOf(op.result))
