@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Fake starts an in-process broker for fast tests and returns its address.
@@ -215,4 +217,30 @@ func Header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// FenceProducer fences the transactional producer txnID: it initializes a
+// producer with the same transactional id (InitProducerID), as a second
+// instance of a host would, retrying while the broker still aborts the
+// open transaction (CONCURRENT_TRANSACTIONS). The fenced producer's next
+// transactional request is refused.
+func FenceProducer(t testing.TB, brokers []string, txnID string) {
+	t.Helper()
+	cl := Client(t, brokers)
+	Eventually(t, time.Minute, "a producer with transactional id "+txnID+" initialized", func() bool {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &txnID
+		req.TransactionTimeoutMillis = 60000
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			t.Logf("fencing %s: %v", txnID, err)
+		}
+		return err == nil
+	})
 }
