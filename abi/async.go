@@ -174,6 +174,26 @@ func AppendHTTPResponse(b []byte, r *HTTPResponse) []byte {
 	return appendBytes(b, r.Body)
 }
 
+// AppendHTTPResponseOf appends the encoding of a response whose headers are
+// held as net/http holds them (http.Header): the same bytes as
+// AppendHTTPResponse of an HTTPResponse with one Header per value, without
+// making one.
+func AppendHTTPResponseOf(b []byte, status int, headers map[string][]string, body []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(status))
+	n := 0
+	for _, vs := range headers {
+		n += len(vs)
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	for k, vs := range headers {
+		for _, v := range vs {
+			b = appendString(b, k)
+			b = appendString(b, v)
+		}
+	}
+	return appendBytes(b, body)
+}
+
 // DecodeHTTPResponse decodes an HTTP response. The returned slices alias b.
 func DecodeHTTPResponse(b []byte) (HTTPResponse, error) {
 	var r HTTPResponse

@@ -143,3 +143,29 @@ func TestStateOpEncodings(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendHTTPResponseOfIsAppendHTTPResponse: a response encoded from
+// net/http's header map decodes to the same status, body and headers (one
+// Header a value) as one encoded from an HTTPResponse, and with one header
+// name is the same bytes.
+func TestAppendHTTPResponseOfIsAppendHTTPResponse(t *testing.T) {
+	one := map[string][]string{"Set-Cookie": {"a=1", "b=2"}}
+	want := AppendHTTPResponse(nil, &HTTPResponse{Status: 201, Body: []byte("ok"),
+		Headers: []Header{{Key: "Set-Cookie", Value: []byte("a=1")}, {Key: "Set-Cookie", Value: []byte("b=2")}}})
+	if got := AppendHTTPResponseOf(nil, 201, one, []byte("ok")); !bytes.Equal(got, want) {
+		t.Fatalf("one header name:\n got %x\nwant %x", got, want)
+	}
+	many := map[string][]string{"Content-Type": {"application/json"}, "Date": {"today"}, "X-Empty": {""}, "X-None": {}}
+	r, err := DecodeHTTPResponse(AppendHTTPResponseOf(nil, 404, many, []byte{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != 404 || r.Body == nil || len(r.Body) != 0 || len(r.Headers) != 3 {
+		t.Fatalf("decoded %+v", r)
+	}
+	for _, h := range r.Headers {
+		if vs := many[h.Key]; len(vs) != 1 || vs[0] != string(h.Value) {
+			t.Errorf("header %s=%q, sent %q", h.Key, h.Value, vs)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
 // cpuTime is the process's user+system CPU time so far.
@@ -55,34 +56,48 @@ func BenchmarkLookupRecord(b *testing.B) {
 		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/rec")
 	})
 	b.Run("lookup-guest", func(b *testing.B) {
-		m, _ := loadLookup(b, srv, Limits{RecordTimeout: 10 * time.Second})
-		in := newInstance(b, m)
-		recs := make([]*abi.Record, inFlight)
-		for i := range recs {
-			recs[i] = rec(fmt.Sprint("k", i), "")
-		}
-		ctx := context.Background()
-		b.ReportAllocs()
-		cpu0 := cpuTime()
-		b.ResetTimer()
-		started, done := 0, 0
-		for done < b.N {
-			for started < b.N && started-done < inFlight {
-				res := in.Process(ctx, recs[started%inFlight], started)
-				if res.Status != abi.StatusPending {
-					b.Fatalf("record %d: %v %v", started, res.Status, res.Err)
-				}
-				started++
-			}
-			<-in.Ready()
-			for _, d := range in.Poll(ctx, time.Now()) {
-				if d.Result.Err != nil || len(d.Result.Outputs) != 1 {
-					b.Fatalf("record %v: %+v", d.Tag, d.Result)
-				}
-				done++
-			}
-		}
-		b.StopTimer()
-		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/rec")
+		benchLookupGuest(b, srv, guest(b, "plugins/examples/lookup"))
 	})
+	b.Run("lookup-rust-guest", func(b *testing.B) {
+		benchLookupGuest(b, srv, wt.BuildRustGuest(b, "plugins/examples/rust-lookup"))
+	})
+}
+
+// benchLookupGuest keeps inFlight records of the lookup guest wasm pending
+// on one instance until b.N are done.
+func benchLookupGuest(b *testing.B, srv *lookupServer, wasm []byte) {
+	const inFlight = 256
+	m, _ := loadLookupWasm(b, wasm, srv, Limits{RecordTimeout: 10 * time.Second})
+	in := newInstance(b, m)
+	recs := make([]*abi.Record, inFlight)
+	for i := range recs {
+		recs[i] = rec(fmt.Sprint("k", i), "")
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	started, done := 0, 0
+	for done < b.N {
+		for started < b.N && started-done < inFlight {
+			res := in.Process(ctx, recs[started%inFlight], started)
+			if res.Status != abi.StatusPending {
+				b.Fatalf("record %d: %v %v", started, res.Status, res.Err)
+			}
+			started++
+		}
+		<-in.Ready()
+		for _, d := range in.Poll(ctx, time.Now()) {
+			if d.Result.Err != nil || len(d.Result.Outputs) != 1 {
+				b.Fatalf("record %v: %+v", d.Tag, d.Result)
+			}
+			done++
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/rec")
+	// The guest calls' own time (guest code and the host functions it
+	// calls), apart from the HTTP client and server.
+	_, run := in.CallTimes()
+	b.ReportMetric(float64(run.Nanoseconds())/1000/float64(b.N), "call-µs/rec")
 }

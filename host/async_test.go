@@ -24,11 +24,18 @@ func newLookupServer(t testing.TB, delay func() time.Duration) *lookupServer {
 
 func loadLookup(t testing.TB, srv *lookupServer, lim Limits, allow ...string) (*Module, *Engine) {
 	t.Helper()
+	return loadLookupWasm(t, guest(t, "plugins/examples/lookup"), srv, lim, allow...)
+}
+
+// loadLookupWasm loads wasm, a lookup guest (the Go or Rust example), as
+// loadLookup does.
+func loadLookupWasm(t testing.TB, wasm []byte, srv *lookupServer, lim Limits, allow ...string) (*Module, *Engine) {
+	t.Helper()
 	if allow == nil {
 		allow = []string{strings.TrimPrefix(srv.URL, "http://")}
 	}
 	e := sharedEngine(t)
-	m, err := e.Load(context.Background(), guest(t, "plugins/examples/lookup"), ModuleConfig{
+	m, err := e.Load(context.Background(), wasm, ModuleConfig{
 		Name: "lookup", Limits: lim,
 		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
 		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: allow, Timeout: 2 * time.Second, ConfigKey: "pipelines.lookup.async.http"}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -108,5 +109,41 @@ func TestHTTPResponseHeadersCounted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A request's body is the guest's at async_start: the guest may write over
+// the memory it passed as soon as async_start returns (its next record
+// does), and the service still receives what was asked. Under -race, a
+// request that read the guest's memory later is also a data race.
+func TestHTTPRequestBodyCopiedAtStart(t *testing.T) {
+	received := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		received <- string(b)
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	op := newHTTPOp(HTTPConfig{AllowHosts: []string{u.Host}})
+	body := []byte(`{"user":7}`)
+	// The overwrite comes while the request is still connecting.
+	mem := abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "POST", URL: srv.URL + "/users", Body: body})
+	done := make(chan []byte, 1)
+	if _, err := op.Start(context.Background(), mem, func(res []byte) { done <- res }); err != nil {
+		t.Fatal(err)
+	}
+	for i := range mem {
+		mem[i] = 'X' // the guest's next record
+	}
+	select {
+	case got := <-received:
+		if got != string(body) {
+			t.Fatalf("the service received %q, the guest sent %q", got, body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the service received nothing")
+	}
+	if c, err := abi.DecodeCompletion(<-done); err != nil || c.Code != abi.CompletionOK {
+		t.Fatalf("completion %+v %v", c, err)
 	}
 }

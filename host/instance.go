@@ -142,6 +142,11 @@ type Instance struct {
 	turn     time.Time
 
 	pending map[uint32]*recState // records waiting on operations, by handle
+	// No pending record's deadline is before earliest (zero: none was
+	// pending since the last look). Poll looks for expired records only
+	// once it has passed, and then makes it exact again: one look at every
+	// pending record per deadline, not per completion.
+	earliest time.Time
 	opsOut  int                  // operations of pending records not yet completed
 	lost    []Done               // pending records failed by the instance's death, not yet collected
 
@@ -163,10 +168,32 @@ type recState struct {
 	errMsg   string
 	state    State // answers its state_* calls (nil: no state)
 	deadline time.Time
-	ops      map[uint32]*opState // outstanding
-	ctx      context.Context     // the operations' context, made at the first one
+	ops      []*opState      // outstanding, in the order they started (at most async.max_per_record)
+	ctx      context.Context // the operations' context, made at the first one
 	cancel   context.CancelFunc
 	ended    bool
+	opsMem   [2]*opState // ops' first room: most records wait on one or two
+}
+
+// addOp registers op as outstanding.
+func (st *recState) addOp(op *opState) {
+	if st.ops == nil {
+		st.ops = st.opsMem[:0]
+	}
+	st.ops = append(st.ops, op)
+}
+
+// removeOp forgets the outstanding operation op.
+func (st *recState) removeOp(op *opState) {
+	for i, o := range st.ops {
+		if o == op {
+			n := len(st.ops) - 1
+			copy(st.ops[i:], st.ops[i+1:])
+			st.ops[n] = nil
+			st.ops = st.ops[:n]
+			return
+		}
+	}
 }
 
 // opState is one asynchronous operation.
@@ -216,15 +243,38 @@ func (in *Instance) AsyncInFlight() int { return in.opsOut }
 // pending records; call Poll then.
 func (in *Instance) Ready() <-chan struct{} { return in.ready }
 
-// NextDeadline is the earliest deadline of a pending record (zero if none).
+// NextDeadline is when the earliest deadline of a pending record may pass:
+// that deadline, or before it when the record it was ended meanwhile (Poll
+// then finds nothing expired, and the next NextDeadline is later). Zero if
+// no record is pending.
 func (in *Instance) NextDeadline() time.Time {
-	var d time.Time
-	for _, st := range in.pending {
-		if d.IsZero() || st.deadline.Before(d) {
-			d = st.deadline
-		}
+	if len(in.pending) == 0 {
+		return time.Time{}
 	}
-	return d
+	return in.earliest
+}
+
+// expire fails the pending records whose deadline passed at now, into out,
+// and makes in.earliest the earliest deadline of those left.
+func (in *Instance) expire(now time.Time, out []Done) []Done {
+	if len(in.pending) == 0 || now.Before(in.earliest) {
+		return out
+	}
+	in.earliest = time.Time{}
+	for h, st := range in.pending {
+		if now.Before(st.deadline) {
+			if in.earliest.IsZero() || st.deadline.Before(in.earliest) {
+				in.earliest = st.deadline
+			}
+			continue
+		}
+		delete(in.pending, h)
+		res := Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultDeadline, Keep: true,
+			Msg: fmt.Sprintf("record deadline of %s exceeded while waiting on %d asynchronous operation(s)%s (limits.record_timeout)", in.m.limits.RecordTimeout, len(st.ops), opList(st))}}
+		out = append(out, Done{Tag: st.tag, Result: res})
+		in.finishRec(st)
+	}
+	return out
 }
 
 // Close releases the instance. Records still pending fail as lost; Poll
@@ -296,6 +346,7 @@ func (in *Instance) endRecord(st *recState) {
 			op.orphan = true // delivered as canceled, if it still completes
 		}
 		in.qmu.Unlock()
+		clear(st.ops)
 		st.ops = nil
 	}
 	if st.cancel != nil {
@@ -467,6 +518,9 @@ func (in *Instance) settle(st *recState, res Result, first bool) Result {
 				in.pending = map[uint32]*recState{}
 			}
 			in.pending[st.handle] = st
+			if in.earliest.IsZero() || st.deadline.Before(in.earliest) {
+				in.earliest = st.deadline
+			}
 			// The record keeps its encoding for record_read in callbacks.
 		}
 		return Result{Status: abi.StatusPending}
@@ -482,7 +536,7 @@ func (in *Instance) finishRec(st *recState) {
 	if in.pending != nil {
 		delete(in.pending, st.handle)
 	}
-	pendingBefore := st.ops != nil || st.ctx != nil
+	pendingBefore := st.ctx != nil // it started operations: they keep pointing at it
 	in.endRecord(st)
 	if !pendingBefore && in.spare == nil {
 		in.spare = st
@@ -523,10 +577,7 @@ func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 		return 0, abi.ErrnoBadEncoding
 	}
 	op.desc = desc
-	if st.ops == nil {
-		st.ops = map[uint32]*opState{}
-	}
-	st.ops[op.id] = op
+	st.addOp(op)
 	in.opsOut++
 	in.m.asyncOps.Add(1)
 	return op.id, 0
@@ -566,15 +617,7 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 	if in.dead {
 		return out
 	}
-	for h, st := range in.pending {
-		if !now.Before(st.deadline) {
-			delete(in.pending, h)
-			res := Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultDeadline, Keep: true,
-				Msg: fmt.Sprintf("record deadline of %s exceeded while waiting on %d asynchronous operation(s)%s (limits.record_timeout)", in.m.limits.RecordTimeout, len(st.ops), opList(st))}}
-			out = append(out, Done{Tag: st.tag, Result: res})
-			in.finishRec(st)
-		}
-	}
+	out = in.expire(now, out)
 	in.qmu.Lock()
 	q := in.queue
 	in.queue = nil
@@ -588,7 +631,7 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 			in.deliverCanceled(ctx, op)
 			continue
 		}
-		delete(st.ops, op.id)
+		st.removeOp(op)
 		in.opsOut--
 		if obs := in.m.cfg.Observer; obs != nil {
 			obs.AsyncOp(st.tag, op.kind, op.desc, op.started, op.doneAt.Sub(op.started), outcomeOf(op.result))

@@ -220,25 +220,35 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 		done(abi.AppendCompletionError(nil, abi.CompletionRefused, "http: "+fmt.Sprintf(format, args...)))
 		return desc, nil
 	}
-	u, err := url.Parse(req.URL)
-	if err != nil {
-		return refuse("bad URL: %v", err)
-	}
-	if err := op.allowed(u); err != nil {
-		return refuse("%s %s refused: %v", req.Method, req.URL, err)
-	}
-	if len(req.Body) > op.cfg.MaxRequestBytes {
-		return refuse("request body of %d bytes exceeds %s.max_request_bytes (%d)", len(req.Body), op.cfg.ConfigKey, op.cfg.MaxRequestBytes)
-	}
 	timeout := op.cfg.Timeout
 	if req.Timeout > 0 && req.Timeout < timeout {
 		timeout = req.Timeout
 	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	hr, err := http.NewRequestWithContext(rctx, req.Method, u.String(), bytes.NewReader(req.Body))
+	rctx, cancel := withTimeout(ctx, timeout)
+	// The body is a copy: req's aliases the guest's memory, which the guest
+	// goes on writing while the request is sent (one over the limit is
+	// refused below, and not copied).
+	var body []byte
+	if len(req.Body) <= op.cfg.MaxRequestBytes {
+		body = bytes.Clone(req.Body)
+	}
+	// The request parses the URL, once: the allow list checks what it
+	// will request. Nothing is sent before Do.
+	hr, err := http.NewRequestWithContext(rctx, req.Method, req.URL, bytes.NewReader(body))
 	if err != nil {
 		cancel()
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			return refuse("bad URL: %v", err)
+		}
 		return refuse("%v", err)
+	}
+	if err := op.allowed(hr.URL); err != nil {
+		cancel()
+		return refuse("%s %s refused: %v", req.Method, req.URL, err)
+	}
+	if len(req.Body) > op.cfg.MaxRequestBytes {
+		cancel()
+		return refuse("request body of %d bytes exceeds %s.max_request_bytes (%d)", len(req.Body), op.cfg.ConfigKey, op.cfg.MaxRequestBytes)
 	}
 	if req.Body == nil {
 		hr.Body, hr.ContentLength = http.NoBody, 0
@@ -246,12 +256,21 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 	for _, h := range req.Headers {
 		hr.Header.Add(h.Key, string(h.Value))
 	}
-	// Copy what the goroutine keeps: req aliases guest-call buffers.
-	go func() {
+	opGoroutines.Go(func() {
 		defer cancel()
 		done(op.do(rctx, hr, timeout))
-	}()
+	})
 	return desc, nil
+}
+
+// withTimeout is context.WithTimeout, without a context and timer of its
+// own when ctx already ends no later (a record's deadline, usually shorter
+// than a request's timeout: limits.record_timeout 5s, async.http.timeout 10s).
+func withTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && !d.After(time.Now().Add(timeout)) {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duration) []byte {
@@ -290,13 +309,9 @@ func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duratio
 	if int64(len(body)) > room {
 		return tooLarge(fmt.Sprintf("%d bytes of status line and headers, then a body of more than %d", head, room))
 	}
-	r := abi.HTTPResponse{Status: resp.StatusCode, Body: body}
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			r.Headers = append(r.Headers, abi.Header{Key: k, Value: []byte(v)})
-		}
-	}
-	return abi.AppendHTTPResponse(append(make([]byte, 0, 64+len(body)), abi.CompletionOK), &r)
+	b := make([]byte, 1, 1+4+4+int(head)+8*len(resp.Header)+4+len(body))
+	b[0] = abi.CompletionOK
+	return abi.AppendHTTPResponseOf(b, resp.StatusCode, resp.Header, body)
 }
 
 // headerSize is what a response's status line and headers count against

@@ -8,35 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
-
-// fenceProducer does what a newer producer with the same transactional id
-// does when it starts: InitProducerID, which bumps the epoch (aborting the
-// open transaction) and fences the pipeline's producer for good.
-func fenceProducer(t *testing.T, brokers []string, txnID string) {
-	t.Helper()
-	cl := kafkatest.Client(t, brokers)
-	kafkatest.Eventually(t, time.Minute, "a producer with the same transactional id initialized", func() bool {
-		req := kmsg.NewPtrInitProducerIDRequest()
-		req.TransactionalID = &txnID
-		req.TransactionTimeoutMillis = 60000
-		req.ProducerID, req.ProducerEpoch = -1, -1
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		resp, err := req.RequestWith(ctx, cl)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode) // CONCURRENT_TRANSACTIONS while the open one aborts
-		}
-		if err != nil {
-			t.Logf("fencing %s: %v", txnID, err)
-		}
-		return err == nil
-	})
-}
 
 // TestExactlyOnceFencedRebuilds: on the real broker, an exactly_once
 // pipeline's transactional producer is fenced mid-run by a producer with
@@ -84,7 +57,7 @@ func TestExactlyOnceFencedRebuilds(t *testing.T) {
 					return pipe().Snapshot().TxnCommitted > committed
 				})
 				produce() // records in flight when the fence lands
-				fenceProducer(t, brokers, txnID)
+				kafkatest.FenceProducer(t, brokers, txnID)
 				kafkatest.Eventually(t, time.Minute, "the pipeline rebuilt", func() bool {
 					failed()
 					return pipe().Snapshot().Rebuilds >= int64(i)
@@ -118,7 +91,7 @@ func TestExactlyOnceFencedRebuilds(t *testing.T) {
 			// host.
 			r.rebuilds.allow("p", time.Now())
 			produce()
-			fenceProducer(t, brokers, txnID)
+			kafkatest.FenceProducer(t, brokers, txnID)
 			select {
 			case err := <-r.Failed():
 				if !strings.Contains(err.Error(), "pipeline p:") {

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -98,6 +96,20 @@ func eosRun(t *testing.T, parts int32, count int, pipelineKeys string) (brokers 
 	return
 }
 
+// pausedEOSHost starts host a (host.id "a") on an exactly_once run of count
+// records in small transactions that take a while, and pauses it
+// (SIGSTOP) once a twentieth of the outputs are out: the pause lands in an
+// open transaction. rd reads the outputs.
+func pausedEOSHost(t *testing.T, count int) (brokers []string, n string, rd *kafkatest.Reader, cfg string, a *proc) {
+	brokers, n, _, out, cfg := eosRun(t, 2, count, "    guarantee: exactly_once\n    transactions: {max_records: 2000, interval: 500ms}\n")
+	rd = kafkatest.NewReader(t, brokers, out)
+	a = startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
+	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/20 })
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	t.Logf("host a paused after %d outputs", len(rd.Recs))
+	return brokers, n, rd, cfg, a
+}
+
 // TestExactlyOnceKills: SIGKILL wasmstream three times during a run of
 // 300,000 records, restarting it each time. The read_committed output holds
 // every input exactly once, while a read_uncommitted reader shows that the
@@ -181,15 +193,9 @@ func TestExactlyOnceRebalance(t *testing.T) {
 // exactly once.
 func TestExactlyOnceZombieFenced(t *testing.T) {
 	const count = 200000
-	// Small transactions that take a while: the pause lands in an open one.
-	brokers, _, _, out, cfg := eosRun(t, 2, count, "    guarantee: exactly_once\n    transactions: {max_records: 2000, interval: 500ms}\n")
-	rd := kafkatest.NewReader(t, brokers, out)
-	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
-	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/20 })
-	a.cmd.Process.Signal(syscall.SIGSTOP)
+	_, _, rd, cfg, a := pausedEOSHost(t, count)
 	paused := time.Now()
 	abortsBefore := strings.Count(a.logText(), "transaction aborted")
-	t.Logf("host a paused after %d outputs", len(rd.Recs))
 	b := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=b"}, "run", "--config", cfg)
 	// b owns every partition once a's session (10s) expired and b joined.
 	kafkatest.Eventually(t, 2*time.Minute, "host b processing records", func() bool { return doneCount(b.logText(), "status") > 0 })
@@ -225,27 +231,9 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 // rebuilt, not the host stopped"). Before, the host exited with status 1.
 func TestExactlyOnceFencedHostGoesOn(t *testing.T) {
 	const count = 100000
-	brokers, n, _, out, cfg := eosRun(t, 2, count, "    guarantee: exactly_once\n    transactions: {max_records: 2000, interval: 500ms}\n")
-	rd := kafkatest.NewReader(t, brokers, out)
-	a := startProcEnv(t, []string{"WASMSTREAM_HOST_ID=a"}, "run", "--config", cfg)
-	rd.ReadUntil(t, 2*time.Minute, "some outputs", func(rs []*kgo.Record) bool { return len(rs) >= count/20 })
-	a.cmd.Process.Signal(syscall.SIGSTOP)
-	t.Logf("host a paused after %d outputs", len(rd.Recs))
+	brokers, n, rd, _, a := pausedEOSHost(t, count)
 	txnID := n + ".p.a" // <group>.<host.id>
-	cl := kafkatest.Client(t, brokers)
-	kafkatest.Eventually(t, time.Minute, "a producer with host a's transactional id initialized", func() bool {
-		req := kmsg.NewPtrInitProducerIDRequest()
-		req.TransactionalID = &txnID
-		req.TransactionTimeoutMillis = 60000
-		req.ProducerID, req.ProducerEpoch = -1, -1
-		ctx, cancel := ctxTimeout(10 * time.Second)
-		defer cancel()
-		resp, err := req.RequestWith(ctx, cl)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode) // CONCURRENT_TRANSACTIONS while the open one aborts
-		}
-		return err == nil
-	})
+	kafkatest.FenceProducer(t, brokers, txnID)
 	a.cmd.Process.Signal(syscall.SIGCONT)
 	kafkatest.Eventually(t, time.Minute, "host a's pipeline rebuilt", func() bool {
 		if !a.alive() {

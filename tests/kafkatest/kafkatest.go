@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Fake starts an in-process broker for fast tests and returns its address.
@@ -73,9 +75,12 @@ func CreateTopic(t testing.TB, brokers []string, partitions int32, topics ...str
 		details, err := adm.ListTopics(ctx, topics...)
 		missing := ""
 		for _, topic := range topics {
-			if d, ok := details[topic]; err == nil && (!ok || d.Err != nil || len(d.Partitions) != int(partitions)) {
+			if d, ok := details[topic]; err == nil && (!ok || d.Err != nil || len(d.Partitions) != int(partitions) || !led(d)) {
 				missing = topic
 			}
+		}
+		if err == nil && missing == "" {
+			missing, err = unready(ctx, adm, topics)
 		}
 		if err == nil && missing == "" {
 			return
@@ -86,6 +91,37 @@ func CreateTopic(t testing.TB, brokers []string, partitions int32, topics ...str
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// unready names a topic of topics with a partition whose leader does not
+// yet answer for it (ListOffsets: the leader has its log). A producer's
+// first batch to such a partition is refused and waits for the client's
+// next metadata refresh, seconds later (a reference that stalled 5 s on 16
+// new partitions).
+func unready(ctx context.Context, adm *kadm.Client, topics []string) (string, error) {
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return "", err
+	}
+	missing := ""
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			missing = o.Topic
+		}
+	})
+	return missing, nil
+}
+
+// led reports whether every partition of d has a leader: a client that
+// sees one without waits for its next metadata refresh (franz-go: at least
+// 5 s) before producing to it.
+func led(d kadm.TopicDetail) bool {
+	for _, p := range d.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Produce produces n records to topic: key "k<i%keys>", value from value(i).
@@ -181,4 +217,30 @@ func Header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// FenceProducer fences the transactional producer txnID: it initializes a
+// producer with the same transactional id (InitProducerID), as a second
+// instance of a host would, retrying while the broker still aborts the
+// open transaction (CONCURRENT_TRANSACTIONS). The fenced producer's next
+// transactional request is refused.
+func FenceProducer(t testing.TB, brokers []string, txnID string) {
+	t.Helper()
+	cl := Client(t, brokers)
+	Eventually(t, time.Minute, "a producer with transactional id "+txnID+" initialized", func() bool {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = &txnID
+		req.TransactionTimeoutMillis = 60000
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			t.Logf("fencing %s: %v", txnID, err)
+		}
+		return err == nil
+	})
 }
