@@ -147,8 +147,8 @@ type Instance struct {
 	// once it has passed, and then makes it exact again: one look at every
 	// pending record per deadline, not per completion.
 	earliest time.Time
-	opsOut  int                  // operations of pending records not yet completed
-	lost    []Done               // pending records failed by the instance's death, not yet collected
+	opsOut   int    // operations of pending records not yet completed
+	lost     []Done // pending records failed by the instance's death, not yet collected
 
 	qmu     sync.Mutex
 	queue   []*opState // completed operations waiting for delivery
