@@ -3,15 +3,12 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -52,14 +49,7 @@ pipelines:
 shutdown:
   drain_timeout: 3s
 `, strings.Join(brokers, ","), guestPath(t, "enrich"), guestPath(t, "uppercase"))
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := configFromYAML(t, y)
 	r := startRunner(t, cfg)
 	defer r.Stop(context.Background())
 	kafkatest.Eventually(t, 30*time.Second, "the hog loops on every partition, healthy joined", func() bool {

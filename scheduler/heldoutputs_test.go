@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
-	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -82,14 +81,7 @@ host:
 shutdown:
   drain_timeout: 5s
 `, strings.Join(brokers, ","), wasm, bound)
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := configFromYAML(t, y)
 
 	runtime.GC()
 	var ms runtime.MemStats

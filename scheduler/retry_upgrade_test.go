@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -109,13 +107,7 @@ kafka: {brokers: [%q], group: %s}
 pipelines:
   - {name: %s, module: %s, inputs: [%s], output: %s, dead_letter_topic: %s, retry: %s}
 `, strings.Join(brokers, ","), group, name, guestPath(t, "enrich"), in, out, dlq, retry)
-		p := filepath.Join(t.TempDir(), "c.yaml")
-		os.WriteFile(p, []byte(y), 0o644)
-		cfg, err := config.Load(p, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		return configFromYAML(t, y)
 	}
 	cfg := load("{max_attempts: 3, backoff: [300ms, 600ms]}")
 	if cfg.Pipelines[0].Retry.TopicPrefix != group+"."+name+".retry" {

@@ -70,13 +70,7 @@ shutdown:
   drain_timeout: 5s
 %s
 `, strings.Join(brokers, ","), group, module, in, out, dlq, pipelineKeys, top)
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(p, []byte(y), 0o644)
-	cfg, err := config.Load(p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return configFromYAML(t, y)
 }
 
 func startRunner(t testing.TB, cfg *config.Config) *Runner {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,13 +141,7 @@ pipelines:
 shutdown:
   drain_timeout: 5s
 `, strings.Join(brokers, ","), guestPath(t, "lookup"), srv.URL, srv.Host())
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(p, []byte(y), 0o644)
-	cfg, err := config.Load(p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return configFromYAML(t, y)
 }
 
 // TestShareLockRenewedThroughLongCall: the broker's lock is 2 s and some

@@ -28,13 +28,7 @@ func TestEnsureTopics(t *testing.T) {
 	module := filepath.Join(t.TempDir(), "m.wasm")
 	os.WriteFile(module, []byte("\x00asm"), 0o644)
 	load := func(y string) *config.Config {
-		p := filepath.Join(t.TempDir(), "c.yaml")
-		os.WriteFile(p, []byte(y), 0o644)
-		cfg, err := config.Load(p, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		return configFromYAML(t, y)
 	}
 	// p retries through a topic; s keeps state (not both in one pipeline).
 	y := fmt.Sprintf(`

@@ -25,8 +25,8 @@ import (
 //   - A task with no worker at all (retry tasks start empty) borrows at
 //     once when a record is runnable.
 //
-// With instances: auto the task's maximum is its poolSizer's target
-// (autosize.go), moved once per window by controlLocked: growing stops
+// With instances: auto the task's maximum is its sizer's target
+// (sizing.Pool, scheduler/internal/sizing), moved once per window by controlLocked: growing stops
 // at the target (counted as capped: the sizer's queueing signal), and
 // workers above it retire as soon as they hold no record instead of after
 // idle_timeout.

@@ -32,13 +32,7 @@ func (t *Task) EnqueueShared(recs []*kgo.Record) {
 		nb += len(r.Key) + len(r.Value)
 		t.free.Push(r)
 	}
-	n := len(recs)
-	t.queued += n
-	t.inFlight += n
-	t.bytes += nb
-	t.d.Budget.AddInFlight(int64(n))
-	t.ps.Fetched.Add(int64(n))
-	t.dispatchLocked()
+	t.takenLocked(len(recs), nb)
 	t.mu.Unlock()
 }
 

@@ -115,14 +115,7 @@ func (*PlainSink) Forget(map[string][]int32) {}
 func (s *PlainSink) deliver(run []*job) {
 	var at outputTime
 	for _, j := range run {
-		switch j.verdict {
-		case verdictDone:
-			j.t.filtered(j)
-		case verdictOutputs:
-			s.deliverOutputs(j, at.now())
-		case verdictFailed:
-			s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, j.attempt, j.fail, j.history, j.tr), j.tr, j.fail)
-		}
+		deliverVerdict(s, j, &at)
 	}
 }
 
@@ -269,14 +262,7 @@ func (s *TxnSink) deliver(run []*job) {
 		if j.cutOff() {
 			continue
 		}
-		switch j.verdict {
-		case verdictDone:
-			j.t.filtered(j)
-		case verdictOutputs:
-			s.deliverOutputs(j, at.now())
-		case verdictFailed:
-			s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, j.attempt, j.fail, j.history, j.tr), j.tr, j.fail)
-		}
+		deliverVerdict(s, j, &at)
 		n++
 	}
 	s.Gate.Leave(n)
@@ -337,6 +323,27 @@ func (s *TxnSink) deliverFailure(t *Task, r *kgo.Record, fc failureCopy, tr *tra
 
 // outputTime is the timestamp of the outputs a sink delivers in one run:
 // the clock is read once, for the run's first output (ABI.md §5.2).
+// verdictSink is what a sink does with one decided record: produce its
+// outputs, or its failure copy.
+type verdictSink interface {
+	deliverOutputs(j *job, at time.Time)
+	deliverFailure(t *Task, r *kgo.Record, fc failureCopy, tr *tracing.Attempt, f failure)
+}
+
+// deliverVerdict acts on one decided record's verdict through s: a filtered
+// record is done, a succeeded one's outputs leave, a failed one's copy
+// goes to its retry or dead-letter topic.
+func deliverVerdict(s verdictSink, j *job, at *outputTime) {
+	switch j.verdict {
+	case verdictDone:
+		j.t.filtered(j)
+	case verdictOutputs:
+		s.deliverOutputs(j, at.now())
+	case verdictFailed:
+		s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, j.attempt, j.fail, j.history, j.tr), j.tr, j.fail)
+	}
+}
+
 type outputTime time.Time
 
 func (t *outputTime) now() time.Time {

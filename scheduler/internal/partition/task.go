@@ -201,13 +201,19 @@ func (t *Task) Enqueue(recs []*kgo.Record) {
 		nb += len(r.Key) + len(r.Value)
 		t.placeLocked(r)
 	}
+	t.takenLocked(n, nb)
+	t.mu.Unlock()
+}
+
+// takenLocked counts n records of nb bytes of keys and values taken in
+// (Enqueue, EnqueueShared) and dispatches them.
+func (t *Task) takenLocked(n, nb int) {
 	t.queued += n
 	t.inFlight += n
 	t.bytes += nb
 	t.d.Budget.AddInFlight(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
-	t.mu.Unlock()
 }
 
 // fullLocked reports whether the task holds its bounds: max_in_flight

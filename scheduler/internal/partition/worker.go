@@ -27,14 +27,11 @@ import (
 type JobObserver struct{}
 
 func (JobObserver) GuestCall(tag any, export string, start time.Time, d time.Duration, err error) {
-	j, ok := tag.(*job)
+	j, ok := tracedJob(tag)
 	if !ok {
 		return
 	}
 	if j.tr == nil {
-		if j.t.d.Tracer == nil {
-			return
-		}
 		if o := firstCallOwed(export); err == nil && o != 0 && j.owed&owedCall == 0 {
 			j.owed |= o
 			return
@@ -45,17 +42,24 @@ func (JobObserver) GuestCall(tag any, export string, start time.Time, d time.Dur
 }
 
 func (JobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Time, d time.Duration, outcome string) {
-	j, ok := tag.(*job)
+	j, ok := tracedJob(tag)
 	if !ok {
 		return
 	}
 	if j.tr == nil {
-		if j.t.d.Tracer == nil {
-			return
-		}
 		j.tr = j.t.beginTraceInCall(j)
 	}
 	j.tr.Op(kind.String(), desc, start, d, outcome)
+}
+
+// tracedJob is the attempt a host call's tag names, when it has a trace
+// or its pipeline traces (then the caller may begin one).
+func tracedJob(tag any) (*job, bool) {
+	j, ok := tag.(*job)
+	if !ok || (j.tr == nil && j.t.d.Tracer == nil) {
+		return nil, false
+	}
+	return j, true
 }
 
 // maxLostRestarts bounds how often a record is restarted because its
