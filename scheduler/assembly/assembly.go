@@ -208,30 +208,9 @@ func (h *Host) Shutdown() bool {
 func (h *Host) startOps(ctx context.Context) error {
 	cfg, r := h.cfg, h.r
 	if cfg.Metrics.Listen != "" {
-		o := cfg.Metrics.OTLP
-		meter, handler, mp, err := admin.NewMeter(admin.OTLP{Endpoint: o.Endpoint, Insecure: o.Insecure, Interval: o.Interval})
-		if err != nil {
-			return fmt.Errorf("metrics: %w", err)
-		}
-		h.meter = mp
-		if err := r.RegisterMetrics(meter); err != nil {
+		if err := h.startMetrics(); err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /status", scheduler.StatusHandler(r))
-		mux.Handle("/", admin.HealthHandler(handler, r.Ready))
-		dh, err := h.dashboardHandler(mux)
-		if err != nil {
-			return err
-		}
-		if err := h.dash.RegisterMetrics(meter); err != nil {
-			return err
-		}
-		h.metricsSrv, err = admin.Listen("metrics.listen", cfg.Metrics.Listen, dh, h.log)
-		if err != nil {
-			return err
-		}
-		h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz /status /dashboard")
 	}
 	if !*cfg.Admin.Enabled {
 		return nil
@@ -246,6 +225,88 @@ func (h *Host) startOps(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := h.resumeVersions(ctx, store); err != nil {
+		return err
+	}
+	if h.dash != nil {
+		h.dash.SetDeploys(store)
+		if h.reg != nil {
+			h.dash.SetFleet(h.reg)
+		}
+	}
+	api, err := admin.NewAPI(token, store, r, cfg.Admin.MaxModuleBytes, h.log)
+	if err != nil {
+		return err
+	}
+	if h.meter != nil {
+		if err := api.RegisterMetrics(h.meter.Meter("github.com/wasmstream/wasmstream")); err != nil {
+			return err
+		}
+	}
+	if h.reg != nil {
+		// Before the API serves: a request never sees the host-only
+		// strategy on a fleet host.
+		api.UseRegistry(h.reg)
+		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
+	}
+	h.adminSrv, err = admin.Listen("admin.listen", cfg.Admin.Listen, api.Handler(), h.log)
+	if err != nil {
+		return err
+	}
+	h.log.Info("admin API", "addr", "http://"+h.adminSrv.Addr)
+	if h.reg != nil {
+		h.reg.OnDeploy(api.Apply)
+		h.reg.OnHeartbeat(h.versionCounts, func() { api.CheckCanaries(context.Background()) })
+		for _, pc := range cfg.Pipelines {
+			if d, ok := store.Active(pc.Name); ok {
+				h.reg.Running(ctx, pc.Name, d, "", nil)
+			}
+		}
+		h.reg.Start()
+		h.log.Info("fleet registry", "topics", h.reg.Modules+" "+h.reg.Deploys+" "+h.reg.Hosts)
+	}
+	api.PruneStore()
+	return nil
+}
+
+// startMetrics starts the metrics and health endpoints (metrics.listen),
+// with the dashboard and /status beside them.
+func (h *Host) startMetrics() error {
+	cfg, r := h.cfg, h.r
+	o := cfg.Metrics.OTLP
+	meter, handler, mp, err := admin.NewMeter(admin.OTLP{Endpoint: o.Endpoint, Insecure: o.Insecure, Interval: o.Interval})
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	h.meter = mp
+	if err := r.RegisterMetrics(meter); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /status", scheduler.StatusHandler(r))
+	mux.Handle("/", admin.HealthHandler(handler, r.Ready))
+	dh, err := h.dashboardHandler(mux)
+	if err != nil {
+		return err
+	}
+	if err := h.dash.RegisterMetrics(meter); err != nil {
+		return err
+	}
+	h.metricsSrv, err = admin.Listen("metrics.listen", cfg.Metrics.Listen, dh, h.log)
+	if err != nil {
+		return err
+	}
+	h.log.Info("metrics and health endpoints", "addr", "http://"+h.metricsSrv.Addr, "paths", "/metrics /healthz /readyz /status /dashboard")
+	return nil
+}
+
+// resumeVersions makes each pipeline run, and store record as active, the
+// version it ran before: the one deployed through the admin API before a
+// restart (already running: deployedModules), else the one the fleet's
+// registry says is deployed, else the config's module, the first version
+// in the store on a first start. Then it labels what runs.
+func (h *Host) resumeVersions(ctx context.Context, store *admin.Store) error {
+	cfg, r := h.cfg, h.r
 	overridden := map[string]string{}
 	for _, o := range h.overrides {
 		overridden[o.Pipeline] = o.Digest
@@ -291,44 +352,6 @@ func (h *Host) startOps(ctx context.Context) error {
 			r.SetLabel(pc.Name, d, store.Label(d))
 		}
 	}
-	if h.dash != nil {
-		h.dash.SetDeploys(store)
-		if h.reg != nil {
-			h.dash.SetFleet(h.reg)
-		}
-	}
-	api, err := admin.NewAPI(token, store, r, cfg.Admin.MaxModuleBytes, h.log)
-	if err != nil {
-		return err
-	}
-	if h.meter != nil {
-		if err := api.RegisterMetrics(h.meter.Meter("github.com/wasmstream/wasmstream")); err != nil {
-			return err
-		}
-	}
-	if h.reg != nil {
-		// Before the API serves: a request never sees the host-only
-		// strategy on a fleet host.
-		api.UseRegistry(h.reg)
-		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
-	}
-	h.adminSrv, err = admin.Listen("admin.listen", cfg.Admin.Listen, api.Handler(), h.log)
-	if err != nil {
-		return err
-	}
-	h.log.Info("admin API", "addr", "http://"+h.adminSrv.Addr)
-	if h.reg != nil {
-		h.reg.OnDeploy(api.Apply)
-		h.reg.OnHeartbeat(h.versionCounts, func() { api.CheckCanaries(context.Background()) })
-		for _, pc := range cfg.Pipelines {
-			if d, ok := store.Active(pc.Name); ok {
-				h.reg.Running(ctx, pc.Name, d, "", nil)
-			}
-		}
-		h.reg.Start()
-		h.log.Info("fleet registry", "topics", h.reg.Modules+" "+h.reg.Deploys+" "+h.reg.Hosts)
-	}
-	api.PruneStore()
 	return nil
 }
 
