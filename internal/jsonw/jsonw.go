@@ -4,7 +4,6 @@
 package jsonw
 
 import (
-	"encoding/json"
 	"unicode/utf8"
 )
 
@@ -80,7 +79,7 @@ func AppendValue(b, v []byte) []byte {
 	switch {
 	case v == nil:
 		return append(b, "null"...)
-	case json.Valid(v):
+	case Valid(v):
 		return append(b, v...)
 	}
 	return AppendString(b, v)
