@@ -23,7 +23,7 @@ func (r *Runner) SetCanary(ctx context.Context, pipeline string, wasm []byte, pe
 		return host.Info{}, fmt.Errorf("canary share %d%%: want 1 to 99", percent)
 	}
 	var obs host.Observer
-	if r.tracer != nil {
+	if r.hooks.Tracer != nil {
 		obs = partition.JobObserver{}
 	}
 	m, err := loadModuleBytes(ctx, r.engine, p.pc, wasm, "canary", r.log, obs)

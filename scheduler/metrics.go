@@ -93,8 +93,8 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		if r.tracer != nil {
-			o.ObserveInt64(spansLost, r.tracer.SpansLost())
+		if r.hooks.Tracer != nil {
+			o.ObserveInt64(spansLost, r.hooks.Tracer.SpansLost())
 		}
 		for _, p := range r.pipes() {
 			pipe := attribute.String("pipeline", p.pc.Name)
@@ -208,9 +208,9 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 	if err := r.registerStateMetrics(meter); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	r.metrics = m
+	r.hooks.Metrics = m
 	for _, p := range r.pipes() {
-		p.metrics = m
+		p.hooks.Metrics = m
 	}
 	for _, d := range r.loadTimes {
 		m.Compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline), attribute.Bool("from_compile_cache", d.fromCache)))

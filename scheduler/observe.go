@@ -13,8 +13,9 @@ func (r *Runner) ObserveFailures(o FailureObserver) error {
 	if r.started.Load() {
 		return ErrStarted
 	}
+	r.hooks.Failures = o
 	for _, p := range r.pipes() {
-		p.failObs = o
+		p.hooks.Failures = o
 	}
 	return nil
 }

@@ -23,11 +23,11 @@ import (
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/background"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
-	"github.com/wasmstream/wasmstream/tracing"
 )
 
 type tp struct {
@@ -164,9 +164,10 @@ type pipeEngine struct {
 	// asyncSize is async.max_in_flight: auto's controller (nil: the fixed
 	// bound).
 	asyncSize *sizing.Async
-	tracer    *tracing.Tracer // nil: tracing off
-	metrics   *Metrics        // nil: no metrics
-	failObs   FailureObserver // nil: none; set before Start (Runner.ObserveFailures)
+	// hooks observe the record path (tracer, metrics, failure observer):
+	// the runner's, all set before Start (Runner.RegisterMetrics,
+	// Runner.ObserveFailures).
+	hooks hooks.Hooks
 
 	// state is the partitions' state stores (state.enabled; nil otherwise).
 	state *state.Stores
@@ -215,8 +216,8 @@ type pipelineDeps struct {
 	budget  *Budget
 	brokers []string
 	log     *slog.Logger
-	tracer  *tracing.Tracer // nil: tracing off
-	onFail  func(error)     // told of an error the pipeline cannot recover from
+	hooks   hooks.Hooks // the runner's (a rebuild keeps the old pipeline's)
+	onFail  func(error) // told of an error the pipeline cannot recover from
 	// onBroken is told that the pipeline's member cannot go on but a new
 	// one can (rebuild.go); nil: such an error fails the pipeline.
 	onBroken func(*Pipeline, error)
@@ -245,7 +246,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		pipeMember: pipeMember{group: cfg.GroupID(pc), limits: d.limits},
 		pipeEngine: pipeEngine{
 			budget: d.budget,
-			tracer: d.tracer,
+			hooks:  d.hooks,
 			// An instance reserves its linear memory and its tables at their bounds.
 			instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 			retryable:     map[string]bool{},
@@ -257,7 +258,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
 	}
 	if f := d.from; f != nil {
-		p.mods, p.pipeCounters, p.metrics, p.failObs = f.mods, f.pipeCounters, f.metrics, f.failObs
+		p.mods, p.pipeCounters, p.hooks = f.mods, f.pipeCounters, f.hooks
 	} else {
 		p.mods, p.pipeCounters = &modules{}, &pipeCounters{health: newBrokerHealth()}
 		p.mods.Ver.Store(d.version)

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -44,8 +45,7 @@ type Runner struct {
 	rebuilds   rebuilds  // the rebuilds in progress, and how often each pipeline was rebuilt
 	clientOpts []kgo.Opt // Options.clientOpts, for the pipelines rebuilt
 	budget     *Budget
-	tracer     *tracing.Tracer
-	metrics    *Metrics
+	hooks      hooks.Hooks           // what observes the record path; pipelines get a copy
 	limits     partition.TopicLimits // what the brokers refuse on the topics produced to (ensureTopics)
 	loadTimes  []loadTime
 	retired    retiredVersions // versions no longer running, kept a while for their metrics (versions.go)
@@ -112,13 +112,13 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	r.engine.LimitHeldOutputs(cfg.Host.MaxHeldOutputBytes)
 	r.engine.SetClockResolution(cfg.Host.ClockResolution)
 	tc := cfg.Tracing
-	r.tracer, err = tracing.New(ctx, tracing.Config{Exporter: tc.Exporter, Endpoint: tc.Endpoint, Insecure: tc.Insecure,
+	r.hooks.Tracer, err = tracing.New(ctx, tracing.Config{Exporter: tc.Exporter, Endpoint: tc.Endpoint, Insecure: tc.Insecure,
 		File: cfg.TracingFile(), SampleRatio: *tc.SampleRatio, ServiceName: tc.ServiceName, Version: Version})
 	if err != nil {
 		return nil, err
 	}
 	var obs host.Observer
-	if r.tracer != nil {
+	if r.hooks.Tracer != nil {
 		obs = partition.JobObserver{}
 	}
 	var probs config.Problems
@@ -194,7 +194,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 // pipelineDeps are what the runner builds a pipeline of role from,
 // besides its config and module version.
 func (r *Runner) pipelineDeps(role partition.Role) pipelineDeps {
-	return pipelineDeps{cfg: r.cfg, budget: r.budget, brokers: r.brokers, log: r.log, tracer: r.tracer, limits: r.limits,
+	return pipelineDeps{cfg: r.cfg, budget: r.budget, brokers: r.brokers, log: r.log, hooks: r.hooks, limits: r.limits,
 		onFail: r.fail, onBroken: r.broken, role: role}
 }
 
@@ -549,8 +549,8 @@ func (r *Runner) close(ctx context.Context) {
 	if r.engine != nil {
 		r.engine.Close(ctx)
 	}
-	if r.tracer != nil {
-		if err := r.tracer.Shutdown(ctx); err != nil {
+	if r.hooks.Tracer != nil {
+		if err := r.hooks.Tracer.Shutdown(ctx); err != nil {
 			r.log.Warn("tracing: exporting the last spans failed", "err", err)
 		}
 	}
@@ -655,7 +655,7 @@ func (r *Runner) Deploy(ctx context.Context, pipeline string, wasm []byte) (host
 		return host.Info{}, fmt.Errorf("%w %q", ErrNoPipeline, pipeline)
 	}
 	var obs host.Observer
-	if r.tracer != nil {
+	if r.hooks.Tracer != nil {
 		obs = partition.JobObserver{}
 	}
 	m, err := loadModuleBytes(ctx, r.engine, p.pc, wasm, "deploy", r.log, obs)

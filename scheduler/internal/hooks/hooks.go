@@ -9,7 +9,21 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/wasmstream/wasmstream/tracing"
 )
+
+// Hooks are everything that observes the record path, in one value: the
+// runner holds it, each pipeline gets a copy, and each pipeline's engines
+// get the pipeline's (partition.Deps.Hooks). Each is opt-in: a nil field
+// costs the record path one nil check and nothing else. What the engine
+// counts (Stats) is not a hook: it is always counted, per partition, and
+// read by whoever asks (metrics, /status, the dashboard).
+type Hooks struct {
+	Tracer   *tracing.Tracer // one trace per record (tracing.sample_ratio); nil: tracing off
+	Metrics  *Metrics        // the per-record instruments; nil: no metrics listener
+	Failures FailureObserver // told of every failed attempt (the dashboard); nil: none
+}
 
 // Stats are a pipeline's counters since it started. Safe for concurrent use.
 // The counters of a record's path — Fetched, Done, Outputs, Dropped,

@@ -17,7 +17,6 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/scheduler/internal/version"
-	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // Deps is everything a partition's engine — its task, workers,
@@ -50,14 +49,12 @@ type Deps struct {
 	Client     *kgo.Client
 	Background *background.Group // work after a backoff, owned by the pipeline
 
-	Tracer  *tracing.Tracer       // nil: tracing off
-	Metrics *hooks.Metrics        // nil: no metrics
-	FailObs hooks.FailureObserver // nil: none
+	Hooks hooks.Hooks // tracer, metrics, failure observer: each nil when off
 }
 
 // recordInstantiate records the time a new instance took.
 func (d *Deps) recordInstantiate(dur time.Duration) {
-	if m := d.Metrics; m != nil {
+	if m := d.Hooks.Metrics; m != nil {
 		m.Instantiate.Record(context.Background(), dur.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.Config.Name)))
 	}
 }

@@ -98,7 +98,7 @@ func (t *Task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 
 // observeFailure tells the pipeline's observer, if any, of a failed attempt.
 func (t *Task) observeFailure(r *kgo.Record, attempt int, f failure, dest string, due time.Time, tr *tracing.Attempt) {
-	o := t.d.FailObs
+	o := t.d.Hooks.Failures
 	if o == nil {
 		return
 	}

@@ -48,18 +48,18 @@ func firstCallOwed(export string) traceOwed {
 // runs: its instance is set when the call returned (traceRan).
 func (t *Task) beginTraceInCall(j *job) *tracing.Attempt {
 	j.owed |= owedInstance
-	return t.d.Tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
+	return t.d.Hooks.Tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
 }
 
 // beginTrace begins the trace of j, whose attempt waits on asynchronous
 // operations (its last call ended at end): they are noted as they come.
 func (w *worker) beginTrace(j *job, end time.Time) {
 	t := w.t
-	if t.d.Tracer == nil {
+	if t.d.Hooks.Tracer == nil {
 		return
 	}
 	if j.tr == nil {
-		j.tr = t.d.Tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
+		j.tr = t.d.Hooks.Tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
 		j.owed |= owedInstance
 	}
 	w.traceRan(j, end)
@@ -72,17 +72,17 @@ func (w *worker) beginTrace(j *job, end time.Time) {
 func (w *worker) decideTrace(j *job, failed bool, end time.Time) {
 	t := w.t
 	if j.tr == nil {
-		if t.d.Tracer == nil {
+		if t.d.Hooks.Tracer == nil {
 			return
 		}
-		p, keep := t.d.Tracer.Keep(failed, j.attempt, (*recordHeaders)(j.r))
+		p, keep := t.d.Hooks.Tracer.Keep(failed, j.attempt, (*recordHeaders)(j.r))
 		if !keep {
 			j.owed = 0
 			return
 		}
 		info := t.traceInfo(j)
 		info.Instance = w.inst.ID()
-		j.tr = t.d.Tracer.BeginKept(info, p, j.started)
+		j.tr = t.d.Hooks.Tracer.BeginKept(info, p, j.started)
 	}
 	w.traceRan(j, end)
 	if !j.tr.Decide(failed) {

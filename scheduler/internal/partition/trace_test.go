@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/tracing"
 )
 
@@ -19,7 +20,7 @@ func TestUnsampledRecordAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Shutdown(context.Background())
-	w := &worker{t: &Task{d: &Deps{Role: Primary{}, Tracer: tr}}}
+	w := &worker{t: &Task{d: &Deps{Role: Primary{}, Hooks: hooks.Hooks{Tracer: tr}}}}
 	r := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"),
 		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/plain")}}}
 	j, _ := w.newJob(r, nil)

@@ -56,7 +56,7 @@ func (JobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Tim
 // or its pipeline traces (then the caller may begin one).
 func tracedJob(tag any) (*job, bool) {
 	j, ok := tag.(*job)
-	if !ok || (j.tr == nil && j.t.d.Tracer == nil) {
+	if !ok || (j.tr == nil && j.t.d.Hooks.Tracer == nil) {
 		return nil, false
 	}
 	return j, true
@@ -1115,7 +1115,7 @@ func (w *worker) retryInline(j *job, f failure, end time.Time) bool {
 
 // recordLatency records an attempt's processing latency.
 func (t *Task) recordLatency(d time.Duration) {
-	if m := t.d.Metrics; m != nil {
+	if m := t.d.Hooks.Metrics; m != nil {
 		m.Latency.Record(context.Background(), d.Seconds(), t.metricAttrs())
 	}
 }
