@@ -1,9 +1,6 @@
 package admin
 
 import (
-	"cmp"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/scheduler/registry"
@@ -26,12 +23,11 @@ type FleetView struct {
 	NotListed int `json:"hosts_not_listed,omitempty"`
 }
 
-// MaxListedHosts bounds the hosts a FleetView lists: whoever may write the
-// hosts topic could make the list (and every GET /v1/pipelines and
-// `wasmstream processors`) as long as the statuses the registry keeps. The
-// hosts that could not run a deployment come first, then those not on the
-// deployed version, then the others, each by name.
-const MaxListedHosts = 100
+// MaxListedHosts bounds the hosts a FleetView lists (and so every GET
+// /v1/pipelines and `wasmstream processors`): registry.MaxHostsListed.
+// The hosts that could not run a deployment come first, then those not on
+// the deployed version, then the others, each by name.
+const MaxListedHosts = registry.MaxHostsListed
 
 // view is what the registry says of pipeline name: its deployment and the
 // live hosts running it, at most MaxListedHosts of them.
@@ -56,17 +52,8 @@ func (f *fleetStrategy) view(name string) *FleetView {
 		}
 		return 2
 	}
-	slices.SortFunc(live, func(x, y registry.HostStatus) int {
-		if c := cmp.Compare(rank(x), rank(y)); c != 0 {
-			return c
-		}
-		return strings.Compare(x.Host, y.Host)
-	})
 	v.LiveHosts = len(live)
-	if len(live) > MaxListedHosts {
-		v.NotListed = len(live) - MaxListedHosts
-		live = live[:MaxListedHosts]
-	}
+	live, v.NotListed = registry.RankHosts(live, rank)
 	for _, h := range live {
 		v.Hosts[h.Host] = h.Pipelines[name]
 		if f, ok := h.Failed[name]; ok {

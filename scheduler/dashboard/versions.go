@@ -1,8 +1,6 @@
 package dashboard
 
 import (
-	"cmp"
-	"slices"
 	"time"
 
 	"github.com/wasmstream/wasmstream/scheduler/admin"
@@ -143,13 +141,9 @@ type hostsFrame struct {
 	NotListed int         `json:"not_listed,omitempty"`
 }
 
-// maxHostsShown bounds the hosts listed (as admin.MaxListedHosts does for
-// the API): the hosts topic's writers could otherwise make the page as
-// long as the statuses the registry keeps.
-const maxHostsShown = 100
-
-// hosts lists the fleet's hosts: those that could not run a deployment
-// first, then those not heard of lately, then the others, each by name.
+// hosts lists the fleet's hosts, at most registry.MaxHostsListed: those
+// that could not run a deployment first, then those not heard of lately,
+// then the others, each by name.
 func (s *Server) hosts(now time.Time) *hostsFrame {
 	fl := s.fleetOf()
 	if fl == nil {
@@ -166,17 +160,8 @@ func (s *Server) hosts(now time.Time) *hostsFrame {
 		}
 		return 2
 	}
-	slices.SortFunc(st, func(x, y registry.HostStatus) int {
-		if c := cmp.Compare(rank(x), rank(y)); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Host, y.Host)
-	})
 	f := &hostsFrame{Hosts: []hostFrame{}}
-	if len(st) > maxHostsShown {
-		f.NotListed = len(st) - maxHostsShown
-		st = st[:maxHostsShown]
-	}
+	st, f.NotListed = registry.RankHosts(st, rank)
 	for _, h := range st {
 		hf := hostFrame{Host: cut(h.Host, maxLabelBytes), Self: h.Host == self, Live: h.Live(now), At: ms(h.At), Pipelines: map[string]string{}}
 		for p, d := range h.Pipelines {

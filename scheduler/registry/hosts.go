@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -94,6 +96,27 @@ type HostStatus struct {
 type Failure struct {
 	Digest string `json:"digest"`
 	Error  string `json:"error"`
+}
+
+// MaxHostsListed bounds the hosts a listing shows (the admin API's fleet
+// view, the dashboard): whoever may write the hosts topic could otherwise
+// make a listing as long as the statuses the registry keeps.
+const MaxHostsListed = 100
+
+// RankHosts orders hosts by rank (lowest first: what an operator should
+// see first), then by name, and keeps at most MaxHostsListed of them;
+// notListed counts those left out. It sorts hosts in place.
+func RankHosts(hosts []HostStatus, rank func(HostStatus) int) (listed []HostStatus, notListed int) {
+	slices.SortFunc(hosts, func(x, y HostStatus) int {
+		if c := cmp.Compare(rank(x), rank(y)); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Host, y.Host)
+	})
+	if len(hosts) > MaxHostsListed {
+		return hosts[:MaxHostsListed], len(hosts) - MaxHostsListed
+	}
+	return hosts, 0
 }
 
 // Live reports whether the host was heard of within LiveFor of now, by a
