@@ -321,8 +321,6 @@ func (s *TxnSink) deliverFailure(t *Task, r *kgo.Record, fc failureCopy, tr *tra
 	tr.End(fc.kind, f.kind, f.msg)
 }
 
-// outputTime is the timestamp of the outputs a sink delivers in one run:
-// the clock is read once, for the run's first output (ABI.md §5.2).
 // verdictSink is what a sink does with one decided record: produce its
 // outputs, or its failure copy.
 type verdictSink interface {
@@ -344,6 +342,8 @@ func deliverVerdict(s verdictSink, j *job, at *outputTime) {
 	}
 }
 
+// outputTime is the timestamp of the outputs a sink delivers in one run:
+// the clock is read once, for the run's first output (ABI.md §5.2).
 type outputTime time.Time
 
 func (t *outputTime) now() time.Time {
