@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
@@ -12,7 +13,7 @@ import (
 
 // injectTxnFailure makes the open transaction abort at its cut, as a
 // failed produce does (exactly_once pipelines only).
-func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*transactions).Failed(err) }
+func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*commit.Transactions).Failed(err) }
 
 // shareHeld is how many records a share pipeline holds acquired now.
 func (p *Pipeline) shareHeld() int { return p.src.(*shareSource).locks.Len() }

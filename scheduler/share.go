@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
+	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
@@ -65,7 +66,7 @@ func newShareMember(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
 	p.role = partition.ShareRole{Role: p.role}
 	p.cl = cl
 	src := &shareSource{p: p, locks: partition.NewShareLocks(p.log)}
-	p.src, p.commit = src, shareAcks{src}
+	p.src, p.commit = src, commit.NewShareAcks(p.commitDeps(), src.locks)
 	p.ledger = partition.ShareLedger{Locks: src.locks, Log: p.log}
 	return nil
 }
@@ -209,7 +210,7 @@ func (c *shareSource) renewLoop() {
 	}
 }
 
-// leave sends the last acknowledgements (final released what the host
+// leave sends the last acknowledgements (Final released what the host
 // still held), then leaves the share group.
 func (c *shareSource) leave(ctx context.Context) {
 	p := c.p
@@ -222,27 +223,6 @@ func (c *shareSource) leave(ctx context.Context) {
 		p.log.Warn("leaving the share group", "err", err)
 	}
 }
-
-// shareAcks is the committer of a consume: share pipeline: it commits no
-// offsets (each record is acknowledged as it finishes: shareLedger), and at
-// shutdown it gives back every record still held, so that another host
-// takes it at once.
-type shareAcks struct{ src *shareSource }
-
-// A share group has no partition assignment: nothing is revoked or lost.
-func (shareAcks) revoked(context.Context, map[string][]int32) {}
-func (shareAcks) lost(map[string][]int32)                     {}
-
-// final releases every record still held once the tasks drained: records
-// in progress finished within shutdown.drain_timeout, and their produces
-// are acknowledged.
-func (c shareAcks) final(context.Context, []*partition.Task) {
-	if n := c.src.locks.ReleaseAll(); n > 0 {
-		c.src.p.log.Info("released records not finished at shutdown; other hosts take them", "records", n)
-	}
-}
-
-func (c shareAcks) close() { c.src.p.cl.Close() }
 
 // ShareStats are the pipeline's share-group counters; nil unless consume:
 // share.

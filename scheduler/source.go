@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 )
 
 // source is where a pipeline's records come from: the seam between the
@@ -13,7 +15,7 @@ import (
 //
 //   - groupSource (consume: group): a consumer group's poll loop, with the
 //     pipeline's backpressure and its partition callbacks (onAssigned,
-//     onRevoked, onLost); its committer paces it (commitPacer).
+//     onRevoked, onLost); its committer paces it (commit.Pacer).
 //   - shareSource (consume: share, share.go): a share group's poll loop,
 //     which polls only once the previous poll's records are acknowledged,
 //     and keeps the locks of the records it holds alive.
@@ -31,27 +33,12 @@ type source interface {
 	leave(ctx context.Context)
 }
 
-// commitPacer is what a consumer group's committer says about the poll
-// loop: whether it can start, how long the next poll may last, and what
-// runs between polls (a transaction's cut; polling and ending a
-// transaction never overlap, franz-go requires it).
-type commitPacer interface {
-	// begin runs on the poll loop before its first poll; false: the
-	// pipeline cannot start (it failed).
-	begin() bool
-	// pollContext is ctx bounded for the next poll; done is called once
-	// the poll returned.
-	pollContext(ctx context.Context) (pctx context.Context, done func())
-	// afterPoll runs between polls; false: the pipeline cannot go on.
-	afterPoll(ctx context.Context) bool
-}
-
 // groupSource is a consumer group's poll loop. With BlockRebalanceOnPoll
 // no rebalance runs between a poll and AllowRebalance, so a batch is never
 // dispatched to a task that was revoked after the poll returned it.
 type groupSource struct {
 	p     *Pipeline
-	pacer commitPacer
+	pacer commit.Pacer
 }
 
 func (s groupSource) run(ctx context.Context) {
@@ -59,12 +46,12 @@ func (s groupSource) run(ctx context.Context) {
 	p.wg.Add(1)
 	go p.flowLoop()
 	defer close(p.pollDone)
-	if !s.pacer.begin() {
+	if !s.pacer.Begin() {
 		return
 	}
 	var lastErr time.Time
 	for {
-		pctx, done := s.pacer.pollContext(ctx)
+		pctx, done := s.pacer.PollContext(ctx)
 		pause, polled := p.awaitDemand(pctx) // false when pctx ends first: no poll
 		var fetches kgo.Fetches
 		if polled {
@@ -82,7 +69,7 @@ func (s groupSource) run(ctx context.Context) {
 			p.dispatch(fetches)
 			p.cl.AllowRebalance()
 		}
-		if !s.pacer.afterPoll(ctx) {
+		if !s.pacer.AfterPoll(ctx) {
 			return
 		}
 	}

@@ -69,7 +69,7 @@ func (OffsetLedger) abandoned(*Task, *kgo.Record) {}
 func (l OffsetLedger) RecordsDoneOffsets() bool   { return l.DoneOffsets }
 func (OffsetLedger) dropKeepsPlace() bool         { return false }
 
-// TxnLedger is the exactly_once ledger (scheduler/txn.go): the offset tracker, whose
+// TxnLedger is the exactly_once ledger (scheduler/internal/commit/txn.go): the offset tracker, whose
 // watermark the next cut commits inside the transaction.
 type TxnLedger struct{ Sink Sink }
 

@@ -469,6 +469,17 @@ func (t *Task) WaitWorkers(deadline time.Time) bool {
 	}
 }
 
+// Retire interrupts cut-off tasks and releases their resources.
+func Retire(tasks []*Task) {
+	for _, t := range tasks {
+		t.Abort()
+	}
+	for _, t := range tasks {
+		t.WaitWorkers(time.Now().Add(time.Minute))
+		t.Close()
+	}
+}
+
 func (t *Task) StartedPending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
