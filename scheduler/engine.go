@@ -1,8 +1,11 @@
 package scheduler
 
 import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 )
 
 // engineDeps makes what p's engines are given. Called by Start, after
@@ -27,5 +30,16 @@ func (p *Pipeline) commitDeps() commit.Deps {
 		Tasks: p.attached, Detach: p.detach, Drain: p.drain, DetachState: p.detachState,
 		Restart: p.restart, Forget: func(parts map[string][]int32) { p.sink.Forget(parts) },
 		OnCommitted: p.committed, Fail: p.fail, Broke: p.broke,
+	}
+}
+
+// sourceDeps makes what p's source is given (Pipeline.wire, once p's client
+// is made); dispatch hands a poll's records to p's tasks: Pipeline.dispatch
+// for a consumer group, Pipeline.dispatchShared for a share group.
+func (p *Pipeline) sourceDeps(dispatch func(kgo.Fetches)) source.Deps {
+	return source.Deps{
+		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
+		Budget: p.budget, Flow: &p.flow, Loops: &p.wg, Quit: p.quit, PollDone: p.pollDone,
+		Demand: p.demand, Dispatch: dispatch, Resume: p.resume,
 	}
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
@@ -16,7 +17,7 @@ import (
 func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*commit.Transactions).Failed(err) }
 
 // shareHeld is how many records a share pipeline holds acquired now.
-func (p *Pipeline) shareHeld() int { return p.src.(*shareSource).locks.Len() }
+func (p *Pipeline) shareHeld() int { return p.src.(*source.Share).Locks().Len() }
 
 // stateSizes returns each open state store's size (its file, and its keys
 // and values) by partition.

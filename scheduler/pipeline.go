@@ -27,6 +27,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
+	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -102,7 +103,7 @@ type Pipeline struct {
 	// pipeline rebuilt after its member failed (rebuild.go) shares them
 	// with the one it replaces, so a deploy or canary reaches both.
 	mods *modules
-	// flow: the poll loop's wake-ups (fetch.go).
+	// flow: the poll loop's wake-ups (scheduler/internal/source).
 	flow partition.FlowSignals
 	// eng is what the partitions' engines are given (engine.go): made by
 	// Start, before any task.
@@ -143,8 +144,8 @@ type pipeMember struct {
 // (Pipeline.wire; DESIGN.md, "Seams: source, ledger, sink, committer").
 type pipeSeams struct {
 	// src is where records come from: a consumer group's poll loop or a
-	// share group's (source.go).
-	src source
+	// share group's (scheduler/internal/source).
+	src source.Source
 	// ledger is when a record's outcome counts: the offset tracker, the
 	// transaction's, or the share group's acknowledgements (scheduler/internal/partition/ledger.go).
 	ledger partition.Ledger
@@ -191,7 +192,7 @@ type pipeCounters struct {
 	stall  stallTracker
 }
 
-// pipeLife is how a pipeline runs and ends: the poll loop (source.run) ends
+// pipeLife is how a pipeline runs and ends: the poll loop (Source.Run) ends
 // when pollCancel is called and closes pollDone; the flow and commit loops
 // end when quit is closed and are waited for with wg; bg owns the rest.
 type pipeLife struct {
@@ -292,10 +293,10 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 // sink, committer"): its consume mode and guarantee pick its client, its
 // source, ledger, sink and committer.
 //
-//	consume × guarantee         source       ledger        sink       committer
-//	group × at_least_once       groupSource  OffsetLedger  PlainSink  commit.Offsets
-//	group × exactly_once        groupSource  TxnLedger     TxnSink    commit.Transactions
-//	share × at_least_once       shareSource  ShareLedger   PlainSink  commit.ShareAcks
+//	consume × guarantee         source        ledger        sink       committer
+//	group × at_least_once       source.Group  OffsetLedger  PlainSink  commit.Offsets
+//	group × exactly_once        source.Group  TxnLedger     TxnSink    commit.Transactions
+//	share × at_least_once       source.Share  ShareLedger   PlainSink  commit.ShareAcks
 func (p *Pipeline) wire(extra []kgo.Opt) error {
 	pc := p.pc
 	if pc.Consume == config.ConsumeShare {
@@ -327,7 +328,7 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 		p.cl = sess.Client()
 		x := commit.NewTransactions(p.commitDeps(), sess, txnID)
 		p.commit = x
-		p.src = groupSource{p: p, pacer: x}
+		p.src = source.NewGroup(p.sourceDeps(p.dispatch), x)
 		p.sink = &partition.TxnSink{Producer: p.producer(), Gate: x, Limits: p.limits, Changelog: changelog}
 		p.ledger = partition.TxnLedger{Sink: p.sink}
 		return nil
@@ -339,7 +340,7 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 	p.cl = cl
 	c := commit.NewOffsets(p.commitDeps())
 	p.commit = c
-	p.src = groupSource{p: p, pacer: c}
+	p.src = source.NewGroup(p.sourceDeps(p.dispatch), c)
 	p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.limits, Changelog: changelog}
 	p.ledger = partition.OffsetLedger{Ordered: pc.Ordering == config.OrderPartition, Sink: p.sink, DoneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
 	return nil
@@ -418,7 +419,7 @@ func (p *Pipeline) Start() {
 	p.cl.AddConsumeTopics(p.pc.Inputs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.pollCancel = cancel
-	go p.src.run(ctx) // owned through pollCancel and pollDone
+	go p.src.Run(ctx) // owned through pollCancel and pollDone
 }
 
 func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -550,7 +551,7 @@ func (p *Pipeline) Stop(ctx context.Context) {
 	p.drain(tasks)
 	p.commit.Final(ctx, tasks)
 	p.detachAll()
-	p.src.leave(ctx)
+	p.src.Leave(ctx)
 	for _, t := range tasks {
 		t.Dead.Store(true) // nothing they finish now is released
 	}

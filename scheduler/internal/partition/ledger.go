@@ -91,7 +91,7 @@ func (TxnLedger) abandoned(*Task, *kgo.Record) {}
 func (TxnLedger) RecordsDoneOffsets() bool     { return false }
 func (TxnLedger) dropKeepsPlace() bool         { return true }
 
-// ShareLedger is the consume: share ledger (scheduler/share.go): each record's
+// ShareLedger is the consume: share ledger (scheduler/internal/source/share.go): each record's
 // acknowledgement to the broker, through the locks the poll loop holds.
 type ShareLedger struct {
 	Locks *ShareLocks
