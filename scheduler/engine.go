@@ -1,6 +1,12 @@
 package scheduler
 
-import "github.com/wasmstream/wasmstream/scheduler/internal/partition"
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/source"
+)
 
 // engineDeps makes what p's engines are given. Called by Start, after
 // everything the runner sets before it (metrics, the failure observer).
@@ -11,5 +17,29 @@ func (p *Pipeline) engineDeps() *partition.Deps {
 		Role: p.role, Retryable: p.retryable, Sink: p.sink, Ledger: p.ledger, State: p.state,
 		Mods: p.mods, Flow: &p.flow, AsyncSize: p.asyncSize, Client: p.cl, Background: &p.bg,
 		Hooks: p.hooks,
+	}
+}
+
+// commitDeps makes what p's committer is given (Pipeline.wire, once p's
+// client is made). Forget reads p's sink when called: the sink is made
+// after the committer (a TxnSink's gate is the committer).
+func (p *Pipeline) commitDeps() commit.Deps {
+	return commit.Deps{
+		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
+		CommitMu: &p.commitMu, Loops: &p.wg, Quit: p.quit, Background: &p.bg, Failed: &p.failed,
+		Tasks: p.attached, Detach: p.detach, Drain: p.drain, DetachState: p.detachState,
+		Restart: p.restart, Forget: func(parts map[string][]int32) { p.sink.Forget(parts) },
+		OnCommitted: p.committed, Fail: p.fail, Broke: p.broke,
+	}
+}
+
+// sourceDeps makes what p's source is given (Pipeline.wire, once p's client
+// is made); dispatch hands a poll's records to p's tasks: Pipeline.dispatch
+// for a consumer group, Pipeline.dispatchShared for a share group.
+func (p *Pipeline) sourceDeps(dispatch func(kgo.Fetches)) source.Deps {
+	return source.Deps{
+		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
+		Budget: p.budget, Flow: &p.flow, Loops: &p.wg, Quit: p.quit, PollDone: p.pollDone,
+		Demand: p.demand, Dispatch: dispatch, Resume: p.resume,
 	}
 }

@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
@@ -12,10 +14,10 @@ import (
 
 // injectTxnFailure makes the open transaction abort at its cut, as a
 // failed produce does (exactly_once pipelines only).
-func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*transactions).Failed(err) }
+func (p *Pipeline) injectTxnFailure(err error) { p.commit.(*commit.Transactions).Failed(err) }
 
 // shareHeld is how many records a share pipeline holds acquired now.
-func (p *Pipeline) shareHeld() int { return p.src.(*shareSource).locks.Len() }
+func (p *Pipeline) shareHeld() int { return p.src.(*source.Share).Locks().Len() }
 
 // stateSizes returns each open state store's size (its file, and its keys
 // and values) by partition.

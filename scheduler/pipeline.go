@@ -23,10 +23,12 @@ import (
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/background"
+	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
+	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
@@ -101,7 +103,7 @@ type Pipeline struct {
 	// pipeline rebuilt after its member failed (rebuild.go) shares them
 	// with the one it replaces, so a deploy or canary reaches both.
 	mods *modules
-	// flow: the poll loop's wake-ups (fetch.go).
+	// flow: the poll loop's wake-ups (scheduler/internal/source).
 	flow partition.FlowSignals
 	// eng is what the partitions' engines are given (engine.go): made by
 	// Start, before any task.
@@ -142,8 +144,8 @@ type pipeMember struct {
 // (Pipeline.wire; DESIGN.md, "Seams: source, ledger, sink, committer").
 type pipeSeams struct {
 	// src is where records come from: a consumer group's poll loop or a
-	// share group's (source.go).
-	src source
+	// share group's (scheduler/internal/source).
+	src source.Source
 	// ledger is when a record's outcome counts: the offset tracker, the
 	// transaction's, or the share group's acknowledgements (scheduler/internal/partition/ledger.go).
 	ledger partition.Ledger
@@ -151,8 +153,9 @@ type pipeSeams struct {
 	// guarantee (scheduler/internal/partition/sink.go).
 	sink partition.Sink
 	// commit commits what the ledger counts: offset commits,
-	// transactions, or a share group's acknowledgements (commit.go).
-	commit committer
+	// transactions, or a share group's acknowledgements
+	// (scheduler/internal/commit).
+	commit commit.Committer
 }
 
 // pipeEngine is what the pipeline gives its engines (engineDeps) besides
@@ -190,7 +193,7 @@ type pipeCounters struct {
 	stall  stallTracker
 }
 
-// pipeLife is how a pipeline runs and ends: the poll loop (source.run) ends
+// pipeLife is how a pipeline runs and ends: the poll loop (Source.Run) ends
 // when pollCancel is called and closes pollDone; the flow and commit loops
 // end when quit is closed and are waited for with wg; bg owns the rest.
 type pipeLife struct {
@@ -291,10 +294,10 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 // sink, committer"): its consume mode and guarantee pick its client, its
 // source, ledger, sink and committer.
 //
-//	consume × guarantee         source       ledger        sink       committer
-//	group × at_least_once       groupSource  offsetLedger  plainSink  offsetCommits
-//	group × exactly_once        groupSource  txnLedger     txnSink    transactions
-//	share × at_least_once       shareSource  shareLedger   plainSink  shareAcks
+//	consume × guarantee         source        ledger        sink       committer
+//	group × at_least_once       source.Group  OffsetLedger  PlainSink  commit.Offsets
+//	group × exactly_once        source.Group  TxnLedger     TxnSink    commit.Transactions
+//	share × at_least_once       source.Share  ShareLedger   PlainSink  commit.ShareAcks
 func (p *Pipeline) wire(extra []kgo.Opt) error {
 	pc := p.pc
 	if pc.Consume == config.ConsumeShare {
@@ -314,17 +317,19 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 	}
 	opts = append(opts, extra...)
 	if pc.Guarantee == config.ExactlyOnce {
-		x := &transactions{p: p, txnID: pc.Transactions.ID}
-		if x.txnID == "" {
-			x.txnID = p.group + "." + p.cfg.Host.ID
+		txnID := pc.Transactions.ID
+		if txnID == "" {
+			txnID = p.group + "." + p.cfg.Host.ID
 		}
-		opts = append(opts, kgo.TransactionalID(x.txnID), kgo.TransactionTimeout(pc.Transactions.Timeout), kgo.RequireStableFetchOffsets())
+		opts = append(opts, kgo.TransactionalID(txnID), kgo.TransactionTimeout(pc.Transactions.Timeout), kgo.RequireStableFetchOffsets())
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
 			return err
 		}
-		x.sess, p.cl, p.commit = sess, sess.Client(), x
-		p.src = groupSource{p: p, pacer: x}
+		p.cl = sess.Client()
+		x := commit.NewTransactions(p.commitDeps(), sess, txnID)
+		p.commit = x
+		p.src = source.NewGroup(p.sourceDeps(p.dispatch), x)
 		p.sink = &partition.TxnSink{Producer: p.producer(), Gate: x, Limits: p.limits, Changelog: changelog}
 		p.ledger = partition.TxnLedger{Sink: p.sink}
 		return nil
@@ -333,8 +338,10 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 	if err != nil {
 		return err
 	}
-	p.cl, p.commit = cl, offsetCommits{p}
-	p.src = groupSource{p: p, pacer: offsetCommits{p}}
+	p.cl = cl
+	c := commit.NewOffsets(p.commitDeps())
+	p.commit = c
+	p.src = source.NewGroup(p.sourceDeps(p.dispatch), c)
 	p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.limits, Changelog: changelog}
 	p.ledger = partition.OffsetLedger{Ordered: pc.Ordering == config.OrderPartition, Sink: p.sink, DoneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
 	return nil
@@ -413,7 +420,7 @@ func (p *Pipeline) Start() {
 	p.cl.AddConsumeTopics(p.pc.Inputs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.pollCancel = cancel
-	go p.src.run(ctx) // owned through pollCancel and pollDone
+	go p.src.Run(ctx) // owned through pollCancel and pollDone
 }
 
 func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
@@ -513,16 +520,16 @@ func (p *Pipeline) detach(parts map[string][]int32) []*partition.Task {
 }
 
 // onRevoked takes the revoked partitions' tasks away before the partitions
-// move (committer.revoked). It also runs for every partition when the
+// move (Committer.Revoked). It also runs for every partition when the
 // pipeline leaves the group on shutdown.
 func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	p.commit.revoked(ctx, revoked)
+	p.commit.Revoked(ctx, revoked)
 }
 
 // onLost abandons partitions another member may already own
-// (committer.lost): nothing of theirs is committed.
+// (Committer.Lost): nothing of theirs is committed.
 func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	p.commit.lost(lost)
+	p.commit.Lost(lost)
 }
 
 // Stop shuts the pipeline down in stages, the same for every consume mode
@@ -543,20 +550,20 @@ func (p *Pipeline) Stop(ctx context.Context) {
 	}
 	tasks := p.attached()
 	p.drain(tasks)
-	p.commit.final(ctx, tasks)
+	p.commit.Final(ctx, tasks)
 	p.detachAll()
-	p.src.leave(ctx)
+	p.src.Leave(ctx)
 	for _, t := range tasks {
 		t.Dead.Store(true) // nothing they finish now is released
 	}
-	retire(tasks)
+	partition.Retire(tasks)
 	close(p.quit)
 	p.wg.Wait()
 	p.bg.Close()
 	if p.state != nil {
 		p.state.CloseAll()
 	}
-	p.commit.close()
+	p.commit.Close()
 	p.leaveStatic(ctx)
 }
 
@@ -569,6 +576,24 @@ func (p *Pipeline) attached() []*partition.Task {
 		out = append(out, t)
 	}
 	return out
+}
+
+// restart replaces each of old still attached, unless the pipeline is
+// stopping, with a fresh task for its partition committed at committed[i]
+// (commit.Deps.Restart: the tasks an aborted transaction cut off).
+func (p *Pipeline) restart(old []*partition.Task, committed []int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, t := range old {
+		k := tp{t.Topic, t.Partition}
+		if p.tasks[k] != t || p.stopped.Load() {
+			continue
+		}
+		nt := partition.NewTask(p.eng, t.Topic, t.Partition, nil)
+		nt.Committed.Store(committed[i])
+		p.tasks[k] = nt
+		nt.Start()
+	}
 }
 
 // detachAll removes every task (Stop has them from attached).
@@ -759,7 +784,8 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 
 // committed tells the subscribers (onCommitted) that the offsets below upTo
 // of t's input partition are committed: offset commits and transactions
-// call it after a commit succeeded, under commitMu, never after an abort.
+// call it (commit.Deps.OnCommitted) after a commit succeeded, under
+// commitMu, never after an abort.
 // t is the task whose marks were committed, which may be gone (its
 // partition lost, and perhaps assigned again, while the commit was in
 // flight: at_least_once's lost does not wait for commitMu): its state
@@ -767,5 +793,18 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 func (p *Pipeline) committed(t *partition.Task, upTo int64) {
 	for _, f := range p.onCommitted {
 		f(t.Partition, upTo, t.State)
+	}
+}
+
+// fail reports an error the pipeline cannot recover from; the host stops.
+// (A member that cannot go on while a new one can is not that: broke,
+// rebuild.go.)
+func (p *Pipeline) fail(err error) {
+	if !p.failed.CompareAndSwap(false, true) {
+		return
+	}
+	p.log.Error("pipeline failed", "err", err)
+	if p.onFail != nil {
+		p.onFail(err)
 	}
 }

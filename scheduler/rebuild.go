@@ -128,7 +128,7 @@ func (r *Runner) rebuild(old *Pipeline, cause error) {
 		return
 	}
 	if !r.replace(old, p) {
-		p.commit.close() // the runner is stopping: never started
+		p.commit.Close() // the runner is stopping: never started
 		return
 	}
 	p.stats.Rebuilds.Add(1)

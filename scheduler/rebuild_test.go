@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -49,7 +50,7 @@ func TestExactlyOnceFencedRebuilds(t *testing.T) {
 				}
 			}
 			pipe := func() *Pipeline { return r.Pipelines()[0] }
-			txnID := pipe().commit.(*transactions).txnID
+			txnID := pipe().commit.(*commit.Transactions).TxnID()
 			for i := 1; i <= 2; i++ {
 				committed := pipe().Snapshot().TxnCommitted
 				kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool {

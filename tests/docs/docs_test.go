@@ -116,7 +116,7 @@ func TestCitationsNameHeadings(t *testing.T) {
 }
 
 // lockName is how DESIGN.md and comments name a lock: `Pipeline.mu`,
-// `Pipeline.commitMu`, `transactions.gate`, `slots.Pool.mu`.
+// `Pipeline.commitMu`, `Transactions.gate`, `slots.Pool.mu`.
 var lockName = regexp.MustCompile(`\b(?:[A-Za-z]\w*\.)+(?:\w*Mu|mu|gate)\b`)
 
 // designLockOrder reads DESIGN.md's "Lock order": the rank of each lock its

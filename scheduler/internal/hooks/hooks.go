@@ -66,7 +66,7 @@ type Stats struct {
 
 	TxnCommitted atomic.Int64 // transactions committed (exactly_once)
 	TxnAborted   atomic.Int64 // transactions aborted (exactly_once): their records are processed again
-	TxnSettled   atomic.Int64 // aborted transactions whose end was unconfirmed, settled before the tasks restarted (txn.go, settle)
+	TxnSettled   atomic.Int64 // aborted transactions whose end was unconfirmed, settled before the tasks restarted (scheduler/internal/commit/txn.go, settle)
 	// Rebuilds counts the times the pipeline was rebuilt with a new
 	// client because its member could not go on (rebuild.go).
 	Rebuilds atomic.Int64

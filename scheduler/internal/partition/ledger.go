@@ -69,7 +69,7 @@ func (OffsetLedger) abandoned(*Task, *kgo.Record) {}
 func (l OffsetLedger) RecordsDoneOffsets() bool   { return l.DoneOffsets }
 func (OffsetLedger) dropKeepsPlace() bool         { return false }
 
-// TxnLedger is the exactly_once ledger (scheduler/txn.go): the offset tracker, whose
+// TxnLedger is the exactly_once ledger (scheduler/internal/commit/txn.go): the offset tracker, whose
 // watermark the next cut commits inside the transaction.
 type TxnLedger struct{ Sink Sink }
 
@@ -91,7 +91,7 @@ func (TxnLedger) abandoned(*Task, *kgo.Record) {}
 func (TxnLedger) RecordsDoneOffsets() bool     { return false }
 func (TxnLedger) dropKeepsPlace() bool         { return true }
 
-// ShareLedger is the consume: share ledger (scheduler/share.go): each record's
+// ShareLedger is the consume: share ledger (scheduler/internal/source/share.go): each record's
 // acknowledgement to the broker, through the locks the poll loop holds.
 type ShareLedger struct {
 	Locks *ShareLocks

@@ -1,5 +1,5 @@
 // What a consume: share pipeline's task and role do differently
-// (scheduler/share.go): records enter without the offset tracker, and the broker's
+// (scheduler/internal/source/share.go): records enter without the offset tracker, and the broker's
 // delivery count is the attempt.
 
 package partition

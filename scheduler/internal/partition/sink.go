@@ -58,7 +58,7 @@ type Sink interface {
 	Forget(parts map[string][]int32)
 }
 
-// TxnGate is what a TxnSink needs of its transactions (scheduler/txn.go): enter is
+// TxnGate is what a TxnSink needs of its transactions (scheduler/internal/commit/txn.go): enter is
 // held shared while outcomes are released (a cut holds it exclusively),
 // leave ends it, counting the records released (at
 // transactions.max_records the poll in progress ends, so the loop cuts),

@@ -236,7 +236,7 @@ const (
 // stops its partition's fetching at this many times its bounds; flowLoop
 // resumes it at half of them. Between once and PauseFactor times its bounds
 // it takes no part in the demand for records but stays unpaused, taking
-// what polls for the others bring. A pause costs no fetch: Pipeline.poll
+// what polls for the others bring. A pause costs no fetch: source.Group.poll
 // takes what the client holds for the partition first.
 const PauseFactor = 2
 
@@ -254,7 +254,7 @@ func (t *Task) DemandState() Demand {
 	return DemandTakes
 }
 
-// Pause stops the partition's fetching (Pipeline.poll); flowLoop resumes it.
+// Pause stops the partition's fetching (source.Group.poll); flowLoop resumes it.
 func (t *Task) Pause() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -472,6 +472,17 @@ func (t *Task) WaitWorkers(deadline time.Time) bool {
 		return true
 	case <-time.After(time.Until(deadline)):
 		return false
+	}
+}
+
+// Retire interrupts cut-off tasks and releases their resources.
+func Retire(tasks []*Task) {
+	for _, t := range tasks {
+		t.Abort()
+	}
+	for _, t := range tasks {
+		t.WaitWorkers(time.Now().Add(time.Minute))
+		t.Close()
 	}
 }
 

@@ -1,4 +1,4 @@
-package scheduler
+package commit
 
 import (
 	"context"
@@ -37,13 +37,13 @@ import (
 // tasks process the records again. Aborted output records stay in the log,
 // invisible to read_committed consumers.
 
-// transactions is the exactly_once committer (commit.go).
-type transactions struct {
-	p     *Pipeline
+// Transactions is the exactly_once committer (commit.go).
+type Transactions struct {
+	d     Deps
 	sess  *kgo.GroupTransactSession
 	txnID string
-	// gate is held shared by releases (enter, leave: txnSink.deliver),
-	// exclusively by a cut (lock order: transactions.gate, then
+	// gate is held shared by releases (Enter, Leave: TxnSink.deliver),
+	// exclusively by a cut (lock order: Transactions.gate, then
 	// Pipeline.commitMu, then Pipeline.mu).
 	gate         sync.RWMutex
 	err          atomic.Pointer[error] // the first produce error of the open transaction
@@ -53,22 +53,31 @@ type transactions struct {
 	next         time.Time // when the open transaction is cut (the poll loop's own)
 }
 
-// begin begins the first transaction, on the poll loop (polling and
+// NewTransactions is the exactly_once committer of the pipeline d is of:
+// sess is its client's session, txnID its transactional id.
+func NewTransactions(d Deps, sess *kgo.GroupTransactSession, txnID string) *Transactions {
+	return &Transactions{d: d, sess: sess, txnID: txnID}
+}
+
+// TxnID is the transactional id of the pipeline's producer.
+func (x *Transactions) TxnID() string { return x.txnID }
+
+// Begin begins the first transaction, on the poll loop (polling and
 // ending a transaction never overlap: franz-go requires it).
-func (x *transactions) begin() bool {
+func (x *Transactions) Begin() bool {
 	if err := x.sess.Begin(); err != nil {
-		x.p.fail(fmt.Errorf("pipeline %s: beginning a transaction: %w", x.p.pc.Name, err))
+		x.d.Fail(fmt.Errorf("pipeline %s: beginning a transaction: %w", x.d.Pipeline.Name, err))
 		return false
 	}
-	x.next = time.Now().Add(x.p.pc.Transactions.Interval)
+	x.next = time.Now().Add(x.d.Pipeline.Transactions.Interval)
 	return true
 }
 
-// pollContext ends the next poll when the open transaction is due for its
+// PollContext ends the next poll when the open transaction is due for its
 // cut: at transactions.interval, or at once when it holds
 // transactions.max_records (leave ends a poll in progress when a release
 // brings it there).
-func (x *transactions) pollContext(ctx context.Context) (context.Context, func()) {
+func (x *Transactions) PollContext(ctx context.Context) (context.Context, func()) {
 	pctx, cancel := context.WithDeadline(ctx, x.next)
 	x.pollStop.Store(&cancel)
 	if x.due() {
@@ -80,34 +89,34 @@ func (x *transactions) pollContext(ctx context.Context) (context.Context, func()
 	}
 }
 
-// afterPoll cuts the open transaction when it is due.
-func (x *transactions) afterPoll(ctx context.Context) bool {
+// AfterPoll cuts the open transaction when it is due.
+func (x *Transactions) AfterPoll(ctx context.Context) bool {
 	if time.Now().Before(x.next) && !x.due() {
 		return true
 	}
 	if !x.cut(ctx, false) {
 		return false
 	}
-	x.next = time.Now().Add(x.p.pc.Transactions.Interval)
+	x.next = time.Now().Add(x.d.Pipeline.Transactions.Interval)
 	return true
 }
 
 // due reports whether the open transaction holds transactions.max_records.
-func (x *transactions) due() bool {
-	return x.released.Load() >= int64(x.p.pc.Transactions.MaxRecords)
+func (x *Transactions) due() bool {
+	return x.released.Load() >= int64(x.d.Pipeline.Transactions.MaxRecords)
 }
 
 // Enter holds the gate shared while outcomes are released into the open
-// transaction (txnSink.deliver): a cut waits for it, and releases wait
+// transaction (TxnSink.deliver): a cut waits for it, and releases wait
 // for a cut.
-func (x *transactions) Enter() { x.gate.RLock() }
+func (x *Transactions) Enter() { x.gate.RLock() }
 
-// Leave ends a release (enter) of released records and, when they bring
+// Leave ends a release (Enter) of released records and, when they bring
 // the open transaction to transactions.max_records, ends the poll in
 // progress so the loop cuts.
-func (x *transactions) Leave(released int) {
+func (x *Transactions) Leave(released int) {
 	if released > 0 {
-		n, max := x.released.Add(int64(released)), int64(x.p.pc.Transactions.MaxRecords)
+		n, max := x.released.Add(int64(released)), int64(x.d.Pipeline.Transactions.MaxRecords)
 		if n >= max && n-int64(released) < max {
 			if c := x.pollStop.Load(); c != nil {
 				(*c)()
@@ -122,7 +131,7 @@ func (x *transactions) Leave(released int) {
 // drops it from the producer's buffer: that is the abort itself, not a
 // reason to abort the next transaction too (each abort used to cause a
 // second one).
-func (x *transactions) Failed(err error) {
+func (x *Transactions) Failed(err error) {
 	if errors.Is(err, kgo.ErrAborting) {
 		return
 	}
@@ -134,13 +143,13 @@ func (x *transactions) Failed(err error) {
 // final, begins the next. It reports false when the pipeline cannot go on
 // (its transactional producer is fenced or failed, or ctx ended while an
 // unconfirmed end was being settled).
-func (x *transactions) cut(ctx context.Context, final bool) bool {
-	p := x.p
+func (x *Transactions) cut(ctx context.Context, final bool) bool {
+	d := x.d
 	x.gate.Lock()
 	defer x.gate.Unlock()
-	p.commitMu.Lock()
-	defer p.commitMu.Unlock()
-	c := txnCut{released: x.released.Swap(0), tasks: p.attached(), final: final}
+	d.CommitMu.Lock()
+	defer d.CommitMu.Unlock()
+	c := txnCut{released: x.released.Swap(0), tasks: d.Tasks(), final: final}
 	c.marks = watermarks(c.tasks)
 	c.why = x.abortReason()
 	empty := c.why == "" && len(c.marks) == 0 && c.released == 0
@@ -158,7 +167,7 @@ func (x *transactions) cut(ctx context.Context, final bool) bool {
 		// The last, empty transaction of a shutdown: nothing was in it.
 	case committed:
 		x.committed(c.marks)
-		p.log.Debug("transaction committed", "records", c.released, "partitions", len(c.marks), "took", time.Since(start))
+		d.Log.Debug("transaction committed", "records", c.released, "partitions", len(c.marks), "took", time.Since(start))
 	default:
 		if !x.notCommitted(ctx, c, err) {
 			return false
@@ -197,8 +206,8 @@ func watermarks(tasks []*partition.Task) map[tp]mark {
 // fails while End flushes would otherwise be seen only after the commit,
 // and the record it belongs to would be committed without it. (The gate
 // keeps workers from releasing more.)
-func (x *transactions) abortReason() string {
-	if err := x.p.cl.Flush(context.Background()); err != nil {
+func (x *Transactions) abortReason() string {
+	if err := x.d.Client.Flush(context.Background()); err != nil {
 		x.Failed(fmt.Errorf("flushing the transaction's produces: %w", err))
 	}
 	var why string
@@ -236,23 +245,23 @@ func commitWatermarks(marks map[tp]mark) context.Context {
 }
 
 // committed notes a committed transaction's watermarks and tells the
-// pipeline's subscribers.
-func (x *transactions) committed(marks map[tp]mark) {
-	p := x.p
+// pipeline's subscribers (Deps.OnCommitted).
+func (x *Transactions) committed(marks map[tp]mark) {
+	d := x.d
 	for _, m := range marks {
 		m.t.Committed.Store(m.off)
-		p.committed(m.t, m.off)
+		d.OnCommitted(m.t, m.off)
 	}
-	p.stats.Commits.Add(1)
-	p.stats.TxnCommitted.Add(1)
+	d.Stats.Commits.Add(1)
+	d.Stats.TxnCommitted.Add(1)
 }
 
 // notCommitted handles an end that did not confirm a commit: an
 // unconfirmed end is settled first (settle), then whether the transaction
 // landed decides; either way every task starts over from the committed
 // offsets. It reports false when the pipeline cannot go on.
-func (x *transactions) notCommitted(ctx context.Context, c txnCut, err error) bool {
-	p := x.p
+func (x *Transactions) notCommitted(ctx context.Context, c txnCut, err error) bool {
+	d := x.d
 	var from map[tp]int64
 	if err != nil && !c.final {
 		var ok bool
@@ -265,11 +274,11 @@ func (x *transactions) notCommitted(ctx context.Context, c txnCut, err error) bo
 		return false
 	}
 	if landed {
-		p.stats.Commits.Add(1)
-		p.stats.TxnCommitted.Add(1)
-		p.log.Info("the unconfirmed transaction had committed; every partition goes on from the broker's committed offset", "records", c.released)
+		d.Stats.Commits.Add(1)
+		d.Stats.TxnCommitted.Add(1)
+		d.Log.Info("the unconfirmed transaction had committed; every partition goes on from the broker's committed offset", "records", c.released)
 	} else {
-		p.stats.TxnAborted.Add(1)
+		d.Stats.TxnAborted.Add(1)
 		why := c.why
 		if why == "" {
 			why = "the commit was refused (the group moved on: this member was fenced or rebalanced)"
@@ -277,7 +286,7 @@ func (x *transactions) notCommitted(ctx context.Context, c txnCut, err error) bo
 				why += ": " + err.Error()
 			}
 		}
-		p.log.Warn("transaction aborted; every partition starts over from its committed offset", "reason", why, "records", c.released)
+		d.Log.Warn("transaction aborted; every partition starts over from its committed offset", "reason", why, "records", c.released)
 	}
 	x.restartTasks(c.tasks, from)
 	return true
@@ -286,10 +295,11 @@ func (x *transactions) notCommitted(ctx context.Context, c txnCut, err error) bo
 // beginNext begins the next transaction after an end that returned
 // endErr. It reports false when it cannot: the producer's state is fatal
 // (franz-go keeps the error that made it so), and only a new client can
-// go on — the pipeline broke, and the runner rebuilds it (rebuild.go).
+// go on — the pipeline broke, and the runner rebuilds it (Deps.Broke:
+// scheduler/rebuild.go).
 // Both errors are named: the end's says what happened, Begin's why it is
 // final.
-func (x *transactions) beginNext(endErr error) bool {
+func (x *Transactions) beginNext(endErr error) bool {
 	berr := x.sess.Begin()
 	if berr == nil {
 		return true
@@ -297,36 +307,30 @@ func (x *transactions) beginNext(endErr error) bool {
 	if endErr != nil && endErr.Error() != berr.Error() {
 		berr = fmt.Errorf("%w (the transaction's end had failed: %v)", berr, endErr)
 	}
-	x.p.broke(fmt.Errorf("transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", x.txnID, berr))
+	x.d.Broke(fmt.Errorf("transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", x.txnID, berr))
 	return false
 }
 
 // restartTasks cuts tasks off after an abort and replaces them with fresh
-// tasks for the same partitions, which franz-go has rewound to their
-// committed offsets. Called with the transaction gate held: the old tasks'
+// tasks for the same partitions (Deps.Restart), which franz-go has rewound
+// to their committed offsets: from, where the end was settled, else the
+// last known. Called with the transaction gate held: the old tasks'
 // workers may be blocked on it, so they are waited for elsewhere.
-func (x *transactions) restartTasks(old []*partition.Task, from map[tp]int64) {
-	p := x.p
+func (x *Transactions) restartTasks(old []*partition.Task, from map[tp]int64) {
+	d := x.d
 	for _, t := range old {
 		t.Dead.Store(true)
 		t.Stop()
 	}
-	p.mu.Lock()
-	for _, t := range old {
-		k := tp{t.Topic, t.Partition}
-		if p.tasks[k] != t || p.stopped.Load() {
-			continue
+	committed := make([]int64, len(old))
+	for i, t := range old {
+		committed[i] = t.Committed.Load()
+		if off, ok := from[tp{t.Topic, t.Partition}]; ok {
+			committed[i] = off
 		}
-		nt := partition.NewTask(p.eng, t.Topic, t.Partition, nil)
-		nt.Committed.Store(t.Committed.Load())
-		if off, ok := from[k]; ok {
-			nt.Committed.Store(off)
-		}
-		p.tasks[k] = nt
-		nt.Start()
 	}
-	p.mu.Unlock()
-	p.bg.Go(func() { retire(old) })
+	d.Restart(old, committed)
+	d.Background.Go(func() { partition.Retire(old) })
 }
 
 // settle handles an end whose outcome this host does not know: End
@@ -344,14 +348,14 @@ func (x *transactions) restartTasks(old []*partition.Task, from map[tp]int64) {
 // retries until it succeeds or ctx ends (the pipeline stops): a
 // coordinator failover takes seconds, and exiting would only move the
 // same work to a restart. It reports false when the pipeline cannot go on.
-func (x *transactions) settle(ctx context.Context, tasks []*partition.Task, endErr error) (map[tp]int64, bool) {
-	p := x.p
-	p.log.Warn("the transaction's end is unconfirmed: settling it, then reading the committed offsets from the broker", "err", endErr)
+func (x *Transactions) settle(ctx context.Context, tasks []*partition.Task, endErr error) (map[tp]int64, bool) {
+	d := x.d
+	d.Log.Warn("the transaction's end is unconfirmed: settling it, then reading the committed offsets from the broker", "err", endErr)
 	start := time.Now()
 	var lastLog time.Time
 	wait := func(what string, err error, attempt int) bool {
 		if time.Since(lastLog) > 10*time.Second {
-			p.log.Warn("settling an unconfirmed transaction: "+what+" failed; retrying", "err", err, "for", time.Since(start).Round(time.Millisecond))
+			d.Log.Warn("settling an unconfirmed transaction: "+what+" failed; retrying", "err", err, "for", time.Since(start).Round(time.Millisecond))
 			lastLog = time.Now()
 		}
 		d := min(100*time.Millisecond<<min(attempt, 5), 3*time.Second)
@@ -363,7 +367,7 @@ func (x *transactions) settle(ctx context.Context, tasks []*partition.Task, endE
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		err := p.cl.EndTransaction(ctx, kgo.TryAbort) // nil at once if none is open
+		err := d.Client.EndTransaction(ctx, kgo.TryAbort) // nil at once if none is open
 		if err == nil {
 			break
 		}
@@ -392,36 +396,36 @@ func (x *transactions) settle(ctx context.Context, tasks []*partition.Task, endE
 		}
 		seek[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
 	}
-	p.cl.SetOffsets(seek)
-	p.stats.TxnSettled.Add(1)
-	p.log.Info("unconfirmed transaction settled; the partitions start over from the broker's committed offsets", "took", time.Since(start).Round(time.Millisecond), "partitions", len(from))
+	d.Client.SetOffsets(seek)
+	d.Stats.TxnSettled.Add(1)
+	d.Log.Info("unconfirmed transaction settled; the partitions start over from the broker's committed offsets", "took", time.Since(start).Round(time.Millisecond), "partitions", len(from))
 	return from, true
 }
 
 // landed compares a settled end's offsets (from) with what the transaction
 // would have committed (marks). The end committed after all if the broker
-// holds the marks: the pipeline is told of the commit (committed), as
+// holds the marks: the pipeline is told of the commit (Deps.OnCommitted), as
 // after a confirmed one, so the partitions' state is flushed up to them
 // before the new tasks open their views. A partition
 // at neither its mark nor its last known commit has state this host cannot
 // account for: a pipeline with state then fails (a restart restores the
 // stores from the changelog); without state, the broker's offset is the
 // truth and the tasks go on from it.
-func (x *transactions) landed(marks map[tp]mark, from map[tp]int64) (landed, ok bool) {
-	p := x.p
+func (x *Transactions) landed(marks map[tp]mark, from map[tp]int64) (landed, ok bool) {
+	d := x.d
 	for k, m := range marks {
 		off, known := from[k]
 		switch {
 		case !known || off == m.t.Committed.Load():
 		case off == m.off:
 			m.t.Committed.Store(off)
-			p.committed(m.t, off)
+			d.OnCommitted(m.t, off)
 			landed = true
-		case p.state != nil:
-			p.fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", p.pc.Name, k.topic, k.partition, off, m.t.Committed.Load(), m.off))
+		case d.Pipeline.State.Enabled:
+			d.Fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", d.Pipeline.Name, k.topic, k.partition, off, m.t.Committed.Load(), m.off))
 			return false, false
 		default:
-			p.log.Warn("after an unconfirmed transaction, a partition's committed offset is neither the last known nor the transaction's; going on from the broker's", "topic", k.topic, "partition", k.partition, "committed", off)
+			d.Log.Warn("after an unconfirmed transaction, a partition's committed offset is neither the last known nor the transaction's; going on from the broker's", "topic", k.topic, "partition", k.partition, "committed", off)
 		}
 	}
 	return landed, true
@@ -430,11 +434,11 @@ func (x *transactions) landed(marks map[tp]mark, from map[tp]int64) (landed, ok 
 // stableOffsets reads the group's committed offsets of want into from,
 // failing while any is unreadable or a transactional commit is pending.
 // A partition with no commit is left out (it starts where it would).
-func (x *transactions) stableOffsets(ctx context.Context, want map[string][]int32, from map[tp]int64) error {
-	p := x.p
+func (x *Transactions) stableOffsets(ctx context.Context, want map[string][]int32, from map[tp]int64) error {
+	d := x.d
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(p.cl).FetchOffsets(kadm.RequireStable(fctx), p.group)
+	resp, err := kadm.NewClient(d.Client).FetchOffsets(kadm.RequireStable(fctx), d.Group)
 	if err != nil {
 		return err
 	}
@@ -461,24 +465,13 @@ type mark struct {
 	off int64
 }
 
-// retire interrupts cut-off tasks and releases their resources.
-func retire(tasks []*partition.Task) {
-	for _, t := range tasks {
-		t.Abort()
-	}
-	for _, t := range tasks {
-		t.WaitWorkers(time.Now().Add(time.Minute))
-		t.Close()
-	}
-}
-
-// revoked handles revoked or lost partitions under exactly_once: their
+// Revoked handles revoked or lost partitions under exactly_once: their
 // tasks are cut off at once (the open transaction aborts at its cut, so
 // nothing they released commits) and retired in the background. It runs
 // inside franz-go's session callback, which End also waits for, so it must
 // not wait for the transaction gate.
-func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
-	p := x.p
+func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32) {
+	d := x.d
 	n := 0
 	for _, ps := range parts {
 		n += len(ps)
@@ -487,44 +480,31 @@ func (x *transactions) revoked(_ context.Context, parts map[string][]int32) {
 		return
 	}
 	x.revokedSince.Store(true)
-	p.sink.Forget(parts)
-	tasks := p.detach(parts)
+	d.Forget(parts)
+	tasks := d.Detach(parts)
 	for _, t := range tasks {
 		t.Dead.Store(true)
 		t.Stop()
-		p.log.Debug("partition revoked", "topic", t.Topic, "partition", t.Partition)
+		d.Log.Debug("partition revoked", "topic", t.Topic, "partition", t.Partition)
 	}
-	closeStores := p.detachState(tasks)
-	gone := func() { retire(tasks); closeStores() }
-	if !p.bg.Go(gone) {
+	closeStores := d.DetachState(tasks)
+	gone := func() { partition.Retire(tasks); closeStores() }
+	if !d.Background.Go(gone) {
 		gone() // shutting down: no background work any more
 	}
 }
 
-// lost: as revoked, under exactly_once (nothing they released commits).
-func (x *transactions) lost(parts map[string][]int32) { x.revoked(context.Background(), parts) }
+// Lost: as Revoked, under exactly_once (nothing they released commits).
+func (x *Transactions) Lost(parts map[string][]int32) { x.Revoked(context.Background(), parts) }
 
-// final commits the last transaction, with the watermarks of the drained
+// Final commits the last transaction, with the watermarks of the drained
 // tasks (still attached: the cut reads them from the pipeline), unless the
 // pipeline failed.
-func (x *transactions) final(ctx context.Context, _ []*partition.Task) {
-	if !x.p.failed.Load() && !x.cut(ctx, true) {
-		x.p.log.Error("the last transaction did not commit; its records will be processed again by the partitions' next owner")
+func (x *Transactions) Final(ctx context.Context, _ []*partition.Task) {
+	if !x.d.Failed.Load() && !x.cut(ctx, true) {
+		x.d.Log.Error("the last transaction did not commit; its records will be processed again by the partitions' next owner")
 	}
 }
 
-// close closes the client through its session.
-func (x *transactions) close() { x.sess.Close() }
-
-// fail reports an error the pipeline cannot recover from; the host stops.
-// (A member that cannot go on while a new one can is not that: broke,
-// rebuild.go.)
-func (p *Pipeline) fail(err error) {
-	if !p.failed.CompareAndSwap(false, true) {
-		return
-	}
-	p.log.Error("pipeline failed", "err", err)
-	if p.onFail != nil {
-		p.onFail(err)
-	}
-}
+// Close closes the client through its session.
+func (x *Transactions) Close() { x.sess.Close() }

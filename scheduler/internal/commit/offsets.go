@@ -1,4 +1,4 @@
-package scheduler
+package commit
 
 import (
 	"context"
@@ -13,59 +13,62 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
-// offsetCommits is the at_least_once committer (commit.go): records'
+// Offsets is the at_least_once committer (commit.go): records'
 // outputs are produced as they finish, and each partition's watermark — the
 // first offset whose outcome is not durable yet — is committed every
 // kafka.commit_interval and before the partition moves, with the done
 // offsets above it in the commit's metadata (RATIONALE.md, "Committing:
 // the watermark", "Done offsets in commit metadata").
-type offsetCommits struct{ p *Pipeline }
+type Offsets struct{ d Deps }
 
-// begin starts the commit loop (owned by p.wg).
-func (c offsetCommits) begin() bool {
-	c.p.wg.Add(1)
+// NewOffsets is the at_least_once committer of the pipeline d is of.
+func NewOffsets(d Deps) *Offsets { return &Offsets{d} }
+
+// Begin starts the commit loop (owned by Deps.Loops).
+func (c *Offsets) Begin() bool {
+	c.d.Loops.Add(1)
 	go c.commitLoop()
 	return true
 }
 
-// pollContext: commits run on their own loop, so a poll is bounded by
+// PollContext: commits run on their own loop, so a poll is bounded by
 // nothing but ctx.
-func (offsetCommits) pollContext(ctx context.Context) (context.Context, func()) {
+func (*Offsets) PollContext(ctx context.Context) (context.Context, func()) {
 	return ctx, func() {}
 }
 
-func (offsetCommits) afterPoll(context.Context) bool { return true }
+func (*Offsets) AfterPoll(context.Context) bool { return true }
 
-// revoked drains the revoked partitions' tasks (in-flight records finish
+// Revoked drains the revoked partitions' tasks (in-flight records finish
 // within shutdown.drain_timeout, queued ones are left for the next owner)
 // and commits what is done before the partitions move. It also runs for
 // every partition when the pipeline leaves the group on shutdown.
-func (c offsetCommits) revoked(ctx context.Context, revoked map[string][]int32) {
-	p := c.p
-	tasks := p.detach(revoked)
+func (c *Offsets) Revoked(ctx context.Context, revoked map[string][]int32) {
+	d := c.d
+	tasks := d.Detach(revoked)
 	if len(tasks) == 0 {
 		return
 	}
-	p.commitMu.Lock()
-	defer p.commitMu.Unlock()
-	p.drain(tasks)
+	d.CommitMu.Lock()
+	defer d.CommitMu.Unlock()
+	d.Drain(tasks)
 	if err := c.commitTasks(ctx, tasks); err != nil {
-		p.log.Error("commit on revoke failed; the new owner will process the uncommitted records again", "err", err)
+		d.Log.Error("commit on revoke failed; the new owner will process the uncommitted records again", "err", err)
 	}
 	for _, t := range tasks {
 		t.Close()
 	}
-	p.detachState(tasks)()
+	d.DetachState(tasks)()
 	for _, t := range tasks {
-		p.log.Debug("partition revoked", "topic", t.Topic, "partition", t.Partition)
+		d.Log.Debug("partition revoked", "topic", t.Topic, "partition", t.Partition)
 	}
 }
 
-// lost abandons the partitions: another member may already own them, so
+// Lost abandons the partitions: another member may already own them, so
 // nothing is committed.
-func (c offsetCommits) lost(lost map[string][]int32) {
-	p := c.p
-	tasks := p.detach(lost)
+func (c *Offsets) Lost(lost map[string][]int32) {
+	d := c.d
+	tasks := d.Detach(lost)
 	for _, t := range tasks {
 		t.Stop()
 		t.Abort()
@@ -73,38 +76,38 @@ func (c offsetCommits) lost(lost map[string][]int32) {
 	for _, t := range tasks {
 		t.WaitWorkers(time.Now().Add(time.Minute))
 		t.Close()
-		p.log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.Topic, "partition", t.Partition)
+		d.Log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.Topic, "partition", t.Partition)
 	}
-	p.detachState(tasks)()
+	d.DetachState(tasks)()
 }
 
 // commitLoop commits every kafka.commit_interval.
-func (c offsetCommits) commitLoop() {
-	p := c.p
-	defer p.wg.Done()
-	tick := time.NewTicker(p.cfg.Kafka.CommitInterval)
+func (c *Offsets) commitLoop() {
+	d := c.d
+	defer d.Loops.Done()
+	tick := time.NewTicker(d.Config.Kafka.CommitInterval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-p.quit:
+		case <-d.Quit:
 			return
 		case <-tick.C:
-			p.commitMu.Lock()
-			tasks := p.attached()
+			d.CommitMu.Lock()
+			tasks := d.Tasks()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := c.commitTasks(ctx, tasks); err != nil {
-				p.log.Warn("commit failed; will retry", "err", err)
+				d.Log.Warn("commit failed; will retry", "err", err)
 			}
 			cancel()
-			p.commitMu.Unlock()
+			d.CommitMu.Unlock()
 		}
 	}
 }
 
 // commitTasks commits each task's watermark, with the done offsets above it
-// in the commit metadata, if either changed. Callers hold commitMu.
-func (c offsetCommits) commitTasks(ctx context.Context, tasks []*partition.Task) error {
-	p := c.p
+// in the commit metadata, if either changed. Callers hold Deps.CommitMu.
+func (c *Offsets) commitTasks(ctx context.Context, tasks []*partition.Task) error {
+	d := c.d
 	type mark struct {
 		t    *partition.Task
 		off  int64
@@ -119,8 +122,8 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*partition.Task)
 			continue
 		}
 		var meta string
-		if *p.cfg.Kafka.RecordDoneOffsets {
-			meta, _ = offsets.EncodeDone(off, above, p.cfg.Kafka.CommitMetadataMaxBytes)
+		if *d.Config.Kafka.RecordDoneOffsets {
+			meta, _ = offsets.EncodeDone(off, above, d.Config.Kafka.CommitMetadataMaxBytes)
 		}
 		if off == t.Committed.Load() && meta == t.CommittedMeta {
 			continue
@@ -147,7 +150,7 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*partition.Task)
 		return nil
 	})
 	var cerr error
-	p.cl.CommitOffsetsSync(ctx, commits, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	d.Client.CommitOffsetsSync(ctx, commits, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			cerr = err
 			return
@@ -166,19 +169,19 @@ func (c offsetCommits) commitTasks(ctx context.Context, tasks []*partition.Task)
 	for _, m := range marks {
 		m.t.Committed.Store(m.off)
 		m.t.CommittedMeta = m.meta
-		p.committed(m.t, m.off)
+		d.OnCommitted(m.t, m.off)
 	}
-	p.stats.Commits.Add(1)
+	d.Stats.Commits.Add(1)
 	return nil
 }
 
-// final commits what the drained tasks finished, at Stop.
-func (c offsetCommits) final(ctx context.Context, tasks []*partition.Task) {
-	c.p.commitMu.Lock()
-	defer c.p.commitMu.Unlock()
+// Final commits what the drained tasks finished, at Stop.
+func (c *Offsets) Final(ctx context.Context, tasks []*partition.Task) {
+	c.d.CommitMu.Lock()
+	defer c.d.CommitMu.Unlock()
 	if err := c.commitTasks(ctx, tasks); err != nil {
-		c.p.log.Error("commit at shutdown failed; the partitions' next owner will process the uncommitted records again", "err", err)
+		c.d.Log.Error("commit at shutdown failed; the partitions' next owner will process the uncommitted records again", "err", err)
 	}
 }
 
-func (c offsetCommits) close() { c.p.cl.Close() }
+func (c *Offsets) Close() { c.d.Client.Close() }

@@ -1,0 +1,121 @@
+// Package commit is the committer seam: how a pipeline commits what its
+// ledger counts as done — offset commits (Offsets), transactions
+// (Transactions), or nothing but a share group's acknowledgements
+// (ShareAcks). A committer holds no pointer to its pipeline (it cannot: it
+// does not import package scheduler); what it reaches of the pipeline comes
+// once in a Deps. (DESIGN.md, "Seams: source, ledger, sink, committer".)
+package commit
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+)
+
+// Committer is how a pipeline commits what its ledger counts as done; the
+// pipeline's consume mode and guarantee choose one, once, in Pipeline.wire:
+//
+//   - Offsets (at_least_once, offsets.go): each partition's watermark is
+//     committed every kafka.commit_interval and before a partition moves,
+//     with the done offsets above it in the commit's metadata.
+//   - Transactions (exactly_once, txn.go): outcomes are released into an
+//     open transaction in offset order; a cut commits the watermarks inside
+//     the transaction. It paces the poll loop (Pacer): a cut runs between
+//     polls.
+//   - ShareAcks (consume: share, share.go): nothing to commit — each record
+//     is acknowledged as it finishes (partition.ShareLedger); at shutdown
+//     the records still held are given back.
+//
+// The pipeline's partition callbacks and Stop call it; nothing else knows
+// which one runs. It never calls the state stores: they subscribe to
+// commits (Deps.OnCommitted: Pipeline.onCommitted). (DESIGN.md, "Seams:
+// source, ledger, sink, committer".)
+type Committer interface {
+	// Revoked takes the revoked partitions' tasks away before the
+	// partitions move; Lost abandons partitions another member may own.
+	Revoked(ctx context.Context, parts map[string][]int32)
+	Lost(parts map[string][]int32)
+	// Final commits what the drained tasks finished (Pipeline.Stop), while
+	// they are still attached and before the group is left.
+	Final(ctx context.Context, tasks []*partition.Task)
+	// Close closes the pipeline's client, last.
+	Close()
+}
+
+// Pacer is what a consumer group's committer says about the poll loop:
+// whether it can start, how long the next poll may last, and what runs
+// between polls (a transaction's cut; polling and ending a transaction
+// never overlap, franz-go requires it).
+type Pacer interface {
+	// Begin runs on the poll loop before its first poll; false: the
+	// pipeline cannot start (it failed).
+	Begin() bool
+	// PollContext is ctx bounded for the next poll; done is called once
+	// the poll returned.
+	PollContext(ctx context.Context) (pctx context.Context, done func())
+	// AfterPoll runs between polls; false: the pipeline cannot go on.
+	AfterPoll(ctx context.Context) bool
+}
+
+// Deps is everything a committer is given by its pipeline, once, when the
+// pipeline is wired (Pipeline.commitDeps): the committer holds no pointer
+// to the pipeline and reaches it only through what is here.
+type Deps struct {
+	Config   *config.Config   // kafka.commit_interval, the done offsets' metadata
+	Pipeline *config.Pipeline // its name, transactions, state.enabled
+	Group    string           // the consumer group (its committed offsets)
+	Client   *kgo.Client
+	Log      *slog.Logger
+	Stats    *hooks.Stats // commits, transactions committed, aborted, settled
+
+	// CommitMu is Pipeline.commitMu: one commit at a time; held across a
+	// revoke's drain and commit.
+	CommitMu *sync.Mutex
+	// Loops owns the commit loop (Pipeline.wg); it ends when Quit closes.
+	Loops      *sync.WaitGroup
+	Quit       <-chan struct{}
+	Background *background.Group // cut-off tasks retired, owned by the pipeline
+	// Failed is set once the pipeline failed or broke: nothing more is
+	// committed.
+	Failed *atomic.Bool
+
+	// Tasks are the tasks attached now (under Pipeline.mu); Detach takes
+	// the tasks of parts out of the pipeline and returns them; Drain stops
+	// tasks and waits for their records in progress (shutdown.drain_timeout);
+	// DetachState takes the state stores of gone tasks out of the open set
+	// and closes them later (closeLater).
+	Tasks       func() []*partition.Task
+	Detach      func(parts map[string][]int32) []*partition.Task
+	Drain       func(tasks []*partition.Task)
+	DetachState func(tasks []*partition.Task) (closeLater func())
+	// Restart replaces each of old still attached with a fresh task for
+	// its partition, committed at committed[i], unless the pipeline is
+	// stopping (under Pipeline.mu).
+	Restart func(old []*partition.Task, committed []int64)
+	// Forget drops what the sink remembers of partitions that moved
+	// (partition.Sink.Forget).
+	Forget func(parts map[string][]int32)
+	// OnCommitted tells the pipeline's subscribers that the offsets below
+	// upTo of t's partition are committed (Pipeline.committed): the state
+	// stores flush there.
+	OnCommitted func(t *partition.Task, upTo int64)
+	// Fail reports an error the pipeline cannot recover from (the host
+	// stops); Broke, that its member cannot go on but a new one can
+	// (the runner rebuilds it).
+	Fail  func(error)
+	Broke func(error)
+}
+
+// tp names a partition.
+type tp struct {
+	topic     string
+	partition int32
+}

@@ -1,0 +1,37 @@
+package commit
+
+import (
+	"context"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+)
+
+// ShareAcks is the committer of a consume: share pipeline: it commits no
+// offsets (each record is acknowledged as it finishes:
+// partition.ShareLedger), and at shutdown it gives back every record still
+// held, so that another host takes it at once.
+type ShareAcks struct {
+	d     Deps
+	locks *partition.ShareLocks
+}
+
+// NewShareAcks is the committer of the share pipeline d is of, whose
+// source holds the records' locks in locks.
+func NewShareAcks(d Deps, locks *partition.ShareLocks) *ShareAcks {
+	return &ShareAcks{d: d, locks: locks}
+}
+
+// A share group has no partition assignment: nothing is revoked or lost.
+func (*ShareAcks) Revoked(context.Context, map[string][]int32) {}
+func (*ShareAcks) Lost(map[string][]int32)                     {}
+
+// Final releases every record still held once the tasks drained: records
+// in progress finished within shutdown.drain_timeout, and their produces
+// are acknowledged.
+func (c *ShareAcks) Final(context.Context, []*partition.Task) {
+	if n := c.locks.ReleaseAll(); n > 0 {
+		c.d.Log.Info("released records not finished at shutdown; other hosts take them", "records", n)
+	}
+}
+
+func (c *ShareAcks) Close() { c.d.Client.Close() }

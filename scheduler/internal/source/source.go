@@ -1,0 +1,110 @@
+// Package source is the source seam: where a pipeline's records come from
+// — a consumer group's poll loop (Group) or a share group's (Share), each
+// with the pipeline's backpressure. A source holds no pointer to its
+// pipeline (it cannot: it does not import package scheduler); what it
+// reaches of the pipeline comes once in a Deps, and the pipeline's task map
+// only through the funcs there. Only package scheduler imports it.
+// (DESIGN.md, "Seams: source, ledger, sink, committer".)
+package source
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/budget"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+)
+
+// Source is where a pipeline's records come from: the seam between the
+// client's polls and the partitions' tasks. The pipeline's wiring
+// (Pipeline.wire) picks one by consume mode, once:
+//
+//   - Group (consume: group, group.go): a consumer group's poll loop, with
+//     the pipeline's backpressure; the pipeline's partition callbacks
+//     (onAssigned, onRevoked, onLost) make and take its tasks; its
+//     committer paces it (commit.Pacer).
+//   - Share (consume: share, share.go): a share group's poll loop, which
+//     polls only once the previous poll's records are acknowledged, and
+//     keeps the locks of the records it holds alive.
+//
+// Pipeline.Start runs it; Pipeline.Stop ends it, and leaves the group once
+// the pipeline's outcomes are committed.
+// (DESIGN.md, "Seams: source, ledger, sink, committer".)
+type Source interface {
+	// Run is the poll loop: it fetches and hands records to tasks until
+	// ctx ends, then closes Deps.PollDone. Its helpers are started here
+	// and owned by Deps.Loops.
+	Run(ctx context.Context)
+	// Leave leaves the group, once every task is drained, committed and
+	// detached (Pipeline.Stop): the revoke callback finds nothing to do.
+	Leave(ctx context.Context)
+}
+
+// Deps is everything a source is given by its pipeline, once, when the
+// pipeline is wired (Pipeline.sourceDeps): the source holds no pointer to
+// the pipeline and reaches it only through what is here.
+type Deps struct {
+	Config   *config.Config   // kafka.start_offset (share)
+	Pipeline *config.Pipeline // share.max_records
+	Group    string           // the consumer or share group
+	Client   *kgo.Client
+	Log      *slog.Logger
+	Stats    *hooks.Stats   // polls held back
+	Budget   *budget.Budget // host.max_in_flight
+	Flow     *partition.FlowSignals
+
+	// Loops owns the flow loop and the renewal loop (Pipeline.wg); they
+	// end when Quit closes. Run closes PollDone as it returns.
+	Loops    *sync.WaitGroup
+	Quit     <-chan struct{}
+	PollDone chan<- struct{}
+
+	// The pipeline's task map, under Pipeline.mu: Demand reports whether a
+	// poll has a taker and which tasks are due a pause; Dispatch hands a
+	// poll's records to their tasks (only the poll loop calls it); Resume
+	// is one pass of the flow loop over the tasks (paused partitions that
+	// drained resume).
+	Demand   func() (want bool, pause []*partition.Task)
+	Dispatch func(kgo.Fetches)
+	Resume   func()
+}
+
+// flowLoop resumes paused partitions once they drained (RATIONALE.md,
+// "Backpressure"). It runs on a signal from finishing records and every 50ms,
+// because the host-wide bound can clear without this pipeline finishing
+// anything.
+func (d *Deps) flowLoop() {
+	defer d.Loops.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.Quit:
+			return
+		case <-d.Flow.Flow:
+		case <-tick.C:
+		}
+		d.Resume()
+	}
+}
+
+// logFetchErrors logs fetch errors, at most one every 5 s (lastErr); a
+// poll's own context ending is not one.
+func (d *Deps) logFetchErrors(fetches kgo.Fetches, lastErr *time.Time) {
+	fetches.EachError(func(t string, part int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if time.Since(*lastErr) > 5*time.Second {
+			*lastErr = time.Now()
+			d.Log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+		}
+	})
+}
