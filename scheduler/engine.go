@@ -27,7 +27,7 @@ func (p *Pipeline) commitDeps() commit.Deps {
 	return commit.Deps{
 		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
 		CommitMu: &p.commitMu, Loops: &p.wg, Quit: p.quit, Background: &p.bg, Failed: &p.failed,
-		Tasks: p.attached, Detach: p.detach, Drain: p.drain, DetachState: p.detachState,
+		Tasks: p.attached, Detach: p.detach, Drain: p.drain, Gone: p.gone,
 		Restart: p.restart, Forget: func(parts map[string][]int32) { p.sink.Forget(parts) },
 		OnCommitted: p.committed, Fail: p.fail, Broke: p.broke,
 	}

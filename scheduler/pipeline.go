@@ -180,6 +180,12 @@ type pipeEngine struct {
 	// which applies nothing unless that view is still the partition's
 	// current one). Set while the pipeline is built, read-only after.
 	onCommitted []func(partition int32, upTo int64, from *state.Partition)
+	// onGone are told that partitions left the pipeline (revoked, lost:
+	// gone), as soon as their tasks are detached; each may return what it
+	// does only once the tasks' workers ended (after). The state stores
+	// subscribe (state.Stores.Detach). Set while the pipeline is built,
+	// read-only after.
+	onGone []func(parts []int32) (after func())
 }
 
 // pipeCounters are the pipeline's counters: its own, and each partition's
@@ -407,6 +413,10 @@ func (p *Pipeline) newStateStores(dir string) {
 		RestoreNanos: &st.StateRestoreNanos, Refused: &st.StateRefused, FlushFailures: &st.StateFlushFailures}
 	p.state = state.NewStores(c, p.cl, dial, n, p.log)
 	p.onCommitted = append(p.onCommitted, func(_ int32, upTo int64, from *state.Partition) { p.state.Flush(from, upTo) })
+	// A gone partition's store leaves the open set at once, so that a new
+	// assignment of it opens it anew (waiting for the file until it is
+	// closed), and closes once the tasks' workers ended.
+	p.onGone = append(p.onGone, p.state.Detach)
 }
 
 // Name is the pipeline's name.
@@ -488,19 +498,27 @@ func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) ma
 	return out
 }
 
-// detachState takes the state stores of tasks that are gone (revoked,
-// lost) out of the open set at once, so that a new assignment of their
-// partitions opens them anew (waiting for the file until they are
-// closed); closeLater closes them once the tasks' workers ended.
-func (p *Pipeline) detachState(tasks []*partition.Task) (closeLater func()) {
-	if p.state == nil {
+// gone tells the subscribers (onGone) that the partitions of tasks left
+// the pipeline: the committers call it (commit.Deps.Gone) once they
+// detached the tasks of revoked or lost partitions; after runs what the
+// subscribers do once the tasks' workers ended.
+func (p *Pipeline) gone(tasks []*partition.Task) (after func()) {
+	if len(p.onGone) == 0 || len(tasks) == 0 {
 		return func() {}
 	}
 	parts := make([]int32, len(tasks))
 	for i, t := range tasks {
 		parts[i] = t.Partition
 	}
-	return p.state.Detach(parts)
+	afters := make([]func(), 0, len(p.onGone))
+	for _, f := range p.onGone {
+		afters = append(afters, f(parts))
+	}
+	return func() {
+		for _, a := range afters {
+			a()
+		}
+	}
 }
 
 func (p *Pipeline) detach(parts map[string][]int32) []*partition.Task {

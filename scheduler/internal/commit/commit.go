@@ -90,12 +90,14 @@ type Deps struct {
 	// Tasks are the tasks attached now (under Pipeline.mu); Detach takes
 	// the tasks of parts out of the pipeline and returns them; Drain stops
 	// tasks and waits for their records in progress (shutdown.drain_timeout);
-	// DetachState takes the state stores of gone tasks out of the open set
-	// and closes them later (closeLater).
-	Tasks       func() []*partition.Task
-	Detach      func(parts map[string][]int32) []*partition.Task
-	Drain       func(tasks []*partition.Task)
-	DetachState func(tasks []*partition.Task) (closeLater func())
+	// Gone tells the pipeline's subscribers (the state stores) that the
+	// partitions of detached tasks left; after runs, once the tasks'
+	// workers ended, what the subscribers do then (the stores close). A
+	// committer knows no subscriber.
+	Tasks  func() []*partition.Task
+	Detach func(parts map[string][]int32) []*partition.Task
+	Drain  func(tasks []*partition.Task)
+	Gone   func(tasks []*partition.Task) (after func())
 	// Restart replaces each of old still attached with a fresh task for
 	// its partition, committed at committed[i], unless the pipeline is
 	// stopping (under Pipeline.mu).

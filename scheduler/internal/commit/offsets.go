@@ -58,7 +58,7 @@ func (c *Offsets) Revoked(ctx context.Context, revoked map[string][]int32) {
 	for _, t := range tasks {
 		t.Close()
 	}
-	d.DetachState(tasks)()
+	d.Gone(tasks)()
 	for _, t := range tasks {
 		d.Log.Debug("partition revoked", "topic", t.Topic, "partition", t.Partition)
 	}
@@ -78,7 +78,7 @@ func (c *Offsets) Lost(lost map[string][]int32) {
 		t.Close()
 		d.Log.Warn("partition lost; its uncommitted records will be processed again by its owner", "topic", t.Topic, "partition", t.Partition)
 	}
-	d.DetachState(tasks)()
+	d.Gone(tasks)()
 }
 
 // commitLoop commits every kafka.commit_interval.

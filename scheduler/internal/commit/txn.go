@@ -487,8 +487,8 @@ func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32) {
 		t.Stop()
 		d.Log.Debug("partition revoked", "topic", t.Topic, "partition", t.Partition)
 	}
-	closeStores := d.DetachState(tasks)
-	gone := func() { partition.Retire(tasks); closeStores() }
+	after := d.Gone(tasks)
+	gone := func() { partition.Retire(tasks); after() }
 	if !d.Background.Go(gone) {
 		gone() // shutting down: no background work any more
 	}
