@@ -135,3 +135,25 @@ func TestApplyDeploymentEndsCanary(t *testing.T) {
 		t.Fatalf("promotion: runs %s, err %v, steps %q", short(running), err, d.steps)
 	}
 }
+
+// TestApplyAtStart: a host starting applies the fleet's deployment as any
+// later one (stable first, then the canary); a stable version that cannot
+// run here stops the start, a canary that cannot is left out (its
+// partitions run the stable version).
+func TestApplyAtStart(t *testing.T) {
+	v1, v2, bad := module("v1"), module("v2"), []byte("\x00asm\x01\x00\x00\x00 refused")
+	api, d := applyHost(t, v1, v2, bad)
+	dep := registry.Deployment{Pipeline: "p", Digest: Digest(v2), Canary: &registry.Canary{Digest: Digest(bad), Percent: 10}}
+	if err := api.ApplyAtStart(context.Background(), noSource, dep); err != nil || !slices.Equal(d.steps, []string{"deploy " + short(Digest(v2))}) {
+		t.Fatalf("a canary refused at start: err %v, steps %q; want the stable version alone", err, d.steps)
+	}
+	if running, _ := api.store.Active("p"); running != Digest(v2) {
+		t.Fatalf("runs %s, want %s", short(running), short(Digest(v2)))
+	}
+
+	api, d = applyHost(t, v1, bad)
+	dep = registry.Deployment{Pipeline: "p", Digest: Digest(bad)}
+	if err := api.ApplyAtStart(context.Background(), noSource, dep); err == nil || len(d.steps) != 0 {
+		t.Fatalf("a stable version refused at start: err %v, steps %q; want an error and nothing run", err, d.steps)
+	}
+}

@@ -42,6 +42,20 @@ func (a *API) UseRegistry(r *registry.Registry) {
 // it does not. The registry calls it (Registry.OnDeploy).
 func (a *API) Apply(ctx context.Context, d registry.Deployment) { a.strategy.apply(ctx, d) }
 
+// ApplyAtStart makes this host, as it starts, run the deployment d read
+// from the registry, reading the modules it lacks from src (the registry),
+// as every later deployment is applied
+// (applyDeployment: the stable version first, then the canary), except
+// that a stable version that cannot run here is an error the host does
+// not start with: it would run a version the fleet does not. A canary that
+// cannot run here is logged, and its partitions run the stable version.
+func (a *API) ApplyAtStart(ctx context.Context, src ModuleSource, d registry.Deployment) error {
+	if _, failed, err := a.applyDeployment(ctx, src, d); err != nil && failed == d.Digest {
+		return err
+	}
+	return nil
+}
+
 // fleetStrategy writes deploys, rollbacks and canaries to the registry and
 // waits for the hosts to run them (rollout).
 type fleetStrategy struct {

@@ -225,15 +225,6 @@ func (h *Host) startOps(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := h.resumeVersions(ctx, store); err != nil {
-		return err
-	}
-	if h.dash != nil {
-		h.dash.SetDeploys(store)
-		if h.reg != nil {
-			h.dash.SetFleet(h.reg)
-		}
-	}
 	api, err := admin.NewAPI(token, store, r, cfg.Admin.MaxModuleBytes, h.log)
 	if err != nil {
 		return err
@@ -244,10 +235,20 @@ func (h *Host) startOps(ctx context.Context) error {
 		}
 	}
 	if h.reg != nil {
-		// Before the API serves: a request never sees the host-only
-		// strategy on a fleet host.
+		// Before the API serves (a request never sees the host-only
+		// strategy on a fleet host), and before the versions resume: the
+		// fleet's deployments are applied through it.
 		api.UseRegistry(h.reg)
 		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
+	}
+	if err := h.resumeVersions(ctx, store, api); err != nil {
+		return err
+	}
+	if h.dash != nil {
+		h.dash.SetDeploys(store)
+		if h.reg != nil {
+			h.dash.SetFleet(h.reg)
+		}
 	}
 	h.adminSrv, err = admin.Listen("admin.listen", cfg.Admin.Listen, api.Handler(), h.log)
 	if err != nil {
@@ -301,11 +302,13 @@ func (h *Host) startMetrics() error {
 }
 
 // resumeVersions makes each pipeline run, and store record as active, the
-// version it ran before: the one deployed through the admin API before a
-// restart (already running: deployedModules), else the one the fleet's
-// registry says is deployed, else the config's module, the first version
-// in the store on a first start. Then it labels what runs.
-func (h *Host) resumeVersions(ctx context.Context, store *admin.Store) error {
+// version it ran before: the one deployed before a restart or found in the
+// fleet's registry before the modules loaded (already running:
+// deployedModules), else the config's module, the first version in the
+// store on a first start. On a fleet host, the registry's deployment is
+// then applied as every later one is (API.ApplyAtStart: the stable version
+// first, then the canary). Then it labels what runs.
+func (h *Host) resumeVersions(ctx context.Context, store *admin.Store, api *admin.API) error {
 	cfg, r := h.cfg, h.r
 	overridden := map[string]string{}
 	for _, o := range h.overrides {
@@ -319,17 +322,16 @@ func (h *Host) resumeVersions(ctx context.Context, store *admin.Store) error {
 			if err := store.Activate(pc.Name, d); err != nil {
 				return fmt.Errorf("admin.store_dir: %w", err)
 			}
-			if err := h.runCanary(ctx, pc.Name); err != nil {
+			if err := h.applyFleet(ctx, api, pc.Name, false); err != nil {
 				return err
 			}
 			continue
 		}
 		if h.reg != nil {
-			ok, err := h.runDeployed(ctx, store, pc.Name)
-			if err != nil {
-				return err
-			}
-			if ok {
+			if _, ok := h.reg.Deployment(pc.Name); ok {
+				if err := h.applyFleet(ctx, api, pc.Name, true); err != nil {
+					return err
+				}
 				continue
 			}
 		}
@@ -396,54 +398,23 @@ func countsOf(v scheduler.VersionStats) registry.Counts {
 	return c
 }
 
-// runDeployed makes pipeline name run the version the fleet's registry
-// says is deployed, if it says one; ok reports that it did.
-func (h *Host) runDeployed(ctx context.Context, store *admin.Store, name string) (ok bool, err error) {
-	d, ok := h.reg.Deployment(name)
-	if !ok {
-		return false, nil
-	}
-	wasm, err := h.store.Fetch(ctx, h.reg, name, d.Digest, d.Size)
-	if err == nil {
-		err = store.SetLabel(d.Digest, d.Label)
-	}
-	if vs := h.r.Versions(name); err == nil && (len(vs) == 0 || vs[0].Digest != d.Digest) {
-		_, err = h.r.Deploy(ctx, name, wasm)
-	}
-	if err == nil {
-		err = store.Activate(name, d.Digest)
-	}
-	if err != nil {
-		return false, fmt.Errorf("admin.registry: pipeline %s is deployed with %s (%s), which cannot run here: %w", name, d.Digest[:12], h.reg.Deploys, err)
-	}
-	h.log.Info("running the deployed version", "pipeline", name, "digest", d.Digest[:12], "from", h.reg.Deploys, "deployed_by", d.By, "at", d.At)
-	return true, h.runCanary(ctx, name)
-}
-
-// runCanary starts the fleet's canary of pipeline name, if the registry
-// says one runs. A canary that cannot run here is logged: the stable
-// version runs on its share of this host's partitions too, which is safe.
-func (h *Host) runCanary(ctx context.Context, name string) error {
+// applyFleet applies the fleet registry's deployment of pipeline name, if
+// it has one (API.ApplyAtStart); loud: the host switched to it from the
+// config's module, and says so.
+func (h *Host) applyFleet(ctx context.Context, api *admin.API, name string, loud bool) error {
 	if h.reg == nil {
 		return nil
 	}
 	d, ok := h.reg.Deployment(name)
-	if !ok || d.Canary == nil {
+	if !ok {
 		return nil
 	}
-	c := d.Canary
-	wasm, err := h.store.Fetch(ctx, h.reg, name, c.Digest, c.Size)
-	if err == nil {
-		err = h.store.SetLabel(c.Digest, c.Label)
+	if err := api.ApplyAtStart(ctx, h.reg, d); err != nil {
+		return fmt.Errorf("admin.registry: pipeline %s is deployed with %s (%s), which cannot run here: %w", name, short(d.Digest), h.reg.Deploys, err)
 	}
-	if err == nil {
-		_, err = h.r.SetCanary(ctx, name, wasm, c.Percent)
+	if loud {
+		h.log.Info("running the deployed version", "pipeline", name, "digest", short(d.Digest), "from", h.reg.Deploys, "deployed_by", d.By, "at", d.At)
 	}
-	if err != nil {
-		h.log.Error("the fleet's canary cannot run here; its partitions run the stable version", "pipeline", name, "canary", c.Digest[:12], "err", err)
-		return nil
-	}
-	h.r.SetLabel(name, c.Digest, c.Label)
 	return nil
 }
 
