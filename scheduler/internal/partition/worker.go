@@ -445,10 +445,28 @@ func (w *worker) instLimited() bool {
 	if w.inst == nil {
 		return false
 	}
+	return w.inst.AsyncInFlight() >= w.asyncLimit()
+}
+
+// asyncLimit is the bound on asynchronous operations of one instance now:
+// the async sizer's limit, or async.max_in_flight.
+func (w *worker) asyncLimit() int {
 	if a := w.t.d.AsyncSize; a != nil {
-		return w.inst.AsyncInFlight() >= int(a.Limit.Load())
+		return int(a.Limit.Load())
 	}
-	return w.inst.AsyncInFlight() >= w.t.d.Config.Async.MaxInFlight
+	return w.t.d.Config.Async.MaxInFlight
+}
+
+// asyncRoom is how many records the single path would start on the
+// worker's instance before its bound held it back, if each started one
+// operation: a run of an asynchronous module takes no more (at least one,
+// as mayTake let the worker take one).
+func (w *worker) asyncRoom() int {
+	n := w.asyncLimit()
+	if w.inst != nil {
+		n -= w.inst.AsyncInFlight()
+	}
+	return max(n, 1)
 }
 
 // noteAsyncHeld tells the async sizer that its limit held the instance
@@ -561,7 +579,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		}
 	}()
 	for w.mayTake() {
-		async := t.d.Mods.Async.Load() // one value per record: admitAsync and admitted pair up
+		async := t.d.Mods.Async.Load() // one value per pick: the admissions and their release pair up
 		t.mu.Lock()
 		w.freeLanesLocked()
 		if t.stopping {
@@ -574,13 +592,25 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.mu.Unlock()
 			return took, false, true
 		}
-		if async && !t.d.Budget.AdmitAsync() {
-			t.mu.Unlock()
-			return took, true, false
-		}
-		if !async && t.State == nil && t.d.Config.BatchRecords > 1 {
-			// Stateless and synchronous: a run of records in one call.
-			run := t.pickRunLocked(w.run[:0], t.runSizeLocked())
+		if t.State == nil && t.d.Config.BatchRecords > 1 {
+			// Stateless: a run of records in one call.
+			size, admitted := t.runSizeLocked(), 0
+			if async {
+				// No more than the host's bound admits, and than the
+				// single path would start on this instance before its own
+				// bound held it back (mayTake, record by record).
+				admitted = t.d.Budget.AdmitAsyncN(min(size, w.asyncRoom()))
+				if admitted == 0 {
+					t.mu.Unlock()
+					return took, true, false
+				}
+				size = admitted
+			}
+			run := t.pickRunLocked(w.run[:0], size)
+			if async && len(run) < admitted {
+				t.d.Budget.AdmittedN(admitted - len(run))
+				admitted = len(run)
+			}
 			if len(run) == 0 {
 				t.mu.Unlock()
 				return took, false, false
@@ -590,10 +620,15 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.dispatchLocked()
 			t.mu.Unlock()
 			took = true
-			w.startRun(run)
+			w.startRun(run, async)
+			t.d.Budget.AdmittedN(admitted) // the run's call returned: its operations are counted
 			clear(run)
 			w.run = run[:0]
 			continue
+		}
+		if async && !t.d.Budget.AdmitAsync() {
+			t.mu.Unlock()
+			return took, true, false
 		}
 		r, ln := t.pickLocked()
 		if r == nil {
@@ -830,7 +865,7 @@ func (w *worker) prepare(j *job, in *host.Instance) {
 // partition's one lane: its last record run holds it on (while retried in
 // place) or frees it as a record alone would.
 // (RATIONALE.md, "Runs of records: what the engine takes in one pick".)
-func (w *worker) startRun(run []picked) {
+func (w *worker) startRun(run []picked, async bool) {
 	t := w.t
 	jobs, forged := w.runJobs[:0], w.runForged[:0]
 	for _, p := range run {
@@ -853,6 +888,14 @@ func (w *worker) startRun(run []picked) {
 		recs = append(recs, host.BatchRecord{Rec: &ars[i], Tag: j})
 	}
 	out := slices.Grow(w.runOut[:0], len(recs))[:len(recs)]
+	// An asynchronous module's run stops where the single path would stop
+	// giving the instance records: at its bound on operations (instLimited),
+	// however many operations its records started.
+	if async {
+		in.LimitBatchInFlight(w.asyncLimit())
+	} else {
+		in.LimitBatchInFlight(0)
+	}
 	w.state.Store(WorkerBusy)
 	var ran int
 	if len(run) > 1 && t.handsBack() {
