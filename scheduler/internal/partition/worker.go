@@ -124,7 +124,9 @@ type workerRun struct {
 	runRecs   []host.BatchRecord
 	runRecAt  []abi.Record // what the guest sees of each record of the run (job.guestRecord)
 	runOut    []host.Outcome
-	oneRec    abi.Record // what the guest sees of a record run alone
+	runChecks []refusalCheck // a stateful run's sink checks (runAccepts)
+	checked   *refusalCheck  // the check of the job decideRun decides now
+	oneRec    abi.Record     // what the guest sees of a record run alone
 	gate      runGate
 	runGen    uint64
 	// While a run's outcomes are decided (decideRun), settle notes the
@@ -592,8 +594,10 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.mu.Unlock()
 			return took, false, true
 		}
-		if t.State == nil && t.d.Config.BatchRecords > 1 {
-			// Stateless: a run of records in one call.
+		if (t.State == nil || !async) && t.d.Config.BatchRecords > 1 {
+			// A run of records in one call: stateless, or stateful and
+			// synchronous (startRun: each record reads the writes of
+			// those before it).
 			size, admitted := t.runSizeLocked(), 0
 			if async {
 				// No more than the host's bound admits, and than the
@@ -882,12 +886,19 @@ func (w *worker) startRun(run []picked, async bool) {
 		return
 	}
 	recs, ars := w.runRecs[:0], slices.Grow(w.runRecAt[:0], len(jobs))[:len(jobs)]
+	out := slices.Grow(w.runOut[:0], len(jobs))[:len(jobs)]
 	for i, j := range jobs {
 		w.prepare(j, in)
 		j.guestRecord(&ars[i])
 		recs = append(recs, host.BatchRecord{Rec: &ars[i], Tag: j})
 	}
-	out := slices.Grow(w.runOut[:0], len(recs))[:len(recs)]
+	if ts := t.State; ts != nil {
+		w.beginStateRun(ts, jobs, recs, out)
+		defer func() {
+			clear(w.runChecks)
+			w.runChecks, w.checked = w.runChecks[:0], nil
+		}()
+	}
 	// An asynchronous module's run stops where the single path would stop
 	// giving the instance records: at its bound on operations (instLimited),
 	// however many operations its records started.
@@ -916,6 +927,15 @@ func (w *worker) startRun(run []picked, async bool) {
 	clear(recs)
 	clear(ars) // the records' memory is not the worker's to keep
 	w.runRecs, w.runRecAt = recs[:0], ars[:0]
+	if t.State != nil {
+		for i, j := range jobs {
+			if i < ran {
+				j.rs.EndRun()
+			} else {
+				j.rs = nil // not run: its next attempt begins its own
+			}
+		}
+	}
 	defer func() {
 		clear(out)
 		w.runOut = out[:0]
@@ -962,12 +982,65 @@ func (w *worker) decideRun(jobs []*job, forged []int, out []host.Outcome) {
 			t.position.Store(p)
 		}
 		j.started = out[i].Start
+		w.checked = nil
+		if i < len(w.runChecks) && w.runChecks[i].j == j {
+			w.checked = &w.runChecks[i]
+		}
 		w.outcomeAt(j, out[i].Result, out[i].End)
 	}
+	w.checked = nil
 	w.deciding = false
 	w.settleRun()
 	w.accountCalls()
 	w.settleState()
+}
+
+// refusalCheck is what the sink said of a record of a stateful run whose
+// writes a later record of the run read (runAccepts): succeeded takes the
+// same answer, as the sink is asked once a record (TxnSink.refuses forgets
+// a refused record once it told).
+type refusalCheck struct {
+	j   *job
+	why string
+}
+
+// beginStateRun gives each record of a stateful run its attempt's state,
+// reading through the writes of the records before it in the run that
+// become the partition's (state.Record.After): record k+1 reads what it
+// would read run alone after record k was decided, as the host does not
+// chain the records' states (host.ProcessBatch).
+func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome) {
+	w.runChecks = slices.Grow(w.runChecks[:0], len(jobs))[:len(jobs)]
+	for i, j := range jobs {
+		j.rs = ts.Begin() // a new attempt starts without the last one's writes
+		recs[i].State = j.rs
+		if i > 0 {
+			j.rs.After(func() []*state.Record {
+				var prior []*state.Record
+				for k := range i {
+					if w.runAccepts(k, jobs[k], &out[k].Result) {
+						prior = append(prior, jobs[k].rs)
+					}
+				}
+				return prior
+			})
+		}
+	}
+}
+
+// runAccepts reports whether record k of a stateful run, decided in the
+// call in progress, succeeds as succeeded would decide it after the call:
+// it ended ok and the sink takes its outputs and changelog records (asked
+// once, kept in runChecks for succeeded).
+func (w *worker) runAccepts(k int, j *job, res *host.Result) bool {
+	if res.Status != abi.StatusOK || res.Fault() != nil {
+		return false
+	}
+	c := &w.runChecks[k]
+	if c.j != j {
+		*c = refusalCheck{j: j, why: w.t.d.Sink.refuses(j.r, res.Outputs, j.rs.Writes())}
+	}
+	return c.why == ""
 }
 
 // dropRun places and drops every job of a run that did not begin.
@@ -1100,7 +1173,14 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	if j.rs != nil {
 		writes = j.rs.Writes()
 	}
-	if why := t.d.Sink.refuses(r, res.Outputs, writes); why != "" {
+	var why string
+	if c := w.checked; c != nil && c.j == j {
+		why = c.why // asked while its run was in progress (runAccepts)
+	} else {
+		why = t.d.Sink.refuses(r, res.Outputs, writes)
+	}
+	w.checked = nil
+	if why != "" {
 		// A produce the broker refuses cannot succeed later: the record
 		// fails now, its writes dropped with it.
 		t.d.Budget.ReleaseOutputs(res.HeldBytes)
