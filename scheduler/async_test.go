@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +162,159 @@ func TestAsyncHostBound(t *testing.T) {
 		t.Fatalf("peak concurrent lookups %d, want 15..30 (host.max_async_in_flight 30)", p)
 	}
 	t.Logf("peak concurrent lookups %d", srv.Peak.Load())
+}
+
+// asyncRunInput is record i of TestAsyncRuns: its key and headers. Most
+// records look their key up (they end pending inside their run's call and
+// complete later, in any order); every third is decided in its call
+// ("local"); some keys answer 503 once (retried in place, then output at
+// attempt 2) or 404 (output with a null lookup); a record without a key
+// fails for good (dead letter).
+func asyncRunInput(i int, retries bool) *kgo.Record {
+	r := &kgo.Record{Topic: "in", Value: []byte(fmt.Sprint(i))}
+	switch {
+	case i%61 == 30:
+		return r // no key: a dead letter
+	case retries && i%37 == 11:
+		r.Key = []byte(fmt.Sprintf("fail%05d", i))
+	case i%23 == 7:
+		r.Key = []byte(fmt.Sprintf("gone%02d", i%5))
+	default:
+		r.Key = []byte(fmt.Sprintf("key%02d", i%40))
+	}
+	if i%3 == 1 {
+		r.Headers = []kgo.RecordHeader{{Key: "lookup.mode", Value: []byte("local")}}
+	}
+	return r
+}
+
+// TestAsyncRuns: an asynchronous module's records are taken in runs
+// (batch_records): records end pending in the middle of a run's call while
+// others of the run are decided in it, and every record keeps what it gets
+// alone — its output (its own lookup, or none), its retry in place, its
+// dead letter — with outputs in offset order under ordering partition and
+// in order per key under ordering key; the instance's bound on operations
+// holds, and calls ran several records. A retry in place is started when
+// it is due, whatever the instance's bound (as for a record run alone):
+// the bound is checked where no record is retried.
+func TestAsyncRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name, ordering string
+		instances      int
+		retries        bool
+	}{{"partition", "partition", 1, false}, {"key", "key", 2, false},
+		{"partition_retries", "partition", 1, true}, {"key_retries", "key", 2, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := lookupsrv.New(t, func(string) time.Duration { return time.Duration(rand.IntN(15)) * time.Millisecond })
+			brokers := kafkatest.Fake(t)
+			kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+			const n = 1200
+			var recs []*kgo.Record
+			var dead, fails int
+			for i := 0; i < n; i++ {
+				r := asyncRunInput(i, tc.retries)
+				switch {
+				case r.Key == nil:
+					dead++
+				case strings.HasPrefix(string(r.Key), "fail") && r.Headers == nil:
+					fails++
+				}
+				recs = append(recs, r)
+			}
+			if err := kafkatest.Client(t, brokers).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			const maxInFlight = 12
+			cfg := testConfigWith(t, brokers, "g", guestPath(t, "lookup"), "in", "out", "dlq",
+				fmt.Sprintf("    ordering: %s\n    batch_records: 32\n    instances: {min: 1, max: %d}\n    retry: {mode: inline, max_attempts: 3, backoff: [5ms]}\n", tc.ordering, tc.instances)+
+					asyncKeys(srv, fmt.Sprintf("      max_in_flight: %d", maxInFlight)), "")
+			r := startRunner(t, cfg)
+			defer r.Stop(context.Background())
+			out := kafkatest.NewReader(t, brokers, "out")
+			out.ReadUntil(t, 2*time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n-dead })
+			dl := kafkatest.NewReader(t, brokers, "dlq")
+			dl.ReadUntil(t, time.Minute, "every dead letter", func(rs []*kgo.Record) bool { return len(rs) >= dead })
+			kafkatest.Eventually(t, 10*time.Second, "committed to the end", func() bool {
+				return kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "in")[0] == n
+			})
+
+			ended := map[int]string{}
+			last, lastOf := -1, map[string]int{}
+			for _, rec := range out.Recs {
+				var o struct {
+					Key     string
+					Record  int
+					Lookup  *struct{ ID string }
+					Attempt int
+				}
+				if err := json.Unmarshal(rec.Value, &o); err != nil {
+					t.Fatalf("output %q: %v", rec.Value, err)
+				}
+				i := o.Record
+				if i < 0 || i >= n {
+					t.Fatalf("output %q of no input", rec.Value)
+				}
+				if prev, dup := ended[i]; dup {
+					t.Fatalf("input %d ended twice (%s, then output)", i, prev)
+				}
+				ended[i] = "output"
+				in := recs[i]
+				local := in.Headers != nil
+				key := string(in.Key)
+				switch {
+				case o.Key != key || string(rec.Key) != key:
+					t.Fatalf("output of input %d has key %q (record key %q), want %q", i, o.Key, rec.Key, key)
+				case local || strings.HasPrefix(key, "gone"):
+					if o.Lookup != nil {
+						t.Fatalf("output of input %d (local %v) has a lookup: %s", i, local, rec.Value)
+					}
+				case o.Lookup == nil || o.Lookup.ID != key:
+					t.Fatalf("output of input %d: the lookup result belongs to another record: %s", i, rec.Value)
+				}
+				wantAttempt := 1
+				if strings.HasPrefix(key, "fail") && !local {
+					wantAttempt = 2
+				}
+				if o.Attempt != wantAttempt {
+					t.Fatalf("output of input %d (key %s) at attempt %d, want %d", i, key, o.Attempt, wantAttempt)
+				}
+				switch tc.ordering {
+				case "partition":
+					if i <= last {
+						t.Fatalf("output of input %d after input %d: partition order broken", i, last)
+					}
+					last = i
+				case "key":
+					if prev, ok := lastOf[key]; ok && i <= prev {
+						t.Fatalf("key %s: output of input %d after input %d", key, i, prev)
+					}
+					lastOf[key] = i
+				}
+			}
+			for _, rec := range dl.Recs {
+				i, err := strconv.Atoi(string(rec.Value))
+				if err != nil || i < 0 || i >= n || recs[i].Key != nil {
+					t.Fatalf("dead letter %q (key %q) is not of a record without a key", rec.Value, rec.Key)
+				}
+				if prev, dup := ended[i]; dup {
+					t.Fatalf("input %d ended twice (%s, then dead letter)", i, prev)
+				}
+				ended[i] = "dead letter"
+			}
+			if len(ended) != n {
+				t.Fatalf("%d of %d inputs ended", len(ended), n)
+			}
+			if p := srv.Peak.Load(); !tc.retries && p > int64(maxInFlight*tc.instances) {
+				t.Fatalf("peak concurrent lookups %d, past async.max_in_flight %d × %d instances", p, maxInFlight, tc.instances)
+			}
+			s := r.Snapshots()[0]
+			if s.Runs == 0 || s.RunRecords < 2*s.Runs {
+				t.Fatalf("%d runs of %d records: the records were not run in runs", s.Runs, s.RunRecords)
+			}
+			if s.Retried != int64(fails) {
+				t.Fatalf("retried %d, want %d (one per fail key)", s.Retried, fails)
+			}
+			t.Logf("%d calls ran %d records (of %d); peak concurrent lookups %d", s.Runs, s.RunRecords, n, srv.Peak.Load())
+		})
+	}
 }

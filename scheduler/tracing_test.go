@@ -262,7 +262,7 @@ func TestTraceFailuresInFullWhenSampled(t *testing.T) {
 	}
 	recs = append(recs, &kgo.Record{Topic: "in", Key: []byte("fail-1"), Value: []byte(`"v"`)})
 	spans, _ = tracedRunOf(t, "lookup", "0.01", recs, 51, 0, asyncKeys(srv, ""))
-	for _, att := range checkFailedTrace(t, spans, "fail-1", []string{"retry", "ok"}, "wasm "+abi.ExportOnRecord) {
+	for _, att := range checkFailedTrace(t, spans, "fail-1", []string{"retry", "ok"}, "wasm "+abi.ExportOnRecord, "wasm "+abi.ExportOnBatch) {
 		if !slices.ContainsFunc(att, func(s *tracing.Span) bool {
 			return s.Attrs["wasmstream.async.kind"] == "http" || strings.HasPrefix(s.Name, "http ")
 		}) {

@@ -24,7 +24,8 @@
 // record deadline must catch it); "panic" panics in the continuation (the
 // instance is discarded with the other lookups it had in flight);
 // "pending" returns guest.Pending without starting anything; "chain" waits
-// 5 ms on a timer after the lookup before emitting.
+// 5 ms on a timer after the lookup before emitting; "local" looks nothing
+// up and emits at once ("lookup" null), deciding the record in its call.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o lookup.wasm .
 package main
@@ -58,6 +59,8 @@ func lookup(r *guest.Record, out guest.Emitter) error {
 		return leak()
 	case "pending":
 		return guest.Pending
+	case "local":
+		return out.Emit(guest.Output{Key: r.Key, Value: result(r, nil)})
 	}
 	req := guest.HTTPRequest{URL: base + url.PathEscape(string(r.Key)),
 		// The same on every attempt: a service that deduplicates sees one request per record.

@@ -53,6 +53,9 @@ func TestLookup(t *testing.T) {
 	if res := guest.Run(abi.Record{Topic: "t", Key: []byte("7"), Headers: []abi.Header{{Key: "lookup.mode", Value: []byte("chain")}}}); res.Err != nil || len(res.Outputs) != 1 {
 		t.Fatalf("chain: %+v", res)
 	}
+	if res := guest.Run(abi.Record{Topic: "t", Key: []byte("7"), Headers: []abi.Header{{Key: "lookup.mode", Value: []byte("local")}}}); res.Err != nil || len(res.Outputs) != 1 || !strings.Contains(string(res.Outputs[0].Value), `"lookup":null`) {
+		t.Fatalf("local: %+v", res)
+	}
 	if res := guest.Run(abi.Record{Topic: "t", Key: []byte("7"), Headers: []abi.Header{{Key: "lookup.mode", Value: []byte("pending")}}}); res.Status != abi.StatusFail {
 		t.Fatalf("pending without an operation: %+v", res)
 	}

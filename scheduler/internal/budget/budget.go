@@ -98,12 +98,36 @@ func (b *Budget) AdmitAsync() bool {
 	return true
 }
 
-func (b *Budget) Admitted() {
-	if b.maxAsync <= 0 || b.asyncCount == nil {
+func (b *Budget) Admitted() { b.AdmittedN(1) }
+
+// AdmitAsyncN is AdmitAsync for a run of up to n records taken into one
+// call: it reserves room for as many as the bound leaves (at most n) and
+// returns how many, 0 when the bound is reached. The caller gives every
+// reservation back with AdmittedN once the run's call returned (the
+// operations its records started are counted then), and at once those it
+// did not use.
+func (b *Budget) AdmitAsyncN(n int) int {
+	if n <= 0 || b.maxAsync <= 0 || b.asyncCount == nil {
+		return max(n, 0)
+	}
+	b.asyncMu.Lock()
+	defer b.asyncMu.Unlock()
+	room := b.maxAsync - b.asyncCount() - b.admitting
+	if room <= 0 {
+		return 0
+	}
+	k := int(min(room, int64(n)))
+	b.admitting += int64(k)
+	return k
+}
+
+// AdmittedN gives back n reservations of AdmitAsync or AdmitAsyncN.
+func (b *Budget) AdmittedN(n int) {
+	if n <= 0 || b.maxAsync <= 0 || b.asyncCount == nil {
 		return
 	}
 	b.asyncMu.Lock()
-	b.admitting--
+	b.admitting -= int64(n)
 	b.asyncMu.Unlock()
 }
 

@@ -124,7 +124,9 @@ type workerRun struct {
 	runRecs   []host.BatchRecord
 	runRecAt  []abi.Record // what the guest sees of each record of the run (job.guestRecord)
 	runOut    []host.Outcome
-	oneRec    abi.Record // what the guest sees of a record run alone
+	runChecks []refusalCheck // a stateful run's sink checks (runAccepts)
+	checked   *refusalCheck  // the check of the job decideRun decides now
+	oneRec    abi.Record     // what the guest sees of a record run alone
 	gate      runGate
 	runGen    uint64
 	// While a run's outcomes are decided (decideRun), settle notes the
@@ -445,10 +447,28 @@ func (w *worker) instLimited() bool {
 	if w.inst == nil {
 		return false
 	}
+	return w.inst.AsyncInFlight() >= w.asyncLimit()
+}
+
+// asyncLimit is the bound on asynchronous operations of one instance now:
+// the async sizer's limit, or async.max_in_flight.
+func (w *worker) asyncLimit() int {
 	if a := w.t.d.AsyncSize; a != nil {
-		return w.inst.AsyncInFlight() >= int(a.Limit.Load())
+		return int(a.Limit.Load())
 	}
-	return w.inst.AsyncInFlight() >= w.t.d.Config.Async.MaxInFlight
+	return w.t.d.Config.Async.MaxInFlight
+}
+
+// asyncRoom is how many records the single path would start on the
+// worker's instance before its bound held it back, if each started one
+// operation: a run of an asynchronous module takes no more (at least one,
+// as mayTake let the worker take one).
+func (w *worker) asyncRoom() int {
+	n := w.asyncLimit()
+	if w.inst != nil {
+		n -= w.inst.AsyncInFlight()
+	}
+	return max(n, 1)
 }
 
 // noteAsyncHeld tells the async sizer that its limit held the instance
@@ -561,7 +581,7 @@ func (w *worker) admit() (took, refused, retire bool) {
 		}
 	}()
 	for w.mayTake() {
-		async := t.d.Mods.Async.Load() // one value per record: admitAsync and admitted pair up
+		async := t.d.Mods.Async.Load() // one value per pick: the admissions and their release pair up
 		t.mu.Lock()
 		w.freeLanesLocked()
 		if t.stopping {
@@ -574,13 +594,27 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.mu.Unlock()
 			return took, false, true
 		}
-		if async && !t.d.Budget.AdmitAsync() {
-			t.mu.Unlock()
-			return took, true, false
-		}
-		if !async && t.State == nil && t.d.Config.BatchRecords > 1 {
-			// Stateless and synchronous: a run of records in one call.
-			run := t.pickRunLocked(w.run[:0], t.runSizeLocked())
+		if (t.State == nil || !async) && t.d.Config.BatchRecords > 1 {
+			// A run of records in one call: stateless, or stateful and
+			// synchronous (startRun: each record reads the writes of
+			// those before it).
+			size, admitted := t.runSizeLocked(), 0
+			if async {
+				// No more than the host's bound admits, and than the
+				// single path would start on this instance before its own
+				// bound held it back (mayTake, record by record).
+				admitted = t.d.Budget.AdmitAsyncN(min(size, w.asyncRoom()))
+				if admitted == 0 {
+					t.mu.Unlock()
+					return took, true, false
+				}
+				size = admitted
+			}
+			run := t.pickRunLocked(w.run[:0], size)
+			if async && len(run) < admitted {
+				t.d.Budget.AdmittedN(admitted - len(run))
+				admitted = len(run)
+			}
 			if len(run) == 0 {
 				t.mu.Unlock()
 				return took, false, false
@@ -590,10 +624,15 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.dispatchLocked()
 			t.mu.Unlock()
 			took = true
-			w.startRun(run)
+			w.startRun(run, async)
+			t.d.Budget.AdmittedN(admitted) // the run's call returned: its operations are counted
 			clear(run)
 			w.run = run[:0]
 			continue
+		}
+		if async && !t.d.Budget.AdmitAsync() {
+			t.mu.Unlock()
+			return took, true, false
 		}
 		r, ln := t.pickLocked()
 		if r == nil {
@@ -830,7 +869,7 @@ func (w *worker) prepare(j *job, in *host.Instance) {
 // partition's one lane: its last record run holds it on (while retried in
 // place) or frees it as a record alone would.
 // (RATIONALE.md, "Runs of records: what the engine takes in one pick".)
-func (w *worker) startRun(run []picked) {
+func (w *worker) startRun(run []picked, async bool) {
 	t := w.t
 	jobs, forged := w.runJobs[:0], w.runForged[:0]
 	for _, p := range run {
@@ -847,15 +886,34 @@ func (w *worker) startRun(run []picked) {
 		return
 	}
 	recs, ars := w.runRecs[:0], slices.Grow(w.runRecAt[:0], len(jobs))[:len(jobs)]
+	out := slices.Grow(w.runOut[:0], len(jobs))[:len(jobs)]
 	for i, j := range jobs {
 		w.prepare(j, in)
 		j.guestRecord(&ars[i])
 		recs = append(recs, host.BatchRecord{Rec: &ars[i], Tag: j})
 	}
-	out := slices.Grow(w.runOut[:0], len(recs))[:len(recs)]
+	if ts := t.State; ts != nil {
+		w.beginStateRun(ts, jobs, recs, out)
+		defer func() {
+			clear(w.runChecks)
+			w.runChecks, w.checked = w.runChecks[:0], nil
+		}()
+	}
+	// An asynchronous module's run stops where the single path would stop
+	// giving the instance records: at its bound on operations (instLimited),
+	// however many operations its records started.
+	if async {
+		in.LimitBatchInFlight(w.asyncLimit())
+	} else {
+		in.LimitBatchInFlight(0)
+	}
 	w.state.Store(WorkerBusy)
 	var ran int
-	if len(run) > 1 && t.handsBack() {
+	// An asynchronous module's run has no hand-back gate: its records'
+	// calls start operations and return, and on a loaded core a run of
+	// them outlasting runHandBack handed records back only to grow the
+	// pool (TestPoolSettlesRealKafka).
+	if len(run) > 1 && t.handsBack() && !async {
 		if w.takeRun == nil {
 			w.takeRun = w.gate.take
 		}
@@ -873,6 +931,15 @@ func (w *worker) startRun(run []picked) {
 	clear(recs)
 	clear(ars) // the records' memory is not the worker's to keep
 	w.runRecs, w.runRecAt = recs[:0], ars[:0]
+	if t.State != nil {
+		for i, j := range jobs {
+			if i < ran {
+				j.rs.EndRun()
+			} else {
+				j.rs = nil // not run: its next attempt begins its own
+			}
+		}
+	}
 	defer func() {
 		clear(out)
 		w.runOut = out[:0]
@@ -919,12 +986,65 @@ func (w *worker) decideRun(jobs []*job, forged []int, out []host.Outcome) {
 			t.position.Store(p)
 		}
 		j.started = out[i].Start
+		w.checked = nil
+		if i < len(w.runChecks) && w.runChecks[i].j == j {
+			w.checked = &w.runChecks[i]
+		}
 		w.outcomeAt(j, out[i].Result, out[i].End)
 	}
+	w.checked = nil
 	w.deciding = false
 	w.settleRun()
 	w.accountCalls()
 	w.settleState()
+}
+
+// refusalCheck is what the sink said of a record of a stateful run whose
+// writes a later record of the run read (runAccepts): succeeded takes the
+// same answer, as the sink is asked once a record (TxnSink.refuses forgets
+// a refused record once it told).
+type refusalCheck struct {
+	j   *job
+	why string
+}
+
+// beginStateRun gives each record of a stateful run its attempt's state,
+// reading through the writes of the records before it in the run that
+// become the partition's (state.Record.After): record k+1 reads what it
+// would read run alone after record k was decided, as the host does not
+// chain the records' states (host.ProcessBatch).
+func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome) {
+	w.runChecks = slices.Grow(w.runChecks[:0], len(jobs))[:len(jobs)]
+	for i, j := range jobs {
+		j.rs = ts.Begin() // a new attempt starts without the last one's writes
+		recs[i].State = j.rs
+		if i > 0 {
+			j.rs.After(func() []*state.Record {
+				var prior []*state.Record
+				for k := range i {
+					if w.runAccepts(k, jobs[k], &out[k].Result) {
+						prior = append(prior, jobs[k].rs)
+					}
+				}
+				return prior
+			})
+		}
+	}
+}
+
+// runAccepts reports whether record k of a stateful run, decided in the
+// call in progress, succeeds as succeeded would decide it after the call:
+// it ended ok and the sink takes its outputs and changelog records (asked
+// once, kept in runChecks for succeeded).
+func (w *worker) runAccepts(k int, j *job, res *host.Result) bool {
+	if res.Status != abi.StatusOK || res.Fault() != nil {
+		return false
+	}
+	c := &w.runChecks[k]
+	if c.j != j {
+		*c = refusalCheck{j: j, why: w.t.d.Sink.refuses(j.r, res.Outputs, j.rs.Writes())}
+	}
+	return c.why == ""
 }
 
 // dropRun places and drops every job of a run that did not begin.
@@ -1057,7 +1177,14 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	if j.rs != nil {
 		writes = j.rs.Writes()
 	}
-	if why := t.d.Sink.refuses(r, res.Outputs, writes); why != "" {
+	var why string
+	if c := w.checked; c != nil && c.j == j {
+		why = c.why // asked while its run was in progress (runAccepts)
+	} else {
+		why = t.d.Sink.refuses(r, res.Outputs, writes)
+	}
+	w.checked = nil
+	if why != "" {
 		// A produce the broker refuses cannot succeed later: the record
 		// fails now, its writes dropped with it.
 		t.d.Budget.ReleaseOutputs(res.HeldBytes)

@@ -267,6 +267,87 @@ type Record struct {
 	// overBound says why a put was refused for state.max_bytes, for the
 	// record's failure (OverBound).
 	overBound string
+	// A record run in one call after others (After): prior names the
+	// records before it whose writes are to become the partition's, asked
+	// at its first state call; before is their writes, merged in order
+	// (the newest of each key), and beforeIdx finds a key among them.
+	prior     func() []*Record
+	before    []statestore.Write
+	beforeIdx map[string]int
+}
+
+// After makes rs, a record run in the same call as records before it (a
+// run), read through their writes as if each had been committed before rs
+// began, as a record run alone after them reads them from the overlay:
+// prior returns the records before rs whose writes are to become the
+// partition's (those that succeeded), oldest first, and is asked once, at
+// rs's first state call (their outcomes are known by then). Their writes
+// are read before the overlay and count in state.max_bytes as the
+// overlay would; rs's own writes come first. EndRun ends it.
+func (rs *Record) After(prior func() []*Record) {
+	rs.prior, rs.before, rs.beforeIdx = prior, nil, nil
+}
+
+// EndRun makes rs read the partition's view alone again, once the call of
+// its run returned: the writes of the records before it are the
+// overlay's by then (Partition.Commit), or were dropped with their record.
+func (rs *Record) EndRun() { rs.prior, rs.before, rs.beforeIdx = nil, nil, nil }
+
+// resolve merges the writes of the records before rs (After), once.
+func (rs *Record) resolve() {
+	if rs.prior == nil {
+		return
+	}
+	recs := rs.prior()
+	rs.prior = nil
+	for _, p := range recs {
+		for _, w := range p.writes {
+			if i, ok := rs.beforeIdx[string(w.Key)]; ok {
+				rs.before[i].Value = w.Value
+				continue
+			}
+			if rs.beforeIdx == nil {
+				rs.beforeIdx = map[string]int{}
+			}
+			rs.beforeIdx[string(w.Key)] = len(rs.before)
+			rs.before = append(rs.before, w)
+		}
+	}
+}
+
+// shared reads key from what rs shares with the records before it: their
+// writes (After), then the partition's overlay and store.
+func (rs *Record) shared(dst, key []byte) ([]byte, bool, error) {
+	if i, ok := rs.beforeIdx[string(key)]; ok {
+		v := rs.before[i].Value
+		return append(dst, v...), v != nil, nil
+	}
+	return rs.ts.get(dst, key)
+}
+
+// beforeBytesLocked is what committing the writes of the records before
+// rs would add to the overlay's bytes (Commit's count: a key's new value
+// replaces its overlay entry). Called with ts.mu held.
+func (rs *Record) beforeBytesLocked() int64 {
+	var n int64
+	for _, w := range rs.before {
+		if e, ok := rs.ts.overlay[string(w.Key)]; ok {
+			n += int64(len(w.Value) - len(e.value))
+		} else {
+			n += int64(len(w.Key) + len(w.Value))
+		}
+	}
+	return n
+}
+
+// readWrites are the writes rs reads before the overlay: its own over
+// those of the records before it, one per key, in an order where a later
+// write of a key replaces an earlier one (Partition.scan).
+func (rs *Record) readWrites() []statestore.Write {
+	if len(rs.before) == 0 {
+		return rs.writes
+	}
+	return append(slices.Clip(rs.before), rs.writes...)
 }
 
 // Writes are the attempt's writes so far, one per key (before Commit: a
@@ -310,7 +391,8 @@ func (rs *Record) Get(key []byte) ([]byte, abi.Errno) {
 		}
 		return nil, abi.ErrnoNotFound
 	}
-	v, ok, err := rs.ts.get(rs.buf[:0], key)
+	rs.resolve()
+	v, ok, err := rs.shared(rs.buf[:0], key)
 	rs.buf = v
 	if err != nil {
 		return nil, abi.ErrnoNoState // the store is closed: the partition moved
@@ -385,14 +467,15 @@ func (rs *Record) room(key []byte, n int) abi.Errno {
 	if ts.maxBytes <= 0 || grow <= 0 {
 		return 0
 	}
+	rs.resolve()
 	ts.mu.Lock()
-	overlay := ts.overlayBytes
+	overlay := ts.overlayBytes + rs.beforeBytesLocked()
 	ts.mu.Unlock()
 	used := ts.ps.store.Bytes() + overlay + rs.bytes
 	if used+grow <= ts.maxBytes {
 		return 0
 	}
-	v, ok, err := ts.get(rs.buf[:0], key)
+	v, ok, err := rs.shared(rs.buf[:0], key)
 	rs.buf = v
 	if err == nil && ok && len(v) >= n {
 		return 0
@@ -417,7 +500,8 @@ func (rs *Record) Delete(key []byte) abi.Errno {
 // Scan merges the record's writes and the overlay (newer) into the store's
 // keys, in key order.
 func (rs *Record) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
-	return rs.ts.scan(rs.writes, prefix, after, fn)
+	rs.resolve()
+	return rs.ts.scan(rs.readWrites(), prefix, after, fn)
 }
 
 // Reader is the read path of the record's asynchronous state operations
@@ -425,7 +509,23 @@ func (rs *Record) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errn
 // partition's overlay and store. The copy is of the slice only: a write's key
 // and value are never changed once made (put replaces the entry).
 func (rs *Record) Reader() host.StateReader {
-	return &reader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index)}
+	rs.resolve()
+	if len(rs.before) == 0 {
+		return &reader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index)}
+	}
+	// One write per key, the record's own over those of the records
+	// before it.
+	ws := slices.Clone(rs.writes)
+	for _, w := range rs.before {
+		if findWrite(rs.writes, rs.index, w.Key) < 0 {
+			ws = append(ws, w)
+		}
+	}
+	index := make(map[string]int, len(ws))
+	for i, w := range ws {
+		index[string(w.Key)] = i
+	}
+	return &reader{ts: rs.ts, writes: ws, index: index}
 }
 
 // reader is a Record's read-only view for another goroutine:

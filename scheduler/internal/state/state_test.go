@@ -484,3 +484,69 @@ func TestLocalCarriesState(t *testing.T) {
 		t.Fatalf("%s still there after Close: %v", dir, err)
 	}
 }
+
+// A record of a run (After) reads the writes of the records before it
+// exactly as it would after they were committed: gets, deletes, scans, the
+// asynchronous read path and state.max_bytes alike; a record before it
+// that prior leaves out (it failed) is not read, and after EndRun the
+// record reads the partition's view alone.
+func TestStateAfterReadsAsCommitted(t *testing.T) {
+	transcript := func(inRun bool) string {
+		st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		ts := NewPartition(st, 0, 1, Limits{MaxValueBytes: 100, MaxBytes: 40, Changelog: "p.changelog"})
+		st.Apply([]statestore.Write{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("d"), Value: []byte("dd")}}, 10)
+		r0 := ts.Begin()
+		r0.Put([]byte("b"), []byte("22"))
+		ts.Commit(1, r0)
+		r1 := ts.Begin()
+		r1.Put([]byte("a"), []byte("333"))
+		r1.Put([]byte("c"), []byte("4"))
+		r1.Delete([]byte("b"))
+		failed := ts.Begin() // fails: its writes are never the partition's
+		failed.Put([]byte("e"), []byte("lost"))
+		r2 := ts.Begin()
+		if inRun {
+			r2.After(func() []*Record { return []*Record{r1} })
+		} else {
+			ts.Commit(2, r1)
+		}
+		var b strings.Builder
+		for _, k := range []string{"a", "b", "c", "d", "e"} {
+			v, e := r2.Get([]byte(k))
+			fmt.Fprintf(&b, "%s=%s/%d ", k, v, int(e))
+		}
+		rd := r2.Reader()
+		for _, k := range []string{"a", "b", "c"} {
+			v, ok, e := rd.Get([]byte(k))
+			fmt.Fprintf(&b, "reader %s=%s/%v/%d ", k, v, ok, int(e))
+		}
+		fmt.Fprintf(&b, "scan %s ", scanKeys(t, r2, "", ""))
+		// The bound: the store (a=1, d=dd: 4 bytes), the overlay as it is
+		// with r1 committed (b deleted: 1, a=333: 4, c=4: 2), and r2's own.
+		for i, v := range []string{"xxxxxxxxxx", "yyyyyyyyyy", "zzzzzzzzzz", "w"} {
+			fmt.Fprintf(&b, "put%d %d ", i, int(r2.Put([]byte(fmt.Sprintf("n%d", i)), []byte(v))))
+		}
+		fmt.Fprintf(&b, "grow a %d ", int(r2.Put([]byte("a"), []byte("55555"))))
+		fmt.Fprintf(&b, "shrink a %d ", int(r2.Put([]byte("a"), []byte("66"))))
+		if inRun {
+			ts.Commit(2, r1)
+			r2.EndRun()
+		}
+		fmt.Fprintf(&b, "scan %s", scanKeys(t, r2, "", ""))
+		return b.String()
+	}
+	alone, run := transcript(false), transcript(true)
+	if alone != run {
+		t.Fatalf("in a run the record read\n%s\nrun alone after the record before it\n%s", run, alone)
+	}
+	nf := int(abi.ErrnoNotFound)
+	if !strings.Contains(alone, fmt.Sprintf("a=333/0 b=/%d c=4/0 d=dd/0 e=/%d", nf, nf)) ||
+		!strings.Contains(alone, fmt.Sprintf("put2 %d put3 0 grow a %d shrink a 0", int(abi.ErrnoLimit), int(abi.ErrnoLimit))) {
+		t.Fatalf("transcript: %s", alone)
+	}
+	t.Log(alone)
+}
