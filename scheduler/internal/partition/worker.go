@@ -594,70 +594,101 @@ func (w *worker) admit() (took, refused, retire bool) {
 			t.mu.Unlock()
 			return took, false, true
 		}
+		var got pickOutcome
 		if (t.State == nil || !async) && t.d.Config.BatchRecords > 1 {
 			// A run of records in one call: stateless, or stateful and
 			// synchronous (startRun: each record reads the writes of
 			// those before it).
-			size, admitted := t.runSizeLocked(), 0
-			if async {
-				// No more than the host's bound admits, and than the
-				// single path would start on this instance before its own
-				// bound held it back (mayTake, record by record).
-				admitted = t.d.Budget.AdmitAsyncN(min(size, w.asyncRoom()))
-				if admitted == 0 {
-					t.mu.Unlock()
-					return took, true, false
-				}
-				size = admitted
-			}
-			run := t.pickRunLocked(w.run[:0], size)
-			if async && len(run) < admitted {
-				t.d.Budget.AdmittedN(admitted - len(run))
-				admitted = len(run)
-			}
-			if len(run) == 0 {
-				t.mu.Unlock()
-				return took, false, false
-			}
-			t.queued -= len(run)
-			t.started += len(run)
-			t.dispatchLocked()
-			t.mu.Unlock()
-			took = true
-			w.startRun(run, async)
-			t.d.Budget.AdmittedN(admitted) // the run's call returned: its operations are counted
-			clear(run)
-			w.run = run[:0]
-			continue
+			got = w.takeRunLocked(async)
+		} else {
+			got = w.takeOneLocked(async)
 		}
-		if async && !t.d.Budget.AdmitAsync() {
-			t.mu.Unlock()
+		switch got {
+		case pickRefused:
 			return took, true, false
-		}
-		r, ln := t.pickLocked()
-		if r == nil {
-			t.mu.Unlock()
-			if async {
-				t.d.Budget.Admitted()
-			}
+		case pickNone:
 			return took, false, false
 		}
-		t.queued--
-		t.started++
-		t.dispatchLocked() // this worker comes back for more; others only if records keep waiting
-		t.mu.Unlock()
-		if p := r.Offset + 1; p > t.position.Load() {
-			t.position.Store(p)
-		}
 		took = true
-		j, forged := w.newJob(r, ln)
-		w.place(j, forged)
-		w.start(j)
+	}
+	return took, false, false
+}
+
+// pickOutcome is what one pick of admit came to.
+type pickOutcome int
+
+const (
+	pickTook    pickOutcome = iota // records were started: pick again
+	pickNone                       // nothing runnable
+	pickRefused                    // the host's bound on asynchronous operations held it back
+)
+
+// takeRunLocked takes a run of records and runs them in one call
+// (startRun). For an asynchronous module the run is no longer than the
+// host's bound admits, nor than the single path would start on this
+// instance before its own bound held it back (mayTake, record by record).
+// Called with t.mu held; returns with it released.
+func (w *worker) takeRunLocked(async bool) pickOutcome {
+	t := w.t
+	size, admitted := t.runSizeLocked(), 0
+	if async {
+		admitted = t.d.Budget.AdmitAsyncN(min(size, w.asyncRoom()))
+		if admitted == 0 {
+			t.mu.Unlock()
+			return pickRefused
+		}
+		size = admitted
+	}
+	run := t.pickRunLocked(w.run[:0], size)
+	if async && len(run) < admitted {
+		t.d.Budget.AdmittedN(admitted - len(run))
+		admitted = len(run)
+	}
+	if len(run) == 0 {
+		t.mu.Unlock()
+		return pickNone
+	}
+	t.queued -= len(run)
+	t.started += len(run)
+	t.dispatchLocked()
+	t.mu.Unlock()
+	w.startRun(run, async)
+	t.d.Budget.AdmittedN(admitted) // the run's call returned: its operations are counted
+	clear(run)
+	w.run = run[:0]
+	return pickTook
+}
+
+// takeOneLocked takes one record and starts it (start). Called with t.mu
+// held; returns with it released.
+func (w *worker) takeOneLocked(async bool) pickOutcome {
+	t := w.t
+	if async && !t.d.Budget.AdmitAsync() {
+		t.mu.Unlock()
+		return pickRefused
+	}
+	r, ln := t.pickLocked()
+	if r == nil {
+		t.mu.Unlock()
 		if async {
 			t.d.Budget.Admitted()
 		}
+		return pickNone
 	}
-	return took, false, false
+	t.queued--
+	t.started++
+	t.dispatchLocked() // this worker comes back for more; others only if records keep waiting
+	t.mu.Unlock()
+	if p := r.Offset + 1; p > t.position.Load() {
+		t.position.Store(p)
+	}
+	j, forged := w.newJob(r, ln)
+	w.place(j, forged)
+	w.start(j)
+	if async {
+		t.d.Budget.Admitted()
+	}
+	return pickTook
 }
 
 // freeLanesLocked frees the lanes noted while admit ran.
@@ -899,35 +930,8 @@ func (w *worker) startRun(run []picked, async bool) {
 			w.runChecks, w.checked = w.runChecks[:0], nil
 		}()
 	}
-	// An asynchronous module's run stops where the single path would stop
-	// giving the instance records: at its bound on operations (instLimited),
-	// however many operations its records started.
-	if async {
-		in.LimitBatchInFlight(w.asyncLimit())
-	} else {
-		in.LimitBatchInFlight(0)
-	}
-	w.state.Store(WorkerBusy)
 	var ran int
-	// An asynchronous module's run has no hand-back gate: its records'
-	// calls start operations and return, and on a loaded core a run of
-	// them outlasting runHandBack handed records back only to grow the
-	// pool (TestPoolSettlesRealKafka).
-	if len(run) > 1 && t.handsBack() && !async {
-		if w.takeRun == nil {
-			w.takeRun = w.gate.take
-		}
-		timer := w.armHandBack(run)
-		in.GateBatch(w.takeRun)
-		ran = in.ProcessBatch(t.ctx, recs, out)
-		in.GateBatch(nil)
-		// The records the timer gave back are another worker's now: their
-		// jobs (never placed, and made again when taken) are left alone.
-		kept := w.endHandBack(timer, run)
-		run, jobs, forged = run[:kept], jobs[:kept], forged[:kept]
-	} else {
-		ran = in.ProcessBatch(t.ctx, recs, out)
-	}
+	ran, run, jobs, forged = w.callRun(in, run, jobs, forged, recs, out, async)
 	clear(recs)
 	clear(ars) // the records' memory is not the worker's to keep
 	w.runRecs, w.runRecAt = recs[:0], ars[:0]
@@ -948,6 +952,51 @@ func (w *worker) startRun(run []picked, async bool) {
 		w.dropRun(jobs, forged) // aborted before the call began: uncommitted
 		return
 	}
+	w.afterRunCall(run, jobs, ran)
+	w.decideRun(jobs[:ran], forged, out)
+}
+
+// callRun makes a run's one call into in (host.ProcessBatch) and reports
+// how many records it ran, with the run, its jobs and their forged counts
+// as kept: a synchronous module's run of more than one record runs behind
+// the hand-back gate, which may give its tail to another worker.
+func (w *worker) callRun(in *host.Instance, run []picked, jobs []*job, forged []int, recs []host.BatchRecord, out []host.Outcome, async bool) (int, []picked, []*job, []int) {
+	t := w.t
+	// An asynchronous module's run stops where the single path would stop
+	// giving the instance records: at its bound on operations (instLimited),
+	// however many operations its records started.
+	if async {
+		in.LimitBatchInFlight(w.asyncLimit())
+	} else {
+		in.LimitBatchInFlight(0)
+	}
+	w.state.Store(WorkerBusy)
+	// An asynchronous module's run has no hand-back gate: its records'
+	// calls start operations and return, and on a loaded core a run of
+	// them outlasting runHandBack handed records back only to grow the
+	// pool (TestPoolSettlesRealKafka).
+	if len(run) <= 1 || !t.handsBack() || async {
+		return in.ProcessBatch(t.ctx, recs, out), run, jobs, forged
+	}
+	if w.takeRun == nil {
+		w.takeRun = w.gate.take
+	}
+	timer := w.armHandBack(run)
+	in.GateBatch(w.takeRun)
+	ran := in.ProcessBatch(t.ctx, recs, out)
+	in.GateBatch(nil)
+	// The records the timer gave back are another worker's now: their
+	// jobs (never placed, and made again when taken) are left alone.
+	kept := w.endHandBack(timer, run)
+	return ran, run[:kept], jobs[:kept], forged[:kept]
+}
+
+// afterRunCall counts a run that carried several records, gives the
+// partition's one lane (ordering partition) to the last record run, and
+// puts the records the call did not run back at the front of their
+// queues.
+func (w *worker) afterRunCall(run []picked, jobs []*job, ran int) {
+	t := w.t
 	if ran > 1 {
 		t.d.Stats.Runs.Add(1)
 		t.d.Stats.RunRecords.Add(int64(ran))
@@ -970,7 +1019,6 @@ func (w *worker) startRun(run []picked, async bool) {
 		t.unpickLocked(run[ran:])
 		t.mu.Unlock()
 	}
-	w.decideRun(jobs[:ran], forged, out)
 }
 
 // decideRun places the records a run ran, in offset order, then acts on
