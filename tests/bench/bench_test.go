@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -276,10 +277,32 @@ func startUsage(b *testing.B) func() usage {
 		b.Logf("cannot reset the peak RSS (%v): peak_rss_MiB covers the whole benchmark process", err)
 	}
 	cpu0, svc0 := selfCPU(), servicesCPU()
+	stopProfile := startProfile(b)
 	return func() usage {
+		stopProfile()
 		_, rss := procStats(os.Getpid())
 		return usage{cpu: selfCPU() - cpu0, rss: rss, service: servicesCPU() - svc0}
 	}
+}
+
+// startProfile writes a CPU profile of the measured window alone (not the
+// input's production or the latency probe) to $BENCH_CPUPROFILE, sampled at
+// 1 kHz; the returned func stops it. Without the variable it does nothing.
+// With several measured windows in one run the last one's profile is kept.
+func startProfile(b *testing.B) (stop func()) {
+	path := os.Getenv("BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("BENCH_CPUPROFILE: %v", err)
+	}
+	runtime.SetCPUProfileRate(1000)
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatalf("BENCH_CPUPROFILE: %v", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 func selfCPU() time.Duration {
