@@ -287,7 +287,10 @@ func startUsage(b *testing.B) func() usage {
 
 // startProfile writes a CPU profile of the measured window alone (not the
 // input's production or the latency probe) to $BENCH_CPUPROFILE, sampled at
-// 1 kHz; the returned func stops it. Without the variable it does nothing.
+// 1 kHz, and the allocation profile at its start and end beside it
+// ($BENCH_CPUPROFILE.allocs0, .allocs1: pprof -base the first the second
+// for the window's allocations); the returned func stops it. Without the
+// variable it does nothing.
 // With several measured windows in one run the last one's profile is kept.
 func startProfile(b *testing.B) (stop func()) {
 	path := os.Getenv("BENCH_CPUPROFILE")
@@ -302,7 +305,14 @@ func startProfile(b *testing.B) (stop func()) {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		b.Fatalf("BENCH_CPUPROFILE: %v", err)
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
+	heap := func(suffix string) {
+		if f, err := os.Create(path + suffix); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	heap(".allocs0")
+	return func() { pprof.StopCPUProfile(); f.Close(); heap(".allocs1") }
 }
 
 func selfCPU() time.Duration {

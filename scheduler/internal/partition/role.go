@@ -40,13 +40,19 @@ type Primary struct{ Auto bool }
 // mark `dlq redrive` puts on what it sends back. The record is on attempt 1,
 // at its own coordinates.
 func (Primary) prior(r *kgo.Record) (failhdr.State, int) {
+	return failhdr.State{Origin: ownOrigin(r), Attempt: 1}, forgedHeaders(r)
+}
+
+// forgedHeaders counts the wasmstream.* headers of a record on an input
+// topic (Primary.prior).
+func forgedHeaders(r *kgo.Record) int {
 	untrusted := 0
 	for _, h := range r.Headers {
 		if strings.HasPrefix(h.Key, failhdr.Prefix) && h.Key != failhdr.RedrivenFrom {
 			untrusted++
 		}
 	}
-	return failhdr.State{Origin: ownOrigin(r), Attempt: 1}, untrusted
+	return untrusted
 }
 
 func (Primary) due(*kgo.Record) time.Time { return time.Time{} }

@@ -795,14 +795,21 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 	// The guest sees the record as it was first consumed, without
 	// wasmstream's headers; on an input topic those are a producer's and
 	// are not believed (role.prior).
-	prior, untrusted := t.d.Role.prior(r)
 	if t.rel != nil && t.rel.byOffset {
 		j = t.rel.claim(r) // its place was reserved at enqueue
 	} else {
 		j = w.allocJob()
 		j.r = r
 	}
-	j.t, j.ln, j.attempt = t, ln, prior.Attempt
+	j.t, j.ln = t, ln
+	if _, ok := t.d.Role.(Primary); ok {
+		// An input topic's record, the common case, without building
+		// its prior state: attempt 1 at its own coordinates.
+		j.attempt = 1
+		return j, forgedHeaders(r)
+	}
+	prior, untrusted := t.d.Role.prior(r)
+	j.attempt = prior.Attempt
 	if prior.Origin != ownOrigin(r) {
 		o := prior.Origin // declared here: escaping, it is an allocation
 		j.orig = &o       // a retry topic's record: its origin is elsewhere
