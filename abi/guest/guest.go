@@ -25,6 +25,15 @@
 // retried (a retryable failure) unless the error is marked with Terminal.
 // A panic, an out-of-memory or a deadline is a fault: the record fails and
 // the host replaces the instance.
+//
+// Cost: the SDK's own path for a record allocates nothing in the guest, one
+// record a call or many in a batch (ABI.md §10): the record's buffer, its
+// decoded form (r and its Headers' array) and the output list are reused
+// from one record to the next, which is why r and its slices are the
+// processor's only until it returns (a record that returns Pending keeps
+// its own). What the processor allocates is its own: it may change r.Value
+// in place and emit it (TestGoSDKRecordPathAllocationFree counts the
+// guest's allocations).
 package guest
 
 import (
