@@ -52,8 +52,8 @@ type job struct {
 	outcome
 }
 
-// A job's fields are ordered so that it fits a 448-byte allocation: one is
-// made for every record (TestJobSize).
+// A job's fields are ordered so that it fits 448 bytes: one is made for
+// every record, from a worker's slab of jobSlab (TestJobSize).
 
 // outcome is the release half of a job: what a decided record releases,
 // and what the sink needs to produce it. Embedded in the job, so that one
