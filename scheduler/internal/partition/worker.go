@@ -319,13 +319,25 @@ func (w *worker) wait(l *workerLoop, stopping, pending, refused bool) bool {
 
 // nextWake is when the worker must look again without being woken: its
 // instance's next deadline, its first inline retry's due time, or in 20 ms
-// when recheck (a host-wide bound holds it back); zero if none.
+// when recheck (a host-wide bound holds it back); zero if none. Retries
+// held back by the instance's bound on asynchronous operations have no
+// time: a completion, which frees room, wakes the worker (sleep: the
+// instance's Ready), and one held back by the host's bound is looked at
+// again with recheck. Never a time past for a retry the worker cannot
+// start: it would turn without end.
 func (w *worker) nextWake(pending, recheck bool) time.Time {
 	var next time.Time
 	if pending {
 		next = w.inst.NextDeadline()
 	}
-	if len(w.retries) > 0 && (next.IsZero() || w.retries[0].due.Before(next)) {
+	hold := holdNone
+	if len(w.retries) > 0 {
+		hold = w.retryHold()
+	}
+	if hold == holdHostAsync {
+		recheck = true
+	}
+	if len(w.retries) > 0 && hold == holdNone && (next.IsZero() || w.retries[0].due.Before(next)) {
 		next = w.retries[0].due
 	}
 	if recheck {
@@ -732,13 +744,47 @@ func (w *worker) accountCalls() {
 	w.acctWait, w.acctRun = wait, run
 }
 
+// startDueRetries starts the inline retries that are due, in due order,
+// under the bounds on asynchronous operations a record taken alone meets
+// (takeOneLocked): none while the instance is at async.max_in_flight
+// (retryHold; a completion wakes the worker, nextWake), and each with a
+// reservation under the host's bound. A retry is an attempt like any
+// other, and it may start operations.
 func (w *worker) startDueRetries() {
 	now := time.Now()
 	for len(w.retries) > 0 && !w.retries[0].due.After(now) {
+		async := w.t.d.Mods.Async.Load()
+		if async {
+			if w.instLimited() {
+				w.noteAsyncHeld()
+				return
+			}
+			if !w.t.d.Budget.AdmitAsync() {
+				return
+			}
+		}
 		j := w.retries[0]
 		w.retries = w.retries[1:]
 		w.start(j)
+		if async {
+			w.t.d.Budget.Admitted()
+		}
 	}
+}
+
+// retryHold is what holds the worker's inline retries back now: the
+// instance's bound on asynchronous operations (holdInstAsync), the host's
+// (holdHostAsync), or nothing (holdNone).
+func (w *worker) retryHold() takeHold {
+	switch {
+	case !w.t.d.Mods.Async.Load():
+		return holdNone
+	case w.instLimited():
+		return holdInstAsync
+	case w.t.d.Budget.OverAsync():
+		return holdHostAsync
+	}
+	return holdNone
 }
 
 // instance returns a live instance, replacing a dead one (after collecting
