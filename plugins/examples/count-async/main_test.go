@@ -40,6 +40,10 @@ func TestCountAsync(t *testing.T) {
 	if got := string(guest.StateSnapshot()["a"]); got != "3" {
 		t.Fatalf("a = %q, want 3", got)
 	}
+	// count.sync counts in the record's call, from the same state.
+	if res := guest.Run(abi.Record{Topic: "in", Key: []byte("a"), Headers: []abi.Header{{Key: "count.sync"}}}); res.Status != abi.StatusOK || string(res.Outputs[0].Value) != "4" {
+		t.Fatalf("sync: %v %v %v", res.Status, res.Err, res.Outputs)
+	}
 }
 
 // A scan in small batches: several operations, every key once, in order,

@@ -607,10 +607,10 @@ func (w *worker) admit() (took, refused, retire bool) {
 			return took, false, true
 		}
 		var got pickOutcome
-		if (t.State == nil || !async) && t.d.Config.BatchRecords > 1 {
-			// A run of records in one call: stateless, or stateful and
-			// synchronous (startRun: each record reads the writes of
-			// those before it).
+		if t.d.Config.BatchRecords > 1 {
+			// A run of records in one call (startRun: a stateful run's
+			// records each read the writes of those before it that ended
+			// ok).
 			got = w.takeRunLocked(async)
 		} else {
 			got = w.takeOneLocked(async)
