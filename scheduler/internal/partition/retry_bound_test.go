@@ -17,7 +17,8 @@ import (
 // startDueRetries does not start it (its operations would pass the bound),
 // and nextWake gives it no time — a time past would turn the worker without
 // end; a completion wakes it. With room, the retry's due time is the
-// worker's next wake again.
+// worker's next wake again. At the host's bound it waits as well, and the
+// worker looks again in a moment.
 func TestDueRetryWaitsForAsyncRoom(t *testing.T) {
 	ctx := context.Background()
 	e, err := host.NewEngine("", nil)
@@ -56,8 +57,21 @@ func TestDueRetryWaitsForAsyncRoom(t *testing.T) {
 	if len(w.retries) != 1 {
 		t.Fatal("a due retry was started at async.max_in_flight")
 	}
-	pc.Async.MaxInFlight = 3 // room for one more
+	pc.Async.MaxInFlight = 3 // room for one more on the instance
 	if next := w.nextWake(true, false); !next.Equal(due) {
 		t.Fatalf("with room, nextWake is %v, want the retry's due time %v", next, due)
+	}
+
+	// The host's bound (host.max_async_in_flight) full: the retry waits
+	// too, and the worker looks again in a moment (another instance's
+	// completion frees that room, which this worker does not hear of).
+	d.Budget.LimitAsync(2, func() int64 { return 2 })
+	w.startDueRetries()
+	if len(w.retries) != 1 {
+		t.Fatal("a due retry was started at host.max_async_in_flight")
+	}
+	now := time.Now()
+	if next := w.nextWake(true, false); !next.After(now) || next.After(now.Add(time.Second)) {
+		t.Fatalf("at the host's bound, nextWake is %v from now, want a recheck soon", next.Sub(now))
 	}
 }

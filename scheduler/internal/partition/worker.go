@@ -77,6 +77,10 @@ type worker struct {
 	slot    int              // its index among the task's workers (a metrics label)
 	retired bool             // counted off the task's workers when it retired (exit must not again)
 
+	// retryRefused: the host's bound on asynchronous operations refused
+	// the first due retry this turn (startDueRetries).
+	retryRefused bool
+
 	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
 	// takes the worker off task.idleW and sends here (buffer 1, never
 	// blocks); lastUsed and keptUntil are the worker's own, read by
@@ -751,6 +755,7 @@ func (w *worker) accountCalls() {
 // reservation under the host's bound. A retry is an attempt like any
 // other, and it may start operations.
 func (w *worker) startDueRetries() {
+	w.retryRefused = false
 	now := time.Now()
 	for len(w.retries) > 0 && !w.retries[0].due.After(now) {
 		async := w.t.d.Mods.Async.Load()
@@ -760,6 +765,7 @@ func (w *worker) startDueRetries() {
 				return
 			}
 			if !w.t.d.Budget.AdmitAsync() {
+				w.retryRefused = true
 				return
 			}
 		}
@@ -774,14 +780,16 @@ func (w *worker) startDueRetries() {
 
 // retryHold is what holds the worker's inline retries back now: the
 // instance's bound on asynchronous operations (holdInstAsync), the host's
-// (holdHostAsync), or nothing (holdNone).
+// (holdHostAsync: over it, or it refused the worker's due retry this turn,
+// the reservations of other workers' calls counted), or nothing
+// (holdNone).
 func (w *worker) retryHold() takeHold {
 	switch {
 	case !w.t.d.Mods.Async.Load():
 		return holdNone
 	case w.instLimited():
 		return holdInstAsync
-	case w.t.d.Budget.OverAsync():
+	case w.retryRefused || w.t.d.Budget.OverAsync():
 		return holdHostAsync
 	}
 	return holdNone
@@ -1106,7 +1114,10 @@ type refusalCheck struct {
 // reading through the writes of the records before it in the run that
 // become the partition's (state.Record.After): record k+1 reads what it
 // would read run alone after record k was decided, as the host does not
-// chain the records' states (host.ProcessBatch).
+// chain the records' states (host.ProcessBatch). A record that ends
+// pending is not among them (runAccepts): its writes stay its own until
+// its completion decides it, as alone, where the next record starts while
+// it waits; its continuations run after the call, after EndRun.
 func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome) {
 	w.runChecks = slices.Grow(w.runChecks[:0], len(jobs))[:len(jobs)]
 	for i, j := range jobs {
