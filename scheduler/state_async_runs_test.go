@@ -21,7 +21,8 @@ import (
 // (key h<n>) writes 1000 under its key before its read, so it counts
 // 1001; record 26, counted in its call right behind it (most often in the
 // same run, while 25 waits), reads 1001 once 25 was decided, never the
-// 1000 that 25 still holds.
+// 1000 that 25 still holds. Every 41st other record fails its first
+// attempt after its write (count.retry) and is retried in place.
 func stateAsyncRunInput(i int) *kgo.Record {
 	r := &kgo.Record{Topic: "in", Value: []byte(strconv.Itoa(i))}
 	switch {
@@ -37,6 +38,9 @@ func stateAsyncRunInput(i int) *kgo.Record {
 	default:
 		r.Key = []byte(fmt.Sprintf("a%02d", i%10))
 	}
+	if i%41 == 13 && i%50 != 25 && i%50 != 26 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: "count.retry"})
+	}
 	return r
 }
 
@@ -49,8 +53,9 @@ func stateAsyncRunInput(i int) *kgo.Record {
 // decided, and under ordering key (the key's lane held while its record
 // waits) every count is exact; under ordering partition a record may read
 // a key before an earlier record still waiting wrote it (ABI.md §4.1), so
-// the waiting records' counts are only bounded by the truth. Every record
-// is counted once, and calls ran several records.
+// the waiting records' counts are only bounded by the truth. A record
+// retried in place (its first attempt's write dropped) counts once. Every
+// record is counted once, and calls ran several records.
 func TestStateAsyncRuns(t *testing.T) {
 	for _, tc := range []struct {
 		name, ordering string
@@ -61,14 +66,19 @@ func TestStateAsyncRuns(t *testing.T) {
 			kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 			const n = 1200
 			var recs []*kgo.Record
+			retries := 0
 			for i := 0; i < n; i++ {
-				recs = append(recs, stateAsyncRunInput(i))
+				r := stateAsyncRunInput(i)
+				if h := r.Headers; len(h) > 0 && h[len(h)-1].Key == "count.retry" {
+					retries++
+				}
+				recs = append(recs, r)
 			}
 			if err := kafkatest.Client(t, brokers).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
 			cfg := testConfigWith(t, brokers, "g", guestPath(t, "count-async"), "in", "out", "dlq",
-				stateConfig(t, brokers, t.TempDir(), fmt.Sprintf("\n    ordering: %s\n    batch_records: 32\n    instances: {min: 1, max: %d}\n    async: {max_in_flight: 16}", tc.ordering, tc.instances)), "")
+				fmt.Sprintf("    state: {enabled: true, dir: %q}\n    retry: {mode: inline, max_attempts: 2, backoff: [5ms]}\n    ordering: %s\n    batch_records: 32\n    instances: {min: 1, max: %d}\n    async: {max_in_flight: 16}", t.TempDir(), tc.ordering, tc.instances), "")
 			r := startRunner(t, cfg)
 			defer r.Stop(context.Background())
 			out := kafkatest.NewReader(t, brokers, "out")
@@ -132,6 +142,9 @@ func TestStateAsyncRuns(t *testing.T) {
 			}
 			if got := r.Pipelines()[0].Snapshot(); got.DeadLetter > 0 || got.Faults > 0 {
 				t.Fatalf("%d records dead-lettered, %d faults", got.DeadLetter, got.Faults)
+			}
+			if s.Retried != int64(retries) {
+				t.Fatalf("retried %d, want %d (count.retry)", s.Retried, retries)
 			}
 			t.Logf("%d calls ran %d records (of %d); %d of %d records behind a waiting writer read without its write", s.Runs, s.RunRecords, n, sawHeld, n/50)
 		})

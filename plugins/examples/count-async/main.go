@@ -20,13 +20,16 @@
 // count continues from it. "count.sync" counts in the record's own call,
 // with the synchronous guest.StateGet (no operation: the record is decided
 // in its call), so that records decided in their calls and records that
-// wait mix in one run of records.
+// wait mix in one run of records. "count.retry" fails the record's first
+// attempt retryably after its count was stored (the host drops the write
+// with the attempt): the next attempt counts from the same state.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o count-async.wasm .
 package main
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 
 	"github.com/wasmstream/wasmstream/abi/guest"
@@ -75,6 +78,9 @@ func bump(r *guest.Record, key, v []byte, out guest.Emitter) error {
 	val := strconv.AppendUint(nil, n, 10)
 	if err := guest.StatePut(key, val); err != nil {
 		return guest.Terminal(err)
+	}
+	if _, ok := r.Header("count.retry"); ok && r.Attempt == 1 {
+		return errors.New("count.retry: the first attempt fails after its write")
 	}
 	if err := out.Emit(guest.Output{Key: key, Value: val}); err != nil {
 		return err
