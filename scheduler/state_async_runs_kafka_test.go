@@ -14,6 +14,15 @@ import (
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
+// TestStateAsyncRunsChecksRealKafka is TestStateAsyncRuns on the real
+// broker (KAFKA_BROKERS): records decided in their calls and records that
+// wait on a state read in one run, retries in place, counts as alone.
+func TestStateAsyncRunsChecksRealKafka(t *testing.T) {
+	testStateAsyncRuns(t, func(t *testing.T) ([]string, string) {
+		return kafkatest.RealBrokers(t), fmt.Sprintf("it-stateasyncruns-%d-", time.Now().UnixNano()%1e9)
+	})
+}
+
 // TestStateAsyncRunsRealKafka: on the real broker (KAFKA_BROKERS), an
 // exactly_once stateful pipeline whose module is asynchronous
 // (count-async, ordering key) takes its records in runs — every third

@@ -23,8 +23,8 @@ import (
 // same run, while 25 waits), reads 1001 once 25 was decided, never the
 // 1000 that 25 still holds. Every 41st other record fails its first
 // attempt after its write (count.retry) and is retried in place.
-func stateAsyncRunInput(i int) *kgo.Record {
-	r := &kgo.Record{Topic: "in", Value: []byte(strconv.Itoa(i))}
+func stateAsyncRunInput(topic string, i int) *kgo.Record {
+	r := &kgo.Record{Topic: topic, Value: []byte(strconv.Itoa(i))}
 	switch {
 	case i%50 == 25:
 		r.Key = []byte(fmt.Sprintf("h%02d", i/50))
@@ -57,18 +57,25 @@ func stateAsyncRunInput(i int) *kgo.Record {
 // retried in place (its first attempt's write dropped) counts once. Every
 // record is counted once, and calls ran several records.
 func TestStateAsyncRuns(t *testing.T) {
+	testStateAsyncRuns(t, func(t *testing.T) ([]string, string) { return kafkatest.Fake(t), "" })
+}
+
+// testStateAsyncRuns is TestStateAsyncRuns on the broker and with the
+// prefix of topic and group names that each case's broker returns.
+func testStateAsyncRuns(t *testing.T, broker func(t *testing.T) (brokers []string, prefix string)) {
 	for _, tc := range []struct {
 		name, ordering string
 		instances      int
 	}{{"partition", "partition", 1}, {"key", "key", 2}} {
 		t.Run(tc.name, func(t *testing.T) {
-			brokers := kafkatest.Fake(t)
-			kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+			brokers, prefix := broker(t)
+			in, outTopic, dlq := prefix+"in", prefix+"out", prefix+"dlq"
+			kafkatest.CreateTopic(t, brokers, 1, in, outTopic, dlq)
 			const n = 1200
 			var recs []*kgo.Record
 			retries := 0
 			for i := 0; i < n; i++ {
-				r := stateAsyncRunInput(i)
+				r := stateAsyncRunInput(in, i)
 				if h := r.Headers; len(h) > 0 && h[len(h)-1].Key == "count.retry" {
 					retries++
 				}
@@ -77,14 +84,14 @@ func TestStateAsyncRuns(t *testing.T) {
 			if err := kafkatest.Client(t, brokers).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			cfg := testConfigWith(t, brokers, "g", guestPath(t, "count-async"), "in", "out", "dlq",
+			cfg := testConfigWith(t, brokers, prefix+"g", guestPath(t, "count-async"), in, outTopic, dlq,
 				fmt.Sprintf("    state: {enabled: true, dir: %q}\n    retry: {mode: inline, max_attempts: 2, backoff: [5ms]}\n    ordering: %s\n    batch_records: 32\n    instances: {min: 1, max: %d}\n    async: {max_in_flight: 16}", t.TempDir(), tc.ordering, tc.instances), "")
 			r := startRunner(t, cfg)
 			defer r.Stop(context.Background())
-			out := kafkatest.NewReader(t, brokers, "out")
+			out := kafkatest.NewReader(t, brokers, outTopic)
 			out.ReadUntil(t, 2*time.Minute, "an output per record", func(rs []*kgo.Record) bool { return len(rs) >= n })
 			kafkatest.Eventually(t, 10*time.Second, "committed to the end", func() bool {
-				return kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), "in")[0] == n
+				return kafkatest.Committed(t, brokers, cfg.GroupID(&cfg.Pipelines[0]), in)[0] == n
 			})
 			out.ReadFor(300 * time.Millisecond)
 			if len(out.Recs) != n {
