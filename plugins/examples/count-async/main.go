@@ -17,13 +17,19 @@
 // (ok, no output), so that the host cancels the read. A state error fails
 // the record terminally. "count.set" (a value) stores that value under the
 // key before the read, which then reads it (the record's own write): the
-// count continues from it.
+// count continues from it. "count.sync" counts in the record's own call,
+// with the synchronous guest.StateGet (no operation: the record is decided
+// in its call), so that records decided in their calls and records that
+// wait mix in one run of records. "count.retry" fails the record's first
+// attempt retryably after its count was stored (the host drops the write
+// with the attempt): the next attempt counts from the same state.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o count-async.wasm .
 package main
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 
 	"github.com/wasmstream/wasmstream/abi/guest"
@@ -43,6 +49,13 @@ func count(r *guest.Record, out guest.Emitter) error {
 			return guest.Terminal(err)
 		}
 	}
+	if _, ok := r.Header("count.sync"); ok {
+		v, _, err := guest.StateGet(key)
+		if err != nil {
+			return guest.Terminal(err)
+		}
+		return bump(r, key, v, out)
+	}
 	if _, ok := r.Header("count.abandon"); ok {
 		if err := guest.Await(guest.StateGetAsync(key), func(guest.StateValue, error) error { return nil }); err != guest.Pending {
 			return err
@@ -53,25 +66,33 @@ func count(r *guest.Record, out guest.Emitter) error {
 		if err != nil {
 			return guest.Terminal(err)
 		}
-		v := sv.Value
-		n, _ := strconv.ParseUint(string(v[:len(v)-len(bytes.TrimLeft(v, "0123456789"))]), 10, 64)
-		n++
-		val := strconv.AppendUint(nil, n, 10)
-		if err := guest.StatePut(key, val); err != nil {
-			return guest.Terminal(err)
-		}
-		if err := out.Emit(guest.Output{Key: key, Value: val}); err != nil {
-			return err
-		}
-		if p, ok := r.Header("count.scan"); ok {
-			size := 0
-			if s, ok := r.Header("count.scanbytes"); ok {
-				size, _ = strconv.Atoi(string(s))
-			}
-			return scan(p, nil, size, out)
-		}
-		return nil
+		return bump(r, key, sv.Value, out)
 	})
+}
+
+// bump stores the count v read for key plus one and emits it, then the
+// scan the record asks for.
+func bump(r *guest.Record, key, v []byte, out guest.Emitter) error {
+	n, _ := strconv.ParseUint(string(v[:len(v)-len(bytes.TrimLeft(v, "0123456789"))]), 10, 64)
+	n++
+	val := strconv.AppendUint(nil, n, 10)
+	if err := guest.StatePut(key, val); err != nil {
+		return guest.Terminal(err)
+	}
+	if _, ok := r.Header("count.retry"); ok && r.Attempt == 1 {
+		return errors.New("count.retry: the first attempt fails after its write")
+	}
+	if err := out.Emit(guest.Output{Key: key, Value: val}); err != nil {
+		return err
+	}
+	if p, ok := r.Header("count.scan"); ok {
+		size := 0
+		if s, ok := r.Header("count.scanbytes"); ok {
+			size, _ = strconv.Atoi(string(s))
+		}
+		return scan(p, nil, size, out)
+	}
+	return nil
 }
 
 // scan emits the keys with prefix after after, one batch per operation,

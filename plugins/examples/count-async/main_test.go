@@ -40,6 +40,20 @@ func TestCountAsync(t *testing.T) {
 	if got := string(guest.StateSnapshot()["a"]); got != "3" {
 		t.Fatalf("a = %q, want 3", got)
 	}
+	// count.retry: the first attempt fails retryably, its write with it
+	// (guest.Run drops it); the second counts from the same state.
+	retry := abi.Record{Topic: "in", Key: []byte("a"), Headers: []abi.Header{{Key: "count.retry"}}}
+	if res := guest.Run(retry); res.Status != abi.StatusRetry {
+		t.Fatalf("retry, attempt 1: %v %v %v", res.Status, res.Err, res.Outputs)
+	}
+	retry.Attempt = 2
+	if res := guest.Run(retry); res.Status != abi.StatusOK || string(res.Outputs[0].Value) != "4" {
+		t.Fatalf("retry, attempt 2: %v %v %v", res.Status, res.Err, res.Outputs)
+	}
+	// count.sync counts in the record's call, from the same state.
+	if res := guest.Run(abi.Record{Topic: "in", Key: []byte("a"), Headers: []abi.Header{{Key: "count.sync"}}}); res.Status != abi.StatusOK || string(res.Outputs[0].Value) != "5" {
+		t.Fatalf("sync: %v %v %v", res.Status, res.Err, res.Outputs)
+	}
 }
 
 // A scan in small batches: several operations, every key once, in order,

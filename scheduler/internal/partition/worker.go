@@ -77,6 +77,10 @@ type worker struct {
 	slot    int              // its index among the task's workers (a metrics label)
 	retired bool             // counted off the task's workers when it retired (exit must not again)
 
+	// retryRefused: the host's bound on asynchronous operations refused
+	// the first due retry this turn (startDueRetries).
+	retryRefused bool
+
 	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
 	// takes the worker off task.idleW and sends here (buffer 1, never
 	// blocks); lastUsed and keptUntil are the worker's own, read by
@@ -323,13 +327,25 @@ func (w *worker) wait(l *workerLoop, stopping, pending, refused bool) bool {
 
 // nextWake is when the worker must look again without being woken: its
 // instance's next deadline, its first inline retry's due time, or in 20 ms
-// when recheck (a host-wide bound holds it back); zero if none.
+// when recheck (a host-wide bound holds it back); zero if none. Retries
+// held back by the instance's bound on asynchronous operations have no
+// time: a completion, which frees room, wakes the worker (sleep: the
+// instance's Ready), and one held back by the host's bound is looked at
+// again with recheck. Never a time past for a retry the worker cannot
+// start: it would turn without end.
 func (w *worker) nextWake(pending, recheck bool) time.Time {
 	var next time.Time
 	if pending {
 		next = w.inst.NextDeadline()
 	}
-	if len(w.retries) > 0 && (next.IsZero() || w.retries[0].due.Before(next)) {
+	hold := holdNone
+	if len(w.retries) > 0 {
+		hold = w.retryHold()
+	}
+	if hold == holdHostAsync {
+		recheck = true
+	}
+	if len(w.retries) > 0 && hold == holdNone && (next.IsZero() || w.retries[0].due.Before(next)) {
 		next = w.retries[0].due
 	}
 	if recheck {
@@ -599,10 +615,10 @@ func (w *worker) admit() (took, refused, retire bool) {
 			return took, false, true
 		}
 		var got pickOutcome
-		if (t.State == nil || !async) && t.d.Config.BatchRecords > 1 {
-			// A run of records in one call: stateless, or stateful and
-			// synchronous (startRun: each record reads the writes of
-			// those before it).
+		if t.d.Config.BatchRecords > 1 {
+			// A run of records in one call (startRun: a stateful run's
+			// records each read the writes of those before it that ended
+			// ok).
 			got = w.takeRunLocked(async)
 		} else {
 			got = w.takeOneLocked(async)
@@ -736,13 +752,51 @@ func (w *worker) accountCalls() {
 	w.acctWait, w.acctRun = wait, run
 }
 
+// startDueRetries starts the inline retries that are due, in due order,
+// under the bounds on asynchronous operations a record taken alone meets
+// (takeOneLocked): none while the instance is at async.max_in_flight
+// (retryHold; a completion wakes the worker, nextWake), and each with a
+// reservation under the host's bound. A retry is an attempt like any
+// other, and it may start operations.
 func (w *worker) startDueRetries() {
+	w.retryRefused = false
 	now := time.Now()
 	for len(w.retries) > 0 && !w.retries[0].due.After(now) {
+		async := w.t.d.Mods.Async.Load()
+		if async {
+			if w.instLimited() {
+				w.noteAsyncHeld()
+				return
+			}
+			if !w.t.d.Budget.AdmitAsync() {
+				w.retryRefused = true
+				return
+			}
+		}
 		j := w.retries[0]
 		w.retries = w.retries[1:]
 		w.start(j)
+		if async {
+			w.t.d.Budget.Admitted()
+		}
 	}
+}
+
+// retryHold is what holds the worker's inline retries back now: the
+// instance's bound on asynchronous operations (holdInstAsync), the host's
+// (holdHostAsync: over it, or it refused the worker's due retry this turn,
+// the reservations of other workers' calls counted), or nothing
+// (holdNone).
+func (w *worker) retryHold() takeHold {
+	switch {
+	case !w.t.d.Mods.Async.Load():
+		return holdNone
+	case w.instLimited():
+		return holdInstAsync
+	case w.retryRefused || w.t.d.Budget.OverAsync():
+		return holdHostAsync
+	}
+	return holdNone
 }
 
 // instance returns a live instance, replacing a dead one (after collecting
@@ -1090,7 +1144,10 @@ type refusalCheck struct {
 // reading through the writes of the records before it in the run that
 // become the partition's (state.Record.After): record k+1 reads what it
 // would read run alone after record k was decided, as the host does not
-// chain the records' states (host.ProcessBatch).
+// chain the records' states (host.ProcessBatch). A record that ends
+// pending is not among them (runAccepts): its writes stay its own until
+// its completion decides it, as alone, where the next record starts while
+// it waits; its continuations run after the call, after EndRun.
 func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome) {
 	w.runChecks = slices.Grow(w.runChecks[:0], len(jobs))[:len(jobs)]
 	for i, j := range jobs {

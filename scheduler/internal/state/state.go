@@ -165,6 +165,7 @@ func (ts *Partition) Commit(offset int64, rs *Record) (*Batch, []abi.Output) {
 	ts.batches = append(ts.batches, b)
 	ts.mu.Unlock()
 	rs.writes, rs.index, rs.bytes = nil, nil, 0 // the batch's now
+	rs.committed.Store(true)                    // after the overlay took them (reader.inRun)
 	return b, outs
 }
 
@@ -269,11 +270,17 @@ type Record struct {
 	overBound string
 	// A record run in one call after others (After): prior names the
 	// records before it whose writes are to become the partition's, asked
-	// at its first state call; before is their writes, merged in order
-	// (the newest of each key), and beforeIdx finds a key among them.
+	// at its first state call; priors is its answer (those with writes),
+	// before is their writes, merged in order (the newest of each key),
+	// and beforeIdx finds a key among them.
 	prior     func() []*Record
+	priors    []*Record
 	before    []statestore.Write
 	beforeIdx map[string]int
+	// committed is set once Commit moved the record's writes into the
+	// overlay: a reader of a later record of its run (Reader), on another
+	// goroutine, then reads them there.
+	committed atomic.Bool
 }
 
 // After makes rs, a record run in the same call as records before it (a
@@ -291,7 +298,7 @@ func (rs *Record) After(prior func() []*Record) {
 // EndRun makes rs read the partition's view alone again, once the call of
 // its run returned: the writes of the records before it are the
 // overlay's by then (Partition.Commit), or were dropped with their record.
-func (rs *Record) EndRun() { rs.prior, rs.before, rs.beforeIdx = nil, nil, nil }
+func (rs *Record) EndRun() { rs.prior, rs.priors, rs.before, rs.beforeIdx = nil, nil, nil, nil }
 
 // resolve merges the writes of the records before rs (After), once.
 func (rs *Record) resolve() {
@@ -301,6 +308,9 @@ func (rs *Record) resolve() {
 	recs := rs.prior()
 	rs.prior = nil
 	for _, p := range recs {
+		if len(p.writes) > 0 {
+			rs.priors = append(rs.priors, p)
+		}
 		for _, w := range p.writes {
 			if i, ok := rs.beforeIdx[string(w.Key)]; ok {
 				rs.before[i].Value = w.Value
@@ -507,34 +517,41 @@ func (rs *Record) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errn
 // Reader is the read path of the record's asynchronous state operations
 // (host.State): a copy of the record's writes as they are now over the
 // partition's overlay and store. The copy is of the slice only: a write's key
-// and value are never changed once made (put replaces the entry).
+// and value are never changed once made (put replaces the entry). In a run
+// (After) the writes of the records before it are read between the two
+// for as long as the overlay does not hold them yet (reader.inRun): the
+// read runs on its own goroutine, possibly after the run's call returned
+// and its records were committed, when the overlay holds them or what
+// records decided since wrote over them.
 func (rs *Record) Reader() host.StateReader {
 	rs.resolve()
-	if len(rs.before) == 0 {
-		return &reader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index)}
-	}
-	// One write per key, the record's own over those of the records
-	// before it.
-	ws := slices.Clone(rs.writes)
-	for _, w := range rs.before {
-		if findWrite(rs.writes, rs.index, w.Key) < 0 {
-			ws = append(ws, w)
-		}
-	}
-	index := make(map[string]int, len(ws))
-	for i, w := range ws {
-		index[string(w.Key)] = i
-	}
-	return &reader{ts: rs.ts, writes: ws, index: index}
+	return &reader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index),
+		before: rs.before, beforeIdx: rs.beforeIdx, priors: slices.Clone(rs.priors)}
 }
 
 // reader is a Record's read-only view for another goroutine:
-// its writes (and their index) are its own copy and Partition is safe for
-// concurrent use.
+// its writes (and their index) are its own copy, the writes of the records
+// before it in its run are never changed once merged (resolve), and
+// Partition is safe for concurrent use.
 type reader struct {
-	ts     *Partition
-	writes []statestore.Write
-	index  map[string]int
+	ts        *Partition
+	writes    []statestore.Write
+	index     map[string]int
+	before    []statestore.Write // the run's writes before the record (After)
+	beforeIdx map[string]int
+	priors    []*Record // whose writes before holds
+}
+
+// inRun reports whether the reader still reads the writes of the records
+// before its record in their run: until every one of them was committed
+// (Commit moves the writes into the overlay before it marks the record).
+func (r *reader) inRun() bool {
+	for _, p := range r.priors {
+		if !p.committed.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *reader) Check(key []byte) abi.Errno { return r.ts.checkKey(key) }
@@ -542,6 +559,10 @@ func (r *reader) Check(key []byte) abi.Errno { return r.ts.checkKey(key) }
 func (r *reader) Get(key []byte) ([]byte, bool, abi.Errno) {
 	if i := findWrite(r.writes, r.index, key); i >= 0 {
 		v := r.writes[i].Value
+		return bytes.Clone(v), v != nil, 0
+	}
+	if i, ok := r.beforeIdx[string(key)]; ok && r.inRun() {
+		v := r.before[i].Value
 		return bytes.Clone(v), v != nil, 0
 	}
 	v, ok, err := r.ts.get(nil, key)
@@ -552,7 +573,13 @@ func (r *reader) Get(key []byte) ([]byte, bool, abi.Errno) {
 }
 
 func (r *reader) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
-	return r.ts.scan(r.writes, prefix, after, fn)
+	ws := r.writes
+	if len(r.before) > 0 && r.inRun() {
+		// The record's own writes replace those before it (scan: a later
+		// write of a key replaces an earlier one).
+		ws = append(slices.Clip(r.before), r.writes...)
+	}
+	return r.ts.scan(ws, prefix, after, fn)
 }
 
 // scan merges writes (the newest) and the overlay (newer) into the store's

@@ -550,3 +550,38 @@ func TestStateAfterReadsAsCommitted(t *testing.T) {
 	}
 	t.Log(alone)
 }
+
+// The asynchronous read path of a record of a run reads the writes of the
+// records before it while they are not committed, and the overlay once
+// they are: a record decided after them that wrote the same key (a record
+// that was waiting) is then what the read sees, as run alone.
+func TestStateRunReaderFollowsCommits(t *testing.T) {
+	ts := newTestPartition(t)
+	r1 := ts.Begin()
+	r1.Put([]byte("a"), []byte("run"))
+	r1.Put([]byte("b"), []byte("run"))
+	r2 := ts.Begin()
+	r2.After(func() []*Record { return []*Record{r1} })
+	r2.Put([]byte("c"), []byte("own"))
+	rd := r2.Reader()
+	get := func(k string) string {
+		v, ok, e := rd.Get([]byte(k))
+		return fmt.Sprintf("%s=%s/%v/%d", k, v, ok, int(e))
+	}
+	scan := func() string {
+		var b strings.Builder
+		rd.Scan(nil, nil, func(k, v []byte) bool { fmt.Fprintf(&b, "%s=%s ", k, v); return true })
+		return b.String()
+	}
+	if got, want := get("a")+" "+scan(), "a=run/true/0 a=run b=run c=own "; got != want {
+		t.Fatalf("before the run's records are committed: %s, want %s", got, want)
+	}
+	r2.EndRun() // the call returned
+	ts.Commit(1, r1)
+	waited := ts.Begin() // a record that waited, decided after the run
+	waited.Put([]byte("a"), []byte("later"))
+	ts.Commit(0, waited)
+	if got, want := get("a")+" "+get("b")+" "+scan(), "a=later/true/0 b=run/true/0 a=later b=run c=own "; got != want {
+		t.Fatalf("after: %s, want %s", got, want)
+	}
+}
