@@ -179,6 +179,7 @@ func drainHost(b *testing.B, brokers []string, module, in string, more []string,
 		b.ReportMetric(float64(u.service.Microseconds())/float64(n), "service_cpu_us/rec")
 	}
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n), "allocs/rec")
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(n), "B/rec")
 	st.report(b, r.Snapshots()[0], n)
 	if s := r.Snapshots()[0]; s.PoolReason != "" {
 		b.ReportMetric(float64(peakTarget), "peak_target")
@@ -433,6 +434,7 @@ func runReference(b *testing.B, brokers []string, in string, n int, ref *float64
 			u.report(b)
 			b.ReportMetric(float64(u.cpu.Microseconds())/float64(n), "cpu_us/rec")
 			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n), "allocs/rec")
+			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(n), "B/rec")
 			b.ReportMetric(*ref, "rec/s")
 			b.ReportMetric(1, "x_ref")
 		}
