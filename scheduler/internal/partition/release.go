@@ -24,21 +24,26 @@ import (
 // releases — through the partition's release order (releaser) to the
 // producer, and is the Context of its output records, so that one static
 // callback (outputAcked) finds it when the broker answers. One allocation
-// carries a record from its first call to its last acknowledgement.
+// (a slab's share: allocJob) carries a record from its first call to its
+// last acknowledgement; what most records never need is in jobRare, made
+// only for the records that do.
 type job struct {
-	t       *Task
-	r       *kgo.Record
-	ln      *lane           // held until the record is decided (key ordering) or has started (partition)
-	orig    *failhdr.Origin // where the record was first consumed, when not the record itself (a retry topic's)
-	attempt int
-	history []string         // inline retries
-	due     time.Time        // when an inline retry is due
-	started time.Time        // the current attempt's first call
-	tr      *tracing.Attempt // the current attempt's trace: nil until begun (trace.go)
-	rs      *state.Record    // the current attempt's state writes (state.enabled)
-	sb      *state.Batch     // its writes once it succeeded, tied to their changelog produces
-	pended  bool             // the current attempt waited on asynchronous operations
-	owed    traceOwed        // what the current attempt's trace is still to be told (tracing on)
+	t    *Task
+	r    *kgo.Record
+	ln   *lane            // held until the record is decided (key ordering) or has started (partition)
+	tr   *tracing.Attempt // the current attempt's trace: nil until begun (trace.go)
+	rs   *state.Record    // the current attempt's state writes (state.enabled)
+	sb   *state.Batch     // its writes once it succeeded, tied to their changelog produces
+	rare *jobRare         // nil until a record needs one of its fields (jobRare)
+
+	started time.Time // the current attempt's first call
+	attempt int32     // 1 to failhdr.MaxAttempt
+	lost    int32     // restarts after its instance was discarded under it
+
+	remaining atomic.Int32 // the sink: acknowledgements of its outputs still awaited
+
+	pended bool      // the current attempt waited on asynchronous operations
+	owed   traceOwed // what the current attempt's trace is still to be told (tracing on)
 
 	// The release (set by settle, acted on by the sink).
 	ordered bool    // it has a place in the partition's release order
@@ -46,14 +51,62 @@ type job struct {
 	settled bool    // its verdict is set (guarded by releaser.mu when ordered)
 	verdict verdict // what its outcome releases
 
-	lost      int32        // restarts after its instance was discarded under it
-	remaining atomic.Int32 // the sink: acknowledgements of its outputs still awaited
-
 	outcome
 }
 
-// A job's fields are ordered so that it fits 448 bytes: one is made for
-// every record, from a worker's slab of jobSlab (TestJobSize).
+// A job fits 320 bytes (a Go size class), against 448 with jobRare's
+// fields inline: one is made for every record, from a worker's slab of
+// jobSlab (TestJobSize). What stays in it is what every record, or every
+// record of a common mode, uses: its trace and its state (rs, sb: every
+// record of a stateful pipeline), the first output's record, and what the
+// producer's callbacks write (remaining, failedErr).
+
+// jobRare is what few records need of a job: a retry topic's origin, inline
+// retries, a failure, more than one output, a kept trace's produces. It is
+// made once a record needs it (job.rareFields), always by the goroutine
+// that owns the job then and before the job reaches any other: the worker
+// that decides it (newJob, retryInline, hostFault, a failed verdict,
+// succeeded for several outputs or a trace), or the background goroutine
+// an undeliverable record is failed on, once every produce of it was
+// answered — never a producer's callback while produces of it are in
+// flight. Once made it stays: a job's fields are read through it from the
+// sink and the producer's callbacks, ordered after its making by the
+// release (releaser.mu, the sink's delivery).
+type jobRare struct {
+	orig    *failhdr.Origin // where the record was first consumed, when not the record itself (a retry topic's)
+	history []string        // inline retries
+	due     time.Time       // when an inline retry (or a restart) is due
+	fail    failure         // verdictFailed: why
+
+	// Producing the outputs (the sink): the records of the outputs
+	// after the first, and the trace's per-output callbacks (a kept
+	// trace).
+	extra []*kgo.Record
+	sent  []func(int32, int64, error)
+}
+
+// rareFields is j's jobRare, made if j has none yet. Only the goroutine
+// that owns j calls it (jobRare).
+func (j *job) rareFields() *jobRare {
+	if j.rare == nil {
+		j.rare = new(jobRare)
+	}
+	return j.rare
+}
+
+// due is when j's inline retry is due (retryInline, hostFault: j is on
+// the worker's retries, so it has a jobRare).
+func (j *job) due() time.Time { return j.rare.due }
+
+// failed sets j's failure, without inline history when clearHistory (the
+// failure is not its attempt's: an output could not be produced).
+func (j *job) failed(f failure, clearHistory bool) {
+	x := j.rareFields()
+	x.fail = f
+	if clearHistory {
+		x.history = nil
+	}
+}
 
 // outcome is the release half of a job: what a decided record releases,
 // and what the sink needs to produce it. Embedded in the job, so that one
@@ -62,16 +115,12 @@ type job struct {
 type outcome struct {
 	outs []abi.Output // verdictOutputs: the guest's outputs, then its changelog records
 	held int64        // output bytes it holds in the host's account until acknowledged
-	fail failure      // verdictFailed: why
 
 	// Producing the outputs (the sink): one record embedded for the
-	// common single output, the first produce error, and the trace's
-	// per-output callbacks (a kept trace); job.remaining counts the
-	// acknowledgements still awaited.
+	// common single output (the others in jobRare), and the first produce
+	// error; job.remaining counts the acknowledgements still awaited.
 	out1      kgo.Record
-	extra     []*kgo.Record // outputs after the first
 	failedErr atomic.Pointer[error]
-	sent      []func(int32, int64, error)
 	one       [1]*job // the run of one it is delivered as without a release order (job.run)
 }
 

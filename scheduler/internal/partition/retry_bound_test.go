@@ -49,7 +49,7 @@ func TestDueRetryWaitsForAsyncRoom(t *testing.T) {
 	d.Mods.Async.Store(true)
 	w := &worker{t: &Task{d: d}, inst: in}
 	due := time.Now().Add(-time.Second)
-	w.retries = []*job{{due: due}}
+	w.retries = []*job{{rare: &jobRare{due: due}}}
 	if next := w.nextWake(true, false); !next.IsZero() && !next.After(time.Now()) {
 		t.Fatalf("at the bound, nextWake is %v ago: the worker would spin on the due retry", time.Since(next))
 	}

@@ -129,14 +129,14 @@ func (s *PlainSink) deliverOutputs(j *job, at time.Time) {
 	j.prepareOutputs(s.Config.Output, at)
 	j.remaining.Store(int32(len(j.outs)))
 	if j.tr != nil {
-		j.sent = make([]func(int32, int64, error), len(j.outs))
+		j.rare.sent = make([]func(int32, int64, error), len(j.outs)) // made by succeeded
 	}
 	for i := range j.outs {
 		kr := j.outputRecord(i)
 		if j.tr != nil {
 			tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
 			kr.Headers = withTraceContext(kr.Headers, tp, ts)
-			j.sent[i] = sent
+			j.rare.sent[i] = sent
 		}
 		kr.Context = j
 		s.Client.Produce(context.Background(), kr, outputAcked)
@@ -148,10 +148,10 @@ func (s *PlainSink) deliverOutputs(j *job, at time.Time) {
 func outputAcked(pr *kgo.Record, err error) {
 	j := pr.Context.(*job)
 	t := j.t
-	if j.sent != nil {
+	if x := j.rare; x != nil && x.sent != nil {
 		for i := range j.outs {
 			if j.outputRecord(i) == pr {
-				j.sent[i](pr.Partition, pr.Offset, err)
+				x.sent[i](pr.Partition, pr.Offset, err)
 			}
 		}
 	}
@@ -185,8 +185,11 @@ func (j *job) produceFailed(err error) {
 // produce of j was answered: j is nobody's Context any more.
 func (j *job) undeliverable(f failure, err error) {
 	t := j.t
-	j.verdict, j.fail, j.history = verdictFailed, f, nil
-	if !t.d.Background.Go(func() { t.d.Sink.deliver(j.run()) }) {
+	j.verdict = verdictFailed
+	if !t.d.Background.Go(func() {
+		j.failed(f, true) // here, not in the callback: the job is this goroutine's (jobRare)
+		t.d.Sink.deliver(j.run())
+	}) {
 		t.d.Log.Error("an output failed during shutdown; its record stays uncommitted", "topic", j.r.Topic, "partition", j.r.Partition, "offset", j.r.Offset, "err", err)
 	}
 }
@@ -338,7 +341,8 @@ func deliverVerdict(s verdictSink, j *job, at *outputTime) {
 	case verdictOutputs:
 		s.deliverOutputs(j, at.now())
 	case verdictFailed:
-		s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, j.attempt, j.fail, j.history, j.tr), j.tr, j.fail)
+		x := j.rare // made with its failure (job.failed)
+		s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, int(j.attempt), x.fail, x.history, j.tr), j.tr, x.fail)
 	}
 }
 
@@ -360,9 +364,10 @@ func (t *outputTime) now() time.Time {
 func (j *job) prepareOutputs(output string, at time.Time) {
 	if n := len(j.outs) - 1; n > 0 {
 		more := make([]kgo.Record, n)
-		j.extra = make([]*kgo.Record, n)
+		x := j.rare // made by succeeded
+		x.extra = make([]*kgo.Record, n)
 		for i := range more {
-			j.extra[i] = &more[i]
+			x.extra[i] = &more[i]
 		}
 	}
 	for i := range j.outs {
@@ -377,7 +382,7 @@ func (j *job) outputRecord(i int) *kgo.Record {
 	if i == 0 {
 		return &j.out1
 	}
-	return j.extra[i-1]
+	return j.rare.extra[i-1]
 }
 
 // fillOutput makes kr the record output o is produced as.

@@ -75,7 +75,7 @@ func (w *worker) decideTrace(j *job, failed bool, end time.Time) {
 		if t.d.Hooks.Tracer == nil {
 			return
 		}
-		p, keep := t.d.Hooks.Tracer.Keep(failed, j.attempt, (*recordHeaders)(j.r))
+		p, keep := t.d.Hooks.Tracer.Keep(failed, int(j.attempt), (*recordHeaders)(j.r))
 		if !keep {
 			j.owed = 0
 			return
@@ -115,7 +115,7 @@ func (t *Task) traceInfo(j *job) tracing.Info {
 	r := j.r
 	info := tracing.Info{
 		Pipeline: t.d.Config.Name, Group: t.d.Group, Module: filepath.Base(t.d.Config.Module), ModuleDigest: t.version().M.Info().Digest,
-		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: j.attempt,
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Attempt: int(j.attempt),
 	}
 	o := j.origin()
 	info.OriginTopic, info.OriginPartition, info.OriginOffset = o.Topic, o.Partition, o.Offset

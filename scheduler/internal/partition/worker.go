@@ -345,8 +345,8 @@ func (w *worker) nextWake(pending, recheck bool) time.Time {
 	if hold == holdHostAsync {
 		recheck = true
 	}
-	if len(w.retries) > 0 && hold == holdNone && (next.IsZero() || w.retries[0].due.Before(next)) {
-		next = w.retries[0].due
+	if len(w.retries) > 0 && hold == holdNone && (next.IsZero() || w.retries[0].due().Before(next)) {
+		next = w.retries[0].due()
 	}
 	if recheck {
 		if n := time.Now().Add(20 * time.Millisecond); next.IsZero() || n.Before(next) {
@@ -761,7 +761,7 @@ func (w *worker) accountCalls() {
 func (w *worker) startDueRetries() {
 	w.retryRefused = false
 	now := time.Now()
-	for len(w.retries) > 0 && !w.retries[0].due.After(now) {
+	for len(w.retries) > 0 && !w.retries[0].due().After(now) {
 		async := w.t.d.Mods.Async.Load()
 		if async {
 			if w.instLimited() {
@@ -863,17 +863,17 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 		return j, forgedHeaders(r)
 	}
 	prior, untrusted := t.d.Role.prior(r)
-	j.attempt = prior.Attempt
+	j.attempt = int32(prior.Attempt) // at most failhdr.MaxAttempt
 	if prior.Origin != ownOrigin(r) {
-		o := prior.Origin // declared here: escaping, it is an allocation
-		j.orig = &o       // a retry topic's record: its origin is elsewhere
+		o := prior.Origin        // declared here: escaping, it is an allocation
+		j.rareFields().orig = &o // a retry topic's record: its origin is elsewhere
 	}
 	return j, untrusted
 }
 
 // jobSlab is how many jobs newJob carves from one allocation. A slab lives
 // until the last of its jobs is released: at most jobSlab-1 jobs' memory
-// (~28 KiB) held past their time by a record that waits, against one
+// (~19 KiB) held past their time by a record that waits, against one
 // allocation, one zeroing and one object for the collector to mark for a
 // whole run instead of one a record.
 const jobSlab = 64
@@ -892,8 +892,8 @@ func (w *worker) allocJob() *job {
 // origin is where j's record was first consumed: its own coordinates,
 // unless it came from a retry topic.
 func (j *job) origin() failhdr.Origin {
-	if j.orig != nil {
-		return *j.orig
+	if j.rare != nil && j.rare.orig != nil {
+		return *j.rare.orig
 	}
 	return ownOrigin(j.r)
 }
@@ -1222,7 +1222,7 @@ func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
 		return
 	}
 	w.decideTrace(j, true, end)
-	j.fail = f
+	j.failed(f, false)
 	j.rs = nil // a failed record leaves no state behind
 	w.settle(j, verdictFailed)
 }
@@ -1273,7 +1273,7 @@ func (w *worker) hostFault(j *job, f *host.Fault) bool {
 	case f.Kind == host.FaultInstanceLost && j.lost < maxLostRestarts:
 		j.lost++
 		t.ps.Restarted.Add(1)
-		j.due = time.Now()
+		j.rareFields().due = time.Now()
 		w.retries = slices.Insert(w.retries, 0, j)
 		t.d.Log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 		return true
@@ -1324,7 +1324,7 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 		// fails now, its writes dropped with it.
 		t.d.Budget.ReleaseOutputs(res.HeldBytes)
 		w.decideTrace(j, true, end)
-		j.fail = failure{hooks.KindProduce, why, false}
+		j.failed(failure{hooks.KindProduce, why, false}, false)
 		j.rs = nil
 		w.settle(j, verdictFailed)
 		return
@@ -1346,6 +1346,12 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 		w.settle(j, verdictDone)
 		return
 	}
+	if len(res.Outputs) > 1 || j.tr != nil {
+		// Here, before the sink and the producer's callbacks see j: the
+		// records of its outputs after the first, a kept trace's
+		// per-output callbacks (jobRare).
+		j.rareFields()
+	}
 	j.outs, j.held = res.Outputs, res.HeldBytes
 	w.settle(j, verdictOutputs)
 }
@@ -1357,11 +1363,12 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 func (w *worker) retryInline(j *job, f failure, end time.Time) bool {
 	t := w.t
 	rc := &t.d.Config.Retry
-	if !f.retryable || j.attempt >= rc.MaxAttempts || rc.Mode != config.RetryInline {
+	if !f.retryable || int(j.attempt) >= rc.MaxAttempts || rc.Mode != config.RetryInline {
 		return false
 	}
-	j.history = append(j.history, historyEntry(f))
-	delay, _ := t.d.Config.Delay(j.attempt + 1)
+	x := j.rareFields()
+	x.history = append(x.history, historyEntry(f))
+	delay, _ := t.d.Config.Delay(int(j.attempt) + 1)
 	t.ps.Retried.Add(1)
 	w.decideTrace(j, true, end)
 	j.attempt++
@@ -1369,8 +1376,8 @@ func (w *worker) retryInline(j *job, f failure, end time.Time) bool {
 		j.tr.End("retry_inline", f.kind, f.msg)
 		j.tr = j.tr.Next(t.traceInfo(j))
 	}
-	j.due = time.Now().Add(delay)
-	i, _ := slices.BinarySearchFunc(w.retries, j.due, func(a *job, d time.Time) int { return a.due.Compare(d) })
+	x.due = time.Now().Add(delay)
+	i, _ := slices.BinarySearchFunc(w.retries, x.due, func(a *job, d time.Time) int { return a.due().Compare(d) })
 	w.retries = slices.Insert(w.retries, i, j)
 	return true
 }
