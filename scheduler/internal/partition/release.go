@@ -54,12 +54,15 @@ type job struct {
 	outcome
 }
 
-// A job fits 320 bytes (a Go size class), against 448 with jobRare's
-// fields inline: one is made for every record, from a worker's slab of
-// jobSlab (TestJobSize). What stays in it is what every record, or every
-// record of a common mode, uses: its trace and its state (rs, sb: every
-// record of a stateful pipeline), the first output's record, and what the
-// producer's callbacks write (remaining, failedErr).
+// A job is 312 bytes, against 448 with jobRare's fields inline: one is
+// made for every record, from a worker's slab of jobSlab, and a slab of
+// 312-byte jobs with its allocation's 8-byte header fills Go's 20480-byte
+// size class, 320 bytes a record (448-byte jobs took the 32768-byte class:
+// 512 a record). One field more and the slab takes the next class
+// (TestJobSize, TestNewJobOneAllocation). What stays in it is what every
+// record, or every record of a common mode, uses: its trace and its state
+// (rs, sb: every record of a stateful pipeline), the first output's
+// record, and what the producer's callbacks write (remaining, failedErr).
 
 // jobRare is what few records need of a job: a retry topic's origin, inline
 // retries, a failure, more than one output, a kept trace's produces. It is
