@@ -384,3 +384,85 @@ func TestCompletionsCanceledOnePerCall(t *testing.T) {
 		t.Fatalf("%d completions calls and %d on_complete calls, want 1 and 1", many, one)
 	}
 }
+
+// exportCounter counts the guest calls an Observer sees, by export.
+type exportCounter struct{ calls map[string]int }
+
+func (c *exportCounter) GuestCall(tag any, export string, start time.Time, d time.Duration, err error) {
+	c.calls[export]++
+}
+func (c *exportCounter) AsyncOp(any, abi.OpKind, string, time.Time, time.Duration, string) {}
+
+// Each SDK's lookup example exports the completions entry: completions
+// queued together reach their continuations in one call, with the outcomes
+// one wasmstream_on_complete call each gives.
+func TestSDKCompletionsInOneCall(t *testing.T) {
+	for _, g := range []struct {
+		lang string
+		wasm func(t *testing.T) []byte
+	}{
+		{"Go", func(t *testing.T) []byte { return guest(t, "plugins/examples/lookup") }},
+	} {
+		t.Run(g.lang, func(t *testing.T) {
+			wasm := g.wasm(t)
+			obs := &exportCounter{calls: map[string]int{}}
+			// A module per lookup service: its "fail-" keys fail once.
+			load := func() *Module {
+				srv := newLookupServer(t, func() time.Duration { return 0 })
+				m, err := sharedEngine(t).Load(context.Background(), wasm, ModuleConfig{
+					Name: "lookup", Limits: Limits{RecordTimeout: 10 * time.Second}, Observer: obs,
+					Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
+					Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, Timeout: 2 * time.Second, ConfigKey: "pipelines.lookup.async.http"}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { m.Close(context.Background()) })
+				if !m.Info().Completions {
+					t.Fatalf("the %s lookup guest does not export %s", g.lang, abi.ExportOnCompletions)
+				}
+				return m
+			}
+			recs := []abi.Record{*rec("7", ""), *rec("gone-1", ""), *rec("fail-1", ""), *rec("7", "chain"), *rec("8", ""),
+				{Topic: "in", Key: []byte("json"), Value: []byte(` {"order": [1, 2.5e3, true, null, "x\u00e9"]} `), Attempt: 2, Partition: 1, Offset: 99}}
+			// One by one: each completion in a call of its own.
+			want := map[int]Result{}
+			one := newInstance(t, load())
+			defer one.Close(context.Background())
+			for i := range recs {
+				startWaiting(t, one, recs[i:i+1], i)
+				for len(want) <= i {
+					for tag, r := range byTag(one.Poll(context.Background(), time.Now())) {
+						want[tag] = r
+					}
+					if len(want) <= i {
+						waitQueued(t, one, 1)
+					}
+				}
+			}
+			if obs.calls[abi.ExportOnCompletions] != 0 {
+				t.Fatalf("calls %v: completions delivered one by one went through the entry", obs.calls)
+			}
+			clear(obs.calls)
+			// Together: every completion in one call, the chained record's
+			// second one later.
+			in := newInstance(t, load())
+			defer in.Close(context.Background())
+			startWaiting(t, in, recs)
+			got := byTag(in.Poll(context.Background(), time.Now()))
+			if len(got) != len(recs)-1 || obs.calls[abi.ExportOnCompletions] != len(recs) || obs.calls[abi.ExportOnComplete] != 0 {
+				t.Fatalf("%d records decided, calls %v; want %d, every completion through %s", len(got), obs.calls, len(recs)-1, abi.ExportOnCompletions)
+			}
+			waitQueued(t, in, 1)
+			for tag, r := range byTag(in.Poll(context.Background(), time.Now())) {
+				got[tag] = r
+			}
+			for i := range recs {
+				sameAsGo(t, g.lang+" (completions in one call)", "lookup of "+string(recs[i].Key), got[i], want[i])
+				if (got[i].Err == nil) != (want[i].Err == nil) || (got[i].Err != nil && got[i].Err.Error() != want[i].Err.Error()) {
+					t.Fatalf("lookup of %q: error %v, one by one %v", recs[i].Key, got[i].Err, want[i].Err)
+				}
+			}
+		})
+	}
+}
