@@ -402,6 +402,7 @@ func TestSDKCompletionsInOneCall(t *testing.T) {
 		wasm func(t *testing.T) []byte
 	}{
 		{"Go", func(t *testing.T) []byte { return guest(t, "plugins/examples/lookup") }},
+		{"Rust", func(t *testing.T) []byte { return rustGuest(t, "plugins/examples/rust-lookup") }},
 	} {
 		t.Run(g.lang, func(t *testing.T) {
 			wasm := g.wasm(t)
