@@ -403,6 +403,7 @@ func TestSDKCompletionsInOneCall(t *testing.T) {
 	}{
 		{"Go", func(t *testing.T) []byte { return guest(t, "plugins/examples/lookup") }},
 		{"Rust", func(t *testing.T) []byte { return rustGuest(t, "plugins/examples/rust-lookup") }},
+		{"AssemblyScript", func(t *testing.T) []byte { return asGuest(t, "plugins/examples/as-lookup") }},
 	} {
 		t.Run(g.lang, func(t *testing.T) {
 			wasm := g.wasm(t)
