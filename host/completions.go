@@ -24,6 +24,7 @@ import (
 
 // compState is the completions call in progress on an instance.
 type compState struct {
+	ctx      context.Context
 	q        []*opState    // the completions the call may deliver, in queue order
 	next     int           // the index in q completion_next looks at next
 	taken    int           // completions begun
@@ -58,7 +59,7 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 		return out, 0
 	}
 	c := &in.comps
-	*c = compState{q: q, out: out}
+	*c = compState{ctx: ctx, q: q, out: out}
 	defer func() { *c = compState{} }()
 	in.fault = nil
 	in.stderr.reset()
@@ -137,7 +138,7 @@ func (in *Instance) beginCompletion(now time.Time) *recState {
 	if c.taken > 0 && in.leased && now.Sub(in.turn) >= slotQuantum {
 		// A turn with the slot is over between two completions as between
 		// two calls (takeSlot): queue behind the calls that waited.
-		if _, err := in.takeSlot(context.Background()); err != nil {
+		if _, err := in.takeSlot(c.ctx); err != nil {
 			in.completionsEnded(time.Now(), timeout)
 			return nil
 		}
