@@ -24,6 +24,10 @@ func BenchmarkCompletionsDelivery(b *testing.B) {
 	}{
 		{"go", func() []byte { return guest(b, "plugins/examples/lookup") }},
 		{"rust", func() []byte { return wt.BuildRustGuest(b, "plugins/examples/rust-lookup") }},
+		{"assemblyscript", func() []byte { return asGuest(b, "plugins/examples/as-lookup") }},
+		// testdata/completions.wat: a guest that does next to nothing with
+		// a completion, so that what remains is the delivery's own cost.
+		{"wat", func() []byte { return completionsWat(b, nil) }},
 	} {
 		for _, entry := range []bool{false, true} {
 			name := g.name + "/one-per-call"
@@ -46,6 +50,7 @@ func benchDelivery(b *testing.B, srv *lookupServer, wasm []byte, entry bool) {
 	recs := make([]*abi.Record, n)
 	for i := range recs {
 		recs[i] = rec(fmt.Sprint("k", i), "")
+		recs[i].Offset = 1 // the hand-written guest's kind: ok with one output
 	}
 	ctx := context.Background()
 	var calls time.Duration

@@ -16,7 +16,7 @@ import (
 
 // completionsWat is testdata/completions.wat, the completions entry written
 // by hand; edit changes its text before it is assembled.
-func completionsWat(t *testing.T, edit func(string) string) []byte {
+func completionsWat(t testing.TB, edit func(string) string) []byte {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(wt.RepoRoot(t), "host/testdata/completions.wat"))
 	if err != nil {
@@ -30,7 +30,7 @@ func completionsWat(t *testing.T, edit func(string) string) []byte {
 }
 
 // assemble assembles WebAssembly text with wat2wasm.
-func assemble(t *testing.T, src string) []byte {
+func assemble(t testing.TB, src string) []byte {
 	t.Helper()
 	if _, err := exec.LookPath("wat2wasm"); err != nil {
 		t.Fatal("wat2wasm not found: hand-written test modules need wabt (the test command installs it)")
