@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -466,5 +467,58 @@ func TestSDKCompletionsInOneCall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// opRecorder records what an Observer sees.
+type opRecorder struct{ ops, calls []string }
+
+func (o *opRecorder) GuestCall(tag any, export string, _ time.Time, _ time.Duration, err error) {
+	o.calls = append(o.calls, fmt.Sprintf("%v %v", tag, err))
+}
+func (o *opRecorder) AsyncOp(tag any, kind abi.OpKind, _ string, _ time.Time, _ time.Duration, outcome string) {
+	o.ops = append(o.ops, fmt.Sprintf("%v %v %s", tag, kind, outcome))
+}
+
+// What the Observer sees of the operations, the operations counted in
+// flight, the records waiting and their outcomes are the same whether the
+// completions go in one call or one call each.
+func TestCompletionsObservedAsOnePerCall(t *testing.T) {
+	wasm := completionsWat(t, nil)
+	run := func(entry bool) (*opRecorder, map[int]Result, int, int) {
+		obs := &opRecorder{}
+		m, err := newEngine(t).Load(context.Background(), wasm, ModuleConfig{Name: "test", Limits: Limits{RecordTimeout: 10 * time.Second}, Observer: obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(context.Background())
+		in := newInstance(t, m)
+		defer in.Close(context.Background())
+		if !entry {
+			in.onCompletions = nil
+		}
+		startWaiting(t, in, []abi.Record{kind(1, 0), kind(5, 0), kind(6, 0), kind(0, 0), kind(1, 0)})
+		got := byTag(in.Poll(context.Background(), time.Now()))
+		return obs, got, in.AsyncInFlight(), in.Pending()
+	}
+	oneObs, one, oneOps, onePending := run(false)
+	obs, got, ops, pending := run(true)
+	if !slices.Equal(obs.ops, oneObs.ops) {
+		t.Fatalf("operations observed:\n%q\none per call:\n%q", obs.ops, oneObs.ops)
+	}
+	if !slices.Equal(obs.calls, oneObs.calls) {
+		t.Fatalf("guest calls observed:\n%q\none per call:\n%q", obs.calls, oneObs.calls)
+	}
+	if ops != oneOps || pending != onePending || ops != 1 || pending != 1 {
+		t.Fatalf("in flight %d, pending %d; one per call: %d, %d", ops, pending, oneOps, onePending)
+	}
+	if len(got) != len(one) {
+		t.Fatalf("decided %v, one per call %v", got, one)
+	}
+	for tag, r := range one {
+		g := got[tag]
+		if g.Status != r.Status || len(g.Outputs) != len(r.Outputs) || (g.Err == nil) != (r.Err == nil) || (g.Err != nil && g.Err.Error() != r.Err.Error()) {
+			t.Fatalf("record %d: %+v, one per call %+v", tag, g, r)
+		}
 	}
 }
