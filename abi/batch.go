@@ -50,3 +50,27 @@ func AppendOutputList(b []byte, o *Output) []byte {
 	b[at], b[at+1], b[at+2], b[at+3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
 	return b
 }
+
+// The completions entry (ABI.md §10.1): one call into the guest delivers
+// several completed asynchronous operations, each still metered, decided
+// and isolated on its own record. Like the batch entry it is opt-in, and
+// its host function lives in BatchModule; a module that does not export
+// ExportOnCompletions gets one wasmstream_on_complete call per completion.
+
+// ExportOnCompletions: (count i32, max_len i32) -> i32. Optional; a module
+// that exports it must import ImportCompletionNext and export
+// ExportOnComplete.
+const ExportOnCompletions = "wasmstream_on_completions_v1"
+
+// ImportCompletionNext: (status i32, out i32, out_len i32, buf i32, buf_len
+// i32) -> i32. Ends the completion in progress with its record's status
+// and the outputs at out[0:out_len] (OutputList), then begins the next
+// completion: writes its CompletionHeaderSize-byte header (handle, op,
+// result length, each a little-endian u32) to buf, followed by the result
+// if it fits, and returns CompletionHeaderSize + the result's length; 0
+// when the call has no more completions.
+const ImportCompletionNext = "completion_next"
+
+// CompletionHeaderSize is the length of the header completion_next writes
+// before a completion's result; buf_len must be at least this.
+const CompletionHeaderSize = 12

@@ -405,9 +405,10 @@ func countOutputs(list []byte, limit int) int {
 }
 
 func (m *Module) instantiateBatchModule(ctx context.Context) error {
-	s := batchFuncs[abi.ImportRecordNext]
+	s, c := batchFuncs[abi.ImportRecordNext], batchFuncs[abi.ImportCompletionNext]
 	_, err := m.rt.NewHostModuleBuilder(abi.BatchModule).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostRecordNext), s.params, s.results).Export(abi.ImportRecordNext).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostCompletionNext), c.params, c.results).Export(abi.ImportCompletionNext).
 		Instantiate(ctx)
 	if err != nil {
 		return fmt.Errorf("host: instantiate %s: %w", abi.BatchModule, err)

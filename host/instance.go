@@ -154,6 +154,12 @@ type Instance struct {
 	queue   []*opState // completed operations waiting for delivery
 	qclosed bool
 	ready   chan struct{}
+
+	// The completions entry (completions.go): nil when the module has
+	// none; whether a completions call is in progress, and its state.
+	onCompletions api.Function
+	inCompletions bool
+	comps         compState
 }
 
 // recState is one record in flight on the instance.
@@ -606,8 +612,9 @@ func (in *Instance) deliver(op *opState, result []byte) {
 }
 
 // Poll fails the pending records whose deadline passed, then delivers the
-// queued completions into the guest (one call each, on this goroutine), and
-// returns the records that finished. After the instance died, it returns
+// queued completions into the guest (one call each, on this goroutine; a
+// module with the completions entry gets several per call, completions.go),
+// and returns the records that finished. After the instance died, it returns
 // the records it lost.
 func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 	var out []Done
@@ -622,6 +629,11 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 	q := in.queue
 	in.queue = nil
 	in.qmu.Unlock()
+	if in.onCompletions != nil && len(q) > 1 {
+		var n int
+		out, n = in.pollCompletions(ctx, q, out)
+		q = q[n:]
+	}
 	for _, op := range q {
 		if in.dead {
 			break

@@ -130,6 +130,9 @@ type Info struct {
 	MemoryMax  uint32   // pages; 0 when the module declares none
 	Async      bool     // the module starts asynchronous operations (imports async_start)
 	Batch      bool     // the module exports the batch entry (ABI.md §10): Instance.ProcessBatch runs many records per call
+	// Completions: the module exports the completions entry (ABI.md §10.1):
+	// Instance.Poll delivers several completions per call.
+	Completions bool
 }
 
 // Module is a compiled, validated module ready to be instantiated. Safe for
@@ -311,22 +314,27 @@ var (
 
 	// The batch entry (ABI.md §10), versioned apart from ABI v1.
 	batchFuncs = map[string]sig{
-		abi.ImportRecordNext: {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportRecordNext:     {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportCompletionNext: {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
 	}
-	onBatchSig = sig{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
+	onBatchSig       = sig{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
+	onCompletionsSig = sig{[]api.ValueType{i32, i32}, []api.ValueType{i32}}
 )
 
 // check validates the module's imports, exports and memory against ABI v1
 // and the limits, collecting every problem.
 func (m *Module) check() error {
 	var probs []string
-	async, recordNext := false, false
+	async, recordNext, completionNext := false, false, false
 	for _, f := range m.compiled.ImportedFunctions() {
 		if mod, name, _ := f.Import(); mod == abi.HostModule && name == abi.ImportAsyncStart {
 			async = true
 		}
 		if mod, name, _ := f.Import(); mod == abi.BatchModule && name == abi.ImportRecordNext {
 			recordNext = true
+		}
+		if mod, name, _ := f.Import(); mod == abi.BatchModule && name == abi.ImportCompletionNext {
+			completionNext = true
 		}
 		mod, name, _ := f.Import()
 		if mod == meter.ImportModule {
@@ -395,6 +403,7 @@ func (m *Module) check() error {
 			m.info.Batch = true
 		}
 	}
+	probs = m.checkCompletions(exports, completionNext, probs)
 	for _, name := range sortedKeys(exports) {
 		f := exports[name]
 		m.info.Exports = append(m.info.Exports, fmt.Sprintf("%s: %s", name, sig{f.ParamTypes(), f.ResultTypes()}))
@@ -462,6 +471,9 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	if m.info.Batch {
 		in.onBatch = mod.ExportedFunction(abi.ExportOnBatch)
 	}
+	if m.info.Completions {
+		in.onCompletions = mod.ExportedFunction(abi.ExportOnCompletions)
+	}
 	in.stack = make([]uint64, 3)
 	in.base, in.baseCancel = context.WithCancel(context.Background())
 	vf := mod.ExportedFunction(abi.ExportVersion)
@@ -479,4 +491,24 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	}
 	in.fault = nil
 	return in, nil
+}
+
+// checkCompletions checks the completions entry (ABI.md §10.1), if the
+// module exports it, adding the problems to probs.
+func (m *Module) checkCompletions(exports map[string]api.FunctionDefinition, completionNext bool, probs []string) []string {
+	f, ok := exports[abi.ExportOnCompletions]
+	if !ok {
+		return probs
+	}
+	_, onComplete := exports[abi.ExportOnComplete]
+	switch {
+	case !onCompletionsSig.matches(f.ParamTypes(), f.ResultTypes()):
+		return append(probs, fmt.Sprintf("export %s is %s, want %s", abi.ExportOnCompletions, sig{f.ParamTypes(), f.ResultTypes()}, onCompletionsSig))
+	case !completionNext:
+		return append(probs, fmt.Sprintf("exports %s but does not import %s.%s: its completions entry could never begin a completion", abi.ExportOnCompletions, abi.BatchModule, abi.ImportCompletionNext))
+	case !onComplete:
+		return append(probs, fmt.Sprintf("exports %s but not %s (%s), which delivers a completion on its own", abi.ExportOnCompletions, abi.ExportOnComplete, onCompleteSig))
+	}
+	m.info.Completions = true
+	return probs
 }

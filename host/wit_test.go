@@ -59,6 +59,7 @@ func TestWITMatchesTheHost(t *testing.T) {
 		want[name] = s
 	}
 	want["export "+abi.ExportOnBatch] = onBatchSig
+	want["export "+abi.ExportOnCompletions] = onCompletionsSig
 	for _, name := range sortedKeys(want) {
 		g, ok := got[name]
 		switch {

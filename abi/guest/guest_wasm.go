@@ -223,3 +223,52 @@ func bytesPtr(b []byte) unsafe.Pointer {
 func Log(level int32, msg string) {
 	hostLog(level, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 }
+
+//go:wasmimport wasmstream_batch_v1 completion_next
+func hostCompletionNext(status int32, out unsafe.Pointer, outLen uint32, buf unsafe.Pointer, bufLen uint32) int32
+
+// compBuf is where completion_next writes a completion's header and result.
+var compBuf []byte
+
+// onCompletions is the completions entry (ABI.md §10.1): it takes the
+// queued completions one by one with completion_next, handing over each
+// one's record status and outputs, and calls each one's continuation as
+// onComplete would.
+//
+//go:wasmexport wasmstream_on_completions_v1
+func onCompletions(count, maxLen uint32) int32 {
+	if n := max(int(maxLen), abi.CompletionHeaderSize); cap(compBuf) < n {
+		compBuf = make([]byte, n)
+	}
+	buf := compBuf[:cap(compBuf)]
+	status := abi.StatusOK
+	for {
+		if status != abi.StatusOK && status != abi.StatusPending {
+			batchOut = batchOut[:0] // discarded with the record
+		}
+		n := hostCompletionNext(int32(status), bytesPtr(batchOut), uint32(len(batchOut)), bytesPtr(buf), uint32(len(buf)))
+		batchOut = batchOut[:0]
+		if n <= 0 {
+			return 0
+		}
+		handle, op, size := le32(buf[0:]), le32(buf[4:]), le32(buf[8:])
+		result := make([]byte, size) // the continuation may keep what it decodes
+		if int(n) <= len(buf) {
+			copy(result, buf[abi.CompletionHeaderSize:n])
+		} else if rc := hostResultRead(op, bytesPtr(result), size); rc < 0 {
+			status = abi.Status(fail(handle, "result_read: "+abi.Errno(-rc).Error()))
+			continue
+		}
+		batchHandle, batchOutN, batchDirect = handle, 0, false
+		st, msg := complete(handle, op, result)
+		batchHandle = 0
+		if msg != "" && st != abi.StatusPending {
+			hostSetError(handle, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
+		}
+		status = st
+	}
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}

@@ -483,7 +483,9 @@ func permutations(n int) [][]int {
 // asyncRun processes vecs on a fresh instance of the module as cfg loads
 // it, completes their requests with answer in the order perm gives, and
 // returns each vector's outcome and complaints
-// about the requests.
+// about the requests. A nil perm completes them all (forward) before
+// delivering any: a module with the completions entry (ABI.md §10.1) gets
+// them in one call.
 func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, perm func(int) []int,
 	cfg func(*FakeHTTP) host.ModuleConfig, answer func(*HeldOp, *abi.Record) ([]byte, string)) (map[string]Outcome, []string, error) {
 	f := &FakeHTTP{}
@@ -517,14 +519,24 @@ func asyncRun(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, p
 			waiting--
 		}
 	}
+	together := perm == nil
+	if together {
+		perm = orders[0].perm
+	}
 	for _, j := range perm(len(ops)) {
 		res, complaint := answer(ops[j].op, &vecs[ops[j].vec].Record)
 		if complaint != "" {
 			complaints = append(complaints, vecs[ops[j].vec].Name+": "+complaint)
 		}
 		ops[j].op.Complete(res)
-		// Deliver this completion (and whatever else is due) now, so
-		// that the guest sees the completions in this order.
+		if !together {
+			// Deliver this completion (and whatever else is due) now, so
+			// that the guest sees the completions in this order.
+			collect(in.Poll(ctx, time.Now()))
+		}
+	}
+	if together {
+		// Every completion queued: one Poll delivers them all.
 		collect(in.Poll(ctx, time.Now()))
 	}
 	// Chained operations (the timer of "chain") complete by themselves;
@@ -608,9 +620,53 @@ func runAsync(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r
 		}
 	}
 	r.add(fmt.Sprintf("completions in every order of three records (%d orders) give the same outcomes", len(perms)), strings.Join(bad, "; "))
+	completionsTogether(ctx, e, wasm, vecs, r)
 	panicInContinuation(ctx, e, wasm, vecs, r)
 	completionLeak(ctx, e, wasm, vecs, r)
 }
+
+// completionsTogether: the vectors' completions all queued before any is
+// delivered, so that a module with the completions entry (ABI.md §10.1)
+// gets them several in one call, with mixed outcomes (ok, 404, retry, fail,
+// a chained timer that keeps its record pending): each vector's outcome is
+// what it is delivered one per call.
+func completionsTogether(ctx context.Context, e *host.Engine, wasm []byte, vecs []Vector, r *Report) {
+	const name = "completions delivered several in one call (ABI.md §10.1) give the same outcomes"
+	obs := &entryCounter{}
+	cfg := func(f *FakeHTTP) host.ModuleConfig {
+		c := lookupConfig(f)
+		c.Observer = obs
+		return c
+	}
+	out, _, err := asyncRun(ctx, e, wasm, vecs, nil, cfg, answer)
+	if err != nil {
+		r.add(name, err.Error())
+		return
+	}
+	var bad []string
+	for _, v := range vecs {
+		if msg := expectLookup(v)(out[v.Name]); msg != "" {
+			bad = append(bad, v.Name+": "+msg)
+		}
+	}
+	note := fmt.Sprintf("%d completions through %s", obs.n, abi.ExportOnCompletions)
+	if obs.n == 0 {
+		note = "the module has no completions entry (" + abi.ExportOnCompletions + "): one call per completion"
+	}
+	r.addNote(name, strings.Join(bad, "; "), note)
+}
+
+// entryCounter is an Observer counting the completions delivered through
+// the completions entry.
+type entryCounter struct{ n int }
+
+func (c *entryCounter) GuestCall(_ any, export string, _ time.Time, _ time.Duration, _ error) {
+	if export == abi.ExportOnCompletions {
+		c.n++
+	}
+}
+
+func (c *entryCounter) AsyncOp(any, abi.OpKind, string, time.Time, time.Duration, string) {}
 
 // panicInContinuation: lookup.mode "panic" panics (or aborts) in the
 // continuation: a panic or trap fault that names the message, the instance

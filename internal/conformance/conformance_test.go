@@ -66,6 +66,22 @@ func TestExamplesConform(t *testing.T) {
 				if len(rep.Checks) < 10 {
 					t.Errorf("%s %s: only %d checks", m.lang, ex, len(rep.Checks))
 				}
+				if ex == "lookup" {
+					// Every SDK's lookup has the completions entry: the
+					// kit's check delivered completions through it.
+					found := false
+					for _, c := range rep.Checks {
+						if strings.HasPrefix(c.Name, "completions delivered several in one call") {
+							found = true
+							if !strings.Contains(c.Detail, "completions through") {
+								t.Errorf("%s lookup: %s: %s", m.lang, c.Name, c.Detail)
+							}
+						}
+					}
+					if !found {
+						t.Errorf("%s lookup: no check of the completions entry", m.lang)
+					}
+				}
 				reports[m.lang] = rep
 			}
 			ref := reports["go"]

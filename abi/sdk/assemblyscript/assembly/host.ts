@@ -1,5 +1,6 @@
 // The host functions of ABI.md §4 (module wasmstream_v1), record_next of
-// the batch entry (§10) and the WASI functions the SDK uses (environment
+// the batch entry (§10), completion_next of the completions entry (§10.1)
+// and the WASI functions the SDK uses (environment
 // variables, stderr).
 
 // @ts-ignore: decorator
@@ -47,3 +48,6 @@ export declare function environ_get(environ: usize, buf: usize): u16;
 // @ts-ignore: decorator
 @external("wasi_snapshot_preview1", "fd_write")
 export declare function fd_write(fd: u32, iovs: usize, iovsLen: u32, nwritten: usize): u16;
+// @ts-ignore: decorator
+@external("wasmstream_batch_v1", "completion_next")
+export declare function completion_next(status: i32, out: usize, outLen: u32, buf: usize, bufLen: u32): i32;

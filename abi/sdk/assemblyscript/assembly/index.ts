@@ -810,6 +810,57 @@ export function onComplete(handle: u32, op: u32, n: u32): i32 {
     setError(handle, "result_read: " + errnoString(-rc));
     return Status.FAIL;
   }
+  return complete(handle, op, buf);
+}
+
+// ---- the completions entry (ABI.md §10.1) ----
+
+// The length of the header completion_next writes before a result: handle,
+// op and the result's length, each a little-endian u32.
+const COMPLETION_HEADER: i32 = 12;
+// Where completion_next writes a completion; reused across completions.
+let compBuf = new Uint8Array(4096);
+
+/**
+ * The completions entry (ABI.md §10.1): takes the queued completions one by
+ * one with completion_next, handing over each one's record status and
+ * output list, and delivers each as onComplete would. maxLen is the longest
+ * header and result.
+ */
+export function onCompletions(count: u32, maxLen: u32): i32 {
+  let status: i32 = Status.OK;
+  if (<u32>compBuf.length < maxLen) compBuf = new Uint8Array(<i32>maxLen);
+  for (;;) {
+    if (status != Status.OK && status != Status.PENDING) listW.reset(); // discarded with the record
+    const n = host.completion_next(status, listW.ptr, <u32>listW.len, compBuf.dataStart, <u32>compBuf.length);
+    listW.reset();
+    listN = 0;
+    batchDirect = false;
+    if (n <= 0) return 0;
+    const p = compBuf.dataStart;
+    const handle = load<u32>(p), op = load<u32>(p + 4), size = load<u32>(p + 8);
+    let buf: Uint8Array;
+    if (n <= compBuf.length) {
+      buf = compBuf.slice(COMPLETION_HEADER, n); // a copy: the continuation may keep what it decodes
+    } else {
+      buf = new Uint8Array(<i32>size);
+      const rc = host.result_read(op, buf.dataStart, size);
+      if (rc < 0) {
+        setError(handle, "result_read: " + errnoString(-rc));
+        status = Status.FAIL;
+        continue;
+      }
+    }
+    batchHandle = handle;
+    status = complete(handle, op, buf);
+    batchHandle = 0;
+  }
+  return 0;
+}
+
+// Delivers the result buf of operation op to its continuation and returns
+// the record's status.
+function complete(handle: u32, op: u32, buf: Uint8Array): i32 {
   if (!calls.has(handle)) return Status.FAIL; // a record that ended; its handle is no longer valid
   const pc = calls.get(handle);
   let po: PendingOp | null = null;

@@ -21,14 +21,14 @@ const b = spawnSync(process.execPath, [join(sdk, "build.mjs"), join(sdk, "tests"
 if (b.status !== 0) process.exit(1);
 const wasm = new WebAssembly.Module(readFileSync(out));
 
-// Imports: only wasmstream_v1, the batch entry's record_next and the allowed WASI functions (ABI.md §1, §10).
+// Imports: only wasmstream_v1, the batch entry's record_next, the completions entry's completion_next and the allowed WASI functions (ABI.md §1, §10, §10.1).
 const wasiAllowed = new Set(["args_get", "args_sizes_get", "clock_res_get", "clock_time_get", "environ_get", "environ_sizes_get", "fd_close", "fd_fdstat_get", "fd_fdstat_set_flags", "fd_prestat_dir_name", "fd_prestat_get", "fd_seek", "fd_write", "poll_oneoff", "proc_exit", "random_get", "sched_yield"]);
 for (const im of WebAssembly.Module.imports(wasm)) {
-  assert.ok(im.module === "wasmstream_v1" || (im.module === "wasmstream_batch_v1" && im.name === "record_next") ||
+  assert.ok(im.module === "wasmstream_v1" || (im.module === "wasmstream_batch_v1" && (im.name === "record_next" || im.name === "completion_next")) ||
     (im.module === "wasi_snapshot_preview1" && wasiAllowed.has(im.name)), `import ${im.module}.${im.name}`);
 }
 const exps = new Set(WebAssembly.Module.exports(wasm).map((e) => e.name));
-for (const e of ["memory", "wasmstream_abi_version", "wasmstream_on_record", "wasmstream_on_complete", "wasmstream_on_batch_v1"]) assert.ok(exps.has(e), `export ${e}`);
+for (const e of ["memory", "wasmstream_abi_version", "wasmstream_on_record", "wasmstream_on_complete", "wasmstream_on_batch_v1", "wasmstream_on_completions_v1"]) assert.ok(exps.has(e), `export ${e}`);
 
 // ---- encoders written from ABI.md §5 ----
 const te = new TextEncoder();
@@ -123,6 +123,8 @@ const imports = {
       if (rec.b.length <= bn) new Uint8Array(mem.buffer).set(rec.b, bp);
       return rec.b.length;
     },
+    // The completions entry (§10.1) is tested inside the real host (host/completions_test.go).
+    completion_next() { return -1; },
   },
   wasi_snapshot_preview1: {
     fd_write(fd, iovs, n, nw) {

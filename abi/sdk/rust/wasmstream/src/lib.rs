@@ -59,6 +59,8 @@ pub use state::{
 #[doc(hidden)]
 pub mod __rt {
     pub use crate::rt::{on_batch, on_complete, on_record};
+    #[cfg(target_arch = "wasm32")]
+    pub use crate::rt::on_completions;
 }
 
 /// The ABI version this SDK implements.
@@ -67,9 +69,11 @@ pub const ABI_VERSION: i32 = 1;
 /// Registers the processing function, a `fn(&Record, &mut Emitter) ->
 /// Result<(), Error>`. Use it once, in the crate's root. On `wasm32` it
 /// exports `wasmstream_abi_version`, `wasmstream_on_record`,
-/// `wasmstream_on_complete` and the batch entry `wasmstream_on_batch_v1`
+/// `wasmstream_on_complete`, the batch entry `wasmstream_on_batch_v1`
 /// (ABI.md §10: the host may hand the function several records in one
-/// call, each decided as in a call of its own); elsewhere it expands to
+/// call, each decided as in a call of its own) and the completions entry
+/// `wasmstream_on_completions_v1` (§10.1: several completions in one call,
+/// each decided as in a call of its own); elsewhere it expands to
 /// nothing (tests call [`run`] with the function).
 #[macro_export]
 macro_rules! processor {
@@ -91,6 +95,10 @@ macro_rules! processor {
             #[no_mangle]
             pub extern "C" fn wasmstream_on_batch_v1(first: u32, count: u32, max_len: u32) -> i32 {
                 $crate::__rt::on_batch(first, count, max_len, &$f)
+            }
+            #[no_mangle]
+            pub extern "C" fn wasmstream_on_completions_v1(count: u32, max_len: u32) -> i32 {
+                $crate::__rt::on_completions(count, max_len)
             }
         };
         #[cfg(not(target_arch = "wasm32"))]

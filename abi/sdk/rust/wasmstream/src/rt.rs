@@ -211,13 +211,80 @@ fn emit_list(handle: u32, list: &mut Vec<u8>) -> Result<(), Errno> {
 
 /// `wasmstream_on_complete`.
 pub fn on_complete(handle: u32, op: u32, len: u32) -> i32 {
+    match read_result(handle, op, len) {
+        Ok(res) => complete(handle, op, res),
+        Err(st) => st,
+    }
+}
+
+/// Reads the result of operation op with `result_read`; the record's
+/// status when that fails.
+fn read_result(handle: u32, op: u32, len: u32) -> Result<Vec<u8>, i32> {
     let mut res = Vec::with_capacity(len as usize);
     let rc = sys::result_read(op, res.as_mut_ptr(), len);
     if rc < 0 || rc as u32 > len {
         WAITING.with(|w| w.borrow_mut().remove(&handle)); // the record fails
-        return fail(handle, &format!("result_read: {}", Errno(-rc)));
+        return Err(fail(handle, &format!("result_read: {}", Errno(-rc))));
     }
     unsafe { res.set_len(rc as usize) };
+    Ok(res)
+}
+
+/// The length of the header `completion_next` writes before a result:
+/// handle, op and the result's length, each a little-endian u32.
+#[cfg(target_arch = "wasm32")]
+const COMPLETION_HEADER: usize = 12;
+
+/// `wasmstream_on_completions_v1` (ABI.md §10.1): takes the queued
+/// completions one by one with `completion_next`, handing over each one's
+/// record status and output list, and delivers each as [`on_complete`]
+/// would. `max_len` is the longest header and result.
+#[cfg(target_arch = "wasm32")]
+pub fn on_completions(_count: u32, max_len: u32) -> i32 {
+    sys::init();
+    let mut buf: Vec<u8> = Vec::with_capacity((max_len as usize).max(COMPLETION_HEADER));
+    let mut status = OK;
+    loop {
+        let n = LIST.with(|l| {
+            let mut l = l.borrow_mut();
+            if status != OK && status != PENDING {
+                l.buf.clear(); // discarded with the record
+            }
+            let n = sys::completion_next(status, &l.buf, buf.as_mut_ptr(), buf.capacity().min(u32::MAX as usize) as u32);
+            l.buf.clear();
+            l.n = 0;
+            l.direct = false;
+            n
+        });
+        if n <= 0 {
+            return 0;
+        }
+        let n = n as usize;
+        // completion_next wrote the header, and the result when it fit,
+        // into the spare capacity.
+        unsafe { buf.set_len(if n <= buf.capacity() { n } else { COMPLETION_HEADER }) };
+        let word = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+        let (handle, op, size) = (word(0), word(4), word(8));
+        let res = if n <= buf.capacity() {
+            buf[COMPLETION_HEADER..n].to_vec() // the continuation owns its result
+        } else {
+            match read_result(handle, op, size) {
+                Ok(r) => r,
+                Err(st) => {
+                    status = st;
+                    continue;
+                }
+            }
+        };
+        BATCH_CUR.with(|c| c.set(handle));
+        status = complete(handle, op, res);
+        BATCH_CUR.with(|c| c.set(0));
+    }
+}
+
+/// Delivers the result res of operation op to its continuation and
+/// returns the record's status.
+fn complete(handle: u32, op: u32, res: Vec<u8>) -> i32 {
     let decoded = codec::decode_completion(&res).map(|(code, msg)| (code, msg.to_owned()));
     let live = matches!(decoded, Ok((code, _)) if code != codec::COMPLETION_CANCELED);
     // Take the continuation of op and, if there is one, the record's buffer.

@@ -36,6 +36,8 @@ mod imp {
     extern "C" {
         #[link_name = "record_next"]
         fn host_record_next(status: i32, out: *const u8, out_len: u32, buf: *mut u8, buf_len: u32) -> i32;
+        #[link_name = "completion_next"]
+        fn host_completion_next(status: i32, out: *const u8, out_len: u32, buf: *mut u8, buf_len: u32) -> i32;
     }
 
     thread_local! {
@@ -69,6 +71,9 @@ mod imp {
     }
     pub fn record_next(status: i32, out: &[u8], buf: *mut u8, buf_len: u32) -> i32 {
         unsafe { host_record_next(status, out.as_ptr(), out.len() as u32, buf, buf_len) }
+    }
+    pub fn completion_next(status: i32, out: &[u8], buf: *mut u8, buf_len: u32) -> i32 {
+        unsafe { host_completion_next(status, out.as_ptr(), out.len() as u32, buf, buf_len) }
     }
     pub fn with_out_buf<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         OUT_BUF.with(|b| f(&mut b.borrow_mut()))
@@ -112,6 +117,8 @@ mod imp {
 
 pub(crate) use imp::{async_start, init, log, record_read, result_read, set_error, state_delete, state_get, state_put, state_scan};
 pub(crate) use imp::record_next;
+#[cfg(target_arch = "wasm32")]
+pub(crate) use imp::completion_next;
 
 /// `emit` of an output already encoded.
 pub(crate) fn emit_raw(handle: u32, b: &[u8]) -> i32 {
