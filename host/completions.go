@@ -150,18 +150,12 @@ func (in *Instance) beginCompletion(now time.Time) *recState {
 		op := c.q[c.next]
 		c.next++
 		st := op.rec
-		if op.orphan || st.ended {
+		switch in.takeCompletion(op) {
+		case completionCanceled:
 			c.canceled = append(c.canceled, op)
 			continue
-		}
-		st.removeOp(op)
-		in.opsOut--
-		if obs := in.m.cfg.Observer; obs != nil {
-			obs.AsyncOp(st.tag, op.kind, op.desc, op.started, op.doneAt.Sub(op.started), outcomeOf(op.result))
-		}
-		if !time.Now().Before(st.deadline) {
-			op.result = nil
-			continue // expired: the next Poll fails it
+		case completionExpired:
+			continue // the next Poll fails it
 		}
 		if c.taken > 0 {
 			c.begun = now

@@ -639,17 +639,12 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 			break
 		}
 		st := op.rec
-		if op.orphan || st.ended {
+		switch in.takeCompletion(op) {
+		case completionCanceled:
 			in.deliverCanceled(ctx, op)
 			continue
-		}
-		st.removeOp(op)
-		in.opsOut--
-		if obs := in.m.cfg.Observer; obs != nil {
-			obs.AsyncOp(st.tag, op.kind, op.desc, op.started, op.doneAt.Sub(op.started), outcomeOf(op.result))
-		}
-		if !time.Now().Before(st.deadline) {
-			continue // expired: the next Poll fails it
+		case completionExpired:
+			continue // the next Poll fails it
 		}
 		res := in.call(ctx, st, op, func() ([]uint64, api.Function) {
 			in.stack[0], in.stack[1] = uint64(st.handle), uint64(op.id)
@@ -671,6 +666,34 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 		in.lost = nil
 	}
 	return out
+}
+
+// What takeCompletion found of a queued completion.
+const (
+	completionDue      = iota // for a record still waiting: deliver it
+	completionCanceled        // its record already ended: deliver it as canceled
+	completionExpired         // its record's deadline passed: not delivered (result dropped)
+)
+
+// takeCompletion takes op off its record's operations and the instance's
+// count in flight and tells the observer, unless its record already ended;
+// it says whether op is to be delivered. Poll's loop and the completions
+// entry (beginCompletion) both take completions through it.
+func (in *Instance) takeCompletion(op *opState) int {
+	st := op.rec
+	if op.orphan || st.ended {
+		return completionCanceled
+	}
+	st.removeOp(op)
+	in.opsOut--
+	if obs := in.m.cfg.Observer; obs != nil {
+		obs.AsyncOp(st.tag, op.kind, op.desc, op.started, op.doneAt.Sub(op.started), outcomeOf(op.result))
+	}
+	if !time.Now().Before(st.deadline) {
+		op.result = nil
+		return completionExpired
+	}
+	return completionDue
 }
 
 // deliverCanceled tells the guest an operation of a record that already
