@@ -83,13 +83,24 @@ func passthrough(b *testing.B, brokers []string, in, out string, n int) time.Dur
 func passthroughMap(b *testing.B, brokers []string, in, out string, n int, fn func(*kgo.Record) []byte) time.Duration {
 	var read batchRecords
 	defer func() { b.ReportMetric(float64(read.Load()-int64(n))/float64(n), "refetch/rec") }()
-	cl := kafkatest.Client(b, brokers, kgo.WithHooks(&read),
+	opts := []kgo.Opt{kgo.WithHooks(&read),
 		kgo.ConsumerGroup(fmt.Sprintf("bench-ref-%d", time.Now().UnixNano())),
 		kgo.ConsumeTopics(in),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(time.Second),
-	)
+	}
+	// franz-go's defaults, unless BENCH_REF_FETCH_PARTITION_BYTES sets the
+	// most one fetch asks of a partition (to compare with wasmstream's own
+	// default, kafka.fetch_max_partition_bytes).
+	if s := os.Getenv("BENCH_REF_FETCH_PARTITION_BYTES"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1024 {
+			b.Fatalf("BENCH_REF_FETCH_PARTITION_BYTES %q: want a number of bytes, at least 1024", s)
+		}
+		opts = append(opts, kgo.FetchMaxPartitionBytes(int32(v)))
+	}
+	cl := kafkatest.Client(b, brokers, opts...)
 	var acked atomic.Int64
 	done := make(chan struct{})
 	var start time.Time
