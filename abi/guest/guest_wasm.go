@@ -177,12 +177,8 @@ func onBatch(first, count, maxLen uint32) int32 {
 	status := abi.StatusOK
 	handle := first - 1
 	for {
-		if status != abi.StatusOK && status != abi.StatusPending {
-			batchOut = batchOut[:0] // discarded with the record
-		}
 		buf := inBuf[:cap(inBuf)]
-		n := hostRecordNext(int32(status), bytesPtr(batchOut), uint32(len(batchOut)), bytesPtr(buf), uint32(len(buf)))
-		batchOut = batchOut[:0]
+		n := handOver(status, hostRecordNext, buf)
 		if n <= 0 {
 			return 0
 		}
@@ -204,6 +200,20 @@ func onBatch(first, count, maxLen uint32) int32 {
 		status = run(handle, inBuf)
 		batchHandle = 0
 	}
+}
+
+// handOver ends the record in progress with status through pull
+// (record_next or completion_next, which also begins the next, writing it
+// into buf), handing over its outputs unless it failed (they are discarded
+// with it), and empties the list for the next record. It returns what pull
+// returned.
+func handOver(status abi.Status, pull func(status int32, out unsafe.Pointer, outLen uint32, buf unsafe.Pointer, bufLen uint32) int32, buf []byte) int32 {
+	if status != abi.StatusOK && status != abi.StatusPending {
+		batchOut = batchOut[:0]
+	}
+	n := pull(int32(status), bytesPtr(batchOut), uint32(len(batchOut)), bytesPtr(buf), uint32(len(buf)))
+	batchOut = batchOut[:0]
+	return n
 }
 
 func fail(handle uint32, msg string) int32 {
@@ -243,11 +253,7 @@ func onCompletions(count, maxLen uint32) int32 {
 	buf := compBuf[:cap(compBuf)]
 	status := abi.StatusOK
 	for {
-		if status != abi.StatusOK && status != abi.StatusPending {
-			batchOut = batchOut[:0] // discarded with the record
-		}
-		n := hostCompletionNext(int32(status), bytesPtr(batchOut), uint32(len(batchOut)), bytesPtr(buf), uint32(len(buf)))
-		batchOut = batchOut[:0]
+		n := handOver(status, hostCompletionNext, buf)
 		if n <= 0 {
 			return 0
 		}

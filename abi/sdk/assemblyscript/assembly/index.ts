@@ -762,6 +762,19 @@ function runRecord(fn: Processor, handle: u32, n: i32): i32 {
   return st;
 }
 
+// Ends the record in progress with status through pull (record_next or
+// completion_next, which also begins the next, writing it at buf), handing
+// over its output list unless it failed (its outputs are discarded with
+// it), and empties the list for the next record. Returns what pull returned.
+function handOver(status: i32, pull: (status: i32, out: usize, outLen: u32, buf: usize, bufLen: u32) => i32, buf: usize, bufLen: u32): i32 {
+  if (status != Status.OK && status != Status.PENDING) listW.reset();
+  const n = pull(status, listW.ptr, <u32>listW.len, buf, bufLen);
+  listW.reset();
+  listN = 0;
+  batchDirect = false;
+  return n;
+}
+
 /**
  * The batch entry (ABI.md §10): takes the batch's records one by one with
  * record_next, handing over each one's status and output list, and runs the
@@ -774,11 +787,7 @@ export function onBatch(first: u32, count: u32, maxLen: u32): i32 {
   for (;;) {
     // A new buffer only after a record that went pending (it kept its own).
     if (<u32>inBuf.length < maxLen) inBuf = new Uint8Array(<i32>maxLen);
-    if (status != Status.OK && status != Status.PENDING) listW.reset(); // discarded with the record
-    const n = host.record_next(status, listW.ptr, <u32>listW.len, inBuf.dataStart, <u32>inBuf.length);
-    listW.reset();
-    listN = 0;
-    batchDirect = false;
+    const n = handOver(status, host.record_next, inBuf.dataStart, <u32>inBuf.length);
     if (n <= 0) return 0;
     handle++;
     if (n > inBuf.length) {
@@ -831,11 +840,7 @@ export function onCompletions(count: u32, maxLen: u32): i32 {
   let status: i32 = Status.OK;
   if (<u32>compBuf.length < maxLen) compBuf = new Uint8Array(<i32>maxLen);
   for (;;) {
-    if (status != Status.OK && status != Status.PENDING) listW.reset(); // discarded with the record
-    const n = host.completion_next(status, listW.ptr, <u32>listW.len, compBuf.dataStart, <u32>compBuf.length);
-    listW.reset();
-    listN = 0;
-    batchDirect = false;
+    const n = handOver(status, host.completion_next, compBuf.dataStart, <u32>compBuf.length);
     if (n <= 0) return 0;
     const p = compBuf.dataStart;
     const handle = load<u32>(p), op = load<u32>(p + 4), size = load<u32>(p + 8);

@@ -123,17 +123,8 @@ where
         // A new buffer only after a record that went pending (it kept the
         // old one).
         buf.reserve(max_len as usize);
-        let n = LIST.with(|l| {
-            let mut l = l.borrow_mut();
-            if status != OK && status != PENDING {
-                l.buf.clear(); // discarded with the record
-            }
-            let n = sys::record_next(status, &l.buf, buf.as_mut_ptr(), buf.capacity().min(u32::MAX as usize) as u32);
-            l.buf.clear();
-            l.n = 0;
-            l.direct = false;
-            n
-        });
+        let (ptr, cap) = (buf.as_mut_ptr(), buf.capacity().min(u32::MAX as usize) as u32);
+        let n = hand_over(status, |st, list| sys::record_next(st, list, ptr, cap));
         if n <= 0 {
             IN_BUF.with(|b| *b.borrow_mut() = buf);
             return 0;
@@ -155,6 +146,24 @@ where
         status = run(handle, &mut buf, f);
         BATCH_CUR.with(|c| c.set(0));
     }
+}
+
+/// Ends the record in progress with status through pull (`record_next` or
+/// `completion_next`, which also begins the next), handing over its output
+/// list unless it failed (its outputs are discarded with it), and empties
+/// the list for the next record. Returns what pull returned.
+fn hand_over(status: i32, pull: impl FnOnce(i32, &[u8]) -> i32) -> i32 {
+    LIST.with(|l| {
+        let mut l = l.borrow_mut();
+        if status != OK && status != PENDING {
+            l.buf.clear();
+        }
+        let n = pull(status, &l.buf);
+        l.buf.clear();
+        l.n = 0;
+        l.direct = false;
+        n
+    })
 }
 
 /// Takes `o` into the output list when handle is the batch's record in
@@ -245,17 +254,8 @@ pub fn on_completions(_count: u32, max_len: u32) -> i32 {
     let mut buf: Vec<u8> = Vec::with_capacity((max_len as usize).max(COMPLETION_HEADER));
     let mut status = OK;
     loop {
-        let n = LIST.with(|l| {
-            let mut l = l.borrow_mut();
-            if status != OK && status != PENDING {
-                l.buf.clear(); // discarded with the record
-            }
-            let n = sys::completion_next(status, &l.buf, buf.as_mut_ptr(), buf.capacity().min(u32::MAX as usize) as u32);
-            l.buf.clear();
-            l.n = 0;
-            l.direct = false;
-            n
-        });
+        let (ptr, cap) = (buf.as_mut_ptr(), buf.capacity().min(u32::MAX as usize) as u32);
+        let n = hand_over(status, |st, list| sys::completion_next(st, list, ptr, cap));
         if n <= 0 {
             return 0;
         }
