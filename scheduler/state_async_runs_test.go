@@ -163,36 +163,9 @@ func testStateAsyncRuns(t *testing.T, broker func(t *testing.T) (brokers []strin
 // changelog) and the first leaves: the counts stay exact, and calls ran
 // several records.
 func TestStateAsyncRunsRebalance(t *testing.T) {
-	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
-	const n = 1000
-	rd := kafkatest.NewReader(t, brokers, "out")
-	host := func(id string) *Runner {
-		return startRunner(t, testConfigWith(t, brokers, "g", guestPath(t, "count-async"), "in", "out", "dlq",
-			stateConfig(t, brokers, t.TempDir(), "\n    ordering: key\n    batch_records: 32\n    instances: {min: 1, max: 2}"), "host:\n  id: "+id))
+	a, b := stateRebalance(t, "count-async", "\n    ordering: key\n    batch_records: 32\n    instances: {min: 1, max: 2}")
+	if a.Runs == 0 || b.Runs == 0 || b.RunRecords < 2*b.Runs {
+		t.Errorf("runs: a %d, b %d of %d records: the records were not run in runs", a.Runs, b.Runs, b.RunRecords)
 	}
-	a := host("a")
-	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
-	countState(t, rd, trueCounts(n, 1))
-	runsA := a.Snapshots()[0].Runs
-	b := host("b")
-	kafkatest.Eventually(t, time.Minute, "both hosts own partitions", func() bool {
-		return a.Snapshots()[0].Tasks > 0 && b.Snapshots()[0].Tasks > 0 && a.Snapshots()[0].Tasks+b.Snapshots()[0].Tasks == 4
-	})
-	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
-	countState(t, rd, trueCounts(n, 2))
-	a.Stop(context.Background())
-	kafkatest.Eventually(t, time.Minute, "b owns every partition", func() bool { return b.Snapshots()[0].Tasks == 4 })
-	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
-	top, _ := countState(t, rd, trueCounts(n, 3))
-	sb := b.Snapshots()[0]
-	b.Stop(context.Background())
-	checkCounts(t, top, trueCounts(n, 3))
-	if got := b.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
-		t.Error("b restored nothing from the changelog")
-	}
-	if runsA == 0 || sb.Runs == 0 || sb.RunRecords < 2*sb.Runs {
-		t.Errorf("runs: a %d, b %d of %d records: the records were not run in runs", runsA, sb.Runs, sb.RunRecords)
-	}
-	t.Logf("a: %d runs; b: %d runs of %d records", runsA, sb.Runs, sb.RunRecords)
+	t.Logf("a: %d runs; b: %d runs of %d records", a.Runs, b.Runs, b.RunRecords)
 }

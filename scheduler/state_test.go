@@ -331,17 +331,29 @@ func TestStateExactlyOnceAborts(t *testing.T) {
 // it, restored from the changelog), then the first leaves (all move back
 // to the second): the counts stay exact.
 func TestStateRebalance(t *testing.T) {
+	stateRebalance(t, "count", "")
+}
+
+// stateRebalance runs the state guest named guest (a count example, with
+// pipeline keys extra) on four partitions: on host a over n records, on a
+// and b (b joining) over n more, on b alone (a leaving) over n more. Every
+// key's count must come out exactly, and b must have restored partitions
+// from the changelog. It returns a's snapshot before b joined and b's at
+// the end.
+func stateRebalance(t *testing.T, guest, extra string) (a0, b1 Snapshot) {
+	t.Helper()
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
 	const n = 1000
 	rd := kafkatest.NewReader(t, brokers, "out")
 	host := func(id string) *Runner {
-		return startRunner(t, testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq",
-			stateConfig(t, brokers, t.TempDir(), ""), "host:\n  id: "+id))
+		return startRunner(t, testConfigWith(t, brokers, "g", guestPath(t, guest), "in", "out", "dlq",
+			stateConfig(t, brokers, t.TempDir(), extra), "host:\n  id: "+id))
 	}
 	a := host("a")
 	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
 	countState(t, rd, trueCounts(n, 1))
+	a0 = a.Snapshots()[0]
 	b := host("b")
 	kafkatest.Eventually(t, time.Minute, "both hosts own partitions", func() bool {
 		return a.Snapshots()[0].Tasks > 0 && b.Snapshots()[0].Tasks > 0 && a.Snapshots()[0].Tasks+b.Snapshots()[0].Tasks == 4
@@ -352,11 +364,13 @@ func TestStateRebalance(t *testing.T) {
 	kafkatest.Eventually(t, time.Minute, "b owns every partition", func() bool { return b.Snapshots()[0].Tasks == 4 })
 	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
 	top, _ := countState(t, rd, trueCounts(n, 3))
+	b1 = b.Snapshots()[0]
 	b.Stop(context.Background())
 	checkCounts(t, top, trueCounts(n, 3))
 	if got := b.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
 		t.Error("b restored nothing from the changelog")
 	}
+	return a0, b1
 }
 
 // TestStateCommitAfterLostPartition: at_least_once, a partition lost while
