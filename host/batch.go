@@ -51,6 +51,7 @@ type batchState struct {
 	out    []Outcome
 	next   int           // the record record_next begins next
 	cur    int           // the record in progress (in.cur); -1: none
+	start  time.Time     // when the call began (its slot taken): see now
 	begun  time.Time     // when the record in progress began
 	paused time.Duration // waits for a guest-call slot between records
 	failed bool          // a record ended retry or fail (StopBatchAfterFailure)
@@ -162,7 +163,7 @@ func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []
 		return 0
 	}
 	// The guest's work before its first record_next is the first record's.
-	b.begun = start
+	b.start, b.begun = start, start
 	in.fuel.startCall(ctx, start.Add(in.m.limits.RecordTimeout), "record")
 	in.inBatch = true
 	s := in.stack[:3]
@@ -311,6 +312,12 @@ func (in *Instance) beginBatchRecord(now time.Time) *recState {
 	return st
 }
 
+// now is the time within the call: its start plus the monotonic time since.
+// It reads one clock where time.Now reads two (the wall clock and the
+// monotonic one), once a record; the wall time it gives (for spans) moves
+// with the monotonic clock from the call's start.
+func (b *batchState) now() time.Time { return b.start.Add(time.Since(b.start)) }
+
 // batchEnded gives the guest's work after the batch's last record a
 // deadline of its own.
 func (in *Instance) batchEnded(now time.Time, timeout time.Duration) {
@@ -424,7 +431,7 @@ func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
 	}
-	now := time.Now() // one record's end, the next one's start
+	now := in.batch.now() // one record's end, the next one's start
 	if st := in.cur; st != nil {
 		var list []byte
 		if outLen > 0 {
