@@ -3,17 +3,17 @@
 // onwards, wrapping around its end. A push writes the slot after the last
 // item, a pop the head's, and PushFront the slot before the head, so a queue
 // that is filled and drained over and over stops allocating once it has
-// grown to its working size, and never copies an item to make room.
+// grown to its working size, and moves no item except to grow or shrink.
 //
 // It grows only when full, by doubling (one allocation and one copy of the
 // items, unwrapped to the start of the new slice): a queue that reaches n
-// items has allocated under 4n slots in all, against about 12n for an
-// append-grown slice compacted when its dead front outgrows its live part
-// (the queue this one replaced). It shrinks when a whole turn of the ring
-// (as many pops as it has slots) went by without the queue ever being more
-// than a quarter full: to twice that peak, never below shrinkFloor slots. A
-// queue that empties between bursts therefore keeps its storage, and one
-// whose load dropped for good gives most of it back.
+// items holds under 2n slots and has allocated under 4n in all, against
+// about 2.5n and 9n for an append-grown slice compacted when its dead front
+// outgrows its live part (the queue this one replaced). It shrinks when a
+// whole turn of the ring (as many pops as it has slots) went by without the
+// queue ever being more than a quarter full: to twice that peak, never below
+// shrinkFloor slots. A queue that empties between bursts therefore keeps its
+// storage, and one whose load dropped for good gives most of it back.
 package fifo
 
 // shrinkFloor is the capacity below which a queue is never shrunk: small
