@@ -1,8 +1,9 @@
 package offsets
 
 import (
-	"sort"
 	"sync"
+
+	"github.com/wasmstream/wasmstream/scheduler/internal/fifo"
 )
 
 // Tracker holds, for one partition, every fetched record that is not yet
@@ -12,12 +13,16 @@ import (
 // durable. See RATIONALE.md, "Committing: the watermark".
 //
 // Records are added in offset order (one fetch stream per partition) but may
-// be marked done in any order. Safe for concurrent use.
+// be marked done in any order. The entries sit in a fifo.Queue (a ring
+// buffer): adding one writes the slot after the last, the done prefix leaves
+// from the front, and Done finds its entry by binary search over the queue's
+// positions, so once the ring has grown to the partition's working size
+// (what it holds fetched ahead) the tracker allocates nothing. Safe for
+// concurrent use.
 type Tracker struct {
 	mu      sync.Mutex
-	live    int     // entries not done
-	entries []entry // entries[head:] are live, offsets increasing
-	head    int
+	live    int               // entries not done
+	entries fifo.Queue[entry] // from the first entry not done, offsets increasing
 	// next is the watermark when every live entry is done: one past the
 	// highest offset seen; valid when seen.
 	next      int64
@@ -34,7 +39,7 @@ type entry struct {
 // Add records that offset was fetched.
 func (t *Tracker) Add(offset int64, epoch int32) {
 	t.mu.Lock()
-	t.entries = append(t.entries, entry{offset: offset, epoch: epoch})
+	t.entries.Push(entry{offset: offset, epoch: epoch})
 	t.live++
 	t.mu.Unlock()
 }
@@ -43,23 +48,20 @@ func (t *Tracker) Add(offset int64, epoch int32) {
 func (t *Tracker) Done(offset int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	live := t.entries[t.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset })
-	if i == len(live) || live[i].offset != offset || live[i].done {
+	q := &t.entries
+	i := q.Index(func(e *entry) bool { return e.offset >= offset })
+	if i == q.Len() {
 		return false
 	}
-	live[i].done = true
-	t.live--
-	for t.head < len(t.entries) && t.entries[t.head].done {
-		e := t.entries[t.head]
-		t.next, t.nextEpoch, t.seen = e.offset+1, e.epoch, true
-		t.head++
+	e := q.At(i)
+	if e.offset != offset || e.done {
+		return false
 	}
-	// Compact once the dead prefix dominates, so memory follows the live set.
-	if t.head > 1024 && t.head*2 > len(t.entries) {
-		n := copy(t.entries, t.entries[t.head:])
-		t.entries = t.entries[:n]
-		t.head = 0
+	e.done = true
+	t.live--
+	for q.Len() > 0 && q.At(0).done {
+		f, _ := q.Pop()
+		t.next, t.nextEpoch, t.seen = f.offset+1, f.epoch, true
 	}
 	return true
 }
@@ -85,15 +87,15 @@ func (t *Tracker) Pending() int {
 func (t *Tracker) CommitPoint() (offset int64, epoch int32, doneAbove []int64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	live := t.entries[t.head:]
+	q := &t.entries
 	switch {
-	case len(live) > 0:
-		offset, epoch = live[0].offset, -1
+	case q.Len() > 0:
+		offset, epoch = q.At(0).offset, -1
 		if t.seen {
 			epoch = t.nextEpoch
 		}
-		for _, e := range live[1:] {
-			if e.done {
+		for i := 1; i < q.Len(); i++ {
+			if e := q.At(i); e.done {
 				doneAbove = append(doneAbove, e.offset)
 			}
 		}
