@@ -177,6 +177,10 @@ func newHTTPOp(cfg HTTPConfig) *httpOp {
 	return op
 }
 
+// closeIdle closes the idle connections of op's transport: its module
+// closed.
+func (op *httpOp) closeIdle() { op.client.CloseIdleConnections() }
+
 // allowed checks u against the allow list.
 func (op *httpOp) allowed(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
