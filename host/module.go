@@ -269,6 +269,14 @@ func (m *Module) CoreUse() (busy time.Duration, cores int) {
 // summary of guest log lines dropped since the last one.
 func (m *Module) Close(ctx context.Context) error {
 	m.flushLogSummary()
+	// The module's HTTP connections (one transport per module) would
+	// otherwise stay open, each with its reading and writing goroutines,
+	// until their idle timeout; requests still running keep theirs.
+	for _, op := range m.ops {
+		if c, ok := op.(interface{ closeIdle() }); ok {
+			c.closeIdle()
+		}
+	}
 	return m.rt.Close(ctx)
 }
 

@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -176,6 +177,10 @@ func newHTTPOp(cfg HTTPConfig) *httpOp {
 	return op
 }
 
+// closeIdle closes the idle connections of op's transport: its module
+// closed.
+func (op *httpOp) closeIdle() { op.client.CloseIdleConnections() }
+
 // allowed checks u against the allow list.
 func (op *httpOp) allowed(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
@@ -227,14 +232,15 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 	rctx, cancel := withTimeout(ctx, timeout)
 	// The body is a copy: req's aliases the guest's memory, which the guest
 	// goes on writing while the request is sent (one over the limit is
-	// refused below, and not copied).
-	var body []byte
-	if len(req.Body) <= op.cfg.MaxRequestBytes {
-		body = bytes.Clone(req.Body)
+	// refused below, and not copied). No body, or an empty one, is
+	// http.NoBody (set below), without a reader to make.
+	var body io.Reader
+	if len(req.Body) > 0 && len(req.Body) <= op.cfg.MaxRequestBytes {
+		body = bytes.NewReader(bytes.Clone(req.Body))
 	}
 	// The request parses the URL, once: the allow list checks what it
 	// will request. Nothing is sent before Do.
-	hr, err := http.NewRequestWithContext(rctx, req.Method, req.URL, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(rctx, req.Method, req.URL, body)
 	if err != nil {
 		cancel()
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
@@ -250,7 +256,7 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 		cancel()
 		return refuse("request body of %d bytes exceeds %s.max_request_bytes (%d)", len(req.Body), op.cfg.ConfigKey, op.cfg.MaxRequestBytes)
 	}
-	if req.Body == nil {
+	if body == nil {
 		hr.Body, hr.ContentLength = http.NoBody, 0
 	}
 	for _, h := range req.Headers {
@@ -302,16 +308,68 @@ func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duratio
 		return tooLarge(fmt.Sprintf("%d bytes of status line and headers", head))
 	}
 	room := op.cfg.MaxResponseBytes - head
-	body, err := io.ReadAll(io.LimitReader(resp.Body, room+1))
+	// The completion is encoded first with a null body, whose length the
+	// body read into the same buffer then replaces: one allocation, sized
+	// by Content-Length when the server sends one within the cap (and a
+	// byte more, where the read meets the end of the body).
+	hint := int64(512)
+	if resp.ContentLength >= 0 && resp.ContentLength <= room {
+		hint = resp.ContentLength + 1
+	}
+	vals := 0
+	for _, vs := range resp.Header {
+		vals += len(vs)
+	}
+	b := make([]byte, 1, 1+4+4+int(head)+8*vals+4+int(hint))
+	b[0] = abi.CompletionOK
+	b = abi.AppendHTTPResponseOf(b, resp.StatusCode, resp.Header, nil)
+	at := len(b)
+	b, err = appendBounded(b, resp.Body, room)
 	if err != nil {
 		return fail(err)
 	}
-	if int64(len(body)) > room {
+	n := int64(len(b) - at)
+	if n > room {
 		return tooLarge(fmt.Sprintf("%d bytes of status line and headers, then a body of more than %d", head, room))
 	}
-	b := make([]byte, 1, 1+4+4+int(head)+8*len(resp.Header)+4+len(body))
-	b[0] = abi.CompletionOK
-	return abi.AppendHTTPResponseOf(b, resp.StatusCode, resp.Header, body)
+	binary.LittleEndian.PutUint32(b[at-4:at], uint32(n))
+	return b
+}
+
+// appendBounded appends what r reads to b until io.EOF or until it has
+// appended more than max bytes (max+1 at most: the caller refuses those).
+// It grows b by doubling, never past max+1 bytes appended.
+func appendBounded(b []byte, r io.Reader, max int64) ([]byte, error) {
+	start := len(b)
+	for {
+		got := int64(len(b) - start)
+		if got > max {
+			return b, nil
+		}
+		left := max + 1 - got
+		if len(b) == cap(b) {
+			grow := int64(cap(b))
+			if grow < 512 {
+				grow = 512
+			}
+			if grow > left {
+				grow = left
+			}
+			b = append(b[:cap(b)], make([]byte, grow)...)[:len(b)]
+		}
+		spare := b[len(b):cap(b)]
+		if int64(len(spare)) > left {
+			spare = spare[:left]
+		}
+		n, err := r.Read(spare)
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // headerSize is what a response's status line and headers count against

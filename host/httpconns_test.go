@@ -1,0 +1,188 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/tests/lookupsrv"
+)
+
+// connCountingServer serves handler and counts the connections clients
+// opened to it.
+func connCountingServer(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(handler)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// startGET starts a GET of u with op and returns where its completion comes.
+func startGET(t *testing.T, op *httpOp, u string) <-chan []byte {
+	t.Helper()
+	got := make(chan []byte, 1)
+	req := abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "GET", URL: u})
+	if _, err := op.Start(context.Background(), req, func(res []byte) { got <- res }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func okBody(t *testing.T, res []byte) []byte {
+	t.Helper()
+	c, err := abi.DecodeCompletion(res)
+	if err != nil || c.Code != abi.CompletionOK {
+		t.Fatalf("completion %+v %v", c, err)
+	}
+	r, err := abi.DecodeHTTPResponse(c.Payload)
+	if err != nil || r.Status != http.StatusOK {
+		t.Fatalf("response %+v %v", r, err)
+	}
+	return r.Body
+}
+
+// Lookups to one service reuse the pipeline's connections: sequential ones
+// one connection, L concurrent ones at most L, round after round (none is
+// closed for want of room among the idle ones and dialled again).
+func TestHTTPConnectionsReused(t *testing.T) {
+	var release chan struct{}
+	var mu sync.Mutex
+	srv, conns := connCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		wait := release
+		mu.Unlock()
+		if wait != nil {
+			<-wait
+		}
+		w.Write([]byte(`{"id":"` + strings.TrimPrefix(r.URL.Path, "/users/") + `"}`))
+	})
+	op := newHTTPOp(HTTPConfig{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	for i := 0; i < 50; i++ {
+		if b := okBody(t, <-startGET(t, op, srv.URL+"/users/"+strconv.Itoa(i))); string(b) != `{"id":"`+strconv.Itoa(i)+`"}` {
+			t.Fatalf("body %q", b)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("50 sequential lookups opened %d connections, want 1", n)
+	}
+
+	const L = 64
+	for round := 0; round < 3; round++ {
+		mu.Lock()
+		release = make(chan struct{})
+		mu.Unlock()
+		var dones []<-chan []byte
+		for i := 0; i < L; i++ {
+			dones = append(dones, startGET(t, op, srv.URL+"/users/c"+strconv.Itoa(i)))
+		}
+		// Every request is at the service (or on its way) before any answers.
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		close(release)
+		release = nil
+		mu.Unlock()
+		for _, d := range dones {
+			okBody(t, <-d)
+		}
+	}
+	if n := conns.Load(); n > L+1 {
+		t.Fatalf("3 rounds of %d concurrent lookups opened %d connections, want at most %d", L, n, L+1)
+	}
+	t.Logf("connections: %d", conns.Load())
+}
+
+// A response body reaches the guest whole up to the cap, whether the
+// service sends a Content-Length or chunks, and one byte more than the cap
+// allows is an error.
+func TestHTTPResponseBodySizes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+		if r.URL.Query().Get("chunked") != "" {
+			w.Header().Set("Content-Type", "text/plain")
+			half := n / 2
+			w.Write(body[:half])
+			w.(http.Flusher).Flush()
+			w.Write(body[half:])
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		w.Write(body)
+	}))
+	defer srv.Close()
+	const max = 64 << 10
+	op := newHTTPOp(HTTPConfig{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}, MaxResponseBytes: max})
+	for _, chunked := range []string{"", "1"} {
+		for _, n := range []int{0, 1, 511, 512, 513, 4096, 40000, 60000} {
+			u := srv.URL + "/?n=" + strconv.Itoa(n) + "&chunked=" + chunked
+			got := okBody(t, <-startGET(t, op, u))
+			want := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+			if !bytes.Equal(got, want) || got == nil {
+				t.Fatalf("chunked=%q n=%d: body of %d bytes (nil %v), want %d", chunked, n, len(got), got == nil, n)
+			}
+		}
+		// Past the cap with the headers: an error naming the key.
+		c, err := abi.DecodeCompletion(<-startGET(t, op, srv.URL+"/?n="+strconv.Itoa(max)+"&chunked="+chunked))
+		if err != nil || c.Code != abi.CompletionError || !strings.Contains(c.Message, "then a body of more than") {
+			t.Fatalf("chunked=%q: over the cap: %+v %v", chunked, c, err)
+		}
+	}
+}
+
+// A module's connections close with it: a replaced pipeline's module does
+// not keep them (and their goroutines) open until they have been idle long
+// enough.
+func TestHTTPConnectionsCloseWithModule(t *testing.T) {
+	var opened, closed atomic.Int64
+	srv := lookupsrv.Handler(nil)
+	srv.Server = httptest.NewUnstartedServer(srv)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	m, _ := loadLookupWasm(t, guest(t, "plugins/examples/lookup"), srv, Limits{RecordTimeout: 10 * time.Second})
+	in := newInstance(t, m)
+	const n = 8
+	for i := 0; i < n; i++ {
+		if res := in.Process(context.Background(), rec(fmt.Sprint("k", i), ""), i); res.Status != abi.StatusPending {
+			t.Fatalf("record %d: %v %v", i, res.Status, res.Err)
+		}
+	}
+	for tag, res := range drain(t, in, n, 10*time.Second) {
+		if res.Err != nil || len(res.Outputs) != 1 {
+			t.Fatalf("record %v: %+v", tag, res)
+		}
+	}
+	if opened.Load() == 0 || closed.Load() != 0 {
+		t.Fatalf("before Close: %d connections opened, %d closed", opened.Load(), closed.Load())
+	}
+	m.Close(context.Background())
+	for end := time.Now().Add(5 * time.Second); closed.Load() < opened.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("after Close: %d of %d connections closed", closed.Load(), opened.Load())
+		}
+	}
+}
