@@ -39,9 +39,9 @@ const DefaultBatchRecords = 64
 // set: 256 KiB, a quarter of the Java consumer's max.partition.fetch.bytes.
 // A fetch of 1 MiB brings ~8,000 small records a partition at once, far
 // more than keeps a worker busy until the next fetch returns; those records
-// wait, decoded, out of the processor's cache and in the heap the collector
-// marks. A quarter of that halved the peak memory and cut ~15% of the CPU a
-// record (RATIONALE.md, "Fetching a quarter mebibyte a partition").
+// wait, decoded, in the heap. A quarter of that halved the peak memory of
+// the throughput benchmark (RATIONALE.md, "Fetching a quarter mebibyte a
+// partition").
 const DefaultFetchMaxPartitionBytes = 256 << 10
 
 // Defaults that depend on other keys (applyDefaults).
