@@ -18,9 +18,10 @@ const module = "github.com/wasmstream/wasmstream/"
 // the floors below its own, never one of its own floor. The record engine's
 // packages take their place here as they move out of package scheduler.
 var engineFloors = map[string]int{
+	// floor 0: containers that know nothing of records
+	"fifo": 0,
 	// floor 1: leaves of the record path
 	"offsets":    1,
-	"fifo":       1,
 	"sizing":     1,
 	"statestore": 1,
 	"kafkaerr":   1,
