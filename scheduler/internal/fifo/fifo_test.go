@@ -2,6 +2,7 @@ package fifo
 
 import (
 	"math/rand"
+	"slices"
 	"testing"
 )
 
@@ -73,18 +74,6 @@ func contents(t *testing.T, q *Queue[int]) []int {
 	return got
 }
 
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestWrapAround(t *testing.T) {
 	var q Queue[int]
 	for i := 0; i < 8; i++ {
@@ -99,7 +88,7 @@ func TestWrapAround(t *testing.T) {
 	if len(q.buf) != 8 || q.head != 5 {
 		t.Fatalf("capacity %d, head %d: not wrapped", len(q.buf), q.head)
 	}
-	if got := contents(t, &q); !equal(got, []int{5, 6, 7, 8, 9, 10, 11, 12}) {
+	if got := contents(t, &q); !slices.Equal(got, []int{5, 6, 7, 8, 9, 10, 11, 12}) {
 		t.Fatalf("wrapped ring holds %v", got)
 	}
 	// Growing while wrapped unwraps in order.
@@ -130,7 +119,7 @@ func TestPushFrontWrapped(t *testing.T) {
 	q.PushFront(-2)
 	q.PushFront(-3)
 	q.PushFront(-4) // full, front at slot 4
-	if got := contents(t, &q); !equal(got, []int{-4, -3, -2, -1, 0, 1, 2, 3}) {
+	if got := contents(t, &q); !slices.Equal(got, []int{-4, -3, -2, -1, 0, 1, 2, 3}) {
 		t.Fatalf("holds %v", got)
 	}
 	// PushFront on a full wrapped ring grows it.
@@ -138,7 +127,7 @@ func TestPushFrontWrapped(t *testing.T) {
 	if len(q.buf) != 16 {
 		t.Fatalf("capacity %d", len(q.buf))
 	}
-	if got := contents(t, &q); !equal(got, []int{-5, -4, -3, -2, -1, 0, 1, 2, 3}) {
+	if got := contents(t, &q); !slices.Equal(got, []int{-5, -4, -3, -2, -1, 0, 1, 2, 3}) {
 		t.Fatalf("after growth holds %v", got)
 	}
 	// A popped item put back is the next pop again.
@@ -167,7 +156,7 @@ func TestSearchEachWrapped(t *testing.T) {
 	for v := 0; v < 16; v++ {
 		want = append(want, v*10)
 	}
-	if got := contents(t, &q); !equal(got, want) {
+	if got := contents(t, &q); !slices.Equal(got, want) {
 		t.Fatalf("each %v", got)
 	}
 	for x := -5; x <= 160; x++ {
@@ -275,7 +264,7 @@ func TestAgainstSlice(t *testing.T) {
 			model = append([]int{-next}, model...)
 			next++
 		case r < 99:
-			if got := contents(t, &q); !equal(got, model) {
+			if got := contents(t, &q); !slices.Equal(got, model) {
 				t.Fatalf("op %d: holds %v, want %v", op, got, model)
 			}
 		default:

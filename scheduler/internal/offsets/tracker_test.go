@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"math/rand"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -129,7 +130,7 @@ func TestTrackerWrapped(t *testing.T) {
 		t.Fatal("done twice, below the watermark or above what was added")
 	}
 	off, ep, above, ok := tr.CommitPoint()
-	if !ok || off != 10 || ep != 1 || !equal(above, []int64{12, 15, 17, 21}) {
+	if !ok || off != 10 || ep != 1 || !slices.Equal(above, []int64{12, 15, 17, 21}) {
 		t.Fatalf("commit point %d %d %v %v", off, ep, above, ok)
 	}
 	// Grow while wrapped: the order survives.
@@ -141,7 +142,7 @@ func TestTrackerWrapped(t *testing.T) {
 		tr.Done(o)
 	}
 	off, ep, above, _ = tr.CommitPoint()
-	if off != 16 || ep != 1 || !equal(above, []int64{17, 21, 33}) {
+	if off != 16 || ep != 1 || !slices.Equal(above, []int64{17, 21, 33}) {
 		t.Fatalf("commit point %d %d %v", off, ep, above)
 	}
 	if tr.Pending() != 36-19 {
@@ -151,21 +152,9 @@ func TestTrackerWrapped(t *testing.T) {
 		tr.Done(o)
 	}
 	off, ep, above, _ = tr.CommitPoint()
-	if off != 30 || ep != 2 || !equal(above, []int64{33}) {
+	if off != 30 || ep != 2 || !slices.Equal(above, []int64{33}) {
 		t.Fatalf("commit point %d %d %v", off, ep, above)
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestTrackerAgainstModel adds offsets with gaps in bursts and marks them
@@ -237,7 +226,7 @@ func TestTrackerAgainstModel(t *testing.T) {
 			if wm >= 0 {
 				wantEp = wmEpoch
 			}
-			if !ok || off != added[0] || ep != wantEp || !equal(above, want) {
+			if !ok || off != added[0] || ep != wantEp || !slices.Equal(above, want) {
 				t.Fatalf("step %d: commit point %d %d %d done above %v, want %d %d %d", step, off, ep, len(above), ok, added[0], wantEp, len(want))
 			}
 		case wm >= 0:
@@ -274,7 +263,7 @@ func TestTrackerLoadThenTrickle(t *testing.T) {
 		tr.Done(o + 3)
 		if o%4096 == 0 {
 			off, ep, above, ok := tr.CommitPoint()
-			if !ok || off != o || ep != 1 || !equal(above, []int64{o + 1, o + 2, o + 3}) {
+			if !ok || off != o || ep != 1 || !slices.Equal(above, []int64{o + 1, o + 2, o + 3}) {
 				t.Fatalf("at %d: commit point %d %d, %d done above, %v", o, off, ep, len(above), ok)
 			}
 		}
