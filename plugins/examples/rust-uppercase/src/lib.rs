@@ -54,12 +54,12 @@ pub fn to_upper(s: &[u8]) -> Vec<u8> {
 /// Go's `bytes.ToUpper`, into b (cleared first).
 pub fn to_upper_into(b: &mut Vec<u8>, s: &[u8]) {
     b.clear();
-    if s.is_ascii() {
-        b.extend(s.iter().map(|c| c.to_ascii_uppercase()));
-        return;
-    }
     b.reserve(s.len() + 8);
-    let mut rest = s;
+    // The ASCII run at the start, the common case, in one pass; the rest
+    // (from the first word holding a byte over 0x7f) one character at a
+    // time. Every byte before the rest is ASCII: it starts a character.
+    let n = upper_ascii_prefix(b, s);
+    let mut rest = &s[n..];
     while !rest.is_empty() {
         let (valid, bad) = match std::str::from_utf8(rest) {
             Ok(v) => (v, false),
@@ -76,6 +76,35 @@ pub fn to_upper_into(b: &mut Vec<u8>, s: &[u8]) {
             rest = &rest[1..];
         }
     }
+}
+
+/// Appends the upper case of the ASCII bytes at the start of s to b, eight
+/// at a time, and returns how many it took: a word with a byte over 0x7f
+/// ends the run, as does a byte over 0x7f in the last seven. In a word of
+/// ASCII bytes a byte is a lower-case letter when adding 0x1f carries it
+/// past 0x7f ('a' and above) and adding 0x05 does not ('z' and below); each
+/// such byte loses 0x20.
+fn upper_ascii_prefix(b: &mut Vec<u8>, s: &[u8]) -> usize {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = s.chunks_exact(8);
+    let mut n = 0;
+    for w in &mut words {
+        let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        if v & HIGH != 0 {
+            return n;
+        }
+        let lower = v.wrapping_add(0x1f1f_1f1f_1f1f_1f1f) & !v.wrapping_add(0x0505_0505_0505_0505) & HIGH;
+        b.extend_from_slice(&(v - (lower >> 2)).to_le_bytes());
+        n += 8;
+    }
+    for &c in words.remainder() {
+        if c >= 0x80 {
+            break;
+        }
+        b.push(c.to_ascii_uppercase());
+        n += 1;
+    }
+    n
 }
 
 /// Go's `unicode.ToUpper`: the simple (one character) uppercase mapping.

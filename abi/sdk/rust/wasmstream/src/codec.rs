@@ -22,6 +22,11 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// The decoder's reads are inlined whole into `decode_record`, each error
+/// made out of line: in a module every call costs a frame on the shadow
+/// stack and the host's fuel charge, and a record's decoding took half
+/// again the host's own cost per record as eight calls (BENCHMARKS.md,
+/// "The Rust SDK's decoding inlined").
 pub(crate) struct Decoder<'a> {
     pub b: &'a [u8],
     pub off: usize,
@@ -37,21 +42,26 @@ impl<'a> Decoder<'a> {
     fn fail<T>(&self, msg: String) -> R<T> {
         Err(DecodeError { what: self.what, at: self.off, msg })
     }
-    #[inline]
+    #[cold]
+    #[inline(never)]
+    fn short<T>(&self, n: usize) -> R<T> {
+        self.fail(format!("need {} bytes, have {}", n, self.b.len() - self.off))
+    }
+    #[inline(always)]
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
         if n > self.b.len() - self.off {
-            return self.fail(format!("need {} bytes, have {}", n, self.b.len() - self.off));
+            return self.short(n);
         }
         let s = &self.b[self.off..self.off + n];
         self.off += n;
         Ok(s)
     }
-    #[inline]
+    #[inline(always)]
     pub fn u32(&mut self) -> R<u32> {
         let s = self.take(4)?;
         Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
     }
-    #[inline]
+    #[inline(always)]
     pub fn u64(&mut self) -> R<u64> {
         let s = self.take(8)?;
         let mut a = [0u8; 8];
@@ -59,14 +69,15 @@ impl<'a> Decoder<'a> {
         Ok(u64::from_le_bytes(a))
     }
     /// A string's bytes (u32 length + bytes).
-    #[inline]
+    #[inline(always)]
     pub fn str_bytes(&mut self) -> R<&'a [u8]> {
         let n = self.u32()?;
         if n > i32::MAX as u32 {
-            return self.fail(format!("string length {}", n));
+            return self.bad_len("string length", n as i64);
         }
         self.take(n as usize)
     }
+    #[inline(always)]
     pub fn str(&mut self) -> R<&'a str> {
         let at = self.off;
         let b = self.str_bytes()?;
@@ -75,18 +86,24 @@ impl<'a> Decoder<'a> {
             Err(_) => Err(DecodeError { what: self.what, at, msg: "string is not UTF-8".into() }),
         }
     }
-    #[inline]
+    #[cold]
+    #[inline(never)]
+    fn bad_len<T>(&self, what: &str, n: i64) -> R<T> {
+        self.fail(format!("{} {}", what, n))
+    }
+    #[inline(always)]
     pub fn bytes(&mut self) -> R<Option<&'a [u8]>> {
         let n = self.u32()? as i32;
         if n == -1 {
             return Ok(None);
         }
         if n < -1 {
-            return self.fail(format!("length {}", n));
+            return self.bad_len("length", n as i64);
         }
         self.take(n as usize).map(Some)
     }
     /// Headers, checked whole, kept encoded (decoded again when iterated).
+    #[inline(always)]
     pub fn headers(&mut self) -> R<Headers<'a>> {
         let n = self.u32()?;
         if n == 0 {
@@ -102,6 +119,7 @@ impl<'a> Decoder<'a> {
         }
         Ok(Headers { count: n, raw: &self.b[start..self.off] })
     }
+    #[inline(always)]
     pub fn finish(&self) -> R<()> {
         if self.off != self.b.len() {
             return self.fail(format!("{} trailing bytes after {}", self.b.len() - self.off, self.what));
