@@ -206,6 +206,51 @@ func TestDecodeRecordFastSameAsDecoder(t *testing.T) {
 	}
 }
 
+// decodeOutputFast (DecodeOutput's path for outputs without headers)
+// decodes what the decoder decodes, and leaves to it everything else:
+// outputs of every shape, each cut short at every length and with a byte
+// past its end, decode the same both ways (same error or none, same
+// output: null stays null, capacities capped).
+func TestDecodeOutputFastSameAsDecoder(t *testing.T) {
+	outs := []Output{
+		{Topic: "side", Partition: 3, Key: []byte("k"), Value: []byte("v")},
+		{Partition: -1},
+		{Topic: "t", Partition: -1, Key: []byte{}, Value: []byte{}},
+		{Partition: -2, Value: []byte("v")},
+		{Topic: "topic", Partition: 0, Key: []byte("key"), Value: []byte("value"), Headers: []Header{{Key: "h", Value: []byte("x")}}},
+	}
+	slow := func(b []byte) (Output, error) {
+		var o Output
+		d := decoder{b: b}
+		o.Topic, o.Partition = d.str(), int32(d.u32())
+		o.Key, o.Value, o.Headers = d.bytes(), d.bytes(), d.headers(MaxHeaders)
+		if d.err == nil && o.Partition < -1 {
+			d.fail("partition %d (want -1 or >= 0)", o.Partition)
+		}
+		return o, d.finish("output")
+	}
+	for _, out := range outs {
+		full := AppendOutput(nil, &out)
+		for _, b := range [][]byte{full, append(slices.Clone(full), 0)} {
+			for n := 0; n <= len(b); n++ {
+				in := b[:n:n]
+				want, werr := slow(in)
+				got, gerr := DecodeOutput(in)
+				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+					t.Fatalf("%d of %d bytes: error %v, the decoder's %v", n, len(b), gerr, werr)
+				}
+				if werr != nil {
+					continue
+				}
+				same := func(x, y []byte) bool { return bytes.Equal(x, y) && (x == nil) == (y == nil) && cap(x) == len(x) }
+				if got.Topic != want.Topic || got.Partition != want.Partition || !same(got.Key, want.Key) || !same(got.Value, want.Value) || len(got.Headers) != len(want.Headers) {
+					t.Fatalf("%d of %d bytes: %+v, the decoder's %+v", n, len(b), got, want)
+				}
+			}
+		}
+	}
+}
+
 // AppendOutputList is a u32 length and AppendOutput's encoding, whatever
 // the output (its body is AppendOutput's written out).
 func TestAppendOutputListIsAppendOutput(t *testing.T) {

@@ -24,9 +24,9 @@ impl std::error::Error for DecodeError {}
 
 /// The decoder's reads are inlined whole into `decode_record`, each error
 /// made out of line: in a module every call costs a frame on the shadow
-/// stack and the host's fuel charge, and a record's decoding took half
-/// again the host's own cost per record as eight calls (BENCHMARKS.md,
-/// "The Rust SDK's decoding inlined").
+/// stack and the host's fuel charge, and as eight calls a record's decoding
+/// cost two thirds as much as the host's own work for the record
+/// (BENCHMARKS.md, "The Rust SDK's decoding inlined").
 pub(crate) struct Decoder<'a> {
     pub b: &'a [u8],
     pub off: usize,
