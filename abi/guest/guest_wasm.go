@@ -144,7 +144,12 @@ func run(handle uint32, buf []byte) abi.Status {
 	curHandle = handle
 	err := processor(rec, em)
 	curHandle = 0
-	st, msg := decide(handle, err)
+	// A record that succeeded with nothing outstanding anywhere, the
+	// common case, is decided here: a call costs a Go guest ~40 ns.
+	st, msg := abi.StatusOK, ""
+	if err != nil || len(calls) > 0 {
+		st, msg = decide(handle, err)
+	}
 	switch {
 	case st == abi.StatusPending:
 		inBuf, rec, em = nil, new(Record), new(emitter) // the waiting record keeps them
