@@ -182,28 +182,45 @@ func TestDecodeRecordFastSameAsDecoder(t *testing.T) {
 		r.Topic, r.Key, r.Value, r.Headers = d.str(), d.bytes(), d.bytes(), d.headers(math.MaxUint32)
 		return r, d.finish("record")
 	}
+	var encs [][]byte
 	for _, rec := range recs {
-		full := AppendRecord(nil, &rec)
+		encs = append(encs, AppendRecord(nil, &rec))
+	}
+	fast := func(b []byte) (Record, error) {
+		var r Record
+		return r, DecodeRecordInto(b, &r)
+	}
+	sameBothWays(t, encs, fast, slow, func(got, want Record) bool {
+		return got.Offset == want.Offset && got.Timestamp == want.Timestamp && got.Partition == want.Partition && got.Attempt == want.Attempt &&
+			got.Topic == want.Topic && sameBytes(got.Key, want.Key) && sameBytes(got.Value, want.Value) && len(got.Headers) == len(want.Headers)
+	})
+}
+
+// sameBothWays decodes each encoding, cut short at every length and with
+// a byte past its end, with fast and with slow, and fails unless both give
+// the same error or none and, without one, values same says are the same.
+func sameBothWays[T any](t *testing.T, encs [][]byte, fast, slow func([]byte) (T, error), same func(got, want T) bool) {
+	t.Helper()
+	for _, full := range encs {
 		for _, b := range [][]byte{full, append(slices.Clone(full), 0)} {
 			for n := 0; n <= len(b); n++ {
 				in := b[:n:n]
 				want, werr := slow(in)
-				var got Record
-				gerr := DecodeRecordInto(in, &got)
+				got, gerr := fast(in)
 				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 					t.Fatalf("%d of %d bytes: error %v, the decoder's %v", n, len(b), gerr, werr)
 				}
-				if werr != nil {
-					continue
-				}
-				same := func(x, y []byte) bool { return bytes.Equal(x, y) && (x == nil) == (y == nil) && cap(x) == len(x) }
-				if got.Offset != want.Offset || got.Timestamp != want.Timestamp || got.Partition != want.Partition || got.Attempt != want.Attempt ||
-					got.Topic != want.Topic || !same(got.Key, want.Key) || !same(got.Value, want.Value) || len(got.Headers) != len(want.Headers) {
+				if werr == nil && !same(got, want) {
 					t.Fatalf("%d of %d bytes: %+v, the decoder's %+v", n, len(b), got, want)
 				}
 			}
 		}
 	}
+}
+
+// sameBytes: equal, both null or neither, and x's capacity capped.
+func sameBytes(x, y []byte) bool {
+	return bytes.Equal(x, y) && (x == nil) == (y == nil) && cap(x) == len(x)
 }
 
 // decodeOutputFast (DecodeOutput's path for outputs without headers)
@@ -229,26 +246,14 @@ func TestDecodeOutputFastSameAsDecoder(t *testing.T) {
 		}
 		return o, d.finish("output")
 	}
+	var encs [][]byte
 	for _, out := range outs {
-		full := AppendOutput(nil, &out)
-		for _, b := range [][]byte{full, append(slices.Clone(full), 0)} {
-			for n := 0; n <= len(b); n++ {
-				in := b[:n:n]
-				want, werr := slow(in)
-				got, gerr := DecodeOutput(in)
-				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
-					t.Fatalf("%d of %d bytes: error %v, the decoder's %v", n, len(b), gerr, werr)
-				}
-				if werr != nil {
-					continue
-				}
-				same := func(x, y []byte) bool { return bytes.Equal(x, y) && (x == nil) == (y == nil) && cap(x) == len(x) }
-				if got.Topic != want.Topic || got.Partition != want.Partition || !same(got.Key, want.Key) || !same(got.Value, want.Value) || len(got.Headers) != len(want.Headers) {
-					t.Fatalf("%d of %d bytes: %+v, the decoder's %+v", n, len(b), got, want)
-				}
-			}
-		}
+		encs = append(encs, AppendOutput(nil, &out))
 	}
+	sameBothWays(t, encs, DecodeOutput, slow, func(got, want Output) bool {
+		return got.Topic == want.Topic && got.Partition == want.Partition && sameBytes(got.Key, want.Key) && sameBytes(got.Value, want.Value) &&
+			len(got.Headers) == len(want.Headers)
+	})
 }
 
 // AppendOutputList is a u32 length and AppendOutput's encoding, whatever

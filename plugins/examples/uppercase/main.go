@@ -32,13 +32,12 @@ func uppercase(r *guest.Record, out guest.Emitter) error {
 }
 
 // toUpper upper-cases v as bytes.ToUpper does. ASCII text is changed in
-// place: the record's slices are the processor's own during the call, and
-// a Go guest pays more for allocating a new value than for the loop.
-// toUpper upper-cases v in place, eight ASCII bytes at a time while it
-// can (a byte is a lower-case letter when adding 0x1f carries it past 0x7f
-// — 'a' and above — and adding 0x05 does not — 'z' and below; each such
-// byte loses 0x20), then byte by byte; from the first byte over 0x7f it
-// leaves the rest to bytes.ToUpper.
+// place (the record's slices are the processor's own during the call, and
+// a Go guest pays more for allocating a new value than for the loop),
+// eight bytes at a time while it can: a byte is a lower-case letter when
+// adding 0x1f carries it past 0x7f ('a' and above) and adding 0x05 does
+// not ('z' and below), and each such byte loses 0x20. From the first byte
+// over 0x7f the rest is left to bytes.ToUpper.
 func toUpper(v []byte) []byte {
 	const high = 0x8080808080808080
 	i := 0
