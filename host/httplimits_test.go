@@ -81,7 +81,7 @@ func TestHTTPResponseHeadersCounted(t *testing.T) {
 				u, _ := url.Parse(srv.URL)
 				op := newHTTPOp(HTTPConfig{AllowHosts: []string{u.Host}, MaxResponseBytes: tc.maxBytes})
 				if h2 {
-					tr := op.client.Transport.(*http.Transport)
+					tr := op.client.Transport.(bySchemeTransport).tls
 					tr.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
 				}
 				c, res := runHTTPOp(t, op, srv.URL)

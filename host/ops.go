@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/http1"
 	"github.com/wasmstream/wasmstream/host/limits"
 )
 
@@ -152,9 +153,10 @@ type httpOp struct {
 func newHTTPOp(cfg HTTPConfig) *httpOp {
 	cfg = cfg.withDefaults()
 	op := &httpOp{cfg: cfg}
+	dial := (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	tr := &http.Transport{
 		Proxy:                 nil, // never from the environment: the allow list is the policy
-		DialContext:           (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		TLSHandshakeTimeout:   cfg.ConnectTimeout,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   1024,
@@ -165,8 +167,17 @@ func newHTTPOp(cfg HTTPConfig) *httpOp {
 		// reading them (HTTP/1 and HTTP/2) before they could exceed it.
 		MaxResponseHeaderBytes: cfg.MaxResponseBytes,
 	}
+	// http:// goes over connections read and written by the goroutine
+	// that asks (RATIONALE.md, "Plain HTTP on the asking goroutine");
+	// https:// over net/http's Transport, with HTTP/2.
+	plain := &http1.Client{
+		Dial:           dial,
+		MaxIdlePerHost: tr.MaxIdleConnsPerHost,
+		IdleTimeout:    tr.IdleConnTimeout,
+		MaxHeaderBytes: cfg.MaxResponseBytes,
+	}
 	op.client = &http.Client{
-		Transport: tr,
+		Transport: bySchemeTransport{plain: plain, tls: tr},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 5 {
 				return errors.New("stopped after 5 redirects")
@@ -175,6 +186,52 @@ func newHTTPOp(cfg HTTPConfig) *httpOp {
 		},
 	}
 	return op
+}
+
+// bySchemeTransport sends http:// requests with plain and the others with
+// tls.
+type bySchemeTransport struct {
+	plain *http1.Client
+	tls   *http.Transport
+}
+
+func (t bySchemeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" {
+		return t.plain.RoundTrip(req)
+	}
+	ctx := req.Context()
+	d, ok := http1.RequestDeadline(ctx)
+	if cd, has := ctx.Deadline(); !ok || (has && !cd.After(d)) {
+		return t.tls.RoundTrip(req)
+	}
+	// The request's deadline comes before its context's: net/http takes
+	// it as a context, canceled once the body is closed.
+	dctx, cancel := context.WithDeadline(ctx, d)
+	resp, err := t.tls.RoundTrip(req.WithContext(dctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+// cancelOnClose is a response body that cancels its request's context
+// when closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+func (t bySchemeTransport) CloseIdleConnections() {
+	t.plain.CloseIdleConnections()
+	t.tls.CloseIdleConnections()
 }
 
 // closeIdle closes the idle connections of op's transport: its module
@@ -229,7 +286,7 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 	if req.Timeout > 0 && req.Timeout < timeout {
 		timeout = req.Timeout
 	}
-	rctx, cancel := withTimeout(ctx, timeout)
+	rctx := withTimeout(ctx, timeout)
 	// The body is a copy: req's aliases the guest's memory, which the guest
 	// goes on writing while the request is sent (one over the limit is
 	// refused below, and not copied). No body, or an empty one, is
@@ -242,18 +299,15 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 	// will request. Nothing is sent before Do.
 	hr, err := http.NewRequestWithContext(rctx, req.Method, req.URL, body)
 	if err != nil {
-		cancel()
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			return refuse("bad URL: %v", err)
 		}
 		return refuse("%v", err)
 	}
 	if err := op.allowed(hr.URL); err != nil {
-		cancel()
 		return refuse("%s %s refused: %v", req.Method, req.URL, err)
 	}
 	if len(req.Body) > op.cfg.MaxRequestBytes {
-		cancel()
 		return refuse("request body of %d bytes exceeds %s.max_request_bytes (%d)", len(req.Body), op.cfg.ConfigKey, op.cfg.MaxRequestBytes)
 	}
 	if body == nil {
@@ -262,27 +316,28 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 	for _, h := range req.Headers {
 		hr.Header.Add(h.Key, string(h.Value))
 	}
-	opGoroutines.Go(func() {
-		defer cancel()
-		done(op.do(rctx, hr, timeout))
-	})
+	opGoroutines.Go(func() { done(op.do(rctx, hr, timeout)) })
 	return desc, nil
 }
 
-// withTimeout is context.WithTimeout, without a context and timer of its
-// own when ctx already ends no later (a record's deadline, usually shorter
-// than a request's timeout: limits.record_timeout 5s, async.http.timeout 10s).
-func withTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Deadline(); ok && !d.After(time.Now().Add(timeout)) {
-		return ctx, func() {}
+// withTimeout is ctx carrying a request's deadline, timeout from now, when
+// ctx ends later (a record's deadline; usually it is shorter than a
+// request's timeout: limits.record_timeout 5s, async.http.timeout 10s).
+// The deadline is a value, not a context of its own with a timer: a plain
+// connection takes it as its deadline, and only an https request makes it
+// a context (bySchemeTransport).
+func withTimeout(ctx context.Context, timeout time.Duration) context.Context {
+	d := time.Now().Add(timeout)
+	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
+		return ctx
 	}
-	return context.WithTimeout(ctx, timeout)
+	return http1.WithRequestDeadline(ctx, d)
 }
 
 func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duration) []byte {
 	fail := func(err error) []byte {
 		msg := err.Error()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 			msg = fmt.Sprintf("%s %s: timed out (request timeout %s or the record's deadline): %v", hr.Method, hr.URL, timeout, err)
 		}
 		return abi.AppendCompletionError(nil, abi.CompletionError, "http: "+msg)
