@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -184,5 +185,75 @@ func TestHTTPConnectionsCloseWithModule(t *testing.T) {
 		if time.Now().After(end) {
 			t.Fatalf("after Close: %d of %d connections closed", closed.Load(), opened.Load())
 		}
+	}
+}
+
+// Redirects are followed as net/http's client follows them, within the
+// allow list and five requests in all: a 302 and a 303 become a GET without a body, a
+// 307 keeps its method and body, a host off the list is refused, a fifth
+// redirect is an error.
+func TestHTTPRedirects(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/echo":
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "%s %s", r.Method, b)
+		case strings.HasPrefix(r.URL.Path, "/to/"):
+			code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/to/"))
+			w.Header().Set("Location", "/echo")
+			w.WriteHeader(code)
+		case strings.HasPrefix(r.URL.Path, "/hop/"):
+			n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/hop/"))
+			if n == 0 {
+				fmt.Fprint(w, "arrived")
+				return
+			}
+			http.Redirect(w, r, "/hop/"+strconv.Itoa(n-1), http.StatusFound)
+		case r.URL.Path == "/away":
+			http.Redirect(w, r, "http://elsewhere.invalid/echo", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	op := newHTTPOp(HTTPConfig{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	call := func(method, path, body string) abi.Completion {
+		got := make(chan []byte, 1)
+		req := abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: method, URL: srv.URL + path, Body: []byte(body)})
+		if _, err := op.Start(context.Background(), req, func(res []byte) { got <- res }); err != nil {
+			t.Fatal(err)
+		}
+		c, err := abi.DecodeCompletion(<-got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	body := func(c abi.Completion) string {
+		t.Helper()
+		if c.Code != abi.CompletionOK {
+			t.Fatalf("completion %d: %s", c.Code, c.Message)
+		}
+		r, err := abi.DecodeHTTPResponse(c.Payload)
+		if err != nil || r.Status != http.StatusOK {
+			t.Fatalf("response %+v %v", r, err)
+		}
+		return string(r.Body)
+	}
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"GET", "/to/302", "", "GET "},
+		{"POST", "/to/302", "x", "GET "},
+		{"POST", "/to/303", "x", "GET "},
+		{"POST", "/to/307", "kept", "POST kept"},
+		{"PUT", "/to/308", "kept", "PUT kept"},
+		{"GET", "/hop/4", "", "arrived"},
+	} {
+		if got := body(call(tc.method, tc.path, tc.body)); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+	if c := call("GET", "/hop/5", ""); c.Code != abi.CompletionError || !strings.Contains(c.Message, "stopped after 5 redirects") {
+		t.Errorf("six hops: %d %q", c.Code, c.Message)
+	}
+	if c := call("GET", "/away", ""); c.Code != abi.CompletionError || !strings.Contains(c.Message, "elsewhere.invalid:80 is not allowed") {
+		t.Errorf("off the list: %d %q", c.Code, c.Message)
 	}
 }

@@ -148,6 +148,7 @@ func (timerOp) Start(ctx context.Context, req []byte, done func([]byte)) (string
 type httpOp struct {
 	cfg    HTTPConfig
 	client *http.Client
+	plain  *http1.Client // the client's transport for http://
 }
 
 func newHTTPOp(cfg HTTPConfig) *httpOp {
@@ -176,6 +177,7 @@ func newHTTPOp(cfg HTTPConfig) *httpOp {
 		IdleTimeout:    tr.IdleConnTimeout,
 		MaxHeaderBytes: cfg.MaxResponseBytes,
 	}
+	op.plain = plain
 	op.client = &http.Client{
 		Transport: bySchemeTransport{plain: plain, tls: tr},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
@@ -345,7 +347,7 @@ func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duratio
 	tooLarge := func(detail string) []byte {
 		return abi.AppendCompletionError(nil, abi.CompletionError, fmt.Sprintf("http: %s %s: response over %s.max_response_bytes (%d bytes for the status line, headers and body together): %s", hr.Method, hr.URL, op.cfg.ConfigKey, op.cfg.MaxResponseBytes, detail))
 	}
-	resp, err := op.client.Do(hr)
+	resp, err := op.send(hr)
 	if err != nil {
 		if headerLimitErr(err) {
 			return tooLarge(fmt.Sprintf("the transport stopped reading its headers (%v)", err))
@@ -389,6 +391,46 @@ func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duratio
 	}
 	binary.LittleEndian.PutUint32(b[at-4:at], uint32(n))
 	return b
+}
+
+// send is op.client.Do(hr). A plain-HTTP request goes to its connection
+// directly: the client, with its copies of the request's headers for
+// redirects, is needed only when the answer is a redirect, which it then
+// follows from that answer as it would have.
+func (op *httpOp) send(hr *http.Request) (*http.Response, error) {
+	if hr.URL.Scheme != "http" {
+		return op.client.Do(hr)
+	}
+	resp, err := op.plain.RoundTrip(hr)
+	if err != nil {
+		// What the client would have returned.
+		verb := "Get"
+		if hr.Method != "" {
+			verb = hr.Method[:1] + strings.ToLower(hr.Method[1:])
+		}
+		return nil, &url.Error{Op: verb, URL: hr.URL.Redacted(), Err: err}
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		c := *op.client
+		c.Transport = &answered{first: resp, next: op.client.Transport}
+		return c.Do(hr)
+	}
+	return resp, nil
+}
+
+// answered is a transport whose first request was answered already.
+type answered struct {
+	first *http.Response
+	next  http.RoundTripper
+}
+
+func (a *answered) RoundTrip(req *http.Request) (*http.Response, error) {
+	if resp := a.first; resp != nil {
+		a.first = nil
+		return resp, nil
+	}
+	return a.next.RoundTrip(req)
 }
 
 // appendBounded appends what r reads to b until io.EOF or until it has

@@ -269,6 +269,11 @@ func (b *body) finish(err error) {
 	b.cn.nc.Close()
 }
 
+// peekAfter is how long a connection may stay idle before it is peeked at
+// when taken: a system call, ~2% of a lookup's CPU, saved while
+// connections come and go.
+const peekAfter = time.Second
+
 // get takes an idle connection to key, or dials one.
 func (c *Client) get(ctx context.Context, key string) (*conn, error) {
 	now := time.Now()
@@ -283,7 +288,11 @@ func (c *Client) get(ctx context.Context, key string) (*conn, error) {
 		list[len(list)-1] = nil
 		c.idle[key] = list[:len(list)-1]
 		c.mu.Unlock()
-		if now.Sub(cn.idleSince) < c.IdleTimeout && alive(cn.nc) {
+		// A connection idle for long is peeked at first: a server that
+		// closed it has said so by now. One idle briefly is used at once
+		// (the request is sent again if the server had closed it, when
+		// that is harmless; RoundTrip).
+		if idle := now.Sub(cn.idleSince); idle < c.IdleTimeout && (idle < peekAfter || alive(cn.nc)) {
 			cn.reused = true
 			return cn, nil
 		}
