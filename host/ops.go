@@ -181,7 +181,7 @@ func newHTTPOp(cfg HTTPConfig) *httpOp {
 	op.client = &http.Client{
 		Transport: bySchemeTransport{plain: plain, tls: tr},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 5 {
+			if len(via) > 5 { // via: the requests before this one; five redirects are followed
 				return errors.New("stopped after 5 redirects")
 			}
 			return op.allowed(req.URL)
