@@ -21,12 +21,13 @@ func alive(nc net.Conn) bool {
 	}
 	ok = false
 	var buf [1]byte
-	err = rc.Read(func(fd uintptr) bool {
+	// Control, not Read: the descriptor as it is, whatever deadline the
+	// last request left on the connection.
+	err = rc.Control(func(fd uintptr) {
 		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		// Nothing to read yet (EAGAIN) is a connection still open; its
 		// end (0 bytes) or bytes nobody asked for are not.
 		ok = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
-		return true
 	})
 	return err == nil && ok
 }

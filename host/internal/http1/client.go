@@ -134,7 +134,7 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A connection the server had already closed, found out only
 		// now: the request is sent again on another when nothing came
 		// back and sending it twice is harmless (net/http's rule).
-		if !cn.reused || cn.read > 0 || !replayable(req) || ctx.Err() != nil {
+		if !cn.reused || cn.read > 0 || !replayable(req) || ended(ctx) {
 			return nil, err
 		}
 		if req, err = rewind(req); err != nil {
@@ -232,6 +232,15 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// ended reports whether ctx is done or its request's deadline has passed.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := RequestDeadline(ctx)
+	return ok && !time.Now().Before(d)
+}
+
 // explain says why err ended a request when its context or deadline did:
 // the context's error, or context.DeadlineExceeded for the request's own
 // deadline, wrapping what the connection reported.
@@ -262,17 +271,14 @@ func (b *body) finish(err error) {
 		err = io.EOF
 	}
 	b.end = err
-	if b.stop() && err == io.EOF && b.keep {
+	// Bytes past the response's end were never asked for (net/http's
+	// reader closes such a connection too).
+	if b.stop() && err == io.EOF && b.keep && b.cn.br.Buffered() == 0 {
 		b.c.put(b.cn)
 		return
 	}
 	b.cn.nc.Close()
 }
-
-// peekAfter is how long a connection may stay idle before it is peeked at
-// when taken: a system call, ~2% of a lookup's CPU, saved while
-// connections come and go.
-const peekAfter = time.Second
 
 // get takes an idle connection to key, or dials one.
 func (c *Client) get(ctx context.Context, key string) (*conn, error) {
@@ -288,19 +294,26 @@ func (c *Client) get(ctx context.Context, key string) (*conn, error) {
 		list[len(list)-1] = nil
 		c.idle[key] = list[:len(list)-1]
 		c.mu.Unlock()
-		// A connection idle for long is peeked at first: a server that
-		// closed it has said so by now. One idle briefly is used at once
-		// (the request is sent again if the server had closed it, when
-		// that is harmless; RoundTrip).
-		if idle := now.Sub(cn.idleSince); idle < c.IdleTimeout && (idle < peekAfter || alive(cn.nc)) {
+		// Peeked at first: a server that closed it (or sent what nobody
+		// asked for) has said so by now.
+		if now.Sub(cn.idleSince) < c.IdleTimeout && alive(cn.nc) {
 			cn.reused = true
 			return cn, nil
 		}
 		cn.nc.Close()
 	}
-	nc, err := c.Dial(ctx, "tcp", key)
+	// The request's own deadline bounds connecting too.
+	dctx := ctx
+	if d, ok := RequestDeadline(ctx); ok {
+		if cd, has := ctx.Deadline(); !has || d.Before(cd) {
+			var cancel context.CancelFunc
+			dctx, cancel = context.WithDeadline(ctx, d)
+			defer cancel()
+		}
+	}
+	nc, err := c.Dial(dctx, "tcp", key)
 	if err != nil {
-		return nil, err
+		return nil, explain(dctx, err)
 	}
 	cn := &conn{nc: nc, key: key}
 	cn.br = bufio.NewReaderSize(cn, 4096)
@@ -408,20 +421,28 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	if req.Method == "CONNECT" || !plainHost(host) || (hasBody && req.ContentLength <= 0) || req.TransferEncoding != nil || req.Close {
 		return req.Write(w)
 	}
-	w.WriteString(req.Method)
-	w.WriteByte(' ')
+	if req.Method == "" {
+		w.WriteString("GET ")
+	} else {
+		w.WriteString(req.Method)
+		w.WriteByte(' ')
+	}
 	w.WriteString(req.URL.RequestURI())
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(host)
-	w.WriteString("\r\nUser-Agent: ")
-	if ua, ok := req.Header["User-Agent"]; ok {
-		if len(ua) > 0 {
-			w.WriteString(ua[0])
-		}
-	} else {
-		w.WriteString(defaultUserAgent)
-	}
 	w.WriteString("\r\n")
+	ua := defaultUserAgent
+	if vs, ok := req.Header["User-Agent"]; ok {
+		ua = "" // an empty one: none is sent
+		if len(vs) > 0 {
+			ua = vs[0]
+		}
+	}
+	if ua != "" {
+		w.WriteString("User-Agent: ")
+		w.WriteString(ua)
+		w.WriteString("\r\n")
+	}
 	for k, vs := range req.Header {
 		switch k {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
