@@ -257,3 +257,21 @@ func TestHTTPRedirects(t *testing.T) {
 		t.Errorf("off the list: %d %q", c.Code, c.Message)
 	}
 }
+
+// A URL's user and password reach the service as Basic authentication, as
+// net/http's client sends them.
+func TestHTTPURLUserIsBasicAuth(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		fmt.Fprintf(w, "%v %s %s", ok, u, p)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	op := newHTTPOp(HTTPConfig{AllowHosts: []string{host}})
+	if b := okBody(t, <-startGET(t, op, "http://ann:s3cret@"+host+"/")); string(b) != "true ann s3cret" {
+		t.Fatalf("with a user in the URL the service saw %q", b)
+	}
+	if b := okBody(t, <-startGET(t, op, srv.URL+"/")); string(b) != "false  " {
+		t.Fatalf("without one the service saw %q", b)
+	}
+}

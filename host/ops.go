@@ -398,7 +398,9 @@ func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duratio
 // redirects, is needed only when the answer is a redirect, which it then
 // follows from that answer as it would have.
 func (op *httpOp) send(hr *http.Request) (*http.Response, error) {
-	if hr.URL.Scheme != "http" {
+	if hr.URL.Scheme != "http" || hr.URL.User != nil {
+		// The client sends a URL's user and password as Basic
+		// authentication; the connection would not.
 		return op.client.Do(hr)
 	}
 	resp, err := op.plain.RoundTrip(hr)

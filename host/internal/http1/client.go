@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -197,7 +198,7 @@ func (c *Client) exchange(ctx context.Context, cn *conn, req *http.Request) (*ht
 		}
 	}
 	cn.readLimit = -1
-	b := &body{rc: resp.Body, c: c, cn: cn, ctx: ctx, stop: stop, keep: !resp.Close}
+	b := &body{rc: resp.Body, c: c, cn: cn, ctx: ctx, stop: stop, keep: !resp.Close && !wantsClose(req)}
 	if resp.Body == http.NoBody {
 		b.finish(nil)
 		return resp, nil
@@ -230,6 +231,22 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// wantsClose reports whether req asked the server to close the connection
+// after its response.
+func wantsClose(req *http.Request) bool {
+	if req.Close {
+		return true
+	}
+	for _, v := range req.Header["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "close") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ended reports whether ctx is done or its request's deadline has passed.

@@ -239,6 +239,31 @@ func TestConnectionCloseResponseIsNotReused(t *testing.T) {
 	}
 }
 
+// A request that asks for "Connection: close" gets its connection closed
+// after the response, whether or not the server says so in its answer.
+func TestConnectionCloseRequestIsNotReused(t *testing.T) {
+	s := newRawServer(t, func(n int, nc net.Conn) {
+		answerEach(nc, func(*http.Request, []byte) string { return okResponse("hi") })
+	})
+	c, _ := newClient(t)
+	hc := &http.Client{Transport: c}
+	for i := 0; i < 2; i++ {
+		req := mustRequest(t, "GET", s.URL(), nil)
+		req.Header.Set("Connection", "keep-alive, close")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != "hi" {
+			t.Fatalf("request %d: body %q", i, b)
+		}
+		resp.Body.Close()
+	}
+	if n := s.accepted.Load(); n != 2 {
+		t.Fatalf("2 requests asking Connection: close used %d connections, want 2", n)
+	}
+}
+
 func TestBodyClosedEarlyClosesConnection(t *testing.T) {
 	big := strings.Repeat("x", 256<<10)
 	srv, conns := newServer(t, func(w http.ResponseWriter, r *http.Request) {
