@@ -153,7 +153,13 @@ sampling:
 
 // checkSettled checks that, after the first third (warm-up: the group forms,
 // the start-up backlog may borrow), the pools sit on their minimum: above it
-// only for a moment of waiting plus idle_timeout, and at it most of the time.
+// only for a moment of waiting plus idle_timeout, at it at the end, and at it
+// in at least 80% of the status lines. A stall of the machine (these tests
+// share two cores with the race-detector run) makes lookups wait and the
+// pools borrow, rightly; each such episode costs idle_timeout plus a second
+// or two of lines above the minimum, so the share allows two or three of
+// them in the 50 lines after warm-up, while a pool that keeps what it
+// borrowed, or borrows without cause, fails both the stretch and the share.
 func (s steady) checkSettled(t *testing.T, minimum int, idle time.Duration) {
 	t.Helper()
 	inst := statusInts(s.log, "instances")
@@ -171,9 +177,9 @@ func (s steady) checkSettled(t *testing.T, minimum int, idle time.Duration) {
 			longest = max(longest, run)
 		}
 	}
-	t.Logf("instances after warm-up at the minimum (%d) in %d of %d status lines, peak %d, longest stretch above %d s", minimum, atMin, len(late), peak, longest)
+	t.Logf("instances after warm-up at the minimum (%d) in %d of %d status lines, peak %d, longest stretch above it %d lines", minimum, atMin, len(late), peak, longest)
 	t.Logf("instances per status line: %v", inst)
-	if late[len(late)-1] != minimum || atMin*10 < len(late)*9 || longest > int(idle/time.Second)+3 {
+	if late[len(late)-1] != minimum || atMin*10 < len(late)*8 || longest > int(idle/time.Second)+3 {
 		t.Fatalf("the pools did not settle on their minimum of %d instances under light traffic", minimum)
 	}
 }
