@@ -169,3 +169,36 @@ func TestAppendHTTPResponseOfIsAppendHTTPResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeHTTPResponseInto: a response decoded into the array of the
+// headers given, the common names without an allocation (the Go SDK's
+// decoded response is one allocation, its headers included), any other
+// name as itself; the same response as DecodeHTTPResponse.
+func TestDecodeHTTPResponseInto(t *testing.T) {
+	common := AppendHTTPResponse(nil, &HTTPResponse{Status: 200, Body: []byte(`{"id":"k"}`), Headers: []Header{
+		{Key: "Content-Type", Value: []byte("application/json")}, {Key: "Date", Value: []byte("Sat, 05 Dec 2026 05:00:00 GMT")},
+		{Key: "Content-Length", Value: []byte("10")}, {Key: "Etag", Value: []byte(`"x"`)}}})
+	other := AppendHTTPResponse(nil, &HTTPResponse{Status: 404, Headers: []Header{{Key: "X-Served-By", Value: []byte("cache-1")}}})
+	hs := make([]Header, 0, 8)
+	for _, c := range []struct {
+		b      []byte
+		allocs float64
+	}{{common, 0}, {other, 1}} {
+		want, err := DecodeHTTPResponse(c.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r HTTPResponse
+		if n := testing.AllocsPerRun(100, func() {
+			r = HTTPResponse{Headers: hs}
+			if err := DecodeHTTPResponseInto(c.b, &r); err != nil {
+				t.Fatal(err)
+			}
+		}); n != c.allocs {
+			t.Errorf("decoding %d headers (%s…): %.0f allocations, want %.0f", len(want.Headers), want.Headers[0].Key, n, c.allocs)
+		}
+		if !bytes.Equal(AppendHTTPResponse(nil, &r), AppendHTTPResponse(nil, &want)) || &r.Headers[0] != &hs[:1][0] {
+			t.Errorf("decoded into the array given: %+v, want %+v", r, want)
+		}
+	}
+}

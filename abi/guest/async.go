@@ -40,11 +40,14 @@ import (
 // continuation may return it to keep waiting on other operations it started.
 var Pending = errors.New("guest: the record waits on an asynchronous operation")
 
-// Op is an asynchronous operation whose result is a T.
+// Op is an asynchronous operation whose result is a T. It holds what it
+// was made from (an HTTP request's URL, headers and body) until Await,
+// which encodes and hands it over.
 type Op[T any] struct {
-	kind   abi.OpKind
-	req    []byte
-	decode func(payload []byte) (T, error)
+	kind abi.OpKind
+	req  []byte        // the request, encoded: the state operations
+	http HTTPRequest   // OpHTTP's request, encoded by Await
+	d    time.Duration // OpTimer's duration
 }
 
 // OpError is the failure of an operation, as the host reported it: refused
@@ -67,9 +70,10 @@ func IsRefused(err error) bool {
 
 // Timer completes after d.
 func Timer(d time.Duration) Op[struct{}] {
-	return Op[struct{}]{kind: abi.OpTimer, req: abi.AppendTimer(nil, d),
-		decode: func([]byte) (struct{}, error) { return struct{}{}, nil }}
+	return Op[struct{}]{kind: abi.OpTimer, d: d}
 }
+
+func decodeTimer([]byte) (struct{}, error) { return struct{}{}, nil }
 
 // HTTPRequest is an HTTP request. Only hosts the pipeline's configuration
 // allows (async.http.allow_hosts) can be reached; the refusal of any other
@@ -101,33 +105,54 @@ func (r *HTTPResponse) Header(key string) (string, bool) {
 	return "", false
 }
 
-// HTTP performs req.
+// HTTP performs req. The request's headers and body are read when the
+// operation is awaited: Await copies them, and they may be reused once it
+// returns.
 func HTTP(req HTTPRequest) Op[*HTTPResponse] {
-	ar := abi.HTTPRequest{Method: req.Method, URL: req.URL, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout}
-	return Op[*HTTPResponse]{kind: abi.OpHTTP, req: abi.AppendHTTPRequest(nil, &ar), decode: decodeHTTP}
+	return Op[*HTTPResponse]{kind: abi.OpHTTP, http: req}
 }
 
 // Get performs a GET of url.
 func Get(url string) Op[*HTTPResponse] { return HTTP(HTTPRequest{Method: "GET", URL: url}) }
 
+// decodedResponse is a response and room for its headers, made in one
+// allocation (every allocation costs a Go guest ~0.5 µs).
+type decodedResponse struct {
+	r    HTTPResponse
+	hdrs [8]Header
+}
+
 func decodeHTTP(p []byte) (*HTTPResponse, error) {
-	r, err := abi.DecodeHTTPResponse(p)
-	if err != nil {
+	d := new(decodedResponse)
+	ar := abi.HTTPResponse{Headers: d.hdrs[:0]}
+	if err := abi.DecodeHTTPResponseInto(p, &ar); err != nil {
 		return nil, err
 	}
-	return &HTTPResponse{Status: r.Status, Headers: r.Headers, Body: r.Body}, nil
+	d.r = HTTPResponse{Status: ar.Status, Headers: ar.Headers, Body: ar.Body}
+	return &d.r, nil
 }
 
 // Await starts op and returns Pending, which the processing function (or a
 // continuation) returns. then is called with op's result when it completes.
 // If op cannot be started, Await returns why instead, and then is never
 // called; a request the host refuses whatever the attempt (malformed, an
-// unknown kind, a state key refused) is a Terminal error.
+// unknown kind, a state key refused) is a Terminal error. The request is
+// copied: what op was made from may be reused once Await returns.
 func Await[T any](op Op[T], then func(T, error) error) error {
 	if curHandle == 0 {
 		return Terminal(errors.New("guest: Await called outside a record's processing"))
 	}
-	id, err := startOp(curHandle, op.kind, op.req)
+	req := op.req
+	switch op.kind {
+	case abi.OpHTTP:
+		ar := abi.HTTPRequest{Method: op.http.Method, URL: op.http.URL, Headers: op.http.Headers, Body: op.http.Body, Timeout: op.http.Timeout}
+		opBuf = abi.AppendHTTPRequest(opBuf[:0], &ar)
+		req = opBuf
+	case abi.OpTimer:
+		opBuf = abi.AppendTimer(opBuf[:0], op.d)
+		req = opBuf
+	}
+	id, err := startOp(curHandle, op.kind, req)
 	if err != nil {
 		switch {
 		case errors.Is(err, abi.ErrnoBadEncoding), errors.Is(err, abi.ErrnoNotSupported),
@@ -139,52 +164,120 @@ func Await[T any](op Op[T], then func(T, error) error) error {
 	}
 	pc := calls[curHandle]
 	if pc == nil {
-		pc = &pendingCall{}
-		pc.ops = pc.inline[:0]
+		pc = newPendingCall()
 		calls[curHandle] = pc
 	}
-	pc.add(id, func(c abi.Completion) error {
-		var v T
-		var err error
-		if c.Code == abi.CompletionOK {
-			v, err = op.decode(c.Payload)
-		} else {
-			err = &OpError{Op: op.kind.String(), Msg: c.Message, Refused: c.Code == abi.CompletionRefused}
-		}
-		return then(v, err)
-	})
+	// then is kept as it is (a func value goes into an interface without an
+	// allocation) and called by deliver, which knows each kind's T.
+	pc.ops = append(pc.ops, pendingOp{id: id, kind: op.kind, then: then})
 	return Pending
 }
 
-type opCallback func(abi.Completion) error
+// opBuf is where Await encodes a request: the host copies it at
+// async_start.
+var opBuf []byte
+
+// deliver calls the continuation of o with the result c. An operation's
+// kind fixes its result type (the constructors above are the only way to
+// make an Op), so o.then is a func(T, error) error of that kind's T.
+func deliver(o pendingOp, c abi.Completion) error {
+	switch o.kind {
+	case abi.OpHTTP:
+		return settle(o, c, decodeHTTP)
+	case abi.OpTimer:
+		return settle(o, c, decodeTimer)
+	case abi.OpStateGet:
+		return settle(o, c, decodeStateValue)
+	case abi.OpStateScan:
+		return settle(o, c, decodeStateBatch)
+	}
+	return Terminal(fmt.Errorf("guest: completion of an operation of kind %s", o.kind))
+}
+
+func settle[T any](o pendingOp, c abi.Completion, decode func([]byte) (T, error)) error {
+	var v T
+	var err error
+	if c.Code == abi.CompletionOK {
+		v, err = decode(c.Payload)
+	} else {
+		err = &OpError{Op: o.kind.String(), Msg: c.Message, Refused: c.Code == abi.CompletionRefused}
+	}
+	return o.then.(func(T, error) error)(v, err)
+}
 
 // pendingCall is a record waiting on operations: most wait on one or two,
-// so they are a short slice (ABI.md: at most async.max_per_record).
+// so they are a short slice (ABI.md: at most async.max_per_record). It
+// also holds what the record keeps while it waits (kept: its buffer and
+// decoded form, in a Wasm guest), which go back to be reused, with the
+// pendingCall, once the record is decided (recycle).
 type pendingCall struct {
 	ops    []pendingOp
 	inline [2]pendingOp
+	kept   kit
 }
 
 type pendingOp struct {
-	id uint32
-	cb opCallback
+	id   uint32
+	kind abi.OpKind
+	then any // func(T, error) error
 }
 
-func (pc *pendingCall) add(id uint32, cb opCallback) {
-	pc.ops = append(pc.ops, pendingOp{id, cb})
+// kit is what a record is decoded into: its buffer, the Record and its
+// headers' array.
+type kit struct {
+	buf  []byte
+	rec  *Record
+	hdrs []Header
 }
 
-// take removes the continuation of operation id and returns it (nil if the
-// record has none).
-func (pc *pendingCall) take(id uint32) opCallback {
+// spareCalls and spareKits are those of decided records, reused by the
+// next records that wait: as many as were ever waiting at once.
+var (
+	spareCalls []*pendingCall
+	spareKits  []kit
+)
+
+func newPendingCall() *pendingCall {
+	if n := len(spareCalls); n > 0 {
+		pc := spareCalls[n-1]
+		spareCalls[n-1] = nil
+		spareCalls = spareCalls[:n-1]
+		return pc
+	}
+	pc := &pendingCall{}
+	pc.ops = pc.inline[:0]
+	return pc
+}
+
+// forget drops the record handle's pendingCall, once the record is
+// decided, and keeps it and the record's kit for reuse: the record's r
+// and its slices were the processor's only until then.
+func forget(handle uint32) {
+	pc := calls[handle]
+	if pc == nil {
+		return
+	}
+	delete(calls, handle)
+	if pc.kept.rec != nil {
+		spareKits = append(spareKits, pc.kept)
+	}
+	clear(pc.inline[:])
+	*pc = pendingCall{}
+	pc.ops = pc.inline[:0]
+	spareCalls = append(spareCalls, pc)
+}
+
+// take removes operation id and returns it (ok false if the record has
+// none).
+func (pc *pendingCall) take(id uint32) (pendingOp, bool) {
 	for i, o := range pc.ops {
 		if o.id == id {
 			pc.ops = append(pc.ops[:i], pc.ops[i+1:]...)
 			pc.ops[len(pc.ops):cap(pc.ops)][0] = pendingOp{} // drop the reference
-			return o.cb
+			return o, true
 		}
 	}
-	return nil
+	return pendingOp{}, false
 }
 
 // has reports whether operation id is outstanding.
@@ -212,7 +305,7 @@ func decide(handle uint32, err error) (abi.Status, string) {
 		err = Terminal(errors.New("guest: returned Pending, but no asynchronous operation is outstanding"))
 	}
 	if len(calls) > 0 {
-		delete(calls, handle) // operations still outstanding are canceled by the host
+		forget(handle) // operations still outstanding are canceled by the host
 	}
 	if err != nil {
 		return status(err), err.Error()
@@ -223,24 +316,25 @@ func decide(handle uint32, err error) (abi.Status, string) {
 // complete delivers a result to its continuation.
 func complete(handle, op uint32, result []byte) (abi.Status, string) {
 	pc := calls[handle]
-	var cb opCallback
+	var o pendingOp
+	var ok bool
 	if pc != nil {
-		cb = pc.take(op)
+		o, ok = pc.take(op)
 	}
 	c, err := abi.DecodeCompletion(result)
-	if cb == nil || (err == nil && c.Code == abi.CompletionCanceled) {
+	if !ok || (err == nil && c.Code == abi.CompletionCanceled) {
 		// A record that already ended: forget it once nothing is outstanding.
 		if pc != nil && len(pc.ops) == 0 {
-			delete(calls, handle)
+			forget(handle)
 		}
 		return abi.StatusFail, "guest: completion of an operation of a record that ended"
 	}
 	if err != nil {
-		delete(calls, handle)
+		forget(handle)
 		return abi.StatusFail, err.Error()
 	}
 	curHandle = handle
-	err = cb(c)
+	err = deliver(o, c)
 	curHandle = 0
 	return decide(handle, err)
 }

@@ -31,9 +31,13 @@
 // decoded form (r and its Headers' array) and the output list are reused
 // from one record to the next, which is why r and its slices are the
 // processor's only until it returns (a record that returns Pending keeps
-// its own). What the processor allocates is its own: it may change r.Value
-// in place and emit it (TestGoSDKRecordPathAllocationFree counts the
-// guest's allocations).
+// its own until it is decided, then they go to the next record that waits).
+// What the processor allocates is its own: it may change r.Value in place
+// and emit it (TestGoSDKRecordPathAllocationFree counts the guest's
+// allocations). A record that waits on an operation costs the SDK's path
+// its emitter, the result's buffer and, for HTTP, the decoded response
+// (TestGoSDKAsyncPathAllocations); Await and Emit copy what they are given,
+// so a processor may build requests and outputs in buffers it reuses.
 package guest
 
 import (
@@ -69,7 +73,17 @@ type Record struct {
 // or one processed again after its exactly_once transaction aborted, repeats
 // its side effects, and Kafka cannot undo an HTTP call (ABI.md §7.4).
 func (r *Record) IdempotencyKey() string {
-	return r.Topic + "/" + strconv.FormatInt(int64(r.Partition), 10) + "/" + strconv.FormatInt(r.Offset, 10)
+	return string(r.AppendIdempotencyKey(nil))
+}
+
+// AppendIdempotencyKey appends the record's IdempotencyKey to b: a header
+// value built without an allocation when b has room.
+func (r *Record) AppendIdempotencyKey(b []byte) []byte {
+	b = append(b, r.Topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(r.Partition), 10)
+	b = append(b, '/')
+	return strconv.AppendInt(b, r.Offset, 10)
 }
 
 // Header returns the value of the first header named key, and whether there

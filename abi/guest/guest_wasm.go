@@ -152,8 +152,21 @@ func run(handle uint32, buf []byte) abi.Status {
 	}
 	switch {
 	case st == abi.StatusPending:
-		inBuf, rec, em = nil, new(Record), new(emitter) // the waiting record keeps them
-		decoded.Headers = nil                           // and its headers' array
+		// The waiting record keeps its buffer, Record and headers' array
+		// until it is decided (forget); the next record takes those of a
+		// record decided before, or new ones. It keeps its emitter for
+		// good: one a continuation kept past its record's decision must
+		// not emit for another record.
+		calls[handle].kept = kit{buf: inBuf, rec: rec, hdrs: decoded.Headers}
+		var k kit
+		if n := len(spareKits); n > 0 {
+			k, spareKits[n-1] = spareKits[n-1], kit{}
+			spareKits = spareKits[:n-1]
+		} else {
+			k.rec = new(Record)
+		}
+		inBuf, rec, decoded.Headers = k.buf[:0], k.rec, k.hdrs[:0]
+		em = new(emitter)
 	case msg != "":
 		hostSetError(handle, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 	}

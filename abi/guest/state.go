@@ -90,7 +90,7 @@ type StateValue struct {
 
 // StateGetAsync reads key's value.
 func StateGetAsync(key []byte) Op[StateValue] {
-	return Op[StateValue]{kind: abi.OpStateGet, req: abi.AppendStateGet(nil, key), decode: decodeStateValue}
+	return Op[StateValue]{kind: abi.OpStateGet, req: abi.AppendStateGet(nil, key)}
 }
 
 func decodeStateValue(p []byte) (StateValue, error) {
@@ -127,7 +127,7 @@ func (b *StateBatch) After() []byte {
 // after = batch.After(), until a batch is Done.
 func StateScanAsync(prefix, after []byte, maxBytes int) Op[*StateBatch] {
 	r := abi.StateScanRequest{Prefix: prefix, After: after, MaxBytes: uint32(min(max(maxBytes, 0), abi.StateScanMaxBytes))}
-	return Op[*StateBatch]{kind: abi.OpStateScan, req: abi.AppendStateScan(nil, &r), decode: decodeStateBatch}
+	return Op[*StateBatch]{kind: abi.OpStateScan, req: abi.AppendStateScan(nil, &r)}
 }
 
 func decodeStateBatch(p []byte) (*StateBatch, error) {

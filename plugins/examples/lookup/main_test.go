@@ -67,7 +67,7 @@ func FuzzResult(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, s []byte) {
-		v := result(&guest.Record{Key: s, Value: s, Attempt: 3}, s)
+		v := appendResult(nil, &guest.Record{Key: s, Value: s, Attempt: 3}, s)
 		if !json.Valid(v) {
 			t.Fatalf("result is not JSON: %s", v)
 		}
