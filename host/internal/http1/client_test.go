@@ -217,50 +217,47 @@ func TestSequentialRequestsReuseOneConnection(t *testing.T) {
 	}
 }
 
-func TestConnectionCloseResponseIsNotReused(t *testing.T) {
-	// The server keeps its end open and would answer a second request on
-	// the same connection: only the client can decide not to reuse it
-	// (a server that closed at once would have a GET sent again on a new
-	// connection whether the client kept the closed one or not).
-	s := newRawServer(t, func(n int, nc net.Conn) {
-		answerEach(nc, func(*http.Request, []byte) string {
-			return "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbye"
+// A connection is not reused after an exchange that says it ends: a
+// response with "Connection: close", a request that asks for it (whether or
+// not the server says so in its answer), an HTTP/1.0 response without
+// keep-alive. The server keeps its end open and would answer a second
+// request on the same connection: only the client can decide not to reuse
+// it (a server that closed at once would have a GET sent again on a new
+// connection whether the client kept the closed one or not).
+func TestConnectionNotReusedAfterItsEnd(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		response string
+		reqConn  string // the request's Connection header
+	}{
+		{"response Connection: close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi", ""},
+		{"request Connection: close", okResponse("hi"), "keep-alive, close"},
+		{"HTTP/1.0 response without keep-alive", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newRawServer(t, func(n int, nc net.Conn) {
+				answerEach(nc, func(*http.Request, []byte) string { return c.response })
+			})
+			cl, _ := newClient(t)
+			hc := &http.Client{Transport: cl}
+			for i := 0; i < 2; i++ {
+				req := mustRequest(t, "GET", s.URL(), nil)
+				if c.reqConn != "" {
+					req.Header.Set("Connection", c.reqConn)
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b, _ := io.ReadAll(resp.Body); string(b) != "hi" {
+					t.Fatalf("request %d: body %q", i, b)
+				}
+				resp.Body.Close()
+			}
+			if n := s.accepted.Load(); n != 2 {
+				t.Fatalf("2 requests used %d connections, want 2", n)
+			}
 		})
-	})
-	c, _ := newClient(t)
-	hc := &http.Client{Transport: c}
-	for i := 0; i < 2; i++ {
-		if got := get(t, hc, s.URL()); got != "bye" {
-			t.Fatalf("request %d: body %q", i, got)
-		}
-	}
-	if n := s.accepted.Load(); n != 2 {
-		t.Fatalf("2 requests answered with Connection: close used %d connections, want 2", n)
-	}
-}
-
-// A request that asks for "Connection: close" gets its connection closed
-// after the response, whether or not the server says so in its answer.
-func TestConnectionCloseRequestIsNotReused(t *testing.T) {
-	s := newRawServer(t, func(n int, nc net.Conn) {
-		answerEach(nc, func(*http.Request, []byte) string { return okResponse("hi") })
-	})
-	c, _ := newClient(t)
-	hc := &http.Client{Transport: c}
-	for i := 0; i < 2; i++ {
-		req := mustRequest(t, "GET", s.URL(), nil)
-		req.Header.Set("Connection", "keep-alive, close")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b, _ := io.ReadAll(resp.Body); string(b) != "hi" {
-			t.Fatalf("request %d: body %q", i, b)
-		}
-		resp.Body.Close()
-	}
-	if n := s.accepted.Load(); n != 2 {
-		t.Fatalf("2 requests asking Connection: close used %d connections, want 2", n)
 	}
 }
 
@@ -289,26 +286,6 @@ func TestBodyClosedEarlyClosesConnection(t *testing.T) {
 	}
 	if n := conns.opened.Load(); n != 2 {
 		t.Fatalf("after a body closed early the next request found %d connections opened in all, want 2", n)
-	}
-}
-
-func TestHTTP10ResponseWithoutKeepAliveIsNotReused(t *testing.T) {
-	// The server keeps its end open and would answer a second request on
-	// the same connection: only the client can decide not to reuse it.
-	s := newRawServer(t, func(n int, nc net.Conn) {
-		answerEach(nc, func(*http.Request, []byte) string {
-			return "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi"
-		})
-	})
-	c, _ := newClient(t)
-	hc := &http.Client{Transport: c}
-	for i := 0; i < 2; i++ {
-		if got := get(t, hc, s.URL()); got != "hi" {
-			t.Fatalf("request %d: body %q", i, got)
-		}
-	}
-	if n := s.accepted.Load(); n != 2 {
-		t.Fatalf("2 requests answered by HTTP/1.0 without keep-alive used %d connections, want 2", n)
 	}
 }
 
