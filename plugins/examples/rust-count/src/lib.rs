@@ -31,7 +31,8 @@
 //! (target/wasm32-wasi/release/rust_count.wasm)
 
 use wasmstream::{
-    await_op, state_delete, state_get, state_get_async, state_put, state_scan, state_scan_async, Emitter, Errno, Error, Header, OpError, Output, Record,
+    await_op, state_delete, state_get, state_get_async, state_put, state_scan, state_scan_async,
+    Emitter, Errno, Error, Header, OpError, Output, Record,
 };
 
 const VERSION: Option<&str> = option_env!("PROCESSOR_VERSION");
@@ -65,7 +66,12 @@ pub fn count(r: &Record, out: &mut Emitter) -> Result<(), Error> {
     let hs = version_headers();
     if r.header("count.delete").is_some() {
         state_delete(skey).map_err(terminal)?;
-        out.emit(&Output { key, value: Some(b"0"), headers: (&hs).into(), ..Output::default() })?;
+        out.emit(&Output {
+            key,
+            value: Some(b"0"),
+            headers: (&hs).into(),
+            ..Output::default()
+        })?;
         return Ok(());
     }
     if r.header("count.async").is_some() {
@@ -76,16 +82,28 @@ pub fn count(r: &Record, out: &mut Emitter) -> Result<(), Error> {
     let val = n.to_string();
     let mut stored = val.clone().into_bytes();
     if let Some(p) = r.header("count.pad") {
-        let pad = std::str::from_utf8(p.unwrap_or_default()).ok().and_then(|s| s.parse::<usize>().ok()).unwrap_or(0);
+        let pad = std::str::from_utf8(p.unwrap_or_default())
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(0);
         stored.push(b' ');
         stored.resize(stored.len() + pad, b'.');
     }
     state_put(skey, &stored).map_err(terminal)?;
-    out.emit(&Output { key, value: Some(val.as_bytes()), headers: (&hs).into(), ..Output::default() })?;
+    out.emit(&Output {
+        key,
+        value: Some(val.as_bytes()),
+        headers: (&hs).into(),
+        ..Output::default()
+    })?;
     if let Some(prefix) = r.header("count.scan") {
         let mut emitted = Ok(());
         state_scan(prefix.unwrap_or_default(), |k, v| {
-            emitted = out.emit(&Output { key: Some(k), value: Some(v), ..Output::default() });
+            emitted = out.emit(&Output {
+                key: Some(k),
+                value: Some(v),
+                ..Output::default()
+            });
             emitted.is_ok()
         })
         .map_err(terminal)?;
@@ -112,10 +130,23 @@ fn count_async(r: &Record, skey: &[u8]) -> Result<(), Error> {
         let val = leading_count(&old).wrapping_add(1).to_string();
         state_put(key.unwrap_or_default(), val.as_bytes()).map_err(terminal)?;
         let hs = version_headers();
-        out.emit(&Output { key, value: Some(val.as_bytes()), headers: (&hs).into(), ..Output::default() })?;
+        out.emit(&Output {
+            key,
+            value: Some(val.as_bytes()),
+            headers: (&hs).into(),
+            ..Output::default()
+        })?;
         if let Some(prefix) = r.header("count.scan") {
-            let size = r.header("count.scanbytes").flatten().and_then(|s| std::str::from_utf8(s).ok()?.parse::<i64>().ok()).unwrap_or(0);
-            return scan_async(prefix.unwrap_or_default().to_vec(), Vec::new(), size.max(0) as usize);
+            let size = r
+                .header("count.scanbytes")
+                .flatten()
+                .and_then(|s| std::str::from_utf8(s).ok()?.parse::<i64>().ok())
+                .unwrap_or(0);
+            return scan_async(
+                prefix.unwrap_or_default().to_vec(),
+                Vec::new(),
+                size.max(0) as usize,
+            );
         }
         Ok(())
     })
@@ -124,16 +155,23 @@ fn count_async(r: &Record, skey: &[u8]) -> Result<(), Error> {
 /// Emits the keys with prefix after `after`, one batch per operation, until
 /// a batch is empty.
 fn scan_async(prefix: Vec<u8>, after: Vec<u8>, size: usize) -> Result<(), Error> {
-    await_op(state_scan_async(&prefix, &after, size), move |_, out, res| {
-        let b = res.map_err(op_terminal)?;
-        if b.done() {
-            return Ok(());
-        }
-        for e in &b.entries {
-            out.emit(&Output { key: Some(&e.key), value: Some(&e.value), ..Output::default() })?;
-        }
-        scan_async(prefix, b.after().to_vec(), size)
-    })
+    await_op(
+        state_scan_async(&prefix, &after, size),
+        move |_, out, res| {
+            let b = res.map_err(op_terminal)?;
+            if b.done() {
+                return Ok(());
+            }
+            for e in &b.entries {
+                out.emit(&Output {
+                    key: Some(&e.key),
+                    value: Some(&e.value),
+                    ..Output::default()
+                })?;
+            }
+            scan_async(prefix, b.after().to_vec(), size)
+        },
+    )
 }
 
 /// The count a stored value starts with: its leading decimal digits, as
@@ -142,7 +180,10 @@ fn scan_async(prefix: Vec<u8>, after: Vec<u8>, size: usize) -> Result<(), Error>
 fn leading_count(v: &[u8]) -> u64 {
     let mut n: u64 = 0;
     for &c in v.iter().take_while(|c| c.is_ascii_digit()) {
-        match n.checked_mul(10).and_then(|n| n.checked_add((c - b'0') as u64)) {
+        match n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add((c - b'0') as u64))
+        {
             Some(m) => n = m,
             None => return u64::MAX,
         }
@@ -169,16 +210,49 @@ mod tests {
             assert_eq!(res.outputs[0].value.as_deref(), Some(want[i].as_bytes()));
         }
         // A value over the bound fails the record, and leaves the count as it was.
-        let res = run(count, &TestRecord::new("in").key("a").header("count.pad", Some(b"70000")));
+        let res = run(
+            count,
+            &TestRecord::new("in")
+                .key("a")
+                .header("count.pad", Some(b"70000")),
+        );
         assert_eq!(res.status, Status::Fail);
         assert!(res.error.unwrap().contains("too large"));
         assert!(state_snapshot().contains(&(b"a".to_vec(), b"3".to_vec())));
         // A scan after the count; a delete.
-        let res = run(count, &TestRecord::new("in").key("b").header("count.scan", Some(b"")));
-        let kv: Vec<_> = res.outputs.iter().map(|o| (o.key.clone().unwrap(), o.value.clone().unwrap())).collect();
-        assert_eq!(kv, vec![(b"b".to_vec(), b"2".to_vec()), (b"a".to_vec(), b"3".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
-        assert_eq!(run(count, &TestRecord::new("in").key("a").header("count.delete", None)).status, Status::Ok);
-        assert_eq!(run(count, &TestRecord::new("in").key("a")).outputs[0].value.as_deref(), Some(&b"1"[..]));
+        let res = run(
+            count,
+            &TestRecord::new("in")
+                .key("b")
+                .header("count.scan", Some(b"")),
+        );
+        let kv: Vec<_> = res
+            .outputs
+            .iter()
+            .map(|o| (o.key.clone().unwrap(), o.value.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            kv,
+            vec![
+                (b"b".to_vec(), b"2".to_vec()),
+                (b"a".to_vec(), b"3".to_vec()),
+                (b"b".to_vec(), b"2".to_vec())
+            ]
+        );
+        assert_eq!(
+            run(
+                count,
+                &TestRecord::new("in").key("a").header("count.delete", None)
+            )
+            .status,
+            Status::Ok
+        );
+        assert_eq!(
+            run(count, &TestRecord::new("in").key("a")).outputs[0]
+                .value
+                .as_deref(),
+            Some(&b"1"[..])
+        );
     }
 
     // count.async: the same counts through state_get_async, the record's
@@ -191,26 +265,59 @@ mod tests {
         for (i, (k, want)) in [("a", "1"), ("a", "2"), ("b", "1")].iter().enumerate() {
             let res = run(count, &a(k));
             assert_eq!(res.status, Status::Ok, "record {}: {:?}", i, res.error);
-            assert_eq!((res.outputs.len(), res.outputs[0].value.as_deref()), (1, Some(want.as_bytes())));
+            assert_eq!(
+                (res.outputs.len(), res.outputs[0].value.as_deref()),
+                (1, Some(want.as_bytes()))
+            );
         }
         // The direct path and the asynchronous one count the same keys.
-        assert_eq!(run(count, &TestRecord::new("in").key("a")).outputs[0].value.as_deref(), Some(&b"3"[..]));
+        assert_eq!(
+            run(count, &TestRecord::new("in").key("a")).outputs[0]
+                .value
+                .as_deref(),
+            Some(&b"3"[..])
+        );
         let res = run(count, &a("a").header("count.set", Some(b"41")));
         assert_eq!(res.outputs[0].value.as_deref(), Some(&b"42"[..]));
-        let res = run(count, &a("b").header("count.scan", Some(b"")).header("count.scanbytes", Some(b"10")));
+        let res = run(
+            count,
+            &a("b")
+                .header("count.scan", Some(b""))
+                .header("count.scanbytes", Some(b"10")),
+        );
         assert_eq!(res.status, Status::Ok, "{:?}", res.error);
-        let kv: Vec<_> = res.outputs.iter().map(|o| (o.key.clone().unwrap(), o.value.clone().unwrap())).collect();
-        assert_eq!(kv, vec![(b"b".to_vec(), b"2".to_vec()), (b"a".to_vec(), b"42".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
+        let kv: Vec<_> = res
+            .outputs
+            .iter()
+            .map(|o| (o.key.clone().unwrap(), o.value.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            kv,
+            vec![
+                (b"b".to_vec(), b"2".to_vec()),
+                (b"a".to_vec(), b"42".to_vec()),
+                (b"b".to_vec(), b"2".to_vec())
+            ]
+        );
         let res = run(count, &a("a").header("count.abandon", None));
         assert_eq!((res.status, res.outputs.len()), (Status::Ok, 0));
         wasmstream::set_foreign_state_prefix(b"other-");
         let res = run(count, &a("a").header("count.key", Some(b"other-a")));
         assert_eq!(res.status, Status::Fail);
-        assert!(res.error.unwrap().contains("state key outside the record's partition"));
+        assert!(res
+            .error
+            .unwrap()
+            .contains("state key outside the record's partition"));
         let res = run(count, &a(&"k".repeat(1025)));
         assert_eq!(res.status, Status::Fail);
         assert!(res.error.unwrap().contains("too large"));
-        assert_eq!(state_snapshot(), vec![(b"a".to_vec(), b"42".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
+        assert_eq!(
+            state_snapshot(),
+            vec![
+                (b"a".to_vec(), b"42".to_vec()),
+                (b"b".to_vec(), b"2".to_vec())
+            ]
+        );
     }
 
     #[test]

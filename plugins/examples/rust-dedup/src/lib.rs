@@ -17,7 +17,12 @@ pub fn dedup(r: &Record, out: &mut Emitter) -> Result<(), Error> {
         return Ok(());
     }
     state_put(id, b"").map_err(terminal)?;
-    out.emit(&Output { key: r.key, value: r.value, headers: r.headers.into(), ..Output::default() })?;
+    out.emit(&Output {
+        key: r.key,
+        value: r.value,
+        headers: r.headers.into(),
+        ..Output::default()
+    })?;
     Ok(())
 }
 
@@ -32,19 +37,38 @@ mod tests {
     fn first_of_each_id() {
         reset_state();
         let mut emitted = Vec::new();
-        for (i, (k, v)) in [("a", "1"), ("b", "2"), ("a", "3"), ("c", "4"), ("b", "5")].iter().enumerate() {
-            let res = run(dedup, &TestRecord::new("in").key(k).value(v).header("h", Some(b"x")));
+        for (i, (k, v)) in [("a", "1"), ("b", "2"), ("a", "3"), ("c", "4"), ("b", "5")]
+            .iter()
+            .enumerate()
+        {
+            let res = run(
+                dedup,
+                &TestRecord::new("in")
+                    .key(k)
+                    .value(v)
+                    .header("h", Some(b"x")),
+            );
             assert_eq!(res.status, Status::Ok, "record {}: {:?}", i, res.error);
             for o in &res.outputs {
                 emitted.push((o.key.clone().unwrap(), o.value.clone().unwrap()));
             }
         }
-        assert_eq!(emitted, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec()), (b"c".to_vec(), b"4".to_vec())]);
+        assert_eq!(
+            emitted,
+            vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"b".to_vec(), b"2".to_vec()),
+                (b"c".to_vec(), b"4".to_vec())
+            ]
+        );
         assert_eq!(state_snapshot().len(), 3);
         // An id the host refuses (another partition's) fails the record.
         wasmstream::set_foreign_state_prefix(b"other-");
         let res = run(dedup, &TestRecord::new("in").key("other-a"));
         assert_eq!(res.status, Status::Fail);
-        assert!(res.error.unwrap().contains("state key outside the record's partition"));
+        assert!(res
+            .error
+            .unwrap()
+            .contains("state key outside the record's partition"));
     }
 }

@@ -16,7 +16,12 @@ pub fn filter(r: &Record, out: &mut Emitter) -> Result<(), Error> {
     if !contains(r.value.unwrap_or_default(), want) {
         return Ok(());
     }
-    out.emit(&Output { key: r.key, value: r.value, headers: r.headers.into(), ..Output::default() })?;
+    out.emit(&Output {
+        key: r.key,
+        value: r.value,
+        headers: r.headers.into(),
+        ..Output::default()
+    })?;
     Ok(())
 }
 

@@ -37,7 +37,11 @@ pub fn lookup(r: &Record, _out: &mut Emitter) -> Result<(), Error> {
         Some(k) => k,
         None => return Err(Error::terminal("the record has no key to look up")),
     };
-    let mode = r.header("lookup.mode").flatten().unwrap_or_default().to_vec();
+    let mode = r
+        .header("lookup.mode")
+        .flatten()
+        .unwrap_or_default()
+        .to_vec();
     match &mode[..] {
         b"leak" => return leak(),
         b"pending" => return Err(Error::pending()),
@@ -47,38 +51,61 @@ pub fn lookup(r: &Record, _out: &mut Emitter) -> Result<(), Error> {
     // The same on every attempt: a service that deduplicates sees one request per record.
     let idem = r.idempotency_key();
     let hs = [Header::new("Idempotency-Key", Some(idem.as_bytes()))];
-    await_op(http(&HttpRequest { url: &url, headers: &hs, ..HttpRequest::default() }), move |r, out, res| {
-        if mode == b"panic" {
-            panic!("asked to panic in the continuation");
-        }
-        let resp = match res {
-            Ok(resp) => resp,
-            Err(e) if e.refused => return Err(Error::from(e).into_terminal()),
-            Err(e) => return Err(e.into()),
-        };
-        let found = match resp.status {
-            200 => resp.body(),
-            404 => None,
-            429 | 500..=i32::MAX => return Err(Error::retry(format!("lookup service answered {}", resp.status))),
-            s => {
-                let body = String::from_utf8_lossy(resp.body().unwrap_or_default());
-                return Err(Error::terminal(format!("lookup service answered {}: {}", s, body.chars().take(200).collect::<String>())));
+    await_op(
+        http(&HttpRequest {
+            url: &url,
+            headers: &hs,
+            ..HttpRequest::default()
+        }),
+        move |r, out, res| {
+            if mode == b"panic" {
+                panic!("asked to panic in the continuation");
             }
-        };
-        let value = result(r, found);
-        let status = resp.status.to_string();
-        if mode == b"chain" {
-            return await_op(timer(Duration::from_millis(5)), move |r, out, _| emit(r, out, &value, &status));
-        }
-        emit(r, out, &value, &status)
-    })
+            let resp = match res {
+                Ok(resp) => resp,
+                Err(e) if e.refused => return Err(Error::from(e).into_terminal()),
+                Err(e) => return Err(e.into()),
+            };
+            let found = match resp.status {
+                200 => resp.body(),
+                404 => None,
+                429 | 500..=i32::MAX => {
+                    return Err(Error::retry(format!(
+                        "lookup service answered {}",
+                        resp.status
+                    )))
+                }
+                s => {
+                    let body = String::from_utf8_lossy(resp.body().unwrap_or_default());
+                    return Err(Error::terminal(format!(
+                        "lookup service answered {}: {}",
+                        s,
+                        body.chars().take(200).collect::<String>()
+                    )));
+                }
+            };
+            let value = result(r, found);
+            let status = resp.status.to_string();
+            if mode == b"chain" {
+                return await_op(timer(Duration::from_millis(5)), move |r, out, _| {
+                    emit(r, out, &value, &status)
+                });
+            }
+            emit(r, out, &value, &status)
+        },
+    )
 }
 
 wasmstream::processor!(lookup);
 
 fn emit(r: &Record, out: &mut Emitter, value: &[u8], status: &str) -> Result<(), Error> {
     let hs = [Header::new("lookup.status", Some(status.as_bytes()))];
-    out.emit(&Output { key: r.key, value: Some(value), headers: (&hs).into(), ..Output::default() })?;
+    out.emit(&Output {
+        key: r.key,
+        value: Some(value),
+        headers: (&hs).into(),
+        ..Output::default()
+    })?;
     Ok(())
 }
 
@@ -90,7 +117,9 @@ fn leak() -> Result<(), Error> {
 /// The output's value.
 pub fn result(r: &Record, found: Option<&[u8]>) -> Vec<u8> {
     let key = r.key.unwrap_or_default();
-    let mut b = Vec::with_capacity(64 + key.len() + r.value.map_or(0, |v| v.len()) + found.map_or(0, |f| f.len()));
+    let mut b = Vec::with_capacity(
+        64 + key.len() + r.value.map_or(0, |v| v.len()) + found.map_or(0, |f| f.len()),
+    );
     b.extend_from_slice(br#"{"key":"#);
     append_string(&mut b, key);
     b.extend_from_slice(br#","record":"#);
@@ -121,7 +150,10 @@ pub fn append_string(b: &mut Vec<u8>, s: &[u8]) {
     while !rest.is_empty() {
         let (valid, bad) = match std::str::from_utf8(rest) {
             Ok(v) => (v, false),
-            Err(e) => (unsafe { std::str::from_utf8_unchecked(&rest[..e.valid_up_to()]) }, true),
+            Err(e) => (
+                unsafe { std::str::from_utf8_unchecked(&rest[..e.valid_up_to()]) },
+                true,
+            ),
         };
         for c in valid.chars() {
             match c {
@@ -133,9 +165,23 @@ pub fn append_string(b: &mut Vec<u8>, s: &[u8]) {
                 '\u{c}' => b.extend_from_slice(b"\\f"),
                 '\0'..='\u{1f}' | '<' | '>' | '&' => {
                     let c = c as u8;
-                    b.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
+                    b.extend_from_slice(&[
+                        b'\\',
+                        b'u',
+                        b'0',
+                        b'0',
+                        HEX[(c >> 4) as usize],
+                        HEX[(c & 15) as usize],
+                    ]);
                 }
-                '\u{2028}' | '\u{2029}' => b.extend_from_slice(&[b'\\', b'u', b'2', b'0', b'2', HEX[(c as u32 & 15) as usize]]),
+                '\u{2028}' | '\u{2029}' => b.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'2',
+                    b'0',
+                    b'2',
+                    HEX[(c as u32 & 15) as usize],
+                ]),
                 _ => {
                     let mut buf = [0u8; 4];
                     b.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
@@ -156,7 +202,11 @@ pub fn path_escape(s: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut o = String::with_capacity(s.len());
     for &c in s {
-        let keep = c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'~' | b'$' | b'&' | b'+' | b':' | b'=' | b'@');
+        let keep = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'-' | b'_' | b'.' | b'~' | b'$' | b'&' | b'+' | b':' | b'=' | b'@'
+            );
         if keep {
             o.push(c as char);
         } else {
@@ -332,7 +382,11 @@ mod tests {
     fn service(op: &Operation) -> OpResult {
         match op {
             Operation::Http { url, .. } => match url.trim_start_matches("http://svc/users/") {
-                "7" => OpResult::http(200, &[("Content-Type", b"application/json")], Some(br#"{"name":"Ada"}"#)),
+                "7" => OpResult::http(
+                    200,
+                    &[("Content-Type", b"application/json")],
+                    Some(br#"{"name":"Ada"}"#),
+                ),
                 "down" => OpResult::http(503, &[], Some(b"")),
                 "busy" => OpResult::http(429, &[], Some(b"")),
                 "bad" => OpResult::http(400, &[], Some(b"no such thing")),
@@ -351,20 +405,42 @@ mod tests {
 
     #[test]
     fn lookups() {
-        let res = go(TestRecord::new("t").key("7").value(r#"{"order":1}"#).attempt(2));
+        let res = go(TestRecord::new("t")
+            .key("7")
+            .value(r#"{"order":1}"#)
+            .attempt(2));
         assert_eq!(res.status, Status::Ok, "{:?}", res.error);
-        assert_eq!(res.outputs[0].value.as_deref(), Some(&br#"{"key":"7","record":{"order":1},"lookup":{"name":"Ada"},"attempt":2}"#[..]));
-        assert_eq!(res.outputs[0].headers, vec![OwnedHeader::new("lookup.status", Some(b"200"))]);
+        assert_eq!(
+            res.outputs[0].value.as_deref(),
+            Some(&br#"{"key":"7","record":{"order":1},"lookup":{"name":"Ada"},"attempt":2}"#[..])
+        );
+        assert_eq!(
+            res.outputs[0].headers,
+            vec![OwnedHeader::new("lookup.status", Some(b"200"))]
+        );
         let res = go(TestRecord::new("t").key("nobody").value("x"));
-        assert_eq!(res.outputs[0].value.as_deref(), Some(&br#"{"key":"nobody","record":"x","lookup":null,"attempt":1}"#[..]));
-        for (key, want) in [("down", Status::Retry), ("busy", Status::Retry), ("cut", Status::Retry), ("bad", Status::Fail), ("denied", Status::Fail)] {
+        assert_eq!(
+            res.outputs[0].value.as_deref(),
+            Some(&br#"{"key":"nobody","record":"x","lookup":null,"attempt":1}"#[..])
+        );
+        for (key, want) in [
+            ("down", Status::Retry),
+            ("busy", Status::Retry),
+            ("cut", Status::Retry),
+            ("bad", Status::Fail),
+            ("denied", Status::Fail),
+        ] {
             let res = go(TestRecord::new("t").key(key));
             assert_eq!(res.status, want, "{}: {:?}", key, res.error);
             assert!(res.outputs.is_empty());
         }
-        let res = go(TestRecord::new("t").key("7").header("lookup.mode", Some(b"chain")));
+        let res = go(TestRecord::new("t")
+            .key("7")
+            .header("lookup.mode", Some(b"chain")));
         assert_eq!((res.status, res.outputs.len()), (Status::Ok, 1));
-        let res = go(TestRecord::new("t").key("7").header("lookup.mode", Some(b"pending")));
+        let res = go(TestRecord::new("t")
+            .key("7")
+            .header("lookup.mode", Some(b"pending")));
         assert_eq!(res.status, Status::Fail);
         assert_eq!(go(TestRecord::new("t")).status, Status::Fail, "null key");
     }
@@ -373,14 +449,29 @@ mod tests {
     fn request() {
         std::env::set_var("LOOKUP_URL", "http://svc/users/");
         let mut seen = None;
-        run_with(lookup, &TestRecord::new("orders").key("a b/c?é").at(4, 17), |op| {
-            seen = Some(op.clone());
-            OpResult::http(404, &[], None)
-        });
+        run_with(
+            lookup,
+            &TestRecord::new("orders").key("a b/c?é").at(4, 17),
+            |op| {
+                seen = Some(op.clone());
+                OpResult::http(404, &[], None)
+            },
+        );
         match seen {
-            Some(Operation::Http { method, url, headers, .. }) => {
-                assert_eq!((method.as_str(), url.as_str()), ("", "http://svc/users/a%20b%2Fc%3F%C3%A9"));
-                assert_eq!(headers, vec![OwnedHeader::new("Idempotency-Key", Some(b"orders/4/17"))]);
+            Some(Operation::Http {
+                method,
+                url,
+                headers,
+                ..
+            }) => {
+                assert_eq!(
+                    (method.as_str(), url.as_str()),
+                    ("", "http://svc/users/a%20b%2Fc%3F%C3%A9")
+                );
+                assert_eq!(
+                    headers,
+                    vec![OwnedHeader::new("Idempotency-Key", Some(b"orders/4/17"))]
+                );
             }
             other => panic!("{:?}", other),
         }
@@ -388,14 +479,37 @@ mod tests {
 
     #[test]
     fn json() {
-        for v in ["1", "-0.5e+3", " {\"a\" : [1, true, null, \"x\\u00e9\"]} \n", "\"\u{e9}\"", "[]", "{}"] {
+        for v in [
+            "1",
+            "-0.5e+3",
+            " {\"a\" : [1, true, null, \"x\\u00e9\"]} \n",
+            "\"\u{e9}\"",
+            "[]",
+            "{}",
+        ] {
             assert!(json_valid(v.as_bytes()), "{}", v);
         }
-        for v in ["", "01", "1.", "{", "[1,]", "{\"a\"}", "\"\\x\"", "\"\u{1}\"", "tru", "1 2", "-", "+1"] {
+        for v in [
+            "",
+            "01",
+            "1.",
+            "{",
+            "[1,]",
+            "{\"a\"}",
+            "\"\\x\"",
+            "\"\u{1}\"",
+            "tru",
+            "1 2",
+            "-",
+            "+1",
+        ] {
             assert!(!json_valid(v.as_bytes()), "{}", v);
         }
         let mut b = Vec::new();
-        append_string(&mut b, "q\"\\\n\r\t\u{8}\u{c}\u{1}<>&é\u{2028}\u{2029}".as_bytes());
+        append_string(
+            &mut b,
+            "q\"\\\n\r\t\u{8}\u{c}\u{1}<>&é\u{2028}\u{2029}".as_bytes(),
+        );
         append_string(&mut b, b"a\xffb\xe2\x82");
         assert_eq!(String::from_utf8(b).unwrap(), "\"q\\\"\\\\\\n\\r\\t\\b\\f\\u0001\\u003c\\u003e\\u0026é\\u2028\\u2029\"\"a\\ufffdb\\ufffd\\ufffd\"");
     }

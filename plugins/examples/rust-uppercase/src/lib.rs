@@ -38,7 +38,12 @@ fn emit(r: &Record, out: &mut Emitter, v: Option<&[u8]>) -> Result<(), Error> {
         }
         _ => r.headers.into(),
     };
-    out.emit(&Output { key: r.key, value: v, headers, ..Output::default() })?;
+    out.emit(&Output {
+        key: r.key,
+        value: v,
+        headers,
+        ..Output::default()
+    })?;
     Ok(())
 }
 
@@ -63,7 +68,10 @@ pub fn to_upper_into(b: &mut Vec<u8>, s: &[u8]) {
     while !rest.is_empty() {
         let (valid, bad) = match std::str::from_utf8(rest) {
             Ok(v) => (v, false),
-            Err(e) => (unsafe { std::str::from_utf8_unchecked(&rest[..e.valid_up_to()]) }, true),
+            Err(e) => (
+                unsafe { std::str::from_utf8_unchecked(&rest[..e.valid_up_to()]) },
+                true,
+            ),
         };
         for c in valid.chars() {
             let mut buf = [0u8; 4];
@@ -93,7 +101,8 @@ fn upper_ascii_prefix(b: &mut Vec<u8>, s: &[u8]) -> usize {
         if v & HIGH != 0 {
             return n;
         }
-        let lower = v.wrapping_add(0x1f1f_1f1f_1f1f_1f1f) & !v.wrapping_add(0x0505_0505_0505_0505) & HIGH;
+        let lower =
+            v.wrapping_add(0x1f1f_1f1f_1f1f_1f1f) & !v.wrapping_add(0x0505_0505_0505_0505) & HIGH;
         b.extend_from_slice(&(v - (lower >> 2)).to_le_bytes());
         n += 8;
     }
@@ -120,7 +129,9 @@ fn upper(c: char) -> char {
     // the character itself, except for Greek letters with ypogegrammeni,
     // whose simple uppercase is the titlecase letter.
     match c as u32 {
-        0x1F80..=0x1F87 | 0x1F90..=0x1F97 | 0x1FA0..=0x1FA7 => char::from_u32(c as u32 + 8).unwrap_or(c),
+        0x1F80..=0x1F87 | 0x1F90..=0x1F97 | 0x1FA0..=0x1FA7 => {
+            char::from_u32(c as u32 + 8).unwrap_or(c)
+        }
         0x1FB3 | 0x1FC3 | 0x1FF3 => char::from_u32(c as u32 + 9).unwrap_or(c),
         _ => c,
     }
@@ -133,26 +144,58 @@ mod tests {
 
     #[test]
     fn uppercases_and_keeps_key_and_headers() {
-        let res = run(uppercase, &TestRecord::new("in").key("k1").value("hello, Wörld").header("h", Some(b"v")).header("n", None));
+        let res = run(
+            uppercase,
+            &TestRecord::new("in")
+                .key("k1")
+                .value("hello, Wörld")
+                .header("h", Some(b"v"))
+                .header("n", None),
+        );
         assert_eq!(res.status, Status::Ok, "{:?}", res.error);
         assert_eq!(res.outputs.len(), 1);
         let o = &res.outputs[0];
         assert_eq!(o.value.as_deref(), Some("HELLO, WÖRLD".as_bytes()));
-        assert_eq!((o.key.as_deref(), o.topic.as_str(), o.partition), (Some(&b"k1"[..]), "", None));
-        assert_eq!(o.headers, vec![OwnedHeader::new("h", Some(b"v")), OwnedHeader::new("n", None)]);
+        assert_eq!(
+            (o.key.as_deref(), o.topic.as_str(), o.partition),
+            (Some(&b"k1"[..]), "", None)
+        );
+        assert_eq!(
+            o.headers,
+            vec![
+                OwnedHeader::new("h", Some(b"v")),
+                OwnedHeader::new("n", None)
+            ]
+        );
     }
 
     #[test]
     fn null_and_empty() {
         let res = run(uppercase, &TestRecord::new("in"));
-        assert_eq!((res.status, res.outputs[0].value.clone(), res.outputs[0].key.clone()), (Status::Ok, None, None));
+        assert_eq!(
+            (
+                res.status,
+                res.outputs[0].value.clone(),
+                res.outputs[0].key.clone()
+            ),
+            (Status::Ok, None, None)
+        );
         let res = run(uppercase, &TestRecord::new("in").key("").value(""));
-        assert_eq!((res.outputs[0].value.clone(), res.outputs[0].key.clone()), (Some(vec![]), Some(vec![])));
+        assert_eq!(
+            (res.outputs[0].value.clone(), res.outputs[0].key.clone()),
+            (Some(vec![]), Some(vec![]))
+        );
     }
 
     #[test]
     fn go_case_mapping() {
-        assert_eq!(to_upper("straße ǅ ᾳ ﬀ ÿ".as_bytes()), "STRAßE Ǆ ᾼ ﬀ Ÿ".as_bytes());
-        assert_eq!(to_upper(b"a\xffb\xe2\x82c"), "A\u{FFFD}B\u{FFFD}\u{FFFD}C".as_bytes());
+        assert_eq!(
+            to_upper("straße ǅ ᾳ ﬀ ÿ".as_bytes()),
+            "STRAßE Ǆ ᾼ ﬀ Ÿ".as_bytes()
+        );
+        assert_eq!(
+            to_upper(b"a\xffb\xe2\x82c"),
+            "A\u{FFFD}B\u{FFFD}\u{FFFD}C".as_bytes()
+        );
     }
 }

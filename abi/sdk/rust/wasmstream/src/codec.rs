@@ -16,7 +16,11 @@ pub struct DecodeError {
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "wasmstream: decode {}: malformed encoding: at byte {}: {}", self.what, self.at, self.msg)
+        write!(
+            f,
+            "wasmstream: decode {}: malformed encoding: at byte {}: {}",
+            self.what, self.at, self.msg
+        )
     }
 }
 
@@ -40,12 +44,20 @@ impl<'a> Decoder<'a> {
         Decoder { b, off: 0, what }
     }
     fn fail<T>(&self, msg: String) -> R<T> {
-        Err(DecodeError { what: self.what, at: self.off, msg })
+        Err(DecodeError {
+            what: self.what,
+            at: self.off,
+            msg,
+        })
     }
     #[cold]
     #[inline(never)]
     fn short<T>(&self, n: usize) -> R<T> {
-        self.fail(format!("need {} bytes, have {}", n, self.b.len() - self.off))
+        self.fail(format!(
+            "need {} bytes, have {}",
+            n,
+            self.b.len() - self.off
+        ))
     }
     #[inline(always)]
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
@@ -83,7 +95,11 @@ impl<'a> Decoder<'a> {
         let b = self.str_bytes()?;
         match std::str::from_utf8(b) {
             Ok(s) => Ok(s),
-            Err(_) => Err(DecodeError { what: self.what, at, msg: "string is not UTF-8".into() }),
+            Err(_) => Err(DecodeError {
+                what: self.what,
+                at,
+                msg: "string is not UTF-8".into(),
+            }),
         }
     }
     #[cold]
@@ -110,19 +126,30 @@ impl<'a> Decoder<'a> {
             return Ok(Headers { count: 0, raw: &[] });
         }
         if n as u64 * 8 > (self.b.len() - self.off) as u64 {
-            return self.fail(format!("header count {} exceeds remaining {} bytes", n, self.b.len() - self.off));
+            return self.fail(format!(
+                "header count {} exceeds remaining {} bytes",
+                n,
+                self.b.len() - self.off
+            ));
         }
         let start = self.off;
         for _ in 0..n {
             self.str_bytes()?;
             self.bytes()?;
         }
-        Ok(Headers { count: n, raw: &self.b[start..self.off] })
+        Ok(Headers {
+            count: n,
+            raw: &self.b[start..self.off],
+        })
     }
     #[inline(always)]
     pub fn finish(&self) -> R<()> {
         if self.off != self.b.len() {
-            return self.fail(format!("{} trailing bytes after {}", self.b.len() - self.off, self.what));
+            return self.fail(format!(
+                "{} trailing bytes after {}",
+                self.b.len() - self.off,
+                self.what
+            ));
         }
         Ok(())
     }
@@ -140,7 +167,16 @@ pub fn decode_record(b: &[u8]) -> Result<Record<'_>, DecodeError> {
     let value = d.bytes()?;
     let headers = d.headers()?;
     d.finish()?;
-    Ok(Record { topic, partition, offset, timestamp_ms, attempt, key, value, headers })
+    Ok(Record {
+        topic,
+        partition,
+        offset,
+        timestamp_ms,
+        attempt,
+        key,
+        value,
+        headers,
+    })
 }
 
 #[inline]
@@ -181,13 +217,24 @@ pub(crate) fn put_headers(b: &mut Vec<u8>, hs: &OutputHeaders<'_>) {
 fn headers_len(hs: &OutputHeaders<'_>) -> usize {
     match hs {
         OutputHeaders::Encoded(h) => 4 + h.raw.len(),
-        OutputHeaders::List(l) => 4 + l.iter().map(|h| 8 + h.key.len() + h.value.map_or(0, |v| v.len())).sum::<usize>(),
+        OutputHeaders::List(l) => {
+            4 + l
+                .iter()
+                .map(|h| 8 + h.key.len() + h.value.map_or(0, |v| v.len()))
+                .sum::<usize>()
+        }
     }
 }
 
 /// The exact length of the encoding of `o`.
 pub fn output_size(o: &Output<'_>) -> usize {
-    4 + o.topic.len() + 4 + 4 + o.key.map_or(0, |k| k.len()) + 4 + o.value.map_or(0, |v| v.len()) + headers_len(&o.headers)
+    4 + o.topic.len()
+        + 4
+        + 4
+        + o.key.map_or(0, |k| k.len())
+        + 4
+        + o.value.map_or(0, |v| v.len())
+        + headers_len(&o.headers)
 }
 
 /// Appends the encoding of `o` (§5.2) to `b`.
@@ -222,10 +269,20 @@ pub fn decode_output(b: &[u8]) -> Result<Output<'_>, DecodeError> {
     let value = d.bytes()?;
     let headers = d.headers()?;
     if p < -1 {
-        return Err(DecodeError { what: "output", at: d.off, msg: format!("partition {} (want -1 or >= 0)", p) });
+        return Err(DecodeError {
+            what: "output",
+            at: d.off,
+            msg: format!("partition {} (want -1 or >= 0)", p),
+        });
     }
     d.finish()?;
-    Ok(Output { topic, partition: if p == -1 { None } else { Some(p) }, key, value, headers: OutputHeaders::Encoded(headers) })
+    Ok(Output {
+        topic,
+        partition: if p == -1 { None } else { Some(p) },
+        key,
+        value,
+        headers: OutputHeaders::Encoded(headers),
+    })
 }
 
 /// Completion codes (§7.2).
@@ -244,7 +301,10 @@ pub fn decode_completion(b: &[u8]) -> Result<(u8, &str), DecodeError> {
         COMPLETION_ERROR | COMPLETION_CANCELED | COMPLETION_REFUSED => {
             let m = d.str_bytes()?;
             d.finish()?;
-            Ok((code, std::str::from_utf8(m).unwrap_or("(message is not UTF-8)")))
+            Ok((
+                code,
+                std::str::from_utf8(m).unwrap_or("(message is not UTF-8)"),
+            ))
         }
         _ => d.fail(format!("completion code {}", code)),
     }
@@ -263,7 +323,9 @@ pub fn append_http_request(b: &mut Vec<u8>, r: &crate::HttpRequest<'_>) {
     put_str(b, r.url.as_bytes());
     put_headers(b, &OutputHeaders::List(r.headers));
     put_bytes(b, r.body);
-    let ms = r.timeout.map_or(0, |t| t.as_millis().min(u32::MAX as u128) as u32);
+    let ms = r
+        .timeout
+        .map_or(0, |t| t.as_millis().min(u32::MAX as u128) as u32);
     put_u32(b, ms);
 }
 
@@ -298,7 +360,11 @@ where
     let total = p.len();
     while !p.is_empty() {
         let at = total - p.len();
-        let bad = || DecodeError { what: "state scan entries", at, msg: "not a whole entry".into() };
+        let bad = || DecodeError {
+            what: "state scan entries",
+            at,
+            msg: "not a whole entry".into(),
+        };
         let (k, rest) = crate::state::cut(p).ok_or_else(bad)?;
         let (v, rest) = crate::state::cut(rest).ok_or_else(bad)?;
         p = rest;
@@ -327,12 +393,18 @@ mod tests {
     #[test]
     fn golden_record() {
         let want: Vec<u8> = vec![
-            0x2a, 0, 0, 0, 0, 0, 0, 0, 0x7b, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, b'i', b'n', 1, 0,
-            0, 0, b'k', 2, 0, 0, 0, b'h', b'i', 0, 0, 0, 0,
+            0x2a, 0, 0, 0, 0, 0, 0, 0, 0x7b, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0, 0, 3, 0, 0, 0, 1, 0,
+            0, 0, 2, 0, 0, 0, b'i', b'n', 1, 0, 0, 0, b'k', 2, 0, 0, 0, b'h', b'i', 0, 0, 0, 0,
         ];
         let r = decode_record(&want).unwrap();
-        assert_eq!((r.offset, r.timestamp_ms, r.partition, r.attempt, r.topic), (42, 1700000000123, 3, 1, "in"));
-        assert_eq!((r.key, r.value, r.headers.len()), (Some(&b"k"[..]), Some(&b"hi"[..]), 0));
+        assert_eq!(
+            (r.offset, r.timestamp_ms, r.partition, r.attempt, r.topic),
+            (42, 1700000000123, 3, 1, "in")
+        );
+        assert_eq!(
+            (r.key, r.value, r.headers.len()),
+            (Some(&b"k"[..]), Some(&b"hi"[..]), 0)
+        );
         let mut b = Vec::new();
         append_record(&mut b, &r);
         assert_eq!(b, want);
@@ -342,11 +414,20 @@ mod tests {
     fn rejects_malformed() {
         let mut good = Vec::new();
         let hs = [Header::new("h", Some(b"v")), Header::new("n", None)];
-        let o = Output { topic: "t", key: None, value: Some(b""), headers: OutputHeaders::List(&hs), ..Output::default() };
+        let o = Output {
+            topic: "t",
+            key: None,
+            value: Some(b""),
+            headers: OutputHeaders::List(&hs),
+            ..Output::default()
+        };
         append_output(&mut good, &o);
         assert_eq!(good.len(), output_size(&o));
         let d = decode_output(&good).unwrap();
-        assert_eq!((d.topic, d.partition, d.key, d.value, d.headers.len()), ("t", None, None, Some(&b""[..]), 2));
+        assert_eq!(
+            (d.topic, d.partition, d.key, d.value, d.headers.len()),
+            ("t", None, None, Some(&b""[..]), 2)
+        );
         let got: Vec<_> = d.headers.iter().collect();
         assert_eq!(got, hs.to_vec());
         // trailing byte
@@ -359,7 +440,13 @@ mod tests {
         }
         // partition below -1
         let mut p = Vec::new();
-        append_output(&mut p, &Output { partition: Some(-2), ..Output::default() });
+        append_output(
+            &mut p,
+            &Output {
+                partition: Some(-2),
+                ..Output::default()
+            },
+        );
         assert!(decode_output(&p).is_err());
         // nullable length below -1
         let mut n = Vec::new();
@@ -388,7 +475,10 @@ mod tests {
     #[test]
     fn completions() {
         assert_eq!(decode_completion(&[0, 1, 2]).unwrap(), (0, ""));
-        assert_eq!(decode_completion(&[1, 2, 0, 0, 0, b'n', b'o']).unwrap(), (1, "no"));
+        assert_eq!(
+            decode_completion(&[1, 2, 0, 0, 0, b'n', b'o']).unwrap(),
+            (1, "no")
+        );
         assert!(decode_completion(&[]).is_err());
         assert!(decode_completion(&[9]).is_err());
         assert!(decode_completion(&[1, 2, 0, 0, 0, b'n']).is_err());
@@ -404,19 +494,36 @@ mod tests {
         b.clear();
         append_state_scan(&mut b, b"p", b"", 100);
         assert_eq!(b, [1, 0, 0, 0, b'p', 0, 0, 0, 0, 100, 0, 0, 0]);
-        assert_eq!(decode_state_get_result(&[0xff, 0xff, 0xff, 0xff]).unwrap(), None);
-        assert_eq!(decode_state_get_result(&[0, 0, 0, 0]).unwrap(), Some(&b""[..]));
-        assert_eq!(decode_state_get_result(&[1, 0, 0, 0, b'v']).unwrap(), Some(&b"v"[..]));
+        assert_eq!(
+            decode_state_get_result(&[0xff, 0xff, 0xff, 0xff]).unwrap(),
+            None
+        );
+        assert_eq!(
+            decode_state_get_result(&[0, 0, 0, 0]).unwrap(),
+            Some(&b""[..])
+        );
+        assert_eq!(
+            decode_state_get_result(&[1, 0, 0, 0, b'v']).unwrap(),
+            Some(&b"v"[..])
+        );
         assert!(decode_state_get_result(&[]).is_err());
         assert!(decode_state_get_result(&[1, 0, 0, 0, b'v', 0]).is_err());
         let mut got = Vec::new();
-        let p = [1, 0, 0, 0, b'a', 0, 0, 0, 0, 1, 0, 0, 0, b'b', 2, 0, 0, 0, b'x', b'y'];
+        let p = [
+            1, 0, 0, 0, b'a', 0, 0, 0, 0, 1, 0, 0, 0, b'b', 2, 0, 0, 0, b'x', b'y',
+        ];
         decode_state_entries(&p, |k, v| {
             got.push((k.to_vec(), v.to_vec()));
             true
         })
         .unwrap();
-        assert_eq!(got, vec![(b"a".to_vec(), b"".to_vec()), (b"b".to_vec(), b"xy".to_vec())]);
+        assert_eq!(
+            got,
+            vec![
+                (b"a".to_vec(), b"".to_vec()),
+                (b"b".to_vec(), b"xy".to_vec())
+            ]
+        );
         assert!(decode_state_entries(&p[..p.len() - 1], |_, _| true).is_err());
         assert!(decode_state_entries(&[1, 0, 0], |_, _| true).is_err());
         assert!(decode_state_entries(&[], |_, _| panic!("no entries")).is_ok());
@@ -425,12 +532,21 @@ mod tests {
     #[test]
     fn http_request_encoding() {
         let hs = [Header::new("A", Some(b"1"))];
-        let r = crate::HttpRequest { method: "", url: "http://x/", headers: &hs, body: None, timeout: Some(std::time::Duration::from_millis(1500)) };
+        let r = crate::HttpRequest {
+            method: "",
+            url: "http://x/",
+            headers: &hs,
+            body: None,
+            timeout: Some(std::time::Duration::from_millis(1500)),
+        };
         let mut b = Vec::new();
         append_http_request(&mut b, &r);
         let mut want = vec![0, 0, 0, 0, 9, 0, 0, 0];
         want.extend_from_slice(b"http://x/");
-        want.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0, b'A', 1, 0, 0, 0, b'1', 0xff, 0xff, 0xff, 0xff, 0xdc, 0x05, 0, 0]);
+        want.extend_from_slice(&[
+            1, 0, 0, 0, 1, 0, 0, 0, b'A', 1, 0, 0, 0, b'1', 0xff, 0xff, 0xff, 0xff, 0xdc, 0x05, 0,
+            0,
+        ]);
         assert_eq!(b, want);
     }
 }

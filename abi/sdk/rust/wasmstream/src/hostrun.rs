@@ -18,12 +18,18 @@ pub struct OwnedHeader {
 
 impl OwnedHeader {
     pub fn new(key: impl AsRef<[u8]>, value: Option<&[u8]>) -> Self {
-        OwnedHeader { key: key.as_ref().to_vec(), value: value.map(|v| v.to_vec()) }
+        OwnedHeader {
+            key: key.as_ref().to_vec(),
+            value: value.map(|v| v.to_vec()),
+        }
     }
 }
 
 fn own(h: crate::Header<'_>) -> OwnedHeader {
-    OwnedHeader { key: h.key.to_vec(), value: h.value.map(|v| v.to_vec()) }
+    OwnedHeader {
+        key: h.key.to_vec(),
+        value: h.value.map(|v| v.to_vec()),
+    }
 }
 
 /// A record to run a processor on. `attempt` 0 is taken as 1.
@@ -42,7 +48,11 @@ pub struct TestRecord {
 impl TestRecord {
     /// A record of `topic` with a null key and value.
     pub fn new(topic: &str) -> Self {
-        TestRecord { topic: topic.to_string(), attempt: 1, ..Default::default() }
+        TestRecord {
+            topic: topic.to_string(),
+            attempt: 1,
+            ..Default::default()
+        }
     }
     pub fn key(mut self, k: impl AsRef<[u8]>) -> Self {
         self.key = Some(k.as_ref().to_vec());
@@ -176,8 +186,20 @@ pub fn perform(op: &Operation) -> OpResult {
             std::thread::sleep(*d);
             OpResult::done()
         }
-        Operation::Http { method, url, headers, body, timeout } => {
-            match http_do(method, url, headers, body.as_deref(), timeout.unwrap_or(Duration::from_secs(10))) {
+        Operation::Http {
+            method,
+            url,
+            headers,
+            body,
+            timeout,
+        } => {
+            match http_do(
+                method,
+                url,
+                headers,
+                body.as_deref(),
+                timeout.unwrap_or(Duration::from_secs(10)),
+            ) {
                 Ok(r) => r,
                 Err(e) => OpResult::error(&format!("http: {}", e)),
             }
@@ -187,21 +209,43 @@ pub fn perform(op: &Operation) -> OpResult {
 
 /// A minimal HTTP/1.1 client (one request per connection), enough for
 /// tests against a local server.
-fn http_do(method: &str, url: &str, headers: &[OwnedHeader], body: Option<&[u8]>, timeout: Duration) -> Result<OpResult, String> {
+fn http_do(
+    method: &str,
+    url: &str,
+    headers: &[OwnedHeader],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<OpResult, String> {
     use std::io::{Read, Write};
     use std::net::{TcpStream, ToSocketAddrs};
-    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{}: only http:// URLs are performed on the host", url))?;
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{}: only http:// URLs are performed on the host", url))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let addr = if authority.contains(':') { authority.to_string() } else { format!("{}:80", authority) };
-    let sock = addr.to_socket_addrs().map_err(|e| e.to_string())?.next().ok_or("no address")?;
+    let addr = if authority.contains(':') {
+        authority.to_string()
+    } else {
+        format!("{}:80", authority)
+    };
+    let sock = addr
+        .to_socket_addrs()
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or("no address")?;
     let mut c = TcpStream::connect_timeout(&sock, timeout).map_err(|e| e.to_string())?;
-    c.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    c.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    c.set_write_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     let method = if method.is_empty() { "GET" } else { method };
-    let mut req = format!("{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", method, path, authority).into_bytes();
+    let mut req = format!(
+        "{} {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+        method, path, authority
+    )
+    .into_bytes();
     for h in headers {
         req.extend_from_slice(&h.key);
         req.extend_from_slice(b": ");
@@ -216,11 +260,18 @@ fn http_do(method: &str, url: &str, headers: &[OwnedHeader], body: Option<&[u8]>
     c.write_all(&req).map_err(|e| e.to_string())?;
     let mut resp = Vec::new();
     c.read_to_end(&mut resp).map_err(|e| e.to_string())?;
-    let end = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or("malformed response")?;
+    let end = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("malformed response")?;
     let head = String::from_utf8_lossy(&resp[..end]).into_owned();
     let mut raw = resp[end + 4..].to_vec();
     let mut lines = head.split("\r\n");
-    let status: i32 = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).ok_or("malformed status line")?;
+    let status: i32 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or("malformed status line")?;
     let mut hs: Vec<(String, Vec<u8>)> = Vec::new();
     let mut chunked = false;
     for l in lines {
@@ -246,7 +297,11 @@ fn canonical(k: &str) -> String {
     let mut up = true;
     k.chars()
         .map(|c| {
-            let o = if up { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() };
+            let o = if up {
+                c.to_ascii_uppercase()
+            } else {
+                c.to_ascii_lowercase()
+            };
             up = c == '-';
             o
         })
@@ -293,7 +348,9 @@ where
         let res = match read {
             // A state operation: the simulated host read it at start.
             Some(r) => r,
-            None => perform(&decode_op(kind, &req).expect("the simulated host checked the request")).0,
+            None => {
+                perform(&decode_op(kind, &req).expect("the simulated host checked the request")).0
+            }
         };
         let n = res.len() as u32;
         sim::set_result(id, res);
@@ -314,9 +371,17 @@ fn run_result(st: i32, outputs: Vec<OwnedOutput>, error: Option<String>) -> RunR
         _ => Status::Fail,
     };
     if status == Status::Ok {
-        RunResult { status, outputs, error: None }
+        RunResult {
+            status,
+            outputs,
+            error: None,
+        }
     } else {
-        RunResult { status, outputs: Vec::new(), error: Some(error.unwrap_or_default()) }
+        RunResult {
+            status,
+            outputs: Vec::new(),
+            error: Some(error.unwrap_or_default()),
+        }
     }
 }
 
@@ -354,7 +419,17 @@ fn decode_op(kind: i32, req: &[u8]) -> Result<Operation, codec::DecodeError> {
     let body = d.bytes()?.map(|b| b.to_vec());
     let ms = d.u32()?;
     d.finish()?;
-    Ok(Operation::Http { method, url, headers, body, timeout: if ms == 0 { None } else { Some(Duration::from_millis(ms as u64)) } })
+    Ok(Operation::Http {
+        method,
+        url,
+        headers,
+        body,
+        timeout: if ms == 0 {
+            None
+        } else {
+            Some(Duration::from_millis(ms as u64))
+        },
+    })
 }
 
 /// Forgets every state key (of this thread: each test has its own state),
@@ -486,7 +561,12 @@ pub(crate) mod sim {
     }
 
     pub(crate) fn state_snapshot() -> Vec<(Vec<u8>, Vec<u8>)> {
-        with_state(|s| s.committed.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        with_state(|s| {
+            s.committed
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
     }
 
     pub(crate) fn end_state(ok: bool) {
@@ -595,7 +675,12 @@ pub(crate) mod sim {
         }
         with_state(|s| {
             let s: &State = s;
-            let mut keys: Vec<&Vec<u8>> = s.committed.keys().chain(s.pending.keys()).filter(|k| k.starts_with(prefix) && (after.is_empty() || k.as_slice() > after)).collect();
+            let mut keys: Vec<&Vec<u8>> = s
+                .committed
+                .keys()
+                .chain(s.pending.keys())
+                .filter(|k| k.starts_with(prefix) && (after.is_empty() || k.as_slice() > after))
+                .collect();
             keys.sort();
             keys.dedup();
             let mut n = 0usize;
@@ -660,7 +745,10 @@ pub(crate) mod sim {
     #[cfg(test)]
     pub(crate) fn batch_begin(recs: Vec<Vec<u8>>) -> u32 {
         with(|s| {
-            s.batch = Some(Batch { recs, ..Batch::default() });
+            s.batch = Some(Batch {
+                recs,
+                ..Batch::default()
+            });
             s.handle.wrapping_add(1).max(1)
         })
     }
@@ -691,11 +779,22 @@ pub(crate) mod sim {
                 let mut rest = out;
                 let mut i = 0;
                 while !rest.is_empty() {
-                    let n = if rest.len() < 4 { usize::MAX } else { u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize };
-                    let rc = if n > rest.len().saturating_sub(4) { -3 } else { hold(handle, &rest[4..4 + n]) };
+                    let n = if rest.len() < 4 {
+                        usize::MAX
+                    } else {
+                        u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize
+                    };
+                    let rc = if n > rest.len().saturating_sub(4) {
+                        -3
+                    } else {
+                        hold(handle, &rest[4..4 + n])
+                    };
                     if rc < 0 {
                         with(|s| s.outputs.clear());
-                        set_error(handle, &format!("output {} handed to record_next refused: errno {}", i, -rc));
+                        set_error(
+                            handle,
+                            &format!("output {} handed to record_next refused: errno {}", i, -rc),
+                        );
                         st = 3;
                         break;
                     }
@@ -859,7 +958,12 @@ pub(crate) mod sim {
         };
         with_state(|s| {
             let s: &State = s;
-            let mut keys: Vec<&Vec<u8>> = s.committed.keys().chain(s.pending.keys()).filter(|k| k.starts_with(prefix) && (after.is_empty() || k.as_slice() > after)).collect();
+            let mut keys: Vec<&Vec<u8>> = s
+                .committed
+                .keys()
+                .chain(s.pending.keys())
+                .filter(|k| k.starts_with(prefix) && (after.is_empty() || k.as_slice() > after))
+                .collect();
             keys.sort();
             keys.dedup();
             let mut cut = BatchCut::default();

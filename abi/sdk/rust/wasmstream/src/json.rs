@@ -68,9 +68,16 @@ pub fn field<'a>(v: &'a [u8], key: &str) -> Result<Option<&'a [u8]>, JsonError> 
 pub fn number(v: &[u8], key: &str) -> Result<Option<f64>, JsonError> {
     match field(v, key)? {
         None => Ok(None),
-        Some(raw) => match std::str::from_utf8(raw).ok().filter(|s| s.starts_with(|c: char| c == '-' || c.is_ascii_digit())).and_then(|s| s.parse().ok()) {
+        Some(raw) => match std::str::from_utf8(raw)
+            .ok()
+            .filter(|s| s.starts_with(|c: char| c == '-' || c.is_ascii_digit()))
+            .and_then(|s| s.parse().ok())
+        {
             Some(n) => Ok(Some(n)),
-            None => Err(JsonError { offset: raw.as_ptr() as usize - v.as_ptr() as usize, what: "not a number" }),
+            None => Err(JsonError {
+                offset: raw.as_ptr() as usize - v.as_ptr() as usize,
+                what: "not a number",
+            }),
         },
     }
 }
@@ -83,9 +90,17 @@ pub fn string<'a>(v: &'a [u8], key: &str) -> Result<Option<&'a str>, JsonError> 
         Some(raw) => {
             let off = raw.as_ptr() as usize - v.as_ptr() as usize;
             if raw.len() < 2 || raw[0] != b'"' || raw[1..raw.len() - 1].contains(&b'\\') {
-                return Err(JsonError { offset: off, what: "not a string without escapes" });
+                return Err(JsonError {
+                    offset: off,
+                    what: "not a string without escapes",
+                });
             }
-            std::str::from_utf8(&raw[1..raw.len() - 1]).map(Some).map_err(|_| JsonError { offset: off, what: "invalid UTF-8" })
+            std::str::from_utf8(&raw[1..raw.len() - 1])
+                .map(Some)
+                .map_err(|_| JsonError {
+                    offset: off,
+                    what: "invalid UTF-8",
+                })
         }
     }
 }
@@ -97,7 +112,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, what: &'static str) -> JsonError {
-        JsonError { offset: self.i, what }
+        JsonError {
+            offset: self.i,
+            what,
+        }
     }
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -156,7 +174,8 @@ impl Parser<'_> {
                     self.i += 1;
                 }
                 Some(c) if c == b'-' || c.is_ascii_alphanumeric() || c == b'.' || c == b'+' => {
-                    while matches!(self.peek(), Some(c) if c == b'-' || c.is_ascii_alphanumeric() || c == b'.' || c == b'+') {
+                    while matches!(self.peek(), Some(c) if c == b'-' || c.is_ascii_alphanumeric() || c == b'.' || c == b'+')
+                    {
                         self.i += 1;
                     }
                 }
@@ -194,12 +213,29 @@ mod tests {
 
     #[test]
     fn refuses() {
-        for bad in [&b""[..], b"[1]", b"\"a\"", b"{\"a\"}", b"{\"a\":}", b"{\"a\":1", b"{\"a\":1 \"b\":2}", b"{\"a\":[1 2]}"] {
+        for bad in [
+            &b""[..],
+            b"[1]",
+            b"\"a\"",
+            b"{\"a\"}",
+            b"{\"a\":}",
+            b"{\"a\":1",
+            b"{\"a\":1 \"b\":2}",
+            b"{\"a\":[1 2]}",
+        ] {
             assert!(field(bad, "b").is_err(), "{:?}", std::str::from_utf8(bad));
         }
-        let deep = format!("{{\"a\":{}{}}}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        let deep = format!(
+            "{{\"a\":{}{}}}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
         assert!(field(deep.as_bytes(), "b").is_err());
-        let ok = format!("{{\"a\":{}{}}}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        let ok = format!(
+            "{{\"a\":{}{}}}",
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        );
         assert_eq!(field(ok.as_bytes(), "b"), Ok(None));
     }
 }

@@ -48,19 +48,24 @@ mod sys;
 #[cfg(not(target_arch = "wasm32"))]
 mod hostrun;
 #[cfg(not(target_arch = "wasm32"))]
-pub use hostrun::{perform, run, run_with, OpResult, Operation, OwnedHeader, OwnedOutput, RunResult, TestRecord};
+pub use hostrun::{
+    perform, run, run_with, OpResult, Operation, OwnedHeader, OwnedOutput, RunResult, TestRecord,
+};
 #[cfg(not(target_arch = "wasm32"))]
-pub use hostrun::{reset_state, set_foreign_state_prefix, set_max_state_value_bytes, set_state_enabled, state_snapshot};
+pub use hostrun::{
+    reset_state, set_foreign_state_prefix, set_max_state_value_bytes, set_state_enabled,
+    state_snapshot,
+};
 pub use state::{
-    state_delete, state_get, state_get_async, state_put, state_scan, state_scan_async, StateBatch, StateEntry, MAX_STATE_KEY_BYTES, STATE_SCAN_DEFAULT_BYTES,
-    STATE_SCAN_MAX_BYTES,
+    state_delete, state_get, state_get_async, state_put, state_scan, state_scan_async, StateBatch,
+    StateEntry, MAX_STATE_KEY_BYTES, STATE_SCAN_DEFAULT_BYTES, STATE_SCAN_MAX_BYTES,
 };
 
 #[doc(hidden)]
 pub mod __rt {
-    pub use crate::rt::{on_batch, on_complete, on_record};
     #[cfg(target_arch = "wasm32")]
     pub use crate::rt::on_completions;
+    pub use crate::rt::{on_batch, on_complete, on_record};
 }
 
 /// The ABI version this SDK implements.
@@ -102,7 +107,10 @@ macro_rules! processor {
             }
         };
         #[cfg(not(target_arch = "wasm32"))]
-        const _: fn(&$crate::Record, &mut $crate::Emitter) -> ::std::result::Result<(), $crate::Error> = $f;
+        const _: fn(
+            &$crate::Record,
+            &mut $crate::Emitter,
+        ) -> ::std::result::Result<(), $crate::Error> = $f;
     };
 }
 
@@ -127,7 +135,10 @@ pub struct Header<'a> {
 
 impl<'a> Header<'a> {
     pub const fn new(key: &'a str, value: Option<&'a [u8]>) -> Self {
-        Header { key: key.as_bytes(), value }
+        Header {
+            key: key.as_bytes(),
+            value,
+        }
     }
     /// The key as a string, if it is UTF-8.
     pub fn key_str(&self) -> Option<&'a str> {
@@ -151,12 +162,17 @@ impl<'a> Headers<'a> {
         self.count == 0
     }
     pub fn iter(&self) -> HeaderIter<'a> {
-        HeaderIter { left: self.count, raw: self.raw }
+        HeaderIter {
+            left: self.count,
+            raw: self.raw,
+        }
     }
     /// The value of the first header named `key`: `None` when there is none,
     /// `Some(None)` when its value is null.
     pub fn get(&self, key: &str) -> Option<Option<&'a [u8]>> {
-        self.iter().find(|h| h.key == key.as_bytes()).map(|h| h.value)
+        self.iter()
+            .find(|h| h.key == key.as_bytes())
+            .map(|h| h.value)
     }
 }
 
@@ -384,17 +400,26 @@ pub struct Error {
 impl Error {
     /// A retryable failure.
     pub fn retry(msg: impl Into<String>) -> Error {
-        Error { kind: Kind::Retry, msg: msg.into() }
+        Error {
+            kind: Kind::Retry,
+            msg: msg.into(),
+        }
     }
     /// A terminal failure: the record is not retried and goes to the
     /// dead-letter topic.
     pub fn terminal(msg: impl Into<String>) -> Error {
-        Error { kind: Kind::Terminal, msg: msg.into() }
+        Error {
+            kind: Kind::Terminal,
+            msg: msg.into(),
+        }
     }
     /// The record waits on asynchronous operations it started. A
     /// continuation returns it to keep waiting on others.
     pub fn pending() -> Error {
-        Error { kind: Kind::Pending, msg: String::new() }
+        Error {
+            kind: Kind::Pending,
+            msg: String::new(),
+        }
     }
     /// This error, made terminal.
     pub fn into_terminal(mut self) -> Error {
@@ -505,7 +530,11 @@ pub struct Op<T> {
 pub fn timer(d: Duration) -> Op<()> {
     let mut req = Vec::with_capacity(8);
     codec::append_timer(&mut req, d);
-    Op { kind: OP_TIMER, req, decode: |_| Ok(()) }
+    Op {
+        kind: OP_TIMER,
+        req,
+        decode: |_| Ok(()),
+    }
 }
 
 /// An HTTP request. Only hosts in the pipeline's `async.http.allow_hosts`
@@ -526,12 +555,20 @@ pub struct HttpRequest<'a> {
 pub fn http(req: &HttpRequest<'_>) -> Op<HttpResponse> {
     let mut b = Vec::with_capacity(32 + req.url.len() + req.body.map_or(0, |b| b.len()));
     codec::append_http_request(&mut b, req);
-    Op { kind: OP_HTTP, req: b, decode: HttpResponse::decode }
+    Op {
+        kind: OP_HTTP,
+        req: b,
+        decode: HttpResponse::decode,
+    }
 }
 
 /// Performs a GET of `url`.
 pub fn get(url: &str) -> Op<HttpResponse> {
-    http(&HttpRequest { method: "GET", url, ..HttpRequest::default() })
+    http(&HttpRequest {
+        method: "GET",
+        url,
+        ..HttpRequest::default()
+    })
 }
 
 /// A response, whatever its status code: check `status`.
@@ -559,12 +596,20 @@ impl HttpResponse {
             })();
             r.map_err(|e| e.to_string())?
         };
-        Ok(HttpResponse { status, buf, headers, body })
+        Ok(HttpResponse {
+            status,
+            buf,
+            headers,
+            body,
+        })
     }
     /// The response headers (canonical names, e.g. `Content-Type`).
     pub fn headers(&self) -> Headers<'_> {
         let (count, at, n) = self.headers;
-        Headers { count, raw: &self.buf[at..at + n] }
+        Headers {
+            count,
+            raw: &self.buf[at..at + n],
+        }
     }
     /// The first value of the header named `key` (canonical form).
     pub fn header(&self, key: &str) -> Option<&[u8]> {
@@ -578,7 +623,11 @@ impl HttpResponse {
 
 impl fmt::Debug for HttpResponse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HttpResponse").field("status", &self.status).field("headers", &self.headers()).field("body", &self.body().map(String::from_utf8_lossy)).finish()
+        f.debug_struct("HttpResponse")
+            .field("status", &self.status)
+            .field("headers", &self.headers())
+            .field("body", &self.body().map(String::from_utf8_lossy))
+            .finish()
     }
 }
 
@@ -601,14 +650,27 @@ where
 {
     let kind = op.kind;
     let decode = op.decode;
-    rt::start(kind, &op.req, kind_name(kind), Box::new(move |r, out, code, msg, buf| {
-        let res = if code == codec::COMPLETION_OK {
-            decode(buf).map_err(|m| OpError { op: kind_name(kind), msg: m, refused: false })
-        } else {
-            Err(OpError { op: kind_name(kind), msg: msg.to_string(), refused: code == codec::COMPLETION_REFUSED })
-        };
-        then(r, out, res)
-    }))
+    rt::start(
+        kind,
+        &op.req,
+        kind_name(kind),
+        Box::new(move |r, out, code, msg, buf| {
+            let res = if code == codec::COMPLETION_OK {
+                decode(buf).map_err(|m| OpError {
+                    op: kind_name(kind),
+                    msg: m,
+                    refused: false,
+                })
+            } else {
+                Err(OpError {
+                    op: kind_name(kind),
+                    msg: msg.to_string(),
+                    refused: code == codec::COMPLETION_REFUSED,
+                })
+            };
+            then(r, out, res)
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -3,13 +3,14 @@
 //! the module (over the host's imports) and in tests (over `hostrun`'s
 //! simulated host).
 
-use crate::{codec, sys, Emitter, Error, Errno, Output, Record};
+use crate::{codec, sys, Emitter, Errno, Error, Output, Record};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 /// A continuation: called with the record, the emitter, the completion code,
 /// its message and the whole result buffer.
-pub(crate) type Cont = Box<dyn FnOnce(&Record<'_>, &mut Emitter, u8, &str, Vec<u8>) -> Result<(), Error>>;
+pub(crate) type Cont =
+    Box<dyn FnOnce(&Record<'_>, &mut Emitter, u8, &str, Vec<u8>) -> Result<(), Error>>;
 
 /// A record waiting on operations: its encoding (the record is decoded from
 /// it again for each continuation) and its outstanding operations (most
@@ -123,7 +124,10 @@ where
         // A new buffer only after a record that went pending (it kept the
         // old one).
         buf.reserve(max_len as usize);
-        let (ptr, cap) = (buf.as_mut_ptr(), buf.capacity().min(u32::MAX as usize) as u32);
+        let (ptr, cap) = (
+            buf.as_mut_ptr(),
+            buf.capacity().min(u32::MAX as usize) as u32,
+        );
         let n = hand_over(status, |st, list| sys::record_next(st, list, ptr, cap));
         if n <= 0 {
             IN_BUF.with(|b| *b.borrow_mut() = buf);
@@ -254,7 +258,10 @@ pub fn on_completions(_count: u32, max_len: u32) -> i32 {
     let mut buf: Vec<u8> = Vec::with_capacity((max_len as usize).max(COMPLETION_HEADER));
     let mut status = OK;
     loop {
-        let (ptr, cap) = (buf.as_mut_ptr(), buf.capacity().min(u32::MAX as usize) as u32);
+        let (ptr, cap) = (
+            buf.as_mut_ptr(),
+            buf.capacity().min(u32::MAX as usize) as u32,
+        );
         let n = hand_over(status, |st, list| sys::completion_next(st, list, ptr, cap));
         if n <= 0 {
             return 0;
@@ -262,7 +269,13 @@ pub fn on_completions(_count: u32, max_len: u32) -> i32 {
         let n = n as usize;
         // completion_next wrote the header, and the result when it fit,
         // into the spare capacity.
-        unsafe { buf.set_len(if n <= buf.capacity() { n } else { COMPLETION_HEADER }) };
+        unsafe {
+            buf.set_len(if n <= buf.capacity() {
+                n
+            } else {
+                COMPLETION_HEADER
+            })
+        };
         let word = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
         let (handle, op, size) = (word(0), word(4), word(8));
         let res = if n <= buf.capacity() {
@@ -294,7 +307,14 @@ fn complete(handle: u32, op: u32, res: Vec<u8>) -> i32 {
             None => (None, Vec::new()),
             Some(i) => {
                 let c = e.ops.swap_remove(i).1;
-                (Some(c), if live { std::mem::take(&mut e.buf) } else { Vec::new() })
+                (
+                    Some(c),
+                    if live {
+                        std::mem::take(&mut e.buf)
+                    } else {
+                        Vec::new()
+                    },
+                )
             }
         },
     });
@@ -347,7 +367,9 @@ fn decide(handle: u32, res: Result<(), Error>) -> i32 {
             if WAITING.with(|w| w.borrow().get(&handle).map_or(false, |e| !e.ops.is_empty())) {
                 return PENDING;
             }
-            Err(Error::terminal("wasmstream: returned pending, but no asynchronous operation is outstanding"))
+            Err(Error::terminal(
+                "wasmstream: returned pending, but no asynchronous operation is outstanding",
+            ))
         }
         r => r,
     };
@@ -371,18 +393,38 @@ fn decide(handle: u32, res: Result<(), Error>) -> i32 {
 pub(crate) fn start(kind: i32, req: &[u8], name: &str, cont: Cont) -> Result<(), Error> {
     let h = CUR.with(|c| c.get());
     if h == 0 {
-        return Err(Error::terminal("wasmstream: await_op called outside a record's processing"));
+        return Err(Error::terminal(
+            "wasmstream: await_op called outside a record's processing",
+        ));
     }
     let rc = sys::async_start(h, kind, req);
     if rc < 0 {
         let e = Errno(-rc);
         let msg = format!("wasmstream: start {} operation: {}", name, e);
         // Retrying the same request cannot help (the Go SDK's Await too).
-        let terminal = matches!(e, Errno::BAD_ENCODING | Errno::NOT_SUPPORTED | Errno::TOO_LARGE | Errno::WRONG_KEY | Errno::NO_STATE);
-        return Err(if terminal { Error::terminal(msg) } else { Error::retry(msg) });
+        let terminal = matches!(
+            e,
+            Errno::BAD_ENCODING
+                | Errno::NOT_SUPPORTED
+                | Errno::TOO_LARGE
+                | Errno::WRONG_KEY
+                | Errno::NO_STATE
+        );
+        return Err(if terminal {
+            Error::terminal(msg)
+        } else {
+            Error::retry(msg)
+        });
     }
     WAITING.with(|w| {
-        w.borrow_mut().entry(h).or_insert_with(|| Waiting { buf: Vec::new(), ops: Vec::with_capacity(2) }).ops.push((rc as u32, cont))
+        w.borrow_mut()
+            .entry(h)
+            .or_insert_with(|| Waiting {
+                buf: Vec::new(),
+                ops: Vec::with_capacity(2),
+            })
+            .ops
+            .push((rc as u32, cont))
     });
     Err(Error::pending())
 }
@@ -390,7 +432,11 @@ pub(crate) fn start(kind: i32, req: &[u8], name: &str, cont: Cont) -> Result<(),
 /// Whether operation op of record handle is outstanding (host runs).
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn outstanding(handle: u32, op: u32) -> bool {
-    WAITING.with(|w| w.borrow().get(&handle).map_or(false, |e| e.ops.iter().any(|(id, _)| *id == op)))
+    WAITING.with(|w| {
+        w.borrow()
+            .get(&handle)
+            .map_or(false, |e| e.ops.iter().any(|(id, _)| *id == op))
+    })
 }
 
 /// Forgets every waiting record (host runs, between records).

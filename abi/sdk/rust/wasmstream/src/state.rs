@@ -118,7 +118,11 @@ where
             break Err(Errno(-rc));
         }
         if rc == 0 || rc as usize > buf.len() {
-            break if rc == 0 { Ok(()) } else { Err(Errno::BAD_ENCODING) };
+            break if rc == 0 {
+                Ok(())
+            } else {
+                Err(Errno::BAD_ENCODING)
+            };
         }
         let mut b = &buf[..rc as usize];
         let mut last: &[u8] = &[];
@@ -185,12 +189,18 @@ pub const STATE_SCAN_MAX_BYTES: usize = 1 << 20;
 pub fn state_get_async(key: &[u8]) -> Op<Option<Vec<u8>>> {
     let mut req = Vec::with_capacity(4 + key.len());
     codec::append_state_get(&mut req, key);
-    Op { kind: OP_STATE_GET, req, decode: decode_state_value }
+    Op {
+        kind: OP_STATE_GET,
+        req,
+        decode: decode_state_value,
+    }
 }
 
 fn decode_state_value(buf: Vec<u8>) -> Result<Option<Vec<u8>>, String> {
     // buf is the whole result: the code byte, then the payload.
-    codec::decode_state_get_result(&buf[1..]).map(|v| v.map(|v| v.to_vec())).map_err(|e| e.to_string())
+    codec::decode_state_get_result(&buf[1..])
+        .map(|v| v.map(|v| v.to_vec()))
+        .map_err(|e| e.to_string())
 }
 
 /// A key and its value.
@@ -228,14 +238,26 @@ impl StateBatch {
 /// seen if it sorts after the cursor.
 pub fn state_scan_async(prefix: &[u8], after: &[u8], max_bytes: usize) -> Op<StateBatch> {
     let mut req = Vec::with_capacity(12 + prefix.len() + after.len());
-    codec::append_state_scan(&mut req, prefix, after, max_bytes.min(STATE_SCAN_MAX_BYTES) as u32);
-    Op { kind: OP_STATE_SCAN, req, decode: decode_state_batch }
+    codec::append_state_scan(
+        &mut req,
+        prefix,
+        after,
+        max_bytes.min(STATE_SCAN_MAX_BYTES) as u32,
+    );
+    Op {
+        kind: OP_STATE_SCAN,
+        req,
+        decode: decode_state_batch,
+    }
 }
 
 fn decode_state_batch(buf: Vec<u8>) -> Result<StateBatch, String> {
     let mut b = StateBatch::default();
     codec::decode_state_entries(&buf[1..], |k, v| {
-        b.entries.push(StateEntry { key: k.to_vec(), value: v.to_vec() });
+        b.entries.push(StateEntry {
+            key: k.to_vec(),
+            value: v.to_vec(),
+        });
         true
     })
     .map_err(|e| e.to_string())?;

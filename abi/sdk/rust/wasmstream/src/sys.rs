@@ -22,22 +22,54 @@ mod imp {
         #[link_name = "result_read"]
         fn host_result_read(op: u32, buf: *mut u8, len: u32) -> i32;
         #[link_name = "state_get"]
-        fn host_state_get(handle: u32, key: *const u8, key_len: u32, buf: *mut u8, buf_len: u32) -> i32;
+        fn host_state_get(
+            handle: u32,
+            key: *const u8,
+            key_len: u32,
+            buf: *mut u8,
+            buf_len: u32,
+        ) -> i32;
         #[link_name = "state_put"]
-        fn host_state_put(handle: u32, key: *const u8, key_len: u32, val: *const u8, val_len: u32) -> i32;
+        fn host_state_put(
+            handle: u32,
+            key: *const u8,
+            key_len: u32,
+            val: *const u8,
+            val_len: u32,
+        ) -> i32;
         #[link_name = "state_delete"]
         fn host_state_delete(handle: u32, key: *const u8, key_len: u32) -> i32;
         #[link_name = "state_scan"]
-        fn host_state_scan(handle: u32, prefix: *const u8, prefix_len: u32, after: *const u8, after_len: u32, buf: *mut u8, buf_len: u32) -> i32;
+        fn host_state_scan(
+            handle: u32,
+            prefix: *const u8,
+            prefix_len: u32,
+            after: *const u8,
+            after_len: u32,
+            buf: *mut u8,
+            buf_len: u32,
+        ) -> i32;
     }
 
     // The batch entry (ABI.md §10).
     #[link(wasm_import_module = "wasmstream_batch_v1")]
     extern "C" {
         #[link_name = "record_next"]
-        fn host_record_next(status: i32, out: *const u8, out_len: u32, buf: *mut u8, buf_len: u32) -> i32;
+        fn host_record_next(
+            status: i32,
+            out: *const u8,
+            out_len: u32,
+            buf: *mut u8,
+            buf_len: u32,
+        ) -> i32;
         #[link_name = "completion_next"]
-        fn host_completion_next(status: i32, out: *const u8, out_len: u32, buf: *mut u8, buf_len: u32) -> i32;
+        fn host_completion_next(
+            status: i32,
+            out: *const u8,
+            out_len: u32,
+            buf: *mut u8,
+            buf_len: u32,
+        ) -> i32;
     }
 
     thread_local! {
@@ -59,7 +91,13 @@ mod imp {
                     "(non-string payload)".to_string()
                 };
                 match info.location() {
-                    Some(l) => eprintln!("panic: {}\n\nat {}:{}:{}", msg, l.file(), l.line(), l.column()),
+                    Some(l) => eprintln!(
+                        "panic: {}\n\nat {}:{}:{}",
+                        msg,
+                        l.file(),
+                        l.line(),
+                        l.column()
+                    ),
                     None => eprintln!("panic: {}", msg),
                 }
             }));
@@ -94,17 +132,41 @@ mod imp {
         unsafe { host_result_read(op, buf, len) }
     }
     pub fn state_get(handle: u32, key: &[u8], buf: &mut [u8]) -> i32 {
-        unsafe { host_state_get(handle, key.as_ptr(), key.len() as u32, buf.as_mut_ptr(), buf.len() as u32) }
+        unsafe {
+            host_state_get(
+                handle,
+                key.as_ptr(),
+                key.len() as u32,
+                buf.as_mut_ptr(),
+                buf.len() as u32,
+            )
+        }
     }
     pub fn state_put(handle: u32, key: &[u8], val: &[u8]) -> i32 {
-        unsafe { host_state_put(handle, key.as_ptr(), key.len() as u32, val.as_ptr(), val.len() as u32) }
+        unsafe {
+            host_state_put(
+                handle,
+                key.as_ptr(),
+                key.len() as u32,
+                val.as_ptr(),
+                val.len() as u32,
+            )
+        }
     }
     pub fn state_delete(handle: u32, key: &[u8]) -> i32 {
         unsafe { host_state_delete(handle, key.as_ptr(), key.len() as u32) }
     }
     pub fn state_scan(handle: u32, prefix: &[u8], after: &[u8], buf: &mut [u8]) -> i32 {
         unsafe {
-            host_state_scan(handle, prefix.as_ptr(), prefix.len() as u32, after.as_ptr(), after.len() as u32, buf.as_mut_ptr(), buf.len() as u32)
+            host_state_scan(
+                handle,
+                prefix.as_ptr(),
+                prefix.len() as u32,
+                after.as_ptr(),
+                after.len() as u32,
+                buf.as_mut_ptr(),
+                buf.len() as u32,
+            )
         }
     }
 }
@@ -115,10 +177,13 @@ mod imp {
     pub fn init() {}
 }
 
-pub(crate) use imp::{async_start, init, log, record_read, result_read, set_error, state_delete, state_get, state_put, state_scan};
-pub(crate) use imp::record_next;
 #[cfg(target_arch = "wasm32")]
 pub(crate) use imp::completion_next;
+pub(crate) use imp::record_next;
+pub(crate) use imp::{
+    async_start, init, log, record_read, result_read, set_error, state_delete, state_get,
+    state_put, state_scan,
+};
 
 /// `emit` of an output already encoded.
 pub(crate) fn emit_raw(handle: u32, b: &[u8]) -> i32 {
