@@ -214,36 +214,24 @@ func DecodeHTTPResponseInto(b []byte, r *HTTPResponse) error {
 }
 
 // responseHeaders reads an HTTP response's headers into the array of hs
-// when it has room.
+// when it has room, their names interned (httpName).
 func (d *decoder) responseHeaders(hs []Header) []Header {
+	return d.headerList(hs, math.MaxUint32, true)
+}
+
+// httpName reads a header name: one of the package's strings for the
+// common response headers (httpHeaderName), a new one otherwise.
+func (d *decoder) httpName() string {
 	n := d.u32()
-	if d.err != nil || n == 0 {
-		return nil
+	if n > math.MaxInt32 {
+		d.fail("string length %d", n)
+		return ""
 	}
-	// Each header takes at least 8 bytes: refuse counts the buffer cannot hold
-	// before allocating for them.
-	if uint64(n)*8 > uint64(len(d.b)-d.off) {
-		d.fail("header count %d exceeds remaining %d bytes", n, len(d.b)-d.off)
-		return nil
+	name := d.take(int(n))
+	if d.err != nil {
+		return ""
 	}
-	if cap(hs) < int(n) {
-		hs = make([]Header, n)
-	}
-	hs = hs[:n]
-	for i := range hs {
-		n := d.u32()
-		if n > math.MaxInt32 {
-			d.fail("string length %d", n)
-			return nil
-		}
-		name := d.take(int(n))
-		if d.err != nil {
-			return nil
-		}
-		hs[i].Key = httpHeaderName(name)
-		hs[i].Value = d.bytes()
-	}
-	return hs
+	return httpHeaderName(name)
 }
 
 // httpHeaderName returns name as a string: one of the package's for the

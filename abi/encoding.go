@@ -360,29 +360,21 @@ func (d *decoder) take(n int) []byte {
 // it has room, each key's string reused when it equals the key at the
 // same place before (records from one producer carry the same keys).
 func (d *decoder) headersInto(hs []Header) []Header {
-	n := d.u32()
-	if d.err != nil || n == 0 {
-		return nil
-	}
-	// Each header takes at least 8 bytes: refuse counts the buffer cannot hold
-	// before allocating for them.
-	if uint64(n)*8 > uint64(len(d.b)-d.off) {
-		d.fail("header count %d exceeds remaining %d bytes", n, len(d.b)-d.off)
-		return nil
-	}
-	if cap(hs) < int(n) {
-		hs = make([]Header, n)
-	}
-	hs = hs[:n]
-	for i := range hs {
-		hs[i].Key = d.strReuse(hs[i].Key)
-		hs[i].Value = d.bytes()
-	}
-	return hs
+	return d.headerList(hs, math.MaxUint32, false)
 }
 
 // headers reads a header count of at most max and the headers.
 func (d *decoder) headers(max uint32) []Header {
+	return d.headerList(nil, max, false)
+}
+
+// headerList reads a header count of at most max and the headers, into
+// the array of hs when it has room: each name one of the common HTTP
+// response headers' strings when httpNames (httpName), else the name at the
+// same place before when it is the same (strReuse). The one reader of a
+// header list: records', outputs', HTTP requests' and responses'. (A flag,
+// not a func value: calling through one would move d to the heap.)
+func (d *decoder) headerList(hs []Header, max uint32, httpNames bool) []Header {
 	n := d.u32()
 	if d.err != nil || n == 0 {
 		return nil
@@ -397,10 +389,20 @@ func (d *decoder) headers(max uint32) []Header {
 		d.fail("header count %d exceeds remaining %d bytes", n, len(d.b)-d.off)
 		return nil
 	}
-	hs := make([]Header, n)
+	if cap(hs) < int(n) {
+		hs = make([]Header, n)
+	}
+	hs = hs[:n]
 	for i := range hs {
-		hs[i].Key = d.str()
+		if httpNames {
+			hs[i].Key = d.httpName()
+		} else {
+			hs[i].Key = d.strReuse(hs[i].Key)
+		}
 		hs[i].Value = d.bytes()
+	}
+	if d.err != nil {
+		return nil
 	}
 	return hs
 }
