@@ -303,7 +303,7 @@ func (in *Instance) beginBatchRecord(now time.Time) *recState {
 	r := &b.recs[b.next]
 	st := in.newRec(r.Tag)
 	st.state = r.State
-	st.enc = abi.AppendRecord(st.enc[:0], r.Rec)
+	st.encode(r.Rec)
 	st.deadline = b.begun.Add(timeout)
 	in.fuel.deadline, in.fuel.during, in.fuel.last = st.deadline, "record", time.Time{}
 	in.cur = st

@@ -85,13 +85,13 @@ func TestGoSDKRecordPathAllocationFree(t *testing.T) {
 }
 
 // A record that waits on an operation costs the Go SDK's path a few heap
-// allocations in the guest, whatever the operation: the record's emitter
-// (kept for good, so that a continuation kept past its record's decision
-// cannot emit for another record) and the result's buffer (the
-// continuation may keep what it decodes), and for an HTTP response its
-// decoded form (one allocation, headers included: their names are the abi
-// package's strings). The continuation the processor makes is one more,
-// its own. The record's buffer, decoded form and pending-call entry are
+// allocations in the guest, whatever the operation: the result's buffer
+// (the continuation may keep what it decodes), and for an HTTP response
+// its decoded form (one allocation, headers included: their names are the
+// abi package's strings), and a 64th of one for the record's emitter (kept
+// for good, so that a continuation kept past its record's decision cannot
+// emit for another record; they come 64 to an allocation). The
+// continuation the processor makes is one more, its own. The record's buffer, decoded form and pending-call entry are
 // those of a record decided before: each output is checked against its own
 // record (key and value), while the others wait and are decided in any
 // order. Counted inside the guest over 400 records, 8 waiting at a time,
@@ -115,7 +115,7 @@ func TestGoSDKAsyncPathAllocations(t *testing.T) {
 	for _, c := range []struct {
 		mode string
 		want uint64 // per record: the SDK's, and the processor's continuation
-	}{{"timer", 2 + 1}, {"http", 3 + 1}} {
+	}{{"timer", 1 + 1}, {"http", 2 + 1}} {
 		recs := make([]abi.Record, 8)
 		rounds := 0
 		round := func() {
@@ -154,10 +154,11 @@ func TestGoSDKAsyncPathAllocations(t *testing.T) {
 		n := count() - before
 		per := float64(n) / float64(measured*len(recs))
 		t.Logf("%s: %.2f allocations in the guest a record", c.mode, per)
-		// Slack of a few allocations in all: the one-off growth of a map
-		// or a list of spares.
-		if n > c.want*measured*uint64(len(recs))+8 {
-			t.Errorf("%s: %.2f allocations in the guest a record (%d over %d records), want at most %d", c.mode, per, n, measured*len(recs), c.want)
+		// The emitters' slabs, and slack of a few allocations in all: the
+		// one-off growth of a map or a list of spares.
+		records := uint64(measured * len(recs))
+		if n > c.want*records+records/64+1+8 {
+			t.Errorf("%s: %.2f allocations in the guest a record (%d over %d records), want at most %d and a 64th", c.mode, per, n, records, c.want)
 		}
 	}
 }

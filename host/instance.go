@@ -181,6 +181,17 @@ type recState struct {
 	opsMem   [2]*opState // ops' first room: most records wait on one or two
 }
 
+// encode makes st.enc rec's encoding, in st.enc's array when it has room
+// (a record state reused), else in one of the exact size: a record that
+// waits takes a new state, whose encoding would otherwise grow from
+// nothing, one allocation a doubling.
+func (st *recState) encode(rec *abi.Record) {
+	if n := abi.RecordSize(rec); cap(st.enc) < n {
+		st.enc = make([]byte, 0, n)
+	}
+	st.enc = abi.AppendRecord(st.enc[:0], rec)
+}
+
 // addOp registers op as outstanding.
 func (st *recState) addOp(op *opState) {
 	if st.ops == nil {
@@ -388,7 +399,7 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Resul
 	}
 	st := in.newRec(tag)
 	st.state, in.nextState = in.nextState, nil
-	st.enc = abi.AppendRecord(st.enc[:0], rec)
+	st.encode(rec)
 	res := in.call(ctx, st, nil, func() ([]uint64, api.Function) {
 		s := in.stack[:2]
 		s[0], s[1] = uint64(st.handle), uint64(len(st.enc))

@@ -46,7 +46,9 @@ func main() {}
 func init() { guest.Process(lookup) }
 
 func lookup(r *guest.Record, out guest.Emitter) error {
-	base := os.Getenv("LOOKUP_URL")
+	if base == "" {
+		base = os.Getenv("LOOKUP_URL") // read once it is set: ~0.3 µs a call
+	}
 	if base == "" {
 		return guest.Terminal(errors.New("LOOKUP_URL is not set (pipelines[].env)"))
 	}
@@ -99,6 +101,7 @@ func lookup(r *guest.Record, out guest.Emitter) error {
 // Buffers reused from record to record: Await and Emit copy what they are
 // given, and a Go guest pays ~0.5 µs for each allocation.
 var (
+	base       string // $LOOKUP_URL
 	idem       []byte
 	reqHeaders [1]guest.Header
 	value      []byte
