@@ -36,6 +36,12 @@ func uppercaseRecords() []abi.Record {
 		bin[i] = byte(i)
 	}
 	big := bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog — ÿ é ß ǆ ﬁ "), 210*1024/60)
+	// Every ASCII byte at each place of an eight-byte word, and a tail
+	// shorter than a word: the all-ASCII path goes eight bytes at a time.
+	ascii := make([]byte, 0, 3*128+5)
+	for i := 0; i < 3*128+5; i++ {
+		ascii = append(ascii, byte(i*3%128))
+	}
 	return []abi.Record{
 		{Topic: "in", Key: []byte("k"), Value: []byte("hello, assemblyscript"), Attempt: 1},
 		{Topic: "in", Key: nil, Value: nil, Attempt: 1},
@@ -48,6 +54,8 @@ func uppercaseRecords() []abi.Record {
 		{Topic: "другой-topic", Key: []byte("ü"), Value: []byte("grüße, ἀλφα, ǅ ǈ, ﬀ, 𐐨 and İı, \xff\xfe broken \xe2\x82 utf-8 \xed\xa0\x80 surrogate")},
 		{Topic: "a-longer-topic", Key: []byte("big"), Value: big[:210*1024]},
 		{Topic: "in", Key: []byte("ascii"), Value: []byte(strings.Repeat("azAZ09{}`~", 1000))},
+		{Topic: "in", Key: []byte("every ascii byte"), Value: ascii},
+		{Topic: "in", Key: []byte("short"), Value: []byte("a`z{")},
 	}
 }
 
