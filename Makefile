@@ -15,13 +15,18 @@ RUST_WASM = $(eval RUST_WASM := $$(shell sh abi/sdk/rust/wasm-target.sh))$(RUST_
 RUST_TARGET = $(word 2,$(RUST_WASM))
 CARGO ?= env PATH=$(word 1,$(RUST_WASM)):$(PATH) cargo
 
-.PHONY: demo test build plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test conformance bench clean
+.PHONY: demo test build build-perfmap plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test conformance bench clean
 
 demo: build plugins
 	./bin/wasmstream demo --config config.yaml $(DEMO_FLAGS)
 
 build:
 	$(GO) build -o bin/wasmstream ./cmd/wasmstream
+
+# The host built to name each module's compiled functions for Linux perf
+# (README.md, "Where a processor spends its time").
+build-perfmap:
+	$(GO) build -tags perfmap -o bin/wasmstream-perfmap ./cmd/wasmstream
 
 plugins: $(WASM)
 
