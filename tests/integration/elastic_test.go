@@ -167,19 +167,33 @@ func (s steady) checkSettled(t *testing.T, minimum int, idle time.Duration) {
 	if third < 10 {
 		t.Fatalf("only %d status lines", len(inst))
 	}
-	late, atMin, run, longest, peak := inst[third:], 0, 0, 0, 0
-	for _, v := range late {
+	late, atMin, run, longest, end, peak := inst[third:], 0, 0, 0, 0, 0
+	for i, v := range late {
 		peak = max(peak, v)
 		if v == minimum {
 			atMin, run = atMin+1, 0
 		} else {
 			run++
-			longest = max(longest, run)
+			if run > longest {
+				longest, end = run, i
+			}
 		}
 	}
 	t.Logf("instances after warm-up at the minimum (%d) in %d of %d status lines, peak %d, longest stretch above it %d lines", minimum, atMin, len(late), peak, longest)
 	t.Logf("instances per status line: %v", inst)
 	if late[len(late)-1] != minimum || atMin*10 < len(late)*8 || longest > int(idle/time.Second)+3 {
+		// The longest stretch's status lines in full, from the line at
+		// the minimum before it (warm-up included; 24 lines at most):
+		// what the pools and the async limit decided, and why. The log
+		// printed on failure is cut in the middle.
+		lines := statusLines(s.log)
+		from, to := third+end-longest, min(third+end, len(lines)-1)
+		for from > 0 && inst[from] != minimum && to-from < 23 {
+			from--
+		}
+		for i := from; i <= to; i++ {
+			t.Logf("status line %d: %s", i, lines[i])
+		}
 		t.Fatalf("the pools did not settle on their minimum of %d instances under light traffic", minimum)
 	}
 }
@@ -225,10 +239,7 @@ func (s steady) checkRSSFlat(t *testing.T) {
 // in order.
 func statusInts(log, key string) []int {
 	var vs []int
-	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, "msg=status ") || !strings.Contains(line, " pipeline=p ") {
-			continue
-		}
+	for _, line := range statusLines(log) {
 		if i := strings.Index(line, " "+key+"="); i >= 0 {
 			var v int
 			fmt.Sscan(line[i+len(key)+2:], &v)
@@ -236,4 +247,15 @@ func statusInts(log, key string) []int {
 		}
 	}
 	return vs
+}
+
+// statusLines are pipeline p's status lines in log, in order.
+func statusLines(log string) []string {
+	var ls []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "msg=status ") && strings.Contains(line, " pipeline=p ") {
+			ls = append(ls, line)
+		}
+	}
+	return ls
 }
