@@ -91,11 +91,11 @@ func TestGoSDKRecordPathAllocationFree(t *testing.T) {
 // abi package's strings), and a 64th of one for the record's emitter (kept
 // for good, so that a continuation kept past its record's decision cannot
 // emit for another record; they come 64 to an allocation). The
-// continuation the processor makes is one more, its own. The record's buffer, decoded form and pending-call entry are
-// those of a record decided before: each output is checked against its own
-// record (key and value), while the others wait and are decided in any
-// order. Counted inside the guest over 400 records, 8 waiting at a time,
-// after a warm-up.
+// continuation the processor makes is one more, its own. The record's
+// buffer, decoded form and pending-call entry are those of a record decided
+// before: each output is checked against its own record (key and value),
+// while the others wait and are decided in any order. Counted inside the
+// guest over 400 records, 8 waiting at a time, after a warm-up.
 func TestGoSDKAsyncPathAllocations(t *testing.T) {
 	srv := newLookupServer(t, func() time.Duration { return 0 })
 	m, _ := loadLookupWasm(t, wt.BuildGoGuest(t, "host/testdata/goallocs"), srv, Limits{RecordTimeout: 10 * time.Second})
