@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/scheduler/internal/memtrim"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -104,6 +105,7 @@ func TestPoolGrowsForBurstThenShrinks(t *testing.T) {
 	defer stop()
 	kafkatest.Eventually(t, 10*time.Second, "the pool on its minimum", func() bool { return r.Snapshots()[0].Instances == 1 })
 	before := r.Snapshots()[0]
+	trims := r.trimmer.Trims()
 	const burst = 600
 	produceHash(t, brokers, "in", burst, func(i int) string { return "b" + strconv.Itoa(i) }, func(int) int { return 500 })
 	peak := 0
@@ -127,4 +129,7 @@ func TestPoolGrowsForBurstThenShrinks(t *testing.T) {
 	if s.Borrowed < 3 || s.Released < 3 {
 		t.Fatalf("borrowed %d, released %d: want at least the 3 above the minimum each way", s.Borrowed, s.Released)
 	}
+	// The instances given back are collected soon after, not whenever
+	// the collector next runs (memtrim).
+	kafkatest.Eventually(t, memtrim.Settle+memtrim.Gap+2*time.Second, "a trim after the instances were given back", func() bool { return r.trimmer.Trims() > trims })
 }

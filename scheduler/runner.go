@@ -21,6 +21,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/memtrim"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/tracing"
 )
@@ -45,6 +46,7 @@ type Runner struct {
 	rebuilds   rebuilds  // the rebuilds in progress, and how often each pipeline was rebuilt
 	clientOpts []kgo.Opt // Options.clientOpts, for the pipelines rebuilt
 	budget     *Budget
+	trimmer    *memtrim.Trimmer      // returns closed instances' memory to the OS (budget.OnRelease)
 	hooks      hooks.Hooks           // what observes the record path; pipelines get a copy
 	limits     partition.TopicLimits // what the brokers refuse on the topics produced to (ensureTopics)
 	loadTimes  []loadTime
@@ -170,6 +172,8 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
 	r.budget.LimitAsync(cfg.Host.MaxAsyncInFlight, r.engine.AsyncInFlight)
 	r.budget.LimitHeldOutputs(r.engine)
+	r.trimmer = memtrim.Start()
+	r.budget.OnRelease(r.trimmer.Closed)
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
 		d := r.pipelineDeps(partition.Primary{Auto: pc.Instances.Auto})
@@ -316,7 +320,8 @@ func (r *Runner) Pipelines() []*Pipeline { return r.pipes() }
 // repartition topics): a missing one is always created, with as many
 // partitions as the most of its pipeline's inputs. Before anything is
 // created, checkOldRetryTopics makes sure no retries wait in the topics of
-// the previous default retry.topic_prefix.
+// the previous default retry.topic_prefix. It returns once the brokers'
+// metadata lists every topic it created (awaitTopics).
 func (r *Runner) ensureTopics(ctx context.Context) error {
 	cl, err := r.adminClient()
 	if err != nil {
@@ -354,6 +359,13 @@ func (r *Runner) ensureTopics(ctx context.Context) error {
 		if err := r.createTopics(mctx, adm, plan.keys, plan.retryPartitions(t, details, r.cfg.Kafka.TopicPartitions), t); err != nil {
 			return err
 		}
+	}
+	created := append(append([]string(nil), missing...), missingRetry...)
+	for t := range plan.changelogs { // an existing one is listed at once
+		created = append(created, t)
+	}
+	if err := awaitTopics(mctx, adm, created...); err != nil {
+		return fmt.Errorf("kafka: waiting for the topics this host created: %w", err)
 	}
 	r.limits = partition.ReadTopicLimits(mctx, adm, topics, r.log)
 	return nil
@@ -545,6 +557,9 @@ func (r *Runner) close(ctx context.Context) {
 		if v := p.mods.Ver.Load(); v != nil {
 			v.Close()
 		}
+	}
+	if r.trimmer != nil {
+		r.trimmer.Stop()
 	}
 	if r.engine != nil {
 		r.engine.Close(ctx)

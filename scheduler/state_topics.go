@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,17 +18,12 @@ import (
 func (r *Runner) ensureChangelogs(ctx context.Context, adm *kadm.Client, changelogs map[string]int, keys map[string]string) error {
 	for topic, i := range changelogs {
 		input := r.cfg.Pipelines[i].Inputs[0]
-		details, err := adm.ListTopics(ctx, input, topic)
 		// An input created just now (kafka.create_topics, the embedded
-		// broker) may not be in the metadata yet: ask again until it is,
-		// or ctx (ensureTopics' deadline) ends.
-		for err == nil && errors.Is(details[input].Err, kerr.UnknownTopicOrPartition) && ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-				details, err = adm.ListTopics(ctx, input, topic)
-			}
+		// broker) may not be in the metadata yet.
+		if err := awaitTopics(ctx, adm, input); err != nil {
+			return fmt.Errorf("pipelines[%d].inputs[0]: %w", i, err)
 		}
+		details, err := adm.ListTopics(ctx, input, topic)
 		if err != nil {
 			return fmt.Errorf("%s: %w", keys[topic], err)
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -109,5 +110,37 @@ pipelines:
 	}
 	if got, want := partitions("in2", "rt2.2s"), map[string]int{"in2": 2, "rt2.2s": 2}; !maps.Equal(got, want) {
 		t.Fatalf("created with kafka.create_topics: %v, want %v", got, want)
+	}
+}
+
+// TestAwaitTopics: ensureTopics returns only once the brokers' metadata
+// lists what it created. awaitTopics returns at once for a topic that is
+// there, asks again while one is not, and names what is still missing
+// when its deadline ends.
+func TestAwaitTopics(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 2, "here")
+	adm := kadm.NewClient(kafkatest.Client(t, brokers))
+	if err := awaitTopics(context.Background(), adm, "here"); err != nil {
+		t.Fatalf("a topic that exists: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := awaitTopics(ctx, adm, "here", "nowhere")
+	if err == nil || !strings.Contains(err.Error(), "nowhere") || strings.Contains(err.Error(), "here,") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a topic that never comes: %v; want an error naming it alone, ending on the deadline", err)
+	}
+	// A topic that appears while awaitTopics asks.
+	done := make(chan error, 1)
+	go func() { done <- awaitTopics(context.Background(), adm, "later") }()
+	time.Sleep(200 * time.Millisecond)
+	kafkatest.CreateTopic(t, brokers, 1, "later")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a topic created while waiting: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("awaitTopics did not see a topic created while it waited")
 	}
 }

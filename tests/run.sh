@@ -32,12 +32,36 @@ step_table() {
     for i in "${!step_names[@]}"; do printf '%6d  %s\n' "${step_secs[$i]}" "${step_names[$i]}" >&2; done
     printf '%6d  total\n' "$SECONDS" >&2
 }
-# What runs at exit, newest first: services stopped, then the step table.
+# The failing tests, each with its last messages, from the test logs in
+# test_logs: printed at the end of the run, beside the step table, where a
+# cut of the output still shows them (a failing test's messages are
+# otherwise above its process logs, in the middle of the output).
+test_logs=()
+failure_summary() {
+    local logs=() f
+    for f in "${test_logs[@]}"; do [[ -s "$f" ]] && logs+=("$f"); done
+    ((${#logs[@]})) && grep -q -- '--- FAIL' "${logs[@]}" || return 0
+    printf '== failing tests, each with its last 8 messages (in full above)\n' >&2
+    awk '
+        function flush(   i) {
+            if (head == "") return
+            print head
+            for (i = (n > 8 ? n - 8 : 0); i < n; i++) print msg[i % 8]
+            head = ""
+        }
+        /^[[:space:]]*--- FAIL/ { flush(); head = $0; n = 0; next }
+        head != "" && /^[[:space:]]+[A-Za-z0-9_.-]+_test\.go:[0-9]+: / { msg[n % 8] = substr($0, 1, 400); n++; next }
+        /^(FAIL|ok|PASS)([[:space:]]|$)/ { flush() }
+        END { flush() }' "${logs[@]}" >&2
+}
+# What runs at exit, newest first: services stopped, then the failing
+# tests and the step table.
 on_exit=()
 at_exit() { on_exit=("$1" "${on_exit[@]}"); }
 run_exit() {
     local rc=$? c
     for c in "${on_exit[@]}"; do eval "$c" || true; done
+    failure_summary
     step_table
     exit "$rc"
 }
@@ -185,6 +209,10 @@ test)
     # printed when it ends; either run failing fails the test command.
     own='^(TestCluster|TestSecure|TestLeastPrivilege)'
     own_log=/tmp/wasmstream-tests-own-brokers.log
+    side_log=/tmp/wasmstream-tests-side.log
+    main_log=/tmp/wasmstream-tests-main.log
+    rm -f "$own_log" "$side_log" "$main_log"
+    test_logs=("$main_log" "$own_log" "$side_log")
     go test "${race[@]}" -count=1 -timeout 45m -tags integration -run "$own" ./tests/integration/ >"$own_log" 2>&1 &
     own_pid=$!
     at_exit 'kill $own_pid 2>/dev/null'
@@ -194,7 +222,6 @@ test)
     # they end; they must end before the integration tests start, which
     # measure latency and RSS and so have the cores to themselves (but for
     # the tests on brokers of their own, which mostly wait).
-    side_log=/tmp/wasmstream-tests-side.log
     (
         set -e
         say "benchmark smoke run (checks the harness, not speed)"
@@ -211,7 +238,7 @@ test)
     # (latency, RSS) do not share the cores with another package's
     # race-instrumented unit tests.
     main_rc=0
-    go test "${race[@]}" -count=1 -p 1 -timeout 60m -tags integration -skip "$own" $(go list -tags integration ./... | grep -v '/tests/integration$') || main_rc=$?
+    go test "${race[@]}" -count=1 -p 1 -timeout 60m -tags integration -skip "$own" $(go list -tags integration ./... | grep -v '/tests/integration$') 2>&1 | tee -a "$main_log" || main_rc=$?
     step "waiting for the benchmark smoke run, the fuzz targets and cargo test (started beside the unit tests)"
     side_rc=0
     wait "$side_pid" || side_rc=$?
@@ -219,7 +246,7 @@ test)
     cat "$side_log" >&2
     ((side_rc == 0)) || { echo "tests/run.sh: the benchmark smoke run, a fuzz target or cargo test failed (above)" >&2; main_rc=1; }
     step "go test -race ./tests/integration/ (the integration tests on the real broker)"
-    go test "${race[@]}" -count=1 -timeout 40m -tags integration -skip "$own" ./tests/integration/ || main_rc=$?
+    go test "${race[@]}" -count=1 -timeout 40m -tags integration -skip "$own" ./tests/integration/ 2>&1 | tee -a "$main_log" || main_rc=$?
     step "waiting for the tests on brokers of their own (started beside the race run)"
     own_rc=0
     wait "$own_pid" || own_rc=$?

@@ -27,6 +27,7 @@ var engineFloors = map[string]int{
 	"kafkaerr":   1,
 	"budget":     1,
 	"background": 1,
+	"memtrim":    1,
 	// floor 2: a partition's state, a module version, the counters and hooks
 	"state":   2,
 	"version": 2,

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,14 +24,22 @@ import (
 // steady traffic at a fraction of capacity (500 rec/s over 4 partitions) for
 // 75 s, with wasmstream as a process. The pools settle on their minimum (4
 // instances in all, read from the status lines) and stay there: an instance
-// borrowed for a moment of waiting is given back after idle_timeout. The
-// resident memory has no upward trend. Every input reaches the output.
+// borrowed for a moment of waiting is given back after idle_timeout. At
+// 40 s the process is stopped for a second, as a stall of the machine
+// would: the records wait, the pools borrow, and they must give back within
+// checkSettled's stretch. The resident memory has no upward trend: the
+// instances given back are collected (scheduler/internal/memtrim) rather
+// than held until the collector's next turn. Every input reaches the
+// output.
 func TestPoolSettlesRealKafka(t *testing.T) {
 	t.Parallel() // a steady-load test (steadyLoad)
 	const idle = 2 * time.Second
-	s := steadyLoad(t, 75*time.Second, time.Second, idle, `instances: {min: 1, max: 4, idle_timeout: 2s}
+	s := steadyLoad(t, 75*time.Second, time.Second, idle, 40*time.Second, `instances: {min: 1, max: 4, idle_timeout: 2s}
     async:
       max_in_flight: 32`)
+	if peak := slices.Max(statusInts(s.log, "instances")); peak <= 4 {
+		t.Fatalf("peak %d instances: the stall did not make the pools borrow, so nothing here shows them giving back", peak)
+	}
 	s.checkSettled(t, 4, idle)
 	s.checkRSSFlat(t)
 }
@@ -46,7 +55,7 @@ func TestAutoPoolsSoakRealKafka(t *testing.T) {
 	t.Parallel() // a steady-load test (steadyLoad)
 	const idle = 2 * time.Second
 	dur := soakDuration(t, 2*time.Minute)
-	s := steadyLoad(t, dur, dur/40, idle, `instances: {min: 1, max: auto, idle_timeout: 2s}
+	s := steadyLoad(t, dur, dur/40, idle, 0, `instances: {min: 1, max: auto, idle_timeout: 2s}
     async:
       max_in_flight: auto`)
 	s.checkSettled(t, 4, idle)
@@ -78,8 +87,11 @@ type steady struct {
 // steadyLoad runs wasmstream as a process with the lookup example (service
 // latency 0–20 ms), ordering none and the pool settings poolCfg, feeds it
 // 500 rec/s over 4 partitions for dur, samples its resident memory every
-// sampleEvery, and checks that every input reaches the output.
-func steadyLoad(t *testing.T, dur, sampleEvery, idle time.Duration, poolCfg string) steady {
+// sampleEvery, and checks that every input reaches the output. With
+// stallAt, the process is stopped (SIGSTOP) for a second at stallAt, as a
+// stall of the machine would: records wait, and the pools borrow. The
+// lookups' timeout (5 s) outlasts the stall.
+func steadyLoad(t *testing.T, dur, sampleEvery, idle, stallAt time.Duration, poolCfg string) steady {
 	brokers := kafkatest.RealBrokers(t)
 	srv := lookupsrv.New(t, func(string) time.Duration { return time.Duration(rand.IntN(20)) * time.Millisecond })
 	n := names(t)
@@ -89,7 +101,7 @@ func steadyLoad(t *testing.T, dur, sampleEvery, idle time.Duration, poolCfg stri
 	replace(t, cfg, "    retry: {max_attempts: 1}", fmt.Sprintf(`    retry: {max_attempts: 1}
     ordering: none
     %s
-      http: {allow_hosts: [%q], timeout: 2s}
+      http: {allow_hosts: [%q], timeout: 5s}
     env: {LOOKUP_URL: "%s/users/"}`, poolCfg, srv.Host(), srv.URL))
 	p := startProc(t, "run", "--config", cfg)
 
@@ -125,9 +137,21 @@ func steadyLoad(t *testing.T, dur, sampleEvery, idle time.Duration, poolCfg stri
 	var rss []int
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
+	var stall <-chan time.Time // nil: none
+	if stallAt > 0 {
+		stall = time.After(stallAt)
+	}
 sampling:
 	for {
 		select {
+		case <-stall:
+			if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatalf("stopping wasmstream for the stall: %v", err)
+			}
+			time.Sleep(time.Second)
+			if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatalf("resuming wasmstream after the stall: %v", err)
+			}
 		case err := <-prodDone:
 			if err != nil {
 				t.Fatalf("producing: %v", err)

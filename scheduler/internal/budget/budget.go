@@ -36,7 +36,15 @@ type Budget struct {
 
 	// The host's account of emitted outputs held (nil: none).
 	outputs OutputAccount
+
+	// released is told each time an instance is given back (nil: none):
+	// the runner's memtrim.Trimmer.
+	released func()
 }
+
+// OnRelease makes Release call f, without b's lock, each time an instance
+// is given back. Set before the budget is used.
+func (b *Budget) OnRelease(f func()) { b.released = f }
 
 // OutputAccount is the host's account of the bytes of emitted outputs it
 // holds (host.Engine): records running or waiting hold theirs, and the
@@ -159,11 +167,15 @@ func (b *Budget) Reserve(bytes int64) (over bool) {
 	return b.instances > b.maxInstances || b.bytes > b.maxBytes
 }
 
+// Release gives back an instance that reserved bytes, once it is closed.
 func (b *Budget) Release(bytes int64) {
 	b.mu.Lock()
 	b.instances--
 	b.bytes -= bytes
 	b.mu.Unlock()
+	if b.released != nil {
+		b.released()
+	}
 }
 
 // Instances returns the instances in use and the budget's maximum.

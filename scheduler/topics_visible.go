@@ -1,0 +1,52 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// awaitTopics waits until the brokers' metadata lists every topic of ts
+// with its partitions, asking every 50 ms until ctx ends. A topic created
+// just now reaches a broker's metadata a moment after CreateTopics returns
+// (the controller commits it, the brokers learn it next), and in that
+// moment a describe, a fetch or a produce sees UNKNOWN_TOPIC_OR_PARTITION:
+// ensureTopics returns only once what it created is there, so everything
+// started after it finds its topics. What is still missing when ctx ends
+// is the error.
+func awaitTopics(ctx context.Context, adm *kadm.Client, ts ...string) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	for {
+		details, err := adm.ListTopics(ctx, ts...)
+		var missing []string
+		if err == nil {
+			for _, t := range ts {
+				d, ok := details[t]
+				switch {
+				case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) || (d.Err == nil && len(d.Partitions) == 0):
+					missing = append(missing, t)
+				case d.Err != nil:
+					return fmt.Errorf("topic %s: %w", t, d.Err)
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("topics %s: not in the brokers' metadata by the deadline (%w)", strings.Join(missing, ", "), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
