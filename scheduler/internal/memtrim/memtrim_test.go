@@ -1,6 +1,7 @@
 package memtrim
 
 import (
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,19 +12,23 @@ import (
 // make the next one wait for gap; none closed, none runs.
 func TestTrimAfterTheLastClose(t *testing.T) {
 	const settle, gap = 100 * time.Millisecond, 600 * time.Millisecond
-	var ran atomic.Int64
-	var at [8]atomic.Int64 // when each trim ran, ns since start0
 	start0 := time.Now()
+	var mu sync.Mutex
+	var at []time.Duration // when each trim ran, since start0
+	ran := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(at)
+	}
 	tr := start(settle, gap, func() {
-		n := ran.Add(1)
-		if n <= int64(len(at)) {
-			at[n-1].Store(int64(time.Since(start0)))
-		}
+		mu.Lock()
+		at = append(at, time.Since(start0))
+		mu.Unlock()
 	})
 	defer tr.Stop()
 
 	time.Sleep(3 * settle)
-	if ran.Load() != 0 {
+	if ran() != 0 {
 		t.Fatal("a trim ran with no instance closed")
 	}
 	// Five closes 50 ms apart: one trim, settle after the last.
@@ -33,23 +38,21 @@ func TestTrimAfterTheLastClose(t *testing.T) {
 		tr.Closed()
 		time.Sleep(50 * time.Millisecond)
 	}
-	waitFor(t, func() bool { return ran.Load() == 1 }, "the first trim")
-	if got := time.Duration(at[0].Load()); got < lastClose+settle {
+	waitFor(t, func() bool { return ran() == 1 }, "the first trim")
+	if got := at[0]; got < lastClose+settle {
 		t.Fatalf("the trim ran %v after the start, before settle (%v) after the last close (%v)", got, settle, lastClose)
 	}
 	time.Sleep(3 * settle)
-	if n := ran.Load(); n != 1 {
+	if n := ran(); n != 1 {
 		t.Fatalf("%d trims for one run of closes", n)
 	}
 	// Another close right after: its trim waits for gap since the first.
 	tr.Closed()
-	waitFor(t, func() bool { return ran.Load() == 2 }, "the second trim")
-	if d := time.Duration(at[1].Load() - at[0].Load()); d < gap {
+	waitFor(t, func() bool { return ran() == 2 }, "the second trim")
+	if d := at[1] - at[0]; d < gap {
 		t.Fatalf("trims %v apart, want at least %v", d, gap)
 	}
-	if tr.Trims() != 2 {
-		t.Fatalf("Trims() = %d, want 2", tr.Trims())
-	}
+	waitFor(t, func() bool { return tr.Trims() == 2 }, "Trims() to count both")
 }
 
 // TestStopWhileSettling: Stop returns while a trim is pending, and it
