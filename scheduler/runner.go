@@ -46,7 +46,7 @@ type Runner struct {
 	rebuilds   rebuilds  // the rebuilds in progress, and how often each pipeline was rebuilt
 	clientOpts []kgo.Opt // Options.clientOpts, for the pipelines rebuilt
 	budget     *Budget
-	trimmer    *memtrim.Trimmer      // returns closed instances' memory to the OS (budget.OnRelease)
+	trimmer    *memtrim.Trimmer      // returns retired instances' memory to the OS (budget.OnRetire)
 	hooks      hooks.Hooks           // what observes the record path; pipelines get a copy
 	limits     partition.TopicLimits // what the brokers refuse on the topics produced to (ensureTopics)
 	loadTimes  []loadTime
@@ -173,7 +173,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	r.budget.LimitAsync(cfg.Host.MaxAsyncInFlight, r.engine.AsyncInFlight)
 	r.budget.LimitHeldOutputs(r.engine)
 	r.trimmer = memtrim.Start()
-	r.budget.OnRelease(r.trimmer.Closed)
+	r.budget.OnRetire(r.trimmer.Closed)
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
 		d := r.pipelineDeps(partition.Primary{Auto: pc.Instances.Auto})

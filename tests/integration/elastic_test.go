@@ -52,7 +52,10 @@ func TestPoolSettlesRealKafka(t *testing.T) {
 // fixed ones do, the host reports what auto chose in its status lines, and
 // the resident memory shows no upward trend.
 func TestAutoPoolsSoakRealKafka(t *testing.T) {
-	t.Parallel() // a steady-load test (steadyLoad)
+	// Not beside another test: the auto pools read the machine's cores
+	// (core_contention) and how long records wait (queueing), which
+	// another process's start-up moves: beside one, they rightly grew to
+	// 10–13 instances for ~25 s.
 	const idle = 2 * time.Second
 	dur := soakDuration(t, 2*time.Minute)
 	s := steadyLoad(t, dur, dur/40, idle, 0, `instances: {min: 1, max: auto, idle_timeout: 2s}
@@ -78,11 +81,13 @@ type steady struct {
 	log      string
 }
 
-// The steady-load tests (these two and TestSoakMemory) run beside each other
-// (t.Parallel: after the package's other tests, two at a time on two cores):
-// each holds its load for a set time, and what they assert — pool sizes
-// settling, memory without an upward trend, every input out — is each
-// process's own, not a latency another process's load would move.
+// The steady-load tests: TestPoolSettlesRealKafka and TestSoakMemory run
+// beside each other (t.Parallel: after the package's other tests, on two
+// cores); TestAutoPoolsSoakRealKafka runs alone, among the package's
+// other tests. Each holds its load for a set time. What the parallel two
+// assert — fixed pools settling, memory without an upward trend, every
+// input out — is each process's own, not a latency another process's
+// load would move.
 //
 // steadyLoad runs wasmstream as a process with the lookup example (service
 // latency 0–20 ms), ordering none and the pool settings poolCfg, feeds it

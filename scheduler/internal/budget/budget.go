@@ -37,14 +37,14 @@ type Budget struct {
 	// The host's account of emitted outputs held (nil: none).
 	outputs OutputAccount
 
-	// released is told each time an instance is given back (nil: none):
+	// retired is told each time a pool retires an instance (nil: none):
 	// the runner's memtrim.Trimmer.
-	released func()
+	retired func()
 }
 
-// OnRelease makes Release call f, without b's lock, each time an instance
-// is given back. Set before the budget is used.
-func (b *Budget) OnRelease(f func()) { b.released = f }
+// OnRetire makes Retire call f, without b's lock, each time a pool gives
+// an instance back. Set before the budget is used.
+func (b *Budget) OnRetire(f func()) { b.retired = f }
 
 // OutputAccount is the host's account of the bytes of emitted outputs it
 // holds (host.Engine): records running or waiting hold theirs, and the
@@ -173,8 +173,15 @@ func (b *Budget) Release(bytes int64) {
 	b.instances--
 	b.bytes -= bytes
 	b.mu.Unlock()
-	if b.released != nil {
-		b.released()
+}
+
+// Retire is Release for an instance its pool gave back (idle_timeout,
+// above an auto pool's target): nothing takes its place, so its memory is
+// garbage the collector should take soon (OnRetire).
+func (b *Budget) Retire(bytes int64) {
+	b.Release(bytes)
+	if b.retired != nil {
+		b.retired()
 	}
 }
 

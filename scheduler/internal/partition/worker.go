@@ -199,7 +199,8 @@ func (t *Task) newWorker() *worker {
 // exit gives back what the worker holds as its goroutine ends: its place
 // among the task's workers (unless it retired, which counted it off), its
 // instance (records still waiting on it are dropped: uncommitted), its
-// version, its inline retries (dropped too) and its instance's budget.
+// version, its inline retries (dropped too) and its instance's budget
+// (Budget.Retire when it retired).
 func (w *worker) exit() {
 	t := w.t
 	t.mu.Lock()
@@ -224,7 +225,11 @@ func (w *worker) exit() {
 	for _, j := range w.retries {
 		t.drop(j)
 	}
-	t.d.Budget.Release(t.d.InstanceBytes)
+	if w.retired {
+		t.d.Budget.Retire(t.d.InstanceBytes)
+	} else {
+		t.d.Budget.Release(t.d.InstanceBytes)
+	}
 	if w.warm {
 		t.auto.warm.Add(-1)
 	}
