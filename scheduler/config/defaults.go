@@ -36,13 +36,13 @@ const DefaultGrowAfter = 20 * time.Millisecond
 const DefaultBatchRecords = 64
 
 // DefaultFetchMaxPartitionBytes is kafka.fetch_max_partition_bytes unless
-// set: 256 KiB, a quarter of the Java consumer's max.partition.fetch.bytes.
-// A fetch of 1 MiB brings ~8,000 small records a partition at once, far
-// more than keeps a worker busy until the next fetch returns; those records
-// wait, decoded, in the heap. A quarter of that halved the peak memory of
-// the throughput benchmark (RATIONALE.md, "Fetching a quarter mebibyte a
+// set: 512 KiB, half of the Java consumer's max.partition.fetch.bytes.
+// A fetch brings its records at once, and they wait, decoded, in the heap;
+// but a broker serves a client one fetch at a time, and at 256 KiB the
+// workers finished a fetch before the next arrived. 512 KiB keeps them fed
+// at less memory than 1 MiB (RATIONALE.md, "Fetching half a mebibyte a
 // partition").
-const DefaultFetchMaxPartitionBytes = 256 << 10
+const DefaultFetchMaxPartitionBytes = 512 << 10
 
 // Defaults that depend on other keys (applyDefaults).
 const (
