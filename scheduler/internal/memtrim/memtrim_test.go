@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
 // TestTrimAfterTheLastClose: instances closed in a row make one trim,
@@ -38,7 +40,7 @@ func TestTrimAfterTheLastClose(t *testing.T) {
 		tr.Closed()
 		time.Sleep(50 * time.Millisecond)
 	}
-	waitFor(t, func() bool { return ran() == 1 }, "the first trim")
+	kafkatest.Eventually(t, 10*time.Second, "the first trim", func() bool { return ran() == 1 })
 	if got := at[0]; got < lastClose+settle {
 		t.Fatalf("the trim ran %v after the start, before settle (%v) after the last close (%v)", got, settle, lastClose)
 	}
@@ -48,11 +50,11 @@ func TestTrimAfterTheLastClose(t *testing.T) {
 	}
 	// Another close right after: its trim waits for gap since the first.
 	tr.Closed()
-	waitFor(t, func() bool { return ran() == 2 }, "the second trim")
+	kafkatest.Eventually(t, 10*time.Second, "the second trim", func() bool { return ran() == 2 })
 	if d := at[1] - at[0]; d < gap {
 		t.Fatalf("trims %v apart, want at least %v", d, gap)
 	}
-	waitFor(t, func() bool { return tr.Trims() == 2 }, "Trims() to count both")
+	kafkatest.Eventually(t, 10*time.Second, "Trims() to count both", func() bool { return tr.Trims() == 2 })
 }
 
 // TestStopWhileSettling: Stop returns while a trim is pending, and it
@@ -71,14 +73,4 @@ func TestStopWhileSettling(t *testing.T) {
 	if ran.Load() != 0 {
 		t.Fatal("a trim ran after Stop")
 	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
