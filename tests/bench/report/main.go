@@ -75,7 +75,7 @@ func Parse(r io.Reader) ([]Result, error) {
 var columns = []struct{ unit, title string }{
 	{"rec/s", "records/s"}, {"healthy_rec/s", "healthy records/s"}, {"x_ref", "× reference"}, {"x_off", "× off"},
 	{"bound_rec/s", "Little's bound"}, {"of_bound", "of bound"}, {"x_blocking", "× blocking"},
-	{"x_native", "× native Go"}, {"x_group", "× consumer group"}, {"x_1host", "× one host"}, {"rec/txn", "records/transaction"},
+	{"x_native", "× native Go"}, {"x_group", "× consumer group"}, {"x_1host", "× one host"}, {"before_assigned", "done before all assigned"}, {"rec/txn", "records/transaction"},
 	{"p50_ms", "p50 ms"}, {"p99_ms", "p99 ms"}, {"cpu_s", "CPU s"}, {"peak_rss_MiB", "peak RSS MiB"},
 	{"process_s", "drain s"}, {"full_restore_s", "full restore s"}, {"full_restore_s/100k_keys", "s per 100k keys"},
 	{"restore_x_process", "restore ÷ drain"}, {"first_rec_s", "assignment → first record s"},
