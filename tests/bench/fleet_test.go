@@ -24,12 +24,13 @@ import (
 // the uppercase Go guest. For each: the time from starting the hosts to
 // every partition assigned (assign_ms), the drain's records/s from then on
 // (and as a ratio to one host on the same partitions, x_1host; neither when
-// the first hosts had done most of the input by then, before_assigned), then the time for the
-// group to hand partitions to a host joining (join_ms) and to take them back
-// from one that stops cleanly (leave_ms), both until every partition is
-// owned again. CAPACITY.md reads them. On this 2-core machine every host
-// shares the same cores: the rows measure the cost of coordination, not the
-// gain of scale-out.
+// the first hosts had done more than maxBeforeAssigned percent of the input
+// by then, before_assigned), then the time for the group to hand
+// partitions to a host joining (join_ms) and to take them back from one that
+// stops cleanly (leave_ms), both until every partition is owned again.
+// CAPACITY.md reads them. On this 2-core machine every host shares the same
+// cores: the rows measure the cost of coordination, not the gain of
+// scale-out.
 func BenchmarkFleet(b *testing.B) {
 	brokers := kafkatest.RealBrokers(b)
 	module := filepath.Join(b.TempDir(), "uppercase.wasm")
