@@ -55,6 +55,7 @@ type batchState struct {
 	begun  time.Time     // when the record in progress began
 	paused time.Duration // waits for a guest-call slot between records
 	failed bool          // a record ended retry or fail (StopBatchAfterFailure)
+	ended  bool          // record_next answered 0: the call's last deadline is set
 	run    runOutputs    // where the outputs of its records that ended ok are kept
 }
 
@@ -281,7 +282,7 @@ func (in *Instance) batchDecided(tag any, res Result, end time.Time, err error) 
 func (in *Instance) beginBatchRecord(now time.Time) *recState {
 	b := &in.batch
 	timeout := in.m.limits.RecordTimeout
-	if b.next >= len(b.recs) || in.batchFull(b.ctx, b.next) {
+	if b.ended || b.next >= len(b.recs) || in.batchFull(b.ctx, b.next) {
 		in.batchEnded(now, timeout)
 		return nil
 	}
@@ -318,10 +319,34 @@ func (in *Instance) beginBatchRecord(now time.Time) *recState {
 // with the monotonic clock from the call's start.
 func (b *batchState) now() time.Time { return b.start.Add(time.Since(b.start)) }
 
-// batchEnded gives the guest's work after the batch's last record a
-// deadline of its own.
+// batchEnded gives the guest's work after the batch's last record one
+// deadline of its own, set the first time record_next answers 0 and never
+// renewed: a guest that keeps calling record_next is interrupted at it, as
+// one that loops (RELIABILITY.md, "A call's last deadline").
 func (in *Instance) batchEnded(now time.Time, timeout time.Duration) {
-	in.fuel.deadline, in.fuel.during, in.fuel.last = now.Add(timeout), "the batch call after its last record", time.Time{}
+	if b := &in.batch; !b.ended {
+		b.ended = true
+		in.fuel.deadline, in.fuel.during, in.fuel.last = now.Add(timeout), afterLastRecord, time.Time{}
+		return
+	}
+	in.pastEnd(now)
+}
+
+// afterLastRecord and afterLastCompletion name the work a call does after
+// its last record or completion, in a deadline fault's message.
+const (
+	afterLastRecord     = "the batch call after its last record"
+	afterLastCompletion = "the completions call after its last completion"
+)
+
+// pastEnd faults the call if the guest calls record_next or
+// completion_next again once its last deadline has passed; before it, the
+// call goes on towards that deadline.
+func (in *Instance) pastEnd(now time.Time) {
+	if f := &in.fuel; !now.Before(f.deadline) {
+		in.fault = &Fault{Kind: FaultDeadline, Msg: fmt.Sprintf("%s exceeded its deadline (limits.record_timeout, %s, once, from the end of its last one); the guest was interrupted", f.during, in.m.limits.RecordTimeout)}
+		panic(in.fault)
+	}
 }
 
 // endBatchRecord decides the batch's record in progress with the status
@@ -340,7 +365,7 @@ func (in *Instance) endBatchRecord(st *recState, status abi.Status, list []byte,
 		in.fault = &Fault{Kind: FaultProtocol, Msg: fmt.Sprintf("guest ended a record with invalid status %d (%s.%s)", int32(status), abi.BatchModule, abi.ImportRecordNext)}
 		panic(in.fault)
 	}
-	if (status == abi.StatusOK || status == abi.StatusPending) && len(list) > 0 {
+	if takesOutputs(status) && len(list) > 0 {
 		if e, i := in.takeOutputList(st, list, status == abi.StatusOK); e != 0 {
 			st.errMsg = fmt.Sprintf("output %d handed to %s refused: %s", i, abi.ImportRecordNext, e.Error())
 			status = abi.StatusFail // what the same outputs would meet again
@@ -353,6 +378,13 @@ func (in *Instance) endBatchRecord(st *recState, status abi.Status, list []byte,
 	res := in.settle(st, Result{Status: status}, true)
 	in.cur = nil
 	in.batchDecided(tag, res, now, nil)
+}
+
+// takesOutputs reports whether a record ended with status keeps the output
+// list handed with it (ABI.md §10): ok and pending do; the list handed with
+// retry or fail is neither read nor checked.
+func takesOutputs(status abi.Status) bool {
+	return status == abi.StatusOK || status == abi.StatusPending
 }
 
 // takeOutputList holds the outputs of an output list (abi.AppendOutputList)
@@ -434,8 +466,8 @@ func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
 	now := in.batch.now() // one record's end, the next one's start
 	if st := in.cur; st != nil {
 		var list []byte
-		if outLen > 0 {
-			list = in.read(mod, abi.ImportRecordNext, out, outLen)
+		if outLen > 0 && takesOutputs(abi.Status(status)) {
+			list = in.readIn(mod, abi.BatchModule, abi.ImportRecordNext, out, outLen)
 		}
 		in.endBatchRecord(st, abi.Status(status), list, now)
 	}
@@ -445,7 +477,7 @@ func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	if uint64(bufLen) >= uint64(len(st.enc)) && !mod.Memory().Write(buf, st.enc) {
-		in.badPointer(mod, abi.ImportRecordNext, buf, uint32(len(st.enc)))
+		in.badPointerIn(mod, abi.BatchModule, abi.ImportRecordNext, buf, uint32(len(st.enc)))
 	}
 	stack[0] = uint64(len(st.enc))
 }

@@ -415,13 +415,21 @@ func TestBatchOutputListsAndProtocol(t *testing.T) {
 		want FaultKind
 		msg  string
 	}{
-		{7, FaultBadPointer, "record_next(ptr=0xffff0000, len=16) is outside guest memory"},
+		{7, FaultBadPointer, "wasmstream_batch_v1.record_next(ptr=0xffff0000, len=16) is outside guest memory"},
 		{8, FaultProtocol, "invalid status 9"},
 	} {
 		in, out, ran := run(kind(0, 0), kind(tc.kind, 0), kind(0, 0))
 		if f := out[1].Fault(); ran != 2 || !in.Dead() || out[0].Status != abi.StatusOK || f == nil || f.Kind != tc.want || !strings.Contains(f.Msg, tc.msg) {
 			t.Fatalf("kind %d: ran %d, %v; record 1 %v %v", tc.kind, ran, out[0].Err, out[1].Status, out[1].Err)
 		}
+	}
+
+	// The output list handed with fail (or retry) is neither read nor
+	// checked (ABI.md §10): a stale pointer with it leaves the record's
+	// terminal failure as it is, and the batch goes on.
+	in, out, ran = run(kind(0, 0), kind(10, 0), kind(1, 1))
+	if ran != 3 || in.Dead() || out[1].Status != abi.StatusFail || out[1].Fault() != nil || out[2].Status != abi.StatusOK {
+		t.Fatalf("fail with an output list outside memory: ran %d, dead %v, record 1 %v %v", ran, in.Dead(), out[1].Status, out[1].Err)
 	}
 
 	// A guest that returns during a record decides it with what it

@@ -32,6 +32,7 @@ type compState struct {
 	begun    time.Time     // when it began
 	paused   time.Duration // waits for a guest-call slot between completions
 	canceled []*opState    // met on the way: delivered one per call after this one
+	ended    bool          // completion_next answered 0: the call's last deadline is set
 	out      []Done        // the records decided
 }
 
@@ -135,6 +136,10 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 func (in *Instance) beginCompletion(now time.Time) *recState {
 	c := &in.comps
 	timeout := in.m.limits.RecordTimeout
+	if c.ended {
+		in.completionsEnded(now, timeout)
+		return nil
+	}
 	if c.taken > 0 && in.leased && now.Sub(in.turn) >= slotQuantum {
 		// A turn with the slot is over between two completions as between
 		// two calls (takeSlot): queue behind the calls that waited.
@@ -171,9 +176,14 @@ func (in *Instance) beginCompletion(now time.Time) *recState {
 }
 
 // completionsEnded gives the guest's work after the call's last completion
-// a deadline of its own.
+// one deadline of its own, set once and never renewed (batchEnded).
 func (in *Instance) completionsEnded(now time.Time, timeout time.Duration) {
-	in.fuel.deadline, in.fuel.during, in.fuel.last = now.Add(timeout), "the completions call after its last completion", time.Time{}
+	if c := &in.comps; !c.ended {
+		c.ended = true
+		in.fuel.deadline, in.fuel.during, in.fuel.last = now.Add(timeout), afterLastCompletion, time.Time{}
+		return
+	}
+	in.pastEnd(now)
 }
 
 // endCompletion decides the record of the completion in progress with the
@@ -193,7 +203,7 @@ func (in *Instance) endCompletion(st *recState, status abi.Status, list []byte, 
 		in.fault = &Fault{Kind: FaultProtocol, Msg: fmt.Sprintf("guest ended a completion with invalid status %d (%s.%s)", int32(status), abi.BatchModule, abi.ImportCompletionNext)}
 		panic(in.fault)
 	}
-	if (status == abi.StatusOK || status == abi.StatusPending) && len(list) > 0 {
+	if takesOutputs(status) && len(list) > 0 {
 		if e, i := in.takeOutputList(st, list, false); e != 0 {
 			st.errMsg = fmt.Sprintf("output %d handed to %s refused: %s", i, abi.ImportCompletionNext, e.Error())
 			status = abi.StatusFail // what the same outputs would meet again
@@ -237,8 +247,8 @@ func hostCompletionNext(ctx context.Context, mod api.Module, stack []uint64) {
 	now := time.Now() // one completion's end, the next one's start
 	if st := in.cur; st != nil {
 		var list []byte
-		if outLen > 0 {
-			list = in.read(mod, abi.ImportCompletionNext, out, outLen)
+		if outLen > 0 && takesOutputs(abi.Status(status)) {
+			list = in.readIn(mod, abi.BatchModule, abi.ImportCompletionNext, out, outLen)
 		}
 		in.endCompletion(st, abi.Status(status), list, now)
 	}
@@ -255,10 +265,10 @@ func hostCompletionNext(ctx context.Context, mod api.Module, stack []uint64) {
 	total := abi.CompletionHeaderSize + len(res)
 	mem := mod.Memory()
 	if !mem.WriteUint32Le(buf, st.handle) || !mem.WriteUint32Le(buf+4, in.curOp.id) || !mem.WriteUint32Le(buf+8, uint32(len(res))) {
-		in.badPointer(mod, abi.ImportCompletionNext, buf, abi.CompletionHeaderSize)
+		in.badPointerIn(mod, abi.BatchModule, abi.ImportCompletionNext, buf, abi.CompletionHeaderSize)
 	}
 	if uint64(bufLen) >= uint64(total) && len(res) > 0 && !mem.Write(buf+abi.CompletionHeaderSize, res) {
-		in.badPointer(mod, abi.ImportCompletionNext, buf, uint32(total))
+		in.badPointerIn(mod, abi.BatchModule, abi.ImportCompletionNext, buf, uint32(total))
 	}
 	stack[0] = uint64(total)
 }

@@ -46,15 +46,26 @@ func errno(e abi.Errno) uint64 { return uint64(uint32(-int32(e))) }
 // read returns guest memory [ptr, ptr+n) or faults the call: a pointer the
 // guest passes is never trusted.
 func (in *Instance) read(mod api.Module, fn string, ptr, n uint32) []byte {
+	return in.readIn(mod, abi.HostModule, fn, ptr, n)
+}
+
+// readIn is read for a function of the import module module.
+func (in *Instance) readIn(mod api.Module, module, fn string, ptr, n uint32) []byte {
 	b, ok := mod.Memory().Read(ptr, n)
 	if !ok {
-		in.badPointer(mod, fn, ptr, n)
+		in.badPointerIn(mod, module, fn, ptr, n)
 	}
 	return b
 }
 
 func (in *Instance) badPointer(mod api.Module, fn string, ptr, n uint32) {
-	in.fault = &Fault{Kind: FaultBadPointer, Msg: fmt.Sprintf("%s.%s(ptr=%#x, len=%d) is outside guest memory of %d bytes", abi.HostModule, fn, ptr, n, mod.Memory().Size())}
+	in.badPointerIn(mod, abi.HostModule, fn, ptr, n)
+}
+
+// badPointerIn faults the call: module.fn was handed memory outside the
+// guest's.
+func (in *Instance) badPointerIn(mod api.Module, module, fn string, ptr, n uint32) {
+	in.fault = &Fault{Kind: FaultBadPointer, Msg: fmt.Sprintf("%s.%s(ptr=%#x, len=%d) is outside guest memory of %d bytes", module, fn, ptr, n, mod.Memory().Size())}
 	panic(in.fault)
 }
 

@@ -6,6 +6,7 @@
 ;;   4 loop forever              5 pending on a timer of arg ms
 ;;   6 retry                     7 hand record_next an output list outside memory
 ;;   8 end with status 9         9 return from the call during the record (ok)
+;;  10 fail, handing record_next an output list outside memory (not read)
 ;; Memory: 0 clock scratch, 16 timer request, 1024 the output list,
 ;; 65536 the record buffer (128 KiB).
 (module
@@ -64,6 +65,10 @@
         (local.set $outptr (i32.const -65536))
         (local.set $outlen (i32.const 16))))
       (if (i64.eq (local.get $kind) (i64.const 8)) (then (local.set $status (i32.const 9))))
+      (if (i64.eq (local.get $kind) (i64.const 10)) (then
+        (local.set $status (i32.const 3))
+        (local.set $outptr (i32.const -65536))
+        (local.set $outlen (i32.const 16))))
       (if (i64.eq (local.get $kind) (i64.const 9)) (then (return (i32.const 0))))
       (br $records))
     (i32.const 0)))
