@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
@@ -138,9 +142,10 @@ func TestDLQRedriveSkipsBadRecords(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "[redriven ") || !strings.Contains(out, `value="v2"`) {
 		t.Fatalf("list: code %d\n%s", code, out)
 	}
-	code, out, _ = runCLI(t, "dlq", "redrive", "--config", cfg, "--to", "retry")
-	if !strings.Contains(out, "refused 0@0: redriven already") || !strings.Contains(out, "0 records redriven, 2 could not be, 3 refused") {
-		t.Fatalf("second redrive: code %d\n%s", code, out)
+	code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg, "--to", "retry")
+	if code != 1 || !strings.Contains(out, "refused 0@0: redriven already") || !strings.Contains(out, "0 records redriven, 2 could not be, 3 refused") ||
+		!strings.Contains(errs, "3 of 5 matching records refused as redriven already (--force sends them again)") {
+		t.Fatalf("second redrive: code %d\n%s\n%s", code, out, errs)
 	}
 
 	// To the retry tier (--force: they were redriven already): the
@@ -175,5 +180,175 @@ func TestDLQPreview(t *testing.T) {
 		if got := preview(tc.v); got != tc.want {
 			t.Errorf("preview(%q) = %s, want %s", tc.v, got, tc.want)
 		}
+	}
+}
+
+// deadLetter is a dead letter of pipeline p in the pipeline's dead-letter
+// topic dlq: first consumed at in[partition]@offset, failed on attempt 2.
+func deadLetter(dlq string, key []byte, partition int32, offset int64) *kgo.Record {
+	st := failhdr.State{
+		Pipeline: "p", Kind: "guest.fail", Error: "asked to fail",
+		Origin:  failhdr.Origin{Topic: "in", Partition: partition, Offset: offset, Timestamp: 1},
+		Attempt: 2, ModuleDigest: "sha256:00", FailedAt: time.Now(), FirstFailure: time.Now().Add(-time.Second),
+		History: []failhdr.Entry{{Attempt: 1, Text: "guest.retry: first"}, {Attempt: 2, Text: "guest.fail: asked to fail"}},
+	}
+	return &kgo.Record{Topic: dlq, Key: key, Value: []byte(fmt.Sprintf("v%d@%d", partition, offset)), Headers: failhdr.Encode(nil, &st)}
+}
+
+// redriveSetup starts an in-process broker with pipeline p (input in of
+// inParts partitions, dead-letter topic dlq) and the given dead letters in
+// dlq.
+func redriveSetup(t *testing.T, inParts int32, dead ...*kgo.Record) (cfg string, brokers []string) {
+	brokers = kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, inParts, "in")
+	kafkatest.CreateTopic(t, brokers, 1, "out", "dlq")
+	dir := t.TempDir()
+	mod := writeFile(t, dir, "m.wasm", wt.Minimal(wt.I32Const(0)).Bytes())
+	cfg = writeFile(t, dir, "c.yaml", []byte(`
+kafka: {brokers: [`+brokers[0]+`], group: g}
+pipelines:
+  - {name: p, module: `+mod+`, inputs: [in], output: out, dead_letter_topic: dlq}
+`))
+	produceDead(t, brokers, dead...)
+	return cfg, brokers
+}
+
+func produceDead(t *testing.T, brokers []string, dead ...*kgo.Record) {
+	t.Helper()
+	if len(dead) == 0 {
+		return
+	}
+	if err := kafkatest.Client(t, brokers).ProduceSync(context.Background(), dead...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDLQRedriveToOriginalPartition: a dead letter redriven to the input
+// goes back to the partition it was first consumed from, keyless or not;
+// one whose partition the input no longer has is reported (exit 1), and
+// --partition key places it by its key instead.
+func TestDLQRedriveToOriginalPartition(t *testing.T) {
+	var dead []*kgo.Record
+	for i := range 8 {
+		var key []byte // keyless: placed by the sticky partitioner, were it not pinned
+		if i == 7 {
+			key = []byte("k")
+		}
+		dead = append(dead, deadLetter("dlq", key, int32(i%4), int64(100+i)))
+	}
+	dead = append(dead, deadLetter("dlq", nil, 9, 200)) // the input has 4 partitions
+	cfg, brokers := redriveSetup(t, 4, dead...)
+	code, out, errs := runCLI(t, "dlq", "redrive", "--config", cfg)
+	if code != 1 || !strings.Contains(out, "redriven 0@1 -> in[1]") || !strings.Contains(out, "8 records redriven, 1 could not be") ||
+		!strings.Contains(out, "not redriven 0@8: its original partition 9 is not in in (4 partitions; --partition key sends it by its key)") {
+		t.Fatalf("redrive: code %d\n%s\n%s", code, out, errs)
+	}
+	in := kafkatest.NewReader(t, brokers, "in")
+	in.ReadUntil(t, 30*time.Second, "eight copies", func(rs []*kgo.Record) bool { return len(rs) >= 8 })
+	for _, r := range in.Recs {
+		if want := fmt.Sprintf("v%d@", r.Partition); !strings.HasPrefix(string(r.Value), want) {
+			t.Errorf("copy %q of a record first consumed from partition %s is on partition %d", r.Value, string(r.Value)[1:2], r.Partition)
+		}
+	}
+	code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg, "--partition", "key", "--kind", "guest.fail")
+	if code != 1 || !strings.Contains(out, "redriven 0@8 -> in[") || !strings.Contains(errs, "8 of 9 matching records refused as redriven already") {
+		t.Fatalf("redrive --partition key: code %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, errs = runCLI(t, "dlq", "redrive", "--config", cfg, "--to", "retry", "--partition", "original"); code != 1 || !strings.Contains(errs, "--partition original: only with --to input") {
+		t.Fatalf("--to retry --partition original: code %d, %s", code, errs)
+	}
+}
+
+// TestDLQMarkersOfRecreatedTopic: after the dead-letter topic is deleted
+// and created again, its new dead letters (at the places of the old ones,
+// redriven) are pending and redrive sends them; the old markers are
+// reported as of another topic. A redrive that refuses records exits 1.
+func TestDLQMarkersOfRecreatedTopic(t *testing.T) {
+	cfg, brokers := redriveSetup(t, 1, deadLetter("dlq", []byte("a"), 0, 10), deadLetter("dlq", []byte("b"), 0, 11))
+	if code, out, errs := runCLI(t, "dlq", "redrive", "--config", cfg); code != 0 || !strings.Contains(out, "2 records redriven, 0 could not be, 0 refused") {
+		t.Fatalf("redrive: code %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs := runCLI(t, "dlq", "redrive", "--config", cfg)
+	if code != 1 || !strings.Contains(out, "refused 0@0: redriven already") || !strings.Contains(errs, "2 of 2 matching records refused as redriven already (--force sends them again)") {
+		t.Fatalf("second redrive: code %d\n%s\n%s", code, out, errs)
+	}
+
+	adm := kadm.NewClient(kafkatest.Client(t, brokers))
+	if _, err := adm.DeleteTopic(context.Background(), "dlq"); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.CreateTopic(t, brokers, 1, "dlq")
+	produceDead(t, brokers, deadLetter("dlq", []byte("a"), 0, 10), deadLetter("dlq", []byte("b"), 0, 11))
+	code, out, errs = runCLI(t, "dlq", "list", "--config", cfg, "--pending")
+	if code != 0 || !strings.Contains(out, "2 of 2 dead-lettered records in dlq match and are not redriven") ||
+		!strings.Contains(errs, "dlq.redriven: 2 markers of another topic ID ignored") {
+		t.Fatalf("list --pending after the topic was created again: code %d\n%s\n%s", code, out, errs)
+	}
+	if code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg); code != 0 || !strings.Contains(out, "2 records redriven, 0 could not be, 0 refused") {
+		t.Fatalf("redrive after the topic was created again: code %d\n%s\n%s", code, out, errs)
+	}
+	in := kafkatest.NewReader(t, brokers, "in")
+	in.ReadUntil(t, 30*time.Second, "four copies", func(rs []*kgo.Record) bool { return len(rs) >= 4 })
+}
+
+// TestDLQForgedMarkerHidesNothing: markers written to .redriven that do not
+// name the dead letter at their place in full — old-format, of the topic's
+// ID but another record, written ahead of a dead letter — hide nothing:
+// list --pending shows the records with why each marker was ignored, and
+// redrive sends them.
+func TestDLQForgedMarkerHidesNothing(t *testing.T) {
+	cfg, brokers := redriveSetup(t, 1, deadLetter("dlq", []byte("a"), 0, 10), deadLetter("dlq", []byte("b"), 0, 11))
+	cl := kafkatest.Client(t, brokers)
+	ts, err := kadm.NewClient(cl).ListTopics(context.Background(), "dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := ts["dlq"].ID
+	id := base64.RawURLEncoding.EncodeToString(tid[:])
+	// Forged as a writer of .redriven would: bytes, not the command's types.
+	marker := func(key string, of map[string]any) *kgo.Record {
+		m := map[string]any{"to": "in", "copy": "0@0", "at": time.Now().Add(time.Hour)}
+		if of != nil {
+			m["of"] = of
+		}
+		v, _ := json.Marshal(m)
+		return &kgo.Record{Topic: "dlq.redriven", Key: []byte(key), Value: v}
+	}
+	guess := func(offset, origin int64) map[string]any {
+		return map[string]any{"topic_id": id, "partition": 0, "offset": offset, "origin_topic": "in", "origin_partition": 0, "origin_offset": origin, "attempt": 2, "digest": "sha256:00"}
+	}
+	kafkatest.CreateTopic(t, brokers, 1, "dlq.redriven")
+	produceDead(t, brokers,
+		marker("0@0", nil),                    // old format
+		marker(id+":0@1", guess(1, 11)),       // this topic and place, every coordinate right but the record
+		marker(id+":0@2", guess(2, 12)),       // ahead of the dead letter it guesses
+		marker(id+":0@3", guess(2, 12)),       // naming another place than its key
+		deadLetter("dlq", []byte("c"), 0, 12), // the dead letter 0@2 guessed
+		deadLetter("dlq", []byte("d"), 0, 12), // 0@3
+	)
+	code, out, errs := runCLI(t, "dlq", "list", "--config", cfg, "--pending")
+	for _, want := range []string{
+		"4 of 4 dead-lettered records in dlq match and are not redriven",
+		"[marker ignored: an old-format marker keyed 0@0 alone says redriven",
+		"[marker ignored: it names another record at this place (its digest differs)]",
+		"[marker ignored: it names the dead letter at 0@2]",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list --pending lacks %q", want)
+		}
+	}
+	if code != 0 || !strings.Contains(errs, "dlq.redriven: 1 old-format markers (keyed partition@offset alone) ignored") ||
+		!strings.Contains(errs, "dlq.redriven: 3 markers that do not match the dead letter they name ignored") {
+		t.Errorf("code %d, stderr:\n%s", code, errs)
+	}
+	if t.Failed() {
+		t.Fatalf("stdout:\n%s", out)
+	}
+	if code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg); code != 0 || !strings.Contains(out, "4 records redriven, 0 could not be, 0 refused") {
+		t.Fatalf("redrive: code %d\n%s\n%s", code, out, errs)
+	}
+	// Its own markers replace the forged ones: a second redrive refuses all.
+	if code, out, errs = runCLI(t, "dlq", "list", "--config", cfg, "--pending"); code != 0 || !strings.Contains(out, "0 of 4 dead-lettered records in dlq match and are not redriven") || !strings.Contains(errs, "1 old-format markers") {
+		t.Fatalf("list --pending after the redrive: code %d\n%s\n%s", code, out, errs)
 	}
 }
