@@ -50,6 +50,9 @@ type API struct {
 	log      *slog.Logger
 	locks    pipelineLocks
 	refusals *refusalLog
+	// throttle counts the tokens presented (throttle.go): the API's own
+	// until UseThrottle shares the host's with the dashboard.
+	throttle *Throttle
 	// strategy is how a deploy, a rollback or a canary reaches the hosts
 	// that run it (strategy.go): this host only until UseRegistry makes it
 	// the fleet.
@@ -67,17 +70,22 @@ func NewAPI(token string, store *Store, d Deployer, maxBytes int64, log *slog.Lo
 	if err := CheckToken(token, "admin"); err != nil {
 		return nil, err
 	}
-	a := &API{token: TokenSum(token), store: store, d: d, maxBytes: maxBytes, log: log, refusals: newRefusalLog(log)}
+	a := &API{token: TokenSum(token), store: store, d: d, maxBytes: maxBytes, log: log, refusals: newRefusalLog(log), throttle: NewThrottle()}
 	a.strategy = localStrategy{a}
 	return a, nil
 }
 
+// UseThrottle makes the API count the tokens presented to it in t, the
+// Throttle the host's other doors to the token (the dashboard) use too: a
+// client throttled at one is throttled at all. Call it before Handler.
+func (a *API) UseThrottle(t *Throttle) { a.throttle = t }
+
 // RegisterMetrics registers the API's instruments on meter:
-// wasmstream.admin.refused, the requests refused for a missing or wrong
-// token (logged one by one only up to a rate, refusals.go).
+// wasmstream.admin.refused, the requests refused for a missing, wrong or
+// throttled token (logged one by one only up to a rate, refusals.go).
 func (a *API) RegisterMetrics(meter metric.Meter) error {
 	_, err := meter.Int64ObservableCounter("wasmstream.admin.refused", metric.WithUnit("{request}"),
-		metric.WithDescription("admin API requests refused for a missing or wrong bearer token"),
+		metric.WithDescription("admin API requests refused for a missing, wrong or throttled bearer token"),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(a.refusals.total.Load())
 			return nil
@@ -110,17 +118,31 @@ func (a *API) Handler() http.Handler {
 	return a.auth(mux)
 }
 
+// auth lets a request through with the admin token as its bearer token.
+// A token presented is an attempt the throttle counts (throttle.go): a
+// client over its share gets 429 with Retry-After, its token unread. A
+// request without one is refused and counted as refused, not as a guess.
 func (a *API) auth(next http.Handler) http.Handler {
+	throttle := a.throttle
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || !TokenMatches(tok, a.token) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		v := Refused
+		var wait time.Duration
+		if ok {
+			v, wait = throttle.Check(ClientOf(r), tok, a.token)
+		}
+		switch v {
+		case Accepted:
+			next.ServeHTTP(w, r)
+			return
+		case Throttled:
+			w.Header().Set("Retry-After", RetryAfter(wait))
+			fail(w, http.StatusTooManyRequests, "too many attempts with a wrong token: wait %s s before trying again", RetryAfter(wait))
+		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="wasmstream"`)
 			fail(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			a.refusals.refused(r.Method, r.URL.Path, r.RemoteAddr)
-			return
 		}
-		next.ServeHTTP(w, r)
+		a.refusals.refused(r.Method, r.URL.Path, r.RemoteAddr)
 	})
 }
 

@@ -43,6 +43,12 @@ type Host struct {
 	reg                  *registry.Registry // nil without admin.registry
 	store                *admin.Store       // nil without the admin API
 	overrides            []Override
+
+	// token is the admin token ("" with the API off), read before
+	// anything else is done (StartWith); throttle counts every attempt at
+	// it, at the admin API and at the dashboard alike.
+	token    string
+	throttle *admin.Throttle
 }
 
 // Options are how a process starts.
@@ -64,7 +70,17 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Host, er
 // registry, else the module store) is found first, so that a pipeline it
 // replaces compiles that version only, not the config's module too.
 func StartWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (*Host, error) {
-	h := &Host{cfg: cfg, log: log}
+	h := &Host{cfg: cfg, log: log, throttle: admin.NewThrottle()}
+	// The admin token is part of the config: a missing, short or exposed
+	// one is said before anything touches the cluster (a topic created, a
+	// group joined), not once the pipelines run.
+	if *cfg.Admin.Enabled {
+		t, err := AdminToken(cfg)
+		if err != nil {
+			return nil, err
+		}
+		h.token = t
+	}
 	mods, err := h.deployedModules(ctx)
 	if err != nil {
 		h.closeRegistry()
@@ -215,20 +231,17 @@ func (h *Host) startOps(ctx context.Context) error {
 	if !*cfg.Admin.Enabled {
 		return nil
 	}
-	token, err := AdminToken(cfg)
-	if err != nil {
-		return err
-	}
 	store := h.store
 	if *cfg.Admin.Registry && h.reg == nil { // the embedded broker (started with the runner), or not reached before
 		if err := h.openRegistry(ctx, r.Brokers()); err != nil {
 			return err
 		}
 	}
-	api, err := admin.NewAPI(token, store, r, cfg.Admin.MaxModuleBytes, h.log)
+	api, err := admin.NewAPI(h.token, store, r, cfg.Admin.MaxModuleBytes, h.log)
 	if err != nil {
 		return err
 	}
+	api.UseThrottle(h.throttle)
 	if h.meter != nil {
 		if err := api.RegisterMetrics(h.meter.Meter("github.com/wasmstream/wasmstream")); err != nil {
 			return err

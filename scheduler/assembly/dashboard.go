@@ -12,13 +12,9 @@ import (
 // the admin API off it refuses every request.
 func (h *Host) dashboardHandler(next http.Handler) (http.Handler, error) {
 	cfg := h.cfg
-	dc := dashboard.Config{Source: h.r, Open: dashboard.OpenOn(cfg.Metrics.Listen), Hosts: cfg.Metrics.DashboardHosts, Log: h.log}
-	if !dc.Open && *cfg.Admin.Enabled {
-		tok, err := AdminToken(cfg)
-		if err != nil {
-			return nil, err
-		}
-		dc.Token = tok
+	dc := dashboard.Config{Source: h.r, Open: dashboard.OpenOn(cfg.Metrics.Listen), Hosts: cfg.Metrics.DashboardHosts, Throttle: h.throttle, Log: h.log}
+	if !dc.Open {
+		dc.Token = h.token // "" with the admin API off
 	}
 	if cfg.Tracing.Exporter == "jsonl" {
 		dc.TraceFile = cfg.TracingFile()

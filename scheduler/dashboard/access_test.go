@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/admin"
 )
 
 const accessToken = "a-test-admin-token-0123456789"
@@ -226,8 +230,8 @@ func TestDashboardLoginThrottled(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("%d guesses from one client in %s: %d looked at, %d throttled; %d log lines", n, took.Round(time.Millisecond), checked, throttled, logs.lines())
-	// freeAttempts, then one after each wait of 1 s, 2 s, 4 s...
-	if limit := freeAttempts + 1 + int(took/time.Second); checked > limit {
+	// admin.FreeAttempts, then one after each wait of 1 s, 2 s, 4 s...
+	if limit := admin.FreeAttempts + 1 + int(took/time.Second); checked > limit {
 		t.Errorf("%d guesses looked at in %s, want at most %d", checked, took, limit)
 	}
 	if got := s.RefusedRequests(); got != n {
@@ -237,8 +241,8 @@ func TestDashboardLoginThrottled(t *testing.T) {
 		t.Errorf("%d log lines for %d refused attempts, want a burst and summaries", l, n)
 	}
 
-	// Many clients: the global bucket looks at globalBurst, then globalRate
-	// a second.
+	// Many clients: the global bucket looks at admin.GlobalBurst, then
+	// admin.GlobalRate a second.
 	h := s.Handler(http.NotFoundHandler())
 	post := func(ip, token string) int {
 		req := httptest.NewRequest("POST", "/dashboard/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
@@ -254,7 +258,7 @@ func TestDashboardLoginThrottled(t *testing.T) {
 			checked++
 		}
 	}
-	if limit := globalBurst + int(time.Since(start).Seconds()*globalRate) + 1; checked > limit {
+	if limit := admin.GlobalBurst + int(time.Since(start).Seconds()*admin.GlobalRate) + 1; checked > limit {
 		t.Errorf("%d guesses from %d clients looked at in %s, want at most %d", checked, n, time.Since(start), limit)
 	}
 	// The right token, from a client that guessed nothing, once the
@@ -366,4 +370,134 @@ func TestDashboardLoginOrigin(t *testing.T) {
 	if res := login(t, srv, accessToken, same); res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 {
 		t.Errorf("from the dashboard's own page: %s", res.Status)
 	}
+}
+
+// noDeployer is the admin API's Deployer for tests that only knock at it.
+type noDeployer struct{}
+
+func (noDeployer) Check(context.Context, string, []byte) (host.Info, error)  { return host.Info{}, nil }
+func (noDeployer) Deploy(context.Context, string, []byte) (host.Info, error) { return host.Info{}, nil }
+func (noDeployer) PipelineNames() []string                                   { return nil }
+
+// TestBearerGuessesThrottled: the admin token presented as Authorization:
+// Bearer is throttled as the login form is, by the one admin.Throttle the
+// dashboard shares with the admin API. 2,000 Bearer guesses at the
+// dashboard from one client are mostly refused with 429 and Retry-After;
+// then that client's right token is refused at every door (Bearer on the
+// dashboard and on the admin API, the login form) until its wait is over,
+// and accepted after; another client is not held by that wait; guesses
+// spread over many addresses at the admin API are looked at only up to the
+// overall cap, and a client with the right token waits no longer than the
+// cap's refill (before: 2,000 of 2,000 looked at in 103 ms, the right
+// token accepted at once after them).
+func TestBearerGuessesThrottled(t *testing.T) {
+	th := admin.NewThrottle()
+	s, _ := serve(t, Config{Token: accessToken, Throttle: th})
+	dash := s.Handler(http.NotFoundHandler())
+	store, err := admin.OpenStore(t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := admin.NewAPI(accessToken, store, noDeployer{}, 1<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.UseThrottle(th)
+	apiH := api.Handler()
+	knock := func(h http.Handler, ip, path, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = ip + ":40000"
+		req.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	form := func(ip, token string) int {
+		req := httptest.NewRequest("POST", "/dashboard/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = ip + ":40000"
+		w := httptest.NewRecorder()
+		dash.ServeHTTP(w, req)
+		return w.Code
+	}
+
+	const n, guesser = 2000, "203.0.113.7"
+	looked, throttled := 0, 0
+	var retryAfter string
+	start := time.Now()
+	for i := range n {
+		switch w := knock(dash, guesser, "/dashboard/static/app.js", fmt.Sprintf("guess-%d", i)); w.Code {
+		case http.StatusUnauthorized:
+			looked++
+		case http.StatusTooManyRequests:
+			throttled++
+			if retryAfter = w.Header().Get("Retry-After"); retryAfter == "" {
+				t.Fatal("429 without Retry-After")
+			}
+		default:
+			t.Fatalf("guess %d: %d", i, w.Code)
+		}
+	}
+	took := time.Since(start)
+	t.Logf("%d Bearer guesses from one client in %s: %d looked at, %d throttled", n, took.Round(time.Millisecond), looked, throttled)
+	// FreeAttempts, then one after each wait of 1 s, 2 s, 4 s...
+	if limit := admin.FreeAttempts + 1 + int(took/time.Second); looked > limit {
+		t.Errorf("%d of %d Bearer guesses looked at in %s, want at most %d", looked, n, took, limit)
+	}
+	if got := s.RefusedRequests(); got != n {
+		t.Errorf("%d refused requests counted, want %d", got, n)
+	}
+
+	// Another client right after: not held by the guesser's wait.
+	if w := knock(dash, "198.51.100.9", "/dashboard/static/app.js", accessToken); w.Code != http.StatusOK {
+		t.Fatalf("another client's right token on the dashboard: %d", w.Code)
+	}
+	if w := knock(apiH, "198.51.100.9", "/v1/pipelines", accessToken); w.Code != http.StatusOK {
+		t.Fatalf("another client's right token on the admin API: %d %s", w.Code, w.Body)
+	}
+
+	// The guesser's right token, at every door, until its wait is over.
+	refused, refusedUntil := false, time.Now()
+	for deadline := time.Now().Add(admin.MaxBackoff + 10*time.Second); ; time.Sleep(50 * time.Millisecond) {
+		d, a, f := knock(dash, guesser, "/dashboard/static/app.js", accessToken).Code, knock(apiH, guesser, "/v1/pipelines", accessToken).Code, form(guesser, accessToken)
+		if d == http.StatusOK {
+			if a != http.StatusOK || f != http.StatusSeeOther {
+				t.Fatalf("the right token once the wait is over: dashboard %d, admin API %d, login form %d", d, a, f)
+			}
+			break
+		}
+		if d != http.StatusTooManyRequests || a != http.StatusTooManyRequests || f != http.StatusTooManyRequests {
+			t.Fatalf("the guessing client's right token in its wait: dashboard %d, admin API %d, login form %d, want 429 at each", d, a, f)
+		}
+		refused, refusedUntil = true, time.Now()
+		if time.Now().After(deadline) {
+			t.Fatalf("the right token still refused %s after the guesses", time.Since(start))
+		}
+	}
+	t.Logf("the guesser's right token refused for %s after its guesses (last Retry-After %s s)", refusedUntil.Sub(start.Add(took)).Round(time.Millisecond), retryAfter)
+	if !refused {
+		t.Error("the guesser's right token was accepted at once after its guesses")
+	}
+
+	// Guesses spread over many addresses at the admin API: the overall cap.
+	start, looked = time.Now(), 0
+	for i := range n {
+		if knock(apiH, fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256), "/v1/pipelines", "wrong").Code == http.StatusUnauthorized {
+			looked++
+		}
+	}
+	if limit := admin.GlobalBurst + int(time.Since(start).Seconds()*admin.GlobalRate) + 1; looked > limit {
+		t.Errorf("%d guesses from %d clients looked at in %s, want at most %d", looked, n, time.Since(start), limit)
+	}
+	// A client that guessed nothing: in at most the bucket's refill of
+	// one attempt.
+	refill := time.Duration(float64(time.Second) / admin.GlobalRate)
+	start = time.Now()
+	for knock(dash, "192.0.2.1", "/dashboard/static/app.js", accessToken).Code != http.StatusOK {
+		if time.Since(start) > refill+2*time.Second {
+			t.Fatalf("a client with the right token refused for %s after guesses from many clients, want at most %s", time.Since(start), refill)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("guesses from %d clients: %d looked at; a new client's right token accepted after %s", n, looked, time.Since(start).Round(time.Millisecond))
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,8 +24,10 @@ import (
 // that POST /dashboard/login sets for a browser (EventSource cannot set
 // headers). The cookie holds a session — a random id and an expiry, signed
 // with a key this process drew at random — never the token nor anything
-// derived from it alone. Login attempts are throttled per client and in
-// all (throttle.go) and checked to come from the dashboard's own page.
+// derived from it alone. Every token presented — a Bearer header, the login
+// form — is throttled per client and in all by the admin.Throttle the
+// admin API shares; a login is also checked to come from the dashboard's
+// own page.
 
 // OpenOn reports whether a listener on listen (host:port) serves the
 // dashboard without a token: a loopback IP or "localhost". An empty host
@@ -124,26 +125,31 @@ func (ss *sessions) check(v string, now time.Time) (id string, ok bool) {
 	return base64.RawURLEncoding.EncodeToString(body[:sessionIDBytes]), true
 }
 
-// authorized reports whether r may read the dashboard, and who asks: the
+// authorized says whether r may read the dashboard, and who asks: the
 // client its event streams are counted under (hub.go). A session is its
-// own client; a bearer or an open listener's client is its address.
-func (s *Server) authorized(r *http.Request) (client string, ok bool) {
+// own client; a bearer or an open listener's client is its address. A
+// Bearer token is an attempt at the admin token, counted by the throttle
+// the admin API shares (admin.Throttle): a client over its share is
+// Throttled, its token unread. A session cookie is checked by its MAC,
+// which cannot be guessed, and is not throttled.
+func (s *Server) authorized(r *http.Request) (client string, v admin.Verdict, wait time.Duration) {
 	ip := remoteIP(r)
 	if s.cfg.Open {
-		return "open " + ip, true
+		return "open " + ip, admin.Accepted, 0
 	}
 	if s.cfg.Token == "" {
-		return "", false
+		return "", admin.Refused, 0
 	}
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		return "bearer " + ip, admin.TokenMatches(strings.TrimPrefix(h, "Bearer "), s.token)
+		v, wait := s.throttle.Check(admin.ClientOf(r), strings.TrimPrefix(h, "Bearer "), s.token)
+		return "bearer " + ip, v, wait
 	}
 	if c, err := r.Cookie(cookieName); err == nil {
 		if id, ok := s.sessions.check(c.Value, time.Now()); ok {
-			return "session " + id, true
+			return "session " + id, admin.Accepted, 0
 		}
 	}
-	return "", false
+	return "", admin.Refused, 0
 }
 
 // remoteIP is the address of r's client without its port.
@@ -157,7 +163,7 @@ func remoteIP(r *http.Request) string {
 // login checks the token posted by the login form and sets the session
 // cookie. A post from another site's page (Origin, Sec-Fetch-Site) is
 // refused before the token is looked at; so is a client over its share of
-// attempts (throttle.go), with the time to wait.
+// attempts (admin.Throttle), with the time to wait.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Open {
 		http.Redirect(w, r, "/dashboard", http.StatusSeeOther)
@@ -168,26 +174,28 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the login form must be posted from the dashboard's own page", http.StatusForbidden)
 		return
 	}
-	now := time.Now()
-	ip := remoteIP(r)
-	if wait, ok := s.throttle.allow(ip, now); !ok {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	token := r.PostFormValue("token")
+	v, wait := admin.Refused, time.Duration(0)
+	if s.cfg.Token != "" {
+		v, wait = s.throttle.Check(admin.ClientOf(r), token, s.token)
+	}
+	switch v {
+	case admin.Throttled:
 		s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
-		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		w.Header().Set("Retry-After", admin.RetryAfter(wait))
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusTooManyRequests)
-		w.Write(loginPage("Too many attempts: wait " + wait.Round(time.Second).String() + " before trying again."))
+		w.Write(loginPage("Too many attempts: wait " + admin.RetryAfter(wait) + " s before trying again."))
 		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	if s.cfg.Token == "" || !admin.TokenMatches(r.PostFormValue("token"), s.token) {
-		s.throttle.failed(ip, now)
+	case admin.Refused:
 		s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
 		w.Write(loginPage("That is not the admin token."))
 		return
 	}
-	s.throttle.succeeded(ip)
+	now := time.Now()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.sessions.mint(now), Path: "/dashboard",
 		MaxAge: int(s.sessions.ttl / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
 	http.Redirect(w, r, "/dashboard", http.StatusSeeOther)

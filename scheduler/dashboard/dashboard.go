@@ -58,6 +58,11 @@ type Config struct {
 	Open  bool
 	Token string
 	Hosts []string
+	// Throttle counts the tokens presented (a Bearer header, the login
+	// form): the host's one admin.Throttle, shared with the admin API, so
+	// that a client throttled at one door is throttled at every one. nil:
+	// a throttle of the dashboard's own.
+	Throttle *admin.Throttle
 	// SessionTTL is how long a login lasts (default DefaultSessionTTL).
 	SessionTTL time.Duration
 	// StreamMaxAge ends an event stream after this long (default
@@ -79,7 +84,7 @@ type Server struct {
 	cfg      Config
 	token    [32]byte // admin.TokenSum(cfg.Token)
 	sessions *sessions
-	throttle *throttle
+	throttle *admin.Throttle
 	origin   *http.CrossOriginProtection // the login form is posted from the dashboard's own page
 	refusals *admin.RefusalLog
 	ring     *ring
@@ -118,7 +123,10 @@ func New(cfg Config) *Server {
 	if cfg.StreamMaxAge <= 0 {
 		cfg.StreamMaxAge = DefaultStreamMaxAge
 	}
-	s := &Server{cfg: cfg, token: admin.TokenSum(cfg.Token), sessions: newSessions(cfg.SessionTTL), throttle: newThrottle(),
+	if cfg.Throttle == nil {
+		cfg.Throttle = admin.NewThrottle()
+	}
+	s := &Server{cfg: cfg, token: admin.TokenSum(cfg.Token), sessions: newSessions(cfg.SessionTTL), throttle: cfg.Throttle,
 		origin: http.NewCrossOriginProtection(), refusals: admin.NewRefusalLog(cfg.Log, "dashboard"),
 		ring: newRing(cfg.Failed), hub: newHub(cfg.MaxClients), traces: make(chan struct{}, 1), renders: make(chan struct{}, maxRenders), stop: make(chan struct{}),
 		hist: newHistory(), evlog: &eventLog{}, started: time.Now()}
@@ -183,8 +191,14 @@ func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
 			http.Error(w, "the dashboard on a loopback address answers to localhost, a loopback address or a name in metrics.dashboard_hosts", http.StatusForbidden)
 			return
 		}
-		who, ok := s.authorized(r)
-		if !ok {
+		who, v, wait := s.authorized(r)
+		if v == admin.Throttled {
+			s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
+			hd.Set("Retry-After", admin.RetryAfter(wait))
+			http.Error(w, "too many attempts with a wrong token: wait "+admin.RetryAfter(wait)+" s before trying again", http.StatusTooManyRequests)
+			return
+		}
+		if v != admin.Accepted {
 			s.refusals.Refused(r.Method, r.URL.Path, r.RemoteAddr)
 			if r.URL.Path == "/dashboard" && s.cfg.Token != "" {
 				hd.Set("Content-Type", "text/html; charset=utf-8")
