@@ -24,7 +24,7 @@ import (
 // API.
 func TestRunDeployedVersionOverridesConfigLoudly(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv("WASMSTREAM_ADMIN_TOKEN", "banner-test-token-0123456789")
+	t.Setenv("WASMSTREAM_ADMIN_TOKEN", testAdminToken)
 	cfgModule := writeFile(t, dir, "config.wasm", []byte("not a module: compiling it would fail"))
 	store, err := admin.OpenStore(filepath.Join(dir, "store"), slog.New(slog.DiscardHandler))
 	if err != nil {

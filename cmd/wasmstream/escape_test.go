@@ -131,7 +131,7 @@ host: {compile_cache_dir: none}
 
 	// deploy and processors talk to a running host: one on the in-process
 	// broker, with the admin API and the fleet registry.
-	const token = "escape-test-token-0123456789"
+	const token = testAdminToken
 	t.Setenv("WASMSTREAM_ADMIN_TOKEN", token)
 	good := writeFile(t, dir, "good.wasm", wt.Minimal(wt.I32Const(0)).Bytes())
 	cfgPath := writeFile(t, dir, "host.yaml", []byte(`

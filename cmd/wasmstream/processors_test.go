@@ -45,7 +45,7 @@ func TestProcessorsOutputBounded(t *testing.T) {
 	}
 	d, _ := store.Put("p", "config", []byte("\x00asm\x01\x00\x00\x00"))
 	store.Activate("p", d)
-	api, err := admin.NewAPI("tok-0123456789abcdef", store, fleetDeployer{}, 1024, log)
+	api, err := admin.NewAPI(testAdminToken, store, fleetDeployer{}, 1024, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestProcessorsOutputBounded(t *testing.T) {
 	reg.Start()
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
-	t.Setenv("WASMSTREAM_ADMIN_TOKEN", "tok-0123456789abcdef")
+	t.Setenv("WASMSTREAM_ADMIN_TOKEN", testAdminToken)
 	cl := kafkatest.Client(t, brokers)
 	for _, ahead := range []time.Duration{time.Hour, 0} {
 		n := 50000

@@ -19,7 +19,7 @@ import (
 )
 
 // testToken is the admin token of the tests' APIs.
-const testToken = "tok-0123456789abcdef"
+const testToken = goodToken
 
 // fakeDeployer accepts modules whose body contains "ok" and records deploys.
 // Safe for concurrent use, like the scheduler's Runner.

@@ -297,7 +297,7 @@ admin:
   listen: %s
   store_dir: %s
 `, s.saslSSL, g, s.file("ca.pem"), s.file("app.password"), v1, in, out, out+"-dlq", admin, filepath.Join(dir, "store"))), 0o644)
-	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + g
+	token := "WASMSTREAM_ADMIN_TOKEN=" + adminToken(g)
 
 	// Without the registry's ACL: a prompt stop naming its topics.
 	p := startProcEnv(t, []string{token}, "run", "--config", cfg)

@@ -41,7 +41,7 @@ func TestFleetDeployReachesEveryHost(t *testing.T) {
 	v1, v2 := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm")
 	os.WriteFile(v1, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=1"), 0o644)
 	os.WriteFile(v2, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=2"), 0o644)
-	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	token := "WASMSTREAM_ADMIN_TOKEN=" + adminToken(n)
 	base := writeConfig(t, brokers, n, v1, in, out, dlq, "")
 	// host i: its own admin port and module store, the same group.
 	hostConfig := func(i int) (cfg, admin string) {
@@ -228,7 +228,7 @@ func TestFleetCanary(t *testing.T) {
 	os.WriteFile(v1, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=1"), 0o644)
 	os.WriteFile(v2, wt.BuildGoGuest(t, "plugins/examples/uppercase", "-ldflags=-X main.version=2"), 0o644)
 	os.WriteFile(bad, wt.Minimal(wt.Unreachable).Bytes(), 0o644)
-	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	token := "WASMSTREAM_ADMIN_TOKEN=" + adminToken(n)
 	base := writeConfig(t, brokers, n, v1, in, out, dlq, "")
 	var admins [3]string
 	var procs [3]*proc
@@ -442,7 +442,7 @@ func TestFleetCanaryPoisonedInput(t *testing.T) {
 	// The same code under another digest: a custom section.
 	os.WriteFile(same, append(append([]byte{}, enrich...), 0, 11, 6, 'c', 'a', 'n', 'a', 'r', 'y', 's', 'a', 'm', 'e'), 0o644)
 	os.WriteFile(bad, wt.Minimal(wt.Unreachable).Bytes(), 0o644)
-	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	token := "WASMSTREAM_ADMIN_TOKEN=" + adminToken(n)
 	base := writeConfig(t, brokers, n, v1, in, out, dlq, "")
 	var admins [2]string
 	var procs [2]*proc

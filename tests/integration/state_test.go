@@ -380,7 +380,7 @@ func TestStateHotSwap(t *testing.T) {
 	addr := freePort(t)
 	cfg := stateConfig(t, brokers, n, v1, in, out, dlq, eosKeys)
 	replace(t, cfg, "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, "store")))
-	token := "WASMSTREAM_ADMIN_TOKEN=s3cret-" + n
+	token := "WASMSTREAM_ADMIN_TOKEN=" + adminToken(n)
 	rd := kafkatest.NewReader(t, brokers, out)
 	stop := keyedLoad(t, brokers, in)
 	p := startProcEnv(t, []string{token}, "run", "--config", cfg)
