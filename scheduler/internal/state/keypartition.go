@@ -1,8 +1,7 @@
 package state
 
-// KeyPartition is the partition Kafka's default partitioner (and franz-go's
-// StickyKeyPartitioner, which the host produces with) sends a non-null key
-// to among n: murmur2 of the key, made positive, modulo n. A state key must
+// KeyPartition is the partition Kafka's default partitioner (and the
+// host's, internal/pinpart) sends a non-null key to among n: murmur2 of the key, made positive, modulo n. A state key must
 // map to its record's partition (Partition.checkKey).
 func KeyPartition(key []byte, n int) int32 {
 	return int32((murmur2(key) & 0x7fffffff) % uint32(n))
