@@ -77,7 +77,7 @@ func TestProblemsNameTheirKeys(t *testing.T) {
 		{"unknown keys", good + "\nextra: 1\n", nil, nil, []string{"extra: unknown key"}},
 		{"unknown nested", strings.Replace(good, "record_timeout: 2s", "record_timeout: 2s\n      memory_page: 3", 1), nil, nil, []string{"pipelines[0].limits.memory_page: unknown key"}},
 		{"unknown env", good, []string{"WASMSTREAM_KAFKA_BROKER=x:1"}, nil, []string{"environment variable WASMSTREAM_KAFKA_BROKER: matches no config key"}},
-		{"unknown flag", good, nil, []string{"kafka.grup=x"}, []string{"--set kafka.grup=x: unknown key"}},
+		{"unknown flag", good, nil, []string{"kafka.grup=x"}, []string{"--set kafka.grup: unknown key", "did you mean kafka.group?"}},
 		{"bad duration", strings.Replace(good, "2s", "two seconds", 1), nil, nil, []string{"pipelines[0].limits.record_timeout"}},
 		{"bad number", strings.Replace(good, "512", "lots", 1), nil, nil, []string{"pipelines[0].limits.memory_pages"}},
 		{"everything missing", "pipelines:\n  - name: 'bad name!'\n", nil, nil, []string{

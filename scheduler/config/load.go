@@ -44,6 +44,14 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 		}
 		cfg.Dir = filepath.Dir(abs)
 	}
+	secrets := secretLeaves(reflect.TypeOf(Config{}), "")
+	if path != "" {
+		for _, key := range sortedKeys(secrets) {
+			if v := k.Get(key); v != nil && v != "" {
+				probs = append(probs, secretRefused(key, secrets[key], "the config file"))
+			}
+		}
+	}
 	leaves := leafKeys(reflect.TypeOf(Config{}), "")
 	envMap := map[string]any{}
 	for _, kv := range environ {
@@ -63,13 +71,29 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 	}
 	setMap := map[string]any{}
 	for _, s := range sets {
+		// No value given here reaches an error (secrets.go).
 		key, val, ok := strings.Cut(s, "=")
 		if !ok {
-			probs = append(probs, fmt.Sprintf("--set %q: want key=value", s))
+			if looksSecret(s) {
+				probs = append(probs, "--set: an argument is not key=value (not shown: it names a key that may hold a secret)")
+			} else {
+				probs = append(probs, fmt.Sprintf("--set %q: want key=value", s))
+			}
 			continue
 		}
 		if _, found := leaves[strings.ReplaceAll(key, ".", "_")]; !found {
-			probs = append(probs, fmt.Sprintf("--set %s: unknown key %s (keys inside pipelines cannot be set from flags)", s, key))
+			msg := fmt.Sprintf("--set %s: unknown key (keys inside pipelines cannot be set from flags; the value given is not shown)", key)
+			if near, ok := closestKey(key, leaves); ok {
+				msg += "; did you mean " + near + "?"
+				if file, secret := secrets[near]; secret {
+					msg += " (a secret: never on --set; set " + file + " or the environment variable " + EnvPrefix + strings.ToUpper(strings.ReplaceAll(near, ".", "_")) + ")"
+				}
+			}
+			probs = append(probs, msg)
+			continue
+		}
+		if file, secret := secrets[key]; secret {
+			probs = append(probs, secretRefused(key, file, "--set"))
 			continue
 		}
 		setMap[key] = val
@@ -187,6 +211,12 @@ func decodeProblems(err error) error {
 		}
 		if m := decodeErrRE.FindStringSubmatch(line); m != nil {
 			line = m[1] + ": " + m[2] // the decoder's "'key' problem" as Validate says it
+			if looksSecret(m[1]) {
+				// The decoder's message quotes the value.
+				line = m[1] + ": the value given cannot be used here (not shown: the key may hold a secret)"
+			}
+		} else if looksSecret(line) {
+			line = "a value cannot be decoded (not shown: its key may hold a secret)"
 		}
 		probs = append(probs, line)
 	}
@@ -260,20 +290,20 @@ func unknownKeys(raw map[string]any, t reflect.Type, prefix string) []string {
 			if m, ok := raw[k].(map[string]any); ok {
 				out = append(out, unknownKeys(m, ft, path)...)
 			} else if raw[k] != nil {
-				out = append(out, fmt.Sprintf("%s: want a section of keys, got %v", path, raw[k]))
+				out = append(out, fmt.Sprintf("%s: want a section of keys, got %s", path, shown(path, raw[k])))
 			}
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 			list, ok := raw[k].([]any)
 			if !ok {
 				if raw[k] != nil {
-					out = append(out, fmt.Sprintf("%s: want a list, got %v", path, raw[k]))
+					out = append(out, fmt.Sprintf("%s: want a list, got %s", path, shown(path, raw[k])))
 				}
 				continue
 			}
 			for i, el := range list {
 				m, ok := el.(map[string]any)
 				if !ok {
-					out = append(out, fmt.Sprintf("%s[%d]: want a section of keys, got %v", path, i, el))
+					out = append(out, fmt.Sprintf("%s[%d]: want a section of keys, got %s", path, i, shown(path, el)))
 					continue
 				}
 				out = append(out, unknownKeys(m, ft.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
@@ -281,4 +311,12 @@ func unknownKeys(raw map[string]any, t reflect.Type, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// shown is v as an error may show it: not at all when key looks secret.
+func shown(key string, v any) string {
+	if looksSecret(key) {
+		return fmt.Sprintf("a %T (not shown: the key may hold a secret)", v)
+	}
+	return fmt.Sprint(v)
 }

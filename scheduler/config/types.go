@@ -94,7 +94,10 @@ type KafkaSASL struct {
 	Mechanism string `koanf:"mechanism"`
 	Username  string `koanf:"username"`
 	// Password or PasswordFile (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
-	Password     string `koanf:"password" json:"-"`
+	// Password is taken from the environment only
+	// (WASMSTREAM_KAFKA_SASL_PASSWORD): its secret tag makes Load refuse
+	// it in the config file and on --set (secrets.go).
+	Password     string `koanf:"password" json:"-" secret:"kafka.sasl.password_file"`
 	PasswordFile string `koanf:"password_file"`
 	// TokenFile holds the OAUTHBEARER token, read again at every
 	// authentication so a token refreshed by another process is taken.
