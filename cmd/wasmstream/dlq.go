@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
+	"github.com/wasmstream/wasmstream/internal/pinpart"
 	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tracing"
@@ -289,7 +290,9 @@ func (run *dlqRun) prepareRedrive(ctx context.Context, k config.Kafka) error {
 	if run.f.dryRun {
 		return nil
 	}
-	prod, err := kafkaconn.NewClient(k, k.Brokers, kgo.RecordPartitioner(redrivePartitioner{kgo.StickyKeyPartitioner(nil)}))
+	// Copies pinned to their original partition go there; the others, and
+	// the markers, are placed as the host places its outputs (pinpart).
+	prod, err := kafkaconn.NewClient(k, k.Brokers, kgo.RecordPartitioner(pinpart.New()))
 	if err != nil {
 		return err
 	}
@@ -709,36 +712,4 @@ func partitionCounts(ctx context.Context, k config.Kafka, topics []string) (map[
 		}
 	}
 	return out, nil
-}
-
-// redrivePartitioner places a copy pinned to a partition (Partition >= 0:
-// its original one, checked against the topic's partition count, which
-// can only grow) there, and every other record — a copy placed by key, a
-// marker — as the host places its outputs: by the Java client's hash of
-// the key, records without a key spread stickily. The sticky partitioner's
-// new-batch notification is forwarded: without it, it never moves on and
-// every keyless copy of a redrive lands on one partition.
-type redrivePartitioner struct{ inner kgo.Partitioner }
-
-func (p redrivePartitioner) ForTopic(t string) kgo.TopicPartitioner {
-	return redriveTopicPartitioner{p.inner.ForTopic(t)}
-}
-
-type redriveTopicPartitioner struct{ inner kgo.TopicPartitioner }
-
-func (p redriveTopicPartitioner) RequiresConsistency(r *kgo.Record) bool {
-	return r.Partition >= 0 || p.inner.RequiresConsistency(r)
-}
-
-func (p redriveTopicPartitioner) Partition(r *kgo.Record, n int) int {
-	if r.Partition >= 0 {
-		return int(r.Partition) % n
-	}
-	return p.inner.Partition(r, n)
-}
-
-func (p redriveTopicPartitioner) OnNewBatch() {
-	if o, ok := p.inner.(kgo.TopicPartitionerOnNewBatch); ok {
-		o.OnNewBatch()
-	}
 }
