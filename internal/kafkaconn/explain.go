@@ -1,8 +1,11 @@
 package kafkaconn
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -11,14 +14,22 @@ import (
 
 // Explain says in the user's words what a refusal of the brokers means
 // under k: a wrong password, a mechanism the listener does not enable, a
-// listener that wants SASL. Other errors come back as they are. The
-// result wraps err.
+// listener that wants SASL; a request that timed out is told why the last
+// connection to a broker failed within the last minute (a TLS handshake
+// that got no answer, a refused connection). Other errors come back as
+// they are. The result wraps err.
 func Explain(k config.Kafka, err error) error {
 	if err == nil {
 		return nil
 	}
 	s := k.SASL
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// A request that gave up waiting: say why the connections it
+		// waited for failed, if one did lately.
+		if last := lastDial.since(time.Minute); last != nil && !strings.Contains(err.Error(), last.Error()) {
+			return fmt.Errorf("%w (the last connection to a broker failed: %v)", err, last)
+		}
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return fmt.Errorf("the brokers refused the credentials of user %q with kafka.sasl.mechanism %s: wrong username or password, the user does not exist for this mechanism, or the token was refused: %w", s.Username, s.Mechanism, err)
 	case errors.Is(err, kerr.UnsupportedSaslMechanism):

@@ -13,8 +13,10 @@ package kafkaconn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,9 +25,12 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
-// dialTimeout bounds a TCP connect plus the TLS handshake, as kgo's own
-// dialer does by default.
-const dialTimeout = 10 * time.Second
+// dialTimeout bounds a connection's opening: the TCP connect and the TLS
+// handshake together, one deadline for both (as kgo's own dialer does by
+// default). Without it on the handshake, an address that accepts TCP and
+// never answers the ClientHello (a load balancer with no backend) would
+// hold a dial, and a host's start, for ever. A variable for the tests.
+var dialTimeout = 10 * time.Second
 
 // Opts returns the base options of a client of the brokers at brokers (the
 // configured ones, or the embedded broker's addresses) under k: seeds,
@@ -61,23 +66,73 @@ func Warnings(k config.Kafka) []string {
 	if !k.TLS.Enabled && (k.SASL.Mechanism == "PLAIN") {
 		w = append(w, "kafka.sasl.mechanism is PLAIN without kafka.tls.enabled: the password crosses the network in clear text")
 	}
+	if !k.TLS.Enabled && (k.SASL.Mechanism == "OAUTHBEARER") {
+		// The token is a bearer credential: whoever reads it off the
+		// wire can authenticate as the host until it expires.
+		w = append(w, "kafka.sasl.mechanism is OAUTHBEARER without kafka.tls.enabled: the token crosses the network in clear text, and anyone who reads it can use it until it expires")
+	}
 	return w
 }
 
-// dialer connects over TCP, then over TLS when tc is set; either way it
-// names a listener of the other kind (dial.go).
+// dialer connects over TCP, then over TLS when tc is set, both within
+// dialTimeout; either way it names a listener of the other kind (dial.go).
 func dialer(tc *tlsSettings, t config.KafkaTLS) func(ctx context.Context, network, host string) (net.Conn, error) {
-	d := &net.Dialer{Timeout: dialTimeout}
+	var d net.Dialer
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
+		limit := dialTimeout
+		dctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		c, err := d.DialContext(dctx, network, addr)
 		if err != nil {
+			if ctx.Err() == nil {
+				lastDial.set(err)
+			}
 			return nil, err
 		}
 		if tc == nil {
 			return &plainConn{Conn: c, addr: addr}, nil
 		}
-		return tc.handshake(ctx, c, addr)
+		conn, err := tc.handshake(dctx, c, addr)
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// The deadline is the dial's own, not the caller's: the
+			// broker accepted the connection and never finished the
+			// handshake. Still a timeout (kgo retries it as one).
+			err = &TLSError{Msg: fmt.Sprintf("TLS handshake with the broker at %s: no answer within %s of connecting (kafka.tls.enabled is true): is it a TLS listener, and is anything behind this address (a load balancer with no backend accepts and stays silent)?", addr, limit), Err: err}
+		}
+		if err != nil && ctx.Err() == nil {
+			lastDial.set(err)
+		}
+		return conn, err
 	}
+}
+
+// lastDial is the latest connection to a broker that could not be opened,
+// for Explain: a request that gave up at its context's deadline says only
+// "context deadline exceeded", while why the brokers could not be reached
+// is in the dial's error (kgo logs it only with a logger, which not every
+// client has).
+var lastDial dialFailure
+
+type dialFailure struct {
+	mu  sync.Mutex
+	err error
+	at  time.Time
+}
+
+func (f *dialFailure) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err, f.at = err, time.Now()
+}
+
+// since is the latest failure if it happened within d.
+func (f *dialFailure) since(d time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil || time.Since(f.at) > d {
+		return nil
+	}
+	return f.err
 }
 
 // mechanism is the SASL mechanism of s, or nil without one.
