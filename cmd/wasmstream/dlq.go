@@ -312,22 +312,29 @@ func (run *dlqRun) one(ctx context.Context, r *kgo.Record) {
 	}
 	run.n++
 	if run.sub == "redrive" {
-		run.redrive(ctx, r, &st, decodeErr, mark, done)
+		run.redrive(ctx, r, &st, decodeErr, mark, done, ignoredNote(ignored))
 		return
 	}
 	line := listLine(r, &st)
-	switch {
-	case done:
+	if done {
 		line += fmt.Sprintf("  [redriven %s -> %s %s]", mark.At.Format(time.RFC3339), termsafe.Line(mark.To), termsafe.Line(mark.Copy))
-	case ignored != "":
-		line += fmt.Sprintf("  [marker ignored: %s]", termsafe.Line(ignored))
 	}
-	fmt.Fprintln(run.stdout, line)
+	fmt.Fprintln(run.stdout, line+ignoredNote(ignored))
+}
+
+// ignoredNote is why a marker at a dead letter's place was ignored, for
+// the end of its line; "" if none was.
+func ignoredNote(ignored string) string {
+	if ignored == "" {
+		return ""
+	}
+	return "  [marker ignored: " + termsafe.Line(ignored) + "]"
 }
 
 // redrive sends dead letter r back (or says it would, in a dry run), or
-// reports why it does not; mark and done are its redrive marker.
-func (run *dlqRun) redrive(ctx context.Context, r *kgo.Record, st *failhdr.State, decodeErr error, mark redriven, done bool) {
+// reports why it does not; mark and done are its redrive marker, note why
+// a marker at its place was ignored.
+func (run *dlqRun) redrive(ctx context.Context, r *kgo.Record, st *failhdr.State, decodeErr error, mark redriven, done bool, note string) {
 	if done && !run.f.force {
 		run.refused++
 		fmt.Fprintf(run.stdout, "refused %d@%d: redriven already at %s -> %s %s (--force sends it again)\n", r.Partition, r.Offset, mark.At.Format(time.RFC3339), termsafe.Line(mark.To), termsafe.Line(mark.Copy))
@@ -359,7 +366,7 @@ func (run *dlqRun) redrive(ctx context.Context, r *kgo.Record, st *failhdr.State
 	if run.f.dryRun {
 		verb = "would redrive"
 	}
-	fmt.Fprintf(run.stdout, "%s %d@%d -> %s\n", verb, r.Partition, r.Offset, termsafe.Line(dst))
+	fmt.Fprintf(run.stdout, "%s %d@%d -> %s%s\n", verb, r.Partition, r.Offset, termsafe.Line(dst), note)
 }
 
 // summary prints the closing count line.

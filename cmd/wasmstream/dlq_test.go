@@ -307,7 +307,7 @@ func TestDLQForgedMarkerHidesNothing(t *testing.T) {
 	id := base64.RawURLEncoding.EncodeToString(tid[:])
 	// Forged as a writer of .redriven would: bytes, not the command's types.
 	marker := func(key string, of map[string]any) *kgo.Record {
-		m := map[string]any{"to": "in", "copy": "0@0", "at": time.Now().Add(time.Hour)}
+		m := map[string]any{"to": "in" + hostile, "copy": "0@0", "at": time.Now().Add(time.Hour)}
 		if of != nil {
 			m["of"] = of
 		}
@@ -341,10 +341,12 @@ func TestDLQForgedMarkerHidesNothing(t *testing.T) {
 		!strings.Contains(errs, "dlq.redriven: 3 markers that do not match the dead letter they name ignored") {
 		t.Errorf("code %d, stderr:\n%s", code, errs)
 	}
+	assertPrintable(t, "dlq list", out+errs)
 	if t.Failed() {
 		t.Fatalf("stdout:\n%s", out)
 	}
-	if code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg); code != 0 || !strings.Contains(out, "4 records redriven, 0 could not be, 0 refused") {
+	if code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg); code != 0 || !strings.Contains(out, "4 records redriven, 0 could not be, 0 refused") ||
+		!strings.Contains(out, "redriven 0@0 -> in[0]  [marker ignored: an old-format marker keyed 0@0 alone") {
 		t.Fatalf("redrive: code %d\n%s\n%s", code, out, errs)
 	}
 	// Its own markers replace the forged ones: a second redrive refuses all.
