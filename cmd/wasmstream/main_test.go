@@ -241,6 +241,7 @@ pipelines:
 		{[]string{"dlq", "list", "--config", cfg}, 1, "choose one with --pipeline (a, b)"},
 		{[]string{"dlq", "list", "--config", cfg, "--pipeline", "c"}, 1, `--pipeline "c": no such pipeline`},
 		{[]string{"dlq", "redrive", "--config", cfg, "--pipeline", "a", "--to", "nowhere"}, 1, `--to "nowhere": want input or retry`},
+		{[]string{"dlq", "redrive", "--config", cfg, "--pipeline", "a", "--partition", "sideways"}, 1, `--partition "sideways": want original or key`},
 		{[]string{"dlq", "list", "--config", cfg, "--pipeline", "a", "--since", "yesterday"}, 1, `--since "yesterday": want a duration`},
 		{[]string{"dlq", "show", "--config", cfg, "--pipeline", "a", "zero"}, 1, `"zero": want PARTITION@OFFSET`},
 		{[]string{"dlq", "list", "--config", embedded}, 1, "the config's broker is embedded"},
