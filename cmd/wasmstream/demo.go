@@ -82,7 +82,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	if h == nil {
 		return code
 	}
-	defer h.stop()
+	defer h.release()
 	cfg, hostCtx, r := h.cfg, h.ctx, h.r
 	// ctx is the demo's input: --duration (or Ctrl-C) ends it. The tail of
 	// outputs runs on hostCtx, so records already in a retry tier can finish

@@ -7,9 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -80,7 +78,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if h == nil {
 		return code
 	}
-	defer h.stop()
+	defer h.release()
 	cfg, log, ctx, r := h.cfg, h.log, h.ctx, h.r
 	log.Info("wasmstream running", "version", version, "pipelines", len(cfg.Pipelines), "brokers", strings.Join(r.Brokers(), ","))
 	fmt.Fprint(stdout, banner(cfg, r.Brokers(), h.host.DashboardURL(), h.host.AdminURL(), h.host.Overrides()))
@@ -221,38 +219,53 @@ func cmdVersion(stdout io.Writer) int {
 type hostProc struct {
 	cfg  *config.Config
 	log  *slog.Logger
-	ctx  context.Context // ends on SIGINT/SIGTERM
-	stop context.CancelFunc
+	ctx  context.Context // ends on SIGINT/SIGTERM, or stop
+	sig  *signals
 	host *assembly.Host
 	r    *scheduler.Runner
 }
 
+// stop ends ctx; a signal after it still ends the process at once.
+func (h *hostProc) stop() { h.sig.cancel() }
+
 // startHost loads the config, starts the process and returns it, or nil and
 // the exit code after printing why it could not.
+// The signal handler is installed first, before the config is read: a
+// signal while the process starts ends the start, and the process exits
+// cleanly (status 0) having stopped what it started.
 func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
+	sig := catchSignals(stderr)
 	cfg, err := cf.load()
 	if err != nil {
+		sig.release()
 		printErr(stderr, "wasmstream", err)
 		return nil, 1
 	}
 	log := newLogger(cfg, stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	host, err := assembly.StartWith(ctx, cfg, log, assembly.Options{CompileConfigModules: cf.compileConfig})
+	host, err := assembly.StartWith(sig.ctx, cfg, log, assembly.Options{CompileConfigModules: cf.compileConfig})
 	if err != nil {
-		stop()
+		sig.release()
+		if sig.ctx.Err() != nil {
+			log.Info("stopped by a signal while starting", "err", err)
+			return nil, 0
+		}
 		printErr(stderr, "wasmstream", err)
 		return nil, 1
 	}
-	return &hostProc{cfg: cfg, log: log, ctx: ctx, stop: stop, host: host, r: host.Runner()}, 0
+	return &hostProc{cfg: cfg, log: log, ctx: sig.ctx, sig: sig, host: host, r: host.Runner()}, 0
 }
 
 // shutdown stops the process in stages (assembly.Host.Shutdown) and
-// reports whether it finished in time. A second signal during it kills the
-// process the default way.
+// reports whether it finished in time: it returns within
+// shutdown.drain_timeout plus assembly.ShutdownMargin whatever the brokers
+// do. A second signal during it ends the process at once (signals).
 func (h *hostProc) shutdown() bool {
 	h.stop()
 	return h.host.Shutdown()
 }
+
+// release stops watching signals, once the process has shut down.
+func (h *hostProc) release() { h.sig.release() }
 
 // banner is what `run` prints once started: the pipelines (and which of
 // them run a deployed version instead of the config's module, loudly), the
