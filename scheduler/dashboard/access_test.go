@@ -3,6 +3,8 @@ package dashboard
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -391,6 +393,10 @@ func (noDeployer) PipelineNames() []string                                   { r
 // cap's refill (before: 2,000 of 2,000 looked at in 103 ms, the right
 // token accepted at once after them).
 func TestBearerGuessesThrottled(t *testing.T) {
+	// A token the admin API takes (random, 32 bytes).
+	b := make([]byte, 32)
+	rand.Read(b)
+	accessToken := hex.EncodeToString(b)
 	th := admin.NewThrottle()
 	s, _ := serve(t, Config{Token: accessToken, Throttle: th})
 	dash := s.Handler(http.NotFoundHandler())
