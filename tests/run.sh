@@ -207,7 +207,7 @@ test)
     # mostly wait on brokers (a node's restart takes 20-50 s), share nothing
     # with the single broker's tests, and assert no latency. Its output is
     # printed when it ends; either run failing fails the test command.
-    own='^(TestCluster|TestSecure|TestLeastPrivilege)'
+    own='^(TestCluster|TestSecure|TestLeastPrivilege|TestStopWhileBrokersDown)'
     own_log=/tmp/wasmstream-tests-own-brokers.log
     side_log=/tmp/wasmstream-tests-side.log
     main_log=/tmp/wasmstream-tests-main.log
