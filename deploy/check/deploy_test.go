@@ -9,12 +9,21 @@ package check
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io/fs"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,11 +31,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmstream/wasmstream/internal/kafkaconn"
+	"github.com/wasmstream/wasmstream/internal/secretfile"
+	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 // objects decodes every manifest of ../kubernetes strictly (an unknown or
-// misspelt field is an error) into the type its kind names.
+// misspelt field is an error) into the type its kind names, by kind and
+// name ("ConfigMap/wasmstream-config").
 func objects(t *testing.T) map[string]any {
 	t.Helper()
 	files, _ := filepath.Glob("../kubernetes/*.yaml")
@@ -67,7 +80,15 @@ func objects(t *testing.T) map[string]any {
 			if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
 				t.Fatalf("%s: %s: %v", f, tm.Kind, err)
 			}
-			out[tm.Kind] = obj
+			var om struct {
+				Metadata metav1.ObjectMeta `json:"metadata"`
+			}
+			yaml.Unmarshal([]byte(doc), &om)
+			id := tm.Kind + "/" + om.Metadata.Name
+			if out[id] != nil {
+				t.Fatalf("%s: %s twice", f, id)
+			}
+			out[id] = obj
 		}
 	}
 	return out
@@ -75,11 +96,12 @@ func objects(t *testing.T) map[string]any {
 
 func TestKubernetesManifests(t *testing.T) {
 	objs := objects(t)
-	ss, _ := objs["StatefulSet"].(*appsv1.StatefulSet)
-	cm, _ := objs["ConfigMap"].(*corev1.ConfigMap)
-	pdb, _ := objs["PodDisruptionBudget"].(*policyv1.PodDisruptionBudget)
-	svc, _ := objs["Service"].(*corev1.Service)
-	if ss == nil || cm == nil || pdb == nil || svc == nil || objs["Secret"] == nil {
+	ss, _ := objs["StatefulSet/wasmstream"].(*appsv1.StatefulSet)
+	cm, _ := objs["ConfigMap/wasmstream-config"].(*corev1.ConfigMap)
+	pdb, _ := objs["PodDisruptionBudget/wasmstream"].(*policyv1.PodDisruptionBudget)
+	svc, _ := objs["Service/wasmstream"].(*corev1.Service)
+	secret, _ := objs["Secret/wasmstream-secrets"].(*corev1.Secret)
+	if ss == nil || cm == nil || pdb == nil || svc == nil || secret == nil {
 		t.Fatalf("want a StatefulSet, ConfigMap, PodDisruptionBudget, Service and an example Secret: %v", objs)
 	}
 	pod := ss.Spec.Template.Spec
@@ -98,6 +120,14 @@ func TestKubernetesManifests(t *testing.T) {
 		if e := env[name]; e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
 			t.Errorf("%s must come from a Secret", name)
 		}
+	}
+	// The example Secret's admin token is a placeholder the host refuses:
+	// a copy of the example applied as it is gives no host a known token.
+	ref := env["WASMSTREAM_ADMIN_TOKEN"].ValueFrom.SecretKeyRef
+	if tok, ok := secret.StringData[ref.Key]; ref.Name != secret.Name || !ok {
+		t.Errorf("the example Secret %s has no %s", secret.Name, ref.Key)
+	} else if err := admin.CheckToken(tok, "WASMSTREAM_ADMIN_TOKEN"); err == nil || !strings.Contains(err.Error(), "placeholder") {
+		t.Errorf("the example Secret's admin token %q: %v; want it refused as a placeholder", tok, err)
 	}
 	probe := func(what string, p *corev1.Probe, path string) {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.String() != "metrics" {
@@ -159,6 +189,227 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if !strings.HasPrefix(cfg.Admin.StoreDir, "/var/lib/wasmstream/") || !strings.HasPrefix(cfg.Host.CompileCacheDir, "/var/lib/wasmstream/") || cfg.Host.ID != "wasmstream-0" {
 		t.Errorf("store %q, compile cache %q, host.id %q: want the state volume and the pod's name", cfg.Admin.StoreDir, cfg.Host.CompileCacheDir, cfg.Host.ID)
+	}
+}
+
+// examples are the ConfigMap config's commented examples, uncommented one
+// at a time, by name: a block is the "# -- NAME: ..." lines, then the
+// commented lines below them at the same indentation up to a bare "#".
+func examples(t *testing.T, text string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	lines := strings.Split(text, "\n")
+	head := regexp.MustCompile(`^(\s*)# -- ([A-Za-z_]+):`)
+	for i := 0; i < len(lines); i++ {
+		m := head.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		indent, name := m[1], m[2]
+		j := i
+		for j < len(lines) && strings.HasPrefix(lines[j], indent+"# -- ") {
+			j++
+		}
+		start := j
+		for j < len(lines) && strings.HasPrefix(lines[j], indent+"# ") {
+			j++
+		}
+		if j == start {
+			t.Fatalf("the ConfigMap's example %s has no lines", name)
+		}
+		body := make([]string, 0, len(lines))
+		body = append(body, lines[:start]...)
+		for _, l := range lines[start:j] {
+			body = append(body, indent+strings.TrimPrefix(l, indent+"# "))
+		}
+		body = append(body, lines[j:]...)
+		out[name] = strings.Join(body, "\n")
+		i = j
+	}
+	return out
+}
+
+// pki is a CA and a client certificate it signed, with the client's key,
+// in PEM.
+func pki(t *testing.T) (ca, cert, key []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kafka-ca"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "wasmstream"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p8, _ := x509.MarshalPKCS8PrivateKey(k)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8})
+}
+
+// TestKubernetesSecuredExamples: each secured-cluster example of the
+// ConfigMap (SASL_SSL with the CA from a ConfigMap, mTLS with the key from
+// a Secret), uncommented, is a config wasmstream loads; every file it names
+// is in a volume the StatefulSet mounts, from an example ConfigMap or
+// Secret that has that key; and with those volumes laid out as the kubelet
+// lays them out (files behind ..data links; a Secret's files owned by root,
+// of the pod's fsGroup, mode defaultMode|0440), the host reads them: the
+// client's TLS (CA, certificate, key) and SASL are built from them.
+func TestKubernetesSecuredExamples(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("laying out the volumes as the kubelet does needs chown (root)")
+	}
+	objs := objects(t)
+	ss := objs["StatefulSet/wasmstream"].(*appsv1.StatefulSet)
+	cm := objs["ConfigMap/wasmstream-config"].(*corev1.ConfigMap)
+	pod := ss.Spec.Template.Spec
+	psc := pod.SecurityContext
+	if psc == nil || psc.FSGroup == nil || psc.RunAsGroup == nil {
+		t.Fatal("the pod needs runAsGroup and an fsGroup: a Secret volume's files are root's, readable by the fsGroup")
+	}
+	podGroups := []uint32{uint32(*psc.RunAsGroup), uint32(*psc.FSGroup)}
+	for _, g := range psc.SupplementalGroups {
+		podGroups = append(podGroups, uint32(g))
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	ca, cert, key := pki(t)
+	content := map[string][]byte{"ca.crt": ca, "tls.crt": cert, "tls.key": key}
+
+	ex := examples(t, cm.Data["config.yaml"])
+	for _, name := range []string{"SASL_SSL", "mTLS"} {
+		if ex[name] == "" {
+			t.Fatalf("the ConfigMap has no %s example (a block headed \"# -- %s:\")", name, name)
+		}
+	}
+	for name, text := range ex {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			text := strings.ReplaceAll(text, "/opt/wasmstream/modules/", root+"/")
+			for _, m := range regexp.MustCompile(`module: (\S+)`).FindAllStringSubmatch(text, -1) {
+				os.WriteFile(m[1], []byte("\x00asm\x01\x00\x00\x00"), 0o644)
+			}
+			// The pod's environment: the Secret's values, but for an
+			// optional key an example without SASL goes without (its
+			// comment: a password with no mechanism is refused).
+			env := []string{"WASMSTREAM_HOST_ID=wasmstream-0"}
+			for _, e := range pod.Containers[0].Env {
+				ref := (*corev1.SecretKeySelector)(nil)
+				if e.ValueFrom != nil {
+					ref = e.ValueFrom.SecretKeyRef
+				}
+				if ref == nil || e.Name == "WASMSTREAM_ADMIN_TOKEN" {
+					continue
+				}
+				if ref.Optional != nil && *ref.Optional && !regexp.MustCompile(`(?m)^\s*sasl:`).MatchString(text) {
+					continue
+				}
+				env = append(env, e.Name+"=example-value")
+			}
+			path := filepath.Join(root, "config.yaml")
+			os.WriteFile(path, []byte(text), 0o644)
+			cfg, err := config.Load(path, env, nil)
+			if err != nil {
+				t.Fatalf("the ConfigMap's %s example: %v", name, err)
+			}
+			tls := cfg.Kafka.TLS
+			if !tls.Enabled || tls.CAFile == "" || tls.InsecureSkipVerify {
+				t.Fatalf("%s: want TLS verified against the CA from the ConfigMap: %+v", name, tls)
+			}
+			switch name {
+			case "SASL_SSL":
+				if cfg.Kafka.SASL.Mechanism == "" || cfg.Kafka.SASL.Username == "" {
+					t.Errorf("SASL_SSL: no SASL: %+v", cfg.Kafka.SASL)
+				}
+			case "mTLS":
+				if tls.CertFile == "" || tls.KeyFile == "" {
+					t.Errorf("mTLS: no client certificate: %+v", tls)
+				}
+			}
+			// Lay out the files the config names as the kubelet would.
+			for _, f := range []string{tls.CAFile, tls.CertFile, tls.KeyFile} {
+				if f == "" {
+					continue
+				}
+				var mount *corev1.VolumeMount
+				for i, m := range pod.Containers[0].VolumeMounts {
+					if strings.HasPrefix(f, strings.TrimSuffix(m.MountPath, "/")+"/") {
+						mount = &pod.Containers[0].VolumeMounts[i]
+					}
+				}
+				if mount == nil {
+					t.Fatalf("%s: %s is on no volume the StatefulSet mounts", name, f)
+				}
+				item := strings.TrimPrefix(f, strings.TrimSuffix(mount.MountPath, "/")+"/")
+				v := volumes[mount.Name]
+				mode, secret := fs.FileMode(0o644), false // the kubelet's default mode
+				switch {
+				case v.ConfigMap != nil:
+					src, _ := objs["ConfigMap/"+v.ConfigMap.Name].(*corev1.ConfigMap)
+					if src == nil || src.Data[item] == "" {
+						t.Fatalf("%s: %s: no example ConfigMap %s with key %s (deploy/kubernetes/example)", name, f, v.ConfigMap.Name, item)
+					}
+					if v.ConfigMap.DefaultMode != nil {
+						mode = fs.FileMode(*v.ConfigMap.DefaultMode)
+					}
+				case v.Secret != nil:
+					src, _ := objs["Secret/"+v.Secret.SecretName].(*corev1.Secret)
+					if src == nil || (src.StringData[item] == "" && len(src.Data[item]) == 0) {
+						t.Fatalf("%s: %s: no example Secret %s with key %s (deploy/kubernetes/example)", name, f, v.Secret.SecretName, item)
+					}
+					if v.Secret.DefaultMode != nil {
+						mode = fs.FileMode(*v.Secret.DefaultMode)
+					}
+					secret = true
+				default:
+					t.Fatalf("%s: %s is on volume %s, neither a ConfigMap nor a Secret", name, f, mount.Name)
+				}
+				mode |= 0o440 // the kubelet under an fsGroup: group read on every file of the volume
+				if secret && !secretfile.Permitted(mode, 0, uint32(*psc.FSGroup), podGroups) {
+					t.Fatalf("%s: %s would be root:%d mode %04o: the host refuses it as a secret file (want defaultMode 0400 on volume %s)", name, f, *psc.FSGroup, mode, mount.Name)
+				}
+				// The files behind ..data, as the kubelet's atomic
+				// writer makes them. The test's own group stands for
+				// the fsGroup (this process is not in the pod's).
+				dir := filepath.Join(root, mount.MountPath)
+				data := filepath.Join(dir, "..2026_01_01_00_00_00.000000000")
+				os.MkdirAll(data, 0o755)
+				os.Symlink(filepath.Base(data), filepath.Join(dir, "..data"))
+				p := filepath.Join(data, item)
+				if err := os.WriteFile(p, content[item], 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(p, 0, os.Getegid()); err != nil {
+					t.Fatal(err)
+				}
+				os.Chmod(p, mode)
+				os.Symlink(filepath.Join("..data", item), filepath.Join(dir, item))
+			}
+			// Read through the config loader again, the files now in
+			// place under the test's root.
+			os.WriteFile(path, []byte(strings.ReplaceAll(text, "/etc/wasmstream-kafka/", root+"/etc/wasmstream-kafka/")), 0o644)
+			cfg, err = config.Load(path, env, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kafkaconn.Opts(cfg.Kafka, cfg.Kafka.Brokers); err != nil {
+				t.Fatalf("%s: the host cannot use the mounted files: %v", name, err)
+			}
+		})
+	}
+	// The kubelet's default mode on the Secret volume would give every
+	// user the key: refused.
+	if secretfile.Permitted(0o644|0o440, 0, uint32(*psc.FSGroup), podGroups) {
+		t.Error("a key file of mode 0644 accepted")
 	}
 }
 
