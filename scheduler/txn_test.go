@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 	"github.com/wasmstream/wasmstream/tests/lookupsrv"
@@ -118,6 +121,184 @@ func TestExactlyOnceAbortStartsOver(t *testing.T) {
 		t.Fatalf("read_uncommitted saw %d records for %d inputs: no aborted output reached the log", got, n)
 	}
 	t.Logf("read_uncommitted: %d records for %d inputs (aborted attempts); read_committed: exactly %d", got, n, n)
+}
+
+// TestExactlyOnceAbortCountsOnce: a record released into a transaction
+// that aborts is processed again, and counted once: after aborts, the
+// done, output, dead-letter and dropped counters equal what the input's
+// committed outcomes are. Records flow in while transactions are aborted,
+// so the aborted ones carried records (their outputs are in the log, seen
+// read_uncommitted). Before, a record was counted as it entered a
+// transaction, and again after the abort: done above the input.
+func TestExactlyOnceAbortCountsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, guest string
+		n           int
+		// record is input i; outcome is where it ends: "out", "dlq" or
+		// "dropped".
+		record  func(i int) *kgo.Record
+		outcome func(i int) string
+	}{
+		{"hash, dead letters", "hash", 3000, func(i int) *kgo.Record {
+			rounds := "200"
+			if i%20 == 7 {
+				rounds = "bad" // a terminal failure: dead-lettered
+			}
+			return &kgo.Record{Topic: "in", Key: []byte(fmt.Sprint(i % 97)), Value: []byte(strconv.Itoa(i)),
+				Headers: []kgo.RecordHeader{{Key: "rounds", Value: []byte(rounds)}}}
+		}, func(i int) string {
+			if i%20 == 7 {
+				return "dlq"
+			}
+			return "out"
+		}},
+		{"filter, dropped", "filter", 6000, func(i int) *kgo.Record {
+			v := fmt.Sprint("drop-", i)
+			if i%3 == 0 {
+				v = fmt.Sprint("keep-", i)
+			}
+			return &kgo.Record{Topic: "in", Key: []byte(fmt.Sprint(i % 97)), Value: []byte(v)}
+		}, func(i int) string {
+			if i%3 == 0 {
+				return "out"
+			}
+			return "dropped"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			brokers := kafkatest.Fake(t)
+			kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+			want := map[string]int64{}
+			for i := range tc.n {
+				want[tc.outcome(i)]++
+			}
+			cfg := testConfigWith(t, brokers, "g", guestPath(t, tc.guest), "in", "out", "dlq",
+				"    guarantee: exactly_once\n    transactions: {max_records: 300, interval: 100ms}", "")
+			r := startRunner(t, cfg)
+			defer r.Stop(context.Background())
+			p := r.Pipelines()[0]
+			// The input arrives in batches while transactions abort.
+			cl := kafkatest.Client(t, brokers, kgo.ProducerLinger(5*time.Millisecond))
+			const batches = 20
+			for b := range batches {
+				var recs []*kgo.Record
+				for i := b * tc.n / batches; i < (b+1)*tc.n/batches; i++ {
+					recs = append(recs, tc.record(i))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				err := cl.ProduceSync(ctx, recs...).FirstErr()
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b%4 == 2 {
+					before := p.Snapshot().TxnAborted
+					p.injectTxnFailure(errors.New("injected produce failure"))
+					kafkatest.Eventually(t, time.Minute, "the transaction aborted", func() bool { return p.Snapshot().TxnAborted > before })
+				}
+			}
+			kafkatest.Eventually(t, 2*time.Minute, "offsets committed to the end", func() bool {
+				sum := int64(0)
+				for _, o := range kafkatest.Committed(t, brokers, "g.p", "in") {
+					sum += o
+				}
+				return sum == int64(tc.n)
+			})
+			kafkatest.Eventually(t, 30*time.Second, "every record counted done", func() bool { return p.Snapshot().Done >= int64(tc.n) })
+			// Outputs of aborted transactions are in the log: the aborts
+			// carried records, each of which was processed twice.
+			raw := kafkatest.Client(t, brokers, kgo.ConsumeTopics("out", "dlq"), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+			logged := 0
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			for ctx.Err() == nil {
+				logged += raw.PollFetches(ctx).NumRecords()
+			}
+			s := p.Snapshot()
+			if logged <= int(want["out"]+want["dlq"]) {
+				t.Fatalf("%d outputs and dead letters in the log for %d committed: no aborted transaction carried a record (%d aborted); the test did not test", logged, want["out"]+want["dlq"], s.TxnAborted)
+			}
+			if s.Done != int64(tc.n) || s.Outputs != want["out"] || s.DeadLetter != want["dlq"] || s.Dropped != want["dropped"] {
+				t.Fatalf("after %d aborted transactions: done %d, outputs %d, dead letters %d, dropped %d; want %d, %d, %d, %d (each record counted once)",
+					s.TxnAborted, s.Done, s.Outputs, s.DeadLetter, s.Dropped, tc.n, want["out"], want["dlq"], want["dropped"])
+			}
+			t.Logf("%d records, %d transactions aborted (%d outputs and dead letters in the log, read_uncommitted): done %d, outputs %d, dead letters %d, dropped %d",
+				tc.n, s.TxnAborted, logged, s.Done, s.Outputs, s.DeadLetter, s.Dropped)
+		})
+	}
+}
+
+// TestExactlyOnceFatalEndRebuilds: a transaction's end fails with an
+// error franz-go keeps as its producer ID's state and does not recover
+// from (INVALID_PRODUCER_ID_MAPPING, as from a transaction coordinator
+// failing over while the EndTxn was in flight: Kafka 4's transactions,
+// KIP-890 part 2). The pipeline's client is rebuilt in the process at
+// once: its tasks dropped, a new client with the same transactional id
+// (fencing the old epoch; the open transaction aborted), the group
+// rejoined, every partition from its committed offset. The host does not
+// fail and every input comes out once, long before the broker would time
+// the transaction out. Before, the pipeline tried to settle the end with
+// the failed client, whose abort did nothing, and waited for the
+// committed offsets to be stable: for transactions.timeout (5 min here)
+// or until the host stopped.
+func TestExactlyOnceFatalEndRebuilds(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
+	const n = 3000
+	produceHash(t, brokers, "in", n, func(i int) string { return fmt.Sprint(i % 97) }, func(int) int { return 200 })
+	cfg := testConfigWith(t, brokers, "g", guestPath(t, "hash"), "in", "out", "dlq",
+		"    guarantee: exactly_once\n    transactions: {max_records: 300, interval: 100ms, timeout: 5m}", "")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	kafkatest.Eventually(t, time.Minute, "a transaction committed", func() bool { return r.Pipelines()[0].Snapshot().TxnCommitted > 0 })
+	// The next commit's EndTxn is answered INVALID_PRODUCER_ID_MAPPING
+	// (one request: a control function handles one).
+	var refused atomic.Int64
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.EndTxnRequest)
+		if !req.Commit {
+			c.DropControl()
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidProducerIDMapping.Code
+		refused.Add(1)
+		return resp, nil, true
+	})
+	kafkatest.Eventually(t, time.Minute, "a commit's EndTxn refused", func() bool { return refused.Load() > 0 })
+	refusedAt := time.Now()
+	kafkatest.Eventually(t, 45*time.Second, "the pipeline rebuilt after its end failed with a fatal producer error", func() bool {
+		select {
+		case err := <-r.Failed():
+			t.Fatalf("the host failed: %v", err)
+		default:
+		}
+		return r.Pipelines()[0].Snapshot().Rebuilds > 0
+	})
+	rebuilt := time.Since(refusedAt)
+	kafkatest.Eventually(t, 45*time.Second, "offsets committed to the end", func() bool {
+		sum := int64(0)
+		for _, o := range kafkatest.Committed(t, brokers, "g.p", "in") {
+			sum += o
+		}
+		return sum == n
+	})
+	checkOnce(t, eosCounts(t, brokers, "out", n), n)
+	select {
+	case err := <-r.Failed():
+		t.Fatalf("the host failed: %v", err)
+	default:
+	}
+	s := r.Pipelines()[0].Snapshot()
+	if s.Done != n {
+		t.Fatalf("done %d for %d records", s.Done, n)
+	}
+	t.Logf("rebuilt %v after the refused end; %d transactions committed, %d aborted, %d rebuilds", rebuilt.Round(time.Millisecond), s.TxnCommitted, s.TxnAborted, s.Rebuilds)
 }
 
 // TestExactlyOnceAsyncPipelined: ordering partition with asynchronous

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
@@ -166,7 +167,7 @@ func (x *Transactions) cut(ctx context.Context, final bool) bool {
 	case committed && empty:
 		// The last, empty transaction of a shutdown: nothing was in it.
 	case committed:
-		x.committed(c.marks)
+		x.committed(c.marks, c.tasks)
 		d.Log.Debug("transaction committed", "records", c.released, "partitions", len(c.marks), "took", time.Since(start))
 	default:
 		if !x.notCommitted(ctx, c, err) {
@@ -244,16 +245,28 @@ func commitWatermarks(marks map[tp]mark) context.Context {
 	})
 }
 
-// committed notes a committed transaction's watermarks and tells the
-// pipeline's subscribers (Deps.OnCommitted).
-func (x *Transactions) committed(marks map[tp]mark) {
+// committed notes a committed transaction's watermarks, tells the
+// pipeline's subscribers (Deps.OnCommitted) and counts the outcomes of
+// the records the tasks released into it.
+func (x *Transactions) committed(marks map[tp]mark, tasks []*partition.Task) {
 	d := x.d
 	for _, m := range marks {
 		m.t.Committed.Store(m.off)
 		d.OnCommitted(m.t, m.off)
 	}
+	countCommitted(tasks)
 	d.Stats.Commits.Add(1)
 	d.Stats.TxnCommitted.Add(1)
+}
+
+// countCommitted counts the outcomes of the records tasks released into
+// the transaction that committed (Task.CountCommitted). Those of an
+// aborted transaction are never counted: its tasks are cut off with them,
+// and the records counted when they commit again.
+func countCommitted(tasks []*partition.Task) {
+	for _, t := range tasks {
+		t.CountCommitted()
+	}
 }
 
 // notCommitted handles an end that did not confirm a commit: an
@@ -262,6 +275,10 @@ func (x *Transactions) committed(marks map[tp]mark) {
 // offsets. It reports false when the pipeline cannot go on.
 func (x *Transactions) notCommitted(ctx context.Context, c txnCut, err error) bool {
 	d := x.d
+	if err != nil && !c.final && fatalProducer(err) {
+		x.brokeAtEnd(c, err)
+		return false
+	}
 	var from map[tp]int64
 	if err != nil && !c.final {
 		var ok bool
@@ -274,6 +291,7 @@ func (x *Transactions) notCommitted(ctx context.Context, c txnCut, err error) bo
 		return false
 	}
 	if landed {
+		countCommitted(c.tasks)
 		d.Stats.Commits.Add(1)
 		d.Stats.TxnCommitted.Add(1)
 		d.Log.Info("the unconfirmed transaction had committed; every partition goes on from the broker's committed offset", "records", c.released)
@@ -309,6 +327,61 @@ func (x *Transactions) beginNext(endErr error) bool {
 	}
 	x.d.Broke(fmt.Errorf("transactional producer %q cannot go on (fenced by a newer producer with the same transactional id, or failed): %w", x.txnID, berr))
 	return false
+}
+
+// fatalProducer reports whether err, an End's, is one franz-go keeps as
+// its producer ID's state and does not recover from: every later Begin
+// and EndTransaction of this client fails with it, or (an unconfirmed
+// end's retry) reports an abort it could not make. Under KIP-890 part 2
+// (Kafka 4's transaction.version 2) INVALID_PRODUCER_ID_MAPPING and
+// INVALID_PRODUCER_EPOCH are such, as PRODUCER_FENCED and
+// INVALID_TXN_STATE always are: a transaction coordinator that failed
+// over while an EndTxn was in flight has answered with the first.
+func fatalProducer(err error) bool {
+	for _, fatal := range []error{kerr.InvalidProducerIDMapping, kerr.InvalidProducerEpoch, kerr.ProducerFenced, kerr.InvalidTxnState} {
+		if errors.Is(err, fatal) {
+			return true
+		}
+	}
+	return false
+}
+
+// brokeAtEnd gives up the pipeline's member after an End that left its
+// producer ID fatal (fatalProducer): the transaction cannot be settled
+// with this client — its abort would be refused, and the committed
+// offsets read with RequireStable would wait for the broker to time the
+// transaction out (transactions.timeout) — and the next Begin would fail
+// anyway. So the tasks are cut off at once (nothing they finish later is
+// released) and the pipeline says it broke: the runner rebuilds it with a
+// new client of the same transactional id, whose InitProducerID fences
+// this epoch and has the coordinator abort the open transaction (or
+// complete one it had prepared to commit); its member rejoins and every
+// partition starts over from the group's committed offsets, read stable.
+// The tasks are detached and retired in the background, as on a revoke:
+// their records will never be released, and the rebuild's stop would
+// otherwise wait shutdown.drain_timeout for them. Called with the
+// transaction gate held.
+func (x *Transactions) brokeAtEnd(c txnCut, err error) {
+	d := x.d
+	parts := map[string][]int32{}
+	for _, t := range c.tasks {
+		parts[t.Topic] = append(parts[t.Topic], t.Partition)
+	}
+	d.Forget(parts)
+	tasks := d.Detach(parts)
+	for _, t := range tasks {
+		t.Dead.Store(true)
+		t.Stop()
+	}
+	after := d.Gone(tasks)
+	gone := func() { partition.Retire(tasks); after() }
+	if !d.Background.Go(gone) {
+		gone() // shutting down: no background work any more
+	}
+	d.Stats.TxnAborted.Add(1)
+	d.Log.Warn("the transaction's end failed and the transactional producer cannot go on; the pipeline's client is rebuilt and every partition starts over from its committed offset",
+		"err", err, "records", c.released)
+	d.Broke(fmt.Errorf("transactional producer %q cannot go on after its transaction's end failed: %w", x.txnID, err))
 }
 
 // restartTasks cuts tasks off after an abort and replaces them with fresh

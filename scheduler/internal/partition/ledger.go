@@ -39,6 +39,11 @@ type Ledger interface {
 	// dropKeepsPlace reports whether a dropped record keeps its place in the
 	// release order unsettled, holding back every record after it.
 	dropKeepsPlace() bool
+	// countsAtCommit reports whether records' outcomes are counted when
+	// the transaction they are in commits (Task.CountCommitted) rather than
+	// when they are done: a done record of an aborted transaction is
+	// processed again.
+	countsAtCommit() bool
 }
 
 // OffsetLedger is the at_least_once ledger: the partition's offset tracker
@@ -68,6 +73,7 @@ func (OffsetLedger) markDone(t *Task, r *kgo.Record) bool { return t.Tracker.Don
 func (OffsetLedger) abandoned(*Task, *kgo.Record) {}
 func (l OffsetLedger) RecordsDoneOffsets() bool   { return l.DoneOffsets }
 func (OffsetLedger) dropKeepsPlace() bool         { return false }
+func (OffsetLedger) countsAtCommit() bool         { return false }
 
 // TxnLedger is the exactly_once ledger (scheduler/internal/commit/txn.go): the offset tracker, whose
 // watermark the next cut commits inside the transaction.
@@ -90,6 +96,7 @@ func (TxnLedger) markDone(t *Task, r *kgo.Record) bool { return t.Tracker.Done(r
 func (TxnLedger) abandoned(*Task, *kgo.Record) {}
 func (TxnLedger) RecordsDoneOffsets() bool     { return false }
 func (TxnLedger) dropKeepsPlace() bool         { return true }
+func (TxnLedger) countsAtCommit() bool         { return true }
 
 // ShareLedger is the consume: share ledger (scheduler/internal/source/share.go): each record's
 // acknowledgement to the broker, through the locks the poll loop holds.
@@ -102,6 +109,7 @@ type ShareLedger struct {
 func (ShareLedger) releaseOrder(*Task) *releaser { return nil }
 func (ShareLedger) RecordsDoneOffsets() bool     { return false }
 func (ShareLedger) dropKeepsPlace() bool         { return false }
+func (ShareLedger) countsAtCommit() bool         { return false }
 
 // markDone accepts r: its outcome is durable. False when r is no longer
 // held (released at shutdown, or accepted already).

@@ -372,7 +372,7 @@ func (j *job) acked(pr *kgo.Record, err error) {
 		return
 	}
 	if err == nil {
-		t.ps.Outputs.Add(1)
+		t.out.Outputs.Add(1)
 	}
 }
 
@@ -380,7 +380,7 @@ func (j *job) acked(pr *kgo.Record, err error) {
 // once, and counted as dropped (filtered).
 func (t *Task) filtered(j *job) {
 	if t.Finish(j.r) {
-		t.ps.Dropped.Add(1) // ok with no output: filtered
+		t.out.Dropped.Add(1) // ok with no output: filtered
 	}
 	j.tr.End("ok", "", "")
 }

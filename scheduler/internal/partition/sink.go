@@ -208,7 +208,7 @@ func (s *PlainSink) deliverFailure(t *Task, r *kgo.Record, fc failureCopy, tr *t
 		p.Client.Produce(context.Background(), fr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
 			if err == nil {
-				fc.count(t.ps).Add(1)
+				fc.count(t.out).Add(1)
 				t.Finish(r)
 				tr.End(fc.kind, f.kind, f.msg)
 				return
@@ -318,7 +318,7 @@ func (s *TxnSink) deliverFailure(t *Task, r *kgo.Record, fc failureCopy, tr *tra
 			s.Gate.Failed(fmt.Errorf("failure copy of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, fc.topic, err))
 			return
 		}
-		fc.count(t.ps).Add(1) // on acknowledgement, as outputs are
+		fc.count(t.out).Add(1) // on acknowledgement, as outputs are
 	})
 	t.Finish(r)
 	tr.End(fc.kind, f.kind, f.msg)

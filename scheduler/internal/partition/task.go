@@ -44,6 +44,14 @@ type Task struct {
 	Topic     string
 	Partition int32
 	ps        *hooks.Stats     // the partition's counters (kept across assignments)
+	// out is where the outcomes of the task's records are counted (Done,
+	// Dropped, Outputs, and the acknowledged failure copies: DeadLetter,
+	// Retried): ps, or under exactly_once the open transaction's counts,
+	// which the committer moves to ps when the transaction commits
+	// (CountCommitted) and which an abort drops with the task: a record
+	// whose transaction aborted is processed again by a new task, and is
+	// counted once, when its outcome commits.
+	out *hooks.Stats
 	mattrs    attribute.Set    // metric attributes
 	State     *state.Partition // the partition's state (state.enabled; nil otherwise)
 	rel       *releaser        // release order (ledger.releaseOrder; nil: none)
@@ -119,6 +127,10 @@ type lane struct {
 func NewTask(p *Deps, topic string, partition int32, skip *offsets.DoneSet) *Task {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Task{d: p, Topic: topic, Partition: partition, ps: p.PartStats(topic, partition)}
+	t.out = t.ps
+	if p.Ledger.countsAtCommit() {
+		t.out = new(hooks.Stats)
+	}
 	t.skip = skip
 	t.stopCh, t.ctx, t.cancel = make(chan struct{}), ctx, cancel
 	t.Committed.Store(-1)
@@ -600,7 +612,7 @@ func (t *Task) Finish(r *kgo.Record) bool {
 	if !t.d.Ledger.markDone(t, r) {
 		return false
 	}
-	t.ps.Done.Add(1)
+	t.out.Done.Add(1)
 	t.mu.Lock()
 	t.inFlight--
 	t.started--
@@ -617,6 +629,32 @@ func (t *Task) Finish(r *kgo.Record) bool {
 		t.d.Flow.SignalDemand()
 	}
 	return true
+}
+
+// CountCommitted moves the outcomes counted since the last call (under
+// exactly_once: the records the task released into the transaction that
+// just committed) to the partition's counters. The committer calls it
+// after a commit with every release held back (the transaction's gate)
+// and every produce of the transaction answered; at_least_once counts
+// there at once, and it does nothing.
+func (t *Task) CountCommitted() {
+	if t.out == t.ps {
+		return
+	}
+	for _, c := range committedCounters {
+		if n := c(t.out).Swap(0); n != 0 {
+			c(t.ps).Add(n)
+		}
+	}
+}
+
+// committedCounters are the outcome counters a task counts in out.
+var committedCounters = [...]hooks.Counter{
+	func(s *hooks.Stats) *atomic.Int64 { return &s.Done },
+	func(s *hooks.Stats) *atomic.Int64 { return &s.Dropped },
+	func(s *hooks.Stats) *atomic.Int64 { return &s.Outputs },
+	func(s *hooks.Stats) *atomic.Int64 { return &s.DeadLetter },
+	func(s *hooks.Stats) *atomic.Int64 { return &s.Retried },
 }
 
 // version is the version the task's records run on: the canary's if its
