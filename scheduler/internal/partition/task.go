@@ -44,6 +44,9 @@ type Task struct {
 	Topic     string
 	Partition int32
 	ps        *hooks.Stats     // the partition's counters (kept across assignments)
+	mattrs    attribute.Set    // metric attributes
+	State     *state.Partition // the partition's state (state.enabled; nil otherwise)
+	rel       *releaser        // release order (ledger.releaseOrder; nil: none)
 	// out is where the outcomes of the task's records are counted (Done,
 	// Dropped, Outputs, and the acknowledged failure copies: DeadLetter,
 	// Retried): ps, or under exactly_once the open transaction's counts,
@@ -52,9 +55,6 @@ type Task struct {
 	// whose transaction aborted is processed again by a new task, and is
 	// counted once, when its outcome commits.
 	out *hooks.Stats
-	mattrs    attribute.Set    // metric attributes
-	State     *state.Partition // the partition's state (state.enabled; nil otherwise)
-	rel       *releaser        // release order (ledger.releaseOrder; nil: none)
 
 	taskOffsets // where the partition stands: done, committed, fetched, started
 
