@@ -322,7 +322,7 @@ func (b *batchState) now() time.Time { return b.start.Add(time.Since(b.start)) }
 // batchEnded gives the guest's work after the batch's last record one
 // deadline of its own, set the first time record_next answers 0 and never
 // renewed: a guest that keeps calling record_next is interrupted at it, as
-// one that loops (RELIABILITY.md, "A call's last deadline").
+// one that loops (ABI.md §10, "Per-record metering").
 func (in *Instance) batchEnded(now time.Time, timeout time.Duration) {
 	if b := &in.batch; !b.ended {
 		b.ended = true
