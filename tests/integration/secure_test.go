@@ -256,7 +256,7 @@ func TestSecureBadInput(t *testing.T) {
 		{"insecure password file", s.saslSSL, nil, append([]string{"kafka.tls.enabled=true", ca, "kafka.sasl.password_file=" + writeSecret(t, "open-pw", adminPW, 0o644)}, scram...),
 			[]string{"kafka.sasl.password_file", "accessible by group or others", "chmod 600"}},
 		{"insecure key file", s.ssl, nil, []string{"kafka.tls.enabled=true", ca, "kafka.tls.cert_file=" + s.file("client.pem"),
-			"kafka.tls.key_file=" + copyMode(t, s.file("client.key"), 0o640)},
+			"kafka.tls.key_file=" + otherGroup(t, copyMode(t, s.file("client.key"), 0o640))},
 			[]string{"kafka.tls.key_file", "accessible by group or others"}},
 		{"unknown mechanism", s.saslSSL, nil, []string{"kafka.tls.enabled=true", ca, "kafka.sasl.mechanism=GSSAPI", "kafka.sasl.username=admin"},
 			[]string{"kafka.sasl.mechanism", `"GSSAPI" is not a SASL mechanism`}},
@@ -311,6 +311,17 @@ func writeOtherCA(t *testing.T) string {
 }
 
 // copyMode copies src to a temporary file of mode mode.
+// otherGroup gives the file at path a group the host is not in: group
+// read is refused then (it is accepted on a root-owned file of the host's
+// own group, as a Kubernetes Secret volume under fsGroup gives). Not
+// root, the file is the user's own and its group bit refused already.
+func otherGroup(t *testing.T, path string) string {
+	if err := os.Chown(path, os.Getuid(), 54321); err != nil && os.Geteuid() == 0 {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func copyMode(t *testing.T, src string, mode os.FileMode) string {
 	b, err := os.ReadFile(src)
 	if err != nil {
