@@ -21,7 +21,10 @@ func realBroker(t *testing.T) (brokers []string, name string) {
 	if b == "" {
 		t.Skip("KAFKA_BROKERS is not set: this test runs on the real broker")
 	}
-	return strings.Split(b, ","), fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano())
+	brokers, name = strings.Split(b, ","), fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano())
+	// The test's topics, and those the host makes for it, hold its name.
+	kafkatest.DeleteNamedAtEnd(t, brokers, name)
+	return brokers, name
 }
 
 // TestAutoPoolGrowsForBurstThenSettles: instances: auto on one partition of

@@ -154,9 +154,10 @@ func (c *faultCluster) admin(t *testing.T) *kadm.Client {
 // createTopics creates topics of clusterParts partitions, partition p's
 // replicas on nodes p%3+1, then the next two: input and output partition p
 // share a preferred leader, so a fault of one node touches a known set of
-// partitions.
+// partitions. They are deleted when the test ends.
 func (c *faultCluster) createTopics(t *testing.T, topics ...string) {
 	t.Helper()
+	kafkatest.DeleteAtEnd(t, c.brokers, func(topic string) bool { return slices.Contains(topics, topic) })
 	cl := kafkatest.Client(t, c.brokers)
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 30000
@@ -477,9 +478,9 @@ func TestClusterKills(t *testing.T) {
 			}
 			if mode != "at_least_once" {
 				log := p.logText()
-				t.Logf("transactions whose end was unconfirmed and settled: %d (of them committed after all: %d); aborted: %d",
+				t.Logf("transactions whose end was unconfirmed and settled: %d (of them committed after all: %d); aborted: %d; the pipeline rebuilt with a new client (its producer ID fatal after an end, or fenced): %d",
 					strings.Count(log, "unconfirmed transaction settled"), strings.Count(log, "the unconfirmed transaction had committed"),
-					strings.Count(log, "transaction aborted;"))
+					strings.Count(log, "transaction aborted;"), strings.Count(log, "pipeline rebuilt;"))
 			}
 		})
 	}

@@ -56,9 +56,19 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// names returns topic and group names unique to this run.
+// names returns topic and group names unique to this run. Every topic
+// whose name holds them — those the test creates, and those the host makes
+// for it (retry, changelog and registry topics) — is deleted from the
+// brokers the test command started when the test ends
+// (kafkatest.DeleteNamedAtEnd: after the processes it started are gone).
 func names(t *testing.T) (prefix string) {
-	return fmt.Sprintf("it-%s-%d-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano()%1e9, seq.Add(1))
+	prefix = fmt.Sprintf("it-%s-%d-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano()%1e9, seq.Add(1))
+	for _, env := range []string{"KAFKA_BROKERS", "KAFKA_SECURE_BROKERS", "KAFKA_CLUSTER_BROKERS"} {
+		if b := os.Getenv(env); b != "" {
+			kafkatest.DeleteNamedAtEnd(t, strings.Split(b, ","), prefix)
+		}
+	}
+	return prefix
 }
 
 func writeConfig(t *testing.T, brokers []string, group, module, in, out, dlq string, extra string) string {

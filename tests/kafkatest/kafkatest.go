@@ -5,8 +5,10 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +58,8 @@ func Client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 // the broker's metadata has them: a real broker answers CreateTopics when
 // its controller committed the topics, and its metadata may name them a
 // moment later, so a host started at once (which checks that its topics
-// exist) could be told they do not.
+// exist) could be told they do not. The topics are deleted when the test
+// ends (DeleteAtEnd).
 func CreateTopic(t testing.TB, brokers []string, partitions int32, topics ...string) {
 	t.Helper()
 	adm := kadm.NewClient(Client(t, brokers))
@@ -66,6 +69,7 @@ func CreateTopic(t testing.TB, brokers []string, partitions int32, topics ...str
 	if err != nil {
 		t.Fatal(err)
 	}
+	DeleteAtEnd(t, brokers, func(topic string) bool { return slices.Contains(topics, topic) })
 	for _, r := range resp {
 		if r.Err != nil {
 			t.Fatalf("create %s: %v", r.Topic, r.Err)
@@ -91,6 +95,61 @@ func CreateTopic(t testing.TB, brokers []string, partitions int32, topics ...str
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// DeleteAtEnd deletes, when t ends, every topic on brokers that match
+// names: those a test created, and those the host made for it (retry,
+// state changelog and registry topics, whose names hold the test's unique
+// prefix). A run of the suite left some 1,100 partitions behind before,
+// and a broker stalled once at that size. It runs as a cleanup of t:
+// after t's subtests, and after every cleanup registered later (the
+// processes, runners and readers a test starts after its topics are made),
+// so nothing the test still reads is deleted under it. Best effort: a
+// topic that cannot be deleted is logged, not failed.
+func DeleteAtEnd(t testing.TB, brokers []string, names func(topic string) bool) {
+	t.Cleanup(func() {
+		// A client of its own: those of Client close in cleanups that may
+		// have run already.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			t.Logf("deleting the test's topics: %v", err)
+			return
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		listed, err := adm.ListTopics(ctx)
+		if err != nil {
+			t.Logf("deleting the test's topics: listing: %v", err)
+			return
+		}
+		var del []string
+		for _, topic := range listed.Names() {
+			if names(topic) {
+				del = append(del, topic)
+			}
+		}
+		if len(del) == 0 {
+			return
+		}
+		resp, err := adm.DeleteTopics(ctx, del...)
+		if err != nil {
+			t.Logf("deleting the test's topics %v: %v", del, err)
+			return
+		}
+		for _, r := range resp {
+			if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+				t.Logf("deleting topic %s: %v", r.Topic, r.Err)
+			}
+		}
+	})
+}
+
+// DeleteNamedAtEnd deletes, when t ends, every topic on brokers whose name
+// holds part (a test's unique prefix): DeleteAtEnd.
+func DeleteNamedAtEnd(t testing.TB, brokers []string, part string) {
+	DeleteAtEnd(t, brokers, func(topic string) bool { return strings.Contains(topic, part) })
 }
 
 // unready names a topic of topics with a partition whose leader does not
