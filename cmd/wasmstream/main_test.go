@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,6 +88,8 @@ func TestValidateTablesAndHostileNames(t *testing.T) {
 }
 
 func TestRunRefusesBadModules(t *testing.T) {
+	// With a token: a missing one is said first, before the modules load.
+	t.Setenv("WASMSTREAM_ADMIN_TOKEN", testAdminToken)
 	dir := t.TempDir()
 	for path, want := range badModules(t, dir) {
 		cfg := writeFile(t, dir, "c.yaml", []byte(`
@@ -250,5 +253,29 @@ pipelines:
 		if code != tc.code || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: code %d, stderr %q; want %d and %q", tc.args, code, errs, tc.code, tc.want)
 		}
+	}
+}
+
+// A start that fails after the config was read (here: the metrics
+// address is taken) exits 1 with the reason, not 0 as a start cut short by
+// a signal does.
+func TestRunStartFailureExits1(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	mod := writeFile(t, dir, "m.wasm", wt.Minimal(wt.I32Const(0)).Bytes())
+	cfg := writeFile(t, dir, "c.yaml", []byte(`
+kafka: {brokers: [embedded], group: g}
+admin: {enabled: false}
+metrics: {listen: "`+ln.Addr().String()+`"}
+pipelines:
+  - {name: p, module: `+mod+`, inputs: [a], output: b, dead_letter_topic: c}
+`))
+	code, _, errs := runCLI(t, "run", "--config", cfg)
+	if code != 1 || !strings.Contains(errs, "metrics.listen") {
+		t.Fatalf("code %d (want 1), stderr:\n%s", code, errs)
 	}
 }

@@ -244,8 +244,9 @@ func startHost(cf *commonFlags, stderr io.Writer) (*hostProc, int) {
 	log := newLogger(cfg, stderr)
 	host, err := assembly.StartWith(sig.ctx, cfg, log, assembly.Options{CompileConfigModules: cf.compileConfig})
 	if err != nil {
+		signalled := sig.ctx.Err() != nil // before release, which ends ctx
 		sig.release()
-		if sig.ctx.Err() != nil {
+		if signalled {
 			log.Info("stopped by a signal while starting", "err", err)
 			return nil, 0
 		}
