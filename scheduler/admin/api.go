@@ -62,7 +62,7 @@ type API struct {
 	canaryMargin float64
 }
 
-// NewAPI returns the admin API; token must be at least MinTokenBytes long.
+// NewAPI returns the admin API; a token CheckToken refuses is refused.
 func NewAPI(token string, store *Store, d Deployer, maxBytes int64, log *slog.Logger) (*API, error) {
 	if token == "" {
 		return nil, errors.New("admin: no token")
