@@ -36,8 +36,9 @@ var opNames = map[int8]string{
 
 // accessNeeds are the operations the pipelines need on each topic and
 // group (transactional ids have no authorized-operations query: a denied
-// one fails the pipeline's first transaction, naming it).
-func accessNeeds(cfg *config.Config) (topics, groups map[string]*need) {
+// one fails the pipeline's first transaction, naming it), and the fleet
+// registry on its topics, named from registryPrefix ("": the config's).
+func accessNeeds(cfg *config.Config, registryPrefix string) (topics, groups map[string]*need) {
 	topics, groups = map[string]*need{}, map[string]*need{}
 	add := func(m map[string]*need, name, key string, ops ...kmsg.ACLOperation) {
 		n, ok := m[name]
@@ -73,8 +74,11 @@ func accessNeeds(cfg *config.Config) (topics, groups map[string]*need) {
 		}
 	}
 	if *cfg.Admin.Enabled && *cfg.Admin.Registry {
+		if registryPrefix == "" {
+			registryPrefix = cfg.RegistryPrefix()
+		}
 		for _, t := range []string{".modules", ".deploys", ".hosts"} { // registry.Open's topics
-			add(topics, cfg.RegistryPrefix()+t, "admin.registry", read, write)
+			add(topics, registryPrefix+t, "admin.registry_topic_prefix: the fleet registry's topics", read, write)
 		}
 	}
 	return topics, groups
@@ -84,8 +88,8 @@ func accessNeeds(cfg *config.Config) (topics, groups map[string]*need) {
 // pipelines' topics and groups, each with the resource and the config key;
 // none when all are allowed or the brokers do not say (an older broker, the
 // embedded one). err is a failed request.
-func checkAccess(ctx context.Context, cl *kgo.Client, cfg *config.Config) (denied []string, err error) {
-	topics, groups := accessNeeds(cfg)
+func checkAccess(ctx context.Context, cl *kgo.Client, cfg *config.Config, registryPrefix string) (denied []string, err error) {
+	topics, groups := accessNeeds(cfg, registryPrefix)
 	deny := func(kind, name string, n *need, ops []string) {
 		denied = append(denied, fmt.Sprintf("%s on %s %q (%s)", strings.Join(ops, ", "), kind, name, n.key))
 	}

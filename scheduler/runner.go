@@ -54,6 +54,10 @@ type Runner struct {
 	started    atomic.Bool
 	stopOnce   sync.Once
 	failed     chan error // a pipeline's unrecoverable error (buffered, first one)
+
+	// registryPrefix is Options.RegistryPrefix: the fleet registry's
+	// topics the access check asks about.
+	registryPrefix string
 }
 
 // NewEngine creates the host's engine with its compile cache
@@ -93,6 +97,11 @@ type Options struct {
 	// Modules overrides too, and fails if it does not load (it is then
 	// closed): `run --compile-config-module`.
 	CheckConfigModules bool
+	// RegistryPrefix names the fleet registry's topics as the registry
+	// opened them (registry.Registry.Prefix: the previous default's where
+	// they hold the fleet's registry), for the access check; "": the
+	// config's (admin.registry_topic_prefix).
+	RegistryPrefix string
 
 	// clientOpts are added to every pipeline's Kafka client (tests: a
 	// dialer that drops connections).
@@ -101,7 +110,7 @@ type Options struct {
 
 // NewRunnerWith is NewRunner with opts.
 func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) (_ *Runner, err error) {
-	r := &Runner{cfg: cfg, log: log, failed: make(chan error, 1), clientOpts: opts.clientOpts}
+	r := &Runner{cfg: cfg, log: log, failed: make(chan error, 1), clientOpts: opts.clientOpts, registryPrefix: opts.RegistryPrefix}
 	defer func() {
 		if err != nil {
 			r.close(context.Background())
@@ -423,7 +432,7 @@ func (plan topicPlan) sorted() []string {
 // describeTopics checks that the brokers grant this host what it needs and
 // lists the topics; a denial or an unreachable cluster is the error.
 func (r *Runner) describeTopics(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
-	denied, err := checkAccess(ctx, cl, r.cfg)
+	denied, err := checkAccess(ctx, cl, r.cfg, r.registryPrefix)
 	if len(denied) > 0 {
 		return nil, fmt.Errorf("kafka: the brokers deny this host's principal %s: grant them (README.md, \"ACLs the host needs\")", strings.Join(denied, "; "))
 	}

@@ -86,6 +86,8 @@ func TestCLIEscapesHostileText(t *testing.T) {
 		check(t, "conformance", code, out, errs, 1)
 	})
 	t.Run("run", func(t *testing.T) {
+		// With a token: a missing one is said first, before the modules load.
+		t.Setenv("WASMSTREAM_ADMIN_TOKEN", testAdminToken)
 		cfg := writeFile(t, dir, "run.yaml", []byte(`
 kafka: {brokers: ["127.0.0.1:1"], group: g}
 pipelines:

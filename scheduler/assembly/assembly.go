@@ -86,7 +86,11 @@ func StartWith(ctx context.Context, cfg *config.Config, log *slog.Logger, opts O
 		h.closeRegistry()
 		return nil, err
 	}
-	r, err := scheduler.NewRunnerWith(ctx, cfg, log, scheduler.Options{Modules: mods, CheckConfigModules: opts.CompileConfigModules})
+	ropts := scheduler.Options{Modules: mods, CheckConfigModules: opts.CompileConfigModules}
+	if h.reg != nil {
+		ropts.RegistryPrefix = h.reg.Prefix()
+	}
+	r, err := scheduler.NewRunnerWith(ctx, cfg, log, ropts)
 	if err != nil {
 		h.closeRegistry()
 		return nil, err
@@ -188,7 +192,8 @@ func (h *Host) openRegistry(ctx context.Context, brokers []string) error {
 	if err != nil {
 		return err
 	}
-	h.reg, err = registry.Open(ctx, registry.Config{Base: base, Prefix: h.cfg.RegistryPrefix(), HostID: h.cfg.Host.ID, MaxModuleBytes: int(h.cfg.Admin.MaxModuleBytes)}, h.log)
+	h.reg, err = registry.Open(ctx, registry.Config{Base: base, Prefix: h.cfg.RegistryPrefix(), OldPrefix: h.cfg.OldDefaultRegistryPrefix(),
+		HostID: h.cfg.Host.ID, MaxModuleBytes: int(h.cfg.Admin.MaxModuleBytes)}, h.log)
 	return err
 }
 

@@ -81,6 +81,14 @@ const (
 	// (Pipeline.OldDefaultRetryTopicPrefix). The host checks that no
 	// records wait in topics of the old names before it leaves them.
 	OldDefaultRetryTopicSuffix = ".retry"
+	// DefaultRegistryTopicSuffix follows kafka.group in
+	// admin.registry_topic_prefix unless set: <group>.registry.modules,
+	// .deploys, .hosts.
+	DefaultRegistryTopicSuffix = ".registry"
+	// OldDefaultRegistryTopicPrefix preceded kafka.group in
+	// admin.registry_topic_prefix before the default began with the group
+	// (Config.OldDefaultRegistryPrefix).
+	OldDefaultRegistryTopicPrefix = "wasmstream."
 )
 
 // Defaults returns the defaults of every key outside pipelines (a new

@@ -423,7 +423,11 @@ type Admin struct {
 	// the group, and a host that starts later runs the deployed version.
 	Registry *bool `koanf:"registry"`
 	// RegistryTopicPrefix names the registry's topics (<prefix>.modules,
-	// .deploys, .hosts); default wasmstream.<kafka.group>.
+	// .deploys, .hosts); default <kafka.group>.registry, so that they
+	// start with <kafka.group>. as every name the host makes does (and a
+	// prefixed ACL on it covers them). The default was
+	// wasmstream.<kafka.group>: where those topics exist and the new ones
+	// do not, the registry keeps them (registry.Config.OldPrefix).
 	RegistryTopicPrefix string `koanf:"registry_topic_prefix"`
 	// CanaryAbortMargin: a canary whose failure rate across the fleet
 	// exceeds the stable version's by more than this share (0.05: five
@@ -436,7 +440,18 @@ func (c *Config) RegistryPrefix() string {
 	if c.Admin.RegistryTopicPrefix != "" {
 		return c.Admin.RegistryTopicPrefix
 	}
-	return "wasmstream." + c.Kafka.Group
+	return c.Kafka.Group + DefaultRegistryTopicSuffix
+}
+
+// OldDefaultRegistryPrefix is the registry's prefix by the previous
+// default (OldDefaultRegistryTopicPrefix + kafka.group) when
+// admin.registry_topic_prefix is not set, else "": a fleet that ran before
+// the default changed keeps its registry there.
+func (c *Config) OldDefaultRegistryPrefix() string {
+	if c.Admin.RegistryTopicPrefix != "" {
+		return ""
+	}
+	return OldDefaultRegistryTopicPrefix + c.Kafka.Group
 }
 
 // AdminPath resolves a path of the admin section against the config's

@@ -3,7 +3,9 @@
 // the deploy reached.
 //
 // Three compacted topics of one partition each, named from a prefix
-// (admin.registry_topic_prefix, default wasmstream.<kafka.group>):
+// (admin.registry_topic_prefix, default <kafka.group>.registry; the
+// previous default's topics are kept where they hold the fleet's registry:
+// prefix.go):
 //
 //   - <prefix>.modules: each module in chunks of ChunkBytes, key
 //     "<sha256>/<index>/<count>"; a module is read back whole and checked
@@ -126,6 +128,9 @@ type Config struct {
 	// Prefix names the topics: <prefix>.modules, .deploys, .hosts
 	// (admin.registry_topic_prefix).
 	Prefix string
+	// OldPrefix, with the default prefix, is the previous default's: its
+	// topics are used while they exist and Prefix's do not (prefix.go).
+	OldPrefix string
 	// HostID is this host's key in the hosts topic (host.id).
 	HostID string
 	// MaxModuleBytes bounds what a module read from the registry may be
@@ -142,7 +147,10 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (*Registry, error) {
 	if c.MaxModuleBytes <= 0 {
 		return nil, errors.New("admin.registry: admin.max_module_bytes must be set")
 	}
-	prefix := c.Prefix
+	prefix, err := resolvePrefix(ctx, c, log)
+	if err != nil {
+		return nil, err
+	}
 	r := &Registry{Modules: prefix + ".modules", Deploys: prefix + ".deploys", Hosts: prefix + ".hosts", host: c.HostID, log: log,
 		base: c.Base, maxModule: c.MaxModuleBytes,
 		deploys: map[string]Deployment{}, deployAt: map[string]int64{}, hosts: map[string]HostStatus{}, changed: make(chan struct{}),
@@ -150,7 +158,7 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (*Registry, error) {
 		quit:   make(chan struct{}), done: make(chan struct{})}
 	r.appliers.init()
 	if err := r.createTopics(ctx); err != nil {
-		return nil, err
+		return nil, explainDenied(err, prefix)
 	}
 	cl, err := kgo.NewClient(append(readOpts(r.base),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{

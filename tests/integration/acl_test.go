@@ -250,8 +250,10 @@ func TestLeastPrivilegeEachACLNeeded(t *testing.T) {
 
 // TestLeastPrivilegeFleetDeploy: a host (the wasmstream process) with the
 // admin API and the fleet registry, as a principal with exactly README.md's
-// ACLs, takes a deploy of a second build; without the registry's ACL it
-// stops at start naming the registry's topics.
+// ACLs on <kafka.group>., runs its registry in <group>.registry.* (before:
+// it asked for wasmstream.<group>.*, which those ACLs do not cover) and
+// takes a deploy of a second build; with admin.registry_topic_prefix set
+// to a prefix it has no ACL on, it stops at start naming the key.
 func TestLeastPrivilegeFleetDeploy(t *testing.T) {
 	s := secureBrokers(t)
 	plain := []string{s.plain}
@@ -266,8 +268,6 @@ func TestLeastPrivilegeFleetDeploy(t *testing.T) {
 	ctx, cancel := ctxTimeout(3 * time.Minute)
 	defer cancel()
 	acls := appACLs(g, []string{in}, []string{out, out + "-dlq"})
-	registry := kadm.NewACLs().Allow("User:app").Topics("wasmstream."+g+".").ResourcePatternType(kadm.ACLPatternPrefixed).
-		Operations(kadm.OpCreate, kadm.OpRead, kadm.OpWrite, kadm.OpDescribe)
 	for _, a := range acls {
 		if _, err := adm.CreateACLs(ctx, a.b); err != nil {
 			t.Fatalf("ACL %s: %v", a.name, err)
@@ -299,20 +299,19 @@ admin:
 `, s.saslSSL, g, s.file("ca.pem"), s.file("app.password"), v1, in, out, out+"-dlq", admin, filepath.Join(dir, "store"))), 0o644)
 	token := "WASMSTREAM_ADMIN_TOKEN=" + adminToken(g)
 
-	// Without the registry's ACL: a prompt stop naming its topics.
-	p := startProcEnv(t, []string{token}, "run", "--config", cfg)
+	// A registry prefix the principal has no ACL on (the previous
+	// default, set by hand): a prompt stop naming the key.
+	p := startProcEnv(t, []string{token}, "run", "--config", cfg, "--set", "admin.registry_topic_prefix=wasmstream."+g)
 	select {
 	case <-p.done:
 	case <-time.After(time.Minute):
-		t.Fatal("without the registry's ACL the host did not stop within a minute")
+		t.Fatal("with a registry prefix outside the ACLs the host did not stop within a minute")
 	}
-	if want := fmt.Sprintf("DESCRIBE on topic %q (admin.registry)", "wasmstream."+g+".deploys"); !strings.Contains(p.logText(), want) {
-		t.Fatalf("without the registry's ACL the log does not say %q:\n%s", want, tail(p.logText(), 20))
+	if want := fmt.Sprintf("DESCRIBE on topic %q (admin.registry_topic_prefix", "wasmstream."+g+".deploys"); !strings.Contains(p.logText(), want) {
+		t.Fatalf("with a registry prefix outside the ACLs the log does not say %q:\n%s", want, tail(p.logText(), 20))
 	}
 
-	if _, err := adm.CreateACLs(ctx, registry); err != nil {
-		t.Fatal(err)
-	}
+	// The default prefix: inside README.md's ACLs.
 	p = startProcEnv(t, []string{token}, "run", "--config", cfg)
 	kafkatest.Produce(t, plain, in, 200, func(i int) string { return fmt.Sprintf("v-%05d", i) })
 	rd := kafkatest.NewReader(t, plain, out)
@@ -333,5 +332,14 @@ admin:
 	})
 	if code := p.stop(t, time.Minute); code != 0 {
 		t.Errorf("exit code %d", code)
+	}
+	ts, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{g + ".registry.modules", g + ".registry.deploys", g + ".registry.hosts"} {
+		if !ts.Has(want) {
+			t.Errorf("registry topic %s not made", want)
+		}
 	}
 }
