@@ -21,9 +21,11 @@ func realBroker(t *testing.T) (brokers []string, name string) {
 	if b == "" {
 		t.Skip("KAFKA_BROKERS is not set: this test runs on the real broker")
 	}
-	brokers, name = strings.Split(b, ","), fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano())
-	// The test's topics, and those the host makes for it, hold its name.
-	kafkatest.DeleteNamedAtEnd(t, brokers, name)
+	stamp := time.Now().UnixNano()
+	brokers, name = strings.Split(b, ","), fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), stamp)
+	// The test's topics, and those the host makes for it, hold its name's
+	// stamp (a subtest rewrites the rest: a "/" is no topic's).
+	kafkatest.DeleteNamedAtEnd(t, brokers, fmt.Sprintf("-%d", stamp))
 	return brokers, name
 }
 
