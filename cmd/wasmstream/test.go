@@ -61,22 +61,70 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+// testCmd is `wasmstream test`'s flags and the module it runs.
+type testCmd struct {
+	fs                                  *flag.FlagSet
+	cfgPath, pipeline, file, key, topic string
+	records, headers, env               listFlag
+	attempt                             int
+	asJSON                              bool
+	keySet                              bool // --key was given (an empty key is not a null one)
+	modPath                             string
+	stderr                              io.Writer
+}
+
 func cmdTest(args []string, stdout, stderr io.Writer) int {
+	c := &testCmd{stderr: stderr}
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	if c.attempt < 1 {
+		return c.bad(fmt.Errorf("--attempt %d: want 1 or more", c.attempt))
+	}
+	cfg, pc, err := testPipeline(c.cfgPath, c.pipeline, c.modPath)
+	if err != nil {
+		return c.bad(err)
+	}
+	cases, err := c.cases(pc)
+	if err != nil {
+		return c.bad(err)
+	}
+	wasm, err := os.ReadFile(c.modPath)
+	if err != nil {
+		return c.bad(err)
+	}
+	ctx := context.Background()
+	s := &testSession{modPath: c.modPath, pc: pc}
+	defer s.close(ctx)
+	if err := s.start(ctx, cfg, wasm, stderr); err != nil {
+		return c.bad(err)
+	}
+	results, err := s.run(ctx, cases)
+	if err != nil {
+		return c.bad(err)
+	}
+	return c.report(stdout, pc, results)
+}
+
+// parse reads the flags, which may follow the module's path, into c; it
+// returns the exit code when they do not parse or name no module or no
+// record, else -1.
+func (c *testCmd) parse(args []string) int {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "config file whose pipeline's limits, env, state and async settings to run under (default: the defaults)")
-	pipeline := fs.String("pipeline", "", "the config's pipeline (default: the one whose module is MODULE, or the only one)")
-	file := fs.String("file", "", "vectors file: JSON lines, one record each, with optional expectations")
-	var records, headers, env listFlag
-	fs.Var(&records, "record", "a record's value, as given (repeatable)")
-	key := fs.String("key", "", "the --record records' key (default: null)")
-	fs.Var(&headers, "header", "a header of the --record records, k=v (repeatable)")
-	fs.Var(&env, "env", "an environment variable of the module, K=V (repeatable; over the config's env)")
-	attempt := fs.Int("attempt", 1, "the --record records' attempt number")
-	topic := fs.String("topic", "", "the records' topic where the vectors do not say (default: the pipeline's first input, or \"in\")")
-	asJSON := fs.Bool("json", false, "print one JSON document instead of text")
+	c.fs = fs
+	fs.SetOutput(c.stderr)
+	fs.StringVar(&c.cfgPath, "config", "", "config file whose pipeline's limits, env, state and async settings to run under (default: the defaults)")
+	fs.StringVar(&c.pipeline, "pipeline", "", "the config's pipeline (default: the one whose module is MODULE, or the only one)")
+	fs.StringVar(&c.file, "file", "", "vectors file: JSON lines, one record each, with optional expectations")
+	fs.Var(&c.records, "record", "a record's value, as given (repeatable)")
+	fs.StringVar(&c.key, "key", "", "the --record records' key (default: null)")
+	fs.Var(&c.headers, "header", "a header of the --record records, k=v (repeatable)")
+	fs.Var(&c.env, "env", "an environment variable of the module, K=V (repeatable; over the config's env)")
+	fs.IntVar(&c.attempt, "attempt", 1, "the --record records' attempt number")
+	fs.StringVar(&c.topic, "topic", "", "the records' topic where the vectors do not say (default: the pipeline's first input, or \"in\")")
+	fs.BoolVar(&c.asJSON, "json", false, "print one JSON document instead of text")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, testUsage)
+		fmt.Fprint(c.stderr, testUsage)
 		fs.PrintDefaults()
 	}
 	// Flags may follow the module's path.
@@ -91,28 +139,30 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if len(positional) != 1 || (*file == "" && len(records) == 0) {
+	if len(positional) != 1 || (c.file == "" && len(c.records) == 0) {
 		fs.Usage()
 		return 2
 	}
-	modPath := positional[0]
-	bad := func(err error) int {
-		printErr(stderr, "wasmstream test", err)
-		return 2
-	}
-	keySet := false
-	fs.Visit(func(f *flag.Flag) { keySet = keySet || f.Name == "key" })
-	if *attempt < 1 {
-		return bad(fmt.Errorf("--attempt %d: want 1 or more", *attempt))
-	}
-	cfg, pc, err := testPipeline(*cfgPath, *pipeline, modPath)
-	if err != nil {
-		return bad(err)
-	}
-	for _, kv := range env {
+	c.modPath = positional[0]
+	fs.Visit(func(f *flag.Flag) { c.keySet = c.keySet || f.Name == "key" })
+	return -1
+}
+
+// bad reports a module, vectors file or flag the command cannot use, and
+// returns its exit code.
+func (c *testCmd) bad(err error) int {
+	printErr(c.stderr, "wasmstream test", err)
+	return 2
+}
+
+// cases sets --env on pc and returns the records to run: the vectors
+// file's, then the --record ones, on --topic or pc's first input where they
+// name no topic.
+func (c *testCmd) cases(pc *config.Pipeline) ([]conformance.Case, error) {
+	for _, kv := range c.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return bad(fmt.Errorf("--env %q: want K=V", kv))
+			return nil, fmt.Errorf("--env %q: want K=V", kv)
 		}
 		if pc.Env == nil {
 			pc.Env = map[string]string{}
@@ -123,13 +173,14 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	if len(pc.Inputs) > 0 {
 		defTopic = pc.Inputs[0]
 	}
-	if *topic != "" {
-		defTopic = *topic
+	if c.topic != "" {
+		defTopic = c.topic
 	}
 	var cases []conformance.Case
-	if *file != "" {
-		if cases, err = conformance.ReadCases(*file); err != nil {
-			return bad(err)
+	if c.file != "" {
+		var err error
+		if cases, err = conformance.ReadCases(c.file); err != nil {
+			return nil, err
 		}
 		for i := range cases {
 			if cases[i].Record.Topic == "" {
@@ -138,104 +189,33 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var hs []abi.Header
-	for _, h := range headers {
+	for _, h := range c.headers {
 		k, v, ok := strings.Cut(h, "=")
 		if !ok {
-			return bad(fmt.Errorf("--header %q: want k=v", h))
+			return nil, fmt.Errorf("--header %q: want k=v", h)
 		}
 		hs = append(hs, abi.Header{Key: k, Value: []byte(v)})
 	}
-	for i, v := range records {
-		c := conformance.Case{Name: fmt.Sprintf("--record %d", i+1), Record: abi.Record{Topic: defTopic, Offset: int64(len(cases)), Value: []byte(v), Headers: hs, Attempt: uint32(*attempt)}}
-		if keySet {
-			c.Record.Key = []byte(*key)
+	for i, v := range c.records {
+		rc := conformance.Case{Name: fmt.Sprintf("--record %d", i+1), Record: abi.Record{Topic: defTopic, Offset: int64(len(cases)), Value: []byte(v), Headers: hs, Attempt: uint32(c.attempt)}}
+		if c.keySet {
+			rc.Record.Key = []byte(c.key)
 		}
-		cases = append(cases, c)
+		cases = append(cases, rc)
 	}
-	wasm, err := os.ReadFile(modPath)
-	if err != nil {
-		return bad(err)
-	}
+	return cases, nil
+}
 
-	ctx := context.Background()
-	// Guest log lines go to stderr, quoted by the text handler. Compiled
-	// modules are kept as the host keeps them (host.compile_cache_dir), so
-	// that a second run of the same module starts at once.
-	e, err := scheduler.NewEngine(cfg, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	if err != nil {
-		return bad(err)
-	}
-	defer e.Close(ctx)
-	var traceBuf lockedBuffer
-	tr := tracing.NewWriter(&traceBuf, tracing.Config{ServiceName: "wasmstream-test", SampleRatio: 1})
-	mc := scheduler.ModuleConfig(pc, attemptObserver{})
-	runner := &conformance.CaseRunner{Engine: e}
-	fakeHTTP := len(pc.Async.HTTP.AllowHosts) == 0
-	if fakeHTTP {
-		runner.Fake = &conformance.FakeHTTP{}
-		mc.Async.Operations = map[abi.OpKind]host.Operation{abi.OpHTTP: runner.Fake}
-	}
-	m, err := e.Load(ctx, wasm, mc)
-	if err != nil {
-		tr.Shutdown(ctx)
-		return bad(fmt.Errorf("%s: %w", modPath, err))
-	}
-	defer m.Close(ctx)
-	runner.Module = m
-	if pc.State.Enabled {
-		ls, err := scheduler.OpenLocalState(pc)
-		if err != nil {
-			tr.Shutdown(ctx)
-			return bad(err)
-		}
-		defer ls.Close()
-		runner.State, runner.Keep = ls.Begin, ls.Commit
-	}
-	results := make([]testResult, len(cases))
-	for i := range cases {
-		c := &cases[i]
-		a := tr.Begin(tracing.Info{Pipeline: pc.Name, Module: filepath.Base(modPath), ModuleDigest: m.Info().Digest,
-			Topic: c.Record.Topic, Partition: c.Record.Partition, Offset: c.Record.Offset, Key: c.Record.Key, Attempt: int(c.Record.Attempt),
-			OriginTopic: c.Record.Topic, OriginPartition: c.Record.Partition, OriginOffset: c.Record.Offset}, recordHeaders(c.Record.Headers))
-		res, err := runner.Run(ctx, c, a)
-		if err != nil {
-			runner.Close(ctx)
-			tr.Shutdown(ctx)
-			return bad(fmt.Errorf("%s: %w", modPath, err))
-		}
-		a.SetInstance(res.Instance)
-		a.Decide(true) // every record is traced
-		kind := ""
-		switch {
-		case res.Fault != "":
-			kind = "fault." + string(res.Fault)
-		case res.Outcome == conformance.OutcomeRetry:
-			kind = scheduler.KindGuestRetry
-		case res.Outcome == conformance.OutcomeFail:
-			kind = scheduler.KindGuestFail
-		}
-		a.End(map[string]string{"ok": "ok", "drop": "ok", "retry": "retry", "fail": "dead_letter"}[res.Outcome], kind, res.Message)
-		results[i] = testResult{c: c, res: res, traceID: a.TraceID()}
-		if c.Expect != nil {
-			results[i].checked = true
-			results[i].diff = c.Expect.Check(res.Decision)
-		}
-	}
-	runner.Close(ctx)
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	tr.Shutdown(sctx)
-	cancel()
-	spans, _ := tracing.ReadJSONL(bytes.NewReader(traceBuf.Bytes()))
-	for i := range results {
-		results[i].spans = tracing.Trace(spans, results[i].traceID)
-	}
+// report prints the results, as text or JSON, and returns the exit code:
+// 1 when an expectation does not hold.
+func (c *testCmd) report(stdout io.Writer, pc *config.Pipeline, results []testResult) int {
 	failed := 0
 	for _, r := range results {
 		if len(r.diff) > 0 {
 			failed++
 		}
 	}
-	if *asJSON {
+	if c.asJSON {
 		writeTestJSON(stdout, pc, results, failed)
 	} else {
 		writeTestText(stdout, pc, results, failed)
@@ -244,6 +224,123 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// testSession is the module loaded as pipeline pc's worker would run it,
+// every record traced into traceBuf.
+type testSession struct {
+	modPath  string
+	pc       *config.Pipeline
+	e        *host.Engine
+	m        *host.Module
+	ls       *scheduler.LocalState
+	traceBuf lockedBuffer
+	tr       *tracing.Tracer
+	runner   *conformance.CaseRunner
+}
+
+// start makes the engine and the tracer and loads the module, with a fake
+// HTTP service where the pipeline grants no host, and its local state.
+func (s *testSession) start(ctx context.Context, cfg *config.Config, wasm []byte, stderr io.Writer) error {
+	// Guest log lines go to stderr, quoted by the text handler. Compiled
+	// modules are kept as the host keeps them (host.compile_cache_dir), so
+	// that a second run of the same module starts at once.
+	e, err := scheduler.NewEngine(cfg, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err != nil {
+		return err
+	}
+	s.e = e
+	s.tr = tracing.NewWriter(&s.traceBuf, tracing.Config{ServiceName: "wasmstream-test", SampleRatio: 1})
+	mc := scheduler.ModuleConfig(s.pc, attemptObserver{})
+	s.runner = &conformance.CaseRunner{Engine: e}
+	fakeHTTP := len(s.pc.Async.HTTP.AllowHosts) == 0
+	if fakeHTTP {
+		s.runner.Fake = &conformance.FakeHTTP{}
+		mc.Async.Operations = map[abi.OpKind]host.Operation{abi.OpHTTP: s.runner.Fake}
+	}
+	m, err := e.Load(ctx, wasm, mc)
+	if err != nil {
+		s.tr.Shutdown(ctx)
+		return fmt.Errorf("%s: %w", s.modPath, err)
+	}
+	s.m = m
+	s.runner.Module = m
+	if s.pc.State.Enabled {
+		ls, err := scheduler.OpenLocalState(s.pc)
+		if err != nil {
+			s.tr.Shutdown(ctx)
+			return err
+		}
+		s.ls = ls
+		s.runner.State, s.runner.Keep = ls.Begin, ls.Commit
+	}
+	return nil
+}
+
+// run runs the cases one after another, each traced, and returns their
+// results with their traces.
+func (s *testSession) run(ctx context.Context, cases []conformance.Case) ([]testResult, error) {
+	results := make([]testResult, len(cases))
+	for i := range cases {
+		r, err := s.runCase(ctx, &cases[i])
+		if err != nil {
+			s.runner.Close(ctx)
+			s.tr.Shutdown(ctx)
+			return nil, fmt.Errorf("%s: %w", s.modPath, err)
+		}
+		results[i] = r
+	}
+	s.runner.Close(ctx)
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	s.tr.Shutdown(sctx)
+	cancel()
+	spans, _ := tracing.ReadJSONL(bytes.NewReader(s.traceBuf.Bytes()))
+	for i := range results {
+		results[i].spans = tracing.Trace(spans, results[i].traceID)
+	}
+	return results, nil
+}
+
+// runCase runs one case as one traced attempt and checks its expectation.
+func (s *testSession) runCase(ctx context.Context, c *conformance.Case) (testResult, error) {
+	a := s.tr.Begin(tracing.Info{Pipeline: s.pc.Name, Module: filepath.Base(s.modPath), ModuleDigest: s.m.Info().Digest,
+		Topic: c.Record.Topic, Partition: c.Record.Partition, Offset: c.Record.Offset, Key: c.Record.Key, Attempt: int(c.Record.Attempt),
+		OriginTopic: c.Record.Topic, OriginPartition: c.Record.Partition, OriginOffset: c.Record.Offset}, recordHeaders(c.Record.Headers))
+	res, err := s.runner.Run(ctx, c, a)
+	if err != nil {
+		return testResult{}, err
+	}
+	a.SetInstance(res.Instance)
+	a.Decide(true) // every record is traced
+	kind := ""
+	switch {
+	case res.Fault != "":
+		kind = "fault." + string(res.Fault)
+	case res.Outcome == conformance.OutcomeRetry:
+		kind = scheduler.KindGuestRetry
+	case res.Outcome == conformance.OutcomeFail:
+		kind = scheduler.KindGuestFail
+	}
+	a.End(map[string]string{"ok": "ok", "drop": "ok", "retry": "retry", "fail": "dead_letter"}[res.Outcome], kind, res.Message)
+	r := testResult{c: c, res: res, traceID: a.TraceID()}
+	if c.Expect != nil {
+		r.checked = true
+		r.diff = c.Expect.Check(res.Decision)
+	}
+	return r, nil
+}
+
+// close closes what start opened, the local state first.
+func (s *testSession) close(ctx context.Context) {
+	if s.ls != nil {
+		s.ls.Close()
+	}
+	if s.m != nil {
+		s.m.Close(ctx)
+	}
+	if s.e != nil {
+		s.e.Close(ctx)
+	}
 }
 
 // testPipeline is the pipeline MODULE runs as: the config's (named, or the

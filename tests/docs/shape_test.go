@@ -36,7 +36,6 @@ var oversized = map[string]funcShape{
 	"cmd/wasmstream/deploy.go:cmdDeploy":                     {115, 31},
 	"cmd/wasmstream/init.go:addSDKFiles":                     {98, 33},
 	"cmd/wasmstream/init.go:initProject":                     {95, 28},
-	"cmd/wasmstream/test.go:cmdTest":                         {184, 41},
 	"host/completions.go:Instance.pollCompletions":           {82, 19},
 	"host/internal/meter/code.go:body.decode":                {98, 45},
 	"host/internal/wasmbin/wasmbin.go:Summary.section":       {97, 35},
