@@ -1,0 +1,242 @@
+// Package protocodec turns Protobuf binary data into JSON and JSON into
+// Protobuf binary data, with one .proto schema text from a registry and the
+// texts it imports (its references), under the JSON contract of
+// docs/SCHEMA-REGISTRY.md: the proto3 JSON mapping (protojson), field names
+// as written in the .proto by default, 64-bit integers as strings, default
+// values left out. github.com/bufbuild/protocompile compiles the text;
+// dynamicpb and protojson do the rest.
+//
+// A schema file may hold several messages: the Confluent frame's
+// message-index array (package wire) picks one, and an encoder names the
+// one it writes. A Codec is immutable once compiled and safe for concurrent
+// use.
+package protocodec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/bufbuild/protocompile"
+	"github.com/bufbuild/protocompile/linker"
+	"github.com/bufbuild/protocompile/reporter"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// Options choose the JSON contract. The zero value is the default contract.
+type Options struct {
+	// JSONNames writes fields by their JSON names (lowerCamelCase, or the
+	// json_name option) instead of their names as written in the .proto.
+	// Decoding JSON takes both either way.
+	JSONNames bool
+}
+
+// Limits bound what one schema and one value may cost.
+type Limits struct {
+	// MaxDepth bounds the nesting of messages in a value and of braces in
+	// the schema text.
+	MaxDepth int
+}
+
+// DefaultLimits are the bounds used when a field of Limits is zero.
+var DefaultLimits = Limits{MaxDepth: 64}
+
+// mainFile is the path the schema text is compiled under; references are
+// compiled under their names (their import paths).
+const mainFile = "wasmstream-schema-registry-main.proto"
+
+// Codec reads and writes the messages of one .proto schema.
+type Codec struct {
+	file     linker.File
+	resolver linker.Resolver
+	opts     Options
+	limits   Limits
+}
+
+// ErrTooLarge is a decoded value whose JSON exceeds the size given.
+var ErrTooLarge = errors.New("the decoded JSON exceeds its size limit")
+
+// Compile compiles text, the schema, with refs, the texts of the files it
+// imports by import path (a registry reference's name is its import path).
+// The well-known types (google/protobuf/*.proto) need no reference.
+func Compile(text string, refs map[string]string, opts Options, limits Limits) (*Codec, error) {
+	if limits.MaxDepth <= 0 {
+		limits.MaxDepth = DefaultLimits.MaxDepth
+	}
+	srcs := make(map[string]string, len(refs)+1)
+	for name, r := range refs {
+		if err := checkBraces(r, limits.MaxDepth); err != nil {
+			return nil, fmt.Errorf("protobuf schema: referenced file %s: %w", name, err)
+		}
+		srcs[name] = r
+	}
+	if err := checkBraces(text, limits.MaxDepth); err != nil {
+		return nil, fmt.Errorf("protobuf schema: %w", err)
+	}
+	srcs[mainFile] = text
+	var errs []string
+	comp := protocompile.Compiler{
+		Resolver:       protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}),
+		MaxParallelism: 1,
+		Reporter: reporter.NewReporter(func(err reporter.ErrorWithPos) error {
+			if len(errs) < 5 {
+				errs = append(errs, strings.ReplaceAll(err.Error(), mainFile+":", ""))
+			}
+			return nil // go on: report up to five
+		}, nil),
+	}
+	files, err := comp.Compile(context.Background(), mainFile)
+	if err != nil {
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("protobuf schema does not compile: %s", strings.Join(errs, "; "))
+		}
+		return nil, fmt.Errorf("protobuf schema does not compile: %v", err)
+	}
+	f := files[0]
+	if f.Messages().Len() == 0 {
+		return nil, errors.New("protobuf schema declares no message")
+	}
+	return &Codec{file: f, resolver: linker.ResolverFromFile(f), opts: opts, limits: limits}, nil
+}
+
+// checkBraces refuses a schema text whose braces nest deeper than max
+// (outside comments and strings), before the compiler recurses into it.
+func checkBraces(s string, max int) error {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '/':
+			if i+1 < len(s) && s[i+1] == '/' {
+				for i < len(s) && s[i] != '\n' {
+					i++
+				}
+			} else if i+1 < len(s) && s[i+1] == '*' {
+				end := strings.Index(s[i+2:], "*/")
+				if end < 0 {
+					return nil // unterminated: the compiler says so
+				}
+				i += end + 3
+			}
+		case '"', '\'':
+			for i++; i < len(s) && s[i] != c && s[i] != '\n'; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+		case '{':
+			if depth++; depth > max {
+				return fmt.Errorf("braces nested deeper than %d levels (at byte %d)", max, i)
+			}
+		case '}':
+			depth--
+		}
+	}
+	return nil
+}
+
+// Message is the descriptor of the message at index, a path through the
+// schema's messages (index [1, 0]: the first message nested in the second
+// top-level one), as a Confluent frame carries it.
+func (c *Codec) Message(index []int) (protoreflect.MessageDescriptor, error) {
+	if len(index) == 0 {
+		index = []int{0}
+	}
+	msgs := c.file.Messages()
+	var md protoreflect.MessageDescriptor
+	for depth, i := range index {
+		if i < 0 || i >= msgs.Len() {
+			where := "the schema's top level"
+			if md != nil {
+				where = "message " + string(md.FullName())
+			}
+			return nil, fmt.Errorf("message index %v: %s has %d messages, no message %d (at depth %d)", index, where, msgs.Len(), i, depth)
+		}
+		md = msgs.Get(i)
+		msgs = md.Messages()
+	}
+	return md, nil
+}
+
+// Index is the message-index path of the message named name (its full name,
+// package included, or its name relative to the package); "" is the first
+// message of the file.
+func (c *Codec) Index(name string) ([]int, error) {
+	if name == "" {
+		return []int{0}, nil
+	}
+	full := protoreflect.FullName(name)
+	if pkg := c.file.Package(); pkg != "" && !strings.HasPrefix(name, string(pkg)+".") {
+		full = protoreflect.FullName(string(pkg) + "." + name)
+	}
+	var find func(msgs protoreflect.MessageDescriptors, path []int) []int
+	find = func(msgs protoreflect.MessageDescriptors, path []int) []int {
+		for i := 0; i < msgs.Len(); i++ {
+			m := msgs.Get(i)
+			p := append(path[:len(path):len(path)], i)
+			if m.FullName() == full {
+				return p
+			}
+			if r := find(m.Messages(), p); r != nil {
+				return r
+			}
+		}
+		return nil
+	}
+	if p := find(c.file.Messages(), nil); p != nil {
+		return p, nil
+	}
+	var names []string
+	for i := 0; i < c.file.Messages().Len() && i < 10; i++ {
+		names = append(names, string(c.file.Messages().Get(i).FullName()))
+	}
+	return nil, fmt.Errorf("protobuf schema has no message %s (its top-level messages: %s)", full, strings.Join(names, ", "))
+}
+
+// AppendJSON decodes payload, the Protobuf encoding of the message at
+// index, and appends it as JSON to dst; the JSON appended is at most
+// maxJSON bytes.
+func (c *Codec) AppendJSON(dst, payload []byte, index []int, maxJSON int) ([]byte, error) {
+	md, err := c.Message(index)
+	if err != nil {
+		return dst, fmt.Errorf("protobuf: %w", err)
+	}
+	m := dynamicpb.NewMessage(md)
+	if err := (proto.UnmarshalOptions{RecursionLimit: c.limits.MaxDepth, Resolver: c.resolver}).Unmarshal(payload, m); err != nil {
+		return dst, fmt.Errorf("protobuf: %s does not decode: %v", md.FullName(), err)
+	}
+	// The JSON of a decoded message is bounded by the payload's size
+	// times the longest field name (a field is at least two bytes on the
+	// wire), so it is checked once written.
+	out, err := protojson.MarshalOptions{UseProtoNames: !c.opts.JSONNames, Resolver: c.resolver}.MarshalAppend(dst, m)
+	if err != nil {
+		return dst, fmt.Errorf("protobuf: %s: %v", md.FullName(), err)
+	}
+	if len(out)-len(dst) > maxJSON {
+		return dst, fmt.Errorf("protobuf: %w (%d bytes)", ErrTooLarge, maxJSON)
+	}
+	return out, nil
+}
+
+// AppendBinary encodes js, the JSON of the message at index, and appends
+// its Protobuf encoding (deterministic: map entries sorted) to dst. A field
+// the message does not have, or a value of the wrong type, is an error
+// naming the field.
+func (c *Codec) AppendBinary(dst, js []byte, index []int) ([]byte, error) {
+	md, err := c.Message(index)
+	if err != nil {
+		return dst, fmt.Errorf("protobuf: %w", err)
+	}
+	m := dynamicpb.NewMessage(md)
+	if err := (protojson.UnmarshalOptions{RecursionLimit: c.limits.MaxDepth, Resolver: c.resolver}).Unmarshal(js, m); err != nil {
+		return dst, fmt.Errorf("protobuf: the JSON does not fit message %s: %v", md.FullName(), err)
+	}
+	out, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, m)
+	if err != nil {
+		return dst, fmt.Errorf("protobuf: %s: %v", md.FullName(), err)
+	}
+	return out, nil
+}
