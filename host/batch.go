@@ -46,6 +46,7 @@ type Outcome struct {
 
 // batchState is the batch call in progress on an instance.
 type batchState struct {
+	active bool // a batch call is in progress: record_next answers
 	ctx    context.Context
 	recs   []BatchRecord
 	out    []Outcome
@@ -138,7 +139,7 @@ func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []
 	if n == 0 || in.dead {
 		return 0
 	}
-	if in.onBatch == nil || n == 1 {
+	if in.entry.batch == nil || n == 1 {
 		// One record costs less through wasmstream_on_record than through
 		// the batch entry (two record_next calls): BENCHMARKS.md, "Calls
 		// that carry several records".
@@ -159,25 +160,25 @@ func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []
 	in.fault = nil
 	in.stderr.reset()
 	start, aerr := in.takeSlot(ctx)
-	in.lastStart, in.lastEnd = start, start
+	in.calls.start, in.calls.end = start, start
 	if aerr != nil {
 		return 0
 	}
 	// The guest's work before its first record_next is the first record's.
 	b.start, b.begun = start, start
 	in.fuel.startCall(ctx, start.Add(in.m.limits.RecordTimeout), "record")
-	in.inBatch = true
+	in.batch.active = true
 	s := in.stack[:3]
 	s[0], s[1], s[2] = uint64(first), uint64(n), uint64(maxLen)
-	err := in.onBatch.CallWithStack(in.ctx, s)
+	err := in.entry.batch.CallWithStack(in.ctx, s)
 	end := time.Now()
-	in.lastEnd = end
-	in.callTime += end.Sub(start) - b.paused
+	in.calls.end = end
+	in.calls.run += end.Sub(start) - b.paused
 	in.fuel.endCall()
-	in.inBatch = false
+	in.batch.active = false
 	cur := in.cur
 	in.cur = nil
-	if !in.keepSlot || err != nil {
+	if !in.slot.keep || err != nil {
 		in.Yield()
 	}
 	ran = b.next
@@ -218,13 +219,13 @@ func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []
 // run) once the instance's records wait on n asynchronous operations
 // (AsyncInFlight), as a worker stops giving an instance records at
 // async.max_in_flight; 0, the default, sets no limit.
-func (in *Instance) LimitBatchInFlight(n int) { in.batchMaxOps = n }
+func (in *Instance) LimitBatchInFlight(n int) { in.batchOpts.maxOps = n }
 
 // StopBatchAfterFailure makes ProcessBatch stop after a record that ends
 // retry or fail (the rest not run), so that a caller that keeps a
 // partition's records in order can hold the records behind one that is to
 // be retried in place. Off by default.
-func (in *Instance) StopBatchAfterFailure(on bool) { in.batchStop = on }
+func (in *Instance) StopBatchAfterFailure(on bool) { in.batchOpts.stopAfterFailure = on }
 
 // GateBatch makes ProcessBatch ask take(i) before it gives record i
 // (i ≥ 1) to the guest, once every other reason to stop has passed: true
@@ -232,15 +233,15 @@ func (in *Instance) StopBatchAfterFailure(on bool) { in.batchStop = on }
 // caller whose records not yet run can be handed to others meanwhile
 // decides here, from any goroutine, which side has each. Nil, the
 // default, takes every record.
-func (in *Instance) GateBatch(take func(i int) bool) { in.batchTake = take }
+func (in *Instance) GateBatch(take func(i int) bool) { in.batchOpts.take = take }
 
 // batchFull reports whether the batch must stop before its next record
 // (the first always runs). It asks the gate last: a record the gate gave
 // is run.
 func (in *Instance) batchFull(ctx context.Context, next int) bool {
 	return next > 0 && (ctx.Err() != nil || in.batch.failed ||
-		(in.batchMaxOps > 0 && in.opsOut >= in.batchMaxOps) ||
-		(in.batchTake != nil && !in.batchTake(next)))
+		(in.batchOpts.maxOps > 0 && in.waiting.opsOut >= in.batchOpts.maxOps) ||
+		(in.batchOpts.take != nil && !in.batchOpts.take(next)))
 }
 
 // processEach is ProcessBatch for a module without the batch entry.
@@ -252,7 +253,7 @@ func (in *Instance) processEach(ctx context.Context, recs []BatchRecord, out []O
 		r := &recs[i]
 		out[i].Result = in.ProcessState(ctx, r.Rec, r.Tag, r.State)
 		out[i].Start, out[i].End = in.LastCall()
-		if in.dead || (in.batchStop && stopsBatch(out[i].Status)) {
+		if in.dead || (in.batchOpts.stopAfterFailure && stopsBatch(out[i].Status)) {
 			return i + 1
 		}
 	}
@@ -269,7 +270,7 @@ func stopsBatch(status abi.Status) bool {
 func (in *Instance) batchDecided(tag any, res Result, end time.Time, err error) {
 	b := &in.batch
 	b.out[b.cur] = Outcome{Result: res, Start: b.begun, End: end}
-	b.failed = in.batchStop && stopsBatch(res.Status)
+	b.failed = in.batchOpts.stopAfterFailure && stopsBatch(res.Status)
 	if obs := in.m.cfg.Observer; obs != nil && tag != nil {
 		obs.GuestCall(tag, abi.ExportOnBatch, b.begun, end.Sub(b.begun), err)
 	}
@@ -287,7 +288,7 @@ func (in *Instance) beginBatchRecord(now time.Time) *recState {
 		return nil
 	}
 	if b.next > 0 {
-		if in.leased && now.Sub(in.turn) >= slotQuantum {
+		if in.slot.leased && now.Sub(in.slot.turn) >= slotQuantum {
 			// A turn with the slot is over between two records as between
 			// two calls (takeSlot): queue behind the calls that waited.
 			if _, err := in.takeSlot(b.ctx); err != nil {
@@ -459,7 +460,7 @@ func (m *Module) instantiateBatchModule(ctx context.Context) error {
 func hostRecordNext(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instance(ctx)
 	status, out, outLen, buf, bufLen := int32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])
-	if in == nil || !in.inBatch {
+	if in == nil || !in.batch.active {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
 	}

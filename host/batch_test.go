@@ -481,7 +481,7 @@ func TestBatchStopAfterFailure(t *testing.T) {
 	for _, entry := range []bool{true, false} { // the batch entry, one call per record
 		in := newInstance(t, m)
 		if !entry {
-			in.onBatch = nil
+			in.entry.batch = nil
 		}
 		out := make([]Outcome, len(recs))
 		if ran := in.ProcessBatch(context.Background(), batchOf(recs), out); ran != len(recs) {
@@ -515,7 +515,7 @@ func TestBatchGate(t *testing.T) {
 	for _, entry := range []bool{true, false} { // the batch entry, one call per record
 		in := newInstance(t, m)
 		if !entry {
-			in.onBatch = nil
+			in.entry.batch = nil
 		}
 		var asked []int
 		in.GateBatch(func(i int) bool { asked = append(asked, i); return i < 3 })

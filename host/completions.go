@@ -24,6 +24,7 @@ import (
 
 // compState is the completions call in progress on an instance.
 type compState struct {
+	active   bool // a completions call is in progress: completion_next answers
 	ctx      context.Context
 	q        []*opState    // the completions the call may deliver, in queue order
 	next     int           // the index in q completion_next looks at next
@@ -65,7 +66,7 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 	in.fault = nil
 	in.stderr.reset()
 	start, aerr := in.takeSlot(ctx)
-	in.lastStart, in.lastEnd = start, start
+	in.calls.start, in.calls.end = start, start
 	if aerr != nil {
 		return c.out, 0 // Poll's calls fail as abandoned, one by one
 	}
@@ -73,18 +74,18 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 	// completion's.
 	c.begun = start
 	in.fuel.startCall(ctx, first, "record")
-	in.inCompletions = true
+	in.comps.active = true
 	s := in.stack[:2]
 	s[0], s[1] = uint64(live), uint64(maxLen)
-	err := in.onCompletions.CallWithStack(in.ctx, s)
+	err := in.entry.completions.CallWithStack(in.ctx, s)
 	end := time.Now()
-	in.lastEnd = end
-	in.callTime += end.Sub(start) - c.paused
+	in.calls.end = end
+	in.calls.run += end.Sub(start) - c.paused
 	in.fuel.endCall()
-	in.inCompletions = false
+	in.comps.active = false
 	st := in.cur
 	in.cur, in.curOp = nil, nil
-	if !in.keepSlot || err != nil {
+	if !in.slot.keep || err != nil {
 		in.Yield()
 	}
 	switch {
@@ -99,7 +100,7 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 			in.m.log.Warn("guest faulted after the last completion of a completions call; instance discarded", "instance", in.id, "err", flt)
 			break
 		}
-		delete(in.pending, st.handle) // st gets this fault, not "lost"
+		delete(in.waiting.recs, st.handle) // st gets this fault, not "lost"
 		in.Close(context.Background())
 		in.completionDecided(st, Result{Status: abi.StatusRetry, Err: flt}, end, err)
 	case st != nil:
@@ -111,7 +112,7 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 		// make progress: the first completion's record fails.
 		if st = in.beginCompletion(end); st != nil {
 			in.cur, in.curOp = nil, nil
-			delete(in.pending, st.handle)
+			delete(in.waiting.recs, st.handle)
 			in.Close(context.Background())
 			in.completionDecided(st, Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol,
 				Msg: fmt.Sprintf("guest returned from %s without taking a completion (%s.%s)", abi.ExportOnCompletions, abi.BatchModule, abi.ImportCompletionNext)}}, end, nil)
@@ -140,7 +141,7 @@ func (in *Instance) beginCompletion(now time.Time) *recState {
 		in.completionsEnded(now, timeout)
 		return nil
 	}
-	if c.taken > 0 && in.leased && now.Sub(in.turn) >= slotQuantum {
+	if c.taken > 0 && in.slot.leased && now.Sub(in.slot.turn) >= slotQuantum {
 		// A turn with the slot is over between two completions as between
 		// two calls (takeSlot): queue behind the calls that waited.
 		if _, err := in.takeSlot(c.ctx); err != nil {
@@ -240,7 +241,7 @@ func (in *Instance) completionDecided(st *recState, res Result, end time.Time, e
 func hostCompletionNext(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instance(ctx)
 	status, out, outLen, buf, bufLen := int32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])
-	if in == nil || !in.inCompletions {
+	if in == nil || !in.comps.active {
 		stack[0] = errno(abi.ErrnoBadHandle)
 		return
 	}

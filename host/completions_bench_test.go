@@ -45,7 +45,7 @@ func benchDelivery(b *testing.B, srv *lookupServer, wasm []byte, entry bool) {
 	in := newInstance(b, m)
 	defer in.Close(context.Background())
 	if !entry {
-		in.onCompletions = nil
+		in.entry.completions = nil
 	}
 	recs := make([]*abi.Record, n)
 	for i := range recs {
@@ -65,9 +65,9 @@ func benchDelivery(b *testing.B, srv *lookupServer, wasm []byte, entry bool) {
 			}
 		}
 		for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
-			in.qmu.Lock()
-			q := len(in.queue)
-			in.qmu.Unlock()
+			in.q.mu.Lock()
+			q := len(in.q.ops)
+			in.q.mu.Unlock()
 			if q == k {
 				break
 			}

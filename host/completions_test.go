@@ -89,12 +89,12 @@ func startWaiting(t *testing.T, in *Instance, recs []abi.Record, tags ...int) {
 func waitQueued(t *testing.T, in *Instance, n int) {
 	t.Helper()
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		in.qmu.Lock()
-		q := len(in.queue)
+		in.q.mu.Lock()
+		q := len(in.q.ops)
 		if q == n {
-			slices.SortFunc(in.queue, func(a, b *opState) int { return a.rec.tag.(int) - b.rec.tag.(int) })
+			slices.SortFunc(in.q.ops, func(a, b *opState) int { return a.rec.tag.(int) - b.rec.tag.(int) })
 		}
-		in.qmu.Unlock()
+		in.q.mu.Unlock()
 		if q == n {
 			return
 		}
@@ -495,7 +495,7 @@ func TestCompletionsObservedAsOnePerCall(t *testing.T) {
 		in := newInstance(t, m)
 		defer in.Close(context.Background())
 		if !entry {
-			in.onCompletions = nil
+			in.entry.completions = nil
 		}
 		startWaiting(t, in, []abi.Record{kind(1, 0), kind(5, 0), kind(6, 0), kind(0, 0), kind(1, 0)})
 		got := byTag(in.Poll(context.Background(), time.Now()))

@@ -20,7 +20,7 @@ func TestExpireAfterAStaleBound(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	in.Process(ctx, rec("leak", "leak"), "leak") // never decides
 	var leak time.Time
-	for _, st := range in.pending {
+	for _, st := range in.waiting.recs {
 		if st.tag == "leak" {
 			leak = st.deadline
 		}

@@ -103,9 +103,7 @@ type Instance struct {
 	m          *Module
 	id         uint64
 	mod        api.Module
-	onRecord   api.Function
-	onComplete api.Function // nil when the module does no async work
-	onBatch    api.Function // nil when the module has no batch entry (batch.go)
+	entry      guestEntries // the module's exports the host calls
 	stack      []uint64
 	ctx        context.Context
 	base       context.Context // ends when the instance closes: cancels its operations
@@ -115,51 +113,77 @@ type Instance struct {
 	logs       logBucket // rate-limits log (guestlog.go)
 	dead       bool
 
-	cur         *recState      // the record of the call in progress
-	inBatch     bool           // a batch call is in progress (batch.go)
-	batch       batchState     // its records and outcomes
-	batchMaxOps int            // LimitBatchInFlight
-	batchStop   bool           // StopBatchAfterFailure
-	batchTake   func(int) bool // GateBatch
-	nextState   State          // the State of the record Process starts next (ProcessState)
-	curOp       *opState       // the operation being completed (result_read)
-	spare       *recState      // reused for records that complete in one call
-	lastHandle  uint32
-	lastOp      uint32
-	fault       *Fault
+	cur        *recState  // the record of the call in progress
+	batch      batchState // the batch call in progress (batch.go)
+	batchOpts  batchOpts  // how ProcessBatch takes records
+	comps      compState  // the completions call in progress (completions.go)
+	nextState  State      // the State of the record Process starts next (ProcessState)
+	curOp      *opState   // the operation being completed (result_read)
+	spare      *recState  // reused for records that complete in one call
+	lastHandle uint32
+	lastOp     uint32
+	fault      *Fault
 
-	// What its calls cost: waiting for a guest-call slot (a core), and
-	// running once they had one (CallTimes); when its last call started and
-	// ended (LastCall).
-	slotWait, callTime time.Duration
-	lastStart, lastEnd time.Time
+	calls   callTimes       // what its calls cost and when the last one ran
+	slot    slotLease       // the guest-call slot it keeps between calls
+	waiting waitingRecords  // records waiting on operations
+	q       completionQueue // completed operations waiting for delivery
+}
 
-	// The guest-call slot kept between calls (KeepSlot), held while
-	// leased; turn is when its current turn with it began (slotQuantum).
-	keepSlot bool
-	leased   bool
-	lease    slots.Held
-	turn     time.Time
+// guestEntries are the module's exports the host calls on an instance.
+type guestEntries struct {
+	record      api.Function
+	complete    api.Function // nil when the module does no async work
+	batch       api.Function // nil when the module has no batch entry (batch.go)
+	completions api.Function // nil when the module has no completions entry (completions.go)
+}
 
-	pending map[uint32]*recState // records waiting on operations, by handle
-	// No pending record's deadline is before earliest (zero: none was
-	// pending since the last look). Poll looks for expired records only
+// batchOpts are how ProcessBatch takes records: LimitBatchInFlight,
+// StopBatchAfterFailure, GateBatch.
+type batchOpts struct {
+	maxOps           int
+	stopAfterFailure bool
+	take             func(int) bool
+}
+
+// callTimes are what an instance's calls cost once they had a guest-call
+// slot (CallTimes), and when its last call started and ended (LastCall).
+type callTimes struct {
+	run        time.Duration
+	start, end time.Time
+}
+
+// slotLease is the guest-call slot an instance keeps between calls
+// (KeepSlot): held while leased; turn is when its current turn with it
+// began (slotQuantum); wait is what its calls waited for a slot
+// (CallTimes).
+type slotLease struct {
+	keep   bool
+	leased bool
+	held   slots.Held
+	turn   time.Time
+	wait   time.Duration
+}
+
+// waitingRecords are an instance's records waiting on operations.
+type waitingRecords struct {
+	recs map[uint32]*recState // by handle
+	// No waiting record's deadline is before earliest (zero: none was
+	// waiting since the last look). Poll looks for expired records only
 	// once it has passed, and then makes it exact again: one look at every
-	// pending record per deadline, not per completion.
+	// waiting record per deadline, not per completion.
 	earliest time.Time
-	opsOut   int    // operations of pending records not yet completed
-	lost     []Done // pending records failed by the instance's death, not yet collected
+	opsOut   int    // operations of waiting records not yet completed
+	lost     []Done // waiting records failed by the instance's death, not yet collected
+}
 
-	qmu     sync.Mutex
-	queue   []*opState // completed operations waiting for delivery
-	qclosed bool
-	ready   chan struct{}
-
-	// The completions entry (completions.go): nil when the module has
-	// none; whether a completions call is in progress, and its state.
-	onCompletions api.Function
-	inCompletions bool
-	comps         compState
+// completionQueue holds completed operations until Poll delivers them;
+// ready is signalled when one is queued. mu guards ops and closed.
+type completionQueue struct {
+	mu     sync.Mutex
+	ops    []*opState
+	closed bool
+	ready  chan struct{}
 }
 
 // recState is one record in flight on the instance.
@@ -250,42 +274,42 @@ func (in *Instance) MemoryPages() uint32 {
 }
 
 // Pending is the number of records waiting on asynchronous operations.
-func (in *Instance) Pending() int { return len(in.pending) + len(in.lost) }
+func (in *Instance) Pending() int { return len(in.waiting.recs) + len(in.waiting.lost) }
 
 // AsyncInFlight is the number of operations outstanding for the instance's
 // pending records.
-func (in *Instance) AsyncInFlight() int { return in.opsOut }
+func (in *Instance) AsyncInFlight() int { return in.waiting.opsOut }
 
 // Ready is signalled when a completion is queued or the instance lost its
 // pending records; call Poll then.
-func (in *Instance) Ready() <-chan struct{} { return in.ready }
+func (in *Instance) Ready() <-chan struct{} { return in.q.ready }
 
 // NextDeadline is when the earliest deadline of a pending record may pass:
 // that deadline, or before it when the record it was ended meanwhile (Poll
 // then finds nothing expired, and the next NextDeadline is later). Zero if
 // no record is pending.
 func (in *Instance) NextDeadline() time.Time {
-	if len(in.pending) == 0 {
+	if len(in.waiting.recs) == 0 {
 		return time.Time{}
 	}
-	return in.earliest
+	return in.waiting.earliest
 }
 
 // expire fails the pending records whose deadline passed at now, into out,
-// and makes in.earliest the earliest deadline of those left.
+// and makes in.waiting.earliest the earliest deadline of those left.
 func (in *Instance) expire(now time.Time, out []Done) []Done {
-	if len(in.pending) == 0 || now.Before(in.earliest) {
+	if len(in.waiting.recs) == 0 || now.Before(in.waiting.earliest) {
 		return out
 	}
-	in.earliest = time.Time{}
-	for h, st := range in.pending {
+	in.waiting.earliest = time.Time{}
+	for h, st := range in.waiting.recs {
 		if now.Before(st.deadline) {
-			if in.earliest.IsZero() || st.deadline.Before(in.earliest) {
-				in.earliest = st.deadline
+			if in.waiting.earliest.IsZero() || st.deadline.Before(in.waiting.earliest) {
+				in.waiting.earliest = st.deadline
 			}
 			continue
 		}
-		delete(in.pending, h)
+		delete(in.waiting.recs, h)
 		res := Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultDeadline, Keep: true,
 			Msg: fmt.Sprintf("record deadline of %s exceeded while waiting on %d asynchronous operation(s)%s (limits.record_timeout)", in.m.limits.RecordTimeout, len(st.ops), opList(st))}}
 		out = append(out, Done{Tag: st.tag, Result: res})
@@ -302,19 +326,19 @@ func (in *Instance) Close(ctx context.Context) {
 	}
 	in.dead = true
 	in.Yield()
-	in.qmu.Lock()
-	in.qclosed = true
-	in.queue = nil
-	in.qmu.Unlock()
+	in.q.mu.Lock()
+	in.q.closed = true
+	in.q.ops = nil
+	in.q.mu.Unlock()
 	if in.baseCancel != nil {
 		in.baseCancel()
 	}
-	if len(in.pending) > 0 {
-		for h, st := range in.pending {
-			in.lost = append(in.lost, Done{Tag: st.tag, Result: Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultInstanceLost,
+	if len(in.waiting.recs) > 0 {
+		for h, st := range in.waiting.recs {
+			in.waiting.lost = append(in.waiting.lost, Done{Tag: st.tag, Result: Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultInstanceLost,
 				Msg: fmt.Sprintf("the instance was discarded while the record waited on %d asynchronous operation(s)%s", len(st.ops), opList(st))}}})
 			in.endRecord(st)
-			delete(in.pending, h)
+			delete(in.waiting.recs, h)
 		}
 		in.signal()
 	}
@@ -325,7 +349,7 @@ func (in *Instance) Close(ctx context.Context) {
 
 func (in *Instance) signal() {
 	select {
-	case in.ready <- struct{}{}:
+	case in.q.ready <- struct{}{}:
 	default:
 	}
 }
@@ -357,12 +381,12 @@ func (in *Instance) endRecord(st *recState) {
 				obs.AsyncOp(st.tag, op.kind, op.desc, op.started, now.Sub(op.started), "canceled: the record ended first")
 			}
 		}
-		in.opsOut -= len(st.ops)
-		in.qmu.Lock()
+		in.waiting.opsOut -= len(st.ops)
+		in.q.mu.Lock()
 		for _, op := range st.ops {
 			op.orphan = true // delivered as canceled, if it still completes
 		}
-		in.qmu.Unlock()
+		in.q.mu.Unlock()
 		clear(st.ops)
 		st.ops = nil
 	}
@@ -380,12 +404,12 @@ func (in *Instance) endRecord(st *recState) {
 // slot (one per core, shared by every pipeline) and how long they ran once
 // they had one, in all since it was created. A pool whose calls mostly wait
 // for a slot has more instances than the cores can run.
-func (in *Instance) CallTimes() (wait, run time.Duration) { return in.slotWait, in.callTime }
+func (in *Instance) CallTimes() (wait, run time.Duration) { return in.slot.wait, in.calls.run }
 
 // LastCall returns when the instance's last call (Process or one of Poll's)
 // started, once it had a core, and when it returned: a caller timing a
 // record reads the clock no more than the call did.
-func (in *Instance) LastCall() (start, end time.Time) { return in.lastStart, in.lastEnd }
+func (in *Instance) LastCall() (start, end time.Time) { return in.calls.start, in.calls.end }
 
 // Process calls the guest with rec and returns its outcome. ctx bounds the
 // call besides the record deadline: when ctx ends, the guest is interrupted.
@@ -394,7 +418,7 @@ func (in *Instance) LastCall() (start, end time.Time) { return in.lastStart, in.
 func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Result {
 	if in.dead {
 		now := time.Now()
-		in.lastStart, in.lastEnd = now, now
+		in.calls.start, in.calls.end = now, now
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "instance is closed"}}
 	}
 	st := in.newRec(tag)
@@ -403,7 +427,7 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Resul
 	res := in.call(ctx, st, nil, func() ([]uint64, api.Function) {
 		s := in.stack[:2]
 		s[0], s[1] = uint64(st.handle), uint64(len(st.enc))
-		return s, in.onRecord
+		return s, in.entry.record
 	})
 	return in.settle(st, res, true)
 }
@@ -414,7 +438,7 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	in.fault = nil
 	in.stderr.reset()
 	start, aerr := in.takeSlot(ctx)
-	in.lastStart, in.lastEnd = start, start
+	in.calls.start, in.calls.end = start, start
 	if aerr != nil {
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultCanceled, Msg: "call abandoned by the host before it started: " + aerr.Error()}}
 	}
@@ -427,11 +451,11 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	stack, f := fn()
 	err := f.CallWithStack(in.ctx, stack)
 	end := time.Now()
-	in.lastEnd = end
-	in.callTime += end.Sub(start)
+	in.calls.end = end
+	in.calls.run += end.Sub(start)
 	in.fuel.endCall()
 	in.cur, in.curOp = nil, nil
-	if !in.keepSlot || err != nil {
+	if !in.slot.keep || err != nil {
 		in.Yield()
 	}
 	if obs := in.m.cfg.Observer; obs != nil && st.tag != nil {
@@ -443,7 +467,7 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	}
 	if err != nil {
 		flt := in.classify(err, ctx.Err())
-		delete(in.pending, st.handle) // st gets this fault, not "lost"
+		delete(in.waiting.recs, st.handle) // st gets this fault, not "lost"
 		in.Close(context.Background())
 		return Result{Status: abi.StatusRetry, Err: flt}
 	}
@@ -464,15 +488,15 @@ const slotQuantum = time.Millisecond
 // call may start.
 func (in *Instance) takeSlot(ctx context.Context) (time.Time, error) {
 	asked := time.Now()
-	if in.leased {
-		if asked.Sub(in.turn) < slotQuantum {
+	if in.slot.leased {
+		if asked.Sub(in.slot.turn) < slotQuantum {
 			return asked, nil
 		}
 		// Its turn is over. Calls waited: queue behind them. None did: still
 		// let the goroutines that run no guest code (the Kafka clients, the
 		// poll loop, timers) have the core, which the Go scheduler would
 		// otherwise give them only after 10 ms.
-		in.turn = asked
+		in.slot.turn = asked
 		if !in.m.slots.Contended() {
 			runtime.Gosched()
 			return time.Now(), nil
@@ -484,8 +508,8 @@ func (in *Instance) takeSlot(ctx context.Context) (time.Time, error) {
 		return time.Now(), err
 	}
 	start := time.Now()
-	in.slotWait += start.Sub(asked)
-	in.lease, in.leased, in.turn = held, true, start
+	in.slot.wait += start.Sub(asked)
+	in.slot.held, in.slot.leased, in.slot.turn = held, true, start
 	return start, nil
 }
 
@@ -495,13 +519,13 @@ func (in *Instance) takeSlot(ctx context.Context) (time.Time, error) {
 // waits for anything but the instance's own calls (new records, completions,
 // a timer), and the instance gives the slot up by itself when other calls
 // waited for slotQuantum or when it closes.
-func (in *Instance) KeepSlot() { in.keepSlot = true }
+func (in *Instance) KeepSlot() { in.slot.keep = true }
 
 // Yield gives back the guest-call slot the instance kept, if any.
 func (in *Instance) Yield() {
-	if in.leased {
-		in.lease.Release()
-		in.leased, in.lease = false, slots.Held{}
+	if in.slot.leased {
+		in.slot.held.Release()
+		in.slot.leased, in.slot.held = false, slots.Held{}
 	}
 }
 
@@ -531,12 +555,12 @@ func (in *Instance) settle(st *recState, res Result, first bool) Result {
 			return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "guest returned pending, but the record has no asynchronous operation outstanding: it could never complete"}}
 		}
 		if first {
-			if in.pending == nil {
-				in.pending = map[uint32]*recState{}
+			if in.waiting.recs == nil {
+				in.waiting.recs = map[uint32]*recState{}
 			}
-			in.pending[st.handle] = st
-			if in.earliest.IsZero() || st.deadline.Before(in.earliest) {
-				in.earliest = st.deadline
+			in.waiting.recs[st.handle] = st
+			if in.waiting.earliest.IsZero() || st.deadline.Before(in.waiting.earliest) {
+				in.waiting.earliest = st.deadline
 			}
 			// The record keeps its encoding for record_read in callbacks.
 		}
@@ -550,8 +574,8 @@ func (in *Instance) settle(st *recState, res Result, first bool) Result {
 
 // finishRec retires st after its outcome is known.
 func (in *Instance) finishRec(st *recState) {
-	if in.pending != nil {
-		delete(in.pending, st.handle)
+	if in.waiting.recs != nil {
+		delete(in.waiting.recs, st.handle)
 	}
 	pendingBefore := st.ctx != nil // it started operations: they keep pointing at it
 	in.endRecord(st)
@@ -565,7 +589,7 @@ func (in *Instance) finishRec(st *recState) {
 func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 	st := in.cur
 	opr, ok := in.m.ops[kind]
-	if !ok || in.onComplete == nil {
+	if !ok || in.entry.complete == nil {
 		return 0, abi.ErrnoNotSupported
 	}
 	if len(st.ops) >= in.m.async.MaxPerRecord {
@@ -595,7 +619,7 @@ func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 	}
 	op.desc = desc
 	st.addOp(op)
-	in.opsOut++
+	in.waiting.opsOut++
 	in.m.asyncOps.Add(1)
 	return op.id, 0
 }
@@ -603,21 +627,21 @@ func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 // deliver queues op's result; it runs on the operation's goroutine (or
 // inside Start).
 func (in *Instance) deliver(op *opState, result []byte) {
-	in.qmu.Lock()
+	in.q.mu.Lock()
 	if op.finished {
-		in.qmu.Unlock()
+		in.q.mu.Unlock()
 		return
 	}
 	op.finished = true
 	op.doneAt = time.Now()
-	if in.qclosed {
-		in.qmu.Unlock()
+	if in.q.closed {
+		in.q.mu.Unlock()
 		in.m.asyncOps.Add(-1)
 		return // the instance is gone: the late completion is dropped
 	}
 	op.result = result
-	in.queue = append(in.queue, op)
-	in.qmu.Unlock()
+	in.q.ops = append(in.q.ops, op)
+	in.q.mu.Unlock()
 	in.m.asyncOps.Add(-1)
 	in.signal()
 }
@@ -629,18 +653,18 @@ func (in *Instance) deliver(op *opState, result []byte) {
 // the records it lost.
 func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 	var out []Done
-	if len(in.lost) > 0 {
-		out, in.lost = in.lost, nil
+	if len(in.waiting.lost) > 0 {
+		out, in.waiting.lost = in.waiting.lost, nil
 	}
 	if in.dead {
 		return out
 	}
 	out = in.expire(now, out)
-	in.qmu.Lock()
-	q := in.queue
-	in.queue = nil
-	in.qmu.Unlock()
-	if in.onCompletions != nil && len(q) > 1 {
+	in.q.mu.Lock()
+	q := in.q.ops
+	in.q.ops = nil
+	in.q.mu.Unlock()
+	if in.entry.completions != nil && len(q) > 1 {
 		var n int
 		out, n = in.pollCompletions(ctx, q, out)
 		q = q[n:]
@@ -660,7 +684,7 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 		res := in.call(ctx, st, op, func() ([]uint64, api.Function) {
 			in.stack[0], in.stack[1] = uint64(st.handle), uint64(op.id)
 			in.stack = append(in.stack[:2], uint64(len(op.result)))
-			return in.stack, in.onComplete
+			return in.stack, in.entry.complete
 		})
 		op.result = nil
 		if res.Err == nil && res.Status == abi.StatusPending {
@@ -672,9 +696,9 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 		res = in.settle(st, res, false)
 		out = append(out, Done{Tag: tag, Result: res})
 	}
-	if len(in.lost) > 0 {
-		out = append(out, in.lost...)
-		in.lost = nil
+	if len(in.waiting.lost) > 0 {
+		out = append(out, in.waiting.lost...)
+		in.waiting.lost = nil
 	}
 	return out
 }
@@ -696,7 +720,7 @@ func (in *Instance) takeCompletion(op *opState) int {
 		return completionCanceled
 	}
 	st.removeOp(op)
-	in.opsOut--
+	in.waiting.opsOut--
 	if obs := in.m.cfg.Observer; obs != nil {
 		obs.AsyncOp(st.tag, op.kind, op.desc, op.started, op.doneAt.Sub(op.started), outcomeOf(op.result))
 	}
@@ -711,7 +735,7 @@ func (in *Instance) takeCompletion(op *opState) int {
 // ended will not complete, so that it can free what it kept for it. What the
 // call returns is ignored; the handle is no longer valid.
 func (in *Instance) deliverCanceled(ctx context.Context, op *opState) {
-	if in.onComplete == nil {
+	if in.entry.complete == nil {
 		return
 	}
 	op.result = abi.AppendCompletionError(op.result[:0], abi.CompletionCanceled, "the record ended before the operation completed")
@@ -719,7 +743,7 @@ func (in *Instance) deliverCanceled(ctx context.Context, op *opState) {
 	res := in.call(ctx, st, op, func() ([]uint64, api.Function) {
 		s := in.stack[:3]
 		s[0], s[1], s[2] = uint64(st.handle), uint64(op.id), uint64(len(op.result))
-		return s, in.onComplete
+		return s, in.entry.complete
 	})
 	if f := res.Fault(); f != nil {
 		in.m.log.Warn("guest faulted on a canceled completion; instance discarded", "instance", in.id, "err", f)

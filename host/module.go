@@ -447,7 +447,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // NewInstance instantiates the module, runs its initialiser and checks its
 // ABI version. The instance belongs to the caller's goroutine.
 func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
-	in := &Instance{m: m, id: m.nextID.Add(1), ready: make(chan struct{}, 1)}
+	in := &Instance{m: m, id: m.nextID.Add(1), q: completionQueue{ready: make(chan struct{}, 1)}}
 	in.stderr.max = 2048
 	mc := wazero.NewModuleConfig().
 		WithName("").
@@ -474,13 +474,13 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 		return nil, fmt.Errorf("%w: instantiate: %v%s", ErrIncompatible, err, in.stderr.suffix())
 	}
 	in.mod = mod
-	in.onRecord = mod.ExportedFunction(abi.ExportOnRecord)
-	in.onComplete = mod.ExportedFunction(abi.ExportOnComplete)
+	in.entry.record = mod.ExportedFunction(abi.ExportOnRecord)
+	in.entry.complete = mod.ExportedFunction(abi.ExportOnComplete)
 	if m.info.Batch {
-		in.onBatch = mod.ExportedFunction(abi.ExportOnBatch)
+		in.entry.batch = mod.ExportedFunction(abi.ExportOnBatch)
 	}
 	if m.info.Completions {
-		in.onCompletions = mod.ExportedFunction(abi.ExportOnCompletions)
+		in.entry.completions = mod.ExportedFunction(abi.ExportOnCompletions)
 	}
 	in.stack = make([]uint64, 3)
 	in.base, in.baseCancel = context.WithCancel(context.Background())
