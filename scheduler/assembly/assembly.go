@@ -211,17 +211,50 @@ func short(d string) string { return d[:min(12, len(d))] }
 // Runner is the process's runner.
 func (h *Host) Runner() *scheduler.Runner { return h.r }
 
+// ShutdownMargin is what Shutdown may take beyond shutdown.drain_timeout:
+// the final commits, leaving the groups and the fleet, closing the
+// endpoints. Past drain_timeout + ShutdownMargin, Shutdown returns false
+// whatever the brokers do (RELIABILITY.md, "Stopping").
+const ShutdownMargin = 15 * time.Second
+
+// fleetLeaveTimeout bounds removing the host's status from the fleet
+// registry at a stop, and closeTimeout closing the endpoints.
+const (
+	fleetLeaveTimeout = 5 * time.Second
+	closeTimeout      = 5 * time.Second
+)
+
 // Shutdown stops the process in stages (stop fetching, drain in-flight
-// records, commit, leave the groups, then close the endpoints) within
-// shutdown.drain_timeout plus a margin, and reports whether it finished.
+// records, commit, leave the groups, then close the endpoints) and reports
+// whether it finished. It returns within shutdown.drain_timeout plus
+// ShutdownMargin even when a stage hangs (brokers unreachable, a client
+// that ignores its context): the stages run on a goroutine of their own,
+// which is abandoned then — the process is about to exit, and what was not
+// committed is processed again on restart.
 func (h *Host) Shutdown() bool {
 	h.log.Info("shutting down: draining in-flight records, committing, leaving the group", "drain_timeout", h.cfg.Shutdown.DrainTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), h.cfg.Shutdown.DrainTimeout+30*time.Second)
+	bound := h.cfg.Shutdown.DrainTimeout + ShutdownMargin
+	// The runner's own bound leaves the margin's last part to the
+	// endpoints' close.
+	sctx, cancel := context.WithTimeout(context.Background(), bound-closeTimeout)
 	defer cancel()
-	h.leaveFleet() // first: the runner's stop also stops an embedded broker
-	h.r.Stop(sctx)
-	h.closeOps()
-	return !errors.Is(sctx.Err(), context.DeadlineExceeded)
+	finished := make(chan bool, 1)
+	go func() {
+		h.leaveFleet() // first: the runner's stop also stops an embedded broker
+		h.r.Stop(sctx)
+		ok := !errors.Is(sctx.Err(), context.DeadlineExceeded)
+		h.closeOps()
+		finished <- ok
+	}()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case ok := <-finished:
+		return ok
+	case <-t.C:
+		h.log.Error("shutdown did not finish within shutdown.drain_timeout plus its margin: giving up on it", "drain_timeout", h.cfg.Shutdown.DrainTimeout, "margin", ShutdownMargin)
+		return false
+	}
 }
 
 // startOps starts the metrics and health endpoints and the admin API, and
@@ -442,7 +475,7 @@ func (h *Host) leaveFleet() {
 	if h.reg == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), fleetLeaveTimeout)
 	defer cancel()
 	h.reg.Leave(ctx)
 	h.reg.Close()
@@ -450,7 +483,7 @@ func (h *Host) leaveFleet() {
 }
 
 func (h *Host) closeOps() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	h.leaveFleet()
 	h.adminSrv.Close(ctx)

@@ -468,8 +468,19 @@ func (r *Registry) publishStatus(ctx context.Context) {
 
 // Leave removes the host's status (a clean stop: it is no longer part of
 // the fleet).
+// It returns when ctx ends even if the record is still buffered (brokers
+// unreachable: the client does not give up on a buffered record for its
+// context), and the registry is then closed by the caller.
 func (r *Registry) Leave(ctx context.Context) {
-	if err := r.cl.ProduceSync(ctx, &kgo.Record{Topic: r.Hosts, Key: []byte(r.host)}).FirstErr(); err != nil {
+	acked := make(chan error, 1)
+	r.cl.Produce(ctx, &kgo.Record{Topic: r.Hosts, Key: []byte(r.host)}, func(_ *kgo.Record, err error) { acked <- err })
+	var err error
+	select {
+	case err = <-acked:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
 		r.log.Warn("admin.registry: removing this host's status", "err", err)
 	}
 }
