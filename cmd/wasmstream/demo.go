@@ -39,194 +39,280 @@ func demoValue(n int) string {
 	return fmt.Sprintf(`{"n":%d,"user":%q,"text":"hello from wasmstream"}`, n, demoUsers[n%len(demoUsers)])
 }
 
+// demoCmd is `wasmstream demo`'s flags and, once the host runs, the topics
+// it feeds and tails and the client that does it.
+type demoCmd struct {
+	cf             commonFlags
+	duration       time.Duration
+	rate           float64
+	input          string
+	lookupAddr     string
+	stdout, stderr io.Writer
+	lines          [][]byte // --input's lines
+
+	inputs  map[string]bool // the pipelines' input topics
+	outputs []string        // their output, dead-letter and retry topics
+	cl      *kgo.Client
+	out     sync.Mutex // one line at a time on stdout
+	seen    demoActivity
+}
+
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
+	d := &demoCmd{stdout: stdout, stderr: stderr}
+	if code := d.parse(args); code >= 0 {
+		return code
+	}
+	if d.lookupAddr != "" {
+		if stop := d.startLookup(); stop != nil {
+			defer stop()
+		}
+	}
+	if code := d.prepare(); code >= 0 {
+		return code
+	}
+	h, code := startHost(&d.cf, stderr)
+	if h == nil {
+		return code
+	}
+	defer h.release()
+	return d.run(h)
+}
+
+// parse reads the flags into d; it returns the exit code when they do not
+// parse, else -1.
+func (d *demoCmd) parse(args []string) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf commonFlags
-	cf.register(fs, config.DefaultFile)
-	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
-	rate := fs.Float64("rate", 2, "demo input records per second, after an initial burst of 20")
-	input := fs.String("input", "", "produce this file's lines (one record each: JSON lines or text; \"-\": standard input) instead of the generated demo records")
-	lookupAddr := fs.String("lookup-service", "127.0.0.1:18089", "serve the demo user directory that the lookup pipeline calls here (\"\": don't)")
+	fs.SetOutput(d.stderr)
+	d.cf.register(fs, config.DefaultFile)
+	fs.DurationVar(&d.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
+	fs.Float64Var(&d.rate, "rate", 2, "demo input records per second, after an initial burst of 20")
+	fs.StringVar(&d.input, "input", "", "produce this file's lines (one record each: JSON lines or text; \"-\": standard input) instead of the generated demo records")
+	fs.StringVar(&d.lookupAddr, "lookup-service", "127.0.0.1:18089", "serve the demo user directory that the lookup pipeline calls here (\"\": don't)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered. When --duration ends the input, records\nalready in a retry tier are given up to 20s to finish their path.\n\nFlags:\n")
+		fmt.Fprintf(d.stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered. When --duration ends the input, records\nalready in a retry tier are given up to 20s to finish their path.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if cf.brokers == "" {
-		cf.brokers = "embedded"
+	if d.cf.brokers == "" {
+		d.cf.brokers = "embedded"
 	}
-	if *lookupAddr != "" {
-		stopLookup, err := serveDemoLookup(*lookupAddr)
-		if err != nil {
-			fmt.Fprintf(stderr, "wasmstream demo: the demo user directory cannot listen on %s (%v); the lookup pipeline's records will fail and be dead-lettered\n", *lookupAddr, err)
-		} else {
-			defer stopLookup()
-		}
+	return -1
+}
+
+// startLookup serves the demo user directory and returns what stops it,
+// or nil, having said so, when it cannot listen: the demo runs on without.
+func (d *demoCmd) startLookup() func() {
+	stop, err := serveDemoLookup(d.lookupAddr)
+	if err != nil {
+		fmt.Fprintf(d.stderr, "wasmstream demo: the demo user directory cannot listen on %s (%v); the lookup pipeline's records will fail and be dead-lettered\n", d.lookupAddr, err)
+		return nil
 	}
-	var lines [][]byte
-	if *input != "" {
+	return stop
+}
+
+// prepare reads --input and writes the demo's admin token; it returns the
+// exit code when either fails, else -1.
+func (d *demoCmd) prepare() int {
+	if d.input != "" {
 		var err error
-		if lines, err = readInputLines(*input); err != nil {
-			printErr(stderr, "wasmstream demo", err)
+		if d.lines, err = readInputLines(d.input); err != nil {
+			printErr(d.stderr, "wasmstream demo", err)
 			return 1
 		}
 	}
-	if err := demoToken(&cf, stdout); err != nil {
-		printErr(stderr, "wasmstream demo", err)
+	if err := demoToken(&d.cf, d.stdout); err != nil {
+		printErr(d.stderr, "wasmstream demo", err)
 		return 1
 	}
-	h, code := startHost(&cf, stderr)
-	if h == nil {
-		return code
-	}
-	defer h.release()
+	return -1
+}
+
+// run feeds the pipelines' inputs and prints what comes out until
+// --duration or Ctrl-C, then lets records in retry tiers finish, stops the
+// host and prints each pipeline's counts.
+func (d *demoCmd) run(h *hostProc) int {
 	cfg, hostCtx, r := h.cfg, h.ctx, h.r
 	// ctx is the demo's input: --duration (or Ctrl-C) ends it. The tail of
 	// outputs runs on hostCtx, so records already in a retry tier can finish
 	// their path before the host stops (drainRetries).
 	ctx := hostCtx
-	if *duration > 0 {
+	if d.duration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *duration)
+		ctx, cancel = context.WithTimeout(ctx, d.duration)
 		defer cancel()
 	}
 	tailCtx, stopTail := context.WithCancel(hostCtx)
 	defer stopTail()
-	var seen demoActivity
 	brokers := r.Brokers()
-	inputs, outputs := map[string]bool{}, []string{}
-	for _, p := range cfg.Pipelines {
-		for _, in := range p.Inputs {
-			inputs[in] = true
-		}
-		outputs = append(outputs, p.Output, p.DeadLetterTopic)
-		outputs = append(outputs, p.RetryTopics()...)
-	}
-	fmt.Fprintf(stdout, "wasmstream demo: %d pipeline(s) on the embedded broker at %s\n", len(cfg.Pipelines), strings.Join(brokers, ","))
-	fmt.Fprintf(stdout, "  produce your own input with any client, e.g.: kcat -b %s -t %s -P\n", brokers[0], firstKey(inputs))
-	if u := h.host.DashboardURL(); u != "" {
-		fmt.Fprintf(stdout, "  live dashboard: %s\n", u)
-	}
-	fmt.Fprintf(stdout, "  Ctrl-C stops: in-flight records finish, offsets are committed.\n\n")
-
-	var out sync.Mutex
-	say := func(format string, a ...any) {
-		out.Lock()
-		fmt.Fprintf(stdout, format, a...)
-		out.Unlock()
-	}
-	cl, err := kafkaconn.NewClient(cfg.Kafka, brokers, kgo.ConsumeTopics(outputs...), kgo.ProducerLinger(0))
+	d.topics(cfg)
+	d.banner(h, brokers)
+	cl, err := kafkaconn.NewClient(cfg.Kafka, brokers, kgo.ConsumeTopics(d.outputs...), kgo.ProducerLinger(0))
 	if err != nil {
-		printErr(stderr, "wasmstream", err)
+		printErr(d.stderr, "wasmstream", err)
 		return 1
 	}
+	d.cl = cl
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { // seed
+	go func() {
 		defer wg.Done()
-		if *input != "" {
-			for _, l := range lines {
-				for in := range inputs {
-					rec := &kgo.Record{Topic: in, Value: l}
-					if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-						return
-					}
-					say("→ %-16s %s\n", in, printable(rec.Value))
-				}
-			}
-			say("── %s: %d record(s) produced\n", termsafe.Line(*input), len(lines))
-			return
-		}
-		n := 0
-		produce := func() {
-			for in := range inputs {
-				rec := &kgo.Record{Topic: in, Key: []byte(demoUsers[n%len(demoUsers)]), Value: []byte(demoValue(n))}
-				if err := cl.ProduceSync(ctx, rec).FirstErr(); err == nil {
-					say("→ %-16s %s\n", in, rec.Value)
-				}
-			}
-			n++
-		}
-		for i := 0; i < 20 && ctx.Err() == nil; i++ {
-			produce()
-		}
-		if *rate <= 0 {
-			return
-		}
-		tick := time.NewTicker(time.Duration(float64(time.Second) / *rate))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				produce()
-			}
-		}
+		d.seed(ctx)
 	}()
-	go func() { // tail outputs and dead letters
+	go func() {
 		defer wg.Done()
-		for {
-			fs := cl.PollFetches(tailCtx)
-			if tailCtx.Err() != nil {
-				return
-			}
-			fs.EachRecord(func(rec *kgo.Record) {
-				seen.record(rec)
-				if kind := printableHeader(rec, scheduler.HeaderErrorKind); kind != "" {
-					msg := printableHeader(rec, scheduler.HeaderError)
-					if i := strings.Index(msg, "; guest output:"); i > 0 {
-						msg = msg[:i]
-					}
-					if due := printableHeader(rec, scheduler.HeaderDue); due != "" {
-						ms, _ := strconv.ParseInt(due, 10, 64)
-						say("↻ %-16s %s[%s]@%s attempt %s due in %s after %s: %s\n", rec.Topic, printableHeader(rec, scheduler.HeaderOriginalTopic), printableHeader(rec, scheduler.HeaderOriginalPartition), printableHeader(rec, scheduler.HeaderOriginalOffset),
-							printableHeader(rec, scheduler.HeaderAttempt), time.Until(time.UnixMilli(ms)).Round(100*time.Millisecond), kind, msg)
-						return
-					}
-					say("✗ %-16s %s[%s]@%s %s: %s\n", rec.Topic, printableHeader(rec, scheduler.HeaderOriginalTopic), printableHeader(rec, scheduler.HeaderOriginalPartition), printableHeader(rec, scheduler.HeaderOriginalOffset), kind, msg)
-					return
-				}
-				say("← %-16s %s\n", rec.Topic, printable(rec.Value))
-			})
-		}
+		d.tail(tailCtx)
 	}()
-	st := newStatus(r)
-	tick := time.NewTicker(2 * time.Second)
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-tick.C:
-			for _, l := range st.lines() {
-				say("── %s\n", l)
-			}
-		}
-	}
-	tick.Stop()
+	d.printStatus(ctx, r)
 	if hostCtx.Err() == nil {
-		if n := seen.drain(hostCtx, drainQuiet, drainMax); n > 0 {
-			say("── waited %s for records in retry tiers to finish their path\n", n.Round(100*time.Millisecond))
+		if n := d.seen.drain(hostCtx, drainQuiet, drainMax); n > 0 {
+			d.say("── waited %s for records in retry tiers to finish their path\n", n.Round(100*time.Millisecond))
 		}
 	}
 	stopTail()
 	h.stop()
 	wg.Wait()
 	cl.Close()
-	say("\nstopping: draining in-flight records and committing...\n")
+	d.say("\nstopping: draining in-flight records and committing...\n")
 	h.shutdown()
+	d.printCounts(r)
+	return 0
+}
+
+// say prints one line on stdout, whole among the goroutines'.
+func (d *demoCmd) say(format string, a ...any) {
+	d.out.Lock()
+	fmt.Fprintf(d.stdout, format, a...)
+	d.out.Unlock()
+}
+
+// topics collects the pipelines' input topics, which the demo feeds, and
+// their output, dead-letter and retry topics, which it tails.
+func (d *demoCmd) topics(cfg *config.Config) {
+	d.inputs, d.outputs = map[string]bool{}, []string{}
+	for _, p := range cfg.Pipelines {
+		for _, in := range p.Inputs {
+			d.inputs[in] = true
+		}
+		d.outputs = append(d.outputs, p.Output, p.DeadLetterTopic)
+		d.outputs = append(d.outputs, p.RetryTopics()...)
+	}
+}
+
+// banner says where the broker and the dashboard are and how to stop.
+func (d *demoCmd) banner(h *hostProc, brokers []string) {
+	fmt.Fprintf(d.stdout, "wasmstream demo: %d pipeline(s) on the embedded broker at %s\n", len(h.cfg.Pipelines), strings.Join(brokers, ","))
+	fmt.Fprintf(d.stdout, "  produce your own input with any client, e.g.: kcat -b %s -t %s -P\n", brokers[0], firstKey(d.inputs))
+	if u := h.host.DashboardURL(); u != "" {
+		fmt.Fprintf(d.stdout, "  live dashboard: %s\n", u)
+	}
+	fmt.Fprintf(d.stdout, "  Ctrl-C stops: in-flight records finish, offsets are committed.\n\n")
+}
+
+// seed produces --input's lines to every input topic, or else a burst of
+// 20 demo records and then --rate a second, until ctx ends.
+func (d *demoCmd) seed(ctx context.Context) {
+	if d.input != "" {
+		for _, l := range d.lines {
+			for in := range d.inputs {
+				rec := &kgo.Record{Topic: in, Value: l}
+				if err := d.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+					return
+				}
+				d.say("→ %-16s %s\n", in, printable(rec.Value))
+			}
+		}
+		d.say("── %s: %d record(s) produced\n", termsafe.Line(d.input), len(d.lines))
+		return
+	}
+	n := 0
+	produce := func() {
+		for in := range d.inputs {
+			rec := &kgo.Record{Topic: in, Key: []byte(demoUsers[n%len(demoUsers)]), Value: []byte(demoValue(n))}
+			if err := d.cl.ProduceSync(ctx, rec).FirstErr(); err == nil {
+				d.say("→ %-16s %s\n", in, rec.Value)
+			}
+		}
+		n++
+	}
+	for i := 0; i < 20 && ctx.Err() == nil; i++ {
+		produce()
+	}
+	if d.rate <= 0 {
+		return
+	}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / d.rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			produce()
+		}
+	}
+}
+
+// tail prints the records of the output, dead-letter and retry topics
+// until ctx ends.
+func (d *demoCmd) tail(ctx context.Context) {
+	for {
+		fetches := d.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		fetches.EachRecord(d.printRecord)
+	}
+}
+
+// printRecord prints one tailed record: an output, a retry (when it is due)
+// or a dead letter (why).
+func (d *demoCmd) printRecord(rec *kgo.Record) {
+	d.seen.record(rec)
+	if kind := printableHeader(rec, scheduler.HeaderErrorKind); kind != "" {
+		msg := printableHeader(rec, scheduler.HeaderError)
+		if i := strings.Index(msg, "; guest output:"); i > 0 {
+			msg = msg[:i]
+		}
+		if due := printableHeader(rec, scheduler.HeaderDue); due != "" {
+			ms, _ := strconv.ParseInt(due, 10, 64)
+			d.say("↻ %-16s %s[%s]@%s attempt %s due in %s after %s: %s\n", rec.Topic, printableHeader(rec, scheduler.HeaderOriginalTopic), printableHeader(rec, scheduler.HeaderOriginalPartition), printableHeader(rec, scheduler.HeaderOriginalOffset),
+				printableHeader(rec, scheduler.HeaderAttempt), time.Until(time.UnixMilli(ms)).Round(100*time.Millisecond), kind, msg)
+			return
+		}
+		d.say("✗ %-16s %s[%s]@%s %s: %s\n", rec.Topic, printableHeader(rec, scheduler.HeaderOriginalTopic), printableHeader(rec, scheduler.HeaderOriginalPartition), printableHeader(rec, scheduler.HeaderOriginalOffset), kind, msg)
+		return
+	}
+	d.say("← %-16s %s\n", rec.Topic, printable(rec.Value))
+}
+
+// printStatus prints the status lines every two seconds until ctx ends.
+func (d *demoCmd) printStatus(ctx context.Context, r *scheduler.Runner) {
+	st := newStatus(r)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			for _, l := range st.lines() {
+				d.say("── %s\n", l)
+			}
+		}
+	}
+}
+
+// printCounts prints each pipeline's counts once the host has stopped.
+func (d *demoCmd) printCounts(r *scheduler.Runner) {
 	for _, s := range r.Snapshots() {
 		txn := ""
 		if s.TxnCommitted+s.TxnAborted > 0 {
 			txn = fmt.Sprintf(" · transactions %d (%d aborted)", s.TxnCommitted, s.TxnAborted)
 		}
-		say("[%s] done %d · outputs %d · dropped (no output) %d · retried %d · dead-lettered %d · guest faults %d%s\n", s.Name, s.Done, s.Outputs, s.Dropped, s.Retried, s.DeadLetter, s.Faults, txn)
+		d.say("[%s] done %d · outputs %d · dropped (no output) %d · retried %d · dead-lettered %d · guest faults %d%s\n", s.Name, s.Done, s.Outputs, s.Dropped, s.Retried, s.DeadLetter, s.Faults, txn)
 	}
-	return 0
 }
 
 // How long the demo waits at its end for records in retry tiers: until the
