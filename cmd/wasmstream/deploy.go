@@ -112,120 +112,172 @@ one; nothing is lost or processed twice because of it.
 Flags:
 `
 
+// deployCmd is `wasmstream deploy`'s flags.
+type deployCmd struct {
+	af                                   adminFlags
+	pipeline, digest, canary, label      string
+	rollback, uploadOnly, promote, abort bool
+	waitAll                              bool
+	module                               string // the module file, "" for none
+	modules                              int    // how many module files were given
+	stdout, stderr                       io.Writer
+}
+
 func cmdDeploy(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("deploy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var af adminFlags
-	af.register(fs)
-	pipeline := fs.String("pipeline", "", "the pipeline to deploy to (required)")
-	digest := fs.String("digest", "", "deploy this stored version")
-	rollback := fs.Bool("rollback", false, "deploy the version before the current one")
-	uploadOnly := fs.Bool("upload-only", false, "upload and validate, do not deploy")
-	canary := fs.String("canary", "", "with the fleet registry: run the module on this share of the partitions (e.g. 10%) beside the deployed version")
-	promote := fs.Bool("promote", false, "make the running canary's version the pipeline's on every partition")
-	abort := fs.Bool("abort", false, "end the running canary: every partition back on the deployed version")
-	label := fs.String("label", "", "name the version deployed or uploaded (e.g. v2.3.1; at most 63 letters, digits, '.', '_', '-'): shown by processors, the admin API, the dashboard and as the label of the wasmstream_version_* metrics")
-	waitAll := fs.Bool("wait-all", false, "with the fleet registry: answer once every live host of the group runs the version (else once this host does)")
-	fs.Usage = func() { fmt.Fprint(stderr, deployUsage); fs.PrintDefaults() }
-	if err := fs.Parse(interleave(args, fs)); err != nil {
-		return 2
+	d := &deployCmd{stdout: stdout, stderr: stderr}
+	if code := d.parse(args); code >= 0 {
+		return code
 	}
-	if *pipeline == "" {
-		fmt.Fprintln(stderr, "wasmstream deploy: --pipeline is required")
-		return 2
+	if code := d.validate(); code >= 0 {
+		return code
 	}
-	modes := 0
-	for _, b := range []bool{fs.NArg() > 0, *digest != "", *rollback, *promote, *abort} {
-		if b {
-			modes++
-		}
-	}
-	if modes != 1 || fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "wasmstream deploy: give one module file, or --digest, --rollback, --promote or --abort")
-		return 2
-	}
-	if err := verlabel.Check(*label); err != nil {
-		fmt.Fprintf(stderr, "wasmstream deploy: --label: %v\n", err)
-		return 2
-	}
-	if *label != "" && fs.NArg() == 0 && *digest == "" {
-		fmt.Fprintln(stderr, "wasmstream deploy: --label names a module file or a --digest deployed")
-		return 2
-	}
-	if *canary != "" && fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "wasmstream deploy: --canary needs a module file")
-		return 2
-	}
-	c, err := af.client()
+	c, err := d.af.client()
 	if err != nil {
 		printErr(stderr, "wasmstream deploy", err)
 		return 1
 	}
 	start := time.Now()
-	wait := ""
-	if *waitAll {
-		wait = "?wait=all"
-	}
-	var view admin.PipelineView
-	switch {
-	case *promote, *abort:
-		what := map[bool]string{true: "promote", false: "abort"}[*promote]
-		if err = c.call("POST", "/v1/pipelines/"+*pipeline+"/canary/"+what, "", nil, &view); err == nil {
-			fmt.Fprintf(stdout, "%s: canary %sed; the pipeline runs %s on every partition\n", termsafe.Line(*pipeline), strings.TrimSuffix(what, "e"), termsafe.Line(view.Active))
-			return 0
-		}
-	case *rollback:
-		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/rollback"+wait, "", nil, &view)
-	case *digest != "":
-		b, _ := json.Marshal(map[string]string{"digest": *digest, "label": *label})
-		err = c.call("POST", "/v1/pipelines/"+*pipeline+"/deploy"+wait, "application/json", bytes.NewReader(b), &view)
-	default:
-		wasm, rerr := os.ReadFile(fs.Arg(0))
-		if rerr != nil {
-			printErr(stderr, "wasmstream deploy", rerr)
-			return 1
-		}
-		var res admin.UploadResult
-		q := "?deploy=true"
-		if *waitAll {
-			q += "&wait=all"
-		}
-		if *canary != "" {
-			q = "?canary=" + url.QueryEscape(*canary)
-		}
-		if *uploadOnly {
-			q = "?"
-		}
-		if *label != "" {
-			q += "&label=" + url.QueryEscape(*label)
-		}
-		if err = c.call("POST", "/v1/pipelines/"+*pipeline+"/modules"+q, "application/wasm", bytes.NewReader(wasm), &res); err == nil {
-			if *uploadOnly {
-				fmt.Fprintf(stdout, "uploaded %s (%d bytes) for %s; deploy it with --digest %s\n", termsafe.Line(res.Digest), res.Size, termsafe.Line(*pipeline), termsafe.Line(res.Digest))
-				return 0
-			}
-			if res.Canary > 0 {
-				fmt.Fprintf(stdout, "%s: canary %s runs on %d%% of the partitions across the fleet; finish with --promote or --abort\n", termsafe.Line(*pipeline), termsafe.Line(res.Digest), res.Canary)
-				return 0
-			}
-			view.Active = res.Digest
-		}
-	}
+	view, done, err := d.send(c)
 	if err != nil {
 		printErr(stderr, "wasmstream deploy", err)
 		return 1
 	}
+	if !done {
+		d.report(view, start)
+	}
+	return 0
+}
+
+// parse reads the flags, which may follow the module file, into d; it
+// returns the exit code when they do not parse, else -1.
+func (d *deployCmd) parse(args []string) int {
+	fs := flag.NewFlagSet("deploy", flag.ContinueOnError)
+	fs.SetOutput(d.stderr)
+	d.af.register(fs)
+	fs.StringVar(&d.pipeline, "pipeline", "", "the pipeline to deploy to (required)")
+	fs.StringVar(&d.digest, "digest", "", "deploy this stored version")
+	fs.BoolVar(&d.rollback, "rollback", false, "deploy the version before the current one")
+	fs.BoolVar(&d.uploadOnly, "upload-only", false, "upload and validate, do not deploy")
+	fs.StringVar(&d.canary, "canary", "", "with the fleet registry: run the module on this share of the partitions (e.g. 10%) beside the deployed version")
+	fs.BoolVar(&d.promote, "promote", false, "make the running canary's version the pipeline's on every partition")
+	fs.BoolVar(&d.abort, "abort", false, "end the running canary: every partition back on the deployed version")
+	fs.StringVar(&d.label, "label", "", "name the version deployed or uploaded (e.g. v2.3.1; at most 63 letters, digits, '.', '_', '-'): shown by processors, the admin API, the dashboard and as the label of the wasmstream_version_* metrics")
+	fs.BoolVar(&d.waitAll, "wait-all", false, "with the fleet registry: answer once every live host of the group runs the version (else once this host does)")
+	fs.Usage = func() { fmt.Fprint(d.stderr, deployUsage); fs.PrintDefaults() }
+	if err := fs.Parse(interleave(args, fs)); err != nil {
+		return 2
+	}
+	d.modules, d.module = fs.NArg(), fs.Arg(0)
+	return -1
+}
+
+// validate checks that the flags ask for one thing; it returns the exit
+// code when they do not, else -1.
+func (d *deployCmd) validate() int {
+	if d.pipeline == "" {
+		fmt.Fprintln(d.stderr, "wasmstream deploy: --pipeline is required")
+		return 2
+	}
+	modes := 0
+	for _, b := range []bool{d.modules > 0, d.digest != "", d.rollback, d.promote, d.abort} {
+		if b {
+			modes++
+		}
+	}
+	if modes != 1 || d.modules > 1 {
+		fmt.Fprintln(d.stderr, "wasmstream deploy: give one module file, or --digest, --rollback, --promote or --abort")
+		return 2
+	}
+	if err := verlabel.Check(d.label); err != nil {
+		fmt.Fprintf(d.stderr, "wasmstream deploy: --label: %v\n", err)
+		return 2
+	}
+	if d.label != "" && d.modules == 0 && d.digest == "" {
+		fmt.Fprintln(d.stderr, "wasmstream deploy: --label names a module file or a --digest deployed")
+		return 2
+	}
+	if d.canary != "" && d.modules == 0 {
+		fmt.Fprintln(d.stderr, "wasmstream deploy: --canary needs a module file")
+		return 2
+	}
+	return -1
+}
+
+// send asks the admin API for the deploy, the rollback or the canary's end
+// and returns the pipeline as it answers, and done when it printed the
+// answer itself.
+func (d *deployCmd) send(c *adminClient) (view admin.PipelineView, done bool, err error) {
+	wait := ""
+	if d.waitAll {
+		wait = "?wait=all"
+	}
+	switch {
+	case d.promote, d.abort:
+		what := map[bool]string{true: "promote", false: "abort"}[d.promote]
+		if err = c.call("POST", "/v1/pipelines/"+d.pipeline+"/canary/"+what, "", nil, &view); err == nil {
+			fmt.Fprintf(d.stdout, "%s: canary %sed; the pipeline runs %s on every partition\n", termsafe.Line(d.pipeline), strings.TrimSuffix(what, "e"), termsafe.Line(view.Active))
+			return view, true, nil
+		}
+	case d.rollback:
+		err = c.call("POST", "/v1/pipelines/"+d.pipeline+"/rollback"+wait, "", nil, &view)
+	case d.digest != "":
+		b, _ := json.Marshal(map[string]string{"digest": d.digest, "label": d.label})
+		err = c.call("POST", "/v1/pipelines/"+d.pipeline+"/deploy"+wait, "application/json", bytes.NewReader(b), &view)
+	default:
+		return d.upload(c)
+	}
+	return view, false, err
+}
+
+// upload sends the module file, to deploy it, to start a canary with it or
+// only to store it.
+func (d *deployCmd) upload(c *adminClient) (view admin.PipelineView, done bool, err error) {
+	wasm, err := os.ReadFile(d.module)
+	if err != nil {
+		return view, false, err
+	}
+	var res admin.UploadResult
+	q := "?deploy=true"
+	if d.waitAll {
+		q += "&wait=all"
+	}
+	if d.canary != "" {
+		q = "?canary=" + url.QueryEscape(d.canary)
+	}
+	if d.uploadOnly {
+		q = "?"
+	}
+	if d.label != "" {
+		q += "&label=" + url.QueryEscape(d.label)
+	}
+	if err = c.call("POST", "/v1/pipelines/"+d.pipeline+"/modules"+q, "application/wasm", bytes.NewReader(wasm), &res); err != nil {
+		return view, false, err
+	}
+	if d.uploadOnly {
+		fmt.Fprintf(d.stdout, "uploaded %s (%d bytes) for %s; deploy it with --digest %s\n", termsafe.Line(res.Digest), res.Size, termsafe.Line(d.pipeline), termsafe.Line(res.Digest))
+		return view, true, nil
+	}
+	if res.Canary > 0 {
+		fmt.Fprintf(d.stdout, "%s: canary %s runs on %d%% of the partitions across the fleet; finish with --promote or --abort\n", termsafe.Line(d.pipeline), termsafe.Line(res.Digest), res.Canary)
+		return view, true, nil
+	}
+	view.Active = res.Digest
+	return view, false, nil
+}
+
+// report says which version the pipeline runs now, and how long the
+// switch took.
+func (d *deployCmd) report(view admin.PipelineView, start time.Time) {
 	named := ""
 	if view.Label != "" {
 		named = " (" + termsafe.Line(view.Label) + ")"
-	} else if *label != "" {
-		named = " (" + *label + ")"
+	} else if d.label != "" {
+		named = " (" + d.label + ")"
 	}
-	fmt.Fprintf(stdout, "%s now runs %s%s (switched in %s)\n", termsafe.Line(*pipeline), termsafe.Line(view.Active), named, time.Since(start).Round(time.Millisecond))
-	if *waitAll {
-		fmt.Fprintf(stdout, "every live host of the group runs it\n")
+	fmt.Fprintf(d.stdout, "%s now runs %s%s (switched in %s)\n", termsafe.Line(d.pipeline), termsafe.Line(view.Active), named, time.Since(start).Round(time.Millisecond))
+	if d.waitAll {
+		fmt.Fprintf(d.stdout, "every live host of the group runs it\n")
 	}
-	return 0
 }
 
 func cmdProcessors(args []string, stdout, stderr io.Writer) int {
