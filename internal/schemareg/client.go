@@ -1,0 +1,405 @@
+// Package schemareg is wasmstream's one way to a schema registry (the
+// Confluent REST API, which Confluent's, Apicurio's ccompat, Redpanda's and
+// Karapace's registries serve): it fetches schemas by id and by subject and
+// version, keeps them compiled in a bounded cache, and turns framed record
+// bytes into JSON (Decode) and JSON into framed record bytes (Encoder).
+//
+// Every request is bounded in time and in the bytes it reads; schemas are
+// bounded in size, references and nesting; a registry that does not answer
+// is a retryable error (Kind Unavailable), distinct from an unknown id or a
+// payload that does not decode, which are terminal. Credentials come from
+// files read under the rule of internal/secretfile, or from the
+// environment, and never appear in an error.
+package schemareg
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/wasmstream/wasmstream/internal/schemareg/avrocodec"
+	"github.com/wasmstream/wasmstream/internal/schemareg/protocodec"
+	"github.com/wasmstream/wasmstream/internal/secretfile"
+)
+
+// Config is the schema_registry block. Zero bounds take the defaults.
+type Config struct {
+	// URL of the registry's Confluent-compatible API (for Apicurio, the
+	// .../apis/ccompat/v7 path).
+	URL string
+	// Username and Password (or PasswordFile) for HTTP basic auth. The
+	// wiring fills Password from the environment only
+	// (WASMSTREAM_SCHEMA_REGISTRY_PASSWORD), as kafka.sasl.password.
+	Username, Password, PasswordFile string
+	// TokenFile holds a bearer token, read again at every request so a
+	// refreshed token is taken.
+	TokenFile string
+	TLS       TLS
+
+	// RequestTimeout bounds each request, connection included (10s).
+	RequestTimeout time.Duration
+	// CacheEntries and CacheBytes bound the schemas kept by id (1000
+	// schemas, 64 MiB of schema text with their references).
+	CacheEntries, CacheBytes int
+	// MaxSchemaBytes bounds one schema text (1 MiB); MaxReferences the
+	// references of one schema, transitively (64); MaxReferenceDepth how
+	// deep references may chain (8).
+	MaxSchemaBytes, MaxReferences, MaxReferenceDepth int
+	// MaxDepth bounds the nesting of values and schemas (64).
+	MaxDepth int
+	// RefreshPeriod is how often an encoder of version latest asks the
+	// registry for the subject's latest version (5m).
+	RefreshPeriod time.Duration
+
+	Avro     avrocodec.Options
+	Protobuf protocodec.Options
+}
+
+// TLS is the registry's TLS, with the rules of kafka.tls.
+type TLS struct {
+	CAFile, CertFile, KeyFile, ServerName string
+	InsecureSkipVerify                    bool
+}
+
+const (
+	defaultRequestTimeout = 10 * time.Second
+	defaultCacheEntries   = 1000
+	defaultCacheBytes     = 64 << 20
+	defaultMaxSchemaBytes = 1 << 20
+	defaultMaxReferences  = 64
+	defaultMaxRefDepth    = 8
+	defaultMaxDepth       = 64
+	defaultRefreshPeriod  = 5 * time.Minute
+	maxSecretBytes        = 64 << 10
+	maxPEMBytes           = 1 << 20
+	// negativeTTL is how long an unknown id is remembered as unknown, so
+	// records with ids the registry does not have cost one request per id
+	// per period, not one per record.
+	negativeTTL = 30 * time.Second
+)
+
+func (c *Config) defaults() {
+	set := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = defaultRequestTimeout
+	}
+	if c.RefreshPeriod <= 0 {
+		c.RefreshPeriod = defaultRefreshPeriod
+	}
+	set(&c.CacheEntries, defaultCacheEntries)
+	set(&c.CacheBytes, defaultCacheBytes)
+	set(&c.MaxSchemaBytes, defaultMaxSchemaBytes)
+	set(&c.MaxReferences, defaultMaxReferences)
+	set(&c.MaxReferenceDepth, defaultMaxRefDepth)
+	set(&c.MaxDepth, defaultMaxDepth)
+}
+
+// Stats are the client's counters, for the host to export.
+type Stats struct {
+	CacheHits, CacheMisses atomic.Uint64
+	// Requests counts HTTP requests sent; RequestErrors those that
+	// failed (no answer, or an error status).
+	Requests, RequestErrors atomic.Uint64
+	// Refreshes and RefreshErrors count the latest-version refreshes.
+	Refreshes, RefreshErrors atomic.Uint64
+}
+
+// Client is a registry client with its schema cache. Safe for concurrent
+// use.
+type Client struct {
+	cfg   Config
+	url   string // cfg.URL, for messages
+	sr    *sr.Client
+	cache *cache
+	Stats Stats
+}
+
+// New checks cfg and reads the files it names (CA, client certificate and
+// key, password, token), so a missing file or a secret file others may
+// read is an error here, naming its key. It sends no request.
+func New(cfg Config) (*Client, error) {
+	cfg.defaults()
+	u, err := url.Parse(cfg.URL)
+	switch {
+	case cfg.URL == "":
+		return nil, errors.New("schema_registry.url: empty: give the registry's URL (for Apicurio, http(s)://host:port/apis/ccompat/v7)")
+	case err != nil:
+		return nil, fmt.Errorf("schema_registry.url: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("schema_registry.url: %q: want an http:// or https:// URL", cfg.URL)
+	case u.Host == "":
+		return nil, fmt.Errorf("schema_registry.url: %q has no host", cfg.URL)
+	case u.User != nil:
+		return nil, errors.New("schema_registry.url: holds credentials (user:password@): they would be logged with the URL; give them in schema_registry.basic_auth instead")
+	}
+	tlsOn := u.Scheme == "https"
+	if !tlsOn && (cfg.TLS.CAFile != "" || cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "") {
+		return nil, fmt.Errorf("schema_registry.tls: files are set but schema_registry.url %s is http://: use https://", cfg.URL)
+	}
+	if cfg.Password != "" && cfg.PasswordFile != "" {
+		return nil, errors.New("schema_registry.basic_auth.password: both password and password_file are set: keep one")
+	}
+	if (cfg.Password != "" || cfg.PasswordFile != "") && cfg.Username == "" {
+		return nil, errors.New("schema_registry.basic_auth.username: empty, but a password is set")
+	}
+	if cfg.Username != "" && cfg.TokenFile != "" {
+		return nil, errors.New("schema_registry: both basic_auth and token_file are set: keep one")
+	}
+	c := &Client{cfg: cfg, url: strings.TrimRight(cfg.URL, "/")}
+	var tc *tls.Config
+	if tlsOn {
+		if tc, err = tlsConfig(cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
+	auth, err := authHook(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &net.Dialer{Timeout: cfg.RequestTimeout}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		TLSClientConfig:       tc,
+		TLSHandshakeTimeout:   cfg.RequestTimeout,
+		ResponseHeaderTimeout: cfg.RequestTimeout,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	hc := &http.Client{
+		Timeout:   cfg.RequestTimeout,
+		Transport: &counting{c: c, next: tr, max: int64(cfg.MaxSchemaBytes)*2 + 64<<10},
+		// A registry behind a redirect is followed on the same scheme
+		// only: credentials never go to http from https.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 3 || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+	opts := []sr.ClientOpt{sr.URLs(cfg.URL), sr.HTTPClient(hc), sr.UserAgent("wasmstream")}
+	if auth != nil {
+		opts = append(opts, sr.PreReq(auth))
+	}
+	if c.sr, err = sr.NewClient(opts...); err != nil {
+		return nil, fmt.Errorf("schema_registry: %v", err)
+	}
+	c.cache = newCache(cfg.CacheEntries, cfg.CacheBytes)
+	return c, nil
+}
+
+// Warnings are what a process using cfg says at every start: settings that
+// weaken the registry connection's security.
+func Warnings(cfg Config) []string {
+	var w []string
+	plain := strings.HasPrefix(cfg.URL, "http://")
+	if plain && (cfg.Username != "" || cfg.TokenFile != "") {
+		w = append(w, "schema_registry.url is http:// with credentials: the password or token crosses the network in clear text; use https://")
+	}
+	if cfg.TLS.InsecureSkipVerify {
+		w = append(w, "schema_registry.tls.insecure_skip_verify is true: the registry's certificate is not verified, so anyone on the network path can serve schemas; for tests only")
+	}
+	return w
+}
+
+// authHook sets the Authorization header of each request from the
+// password or token, read from its file at every request (requests are
+// rare: one per new schema id, one per refresh), so a rotated secret is
+// taken without a restart. Each file is read once here too, so a missing
+// or exposed file fails at start.
+func authHook(cfg Config) (func(*http.Request) error, error) {
+	switch {
+	case cfg.TokenFile != "":
+		token := func() (string, error) {
+			b, err := secretfile.Read(cfg.TokenFile, "schema_registry.token_file", "the registry's bearer token", maxSecretBytes)
+			return strings.TrimSpace(string(b)), err
+		}
+		if _, err := token(); err != nil {
+			return nil, err
+		}
+		return func(r *http.Request) error {
+			t, err := token()
+			if err != nil {
+				return err
+			}
+			r.Header.Set("Authorization", "Bearer "+t)
+			return nil
+		}, nil
+	case cfg.Username != "":
+		password := func() (string, error) {
+			if cfg.PasswordFile == "" {
+				return cfg.Password, nil
+			}
+			b, err := secretfile.Read(cfg.PasswordFile, "schema_registry.basic_auth.password_file", "the registry password", maxSecretBytes)
+			// A trailing newline (echo > file) is no part of the password.
+			return strings.TrimRight(string(b), "\r\n"), err
+		}
+		if _, err := password(); err != nil {
+			return nil, err
+		}
+		return func(r *http.Request) error {
+			pw, err := password()
+			if err != nil {
+				return err
+			}
+			r.SetBasicAuth(cfg.Username, pw)
+			return nil
+		}, nil
+	}
+	return nil, nil
+}
+
+// tlsConfig reads the TLS files under the rules of kafka.tls: a CA file of
+// PEM certificates replaces the system roots; the client key is a secret
+// file.
+func tlsConfig(t TLS) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("schema_registry.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("schema_registry.tls.ca_file: %s holds no PEM certificate", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := os.ReadFile(t.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("schema_registry.tls.cert_file: %w", err)
+		}
+		key, err := secretfile.Read(t.KeyFile, "schema_registry.tls.key_file", "the client's private key", maxPEMBytes)
+		if err != nil {
+			return nil, err
+		}
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("schema_registry.tls.key_file: cannot use %s with %s: %v (want PEM: a certificate, and an unencrypted PKCS#1, PKCS#8 or EC private key that matches it)", t.KeyFile, t.CertFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// errBodyTooLarge is an answer longer than any schema the client takes.
+var errBodyTooLarge = errors.New("the registry's answer is larger than the schema size limit")
+
+// counting counts requests and bounds what is read of each answer.
+type counting struct {
+	c    *Client
+	next http.RoundTripper
+	max  int64
+}
+
+func (t *counting) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.c.Stats.Requests.Add(1)
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		t.c.Stats.RequestErrors.Add(1)
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		t.c.Stats.RequestErrors.Add(1)
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: t.max}
+	return resp, nil
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left <= 0 && err == nil {
+		// Exactly at the limit: more is too much, the end is fine.
+		var one [1]byte
+		if m, _ := b.rc.Read(one[:]); m > 0 {
+			return n, errBodyTooLarge
+		}
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// classify turns an error of a request into an *Error naming what was
+// asked (what), the URL and the status, and saying what to do.
+func (c *Client) classify(err error, id int, subject string, version int, what string) *Error {
+	e := &Error{SchemaID: id, Subject: subject, Version: version, URL: c.url, Err: err}
+	var re *sr.ResponseError
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		e.Kind = BadSchema
+		e.Msg = fmt.Sprintf("schema registry %s: %s: %v (schema_registry.max_schema_bytes is %d)", c.url, what, errBodyTooLarge, c.cfg.MaxSchemaBytes)
+	case errors.As(err, &re):
+		e.Status = re.StatusCode
+		msg := re.Message
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		switch s := re.StatusCode; {
+		case s == http.StatusNotFound:
+			e.Kind = NotFound
+			e.Msg = fmt.Sprintf("schema registry %s: %s: not found (HTTP 404: %s)", c.url, what, msg)
+		case s == http.StatusUnauthorized || s == http.StatusForbidden:
+			e.Kind = Refused
+			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d: the registry refused the credentials (schema_registry.basic_auth or token_file): wrong username or password, an expired token, or a user without read access", c.url, what, s)
+		case s == http.StatusTooManyRequests || s >= 500:
+			e.Kind = Unavailable
+			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d (%s): the registry is unavailable; records are retried", c.url, what, s, msg)
+		default:
+			e.Kind = BadSchema
+			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d: %s", c.url, what, s, msg)
+		}
+	default:
+		e.Kind = Unavailable
+		e.Msg = fmt.Sprintf("schema registry %s: %s: no answer: %v (is the registry up, and schema_registry.url right? records are retried)", c.url, what, describeTransport(err, c.cfg.RequestTimeout))
+	}
+	return e
+}
+
+// describeTransport says why a request got no answer in the user's words.
+func describeTransport(err error, timeout time.Duration) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var rec tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Sprintf("the registry's certificate (subject %q, issued by %q) is not signed by a trusted CA (schema_registry.tls.ca_file: give the CA that signed it)", unknown.Cert.Subject, unknown.Cert.Issuer)
+	case errors.As(err, &host):
+		return fmt.Sprintf("the registry's certificate is not valid for this host name: %v (connect by a name it carries, or set schema_registry.tls.server_name)", host)
+	case errors.As(err, &rec):
+		return "the registry answered without TLS: is the URL https:// for an http:// registry?"
+	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+		return fmt.Sprintf("no answer within %s (schema_registry.request_timeout)", timeout)
+	}
+	return err.Error()
+}
