@@ -1,6 +1,8 @@
 # wasmstream — the two commands a newcomer needs:
 #   make demo   run the demo on an embedded broker (no Kafka installed)
 #   make test   run every test, against a real Kafka broker it starts itself
+# and the loop to run while working:
+#   make check  gofmt, vet and every Go unit test that needs no JVM (minutes)
 GO ?= go
 PLUGINS := uppercase filter enrich hash lookup count count-async dedup
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
@@ -15,7 +17,7 @@ RUST_WASM = $(eval RUST_WASM := $$(shell sh abi/sdk/rust/wasm-target.sh))$(RUST_
 RUST_TARGET = $(word 2,$(RUST_WASM))
 CARGO ?= env PATH=$(word 1,$(RUST_WASM)):$(PATH) cargo
 
-.PHONY: demo test build build-perfmap plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test conformance bench clean
+.PHONY: demo test check build build-perfmap plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test conformance bench clean
 
 demo: build plugins
 	./bin/wasmstream demo --config config.yaml $(DEMO_FLAGS)
@@ -77,6 +79,21 @@ conformance: build plugins c-plugins as-plugins rust-plugins
 
 test:
 	bash tests/run.sh
+
+# The fast loop (README, "Tests and benchmarks"): gofmt, go vet (the host,
+# the integration tests, the SDK and examples as guests), every Go unit
+# test — on franz-go's in-process broker, none needs a JVM, a real broker
+# or Jaeger — and the deployment recipes' checks. Without the race
+# detector, which make test runs everything under: CHECK_FLAGS=-race adds
+# it here (and takes longer).
+CHECK_FLAGS ?=
+check:
+	@f="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$f" ]; then echo "not gofmt-formatted:"; echo "$$f"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./tests/...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./plugins/examples/...
+	$(GO) test $(CHECK_FLAGS) -count=1 ./...
+	cd deploy/check && $(GO) test -count=1 ./...
 
 bench:
 	bash tests/run.sh bench

@@ -1,0 +1,170 @@
+package partition
+
+// A record's outcome on its worker: what a guest call's result means for
+// the record (done, waiting, retried, failed), and the measures and traces
+// it leaves.
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+)
+
+// JobObserver hands guest call and operation timings to the job's trace.
+// An attempt's trace is begun lazily (RATIONALE.md, "Tracing"): its first
+// call, when it returned without error, is left to the worker, which knows
+// its times once the call returned (traceOwed); anything else noted while
+// the attempt has no trace (an operation, a call that failed) begins it.
+type JobObserver struct{}
+
+func (JobObserver) GuestCall(tag any, export string, start time.Time, d time.Duration, err error) {
+	j, ok := tracedJob(tag)
+	if !ok {
+		return
+	}
+	if j.tr == nil {
+		if o := firstCallOwed(export); err == nil && o != 0 && j.owed&owedCall == 0 {
+			j.owed |= o
+			return
+		}
+		j.tr = j.t.beginTraceInCall(j)
+	}
+	j.tr.Call(export, start, d, err)
+}
+
+func (JobObserver) AsyncOp(tag any, kind abi.OpKind, desc string, start time.Time, d time.Duration, outcome string) {
+	j, ok := tracedJob(tag)
+	if !ok {
+		return
+	}
+	if j.tr == nil {
+		j.tr = j.t.beginTraceInCall(j)
+	}
+	j.tr.Op(kind.String(), desc, start, d, outcome)
+}
+
+// tracedJob is the attempt a host call's tag names, when it has a trace
+// or its pipeline traces (then the caller may begin one).
+func tracedJob(tag any) (*job, bool) {
+	j, ok := tag.(*job)
+	if !ok || (j.tr == nil && j.t.d.Hooks.Tracer == nil) {
+		return nil, false
+	}
+	return j, true
+}
+
+// hostFault handles a fault that is not the record's doing and reports
+// whether it did: an attempt canceled by a drain deadline is dropped
+// (uncommitted, processed again by the next owner); one whose instance was
+// discarded under it starts over on the replacement, keeping its attempt
+// number and its place. Any other fault is counted and logged, and the
+// record's verdict follows.
+func (w *worker) hostFault(j *job, f *host.Fault) bool {
+	t, r := w.t, j.r
+	switch {
+	case f.Kind == host.FaultCanceled:
+		t.drop(j)
+		return true
+	case f.Kind == host.FaultInstanceLost && j.lost < maxLostRestarts:
+		j.lost++
+		t.ps.Restarted.Add(1)
+		j.rareFields().due = time.Now()
+		w.retries = slices.Insert(w.retries, 0, j)
+		t.d.Log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+		return true
+	}
+	t.ps.Faults.Add(1)
+	t.d.Log.Warn("guest fault", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "attempt", j.attempt, "kind", f.Kind, "instance_replaced", !f.Keep, "err", f.Msg)
+	return false
+}
+
+// countVersion counts j's decided attempt against the version it ran on,
+// for canaries: a failure is tallied by kind, and a canary's failed record
+// is offered to the stable version (does it fail there too?).
+func (w *worker) countVersion(j *job, res *host.Result, f failure) {
+	if w.ver == nil {
+		return
+	}
+	w.ver.Records.Add(1)
+	if res.Status == abi.StatusOK {
+		return
+	}
+	w.ver.Failed.Add(1)
+	w.ver.Tally.Fail(f.kind, w.t.Topic, w.t.Partition)
+	if c := w.t.d.Mods.Canary.Load(); c != nil && c.Ver == w.ver && c.Check != nil {
+		var ar abi.Record
+		j.guestRecord(&ar)
+		c.Check.Offer(&ar, f.kind)
+	}
+}
+
+// succeeded settles a record the guest decided ok: its state writes become
+// the partition's (before its lane is freed) and go out as changelog
+// records with its outputs; a produce the broker would refuse fails it now.
+func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
+	t, r := w.t, j.r
+	var writes []state.Write
+	if j.rs != nil {
+		writes = j.rs.Writes()
+	}
+	var why string
+	if c := w.checked; c != nil && c.j == j {
+		why = c.why // asked while its run was in progress (runAccepts)
+	} else {
+		why = t.d.Sink.refuses(r, res.Outputs, writes)
+	}
+	w.checked = nil
+	if why != "" {
+		// A produce the broker refuses cannot succeed later: the record
+		// fails now, its writes dropped with it.
+		t.d.Budget.ReleaseOutputs(res.HeldBytes)
+		w.decideTrace(j, true, end)
+		j.failed(failure{hooks.KindProduce, why, false}, false)
+		j.rs = nil
+		w.settle(j, verdictFailed)
+		return
+	}
+	w.decideTrace(j, false, end)
+	if j.rs != nil {
+		// Before the lane is freed: the next record of the key or
+		// partition reads these writes (state.Partition.Commit).
+		b, outs := t.State.Commit(r.Offset, j.rs)
+		j.rs = nil
+		if b != nil {
+			j.sb = b
+			res.Outputs = append(res.Outputs, outs...)
+			t.d.Stats.StateWrites.Add(int64(len(outs)))
+		}
+	}
+	if len(res.Outputs) == 0 {
+		t.d.Budget.ReleaseOutputs(res.HeldBytes)
+		w.settle(j, verdictDone)
+		return
+	}
+	if len(res.Outputs) > 1 || j.tr != nil {
+		// Here, before the sink and the producer's callbacks see j: the
+		// records of its outputs after the first, a kept trace's
+		// per-output callbacks (jobRare).
+		j.rareFields()
+	}
+	j.outs, j.held = res.Outputs, res.HeldBytes
+	w.settle(j, verdictOutputs)
+}
+
+// recordLatency records an attempt's processing latency.
+func (t *Task) recordLatency(d time.Duration) {
+	if m := t.d.Hooks.Metrics; m != nil {
+		m.Latency.Record(context.Background(), d.Seconds(), t.metricAttrs())
+	}
+}
+
+func (t *Task) metricAttrs() metric.MeasurementOption {
+	return metric.WithAttributeSet(t.mattrs)
+}

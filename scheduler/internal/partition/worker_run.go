@@ -1,0 +1,396 @@
+package partition
+
+// A worker's runs: the records it took become jobs, go into its instance
+// in one call (host.ProcessBatch), and come out with their outcomes.
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/failhdr"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+)
+
+// allocJob is a zeroed job of the worker's slab; only the worker's
+// goroutine calls it.
+func (w *worker) allocJob() *job {
+	if len(w.jobs) == 0 {
+		w.jobs = make([]job, jobSlab)
+	}
+	j := &w.jobs[0]
+	w.jobs = w.jobs[1:]
+	return j
+}
+
+// origin is where j's record was first consumed: its own coordinates,
+// unless it came from a retry topic.
+func (j *job) origin() failhdr.Origin {
+	if j.rare != nil && j.rare.orig != nil {
+		return *j.rare.orig
+	}
+	return ownOrigin(j.r)
+}
+
+// guestRecord makes ar what the guest sees of j's record on its current
+// attempt: the record as it was first consumed, without wasmstream's
+// headers. It is made for each attempt into the worker's memory, not kept
+// in the job (a job lives until its outputs are acknowledged: every byte
+// of it is paid for on every record).
+func (j *job) guestRecord(ar *abi.Record) {
+	r, o := j.r, j.origin()
+	*ar = abi.Record{
+		Offset:    o.Offset,
+		Timestamp: o.Timestamp,
+		Partition: o.Partition,
+		Topic:     o.Topic,
+		Key:       r.Key,
+		Value:     r.Value,
+		Attempt:   uint32(j.attempt),
+	}
+	if len(r.Headers) > 0 {
+		ar.Headers = make([]abi.Header, 0, len(r.Headers))
+		for _, h := range r.Headers {
+			if !strings.HasPrefix(h.Key, failhdr.Prefix) {
+				ar.Headers = append(ar.Headers, abi.Header{Key: h.Key, Value: h.Value})
+			}
+		}
+	}
+}
+
+// place notes j, about to run its first attempt (or dropped before it):
+// its forged headers are counted, and it takes its place in the release
+// order.
+func (w *worker) place(j *job, forged int) {
+	t := w.t
+	if forged > 0 {
+		t.d.Stats.ForgedHeaders.Add(int64(forged))
+	}
+	switch {
+	case t.rel == nil, t.rel.byOffset: // placed at enqueue (releaser.reserve)
+	case t.d.Config.Ordering == config.OrderPartition && j.ln != nil:
+		t.rel.addLate(j)
+	default:
+		t.rel.add(j)
+	}
+}
+
+// start runs an attempt of j.
+func (w *worker) start(j *job) {
+	in := w.instance()
+	if in == nil {
+		w.t.drop(j) // aborted: the record stays uncommitted
+		return
+	}
+	w.prepare(j, in)
+	w.state.Store(WorkerBusy)
+	var res host.Result
+	j.guestRecord(&w.oneRec)
+	if ts := w.t.State; ts != nil {
+		j.rs = ts.Begin() // a new attempt starts without the last one's writes
+		res = in.ProcessState(w.t.ctx, &w.oneRec, j, j.rs)
+	} else {
+		res = in.Process(w.t.ctx, &w.oneRec, j)
+	}
+	w.oneRec = abi.Record{} // the record's memory is not the worker's to keep
+	var end time.Time
+	j.started, end = in.LastCall()
+	w.outcomeAt(j, res, end)
+	w.accountCalls()
+	w.settleState()
+}
+
+// prepare readies j for an attempt on in. Its trace is begun when it is
+// kept or notes an operation (decideTrace, jobObserver); one begun already
+// (the next inline attempt, or one restarted) learns its instance.
+func (w *worker) prepare(j *job, in *host.Instance) {
+	j.pended, j.owed = false, 0
+	j.tr.SetInstance(in.ID())
+}
+
+// startRun runs the records of run (pickRunLocked) on the worker's
+// instance in one call (host.ProcessBatch): each keeps what start gives a
+// record alone — its own attempt, trace, deadline and outcome, decided in
+// offset order. The records the call did not run (a record before them
+// faulted, failed or is to be retried, the guest returned early, or the
+// task is being aborted) go back to the front of their queues, in order,
+// and are taken again. Under ordering partition the run holds the
+// partition's one lane: its last record run holds it on (while retried in
+// place) or frees it as a record alone would.
+// (RATIONALE.md, "Runs of records: what the engine takes in one pick".)
+func (w *worker) startRun(run []picked, async bool) {
+	t := w.t
+	jobs, forged := w.runJobs[:0], w.runForged[:0]
+	for _, p := range run {
+		j, n := w.newJob(p.r, p.ln)
+		jobs, forged = append(jobs, j), append(forged, n)
+	}
+	defer func() {
+		clear(jobs)
+		w.runJobs, w.runForged = jobs[:0], forged[:0]
+	}()
+	in := w.instance()
+	if in == nil {
+		w.dropRun(jobs, forged) // aborted: the records stay uncommitted
+		return
+	}
+	recs, ars := w.runRecs[:0], slices.Grow(w.runRecAt[:0], len(jobs))[:len(jobs)]
+	out := slices.Grow(w.runOut[:0], len(jobs))[:len(jobs)]
+	for i, j := range jobs {
+		w.prepare(j, in)
+		j.guestRecord(&ars[i])
+		recs = append(recs, host.BatchRecord{Rec: &ars[i], Tag: j})
+	}
+	if ts := t.State; ts != nil {
+		w.beginStateRun(ts, jobs, recs, out)
+		defer func() {
+			clear(w.runChecks)
+			w.runChecks, w.checked = w.runChecks[:0], nil
+		}()
+	}
+	var ran int
+	ran, run, jobs, forged = w.callRun(in, run, jobs, forged, recs, out, async)
+	clear(recs)
+	clear(ars) // the records' memory is not the worker's to keep
+	w.runRecs, w.runRecAt = recs[:0], ars[:0]
+	if t.State != nil {
+		for i, j := range jobs {
+			if i < ran {
+				j.rs.EndRun()
+			} else {
+				j.rs = nil // not run: its next attempt begins its own
+			}
+		}
+	}
+	defer func() {
+		clear(out)
+		w.runOut = out[:0]
+	}()
+	if ran == 0 {
+		w.dropRun(jobs, forged) // aborted before the call began: uncommitted
+		return
+	}
+	w.afterRunCall(run, jobs, ran)
+	w.decideRun(jobs[:ran], forged, out)
+}
+
+// callRun makes a run's one call into in (host.ProcessBatch) and reports
+// how many records it ran, with the run, its jobs and their forged counts
+// as kept: a synchronous module's run of more than one record runs behind
+// the hand-back gate, which may give its tail to another worker.
+func (w *worker) callRun(in *host.Instance, run []picked, jobs []*job, forged []int, recs []host.BatchRecord, out []host.Outcome, async bool) (int, []picked, []*job, []int) {
+	t := w.t
+	// An asynchronous module's run stops where the single path would stop
+	// giving the instance records: at its bound on operations (instLimited),
+	// however many operations its records started.
+	if async {
+		in.LimitBatchInFlight(w.asyncLimit())
+	} else {
+		in.LimitBatchInFlight(0)
+	}
+	w.state.Store(WorkerBusy)
+	// An asynchronous module's run has no hand-back gate: its records'
+	// calls start operations and return, and on a loaded core a run of
+	// them outlasting runHandBack handed records back only to grow the
+	// pool (TestPoolSettlesRealKafka).
+	if len(run) <= 1 || !t.handsBack() || async {
+		return in.ProcessBatch(t.ctx, recs, out), run, jobs, forged
+	}
+	if w.takeRun == nil {
+		w.takeRun = w.gate.take
+	}
+	timer := w.armHandBack(run)
+	in.GateBatch(w.takeRun)
+	ran := in.ProcessBatch(t.ctx, recs, out)
+	in.GateBatch(nil)
+	// The records the timer gave back are another worker's now: their
+	// jobs (never placed, and made again when taken) are left alone.
+	kept := w.endHandBack(timer, run)
+	return ran, run[:kept], jobs[:kept], forged[:kept]
+}
+
+// afterRunCall counts a run that carried several records, gives the
+// partition's one lane (ordering partition) to the last record run, and
+// puts the records the call did not run back at the front of their
+// queues.
+func (w *worker) afterRunCall(run []picked, jobs []*job, ran int) {
+	t := w.t
+	if ran > 1 {
+		t.d.Stats.Runs.Add(1)
+		t.d.Stats.RunRecords.Add(int64(ran))
+	}
+	if ln := run[0].ln; ln == &t.single {
+		for _, j := range jobs {
+			j.ln = nil
+		}
+		jobs[ran-1].ln = ln
+	}
+	if ran < len(run) {
+		// Back before any outcome frees the partition's lane: the records
+		// are runnable again as soon as it is free. Their jobs were never
+		// placed; a job reserved at enqueue (releaser.claim) is taken again
+		// with its record, and its next attempt's trace begins then.
+		for _, j := range jobs[ran:] {
+			j.tr = nil
+		}
+		t.mu.Lock()
+		t.unpickLocked(run[ran:])
+		t.mu.Unlock()
+	}
+}
+
+// decideRun places the records a run ran, in offset order, then acts on
+// each one's outcome.
+func (w *worker) decideRun(jobs []*job, forged []int, out []host.Outcome) {
+	t := w.t
+	for i, j := range jobs {
+		w.place(j, forged[i])
+	}
+	w.deciding = true
+	for i, j := range jobs {
+		if p := j.r.Offset + 1; p > t.position.Load() {
+			t.position.Store(p)
+		}
+		j.started = out[i].Start
+		w.checked = nil
+		if i < len(w.runChecks) && w.runChecks[i].j == j {
+			w.checked = &w.runChecks[i]
+		}
+		w.outcomeAt(j, out[i].Result, out[i].End)
+	}
+	w.checked = nil
+	w.deciding = false
+	w.settleRun()
+	w.accountCalls()
+	w.settleState()
+}
+
+// refusalCheck is what the sink said of a record of a stateful run whose
+// writes a later record of the run read (runAccepts): succeeded takes the
+// same answer, as the sink is asked once a record (TxnSink.refuses forgets
+// a refused record once it told).
+type refusalCheck struct {
+	j   *job
+	why string
+}
+
+// beginStateRun gives each record of a stateful run its attempt's state,
+// reading through the writes of the records before it in the run that
+// become the partition's (state.Record.After): record k+1 reads what it
+// would read run alone after record k was decided, as the host does not
+// chain the records' states (host.ProcessBatch). A record that ends
+// pending is not among them (runAccepts): its writes stay its own until
+// its completion decides it, as alone, where the next record starts while
+// it waits; its continuations run after the call, after EndRun.
+func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome) {
+	w.runChecks = slices.Grow(w.runChecks[:0], len(jobs))[:len(jobs)]
+	for i, j := range jobs {
+		j.rs = ts.Begin() // a new attempt starts without the last one's writes
+		recs[i].State = j.rs
+		if i > 0 {
+			j.rs.After(func() []*state.Record {
+				var prior []*state.Record
+				for k := range i {
+					if w.runAccepts(k, jobs[k], &out[k].Result) {
+						prior = append(prior, jobs[k].rs)
+					}
+				}
+				return prior
+			})
+		}
+	}
+}
+
+// runAccepts reports whether record k of a stateful run, decided in the
+// call in progress, succeeds as succeeded would decide it after the call:
+// it ended ok and the sink takes its outputs and changelog records (asked
+// once, kept in runChecks for succeeded).
+func (w *worker) runAccepts(k int, j *job, res *host.Result) bool {
+	if res.Status != abi.StatusOK || res.Fault() != nil {
+		return false
+	}
+	c := &w.runChecks[k]
+	if c.j != j {
+		*c = refusalCheck{j: j, why: w.t.d.Sink.refuses(j.r, res.Outputs, j.rs.Writes())}
+	}
+	return c.why == ""
+}
+
+// dropRun places and drops every job of a run that did not begin.
+func (w *worker) dropRun(jobs []*job, forged []int) {
+	for i, j := range jobs {
+		w.place(j, forged[i])
+		w.t.drop(j)
+	}
+}
+
+// outcome acts on what an attempt of j came to.
+func (w *worker) outcome(j *job, res host.Result) { w.outcomeAt(j, res, time.Now()) }
+
+// outcomeAt is outcome for an attempt whose last call ended at end: an
+// attempt that waits goes on waiting (pending); one that faulted because of
+// the host (canceled, its instance lost) is dropped or started over; the
+// rest is a verdict — succeeded, retried in place, or failed.
+func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
+	if res.Status == abi.StatusPending {
+		w.beginTrace(j, end)
+		w.waits(j)
+		return
+	}
+	w.measure(j, &res, end)
+	if f := res.Fault(); f != nil && w.hostFault(j, f) {
+		return
+	}
+	if res.Status == abi.StatusOK {
+		w.countVersion(j, &res, failure{})
+		w.succeeded(j, &res, end)
+		return
+	}
+	f := w.t.classify(&res)
+	if j.rs != nil && j.rs.OverBound() != "" {
+		// The guest saw a limit errno; the failure names the bound.
+		f.msg += " (" + j.rs.OverBound() + ")"
+	}
+	w.countVersion(j, &res, f)
+	if w.retryInline(j, f, end) {
+		return
+	}
+	w.decideTrace(j, true, end)
+	j.failed(f, false)
+	j.rs = nil // a failed record leaves no state behind
+	w.settle(j, verdictFailed)
+}
+
+// waits: j's attempt waits on asynchronous operations. Under ordering
+// partition the partition's next record may start (pipelining): the
+// release order keeps its outputs behind this one's (a record of a run
+// takes its place here too, though the run's last record holds the lane).
+func (w *worker) waits(j *job) {
+	j.pended = true
+	if w.t.d.Config.Ordering != config.OrderPartition {
+		return
+	}
+	w.t.rel.placeLate(j)
+	if j.ln != nil {
+		w.releaseLane(j.ln)
+		j.ln = nil
+	}
+}
+
+// measure counts a decided attempt: its latency, the asynchronous
+// controller's sample, the worker's records and faults.
+func (w *worker) measure(j *job, res *host.Result, end time.Time) {
+	t := w.t
+	d := end.Sub(j.started)
+	t.recordLatency(d)
+	if j.pended && t.d.AsyncSize != nil {
+		t.d.AsyncSize.Observe(end, d)
+	}
+	w.handled.Add(1)
+	if res.Fault() != nil {
+		w.faults.Add(1)
+	}
+}
