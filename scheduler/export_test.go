@@ -27,5 +27,5 @@ func (p *Pipeline) stateSizes() map[int32]state.Size { return p.state.Sizes() }
 func (p *Pipeline) taskFor(topic string, partition int32) *partition.Task {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.tasks[tp{topic, partition}]
+	return p.tasks[tp{Topic: topic, Partition: partition}]
 }

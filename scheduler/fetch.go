@@ -62,7 +62,7 @@ func (p *Pipeline) dispatch(fetches kgo.Fetches) {
 	batches := p.dispatchBuf[:0]
 	p.mu.Lock()
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		t := p.tasks[tp{fp.Topic, fp.Partition}]
+		t := p.tasks[tp{Topic: fp.Topic, Partition: fp.Partition}]
 		if t == nil {
 			return // not ours: the records are left uncommitted for the owner
 		}

@@ -176,7 +176,7 @@ func (s *stallTracker) stalled(gs []partition.TaskGauges, done func(tp) int64, l
 	var out []StalledPartition
 	live := make(map[tp]bool, len(gs))
 	for _, g := range gs {
-		k := tp{g.Topic, g.Partition}
+		k := tp{Topic: g.Topic, Partition: g.Partition}
 		live[k] = true
 		d := done(k)
 		m, ok := s.marks[k]
@@ -248,7 +248,7 @@ func (p *Pipeline) leaderSick(now time.Time) func(tp) bool {
 		if p.cl == nil {
 			return false
 		}
-		leader, _, _ := p.cl.PartitionLeader(k.topic, k.partition)
+		leader, _, _ := p.cl.PartitionLeader(k.Topic, k.Partition)
 		return leader >= 0 && p.health.recent(leader, now.Add(-stallAfter))
 	}
 }

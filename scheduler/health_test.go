@@ -38,9 +38,9 @@ func TestStallTracker(t *testing.T) {
 		g(4, 50, 0, 0, 0), // moves
 		g(5, 0, 0, 0, 0),  // no lag known, its leader out of reach
 	}
-	sick := map[tp]bool{{"in", 5}: true}
+	sick := map[tp]bool{{Topic: "in", Partition: 5}: true}
 	at := func(d time.Duration) []StalledPartition {
-		done[tp{"in", 4}] += 10
+		done[tp{Topic: "in", Partition: 4}] += 10
 		return s.stalled(gs, get, func(k tp) bool { return sick[k] }, t0.Add(d))
 	}
 	if st := at(0); len(st) != 0 {
@@ -56,9 +56,9 @@ func TestStallTracker(t *testing.T) {
 	}
 	// Partition 0 moves again; partition 1's records are acknowledged and
 	// nothing more waits there; partition 5's leader is healthy again.
-	done[tp{"in", 0}]++
+	done[tp{Topic: "in", Partition: 0}]++
 	gs[1] = g(1, 0, 0, 0, 0)
-	sick[tp{"in", 5}] = false
+	sick[tp{Topic: "in", Partition: 5}] = false
 	if st := at(stallAfter + time.Second); len(st) != 1 || st[0].Partition != 2 {
 		t.Fatalf("after partitions 0, 1 and 5 moved: %+v, want only partition 2", st)
 	}
@@ -68,7 +68,7 @@ func TestStallTracker(t *testing.T) {
 	gs = append(gs, g(6, 0, 0, 0, 0))
 	at(stallAfter + 2*time.Second)
 	at(2*stallAfter + 2*time.Second) // a second before the first error: looks idle
-	sick[tp{"in", 6}] = true
+	sick[tp{Topic: "in", Partition: 6}] = true
 	if st := at(2*stallAfter + 3*time.Second); len(st) != 3 || st[2].Partition != 6 || st[2].Reason != StallFetching || st[2].For != stallAfter+time.Second {
 		t.Fatalf("after partition 6's leader met errors: %+v, want partitions 0, 2 and 6 (fetching, %v)", st, stallAfter+time.Second)
 	}

@@ -100,7 +100,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			pipe := attribute.String("pipeline", p.pc.Name)
 			p.psMu.Lock()
 			for k, s := range p.parts {
-				at := metric.WithAttributes(pipe, attribute.String("topic", k.topic), attribute.Int("partition", int(k.partition)))
+				at := metric.WithAttributes(pipe, attribute.String("topic", k.Topic), attribute.Int("partition", int(k.Partition)))
 				o.ObserveInt64(fetched, s.Fetched.Load(), at)
 				o.ObserveInt64(done, s.Done.Load(), at)
 				o.ObserveInt64(outputs, s.Outputs.Load(), at)
@@ -148,12 +148,12 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 			gs := p.taskGauges(true)
 			stalls := map[tp]string{}
 			for _, st := range p.stalls(gs) {
-				stalls[tp{st.Topic, st.Partition}] = st.Reason
+				stalls[tp{Topic: st.Topic, Partition: st.Partition}] = st.Reason
 			}
 			for _, g := range gs {
 				base := []attribute.KeyValue{pipe, attribute.String("topic", g.Topic), attribute.Int("partition", int(g.Partition))}
 				at := metric.WithAttributes(base...)
-				observeStateSet(o, stalled, stallReasons, stalls[tp{g.Topic, g.Partition}], base...)
+				observeStateSet(o, stalled, stallReasons, stalls[tp{Topic: g.Topic, Partition: g.Partition}], base...)
 				o.ObserveInt64(committed, g.Committed, at)
 				if g.HasWatermark {
 					o.ObserveInt64(watermark, g.Watermark, at)

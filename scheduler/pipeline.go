@@ -32,10 +32,8 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
-type tp struct {
-	topic     string
-	partition int32
-}
+// tp names a partition.
+type tp = partition.TP
 
 // Snapshot is a point-in-time view of a pipeline.
 type Snapshot struct {
@@ -452,7 +450,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 	}
 	for topic, parts := range assigned {
 		for _, part := range parts {
-			k := tp{topic, part}
+			k := tp{Topic: topic, Partition: part}
 			if p.tasks[k] != nil {
 				continue
 			}
@@ -492,7 +490,7 @@ func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) ma
 				}
 				continue
 			}
-			out[tp{topic, part}] = d
+			out[tp{Topic: topic, Partition: part}] = d
 		}
 	}
 	return out
@@ -527,7 +525,7 @@ func (p *Pipeline) detach(parts map[string][]int32) []*partition.Task {
 	var out []*partition.Task
 	for topic, ps := range parts {
 		for _, part := range ps {
-			k := tp{topic, part}
+			k := tp{Topic: topic, Partition: part}
 			if t := p.tasks[k]; t != nil {
 				out = append(out, t)
 				delete(p.tasks, k)
@@ -603,7 +601,7 @@ func (p *Pipeline) restart(old []*partition.Task, committed []int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, t := range old {
-		k := tp{t.Topic, t.Partition}
+		k := tp{Topic: t.Topic, Partition: t.Partition}
 		if p.tasks[k] != t || p.stopped.Load() {
 			continue
 		}
@@ -774,10 +772,10 @@ func (p *Pipeline) partitionStats(topic string, partition int32) *Stats {
 	if p.parts == nil {
 		p.parts = map[tp]*Stats{}
 	}
-	s := p.parts[tp{topic, partition}]
+	s := p.parts[tp{Topic: topic, Partition: partition}]
 	if s == nil {
 		s = &Stats{}
-		p.parts[tp{topic, partition}] = s
+		p.parts[tp{Topic: topic, Partition: partition}] = s
 	}
 	return s
 }

@@ -76,7 +76,7 @@ func (p *Pipeline) shareAckResults(_ *kgo.Client, rs kgo.ShareAckResults) {
 // metrics report topic "*", partition -1): a share group hands out records
 // of any partition in any mix, and ordering: none binds none of them to a
 // partition, so one pool of instances takes them all (instances sizes it).
-var sharePool = tp{"*", -1}
+var sharePool = tp{Topic: "*", Partition: -1}
 
 // dispatchShared hands the poll's records to the pipeline's one task,
 // creating it at the first poll (source.Deps.Dispatch of a share source).
@@ -88,7 +88,7 @@ func (p *Pipeline) dispatchShared(fetches kgo.Fetches) {
 	defer p.mu.Unlock()
 	t := p.tasks[sharePool]
 	if t == nil {
-		t = partition.NewTask(p.eng, sharePool.topic, sharePool.partition, nil)
+		t = partition.NewTask(p.eng, sharePool.Topic, sharePool.Partition, nil)
 		p.tasks[sharePool] = t
 		t.Start()
 	}

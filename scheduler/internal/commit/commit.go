@@ -117,7 +117,4 @@ type Deps struct {
 }
 
 // tp names a partition.
-type tp struct {
-	topic     string
-	partition int32
-}
+type tp = partition.TP

@@ -132,7 +132,7 @@ func (c *Offsets) commitTasks(ctx context.Context, tasks []*partition.Task) erro
 			commits[t.Topic] = map[int32]kgo.EpochOffset{}
 		}
 		commits[t.Topic][t.Partition] = kgo.EpochOffset{Epoch: epoch, Offset: off}
-		metas[tp{t.Topic, t.Partition}] = meta
+		metas[tp{Topic: t.Topic, Partition: t.Partition}] = meta
 		marks = append(marks, mark{t, off, meta})
 	}
 	if len(marks) == 0 {
@@ -142,7 +142,7 @@ func (c *Offsets) commitTasks(ctx context.Context, tasks []*partition.Task) erro
 		for i := range req.Topics {
 			rt := &req.Topics[i]
 			for j := range rt.Partitions {
-				if m := metas[tp{rt.Topic, rt.Partitions[j].Partition}]; m != "" {
+				if m := metas[tp{Topic: rt.Topic, Partition: rt.Partitions[j].Partition}]; m != "" {
 					rt.Partitions[j].Metadata = &m
 				}
 			}

@@ -196,7 +196,7 @@ func watermarks(tasks []*partition.Task) map[tp]mark {
 	marks := map[tp]mark{}
 	for _, t := range tasks {
 		if off, _, ok := t.Tracker.Watermark(); ok && off != t.Committed.Load() {
-			marks[tp{t.Topic, t.Partition}] = mark{t, off}
+			marks[tp{Topic: t.Topic, Partition: t.Partition}] = mark{t, off}
 		}
 	}
 	return marks
@@ -230,7 +230,7 @@ func commitWatermarks(marks map[tp]mark) context.Context {
 		for _, rt := range req.Topics {
 			parts := rt.Partitions[:0]
 			for _, rp := range rt.Partitions {
-				if m, ok := marks[tp{rt.Topic, rp.Partition}]; ok {
+				if m, ok := marks[tp{Topic: rt.Topic, Partition: rp.Partition}]; ok {
 					rp.Offset, rp.LeaderEpoch = m.off, -1
 					parts = append(parts, rp)
 				}
@@ -398,7 +398,7 @@ func (x *Transactions) restartTasks(old []*partition.Task, from map[tp]int64) {
 	committed := make([]int64, len(old))
 	for i, t := range old {
 		committed[i] = t.Committed.Load()
-		if off, ok := from[tp{t.Topic, t.Partition}]; ok {
+		if off, ok := from[tp{Topic: t.Topic, Partition: t.Partition}]; ok {
 			committed[i] = off
 		}
 	}
@@ -464,10 +464,10 @@ func (x *Transactions) settle(ctx context.Context, tasks []*partition.Task, endE
 	}
 	seek := map[string]map[int32]kgo.EpochOffset{}
 	for k, off := range from {
-		if seek[k.topic] == nil {
-			seek[k.topic] = map[int32]kgo.EpochOffset{}
+		if seek[k.Topic] == nil {
+			seek[k.Topic] = map[int32]kgo.EpochOffset{}
 		}
-		seek[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+		seek[k.Topic][k.Partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
 	}
 	d.Client.SetOffsets(seek)
 	d.Stats.TxnSettled.Add(1)
@@ -495,10 +495,10 @@ func (x *Transactions) landed(marks map[tp]mark, from map[tp]int64) (landed, ok 
 			d.OnCommitted(m.t, off)
 			landed = true
 		case d.Pipeline.State.Enabled:
-			d.Fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", d.Pipeline.Name, k.topic, k.partition, off, m.t.Committed.Load(), m.off))
+			d.Fail(fmt.Errorf("pipeline %s: after an unconfirmed transaction, %s[%d] is committed at %d, neither at this host's last commit (%d) nor at the transaction's (%d): its state cannot be accounted for, so the host stops and the next owner restores it from the changelog", d.Pipeline.Name, k.Topic, k.Partition, off, m.t.Committed.Load(), m.off))
 			return false, false
 		default:
-			d.Log.Warn("after an unconfirmed transaction, a partition's committed offset is neither the last known nor the transaction's; going on from the broker's", "topic", k.topic, "partition", k.partition, "committed", off)
+			d.Log.Warn("after an unconfirmed transaction, a partition's committed offset is neither the last known nor the transaction's; going on from the broker's", "topic", k.Topic, "partition", k.Partition, "committed", off)
 		}
 	}
 	return landed, true
@@ -525,7 +525,7 @@ func (x *Transactions) stableOffsets(ctx context.Context, want map[string][]int3
 				return fmt.Errorf("%s[%d]: %w", topic, part, o.Err)
 			}
 			if o.At >= 0 {
-				from[tp{topic, part}] = o.At
+				from[tp{Topic: topic, Partition: part}] = o.At
 			}
 		}
 	}

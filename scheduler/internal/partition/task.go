@@ -111,10 +111,17 @@ type taskPool struct {
 // abort, wg its workers, dead once it is cut off.
 type taskLife struct {
 	stopCh chan struct{}
-	wg     sync.WaitGroup // workers
+	wg     workerGroup // its workers' goroutines
 	ctx    context.Context
 	cancel context.CancelFunc
 	Dead   atomic.Bool // cut off (exactly_once): nothing more of it is released
+}
+
+// TP names a partition: the key of a pipeline's tasks and of what is
+// committed for each.
+type TP struct {
+	Topic     string
+	Partition int32
 }
 
 type lane struct {
@@ -124,11 +131,14 @@ type lane struct {
 	listed bool // in task.ready
 }
 
-func NewTask(p *Deps, topic string, partition int32, skip *offsets.DoneSet) *Task {
+// NewTask makes the task of one partition (or of a share pool) with what
+// its pipeline gives every task (d); skip holds the offsets a previous
+// owner reported done above the committed one (kafka.record_done_offsets).
+func NewTask(d *Deps, topic string, partition int32, skip *offsets.DoneSet) *Task {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Task{d: p, Topic: topic, Partition: partition, ps: p.PartStats(topic, partition)}
+	t := &Task{d: d, Topic: topic, Partition: partition, ps: d.PartStats(topic, partition)}
 	t.out = t.ps
-	if p.Ledger.countsAtCommit() {
+	if d.Ledger.countsAtCommit() {
 		t.out = new(hooks.Stats)
 	}
 	t.skip = skip
@@ -138,17 +148,17 @@ func NewTask(p *Deps, topic string, partition int32, skip *offsets.DoneSet) *Tas
 	// and a run racing with stop finds the task stopping and does nothing.
 	t.kick = time.AfterFunc(time.Hour, t.dispatch)
 	t.kick.Stop()
-	if p.Role.selfSized() {
-		t.auto.sizer = sizing.NewPool(p.Config.Instances.Min, p.Config.Instances.Max)
+	if d.Role.selfSized() {
+		t.auto.sizer = sizing.NewPool(d.Config.Instances.Min, d.Config.Instances.Max)
 		t.auto.ctlAt = time.Now()
 	}
-	t.mattrs = attribute.NewSet(attribute.String("pipeline", p.Config.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
-	if p.Config.Ordering == config.OrderKey {
+	t.mattrs = attribute.NewSet(attribute.String("pipeline", d.Config.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
+	if d.Config.Ordering == config.OrderKey {
 		t.lanes = map[string]*lane{}
 	}
-	t.rel = p.Ledger.releaseOrder(t)
-	if p.State != nil {
-		t.State = p.State.View(partition)
+	t.rel = d.Ledger.releaseOrder(t)
+	if d.State != nil {
+		t.State = d.State.View(partition)
 	}
 	return t
 }
@@ -477,14 +487,32 @@ func (t *Task) Close() {
 // WaitWorkers waits for every worker to exit, until deadline; it reports
 // whether they did.
 func (t *Task) WaitWorkers(deadline time.Time) bool {
-	done := make(chan struct{})
-	go func() { t.wg.Wait(); close(done) }()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	select {
-	case <-done:
+	case <-t.wg.done():
 		return true
-	case <-time.After(time.Until(deadline)):
+	case <-timer.C:
 		return false
 	}
+}
+
+// workerGroup is a task's worker goroutines. done's channel is closed once
+// they have all exited; one goroutine per task waits for that, started by
+// the first call, so a wait that times out (WaitWorkers) leaves no
+// goroutine of its own behind, and the one waiting ends with the workers.
+type workerGroup struct {
+	sync.WaitGroup
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (g *workerGroup) done() <-chan struct{} {
+	g.once.Do(func() {
+		g.ch = make(chan struct{})
+		go func() { g.Wait(); close(g.ch) }()
+	})
+	return g.ch
 }
 
 // Retire interrupts cut-off tasks and releases their resources.
