@@ -138,67 +138,9 @@ type initOptions struct {
 }
 
 func initProject(o initOptions, dir string, stdout, stderr io.Writer) error {
-	d := initData{Lang: strings.ToLower(o.lang), Template: o.template, Vendor: o.vendor}
-	for _, l := range initLangs {
-		if l.name == d.Lang || (d.Lang == "as" && l.name == "assemblyscript") {
-			d.Lang, d.LangName = l.name, l.title
-		}
-	}
-	if d.LangName == "" {
-		return fmt.Errorf("unknown language %q: want one of %s", o.lang, initLangNames())
-	}
-	if !slices.ContainsFunc(initTemplateNames, func(t struct{ name, what string }) bool { return t.name == d.Template }) {
-		return fmt.Errorf("unknown template %q: want one of %s", o.template, initTemplateList())
-	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return fmt.Errorf("%s is not empty: give a new or empty directory", dir)
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	abs, err := filepath.Abs(dir)
+	d, abs, err := newInitData(o, dir)
 	if err != nil {
 		return err
-	}
-	name := o.name
-	if name == "" {
-		name = filepath.Base(abs)
-	}
-	if d.Name, err = projectName(name); err != nil {
-		return err
-	}
-	d.Crate = strings.ReplaceAll(d.Name, "-", "_")
-	d.CLI = "wasmstream"
-	if d.Lang == "c" {
-		if co, err := findSDK(o.sdk); err == nil { // C needs no SDK; the checkout's CLI and ABI.md are welcome
-			d.SDK = co
-			d.CLI = filepath.Join(co, "bin", "wasmstream")
-			d.GoVersion = goVersion(filepath.Join(co, "go.mod"))
-		} else {
-			d.GoVersion = "stable" // the CI workflow's Go, which installs the wasmstream command
-		}
-	} else {
-		if d.SDK, err = findSDK(o.sdk); err != nil {
-			return err
-		}
-		d.GoVersion = goVersion(filepath.Join(d.SDK, "go.mod"))
-		d.CLI = filepath.Join(d.SDK, "bin", "wasmstream")
-		d.ASCVersion = ascVersion(filepath.Join(d.SDK, "abi", "sdk", "assemblyscript", "package.json"))
-		if d.Vendor {
-			d.GoReplace, d.ASSDK, d.ASImport, d.RustSDK = "./sdk", "sdk", "../sdk", "sdk"
-		} else {
-			d.GoReplace = d.SDK
-			d.ASSDK = filepath.Join(d.SDK, "abi", "sdk", "assemblyscript")
-			d.RustSDK = filepath.Join(d.SDK, "abi", "sdk", "rust", "wasmstream")
-			rel, err := filepath.Rel(filepath.Join(abs, "assembly"), d.ASSDK)
-			if err != nil {
-				return err
-			}
-			d.ASImport = filepath.ToSlash(rel)
-		}
-	}
-	switch d.Lang {
-	case "rust":
-		d.CleanExtra = "\n\t$(CARGO) clean"
 	}
 	files, err := renderProject(d)
 	if err != nil {
@@ -207,30 +149,119 @@ func initProject(o initOptions, dir string, stdout, stderr io.Writer) error {
 	if err := addSDKFiles(d, files); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	n, err := writeProject(abs, files)
+	if err != nil {
 		return err
 	}
-	var names []string
-	for n, b := range files {
-		p := filepath.Join(abs, filepath.FromSlash(n))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(n, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, b, mode); err != nil {
-			return err
-		}
-		names = append(names, n)
-	}
-	fmt.Fprintf(stdout, "created %s: the %s processor %q, template %s (%d files)\n", termsafe.Line(dir), d.LangName, d.Name, d.Template, len(names))
+	fmt.Fprintf(stdout, "created %s: the %s processor %q, template %s (%d files)\n", termsafe.Line(dir), d.LangName, d.Name, d.Template, n)
 	if d.Lang == "rust" {
 		rustToolchainHint(filepath.Join(abs, "wasm-target.sh"), stdout)
 	}
 	fmt.Fprintf(stdout, "  cd %s && make && make test && make validate    # then: make demo\n", shellQuote(dir))
 	return nil
+}
+
+// newInitData checks the options and the directory and returns what the
+// templates see, with the directory's absolute path.
+func newInitData(o initOptions, dir string) (initData, string, error) {
+	d := initData{Lang: strings.ToLower(o.lang), Template: o.template, Vendor: o.vendor}
+	for _, l := range initLangs {
+		if l.name == d.Lang || (d.Lang == "as" && l.name == "assemblyscript") {
+			d.Lang, d.LangName = l.name, l.title
+		}
+	}
+	if d.LangName == "" {
+		return d, "", fmt.Errorf("unknown language %q: want one of %s", o.lang, initLangNames())
+	}
+	if !slices.ContainsFunc(initTemplateNames, func(t struct{ name, what string }) bool { return t.name == d.Template }) {
+		return d, "", fmt.Errorf("unknown template %q: want one of %s", o.template, initTemplateList())
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return d, "", fmt.Errorf("%s is not empty: give a new or empty directory", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return d, "", err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return d, "", err
+	}
+	name := o.name
+	if name == "" {
+		name = filepath.Base(abs)
+	}
+	if d.Name, err = projectName(name); err != nil {
+		return d, "", err
+	}
+	d.Crate = strings.ReplaceAll(d.Name, "-", "_")
+	d.CLI = "wasmstream"
+	if err := d.locateSDK(o.sdk, abs); err != nil {
+		return d, "", err
+	}
+	switch d.Lang {
+	case "rust":
+		d.CleanExtra = "\n\t$(CARGO) clean"
+	}
+	return d, abs, nil
+}
+
+// locateSDK finds the checkout (findSDK) and sets what the project takes
+// from it: the Go version, the command, and where each SDK is, vendored in
+// sdk/ or in the checkout. C needs no SDK and does without one.
+func (d *initData) locateSDK(sdk, abs string) error {
+	if d.Lang == "c" {
+		if co, err := findSDK(sdk); err == nil { // C needs no SDK; the checkout's CLI and ABI.md are welcome
+			d.SDK = co
+			d.CLI = filepath.Join(co, "bin", "wasmstream")
+			d.GoVersion = goVersion(filepath.Join(co, "go.mod"))
+		} else {
+			d.GoVersion = "stable" // the CI workflow's Go, which installs the wasmstream command
+		}
+		return nil
+	}
+	var err error
+	if d.SDK, err = findSDK(sdk); err != nil {
+		return err
+	}
+	d.GoVersion = goVersion(filepath.Join(d.SDK, "go.mod"))
+	d.CLI = filepath.Join(d.SDK, "bin", "wasmstream")
+	d.ASCVersion = ascVersion(filepath.Join(d.SDK, "abi", "sdk", "assemblyscript", "package.json"))
+	if d.Vendor {
+		d.GoReplace, d.ASSDK, d.ASImport, d.RustSDK = "./sdk", "sdk", "../sdk", "sdk"
+		return nil
+	}
+	d.GoReplace = d.SDK
+	d.ASSDK = filepath.Join(d.SDK, "abi", "sdk", "assemblyscript")
+	d.RustSDK = filepath.Join(d.SDK, "abi", "sdk", "rust", "wasmstream")
+	rel, err := filepath.Rel(filepath.Join(abs, "assembly"), d.ASSDK)
+	if err != nil {
+		return err
+	}
+	d.ASImport = filepath.ToSlash(rel)
+	return nil
+}
+
+// writeProject writes files under abs (scripts executable) and returns how
+// many it wrote.
+func writeProject(abs string, files map[string][]byte) (int, error) {
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return 0, err
+	}
+	n := 0
+	for name, b := range files {
+		p := filepath.Join(abs, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return n, err
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(name, ".sh") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, b, mode); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // rustToolchainHint says which Rust toolchain and target the project
@@ -255,100 +286,150 @@ func rustToolchainHint(script string, stdout io.Writer) {
 // addSDKFiles adds to files what the project takes from the checkout: the
 // SDK (when vendored), go.sum, the Rust toolchain script, the C tables.
 func addSDKFiles(d initData, files map[string][]byte) error {
-	copyFiles := func(from, to string, keep func(string) bool) error {
-		ents, err := os.ReadDir(filepath.Join(d.SDK, from))
+	s := sdkFiles{sdk: d.SDK, files: files}
+	switch d.Lang {
+	case "go":
+		return s.addGo(d)
+	case "rust":
+		return s.addRust(d)
+	case "assemblyscript":
+		return s.addAssemblyScript(d)
+	case "c":
+		return s.addC(d)
+	}
+	return nil
+}
+
+// sdkFiles copies files of the checkout sdk into a project's files.
+type sdkFiles struct {
+	sdk   string
+	files map[string][]byte
+}
+
+// sdkCopy is the files of the checkout's directory from that keep accepts,
+// to go into the project's directory to.
+type sdkCopy struct {
+	from, to string
+	keep     func(string) bool
+}
+
+// named accepts the file names given.
+func named(names ...string) func(string) bool {
+	return func(n string) bool { return slices.Contains(names, n) }
+}
+
+// suffixed accepts the file names ending in suffix.
+func suffixed(suffix string) func(string) bool {
+	return func(n string) bool { return strings.HasSuffix(n, suffix) }
+}
+
+// goSrc accepts Go source files that are not tests.
+func goSrc(n string) bool { return strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") }
+
+// copy adds the files of the checkout's directory from that keep accepts
+// (not its subdirectories) under to.
+func (s sdkFiles) copy(from, to string, keep func(string) bool) error {
+	ents, err := os.ReadDir(filepath.Join(s.sdk, from))
+	if err != nil {
+		return fmt.Errorf("the SDK: %w", err)
+	}
+	for _, e := range ents {
+		if e.IsDir() || !keep(e.Name()) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(s.sdk, from, e.Name()))
 		if err != nil {
 			return fmt.Errorf("the SDK: %w", err)
 		}
-		for _, e := range ents {
-			if e.IsDir() || !keep(e.Name()) {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(d.SDK, from, e.Name()))
-			if err != nil {
-				return fmt.Errorf("the SDK: %w", err)
-			}
-			files[path.Join(to, e.Name())] = b
+		s.files[path.Join(to, e.Name())] = b
+	}
+	return nil
+}
+
+// copyEach makes the copies in order, up to the first that fails.
+func (s sdkFiles) copyEach(copies ...sdkCopy) error {
+	for _, c := range copies {
+		if err := s.copy(c.from, c.to, c.keep); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// addGo adds the Go SDK as a module of its own in sdk/, or, not vendored,
+// the checkout's go.sum.
+func (s sdkFiles) addGo(d initData) error {
+	if !d.Vendor {
+		// go.sum: the checkout's, so that the module graph resolves
+		// offline from what building wasmstream put in the module cache.
+		sum, err := os.ReadFile(filepath.Join(d.SDK, "go.sum"))
+		if err != nil {
+			return fmt.Errorf("the SDK's go.sum: %w", err)
+		}
+		s.files["go.sum"] = sum
 		return nil
 	}
-	goSrc := func(n string) bool { return strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") }
-	switch d.Lang {
-	case "go":
-		if !d.Vendor {
-			// go.sum: the checkout's, so that the module graph resolves
-			// offline from what building wasmstream put in the module cache.
-			sum, err := os.ReadFile(filepath.Join(d.SDK, "go.sum"))
-			if err != nil {
-				return fmt.Errorf("the SDK's go.sum: %w", err)
-			}
-			files["go.sum"] = sum
-			return nil
-		}
-		// The packages abi and abi/guest and what they import, as a module
-		// of their own (standard library only: no go.sum).
-		files["sdk/go.mod"] = fmt.Appendf(nil, "// The wasmstream Go SDK (abi, abi/guest), copied by wasmstream init from\n// %s.\nmodule github.com/wasmstream/wasmstream\n\ngo %s\n", d.SDK, d.GoVersion)
-		for _, p := range []string{"abi", "abi/guest", "internal/jsonw"} {
-			if err := copyFiles(p, "sdk/"+p, goSrc); err != nil {
-				return err
-			}
-		}
-		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
+	// The packages abi and abi/guest and what they import, as a module
+	// of their own (standard library only: no go.sum).
+	s.files["sdk/go.mod"] = fmt.Appendf(nil, "// The wasmstream Go SDK (abi, abi/guest), copied by wasmstream init from\n// %s.\nmodule github.com/wasmstream/wasmstream\n\ngo %s\n", d.SDK, d.GoVersion)
+	return s.copyEach(
+		sdkCopy{"abi", "sdk/abi", goSrc},
+		sdkCopy{"abi/guest", "sdk/abi/guest", goSrc},
+		sdkCopy{"internal/jsonw", "sdk/internal/jsonw", goSrc},
+		sdkCopy{"docs", "sdk", named("SDK.md")},
+		sdkCopy{"abi", "sdk/abi", named("ABI.md")},
+	)
+}
+
+// addRust adds the toolchain script, the lock file and, vendored, the
+// Rust SDK crate in sdk/.
+func (s sdkFiles) addRust(d initData) error {
+	if err := s.copy("abi/sdk/rust", ".", named("wasm-target.sh")); err != nil {
+		return err
+	}
+	// A lock file of version 3, which Debian's cargo reads too (a
+	// newer cargo keeps the version of the lock file it finds).
+	s.files["Cargo.lock"] = fmt.Appendf(nil, "# This file is automatically @generated by Cargo.\n# It is not intended for manual editing.\nversion = 3\n\n[[package]]\nname = %q\nversion = \"0.1.0\"\ndependencies = [\n \"wasmstream\",\n]\n\n[[package]]\nname = \"wasmstream\"\nversion = \"0.1.0\"\n", d.Name)
+	if !d.Vendor {
+		return nil
+	}
+	return s.copyEach(
+		sdkCopy{"abi/sdk/rust/wasmstream", "sdk", named("Cargo.toml", "README.md")},
+		sdkCopy{"abi/sdk/rust/wasmstream/src", "sdk/src", suffixed(".rs")},
+		sdkCopy{"docs", "sdk", named("SDK.md")},
+		sdkCopy{"abi", "sdk", named("ABI.md")},
+	)
+}
+
+// addAssemblyScript adds, vendored, the AssemblyScript SDK in sdk/.
+func (s sdkFiles) addAssemblyScript(d initData) error {
+	if !d.Vendor {
+		return nil
+	}
+	return s.copyEach(
+		sdkCopy{"abi/sdk/assemblyscript", "sdk", named("build.mjs", "README.md")},
+		sdkCopy{"abi/sdk/assemblyscript/assembly", "sdk/assembly", suffixed(".ts")},
+		sdkCopy{"docs", "sdk", named("SDK.md")},
+		sdkCopy{"abi", "sdk", named("ABI.md")},
+	)
+}
+
+// addC adds the case tables of the map template, the checkout's ABI.md and
+// SDK.md when there is one, and the C header the other templates include.
+func (s sdkFiles) addC(d initData) error {
+	if d.Template == "map" {
+		s.files["case_ranges.h"] = caseRangesHeader()
+	}
+	if d.SDK != "" {
+		if err := s.copyEach(sdkCopy{"abi", ".", named("ABI.md")}, sdkCopy{"docs", ".", named("SDK.md")}); err != nil {
 			return err
 		}
-		return copyFiles("abi", "sdk/abi", func(n string) bool { return n == "ABI.md" })
-	case "rust":
-		if err := copyFiles("abi/sdk/rust", ".", func(n string) bool { return n == "wasm-target.sh" }); err != nil {
-			return err
+	}
+	if d.Template != "map" {
+		if d.SDK == "" {
+			return errors.New("the C template " + d.Template + " needs abi/sdk/c/wasmstream.h: give --sdk DIR (a wasmstream checkout)")
 		}
-		// A lock file of version 3, which Debian's cargo reads too (a
-		// newer cargo keeps the version of the lock file it finds).
-		files["Cargo.lock"] = fmt.Appendf(nil, "# This file is automatically @generated by Cargo.\n# It is not intended for manual editing.\nversion = 3\n\n[[package]]\nname = %q\nversion = \"0.1.0\"\ndependencies = [\n \"wasmstream\",\n]\n\n[[package]]\nname = \"wasmstream\"\nversion = \"0.1.0\"\n", d.Name)
-		if !d.Vendor {
-			return nil
-		}
-		if err := copyFiles("abi/sdk/rust/wasmstream", "sdk", func(n string) bool { return n == "Cargo.toml" || n == "README.md" }); err != nil {
-			return err
-		}
-		if err := copyFiles("abi/sdk/rust/wasmstream/src", "sdk/src", func(n string) bool { return strings.HasSuffix(n, ".rs") }); err != nil {
-			return err
-		}
-		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
-			return err
-		}
-		return copyFiles("abi", "sdk", func(n string) bool { return n == "ABI.md" })
-	case "assemblyscript":
-		if !d.Vendor {
-			return nil
-		}
-		if err := copyFiles("abi/sdk/assemblyscript", "sdk", func(n string) bool { return n == "build.mjs" || n == "README.md" }); err != nil {
-			return err
-		}
-		if err := copyFiles("abi/sdk/assemblyscript/assembly", "sdk/assembly", func(n string) bool { return strings.HasSuffix(n, ".ts") }); err != nil {
-			return err
-		}
-		if err := copyFiles("docs", "sdk", func(n string) bool { return n == "SDK.md" }); err != nil {
-			return err
-		}
-		return copyFiles("abi", "sdk", func(n string) bool { return n == "ABI.md" })
-	case "c":
-		if d.Template == "map" {
-			files["case_ranges.h"] = caseRangesHeader()
-		}
-		if d.SDK != "" {
-			if err := copyFiles("abi", ".", func(n string) bool { return n == "ABI.md" }); err != nil {
-				return err
-			}
-			if err := copyFiles("docs", ".", func(n string) bool { return n == "SDK.md" }); err != nil {
-				return err
-			}
-		}
-		if d.Template != "map" {
-			if d.SDK == "" {
-				return errors.New("the C template " + d.Template + " needs abi/sdk/c/wasmstream.h: give --sdk DIR (a wasmstream checkout)")
-			}
-			return copyFiles("abi/sdk/c", ".", func(n string) bool { return n == "wasmstream.h" })
-		}
+		return s.copy("abi/sdk/c", ".", named("wasmstream.h"))
 	}
 	return nil
 }
