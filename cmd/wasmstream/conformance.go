@@ -14,16 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
-func cmdConformance(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	example := fs.String("example", "", "the example the modules implement, if one: "+strings.Join(conformance.Examples, ", "))
-	vectors := fs.String("vectors", "", "your own records and expectations: a vectors file (JSON lines, as wasmstream test --file reads)")
-	var env listFlag
-	fs.Var(&env, "env", "an environment variable of the modules, K=V (repeatable)")
-	quiet := fs.Bool("quiet", false, "print only the checks that fail and the summary")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: wasmstream conformance [--example NAME] [--vectors FILE] [--env K=V]... module.wasm...
+const conformanceUsage = `Usage: wasmstream conformance [--example NAME] [--vectors FILE] [--env K=V]... module.wasm...
 
 Checks each module against the conformance kit (internal/conformance):
 
@@ -54,71 +45,116 @@ bad flag or vectors file.
   wasmstream conformance --example uppercase plugins/examples/c-uppercase/uppercase.wasm
 
 Flags:
-`)
+`
+
+// conformanceCmd is `wasmstream conformance`'s flags.
+type conformanceCmd struct {
+	example, vectors string
+	env              listFlag
+	quiet            bool
+	stdout, stderr   io.Writer
+}
+
+func cmdConformance(args []string, stdout, stderr io.Writer) int {
+	c := &conformanceCmd{stdout: stdout, stderr: stderr}
+	modules, code := c.parse(args)
+	if code >= 0 {
+		return code
+	}
+	opt, code := c.options()
+	if code >= 0 {
+		return code
+	}
+	return eachModule(modules, stderr, func(ctx context.Context, e *host.Engine, path string, b []byte) bool {
+		return c.check(ctx, e, path, b, opt)
+	})
+}
+
+// parse reads the flags into c and returns the modules named; it returns
+// the exit code when the flags do not parse or name no module, else -1.
+func (c *conformanceCmd) parse(args []string) ([]string, int) {
+	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.StringVar(&c.example, "example", "", "the example the modules implement, if one: "+strings.Join(conformance.Examples, ", "))
+	fs.StringVar(&c.vectors, "vectors", "", "your own records and expectations: a vectors file (JSON lines, as wasmstream test --file reads)")
+	fs.Var(&c.env, "env", "an environment variable of the modules, K=V (repeatable)")
+	fs.BoolVar(&c.quiet, "quiet", false, "print only the checks that fail and the summary")
+	fs.Usage = func() {
+		fmt.Fprint(c.stderr, conformanceUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return nil, 2
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return 2
+		return nil, 2
 	}
-	opt := conformance.Options{Example: *example, File: *vectors}
-	if *example != "" {
-		if _, err := conformance.VectorsOf(*example); err != nil {
-			fmt.Fprintf(stderr, "wasmstream conformance: --example %q: want one of %s\n", *example, strings.Join(conformance.Examples, ", "))
-			return 2
+	return fs.Args(), -1
+}
+
+// options checks --example, --env and the --vectors file and returns the
+// kit's options they make; it returns the exit code when one is bad, else
+// -1.
+func (c *conformanceCmd) options() (conformance.Options, int) {
+	opt := conformance.Options{Example: c.example, File: c.vectors}
+	if c.example != "" {
+		if _, err := conformance.VectorsOf(c.example); err != nil {
+			fmt.Fprintf(c.stderr, "wasmstream conformance: --example %q: want one of %s\n", c.example, strings.Join(conformance.Examples, ", "))
+			return opt, 2
 		}
 	}
-	for _, kv := range env {
+	for _, kv := range c.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			fmt.Fprintf(stderr, "wasmstream conformance: --env %q: want K=V\n", termsafe.Line(kv))
-			return 2
+			fmt.Fprintf(c.stderr, "wasmstream conformance: --env %q: want K=V\n", termsafe.Line(kv))
+			return opt, 2
 		}
 		if opt.Env == nil {
 			opt.Env = map[string]string{}
 		}
 		opt.Env[k] = v
 	}
-	if *vectors != "" {
-		cases, err := conformance.ReadCases(*vectors)
+	if c.vectors != "" {
+		cases, err := conformance.ReadCases(c.vectors)
 		if err != nil {
-			printErr(stderr, "wasmstream conformance", err)
-			return 2
+			printErr(c.stderr, "wasmstream conformance", err)
+			return opt, 2
 		}
 		opt.Cases = cases
 	}
-	return eachModule(fs.Args(), stderr, func(ctx context.Context, e *host.Engine, path string, b []byte) bool {
-		opt := opt
-		if len(opt.Cases) > 0 {
-			// The user's records get state of their own, empty at the
-			// start, as a stateful pipeline would give them.
-			pc := config.PipelineDefaults()
-			ls, err := scheduler.OpenLocalState(&pc)
-			if err != nil {
-				printErr(stderr, "wasmstream conformance", err)
-				return false
-			}
-			defer ls.Close()
-			opt.State, opt.Keep = ls.Begin, ls.Commit
-		}
-		rep, err := conformance.CheckModule(ctx, e, b, opt)
+	return opt, -1
+}
+
+// check runs the kit on one module and prints its report; it reports
+// whether the module passed every check.
+func (c *conformanceCmd) check(ctx context.Context, e *host.Engine, path string, b []byte, opt conformance.Options) bool {
+	if len(opt.Cases) > 0 {
+		// The user's records get state of their own, empty at the
+		// start, as a stateful pipeline would give them.
+		pc := config.PipelineDefaults()
+		ls, err := scheduler.OpenLocalState(&pc)
 		if err != nil {
-			printErr(stderr, termsafe.Line(path), err)
+			printErr(c.stderr, "wasmstream conformance", err)
 			return false
 		}
-		fmt.Fprintf(stdout, "== %s (%s)\n", termsafe.Line(path), termsafe.Line(rep.Example))
-		if *quiet {
-			failed := &conformance.Report{Example: rep.Example, Checks: rep.Failed()}
-			for _, c := range failed.Checks {
-				fmt.Fprintf(stdout, "FAIL  %s: %s\n", termsafe.Line(c.Name), termsafe.Text(c.Detail, "  "))
-			}
-			fmt.Fprintf(stdout, "%s: %d of %d checks passed\n", termsafe.Line(rep.Example), len(rep.Checks)-len(failed.Checks), len(rep.Checks))
-		} else {
-			fmt.Fprint(stdout, termsafe.Text(rep.String(), ""))
+		defer ls.Close()
+		opt.State, opt.Keep = ls.Begin, ls.Commit
+	}
+	rep, err := conformance.CheckModule(ctx, e, b, opt)
+	if err != nil {
+		printErr(c.stderr, termsafe.Line(path), err)
+		return false
+	}
+	fmt.Fprintf(c.stdout, "== %s (%s)\n", termsafe.Line(path), termsafe.Line(rep.Example))
+	if c.quiet {
+		failed := &conformance.Report{Example: rep.Example, Checks: rep.Failed()}
+		for _, fc := range failed.Checks {
+			fmt.Fprintf(c.stdout, "FAIL  %s: %s\n", termsafe.Line(fc.Name), termsafe.Text(fc.Detail, "  "))
 		}
-		return rep.OK()
-	})
+		fmt.Fprintf(c.stdout, "%s: %d of %d checks passed\n", termsafe.Line(rep.Example), len(rep.Checks)-len(failed.Checks), len(rep.Checks))
+	} else {
+		fmt.Fprint(c.stdout, termsafe.Text(rep.String(), ""))
+	}
+	return rep.OK()
 }
