@@ -234,61 +234,24 @@ func (d *decoder) httpName() string {
 	return httpHeaderName(name)
 }
 
-// httpHeaderName returns name as a string: one of the package's for the
-// response headers most services send (in net/http's canonical form, as
-// the host writes them), a new one otherwise.
+// commonHTTPHeaders are the response headers most services send, in
+// net/http's canonical form, as the host writes them.
+var commonHTTPHeaders = [...]string{
+	"Content-Type", "Content-Length", "Date", "Server", "Connection",
+	"Cache-Control", "Etag", "Last-Modified", "Expires", "Vary", "Age",
+	"Content-Encoding", "Content-Language", "Accept-Ranges", "Location",
+	"Retry-After", "Set-Cookie", "Keep-Alive", "Transfer-Encoding",
+	"Strict-Transport-Security", "Access-Control-Allow-Origin",
+	"X-Content-Type-Options", "X-Request-Id", "Www-Authenticate", "Link",
+}
+
+// httpHeaderName returns name as a string: one of commonHTTPHeaders when it
+// is one (no allocation), a new one otherwise.
 func httpHeaderName(name []byte) string {
-	switch string(name) {
-	case "Content-Type":
-		return "Content-Type"
-	case "Content-Length":
-		return "Content-Length"
-	case "Date":
-		return "Date"
-	case "Server":
-		return "Server"
-	case "Connection":
-		return "Connection"
-	case "Cache-Control":
-		return "Cache-Control"
-	case "Etag":
-		return "Etag"
-	case "Last-Modified":
-		return "Last-Modified"
-	case "Expires":
-		return "Expires"
-	case "Vary":
-		return "Vary"
-	case "Age":
-		return "Age"
-	case "Content-Encoding":
-		return "Content-Encoding"
-	case "Content-Language":
-		return "Content-Language"
-	case "Accept-Ranges":
-		return "Accept-Ranges"
-	case "Location":
-		return "Location"
-	case "Retry-After":
-		return "Retry-After"
-	case "Set-Cookie":
-		return "Set-Cookie"
-	case "Keep-Alive":
-		return "Keep-Alive"
-	case "Transfer-Encoding":
-		return "Transfer-Encoding"
-	case "Strict-Transport-Security":
-		return "Strict-Transport-Security"
-	case "Access-Control-Allow-Origin":
-		return "Access-Control-Allow-Origin"
-	case "X-Content-Type-Options":
-		return "X-Content-Type-Options"
-	case "X-Request-Id":
-		return "X-Request-Id"
-	case "Www-Authenticate":
-		return "Www-Authenticate"
-	case "Link":
-		return "Link"
+	for _, h := range commonHTTPHeaders {
+		if string(name) == h {
+			return h
+		}
 	}
 	return string(name)
 }
