@@ -193,85 +193,7 @@ func (fb *body) decode() error {
 		start := r.Pos
 		op, _ := r.Byte()
 		fb.count()
-		var err error
-		switch {
-		case op == 0x00, op == 0x01, op == 0x05, op == 0x0f, op == 0x1a, op == 0x1b, op == 0xd1,
-			op >= 0x45 && op <= 0xc4:
-			// no immediates
-		case op == 0x02, op == 0x04: // block, if
-			err = fb.blockType()
-			fb.ctrl = append(fb.ctrl, false)
-		case op == 0x03: // loop
-			if err = fb.blockType(); err != nil {
-				return err
-			}
-			fb.ctrl = append(fb.ctrl, true)
-			fb.region = append(fb.region, len(fb.loops))
-			fb.edits = append(fb.edits, edit{kind: editLoop, pos: r.Pos, val: uint32(len(fb.loops))})
-			fb.loops = append(fb.loops, 0)
-		case op == 0x0b: // end
-			if fb.ctrl[len(fb.ctrl)-1] {
-				fb.region = fb.region[:len(fb.region)-1]
-			}
-			fb.ctrl = fb.ctrl[:len(fb.ctrl)-1]
-		case op == 0x0c, op == 0x0d: // br, br_if
-			_, err = r.U32()
-		case op == 0x0e: // br_table
-			var n uint32
-			if n, err = r.U32(); err != nil {
-				return err
-			}
-			for i := uint64(0); i <= uint64(n) && err == nil; i++ {
-				_, err = r.U32()
-			}
-		case op == 0x10, op == 0xd2: // call, ref.func
-			err = fb.funcRef()
-		case op == 0x11: // call_indirect
-			if err = fb.typeRef(); err == nil {
-				_, err = r.U32()
-			}
-		case op == 0x1c: // select t*: wazero takes one byte, 1
-			var c byte
-			if c, err = r.Byte(); err == nil {
-				if c != 1 {
-					return r.Fail("select with %d types", c)
-				}
-				err = m.valType(r)
-			}
-		case op >= 0x20 && op <= 0x22: // local.get, set, tee
-			_, err = r.U32()
-		case op == 0x23 || op == 0x24: // global.get, set
-			var g uint32
-			if g, err = r.U32(); err == nil {
-				err = m.globalIndex(r, g)
-			}
-		case op == 0x25 || op == 0x26: // table.get, set
-			_, err = r.U32()
-		case op >= 0x28 && op <= 0x3e: // loads and stores
-			err = fb.memArg()
-		case op == 0x3f || op == 0x40: // memory.size, grow
-			err = fb.zeroByte()
-		case op == 0x41:
-			err = r.SkipSigned(5)
-		case op == 0x42:
-			err = r.SkipSigned(10)
-		case op == 0x43:
-			err = r.Skip(4)
-		case op == 0x44:
-			err = r.Skip(8)
-		case op == 0xd0: // ref.null
-			var c byte
-			if c, err = r.Byte(); err == nil && c != 0x70 && c != 0x6f && c != 0x69 {
-				return r.Fail("ref.null of type 0x%x (typed references are not supported)", c)
-			}
-		case op == 0xfc:
-			err = fb.misc(start)
-		case op == 0xfd:
-			err = fb.simd()
-		default:
-			return r.Fail("function %d: opcode 0x%x is not a WebAssembly 2.0 instruction", m.funcImports+uint32(fb.fn), op)
-		}
-		if err != nil {
+		if err := fb.instruction(op, start); err != nil {
 			return err
 		}
 	}
@@ -279,6 +201,123 @@ func (fb *body) decode() error {
 		return r.Fail("function %d: %d bytes after the end of its body", m.funcImports+uint32(fb.fn), r.End-r.Pos)
 	}
 	return nil
+}
+
+// instruction reads the immediates of the instruction op, whose opcode is
+// at start: a block, loop or end opens or closes a block (a loop its
+// region too, and its charge's edit), the others go to operands.
+func (fb *body) instruction(op byte, start int) error {
+	r := fb.r
+	switch op {
+	case 0x02, 0x04: // block, if
+		err := fb.blockType()
+		fb.ctrl = append(fb.ctrl, false)
+		return err
+	case 0x03: // loop
+		if err := fb.blockType(); err != nil {
+			return err
+		}
+		fb.ctrl = append(fb.ctrl, true)
+		fb.region = append(fb.region, len(fb.loops))
+		fb.edits = append(fb.edits, edit{kind: editLoop, pos: r.Pos, val: uint32(len(fb.loops))})
+		fb.loops = append(fb.loops, 0)
+		return nil
+	case 0x0b: // end
+		if fb.ctrl[len(fb.ctrl)-1] {
+			fb.region = fb.region[:len(fb.region)-1]
+		}
+		fb.ctrl = fb.ctrl[:len(fb.ctrl)-1]
+		return nil
+	case 0x0c, 0x0d: // br, br_if
+		_, err := r.U32()
+		return err
+	case 0x0e: // br_table
+		n, err := r.U32()
+		if err != nil {
+			return err
+		}
+		for i := uint64(0); i <= uint64(n) && err == nil; i++ {
+			_, err = r.U32()
+		}
+		return err
+	}
+	return fb.operands(op, start)
+}
+
+// operands reads the immediates of an instruction that opens or closes no
+// block, and refuses an opcode that is not WebAssembly 2.0's.
+func (fb *body) operands(op byte, start int) error {
+	switch {
+	case op == 0x00, op == 0x01, op == 0x05, op == 0x0f, op == 0x1a, op == 0x1b, op == 0xd1,
+		op >= 0x45 && op <= 0xc4:
+		return nil // no immediates
+	case op == 0x10, op == 0xd2: // call, ref.func
+		return fb.funcRef()
+	case op == 0x11: // call_indirect
+		if err := fb.typeRef(); err != nil {
+			return err
+		}
+		_, err := fb.r.U32()
+		return err
+	case op == 0x1c: // select t*
+		return fb.selectTypes()
+	case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get, set
+		return fb.variable(op)
+	case op >= 0x28 && op <= 0x44: // loads, stores, memory.size, grow, constants
+		return fb.memoryOrConst(op)
+	case op == 0xd0: // ref.null
+		c, err := fb.r.Byte()
+		if err == nil && c != 0x70 && c != 0x6f && c != 0x69 {
+			return fb.r.Fail("ref.null of type 0x%x (typed references are not supported)", c)
+		}
+		return err
+	case op == 0xfc:
+		return fb.misc(start)
+	case op == 0xfd:
+		return fb.simd()
+	}
+	return fb.r.Fail("function %d: opcode 0x%x is not a WebAssembly 2.0 instruction", fb.m.funcImports+uint32(fb.fn), op)
+}
+
+// selectTypes reads select's value types: wazero takes one byte, 1.
+func (fb *body) selectTypes() error {
+	c, err := fb.r.Byte()
+	if err != nil {
+		return err
+	}
+	if c != 1 {
+		return fb.r.Fail("select with %d types", c)
+	}
+	return fb.m.valType(fb.r)
+}
+
+// variable reads the index of local.get, set, tee (0x20-0x22), global.get,
+// set (0x23, 0x24, checked) or table.get, set (0x25, 0x26).
+func (fb *body) variable(op byte) error {
+	i, err := fb.r.U32()
+	if err == nil && (op == 0x23 || op == 0x24) {
+		err = fb.m.globalIndex(fb.r, i)
+	}
+	return err
+}
+
+// memoryOrConst reads the immediates of a load or store (0x28-0x3e),
+// memory.size or grow (0x3f, 0x40) or a constant (0x41-0x44).
+func (fb *body) memoryOrConst(op byte) error {
+	r := fb.r
+	switch {
+	case op <= 0x3e:
+		return fb.memArg()
+	case op <= 0x40:
+		return fb.zeroByte()
+	case op == 0x41:
+		return r.SkipSigned(5)
+	case op == 0x42:
+		return r.SkipSigned(10)
+	case op == 0x43:
+		return r.Skip(4)
+	}
+	return r.Skip(8)
 }
 
 // blockType reads a block type as wazero does (a signed 33-bit integer:
