@@ -185,6 +185,7 @@ func Read(wasm []byte) (*Summary, error) {
 	return s, nil
 }
 
+// section reads the section id, whose contents r holds.
 func (s *Summary) section(id byte, r *Reader) error {
 	switch id {
 	case SecCustom:
@@ -194,62 +195,15 @@ func (s *Summary) section(id byte, r *Reader) error {
 	case SecImport:
 		return s.imports(r)
 	case SecFunction:
-		n, err := r.Count(1)
-		if err != nil {
-			return err
-		}
-		s.Functions = n
-		for i := 0; i < n; i++ {
-			if _, err := r.U32(); err != nil {
-				return err
-			}
-		}
+		return s.functions(r)
 	case SecTable:
 		return s.tables(r)
 	case SecMemory:
-		n, err := r.Count(2)
-		if err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
-			if _, _, _, err := r.Limits(); err != nil {
-				return err
-			}
-		}
+		return memories(r)
 	case SecGlobal:
-		n, err := r.Count(3)
-		if err != nil {
-			return err
-		}
-		s.Globals = n
-		for i := 0; i < n; i++ {
-			if err := r.valType(); err != nil {
-				return err
-			}
-			if _, err := r.Byte(); err != nil { // mutability
-				return err
-			}
-			if err := r.constExpr(); err != nil {
-				return err
-			}
-		}
+		return s.globals(r)
 	case SecExport:
-		n, err := r.Count(3)
-		if err != nil {
-			return err
-		}
-		s.Exports = n
-		for i := 0; i < n; i++ {
-			if err := r.skipName(); err != nil {
-				return err
-			}
-			if _, err := r.Byte(); err != nil {
-				return err
-			}
-			if _, err := r.U32(); err != nil {
-				return err
-			}
-		}
+		return s.exports(r)
 	case SecStart:
 		s.HasStart = true
 		_, err := r.U32()
@@ -264,21 +218,97 @@ func (s *Summary) section(id byte, r *Reader) error {
 		_, err := r.U32()
 		return err
 	case SecTag:
-		n, err := r.Count(2)
-		if err != nil {
+		return s.tags(r)
+	}
+	return r.Fail("unknown section id %d", id)
+}
+
+// functions reads the function section: each function's type index.
+func (s *Summary) functions(r *Reader) error {
+	n, err := r.Count(1)
+	if err != nil {
+		return err
+	}
+	s.Functions = n
+	for i := 0; i < n; i++ {
+		if _, err := r.U32(); err != nil {
 			return err
 		}
-		s.Tags = n
-		for i := 0; i < n; i++ {
-			if _, err := r.Byte(); err != nil {
-				return err
-			}
-			if _, err := r.U32(); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// memories reads the memory section: each memory's limits.
+func memories(r *Reader) error {
+	n, err := r.Count(2)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if _, _, _, err := r.Limits(); err != nil {
+			return err
 		}
-	default:
-		return r.Fail("unknown section id %d", id)
+	}
+	return nil
+}
+
+// globals reads the global section: each global's type, mutability and
+// initialiser.
+func (s *Summary) globals(r *Reader) error {
+	n, err := r.Count(3)
+	if err != nil {
+		return err
+	}
+	s.Globals = n
+	for i := 0; i < n; i++ {
+		if err := r.valType(); err != nil {
+			return err
+		}
+		if _, err := r.Byte(); err != nil { // mutability
+			return err
+		}
+		if err := r.constExpr(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exports reads the export section: each export's name, kind and index.
+func (s *Summary) exports(r *Reader) error {
+	n, err := r.Count(3)
+	if err != nil {
+		return err
+	}
+	s.Exports = n
+	for i := 0; i < n; i++ {
+		if err := r.skipName(); err != nil {
+			return err
+		}
+		if _, err := r.Byte(); err != nil {
+			return err
+		}
+		if _, err := r.U32(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tags reads the tag section: each tag's attribute and type index.
+func (s *Summary) tags(r *Reader) error {
+	n, err := r.Count(2)
+	if err != nil {
+		return err
+	}
+	s.Tags = n
+	for i := 0; i < n; i++ {
+		if _, err := r.Byte(); err != nil {
+			return err
+		}
+		if _, err := r.U32(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
