@@ -187,23 +187,32 @@ type caseJSON struct {
 	ValueBase64 *string         `json:"value_base64"`
 	Headers     json.RawMessage `json:"headers"`
 	Attempt     *int64          `json:"attempt"`
-	HTTP        []struct {
-		Status  int             `json:"status"`
-		Headers json.RawMessage `json:"headers"`
-		Body    json.RawMessage `json:"body"`
-		Error   string          `json:"error"`
-	} `json:"http"`
-	Expect *struct {
-		Outcome string `json:"outcome"`
-		Fault   string `json:"fault"`
-		Error   string `json:"error"`
-		Outputs *[]struct {
-			Topic   string          `json:"topic"`
-			Key     json.RawMessage `json:"key"`
-			Value   json.RawMessage `json:"value"`
-			Headers json.RawMessage `json:"headers"`
-		} `json:"outputs"`
-	} `json:"expect"`
+	HTTP        []httpJSON      `json:"http"`
+	Expect      *expectJSON     `json:"expect"`
+}
+
+// httpJSON is one of a case's "http" answers.
+type httpJSON struct {
+	Status  int             `json:"status"`
+	Headers json.RawMessage `json:"headers"`
+	Body    json.RawMessage `json:"body"`
+	Error   string          `json:"error"`
+}
+
+// expectJSON is a case's "expect".
+type expectJSON struct {
+	Outcome string        `json:"outcome"`
+	Fault   string        `json:"fault"`
+	Error   string        `json:"error"`
+	Outputs *[]outputJSON `json:"outputs"`
+}
+
+// outputJSON is one of "expect"'s outputs.
+type outputJSON struct {
+	Topic   string          `json:"topic"`
+	Key     json.RawMessage `json:"key"`
+	Value   json.RawMessage `json:"value"`
+	Headers json.RawMessage `json:"headers"`
 }
 
 func strictUnmarshal(b []byte, v any) error {
@@ -223,96 +232,138 @@ func parseCase(line []byte, index int) (Case, error) {
 	if err := strictUnmarshal(line, &j); err != nil {
 		return Case{}, fmt.Errorf("not a record object: %w", err)
 	}
-	c := Case{Name: j.Name, Record: abi.Record{Partition: j.Partition, Offset: int64(index), Timestamp: j.Timestamp, Attempt: 1}}
-	if j.Topic != nil {
-		c.Record.Topic = *j.Topic
-	}
-	if j.Offset != nil {
-		c.Record.Offset = *j.Offset
-	}
-	if j.Attempt != nil {
-		if *j.Attempt < 1 || *j.Attempt > 1<<31 {
-			return Case{}, fmt.Errorf("attempt: %d: want 1 or more", *j.Attempt)
-		}
-		c.Record.Attempt = uint32(*j.Attempt)
-	}
-	var err error
-	if c.Record.Key, err = bytesField("key", j.Key, j.KeyBase64); err != nil {
+	rec, err := j.record(index)
+	if err != nil {
 		return Case{}, err
 	}
-	if c.Record.Value, err = bytesField("value", j.Value, j.ValueBase64); err != nil {
-		return Case{}, err
-	}
-	if c.Record.Headers, err = headersField("headers", j.Headers); err != nil {
-		return Case{}, err
-	}
+	c := Case{Name: j.Name, Record: rec}
 	for i, h := range j.HTTP {
-		a := HTTPAnswer{Status: h.Status, Error: h.Error}
-		field := fmt.Sprintf("http[%d]", i)
-		if a.Error == "" && (a.Status < 100 || a.Status > 599) {
-			return Case{}, fmt.Errorf("%s.status: %d: want 100 to 599 (or \"error\" for a transport error)", field, h.Status)
-		}
-		if a.Headers, err = headersField(field+".headers", h.Headers); err != nil {
-			return Case{}, err
-		}
-		body, err := textOrJSON(field+".body", h.Body)
+		a, err := h.answer(fmt.Sprintf("http[%d]", i))
 		if err != nil {
 			return Case{}, err
 		}
-		a.Body = body.b
 		c.HTTP = append(c.HTTP, a)
 	}
 	if j.Expect == nil {
 		return c, nil
 	}
-	e := &Expect{Outcome: j.Expect.Outcome, Fault: j.Expect.Fault, Error: j.Expect.Error}
+	if c.Expect, err = j.Expect.expect(); err != nil {
+		return Case{}, err
+	}
+	return c, nil
+}
+
+// record is the case's record, the index-th of its file.
+func (j *caseJSON) record(index int) (abi.Record, error) {
+	rec := abi.Record{Partition: j.Partition, Offset: int64(index), Timestamp: j.Timestamp, Attempt: 1}
+	if j.Topic != nil {
+		rec.Topic = *j.Topic
+	}
+	if j.Offset != nil {
+		rec.Offset = *j.Offset
+	}
+	if j.Attempt != nil {
+		if *j.Attempt < 1 || *j.Attempt > 1<<31 {
+			return rec, fmt.Errorf("attempt: %d: want 1 or more", *j.Attempt)
+		}
+		rec.Attempt = uint32(*j.Attempt)
+	}
+	var err error
+	if rec.Key, err = bytesField("key", j.Key, j.KeyBase64); err != nil {
+		return rec, err
+	}
+	if rec.Value, err = bytesField("value", j.Value, j.ValueBase64); err != nil {
+		return rec, err
+	}
+	if rec.Headers, err = headersField("headers", j.Headers); err != nil {
+		return rec, err
+	}
+	return rec, nil
+}
+
+// answer is the HTTP answer h, the case's field.
+func (h *httpJSON) answer(field string) (HTTPAnswer, error) {
+	a := HTTPAnswer{Status: h.Status, Error: h.Error}
+	if a.Error == "" && (a.Status < 100 || a.Status > 599) {
+		return a, fmt.Errorf("%s.status: %d: want 100 to 599 (or \"error\" for a transport error)", field, h.Status)
+	}
+	var err error
+	if a.Headers, err = headersField(field+".headers", h.Headers); err != nil {
+		return a, err
+	}
+	body, err := textOrJSON(field+".body", h.Body)
+	if err != nil {
+		return a, err
+	}
+	a.Body = body.b
+	return a, nil
+}
+
+// expect is the case's expectation, checked to be one a record can meet.
+func (j *expectJSON) expect() (*Expect, error) {
+	e := &Expect{Outcome: j.Outcome, Fault: j.Fault, Error: j.Error}
 	switch e.Outcome {
 	case OutcomeOK, OutcomeDrop, OutcomeRetry, OutcomeFail:
 	default:
-		return Case{}, fmt.Errorf("expect.outcome: %q: want ok, drop, retry or fail", e.Outcome)
+		return nil, fmt.Errorf("expect.outcome: %q: want ok, drop, retry or fail", e.Outcome)
 	}
 	if e.Fault != "" {
 		if e.Outcome != OutcomeRetry && e.Outcome != OutcomeFail {
-			return Case{}, fmt.Errorf("expect.fault: %q with outcome %q: a fault is a retry or a fail", e.Fault, e.Outcome)
+			return nil, fmt.Errorf("expect.fault: %q with outcome %q: a fault is a retry or a fail", e.Fault, e.Outcome)
 		}
 		if !knownFault(e.Fault) {
-			return Case{}, fmt.Errorf("expect.fault: %q: want one of %s", e.Fault, strings.Join(faultNames(), ", "))
+			return nil, fmt.Errorf("expect.fault: %q: want one of %s", e.Fault, strings.Join(faultNames(), ", "))
 		}
 	}
 	if e.Error != "" && (e.Outcome == OutcomeOK || e.Outcome == OutcomeDrop) {
-		return Case{}, fmt.Errorf("expect.error with outcome %q: only a failure has a message", e.Outcome)
+		return nil, fmt.Errorf("expect.error with outcome %q: only a failure has a message", e.Outcome)
 	}
-	if j.Expect.Outputs != nil {
-		outs := *j.Expect.Outputs
-		switch {
-		case e.Outcome == OutcomeDrop && len(outs) > 0:
-			return Case{}, errors.New("expect.outputs with outcome \"drop\": a dropped record has none")
-		case (e.Outcome == OutcomeRetry || e.Outcome == OutcomeFail) && len(outs) > 0:
-			return Case{}, fmt.Errorf("expect.outputs with outcome %q: a failed record's outputs are discarded", e.Outcome)
-		case e.Outcome == OutcomeOK && len(outs) == 0:
-			return Case{}, errors.New("expect.outputs is empty with outcome \"ok\": say \"drop\" for a record with no outputs")
-		}
-		e.HasOutputs = true
-		for i, o := range outs {
-			field := fmt.Sprintf("expect.outputs[%d]", i)
-			eo := ExpectOutput{Topic: o.Topic}
-			if eo.Key, err = textOrJSON(field+".key", o.Key); err != nil {
-				return Case{}, err
-			}
-			if eo.Value, err = textOrJSON(field+".value", o.Value); err != nil {
-				return Case{}, err
-			}
-			if len(o.Headers) > 0 {
-				eo.HasHeaders = true
-				if eo.Headers, err = headersField(field+".headers", o.Headers); err != nil {
-					return Case{}, err
-				}
-			}
-			e.Outputs = append(e.Outputs, eo)
+	if j.Outputs != nil {
+		if err := e.setOutputs(*j.Outputs); err != nil {
+			return nil, err
 		}
 	}
-	c.Expect = e
-	return c, nil
+	return e, nil
+}
+
+// setOutputs sets the outputs e expects, checked against its outcome.
+func (e *Expect) setOutputs(outs []outputJSON) error {
+	switch {
+	case e.Outcome == OutcomeDrop && len(outs) > 0:
+		return errors.New("expect.outputs with outcome \"drop\": a dropped record has none")
+	case (e.Outcome == OutcomeRetry || e.Outcome == OutcomeFail) && len(outs) > 0:
+		return fmt.Errorf("expect.outputs with outcome %q: a failed record's outputs are discarded", e.Outcome)
+	case e.Outcome == OutcomeOK && len(outs) == 0:
+		return errors.New("expect.outputs is empty with outcome \"ok\": say \"drop\" for a record with no outputs")
+	}
+	e.HasOutputs = true
+	for i, o := range outs {
+		eo, err := o.output(fmt.Sprintf("expect.outputs[%d]", i))
+		if err != nil {
+			return err
+		}
+		e.Outputs = append(e.Outputs, eo)
+	}
+	return nil
+}
+
+// output is the output o expects, the expectation's field.
+func (o *outputJSON) output(field string) (ExpectOutput, error) {
+	eo := ExpectOutput{Topic: o.Topic}
+	var err error
+	if eo.Key, err = textOrJSON(field+".key", o.Key); err != nil {
+		return eo, err
+	}
+	if eo.Value, err = textOrJSON(field+".value", o.Value); err != nil {
+		return eo, err
+	}
+	if len(o.Headers) > 0 {
+		eo.HasHeaders = true
+		if eo.Headers, err = headersField(field+".headers", o.Headers); err != nil {
+			return eo, err
+		}
+	}
+	return eo, nil
 }
 
 func knownFault(k string) bool {
