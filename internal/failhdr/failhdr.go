@@ -179,108 +179,138 @@ var required = []string{Pipeline, ErrorKind, Error, OriginalTopic, OriginalParti
 // repeated, or required and missing — leaves its field zero and is listed in
 // the returned error, of type Errors; a nil error means st is complete.
 func Decode(hs []kgo.RecordHeader) (st State, err error) {
-	var errs Errors
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, &HeaderError{Key: key, Reason: fmt.Sprintf(format, args...)})
-	}
-	seen := map[string]bool{}
-	history := map[int]bool{}
+	d := decoder{seen: map[string]bool{}, history: map[int]bool{}}
 	for _, h := range hs {
 		if !strings.HasPrefix(h.Key, Prefix) {
 			continue
 		}
 		v := string(h.Value)
 		if strings.HasPrefix(h.Key, HistoryPrefix) {
-			n, ok := attemptNumber(h.Key[len(HistoryPrefix):])
-			switch {
-			case !ok:
-				bad(h.Key, "not an attempt number after %s", HistoryPrefix)
-			case history[n]:
-				bad(h.Key, "repeated")
-			default:
-				history[n] = true
-				st.History = append(st.History, Entry{n, v})
-			}
+			d.historyEntry(h.Key, v)
 			continue
 		}
-		if seen[h.Key] {
-			bad(h.Key, "repeated")
+		if d.seen[h.Key] {
+			d.bad(h.Key, "repeated")
 			continue
 		}
-		seen[h.Key] = true
-		switch h.Key {
-		case Pipeline:
-			st.Pipeline = v
-		case ErrorKind:
-			st.Kind = v
-		case Error:
-			st.Error = v
-		case ModuleDigest:
-			st.ModuleDigest = v
-		case RedrivenFrom:
-			st.RedrivenFrom = v
-		case OriginalTopic:
-			if v == "" {
-				bad(h.Key, "empty")
-			}
-			st.Origin.Topic = v
-		case OriginalPartition:
-			n, e := strconv.ParseInt(v, 10, 32)
-			if e != nil || n < 0 {
-				bad(h.Key, "%s is not a partition", quote(v))
-				n = 0
-			}
-			st.Origin.Partition = int32(n)
-		case OriginalOffset:
-			n, e := strconv.ParseInt(v, 10, 64)
-			if e != nil || n < 0 {
-				bad(h.Key, "%s is not an offset", quote(v))
-				n = 0
-			}
-			st.Origin.Offset = n
-		case OriginalTimestamp:
-			n, e := strconv.ParseInt(v, 10, 64)
-			if e != nil {
-				bad(h.Key, "%s is not a time in milliseconds", quote(v))
-				n = 0
-			}
-			st.Origin.Timestamp = n
-		case Attempt:
-			n, ok := attemptNumber(v)
-			if !ok {
-				bad(h.Key, "%s is not an attempt number (1 to %d)", quote(v), MaxAttempt)
-			}
-			st.Attempt = n
-		case FailedAt, FirstFailure:
-			t, e := time.Parse(time.RFC3339Nano, v)
-			if e != nil {
-				bad(h.Key, "%s is not an RFC 3339 time", quote(v))
-				t = time.Time{}
-			}
-			if h.Key == FailedAt {
-				st.FailedAt = t.UTC()
-			} else {
-				st.FirstFailure = t.UTC()
-			}
-		case Due:
-			n, e := strconv.ParseInt(v, 10, 64)
-			if e != nil {
-				bad(h.Key, "%s is not a time in milliseconds", quote(v))
-			} else {
-				st.Due = time.UnixMilli(n)
-			}
-		}
+		d.seen[h.Key] = true
+		d.header(h.Key, v)
 	}
 	for _, k := range required {
-		if !seen[k] {
-			bad(k, "missing")
+		if !d.seen[k] {
+			d.bad(k, "missing")
 		}
 	}
-	sort.Slice(st.History, func(i, j int) bool { return st.History[i].Attempt < st.History[j].Attempt })
-	if len(errs) > 0 {
-		return st, errs
+	sort.Slice(d.st.History, func(i, j int) bool { return d.st.History[i].Attempt < d.st.History[j].Attempt })
+	if len(d.errs) > 0 {
+		return d.st, d.errs
 	}
-	return st, nil
+	return d.st, nil
+}
+
+// decoder is Decode's state: what the headers read so far say, the
+// headers it cannot use, and the names and history entries seen.
+type decoder struct {
+	st      State
+	errs    Errors
+	seen    map[string]bool
+	history map[int]bool
+}
+
+// bad lists header key as unusable, and why.
+func (d *decoder) bad(key, format string, args ...any) {
+	d.errs = append(d.errs, &HeaderError{Key: key, Reason: fmt.Sprintf(format, args...)})
+}
+
+// historyEntry reads the history header key (HistoryPrefix + N).
+func (d *decoder) historyEntry(key, v string) {
+	n, ok := attemptNumber(key[len(HistoryPrefix):])
+	switch {
+	case !ok:
+		d.bad(key, "not an attempt number after %s", HistoryPrefix)
+	case d.history[n]:
+		d.bad(key, "repeated")
+	default:
+		d.history[n] = true
+		d.st.History = append(d.st.History, Entry{n, v})
+	}
+}
+
+// header reads the header key, the first of its name; an unknown name is
+// ignored.
+func (d *decoder) header(key, v string) {
+	st := &d.st
+	switch key {
+	case Pipeline:
+		st.Pipeline = v
+	case ErrorKind:
+		st.Kind = v
+	case Error:
+		st.Error = v
+	case ModuleDigest:
+		st.ModuleDigest = v
+	case RedrivenFrom:
+		st.RedrivenFrom = v
+	case OriginalTopic, OriginalPartition, OriginalOffset, OriginalTimestamp:
+		d.origin(key, v)
+	case Attempt:
+		n, ok := attemptNumber(v)
+		if !ok {
+			d.bad(key, "%s is not an attempt number (1 to %d)", quote(v), MaxAttempt)
+		}
+		st.Attempt = n
+	case FailedAt, FirstFailure:
+		t, e := time.Parse(time.RFC3339Nano, v)
+		if e != nil {
+			d.bad(key, "%s is not an RFC 3339 time", quote(v))
+			t = time.Time{}
+		}
+		if key == FailedAt {
+			st.FailedAt = t.UTC()
+		} else {
+			st.FirstFailure = t.UTC()
+		}
+	case Due:
+		n, e := strconv.ParseInt(v, 10, 64)
+		if e != nil {
+			d.bad(key, "%s is not a time in milliseconds", quote(v))
+		} else {
+			st.Due = time.UnixMilli(n)
+		}
+	}
+}
+
+// origin reads one of the Original* headers, into st.Origin.
+func (d *decoder) origin(key, v string) {
+	o := &d.st.Origin
+	switch key {
+	case OriginalTopic:
+		if v == "" {
+			d.bad(key, "empty")
+		}
+		o.Topic = v
+	case OriginalPartition:
+		n, e := strconv.ParseInt(v, 10, 32)
+		if e != nil || n < 0 {
+			d.bad(key, "%s is not a partition", quote(v))
+			n = 0
+		}
+		o.Partition = int32(n)
+	case OriginalOffset:
+		n, e := strconv.ParseInt(v, 10, 64)
+		if e != nil || n < 0 {
+			d.bad(key, "%s is not an offset", quote(v))
+			n = 0
+		}
+		o.Offset = n
+	case OriginalTimestamp:
+		n, e := strconv.ParseInt(v, 10, 64)
+		if e != nil {
+			d.bad(key, "%s is not a time in milliseconds", quote(v))
+			n = 0
+		}
+		o.Timestamp = n
+	}
 }
 
 // DueAt is when a retry copy's next attempt is due, from its Due header (the

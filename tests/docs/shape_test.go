@@ -33,7 +33,6 @@ var oversized = map[string]funcShape{
 	"host/completions.go:Instance.pollCompletions":           {82, 19},
 	"host/module.go:Module.check":                            {103, 34},
 	"host/wasmtest/wasmtest.go:Module.Bytes":                 {105, 19},
-	"internal/failhdr/failhdr.go:Decode":                     {104, 32},
 	"scheduler/config/load.go:Load":                          {118, 32},
 	"scheduler/config/validate.go:Config.checkKafkaSecurity": {59, 32},
 	"scheduler/dashboard/events.go:Server.compare":           {78, 36},
