@@ -100,74 +100,98 @@ func (s *Server) compare(w *watch, at int64, views []scheduler.PipelineView, vs 
 		w.versions, w.parts, w.restored, w.brokers = map[string]versionFrame{}, map[string][]string{}, map[string]int64{}, map[string]int64{}
 	}
 	for _, v := range vs {
-		old, had := w.versions[v.Pipeline]
-		w.versions[v.Pipeline] = v
-		switch {
-		case !had:
-			l.add(at, "version", v.Pipeline, "runs "+version(v.Digest, v.Label)+deployedBy(v))
-		case old.Digest != v.Digest:
-			what := "deployed"
-			if old.Canary != nil && old.Canary.Digest == v.Digest {
-				what = "canary promoted:"
-			} else if slices.ContainsFunc(v.History, func(r versionRef) bool { return r.Digest == v.Digest }) {
-				what = "rolled back to"
-			}
-			l.add(at, "deploy", v.Pipeline, fmt.Sprintf("%s %s (was %s)%s", what, version(v.Digest, v.Label), short(old.Digest), deployedBy(v)))
-		}
-		if c := v.abortedCanary; had && c != nil && v.Aborted != old.Aborted &&
-			(old.Canary == nil || old.Canary.Digest != c.Digest || old.Canary.Since != c.Since) {
-			// A canary that began and was aborted between two looks: both
-			// are told, as if each had been seen.
-			l.add(at, "canary.start", v.Pipeline, fmt.Sprintf("canary %s on %d%% of the partitions", version(c.Digest, c.Label), c.Percent))
-			l.add(at, "canary.abort", v.Pipeline, fmt.Sprintf("canary %s aborted: %s", short(c.Digest), v.Aborted))
-		}
-		if v.Canary != nil && (old.Canary == nil || old.Canary.Digest != v.Canary.Digest) {
-			l.add(at, "canary.start", v.Pipeline, fmt.Sprintf("canary %s on %d%% of the partitions", version(v.Canary.Digest, v.Canary.Label), v.Canary.Percent))
-		}
-		if had && old.Canary != nil && v.Canary == nil && old.Canary.Digest != v.Digest {
-			if v.Aborted != "" && v.Aborted != old.Aborted {
-				l.add(at, "canary.abort", v.Pipeline, fmt.Sprintf("canary %s aborted: %s", short(old.Canary.Digest), v.Aborted))
-			} else {
-				l.add(at, "canary.end", v.Pipeline, fmt.Sprintf("canary %s ended", short(old.Canary.Digest)))
-			}
-		}
+		w.deploys(l, at, v)
 	}
 	for _, v := range views {
-		var ps []string
-		for _, p := range v.Partitions {
-			ps = append(ps, fmt.Sprintf("%s[%d]", p.Topic, p.Partition))
+		w.assignment(l, at, v, first)
+		w.restore(l, at, v)
+		w.brokerErrors(l, at, v)
+	}
+}
+
+// deploys logs a pipeline's version deployed, rolled back or promoted, and
+// its canary started, aborted or ended.
+func (w *watch) deploys(l *eventLog, at int64, v versionFrame) {
+	old, had := w.versions[v.Pipeline]
+	w.versions[v.Pipeline] = v
+	switch {
+	case !had:
+		l.add(at, "version", v.Pipeline, "runs "+version(v.Digest, v.Label)+deployedBy(v))
+	case old.Digest != v.Digest:
+		what := "deployed"
+		if old.Canary != nil && old.Canary.Digest == v.Digest {
+			what = "canary promoted:"
+		} else if slices.ContainsFunc(v.History, func(r versionRef) bool { return r.Digest == v.Digest }) {
+			what = "rolled back to"
 		}
-		slices.Sort(ps)
-		old := w.parts[v.Name]
-		if !slices.Equal(old, ps) {
-			gained, lost := diff(ps, old), diff(old, ps)
-			var b strings.Builder
-			fmt.Fprintf(&b, "%d partition(s) assigned", len(ps))
-			if len(gained) > 0 {
-				b.WriteString("; gained " + list(gained))
-			}
-			if len(lost) > 0 {
-				b.WriteString("; lost " + list(lost))
-			}
-			if !(first && len(ps) == 0) {
-				l.add(at, "assignment", v.Name, b.String())
-			}
-			w.parts[v.Name] = ps
+		l.add(at, "deploy", v.Pipeline, fmt.Sprintf("%s %s (was %s)%s", what, version(v.Digest, v.Label), short(old.Digest), deployedBy(v)))
+	}
+	if c := v.abortedCanary; had && c != nil && v.Aborted != old.Aborted &&
+		(old.Canary == nil || old.Canary.Digest != c.Digest || old.Canary.Since != c.Since) {
+		// A canary that began and was aborted between two looks: both
+		// are told, as if each had been seen.
+		l.add(at, "canary.start", v.Pipeline, fmt.Sprintf("canary %s on %d%% of the partitions", version(c.Digest, c.Label), c.Percent))
+		l.add(at, "canary.abort", v.Pipeline, fmt.Sprintf("canary %s aborted: %s", short(c.Digest), v.Aborted))
+	}
+	if v.Canary != nil && (old.Canary == nil || old.Canary.Digest != v.Canary.Digest) {
+		l.add(at, "canary.start", v.Pipeline, fmt.Sprintf("canary %s on %d%% of the partitions", version(v.Canary.Digest, v.Canary.Label), v.Canary.Percent))
+	}
+	if had && old.Canary != nil && v.Canary == nil && old.Canary.Digest != v.Digest {
+		if v.Aborted != "" && v.Aborted != old.Aborted {
+			l.add(at, "canary.abort", v.Pipeline, fmt.Sprintf("canary %s aborted: %s", short(old.Canary.Digest), v.Aborted))
+		} else {
+			l.add(at, "canary.end", v.Pipeline, fmt.Sprintf("canary %s ended", short(old.Canary.Digest)))
 		}
-		if prev, ok := w.restored[v.Name]; ok && v.StateRestored > prev {
-			l.add(at, "restore", v.Name, fmt.Sprintf("state restored: %d changelog record(s) applied", v.StateRestored-prev))
-		} else if !ok && v.StateRestored > 0 {
-			l.add(at, "restore", v.Name, fmt.Sprintf("state restored: %d changelog record(s) applied since start", v.StateRestored))
+	}
+}
+
+// assignment logs the partitions a pipeline gained and lost (not, on the
+// first sample, that it has none yet).
+func (w *watch) assignment(l *eventLog, at int64, v scheduler.PipelineView, first bool) {
+	var ps []string
+	for _, p := range v.Partitions {
+		ps = append(ps, fmt.Sprintf("%s[%d]", p.Topic, p.Partition))
+	}
+	slices.Sort(ps)
+	old := w.parts[v.Name]
+	if slices.Equal(old, ps) {
+		return
+	}
+	gained, lost := diff(ps, old), diff(old, ps)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d partition(s) assigned", len(ps))
+	if len(gained) > 0 {
+		b.WriteString("; gained " + list(gained))
+	}
+	if len(lost) > 0 {
+		b.WriteString("; lost " + list(lost))
+	}
+	if !(first && len(ps) == 0) {
+		l.add(at, "assignment", v.Name, b.String())
+	}
+	w.parts[v.Name] = ps
+}
+
+// restore logs the changelog records a pipeline's state restores applied.
+func (w *watch) restore(l *eventLog, at int64, v scheduler.PipelineView) {
+	if prev, ok := w.restored[v.Name]; ok && v.StateRestored > prev {
+		l.add(at, "restore", v.Name, fmt.Sprintf("state restored: %d changelog record(s) applied", v.StateRestored-prev))
+	} else if !ok && v.StateRestored > 0 {
+		l.add(at, "restore", v.Name, fmt.Sprintf("state restored: %d changelog record(s) applied since start", v.StateRestored))
+	}
+	w.restored[v.Name] = v.StateRestored
+}
+
+// brokerErrors logs the errors a pipeline's clients met with each broker
+// since the previous sample.
+func (w *watch) brokerErrors(l *eventLog, at int64, v scheduler.PipelineView) {
+	for _, b := range v.BrokerErrors {
+		k := v.Name + "\x00" + b.Broker
+		n := b.Connect + b.Request
+		if prev := w.brokers[k]; n > prev {
+			l.addKeyed(at, "broker.error", v.Name, fmt.Sprintf("broker %s (%s): %d connect, %d request error(s) since start; last: %s", b.Broker, b.Address, b.Connect, b.Request, b.LastError), k, n-prev)
 		}
-		w.restored[v.Name] = v.StateRestored
-		for _, b := range v.BrokerErrors {
-			k := v.Name + "\x00" + b.Broker
-			n := b.Connect + b.Request
-			if prev := w.brokers[k]; n > prev {
-				l.addKeyed(at, "broker.error", v.Name, fmt.Sprintf("broker %s (%s): %d connect, %d request error(s) since start; last: %s", b.Broker, b.Address, b.Connect, b.Request, b.LastError), k, n-prev)
-			}
-			w.brokers[k] = n
-		}
+		w.brokers[k] = n
 	}
 }
 
