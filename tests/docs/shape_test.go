@@ -35,7 +35,6 @@ var oversized = map[string]funcShape{
 	"host/wasmtest/wasmtest.go:Module.Bytes":                 {105, 19},
 	"scheduler/config/load.go:Load":                          {118, 32},
 	"scheduler/config/validate.go:Config.checkKafkaSecurity": {59, 32},
-	"scheduler/internal/sizing/async.go:climbLimit.step":     {98, 23},
 	"scheduler/metrics.go:Runner.RegisterMetrics":            {204, 25},
 	"scheduler/runner.go:NewRunnerWith":                      {94, 21},
 	"tracing/inspect.go:Render":                              {106, 24},

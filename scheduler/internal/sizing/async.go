@@ -177,90 +177,9 @@ func (l *climbLimit) observe(now time.Time, rtt time.Duration, limited bool) boo
 func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 	switch l.try {
 	case +1:
-		l.try = 0
-		linear := l.fast
-		l.fast = m.rate >= l.ref.rate*asyncLinear
-		// A count of n records is uncertain by about √n: the gain must
-		// be over twice that as well as over asyncGain.
-		// Kept too with the rate held if the latency fell (the limit kept
-		// operations queued), or, where pools grow, if twice the limit no
-		// longer holds any instance back: a limit that binds under an
-		// input the pipeline keeps up with only makes records wait for an
-		// instance, and the pool grows for them where the limit could
-		// have. (With fixed pools a try up that costs rate is not kept:
-		// past the knee each one would cost a little more.)
-		//
-		// And kept up to the limit's start, with pools above their
-		// minimum, when the rate and the latency held: by Little's law as
-		// many operations were in flight as before, so twice the limit
-		// only let the instances that had records take more of them, where
-		// the records would otherwise wait for another instance, and the
-		// borrowed ones can retire. Without this, a limit that fell below
-		// what the input needs stays there, the pools grown for it. (Past
-		// a knee twice the limit queues: the latency rises with it, and
-		// the try goes back; above the start only a gain counts.)
-		held := m.rate >= l.ref.rate*asyncKeep
-		regain := l.above && l.limit <= l.start && m.lat <= time.Duration(asyncSameLat*float64(l.ref.lat))
-		relief := held && ((l.grows && (!limited || regain)) || m.lat <= time.Duration(asyncRelief*float64(l.ref.lat)))
-		if relief || m.rate >= l.ref.rate*max(asyncGain, 1+2/math.Sqrt(float64(m.n))) {
-			l.set(ReasonGain, fmt.Sprintf("%d in flight: %s, was %s at %d", l.limit, m, l.ref, l.before))
-			l.ref, l.top = m, m.rate
-			l.next(now, m, limited, +1)
-			return
-		}
-		l.set(ReasonNoGain, fmt.Sprintf("%d in flight: %s, no more than %s at %d", l.limit, m, l.ref, l.before))
-		// A try that cost no rate may be repeated sooner than one that
-		// did, and so may one right after a try that nearly doubled the
-		// rate: on a host still warming up (the first seconds of a run,
-		// its heap growing) one window's stall looks like a knee.
-		first := asyncHold
-		if linear || m.rate >= l.ref.rate*asyncKeep {
-			first = asyncCheapHold
-		}
-		h := l.upLost[l.before]
-		if h == nil {
-			h = &lost{}
-			l.upLost[l.before] = h
-		}
-		h.record(now, first)
-		l.limit = l.before
+		l.endUp(now, m, limited)
 	case -1:
-		l.try, l.fast = 0, false
-		// The same uncertainty widens what "as many" means: at a few
-		// hundred records/s a window's count varies by more than 5%.
-		// With fixed pools a descent is judged on the rate alone. Where
-		// pools grow, it also needs the halved limit to hold no instance
-		// back, or to bring the latency down (the service queued what it
-		// held, as an overloaded one does): a limit that holds instances
-		// back with the latency unchanged only makes records wait for more
-		// instances, and the pool grows where the limit shrank. That holds
-		// for a descent for the latency too: a latency that moved for a
-		// moment (a stall) does not make the service overloaded.
-		relief := m.lat <= time.Duration(asyncRelief*float64(l.ref.lat))
-		rateHeld := m.rate >= l.top*min(asyncKeep, 1-2/math.Sqrt(float64(m.n)))
-		if rateHeld && (!l.grows || !limited || relief) {
-			reason := ReasonFewer
-			if l.dnForLatency {
-				reason = ReasonLatencyRise
-			}
-			l.set(reason, fmt.Sprintf("%d in flight: %s, as many as %s at %d", l.limit, m, l.ref, l.before))
-			l.ref, l.top = m, max(l.top, m.rate)
-			l.next(now, m, limited, -1)
-			return
-		}
-		reason, what := ReasonNeeded, "fewer than"
-		switch {
-		case rateHeld:
-			what = "but instances held back by it, against"
-		case float64(m.lat)*1.2 >= float64(l.ref.lat):
-			// Half as many in flight, fewer records decided, and the
-			// latency no lower: it is the service's own, not a queue's.
-			l.base, reason = m.lat, ReasonRebase
-		}
-		l.set(reason, fmt.Sprintf("%d in flight: %s, %s %s at %d", l.limit, m, what, l.ref, l.before))
-		l.dnLost.record(now, asyncHold)
-		l.moved = false
-		l.limit = l.before
+		l.endDown(now, m, limited)
 	default:
 		if l.ref.rate > 0 && far(float64(m.lat), float64(l.ref.lat)) {
 			// The service or the input changed: what the last tries
@@ -271,6 +190,106 @@ func (l *climbLimit) step(now time.Time, m measure, limited bool) {
 		l.ref, l.top = m, m.rate
 		l.next(now, m, limited, 0)
 	}
+}
+
+// endUp ends a try of twice the limit on its measurement m: the limit is
+// kept, and the climb goes on, or goes back, and the try is held back a
+// while.
+func (l *climbLimit) endUp(now time.Time, m measure, limited bool) {
+	l.try = 0
+	linear := l.fast
+	l.fast = m.rate >= l.ref.rate*asyncLinear
+	if l.upWins(m, limited) {
+		l.set(ReasonGain, fmt.Sprintf("%d in flight: %s, was %s at %d", l.limit, m, l.ref, l.before))
+		l.ref, l.top = m, m.rate
+		l.next(now, m, limited, +1)
+		return
+	}
+	l.set(ReasonNoGain, fmt.Sprintf("%d in flight: %s, no more than %s at %d", l.limit, m, l.ref, l.before))
+	// A try that cost no rate may be repeated sooner than one that
+	// did, and so may one right after a try that nearly doubled the
+	// rate: on a host still warming up (the first seconds of a run,
+	// its heap growing) one window's stall looks like a knee.
+	first := asyncHold
+	if linear || m.rate >= l.ref.rate*asyncKeep {
+		first = asyncCheapHold
+	}
+	h := l.upLost[l.before]
+	if h == nil {
+		h = &lost{}
+		l.upLost[l.before] = h
+	}
+	h.record(now, first)
+	l.limit = l.before
+}
+
+// upWins reports whether the try up that measured m is kept.
+func (l *climbLimit) upWins(m measure, limited bool) bool {
+	// A count of n records is uncertain by about √n: the gain must
+	// be over twice that as well as over asyncGain.
+	// Kept too with the rate held if the latency fell (the limit kept
+	// operations queued), or, where pools grow, if twice the limit no
+	// longer holds any instance back: a limit that binds under an
+	// input the pipeline keeps up with only makes records wait for an
+	// instance, and the pool grows for them where the limit could
+	// have. (With fixed pools a try up that costs rate is not kept:
+	// past the knee each one would cost a little more.)
+	//
+	// And kept up to the limit's start, with pools above their
+	// minimum, when the rate and the latency held: by Little's law as
+	// many operations were in flight as before, so twice the limit
+	// only let the instances that had records take more of them, where
+	// the records would otherwise wait for another instance, and the
+	// borrowed ones can retire. Without this, a limit that fell below
+	// what the input needs stays there, the pools grown for it. (Past
+	// a knee twice the limit queues: the latency rises with it, and
+	// the try goes back; above the start only a gain counts.)
+	held := m.rate >= l.ref.rate*asyncKeep
+	regain := l.above && l.limit <= l.start && m.lat <= time.Duration(asyncSameLat*float64(l.ref.lat))
+	relief := held && ((l.grows && (!limited || regain)) || m.lat <= time.Duration(asyncRelief*float64(l.ref.lat)))
+	return relief || m.rate >= l.ref.rate*max(asyncGain, 1+2/math.Sqrt(float64(m.n)))
+}
+
+// endDown ends a try of half the limit on its measurement m: the limit is
+// kept, and the descent goes on, or goes back, and the descent is held
+// back a while.
+func (l *climbLimit) endDown(now time.Time, m measure, limited bool) {
+	l.try, l.fast = 0, false
+	// The same uncertainty widens what "as many" means: at a few
+	// hundred records/s a window's count varies by more than 5%.
+	// With fixed pools a descent is judged on the rate alone. Where
+	// pools grow, it also needs the halved limit to hold no instance
+	// back, or to bring the latency down (the service queued what it
+	// held, as an overloaded one does): a limit that holds instances
+	// back with the latency unchanged only makes records wait for more
+	// instances, and the pool grows where the limit shrank. That holds
+	// for a descent for the latency too: a latency that moved for a
+	// moment (a stall) does not make the service overloaded.
+	relief := m.lat <= time.Duration(asyncRelief*float64(l.ref.lat))
+	rateHeld := m.rate >= l.top*min(asyncKeep, 1-2/math.Sqrt(float64(m.n)))
+	if rateHeld && (!l.grows || !limited || relief) {
+		reason := ReasonFewer
+		if l.dnForLatency {
+			reason = ReasonLatencyRise
+		}
+		l.set(reason, fmt.Sprintf("%d in flight: %s, as many as %s at %d", l.limit, m, l.ref, l.before))
+		l.ref, l.top = m, max(l.top, m.rate)
+		l.next(now, m, limited, -1)
+		return
+	}
+	reason, what := ReasonNeeded, "fewer than"
+	switch {
+	case rateHeld:
+		what = "but instances held back by it, against"
+	case float64(m.lat)*1.2 >= float64(l.ref.lat):
+		// Half as many in flight, fewer records decided, and the
+		// latency no lower: it is the service's own, not a queue's.
+		l.base, reason = m.lat, ReasonRebase
+	}
+	l.set(reason, fmt.Sprintf("%d in flight: %s, %s %s at %d", l.limit, m, what, l.ref, l.before))
+	l.dnLost.record(now, asyncHold)
+	l.moved = false
+	l.limit = l.before
 }
 
 // next starts a try if one is due, from the measurement m at the limit in
