@@ -135,31 +135,9 @@ type Client struct {
 // read is an error here, naming its key. It sends no request.
 func New(cfg Config) (*Client, error) {
 	cfg.defaults()
-	u, err := url.Parse(cfg.URL)
-	switch {
-	case cfg.URL == "":
-		return nil, errors.New("schema_registry.url: empty: give the registry's URL (for Apicurio, http(s)://host:port/apis/ccompat/v7)")
-	case err != nil:
-		return nil, fmt.Errorf("schema_registry.url: %v", err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("schema_registry.url: %q: want an http:// or https:// URL", cfg.URL)
-	case u.Host == "":
-		return nil, fmt.Errorf("schema_registry.url: %q has no host", cfg.URL)
-	case u.User != nil:
-		return nil, errors.New("schema_registry.url: holds credentials (user:password@): they would be logged with the URL; give them in schema_registry.basic_auth instead")
-	}
-	tlsOn := u.Scheme == "https"
-	if !tlsOn && (cfg.TLS.CAFile != "" || cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "") {
-		return nil, fmt.Errorf("schema_registry.tls: files are set but schema_registry.url %s is http://: use https://", cfg.URL)
-	}
-	if cfg.Password != "" && cfg.PasswordFile != "" {
-		return nil, errors.New("schema_registry.basic_auth.password: both password and password_file are set: keep one")
-	}
-	if (cfg.Password != "" || cfg.PasswordFile != "") && cfg.Username == "" {
-		return nil, errors.New("schema_registry.basic_auth.username: empty, but a password is set")
-	}
-	if cfg.Username != "" && cfg.TokenFile != "" {
-		return nil, errors.New("schema_registry: both basic_auth and token_file are set: keep one")
+	tlsOn, err := cfg.check()
+	if err != nil {
+		return nil, err
 	}
 	c := &Client{cfg: cfg, url: strings.TrimRight(cfg.URL, "/")}
 	var tc *tls.Config
@@ -172,6 +150,53 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts := []sr.ClientOpt{sr.URLs(cfg.URL), sr.HTTPClient(c.httpClient(tc)), sr.UserAgent("wasmstream")}
+	if auth != nil {
+		opts = append(opts, sr.PreReq(auth))
+	}
+	if c.sr, err = sr.NewClient(opts...); err != nil {
+		return nil, fmt.Errorf("schema_registry: %v", err)
+	}
+	c.cache = newCache(cfg.CacheEntries, cfg.CacheBytes)
+	return c, nil
+}
+
+// check refuses a config that cannot work, naming its key, and reports
+// whether the registry is reached over TLS.
+func (cfg *Config) check() (tlsOn bool, err error) {
+	u, err := url.Parse(cfg.URL)
+	switch {
+	case cfg.URL == "":
+		return false, errors.New("schema_registry.url: empty: give the registry's URL (for Apicurio, http(s)://host:port/apis/ccompat/v7)")
+	case err != nil:
+		return false, fmt.Errorf("schema_registry.url: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return false, fmt.Errorf("schema_registry.url: %q: want an http:// or https:// URL", cfg.URL)
+	case u.Host == "":
+		return false, fmt.Errorf("schema_registry.url: %q has no host", cfg.URL)
+	case u.User != nil:
+		return false, errors.New("schema_registry.url: holds credentials (user:password@): they would be logged with the URL; give them in schema_registry.basic_auth instead")
+	}
+	tlsOn = u.Scheme == "https"
+	switch {
+	case !tlsOn && (cfg.TLS.CAFile != "" || cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != ""):
+		return false, fmt.Errorf("schema_registry.tls: files are set but schema_registry.url %s is http://: use https://", cfg.URL)
+	case cfg.Password != "" && cfg.PasswordFile != "":
+		return false, errors.New("schema_registry.basic_auth.password: both password and password_file are set: keep one")
+	case (cfg.Password != "" || cfg.PasswordFile != "") && cfg.Username == "":
+		return false, errors.New("schema_registry.basic_auth.username: empty, but a password is set")
+	case cfg.Username != "" && cfg.TokenFile != "":
+		return false, errors.New("schema_registry: both basic_auth and token_file are set: keep one")
+	}
+	return tlsOn, nil
+}
+
+// httpClient is the client the registry requests go through: every request
+// bounded by request_timeout (dial, handshake, headers, the whole
+// exchange), answers counted and capped, redirects followed on the same
+// scheme only (credentials never go to http from https).
+func (c *Client) httpClient(tc *tls.Config) *http.Client {
+	cfg := &c.cfg
 	d := &net.Dialer{Timeout: cfg.RequestTimeout}
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -182,11 +207,9 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       90 * time.Second,
 	}
-	hc := &http.Client{
+	return &http.Client{
 		Timeout:   cfg.RequestTimeout,
 		Transport: &counting{c: c, next: tr, max: int64(cfg.MaxSchemaBytes)*2 + 64<<10},
-		// A registry behind a redirect is followed on the same scheme
-		// only: credentials never go to http from https.
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 3 || (via[0].URL.Scheme == "https" && req.URL.Scheme != "https") {
 				return http.ErrUseLastResponse
@@ -194,15 +217,6 @@ func New(cfg Config) (*Client, error) {
 			return nil
 		},
 	}
-	opts := []sr.ClientOpt{sr.URLs(cfg.URL), sr.HTTPClient(hc), sr.UserAgent("wasmstream")}
-	if auth != nil {
-		opts = append(opts, sr.PreReq(auth))
-	}
-	if c.sr, err = sr.NewClient(opts...); err != nil {
-		return nil, fmt.Errorf("schema_registry: %v", err)
-	}
-	c.cache = newCache(cfg.CacheEntries, cfg.CacheBytes)
-	return c, nil
 }
 
 // Warnings are what a process using cfg says at every start: settings that

@@ -97,76 +97,102 @@ func (c *Codec) conv(v any, n *node, store bool, depth int) (any, error) {
 	case kInt, kLong:
 		return c.convInteger(v, n)
 	case kFloat, kDouble:
-		switch x := v.(type) {
-		case json.Number:
-			return x, nil
-		case string:
-			switch x {
-			case "NaN":
-				return math.NaN(), nil
-			case "Infinity":
-				return math.Inf(1), nil
-			case "-Infinity":
-				return math.Inf(-1), nil
-			}
-		}
-		return nil, encErr("want a number (or \"NaN\", \"Infinity\", \"-Infinity\"), got %s", jsonType(v))
+		return convFloat(v)
 	case kString:
-		s, ok := v.(string)
-		if !ok {
-			return nil, encErr("want a string, got %s", jsonType(v))
-		}
-		if n.logical == "uuid" && !isUUID(s) {
-			return nil, encErr("%q is not a UUID (want 8-4-4-4-12 hexadecimal digits)", s)
-		}
-		return s, nil
+		return convString(v, n)
 	case kBytes, kFixed:
 		return c.convBytes(v, n)
 	case kEnum:
-		s, ok := v.(string)
-		if !ok {
-			return nil, encErr("want one of the symbols of enum %s, got %s", n.name, jsonType(v))
-		}
-		if _, ok := n.symIdx[s]; !ok {
-			return nil, encErr("%q is not a symbol of enum %s (%s)", s, n.name, symbolList(n.symbols))
-		}
-		return s, nil
+		return convEnum(v, n)
 	case kArray:
-		a, ok := v.([]any)
-		if !ok {
-			return nil, encErr("want an array, got %s", jsonType(v))
-		}
-		for i, e := range a {
-			e, err := c.conv(e, n.items, store, depth+1)
-			if err != nil {
-				return nil, prefix(err, "["+strconv.Itoa(i)+"]")
-			}
-			if store {
-				a[i] = e
-			}
-		}
-		return a, nil
+		return c.convArray(v, n, store, depth)
 	case kMap:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, encErr("want an object (an Avro map), got %s", jsonType(v))
-		}
-		for k, e := range m {
-			e, err := c.conv(e, n.values, store, depth+1)
-			if err != nil {
-				return nil, prefix(err, "["+strconv.Quote(k)+"]")
-			}
-			if store {
-				m[k] = e
-			}
-		}
-		return m, nil
+		return c.convMap(v, n, store, depth)
 	case kRecord:
 		return c.convRecord(v, n, store, depth)
 	case kUnion:
 		return c.convUnion(v, n, store, depth)
 	}
 	return nil, encErr("unsupported schema node")
+}
+
+// convFloat checks a float or double: a JSON number, or one of the names
+// of the values JSON has no number for.
+func convFloat(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		return x, nil
+	case string:
+		switch x {
+		case "NaN":
+			return math.NaN(), nil
+		case "Infinity":
+			return math.Inf(1), nil
+		case "-Infinity":
+			return math.Inf(-1), nil
+		}
+	}
+	return nil, encErr("want a number (or \"NaN\", \"Infinity\", \"-Infinity\"), got %s", jsonType(v))
+}
+
+// convString checks a string (a uuid's form too).
+func convString(v any, n *node) (any, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, encErr("want a string, got %s", jsonType(v))
+	}
+	if n.logical == "uuid" && !isUUID(s) {
+		return nil, encErr("%q is not a UUID (want 8-4-4-4-12 hexadecimal digits)", s)
+	}
+	return s, nil
+}
+
+// convEnum checks an enum's symbol.
+func convEnum(v any, n *node) (any, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, encErr("want one of the symbols of enum %s, got %s", n.name, jsonType(v))
+	}
+	if _, ok := n.symIdx[s]; !ok {
+		return nil, encErr("%q is not a symbol of enum %s (%s)", s, n.name, symbolList(n.symbols))
+	}
+	return s, nil
+}
+
+// convArray converts an array's items.
+func (c *Codec) convArray(v any, n *node, store bool, depth int) (any, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, encErr("want an array, got %s", jsonType(v))
+	}
+	for i, e := range a {
+		e, err := c.conv(e, n.items, store, depth+1)
+		if err != nil {
+			return nil, prefix(err, "["+strconv.Itoa(i)+"]")
+		}
+		if store {
+			a[i] = e
+		}
+	}
+	return a, nil
+}
+
+// convMap converts a map's values.
+func (c *Codec) convMap(v any, n *node, store bool, depth int) (any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, encErr("want an object (an Avro map), got %s", jsonType(v))
+	}
+	for k, e := range m {
+		e, err := c.conv(e, n.values, store, depth+1)
+		if err != nil {
+			return nil, prefix(err, "["+strconv.Quote(k)+"]")
+		}
+		if store {
+			m[k] = e
+		}
+	}
+	return m, nil
 }
 
 func (c *Codec) convRecord(v any, n *node, store bool, depth int) (any, error) {

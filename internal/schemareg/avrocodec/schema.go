@@ -157,70 +157,11 @@ func (b *builder) build(sn *avro.SchemaNode, ns string, depth int) (*node, error
 	}
 	switch sn.Type {
 	case "record", "error", "enum", "fixed":
-		full := fullName(sn.Name, sn.Namespace)
-		if sn.Namespace == "" && strings.Contains(sn.Name, ".") {
-			ns = sn.Name[:strings.LastIndexByte(sn.Name, '.')]
-		} else {
-			ns = sn.Namespace
-		}
-		n := &node{name: full, logical: sn.LogicalType, scale: sn.Scale, size: sn.Size}
-		b.names[full] = n // before the fields: a record may refer to itself
-		switch sn.Type {
-		case "enum":
-			n.kind = kEnum
-			n.symbols = sn.Symbols
-			n.symIdx = make(map[string]struct{}, len(sn.Symbols))
-			for _, s := range sn.Symbols {
-				n.symIdx[s] = struct{}{}
-			}
-		case "fixed":
-			n.kind = kFixed
-		default:
-			n.kind = kRecord
-			n.fieldIdx = make(map[string]int, len(sn.Fields))
-			for i := range sn.Fields {
-				f := &sn.Fields[i]
-				t, err := b.build(&f.Type, ns, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				key := append(appendString(nil, f.Name), ':')
-				n.fields = append(n.fields, field{name: f.Name, key: key, typ: t, hasDefault: f.HasDefault})
-				n.fieldIdx[f.Name] = i
-			}
-		}
-		return n, nil
+		return b.buildNamed(sn, ns, depth)
 	case "array", "map":
-		var child *avro.SchemaNode
-		n := &node{kind: kArray}
-		if sn.Type == "map" {
-			n.kind, child = kMap, sn.Values
-		} else {
-			child = sn.Items
-		}
-		if child == nil {
-			return nil, fmt.Errorf("%s without its element type", sn.Type)
-		}
-		c, err := b.build(child, ns, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		n.items, n.values = c, c
-		return n, nil
+		return b.buildContainer(sn, ns, depth)
 	case "union":
-		n := &node{kind: kUnion, branchIdx: map[string]int{}}
-		for i := range sn.Branches {
-			c, err := b.build(&sn.Branches[i], ns, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			n.branches = append(n.branches, c)
-			n.branchIdx[c.branchName()] = i
-			if c.kind == kNull {
-				n.nullable = true
-			}
-		}
-		return n, nil
+		return b.buildUnion(sn, ns, depth)
 	}
 	// A reference to a named type defined earlier (or in a referenced
 	// schema), by full name or by name in the enclosing namespace.
@@ -231,6 +172,81 @@ func (b *builder) build(sn *avro.SchemaNode, ns string, depth int) (*node, error
 		return n, nil
 	}
 	return nil, fmt.Errorf("unknown type %q", sn.Type)
+}
+
+// buildNamed builds a record (or error), an enum or a fixed, registering
+// its full name before its fields: a record may refer to itself.
+func (b *builder) buildNamed(sn *avro.SchemaNode, ns string, depth int) (*node, error) {
+	full := fullName(sn.Name, sn.Namespace)
+	if sn.Namespace == "" && strings.Contains(sn.Name, ".") {
+		ns = sn.Name[:strings.LastIndexByte(sn.Name, '.')]
+	} else {
+		ns = sn.Namespace
+	}
+	n := &node{name: full, logical: sn.LogicalType, scale: sn.Scale, size: sn.Size}
+	b.names[full] = n
+	switch sn.Type {
+	case "enum":
+		n.kind = kEnum
+		n.symbols = sn.Symbols
+		n.symIdx = make(map[string]struct{}, len(sn.Symbols))
+		for _, s := range sn.Symbols {
+			n.symIdx[s] = struct{}{}
+		}
+	case "fixed":
+		n.kind = kFixed
+	default:
+		n.kind = kRecord
+		n.fieldIdx = make(map[string]int, len(sn.Fields))
+		for i := range sn.Fields {
+			f := &sn.Fields[i]
+			t, err := b.build(&f.Type, ns, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			key := append(appendString(nil, f.Name), ':')
+			n.fields = append(n.fields, field{name: f.Name, key: key, typ: t, hasDefault: f.HasDefault})
+			n.fieldIdx[f.Name] = i
+		}
+	}
+	return n, nil
+}
+
+// buildContainer builds an array or a map and its element type.
+func (b *builder) buildContainer(sn *avro.SchemaNode, ns string, depth int) (*node, error) {
+	var child *avro.SchemaNode
+	n := &node{kind: kArray}
+	if sn.Type == "map" {
+		n.kind, child = kMap, sn.Values
+	} else {
+		child = sn.Items
+	}
+	if child == nil {
+		return nil, fmt.Errorf("%s without its element type", sn.Type)
+	}
+	c, err := b.build(child, ns, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	n.items, n.values = c, c
+	return n, nil
+}
+
+// buildUnion builds a union and its branches.
+func (b *builder) buildUnion(sn *avro.SchemaNode, ns string, depth int) (*node, error) {
+	n := &node{kind: kUnion, branchIdx: map[string]int{}}
+	for i := range sn.Branches {
+		c, err := b.build(&sn.Branches[i], ns, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		n.branches = append(n.branches, c)
+		n.branchIdx[c.branchName()] = i
+		if c.kind == kNull {
+			n.nullable = true
+		}
+	}
+	return n, nil
 }
 
 // branchName is the name a tagged union value carries: the full name of a
