@@ -164,106 +164,131 @@ func Render(w io.Writer, spans []Span) {
 	if len(spans) == 0 {
 		return
 	}
-	ids := map[string]bool{}
-	for _, s := range spans {
-		ids[s.SpanID] = true
-	}
-	children := map[string][]*Span{}
-	var roots, all []*Span
-	t0 := spans[0].Start
-	for i := range spans {
-		s := &spans[i]
-		all = append(all, s)
-		if s.Start.Before(t0) {
-			t0 = s.Start
-		}
-		if s.ParentID != "" && ids[s.ParentID] {
-			children[s.ParentID] = append(children[s.ParentID], s)
-		} else {
-			roots = append(roots, s)
-		}
-	}
-	byStart := func(ss []*Span) {
-		sort.SliceStable(ss, func(i, j int) bool { return ss[i].Start.Before(ss[j].Start) })
-	}
-	byStart(roots)
-	sums := Summarize(spans, false)
-	if len(sums) > 0 {
-		sm := sums[0]
-		fmt.Fprintf(w, "trace %s · pipeline %s · record %s", field(sm.TraceID), field(sm.Pipeline), field(sm.Record))
-		if sm.Key != "" {
-			fmt.Fprintf(w, " · key %s", field(strconv.Quote(sm.Key)))
-		}
-		fmt.Fprintf(w, " · %d attempt(s) · outcome %s · %s\n", sm.Attempts, field(sm.Outcome), fmtDur(sm.Duration))
-	} else {
-		fmt.Fprintf(w, "trace %s\n", field(spans[0].TraceID))
-	}
-	visited := make(map[*Span]bool, len(spans))
-	printed, deep := 0, 0
-	// hide marks s and its unvisited descendants visited without printing
-	// them, and counts them (iteratively: no recursion on the input's shape).
-	hide := func(s *Span) int {
-		n, stack := 0, []*Span{s}
-		for len(stack) > 0 {
-			x := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if visited[x] {
-				continue
-			}
-			visited[x] = true
-			n++
-			stack = append(stack, children[x.SpanID]...)
-		}
-		return n
-	}
-	var walk func(s *Span, prefix string, last, top bool, depth int)
-	walk = func(s *Span, prefix string, last, top bool, depth int) {
-		if visited[s] {
-			return
-		}
-		if printed >= MaxRenderSpans || depth >= MaxRenderDepth {
-			deep += hide(s)
-			return
-		}
-		visited[s] = true
-		printed++
-		branch, next := "├─ ", "│  "
-		if last {
-			branch, next = "└─ ", "   "
-		}
-		if top {
-			branch, next = "", ""
-		}
-		fmt.Fprintf(w, "%s%s%s  [+%s, %s]%s\n", prefix, branch, field(describeSpan(s)), fmtDur(s.Start.Sub(t0)), fmtDur(s.Duration()), errSuffix(s))
-		var kids []*Span
-		for _, k := range children[s.SpanID] {
-			if !visited[k] {
-				kids = append(kids, k)
-			}
-		}
-		byStart(kids)
-		for i, k := range kids {
-			walk(k, prefix+next, i == len(kids)-1, false, depth+1)
-		}
-	}
-	for _, r := range roots {
-		walk(r, "", true, true, 0)
+	r, roots, all := newRenderer(w, spans)
+	sortByStart(roots)
+	renderHeader(w, spans)
+	for _, s := range roots {
+		r.walk(s, "", true, true, 0)
 	}
 	// What the roots did not reach hangs off a parent cycle.
-	byStart(all)
+	sortByStart(all)
 	cycle := false
 	for _, s := range all {
-		if visited[s] {
+		if r.visited[s] {
 			continue
 		}
 		if !cycle {
 			cycle = true
 			fmt.Fprintln(w, "spans whose parents form a cycle (the file is inconsistent):")
 		}
-		walk(s, "", true, true, 0)
+		r.walk(s, "", true, true, 0)
 	}
-	if deep > 0 {
-		fmt.Fprintf(w, "… %d more spans not shown (over %d spans or %d levels deep)\n", deep, MaxRenderSpans, MaxRenderDepth)
+	if r.deep > 0 {
+		fmt.Fprintf(w, "… %d more spans not shown (over %d spans or %d levels deep)\n", r.deep, MaxRenderSpans, MaxRenderDepth)
+	}
+}
+
+// renderer prints a trace's tree for Render: which spans it printed or
+// hid, and how many.
+type renderer struct {
+	w        io.Writer
+	t0       time.Time          // the trace's first span's start
+	children map[string][]*Span // by their parent's id
+	visited  map[*Span]bool     // printed or hidden
+	printed  int
+	deep     int // hidden, over MaxRenderSpans or MaxRenderDepth
+}
+
+// newRenderer returns a renderer of spans, and the spans whose parent is
+// not among them (the roots) and all of them.
+func newRenderer(w io.Writer, spans []Span) (r *renderer, roots, all []*Span) {
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanID] = true
+	}
+	r = &renderer{w: w, t0: spans[0].Start, children: map[string][]*Span{}, visited: make(map[*Span]bool, len(spans))}
+	for i := range spans {
+		s := &spans[i]
+		all = append(all, s)
+		if s.Start.Before(r.t0) {
+			r.t0 = s.Start
+		}
+		if s.ParentID != "" && ids[s.ParentID] {
+			r.children[s.ParentID] = append(r.children[s.ParentID], s)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	return r, roots, all
+}
+
+// sortByStart sorts spans by their start, stably.
+func sortByStart(ss []*Span) {
+	sort.SliceStable(ss, func(i, j int) bool { return ss[i].Start.Before(ss[j].Start) })
+}
+
+// renderHeader writes the trace's first line: its record and outcome, or
+// its id alone when no span is a record's attempt.
+func renderHeader(w io.Writer, spans []Span) {
+	sums := Summarize(spans, false)
+	if len(sums) == 0 {
+		fmt.Fprintf(w, "trace %s\n", field(spans[0].TraceID))
+		return
+	}
+	sm := sums[0]
+	fmt.Fprintf(w, "trace %s · pipeline %s · record %s", field(sm.TraceID), field(sm.Pipeline), field(sm.Record))
+	if sm.Key != "" {
+		fmt.Fprintf(w, " · key %s", field(strconv.Quote(sm.Key)))
+	}
+	fmt.Fprintf(w, " · %d attempt(s) · outcome %s · %s\n", sm.Attempts, field(sm.Outcome), fmtDur(sm.Duration))
+}
+
+// hide marks s and its unvisited descendants visited without printing
+// them, and counts them (iteratively: no recursion on the input's shape).
+func (r *renderer) hide(s *Span) int {
+	n, stack := 0, []*Span{s}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if r.visited[x] {
+			continue
+		}
+		r.visited[x] = true
+		n++
+		stack = append(stack, r.children[x.SpanID]...)
+	}
+	return n
+}
+
+// walk prints s, unless already visited, and its unvisited descendants by
+// their start; past MaxRenderSpans or MaxRenderDepth it hides them.
+func (r *renderer) walk(s *Span, prefix string, last, top bool, depth int) {
+	if r.visited[s] {
+		return
+	}
+	if r.printed >= MaxRenderSpans || depth >= MaxRenderDepth {
+		r.deep += r.hide(s)
+		return
+	}
+	r.visited[s] = true
+	r.printed++
+	branch, next := "├─ ", "│  "
+	if last {
+		branch, next = "└─ ", "   "
+	}
+	if top {
+		branch, next = "", ""
+	}
+	fmt.Fprintf(r.w, "%s%s%s  [+%s, %s]%s\n", prefix, branch, field(describeSpan(s)), fmtDur(s.Start.Sub(r.t0)), fmtDur(s.Duration()), errSuffix(s))
+	var kids []*Span
+	for _, k := range r.children[s.SpanID] {
+		if !r.visited[k] {
+			kids = append(kids, k)
+		}
+	}
+	sortByStart(kids)
+	for i, k := range kids {
+		r.walk(k, prefix+next, i == len(kids)-1, false, depth+1)
 	}
 }
 

@@ -37,7 +37,6 @@ var oversized = map[string]funcShape{
 	"scheduler/config/validate.go:Config.checkKafkaSecurity": {59, 32},
 	"scheduler/metrics.go:Runner.RegisterMetrics":            {204, 25},
 	"scheduler/runner.go:NewRunnerWith":                      {94, 21},
-	"tracing/inspect.go:Render":                              {106, 24},
 }
 
 // structBounds are the structs whose fields (embedded structs opened) are
