@@ -3,6 +3,7 @@
 # missing, builds the example processors, starts a real Kafka broker
 # (tests/kafka/kafka.sh) and, for the test run, a secured broker, a 3-node
 # cluster behind a fault proxy for the fault tests (tests/kafka/cluster.sh),
+# a real schema registry (tests/schemareg/apicurio.sh),
 # and a real Jaeger built from source (tests/jaeger/jaeger.sh: slimmed to the
 # OTLP receiver, memory storage and query API, a few minutes the first time on
 # a new machine, in the background while the first steps run) —
@@ -185,6 +186,15 @@ test)
     export KAFKA_SECURE_BROKERS KAFKA_SASL_SSL_BROKERS KAFKA_SSL_BROKERS KAFKA_PLAIN_ONLY_BROKERS KAFKA_SECURE_DIR
     at_exit 'secure_kafka stop'
     say "secured Kafka at $KAFKA_SASL_SSL_BROKERS (SASL_SSL), $KAFKA_SSL_BROKERS (SSL), CA $KAFKA_SECURE_DIR/ca.pem"
+    # A real schema registry (Apicurio Registry, its Confluent-compatible
+    # API; Java 21+: tests/schemareg/apicurio.sh finds the JDK and fails
+    # naming what is missing) for tests/schemareg: started in the background
+    # here, awaited before the unit packages run.
+    step "starting a real schema registry (Apicurio, in the background)"
+    apicurio_env=/tmp/wasmstream-apicurio.env apicurio_log=/tmp/wasmstream-apicurio-start.log
+    bash tests/schemareg/apicurio.sh start >"$apicurio_env" 2>"$apicurio_log" &
+    apicurio_start=$!
+    at_exit 'bash tests/schemareg/apicurio.sh stop'
     step "starting a real Jaeger (waits for its build; built from source the first time)"
     wait "$jaeger_build" || { tail -n 50 /tmp/wasmstream-jaeger-build/build.log >&2; echo "tests/run.sh: the Jaeger build failed (log above)" >&2; exit 1; }
     eval "$(bash tests/jaeger/jaeger.sh start)"
@@ -201,6 +211,11 @@ test)
     eval "$cluster_env"
     export KAFKA_CLUSTER_BROKERS KAFKA_CLUSTER_PROXIED KAFKA_CLUSTER_PROXY KAFKA_CLUSTER_DIR
     at_exit 'bash tests/kafka/kafka.sh stop-cluster'
+    step "waiting for the schema registry"
+    wait "$apicurio_start" || { cat "$apicurio_log" >&2; echo "tests/run.sh: the schema registry did not start (log above)" >&2; exit 1; }
+    eval "$(cat "$apicurio_env")"
+    export SCHEMA_REGISTRY_URL
+    say "schema registry at $SCHEMA_REGISTRY_URL"
     step "go test -race, the unit packages (on the in-process broker; the benchmark smoke run, fuzz targets and cargo test beside them)"
     # The tests on brokers of their own — the 3-node cluster's fault tests,
     # the secured broker's — run in a second go test beside this one: they
