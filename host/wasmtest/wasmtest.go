@@ -108,71 +108,14 @@ type Module struct {
 // Bytes assembles the module.
 func (m Module) Bytes() []byte {
 	out := []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
-	var types [][]byte
-	typeIdx := func(p, r []byte) uint32 {
-		t := append([]byte{0x60}, vec(len(p), p)...)
-		t = append(t, vec(len(r), r)...)
-		for i, have := range types {
-			if string(have) == string(t) {
-				return uint32(i)
-			}
-		}
-		types = append(types, t)
-		return uint32(len(types) - 1)
-	}
-	var imports, funcs, exports, code []byte
-	nExports := 0
-	for _, im := range m.Imports {
-		imports = append(imports, name(im.Module)...)
-		imports = append(imports, name(im.Name)...)
-		imports = append(imports, 0x00)
-		imports = append(imports, uleb(uint64(typeIdx(im.Params, im.Results)))...)
-	}
-	for i, f := range m.Funcs {
-		funcs = append(funcs, uleb(uint64(typeIdx(f.Params, f.Results)))...)
-		body := uleb(uint64(len(f.Locals)))
-		for _, l := range f.Locals {
-			body = append(append(body, uleb(uint64(l.N))...), l.Type)
-		}
-		body = append(body, f.Body...)
-		body = append(body, 0x0b)
-		code = append(code, uleb(uint64(len(body)))...)
-		code = append(code, body...)
-		if f.Export != "" {
-			exports = append(exports, name(f.Export)...)
-			exports = append(exports, 0x00)
-			exports = append(exports, uleb(uint64(len(m.Imports)+i))...)
-			nExports++
-		}
-	}
-	var mem []byte
-	if !m.NoMemory {
-		mem = append([]byte{0x01, 0x00}, uleb(uint64(m.MemoryMin))...)
-		en := m.MemoryExport
-		if en == "" {
-			en = "memory"
-		}
-		exports = append(exports, name(en)...)
-		exports = append(exports, 0x02, 0x00)
-		nExports++
-	}
-	var typeSec []byte
-	for _, t := range types {
-		typeSec = append(typeSec, t...)
-	}
-	out = section(out, 1, len(types), typeSec)
+	var types typeTable
+	imports := m.importEntries(&types)
+	funcs, code, exports, nExports := m.funcEntries(&types)
+	mem, exports, nExports := m.memoryEntry(exports, nExports)
+	out = section(out, 1, len(types), types.entries())
 	out = section(out, 2, len(m.Imports), imports)
 	out = section(out, 3, len(m.Funcs), funcs)
-	var tables []byte
-	for _, t := range m.Tables {
-		tables = append(tables, FuncRef)
-		if t.HasMax {
-			tables = append(append(append(tables, 0x01), uleb(uint64(t.Min))...), uleb(uint64(t.Max))...)
-		} else {
-			tables = append(append(tables, 0x00), uleb(uint64(t.Min))...)
-		}
-	}
-	out = section(out, 4, len(m.Tables), tables)
+	out = section(out, 4, len(m.Tables), m.tableEntries())
 	if mem != nil {
 		out = append(out, 5)
 		out = append(out, uleb(uint64(len(mem)))...)
@@ -189,16 +132,7 @@ func (m Module) Bytes() []byte {
 		s := uleb(uint64(len(m.Imports)) + uint64(m.Start))
 		out = append(append(out, uleb(uint64(len(s)))...), s...)
 	}
-	var elems []byte
-	for _, n := range m.Elements {
-		elems = append(elems, 0x01, 0x00) // passive, elemkind funcref
-		elems = append(elems, uleb(uint64(n))...)
-		first := uleb(uint64(len(m.Imports)))
-		for i := 0; i < n; i++ {
-			elems = append(elems, first...)
-		}
-	}
-	out = section(out, 9, len(m.Elements), elems)
+	out = section(out, 9, len(m.Elements), m.elementEntries())
 	if len(m.Data) > 0 {
 		dc := uleb(uint64(len(m.Data))) // data count section
 		out = append(append(append(out, 12), uleb(uint64(len(dc)))...), dc...)
@@ -210,6 +144,114 @@ func (m Module) Bytes() []byte {
 		data = append(append(data, uleb(uint64(len(d)))...), d...)
 	}
 	return section(out, 11, len(m.Data), data)
+}
+
+// typeTable is a module's function types, each once, in the order first
+// used.
+type typeTable [][]byte
+
+// index returns the index of the function type of params p and results r,
+// adding it when new.
+func (ts *typeTable) index(p, r []byte) uint32 {
+	t := append([]byte{0x60}, vec(len(p), p)...)
+	t = append(t, vec(len(r), r)...)
+	for i, have := range *ts {
+		if string(have) == string(t) {
+			return uint32(i)
+		}
+	}
+	*ts = append(*ts, t)
+	return uint32(len(*ts) - 1)
+}
+
+// entries is the type section's entries.
+func (ts typeTable) entries() []byte {
+	var b []byte
+	for _, t := range ts {
+		b = append(b, t...)
+	}
+	return b
+}
+
+// importEntries is the import section's entries, their types added to
+// types.
+func (m Module) importEntries(types *typeTable) []byte {
+	var imports []byte
+	for _, im := range m.Imports {
+		imports = append(imports, name(im.Module)...)
+		imports = append(imports, name(im.Name)...)
+		imports = append(imports, 0x00)
+		imports = append(imports, uleb(uint64(types.index(im.Params, im.Results)))...)
+	}
+	return imports
+}
+
+// funcEntries is the function and code sections' entries and the
+// functions' exports, their types added to types.
+func (m Module) funcEntries(types *typeTable) (funcs, code, exports []byte, nExports int) {
+	for i, f := range m.Funcs {
+		funcs = append(funcs, uleb(uint64(types.index(f.Params, f.Results)))...)
+		body := uleb(uint64(len(f.Locals)))
+		for _, l := range f.Locals {
+			body = append(append(body, uleb(uint64(l.N))...), l.Type)
+		}
+		body = append(body, f.Body...)
+		body = append(body, 0x0b)
+		code = append(code, uleb(uint64(len(body)))...)
+		code = append(code, body...)
+		if f.Export != "" {
+			exports = append(exports, name(f.Export)...)
+			exports = append(exports, 0x00)
+			exports = append(exports, uleb(uint64(len(m.Imports)+i))...)
+			nExports++
+		}
+	}
+	return funcs, code, exports, nExports
+}
+
+// memoryEntry is the memory section's entry, nil for none, and the exports
+// with the memory's added.
+func (m Module) memoryEntry(exports []byte, nExports int) ([]byte, []byte, int) {
+	if m.NoMemory {
+		return nil, exports, nExports
+	}
+	mem := append([]byte{0x01, 0x00}, uleb(uint64(m.MemoryMin))...)
+	en := m.MemoryExport
+	if en == "" {
+		en = "memory"
+	}
+	exports = append(exports, name(en)...)
+	exports = append(exports, 0x02, 0x00)
+	return mem, exports, nExports + 1
+}
+
+// tableEntries is the table section's entries.
+func (m Module) tableEntries() []byte {
+	var tables []byte
+	for _, t := range m.Tables {
+		tables = append(tables, FuncRef)
+		if t.HasMax {
+			tables = append(append(append(tables, 0x01), uleb(uint64(t.Min))...), uleb(uint64(t.Max))...)
+		} else {
+			tables = append(append(tables, 0x00), uleb(uint64(t.Min))...)
+		}
+	}
+	return tables
+}
+
+// elementEntries is the element section's entries: passive segments of
+// references to the first function.
+func (m Module) elementEntries() []byte {
+	var elems []byte
+	for _, n := range m.Elements {
+		elems = append(elems, 0x01, 0x00) // passive, elemkind funcref
+		elems = append(elems, uleb(uint64(n))...)
+		first := uleb(uint64(len(m.Imports)))
+		for i := 0; i < n; i++ {
+			elems = append(elems, first...)
+		}
+	}
+	return elems
 }
 
 func section(out []byte, id byte, n int, body []byte) []byte {
