@@ -332,55 +332,7 @@ var (
 // check validates the module's imports, exports and memory against ABI v1
 // and the limits, collecting every problem.
 func (m *Module) check() error {
-	var probs []string
-	async, recordNext, completionNext := false, false, false
-	for _, f := range m.compiled.ImportedFunctions() {
-		if mod, name, _ := f.Import(); mod == abi.HostModule && name == abi.ImportAsyncStart {
-			async = true
-		}
-		if mod, name, _ := f.Import(); mod == abi.BatchModule && name == abi.ImportRecordNext {
-			recordNext = true
-		}
-		if mod, name, _ := f.Import(); mod == abi.BatchModule && name == abi.ImportCompletionNext {
-			completionNext = true
-		}
-		mod, name, _ := f.Import()
-		if mod == meter.ImportModule {
-			continue // added by the meter: the module itself may not import it
-		}
-		s := sig{f.ParamTypes(), f.ResultTypes()}
-		m.info.Imports = append(m.info.Imports, fmt.Sprintf("%s.%s: %s", mod, name, s))
-		switch {
-		case mod == abi.HostModule:
-			want, ok := hostFuncs[name]
-			if !ok {
-				probs = append(probs, fmt.Sprintf("imports unknown host function %s.%s (ABI v%d provides %s)", mod, name, abi.Version, strings.Join(sortedKeys(hostFuncs), ", ")))
-			} else if !want.matches(f.ParamTypes(), f.ResultTypes()) {
-				probs = append(probs, fmt.Sprintf("imports %s.%s as %s, want %s", mod, name, s, want))
-			}
-		case mod == abi.BatchModule:
-			want, ok := batchFuncs[name]
-			if !ok {
-				probs = append(probs, fmt.Sprintf("imports unknown host function %s.%s (batch entry v%d provides %s)", mod, name, abi.BatchVersion, strings.Join(sortedKeys(batchFuncs), ", ")))
-			} else if !want.matches(f.ParamTypes(), f.ResultTypes()) {
-				probs = append(probs, fmt.Sprintf("imports %s.%s as %s, want %s", mod, name, s, want))
-			}
-		case strings.HasPrefix(mod, "wasmstream_batch_v"):
-			probs = append(probs, fmt.Sprintf("built for wasmstream batch entry %s (imports %s.%s); this host implements batch entry v%d (%s)", strings.TrimPrefix(mod, "wasmstream_batch_"), mod, name, abi.BatchVersion, abi.BatchModule))
-		case strings.HasPrefix(mod, "wasmstream_v"):
-			probs = append(probs, fmt.Sprintf("built for wasmstream ABI %s (imports %s.%s); this host implements ABI v%d (%s)", strings.TrimPrefix(mod, "wasmstream_"), mod, name, abi.Version, abi.HostModule))
-		case mod == abi.WASIModule:
-			if !abi.WASIAllowed(name) {
-				probs = append(probs, fmt.Sprintf("imports %s.%s, which the ABI forbids: no filesystem, no sockets (ABI.md §1 allows %s)", mod, name, strings.Join(abi.WASIFunctions(), ", ")))
-			}
-		default:
-			probs = append(probs, fmt.Sprintf("imports %s.%s from unknown module %q (the host provides %s and %s)", mod, name, mod, abi.HostModule, wasi_snapshot_preview1.ModuleName))
-		}
-	}
-	for _, mem := range m.compiled.ImportedMemories() {
-		mod, name, _ := mem.Import()
-		probs = append(probs, fmt.Sprintf("imports memory %s.%s; a module must define and export its own memory", mod, name))
-	}
+	probs, imp := m.checkImports()
 	exports := m.compiled.ExportedFunctions()
 	for _, name := range sortedKeys(requiredExports) {
 		want := requiredExports[name]
@@ -393,7 +345,93 @@ func (m *Module) check() error {
 			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", name, sig{f.ParamTypes(), f.ResultTypes()}, want))
 		}
 	}
-	m.info.Async = async
+	m.info.Async = imp.async
+	probs = checkOnComplete(exports, imp.async, probs)
+	probs = m.checkBatch(exports, imp.recordNext, probs)
+	probs = m.checkCompletions(exports, imp.completionNext, probs)
+	for _, name := range sortedKeys(exports) {
+		f := exports[name]
+		m.info.Exports = append(m.info.Exports, fmt.Sprintf("%s: %s", name, sig{f.ParamTypes(), f.ResultTypes()}))
+	}
+	probs = m.checkMemory(probs)
+	if len(probs) > 0 {
+		return fmt.Errorf("%w: %s", ErrIncompatible, strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+// importsUsed are the imports an entry point of the module depends on.
+type importsUsed struct {
+	async          bool // wasmstream_v1.async_start
+	recordNext     bool // the batch entry's record_next
+	completionNext bool // the batch entry's completion_next
+}
+
+// checkImports lists the module's imports in its info and returns the
+// problems with them, and which of those the entry points depend on it
+// imports.
+func (m *Module) checkImports() ([]string, importsUsed) {
+	var probs []string
+	var imp importsUsed
+	for _, f := range m.compiled.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		imp.async = imp.async || mod == abi.HostModule && name == abi.ImportAsyncStart
+		imp.recordNext = imp.recordNext || mod == abi.BatchModule && name == abi.ImportRecordNext
+		imp.completionNext = imp.completionNext || mod == abi.BatchModule && name == abi.ImportCompletionNext
+		if mod == meter.ImportModule {
+			continue // added by the meter: the module itself may not import it
+		}
+		s := sig{f.ParamTypes(), f.ResultTypes()}
+		m.info.Imports = append(m.info.Imports, fmt.Sprintf("%s.%s: %s", mod, name, s))
+		if p := importProblem(mod, name, s); p != "" {
+			probs = append(probs, p)
+		}
+	}
+	for _, mem := range m.compiled.ImportedMemories() {
+		mod, name, _ := mem.Import()
+		probs = append(probs, fmt.Sprintf("imports memory %s.%s; a module must define and export its own memory", mod, name))
+	}
+	return probs, imp
+}
+
+// importProblem is what is wrong with importing mod.name as s: a function
+// the host does not provide or not with that signature, another ABI's, or
+// WASI the ABI forbids; "" when nothing is.
+func importProblem(mod, name string, s sig) string {
+	switch {
+	case mod == abi.HostModule:
+		want, ok := hostFuncs[name]
+		if !ok {
+			return fmt.Sprintf("imports unknown host function %s.%s (ABI v%d provides %s)", mod, name, abi.Version, strings.Join(sortedKeys(hostFuncs), ", "))
+		}
+		if !want.matches(s.params, s.results) {
+			return fmt.Sprintf("imports %s.%s as %s, want %s", mod, name, s, want)
+		}
+	case mod == abi.BatchModule:
+		want, ok := batchFuncs[name]
+		if !ok {
+			return fmt.Sprintf("imports unknown host function %s.%s (batch entry v%d provides %s)", mod, name, abi.BatchVersion, strings.Join(sortedKeys(batchFuncs), ", "))
+		}
+		if !want.matches(s.params, s.results) {
+			return fmt.Sprintf("imports %s.%s as %s, want %s", mod, name, s, want)
+		}
+	case strings.HasPrefix(mod, "wasmstream_batch_v"):
+		return fmt.Sprintf("built for wasmstream batch entry %s (imports %s.%s); this host implements batch entry v%d (%s)", strings.TrimPrefix(mod, "wasmstream_batch_"), mod, name, abi.BatchVersion, abi.BatchModule)
+	case strings.HasPrefix(mod, "wasmstream_v"):
+		return fmt.Sprintf("built for wasmstream ABI %s (imports %s.%s); this host implements ABI v%d (%s)", strings.TrimPrefix(mod, "wasmstream_"), mod, name, abi.Version, abi.HostModule)
+	case mod == abi.WASIModule:
+		if !abi.WASIAllowed(name) {
+			return fmt.Sprintf("imports %s.%s, which the ABI forbids: no filesystem, no sockets (ABI.md §1 allows %s)", mod, name, strings.Join(abi.WASIFunctions(), ", "))
+		}
+	default:
+		return fmt.Sprintf("imports %s.%s from unknown module %q (the host provides %s and %s)", mod, name, mod, abi.HostModule, wasi_snapshot_preview1.ModuleName)
+	}
+	return ""
+}
+
+// checkOnComplete checks the completion entry, which a module that starts
+// asynchronous operations must export, adding the problems to probs.
+func checkOnComplete(exports map[string]api.FunctionDefinition, async bool, probs []string) []string {
 	if f, ok := exports[abi.ExportOnComplete]; ok {
 		if !onCompleteSig.matches(f.ParamTypes(), f.ResultTypes()) {
 			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", abi.ExportOnComplete, sig{f.ParamTypes(), f.ResultTypes()}, onCompleteSig))
@@ -401,38 +439,42 @@ func (m *Module) check() error {
 	} else if async {
 		probs = append(probs, fmt.Sprintf("imports %s.%s but does not export %s (%s): its operations could never complete", abi.HostModule, abi.ImportAsyncStart, abi.ExportOnComplete, onCompleteSig))
 	}
-	if f, ok := exports[abi.ExportOnBatch]; ok {
-		switch {
-		case !onBatchSig.matches(f.ParamTypes(), f.ResultTypes()):
-			probs = append(probs, fmt.Sprintf("export %s is %s, want %s", abi.ExportOnBatch, sig{f.ParamTypes(), f.ResultTypes()}, onBatchSig))
-		case !recordNext:
-			probs = append(probs, fmt.Sprintf("exports %s but does not import %s.%s: its batch entry could never begin a record", abi.ExportOnBatch, abi.BatchModule, abi.ImportRecordNext))
-		default:
-			m.info.Batch = true
-		}
+	return probs
+}
+
+// checkBatch checks the batch entry, if the module exports it, adding the
+// problems to probs.
+func (m *Module) checkBatch(exports map[string]api.FunctionDefinition, recordNext bool, probs []string) []string {
+	f, ok := exports[abi.ExportOnBatch]
+	if !ok {
+		return probs
 	}
-	probs = m.checkCompletions(exports, completionNext, probs)
-	for _, name := range sortedKeys(exports) {
-		f := exports[name]
-		m.info.Exports = append(m.info.Exports, fmt.Sprintf("%s: %s", name, sig{f.ParamTypes(), f.ResultTypes()}))
+	switch {
+	case !onBatchSig.matches(f.ParamTypes(), f.ResultTypes()):
+		return append(probs, fmt.Sprintf("export %s is %s, want %s", abi.ExportOnBatch, sig{f.ParamTypes(), f.ResultTypes()}, onBatchSig))
+	case !recordNext:
+		return append(probs, fmt.Sprintf("exports %s but does not import %s.%s: its batch entry could never begin a record", abi.ExportOnBatch, abi.BatchModule, abi.ImportRecordNext))
 	}
-	mems := m.compiled.ExportedMemories()
-	if mem, ok := mems[abi.ExportMemory]; !ok {
-		probs = append(probs, fmt.Sprintf("missing required export %q (linear memory)", abi.ExportMemory))
-	} else {
-		m.info.MemoryMin = mem.Min()
-		if max, ok := mem.Max(); ok {
-			m.info.MemoryMax = max
-		}
-		m.info.Exports = append(m.info.Exports, fmt.Sprintf("memory: min %d pages", mem.Min()))
-		if mem.Min() > m.limits.MemoryPages {
-			probs = append(probs, fmt.Sprintf("memory minimum of %d pages (%d KiB) exceeds the limit of %d pages (limits.memory_pages)", mem.Min(), mem.Min()*64, m.limits.MemoryPages))
-		}
+	m.info.Batch = true
+	return probs
+}
+
+// checkMemory checks the exported memory against limits.memory_pages and
+// notes its size in the module's info, adding the problems to probs.
+func (m *Module) checkMemory(probs []string) []string {
+	mem, ok := m.compiled.ExportedMemories()[abi.ExportMemory]
+	if !ok {
+		return append(probs, fmt.Sprintf("missing required export %q (linear memory)", abi.ExportMemory))
 	}
-	if len(probs) > 0 {
-		return fmt.Errorf("%w: %s", ErrIncompatible, strings.Join(probs, "; "))
+	m.info.MemoryMin = mem.Min()
+	if max, ok := mem.Max(); ok {
+		m.info.MemoryMax = max
 	}
-	return nil
+	m.info.Exports = append(m.info.Exports, fmt.Sprintf("memory: min %d pages", mem.Min()))
+	if mem.Min() > m.limits.MemoryPages {
+		probs = append(probs, fmt.Sprintf("memory minimum of %d pages (%d KiB) exceeds the limit of %d pages (limits.memory_pages)", mem.Min(), mem.Min()*64, m.limits.MemoryPages))
+	}
+	return probs
 }
 
 func sortedKeys[V any](m map[string]V) []string {
