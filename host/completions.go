@@ -45,18 +45,7 @@ type compState struct {
 // two completions would reach a live record: one costs less through
 // wasmstream_on_complete.
 func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Done) ([]Done, int) {
-	live, maxLen := 0, 0
-	var first time.Time // the deadline of the first completion's record
-	now := time.Now()
-	for _, op := range q {
-		if st := op.rec; !op.orphan && !st.ended && now.Before(st.deadline) {
-			if live == 0 {
-				first = st.deadline
-			}
-			live++
-			maxLen = max(maxLen, abi.CompletionHeaderSize+len(op.result))
-		}
-	}
+	live, maxLen, first := liveCompletions(q, time.Now())
 	if live < 2 {
 		return out, 0
 	}
@@ -88,6 +77,39 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 	if !in.slot.keep || err != nil {
 		in.Yield()
 	}
+	in.completionsReturned(ctx, st, err, abi.Status(int32(s[0])), end)
+	for _, op := range c.canceled {
+		if in.dead {
+			break
+		}
+		in.deliverCanceled(ctx, op)
+	}
+	return c.out, c.next
+}
+
+// liveCompletions counts the completions of q that would reach a live
+// record at now, and returns the longest one's size in guest memory and
+// the deadline of the first one's record.
+func liveCompletions(q []*opState, now time.Time) (live, maxLen int, first time.Time) {
+	for _, op := range q {
+		if st := op.rec; !op.orphan && !st.ended && now.Before(st.deadline) {
+			if live == 0 {
+				first = st.deadline
+			}
+			live++
+			maxLen = max(maxLen, abi.CompletionHeaderSize+len(op.result))
+		}
+	}
+	return live, maxLen, first
+}
+
+// completionsReturned decides what the completions call that ended at end
+// leaves undecided: the completion in progress, st (nil for none), gets
+// the guest's fault err or, without one, its status; a call that faulted
+// or returned before its first completion fails the first completion's
+// record. A fault discards the instance.
+func (in *Instance) completionsReturned(ctx context.Context, st *recState, err error, status abi.Status, end time.Time) {
+	c := &in.comps
 	switch {
 	case err != nil:
 		flt := in.classify(err, ctx.Err())
@@ -98,7 +120,7 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 		if st == nil {
 			in.Close(context.Background()) // its waiting records are lost
 			in.m.log.Warn("guest faulted after the last completion of a completions call; instance discarded", "instance", in.id, "err", flt)
-			break
+			return
 		}
 		delete(in.waiting.recs, st.handle) // st gets this fault, not "lost"
 		in.Close(context.Background())
@@ -106,7 +128,7 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 	case st != nil:
 		// The guest returned during a completion: what it returned is the
 		// record's status, as from wasmstream_on_complete.
-		in.completionDecided(st, Result{Status: abi.Status(int32(s[0]))}, end, nil)
+		in.completionDecided(st, Result{Status: status}, end, nil)
 	case c.taken == 0:
 		// A guest that returns without taking a completion would never
 		// make progress: the first completion's record fails.
@@ -118,13 +140,6 @@ func (in *Instance) pollCompletions(ctx context.Context, q []*opState, out []Don
 				Msg: fmt.Sprintf("guest returned from %s without taking a completion (%s.%s)", abi.ExportOnCompletions, abi.BatchModule, abi.ImportCompletionNext)}}, end, nil)
 		}
 	}
-	for _, op := range c.canceled {
-		if in.dead {
-			break
-		}
-		in.deliverCanceled(ctx, op)
-	}
-	return c.out, c.next
 }
 
 // beginCompletion makes the call's next completion of a live record the
