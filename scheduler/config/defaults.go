@@ -136,6 +136,14 @@ func Defaults() Config {
 			Registry:          ptr(true),
 			CanaryAbortMargin: ptr(0.05),
 		},
+		// The registry's bounds are internal/schemareg's own defaults,
+		// stated here as config keys.
+		SchemaRegistry: SchemaRegistry{
+			RequestTimeout: 10 * time.Second,
+			Cache:          SchemaRegistryCache{MaxSchemas: 1000, MaxBytes: 64 << 20},
+			MaxSchemaBytes: 1 << 20,
+			RefreshPeriod:  5 * time.Minute,
+		},
 	}
 }
 
@@ -154,6 +162,18 @@ func PipelineDefaults() Pipeline {
 		Weight:           1,
 		Consume:          ConsumeGroup,
 		Share:            Share{MaxRecords: 500},
+		// A decoded value is at most 1 MiB of JSON, the broker's default
+		// largest record (message.max.bytes): enough for the records of
+		// most topics, and a worker's run holds at most about twice it.
+		InputFormat: InputFormat{
+			Value:        InputPart{Format: FormatRaw},
+			Key:          InputPart{Format: FormatRaw},
+			MaxJSONBytes: 1 << 20,
+		},
+		OutputFormat: OutputFormat{
+			Value: OutputPart{Format: FormatRaw, SubjectStrategy: StrategyTopic, Version: "latest"},
+			Key:   OutputPart{Format: FormatRaw, SubjectStrategy: StrategyTopic, Version: "latest"},
+		},
 		State: State{
 			Dir:            Auto,
 			MaxValueBytes:  64 << 10,
@@ -212,7 +232,8 @@ func (c *Config) applyDefaults() {
 			c.Host.ID = DefaultHostID
 		}
 	}
-	for _, f := range []*string{&c.Kafka.TLS.CAFile, &c.Kafka.TLS.CertFile, &c.Kafka.TLS.KeyFile, &c.Kafka.SASL.PasswordFile, &c.Kafka.SASL.TokenFile} {
+	for _, f := range []*string{&c.Kafka.TLS.CAFile, &c.Kafka.TLS.CertFile, &c.Kafka.TLS.KeyFile, &c.Kafka.SASL.PasswordFile, &c.Kafka.SASL.TokenFile,
+		&c.SchemaRegistry.TLS.CAFile, &c.SchemaRegistry.TLS.CertFile, &c.SchemaRegistry.TLS.KeyFile, &c.SchemaRegistry.BasicAuth.PasswordFile, &c.SchemaRegistry.TokenFile} {
 		*f = c.AdminPath(*f)
 	}
 	if c.Tracing.File == "" && c.Tracing.Exporter == "jsonl" {

@@ -26,6 +26,11 @@ var reservedEnv = map[string]bool{
 	"WASMSTREAM_ADMIN_TOKEN": true, // admin API token
 }
 
+// envAliases are environment variables that set a key under a name other
+// than the key's own: the registry's password has the short name the
+// README gives (WASMSTREAM_SCHEMA_REGISTRY_PASSWORD).
+var envAliases = map[string]string{schemaPasswordEnv: "schema_registry.basic_auth.password"}
+
 // Load reads the configuration: the YAML file at path (may be ""), then the
 // environment (environ, KEY=VALUE), then sets ("key=value", from flags),
 // each overriding the one before. It checks for unknown keys, applies
@@ -60,6 +65,9 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 			continue
 		}
 		key, found := leaves[strings.ToLower(strings.TrimPrefix(name, EnvPrefix))]
+		if alias, ok := envAliases[name]; ok {
+			key, found = alias, true
+		}
 		if !found {
 			probs = append(probs, fmt.Sprintf("environment variable %s: matches no config key (keys inside pipelines cannot be set from the environment)", name))
 			continue

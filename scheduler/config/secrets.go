@@ -52,6 +52,11 @@ func secretLeaves(t reflect.Type, prefix string) map[string]string {
 // --set (where), without its value.
 func secretRefused(key, file, where string) string {
 	env := EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+	for name, k := range envAliases {
+		if k == key {
+			env = name
+		}
+	}
 	why := "a secret never sits in the config file, which is copied and shown"
 	if where == "--set" {
 		key = "--set " + key

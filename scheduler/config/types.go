@@ -23,6 +23,8 @@ type Config struct {
 	Tracing   Tracing    `koanf:"tracing"`
 	Metrics   Metrics    `koanf:"metrics"`
 	Admin     Admin      `koanf:"admin"`
+	// SchemaRegistry is the process's schema registry (schema.go).
+	SchemaRegistry SchemaRegistry `koanf:"schema_registry"`
 
 	// Dir is the directory relative module paths are resolved against (the
 	// config file's directory). Not a config key.
@@ -122,18 +124,23 @@ func (s KafkaSASL) String() string {
 
 // Pipeline runs one module over its input topics.
 type Pipeline struct {
-	Name             string    `koanf:"name"`
-	Module           string    `koanf:"module"`
-	Inputs           []string  `koanf:"inputs"`
-	Output           string    `koanf:"output"`
-	AllowedOutputs   []string  `koanf:"allowed_outputs"`
-	DeadLetterTopic  string    `koanf:"dead_letter_topic"`
-	Group            string    `koanf:"group"`
-	Limits           Limits    `koanf:"limits"`
-	Ordering         string    `koanf:"ordering"`
-	Instances        Instances `koanf:"instances"`
-	MaxInFlight      int       `koanf:"max_in_flight"`
-	MaxInFlightBytes int       `koanf:"max_in_flight_bytes"`
+	Name   string   `koanf:"name"`
+	Module string   `koanf:"module"`
+	Inputs []string `koanf:"inputs"`
+	Output string   `koanf:"output"`
+	// InputFormat and OutputFormat say how records are read and outputs
+	// to Output written: raw bytes (the default) or framed by a schema
+	// registry (schema.go; RATIONALE.md, "Schema-registry data").
+	InputFormat      InputFormat  `koanf:"input_format"`
+	OutputFormat     OutputFormat `koanf:"output_format"`
+	AllowedOutputs   []string     `koanf:"allowed_outputs"`
+	DeadLetterTopic  string       `koanf:"dead_letter_topic"`
+	Group            string       `koanf:"group"`
+	Limits           Limits       `koanf:"limits"`
+	Ordering         string       `koanf:"ordering"`
+	Instances        Instances    `koanf:"instances"`
+	MaxInFlight      int          `koanf:"max_in_flight"`
+	MaxInFlightBytes int          `koanf:"max_in_flight_bytes"`
 	// BatchRecords is how many records one call into an instance runs at
 	// most (the batch entry, ABI.md §10; a module without it gets one
 	// call per record, still taken as one run): 1 turns runs off.

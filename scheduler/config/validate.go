@@ -44,6 +44,7 @@ func (c *Config) Validate() error {
 		probs = append(probs, key+": "+fmt.Sprintf(format, args...))
 	}
 	c.checkKafka(add)
+	c.checkSchemaRegistry(add)
 	c.checkPipelines(add)
 	c.checkHost(add)
 	c.checkTracing(add)
@@ -197,6 +198,7 @@ func (c *Config) checkPipelines(add addFunc) {
 		checkRetry(add, key, p, inputs)
 		checkState(add, key, p, inputs)
 		checkAsync(add, key, &p.Async)
+		c.checkFormats(add, key, p)
 		for _, k := range sortedKeys(p.Env) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				add(key("env"), "%q is not an environment variable name", k)
