@@ -16,7 +16,7 @@ func (p *Pipeline) engineDeps() *partition.Deps {
 		Budget: p.budget, InstanceBytes: p.instanceBytes, Stats: &p.stats, PartStats: p.partitionStats,
 		Role: p.role, Retryable: p.retryable, Sink: p.sink, Ledger: p.ledger, State: p.state,
 		Mods: p.mods, Flow: &p.flow, AsyncSize: p.asyncSize, Client: p.cl, Background: &p.bg,
-		Hooks: p.hooks,
+		Hooks: p.hooks, Schema: p.eng.Schema,
 	}
 }
 

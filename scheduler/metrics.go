@@ -202,11 +202,10 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	if err := r.registerShareMetrics(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if err := r.registerStateMetrics(meter); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	for _, register := range []func(metric.Meter) error{r.registerShareMetrics, r.registerStateMetrics, r.registerSchemaMetrics} {
+		if err := register(meter); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	r.hooks.Metrics = m
 	for _, p := range r.pipes() {

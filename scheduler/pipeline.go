@@ -21,12 +21,14 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
+	"github.com/wasmstream/wasmstream/internal/schemareg"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/background"
 	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/schemaio"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
@@ -104,7 +106,8 @@ type Pipeline struct {
 	// flow: the poll loop's wake-ups (scheduler/internal/source).
 	flow partition.FlowSignals
 	// eng is what the partitions' engines are given (engine.go): made by
-	// Start, before any task.
+	// Start, before any task. Until then it holds what newPipeline
+	// resolved for them: the schema-registry codec (eng.Schema).
 	eng *partition.Deps
 
 	pipeMember // its client and its group
@@ -238,6 +241,8 @@ type pipelineDeps struct {
 	version *modVersion
 	// limits are what the brokers refuse on the topics produced to.
 	limits partition.TopicLimits
+	// schemaReg is the process's schema-registry client (nil: none).
+	schemaReg *schemareg.Client
 }
 
 // newPipeline creates the pipeline and its client, whole; Start begins
@@ -285,7 +290,15 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		p.retryable["fault."+f] = true
 	}
 	p.brokers = d.brokers
+	// The output subjects are resolved now: a registry that is down or a
+	// subject that does not exist fails the start, naming the pipeline.
+	schema, err := schemaio.New(context.Background(), d.schemaReg, pc)
+	if err != nil {
+		return nil, err
+	}
+	p.eng = &partition.Deps{Schema: schema}
 	if err := p.wire(extra); err != nil {
+		schema.Close()
 		return nil, fmt.Errorf("pipeline %s: kafka client: %w", pc.Name, err)
 	}
 	if pc.State.Enabled {
@@ -580,6 +593,7 @@ func (p *Pipeline) Stop(ctx context.Context) {
 		p.state.CloseAll()
 	}
 	p.commit.Close()
+	p.eng.Schema.Close()
 	p.leaveStatic(ctx)
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
+	"github.com/wasmstream/wasmstream/internal/schemareg"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/memtrim"
@@ -58,6 +59,10 @@ type Runner struct {
 	// registryPrefix is Options.RegistryPrefix: the fleet registry's
 	// topics the access check asks about.
 	registryPrefix string
+
+	// schemaReg is the process's one schema-registry client, shared by
+	// its pipelines (schema_registry.url; nil without one).
+	schemaReg *schemareg.Client
 }
 
 // NewEngine creates the host's engine with its compile cache
@@ -116,7 +121,9 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 			r.close(context.Background())
 		}
 	}()
-	r.engine, err = NewEngine(cfg, log)
+	if r.engine, err = NewEngine(cfg, log); err == nil {
+		r.schemaReg, err = newSchemaClient(cfg, log) // reads its files, sends no request
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -164,9 +171,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 		return nil, probs
 	}
 	r.brokers = cfg.Kafka.Brokers
-	for _, w := range kafkaconn.Warnings(cfg.Kafka) {
-		log.Warn(w)
-	}
+	logWarnings(log, kafkaconn.Warnings(cfg.Kafka))
 	if cfg.IsEmbedded() {
 		r.broker, err = kfake.NewCluster(kfake.Ports(cfg.Kafka.EmbeddedPort), kfake.NumBrokers(1))
 		if err != nil {
@@ -208,7 +213,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 // besides its config and module version.
 func (r *Runner) pipelineDeps(role partition.Role) pipelineDeps {
 	return pipelineDeps{cfg: r.cfg, budget: r.budget, brokers: r.brokers, log: r.log, hooks: r.hooks, limits: r.limits,
-		onFail: r.fail, onBroken: r.broken, role: role}
+		onFail: r.fail, onBroken: r.broken, role: role, schemaReg: r.schemaReg}
 }
 
 // fail delivers err on Failed, unless an error was delivered before.
@@ -557,6 +562,7 @@ func (r *Runner) close(ctx context.Context) {
 	if !r.started.Load() {
 		for _, p := range r.pipes() {
 			p.cl.Close() // never joined: nothing to drain
+			p.eng.Schema.Close()
 		}
 	}
 	for _, m := range r.modules {

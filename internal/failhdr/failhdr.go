@@ -50,6 +50,10 @@ const (
 	// "<topic>[<partition>]@<offset>" of its dead letter. Informational: the
 	// host never acts on it.
 	RedrivenFrom = "wasmstream.redriven.from"
+	// SchemaID is the schema-registry schema id a schema.* failure was
+	// about (the id in the record's frame, or the output subject's
+	// schema): decimal. Written only for such a failure that knows it.
+	SchemaID = "wasmstream.schema.id"
 )
 
 // MaxAttempt bounds the attempt numbers Decode accepts (retry.max_attempts is
@@ -87,6 +91,7 @@ type State struct {
 	Due          time.Time // retry copies: when the next attempt is due (zero: not set)
 	History      []Entry   // by attempt, ascending, no duplicates
 	RedrivenFrom string
+	SchemaID     int // 0: not about a schema id (no header)
 }
 
 // NewEntry is the history entry of a failure: "<kind>: <msg>", cut to
@@ -115,8 +120,8 @@ func Own(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	return out
 }
 
-// Encode appends st's headers to dst. Zero Due and empty RedrivenFrom are
-// left out; every other field is written.
+// Encode appends st's headers to dst. Zero Due, empty RedrivenFrom and
+// zero SchemaID are left out; every other field is written.
 func Encode(dst []kgo.RecordHeader, st *State) []kgo.RecordHeader {
 	for _, e := range st.History {
 		dst = append(dst, kgo.RecordHeader{Key: HistoryPrefix + strconv.Itoa(e.Attempt), Value: []byte(e.Text)})
@@ -139,6 +144,9 @@ func Encode(dst []kgo.RecordHeader, st *State) []kgo.RecordHeader {
 	}
 	if st.RedrivenFrom != "" {
 		dst = append(dst, kgo.RecordHeader{Key: RedrivenFrom, Value: []byte(st.RedrivenFrom)})
+	}
+	if st.SchemaID != 0 {
+		dst = append(dst, kgo.RecordHeader{Key: SchemaID, Value: strconv.AppendInt(nil, int64(st.SchemaID), 10)})
 	}
 	return dst
 }
@@ -270,6 +278,13 @@ func (d *decoder) header(key, v string) {
 		} else {
 			st.FirstFailure = t.UTC()
 		}
+	case SchemaID:
+		n, e := strconv.ParseInt(v, 10, 32)
+		if e != nil || n <= 0 {
+			d.bad(key, "%s is not a schema id", quote(v))
+			n = 0
+		}
+		st.SchemaID = int(n)
 	case Due:
 		n, e := strconv.ParseInt(v, 10, 64)
 		if e != nil {

@@ -64,10 +64,7 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 		if !ok || !strings.HasPrefix(name, EnvPrefix) || reservedEnv[name] {
 			continue
 		}
-		key, found := leaves[strings.ToLower(strings.TrimPrefix(name, EnvPrefix))]
-		if alias, ok := envAliases[name]; ok {
-			key, found = alias, true
-		}
+		key, found := envKey(name, leaves)
 		if !found {
 			probs = append(probs, fmt.Sprintf("environment variable %s: matches no config key (keys inside pipelines cannot be set from the environment)", name))
 			continue
@@ -155,6 +152,16 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// envKey is the key environment variable name sets: its alias's, or the
+// leaf its name spells.
+func envKey(name string, leaves map[string]string) (string, bool) {
+	if alias, ok := envAliases[name]; ok {
+		return alias, true
+	}
+	key, found := leaves[strings.ToLower(strings.TrimPrefix(name, EnvPrefix))]
+	return key, found
 }
 
 // autoKey is a key of a pipeline set to auto.

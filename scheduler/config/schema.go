@@ -201,18 +201,7 @@ func (c *Config) checkSchemaRegistry(add addFunc) {
 	case u.User != nil:
 		add("schema_registry.url", "carries credentials: set schema_registry.basic_auth instead (the URL appears in errors and logs)")
 	}
-	a := &s.BasicAuth
-	switch {
-	case a.Password != "" && a.PasswordFile != "":
-		add("schema_registry.basic_auth.password", "both password and password_file are set: keep one")
-	case (a.Password != "" || a.PasswordFile != "") && a.Username == "":
-		add("schema_registry.basic_auth.username", "a password is set without a username (for Confluent Cloud: the API key)")
-	case a.Username != "" && a.Password == "" && a.PasswordFile == "":
-		add("schema_registry.basic_auth.password_file", "basic auth needs a password: set schema_registry.basic_auth.password_file, or the environment variable %s", schemaPasswordEnv)
-	}
-	if s.TokenFile != "" && a.Username != "" {
-		add("schema_registry.token_file", "a bearer token and basic auth are both set: keep one")
-	}
+	c.checkSchemaRegistryAuth(add)
 	if (s.TLS.CertFile == "") != (s.TLS.KeyFile == "") {
 		add("schema_registry.tls.cert_file", "cert_file and key_file go together (a client certificate and its key)")
 	}
@@ -230,6 +219,23 @@ func (c *Config) checkSchemaRegistry(add addFunc) {
 	}
 	if s.MaxSchemaBytes < 1<<10 || s.MaxSchemaBytes > 64<<20 {
 		add("schema_registry.max_schema_bytes", "%d: want 1 KiB to 64 MiB", s.MaxSchemaBytes)
+	}
+}
+
+// checkSchemaRegistryAuth checks schema_registry's credentials.
+func (c *Config) checkSchemaRegistryAuth(add addFunc) {
+	s := &c.SchemaRegistry
+	a := &s.BasicAuth
+	switch {
+	case a.Password != "" && a.PasswordFile != "":
+		add("schema_registry.basic_auth.password", "both password and password_file are set: keep one")
+	case (a.Password != "" || a.PasswordFile != "") && a.Username == "":
+		add("schema_registry.basic_auth.username", "a password is set without a username (for Confluent Cloud: the API key)")
+	case a.Username != "" && a.Password == "" && a.PasswordFile == "":
+		add("schema_registry.basic_auth.password_file", "basic auth needs a password: set schema_registry.basic_auth.password_file, or the environment variable %s", schemaPasswordEnv)
+	}
+	if s.TokenFile != "" && a.Username != "" {
+		add("schema_registry.token_file", "a bearer token and basic auth are both set: keep one")
 	}
 }
 

@@ -28,6 +28,7 @@ var engineFloors = map[string]int{
 	"budget":     1,
 	"background": 1,
 	"memtrim":    1,
+	"schemaio":   1, // a pipeline's schema-registry decoding and encoding
 	// floor 2: a partition's state, a module version, the counters and hooks
 	"state":   2,
 	"version": 2,

@@ -83,6 +83,13 @@ type Stats struct {
 	// StateRestoreNanos is the time restores at assignment took (wall
 	// time: the partitions of one assignment are restored at once).
 	StateRestoreNanos atomic.Int64
+
+	// SchemaDecodeFailures counts input records whose key or value did
+	// not decode with a schema registry's schema (input_format: confluent;
+	// each failed its record), SchemaEncodeFailures records whose output
+	// did not fit the output subject's schema.
+	SchemaDecodeFailures atomic.Int64
+	SchemaEncodeFailures atomic.Int64
 }
 
 // Counter picks one of a Stats' counters.

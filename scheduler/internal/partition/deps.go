@@ -14,6 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/background"
 	"github.com/wasmstream/wasmstream/scheduler/internal/budget"
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/schemaio"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/scheduler/internal/version"
@@ -50,6 +51,11 @@ type Deps struct {
 	Background *background.Group // work after a backoff, owned by the pipeline
 
 	Hooks hooks.Hooks // tracer, metrics, failure observer: each nil when off
+
+	// Schema decodes input records and encodes outputs framed by a schema
+	// registry (input_format, output_format); nil when every format is
+	// raw, and the record path is then as without it.
+	Schema *schemaio.Pipeline
 }
 
 // recordInstantiate records the time a new instance took.

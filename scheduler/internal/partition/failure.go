@@ -26,17 +26,18 @@ type failure struct {
 	kind      string
 	msg       string
 	retryable bool
+	schemaID  int // a schema failure's schema id, for the failure headers (0: none)
 }
 
 func (t *Task) classify(res *host.Result) failure {
 	if f := res.Fault(); f != nil {
 		kind := "fault." + string(f.Kind)
-		return failure{kind, res.Err.Error(), t.d.Retryable[kind]}
+		return failure{kind, res.Err.Error(), t.d.Retryable[kind], 0}
 	}
 	if res.Status == abi.StatusFail {
-		return failure{hooks.KindGuestFail, res.Err.Error(), false}
+		return failure{hooks.KindGuestFail, res.Err.Error(), false, 0}
 	}
-	return failure{hooks.KindGuestRetry, res.Err.Error(), true}
+	return failure{hooks.KindGuestRetry, res.Err.Error(), true, 0}
 }
 
 func historyEntry(f failure) string { return failhdr.NewEntry(0, f.kind, f.msg).Text }
@@ -92,6 +93,7 @@ func (t *Task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 	st.Pipeline, st.Kind, st.Error = t.d.Config.Name, f.kind, f.msg
 	st.Attempt, st.ModuleDigest, st.FailedAt = attemptHeader, t.version().M.Info().Digest, now
 	st.Due = time.Time{}
+	st.SchemaID = f.schemaID
 	hs := failhdr.Own(r.Headers)
 	return failhdr.Encode(slices.Grow(hs, 12+len(st.History)), &st)
 }

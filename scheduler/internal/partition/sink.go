@@ -165,7 +165,7 @@ func outputAcked(pr *kgo.Record, err error) {
 	t.d.Budget.ReleaseOutputs(j.held)
 	if e := j.failedErr.Load(); e != nil {
 		// Not from inside a promise: fail produces again.
-		j.undeliverable(failure{hooks.KindProduce, "producing an output failed: " + (*e).Error(), true}, *e)
+		j.undeliverable(failure{hooks.KindProduce, "producing an output failed: " + (*e).Error(), true, 0}, *e)
 		return
 	}
 	t.Finish(j.r)

@@ -101,6 +101,14 @@ func (w *worker) countVersion(j *job, res *host.Result, f failure) {
 	if c := w.t.d.Mods.Canary.Load(); c != nil && c.Ver == w.ver && c.Check != nil {
 		var ar abi.Record
 		j.guestRecord(&ar)
+		if sc := w.t.d.Schema; sc != nil && sc.Decodes() {
+			// The stable version is offered what the canary saw: the
+			// decoded JSON, in a buffer of its own (the worker's is
+			// reused by its next call).
+			if buf, k, v, err := sc.Decode(w.t.ctx, nil, j.r); err == nil {
+				setDecoded(&ar, buf, k, v)
+			}
+		}
 		c.Check.Offer(&ar, f.kind)
 	}
 }
@@ -115,18 +123,23 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 		writes = j.rs.Writes()
 	}
 	var why string
+	var f failure // an output that does not fit its schema (encodeOutputs)
 	if c := w.checked; c != nil && c.j == j {
-		why = c.why // asked while its run was in progress (runAccepts)
-	} else {
+		why, f = c.why, c.schema // asked while its run was in progress (runAccepts)
+	} else if f = w.encodeOutputs(res); f.kind == "" {
 		why = t.d.Sink.refuses(r, res.Outputs, writes)
 	}
 	w.checked = nil
 	if why != "" {
-		// A produce the broker refuses cannot succeed later: the record
-		// fails now, its writes dropped with it.
+		f = failure{hooks.KindProduce, why, false, 0}
+	}
+	if f.kind != "" {
+		// A produce the broker refuses, or an output that does not fit
+		// its schema, cannot succeed later: the record fails now, its
+		// writes dropped with it.
 		t.d.Budget.ReleaseOutputs(res.HeldBytes)
 		w.decideTrace(j, true, end)
-		j.failed(failure{hooks.KindProduce, why, false}, false)
+		j.failed(f, false)
 		j.rs = nil
 		w.settle(j, verdictFailed)
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/failhdr"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/schemaio"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
@@ -89,6 +90,17 @@ func (w *worker) start(j *job) {
 	w.state.Store(WorkerBusy)
 	var res host.Result
 	j.guestRecord(&w.oneRec)
+	var sb *schemaio.Buffer // the decoded key and value the call reads (Deps.Schema)
+	if sc := w.t.d.Schema; sc != nil && sc.Decodes() {
+		sb = sc.GetBuffer()
+		if f, ok := w.decodeOne(sb, j, &w.oneRec); !ok {
+			w.oneRec = abi.Record{}
+			sc.PutBuffer(sb)
+			w.schemaFailed(j, f)
+			w.settleState()
+			return
+		}
+	}
 	if ts := w.t.State; ts != nil {
 		j.rs = ts.Begin() // a new attempt starts without the last one's writes
 		res = in.ProcessState(w.t.ctx, &w.oneRec, j, j.rs)
@@ -96,6 +108,9 @@ func (w *worker) start(j *job) {
 		res = in.Process(w.t.ctx, &w.oneRec, j)
 	}
 	w.oneRec = abi.Record{} // the record's memory is not the worker's to keep
+	if sb != nil {
+		w.t.d.Schema.PutBuffer(sb)
+	}
 	var end time.Time
 	j.started, end = in.LastCall()
 	w.outcomeAt(j, res, end)
@@ -144,6 +159,16 @@ func (w *worker) startRun(run []picked, async bool) {
 		j.guestRecord(&ars[i])
 		recs = append(recs, host.BatchRecord{Rec: &ars[i], Tag: j})
 	}
+	var sb *schemaio.Buffer // the decoded keys and values the call reads (Deps.Schema)
+	if sc := t.d.Schema; sc != nil && sc.Decodes() {
+		var keep int
+		if sb, keep = w.decodeRunOrFail(sc, run, jobs, forged, recs, ars); keep == 0 {
+			clear(ars)
+			w.runRecs, w.runRecAt = recs[:0], ars[:0]
+			return
+		}
+		run, jobs, forged, recs = run[:keep], jobs[:keep], forged[:keep], recs[:keep]
+	}
 	if ts := t.State; ts != nil {
 		w.beginStateRun(ts, jobs, recs, out)
 		defer func() {
@@ -156,6 +181,9 @@ func (w *worker) startRun(run []picked, async bool) {
 	clear(recs)
 	clear(ars) // the records' memory is not the worker's to keep
 	w.runRecs, w.runRecAt = recs[:0], ars[:0]
+	if sb != nil {
+		t.d.Schema.PutBuffer(sb) // the call returned: nothing reads it
+	}
 	if t.State != nil {
 		for i, j := range jobs {
 			if i < ran {
@@ -273,8 +301,9 @@ func (w *worker) decideRun(jobs []*job, forged []int, out []host.Outcome) {
 // same answer, as the sink is asked once a record (TxnSink.refuses forgets
 // a refused record once it told).
 type refusalCheck struct {
-	j   *job
-	why string
+	j      *job
+	why    string
+	schema failure // its outputs did not encode (encodeOutputs): kind set
 }
 
 // beginStateRun gives each record of a stateful run its attempt's state,
@@ -314,9 +343,12 @@ func (w *worker) runAccepts(k int, j *job, res *host.Result) bool {
 	}
 	c := &w.runChecks[k]
 	if c.j != j {
-		*c = refusalCheck{j: j, why: w.t.d.Sink.refuses(j.r, res.Outputs, j.rs.Writes())}
+		*c = refusalCheck{j: j, schema: w.encodeOutputs(res)}
+		if c.schema.kind == "" {
+			c.why = w.t.d.Sink.refuses(j.r, res.Outputs, j.rs.Writes())
+		}
 	}
-	return c.why == ""
+	return c.why == "" && c.schema.kind == ""
 }
 
 // dropRun places and drops every job of a run that did not begin.

@@ -1,0 +1,100 @@
+package scheduler
+
+// Schema-registry data (RATIONALE.md, "Schema-registry data"): the
+// process's one registry client, made with the runner and shared by every
+// pipeline, and its counters and the pipelines' in the metrics.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/wasmstream/wasmstream/internal/schemareg"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/schemaio"
+)
+
+// newSchemaClient makes the registry client of cfg's schema_registry, or
+// returns nil when no pipeline uses one. It reads the files the section
+// names (a missing file, or a secret file others may read, is an error
+// naming its key) and sends no request; the pipelines' encoders then
+// resolve their subjects (schemaio.New).
+func newSchemaClient(cfg *config.Config, log *slog.Logger) (*schemareg.Client, error) {
+	used := false
+	for i := range cfg.Pipelines {
+		used = used || cfg.Pipelines[i].UsesSchemaRegistry()
+	}
+	if cfg.SchemaRegistry.URL == "" || !used {
+		return nil, nil
+	}
+	sc := schemaio.ClientConfig(&cfg.SchemaRegistry)
+	logWarnings(log, schemareg.Warnings(sc))
+	c, err := schemareg.New(sc)
+	if err != nil {
+		return nil, fmt.Errorf("schema_registry: %w", err)
+	}
+	return c, nil
+}
+
+// registerSchemaMetrics registers the registry client's counters (the
+// process's) and each pipeline's decode and encode failures.
+func (r *Runner) registerSchemaMetrics(meter metric.Meter) error {
+	if r.schemaReg == nil {
+		return nil
+	}
+	var err error
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, e := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		if err == nil {
+			err = e
+		}
+		return c
+	}
+	var (
+		cache    = counter("wasmstream.schema.cache.lookups", "{lookup}", "Schema lookups by id (and subject resolutions) by result: hit (compiled schema in the cache) or miss (asked the registry).")
+		requests = counter("wasmstream.schema.registry.requests", "{request}", "HTTP requests to the schema registry, by result: ok or error (no answer, or an error status).")
+		failures = counter("wasmstream.schema.failures", "{record}", "Records failed by schema-registry data, by direction: decode (an input key or value) or encode (an output).")
+	)
+	if err != nil {
+		return err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := &r.schemaReg.Stats
+		hits, misses := s.CacheHits.Load(), s.CacheMisses.Load()
+		reqs, reqErrs := s.Requests.Load(), s.RequestErrors.Load()
+		o.ObserveInt64(cache, int64(hits), metric.WithAttributes(attribute.String("result", "hit")))
+		o.ObserveInt64(cache, int64(misses), metric.WithAttributes(attribute.String("result", "miss")))
+		o.ObserveInt64(requests, int64(reqs-min(reqErrs, reqs)), metric.WithAttributes(attribute.String("result", "ok")))
+		o.ObserveInt64(requests, int64(reqErrs), metric.WithAttributes(attribute.String("result", "error")))
+		for _, p := range r.pipes() {
+			if !p.pc.UsesSchemaRegistry() {
+				continue
+			}
+			pipe := attribute.String("pipeline", p.pc.Name)
+			o.ObserveInt64(failures, p.stats.SchemaDecodeFailures.Load(), metric.WithAttributes(pipe, attribute.String("direction", "decode")))
+			o.ObserveInt64(failures, p.stats.SchemaEncodeFailures.Load(), metric.WithAttributes(pipe, attribute.String("direction", "encode")))
+		}
+		return nil
+	}, cache, requests, failures)
+	return err
+}
+
+// SchemaStats are the process's schema-registry client's counters; nil
+// without a registry.
+func (r *Runner) SchemaStats() *schemareg.Stats {
+	if r.schemaReg == nil {
+		return nil
+	}
+	return &r.schemaReg.Stats
+}
+
+// logWarnings logs each of warnings: what a connection's settings weaken,
+// said at every start.
+func logWarnings(log *slog.Logger, warnings []string) {
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+}
