@@ -126,8 +126,13 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	var f failure // an output that does not fit its schema (encodeOutputs)
 	if c := w.checked; c != nil && c.j == j {
 		why, f = c.why, c.schema // asked while its run was in progress (runAccepts)
-	} else if f = w.encodeOutputs(res); f.kind == "" {
-		why = t.d.Sink.refuses(r, res.Outputs, writes)
+	} else {
+		if t.d.Schema != nil {
+			f = w.encodeOutputs(res)
+		}
+		if f.kind == "" {
+			why = t.d.Sink.refuses(r, res.Outputs, writes)
+		}
 	}
 	w.checked = nil
 	if why != "" {
