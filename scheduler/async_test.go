@@ -44,6 +44,7 @@ func decodeLookup(t testing.TB, r *kgo.Record) lookupOut {
 // in flight, completions arrive in random order, and outputs come out in
 // offset order; the instance's bound on operations holds.
 func TestAsyncPartitionOrderAndLimit(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	srv := lookupsrv.New(t, func(string) time.Duration { return time.Duration(rand.IntN(25)) * time.Millisecond })
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
@@ -198,6 +199,7 @@ func asyncRunInput(i int, retries bool) *kgo.Record {
 // async.max_in_flight as a new record does), and calls ran several
 // records.
 func TestAsyncRuns(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	for _, tc := range []struct {
 		name, ordering string
 		instances      int

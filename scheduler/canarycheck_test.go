@@ -27,6 +27,7 @@ func withCustomSection(wasm []byte, name string) []byte {
 // canary that traps on every record fails good records the stable version
 // runs fine: checked, none shared. The partition failing is counted.
 func TestCanaryChecksTellPoisonFromFaults(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
 	enrich := guestPath(t, "enrich")

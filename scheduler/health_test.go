@@ -87,6 +87,7 @@ func TestStallTracker(t *testing.T) {
 // the pipeline's partition, its records waiting, shows as stalled
 // fetching or producing, never processing.
 func TestBrokerErrorsAndStalls(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out", "dlq"))
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ func (f *failures) get() []FailureEvent {
 // poison record where it is routed (two retry tiers, then the dead-letter
 // topic) with its origin, and View shows the retry tiers and partitions.
 func TestFailureObserverAndView(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.300ms", "g.p.retry.600ms")
 	kafkatest.Produce(t, brokers, "in", 5, retryInput)

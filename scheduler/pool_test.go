@@ -130,6 +130,7 @@ func TestBudgetCapsBorrowing(t *testing.T) {
 // records them as done, and the next owner skips them instead of processing
 // them again.
 func TestDoneOffsetsSkippedAfterRestart(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 	const n = 400

@@ -22,6 +22,7 @@ import (
 // without it. Before, it ran again into the same refusal in every
 // transaction: the partition never moved past it.
 func TestExactlyOnceRefusedRecordFails(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "count"), "in", "out", "dlq",

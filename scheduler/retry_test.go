@@ -29,6 +29,7 @@ func retryInput(i int) string {
 // a transient failure succeeds at a later attempt; the healthy records behind
 // them in the same partition never wait for either.
 func TestRetryTopics(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq", "g.p.retry.300ms", "g.p.retry.600ms")
 	const n = 200
@@ -94,6 +95,7 @@ func TestRetryTopics(t *testing.T) {
 // TestRetryInline: inline mode retries in place, so the partition's later
 // records wait behind the failing one — strict order, at the cost of latency.
 func TestRetryInline(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 	const n = 50

@@ -23,6 +23,7 @@ import (
 // b's retry workers, in their own group, would read a's failed records too
 // and run them through b's module into b's output.)
 func TestRetryTopicsOfTwoApplications(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "a-in", "a-out", "a-dlq", "b-in", "b-out", "b-dlq")
 	retry := "    retry: {max_attempts: 3, backoff: [200ms, 400ms]}"
@@ -88,6 +89,7 @@ func TestRetryTopicsOfTwoApplications(t *testing.T) {
 // nothing is checked. On the in-process broker, and on the real one when
 // KAFKA_BROKERS is set.
 func TestOldRetryTopicsCheckedOnUpgrade(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	t.Run("in-process", func(t *testing.T) { checkOldRetryTopicsOnUpgrade(t, kafkatest.Fake(t), "g", "p") })
 	t.Run("real broker", func(t *testing.T) {
 		brokers, n := realBroker(t)

@@ -36,6 +36,7 @@ func runInput(i int) string {
 // offsets are committed to the end. The same input with batch_records: 1
 // (one record per call) gives the same outcomes.
 func TestRunsKeepEachRecordsOutcome(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	for _, tc := range []struct {
 		name  string
 		batch int

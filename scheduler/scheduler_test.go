@@ -84,6 +84,7 @@ func startRunner(t testing.TB, cfg *config.Config) *Runner {
 }
 
 func TestPassthroughInOrderAndCommitted(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 3, "in", "out", "dlq")
 	const n = 3000
@@ -143,6 +144,7 @@ func TestPassthroughInOrderAndCommitted(t *testing.T) {
 }
 
 func TestFaultsGoToDeadLetter(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 	faults := []string{"fail", "retry", "panic", "loop", "oom", "badptr", "exit", "", "not json"}

@@ -191,6 +191,7 @@ func TestSchemaDecodeEncodeEachType(t *testing.T) {
 // wasmstream.schema.id when the frame gave one. The records around them
 // are processed.
 func TestSchemaBadInputDeadLettered(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	reg := srfake.New()
 	defer reg.Close()
 	tc := schemaCases[0]
@@ -253,6 +254,7 @@ func TestSchemaBadInputDeadLettered(t *testing.T) {
 // retry tier, not to the dead-letter topic; once it answers again they
 // are processed there. None is lost.
 func TestSchemaRegistryDownMidRun(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	reg := srfake.New()
 	defer reg.Close()
 	tc := schemaCases[0]
@@ -326,6 +328,7 @@ func TestSchemaRegistryDownMidRun(t *testing.T) {
 // naming the field and the schema id; the others are encoded. Outputs to
 // another allowed topic are left as the guest wrote them.
 func TestSchemaOutputNotFittingDeadLettered(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	reg := srfake.New()
 	defer reg.Close()
 	tc := schemaCases[0]

@@ -57,6 +57,7 @@ func stateAsyncRunInput(topic string, i int) *kgo.Record {
 // retried in place (its first attempt's write dropped) counts once. Every
 // record is counted once, and calls ran several records.
 func TestStateAsyncRuns(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	testStateAsyncRuns(t, func(t *testing.T) ([]string, string) { return kafkatest.Fake(t), "" })
 }
 
@@ -163,6 +164,7 @@ func testStateAsyncRuns(t *testing.T, broker func(t *testing.T) (brokers []strin
 // changelog) and the first leaves: the counts stay exact, and calls ran
 // several records.
 func TestStateAsyncRunsRebalance(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	a, b := stateRebalance(t, "count-async", "\n    ordering: key\n    batch_records: 32\n    instances: {min: 1, max: 2}")
 	if a.Runs == 0 || b.Runs == 0 || b.RunRecords < 2*b.Runs {
 		t.Errorf("runs: a %d, b %d of %d records: the records were not run in runs", a.Runs, b.Runs, b.RunRecords)

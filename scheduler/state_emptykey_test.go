@@ -55,6 +55,7 @@ func produceWithEmptyKeys(t *testing.T, brokers []string, topic string, parts, n
 // every later restore of the partition failed on the changelog's
 // null-keyed record: the pipeline failed at each start.
 func TestStateEmptyKey(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	const parts = 4
 	kafkatest.CreateTopic(t, brokers, parts, "in", "out", "dlq")
@@ -130,6 +131,7 @@ func countUntil(t *testing.T, r *Runner, rd *kafkatest.Reader, want map[string]i
 // restored as the empty key. Before, the first such record failed the
 // restore, and the pipeline with it, at every start.
 func TestStateRestoreSkipsWhatStoreCannotHold(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	const parts = 2
 	kafkatest.CreateTopic(t, brokers, parts, "in", "out", "dlq")

@@ -35,6 +35,7 @@ func stateRunInput(i int, scans bool) *kgo.Record {
 // middle of a run sees exactly the counts of the records before it (and
 // its own). Calls ran several records.
 func TestStateRuns(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	for _, tc := range []struct {
 		name, ordering string
 		instances      int

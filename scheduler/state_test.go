@@ -149,6 +149,7 @@ func TestStateCountsAcrossRestarts(t *testing.T) {
 // while a partition's state is being restored from the changelog, and 200
 // once it is done; the counts then go on from the restored state.
 func TestStateNotReadyWhileRestoring(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
 	dir := t.TempDir()
@@ -221,6 +222,7 @@ func copyDir(t *testing.T, from, to string) {
 // The Rust and AssemblyScript count examples (rust-count, as-count), built
 // with their SDKs' state functions, behave the same.
 func TestStateBadCallsDeadLettered(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	for _, g := range []struct{ name, module string }{
 		{"go", guestPath(t, "count")},
 		{"rust", moduleFile(t, "rust-count", func() []byte { return wt.BuildRustGuest(t, "plugins/examples/rust-count") })},
@@ -280,6 +282,7 @@ func testStateBadCallsDeadLettered(t *testing.T, module string) {
 // mid-run drop their state writes with their outputs: the read_committed
 // output has every count of every key exactly once.
 func TestStateExactlyOnceAborts(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 4, "in", "out", "dlq")
 	const n = 4000
@@ -331,6 +334,7 @@ func TestStateExactlyOnceAborts(t *testing.T) {
 // it, restored from the changelog), then the first leaves (all move back
 // to the second): the counts stay exact.
 func TestStateRebalance(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	stateRebalance(t, "count", "")
 }
 
@@ -382,6 +386,7 @@ func stateRebalance(t *testing.T, guest, extra string) (a0, b1 Snapshot) {
 // marks were taken and the broker answered, before the flush — the same
 // window as a commit answered late, without timing.
 func TestStateCommitAfterLostPartition(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 	const n = 20
@@ -439,6 +444,7 @@ func TestStateCommitAfterLostPartition(t *testing.T) {
 // TestStateSurvivesHotSwap: the state is the host's, not the instance's: a
 // deploy of the module between two batches keeps every count.
 func TestStateSurvivesHotSwap(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
 	path := guestPath(t, "count")
@@ -486,6 +492,7 @@ func TestStateSurvivesHotSwap(t *testing.T) {
 // different keys run at once, each key's records one at a time through the
 // overlay; every count comes out once, exact.
 func TestStateKeyOrdering(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
 	const n = 3000
@@ -510,6 +517,7 @@ func TestStateKeyOrdering(t *testing.T) {
 // its key before an earlier one still waiting wrote it (ABI.md §4.1): each
 // record is counted once, and no count exceeds the truth.
 func TestStateAsyncCount(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	for _, tc := range []struct {
 		name, keys string
 		exact      bool

@@ -45,6 +45,7 @@ func produce(t *testing.T, brokers []string, rs ...*kgo.Record) {
 // nothing of it reaches the changelog; the next record's writes do (before,
 // the record succeeded and put 64 MiB on the changelog and in the store).
 func TestStateWriteFloodDeadLettered(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 	cfg := testConfigWith(t, brokers, "g", statefillPath(t), "in", "out", "dlq", stateConfig(t, brokers, t.TempDir(), ""), "")
@@ -75,6 +76,7 @@ func TestStateWriteFloodDeadLettered(t *testing.T) {
 // across a restart (the store keeps its count) and a full restore (the
 // count is rebuilt from the changelog).
 func TestStatePartitionBound(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 	dir := t.TempDir()

@@ -25,6 +25,7 @@ import (
 // changelog with as many). With kafka.create_topics on, the missing input
 // is created with kafka.topic_partitions and the retry tier takes that.
 func TestEnsureTopics(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	module := filepath.Join(t.TempDir(), "m.wasm")
 	os.WriteFile(module, []byte("\x00asm"), 0o644)
@@ -118,6 +119,7 @@ pipelines:
 // there, asks again while one is not, and names what is still missing
 // when its deadline ends.
 func TestAwaitTopics(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 2, "here")
 	adm := kadm.NewClient(kafkatest.Client(t, brokers))
