@@ -215,10 +215,40 @@ func (c *Codec) AppendJSON(dst, payload []byte, index []int, maxJSON int) ([]byt
 	if err != nil {
 		return dst, fmt.Errorf("protobuf: %s: %v", md.FullName(), err)
 	}
+	out = compactJSON(out, len(dst))
 	if len(out)-len(dst) > maxJSON {
 		return dst, fmt.Errorf("protobuf: %w (%d bytes)", ErrTooLarge, maxJSON)
 	}
 	return out, nil
+}
+
+// compactJSON removes the whitespace outside strings from b[from:], in
+// place. protojson's output is deliberately unstable: it adds a space after
+// some ':' and ',' chosen per build of the binary, so that nobody compares
+// its bytes; a processor should see the same JSON for the same record from
+// any build of the host (replays byte-identical), so it is compacted.
+func compactJSON(b []byte, from int) []byte {
+	w, inStr, esc := from, false, false
+	for _, c := range b[from:] {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == ' ' || c == '\n' || c == '\t' || c == '\r':
+			continue
+		}
+		b[w] = c
+		w++
+	}
+	return b[:w]
 }
 
 // AppendBinary encodes js, the JSON of the message at index, and appends
