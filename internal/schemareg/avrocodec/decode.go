@@ -206,12 +206,21 @@ func (w *writer) appendTimeOfDay(b []byte, d time.Duration, n *node) []byte {
 // appendDecimal renders a decimal as a string with exactly the schema's
 // scale of fractional digits (a string: a JSON number would lose digits in
 // most parsers), or raw as the two's-complement bytes of its unscaled value.
+//
+// A value with more digits than the schema's precision does not decode:
+// its writer broke the schema, and the encoder would refuse the same JSON,
+// so the contract is one both ways.
 func (w *writer) appendDecimal(b []byte, r *big.Rat, n *node) ([]byte, error) {
+	unscaled := new(big.Int).Mul(r.Num(), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n.scale)), nil))
+	unscaled.Quo(unscaled, r.Denom())
+	if n.prec > 0 {
+		if digits := len(new(big.Int).Abs(unscaled).String()); digits > n.prec {
+			return b, fmt.Errorf("decimal value has %d digits, exceeds schema precision %d", digits, n.prec)
+		}
+	}
 	if !w.c.opts.RawLogicalTypes {
 		return append(append(append(b, '"'), r.FloatString(n.scale)...), '"'), nil
 	}
-	unscaled := new(big.Int).Mul(r.Num(), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n.scale)), nil))
-	unscaled.Quo(unscaled, r.Denom())
 	size := 0
 	if n.kind == kFixed {
 		size = n.size

@@ -76,6 +76,7 @@ type node struct {
 	name    string // full name of a record, enum or fixed
 	size    int    // fixed
 	scale   int    // decimal
+	prec    int    // decimal: at most this many digits (0: unbounded)
 
 	fields   []field
 	fieldIdx map[string]int
@@ -153,7 +154,7 @@ func (b *builder) build(sn *avro.SchemaNode, ns string, depth int) (*node, error
 		return nil, fmt.Errorf("nested too deep")
 	}
 	if k, ok := primitives[sn.Type]; ok {
-		return &node{kind: k, logical: sn.LogicalType, scale: sn.Scale}, nil
+		return &node{kind: k, logical: sn.LogicalType, scale: sn.Scale, prec: sn.Precision}, nil
 	}
 	switch sn.Type {
 	case "record", "error", "enum", "fixed":
@@ -183,7 +184,7 @@ func (b *builder) buildNamed(sn *avro.SchemaNode, ns string, depth int) (*node, 
 	} else {
 		ns = sn.Namespace
 	}
-	n := &node{name: full, logical: sn.LogicalType, scale: sn.Scale, size: sn.Size}
+	n := &node{name: full, logical: sn.LogicalType, scale: sn.Scale, prec: sn.Precision, size: sn.Size}
 	b.names[full] = n
 	switch sn.Type {
 	case "enum":
