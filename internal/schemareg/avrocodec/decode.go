@@ -166,10 +166,13 @@ func (w *writer) writeMap(b []byte, m map[string]any, n *node, depth int) ([]byt
 	return b, &DecodeError{Err: fmt.Errorf("unexpected decoded object for a %s", n.branchName())}
 }
 
-// appendTime renders a timestamp, local timestamp or date.
+// appendTime renders a timestamp, local timestamp or date: as text, or as
+// its integer with RawLogicalTypes and for a time outside the years
+// 0000-9999, which RFC 3339 cannot write (the encoder takes either form, so
+// whatever decodes encodes back).
 func (w *writer) appendTime(b []byte, t time.Time, n *node) []byte {
 	t = t.UTC()
-	if w.c.opts.RawLogicalTypes {
+	if y := t.Year(); w.c.opts.RawLogicalTypes || y < 0 || y > 9999 {
 		switch n.logical {
 		case "date":
 			return strconv.AppendInt(b, int64(math.Floor(float64(t.Unix())/86400)), 10)
