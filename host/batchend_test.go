@@ -159,7 +159,15 @@ func TestBatchPastEndDoesNotStarveOtherPipelines(t *testing.T) {
 		})
 	}
 	defer func() { stop(); wg.Wait() }()
-	time.Sleep(timeout / 4) // the hostile calls hold every slot
+	// The hostile calls hold every slot before the honest pipeline asks
+	// for one (on a loaded machine starting them takes a while).
+	slotsHeld := time.Now().Add(10 * time.Second)
+	for hostile.slots.Running() < e.slots.Size() {
+		if time.Now().After(slotsHeld) {
+			t.Fatalf("the hostile guests hold %d of %d slots after 10 s", hostile.slots.Running(), e.slots.Size())
+		}
+		time.Sleep(time.Millisecond)
+	}
 
 	in, err := honest.NewInstance(context.Background())
 	if err != nil {
@@ -186,6 +194,14 @@ func TestBatchPastEndDoesNotStarveOtherPipelines(t *testing.T) {
 			}
 		}
 		done += ran
+	}
+	// The honest records ran on slots the hostile calls gave back by
+	// faulting; wait for the count to show it (the goroutine that saw its
+	// instance die may not have counted yet).
+	faulted := func() bool { mu.Lock(); defer mu.Unlock(); return faults > 0 }
+	counted := time.Now().Add(10 * time.Second)
+	for !faulted() && time.Now().Before(counted) {
+		time.Sleep(10 * time.Millisecond)
 	}
 	stop()
 	wg.Wait()

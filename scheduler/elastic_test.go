@@ -107,12 +107,12 @@ func TestPoolGrowsForBurstThenShrinks(t *testing.T) {
 	before := r.Snapshots()[0]
 	trims := r.trimmer.Trims()
 	const burst = 600
-	// Slow enough that the backlog outlasts the pool's growth: without the
-	// race detector the guest runs several times faster.
-	work := 500
-	if !raceOn {
-		work = 5000
-	}
+	// Slow enough that the backlog outlasts the pool's growth (three steps
+	// of grow_after) several times over: the guest's code is not
+	// instrumented by the race detector, so the same work is needed with
+	// it and without (500 drained the burst in under half a second on a
+	// quiet machine, before the pool had grown to 4).
+	const work = 5000
 	produceHash(t, brokers, "in", burst, func(i int) string { return "b" + strconv.Itoa(i) }, func(int) int { return work })
 	peak := 0
 	kafkatest.Eventually(t, time.Minute, "the burst done", func() bool {
