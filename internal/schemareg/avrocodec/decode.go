@@ -214,12 +214,10 @@ func (w *writer) appendTimeOfDay(b []byte, d time.Duration, n *node) []byte {
 // its writer broke the schema, and the encoder would refuse the same JSON,
 // so the contract is one both ways.
 func (w *writer) appendDecimal(b []byte, r *big.Rat, n *node) ([]byte, error) {
-	unscaled := new(big.Int).Mul(r.Num(), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n.scale)), nil))
+	unscaled := new(big.Int).Mul(r.Num(), n.pow10Scale)
 	unscaled.Quo(unscaled, r.Denom())
-	if n.prec > 0 {
-		if digits := len(new(big.Int).Abs(unscaled).String()); digits > n.prec {
-			return b, fmt.Errorf("decimal value has %d digits, exceeds schema precision %d", digits, n.prec)
-		}
+	if n.pow10Prec != nil && unscaled.CmpAbs(n.pow10Prec) >= 0 {
+		return b, fmt.Errorf("decimal value has more than %d digits (the schema's precision)", n.prec)
 	}
 	if !w.c.opts.RawLogicalTypes {
 		return append(append(append(b, '"'), r.FloatString(n.scale)...), '"'), nil

@@ -375,7 +375,7 @@ func (c *Codec) convBytes(v any, n *node) (any, error) {
 		if !ok || len(s) > 400 {
 			return nil, encErr("%q is not a decimal number", truncate(s))
 		}
-		scaled := new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n.scale)), nil)))
+		scaled := new(big.Rat).Mul(r, new(big.Rat).SetInt(n.pow10Scale))
 		if !scaled.IsInt() {
 			return nil, encErr("%s has more than %d decimal places (the schema's scale)", truncate(s), n.scale)
 		}

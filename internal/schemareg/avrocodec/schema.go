@@ -12,6 +12,7 @@ package avrocodec
 
 import (
 	"fmt"
+	"math/big"
 	"strings"
 
 	"github.com/twmb/avro"
@@ -77,6 +78,9 @@ type node struct {
 	size    int    // fixed
 	scale   int    // decimal
 	prec    int    // decimal: at most this many digits (0: unbounded)
+	// decimal: 10^scale and 10^prec, computed once per schema rather than
+	// per value (the library caps both at parse).
+	pow10Scale, pow10Prec *big.Int
 
 	fields   []field
 	fieldIdx map[string]int
@@ -154,7 +158,7 @@ func (b *builder) build(sn *avro.SchemaNode, ns string, depth int) (*node, error
 		return nil, fmt.Errorf("nested too deep")
 	}
 	if k, ok := primitives[sn.Type]; ok {
-		return &node{kind: k, logical: sn.LogicalType, scale: sn.Scale, prec: sn.Precision}, nil
+		return decimalPowers(&node{kind: k, logical: sn.LogicalType, scale: sn.Scale, prec: sn.Precision}), nil
 	}
 	switch sn.Type {
 	case "record", "error", "enum", "fixed":
@@ -175,6 +179,17 @@ func (b *builder) build(sn *avro.SchemaNode, ns string, depth int) (*node, error
 	return nil, fmt.Errorf("unknown type %q", sn.Type)
 }
 
+// decimalPowers fills a decimal node's powers of ten.
+func decimalPowers(n *node) *node {
+	if n.logical == "decimal" {
+		n.pow10Scale = new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n.scale)), nil)
+		if n.prec > 0 {
+			n.pow10Prec = new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n.prec)), nil)
+		}
+	}
+	return n
+}
+
 // buildNamed builds a record (or error), an enum or a fixed, registering
 // its full name before its fields: a record may refer to itself.
 func (b *builder) buildNamed(sn *avro.SchemaNode, ns string, depth int) (*node, error) {
@@ -184,7 +199,7 @@ func (b *builder) buildNamed(sn *avro.SchemaNode, ns string, depth int) (*node, 
 	} else {
 		ns = sn.Namespace
 	}
-	n := &node{name: full, logical: sn.LogicalType, scale: sn.Scale, prec: sn.Precision, size: sn.Size}
+	n := decimalPowers(&node{name: full, logical: sn.LogicalType, scale: sn.Scale, prec: sn.Precision, size: sn.Size})
 	b.names[full] = n
 	switch sn.Type {
 	case "enum":
