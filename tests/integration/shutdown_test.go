@@ -105,6 +105,15 @@ func TestStopWhileBrokersDown(t *testing.T) {
 		t.Fatalf("the host was still running %v after SIGTERM with its broker down (drain_timeout %v + margin 15 s)\n%s", bound, drain, tail(procs[0].logText(), 20))
 	}
 	t.Logf("stopped %v after SIGTERM with the broker down, exit status %d", time.Since(t0).Round(100*time.Millisecond), procs[0].cmd.ProcessState.ExitCode())
+	// Its last commits could not be made: it says so and exits 1 (what it
+	// had not committed is processed again on restart), not 0 as if the
+	// stop had been clean, and not killed by the signal.
+	if code := procs[0].cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit status %d after a stop with the broker down, want 1\n%s", code, tail(procs[0].logText(), 20))
+	}
+	if !strings.Contains(procs[0].logText(), "shutdown did not finish in time") {
+		t.Fatalf("the host did not say its stop was cut short:\n%s", tail(procs[0].logText(), 20))
+	}
 
 	// Two SIGTERMs: the second ends it at once.
 	p := procs[1]
