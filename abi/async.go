@@ -248,13 +248,21 @@ var commonHTTPHeaders = [...]string{
 // httpHeaderName returns name as a string: one of commonHTTPHeaders when it
 // is one (no allocation), a new one otherwise.
 func httpHeaderName(name []byte) string {
-	for _, h := range commonHTTPHeaders {
-		if string(name) == h {
-			return h
-		}
+	if h, ok := commonHTTPHeaderSet[string(name)]; ok { // no allocation: the compiler looks up without a copy
+		return h
 	}
 	return string(name)
 }
+
+// commonHTTPHeaderSet indexes commonHTTPHeaders (one lookup rather than a
+// comparison with each).
+var commonHTTPHeaderSet = func() map[string]string {
+	m := make(map[string]string, len(commonHTTPHeaders))
+	for _, h := range commonHTTPHeaders {
+		m[h] = h
+	}
+	return m
+}()
 
 // AppendStateGet appends an OpStateGet request: the key, as a string.
 func AppendStateGet(b, key []byte) []byte {
