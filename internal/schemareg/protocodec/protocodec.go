@@ -1,6 +1,8 @@
 // Package protocodec turns Protobuf binary data into JSON and JSON into
 // Protobuf binary data, with one .proto schema text from a registry and the
-// texts it imports (its references), under the JSON contract of
+// texts it imports (its references), each the .proto source or, as
+// Confluent's serializers register a schema, its FileDescriptorProto in
+// base64, under the JSON contract of
 // docs/SCHEMA-REGISTRY.md: the proto3 JSON mapping (protojson), field names
 // as written in the .proto by default, 64-bit integers as strings, default
 // values left out. github.com/bufbuild/protocompile compiles the text;
@@ -14,8 +16,10 @@ package protocodec
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/bufbuild/protocompile"
@@ -24,6 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
@@ -67,20 +72,27 @@ func Compile(text string, refs map[string]string, opts Options, limits Limits) (
 	if limits.MaxDepth <= 0 {
 		limits.MaxDepth = DefaultLimits.MaxDepth
 	}
-	srcs := make(map[string]string, len(refs)+1)
+	files := make(map[string]protocompile.SearchResult, len(refs)+1)
 	for name, r := range refs {
-		if err := checkBraces(r, limits.MaxDepth); err != nil {
+		res, err := searchResult(name, r, limits.MaxDepth)
+		if err != nil {
 			return nil, fmt.Errorf("protobuf schema: referenced file %s: %w", name, err)
 		}
-		srcs[name] = r
+		files[name] = res
 	}
-	if err := checkBraces(text, limits.MaxDepth); err != nil {
+	res, err := searchResult(mainFile, text, limits.MaxDepth)
+	if err != nil {
 		return nil, fmt.Errorf("protobuf schema: %w", err)
 	}
-	srcs[mainFile] = text
+	files[mainFile] = res
 	var errs []string
 	comp := protocompile.Compiler{
-		Resolver:       protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}),
+		Resolver: protocompile.WithStandardImports(protocompile.ResolverFunc(func(path string) (protocompile.SearchResult, error) {
+			if res, ok := files[path]; ok {
+				return res, nil
+			}
+			return protocompile.SearchResult{}, fmt.Errorf("%s: %w (no registry reference of that name)", path, fs.ErrNotExist)
+		})),
 		MaxParallelism: 1,
 		Reporter: reporter.NewReporter(func(err reporter.ErrorWithPos) error {
 			if len(errs) < 5 {
@@ -89,18 +101,76 @@ func Compile(text string, refs map[string]string, opts Options, limits Limits) (
 			return nil // go on: report up to five
 		}, nil),
 	}
-	files, err := comp.Compile(context.Background(), mainFile)
+	compiled, err := comp.Compile(context.Background(), mainFile)
 	if err != nil {
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("protobuf schema does not compile: %s", strings.Join(errs, "; "))
 		}
 		return nil, fmt.Errorf("protobuf schema does not compile: %v", err)
 	}
-	f := files[0]
+	f := compiled[0]
 	if f.Messages().Len() == 0 {
 		return nil, errors.New("protobuf schema declares no message")
 	}
 	return &Codec{file: f, resolver: linker.ResolverFromFile(f), opts: opts, limits: limits}, nil
+}
+
+// searchResult is how the compiler finds the file at path whose registry
+// text is text: the .proto source, or the FileDescriptorProto when text is
+// one in base64 (Confluent's serializers register a schema so, and a
+// registry that does not convert it, Apicurio's, serves it back so). Either
+// is refused before the compiler recurses into it when it nests deeper
+// than maxDepth.
+func searchResult(path, text string, maxDepth int) (protocompile.SearchResult, error) {
+	fd, ok, err := descriptorForm(text, maxDepth)
+	switch {
+	case err != nil:
+		return protocompile.SearchResult{}, err
+	case ok:
+		fd.Name = proto.String(path) // imports name the file by its reference name
+		return protocompile.SearchResult{Proto: fd}, nil
+	}
+	if err := checkBraces(text, maxDepth); err != nil {
+		return protocompile.SearchResult{}, err
+	}
+	return protocompile.SearchResult{Source: strings.NewReader(text)}, nil
+}
+
+// descriptorForm reads text as a base64 FileDescriptorProto. ok is false
+// when text is not base64 (a .proto source never is: it has spaces or
+// braces); err is set when it is base64 but not a descriptor, or its
+// messages nest deeper than maxDepth.
+func descriptorForm(text string, maxDepth int) (fd *descriptorpb.FileDescriptorProto, ok bool, err error) {
+	text = strings.TrimSpace(text)
+	if text == "" || strings.ContainsAny(text, " \t\r\n{;") {
+		return nil, false, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(text)
+	if err != nil {
+		return nil, false, nil
+	}
+	fd = &descriptorpb.FileDescriptorProto{}
+	if err := (proto.UnmarshalOptions{RecursionLimit: maxDepth * 4}).Unmarshal(b, fd); err != nil {
+		return nil, true, fmt.Errorf("base64 text that is not a FileDescriptorProto: %v", err)
+	}
+	// Messages nest in messages; every other part of a descriptor is
+	// flat or bounded by the recursion limit above.
+	var depth func(ms []*descriptorpb.DescriptorProto, d int) error
+	depth = func(ms []*descriptorpb.DescriptorProto, d int) error {
+		if len(ms) > 0 && d > maxDepth {
+			return fmt.Errorf("messages nested deeper than %d levels", maxDepth)
+		}
+		for _, m := range ms {
+			if err := depth(m.GetNestedType(), d+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := depth(fd.GetMessageType(), 1); err != nil {
+		return nil, true, err
+	}
+	return fd, true, nil
 }
 
 // checkBraces refuses a schema text whose braces nest deeper than max

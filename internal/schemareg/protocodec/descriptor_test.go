@@ -1,0 +1,90 @@
+package protocodec
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/types/descriptorpb"
+)
+
+// descriptorText is the registry text of f as Confluent's serializers
+// register a schema: its FileDescriptorProto in base64.
+func descriptorText(t *testing.T, c *Codec, name string) string {
+	t.Helper()
+	fd := protodesc.ToFileDescriptorProto(c.file)
+	fd.Name = proto.String(name)
+	b, err := proto.Marshal(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// TestDescriptorForm: a schema (and a reference) registered as a base64
+// FileDescriptorProto, as Confluent's serializers register one and
+// Apicurio serves it back, reads and writes the same bytes and JSON as its
+// .proto text.
+func TestDescriptorForm(t *testing.T) {
+	text := compile(t, Options{})
+	money, err := Compile(moneyProto, nil, Options{}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := descriptorText(t, text, "shop/order.proto")
+	for name, refs := range map[string]map[string]string{
+		"reference as text":       {"common/money.proto": moneyProto},
+		"reference as descriptor": {"common/money.proto": descriptorText(t, money, "common/money.proto")},
+	} {
+		c, err := Compile(main, refs, Options{}, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want, err := text.AppendBinary(nil, []byte(orderJSON), []int{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.AppendBinary(nil, []byte(orderJSON), []int{0})
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: encoded %x (%v), want %x", name, got, err, want)
+		}
+		js, err := c.AppendJSON(nil, want, []int{0}, 1<<16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, js, orderJSON)
+		if idx, err := c.Index("Ping"); err != nil || len(idx) != 1 || idx[0] != 1 {
+			t.Fatalf("%s: index of Ping %v %v", name, idx, err)
+		}
+	}
+}
+
+func TestDescriptorFormRefused(t *testing.T) {
+	// Base64 that is no descriptor.
+	if _, err := Compile(base64.StdEncoding.EncodeToString([]byte{0xff, 0xff, 0xff}), nil, Options{}, Limits{}); err == nil || !strings.Contains(err.Error(), "FileDescriptorProto") {
+		t.Fatalf("garbage: %v", err)
+	}
+	// Messages nested past the depth limit are refused before linking.
+	fd := &descriptorpb.FileDescriptorProto{Name: proto.String("deep.proto"), Syntax: proto.String("proto3")}
+	m := &descriptorpb.DescriptorProto{Name: proto.String("M")}
+	fd.MessageType = []*descriptorpb.DescriptorProto{m}
+	for range 20 {
+		n := &descriptorpb.DescriptorProto{Name: proto.String("M")}
+		m.NestedType = []*descriptorpb.DescriptorProto{n}
+		m = n
+	}
+	b, err := proto.Marshal(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := base64.StdEncoding.EncodeToString(b)
+	if _, err := Compile(deep, nil, Options{}, Limits{MaxDepth: 8}); err == nil || !strings.Contains(err.Error(), "deeper") && !strings.Contains(err.Error(), "recursion") {
+		t.Fatalf("20 nested messages with max depth 8: %v", err)
+	}
+	if _, err := Compile(deep, nil, Options{}, Limits{MaxDepth: 64}); err != nil {
+		t.Fatalf("20 nested messages with max depth 64: %v", err)
+	}
+}
