@@ -11,12 +11,26 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 )
 
-// descriptorText is the registry text of f as Confluent's serializers
-// register a schema: its FileDescriptorProto in base64.
-func descriptorText(t *testing.T, c *Codec, name string) string {
+// descriptorText is the registry text of c's file as Confluent's
+// serializers register a schema: its FileDescriptorProto in base64; strip
+// leaves out the fields' JSON names.
+func descriptorText(t *testing.T, c *Codec, name string, strip bool) string {
 	t.Helper()
 	fd := protodesc.ToFileDescriptorProto(c.file)
 	fd.Name = proto.String(name)
+	if strip {
+		// As a descriptor built by hand has them: no json_name.
+		var walk func([]*descriptorpb.DescriptorProto)
+		walk = func(ms []*descriptorpb.DescriptorProto) {
+			for _, m := range ms {
+				for _, f := range m.Field {
+					f.JsonName = nil
+				}
+				walk(m.NestedType)
+			}
+		}
+		walk(fd.MessageType)
+	}
 	b, err := proto.Marshal(fd)
 	if err != nil {
 		t.Fatal(err)
@@ -34,12 +48,15 @@ func TestDescriptorForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	main := descriptorText(t, text, "shop/order.proto")
-	for name, refs := range map[string]map[string]string{
-		"reference as text":       {"common/money.proto": moneyProto},
-		"reference as descriptor": {"common/money.proto": descriptorText(t, money, "common/money.proto")},
+	for name, tc := range map[string]struct {
+		main string
+		refs map[string]string
+	}{
+		"reference as text":       {descriptorText(t, text, "shop/order.proto", false), map[string]string{"common/money.proto": moneyProto}},
+		"reference as descriptor": {descriptorText(t, text, "shop/order.proto", false), map[string]string{"common/money.proto": descriptorText(t, money, "common/money.proto", false)}},
+		"without json_name":       {descriptorText(t, text, "shop/order.proto", true), map[string]string{"common/money.proto": descriptorText(t, money, "common/money.proto", true)}},
 	} {
-		c, err := Compile(main, refs, Options{}, Limits{})
+		c, err := Compile(tc.main, tc.refs, Options{}, Limits{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -56,6 +73,15 @@ func TestDescriptorForm(t *testing.T) {
 			t.Fatal(err)
 		}
 		same(t, js, orderJSON)
+		// The JSON names are protoc's: placed_at is placedAt.
+		if js, err := c.AppendJSON(nil, want, []int{0}, 1<<16); err != nil || !strings.Contains(string(js), `"placed_at"`) {
+			t.Fatalf("%s: %s %v", name, js, err)
+		}
+		if named, err := Compile(tc.main, tc.refs, Options{JSONNames: true}, Limits{}); err != nil {
+			t.Fatal(err)
+		} else if js, err := named.AppendJSON(nil, want, []int{0}, 1<<16); err != nil || !strings.Contains(string(js), `"placedAt"`) {
+			t.Fatalf("%s: with JSON names %s %v", name, js, err)
+		}
 		if idx, err := c.Index("Ping"); err != nil || len(idx) != 1 || idx[0] != 1 {
 			t.Fatalf("%s: index of Ping %v %v", name, idx, err)
 		}

@@ -155,22 +155,55 @@ func descriptorForm(text string, maxDepth int) (fd *descriptorpb.FileDescriptorP
 	}
 	// Messages nest in messages; every other part of a descriptor is
 	// flat or bounded by the recursion limit above.
-	var depth func(ms []*descriptorpb.DescriptorProto, d int) error
-	depth = func(ms []*descriptorpb.DescriptorProto, d int) error {
+	var walk func(ms []*descriptorpb.DescriptorProto, d int) error
+	walk = func(ms []*descriptorpb.DescriptorProto, d int) error {
 		if len(ms) > 0 && d > maxDepth {
 			return fmt.Errorf("messages nested deeper than %d levels", maxDepth)
 		}
 		for _, m := range ms {
-			if err := depth(m.GetNestedType(), d+1); err != nil {
+			setJSONNames(m.GetField())
+			setJSONNames(m.GetExtension())
+			if err := walk(m.GetNestedType(), d+1); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if err := depth(fd.GetMessageType(), 1); err != nil {
+	setJSONNames(fd.GetExtension())
+	if err := walk(fd.GetMessageType(), 1); err != nil {
 		return nil, true, err
 	}
 	return fd, true, nil
+}
+
+// setJSONNames gives each of fields without a json_name the one protoc
+// would: a descriptor from protoc carries them, one built by hand (or by
+// a serializer from a hand-built class) may not, and the linker reads an
+// absent one as the custom name "", which every field then shares.
+func setJSONNames(fields []*descriptorpb.FieldDescriptorProto) {
+	for _, f := range fields {
+		if f.JsonName == nil {
+			f.JsonName = proto.String(jsonCamelCase(f.GetName()))
+		}
+	}
+}
+
+// jsonCamelCase is the default JSON name of a field: underscores out, the
+// lower-case letter after one in upper case (placed_at: placedAt).
+func jsonCamelCase(name string) string {
+	b := make([]byte, 0, len(name))
+	under := false
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c != '_' {
+			if under && 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			b = append(b, c)
+		}
+		under = c == '_'
+	}
+	return string(b)
 }
 
 // checkBraces refuses a schema text whose braces nest deeper than max
