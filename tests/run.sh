@@ -101,6 +101,9 @@ install_prereqs() {
     # chromium: the dashboard's browser test (tests/integration/dashboard_test.go)
     # drives Debian's chromium headless through chromedp.
     command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
+    # python3: Confluent's Python client and serializers, for the interop
+    # test (tests/interop/setup.sh installs them into a cached venv).
+    command -v python3 >/dev/null 2>&1 || pkgs+=(python3 python3-venv python3-pip)
     if ((${#pkgs[@]})); then
         say "installing ${pkgs[*]}"
         if [[ $(id -u) -ne 0 ]]; then
@@ -138,6 +141,11 @@ if [[ "$mode" == test ]]; then
     bash tests/jaeger/jaeger.sh build >/tmp/wasmstream-jaeger-build/build.log 2>&1 &
     jaeger_build=$!
     at_exit 'kill $jaeger_build 2>/dev/null'
+    # Confluent's Python client and its Avro, Protobuf and JSON Schema
+    # serializers, for the interop test (tests/integration/schema_interop_test.go):
+    # a venv under the cache, installed once (seconds), reused after.
+    eval "$(bash tests/interop/setup.sh)"
+    export WASMSTREAM_PYTHON
 fi
 step "gofmt and go vet"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))"
