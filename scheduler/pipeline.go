@@ -85,9 +85,19 @@ type Snapshot struct {
 	// records waited, and where those wait (health.go).
 	BrokerErrors []BrokerErrors
 	Stalled      []StalledPartition
-	// StateRestored counts changelog records applied by restores at
-	// assignment (Stats.StateRestored).
-	StateRestored int64
+	// The counters of state.enabled pipelines (Stats.State*):
+	// StateRestoreNanos is the wall time restores took.
+	StateWrites         int64
+	StateRestored       int64
+	StateRestoreNanos   int64
+	StateRestoreSkipped int64
+	StateFlushFailures  int64
+	StateRefused        int64
+	// ForgedHeaders, SchemaDecodeFailures, SchemaEncodeFailures: as
+	// Stats'.
+	ForgedHeaders        int64
+	SchemaDecodeFailures int64
+	SchemaEncodeFailures int64
 }
 
 // Pipeline runs one configured pipeline as one consumer-group member.
@@ -699,31 +709,16 @@ func (p *Pipeline) drain(tasks []*partition.Task) {
 	}
 }
 
-// Snapshot returns the pipeline's counters and gauges.
+// Snapshot returns the pipeline's counters (counterTable: counters.go)
+// and gauges.
 func (p *Pipeline) Snapshot() Snapshot {
-	s := Snapshot{
-		Name:     p.pc.Name,
-		Read:     p.stats.Read.Load(),
-		Commits:  p.stats.Commits.Load(),
-		HeldBack: p.stats.HeldBack.Load(),
-		Pauses:   p.stats.Pauses.Load(),
-
-		TxnCommitted: p.stats.TxnCommitted.Load(),
-		TxnAborted:   p.stats.TxnAborted.Load(),
-		TxnSettled:   p.stats.TxnSettled.Load(),
-		Rebuilds:     p.stats.Rebuilds.Load(),
-		Runs:         p.stats.Runs.Load(),
-		RunRecords:   p.stats.RunRecords.Load(),
-		HandedBack:   p.stats.HandedBack.Load(),
-
-		StateRestored: p.stats.StateRestored.Load(),
-	}
+	s := Snapshot{Name: p.pc.Name}
+	p.countersInto(&s)
 	if p.asyncSize != nil {
 		var reason, detail string
 		s.AsyncLimit, reason, detail = p.asyncSize.State()
 		s.AsyncReason = reason + ": " + detail
 	}
-	p.sumPartitions(&s)
 	var lastChange time.Time
 	gs := p.taskGauges(false)
 	s.Stalled, s.BrokerErrors = p.stalls(gs), p.health.snapshot()
@@ -746,26 +741,6 @@ func (p *Pipeline) Snapshot() Snapshot {
 		}
 	}
 	return s
-}
-
-// sumPartitions adds up the counters a record's path counts per partition
-// only (one atomic add each, on the partition's own counters).
-func (p *Pipeline) sumPartitions(s *Snapshot) {
-	p.psMu.Lock()
-	defer p.psMu.Unlock()
-	for _, c := range p.parts {
-		s.Fetched += c.Fetched.Load()
-		s.Done += c.Done.Load()
-		s.Outputs += c.Outputs.Load()
-		s.Dropped += c.Dropped.Load()
-		s.DeadLetter += c.DeadLetter.Load()
-		s.Faults += c.Faults.Load()
-		s.Skipped += c.Skipped.Load()
-		s.Retried += c.Retried.Load()
-		s.Restarted += c.Restarted.Load()
-		s.Borrowed += c.Borrowed.Load()
-		s.Released += c.Released.Load()
-	}
 }
 
 // taskGauges returns every task's gauges (Pipeline.mu only to list the

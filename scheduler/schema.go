@@ -40,28 +40,18 @@ func newSchemaClient(cfg *config.Config, log *slog.Logger) (*schemareg.Client, e
 }
 
 // registerSchemaMetrics registers the registry client's counters (the
-// process's) and each pipeline's decode and encode failures.
+// process's); each pipeline's decode and encode failures are rows of
+// counterTable (counters.go).
 func (r *Runner) registerSchemaMetrics(meter metric.Meter) error {
 	if r.schemaReg == nil {
 		return nil
 	}
-	var err error
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, e := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		if err == nil {
-			err = e
-		}
-		return c
-	}
+	ob := &observables{meter: meter}
 	var (
-		cache    = counter("wasmstream.schema.cache.lookups", "{lookup}", "Schema lookups by id (and subject resolutions) by result: hit (compiled schema in the cache) or miss (asked the registry).")
-		requests = counter("wasmstream.schema.registry.requests", "{request}", "HTTP requests to the schema registry, by result: ok or error (no answer, or an error status).")
-		failures = counter("wasmstream.schema.failures", "{record}", "Records failed by schema-registry data, by direction: decode (an input key or value) or encode (an output).")
+		cache    = ob.counter("wasmstream.schema.cache.lookups", "{lookup}", "Schema lookups by id (and subject resolutions) by result: hit (compiled schema in the cache) or miss (asked the registry).")
+		requests = ob.counter("wasmstream.schema.registry.requests", "{request}", "HTTP requests to the schema registry, by result: ok or error (no answer, or an error status).")
 	)
-	if err != nil {
-		return err
-	}
-	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	return ob.register(func(_ context.Context, o metric.Observer) error {
 		s := &r.schemaReg.Stats
 		hits, misses := s.CacheHits.Load(), s.CacheMisses.Load()
 		reqs, reqErrs := s.Requests.Load(), s.RequestErrors.Load()
@@ -69,17 +59,8 @@ func (r *Runner) registerSchemaMetrics(meter metric.Meter) error {
 		o.ObserveInt64(cache, int64(misses), metric.WithAttributes(attribute.String("result", "miss")))
 		o.ObserveInt64(requests, int64(reqs-min(reqErrs, reqs)), metric.WithAttributes(attribute.String("result", "ok")))
 		o.ObserveInt64(requests, int64(reqErrs), metric.WithAttributes(attribute.String("result", "error")))
-		for _, p := range r.pipes() {
-			if !p.pc.UsesSchemaRegistry() {
-				continue
-			}
-			pipe := attribute.String("pipeline", p.pc.Name)
-			o.ObserveInt64(failures, p.stats.SchemaDecodeFailures.Load(), metric.WithAttributes(pipe, attribute.String("direction", "decode")))
-			o.ObserveInt64(failures, p.stats.SchemaEncodeFailures.Load(), metric.WithAttributes(pipe, attribute.String("direction", "encode")))
-		}
 		return nil
-	}, cache, requests, failures)
-	return err
+	})
 }
 
 // SchemaStats are the process's schema-registry client's counters; nil

@@ -3,47 +3,50 @@ package scheduler
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
+// shareCounter is a counter of ShareStats and its metric, one series per
+// pipeline.
+type shareCounter struct {
+	of           func(*ShareStats) *atomic.Int64
+	metric, desc string
+}
+
+// shareCounterTable are the counters of ShareStats exported (besides
+// Deliveries, by delivery count): adding one is its field, its row here and
+// the line that counts it.
+var shareCounterTable = []shareCounter{
+	{func(s *ShareStats) *atomic.Int64 { return &s.Acquired }, "wasmstream.share.acquired", "consume: share: records acquired from the share group (each under a broker lock)."},
+	{func(s *ShareStats) *atomic.Int64 { return &s.Accepted }, "wasmstream.share.accepted", "consume: share: records accepted, once their outputs or failure copy were acknowledged."},
+	{func(s *ShareStats) *atomic.Int64 { return &s.Released }, "wasmstream.share.released", "consume: share: records released for redelivery to another host (shutdown, drain deadline)."},
+	{func(s *ShareStats) *atomic.Int64 { return &s.Renewed }, "wasmstream.share.renewed", "consume: share: lock renewals sent for records still waiting (async operations, inline retries, produces)."},
+	{func(s *ShareStats) *atomic.Int64 { return &s.Lapsed }, "wasmstream.share.lock_lapses", "consume: share: locks the host could not keep: the broker may give the record to another host too (at-least-once)."},
+	{func(s *ShareStats) *atomic.Int64 { return &s.AckErrors }, "wasmstream.share.ack_errors", "consume: share: partitions whose acknowledgements the broker refused; their records are redelivered."},
+}
+
 // registerShareMetrics registers the counters of consume: share pipelines
 // (ShareStats), observed when collected like the others.
 func (r *Runner) registerShareMetrics(meter metric.Meter) error {
-	var err error
-	counter := func(name, desc string) metric.Int64ObservableCounter {
-		c, e := meter.Int64ObservableCounter(name, metric.WithUnit("{record}"), metric.WithDescription(desc))
-		if err == nil {
-			err = e
-		}
-		return c
+	ob := &observables{meter: meter}
+	counters := make([]metric.Int64ObservableCounter, len(shareCounterTable))
+	for i, c := range shareCounterTable {
+		counters[i] = ob.counter(c.metric, "{record}", c.desc)
 	}
-	var (
-		acquired   = counter("wasmstream.share.acquired", "consume: share: records acquired from the share group (each under a broker lock).")
-		accepted   = counter("wasmstream.share.accepted", "consume: share: records accepted, once their outputs or failure copy were acknowledged.")
-		released   = counter("wasmstream.share.released", "consume: share: records released for redelivery to another host (shutdown, drain deadline).")
-		renewed    = counter("wasmstream.share.renewed", "consume: share: lock renewals sent for records still waiting (async operations, inline retries, produces).")
-		lapsed     = counter("wasmstream.share.lock_lapses", "consume: share: locks the host could not keep: the broker may give the record to another host too (at-least-once).")
-		ackErrors  = counter("wasmstream.share.ack_errors", "consume: share: partitions whose acknowledgements the broker refused; their records are redelivered.")
-		deliveries = counter("wasmstream.share.deliveries", "consume: share: records acquired, by the broker's delivery count (1, 2, 3, 4, 5+).")
-	)
-	if err != nil {
-		return err
-	}
-	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	deliveries := ob.counter("wasmstream.share.deliveries", "{record}", "consume: share: records acquired, by the broker's delivery count (1, 2, 3, 4, 5+).")
+	return ob.register(func(_ context.Context, o metric.Observer) error {
 		for _, p := range r.pipes() {
 			s := p.ShareStats()
 			if s == nil {
 				continue
 			}
 			at := metric.WithAttributes(attribute.String("pipeline", p.pc.Name))
-			o.ObserveInt64(acquired, s.Acquired.Load(), at)
-			o.ObserveInt64(accepted, s.Accepted.Load(), at)
-			o.ObserveInt64(released, s.Released.Load(), at)
-			o.ObserveInt64(renewed, s.Renewed.Load(), at)
-			o.ObserveInt64(lapsed, s.Lapsed.Load(), at)
-			o.ObserveInt64(ackErrors, s.AckErrors.Load(), at)
+			for i, c := range shareCounterTable {
+				o.ObserveInt64(counters[i], c.of(s).Load(), at)
+			}
 			for i := range s.Deliveries {
 				d := strconv.Itoa(i + 1)
 				if i == len(s.Deliveries)-1 {
@@ -53,8 +56,7 @@ func (r *Runner) registerShareMetrics(meter metric.Meter) error {
 			}
 		}
 		return nil
-	}, acquired, accepted, released, renewed, lapsed, ackErrors, deliveries)
-	return err
+	})
 }
 
 // ShareStats are the share-group counters of the pipeline named name; nil

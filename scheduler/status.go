@@ -42,26 +42,18 @@ type CanaryStatus struct {
 	Percent int    `json:"percent"`
 }
 
-// RecordCounts are a pipeline's counts since the start.
-type RecordCounts struct {
-	Fetched      int64 `json:"fetched"`
-	Done         int64 `json:"done"`
-	Outputs      int64 `json:"outputs"`
-	Dropped      int64 `json:"records_dropped"` // ok with no output (filtered)
-	Retried      int64 `json:"retried"`
-	DeadLettered int64 `json:"dead_lettered"`
-	Faults       int64 `json:"faults"`
-	Skipped      int64 `json:"skipped"`
-	InFlight     int64 `json:"in_flight"`
-}
+// RecordCounts are a pipeline's counts since the start, by their JSON key:
+// the counters of counterTable with a status key (fetched, done, outputs,
+// records_dropped, retried, dead_lettered, faults, skipped), then
+// in_flight, records fetched and not yet done.
+type RecordCounts map[string]int64
 
 // StatusOf builds the status from src.
 func StatusOf(src StatusSource, now time.Time) Status {
 	st := Status{At: now.UTC(), Pipelines: []PipelineStatus{}}
 	for _, v := range src.View() {
 		ps := PipelineStatus{Name: v.Name, RetryOf: v.Primary, Module: v.Module.Digest, Label: v.Label, Lag: v.Lag, Tasks: v.Tasks,
-			Records: RecordCounts{Fetched: v.Fetched, Done: v.Done, Outputs: v.Outputs, Dropped: v.Dropped, Retried: v.Retried,
-				DeadLettered: v.DeadLetter, Faults: v.Faults, Skipped: v.Skipped, InFlight: v.InFlight},
+			Records: statusCounts(&v.Snapshot),
 			Workers: map[string]int{"total": v.Instances, "busy": v.Busy}}
 		if v.Primary == "" {
 			for _, vs := range src.Versions(v.Name) {
