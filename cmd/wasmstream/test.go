@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 const testUsage = `Usage:
   wasmstream test [--config F [--pipeline NAME]] MODULE.wasm --record VALUE [--key K] [--header k=v]... [--attempt N]
   wasmstream test [--config F [--pipeline NAME]] MODULE.wasm --file vectors.jsonl
+  wasmstream test --config F --schema SUBJECT=FILE... MODULE.wasm --file vectors.jsonl
 
 Runs the module in the host, in this process (no Kafka), on your records,
 one after another on one instance as a pipeline's worker would, with the
@@ -49,6 +51,19 @@ processor on your own records"):
   {"key": "k", "value": "hello", "headers": {"h": "v"}, "attempt": 1,
    "expect": {"outcome": "ok", "outputs": [{"key": "k", "value": "HELLO"}]}}
 
+Schema-registry data (docs/SCHEMA-REGISTRY.md): where the pipeline's
+input_format is confluent, a record's value (key) is JSON, framed as a
+producer's serializer would with the subject of its topic (<topic>-value),
+or with the vector's "value_schema" (a .avsc, .proto or .json file) or
+"value_subject"; the host's decode path then gives the guest its JSON.
+Outputs take the host's encode path (output_format), and an expected
+output's JSON is encoded with the same schema and compared as read back.
+--schema SUBJECT=FILE serves schema files from a registry in this process,
+in place of schema_registry.url: no registry is needed.
+
+  wasmstream test --config config.yaml --schema orders-value=order.avsc \
+    --schema totals-value=total.avsc proc.wasm --file vectors.jsonl
+
 Exit status: 0 when every expectation holds, 1 when one does not (with the
 difference), 2 for a module that does not load or a bad vectors file or flag.
 
@@ -66,6 +81,7 @@ type testCmd struct {
 	fs                                  *flag.FlagSet
 	cfgPath, pipeline, file, key, topic string
 	records, headers, env               listFlag
+	schemas                             schemaFlag
 	attempt                             int
 	asJSON                              bool
 	keySet                              bool // --key was given (an empty key is not a null one)
@@ -94,7 +110,14 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		return c.bad(err)
 	}
 	ctx := context.Background()
-	s := &testSession{modPath: c.modPath, pc: pc}
+	fr, err := newTestFramer(ctx, cfg, pc, c.cfgPath, c.file, &c.schemas, cases)
+	if err != nil {
+		return c.bad(err)
+	}
+	if fr != nil {
+		defer fr.close()
+	}
+	s := &testSession{modPath: c.modPath, pc: pc, fr: fr}
 	defer s.close(ctx)
 	if err := s.start(ctx, cfg, wasm, stderr); err != nil {
 		return c.bad(err)
@@ -123,6 +146,7 @@ func (c *testCmd) parse(args []string) int {
 	fs.IntVar(&c.attempt, "attempt", 1, "the --record records' attempt number")
 	fs.StringVar(&c.topic, "topic", "", "the records' topic where the vectors do not say (default: the pipeline's first input, or \"in\")")
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON document instead of text")
+	fs.Var(&c.schemas, "schema", schemaFlagUsage)
 	fs.Usage = func() {
 		fmt.Fprint(c.stderr, testUsage)
 		fs.PrintDefaults()
@@ -198,8 +222,12 @@ func (c *testCmd) cases(pc *config.Pipeline) ([]conformance.Case, error) {
 	}
 	for i, v := range c.records {
 		rc := conformance.Case{Name: fmt.Sprintf("--record %d", i+1), Record: abi.Record{Topic: defTopic, Offset: int64(len(cases)), Value: []byte(v), Headers: hs, Attempt: uint32(c.attempt)}}
+		// With a pipeline that decodes values (input_format), the value
+		// is JSON, framed with the topic's subject.
+		rc.ValueFrame.JSON = []byte(v)
 		if c.keySet {
 			rc.Record.Key = []byte(c.key)
+			rc.KeyFrame.JSON = []byte(c.key)
 		}
 		cases = append(cases, rc)
 	}
@@ -237,6 +265,7 @@ type testSession struct {
 	traceBuf lockedBuffer
 	tr       *tracing.Tracer
 	runner   *conformance.CaseRunner
+	fr       *testFramer // nil: nothing framed
 }
 
 // start makes the engine and the tracer and loads the module, with a fake
@@ -282,7 +311,7 @@ func (s *testSession) start(ctx context.Context, cfg *config.Config, wasm []byte
 func (s *testSession) run(ctx context.Context, cases []conformance.Case) ([]testResult, error) {
 	results := make([]testResult, len(cases))
 	for i := range cases {
-		r, err := s.runCase(ctx, &cases[i])
+		r, err := s.runCase(ctx, i, &cases[i])
 		if err != nil {
 			s.runner.Close(ctx)
 			s.tr.Shutdown(ctx)
@@ -301,33 +330,76 @@ func (s *testSession) run(ctx context.Context, cases []conformance.Case) ([]test
 	return results, nil
 }
 
-// runCase runs one case as one traced attempt and checks its expectation.
-func (s *testSession) runCase(ctx context.Context, c *conformance.Case) (testResult, error) {
+// runCase runs case ci as one traced attempt and checks its expectation.
+// With a framer, its record takes the host's decode path first (a record
+// that does not decode fails without a call, as in the pipeline) and its
+// outputs the encode path.
+func (s *testSession) runCase(ctx context.Context, ci int, c *conformance.Case) (testResult, error) {
 	a := s.tr.Begin(tracing.Info{Pipeline: s.pc.Name, Module: filepath.Base(s.modPath), ModuleDigest: s.m.Info().Digest,
 		Topic: c.Record.Topic, Partition: c.Record.Partition, Offset: c.Record.Offset, Key: c.Record.Key, Attempt: int(c.Record.Attempt),
 		OriginTopic: c.Record.Topic, OriginPartition: c.Record.Partition, OriginOffset: c.Record.Offset}, recordHeaders(c.Record.Headers))
-	res, err := s.runner.Run(ctx, c, a)
-	if err != nil {
-		return testResult{}, err
+	r := testResult{c: c, in: c.Record}
+	decoded := true
+	if s.fr != nil {
+		in, fp, err := s.fr.decode(ctx, c)
+		if err != nil {
+			r.kind, decoded = schemaFailed(&r.res, err), false
+		} else {
+			r.in, r.inFP = in, fp
+		}
 	}
-	a.SetInstance(res.Instance)
+	if decoded {
+		gc := *c
+		gc.Record = r.in
+		res, err := s.runner.Run(ctx, &gc, a)
+		if err != nil {
+			return testResult{}, err
+		}
+		r.res = res
+		a.SetInstance(res.Instance)
+		r.outs = res.Outputs
+		if s.fr != nil && res.Outcome == conformance.OutcomeOK {
+			if r.outs, r.outFP, err = s.fr.outputs(ctx, res.Outputs); err != nil {
+				r.kind = schemaFailed(&r.res, err)
+			}
+		}
+	}
 	a.Decide(true) // every record is traced
-	kind := ""
+	kind := r.kind
 	switch {
-	case res.Fault != "":
-		kind = "fault." + string(res.Fault)
-	case res.Outcome == conformance.OutcomeRetry:
+	case kind != "":
+	case r.res.Fault != "":
+		kind = "fault." + string(r.res.Fault)
+	case r.res.Outcome == conformance.OutcomeRetry:
 		kind = scheduler.KindGuestRetry
-	case res.Outcome == conformance.OutcomeFail:
+	case r.res.Outcome == conformance.OutcomeFail:
 		kind = scheduler.KindGuestFail
 	}
-	a.End(map[string]string{"ok": "ok", "drop": "ok", "retry": "retry", "fail": "dead_letter"}[res.Outcome], kind, res.Message)
-	r := testResult{c: c, res: res, traceID: a.TraceID()}
+	a.End(map[string]string{"ok": "ok", "drop": "ok", "retry": "retry", "fail": "dead_letter"}[r.res.Outcome], kind, r.res.Message)
+	r.traceID = a.TraceID()
 	if c.Expect != nil {
 		r.checked = true
-		r.diff = c.Expect.Check(res.Decision)
+		d := r.res.Decision
+		d.Outputs = slices.Clone(r.outs)
+		var own []string
+		if s.fr != nil {
+			own = s.fr.checkOwn(ctx, ci, d.Outputs)
+		}
+		r.diff = append(c.Expect.Check(d), own...)
 	}
 	return r, nil
+}
+
+// schemaFailed makes res the outcome of a record whose key or value did
+// not decode, or whose outputs did not encode: failed (retried while the
+// registry is down), its outputs discarded. It returns the failure's kind.
+func schemaFailed(res *conformance.CaseResult, err error) string {
+	kind, _, retryable := scheduler.SchemaFailure(err)
+	res.Outcome, res.Fault, res.Message, res.Outputs = conformance.OutcomeFail, "", err.Error(), nil
+	if retryable {
+		res.Outcome = conformance.OutcomeRetry
+	}
+	return kind
 }
 
 // close closes what start opened, the local state first.
@@ -428,8 +500,16 @@ func (b *lockedBuffer) Bytes() []byte {
 }
 
 type testResult struct {
-	c       *conformance.Case
-	res     conformance.CaseResult
+	c   *conformance.Case
+	res conformance.CaseResult
+	// in is the record as the guest was given it (framed keys and values
+	// decoded; inFP says how they were framed), outs its outputs as read
+	// back from what the host writes (outFP: how each was framed).
+	in      abi.Record
+	inFP    [2]framedPart
+	outs    []abi.Output
+	outFP   [][2]framedPart
+	kind    string // a schema failure's kind (schema.decode, ...): the record failed in the host, not the guest
 	traceID string
 	spans   []tracing.Span
 	checked bool
@@ -483,7 +563,7 @@ func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, faile
 		if c.Line > 0 && c.Name != fmt.Sprintf("line %d", c.Line) {
 			where = fmt.Sprintf(" (line %d)", c.Line)
 		}
-		fmt.Fprintf(w, "── %s%s: key %s value %s", termsafe.Line(c.Name), where, show(c.Record.Key), show(c.Record.Value))
+		fmt.Fprintf(w, "── %s%s: key %s value %s", termsafe.Line(c.Name), where, show(r.in.Key), show(r.in.Value))
 		if len(c.Record.Headers) > 0 {
 			fmt.Fprintf(w, " headers %s", showHeaders(c.Record.Headers))
 		}
@@ -491,6 +571,9 @@ func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, faile
 			fmt.Fprintf(w, " attempt %d", c.Record.Attempt)
 		}
 		fmt.Fprintln(w)
+		if note := framedNote(r.inFP); note != "" {
+			fmt.Fprintf(w, "  (%s; the guest read the JSON above)\n", note)
+		}
 		if res.NewInstance {
 			fmt.Fprintln(w, "  (on a new instance: the previous one faulted)")
 		}
@@ -501,18 +584,26 @@ func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, faile
 			fmt.Fprintln(w, "  ok: dropped (no output)")
 		default:
 			kind := "reported by the guest"
-			if res.Fault != "" {
+			switch {
+			case r.kind != "":
+				kind = r.kind + ", in the host"
+			case res.Fault != "":
 				kind = string(res.Fault) + " fault"
 			}
 			fmt.Fprintf(w, "  %s (%s): %s\n", res.Outcome, kind, termsafe.Text(res.Message, "    "))
 		}
-		for i, o := range res.Outputs {
+		for i, o := range r.outs {
 			fmt.Fprintf(w, "  → output %d to %s: key %s value %s", i, outputTopic(pc, o.Topic), show(o.Key), show(o.Value))
 			if o.Partition >= 0 {
 				fmt.Fprintf(w, " partition %d", o.Partition)
 			}
 			if len(o.Headers) > 0 {
 				fmt.Fprintf(w, " headers %s", showHeaders(o.Headers))
+			}
+			if i < len(r.outFP) {
+				if note := framedNote(r.outFP[i]); note != "" {
+					fmt.Fprintf(w, " (%s, read back)", note)
+				}
 			}
 			fmt.Fprintln(w)
 		}
@@ -581,14 +672,21 @@ func writeTestJSON(w io.Writer, pc *config.Pipeline, results []testResult, faile
 		if r.res.Message != "" {
 			m["error"] = r.res.Message
 		}
+		if r.kind != "" {
+			m["kind"] = r.kind
+		}
+		jsonFramed(m, r.inFP)
 		outs := []map[string]any{}
-		for _, o := range r.res.Outputs {
+		for i, o := range r.outs {
 			om := map[string]any{"topic": o.Topic, "partition": o.Partition, "headers": jsonHeaders(o.Headers)}
 			if o.Topic == "" {
 				om["topic"] = pc.Output
 			}
 			jsonBytes(om, "key", o.Key)
 			jsonBytes(om, "value", o.Value)
+			if i < len(r.outFP) {
+				jsonFramed(om, r.outFP[i])
+			}
 			outs = append(outs, om)
 		}
 		m["outputs"] = outs
@@ -616,4 +714,26 @@ func writeTestJSON(w io.Writer, pc *config.Pipeline, results []testResult, faile
 	}
 	b, _ := json.MarshalIndent(map[string]any{"records": recs, "expectations_failed": failed}, "", "  ")
 	w.Write(termsafe.JSON(append(b, '\n')))
+}
+
+// framedNote says how a record's or output's key and value were framed:
+// "value framed: schema id 3, 41 bytes"; "" when neither was.
+func framedNote(fp [2]framedPart) string {
+	var parts []string
+	for i, name := range []string{partKey, partValue} {
+		if fp[i].n > 0 {
+			parts = append(parts, fmt.Sprintf("%s framed: schema id %d, %d bytes", name, fp[i].id, fp[i].n))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// jsonFramed puts the schema ids of a framed key and value in m
+// (key_schema_id, value_schema_id).
+func jsonFramed(m map[string]any, fp [2]framedPart) {
+	for i, name := range []string{partKey, partValue} {
+		if fp[i].n > 0 {
+			m[name+"_schema_id"] = fp[i].id
+		}
+	}
 }

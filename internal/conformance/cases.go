@@ -56,6 +56,9 @@ type Case struct {
 	HTTP []HTTPAnswer
 	// Expect is what the record must produce; nil: anything.
 	Expect *Expect
+	// KeyFrame and ValueFrame say how the key and value are framed for
+	// a schema registry (framed.go).
+	KeyFrame, ValueFrame Frame
 }
 
 // HTTPAnswer is one answer of the local fake HTTP service: a response, or a
@@ -99,6 +102,9 @@ type ExpectOutput struct {
 	Key, Value jsonBytes
 	Headers    []abi.Header
 	HasHeaders bool
+	// KeyFrame and ValueFrame say how the expected key and value are
+	// framed for a schema registry (framed.go).
+	KeyFrame, ValueFrame Frame
 }
 
 // jsonBytes is a field given as text, null or other JSON.
@@ -189,6 +195,7 @@ type caseJSON struct {
 	Attempt     *int64          `json:"attempt"`
 	HTTP        []httpJSON      `json:"http"`
 	Expect      *expectJSON     `json:"expect"`
+	frameFields
 }
 
 // httpJSON is one of a case's "http" answers.
@@ -213,6 +220,7 @@ type outputJSON struct {
 	Key     json.RawMessage `json:"key"`
 	Value   json.RawMessage `json:"value"`
 	Headers json.RawMessage `json:"headers"`
+	frameFields
 }
 
 func strictUnmarshal(b []byte, v any) error {
@@ -237,6 +245,9 @@ func parseCase(line []byte, index int) (Case, error) {
 		return Case{}, err
 	}
 	c := Case{Name: j.Name, Record: rec}
+	if c.KeyFrame, c.ValueFrame, err = j.frames("", j.Key, j.Value, j.KeyBase64 != nil, j.ValueBase64 != nil); err != nil {
+		return Case{}, err
+	}
 	for i, h := range j.HTTP {
 		a, err := h.answer(fmt.Sprintf("http[%d]", i))
 		if err != nil {
@@ -355,6 +366,9 @@ func (o *outputJSON) output(field string) (ExpectOutput, error) {
 		return eo, err
 	}
 	if eo.Value, err = textOrJSON(field+".value", o.Value); err != nil {
+		return eo, err
+	}
+	if eo.KeyFrame, eo.ValueFrame, err = o.frames(field+".", o.Key, o.Value, false, false); err != nil {
 		return eo, err
 	}
 	if len(o.Headers) > 0 {

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The schemas of the framed tests: the uppercase processor upper-cases a
+// record's JSON text, so its output fits a schema with upper-case names.
+const (
+	userAvsc  = `{"type":"record","name":"User","fields":[{"name":"name","type":"string"},{"name":"id","type":"long"},{"name":"tags","type":{"type":"array","items":"string"},"default":[]}]}`
+	upperAvsc = `{"type":"record","name":"Upper","fields":[{"name":"NAME","type":"string"},{"name":"ID","type":"long"},{"name":"TAGS","type":{"type":"array","items":"string"},"default":[]}]}`
+	userProto = "syntax = \"proto3\";\npackage t;\nmessage Other { bool x = 1; }\nmessage User { string name = 1; int64 id = 2; }\n"
+	userJSON  = `{"type":"object","properties":{"name":{"type":"string"},"id":{"type":"integer"}},"required":["name","id"]}`
+	upperJSON = `{"type":"object","properties":{"NAME":{"type":"string"},"ID":{"type":"integer"}},"required":["NAME","ID"],"additionalProperties":false}`
+)
+
+// wasmstream test on schema-registry data, offline: with a config whose
+// pipeline decodes and encodes Avro (input_format, output_format
+// confluent) and the schemas given as files (--schema), a vector's JSON
+// value is framed with the input topic's subject, decoded by the host's
+// path for the guest, the guest's output encoded with the output subject
+// and read back, and the expected JSON compared with it; a wrong
+// expectation fails with the two JSON texts, a frame the host refuses
+// fails the record without a call (schema.bad_frame), an output that does
+// not fit its schema fails it (schema.encode).
+func TestTestCommandFramedAvro(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	mod := writeFile(t, dir, "uppercase.wasm", uppercaseWasm(t))
+	writeFile(t, dir, "user.avsc", []byte(userAvsc))
+	writeFile(t, dir, "upper.avsc", []byte(upperAvsc))
+	cfg := writeFile(t, dir, "config.yaml", []byte(`kafka: {brokers: [127.0.0.1:1], group: g}
+admin: {enabled: false}
+schema_registry: {url: "http://127.0.0.1:1"}
+pipelines:
+  - name: up
+    module: uppercase.wasm
+    inputs: [users]
+    output: shouted
+    dead_letter_topic: dlq
+    input_format: {value: {format: confluent}}
+    output_format: {value: {format: confluent}}
+`))
+	vectors := writeFile(t, dir, "v.jsonl", []byte(`{"name": "upper", "key": "k", "value": {"name": "ada", "id": 1, "tags": ["x"]}, "expect": {"outcome": "ok", "outputs": [{"key": "k", "value": {"NAME": "ADA", "ID": 1, "TAGS": ["X"]}}]}}
+{"name": "defaults", "value": {"name": "bob", "id": 2}, "expect": {"outcome": "ok", "outputs": [{"value": {"NAME": "BOB", "ID": 2}}]}}
+{"name": "wrong", "value": {"name": "cyd", "id": 3}, "expect": {"outcome": "ok", "outputs": [{"value": {"NAME": "CYD", "ID": 4}}]}}
+{"name": "bad frame", "value_base64": "AQAAAAE=", "expect": {"outcome": "fail", "error": "magic byte"}}
+`))
+	schemas := []string{"--schema", "users-value=" + filepath.Join(dir, "user.avsc"), "--schema", "shouted-value=" + filepath.Join(dir, "upper.avsc")}
+	code, out, errs := runCLI(t, append(append([]string{"test", "--config", cfg}, schemas...), mod, "--file", vectors)...)
+	if code != 1 {
+		t.Fatalf("one wrong expectation: code %d, want 1\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		`── upper (line 1): key "k" value "{\"name\":\"ada\",\"id\":1,\"tags\":[\"x\"]}"`,
+		"(value framed: schema id 1, ", // the guest read the JSON above
+		`→ output 0 to shouted (the pipeline's output): key "k" value "{\"NAME\":\"ADA\",\"ID\":1,\"TAGS\":[\"X\"]}" (value framed: schema id 2, `,
+		`value "{\"name\":\"bob\",\"id\":2,\"tags\":[]}"`, // the default, as the host decodes it
+		`output 0 value: got "{\"NAME\":\"CYD\",\"ID\":3,\"TAGS\":[]}", want "{\"NAME\":\"CYD\",\"ID\":4,\"TAGS\":[]}"`,
+		"fail (schema.bad_frame, in the host):",
+		"4 record(s): 3 ok, 0 dropped, 0 retry, 1 fail; expectations: 3 passed, 1 failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q\n%s", want, out)
+		}
+	}
+
+	// The output subject's schema does not take the guest's output: the
+	// record fails in the host, as in the pipeline.
+	notFit := writeFile(t, dir, "nofit.jsonl", []byte(`{"value": {"name": "ada", "id": 1}, "expect": {"outcome": "ok"}}`+"\n"))
+	code, out, errs = runCLI(t, "test", "--config", cfg, "--schema", "users-value="+filepath.Join(dir, "user.avsc"), "--schema", "shouted-value="+filepath.Join(dir, "user.avsc"), mod, "--file", notFit)
+	if code != 1 || !strings.Contains(out, "fail (schema.encode, in the host): output 0 value: the output does not fit subject shouted-value") {
+		t.Errorf("an output that does not fit: code %d\n%s\n%s", code, out, errs)
+	}
+
+	// Bad input: exit 2, naming the file and line, the field, the file.
+	writeFile(t, dir, "broken.avsc", []byte(`{"type":"record","name":"User","fields":[{"name":"name","type":"strin"}]}`))
+	for _, tc := range []struct {
+		name, vectors string
+		args          []string
+		want          string
+	}{
+		{"json that does not fit", `{"value": {"name": 5, "id": 1}}`, schemas,
+			"v2.jsonl:1: value: does not fit subject users-value (" + filepath.Join(dir, "user.avsc") + "): avro: field name: want a string, got the number 5"},
+		{"an expected output that does not fit", `{"value": {"name": "a", "id": 1}, "expect": {"outcome": "ok", "outputs": [{"value": {"NAME": "A"}}]}}`, schemas,
+			"v2.jsonl:1: expect.outputs[0].value: does not fit subject shouted-value (" + filepath.Join(dir, "upper.avsc") + "): "},
+		{"a schema that does not compile", `{"value": {"name": "a", "id": 1}}`, []string{"--schema", "users-value=" + filepath.Join(dir, "broken.avsc")},
+			"broken.avsc is not a schema wasmstream reads as Avro: "},
+		{"no schema for the input's subject", `{"value": {"name": "a", "id": 1}}`, []string{"--schema", "shouted-value=" + filepath.Join(dir, "upper.avsc")},
+			"v2.jsonl:1: value: no schema for subject users-value: give value_schema (a file) or serve the subject with --schema users-value=FILE"},
+		{"no schema for the output's subject", `{"value": {"name": "a", "id": 1}}`, []string{"--schema", "users-value=" + filepath.Join(dir, "user.avsc")},
+			"pipeline up writes its outputs with subject shouted-value (output_format), and no schema file is served as it: add --schema shouted-value=FILE"},
+		{"a schema named for the output the pipeline encodes", `{"value": {"name": "a", "id": 1}, "expect": {"outcome": "ok", "outputs": [{"value_schema": "upper.avsc", "value": {"NAME": "A", "ID": 1}}]}}`, schemas,
+			"pipeline up writes output values with subject shouted-value (output_format.value)"},
+		{"a schema file of no known type", `{"value_schema": "user.txt", "value": {}}`, schemas,
+			`v2.jsonl:1: value_schema: "user.txt": want a schema file ending in .avsc (Avro), .proto (Protobuf) or .json (JSON Schema)`},
+		{"a missing --schema file", `{"value": {}}`, []string{"--schema", "users-value=" + filepath.Join(dir, "nope.avsc")},
+			"--schema users-value=" + filepath.Join(dir, "nope.avsc") + ": stat "},
+	} {
+		v2 := writeFile(t, dir, "v2.jsonl", []byte(tc.vectors+"\n"))
+		code, out, errs := runCLI(t, append(append([]string{"test", "--config", cfg}, tc.args...), mod, "--file", v2)...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s: code %d, want 2 and %q\n%s\n%s", tc.name, code, tc.want, out, errs)
+		}
+	}
+
+	// A pipeline that reads values as they are, and a vector that frames
+	// one: the host would give the guest the framed bytes.
+	raw := writeFile(t, dir, "raw.yaml", []byte("kafka: {brokers: [127.0.0.1:1], group: g}\nadmin: {enabled: false}\npipelines:\n  - {name: up, module: uppercase.wasm, inputs: [users], output: shouted, dead_letter_topic: dlq}\n"))
+	v3 := writeFile(t, dir, "v3.jsonl", []byte(`{"value_schema": "user.avsc", "value": {"name": "a", "id": 1}}`+"\n"))
+	if code, out, errs := runCLI(t, "test", "--config", raw, mod, "--file", v3); code != 2 || !strings.Contains(errs, "input_format.value.format is raw in "+raw) {
+		t.Errorf("a framed vector on a raw pipeline: code %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// Without a config, the vectors name their schemas: a value_schema turns
+// the decoding of values on, as input_format would, and an expected
+// output's schema encodes the guest's output to be compared, in each
+// schema type (an Avro, a Protobuf with a message named, a JSON Schema).
+func TestTestCommandFramedFiles(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	mod := writeFile(t, dir, "uppercase.wasm", uppercaseWasm(t))
+	sdir := filepath.Join(dir, "schemas")
+	writeFile(t, dir, "user.avsc", []byte(userAvsc)) // beside the vectors, and in schemas/ (relative paths are the vectors file's)
+	if err := os.MkdirAll(sdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, sdir, "upper.avsc", []byte(upperAvsc))
+	writeFile(t, sdir, "user.proto", []byte(userProto))
+	writeFile(t, sdir, "user.json", []byte(userJSON))
+	writeFile(t, sdir, "upper.json", []byte(upperJSON))
+	vectors := writeFile(t, dir, "v.jsonl", []byte(`{"name": "avro", "value_schema": "user.avsc", "value": {"name": "ada", "id": 1}, "expect": {"outcome": "ok", "outputs": [{"value_schema": "schemas/upper.avsc", "value": {"NAME": "ADA", "ID": 1}}]}}
+{"name": "protobuf", "value_schema": "schemas/user.proto", "value_message": "User", "value": {"name": "bob", "id": 2}, "expect": {"outcome": "ok", "outputs": [{"value": {"NAME": "BOB", "ID": "2"}}]}}
+{"name": "json schema", "value_schema": "schemas/user.json", "value": {"name": "dee", "id": 4}, "expect": {"outcome": "ok", "outputs": [{"value_schema": "schemas/upper.json", "value": {"ID": 4, "NAME": "DEE"}}]}}
+{"name": "does not fit the expected schema", "value_schema": "user.avsc", "value": {"name": "cyd", "id": 3}, "expect": {"outcome": "ok", "outputs": [{"value_schema": "user.avsc", "value": {"name": "cyd", "id": 3}}]}}
+`))
+	code, out, errs := runCLI(t, "test", mod, "--file", vectors)
+	if code != 1 {
+		t.Fatalf("one output not fitting: code %d, want 1\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		`── avro (line 1): key null value "{\"name\":\"ada\",\"id\":1,\"tags\":[]}"`,
+		`── protobuf (line 2): key null value "{\"name\":\"bob\",\"id\":\"2\"}"`, // proto3 JSON: 64-bit integers as strings
+		"output 0 value: does not fit the expected output's schema: ",
+		"(value framed: schema id 3, ", // the third schema file served
+		"expectations: 3 passed, 1 failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "expect: PASS"); n != 3 {
+		t.Errorf("%d passed, want 3\n%s", n, out)
+	}
+}
