@@ -1,9 +1,11 @@
 // Package check tests the deployment recipes in deploy/: the Kubernetes
-// manifests decode strictly into the Kubernetes API types and say what
-// the README promises, the ConfigMap's config is a valid wasmstream
-// config, the Dockerfile builds with deploy/build-static.sh and runs as
+// manifests, and the Helm chart as Helm's own library renders it
+// (helm_test.go, for the default values and a secured cluster's), decode
+// strictly into the Kubernetes API types and say what the README
+// promises, the ConfigMap's config is a valid wasmstream config, the Dockerfile builds with deploy/build-static.sh and runs as
 // non-root, and the systemd unit passes systemd-analyze verify. It is a
-// module of its own so that the main module does not depend on k8s.io.
+// module of its own so that the main module does not depend on k8s.io or
+// helm.sh.
 // image_build.sh runs the Dockerfile's build step on this machine.
 package check
 
@@ -15,18 +17,22 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io/fs"
 	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -54,44 +60,57 @@ func objects(t *testing.T) map[string]any {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
-			var tm metav1.TypeMeta
-			if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			var obj any
-			switch tm.APIVersion + "/" + tm.Kind {
-			case "apps/v1/StatefulSet":
-				obj = &appsv1.StatefulSet{}
-			case "v1/ConfigMap":
-				obj = &corev1.ConfigMap{}
-			case "v1/Secret":
-				obj = &corev1.Secret{}
-			case "v1/Service":
-				obj = &corev1.Service{}
-			case "policy/v1/PodDisruptionBudget":
-				obj = &policyv1.PodDisruptionBudget{}
-			default:
-				t.Fatalf("%s: unexpected kind %s %s", f, tm.APIVersion, tm.Kind)
-			}
-			if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-				t.Fatalf("%s: %s: %v", f, tm.Kind, err)
-			}
-			var om struct {
-				Metadata metav1.ObjectMeta `json:"metadata"`
-			}
-			yaml.Unmarshal([]byte(doc), &om)
-			id := tm.Kind + "/" + om.Metadata.Name
-			if out[id] != nil {
-				t.Fatalf("%s: %s twice", f, id)
-			}
-			out[id] = obj
-		}
+		decodeAll(t, f, string(b), out)
 	}
 	return out
+}
+
+// decodeAll decodes each document of text (documents separated by "---"
+// lines) strictly into the type its kind names, adding it to out by kind
+// and name; an unknown kind, an unknown field or a name twice fails t.
+// source names text in the messages.
+func decodeAll(t *testing.T, source, text string, out map[string]any) {
+	t.Helper()
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(text, -1) {
+		if strings.TrimSpace(regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(doc, "")) == "" {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatalf("%s: %v", source, err)
+		}
+		var obj any
+		switch tm.APIVersion + "/" + tm.Kind {
+		case "apps/v1/StatefulSet":
+			obj = &appsv1.StatefulSet{}
+		case "v1/ConfigMap":
+			obj = &corev1.ConfigMap{}
+		case "v1/Secret":
+			obj = &corev1.Secret{}
+		case "v1/Service":
+			obj = &corev1.Service{}
+		case "policy/v1/PodDisruptionBudget":
+			obj = &policyv1.PodDisruptionBudget{}
+		case "networking.k8s.io/v1/NetworkPolicy":
+			obj = &networkingv1.NetworkPolicy{}
+		case "monitoring.coreos.com/v1/PodMonitor":
+			obj = &monitoringv1.PodMonitor{}
+		default:
+			t.Fatalf("%s: unexpected kind %s %s", source, tm.APIVersion, tm.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("%s: %s: %v", source, tm.Kind, err)
+		}
+		var om struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		yaml.Unmarshal([]byte(doc), &om)
+		id := tm.Kind + "/" + om.Metadata.Name
+		if out[id] != nil {
+			t.Fatalf("%s: %s twice", source, id)
+		}
+		out[id] = obj
+	}
 }
 
 func TestKubernetesManifests(t *testing.T) {
@@ -104,6 +123,28 @@ func TestKubernetesManifests(t *testing.T) {
 	if ss == nil || cm == nil || pdb == nil || svc == nil || secret == nil {
 		t.Fatalf("want a StatefulSet, ConfigMap, PodDisruptionBudget, Service and an example Secret: %v", objs)
 	}
+	env := checkFleet(t, ss, cm, pdb, svc)
+	if _, ok := env["WASMSTREAM_KAFKA_SASL_PASSWORD"]; !ok {
+		t.Error("no WASMSTREAM_KAFKA_SASL_PASSWORD (the ConfigMap's SASL_SSL example needs it)")
+	}
+	// The example Secret's admin token is a placeholder the host refuses:
+	// a copy of the example applied as it is gives no host a known token.
+	ref := env["WASMSTREAM_ADMIN_TOKEN"].ValueFrom.SecretKeyRef
+	if tok, ok := secret.StringData[ref.Key]; ref.Name != secret.Name || !ok {
+		t.Errorf("the example Secret %s has no %s", secret.Name, ref.Key)
+	} else if err := admin.CheckToken(tok, "WASMSTREAM_ADMIN_TOKEN"); err == nil || !strings.Contains(err.Error(), "placeholder") {
+		t.Errorf("the example Secret's admin token %q: %v; want it refused as a placeholder", tok, err)
+	}
+}
+
+// checkFleet checks what the README promises of a fleet's objects, the raw
+// manifests' or the chart's: host.id from the pod's name, the secrets from
+// Secrets, the probes, non-root with a read-only root filesystem,
+// resources with GOMEMLIMIT below the memory limit, selectors that select
+// the pods, every writable path on a volume, and a ConfigMap whose
+// config.yaml wasmstream loads. It returns the container's environment.
+func checkFleet(t *testing.T, ss *appsv1.StatefulSet, cm *corev1.ConfigMap, pdb *policyv1.PodDisruptionBudget, svc *corev1.Service) map[string]corev1.EnvVar {
+	t.Helper()
 	pod := ss.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
 		t.Fatalf("%d containers", len(pod.Containers))
@@ -116,18 +157,17 @@ func TestKubernetesManifests(t *testing.T) {
 	if e := env["WASMSTREAM_HOST_ID"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
 		t.Error("host.id must come from the pod's name")
 	}
-	for _, name := range []string{"WASMSTREAM_ADMIN_TOKEN", "WASMSTREAM_KAFKA_SASL_PASSWORD"} {
-		if e := env[name]; e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-			t.Errorf("%s must come from a Secret", name)
-		}
+	// The admin token, and any password or token given in the
+	// environment, from a Secret.
+	if _, ok := env["WASMSTREAM_ADMIN_TOKEN"]; !ok {
+		t.Error("no WASMSTREAM_ADMIN_TOKEN")
 	}
-	// The example Secret's admin token is a placeholder the host refuses:
-	// a copy of the example applied as it is gives no host a known token.
-	ref := env["WASMSTREAM_ADMIN_TOKEN"].ValueFrom.SecretKeyRef
-	if tok, ok := secret.StringData[ref.Key]; ref.Name != secret.Name || !ok {
-		t.Errorf("the example Secret %s has no %s", secret.Name, ref.Key)
-	} else if err := admin.CheckToken(tok, "WASMSTREAM_ADMIN_TOKEN"); err == nil || !strings.Contains(err.Error(), "placeholder") {
-		t.Errorf("the example Secret's admin token %q: %v; want it refused as a placeholder", tok, err)
+	for name, e := range env {
+		if strings.Contains(name, "TOKEN") || strings.Contains(name, "PASSWORD") {
+			if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+				t.Errorf("%s must come from a Secret", name)
+			}
+		}
 	}
 	probe := func(what string, p *corev1.Probe, path string) {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.String() != "metrics" {
@@ -146,6 +186,14 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Error("resources: want cpu and memory requests and a memory limit")
+	}
+	// GOMEMLIMIT below the memory limit: the Go collector works harder
+	// before the pod is killed, and what the Go runtime does not count
+	// (compiled code mapped outside the heap, stacks, the binary) has room.
+	if limit, err := gomemlimit(env["GOMEMLIMIT"].Value); err != nil {
+		t.Errorf("GOMEMLIMIT: %v", err)
+	} else if mem := c.Resources.Limits.Memory().Value(); limit > mem*9/10 || limit < mem/2 {
+		t.Errorf("GOMEMLIMIT %s (%d bytes) with a memory limit of %d bytes: want 50-90%% of the limit", env["GOMEMLIMIT"].Value, limit, mem)
 	}
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
 		t.Error("the PodDisruptionBudget should allow one host down at a time")
@@ -190,6 +238,22 @@ func TestKubernetesManifests(t *testing.T) {
 	if !strings.HasPrefix(cfg.Admin.StoreDir, "/var/lib/wasmstream/") || !strings.HasPrefix(cfg.Host.CompileCacheDir, "/var/lib/wasmstream/") || cfg.Host.ID != "wasmstream-0" {
 		t.Errorf("store %q, compile cache %q, host.id %q: want the state volume and the pod's name", cfg.Admin.StoreDir, cfg.Host.CompileCacheDir, cfg.Host.ID)
 	}
+	if grace := pod.TerminationGracePeriodSeconds; grace == nil || time.Duration(*grace)*time.Second < cfg.Shutdown.DrainTimeout+30*time.Second {
+		t.Errorf("terminationGracePeriodSeconds %v: want shutdown.drain_timeout (%s) and 30 s to commit and leave the group", grace, cfg.Shutdown.DrainTimeout)
+	}
+	return env
+}
+
+// gomemlimit parses a GOMEMLIMIT value (a number of bytes with an
+// optional B, KiB, MiB, GiB or TiB suffix, as the Go runtime reads it).
+func gomemlimit(v string) (int64, error) {
+	m := regexp.MustCompile(`^([0-9]+)(B|KiB|MiB|GiB|TiB)?$`).FindStringSubmatch(v)
+	if m == nil {
+		return 0, fmt.Errorf("%q: want a number of bytes, KiB, MiB, GiB or TiB (a value, not the limit itself)", v)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	shift := map[string]uint{"": 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[m[2]]
+	return n << shift, nil
 }
 
 // examples are the ConfigMap config's commented examples, uncommented one
@@ -278,10 +342,6 @@ func TestKubernetesSecuredExamples(t *testing.T) {
 	for _, g := range psc.SupplementalGroups {
 		podGroups = append(podGroups, uint32(g))
 	}
-	volumes := map[string]corev1.Volume{}
-	for _, v := range pod.Volumes {
-		volumes[v.Name] = v
-	}
 	ca, cert, key := pki(t)
 	content := map[string][]byte{"ca.crt": ca, "tls.crt": cert, "tls.key": key}
 
@@ -340,59 +400,19 @@ func TestKubernetesSecuredExamples(t *testing.T) {
 				if f == "" {
 					continue
 				}
-				var mount *corev1.VolumeMount
-				for i, m := range pod.Containers[0].VolumeMounts {
-					if strings.HasPrefix(f, strings.TrimSuffix(m.MountPath, "/")+"/") {
-						mount = &pod.Containers[0].VolumeMounts[i]
+				mountFile(t, root, pod, f, content, func(v corev1.Volume, item string) error {
+					switch {
+					case v.ConfigMap != nil:
+						if src, _ := objs["ConfigMap/"+v.ConfigMap.Name].(*corev1.ConfigMap); src == nil || src.Data[item] == "" {
+							return fmt.Errorf("no example ConfigMap %s with key %s (deploy/kubernetes/example)", v.ConfigMap.Name, item)
+						}
+					case v.Secret != nil:
+						if src, _ := objs["Secret/"+v.Secret.SecretName].(*corev1.Secret); src == nil || (src.StringData[item] == "" && len(src.Data[item]) == 0) {
+							return fmt.Errorf("no example Secret %s with key %s (deploy/kubernetes/example)", v.Secret.SecretName, item)
+						}
 					}
-				}
-				if mount == nil {
-					t.Fatalf("%s: %s is on no volume the StatefulSet mounts", name, f)
-				}
-				item := strings.TrimPrefix(f, strings.TrimSuffix(mount.MountPath, "/")+"/")
-				v := volumes[mount.Name]
-				mode, secret := fs.FileMode(0o644), false // the kubelet's default mode
-				switch {
-				case v.ConfigMap != nil:
-					src, _ := objs["ConfigMap/"+v.ConfigMap.Name].(*corev1.ConfigMap)
-					if src == nil || src.Data[item] == "" {
-						t.Fatalf("%s: %s: no example ConfigMap %s with key %s (deploy/kubernetes/example)", name, f, v.ConfigMap.Name, item)
-					}
-					if v.ConfigMap.DefaultMode != nil {
-						mode = fs.FileMode(*v.ConfigMap.DefaultMode)
-					}
-				case v.Secret != nil:
-					src, _ := objs["Secret/"+v.Secret.SecretName].(*corev1.Secret)
-					if src == nil || (src.StringData[item] == "" && len(src.Data[item]) == 0) {
-						t.Fatalf("%s: %s: no example Secret %s with key %s (deploy/kubernetes/example)", name, f, v.Secret.SecretName, item)
-					}
-					if v.Secret.DefaultMode != nil {
-						mode = fs.FileMode(*v.Secret.DefaultMode)
-					}
-					secret = true
-				default:
-					t.Fatalf("%s: %s is on volume %s, neither a ConfigMap nor a Secret", name, f, mount.Name)
-				}
-				mode |= 0o440 // the kubelet under an fsGroup: group read on every file of the volume
-				if secret && !secretfile.Permitted(mode, 0, uint32(*psc.FSGroup), podGroups) {
-					t.Fatalf("%s: %s would be root:%d mode %04o: the host refuses it as a secret file (want defaultMode 0400 on volume %s)", name, f, *psc.FSGroup, mode, mount.Name)
-				}
-				// The files behind ..data, as the kubelet's atomic
-				// writer makes them. The test's own group stands for
-				// the fsGroup (this process is not in the pod's).
-				dir := filepath.Join(root, mount.MountPath)
-				data := filepath.Join(dir, "..2026_01_01_00_00_00.000000000")
-				os.MkdirAll(data, 0o755)
-				os.Symlink(filepath.Base(data), filepath.Join(dir, "..data"))
-				p := filepath.Join(data, item)
-				if err := os.WriteFile(p, content[item], 0o600); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Chown(p, 0, os.Getegid()); err != nil {
-					t.Fatal(err)
-				}
-				os.Chmod(p, mode)
-				os.Symlink(filepath.Join("..data", item), filepath.Join(dir, item))
+					return nil
+				})
 			}
 			// Read through the config loader again, the files now in
 			// place under the test's root.
@@ -411,6 +431,96 @@ func TestKubernetesSecuredExamples(t *testing.T) {
 	if secretfile.Permitted(0o644|0o440, 0, uint32(*psc.FSGroup), podGroups) {
 		t.Error("a key file of mode 0644 accepted")
 	}
+}
+
+// mountFile lays out the file f, which a config names, under root as the
+// kubelet would on the volume pod mounts f's directory from: behind a
+// ..data link, the volume's mode with group read (the kubelet under an
+// fsGroup), a Secret's files owned by root, with content[base name]. has
+// says whether the volume's ConfigMap or Secret holds the item. It fails t
+// when f is on no volume, the volume is neither a ConfigMap nor a Secret,
+// has refuses it, or a Secret's file would have a mode the host refuses
+// for a secret file.
+func mountFile(t *testing.T, root string, pod corev1.PodSpec, f string, content map[string][]byte, has func(v corev1.Volume, item string) error) {
+	t.Helper()
+	psc := pod.SecurityContext
+	if psc == nil || psc.FSGroup == nil || psc.RunAsGroup == nil {
+		t.Fatal("the pod needs runAsGroup and an fsGroup: a Secret volume's files are root's, readable by the fsGroup")
+	}
+	podGroups := []uint32{uint32(*psc.RunAsGroup), uint32(*psc.FSGroup)}
+	for _, g := range psc.SupplementalGroups {
+		podGroups = append(podGroups, uint32(g))
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range pod.Containers[0].VolumeMounts {
+		if strings.HasPrefix(f, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			mount = &pod.Containers[0].VolumeMounts[i]
+		}
+	}
+	if mount == nil {
+		t.Fatalf("%s is on no volume the StatefulSet mounts", f)
+	}
+	item := strings.TrimPrefix(f, strings.TrimSuffix(mount.MountPath, "/")+"/")
+	var v corev1.Volume
+	for _, vol := range pod.Volumes {
+		if vol.Name == mount.Name {
+			v = vol
+		}
+	}
+	mode, secret := fs.FileMode(0o644), false // the kubelet's default mode
+	var items []corev1.KeyToPath
+	switch {
+	case v.ConfigMap != nil:
+		if v.ConfigMap.DefaultMode != nil {
+			mode = fs.FileMode(*v.ConfigMap.DefaultMode)
+		}
+		items = v.ConfigMap.Items
+	case v.Secret != nil:
+		if v.Secret.DefaultMode != nil {
+			mode = fs.FileMode(*v.Secret.DefaultMode)
+		}
+		items, secret = v.Secret.Items, true
+	default:
+		t.Fatalf("%s is on volume %s, neither a ConfigMap nor a Secret", f, mount.Name)
+	}
+	// A volume that lists its items has those paths only.
+	if items != nil {
+		found := false
+		for _, it := range items {
+			if it.Path == item {
+				found = true
+				if it.Mode != nil {
+					mode = fs.FileMode(*it.Mode)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("%s: volume %s lists its items, and not %s", f, mount.Name, item)
+		}
+	}
+	if err := has(v, item); err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	mode |= 0o440 // the kubelet under an fsGroup: group read on every file of the volume
+	if secret && !secretfile.Permitted(mode, 0, uint32(*psc.FSGroup), podGroups) {
+		t.Fatalf("%s would be root:%d mode %04o: the host refuses it as a secret file (want defaultMode 0400 on volume %s)", f, *psc.FSGroup, mode, mount.Name)
+	}
+	// The files behind ..data, as the kubelet's atomic writer makes them.
+	// The test's own group stands for the fsGroup (this process is not in
+	// the pod's).
+	dir := filepath.Join(root, mount.MountPath)
+	data := filepath.Join(dir, "..2026_01_01_00_00_00.000000000")
+	os.MkdirAll(data, 0o755)
+	os.Symlink(filepath.Base(data), filepath.Join(dir, "..data"))
+	p := filepath.Join(data, item)
+	if err := os.WriteFile(p, content[filepath.Base(item)], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 0, os.Getegid()); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, mode)
+	os.Symlink(filepath.Join("..data", item), filepath.Join(dir, item))
 }
 
 // The image is built with deploy/build-static.sh (what image_build.sh
