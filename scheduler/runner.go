@@ -135,6 +135,38 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	if err != nil {
 		return nil, err
 	}
+	if err := r.loadModules(ctx, opts); err != nil {
+		return nil, err
+	}
+	r.brokers = cfg.Kafka.Brokers
+	logWarnings(log, kafkaconn.Warnings(cfg.Kafka))
+	if cfg.IsEmbedded() {
+		r.broker, err = kfake.NewCluster(kfake.Ports(cfg.Kafka.EmbeddedPort), kfake.NumBrokers(1))
+		if err != nil {
+			return nil, fmt.Errorf("kafka.brokers: start embedded broker: %w", err)
+		}
+		r.brokers = r.broker.ListenAddrs()
+		log.Info("embedded Kafka broker listening", "addr", strings.Join(r.brokers, ","))
+	}
+	if err := r.ensureTopics(ctx); err != nil {
+		return nil, err
+	}
+	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
+	r.budget.LimitAsync(cfg.Host.MaxAsyncInFlight, r.engine.AsyncInFlight)
+	r.budget.LimitHeldOutputs(r.engine)
+	r.trimmer = memtrim.Start()
+	r.budget.OnRetire(r.trimmer.Closed)
+	if err := r.newPipelines(opts); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// loadModules loads each pipeline's module into r.modules, in the
+// config's order: the one deployed (opts.Modules) or the config's. Every
+// module that does not load is one of the problems returned.
+func (r *Runner) loadModules(ctx context.Context, opts Options) error {
+	cfg, log := r.cfg, r.log
 	var obs host.Observer
 	if r.hooks.Tracer != nil {
 		obs = partition.JobObserver{}
@@ -144,6 +176,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 		pc := &cfg.Pipelines[i]
 		start := time.Now()
 		var m *host.Module
+		var err error
 		if wasm, ok := opts.Modules[pc.Name]; ok {
 			if opts.CheckConfigModules {
 				cm, cerr := loadModule(ctx, r.engine, cfg, pc, log, obs)
@@ -168,45 +201,33 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 		r.modules = append(r.modules, m)
 	}
 	if len(probs) > 0 {
-		return nil, probs
+		return probs
 	}
-	r.brokers = cfg.Kafka.Brokers
-	logWarnings(log, kafkaconn.Warnings(cfg.Kafka))
-	if cfg.IsEmbedded() {
-		r.broker, err = kfake.NewCluster(kfake.Ports(cfg.Kafka.EmbeddedPort), kfake.NumBrokers(1))
-		if err != nil {
-			return nil, fmt.Errorf("kafka.brokers: start embedded broker: %w", err)
-		}
-		r.brokers = r.broker.ListenAddrs()
-		log.Info("embedded Kafka broker listening", "addr", strings.Join(r.brokers, ","))
-	}
-	if err := r.ensureTopics(ctx); err != nil {
-		return nil, err
-	}
-	r.budget = NewBudget(cfg.Host.MaxInstances, cfg.Host.MaxInstanceMemory, cfg.Host.MaxInFlight)
-	r.budget.LimitAsync(cfg.Host.MaxAsyncInFlight, r.engine.AsyncInFlight)
-	r.budget.LimitHeldOutputs(r.engine)
-	r.trimmer = memtrim.Start()
-	r.budget.OnRetire(r.trimmer.Closed)
-	for i := range cfg.Pipelines {
-		pc := &cfg.Pipelines[i]
+	return nil
+}
+
+// newPipelines makes each configured pipeline, its retry tier after it
+// (retry.mode: topics), from the modules loaded.
+func (r *Runner) newPipelines(opts Options) error {
+	for i := range r.cfg.Pipelines {
+		pc := &r.cfg.Pipelines[i]
 		d := r.pipelineDeps(partition.Primary{Auto: pc.Instances.Auto})
 		d.version = &modVersion{M: r.modules[i]}
 		p, err := newPipeline(pc, d, opts.clientOpts...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.pipelines = append(r.pipelines, p)
 		if topics := pc.RetryTopics(); len(topics) > 0 {
 			d.role = partition.RetryTier{} // d.version: one version shared, retiring it waits for both
-			rp, err := newPipeline(retryConfig(cfg, pc, topics), d, opts.clientOpts...)
+			rp, err := newPipeline(retryConfig(r.cfg, pc, topics), d, opts.clientOpts...)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			r.pipelines = append(r.pipelines, rp)
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // pipelineDeps are what the runner builds a pipeline of role from,

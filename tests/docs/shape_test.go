@@ -32,7 +32,6 @@ var shapeDirs = []string{"abi", "cmd", "host", "internal", "scheduler", "tracing
 var oversized = map[string]funcShape{
 	"scheduler/config/load.go:Load":                          {118, 32},
 	"scheduler/config/validate.go:Config.checkKafkaSecurity": {59, 32},
-	"scheduler/runner.go:NewRunnerWith":                      {94, 21},
 }
 
 // structBounds are the structs whose fields (embedded structs opened) are
