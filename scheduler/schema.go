@@ -31,6 +31,7 @@ func newSchemaClient(cfg *config.Config, log *slog.Logger) (*schemareg.Client, e
 		return nil, nil
 	}
 	sc := schemaio.ClientConfig(&cfg.SchemaRegistry)
+	sc.Log = log // an output subject's new version, a refresh that fails
 	logWarnings(log, schemareg.Warnings(sc))
 	c, err := schemareg.New(sc)
 	if err != nil {

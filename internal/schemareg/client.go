@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -65,6 +66,11 @@ type Config struct {
 
 	Avro     avrocodec.Options
 	Protobuf protocodec.Options
+
+	// Log, when not nil, is told what changes while the host runs: an
+	// encoder of version latest taking a new version, a refresh that
+	// fails (once, until one succeeds again).
+	Log *slog.Logger
 }
 
 // TLS is the registry's TLS, with the rules of kafka.tls.

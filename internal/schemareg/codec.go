@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,17 +210,33 @@ func (e *Encoder) refresh() {
 		defer e.refreshing.Store(false)
 		e.c.Stats.Refreshes.Add(1)
 		t, err := e.resolve(context.Background())
+		old := e.cur.Load()
 		if err != nil {
 			e.c.Stats.RefreshErrors.Add(1)
-			e.lastErr.Store(&err)
+			if e.lastErr.Swap(&err) == nil {
+				e.log(slog.LevelWarn, "schema registry: refreshing the output subject's latest version failed; the schema in hand is kept and the refresh tried again every refresh_period",
+					"subject", e.cfg.Subject, "version", old.version, "schema_id", old.s.ID, "error", err.Error())
+			}
 			// Keep the schema in hand; try again after another period.
-			old := e.cur.Load()
 			e.cur.Store(&target{s: old.s, version: old.version, index: old.index, at: time.Now()})
 			return
 		}
-		e.lastErr.Store(nil)
+		if e.lastErr.Swap(nil) != nil {
+			e.log(slog.LevelInfo, "schema registry: the output subject's latest version is refreshed again", "subject", e.cfg.Subject)
+		}
+		if t.s.ID != old.s.ID || t.version != old.version {
+			e.log(slog.LevelInfo, "schema registry: outputs are written with the output subject's new latest version",
+				"subject", e.cfg.Subject, "version", t.version, "schema_id", t.s.ID, "previous_version", old.version, "previous_schema_id", old.s.ID)
+		}
 		e.cur.Store(t)
 	}()
+}
+
+// log logs msg when the client has a logger.
+func (e *Encoder) log(level slog.Level, msg string, args ...any) {
+	if l := e.c.cfg.Log; l != nil {
+		l.Log(context.Background(), level, msg, args...)
+	}
 }
 
 // Close stops refreshes and waits for one that runs.

@@ -3,6 +3,7 @@ package schemareg
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -427,5 +428,82 @@ func TestCacheBounds(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Kind != BadSchema || !strings.Contains(err.Error(), "max_schema_bytes") {
 		t.Errorf("schema too large: %v", err)
+	}
+}
+
+// logBuffer is a log written by the encoder's refresh goroutine and read
+// by the test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRefreshLogged: an encoder of version latest says when it takes a new
+// version, and when its refresh fails says so once (not every period) and
+// again when it recovers.
+func TestRefreshLogged(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	reg.SeedSchema("users-value", 1, 1, sr.Schema{Schema: userV1, Type: sr.TypeAvro})
+	var logs logBuffer
+	c := newClient(t, reg, func(c *Config) {
+		c.RefreshPeriod = 20 * time.Millisecond
+		c.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	enc, err := c.NewEncoder(context.Background(), EncoderConfig{Subject: "users-value"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	waitLog := func(what string, cond func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond(logs.String()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 5s; log:\n%s", what, logs.String())
+			}
+			if _, err := enc.AppendFramed(nil, []byte(`{"name":"a"}`)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	reg.SeedSchema("users-value", 2, 2, sr.Schema{Schema: userV2, Type: sr.TypeAvro})
+	waitLog("line for version 2", func(s string) bool {
+		return strings.Contains(s, "new latest version") && strings.Contains(s, "version=2 schema_id=2 previous_version=1 previous_schema_id=1")
+	})
+	var down atomic.Bool
+	down.Store(true)
+	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		return down.Load()
+	})
+	waitLog("warning of the failed refresh", func(s string) bool { return strings.Contains(s, "level=WARN") })
+	failures := c.Stats.RefreshErrors.Load()
+	waitLog("more failed refreshes", func(string) bool { return c.Stats.RefreshErrors.Load() >= failures+3 })
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings for %d failed refreshes, want 1:\n%s", n, c.Stats.RefreshErrors.Load(), logs.String())
+	}
+	if !strings.Contains(logs.String(), "HTTP 503") || !strings.Contains(logs.String(), "subject=users-value version=2") {
+		t.Fatalf("the warning does not say what failed:\n%s", logs.String())
+	}
+	down.Store(false)
+	waitLog("line for the recovery", func(s string) bool { return strings.Contains(s, "refreshed again") })
+	if strings.Count(logs.String(), "new latest version") != 1 {
+		t.Fatalf("a new version logged without one:\n%s", logs.String())
 	}
 }
