@@ -30,7 +30,10 @@ type Hooks struct {
 // DeadLetter, Faults, Skipped, Retried, Restarted, Borrowed, Released — are
 // counted per partition only (Pipeline.parts: one atomic add on the
 // partition's own counters) and summed when read (Pipeline.Snapshot); the
-// pipeline's own Stats hold the rest.
+// pipeline's own Stats hold the rest. Every field has its row in package
+// scheduler's counterTable (scheduler/counters.go), from which Snapshot,
+// the metrics and /status read it: a field without one fails
+// TestCounterTableIsWired.
 type Stats struct {
 	Fetched atomic.Int64 // records handed to tasks
 	// Read counts the records the client decoded from fetch responses:
