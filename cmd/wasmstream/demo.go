@@ -49,6 +49,8 @@ type demoCmd struct {
 	lookupAddr     string
 	stdout, stderr io.Writer
 	lines          [][]byte // --input's lines
+	schemas        schemaFlag
+	sch            *demoSchemas // schema-registry data; nil: none
 
 	inputs  map[string]bool // the pipelines' input topics
 	outputs []string        // their output, dead-letter and retry topics
@@ -67,6 +69,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 			defer stop()
 		}
 	}
+	defer func() { d.sch.close() }()
 	if code := d.prepare(); code >= 0 {
 		return code
 	}
@@ -88,8 +91,9 @@ func (d *demoCmd) parse(args []string) int {
 	fs.Float64Var(&d.rate, "rate", 2, "demo input records per second, after an initial burst of 20")
 	fs.StringVar(&d.input, "input", "", "produce this file's lines (one record each: JSON lines or text; \"-\": standard input) instead of the generated demo records")
 	fs.StringVar(&d.lookupAddr, "lookup-service", "127.0.0.1:18089", "serve the demo user directory that the lookup pipeline calls here (\"\": don't)")
+	fs.Var(&d.schemas, "schema", schemaFlagUsage+"; --input's lines, JSON, are framed with <topic>-value for the topics a pipeline decodes (input_format)")
 	fs.Usage = func() {
-		fmt.Fprintf(d.stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered. When --duration ends the input, records\nalready in a retry tier are given up to 20s to finish their path.\n\nFlags:\n")
+		fmt.Fprintf(d.stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE [--schema SUBJECT=FILE]...] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered. When --duration ends the input, records\nalready in a retry tier are given up to 20s to finish their path.\n\nSchema-registry data: for a pipeline whose input_format.value is confluent,\neach --input line is JSON, framed with the subject <topic>-value as a\nproducer's serializer would; --schema SUBJECT=FILE serves schema files from a\nregistry in this process in place of schema_registry.url, and outputs framed\nby output_format are printed as their JSON read back:\n\n  wasmstream demo --config config.yaml --input orders.jsonl \\\n    --schema orders-value=order.avsc --schema totals-value=total.avsc\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -121,6 +125,11 @@ func (d *demoCmd) prepare() int {
 			printErr(d.stderr, "wasmstream demo", err)
 			return 1
 		}
+	}
+	var err error
+	if d.sch, err = d.prepareSchemas(d.lines); err != nil {
+		printErr(d.stderr, "wasmstream demo", err)
+		return 1
 	}
 	if err := demoToken(&d.cf, d.stdout); err != nil {
 		printErr(d.stderr, "wasmstream demo", err)
@@ -214,13 +223,17 @@ func (d *demoCmd) banner(h *hostProc, brokers []string) {
 // 20 demo records and then --rate a second, until ctx ends.
 func (d *demoCmd) seed(ctx context.Context) {
 	if d.input != "" {
-		for _, l := range d.lines {
+		for i, l := range d.lines {
 			for in := range d.inputs {
 				rec := &kgo.Record{Topic: in, Value: l}
+				note := ""
+				if d.sch != nil && d.sch.framed[in] != nil {
+					rec.Value, note = d.sch.framed[in][i], fmt.Sprintf("  (framed: schema id %d)", d.sch.ids[in])
+				}
 				if err := d.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 					return
 				}
-				d.say("→ %-16s %s\n", in, printable(rec.Value))
+				d.say("→ %-16s %s%s\n", in, printable(l), note)
 			}
 		}
 		d.say("── %s: %d record(s) produced\n", termsafe.Line(d.input), len(d.lines))
@@ -284,7 +297,7 @@ func (d *demoCmd) printRecord(rec *kgo.Record) {
 		d.say("✗ %-16s %s[%s]@%s %s: %s\n", rec.Topic, printableHeader(rec, scheduler.HeaderOriginalTopic), printableHeader(rec, scheduler.HeaderOriginalPartition), printableHeader(rec, scheduler.HeaderOriginalOffset), kind, msg)
 		return
 	}
-	d.say("← %-16s %s\n", rec.Topic, printable(rec.Value))
+	d.say("← %-16s %s\n", rec.Topic, d.sch.show(rec.Topic, rec.Value))
 }
 
 // printStatus prints the status lines every two seconds until ctx ends.
