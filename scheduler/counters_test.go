@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http/httptest"
@@ -62,10 +63,7 @@ func TestCounterTableIsWired(t *testing.T) {
 	// A pipeline with state and schema-registry data (so that every scope
 	// is exported), two partitions, and every counter a different count:
 	// row i counts 1000*(i+1), split 1:2 over the partitions.
-	pc := &config.Pipeline{Name: "p"}
-	pc.InputFormat.Value.Format = config.FormatConfluent
-	p := &Pipeline{pc: pc, pipeCounters: &pipeCounters{}}
-	p.state = &state.Stores{}
+	p := counterPipeline()
 	a, b := p.partitionStats("in", 0), p.partitionStats("in", 1)
 	want := func(i int) int64 { return 1000 * int64(i+1) }
 	for i, c := range counterTable {
@@ -146,3 +144,45 @@ func (s counterStatus) View() []PipelineView {
 }
 
 func (counterStatus) Versions(string) []VersionStats { return nil }
+
+// counterPipeline is a pipeline that exports every scope of counter (state
+// and schema-registry data), built without a broker; its partitions come
+// with partitionStats.
+func counterPipeline() *Pipeline {
+	pc := &config.Pipeline{Name: "p"}
+	pc.InputFormat.Value.Format = config.FormatConfluent
+	p := &Pipeline{pc: pc, pipeCounters: &pipeCounters{}}
+	p.state = &state.Stores{}
+	return p
+}
+
+// What reading the counters costs with 64 partitions: a Snapshot's
+// counters (reflection sets its fields), and one collection of the
+// counter metrics (no reflection).
+func BenchmarkCounters(b *testing.B) {
+	p := counterPipeline()
+	for i := range 64 {
+		p.partitionStats("in", int32(i)).Fetched.Store(int64(i))
+	}
+	b.Run("Snapshot", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var s Snapshot
+			p.countersInto(&s)
+		}
+	})
+	b.Run("Collect", func(b *testing.B) {
+		r := &Runner{pipelines: []*Pipeline{p}}
+		reader := sdkmetric.NewManualReader()
+		if err := r.registerCounters(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("bench")); err != nil {
+			b.Fatal(err)
+		}
+		var rm metricdata.ResourceMetrics
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := reader.Collect(context.Background(), &rm); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
