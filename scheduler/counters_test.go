@@ -23,6 +23,7 @@ import (
 // add up to the same count, and, with a status key, that key in GET
 // /status. A counter added with a part missing fails here.
 func TestCounterTableIsWired(t *testing.T) {
+	t.Parallel()
 	rows := map[string]int{}
 	for i, c := range counterTable {
 		if c.name == "" {
