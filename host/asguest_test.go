@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
@@ -169,7 +170,7 @@ func TestASLookupRefusedHost(t *testing.T) {
 	srv := newLookupServer(t, func() time.Duration { return 0 })
 	m, err := sharedEngine(t).Load(context.Background(), asGuest(t, "plugins/examples/as-lookup"), ModuleConfig{
 		Name: "lookup", Env: map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
-		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{"lookup.internal:8080"}, ConfigKey: "pipelines.lookup.async.http"}},
+		Async: AsyncConfig{Config: asyncop.Config{HTTP: asyncop.HTTP{AllowHosts: []string{"lookup.internal:8080"}}}, Key: "pipelines.lookup.async"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func TestASLookupCompletionLeak(t *testing.T) {
 	m, err := sharedEngine(t).Load(context.Background(), asGuest(t, "plugins/examples/as-lookup"), ModuleConfig{
 		Name: "lookup", Limits: Limits{RecordTimeout: 300 * time.Millisecond},
 		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
-		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, ConfigKey: "pipelines.lookup.async.http"}},
+		Async: AsyncConfig{Config: asyncop.Config{HTTP: asyncop.HTTP{AllowHosts: []string{srv.Host()}}}, Key: "pipelines.lookup.async"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +223,7 @@ func TestASLookupAbortLosesInstance(t *testing.T) {
 	m, err := sharedEngine(t).Load(context.Background(), asGuest(t, "plugins/examples/as-lookup"), ModuleConfig{
 		Name: "lookup", Limits: Limits{RecordTimeout: 5 * time.Second},
 		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
-		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, ConfigKey: "pipelines.lookup.async.http"}},
+		Async: AsyncConfig{Config: asyncop.Config{HTTP: asyncop.HTTP{AllowHosts: []string{srv.Host()}}}, Key: "pipelines.lookup.async"},
 	})
 	if err != nil {
 		t.Fatal(err)

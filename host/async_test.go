@@ -6,12 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/tests/lookupsrv"
 )
@@ -38,7 +43,7 @@ func loadLookupWasm(t testing.TB, wasm []byte, srv *lookupServer, lim Limits, al
 	m, err := e.Load(context.Background(), wasm, ModuleConfig{
 		Name: "lookup", Limits: lim,
 		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
-		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: allow, Timeout: 2 * time.Second, ConfigKey: "pipelines.lookup.async.http"}},
+		Async: AsyncConfig{Config: asyncop.Config{HTTP: asyncop.HTTP{AllowHosts: allow, Timeout: 2 * time.Second}}, Key: "pipelines.lookup.async"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -321,4 +326,45 @@ func TestAsyncConcurrentInstances(t *testing.T) {
 	}
 	wg.Wait()
 	waitZero(t, e)
+}
+
+// A module's connections close with it: a replaced pipeline's module does
+// not keep them (and their goroutines) open until they have been idle long
+// enough.
+func TestHTTPConnectionsCloseWithModule(t *testing.T) {
+	var opened, closed atomic.Int64
+	srv := lookupsrv.Handler(nil)
+	srv.Server = httptest.NewUnstartedServer(srv)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	m, _ := loadLookupWasm(t, guest(t, "plugins/examples/lookup"), srv, Limits{RecordTimeout: 10 * time.Second})
+	in := newInstance(t, m)
+	const n = 8
+	for i := 0; i < n; i++ {
+		if res := in.Process(context.Background(), rec(fmt.Sprint("k", i), ""), i); res.Status != abi.StatusPending {
+			t.Fatalf("record %d: %v %v", i, res.Status, res.Err)
+		}
+	}
+	for tag, res := range drain(t, in, n, 10*time.Second) {
+		if res.Err != nil || len(res.Outputs) != 1 {
+			t.Fatalf("record %v: %+v", tag, res)
+		}
+	}
+	if opened.Load() == 0 || closed.Load() != 0 {
+		t.Fatalf("before Close: %d connections opened, %d closed", opened.Load(), closed.Load())
+	}
+	m.Close(context.Background())
+	for end := time.Now().Add(5 * time.Second); closed.Load() < opened.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("after Close: %d of %d connections closed", closed.Load(), opened.Load())
+		}
+	}
 }

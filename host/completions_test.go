@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
@@ -415,7 +416,7 @@ func TestSDKCompletionsInOneCall(t *testing.T) {
 				m, err := sharedEngine(t).Load(context.Background(), wasm, ModuleConfig{
 					Name: "lookup", Limits: Limits{RecordTimeout: 10 * time.Second}, Observer: obs,
 					Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
-					Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: []string{srv.Host()}, Timeout: 2 * time.Second, ConfigKey: "pipelines.lookup.async.http"}},
+					Async: AsyncConfig{Config: asyncop.Config{HTTP: asyncop.HTTP{AllowHosts: []string{srv.Host()}, Timeout: 2 * time.Second}}, Key: "pipelines.lookup.async"},
 				})
 				if err != nil {
 					t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	"github.com/wasmstream/wasmstream/host/internal/meter"
 	"github.com/wasmstream/wasmstream/host/internal/slots"
 	"github.com/wasmstream/wasmstream/host/limits"
@@ -195,9 +196,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
 	}
 	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, clock: e.clock(), asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name), fromCache: fromDisk}
-	if m.async.MaxPerRecord <= 0 {
-		m.async.MaxPerRecord = 16
-	}
+	m.async.SetDefaults()
 	m.ops = defaultOperations(m.async)
 	ok := false
 	defer func() {
@@ -273,8 +272,8 @@ func (m *Module) Close(ctx context.Context) error {
 	// otherwise stay open, each with its reading and writing goroutines,
 	// until their idle timeout; requests still running keep theirs.
 	for _, op := range m.ops {
-		if c, ok := op.(interface{ closeIdle() }); ok {
-			c.closeIdle()
+		if c, ok := op.(asyncop.IdleCloser); ok {
+			c.CloseIdleConnections()
 		}
 	}
 	return m.rt.Close(ctx)

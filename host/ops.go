@@ -1,37 +1,17 @@
 package host
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
-	"github.com/wasmstream/wasmstream/host/internal/http1"
-	"github.com/wasmstream/wasmstream/host/limits"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 )
 
-// An Operation performs one kind of asynchronous operation for guests. The
-// registry of a module maps abi.OpKind to its Operation; a new kind is a new
-// OpKind constant and a new Operation, and nothing else in the ABI changes.
-type Operation interface {
-	// Start decodes req and starts the operation. A malformed request is an
-	// error (the guest's async_start gets ErrnoBadEncoding; an error that is
-	// an abi.Errno, that errno) and done is not called. Otherwise Start returns a short description for reports
-	// ("GET http://lookup/users/7") and done is called exactly once, from
-	// any goroutine, with the result (abi.AppendCompletionOK or
-	// abi.AppendCompletionError), also when ctx ends first. A refusal by
-	// policy is a result, so the guest reads why.
-	Start(ctx context.Context, req []byte, done func(result []byte)) (desc string, err error)
-}
+// An Operation performs one kind of asynchronous operation for guests
+// (asyncop.Operation, where the operations with settings are).
+type Operation = asyncop.Operation
 
 // A RecordOperation is an Operation that acts for its record, on its
 // state: async_start calls StartRecord instead of Start, on the instance's
@@ -48,75 +28,29 @@ type RecordOperation interface {
 
 // AsyncConfig enables a module's asynchronous operations.
 type AsyncConfig struct {
-	// MaxPerRecord caps the operations one record may have outstanding;
-	// async_start returns ErrnoLimit past it. 0 means 16.
-	MaxPerRecord int
-	HTTP         HTTPConfig
+	// Config is the pipeline's async section, whole; its zero fields take
+	// their defaults. The operations of its sections are the module's,
+	// beside the timer and the state reads.
+	asyncop.Config
+	// Key names the section in refusals ("pipelines.lookup.async"); empty:
+	// "async".
+	Key string
+	// Env is what the operations share with every module: the process's
+	// clients.
+	Env asyncop.Env
 	// Operations adds or replaces operation kinds (tests, embedders).
 	Operations map[abi.OpKind]Operation
 }
 
-// HTTPConfig configures the OpHTTP operation. With no AllowHosts every
-// request is refused: a module has no network unless the config grants it.
-type HTTPConfig struct {
-	// AllowHosts are the hosts a guest may call: "name", "name:port" or
-	// "*.domain" (any subdomain). Names compare case-insensitively; an entry
-	// without a port allows every port.
-	AllowHosts []string
-	// Timeout bounds each request, from start to the end of the body (0 =
-	// 10s). A guest may ask for less, never more; the record's deadline
-	// bounds it too.
-	Timeout time.Duration
-	// ConnectTimeout bounds connecting and the TLS handshake (0 = 3s).
-	ConnectTimeout time.Duration
-	// MaxResponseBytes caps a response (0 = 1 MiB): its status line, header
-	// names and values and body together, as the guest would read them. The
-	// transport stops reading headers past it; a longer response completes
-	// with an error.
-	MaxResponseBytes int64
-	// MaxRequestBytes caps a request body (0 = 1 MiB).
-	MaxRequestBytes int
-	// ConfigKey names the configuration section in refusals.
-	ConfigKey string
-}
-
-// DefaultHTTP holds the values used for HTTPConfig's zero fields: the
-// defaults of a pipeline's async.http keys (scheduler/config takes the same
-// numbers from package host/limits).
-var DefaultHTTP = HTTPConfig{
-	Timeout:          limits.HTTPTimeout,
-	ConnectTimeout:   limits.HTTPConnectTimeout,
-	MaxResponseBytes: limits.HTTPMaxResponseBytes,
-	MaxRequestBytes:  limits.HTTPMaxRequestBytes,
-	ConfigKey:        limits.HTTPConfigKey,
-}
-
-func (c HTTPConfig) withDefaults() HTTPConfig {
-	if c.Timeout <= 0 {
-		c.Timeout = DefaultHTTP.Timeout
-	}
-	if c.ConnectTimeout <= 0 {
-		c.ConnectTimeout = DefaultHTTP.ConnectTimeout
-	}
-	if c.MaxResponseBytes <= 0 {
-		c.MaxResponseBytes = DefaultHTTP.MaxResponseBytes
-	}
-	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = DefaultHTTP.MaxRequestBytes
-	}
-	if c.ConfigKey == "" {
-		c.ConfigKey = DefaultHTTP.ConfigKey
-	}
-	return c
-}
-
 func defaultOperations(cfg AsyncConfig) map[abi.OpKind]Operation {
-	ops := map[abi.OpKind]Operation{
-		abi.OpTimer:     timerOp{},
-		abi.OpHTTP:      newHTTPOp(cfg.HTTP),
-		abi.OpStateGet:  stateGetOp{},
-		abi.OpStateScan: stateScanOp{},
+	key := cfg.Key
+	if key == "" {
+		key = "async"
 	}
+	ops := cfg.Config.Operations(key, cfg.Env)
+	ops[abi.OpTimer] = timerOp{}
+	ops[abi.OpStateGet] = stateGetOp{}
+	ops[abi.OpStateScan] = stateScanOp{}
 	for k, op := range cfg.Operations {
 		ops[k] = op
 	}
@@ -142,354 +76,6 @@ func (timerOp) Start(ctx context.Context, req []byte, done func([]byte)) (string
 		}
 	}()
 	return "timer " + d.String(), nil
-}
-
-// httpOp performs HTTP requests to allowed hosts.
-type httpOp struct {
-	cfg    HTTPConfig
-	client *http.Client
-	plain  *http1.Client // the client's transport for http://
-}
-
-func newHTTPOp(cfg HTTPConfig) *httpOp {
-	cfg = cfg.withDefaults()
-	op := &httpOp{cfg: cfg}
-	dial := (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
-	tr := &http.Transport{
-		Proxy:                 nil, // never from the environment: the allow list is the policy
-		DialContext:           dial,
-		TLSHandshakeTimeout:   cfg.ConnectTimeout,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     true,
-		// Headers count against the response cap: the transport stops
-		// reading them (HTTP/1 and HTTP/2) before they could exceed it.
-		MaxResponseHeaderBytes: cfg.MaxResponseBytes,
-	}
-	// http:// goes over connections read and written by the goroutine
-	// that asks (RATIONALE.md, "Plain HTTP on the asking goroutine");
-	// https:// over net/http's Transport, with HTTP/2.
-	plain := &http1.Client{
-		Dial:           dial,
-		MaxIdlePerHost: tr.MaxIdleConnsPerHost,
-		IdleTimeout:    tr.IdleConnTimeout,
-		MaxHeaderBytes: cfg.MaxResponseBytes,
-	}
-	op.plain = plain
-	op.client = &http.Client{
-		Transport: bySchemeTransport{plain: plain, tls: tr},
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) > 5 { // via: the requests before this one; five redirects are followed
-				return errors.New("stopped after 5 redirects")
-			}
-			return op.allowed(req.URL)
-		},
-	}
-	return op
-}
-
-// bySchemeTransport sends http:// requests with plain and the others with
-// tls.
-type bySchemeTransport struct {
-	plain *http1.Client
-	tls   *http.Transport
-}
-
-func (t bySchemeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme == "http" {
-		return t.plain.RoundTrip(req)
-	}
-	ctx := req.Context()
-	d, ok := http1.RequestDeadline(ctx)
-	if cd, has := ctx.Deadline(); !ok || (has && !cd.After(d)) {
-		return t.tls.RoundTrip(req)
-	}
-	// The request's deadline comes before its context's: net/http takes
-	// it as a context, canceled once the body is closed.
-	dctx, cancel := context.WithDeadline(ctx, d)
-	resp, err := t.tls.RoundTrip(req.WithContext(dctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = cancelOnClose{resp.Body, cancel}
-	return resp, nil
-}
-
-// cancelOnClose is a response body that cancels its request's context
-// when closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
-}
-
-func (t bySchemeTransport) CloseIdleConnections() {
-	t.plain.CloseIdleConnections()
-	t.tls.CloseIdleConnections()
-}
-
-// closeIdle closes the idle connections of op's transport: its module
-// closed.
-func (op *httpOp) closeIdle() { op.client.CloseIdleConnections() }
-
-// allowed checks u against the allow list.
-func (op *httpOp) allowed(u *url.URL) error {
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("scheme %q is not allowed (http or https)", u.Scheme)
-	}
-	host := strings.ToLower(u.Hostname())
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	for _, e := range op.cfg.AllowHosts {
-		eh, ep := strings.ToLower(e), ""
-		if h, p, err := net.SplitHostPort(e); err == nil {
-			eh, ep = strings.ToLower(h), p
-		}
-		if ep != "" && ep != port {
-			continue
-		}
-		if eh == host || (strings.HasPrefix(eh, "*.") && strings.HasSuffix(host, eh[1:])) {
-			return nil
-		}
-	}
-	if len(op.cfg.AllowHosts) == 0 {
-		return fmt.Errorf("host %s is not allowed: no hosts are (%s.allow_hosts is empty)", net.JoinHostPort(host, port), op.cfg.ConfigKey)
-	}
-	return fmt.Errorf("host %s is not allowed (%s.allow_hosts: %s)", net.JoinHostPort(host, port), op.cfg.ConfigKey, strings.Join(op.cfg.AllowHosts, ", "))
-}
-
-func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (string, error) {
-	req, err := abi.DecodeHTTPRequest(raw)
-	if err != nil {
-		return "", err
-	}
-	if req.Method == "" {
-		req.Method = http.MethodGet
-	}
-	desc := req.Method + " " + req.URL
-	if len(desc) > 200 {
-		desc = desc[:200] + "…"
-	}
-	refuse := func(format string, args ...any) (string, error) {
-		done(abi.AppendCompletionError(nil, abi.CompletionRefused, "http: "+fmt.Sprintf(format, args...)))
-		return desc, nil
-	}
-	timeout := op.cfg.Timeout
-	if req.Timeout > 0 && req.Timeout < timeout {
-		timeout = req.Timeout
-	}
-	rctx := withTimeout(ctx, timeout)
-	// The body is a copy: req's aliases the guest's memory, which the guest
-	// goes on writing while the request is sent (one over the limit is
-	// refused below, and not copied). No body, or an empty one, is
-	// http.NoBody (set below), without a reader to make.
-	var body io.Reader
-	if len(req.Body) > 0 && len(req.Body) <= op.cfg.MaxRequestBytes {
-		body = bytes.NewReader(bytes.Clone(req.Body))
-	}
-	// The request parses the URL, once: the allow list checks what it
-	// will request. Nothing is sent before Do.
-	hr, err := http.NewRequestWithContext(rctx, req.Method, req.URL, body)
-	if err != nil {
-		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			return refuse("bad URL: %v", err)
-		}
-		return refuse("%v", err)
-	}
-	if err := op.allowed(hr.URL); err != nil {
-		return refuse("%s %s refused: %v", req.Method, req.URL, err)
-	}
-	if len(req.Body) > op.cfg.MaxRequestBytes {
-		return refuse("request body of %d bytes exceeds %s.max_request_bytes (%d)", len(req.Body), op.cfg.ConfigKey, op.cfg.MaxRequestBytes)
-	}
-	if body == nil {
-		hr.Body, hr.ContentLength = http.NoBody, 0
-	}
-	for _, h := range req.Headers {
-		hr.Header.Add(h.Key, string(h.Value))
-	}
-	opGoroutines.Go(func() { done(op.do(rctx, hr, timeout)) })
-	return desc, nil
-}
-
-// withTimeout is ctx carrying a request's deadline, timeout from now, when
-// ctx ends later (a record's deadline; usually it is shorter than a
-// request's timeout: limits.record_timeout 5s, async.http.timeout 10s).
-// The deadline is a value, not a context of its own with a timer: a plain
-// connection takes it as its deadline, and only an https request makes it
-// a context (bySchemeTransport).
-func withTimeout(ctx context.Context, timeout time.Duration) context.Context {
-	d := time.Now().Add(timeout)
-	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
-		return ctx
-	}
-	return http1.WithRequestDeadline(ctx, d)
-}
-
-func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duration) []byte {
-	fail := func(err error) []byte {
-		msg := err.Error()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("%s %s: timed out (request timeout %s or the record's deadline): %v", hr.Method, hr.URL, timeout, err)
-		}
-		return abi.AppendCompletionError(nil, abi.CompletionError, "http: "+msg)
-	}
-	tooLarge := func(detail string) []byte {
-		return abi.AppendCompletionError(nil, abi.CompletionError, fmt.Sprintf("http: %s %s: response over %s.max_response_bytes (%d bytes for the status line, headers and body together): %s", hr.Method, hr.URL, op.cfg.ConfigKey, op.cfg.MaxResponseBytes, detail))
-	}
-	resp, err := op.send(hr)
-	if err != nil {
-		if headerLimitErr(err) {
-			return tooLarge(fmt.Sprintf("the transport stopped reading its headers (%v)", err))
-		}
-		if strings.Contains(err.Error(), "connection error: PROTOCOL_ERROR") {
-			// An HTTP/2 client ends the connection this way when a header
-			// block is far over the limit it advertised.
-			err = fmt.Errorf("%w (the server broke HTTP/2, or sent response headers over %s.max_response_bytes (%d))", err, op.cfg.ConfigKey, op.cfg.MaxResponseBytes)
-		}
-		return fail(err)
-	}
-	defer resp.Body.Close()
-	head := headerSize(resp)
-	if head > op.cfg.MaxResponseBytes {
-		return tooLarge(fmt.Sprintf("%d bytes of status line and headers", head))
-	}
-	room := op.cfg.MaxResponseBytes - head
-	// The completion is encoded first with a null body, whose length the
-	// body read into the same buffer then replaces: one allocation, sized
-	// by Content-Length when the server sends one within the cap (and a
-	// byte more, where the read meets the end of the body).
-	hint := int64(512)
-	if resp.ContentLength >= 0 && resp.ContentLength <= room {
-		hint = resp.ContentLength + 1
-	}
-	vals := 0
-	for _, vs := range resp.Header {
-		vals += len(vs)
-	}
-	b := make([]byte, 1, 1+4+4+int(head)+8*vals+4+int(hint))
-	b[0] = abi.CompletionOK
-	b = abi.AppendHTTPResponseOf(b, resp.StatusCode, resp.Header, nil)
-	at := len(b)
-	b, err = appendBounded(b, resp.Body, room)
-	if err != nil {
-		return fail(err)
-	}
-	n := int64(len(b) - at)
-	if n > room {
-		return tooLarge(fmt.Sprintf("%d bytes of status line and headers, then a body of more than %d", head, room))
-	}
-	binary.LittleEndian.PutUint32(b[at-4:at], uint32(n))
-	return b
-}
-
-// send is op.client.Do(hr). A plain-HTTP request goes to its connection
-// directly: the client, with its copies of the request's headers for
-// redirects, is needed only when the answer is a redirect, which it then
-// follows from that answer as it would have.
-func (op *httpOp) send(hr *http.Request) (*http.Response, error) {
-	if hr.URL.Scheme != "http" || hr.URL.User != nil {
-		// The client sends a URL's user and password as Basic
-		// authentication; the connection would not.
-		return op.client.Do(hr)
-	}
-	resp, err := op.plain.RoundTrip(hr)
-	if err != nil {
-		// What the client would have returned.
-		verb := "Get"
-		if hr.Method != "" {
-			verb = hr.Method[:1] + strings.ToLower(hr.Method[1:])
-		}
-		return nil, &url.Error{Op: verb, URL: hr.URL.Redacted(), Err: err}
-	}
-	switch resp.StatusCode {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		c := *op.client
-		c.Transport = &answered{first: resp, next: op.client.Transport}
-		return c.Do(hr)
-	}
-	return resp, nil
-}
-
-// answered is a transport whose first request was answered already.
-type answered struct {
-	first *http.Response
-	next  http.RoundTripper
-}
-
-func (a *answered) RoundTrip(req *http.Request) (*http.Response, error) {
-	if resp := a.first; resp != nil {
-		a.first = nil
-		return resp, nil
-	}
-	return a.next.RoundTrip(req)
-}
-
-// appendBounded appends what r reads to b until io.EOF or until it has
-// appended more than max bytes (max+1 at most: the caller refuses those).
-// It grows b by doubling, never past max+1 bytes appended.
-func appendBounded(b []byte, r io.Reader, max int64) ([]byte, error) {
-	start := len(b)
-	for {
-		got := int64(len(b) - start)
-		if got > max {
-			return b, nil
-		}
-		left := max + 1 - got
-		if len(b) == cap(b) {
-			grow := int64(cap(b))
-			if grow < 512 {
-				grow = 512
-			}
-			if grow > left {
-				grow = left
-			}
-			b = append(b[:cap(b)], make([]byte, grow)...)[:len(b)]
-		}
-		spare := b[len(b):cap(b)]
-		if int64(len(spare)) > left {
-			spare = spare[:left]
-		}
-		n, err := r.Read(spare)
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-}
-
-// headerSize is what a response's status line and headers count against
-// max_response_bytes: the protocol and status, and every header name and
-// value.
-func headerSize(resp *http.Response) int64 {
-	n := int64(len(resp.Proto) + 1 + len(resp.Status))
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			n += int64(len(k) + len(v))
-		}
-	}
-	return n
-}
-
-// headerLimitErr reports whether err is the transport refusing response
-// headers over Transport.MaxResponseHeaderBytes (HTTP/1 or HTTP/2); net/http
-// has no sentinel for either.
-func headerLimitErr(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "server response headers exceeded") || strings.Contains(msg, "header list larger than")
 }
 
 // describe names an op for reports.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 )
 
 // FuzzOperationStart feeds the bytes a guest passes to async_start to the
@@ -28,7 +29,7 @@ func FuzzOperationStart(f *testing.F) {
 	st := &mapState{m: map[string][]byte{"a": []byte("1"), "ab": {}, "b": []byte("2")}, maxValue: 64, foreign: "other-"}
 	ops := map[abi.OpKind]Operation{
 		abi.OpTimer:     timerOp{},
-		abi.OpHTTP:      newHTTPOp(HTTPConfig{AllowHosts: []string{"127.0.0.1:1"}, MaxRequestBytes: 64}),
+		abi.OpHTTP:      asyncop.NewHTTP(asyncop.HTTP{AllowHosts: []string{"127.0.0.1:1"}, MaxRequestBytes: 64}, ""),
 		abi.OpStateGet:  stateGetOp{},
 		abi.OpStateScan: stateScanOp{},
 	}

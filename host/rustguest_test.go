@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
@@ -153,7 +154,7 @@ func loadAsyncGuest(t testing.TB, wasm []byte, srv *lookupServer, lim Limits, al
 	m, err := newEngine(t).Load(context.Background(), wasm, ModuleConfig{
 		Name: "lookup", Limits: lim,
 		Env:   map[string]string{"LOOKUP_URL": srv.URL + "/users/"},
-		Async: AsyncConfig{HTTP: HTTPConfig{AllowHosts: allow, Timeout: 2 * time.Second, ConfigKey: "pipelines.lookup.async.http"}},
+		Async: AsyncConfig{Config: asyncop.Config{HTTP: asyncop.HTTP{AllowHosts: allow, Timeout: 2 * time.Second}}, Key: "pipelines.lookup.async"},
 	})
 	if err != nil {
 		t.Fatal(err)

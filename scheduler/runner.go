@@ -312,20 +312,10 @@ func ModuleConfig(pc *config.Pipeline, obs host.Observer) host.ModuleConfig {
 			LogBurstBytes:     pc.Limits.LogBurstBytes,
 		},
 		AllowedTopics: allowed,
-		Async: host.AsyncConfig{
-			MaxPerRecord: pc.Async.MaxPerRecord,
-			HTTP: host.HTTPConfig{
-				AllowHosts:       pc.Async.HTTP.AllowHosts,
-				Timeout:          pc.Async.HTTP.Timeout,
-				ConnectTimeout:   pc.Async.HTTP.ConnectTimeout,
-				MaxResponseBytes: pc.Async.HTTP.MaxResponseBytes,
-				MaxRequestBytes:  pc.Async.HTTP.MaxRequestBytes,
-				ConfigKey:        "pipelines." + pc.Name + ".async.http",
-			},
-		},
-		Env:      pc.Env,
-		Observer: obs,
-		Weight:   pc.Weight,
+		Async:         host.AsyncConfig{Config: pc.Async, Key: "pipelines." + pc.Name + ".async"},
+		Env:           pc.Env,
+		Observer:      obs,
+		Weight:        pc.Weight,
 	}
 }
 

@@ -1,9 +1,10 @@
 // Package limits holds the host's fixed bounds and the defaults of its
-// per-module limits, clocks and HTTP operations: the numbers the
+// per-module limits and clocks: the numbers the
 // configuration (scheduler/config) takes its defaults and ranges from. It
 // imports nothing, so the configuration can know them without linking the
 // WebAssembly runtime; package host uses them and re-exports them under its
-// own names (host.MaxModuleBytes, host.DefaultLimits, host.DefaultHTTP, ...).
+// own names (host.MaxModuleBytes, host.DefaultLimits, ...). The settings of
+// the asynchronous operations are package host/asyncop's.
 package limits
 
 import "time"
@@ -41,14 +42,4 @@ const (
 	// schedules by the monotonic clock, and one that does not move for
 	// longer keeps its record waiting.
 	MaxClockResolution = time.Second
-)
-
-// Defaults of the HTTP operation (host.HTTPConfig's zero fields; a
-// pipeline's async.http.*).
-const (
-	HTTPTimeout          = 10 * time.Second
-	HTTPConnectTimeout   = 3 * time.Second
-	HTTPMaxResponseBytes = 1 << 20
-	HTTPMaxRequestBytes  = 1 << 20
-	HTTPConfigKey        = "async.http"
 )

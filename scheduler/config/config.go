@@ -10,7 +10,9 @@
 //     tag is the key), and the helpers that derive names from them
 //     (GroupID, RetryTopics, ModulePath, ...).
 //   - defaults.go: every default, in one table (Defaults and
-//     PipelineDefaults), and applyDefaults, which fills unset keys from it.
+//     PipelineDefaults), and applyDefaults, which fills unset keys from it;
+//     the async section's defaults and checks are stated beside each
+//     operation (package host/asyncop), which the table takes whole.
 //     config.yaml states the same values; a test fails if the two drift.
 //   - load.go: Load (file, then environment, then --set flags; unknown keys;
 //     the "auto" values), then defaults, then Validate.

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	"github.com/wasmstream/wasmstream/host/limits"
 )
 
@@ -12,9 +13,10 @@ import (
 // value each key takes when the file, the environment and flags leave it
 // unset (zero), and applyDefaults fills them in. A few defaults depend on
 // other keys; applyDefaults states those at the end, as code. The limits.*
-// and async.http.* defaults are the engine's own (host.DefaultLimits,
-// host.DefaultHTTP), taken from the numbers both read (package host/limits,
-// which links no WebAssembly runtime). config.yaml at the repository root
+// defaults are the engine's own (host.DefaultLimits), taken from the
+// numbers both read (package host/limits, which links no WebAssembly
+// runtime); the async.* defaults are stated beside each operation, in
+// package host/asyncop, whose section the host takes whole. config.yaml at the repository root
 // repeats every default in its comments; TestReferenceConfigStatesDefaults
 // fails when the two differ. cmd/wasmstream's flags refer to these too.
 // host.clock_resolution is the engine's own default too
@@ -199,16 +201,8 @@ func PipelineDefaults() Pipeline {
 			Interval:   100 * time.Millisecond,
 			Timeout:    time.Minute,
 		},
-		Async: Async{
-			MaxInFlight:  64,
-			MaxPerRecord: 16,
-			HTTP: AsyncHTTP{
-				Timeout:          limits.HTTPTimeout,
-				ConnectTimeout:   limits.HTTPConnectTimeout,
-				MaxResponseBytes: limits.HTTPMaxResponseBytes,
-				MaxRequestBytes:  limits.HTTPMaxRequestBytes,
-			},
-		},
+		// Stated beside each operation (package host/asyncop).
+		Async: asyncop.Defaults(),
 		Retry: Retry{
 			Mode:            RetryTopics,
 			MaxAttempts:     4,

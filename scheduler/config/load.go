@@ -34,77 +34,24 @@ var envAliases = map[string]string{schemaPasswordEnv: "schema_registry.basic_aut
 // Load reads the configuration: the YAML file at path (may be ""), then the
 // environment (environ, KEY=VALUE), then sets ("key=value", from flags),
 // each overriding the one before. It checks for unknown keys, applies
-// defaults and validates.
+// defaults and validates. Every problem of the three sources is reported
+// at once.
 func Load(path string, environ []string, sets []string) (*Config, error) {
 	k := koanf.New(".")
-	var probs Problems
 	cfg := &Config{}
-	if path != "" {
-		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
-		}
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Dir = filepath.Dir(abs)
-	}
 	secrets := secretLeaves(reflect.TypeOf(Config{}), "")
-	if path != "" {
-		for _, key := range sortedKeys(secrets) {
-			if v := k.Get(key); v != nil && v != "" {
-				probs = append(probs, secretRefused(key, secrets[key], "the config file"))
-			}
-		}
+	probs, err := loadFile(k, cfg, path, secrets)
+	if err != nil {
+		return nil, err
 	}
 	leaves := leafKeys(reflect.TypeOf(Config{}), "")
-	envMap := map[string]any{}
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) || reservedEnv[name] {
-			continue
+	envMap, envProbs := envOverrides(environ, leaves)
+	setMap, setProbs := setOverrides(sets, leaves, secrets)
+	probs = append(append(probs, envProbs...), setProbs...)
+	for _, m := range []map[string]any{envMap, setMap} {
+		if err := k.Load(confmap.Provider(m, "."), nil); err != nil {
+			return nil, err
 		}
-		key, found := envKey(name, leaves)
-		if !found {
-			probs = append(probs, fmt.Sprintf("environment variable %s: matches no config key (keys inside pipelines cannot be set from the environment)", name))
-			continue
-		}
-		envMap[key] = val
-	}
-	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
-		return nil, err
-	}
-	setMap := map[string]any{}
-	for _, s := range sets {
-		// No value given here reaches an error (secrets.go).
-		key, val, ok := strings.Cut(s, "=")
-		if !ok {
-			if looksSecret(s) {
-				probs = append(probs, "--set: an argument is not key=value (not shown: it names a key that may hold a secret)")
-			} else {
-				probs = append(probs, fmt.Sprintf("--set %q: want key=value", s))
-			}
-			continue
-		}
-		if _, found := leaves[strings.ReplaceAll(key, ".", "_")]; !found {
-			msg := fmt.Sprintf("--set %s: unknown key (keys inside pipelines cannot be set from flags; the value given is not shown)", key)
-			if near, ok := closestKey(key, leaves); ok {
-				msg += "; did you mean " + near + "?"
-				if file, secret := secrets[near]; secret {
-					msg += " (a secret: never on --set; set " + file + " or the environment variable " + EnvPrefix + strings.ToUpper(strings.ReplaceAll(near, ".", "_")) + ")"
-				}
-			}
-			probs = append(probs, msg)
-			continue
-		}
-		if file, secret := secrets[key]; secret {
-			probs = append(probs, secretRefused(key, file, "--set"))
-			continue
-		}
-		setMap[key] = val
-	}
-	if err := k.Load(confmap.Provider(setMap, "."), nil); err != nil {
-		return nil, err
 	}
 	raw := k.Raw()
 	autos := takeAutos(raw)
@@ -120,6 +67,101 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 	if len(probs) > 0 {
 		return nil, probs
 	}
+	if err := decode(k, cfg); err != nil {
+		return nil, err
+	}
+	applyAutos(cfg, autos)
+	cfg.applyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// loadFile loads the YAML file at path into k (nothing when path is "")
+// and sets cfg.Dir to its directory. A secret given in it is a problem.
+func loadFile(k *koanf.Koanf, cfg *Config, path string, secrets map[string]string) (Problems, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = filepath.Dir(abs)
+	var probs Problems
+	for _, key := range sortedKeys(secrets) {
+		if v := k.Get(key); v != nil && v != "" {
+			probs = append(probs, secretRefused(key, secrets[key], "the config file"))
+		}
+	}
+	return probs, nil
+}
+
+// envOverrides are the keys the WASMSTREAM_ variables of environ set, and
+// a problem for each that names no key.
+func envOverrides(environ []string, leaves map[string]string) (map[string]any, Problems) {
+	envMap := map[string]any{}
+	var probs Problems
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || reservedEnv[name] {
+			continue
+		}
+		key, found := envKey(name, leaves)
+		if !found {
+			probs = append(probs, fmt.Sprintf("environment variable %s: matches no config key (keys inside pipelines cannot be set from the environment)", name))
+			continue
+		}
+		envMap[key] = val
+	}
+	return envMap, probs
+}
+
+// setOverrides are the keys sets ("key=value", from flags) set, and a
+// problem for each that is not key=value, names no key or names a secret.
+// No value given here reaches an error (secrets.go).
+func setOverrides(sets []string, leaves, secrets map[string]string) (map[string]any, Problems) {
+	setMap := map[string]any{}
+	var probs Problems
+	for _, s := range sets {
+		key, val, ok := strings.Cut(s, "=")
+		_, found := leaves[strings.ReplaceAll(key, ".", "_")]
+		file, secret := secrets[key]
+		switch {
+		case !ok && looksSecret(s):
+			probs = append(probs, "--set: an argument is not key=value (not shown: it names a key that may hold a secret)")
+		case !ok:
+			probs = append(probs, fmt.Sprintf("--set %q: want key=value", s))
+		case !found:
+			probs = append(probs, unknownSet(key, leaves, secrets))
+		case secret:
+			probs = append(probs, secretRefused(key, file, "--set"))
+		default:
+			setMap[key] = val
+		}
+	}
+	return setMap, probs
+}
+
+// unknownSet is the problem of --set key, a key that does not exist: the
+// key it likely meant, and how to set that one if it is a secret.
+func unknownSet(key string, leaves, secrets map[string]string) string {
+	msg := fmt.Sprintf("--set %s: unknown key (keys inside pipelines cannot be set from flags; the value given is not shown)", key)
+	if near, ok := closestKey(key, leaves); ok {
+		msg += "; did you mean " + near + "?"
+		if file, secret := secrets[near]; secret {
+			msg += " (a secret: never on --set; set " + file + " or the environment variable " + EnvPrefix + strings.ToUpper(strings.ReplaceAll(near, ".", "_")) + ")"
+		}
+	}
+	return msg
+}
+
+// decode decodes k's keys into cfg.
+func decode(k *koanf.Koanf, cfg *Config) error {
 	dc := &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToTimeDurationHookFunc(),
@@ -131,8 +173,13 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 		Result:           cfg,
 	}
 	if err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
-		return nil, decodeProblems(err)
+		return decodeProblems(err)
 	}
+	return nil
+}
+
+// applyAutos gives the keys set to auto (takeAutos) to the decoded cfg.
+func applyAutos(cfg *Config, autos []autoKey) {
 	for _, a := range autos {
 		if a.pipeline >= len(cfg.Pipelines) {
 			continue
@@ -147,11 +194,6 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 			p.Async.AutoInFlight = true
 		}
 	}
-	cfg.applyDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
 }
 
 // envKey is the key environment variable name sets: its alias's, or the
@@ -245,9 +287,22 @@ func decodeProblems(err error) error {
 // ("kafka_brokers") to its dotted form ("kafka.brokers").
 func leafKeys(t reflect.Type, prefix string) map[string]string {
 	out := map[string]string{}
+	eachLeaf(t, prefix, func(key string, f reflect.StructField) {
+		if f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct {
+			return // lists of sections are set in the file only
+		}
+		out[strings.ReplaceAll(key, ".", "_")] = key
+	})
+	return out
+}
+
+// eachLeaf calls f with the dotted key of every field of t that is a key
+// and not a section of keys (a nested struct, whose keys it visits), and
+// the field: the one walk of the keys by type (leafKeys, secretLeaves).
+func eachLeaf(t reflect.Type, prefix string, f func(key string, field reflect.StructField)) {
 	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("koanf")
+		field := t.Field(i)
+		tag := field.Tag.Get("koanf")
 		if tag == "" || tag == "-" {
 			continue
 		}
@@ -255,18 +310,12 @@ func leafKeys(t reflect.Type, prefix string) map[string]string {
 		if prefix != "" {
 			key = prefix + "." + tag
 		}
-		switch {
-		case f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)):
-			for k, v := range leafKeys(f.Type, key) {
-				out[k] = v
-			}
-		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
-			// Lists of sections are set in the file only.
-		default:
-			out[strings.ReplaceAll(key, ".", "_")] = key
+		if field.Type.Kind() == reflect.Struct && field.Type != reflect.TypeOf(time.Duration(0)) {
+			eachLeaf(field.Type, key, f)
+			continue
 		}
+		f(key, field)
 	}
-	return out
 }
 
 // unknownKeys walks raw (the merged config as maps) against t and names every

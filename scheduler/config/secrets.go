@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"time"
 )
 
 // Secrets never sit in the config file nor on the command line (README.md,
@@ -27,24 +26,11 @@ import (
 // the key of the file that holds the secret instead.
 func secretLeaves(t reflect.Type, prefix string) map[string]string {
 	out := map[string]string{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("koanf")
-		if tag == "" || tag == "-" {
-			continue
-		}
-		key := tag
-		if prefix != "" {
-			key = prefix + "." + tag
-		}
-		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
-			for k, v := range secretLeaves(f.Type, key) {
-				out[k] = v
-			}
-		} else if file, ok := f.Tag.Lookup("secret"); ok {
+	eachLeaf(t, prefix, func(key string, f reflect.StructField) {
+		if file, ok := f.Tag.Lookup("secret"); ok {
 			out[key] = file
 		}
-	}
+	})
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	"github.com/wasmstream/wasmstream/internal/faultkind"
 )
 
@@ -236,30 +237,10 @@ type Transactions struct {
 	ID string `koanf:"id"`
 }
 
-// Async configures a pipeline's asynchronous operations (ABI.md, section 7).
-type Async struct {
-	// MaxInFlight bounds the operations in flight per instance: while an
-	// instance has that many outstanding, it takes no new record. With
-	// max_in_flight: auto (AutoInFlight) it is the bound the host's limit
-	// moves under (AutoAsyncMaxInFlight).
-	MaxInFlight int `koanf:"max_in_flight"`
-	// AutoInFlight is max_in_flight: auto: the host sets the operations in
-	// flight per instance from the latency it measures (scheduler/autosize.go).
-	AutoInFlight bool `koanf:"-"`
-	// MaxPerRecord bounds the operations one record may have outstanding.
-	MaxPerRecord int       `koanf:"max_per_record"`
-	HTTP         AsyncHTTP `koanf:"http"`
-}
-
-// AsyncHTTP configures guests' HTTP requests. With no allow_hosts, every
-// request is refused.
-type AsyncHTTP struct {
-	AllowHosts       []string      `koanf:"allow_hosts"`
-	Timeout          time.Duration `koanf:"timeout"`
-	ConnectTimeout   time.Duration `koanf:"connect_timeout"`
-	MaxResponseBytes int64         `koanf:"max_response_bytes"`
-	MaxRequestBytes  int           `koanf:"max_request_bytes"`
-}
+// Async configures a pipeline's asynchronous operations (ABI.md, section
+// 7): its bounds and each operation kind's section, with their defaults and
+// checks, are package host/asyncop's, which the host takes whole.
+type Async = asyncop.Config
 
 // Retry configures what happens to a record that fails retryably.
 type Retry struct {

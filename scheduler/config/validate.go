@@ -115,6 +115,16 @@ func (c *Config) checkKafkaSecurity(add addFunc) {
 	if embedded && (t.Enabled || s.Mechanism != "") {
 		add("kafka.tls", "the embedded broker speaks plaintext only: remove kafka.tls and kafka.sasl, or give real brokers")
 	}
+	checkKafkaTLS(add, t)
+	checkKafkaSASL(add, s)
+	if s.Mechanism == "AWS_MSK_IAM" && !t.Enabled && !embedded {
+		add("kafka.tls.enabled", "AWS_MSK_IAM is served on MSK's TLS listeners only: set kafka.tls.enabled: true")
+	}
+}
+
+// checkKafkaTLS checks kafka.tls on its own: no file or option without
+// enabled, a certificate with its key.
+func checkKafkaTLS(add addFunc, t *KafkaTLS) {
 	if !t.Enabled {
 		for _, kv := range [][2]string{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"server_name", t.ServerName}} {
 			if kv[1] != "" {
@@ -128,6 +138,11 @@ func (c *Config) checkKafkaSecurity(add addFunc) {
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		add("kafka.tls.cert_file", "cert_file and key_file go together (a client certificate and its key)")
 	}
+}
+
+// checkKafkaSASL checks kafka.sasl: the keys its mechanism takes, and no
+// others.
+func checkKafkaSASL(add addFunc, s *KafkaSASL) {
 	mech := s.Mechanism
 	switch mech {
 	case "":
@@ -136,20 +151,8 @@ func (c *Config) checkKafkaSecurity(add addFunc) {
 				add("kafka.sasl."+kv[0], "is set but kafka.sasl.mechanism is not: want one of %s", strings.Join(SASLMechanisms, ", "))
 			}
 		}
-		return
 	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-		if s.Username == "" {
-			add("kafka.sasl.username", "%s needs a username", mech)
-		}
-		switch {
-		case s.Password == "" && s.PasswordFile == "":
-			add("kafka.sasl.password_file", "%s needs a password: set kafka.sasl.password_file, or the environment variable %sKAFKA_SASL_PASSWORD", mech, EnvPrefix)
-		case s.Password != "" && s.PasswordFile != "":
-			add("kafka.sasl.password", "both password and password_file are set: keep one")
-		}
-		if s.TokenFile != "" || s.Region != "" {
-			add("kafka.sasl", "token_file and region are for OAUTHBEARER and AWS_MSK_IAM, not %s", mech)
-		}
+		checkKafkaSASLPassword(add, s)
 	case "OAUTHBEARER":
 		if s.TokenFile == "" {
 			add("kafka.sasl.token_file", "OAUTHBEARER needs token_file: a file holding the token, refreshed by whatever obtains it")
@@ -161,11 +164,26 @@ func (c *Config) checkKafkaSecurity(add addFunc) {
 		if s.Username != "" || s.Password != "" || s.PasswordFile != "" || s.TokenFile != "" {
 			add("kafka.sasl", "AWS_MSK_IAM takes its credentials from the AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, or the shared credentials file), not username, password or token_file")
 		}
-		if !t.Enabled && !embedded {
-			add("kafka.tls.enabled", "AWS_MSK_IAM is served on MSK's TLS listeners only: set kafka.tls.enabled: true")
-		}
 	default:
 		add("kafka.sasl.mechanism", "%q is not a SASL mechanism wasmstream knows: want one of %s", mech, strings.Join(SASLMechanisms, ", "))
+	}
+}
+
+// checkKafkaSASLPassword checks the keys of the mechanisms of a username
+// and password (PLAIN, SCRAM).
+func checkKafkaSASLPassword(add addFunc, s *KafkaSASL) {
+	mech := s.Mechanism
+	if s.Username == "" {
+		add("kafka.sasl.username", "%s needs a username", mech)
+	}
+	switch {
+	case s.Password == "" && s.PasswordFile == "":
+		add("kafka.sasl.password_file", "%s needs a password: set kafka.sasl.password_file, or the environment variable %sKAFKA_SASL_PASSWORD", mech, EnvPrefix)
+	case s.Password != "" && s.PasswordFile != "":
+		add("kafka.sasl.password", "both password and password_file are set: keep one")
+	}
+	if s.TokenFile != "" || s.Region != "" {
+		add("kafka.sasl", "token_file and region are for OAUTHBEARER and AWS_MSK_IAM, not %s", mech)
 	}
 }
 
@@ -197,7 +215,7 @@ func (c *Config) checkPipelines(add addFunc) {
 		checkInstances(add, key, p)
 		checkRetry(add, key, p, inputs)
 		checkState(add, key, p, inputs)
-		checkAsync(add, key, &p.Async)
+		p.Async.Check(key("async"), add)
 		c.checkFormats(add, key, p)
 		for _, k := range sortedKeys(p.Env) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -432,32 +450,6 @@ func checkRetry(add addFunc, key keyFunc, p *Pipeline, inputs map[string]bool) {
 	}
 }
 
-func checkAsync(add addFunc, key keyFunc, as *Async) {
-	if as.MaxInFlight < 1 || as.MaxInFlight > 100000 {
-		add(key("async.max_in_flight"), "%d: want 1 to 100000 operations per instance", as.MaxInFlight)
-	}
-	if as.MaxPerRecord < 1 || as.MaxPerRecord > 1024 {
-		add(key("async.max_per_record"), "%d: want 1 to 1024", as.MaxPerRecord)
-	}
-	for j, h := range as.HTTP.AllowHosts {
-		if msg := checkAllowHost(h); msg != "" {
-			add(key(fmt.Sprintf("async.http.allow_hosts[%d]", j)), "%q: %s", h, msg)
-		}
-	}
-	if as.HTTP.Timeout < time.Millisecond {
-		add(key("async.http.timeout"), "%s: want at least 1ms", as.HTTP.Timeout)
-	}
-	if as.HTTP.ConnectTimeout < time.Millisecond {
-		add(key("async.http.connect_timeout"), "%s: want at least 1ms", as.HTTP.ConnectTimeout)
-	}
-	if as.HTTP.MaxResponseBytes < 1 || as.HTTP.MaxResponseBytes > 1<<30 {
-		add(key("async.http.max_response_bytes"), "%d: want 1 to 1 GiB", as.HTTP.MaxResponseBytes)
-	}
-	if as.HTTP.MaxRequestBytes < 1 || as.HTTP.MaxRequestBytes > 1<<30 {
-		add(key("async.http.max_request_bytes"), "%d: want 1 to 1 GiB", as.HTTP.MaxRequestBytes)
-	}
-}
-
 func (c *Config) checkHost(add addFunc) {
 	h := &c.Host
 	if h.MaxInstances < 1 {
@@ -555,20 +547,6 @@ func (c *Config) checkShutdownStatusLog(add addFunc) {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		add("log.format", "%q: want text or json", c.Log.Format)
 	}
-}
-
-// checkAllowHost checks an async.http.allow_hosts entry: "name",
-// "name:port" or "*.domain", no scheme and no path.
-func checkAllowHost(h string) string {
-	switch {
-	case h == "":
-		return "empty"
-	case strings.Contains(h, "://") || strings.ContainsAny(h, "/?#@ "):
-		return "want a host name, host:port or *.domain, without scheme or path"
-	case h == "*" || (strings.Contains(h, "*") && (!strings.HasPrefix(h, "*.") || strings.Count(h, "*") > 1)):
-		return "a wildcard is only allowed as a leading \"*.\" (any subdomain)"
-	}
-	return ""
 }
 
 func sortedKeys(m map[string]string) []string {

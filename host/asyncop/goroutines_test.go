@@ -1,4 +1,4 @@
-package host
+package asyncop
 
 import (
 	"runtime"

@@ -1,4 +1,4 @@
-package host
+package asyncop
 
 import (
 	"context"
@@ -79,7 +79,7 @@ func TestHTTPResponseHeadersCounted(t *testing.T) {
 					srv.Start()
 				}
 				u, _ := url.Parse(srv.URL)
-				op := newHTTPOp(HTTPConfig{AllowHosts: []string{u.Host}, MaxResponseBytes: tc.maxBytes})
+				op := newHTTPOp(HTTP{AllowHosts: []string{u.Host}, MaxResponseBytes: tc.maxBytes}, "")
 				if h2 {
 					tr := op.client.Transport.(bySchemeTransport).tls
 					tr.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
@@ -124,7 +124,7 @@ func TestHTTPRequestBodyCopiedAtStart(t *testing.T) {
 	}))
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
-	op := newHTTPOp(HTTPConfig{AllowHosts: []string{u.Host}})
+	op := newHTTPOp(HTTP{AllowHosts: []string{u.Host}}, "")
 	body := []byte(`{"user":7}`)
 	// The overwrite comes while the request is still connecting.
 	mem := abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "POST", URL: srv.URL + "/users", Body: body})

@@ -1,13 +1,13 @@
-package host
+package asyncop
 
 import "time"
 
-// opGoroutines runs the asynchronous operations' blocking work (an HTTP
+// goroutines runs the asynchronous operations' blocking work (an HTTP
 // request from start to body). Every operation used to start a goroutine
 // of its own, whose stack then grew to what net/http's client needs (some
 // 16 KiB, by copying it three times): a few µs of every lookup. These
 // goroutines outlive one operation and keep their grown stacks.
-var opGoroutines = &goroutinePool{work: make(chan func()), idle: 10 * time.Second}
+var goroutines = &goroutinePool{work: make(chan func()), idle: 10 * time.Second}
 
 // goroutinePool runs functions on goroutines that wait for more work after
 // one ends, and exit after idle without any. It owns them. It never queues:

@@ -1,4 +1,4 @@
-package host
+package asyncop
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
-	"github.com/wasmstream/wasmstream/tests/lookupsrv"
 )
 
 // connCountingServer serves handler and counts the connections clients
@@ -73,7 +72,7 @@ func TestHTTPConnectionsReused(t *testing.T) {
 		}
 		w.Write([]byte(`{"id":"` + strings.TrimPrefix(r.URL.Path, "/users/") + `"}`))
 	})
-	op := newHTTPOp(HTTPConfig{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	op := newHTTPOp(HTTP{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}}, "")
 	for i := 0; i < 50; i++ {
 		if b := okBody(t, <-startGET(t, op, srv.URL+"/users/"+strconv.Itoa(i))); string(b) != `{"id":"`+strconv.Itoa(i)+`"}` {
 			t.Fatalf("body %q", b)
@@ -129,7 +128,7 @@ func TestHTTPResponseBodySizes(t *testing.T) {
 	}))
 	defer srv.Close()
 	const max = 64 << 10
-	op := newHTTPOp(HTTPConfig{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}, MaxResponseBytes: max})
+	op := newHTTPOp(HTTP{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}, MaxResponseBytes: max}, "")
 	for _, chunked := range []string{"", "1"} {
 		for _, n := range []int{0, 1, 511, 512, 513, 4096, 40000, 60000} {
 			u := srv.URL + "/?n=" + strconv.Itoa(n) + "&chunked=" + chunked
@@ -143,47 +142,6 @@ func TestHTTPResponseBodySizes(t *testing.T) {
 		c, err := abi.DecodeCompletion(<-startGET(t, op, srv.URL+"/?n="+strconv.Itoa(max)+"&chunked="+chunked))
 		if err != nil || c.Code != abi.CompletionError || !strings.Contains(c.Message, "then a body of more than") {
 			t.Fatalf("chunked=%q: over the cap: %+v %v", chunked, c, err)
-		}
-	}
-}
-
-// A module's connections close with it: a replaced pipeline's module does
-// not keep them (and their goroutines) open until they have been idle long
-// enough.
-func TestHTTPConnectionsCloseWithModule(t *testing.T) {
-	var opened, closed atomic.Int64
-	srv := lookupsrv.Handler(nil)
-	srv.Server = httptest.NewUnstartedServer(srv)
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		switch s {
-		case http.StateNew:
-			opened.Add(1)
-		case http.StateClosed:
-			closed.Add(1)
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	m, _ := loadLookupWasm(t, guest(t, "plugins/examples/lookup"), srv, Limits{RecordTimeout: 10 * time.Second})
-	in := newInstance(t, m)
-	const n = 8
-	for i := 0; i < n; i++ {
-		if res := in.Process(context.Background(), rec(fmt.Sprint("k", i), ""), i); res.Status != abi.StatusPending {
-			t.Fatalf("record %d: %v %v", i, res.Status, res.Err)
-		}
-	}
-	for tag, res := range drain(t, in, n, 10*time.Second) {
-		if res.Err != nil || len(res.Outputs) != 1 {
-			t.Fatalf("record %v: %+v", tag, res)
-		}
-	}
-	if opened.Load() == 0 || closed.Load() != 0 {
-		t.Fatalf("before Close: %d connections opened, %d closed", opened.Load(), closed.Load())
-	}
-	m.Close(context.Background())
-	for end := time.Now().Add(5 * time.Second); closed.Load() < opened.Load(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("after Close: %d of %d connections closed", closed.Load(), opened.Load())
 		}
 	}
 }
@@ -214,7 +172,7 @@ func TestHTTPRedirects(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	op := newHTTPOp(HTTPConfig{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	op := newHTTPOp(HTTP{AllowHosts: []string{strings.TrimPrefix(srv.URL, "http://")}}, "")
 	call := func(method, path, body string) abi.Completion {
 		got := make(chan []byte, 1)
 		req := abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: method, URL: srv.URL + path, Body: []byte(body)})
@@ -267,7 +225,7 @@ func TestHTTPURLUserIsBasicAuth(t *testing.T) {
 	}))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	op := newHTTPOp(HTTPConfig{AllowHosts: []string{host}})
+	op := newHTTPOp(HTTP{AllowHosts: []string{host}}, "")
 	if b := okBody(t, <-startGET(t, op, "http://ann:s3cret@"+host+"/")); string(b) != "true ann s3cret" {
 		t.Fatalf("with a user in the URL the service saw %q", b)
 	}
