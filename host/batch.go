@@ -139,6 +139,9 @@ func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []
 	if n == 0 || in.dead {
 		return 0
 	}
+	if in.rp != nil {
+		return in.rpProcessBatch(ctx, recs, out) // redpanda_instance.go
+	}
 	if in.entry.batch == nil || n == 1 {
 		// One record costs less through wasmstream_on_record than through
 		// the batch entry (two record_next calls): BENCHMARKS.md, "Calls

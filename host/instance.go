@@ -128,6 +128,8 @@ type Instance struct {
 	slot    slotLease       // the guest-call slot it keeps between calls
 	waiting waitingRecords  // records waiting on operations
 	q       completionQueue // completed operations waiting for delivery
+
+	rp *rpInstance // a Redpanda transform's goroutine and batch (redpanda_instance.go); nil for a wasmstream module
 }
 
 // guestEntries are the module's exports the host calls on an instance.
@@ -342,6 +344,9 @@ func (in *Instance) Close(ctx context.Context) {
 		}
 		in.signal()
 	}
+	if in.rp != nil {
+		in.rpStop()
+	}
 	if in.mod != nil {
 		in.mod.Close(ctx)
 	}
@@ -420,6 +425,9 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Resul
 		now := time.Now()
 		in.calls.start, in.calls.end = now, now
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "instance is closed"}}
+	}
+	if in.rp != nil {
+		return in.rpProcess(ctx, rec, tag)
 	}
 	st := in.newRec(tag)
 	st.state, in.nextState = in.nextState, nil

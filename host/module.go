@@ -110,6 +110,9 @@ type ModuleConfig struct {
 	// to other names' (pipelines[].weight; 0 means 1). Modules of one Name
 	// share one share.
 	Weight int
+	// Redpanda is how a Redpanda transform runs (redpanda.go); a
+	// wasmstream module ignores it.
+	Redpanda RedpandaConfig
 }
 
 // Observer sees the timing of guest calls and asynchronous operations, with
@@ -122,7 +125,8 @@ type Observer interface {
 
 // Info describes a loaded module.
 type Info struct {
-	ABIVersion int
+	Kind       string // KindWasmstream or KindRedpanda, from the module's imports
+	ABIVersion int    // wasmstream's ABI version; 0 for a Redpanda transform
 	Digest     string // sha256 of the module bytes, hex
 	Size       int
 	Exports    []string // "name: signature"
@@ -157,6 +161,9 @@ type Module struct {
 	// fromCache: the compiled code was read from the compile cache on
 	// disk, not compiled.
 	fromCache bool
+	// rpEnv is a Redpanda transform's environment (nil: a wasmstream
+	// module).
+	rpEnv [][2]string
 }
 
 // FromCache reports whether the module's compiled code was read from the
@@ -170,6 +177,14 @@ var ErrIncompatible = errors.New("incompatible module")
 // speaks ABI v1. The error says precisely what does not fit.
 func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Module, error) {
 	lim := cfg.Limits.withDefaults()
+	// The one place the kind of a module is decided: by its imports.
+	redpanda := isRedpandaTransform(wasm)
+	if redpanda {
+		if err := checkRedpandaConfig(cfg); err != nil {
+			return nil, err
+		}
+		lim = redpandaLimits(cfg)
+	}
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, fmt.Errorf("%w: not a WebAssembly module (no \\0asm magic number)", ErrIncompatible)
 	}
@@ -206,17 +221,13 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 	}()
 	m.compiled = compiled
 	sum := sha256.Sum256(wasm)
-	m.info = Info{ABIVersion: abi.Version, Digest: hex.EncodeToString(sum[:]), Size: len(wasm)}
-	if err := m.check(); err != nil {
-		return nil, err
+	m.info = Info{Kind: KindWasmstream, ABIVersion: abi.Version, Digest: hex.EncodeToString(sum[:]), Size: len(wasm)}
+	setup := m.setupWasmstream
+	if redpanda {
+		m.rpEnv = redpandaEnv(cfg)
+		setup = m.setupRedpanda
 	}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		return nil, fmt.Errorf("host: wasi: %w", err)
-	}
-	if err := m.instantiateHostModule(ctx); err != nil {
-		return nil, err
-	}
-	if err := m.instantiateBatchModule(ctx); err != nil {
+	if err := setup(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.instantiateMeter(ctx); err != nil {
@@ -234,6 +245,22 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 	in.Close(ctx)
 	ok = true
 	return m, nil
+}
+
+// setupWasmstream checks a wasmstream module against ABI v1 and
+// instantiates the host modules it may import (WASI, the ABI's, the batch
+// entry's); the meter's is instantiated by Load for both kinds.
+func (m *Module) setupWasmstream(ctx context.Context) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
+		return fmt.Errorf("host: wasi: %w", err)
+	}
+	if err := m.instantiateHostModule(ctx); err != nil {
+		return err
+	}
+	return m.instantiateBatchModule(ctx)
 }
 
 // compile compiles code, turning a panic of wazero's into an error: wazero
@@ -488,6 +515,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // NewInstance instantiates the module, runs its initialiser and checks its
 // ABI version. The instance belongs to the caller's goroutine.
 func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
+	if m.rpEnv != nil {
+		return m.newRedpandaInstance(ctx) // redpanda_instance.go
+	}
 	in := &Instance{m: m, id: m.nextID.Add(1), q: completionQueue{ready: make(chan struct{}, 1)}}
 	in.stderr.max = 2048
 	mc := wazero.NewModuleConfig().
