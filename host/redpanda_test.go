@@ -387,7 +387,11 @@ func TestRedpandaRefused(t *testing.T) {
 		{"schema registry", wt.BuildWat(t, "tests/redpanda/wat/schema_registry.wat"), rpConfig(Limits{}),
 			[]string{"redpanda_schema_registry.check_abi_version_0", "not supported"}},
 		{"reserved env", wt.BuildWat(t, "tests/redpanda/wat/cpp_shape.wat"),
-			func() ModuleConfig { c := rpConfig(Limits{}); c.Env = map[string]string{"REDPANDA_INPUT_TOPIC": "x"}; return c }(),
+			func() ModuleConfig {
+				c := rpConfig(Limits{})
+				c.Env = map[string]string{"REDPANDA_INPUT_TOPIC": "x"}
+				return c
+			}(),
 			[]string{"env REDPANDA_INPUT_TOPIC", "pipelines.test.env"}},
 		{"strict: 9 outputs", wt.BuildWat(t, "tests/redpanda/wat/cpp_shape.wat"),
 			func() ModuleConfig {
