@@ -316,7 +316,18 @@ func ModuleConfig(pc *config.Pipeline, obs host.Observer) host.ModuleConfig {
 		Env:           pc.Env,
 		Observer:      obs,
 		Weight:        pc.Weight,
+		// A Redpanda transform is told of one input topic
+		// (REDPANDA_INPUT_TOPIC): the pipeline's first.
+		Redpanda: host.RedpandaConfig{InputTopic: firstInput(pc)},
 	}
+}
+
+// firstInput is the pipeline's first input topic, "" when it has none.
+func firstInput(pc *config.Pipeline) string {
+	if len(pc.Inputs) == 0 {
+		return ""
+	}
+	return pc.Inputs[0]
 }
 
 // loadModuleBytes validates and compiles wasm for the pipeline pc.

@@ -46,7 +46,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 			return false
 		}
 		info := m.Info()
-		fmt.Fprintf(stdout, "%s: ok\n  ABI version: %d\n  sha256: %s\n  size: %d bytes\n  memory: min %d pages", termsafe.Line(path), info.ABIVersion, info.Digest, info.Size, info.MemoryMin)
+		fmt.Fprintf(stdout, "%s: ok\n", termsafe.Line(path))
+		if info.Kind == host.KindRedpanda {
+			fmt.Fprintf(stdout, "  kind: Redpanda Data Transform (imports redpanda_transform; runs unmodified, docs/REDPANDA-TRANSFORMS.md)\n")
+		} else {
+			fmt.Fprintf(stdout, "  kind: wasmstream module\n  ABI version: %d\n", info.ABIVersion)
+		}
+		fmt.Fprintf(stdout, "  sha256: %s\n  size: %d bytes\n  memory: min %d pages", info.Digest, info.Size, info.MemoryMin)
 		if info.MemoryMax > 0 {
 			fmt.Fprintf(stdout, ", max %d pages", info.MemoryMax)
 		}
