@@ -308,28 +308,19 @@ type refusalCheck struct {
 
 // beginStateRun gives each record of a stateful run its attempt's state,
 // reading through the writes of the records before it in the run that
-// become the partition's (state.Record.After): record k+1 reads what it
-// would read run alone after record k was decided, as the host does not
-// chain the records' states (host.ProcessBatch). A record that ends
-// pending is not among them (runAccepts): its writes stay its own until
-// its completion decides it, as alone, where the next record starts while
-// it waits; its continuations run after the call, after EndRun.
+// become the partition's (state.Run): record k+1 reads what it would read
+// run alone after record k was decided, as the host does not chain the
+// records' states (host.ProcessBatch). A record that ends pending is not
+// among them (runAccepts): its writes stay its own until its completion
+// decides it, as alone, where the next record starts while it waits; its
+// continuations run after the call, after EndRun. One function a run: the
+// run asks it about each record once, in order.
 func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome) {
 	w.runChecks = slices.Grow(w.runChecks[:0], len(jobs))[:len(jobs)]
+	run := ts.BeginRun(func(k int) bool { return w.runAccepts(k, jobs[k], &out[k].Result) })
 	for i, j := range jobs {
-		j.rs = ts.Begin() // a new attempt starts without the last one's writes
+		j.rs = run.Begin() // a new attempt starts without the last one's writes
 		recs[i].State = j.rs
-		if i > 0 {
-			j.rs.After(func() []*state.Record {
-				var prior []*state.Record
-				for k := range i {
-					if w.runAccepts(k, jobs[k], &out[k].Result) {
-						prior = append(prior, jobs[k].rs)
-					}
-				}
-				return prior
-			})
-		}
 	}
 }
 

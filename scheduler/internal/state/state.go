@@ -43,6 +43,9 @@ type Partition struct {
 	overlayBytes int64
 	batches      []*Batch
 	seq          uint64
+	// spare is a run whose records all ended and no reader holds, for the
+	// next BeginRun.
+	spare *Run
 	// applied is one past the highest changelog offset applied to the
 	// store by this view's flushes (-1: none yet).
 	applied int64
@@ -110,15 +113,18 @@ func (ts *Partition) checkKey(key []byte) abi.Errno {
 	return 0
 }
 
-// get reads key through the overlay.
-func (ts *Partition) get(dst, key []byte) ([]byte, bool, error) {
+// get reads key through the overlay: an overlay value as it is (a write's
+// value is never changed once made), a stored one appended to buf[:0];
+// buf is returned, grown, for the next read.
+func (ts *Partition) get(buf, key []byte) (v, grown []byte, ok bool, err error) {
 	ts.mu.Lock()
 	e, ok := ts.overlay[string(key)]
 	ts.mu.Unlock()
 	if ok {
-		return append(dst, e.value...), e.value != nil, nil
+		return e.value, buf, e.value != nil, nil
 	}
-	return ts.ps.store.Get(dst, key)
+	v, ok, err = ts.ps.store.Get(buf[:0], key)
+	return v, v, ok, err
 }
 
 // Commit takes the writes of a succeeded record at offset (in the worker,
@@ -130,17 +136,20 @@ func (ts *Partition) Commit(offset int64, rs *Record) (*Batch, []abi.Output) {
 		return nil, nil
 	}
 	outs := make([]abi.Output, len(rs.writes))
-	ts.mu.Lock()
-	ts.seq++
-	b := &Batch{offset: offset, seq: ts.seq, writes: rs.writes}
+	b := &rs.batch // inside the record: no allocation of its own
+	b.offset, b.writes = offset, rs.writes
 	b.firstAcked.Store(math.MaxInt64)
 	b.lastAcked.Store(-1)
+	ts.mu.Lock()
+	ts.seq++
+	b.seq = ts.seq
 	for i, w := range rs.writes {
-		if e, ok := ts.overlay[string(w.Key)]; ok {
+		k := keyString(w.Key) // the write's own key: no copy
+		if e, ok := ts.overlay[k]; ok {
 			ts.overlayBytes -= int64(len(w.Key) + len(e.value))
 		}
 		ts.overlayBytes += int64(len(w.Key) + len(w.Value))
-		ts.overlay[string(w.Key)] = overlayEntry{value: w.Value, seq: b.seq}
+		ts.overlay[k] = overlayEntry{value: w.Value, seq: b.seq}
 		outs[i] = abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition}
 	}
 	ts.batches = append(ts.batches, b)
@@ -226,7 +235,7 @@ func (ts *Partition) Flush(upTo int64) error {
 	for _, b := range done {
 		for _, w := range b.writes {
 			if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
-				delete(ts.overlay, string(w.Key))
+				delete(ts.overlay, keyString(w.Key))
 				ts.overlayBytes -= int64(len(w.Key) + len(e.value))
 			}
 		}
@@ -235,110 +244,88 @@ func (ts *Partition) Flush(upTo int64) error {
 }
 
 // Record is the State one attempt of a record uses (host.State): its
-// own writes over the partition's overlay over the store. Used only by the
-// instance's worker, during the record's calls.
+// own writes over, in a run, the writes of the records before it (Run),
+// over the partition's overlay over the store. Used only by the instance's
+// worker, during the record's calls. One allocation an attempt: its
+// batch and its first write are inside it.
 type Record struct {
 	ts *Partition
 	// writes are the attempt's, one per key in first-write order (a nil
 	// Value deletes); index finds a key's write once there are more than
-	// indexAfter (findWrite).
+	// indexAfter (findWrite). A record's first write is kept in first.
 	writes []statestore.Write
+	first  [1]statestore.Write
 	index  map[string]int
 	bytes  int64 // the writes' keys and values, as state.max_bytes counts them
 	buf    []byte
 	// overBound says why a put was refused for state.max_bytes, for the
 	// record's failure (OverBound).
 	overBound string
-	// A record run in one call after others (After): prior names the
-	// records before it whose writes are to become the partition's, asked
-	// at its first state call; priors is its answer (those with writes),
-	// before is their writes, merged in order (the newest of each key),
-	// and beforeIdx finds a key among them.
-	prior     func() []*Record
-	priors    []*Record
-	before    []statestore.Write
-	beforeIdx map[string]int
+	// run is the run the record is k-th of (Run.Begin), until EndRun.
+	run *Run
+	k   int
+	// batch is the record's writes once committed (Commit).
+	batch Batch
 	// committed is set once Commit moved the record's writes into the
 	// overlay: a reader of a later record of its run (Reader), on another
 	// goroutine, then reads them there.
 	committed atomic.Bool
 }
 
-// After makes rs, a record run in the same call as records before it (a
-// run), read through their writes as if each had been committed before rs
-// began, as a record run alone after them reads them from the overlay:
-// prior returns the records before rs whose writes are to become the
-// partition's (those that succeeded), oldest first, and is asked once, at
-// rs's first state call (their outcomes are known by then). Their writes
-// are read before the overlay and count in state.max_bytes as the
-// overlay would; rs's own writes come first. EndRun ends it.
-func (rs *Record) After(prior func() []*Record) {
-	rs.prior, rs.before, rs.beforeIdx = prior, nil, nil
-}
-
 // EndRun makes rs read the partition's view alone again, once the call of
 // its run returned: the writes of the records before it are the
 // overlay's by then (Partition.Commit), or were dropped with their record.
-func (rs *Record) EndRun() { rs.prior, rs.priors, rs.before, rs.beforeIdx = nil, nil, nil, nil }
-
-// resolve merges the writes of the records before rs (After), once.
-func (rs *Record) resolve() {
-	if rs.prior == nil {
-		return
-	}
-	recs := rs.prior()
-	rs.prior = nil
-	for _, p := range recs {
-		if len(p.writes) > 0 {
-			rs.priors = append(rs.priors, p)
-		}
-		for _, w := range p.writes {
-			if i, ok := rs.beforeIdx[string(w.Key)]; ok {
-				rs.before[i].Value = w.Value
-				continue
-			}
-			if rs.beforeIdx == nil {
-				rs.beforeIdx = map[string]int{}
-			}
-			rs.beforeIdx[string(w.Key)] = len(rs.before)
-			rs.before = append(rs.before, w)
-		}
+// A record not in a run: nothing.
+func (rs *Record) EndRun() {
+	if r := rs.run; r != nil {
+		rs.run = nil
+		r.end()
 	}
 }
 
 // shared reads key from what rs shares with the records before it: their
-// writes (After), then the partition's overlay and store.
-func (rs *Record) shared(dst, key []byte) ([]byte, bool, error) {
-	if i, ok := rs.beforeIdx[string(key)]; ok {
-		v := rs.before[i].Value
-		return append(dst, v...), v != nil, nil
+// writes in its run, then the partition's overlay and store. A write's
+// value is never changed once made: it is returned as it is.
+func (rs *Record) shared(key []byte) ([]byte, bool, error) {
+	if r := rs.run; r != nil {
+		r.fold(rs.k)
+		if i, ok := r.idx[string(key)]; ok {
+			v := r.ws[i].Value
+			return v, v != nil, nil
+		}
+		// The run's records read one after another: one buffer.
+		v, buf, ok, err := rs.ts.get(r.buf, key)
+		r.buf = buf
+		return v, ok, err
 	}
-	return rs.ts.get(dst, key)
+	v, buf, ok, err := rs.ts.get(rs.buf, key)
+	rs.buf = buf
+	return v, ok, err
 }
 
-// beforeBytesLocked is what committing the writes of the records before
-// rs would add to the overlay's bytes (Commit's count: a key's new value
-// replaces its overlay entry). Called with ts.mu held.
-func (rs *Record) beforeBytesLocked() int64 {
-	var n int64
-	for _, w := range rs.before {
-		if e, ok := rs.ts.overlay[string(w.Key)]; ok {
-			n += int64(len(w.Value) - len(e.value))
-		} else {
-			n += int64(len(w.Key) + len(w.Value))
-		}
+// runGrow is what committing the writes of the records before rs in its
+// run would add to the overlay's bytes (Commit's count).
+func (rs *Record) runGrow() int64 {
+	if r := rs.run; r != nil {
+		r.fold(rs.k)
+		return r.grow
 	}
-	return n
+	return 0
 }
 
 // readWrites are the writes rs reads before the overlay: its own over
-// those of the records before it, one per key, in an order where a later
+// those of the records before it in its run, in an order where a later
 // write of a key replaces an earlier one (Partition.scan).
 func (rs *Record) readWrites() []statestore.Write {
-	if len(rs.before) == 0 {
+	r := rs.run
+	if r == nil {
 		return rs.writes
 	}
-	return append(slices.Clip(rs.before), rs.writes...)
+	r.fold(rs.k)
+	if len(r.ws) == 0 {
+		return rs.writes
+	}
+	return r.writes(len(r.ws), rs.writes)
 }
 
 // Writes are the attempt's writes so far, one per key (before Commit: a
@@ -382,9 +369,7 @@ func (rs *Record) Get(key []byte) ([]byte, abi.Errno) {
 		}
 		return nil, abi.ErrnoNotFound
 	}
-	rs.resolve()
-	v, ok, err := rs.shared(rs.buf[:0], key)
-	rs.buf = v
+	v, ok, err := rs.shared(key)
 	if err != nil {
 		return nil, abi.ErrnoNoState // the store is closed: the partition moved
 	}
@@ -403,27 +388,29 @@ func (rs *Record) Written(key []byte) (int, bool) {
 	return 0, false
 }
 
-func (rs *Record) put(key, v []byte) {
-	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
-		rs.bytes += int64(len(v) - len(rs.writes[i].Value))
-		rs.writes[i].Value = v
-		return
+// add appends a write of a key the record has not written; k is the
+// record's own copy of the key.
+func (rs *Record) add(k, v []byte) {
+	if rs.writes == nil {
+		rs.writes = rs.first[:0]
 	}
-	// Never nil, the empty key included: the key is the changelog
-	// record's, and a compacted topic refuses a null key (RATIONALE.md,
-	// "The empty state key").
-	k := append(make([]byte, 0, len(key)), key...)
 	rs.writes = append(rs.writes, statestore.Write{Key: k, Value: v})
 	rs.bytes += int64(len(k) + len(v))
 	switch {
 	case rs.index != nil:
-		rs.index[string(k)] = len(rs.writes) - 1
+		rs.index[keyString(k)] = len(rs.writes) - 1
 	case len(rs.writes) > indexAfter:
 		rs.index = make(map[string]int, 2*len(rs.writes))
 		for i, w := range rs.writes {
-			rs.index[string(w.Key)] = i
+			rs.index[keyString(w.Key)] = i
 		}
 	}
+}
+
+// replace makes v the value of the record's write i.
+func (rs *Record) replace(i int, v []byte) {
+	rs.bytes += int64(len(v) - len(rs.writes[i].Value))
+	rs.writes[i].Value = v
 }
 
 func (rs *Record) Put(key, value []byte) abi.Errno {
@@ -433,41 +420,50 @@ func (rs *Record) Put(key, value []byte) abi.Errno {
 	if len(value) > rs.ts.maxValue {
 		return abi.ErrnoTooLarge
 	}
-	if e := rs.room(key, len(value)); e != 0 {
+	i := findWrite(rs.writes, rs.index, key)
+	if e := rs.room(i, key, len(value)); e != 0 {
 		return e
 	}
-	v := make([]byte, len(value)) // never nil: nil is a delete
-	copy(v, value)
-	rs.put(key, v)
+	if i >= 0 {
+		rs.replace(i, append(make([]byte, 0, len(value)), value...)) // never nil: nil is a delete
+		return 0
+	}
+	// The key and the value in one allocation, neither nil, the empty key
+	// included: the key is the changelog record's, and a compacted topic
+	// refuses a null key (RATIONALE.md, "The empty state key").
+	kv := make([]byte, len(key)+len(value))
+	copy(kv, key)
+	copy(kv[len(key):], value)
+	rs.add(kv[:len(key):len(key)], kv[len(key):])
 	return 0
 }
 
 // room answers whether a put of a value of n bytes to key fits the
 // partition's bound (state.max_bytes): the store's keys and values, the
-// overlay's and the record's writes, with this one replacing the record's
-// last write of key. The count takes every write not yet in the store as
-// new; when it is over the bound, a put no larger than the value it
-// replaces (in the overlay or the store) still passes: it does not grow
-// the state. Deletes always pass (RATIONALE.md, "State stores").
-func (rs *Record) room(key []byte, n int) abi.Errno {
+// overlay's, the run's before the record and the record's writes, with
+// this one replacing the record's write i of key (-1: none). The count
+// takes every write not yet in the store as new; when it is over the
+// bound, a put no larger than the value it replaces (in the overlay or the
+// store) still passes: it does not grow the state. Deletes always pass
+// (RATIONALE.md, "State stores").
+func (rs *Record) room(i int, key []byte, n int) abi.Errno {
 	ts := rs.ts
 	grow := int64(len(key) + n)
-	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
+	if i >= 0 {
 		grow = int64(n - len(rs.writes[i].Value))
 	}
 	if ts.maxBytes <= 0 || grow <= 0 {
 		return 0
 	}
-	rs.resolve()
+	run := rs.runGrow()
 	ts.mu.Lock()
-	overlay := ts.overlayBytes + rs.beforeBytesLocked()
+	overlay := ts.overlayBytes
 	ts.mu.Unlock()
-	used := ts.ps.store.Bytes() + overlay + rs.bytes
+	used := ts.ps.store.Bytes() + overlay + run + rs.bytes
 	if used+grow <= ts.maxBytes {
 		return 0
 	}
-	v, ok, err := rs.shared(rs.buf[:0], key)
-	rs.buf = v
+	v, ok, err := rs.shared(key)
 	if err == nil && ok && len(v) >= n {
 		return 0
 	}
@@ -484,14 +480,17 @@ func (rs *Record) Delete(key []byte) abi.Errno {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return e
 	}
-	rs.put(key, nil)
+	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
+		rs.replace(i, nil)
+		return 0
+	}
+	rs.add(append(make([]byte, 0, len(key)), key...), nil) // never nil, as Put's
 	return 0
 }
 
 // Scan merges the record's writes and the overlay (newer) into the store's
 // keys, in key order.
 func (rs *Record) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
-	rs.resolve()
 	return rs.ts.scan(rs.readWrites(), prefix, after, fn)
 }
 
@@ -499,40 +498,39 @@ func (rs *Record) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errn
 // (host.State): a copy of the record's writes as they are now over the
 // partition's overlay and store. The copy is of the slice only: a write's key
 // and value are never changed once made (put replaces the entry). In a run
-// (After) the writes of the records before it are read between the two
-// for as long as the overlay does not hold them yet (reader.inRun): the
-// read runs on its own goroutine, possibly after the run's call returned
-// and its records were committed, when the overlay holds them or what
-// records decided since wrote over them.
+// the writes of the records before it are read between the two for as
+// long as the overlay does not hold them yet (reader.inRun): the read
+// runs on its own goroutine, possibly after the run's call returned and
+// its records were committed, when the overlay holds them or what records
+// decided since wrote over them.
 func (rs *Record) Reader() host.StateReader {
-	rs.resolve()
-	return &reader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index),
-		before: rs.before, beforeIdx: rs.beforeIdx, priors: slices.Clone(rs.priors)}
+	rd := &reader{ts: rs.ts, writes: slices.Clone(rs.writes), index: maps.Clone(rs.index)}
+	if r := rs.run; r != nil {
+		r.fold(rs.k)
+		r.readers = true // its writes stay as they are: never reused
+		rd.run, rd.runWrites, rd.priors = r, len(r.ws), len(r.priors)
+	}
+	return rd
 }
 
 // reader is a Record's read-only view for another goroutine:
-// its writes (and their index) are its own copy, the writes of the records
-// before it in its run are never changed once merged (resolve), and
-// Partition is safe for concurrent use.
+// its writes (and their index) are its own copy, the first runWrites of
+// its run's writes (those of the records before it) never change, and
+// Partition and Run are safe for concurrent use by readers.
 type reader struct {
 	ts        *Partition
 	writes    []statestore.Write
 	index     map[string]int
-	before    []statestore.Write // the run's writes before the record (After)
-	beforeIdx map[string]int
-	priors    []*Record // whose writes before holds
+	run       *Run
+	runWrites int // the run's writes the record reads
+	priors    int // the run's accepted records that made them
 }
 
 // inRun reports whether the reader still reads the writes of the records
 // before its record in their run: until every one of them was committed
 // (Commit moves the writes into the overlay before it marks the record).
 func (r *reader) inRun() bool {
-	for _, p := range r.priors {
-		if !p.committed.Load() {
-			return true
-		}
-	}
-	return false
+	return r.runWrites > 0 && !r.run.committed(r.priors)
 }
 
 func (r *reader) Check(key []byte) abi.Errno { return r.ts.checkKey(key) }
@@ -542,23 +540,27 @@ func (r *reader) Get(key []byte) ([]byte, bool, abi.Errno) {
 		v := r.writes[i].Value
 		return bytes.Clone(v), v != nil, 0
 	}
-	if i, ok := r.beforeIdx[string(key)]; ok && r.inRun() {
-		v := r.before[i].Value
-		return bytes.Clone(v), v != nil, 0
+	if r.inRun() {
+		if v, ok := r.run.get(key, r.runWrites); ok {
+			return bytes.Clone(v), v != nil, 0
+		}
 	}
-	v, ok, err := r.ts.get(nil, key)
+	v, _, ok, err := r.ts.get(nil, key)
 	if err != nil {
 		return nil, false, abi.ErrnoNoState // the store is closed: the partition moved
+	}
+	if ok {
+		v = bytes.Clone(v) // the caller's to keep, the overlay's value is shared
 	}
 	return v, ok, 0
 }
 
 func (r *reader) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	ws := r.writes
-	if len(r.before) > 0 && r.inRun() {
+	if r.inRun() {
 		// The record's own writes replace those before it (scan: a later
 		// write of a key replaces an earlier one).
-		ws = append(slices.Clip(r.before), r.writes...)
+		ws = r.run.writes(r.runWrites, r.writes)
 	}
 	return r.ts.scan(ws, prefix, after, fn)
 }

@@ -485,10 +485,10 @@ func TestLocalCarriesState(t *testing.T) {
 	}
 }
 
-// A record of a run (After) reads the writes of the records before it
+// A record of a run (BeginRun) reads the writes of the records before it
 // exactly as it would after they were committed: gets, deletes, scans, the
 // asynchronous read path and state.max_bytes alike; a record before it
-// that prior leaves out (it failed) is not read, and after EndRun the
+// that accepts refuses (it failed) is not read, and after EndRun the
 // record reads the partition's view alone.
 func TestStateAfterReadsAsCommitted(t *testing.T) {
 	transcript := func(inRun bool) string {
@@ -502,18 +502,22 @@ func TestStateAfterReadsAsCommitted(t *testing.T) {
 		r0 := ts.Begin()
 		r0.Put([]byte("b"), []byte("22"))
 		ts.Commit(1, r0)
-		r1 := ts.Begin()
+		begin := ts.Begin
+		if inRun {
+			// Record 1 of the run fails: its writes are never the
+			// partition's.
+			begin = ts.BeginRun(func(k int) bool { return k != 1 }).Begin
+		}
+		r1 := begin()
 		r1.Put([]byte("a"), []byte("333"))
 		r1.Put([]byte("c"), []byte("4"))
 		r1.Delete([]byte("b"))
-		failed := ts.Begin() // fails: its writes are never the partition's
+		failed := begin() // fails: its writes are never the partition's
 		failed.Put([]byte("e"), []byte("lost"))
-		r2 := ts.Begin()
-		if inRun {
-			r2.After(func() []*Record { return []*Record{r1} })
-		} else {
+		if !inRun {
 			ts.Commit(2, r1)
 		}
+		r2 := begin()
 		var b strings.Builder
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
 			v, e := r2.Get([]byte(k))
@@ -557,11 +561,11 @@ func TestStateAfterReadsAsCommitted(t *testing.T) {
 // that was waiting) is then what the read sees, as run alone.
 func TestStateRunReaderFollowsCommits(t *testing.T) {
 	ts := newTestPartition(t)
-	r1 := ts.Begin()
+	run := ts.BeginRun(func(int) bool { return true })
+	r1 := run.Begin()
 	r1.Put([]byte("a"), []byte("run"))
 	r1.Put([]byte("b"), []byte("run"))
-	r2 := ts.Begin()
-	r2.After(func() []*Record { return []*Record{r1} })
+	r2 := run.Begin()
 	r2.Put([]byte("c"), []byte("own"))
 	rd := r2.Reader()
 	get := func(k string) string {
@@ -576,7 +580,8 @@ func TestStateRunReaderFollowsCommits(t *testing.T) {
 	if got, want := get("a")+" "+scan(), "a=run/true/0 a=run b=run c=own "; got != want {
 		t.Fatalf("before the run's records are committed: %s, want %s", got, want)
 	}
-	r2.EndRun() // the call returned
+	r1.EndRun() // the call returned
+	r2.EndRun()
 	ts.Commit(1, r1)
 	waited := ts.Begin() // a record that waited, decided after the run
 	waited.Put([]byte("a"), []byte("later"))

@@ -174,17 +174,20 @@ func (s *Store) Reset() error {
 	return err
 }
 
-// Get appends key's value to dst and reports whether it has one.
+// Get appends key's value to dst and reports whether it has one. The
+// transaction is begun and rolled back here rather than through View,
+// whose function, holding dst, would be an allocation every read.
 func (s *Store) Get(dst, key []byte) ([]byte, bool, error) {
-	var ok bool
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if v := get(tx, key); v != nil {
-			ok = true
-			dst = append(dst, v...)
-		}
-		return nil
-	})
-	return dst, ok, err
+	tx, err := s.db.Begin(false)
+	if err != nil {
+		return dst, false, err
+	}
+	v := get(tx, key)
+	if v != nil {
+		dst = append(dst, v...) // before the rollback: v is the file's memory
+	}
+	err = tx.Rollback()
+	return dst, v != nil, err
 }
 
 // get is key's value in tx (nil: none). bbolt returns a non-nil empty
