@@ -117,6 +117,9 @@ func (c *conformanceCmd) options() (conformance.Options, int) {
 	}
 	if c.vectors != "" {
 		cases, err := conformance.ReadCases(c.vectors)
+		if err == nil {
+			err = unframed(c.vectors, cases)
+		}
 		if err != nil {
 			printErr(c.stderr, "wasmstream conformance", err)
 			return opt, 2
@@ -157,4 +160,22 @@ func (c *conformanceCmd) check(ctx context.Context, e *host.Engine, path string,
 		fmt.Fprint(c.stdout, termsafe.Text(rep.String(), ""))
 	}
 	return rep.OK()
+}
+
+// unframed refuses vectors that name a schema: the kit runs records as
+// they are, and framing them is wasmstream test's (with the pipeline's
+// input_format and the schemas).
+func unframed(file string, cases []conformance.Case) error {
+	for _, c := range cases {
+		named := c.KeyFrame.Named() || c.ValueFrame.Named()
+		if c.Expect != nil {
+			for _, o := range c.Expect.Outputs {
+				named = named || o.KeyFrame.Named() || o.ValueFrame.Named()
+			}
+		}
+		if named {
+			return fmt.Errorf("%s:%d: names a schema (*_schema, *_subject): the kit runs records as they are; run schema-registry vectors with wasmstream test (--config, --schema)", file, c.Line)
+		}
+	}
+	return nil
 }

@@ -54,6 +54,7 @@ var initTemplateNames = []struct{ name, what string }{
 	{"enrich", "JSON records: adds \"source\" (the record's topic) to each object, dead-letters what is not an object"},
 	{"lookup", "JSON records: GETs $LOOKUP_URL<user> without blocking and merges the answer in as \"lookup\" (config.yaml grants the host)"},
 	{"count", "counts each key's records in the pipeline's state and emits {\"count\": N} (config.yaml enables state)"},
+	{"avro", "Go only: Avro orders from a schema registry (schemas/order.avsc: an array, a union, a timestamp), each order's total out (config.yaml: input_format and output_format confluent; make test needs no registry)"},
 }
 
 func initTemplateList() string {
