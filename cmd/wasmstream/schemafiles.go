@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,15 @@ type localRegistry struct {
 // that does not compile is refused here, naming its file.
 func newLocalRegistry(f *schemaFlag, sc *config.SchemaRegistry) (*localRegistry, error) {
 	l := &localRegistry{reg: srfake.New(), cfg: sc, byFile: map[string]string{}, bySubject: map[string]string{}}
+	// Read only: the files are registered in process, and no other
+	// process on the machine may change what the host reads.
+	l.reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return false
+		}
+		http.Error(w, `{"error_code":405,"message":"read only: the schema files of this wasmstream process"}`, http.StatusMethodNotAllowed)
+		return true
+	})
 	for i, file := range f.files {
 		if err := l.serve(f.subjects[i], file, "--schema "+f.subjects[i]+"="+file); err != nil {
 			l.Close()

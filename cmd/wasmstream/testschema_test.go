@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
 // The schemas of the framed tests: the uppercase processor upper-cases a
@@ -216,5 +219,61 @@ pipelines:
 		if code != 1 || !strings.Contains(errs, tc.want) {
 			t.Errorf("code %d, want 1 and %q\n%s\n%s", code, tc.want, out, errs)
 		}
+	}
+}
+
+// wasmstream test against the config's registry (schema_registry.url; a
+// fake one here): keys and values framed with the subjects of their topic
+// (users-key, users-value) or the one a vector names (value_subject: a
+// record written with an older schema), outputs' keys and values encoded
+// with the output's subjects, the expected key and value compared as
+// read back. wasmstream conformance refuses such vectors: it runs records
+// as they are.
+func TestTestCommandRegistrySubjects(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	mod := writeFile(t, dir, "uppercase.wasm", uppercaseWasm(t))
+	reg := srfake.New()
+	defer reg.Close()
+	for subject, schema := range map[string]string{
+		"users-key": `"string"`, "users-value": userAvsc, "shouted-key": `"string"`, "shouted-value": upperAvsc,
+		"legacy-user": `{"type":"record","name":"User","fields":[{"name":"name","type":"string"},{"name":"id","type":"int"}]}`,
+	} {
+		if _, _, err := reg.RegisterSchema(subject, sr.Schema{Schema: schema, Type: sr.TypeAvro}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := writeFile(t, dir, "config.yaml", []byte(`kafka: {brokers: [127.0.0.1:1], group: g}
+admin: {enabled: false}
+schema_registry: {url: "`+reg.URL()+`", request_timeout: 2s}
+pipelines:
+  - name: up
+    module: uppercase.wasm
+    inputs: [users]
+    output: shouted
+    dead_letter_topic: dlq
+    input_format: {key: {format: confluent}, value: {format: confluent}}
+    output_format: {key: {format: confluent}, value: {format: confluent}}
+`))
+	vectors := writeFile(t, dir, "v.jsonl", []byte(`{"name": "both framed", "key": "k1", "value": {"name": "ada", "id": 1}, "expect": {"outcome": "ok", "outputs": [{"key": "k1", "value": {"NAME": "ADA", "ID": 1}}]}}
+{"name": "an older schema", "key": "k2", "value_subject": "legacy-user", "value": {"name": "bob", "id": 2}, "expect": {"outcome": "ok", "outputs": [{"key": "k2", "value": {"NAME": "BOB", "ID": 2, "TAGS": []}}]}}
+`))
+	code, out, errs := runCLI(t, "test", "--config", cfg, mod, "--file", vectors)
+	if code != 0 {
+		t.Fatalf("code %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		`── both framed (line 1): key "\"k1\"" value "{\"name\":\"ada\",\"id\":1,\"tags\":[]}"`,
+		`── an older schema (line 2): key "\"k2\"" value "{\"name\":\"bob\",\"id\":2}"`, // as the legacy schema decodes it
+		"(key framed: schema id ",
+		`key "\"k2\"" value "{\"NAME\":\"BOB\",\"ID\":2,\"TAGS\":[]}" (key framed: schema id `,
+		"expectations: 2 passed, 0 failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q\n%s", want, out)
+		}
+	}
+	if code, _, errs := runCLI(t, "conformance", "--vectors", vectors, mod); code != 2 || !strings.Contains(errs, vectors+":2: names a schema (*_schema, *_subject): the kit runs records as they are; run schema-registry vectors with wasmstream test") {
+		t.Errorf("conformance on framed vectors: code %d\n%s", code, errs)
 	}
 }
