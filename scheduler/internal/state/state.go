@@ -217,13 +217,7 @@ func (ts *Partition) Flush(upTo int64) error {
 	}
 	ts.mu.Unlock()
 	sort.Slice(done, func(i, j int) bool { return done[i].offset < done[j].offset })
-	var ws []statestore.Write
-	for _, b := range done {
-		if !b.void.Load() {
-			ws = append(ws, b.writes...)
-		}
-	}
-	err := ts.ps.store.Apply(ws, next)
+	err := ts.ps.store.Apply(lastWrites(done), next)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if err != nil {
@@ -241,6 +235,32 @@ func (ts *Partition) Flush(upTo int64) error {
 		}
 	}
 	return nil
+}
+
+// lastWrites are the writes of the batches (in offset order) that are not
+// void, one per key, with its last value: what the store must hold after
+// them. A commit's flush then writes each key once however many records
+// wrote it since the last commit (a count over a thousand keys at a
+// thousand records a second and a commit a second: each key once, not
+// once a record), which is bbolt's cost per write: a cursor, its path and
+// a node update.
+func lastWrites(done []*Batch) []statestore.Write {
+	var ws []statestore.Write
+	at := map[string]int{} // sized by the keys, not the writes
+	for _, b := range done {
+		if b.void.Load() {
+			continue
+		}
+		for _, w := range b.writes {
+			if i, ok := at[string(w.Key)]; ok {
+				ws[i].Value = w.Value
+				continue
+			}
+			at[keyString(w.Key)] = len(ws)
+			ws = append(ws, w)
+		}
+	}
+	return ws
 }
 
 // Record is the State one attempt of a record uses (host.State): its

@@ -590,3 +590,41 @@ func TestStateRunReaderFollowsCommits(t *testing.T) {
 		t.Fatalf("after: %s, want %s", got, want)
 	}
 }
+
+// A commit's flush writes each key once, with the last value the
+// committed records gave it (a delete included), and a void batch's
+// writes not at all; the store's byte count is what it holds.
+func TestStateFlushLastWriteOfEachKey(t *testing.T) {
+	ts := newTestPartition(t)
+	commit := func(off int64, void bool, kv ...string) {
+		rs := ts.Begin()
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "-" {
+				rs.Delete([]byte(kv[i]))
+			} else {
+				rs.Put([]byte(kv[i]), []byte(kv[i+1]))
+			}
+		}
+		b, _ := ts.Commit(off, rs)
+		if void {
+			b.Acked(off, testErr{})
+		} else {
+			b.Acked(off, nil)
+		}
+	}
+	commit(0, false, "a", "1", "b", "1", "c", "1")
+	commit(1, false, "a", "2", "b", "-")
+	commit(2, true, "c", "lost", "d", "lost")
+	commit(3, false, "a", "333", "e", "5")
+	if err := ts.Flush(4); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	ts.ps.store.Scan(nil, nil, func(k, v []byte) bool { got = append(got, string(k)+"="+string(v)); return true })
+	if s := strings.Join(got, ","); s != "a=333,c=1,e=5" {
+		t.Fatalf("the store after the flush: %s, want a=333,c=1,e=5", s)
+	}
+	if n := ts.ps.store.Bytes(); n != 4+2+2 {
+		t.Fatalf("the store counts %d bytes, want 8", n)
+	}
+}

@@ -1,0 +1,132 @@
+package state
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+)
+
+// countLoad is the state path of the count example as a partition task
+// drives it, without a guest or a broker: each record reads its key and
+// writes it back (a get and a put: the key's partition checked, the
+// record's writes, the run's, the overlay, the store), is committed (the
+// overlay, its changelog output) and acknowledged, and every commitEvery
+// records the store takes the committed writes (a commit's flush).
+type countLoad struct {
+	ts      *Partition
+	keys    [][]byte
+	recs    []*Record
+	run     int // records a run (1: each record alone)
+	accepts func(int) bool
+	off     int64
+}
+
+const commitEvery = 256
+
+func newCountLoad(t *testing.T, run, keys int) *countLoad {
+	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const parts = 4
+	l := &countLoad{run: run, accepts: func(int) bool { return true },
+		// state.max_bytes on (its default is 1 GiB): the bound is counted.
+		ts: NewPartition(st, 0, parts, Limits{MaxValueBytes: 64 << 10, MaxBytes: 1 << 30, Changelog: "p.changelog"})}
+	for i := 0; len(l.keys) < keys; i++ {
+		if k := fmt.Appendf(nil, "user-%05d", i); KeyPartition(k, parts) == 0 {
+			l.keys = append(l.keys, k)
+		}
+	}
+	return l
+}
+
+// step runs one run of records (or one record alone), and flushes after
+// every commitEvery.
+func (l *countLoad) step(t *testing.T) {
+	begin := l.ts.Begin
+	if l.run > 1 {
+		begin = l.ts.BeginRun(l.accepts).Begin
+	}
+	l.recs = l.recs[:0]
+	for range l.run {
+		rs := begin()
+		key := l.keys[int(l.off+int64(len(l.recs)))%len(l.keys)]
+		v, e := rs.Get(key)
+		if e != 0 && e != abi.ErrnoNotFound {
+			t.Fatal(e)
+		}
+		if e := rs.Put(key, append([]byte("12345")[:0:5], v[:min(len(v), 5)]...)); e != 0 {
+			t.Fatal(e)
+		}
+		l.recs = append(l.recs, rs)
+	}
+	for _, rs := range l.recs {
+		rs.EndRun()
+	}
+	for _, rs := range l.recs {
+		b, outs := l.ts.Commit(l.off, rs)
+		if len(outs) != 1 {
+			t.Fatalf("%d changelog outputs, want 1", len(outs))
+		}
+		b.Acked(l.off, nil)
+		l.off++
+		if l.off%commitEvery == 0 {
+			if err := l.ts.Flush(l.off); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clear(l.recs)
+}
+
+// The state path of a record allocates a fixed few times, whatever the
+// length of its run: this fails when it grows, as TestJobSize does for the
+// job. A run of 64 records (batch_records' default) and of 1,024 (its
+// bound) cost a record the same; before the run's writes were folded once
+// (Run), a record of a run of 64 cost 48 allocations and ~8 KB more, and
+// of 1,024 several hundred. What a record allocates now: its Record (its
+// batch and first write inside), its put's key and value, its changelog
+// output; its get, when it misses the overlay, bbolt's read transaction
+// (~7); and its share of a commit's flush (bbolt's writes, once per key
+// per commit). Counted with the race detector's build too (its counts are
+// the same).
+func TestStateRecordAllocs(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		run, keys int
+		allocs    float64 // per record, at most
+		bytes     int64   // per record, at most
+	}{
+		{"alone", 1, 64, 7, 700},       // was 11.1 and 782
+		{"run_64", 64, 64, 7, 700},     // was 65.8 and 9,719
+		{"run_1024", 1024, 64, 6, 650}, // was 107.2 and 37,442
+		// Every get misses the overlay, and a flush writes every key.
+		{"run_64_keys_1000", 64, 1000, 18, 1500}, // was 74.1 and 10,284
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newCountLoad(t, c.run, c.keys)
+			steps := max(4096/c.run, 8)
+			for range steps { // warm: the store holds the keys, the run is reused
+				l.step(t)
+			}
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			for range steps {
+				l.step(t)
+			}
+			runtime.ReadMemStats(&m1)
+			recs := float64(steps * c.run)
+			allocs, bytes := float64(m1.Mallocs-m0.Mallocs)/recs, float64(m1.TotalAlloc-m0.TotalAlloc)/recs
+			t.Logf("%.1f allocations, %.0f bytes a record", allocs, bytes)
+			if allocs > c.allocs || bytes > float64(c.bytes) {
+				t.Fatalf("the state path of a record allocates %.1f times, %.0f bytes; at most %.0f and %d (TestStateRecordAllocs)", allocs, bytes, c.allocs, c.bytes)
+			}
+		})
+	}
+}
