@@ -302,7 +302,7 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 	p.brokers = d.brokers
 	// The output subjects are resolved now: a registry that is down or a
 	// subject that does not exist fails the start, naming the pipeline.
-	schema, err := schemaio.New(context.Background(), d.schemaReg, pc)
+	schema, err := schemaio.New(context.Background(), d.schemaReg, cfg, pc)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func NewSchemaCodec(ctx context.Context, cfg *config.Config, pc *config.Pipeline
 	if err != nil {
 		return nil, err
 	}
-	p, err := schemaio.New(ctx, c, pc)
+	p, err := schemaio.New(ctx, c, cfg, pc)
 	if err != nil {
 		return nil, err
 	}

@@ -167,6 +167,9 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// MaxSchemaBytes is the most bytes of one schema text the client takes.
+func (c *Client) MaxSchemaBytes() int { return c.cfg.MaxSchemaBytes }
+
 // check refuses a config that cannot work, naming its key, and reports
 // whether the registry is reached over TLS.
 func (cfg *Config) check() (tlsOn bool, err error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,15 @@ type EncoderConfig struct {
 	// Message is the Protobuf message written (full name, or relative to
 	// the file's package); "" is the file's first message.
 	Message string
+	// Schema, when its text is set, is the schema written (a schema file
+	// in the config): the encoder writes with the id the subject holds it
+	// under, looked up at start and never refreshed; Version is unused.
+	Schema sr.Schema
+	// Register registers Schema under Subject first (the registry's
+	// compatibility rules decide whether it may). Without it the encoder
+	// never registers anything: a Schema the subject does not hold fails
+	// NewEncoder (Kind NotFound).
+	Register bool
 }
 
 // Encoder turns JSON into framed values with one subject's schema. Safe for
@@ -101,13 +111,63 @@ func (c *Client) NewEncoder(ctx context.Context, cfg EncoderConfig) (*Encoder, e
 	if cfg.Version == 0 {
 		cfg.Version = -1
 	}
-	e := &Encoder{c: c, cfg: cfg, latest: cfg.Version == -1}
-	t, err := e.resolve(ctx)
+	e := &Encoder{c: c, cfg: cfg, latest: cfg.Version == -1 && cfg.Schema.Schema == ""}
+	resolve := e.resolve
+	if cfg.Schema.Schema != "" {
+		resolve = e.resolveGiven
+	}
+	t, err := resolve(ctx)
 	if err != nil {
 		return nil, err
 	}
 	e.cur.Store(t)
 	return e, nil
+}
+
+// resolveGiven finds the id of the encoder's given schema under its
+// subject, registering it there first when told to. The schema is
+// compiled before the registry is asked: one that does not compile is
+// neither registered nor looked up.
+func (e *Encoder) resolveGiven(ctx context.Context) (*target, error) {
+	c, subject := e.c, e.cfg.Subject
+	if _, err := c.compile(ctx, 0, e.cfg.Schema); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	if e.cfg.Register {
+		if _, err := c.sr.RegisterSchema(ctx, subject, e.cfg.Schema, -1, -1); err != nil {
+			se := c.classify(err, 0, subject, -1, "registering the schema under subject "+subject)
+			if se.Status == http.StatusConflict { // the registry's reason is in the message
+				se.Msg += " (the subject's compatibility rules refuse this schema: make it compatible with the subject's versions, or change the subject's compatibility level)"
+			}
+			return nil, se
+		}
+	}
+	ss, err := c.sr.LookupSchema(ctx, subject, e.cfg.Schema)
+	if err != nil {
+		se := c.classify(err, 0, subject, -1, "looking the schema up under subject "+subject)
+		if se.Kind == NotFound {
+			se.Msg = fmt.Sprintf("schema registry %s: subject %s does not hold the schema given (HTTP %d)", c.url, subject, se.Status)
+		}
+		return nil, se
+	}
+	s, hit, err := c.cache.get(ss.ID, func() (*Schema, error) { return c.compile(ctx, ss.ID, ss.Schema) })
+	if hit {
+		c.Stats.CacheHits.Add(1)
+	} else {
+		c.Stats.CacheMisses.Add(1)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := &target{s: s, version: ss.Version, at: time.Now()}
+	if s.proto != nil {
+		if t.index, err = s.proto.Index(e.cfg.Message); err != nil {
+			return nil, &Error{Kind: BadSchema, SchemaID: s.ID, Subject: subject, Version: ss.Version, Msg: fmt.Sprintf("subject %s version %d (schema id %d): %v", subject, ss.Version, s.ID, err)}
+		}
+	}
+	return t, nil
 }
 
 func (e *Encoder) resolve(ctx context.Context) (*target, error) {

@@ -57,6 +57,9 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (*Schema, error) {
 func (c *Client) compile(ctx context.Context, id int, raw sr.Schema) (*Schema, error) {
 	s := &Schema{ID: id, Type: raw.Type, Text: raw.Schema, size: len(raw.Schema)}
 	bad := func(format string, args ...any) error {
+		if id == 0 { // a schema given (a schema file), not yet registered
+			return newErr(BadSchema, 0, nil, "the %s schema given: %s", raw.Type, fmt.Sprintf(format, args...))
+		}
 		return newErr(BadSchema, id, nil, "schema id %d (%s): %s", id, raw.Type, fmt.Sprintf(format, args...))
 	}
 	if len(raw.Schema) > c.cfg.MaxSchemaBytes {

@@ -507,3 +507,71 @@ func TestRefreshLogged(t *testing.T) {
 		t.Fatalf("a new version logged without one:\n%s", logs.String())
 	}
 }
+
+// TestGivenSchema: an encoder given a schema writes with the id its
+// subject holds it under; with Register it registers it first, without it
+// it never registers (a schema the subject does not hold fails, and the
+// registry gets no registration); a schema that does not compile is
+// refused before the registry is asked; a registration the registry
+// refuses (a 409 from its compatibility check) fails with its reason.
+func TestGivenSchema(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	reqs := counter(reg)
+	c := newClient(t, reg, nil)
+	ctx := context.Background()
+	given := sr.Schema{Schema: userV2, Type: sr.TypeAvro}
+
+	_, err := c.NewEncoder(ctx, EncoderConfig{Subject: "users-value", Schema: given})
+	var se *Error
+	if !errors.As(err, &se) || se.Kind != NotFound || !strings.Contains(se.Error(), "does not hold the schema") {
+		t.Fatalf("unregistered schema without Register: %v", err)
+	}
+	if n := count(reqs, "/subjects/users-value/versions"); n != 0 {
+		t.Fatalf("%d registrations without Register", n)
+	}
+
+	enc, err := c.NewEncoder(ctx, EncoderConfig{Subject: "users-value", Schema: given, Register: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	s, v := enc.Schema()
+	if n := count(reqs, "/subjects/users-value/versions"); n != 1 || v != 1 || s.Text == "" {
+		t.Fatalf("registered %d times, version %d", n, v)
+	}
+	b, err := enc.AppendFramed(nil, []byte(`{"name":"a","age":3}`))
+	if err != nil || b[4] != byte(s.ID) {
+		t.Fatalf("framed %x (%v), want id %d", b, err, s.ID)
+	}
+	// Registered, the same schema is looked up without Register, and an
+	// encoder of it is never refreshed.
+	again, err := c.NewEncoder(ctx, EncoderConfig{Subject: "users-value", Schema: given})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if s2, _ := again.Schema(); s2.ID != s.ID || again.latest {
+		t.Fatalf("looked up id %d (latest %v), want %d", s2.ID, again.latest, s.ID)
+	}
+
+	before := c.Stats.Requests.Load()
+	_, err = c.NewEncoder(ctx, EncoderConfig{Subject: "users-value", Schema: sr.Schema{Schema: `{"type":"record"`, Type: sr.TypeAvro}, Register: true})
+	if !errors.As(err, &se) || se.Kind != BadSchema || !strings.Contains(se.Error(), "the AVRO schema given") || c.Stats.Requests.Load() != before {
+		t.Fatalf("a schema that does not compile: %v (requests %d)", err, c.Stats.Requests.Load()-before)
+	}
+
+	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost || r.URL.Path != "/subjects/orders-value/versions" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		w.Write([]byte(`{"error_code":409,"message":"Schema being registered is incompatible with an earlier schema for subject \"orders-value\""}`))
+		return true
+	})
+	_, err = c.NewEncoder(ctx, EncoderConfig{Subject: "orders-value", Schema: given, Register: true})
+	if !errors.As(err, &se) || se.Status != http.StatusConflict || !strings.Contains(se.Error(), "incompatible with an earlier schema") || !strings.Contains(se.Error(), "registering the schema under subject orders-value") || !strings.Contains(se.Error(), "compatibility rules refuse") {
+		t.Fatalf("a registration refused: %v", err)
+	}
+}

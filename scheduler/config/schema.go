@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -144,6 +145,35 @@ type OutputPart struct {
 	// Message is the Protobuf message written (full name, or relative to
 	// the schema's package); "" is the schema's first message.
 	Message string `koanf:"message"`
+	// SchemaFile is the schema the outputs are written with, read at
+	// start (relative to the config's directory): .avsc Avro, .proto
+	// Protobuf, .json JSON Schema. The host writes with the id the
+	// subject holds it under; Version is then not used.
+	SchemaFile string `koanf:"schema_file"`
+	// AutoRegister registers SchemaFile under the subject at start (the
+	// registry's compatibility rules decide whether it may). False, the
+	// default: the host never registers, and a schema file the subject
+	// does not hold fails the start.
+	AutoRegister bool `koanf:"auto_register"`
+}
+
+// Schema-file types by extension (output_format.*.schema_file): the
+// registry's names for them.
+var schemaFileTypes = map[string]string{".avsc": "AVRO", ".proto": "PROTOBUF", ".json": "JSON"}
+
+// SchemaFileType is the registry's name of the schema type of SchemaFile
+// (AVRO, PROTOBUF or JSON), by its extension; "" for another extension.
+func (p OutputPart) SchemaFileType() string {
+	return schemaFileTypes[strings.ToLower(filepath.Ext(p.SchemaFile))]
+}
+
+// SchemaFilePath is p's schema_file resolved against the config's
+// directory.
+func (c *Config) SchemaFilePath(p OutputPart) string {
+	if p.SchemaFile == "" || filepath.IsAbs(p.SchemaFile) || c.Dir == "" {
+		return p.SchemaFile
+	}
+	return filepath.Join(c.Dir, p.SchemaFile)
 }
 
 // Confluent reports whether the part is encoded.
@@ -266,10 +296,13 @@ func (c *Config) checkFormats(add addFunc, key keyFunc, p *Pipeline) {
 		o, k := out.o, func(sub string) string { return key(out.name + "." + sub) }
 		switch o.Format {
 		case FormatRaw:
-			for _, kv := range [][2]string{{"subject", o.Subject}, {"record", o.Record}, {"message", o.Message}} {
+			for _, kv := range [][2]string{{"subject", o.Subject}, {"record", o.Record}, {"message", o.Message}, {"schema_file", o.SchemaFile}} {
 				if kv[1] != "" {
 					add(k(kv[0]), "is set but format is raw: set format: confluent to encode the outputs")
 				}
+			}
+			if o.AutoRegister {
+				add(k("auto_register"), "is set but format is raw: set format: confluent to encode the outputs")
 			}
 			continue
 		case FormatConfluent:
@@ -295,10 +328,24 @@ func (c *Config) checkFormats(add addFunc, key keyFunc, p *Pipeline) {
 		if o.Version != "latest" {
 			if n, err := strconv.Atoi(o.Version); err != nil || n < 1 {
 				add(k("version"), "%q: want latest or a version number (1 or more)", o.Version)
+			} else if o.SchemaFile != "" {
+				add(k("version"), "%s and schema_file both name the schema written: keep one (with schema_file, the version the subject holds it as is written)", o.Version)
 			}
 		}
+		c.checkSchemaFile(add, k, o)
 		if o.Subject != "" && strings.TrimSpace(o.Subject) != o.Subject {
 			add(k("subject"), "%q has leading or trailing spaces", o.Subject)
 		}
+	}
+}
+
+// checkSchemaFile checks an output part's schema_file and auto_register;
+// the file itself is read when the host starts.
+func (c *Config) checkSchemaFile(add addFunc, k func(string) string, o OutputPart) {
+	switch {
+	case o.SchemaFile == "" && o.AutoRegister:
+		add(k("schema_file"), "auto_register registers the schema in schema_file, and none is set: set schema_file (a .avsc, .proto or .json file), or leave auto_register out to write with the subject's registered version")
+	case o.SchemaFile != "" && o.SchemaFileType() == "":
+		add(k("schema_file"), "%q: want a .avsc (Avro), .proto (Protobuf) or .json (JSON Schema) file", o.SchemaFile)
 	}
 }

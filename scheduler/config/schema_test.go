@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,15 @@ func TestSchemaFormatsLoad(t *testing.T) {
 	}
 	if r := c.SchemaRegistry; r.RequestTimeout != 10*time.Second || r.RefreshPeriod != 5*time.Minute || r.Cache.MaxSchemas != 1000 {
 		t.Fatalf("registry defaults: %+v", r)
+	}
+	// A schema file: its type by extension, its path beside the config.
+	c, err = Load(write(t, outValue("{format: confluent, schema_file: schemas/order.AVSC, auto_register: true}")), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov = c.Pipelines[0].OutputFormat.Value
+	if !ov.AutoRegister || ov.SchemaFileType() != "AVRO" || c.SchemaFilePath(ov) != filepath.Join(c.Dir, "schemas/order.AVSC") {
+		t.Fatalf("schema file: %+v, path %s", ov, c.SchemaFilePath(ov))
 	}
 	for _, tc := range []struct {
 		o    OutputPart
@@ -113,6 +123,14 @@ func TestSchemaConfigBadKeysNamed(t *testing.T) {
 			[]string{"schema_registry.refresh_period: 10ms is below the minimum of 1s"}},
 		{"auth without a url", noURL, []string{"schema_registry.token_file=t"},
 			[]string{"schema_registry.token_file: is set but schema_registry.url is not"}},
+		{"auto_register without a schema file", outValue("{format: confluent, auto_register: true}"), nil,
+			[]string{"pipelines[0].output_format.value.schema_file: auto_register registers the schema in schema_file, and none is set"}},
+		{"a schema file of another type", outValue("{format: confluent, schema_file: order.avdl}"), nil,
+			[]string{`pipelines[0].output_format.value.schema_file: "order.avdl": want a .avsc (Avro), .proto (Protobuf) or .json (JSON Schema) file`}},
+		{"a schema file and a version", outValue("{format: confluent, schema_file: order.avsc, version: 2}"), nil,
+			[]string{"pipelines[0].output_format.value.version: 2 and schema_file both name the schema written"}},
+		{"a schema file on a raw output", outValue("{format: confluent}\n      key: {schema_file: k.avsc, auto_register: true}"), nil,
+			[]string{"pipelines[0].output_format.key.schema_file: is set but format is raw", "pipelines[0].output_format.key.auto_register: is set but format is raw"}},
 	} {
 		if tc.want == nil {
 			tc.yaml = strings.Replace(withSchema, "value: {format: confluent}\n    output_format", "value: {format: avro}\n    output_format", 1)

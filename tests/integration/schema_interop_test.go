@@ -62,7 +62,20 @@ func runInterop(t *testing.T, ctx context.Context, args ...string) []byte {
 // the test fails), stopped when the test ends.
 func startSchemaHost(t *testing.T, yaml string) (*scheduler.Runner, *syncBuffer) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.yaml")
+	r, logs, err := newSchemaHost(t, t.TempDir(), yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	return r, logs
+}
+
+// newSchemaHost makes, but does not start, a host of yaml written to
+// dir/config.yaml; its log is printed when the test fails.
+func newSchemaHost(t *testing.T, dir, yaml string) (*scheduler.Runner, *syncBuffer, error) {
+	t.Helper()
+	p := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +90,7 @@ func startSchemaHost(t *testing.T, yaml string) (*scheduler.Runner, *syncBuffer)
 		}
 	})
 	r, err := scheduler.NewRunner(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Start()
-	t.Cleanup(func() { r.Stop(context.Background()) })
-	return r, logs
+	return r, logs, err
 }
 
 // TestConfluentSerializersInterop: records written by Confluent's own

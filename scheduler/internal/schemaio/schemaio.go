@@ -8,12 +8,16 @@
 package schemaio
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/internal/schemareg"
@@ -92,8 +96,11 @@ func (p *Pipeline) PutBuffer(b *Buffer) {
 // New makes pc's decoder and encoders with c, or returns nil when pc's
 // formats are all raw. The encoders resolve their subjects now: a
 // registry that is down or a subject that does not exist fails here,
-// naming the pipeline and key.
-func New(ctx context.Context, c *schemareg.Client, pc *config.Pipeline) (*Pipeline, error) {
+// naming the pipeline and key. An output part with a schema_file (read
+// from cfg's directory) writes with the id its subject holds that schema
+// under, registered first only with auto_register: without it nothing is
+// ever registered.
+func New(ctx context.Context, c *schemareg.Client, cfg *config.Config, pc *config.Pipeline) (*Pipeline, error) {
 	if !pc.UsesSchemaRegistry() {
 		return nil, nil
 	}
@@ -110,14 +117,52 @@ func New(ctx context.Context, c *schemareg.Client, pc *config.Pipeline) (*Pipeli
 		if !o.cfg.Confluent() {
 			continue
 		}
-		e, err := c.NewEncoder(ctx, schemareg.EncoderConfig{Subject: o.cfg.SubjectFor(pc.Output, o.part), Version: o.cfg.VersionNumber(), Message: o.cfg.Message})
+		ec := schemareg.EncoderConfig{Subject: o.cfg.SubjectFor(pc.Output, o.part), Version: o.cfg.VersionNumber(), Message: o.cfg.Message}
+		key := "output_format." + o.part
+		if o.cfg.SchemaFile != "" {
+			key += ".schema_file"
+			s, err := readSchemaFile(cfg.SchemaFilePath(o.cfg), o.cfg.SchemaFileType(), c.MaxSchemaBytes())
+			if err != nil {
+				p.Close()
+				return nil, fmt.Errorf("pipeline %s: %s: %w", pc.Name, key, err)
+			}
+			ec.Schema, ec.Register = s, o.cfg.AutoRegister
+		}
+		e, err := c.NewEncoder(ctx, ec)
 		if err != nil {
 			p.Close()
-			return nil, fmt.Errorf("pipeline %s: output_format.%s: %w", pc.Name, o.part, err)
+			if se := (*schemareg.Error)(nil); errors.As(err, &se) && se.Kind == schemareg.NotFound && ec.Schema.Schema != "" {
+				return nil, fmt.Errorf("pipeline %s: %s: %w (register it, or set output_format.%s.auto_register: true to let the host register it at start)", pc.Name, key, err, o.part)
+			}
+			return nil, fmt.Errorf("pipeline %s: %s: %w", pc.Name, key, err)
 		}
 		*o.enc = e
 	}
 	return p, nil
+}
+
+// readSchemaFile reads the schema file at path, of type typ (AVRO,
+// PROTOBUF or JSON), refusing one larger than max bytes.
+func readSchemaFile(path, typ string, max int) (sr.Schema, error) {
+	var t sr.SchemaType
+	if typ == "" || t.UnmarshalText([]byte(typ)) != nil {
+		return sr.Schema{}, fmt.Errorf("%s: want a .avsc, .proto or .json file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return sr.Schema{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	switch {
+	case err != nil:
+		return sr.Schema{}, err
+	case len(b) > max:
+		return sr.Schema{}, fmt.Errorf("%s is larger than schema_registry.max_schema_bytes (%d)", path, max)
+	case len(bytes.TrimSpace(b)) == 0:
+		return sr.Schema{}, fmt.Errorf("%s is empty", path)
+	}
+	return sr.Schema{Schema: string(b), Type: t}, nil
 }
 
 // Close ends the encoders' refreshes.
