@@ -144,7 +144,9 @@ if [[ "$mode" == test ]]; then
     # Confluent's Python client and its Avro, Protobuf and JSON Schema
     # serializers, for the interop test (tests/integration/schema_interop_test.go):
     # a venv under the cache, installed once (seconds), reused after.
-    eval "$(bash tests/interop/setup.sh)"
+    # (Its status is checked here: eval of a failed substitution succeeds.)
+    interop_env="$(bash tests/interop/setup.sh)" || { echo "tests/run.sh: Confluent's Python client could not be installed (tests/interop/setup.sh, above)" >&2; exit 1; }
+    eval "$interop_env"
     export WASMSTREAM_PYTHON
 fi
 step "gofmt and go vet"
