@@ -46,6 +46,18 @@ const (
 	// Request: StateScanRequest. Result payload: scan entries
 	// (AppendStateEntry), none when there are no more keys.
 	OpStateScan OpKind = 4
+	// OpSchemaByID looks a schema up in the schema registry by its id
+	// (ABI.md §7.3). Request: AppendSchemaByID. Result payload: the schema
+	// definition (AppendSchemaDef).
+	OpSchemaByID OpKind = 5
+	// OpSchemaBySubject looks up a subject's schema of one version, -1 the
+	// latest. Request: AppendSchemaBySubject. Result payload: the subject
+	// schema (AppendSubjectSchema).
+	OpSchemaBySubject OpKind = 6
+	// OpSchemaRegister registers a schema under a subject the pipeline
+	// allows. Request: AppendSchemaRegister. Result payload: its id and
+	// version (AppendSchemaRegistered).
+	OpSchemaRegister OpKind = 7
 )
 
 func (k OpKind) String() string {
@@ -58,6 +70,12 @@ func (k OpKind) String() string {
 		return "state_get"
 	case OpStateScan:
 		return "state_scan"
+	case OpSchemaByID:
+		return "schema_by_id"
+	case OpSchemaBySubject:
+		return "schema_by_subject"
+	case OpSchemaRegister:
+		return "schema_register"
 	}
 	return "unknown"
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	"github.com/wasmstream/wasmstream/host/internal/codecache"
 	"github.com/wasmstream/wasmstream/host/internal/slots"
 )
@@ -56,6 +57,9 @@ type Engine struct {
 	// (clock.go); started is the zero of their monotonic clock.
 	clockRes atomic.Int64
 	started  time.Time
+	// asyncEnv is what the asynchronous operations of every module share
+	// (SetAsyncEnv; nil: nothing).
+	asyncEnv atomic.Pointer[asyncop.Env]
 }
 
 // AsyncInFlight is the number of asynchronous operations in flight across

@@ -212,7 +212,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 	}
 	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, clock: e.clock(), asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name), fromCache: fromDisk}
 	m.async.SetDefaults()
-	m.ops = defaultOperations(m.async)
+	m.ops = e.operations(m.async)
 	ok := false
 	defer func() {
 		if !ok {

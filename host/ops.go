@@ -42,6 +42,20 @@ type AsyncConfig struct {
 	Operations map[abi.OpKind]Operation
 }
 
+// SetAsyncEnv sets what the asynchronous operations of the modules loaded
+// afterwards share: the process's clients (its schema registry's). A
+// module whose AsyncConfig gives an Env of its own keeps it.
+func (e *Engine) SetAsyncEnv(env asyncop.Env) { e.asyncEnv.Store(&env) }
+
+// operations are the operations of a module of cfg: the engine's Env
+// unless cfg gives one.
+func (e *Engine) operations(cfg AsyncConfig) map[abi.OpKind]Operation {
+	if env := e.asyncEnv.Load(); env != nil && cfg.Env == (asyncop.Env{}) {
+		cfg.Env = *env
+	}
+	return defaultOperations(cfg)
+}
+
 func defaultOperations(cfg AsyncConfig) map[abi.OpKind]Operation {
 	key := cfg.Key
 	if key == "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/internal/schemareg"
 	"github.com/wasmstream/wasmstream/scheduler/config"
@@ -129,6 +130,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	}
 	r.engine.LimitHeldOutputs(cfg.Host.MaxHeldOutputBytes)
 	r.engine.SetClockResolution(cfg.Host.ClockResolution)
+	r.engine.SetAsyncEnv(asyncop.Env{Schemas: r.schemaReg})
 	tc := cfg.Tracing
 	r.hooks.Tracer, err = tracing.New(ctx, tracing.Config{Exporter: tc.Exporter, Endpoint: tc.Endpoint, Insecure: tc.Insecure,
 		File: cfg.TracingFile(), SampleRatio: *tc.SampleRatio, ServiceName: tc.ServiceName, Version: Version})

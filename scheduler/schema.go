@@ -25,7 +25,8 @@ import (
 func newSchemaClient(cfg *config.Config, log *slog.Logger) (*schemareg.Client, error) {
 	used := false
 	for i := range cfg.Pipelines {
-		used = used || cfg.Pipelines[i].UsesSchemaRegistry()
+		p := &cfg.Pipelines[i]
+		used = used || p.UsesSchemaRegistry() || p.Async.SchemaRegistry.Enabled
 	}
 	if cfg.SchemaRegistry.URL == "" || !used {
 		return nil, nil

@@ -60,7 +60,8 @@ type Config struct {
 	MaxPerRecord int `koanf:"max_per_record"`
 
 	// The kinds' sections: the table.
-	HTTP HTTP `koanf:"http"`
+	HTTP           HTTP           `koanf:"http"`
+	SchemaRegistry SchemaRegistry `koanf:"schema_registry"`
 }
 
 // Defaults of Config's own keys.

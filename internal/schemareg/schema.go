@@ -20,7 +20,10 @@ type Schema struct {
 	// References are the schemas it references, transitively, each
 	// before those that reference it.
 	References []Reference
-	size       int // text bytes, references included
+	// Declared are the references the registry gives for it: the direct
+	// ones, by name, subject and version.
+	Declared []sr.SchemaReference
+	size     int // text bytes, references included
 
 	avro  *avrocodec.Codec
 	proto *protocodec.Codec
@@ -55,7 +58,7 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (*Schema, error) {
 
 // compile fetches raw's references and compiles it.
 func (c *Client) compile(ctx context.Context, id int, raw sr.Schema) (*Schema, error) {
-	s := &Schema{ID: id, Type: raw.Type, Text: raw.Schema, size: len(raw.Schema)}
+	s := &Schema{ID: id, Type: raw.Type, Text: raw.Schema, Declared: raw.References, size: len(raw.Schema)}
 	bad := func(format string, args ...any) error {
 		if id == 0 { // a schema given (a schema file), not yet registered
 			return newErr(BadSchema, 0, nil, "the %s schema given: %s", raw.Type, fmt.Sprintf(format, args...))

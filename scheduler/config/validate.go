@@ -215,7 +215,7 @@ func (c *Config) checkPipelines(add addFunc) {
 		checkInstances(add, key, p)
 		checkRetry(add, key, p, inputs)
 		checkState(add, key, p, inputs)
-		p.Async.Check(key("async"), add)
+		c.checkAsync(add, key, p)
 		c.checkFormats(add, key, p)
 		for _, k := range sortedKeys(p.Env) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -447,6 +447,16 @@ func checkRetry(add addFunc, key keyFunc, p *Pipeline, inputs map[string]bool) {
 		if inputs[t] || t == p.Output || t == p.DeadLetterTopic {
 			add(key("retry.topic_prefix"), "retry topic %q is also an input, the output or the dead-letter topic", t)
 		}
+	}
+}
+
+// checkAsync checks the async section with its own checks (package
+// host/asyncop's, beside each operation), and what it needs of the rest
+// of the config: the schema-registry operations, a registry.
+func (c *Config) checkAsync(add addFunc, key keyFunc, p *Pipeline) {
+	p.Async.Check(key("async"), add)
+	if p.Async.SchemaRegistry.Enabled && c.SchemaRegistry.URL == "" {
+		add(key("async.schema_registry.enabled"), "true needs a schema registry: set schema_registry.url")
 	}
 }
 
