@@ -135,12 +135,17 @@ func (r *runOutputs) carve(n, left int) []abi.Output {
 // the records before it that ended ok (ABI.md §4.1: a later record of the
 // partition sees them at once), its State must read through theirs.
 func (in *Instance) ProcessBatch(ctx context.Context, recs []BatchRecord, out []Outcome) (ran int) {
+	if in.entry.rp != nil {
+		return in.rpProcessBatch(ctx, recs, out) // redpanda_instance.go
+	}
+	return in.processBatch(ctx, recs, out)
+}
+
+// processBatch is ProcessBatch for a wasmstream module.
+func (in *Instance) processBatch(ctx context.Context, recs []BatchRecord, out []Outcome) (ran int) {
 	n := min(len(recs), len(out), MaxBatch)
 	if n == 0 || in.dead {
 		return 0
-	}
-	if in.rp != nil {
-		return in.rpProcessBatch(ctx, recs, out) // redpanda_instance.go
 	}
 	if in.entry.batch == nil || n == 1 {
 		// One record costs less through wasmstream_on_record than through

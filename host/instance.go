@@ -128,8 +128,6 @@ type Instance struct {
 	slot    slotLease       // the guest-call slot it keeps between calls
 	waiting waitingRecords  // records waiting on operations
 	q       completionQueue // completed operations waiting for delivery
-
-	rp *rpInstance // a Redpanda transform's goroutine and batch (redpanda_instance.go); nil for a wasmstream module
 }
 
 // guestEntries are the module's exports the host calls on an instance.
@@ -138,6 +136,10 @@ type guestEntries struct {
 	complete    api.Function // nil when the module does no async work
 	batch       api.Function // nil when the module has no batch entry (batch.go)
 	completions api.Function // nil when the module has no completions entry (completions.go)
+	// rp is a Redpanda transform's entry: its _start running on a
+	// goroutine of its own, parked for the next batch
+	// (redpanda_instance.go); nil for a wasmstream module.
+	rp *rpInstance
 }
 
 // batchOpts are how ProcessBatch takes records: LimitBatchInFlight,
@@ -344,7 +346,7 @@ func (in *Instance) Close(ctx context.Context) {
 		}
 		in.signal()
 	}
-	if in.rp != nil {
+	if in.entry.rp != nil {
 		in.rpStop()
 	}
 	if in.mod != nil {
@@ -426,7 +428,7 @@ func (in *Instance) Process(ctx context.Context, rec *abi.Record, tag any) Resul
 		in.calls.start, in.calls.end = now, now
 		return Result{Status: abi.StatusRetry, Err: &Fault{Kind: FaultProtocol, Msg: "instance is closed"}}
 	}
-	if in.rp != nil {
+	if in.entry.rp != nil {
 		return in.rpProcess(ctx, rec, tag)
 	}
 	st := in.newRec(tag)

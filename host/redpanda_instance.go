@@ -83,7 +83,7 @@ func (m *Module) newRedpandaInstance(ctx context.Context) (*Instance, error) {
 	in.stderr.max = 2048
 	rp := &rpInstance{batches: make(chan *rpBatch, 1), parked: make(chan struct{}, 1),
 		exited: make(chan struct{}), stop: make(chan struct{}), res: max(m.clock.res, 1)}
-	in.rp = rp
+	in.entry.rp = rp
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _start runs on the instance's goroutine, below
@@ -129,17 +129,17 @@ func (rp *rpInstance) run(ctx context.Context, start api.Function) {
 
 // rpExitFault is the fault that ended _start, read once exited is closed.
 func (in *Instance) rpExitFault(ctx context.Context) *Fault {
-	if in.rp.err == nil {
+	if in.entry.rp.err == nil {
 		return &Fault{Kind: FaultExit, Msg: fmt.Sprintf("the transform's %s returned: a transform must loop on %s.%s", rpabi.ExportStart, rpabi.Module, rpabi.ReadBatchHeader), Stderr: in.stderr.String()}
 	}
-	return in.classify(in.rp.err, ctx.Err())
+	return in.classify(in.entry.rp.err, ctx.Err())
 }
 
 // rpStop ends the instance's goroutine and waits for it: the owner calls it
 // only while the guest is parked (or already ended), so it ends at once.
 func (in *Instance) rpStop() {
-	in.rp.once.Do(func() { close(in.rp.stop) })
-	<-in.rp.exited
+	in.entry.rp.once.Do(func() { close(in.entry.rp.stop) })
+	<-in.entry.rp.exited
 }
 
 func (rp *rpInstance) walltime() (sec int64, nsec int32) {
@@ -187,11 +187,11 @@ func (in *Instance) rpProcessBatch(ctx context.Context, recs []BatchRecord, out 
 	timeout := in.m.limits.RecordTimeout
 	b := &rpBatch{recs: recs[:n], out: out[:n], cur: -1, begun: start, encOf: -1}
 	in.fuel.startCall(ctx, start.Add(timeout), "record")
-	in.rp.batches <- b
+	in.entry.rp.batches <- b
 	var exited bool
 	select {
-	case <-in.rp.parked:
-	case <-in.rp.exited:
+	case <-in.entry.rp.parked:
+	case <-in.entry.rp.exited:
 		exited = true
 	}
 	end := time.Now()
@@ -268,7 +268,7 @@ func (in *Instance) rpDecide(b *rpBatch, now time.Time) {
 // the next one (ProcessBatch) or closes the instance.
 func hostRPReadBatchHeader(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instance(ctx)
-	rp := in.rp
+	rp := in.entry.rp
 	if b := rp.b; b != nil {
 		if in.cur != nil {
 			in.rpDecide(b, time.Now())
@@ -314,7 +314,7 @@ func hostRPReadBatchHeader(ctx context.Context, mod api.Module, stack []uint64) 
 // stays next)
 func hostRPReadNextRecord(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instance(ctx)
-	b := in.rp.b
+	b := in.entry.rp.b
 	if b == nil || b.next >= len(b.recs) {
 		stack[0] = rpCode(rpabi.NoActive)
 		return
@@ -337,7 +337,7 @@ func hostRPReadNextRecord(ctx context.Context, mod api.Module, stack []uint64) {
 	in.fuel.deadline, in.fuel.during, in.fuel.last = st.deadline, "record", time.Time{}
 	in.cur, b.cur, b.begun = st, b.next, now
 	b.next++
-	in.rp.wall.Store(r.Timestamp)
+	in.entry.rp.wall.Store(r.Timestamp)
 	mem := mod.Memory()
 	if !(mem.WriteByte(uint32(stack[0]), 0) &&
 		mem.WriteUint64Le(uint32(stack[1]), uint64(r.Timestamp)) &&
