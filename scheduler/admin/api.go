@@ -60,6 +60,9 @@ type API struct {
 	// canaryMargin: a canary failing more often than the stable version by
 	// more than this share is aborted (canary.go; 0: never).
 	canaryMargin float64
+	// fromConfig: the pipelines whose config decides their version, whose
+	// deploys the API refuses (fromconfig.go); set before serving.
+	fromConfig map[string]bool
 }
 
 // NewAPI returns the admin API; a token CheckToken refuses is refused.
@@ -227,6 +230,9 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 	if !a.known(w, name) {
 		return
 	}
+	if qv := r.URL.Query(); (qv.Get("deploy") == "true" || qv.Get("canary") != "") && a.refuseFromConfig(w, name, "deploying") {
+		return
+	}
 	q, ok := a.uploadQuery(w, r)
 	if !ok {
 		return
@@ -345,7 +351,7 @@ type deployReq struct {
 
 func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !a.known(w, name) {
+	if !a.known(w, name) || a.refuseFromConfig(w, name, "deploying") {
 		return
 	}
 	var req deployReq
@@ -387,7 +393,7 @@ func (a *API) deploy(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !a.known(w, name) {
+	if !a.known(w, name) || a.refuseFromConfig(w, name, "rolling back") {
 		return
 	}
 	if err := a.strategy.rollback(r.Context(), name, r.URL.Query().Get("wait") == "all"); err != nil {

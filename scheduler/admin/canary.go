@@ -106,7 +106,10 @@ type canaryReq struct {
 func (a *API) canaryEnd(promote bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if !a.known(w, name) {
+		// Aborting a canary the config declares is taken: it is always
+		// safe, and it lasts (a host that starts with the same config does
+		// not start that canary again, PublishFromConfig).
+		if !a.known(w, name) || (promote && a.refuseFromConfig(w, name, "promoting its canary")) {
 			return
 		}
 		if err := a.strategy.canaries(); err != nil {

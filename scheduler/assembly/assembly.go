@@ -149,6 +149,9 @@ func (h *Host) deployedModules(ctx context.Context) (map[string][]byte, error) {
 	mods := map[string][]byte{}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
+		if pc.VersionFromConfig() {
+			continue // the config's module runs (resumeFromConfig)
+		}
 		path := cfg.ModulePath(pc)
 		cfgDigest := ""
 		if b, err := os.ReadFile(path); err == nil {
@@ -292,6 +295,7 @@ func (h *Host) startOps(ctx context.Context) error {
 		api.UseRegistry(h.reg)
 		api.SetCanaryAbortMargin(*cfg.Admin.CanaryAbortMargin)
 	}
+	api.FromConfig(fromConfig(cfg)...)
 	if err := h.resumeVersions(ctx, store, api); err != nil {
 		return err
 	}
@@ -353,7 +357,8 @@ func (h *Host) startMetrics() error {
 }
 
 // resumeVersions makes each pipeline run, and store record as active, the
-// version it ran before: the one deployed before a restart or found in the
+// version its config says (version_source: config: resumeFromConfig) or
+// the version it ran before: the one deployed before a restart or found in the
 // fleet's registry before the modules loaded (already running:
 // deployedModules), else the config's module, the first version in the
 // store on a first start. On a fleet host, the registry's deployment is
@@ -368,6 +373,12 @@ func (h *Host) resumeVersions(ctx context.Context, store *admin.Store, api *admi
 	}
 	for i := range cfg.Pipelines {
 		pc := &cfg.Pipelines[i]
+		if pc.VersionFromConfig() {
+			if err := h.resumeFromConfig(ctx, store, api, i); err != nil {
+				return err
+			}
+			continue
+		}
 		if d, ok := overridden[pc.Name]; ok {
 			// Running already (deployedModules, NewRunnerWith).
 			if err := store.Activate(pc.Name, d); err != nil {

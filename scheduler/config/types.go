@@ -175,6 +175,12 @@ type Pipeline struct {
 	// State gives the processor durable per-key state (ABI.md §4.1,
 	// DESIGN.md "State", RATIONALE.md "State stores").
 	State State `koanf:"state"`
+	// VersionSource, ModuleLabel and Canary say what decides the version
+	// the pipeline runs: the fleet registry (deploys through the admin
+	// API), or this config (versionsource.go; README, "GitOps").
+	VersionSource string       `koanf:"version_source"`
+	ModuleLabel   string       `koanf:"module_label"`
+	Canary        ConfigCanary `koanf:"canary"`
 }
 
 // State configures a pipeline's state stores: one local store per input

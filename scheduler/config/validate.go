@@ -204,6 +204,7 @@ func (c *Config) checkPipelines(add addFunc) {
 			names[p.Name] = i
 		}
 		c.checkModule(add, key, p)
+		c.checkVersionSource(add, key, p)
 		inputs := checkTopics(add, key, p)
 		if p.Group != "" && !nameRE.MatchString(p.Group) {
 			add(key("group"), "%q is not a valid group name", p.Group)
