@@ -52,6 +52,11 @@ type Deps struct {
 
 	Hooks hooks.Hooks // tracer, metrics, failure observer: each nil when off
 
+	// NewInstance makes a worker's instance of a version; nil: the
+	// version's module makes it (host.Module.NewInstance). The package's
+	// tests set it to run the engine on fakes (fakes_test.go).
+	NewInstance func(ctx context.Context, v *version.Version) (Instance, error)
+
 	// Schema decodes input records and encodes outputs framed by a schema
 	// registry (input_format, output_format); nil when every format is
 	// raw, and the record path is then as without it.

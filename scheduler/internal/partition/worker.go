@@ -19,7 +19,7 @@ const maxLostRestarts = 3
 // instance, records and completions alike, is made from this goroutine.
 type worker struct {
 	t       *Task
-	inst    *host.Instance
+	inst    Instance
 	ver     *version.Version // the version inst belongs to
 	retries []*job           // inline retries waiting, by due time
 	slot    int              // its index among the task's workers (a metrics label)
@@ -63,7 +63,7 @@ type workerGauges struct {
 // workerCalls is what accountCalls last read: the instance whose call
 // times those were, and the times.
 type workerCalls struct {
-	acctInst          *host.Instance
+	acctInst          Instance
 	acctWait, acctRun time.Duration
 	warm              bool // its first instance is created (counted in task.warm)
 }

@@ -9,13 +9,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 // instance returns a live instance, replacing a dead one (after collecting
 // the records it lost). Nil only when the task is aborted.
-func (w *worker) instance() *host.Instance {
+func (w *worker) instance() Instance {
 	backoff := 100 * time.Millisecond
 	for w.inst == nil || w.inst.Dead() {
 		if w.inst != nil {
@@ -30,7 +29,7 @@ func (w *worker) instance() *host.Instance {
 		start := time.Now()
 		v := w.t.version()
 		v.Acquire()
-		in, err := v.M.NewInstance(w.t.ctx)
+		in, err := w.t.d.newInstance(w.t.ctx, v)
 		if err == nil {
 			w.t.d.recordInstantiate(time.Since(start))
 			in.KeepSlot()                  // records run back to back on it; the loop yields before it waits

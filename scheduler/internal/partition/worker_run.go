@@ -121,7 +121,7 @@ func (w *worker) start(j *job) {
 // prepare readies j for an attempt on in. Its trace is begun when it is
 // kept or notes an operation (decideTrace, jobObserver); one begun already
 // (the next inline attempt, or one restarted) learns its instance.
-func (w *worker) prepare(j *job, in *host.Instance) {
+func (w *worker) prepare(j *job, in Instance) {
 	j.pended, j.owed = false, 0
 	j.tr.SetInstance(in.ID())
 }
@@ -209,7 +209,7 @@ func (w *worker) startRun(run []picked, async bool) {
 // how many records it ran, with the run, its jobs and their forged counts
 // as kept: a synchronous module's run of more than one record runs behind
 // the hand-back gate, which may give its tail to another worker.
-func (w *worker) callRun(in *host.Instance, run []picked, jobs []*job, forged []int, recs []host.BatchRecord, out []host.Outcome, async bool) (int, []picked, []*job, []int) {
+func (w *worker) callRun(in Instance, run []picked, jobs []*job, forged []int, recs []host.BatchRecord, out []host.Outcome, async bool) (int, []picked, []*job, []int) {
 	t := w.t
 	// An asynchronous module's run stops where the single path would stop
 	// giving the instance records: at its bound on operations (instLimited),

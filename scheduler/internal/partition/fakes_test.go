@@ -1,0 +1,316 @@
+package partition
+
+// Fakes of the engine's seams, for tests that run a task, its workers, its
+// release order and its sink in milliseconds, with no broker and no wasm:
+// fakeInstance (the Instance a worker calls), recordingSink (the Sink:
+// records what it is handed, makes it durable when the test says so) and
+// fakeLedger (the Ledger: records what is done and abandoned). newEngine
+// wires them into a task.
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/background"
+	"github.com/wasmstream/wasmstream/scheduler/internal/budget"
+	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+	"github.com/wasmstream/wasmstream/scheduler/internal/version"
+)
+
+// guestFunc is what a fake guest does with one record: its result. It is
+// called from the worker goroutines, concurrently for different instances.
+type guestFunc func(rec *abi.Record) host.Result
+
+// fakeInstance is an Instance whose guest is a Go function: synchronous
+// (nothing ever pends), its batch runs record by record as a module
+// without the batch entry does (host.Instance.processEach), honouring the
+// run's gate and StopBatchAfterFailure.
+type fakeInstance struct {
+	id        uint64
+	guest     guestFunc
+	dead      bool
+	closed    atomic.Bool
+	start     time.Time
+	end       time.Time
+	take      func(int) bool
+	stopAfter bool
+}
+
+var fakeIDs atomic.Uint64
+
+func newFakeInstance(g guestFunc) *fakeInstance {
+	return &fakeInstance{id: fakeIDs.Add(1), guest: g}
+}
+
+func (f *fakeInstance) ID() uint64                                  { return f.id }
+func (f *fakeInstance) Dead() bool                                  { return f.dead }
+func (f *fakeInstance) MemoryPages() uint32                         { return 1 }
+func (f *fakeInstance) Pending() int                                { return 0 }
+func (f *fakeInstance) AsyncInFlight() int                          { return 0 }
+func (f *fakeInstance) Ready() <-chan struct{}                      { return nil }
+func (f *fakeInstance) NextDeadline() time.Time                     { return time.Time{} }
+func (f *fakeInstance) CallTimes() (time.Duration, time.Duration)   { return 0, 0 }
+func (f *fakeInstance) LastCall() (time.Time, time.Time)            { return f.start, f.end }
+func (f *fakeInstance) LimitBatchInFlight(int)                      {}
+func (f *fakeInstance) StopBatchAfterFailure(on bool)               { f.stopAfter = on }
+func (f *fakeInstance) GateBatch(take func(int) bool)               { f.take = take }
+func (f *fakeInstance) Poll(context.Context, time.Time) []host.Done { return nil }
+func (f *fakeInstance) KeepSlot()                                   {}
+func (f *fakeInstance) Yield()                                      {}
+func (f *fakeInstance) Close(context.Context)                       { f.closed.Store(true) }
+
+func (f *fakeInstance) Process(ctx context.Context, rec *abi.Record, _ any) host.Result {
+	f.start = time.Now()
+	defer func() { f.end = time.Now() }()
+	if ctx.Err() != nil {
+		return host.Result{Status: abi.StatusFail, Err: &host.Fault{Kind: host.FaultCanceled, Msg: "canceled"}}
+	}
+	return f.guest(rec)
+}
+
+func (f *fakeInstance) ProcessState(ctx context.Context, rec *abi.Record, tag any, _ host.State) host.Result {
+	return f.Process(ctx, rec, tag)
+}
+
+func (f *fakeInstance) ProcessBatch(ctx context.Context, recs []host.BatchRecord, out []host.Outcome) int {
+	for i := range recs {
+		if i > 0 && (ctx.Err() != nil || (f.take != nil && !f.take(i))) {
+			return i
+		}
+		out[i].Result = f.Process(ctx, recs[i].Rec, recs[i].Tag)
+		out[i].Start, out[i].End = f.LastCall()
+		if f.stopAfter && (out[i].Status == abi.StatusRetry || out[i].Status == abi.StatusFail) {
+			return i + 1
+		}
+	}
+	return len(recs)
+}
+
+// delivered is one outcome a recordingSink was handed.
+type delivered struct {
+	j       *job
+	offset  int64 // -1: not a record
+	key     string
+	verdict verdict
+	outs    []string // the outputs' values
+}
+
+// recordingSink is a Sink that records what it is handed, in order, and
+// makes it durable when the test acknowledges it (ack): until then the
+// records stay unfinished, as with a broker that has not answered. With
+// autoAck every delivery is acknowledged at once.
+type recordingSink struct {
+	mu      sync.Mutex
+	got     []delivered
+	acked   int // got[:acked] are acknowledged
+	autoAck bool
+	refuse  string // refuses answers this for every record ("": none)
+}
+
+func (s *recordingSink) refuses(*kgo.Record, []abi.Output, []state.Write) string { return s.refuse }
+func (s *recordingSink) Forget(map[string][]int32)                               {}
+
+func (s *recordingSink) deliver(run []*job) {
+	s.mu.Lock()
+	for _, j := range run {
+		d := delivered{j: j, offset: -1, verdict: j.verdict}
+		if j.r != nil {
+			d.offset, d.key = j.r.Offset, string(j.r.Key)
+		}
+		for _, o := range j.outs {
+			d.outs = append(d.outs, string(o.Value))
+		}
+		s.got = append(s.got, d)
+	}
+	auto := s.autoAck
+	s.mu.Unlock()
+	if auto {
+		s.ack()
+	}
+}
+
+// ack makes every outcome delivered so far durable, in order, as the
+// broker's answers would: the record is finished (its ledger told).
+func (s *recordingSink) ack() {
+	s.mu.Lock()
+	todo := slices.Clone(s.got[s.acked:])
+	s.acked = len(s.got)
+	s.mu.Unlock()
+	for _, d := range todo {
+		j := d.j
+		switch d.verdict {
+		case verdictDone:
+			j.t.filtered(j)
+		default:
+			j.t.d.Budget.ReleaseOutputs(j.held)
+			j.t.Finish(j.r)
+			j.tr.End("ok", "", "")
+		}
+	}
+}
+
+// deliveries returns what the sink was handed so far.
+func (s *recordingSink) deliveries() []delivered {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// fakeLedger is a Ledger that records the offsets it is told are done or
+// abandoned (and marks done ones in the task's tracker, as OffsetLedger
+// does). ordered gives tasks a release order (ordering partition).
+type fakeLedger struct {
+	ordered bool
+	sk      Sink
+
+	mu        sync.Mutex
+	done      []int64
+	abandons  []int64
+	doneTwice int
+}
+
+func (l *fakeLedger) releaseOrder(*Task) *releaser {
+	if l.ordered {
+		return &releaser{sk: l.sk}
+	}
+	return nil
+}
+
+func (l *fakeLedger) markDone(t *Task, r *kgo.Record) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !t.Tracker.Done(r.Offset) {
+		l.doneTwice++
+		return false
+	}
+	l.done = append(l.done, r.Offset)
+	return true
+}
+
+func (l *fakeLedger) abandoned(_ *Task, r *kgo.Record) {
+	l.mu.Lock()
+	l.abandons = append(l.abandons, r.Offset)
+	l.mu.Unlock()
+}
+
+func (*fakeLedger) RecordsDoneOffsets() bool { return false }
+func (*fakeLedger) dropKeepsPlace() bool     { return false }
+func (*fakeLedger) countsAtCommit() bool     { return false }
+
+func (l *fakeLedger) doneOffsets() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.done)
+}
+
+// engine is a task wired to fakes.
+type engine struct {
+	t      *Task
+	d      *Deps
+	sink   *recordingSink
+	ledger *fakeLedger
+	insts  atomic.Int32 // instances made
+}
+
+// engineOpts are what a test sets of its engine's pipeline.
+type engineOpts struct {
+	ordering    string
+	min, max    int
+	batch       int           // batch_records (0: 1)
+	growAfter   time.Duration // instances.grow_after (0: an hour: the pool never grows by waiting)
+	noStart     bool          // no workers: the test drives the queues itself
+	guest       guestFunc     // nil: every record ends ok with no output
+	autoAck     bool
+	maxInFlight int
+	idleTimeout time.Duration
+}
+
+// newEngine makes a task wired to fakes, started unless o.noStart; the
+// test's cleanup stops it and waits for its workers.
+func newEngine(tb testing.TB, o engineOpts) *engine {
+	tb.Helper()
+	if o.batch == 0 {
+		o.batch = 1
+	}
+	if o.growAfter == 0 {
+		o.growAfter = time.Hour
+	}
+	if o.maxInFlight == 0 {
+		o.maxInFlight = 1 << 20
+	}
+	if o.idleTimeout == 0 {
+		o.idleTimeout = time.Hour
+	}
+	g := o.guest
+	if g == nil {
+		g = func(*abi.Record) host.Result { return host.Result{Status: abi.StatusOK} }
+	}
+	pc := &config.Pipeline{Name: "fake", Ordering: o.ordering, MaxInFlight: o.maxInFlight, MaxInFlightBytes: 1 << 40, BatchRecords: o.batch,
+		Output: "out", DeadLetterTopic: "dlq",
+		Instances: config.Instances{Min: o.min, Max: o.max, IdleTimeout: o.idleTimeout, GrowAfter: o.growAfter}}
+	e := &engine{sink: &recordingSink{autoAck: o.autoAck}}
+	e.ledger = &fakeLedger{ordered: o.ordering == config.OrderPartition, sk: e.sink}
+	var bg background.Group
+	flow := NewFlowSignals()
+	e.d = &Deps{Config: pc, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Role: Primary{}, Mods: &version.Modules{},
+		Budget: budget.New(1000, 1<<40, 1<<40), Flow: &flow, Stats: &hooks.Stats{}, Background: &bg,
+		PartStats: func(string, int32) *hooks.Stats { return &hooks.Stats{} },
+		Sink:      e.sink, Ledger: e.ledger,
+		NewInstance: func(context.Context, *version.Version) (Instance, error) {
+			e.insts.Add(1)
+			return newFakeInstance(g), nil
+		}}
+	e.d.Mods.Ver.Store(&version.Version{M: &host.Module{}})
+	sc := make(chan struct{})
+	e.d.Mods.SwapCh.Store(&sc)
+	e.t = NewTask(e.d, "in", 0, nil)
+	if !o.noStart {
+		e.t.Start()
+	}
+	tb.Cleanup(func() {
+		e.t.Stop()
+		if !e.t.WaitWorkers(time.Now().Add(10 * time.Second)) {
+			tb.Error("the task's workers did not exit")
+		}
+		e.t.Close()
+	})
+	return e
+}
+
+// recs makes records of the partition at offsets from, from+1, ..., one a
+// key of keys ("" is a null key).
+func recs(from int64, keys ...string) []*kgo.Record {
+	out := make([]*kgo.Record, len(keys))
+	for i, k := range keys {
+		r := &kgo.Record{Topic: "in", Partition: 0, Offset: from + int64(i), Value: []byte("v")}
+		if k != "" {
+			r.Key = []byte(k)
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
