@@ -59,7 +59,8 @@ or with the vector's "value_schema" (a .avsc, .proto or .json file) or
 Outputs take the host's encode path (output_format), and an expected
 output's JSON is encoded with the same schema and compared as read back.
 --schema SUBJECT=FILE serves schema files from a registry in this process,
-in place of schema_registry.url: no registry is needed.
+in place of schema_registry.url: no registry is needed; --registry URL
+names a registry instead of the config's.
 
   wasmstream test --config config.yaml --schema orders-value=order.avsc \
     --schema totals-value=total.avsc proc.wasm --file vectors.jsonl
@@ -82,6 +83,7 @@ type testCmd struct {
 	cfgPath, pipeline, file, key, topic string
 	records, headers, env               listFlag
 	schemas                             schemaFlag
+	registry                            string
 	attempt                             int
 	asJSON                              bool
 	keySet                              bool // --key was given (an empty key is not a null one)
@@ -110,7 +112,7 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		return c.bad(err)
 	}
 	ctx := context.Background()
-	fr, err := newTestFramer(ctx, cfg, pc, c.cfgPath, c.file, &c.schemas, cases)
+	fr, err := newTestFramer(ctx, cfg, pc, testSources{cfgPath: c.cfgPath, vectors: c.file, registry: c.registry, schemas: &c.schemas}, cases)
 	if err != nil {
 		return c.bad(err)
 	}
@@ -147,6 +149,7 @@ func (c *testCmd) parse(args []string) int {
 	fs.StringVar(&c.topic, "topic", "", "the records' topic where the vectors do not say (default: the pipeline's first input, or \"in\")")
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON document instead of text")
 	fs.Var(&c.schemas, "schema", schemaFlagUsage)
+	fs.StringVar(&c.registry, "registry", "", "the schema registry (its Confluent-compatible API's URL) whose subjects the vectors and the pipeline name, in place of the config's schema_registry.url")
 	fs.Usage = func() {
 		fmt.Fprint(c.stderr, testUsage)
 		fs.PrintDefaults()

@@ -58,13 +58,21 @@ type checkKey struct {
 // the wire; id 0: not framed.
 type framedPart struct{ id, n int }
 
-// newTestFramer readies the framing of cases for pc: with a config
-// (cfgGiven), a vector's schema must be for a part the pipeline decodes;
+// testSources are where a test's records and schemas come from: the
+// config file and the vectors file ("": none), --registry, --schema.
+type testSources struct {
+	cfgPath, vectors, registry string
+	schemas                    *schemaFlag
+}
+
+// newTestFramer readies the framing of cases for pc: with a config, a
+// vector's schema must be for a part the pipeline decodes;
 // without one, a schema named for a key or value turns decoding on for
 // it, as input_format would. Schema files (--schema and those the vectors
 // name) are served by a registry in this process, which stands in for
 // schema_registry.url. Nil, nil: nothing is framed.
-func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline, cfgPath, vectors string, schemas *schemaFlag, cases []conformance.Case) (*testFramer, error) {
+func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline, src testSources, cases []conformance.Case) (*testFramer, error) {
+	cfgPath, vectors, schemas := src.cfgPath, src.vectors, src.schemas
 	f := &testFramer{pc: pc, encoders: map[encoderKey]*schemareg.Encoder{}, checks: map[checkKey]*schemareg.Encoder{}}
 	if vectors != "" {
 		f.dir = filepath.Dir(vectors)
@@ -100,6 +108,12 @@ func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline,
 	if !named && !files && !pc.UsesSchemaRegistry() {
 		return nil, nil
 	}
+	if src.registry != "" {
+		if files {
+			return nil, fmt.Errorf("--registry %s and schema files (--schema, or a vector's *_schema): the files are served by a registry of this process, which takes the place of any other; give the subjects of --registry (value_subject), or files, not both", src.registry)
+		}
+		cfg.SchemaRegistry.URL = src.registry
+	}
 	if files {
 		l, err := newLocalRegistry(schemas, &cfg.SchemaRegistry)
 		if err != nil {
@@ -113,7 +127,7 @@ func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline,
 			MaxSchemaBytes: sr.MaxSchemaBytes, RefreshPeriod: sr.RefreshPeriod, Avro: sr.Avro, Protobuf: sr.Protobuf}
 	} else if cfg.SchemaRegistry.URL == "" {
 		f.close()
-		return nil, errors.New("the vectors name registry subjects, and there is no registry: give schema_registry.url in the config (--config), or the schema files (--schema SUBJECT=FILE)")
+		return nil, errors.New("the vectors name registry subjects, and there is no registry: give its URL (--registry, or schema_registry.url in the config), or the schema files (--schema SUBJECT=FILE)")
 	}
 	codec, err := scheduler.NewSchemaCodec(ctx, cfg, pc)
 	if err != nil {

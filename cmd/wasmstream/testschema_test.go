@@ -273,6 +273,24 @@ pipelines:
 			t.Errorf("output lacks %q\n%s", want, out)
 		}
 	}
+	// Without a config: --registry names the registry of the vectors'
+	// subjects; an expected output's subject encodes the guest's output.
+	bare := writeFile(t, dir, "bare.jsonl", []byte(`{"value_subject": "users-value", "value": {"name": "ada", "id": 1}, "expect": {"outcome": "ok", "outputs": [{"value_subject": "shouted-value", "value": {"NAME": "ADA", "ID": 1}}]}}`+"\n"))
+	if code, out, errs := runCLI(t, "test", "--registry", reg.URL(), mod, "--file", bare); code != 0 || !strings.Contains(out, "expectations: 1 passed, 0 failed") {
+		t.Errorf("--registry: code %d\n%s\n%s", code, out, errs)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--registry", reg.URL(), "--schema", "users-value=" + writeFile(t, dir, "user.avsc", []byte(userAvsc))}, "--registry " + reg.URL() + " and schema files"},
+		{nil, "the vectors name registry subjects, and there is no registry: give its URL (--registry, or schema_registry.url in the config), or the schema files (--schema SUBJECT=FILE)"},
+	} {
+		if code, out, errs := runCLI(t, append(append([]string{"test"}, tc.args...), mod, "--file", bare)...); code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("code %d, want 2 and %q\n%s\n%s", code, tc.want, out, errs)
+		}
+	}
+
 	if code, _, errs := runCLI(t, "conformance", "--vectors", vectors, mod); code != 2 || !strings.Contains(errs, vectors+":2: names a schema (*_schema, *_subject): the kit runs records as they are; run schema-registry vectors with wasmstream test") {
 		t.Errorf("conformance on framed vectors: code %d\n%s", code, errs)
 	}
