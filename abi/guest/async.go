@@ -191,6 +191,12 @@ func deliver(o pendingOp, c abi.Completion) error {
 		return settle(o, c, decodeStateValue)
 	case abi.OpStateScan:
 		return settle(o, c, decodeStateBatch)
+	case abi.OpSchemaByID:
+		return settle(o, c, decodeSchema)
+	case abi.OpSchemaBySubject:
+		return settle(o, c, decodeSubjectSchema)
+	case abi.OpSchemaRegister:
+		return settle(o, c, decodeRegistered)
 	}
 	return Terminal(fmt.Errorf("guest: completion of an operation of kind %s", o.kind))
 }

@@ -89,7 +89,7 @@ type queuedOp struct {
 	id     uint32
 	kind   abi.OpKind
 	req    []byte
-	result []byte // a state operation's, read at start (state_host.go)
+	result []byte // a state or schema operation's, read at start (state_host.go, schema_host.go)
 }
 
 var (
@@ -104,6 +104,11 @@ func startOp(handle uint32, kind abi.OpKind, req []byte) (uint32, error) {
 	case abi.OpStateGet, abi.OpStateScan:
 		var err error
 		if result, err = startStateOp(kind, req); err != nil {
+			return 0, err
+		}
+	case abi.OpSchemaByID, abi.OpSchemaBySubject, abi.OpSchemaRegister:
+		var err error
+		if result, err = startSchemaOp(kind, req); err != nil {
 			return 0, err
 		}
 	default:
