@@ -224,6 +224,9 @@ func TestHelmChartSecured(t *testing.T) {
 	if sasl.Mechanism != "OAUTHBEARER" || sasl.TokenFile == "" {
 		t.Fatalf("want SASL OAUTHBEARER with a token file: %v", sasl)
 	}
+	if p := &cfg.Pipelines[0]; !p.VersionFromConfig() || p.ModuleLabel == "" {
+		t.Errorf("pipeline %s: want version_source: config with a module_label (the GitOps example)", p.Name)
+	}
 
 	if os.Geteuid() != 0 {
 		t.Skip("laying out the volumes as the kubelet does needs chown (root)")

@@ -163,6 +163,7 @@ func PipelineDefaults() Pipeline {
 		BatchRecords:     DefaultBatchRecords,
 		Weight:           1,
 		Consume:          ConsumeGroup,
+		VersionSource:    VersionSourceRegistry,
 		Share:            Share{MaxRecords: 500},
 		// A decoded value is at most 1 MiB of JSON, the broker's default
 		// largest record (message.max.bytes): enough for the records of

@@ -36,7 +36,8 @@ var (
 
 // exampleKeys are commented out in config.yaml with an example value: they
 // have no default.
-var exampleKeys = map[string]bool{"tracing.endpoint": true, "metrics.otlp.endpoint": true}
+var exampleKeys = map[string]bool{"tracing.endpoint": true, "metrics.otlp.endpoint": true,
+	"pipelines[].module_label": true, "pipelines[].canary.module": true, "pipelines[].canary.percent": true, "pipelines[].canary.label": true}
 
 // readReference reads the keys config.yaml states, commented out or set.
 func readReference(t *testing.T) []statedKey {
