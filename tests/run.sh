@@ -147,7 +147,7 @@ if [[ "$mode" == test ]]; then
     # (Its status is checked here: eval of a failed substitution succeeds.)
     interop_env="$(bash tests/interop/setup.sh)" || { echo "tests/run.sh: Confluent's Python client could not be installed (tests/interop/setup.sh, above)" >&2; exit 1; }
     eval "$interop_env"
-    export WASMSTREAM_PYTHON
+    export INTEROP_PYTHON
 fi
 step "gofmt and go vet"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))"

@@ -33,13 +33,13 @@ func registryURL(t *testing.T) string {
 }
 
 // interopPython is the Python with Confluent's client and serializers
-// that tests/interop/setup.sh installed (WASMSTREAM_PYTHON). The test
+// that tests/interop/setup.sh installed (INTEROP_PYTHON). The test
 // fails without it: no silent skip.
 func interopPython(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("WASMSTREAM_PYTHON")
+	py := os.Getenv("INTEROP_PYTHON")
 	if py == "" {
-		t.Fatal("WASMSTREAM_PYTHON is not set: the test command installs Confluent's Python client (eval \"$(bash tests/interop/setup.sh)\"; export WASMSTREAM_PYTHON)")
+		t.Fatal("INTEROP_PYTHON is not set: the test command installs Confluent's Python client (eval \"$(bash tests/interop/setup.sh)\"; export INTEROP_PYTHON)")
 	}
 	return py
 }

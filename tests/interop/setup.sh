@@ -2,7 +2,7 @@
 # A Python with Confluent's client and serializers (requirements.txt) for
 # the interop test, installed once into $WASMSTREAM_CACHE/py (default
 # ~/.cache/wasmstream/py) and reinstalled when requirements.txt changes.
-# Prints WASMSTREAM_PYTHON=<interpreter> on stdout; diagnostics go to stderr
+# Prints INTEROP_PYTHON=<interpreter> on stdout; diagnostics go to stderr
 # prefixed "setup.sh:". Fails, naming what is missing, when there is no
 # python3 or the packages cannot be installed: the test command runs the
 # interop test, which does not pass without them.
@@ -24,7 +24,7 @@ command -v "$py" >/dev/null 2>&1 || die "$py not found: install Python 3.9+ (Deb
 want="$(sha256sum requirements.txt | cut -c1-16) $("$py" --version 2>&1)"
 MARKER="$DIR/.installed"
 if [[ -f "$MARKER" && "$(cat "$MARKER")" == "$want" && -x "$DIR/bin/python" ]]; then
-    printf 'WASMSTREAM_PYTHON=%s\n' "$DIR/bin/python"
+    printf 'INTEROP_PYTHON=%s\n' "$DIR/bin/python"
     exit 0
 fi
 rm -rf "$DIR"
@@ -47,4 +47,4 @@ fi
     { rm -rf "$DIR"; die "installed, but the serializers do not import"; }
 printf '%s' "$want" >"$MARKER"
 log "installed $("$DIR/bin/python" -c 'import confluent_kafka; print("confluent-kafka", confluent_kafka.__version__)')"
-printf 'WASMSTREAM_PYTHON=%s\n' "$DIR/bin/python"
+printf 'INTEROP_PYTHON=%s\n' "$DIR/bin/python"
