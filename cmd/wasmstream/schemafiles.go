@@ -8,9 +8,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -53,13 +55,14 @@ type localRegistry struct {
 	// byFile is the subject a file named by a vector is served as;
 	// bySubject the file a --schema subject is served from.
 	byFile, bySubject map[string]string
+	served            map[string]bool // the subjects of the files vectors name, once served
 }
 
 // newLocalRegistry starts a registry serving the --schema files; the
 // files are checked with the codecs of sc's options first, so a schema
 // that does not compile is refused here, naming its file.
 func newLocalRegistry(f *schemaFlag, sc *config.SchemaRegistry) (*localRegistry, error) {
-	l := &localRegistry{reg: srfake.New(), cfg: sc, byFile: map[string]string{}, bySubject: map[string]string{}}
+	l := &localRegistry{reg: srfake.New(), cfg: sc, byFile: map[string]string{}, bySubject: map[string]string{}, served: map[string]bool{}}
 	// Read only: the files are registered in process, and no other
 	// process on the machine may change what the host reads.
 	l.reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
@@ -88,12 +91,9 @@ func (l *localRegistry) Close() { l.reg.Close() }
 // serve registers file as a version of subject (a file already served
 // under it is the same version); what names the file in errors.
 func (l *localRegistry) serve(subject, file, what string) error {
-	s, err := readSchemaFile(file, l.cfg)
-	if err != nil {
+	w := &schemaWalk{l: l}
+	if _, _, err := w.register(subject, file, 0); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, _, err := l.reg.RegisterSchema(subject, s); err != nil {
-		return fmt.Errorf("%s: %v", what, err)
 	}
 	return nil
 }
@@ -110,6 +110,20 @@ func (l *localRegistry) subjectFile(subject string) string {
 // fileSubject is the subject the schema file path (as a vector names it,
 // resolved) is served as: one of its own, registered at the first call.
 func (l *localRegistry) fileSubject(path, what string) (string, error) {
+	subject, err := l.subjectOf(path)
+	if err != nil || l.served[subject] {
+		return subject, err
+	}
+	if err := l.serve(subject, path, what); err != nil {
+		return "", err
+	}
+	l.served[subject] = true
+	return subject, nil
+}
+
+// subjectOf names the subject of a file served for itself (named by a
+// vector, or imported): one per file.
+func (l *localRegistry) subjectOf(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
@@ -117,19 +131,79 @@ func (l *localRegistry) fileSubject(path, what string) (string, error) {
 	if s, ok := l.byFile[abs]; ok {
 		return s, nil
 	}
-	subject := fmt.Sprintf("file-%d-%s", len(l.byFile)+1, filepath.Base(path))
-	if err := l.serve(subject, path, what); err != nil {
-		return "", err
-	}
-	l.byFile[abs] = subject
-	return subject, nil
+	s := fmt.Sprintf("file-%d-%s", len(l.byFile)+1, filepath.Base(path))
+	l.byFile[abs] = s
+	return s, nil
 }
 
-// readSchemaFile reads a schema file, of the type its extension says,
-// and compiles it as the host would (with sc's options), so that a schema
-// that does not compile is an error naming the file and the codec's
-// reason.
-func readSchemaFile(file string, sc *config.SchemaRegistry) (sr.Schema, error) {
+// The bounds of a schema file's imports, the registry client's own
+// (schema_registry's references): how deep they chain, how many in all.
+const (
+	maxImportDepth = 8
+	maxImports     = 64
+)
+
+// protoImport is a .proto file's import statement.
+var protoImport = regexp.MustCompile(`(?m)^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;`)
+
+// schemaWalk registers a schema file and, for a .proto, the files it
+// imports (beside it), each under a subject of its own, as the references
+// a registry keeps: the host's client fetches them as it would from any
+// registry.
+type schemaWalk struct {
+	l       *localRegistry
+	imports int
+}
+
+// register registers file under subject and returns it as registered
+// (its version), and the texts of the files it references, transitively,
+// by import name.
+func (w *schemaWalk) register(subject, file string, depth int) (sr.SubjectSchema, map[string]string, error) {
+	var none sr.SubjectSchema
+	s, err := readSchemaFile(file)
+	if err != nil {
+		return none, nil, err
+	}
+	refs := map[string]string{}
+	if s.Type == sr.TypeProtobuf {
+		for _, m := range protoImport.FindAllStringSubmatch(s.Schema, -1) {
+			name := m[1]
+			if strings.HasPrefix(name, "google/protobuf/") {
+				continue // the well-known types need no reference
+			}
+			w.imports++
+			switch {
+			case depth >= maxImportDepth:
+				return none, nil, fmt.Errorf("%s imports %s: imports chain deeper than %d", file, name, maxImportDepth)
+			case w.imports > maxImports:
+				return none, nil, fmt.Errorf("%s imports %s: more than %d imports in all", file, name, maxImports)
+			}
+			path := filepath.Join(filepath.Dir(file), filepath.FromSlash(name))
+			sub, err := w.l.subjectOf(path)
+			if err != nil {
+				return none, nil, err
+			}
+			imported, subRefs, err := w.register(sub, path, depth+1)
+			if err != nil {
+				return none, nil, fmt.Errorf("%s imports %s (looked for beside it): %w", file, name, err)
+			}
+			s.References = append(s.References, sr.SchemaReference{Name: name, Subject: sub, Version: imported.Version})
+			maps.Copy(refs, subRefs)
+			refs[name] = imported.Schema.Schema
+		}
+	}
+	if err := compileSchema(file, s, refs, w.l.cfg); err != nil {
+		return none, nil, err
+	}
+	_, version, err := w.l.reg.RegisterSchema(subject, s)
+	if err != nil {
+		return none, nil, err
+	}
+	return sr.SubjectSchema{Subject: subject, Version: version, Schema: s}, refs, nil
+}
+
+// readSchemaFile reads a schema file, of the type its extension says.
+func readSchemaFile(file string) (sr.Schema, error) {
 	ext := strings.ToLower(filepath.Ext(file))
 	typ, ok := conformance.SchemaExts[ext]
 	if !ok {
@@ -146,21 +220,25 @@ func readSchemaFile(file string, sc *config.SchemaRegistry) (sr.Schema, error) {
 	if err != nil {
 		return sr.Schema{}, err
 	}
-	text := string(b)
-	s := sr.Schema{Schema: text}
-	switch typ {
-	case "AVRO":
-		s.Type = sr.TypeAvro
-		_, err = avrocodec.Compile(text, nil, avrocodec.Options{TaggedUnions: sc.Avro.TaggedUnions, RawLogicalTypes: sc.Avro.RawLogicalTypes}, avrocodec.Limits{})
-	case "PROTOBUF":
-		s.Type = sr.TypeProtobuf
-		_, err = protocodec.Compile(text, nil, protocodec.Options{JSONNames: sc.Protobuf.JSONNames}, protocodec.Limits{})
+	return sr.Schema{Schema: string(b), Type: map[string]sr.SchemaType{"AVRO": sr.TypeAvro, "PROTOBUF": sr.TypeProtobuf, "JSON": sr.TypeJSON}[typ]}, nil
+}
+
+// compileSchema compiles s, the schema file's, as the host would (with
+// sc's options; refs the texts of its imports by name), so that a schema
+// that does not compile is an error naming the file and the codec's
+// reason.
+func compileSchema(file string, s sr.Schema, refs map[string]string, sc *config.SchemaRegistry) error {
+	var err error
+	switch s.Type {
+	case sr.TypeAvro:
+		_, err = avrocodec.Compile(s.Schema, nil, avrocodec.Options{TaggedUnions: sc.Avro.TaggedUnions, RawLogicalTypes: sc.Avro.RawLogicalTypes}, avrocodec.Limits{})
+	case sr.TypeProtobuf:
+		_, err = protocodec.Compile(s.Schema, refs, protocodec.Options{JSONNames: sc.Protobuf.JSONNames}, protocodec.Limits{})
 	default:
-		s.Type = sr.TypeJSON
-		_, err = jsoncodec.Compile(text, nil, jsoncodec.Limits{})
+		_, err = jsoncodec.Compile(s.Schema, nil, jsoncodec.Limits{})
 	}
 	if err != nil {
-		return sr.Schema{}, fmt.Errorf("%s is not a schema wasmstream reads as %s: %v", file, map[string]string{"AVRO": "Avro", "PROTOBUF": "Protobuf", "JSON": "JSON Schema"}[typ], err)
+		return fmt.Errorf("%s is not a schema wasmstream reads as %s: %v", file, map[sr.SchemaType]string{sr.TypeAvro: "Avro", sr.TypeProtobuf: "Protobuf", sr.TypeJSON: "JSON Schema"}[s.Type], err)
 	}
-	return s, nil
+	return nil
 }

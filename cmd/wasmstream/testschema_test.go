@@ -135,10 +135,15 @@ func TestTestCommandFramedFiles(t *testing.T) {
 	writeFile(t, sdir, "upper.avsc", []byte(upperAvsc))
 	writeFile(t, sdir, "user.proto", []byte(userProto))
 	writeFile(t, sdir, "user.json", []byte(userJSON))
+	// A .proto that imports another beside it: served as a reference.
+	writeFile(t, sdir, "money.proto", []byte("syntax = \"proto3\";\npackage shop;\nmessage Money { int64 cents = 1; }\n"))
+	writeFile(t, sdir, "order.proto", []byte("syntax = \"proto3\";\npackage shop;\nimport \"money.proto\";\nimport \"google/protobuf/timestamp.proto\";\nmessage Order { string id = 1; Money total = 2; google.protobuf.Timestamp at = 3; }\n"))
+	writeFile(t, sdir, "broken.proto", []byte("syntax = \"proto3\";\nimport \"nope.proto\";\nmessage B { int32 x = 1; }\n"))
 	writeFile(t, sdir, "upper.json", []byte(upperJSON))
 	vectors := writeFile(t, dir, "v.jsonl", []byte(`{"name": "avro", "value_schema": "user.avsc", "value": {"name": "ada", "id": 1}, "expect": {"outcome": "ok", "outputs": [{"value_schema": "schemas/upper.avsc", "value": {"NAME": "ADA", "ID": 1}}]}}
 {"name": "protobuf", "value_schema": "schemas/user.proto", "value_message": "User", "value": {"name": "bob", "id": 2}, "expect": {"outcome": "ok", "outputs": [{"value": {"NAME": "BOB", "ID": "2"}}]}}
 {"name": "json schema", "value_schema": "schemas/user.json", "value": {"name": "dee", "id": 4}, "expect": {"outcome": "ok", "outputs": [{"value_schema": "schemas/upper.json", "value": {"ID": 4, "NAME": "DEE"}}]}}
+{"name": "an import", "value_schema": "schemas/order.proto", "value": {"id": "x", "total": {"cents": 5}, "at": "2024-01-15T10:04:05Z"}, "expect": {"outcome": "ok", "outputs": [{"value": {"ID": "X", "TOTAL": {"CENTS": "5"}, "AT": "2024-01-15T10:04:05Z"}}]}}
 {"name": "does not fit the expected schema", "value_schema": "user.avsc", "value": {"name": "cyd", "id": 3}, "expect": {"outcome": "ok", "outputs": [{"value_schema": "user.avsc", "value": {"name": "cyd", "id": 3}}]}}
 `))
 	code, out, errs := runCLI(t, "test", mod, "--file", vectors)
@@ -150,14 +155,18 @@ func TestTestCommandFramedFiles(t *testing.T) {
 		`── protobuf (line 2): key null value "{\"name\":\"bob\",\"id\":\"2\"}"`, // proto3 JSON: 64-bit integers as strings
 		"output 0 value: does not fit the expected output's schema: ",
 		"(value framed: schema id 3, ", // the third schema file served
-		"expectations: 3 passed, 1 failed",
+		"expectations: 4 passed, 1 failed",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "expect: PASS"); n != 3 {
-		t.Errorf("%d passed, want 3\n%s", n, out)
+	if n := strings.Count(out, "expect: PASS"); n != 4 {
+		t.Errorf("%d passed, want 4\n%s", n, out)
+	}
+	broken := writeFile(t, dir, "broken.jsonl", []byte(`{"value_schema": "schemas/broken.proto", "value": {"x": 1}}`+"\n"))
+	if code, out, errs := runCLI(t, "test", mod, "--file", broken); code != 2 || !strings.Contains(errs, "broken.jsonl:1: value_schema: "+filepath.Join(sdir, "broken.proto")+" imports nope.proto (looked for beside it): stat "+filepath.Join(sdir, "nope.proto")) {
+		t.Errorf("a missing import: code %d\n%s\n%s", code, out, errs)
 	}
 }
 
