@@ -51,7 +51,7 @@ func TestInitAvroTemplate(t *testing.T) {
 		t.Errorf("make test: the ABI checks did not all pass\n%s", out)
 	}
 
-	out = runMake(t, dir, "demo", "WASMSTREAM="+bin, "DEMO_FLAGS=--duration 8s")
+	out = runMake(t, dir, "demo", "WASMSTREAM="+bin, "DEMO_FLAGS=--duration 10s")
 	for _, want := range []string{
 		`→ orders           {"id":"o-2","customer":"bob","placed_at":"2024-01-15T11:00:00Z","items":[{"sku":"pot","quantity":1,"unit_price_cents":2500}],"coupon":"SPRING10"}  (framed: schema id 1)`,
 		`← orders-totals    {"order_id":"o-2","customer":"bob","placed_at":"2024-01-15T11:00:00Z","item_count":1,"total_cents":2500,"coupon":"SPRING10"}  (framed: schema id 2)`,

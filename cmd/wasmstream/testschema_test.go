@@ -197,7 +197,7 @@ pipelines:
 `))
 	in := writeFile(t, dir, "in.jsonl", []byte(`{"name": "ada", "id": 1, "tags": ["x"]}`+"\n"+`{"name": "bob", "id": 2}`+"\n"))
 	code, out, errs := runCLI(t, "demo", "--config", cfg, "--lookup-service", "", "--input", in,
-		"--schema", "users-value="+user, "--schema", "shouted-value="+upper, "--duration", "8s")
+		"--schema", "users-value="+user, "--schema", "shouted-value="+upper, "--duration", "10s")
 	if code != 0 {
 		t.Fatalf("demo: code %d\n%s\n%s", code, out, errs)
 	}
