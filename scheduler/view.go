@@ -40,6 +40,8 @@ type PartitionView struct {
 	InFlight  int
 	Queued    int
 	Paused    bool
+	// Canary: the pipeline's canary runs this partition's records.
+	Canary bool
 	// Instances by state; Borrowed are those above instances.min, taken
 	// from the host budget because records waited.
 	Idle, Busy, Awaiting, Borrowed int
@@ -73,9 +75,12 @@ func (p *Pipeline) view() PipelineView {
 	cur := p.mods.Current()
 	v := PipelineView{Snapshot: p.Snapshot(), Module: cur.M.Info(), Label: labelText(cur)}
 	min := p.pc.Instances.Min
+	c := p.mods.Canary.Load()
 	for _, g := range p.taskGauges(false) {
 		pv := PartitionView{Topic: g.Topic, Partition: g.Partition, Lag: g.Lag, Committed: g.Committed, InFlight: g.InFlight, Queued: g.Queued, Paused: g.Paused,
 			Idle: int(g.States[partition.WorkerIdle]), Busy: int(g.States[partition.WorkerBusy]), Awaiting: int(g.States[partition.WorkerAwaiting])}
+		// The task's own test of whether it runs the canary.
+		pv.Canary = c != nil && c.In(p.pc.Name, g.Topic, g.Partition)
 		pv.Borrowed = max(0, g.Workers-min)
 		v.Partitions = append(v.Partitions, pv)
 	}

@@ -23,6 +23,18 @@ var templates embed.FS
 var pageTmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
 	"iso":   isoMilli,
 	"short": short,
+	// reject: the module rejected the record on purpose (guest.fail).
+	"reject": func(e Entry) bool { return e.Kind == KindReject && !e.Retry },
+	// canaryParts: the partitions the canary runs, as topic[p].
+	"canaryParts": func(ps []partitionFrame) []string {
+		var out []string
+		for _, p := range ps {
+			if p.Canary {
+				out = append(out, p.Topic+"["+itoa(int64(p.Partition))+"]")
+			}
+		}
+		return out
+	},
 	"num": func(f float64) string {
 		if f >= 100 {
 			return strconv.FormatFloat(f, 'f', 0, 64)

@@ -22,6 +22,7 @@ type frame struct {
 type pipelineFrame struct {
 	Name       string           `json:"name"`
 	Module     string           `json:"module"` // digest
+	Label      string           `json:"label,omitempty"`
 	InRate     float64          `json:"in_rate"`
 	OutRate    float64          `json:"out_rate"`
 	DoneRate   float64          `json:"done_rate"`
@@ -30,6 +31,7 @@ type pipelineFrame struct {
 	Queued     int64            `json:"queued"`
 	Done       int64            `json:"done"`
 	Outputs    int64            `json:"outputs"`
+	Dropped    int64            `json:"dropped"` // records the module took with no output (filtered)
 	Retried    int64            `json:"retried"`
 	DeadLetter int64            `json:"dead_lettered"`
 	Faults     int64            `json:"faults"`
@@ -41,6 +43,27 @@ type pipelineFrame struct {
 	Partitions []partitionFrame `json:"partitions"`
 	Tiers      []tierFrame      `json:"tiers"`
 	DeadByKind map[string]int64 `json:"dead_by_kind"`
+	// Canary is the version the pipeline runs beside Module on a share
+	// of its partitions (those whose partitionFrame says Canary); nil:
+	// none.
+	Canary *canaryFrame `json:"canary,omitempty"`
+}
+
+// KindReject is the kind of a record the module rejected on purpose (a
+// terminal guest.fail): a business outcome, shown apart from faults.
+const KindReject = "guest.fail"
+
+// DeadFaulty reports whether a dead letter of p came from something other
+// than a rejection (a fault, retries exhausted, "other" kinds): the card
+// shows the dead letters as a problem only then. DeadByKind and
+// DeadLetter are read at slightly different times, so the kinds decide.
+func (p pipelineFrame) DeadFaulty() bool {
+	for k, c := range p.DeadByKind {
+		if k != KindReject && c > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 type instanceCounts struct {
@@ -57,6 +80,7 @@ type partitionFrame struct {
 	InFlight  int    `json:"in_flight"`
 	Committed int64  `json:"committed"`
 	Paused    bool   `json:"paused"`
+	Canary    bool   `json:"canary,omitempty"` // the canary runs this partition
 }
 
 type tierFrame struct {
@@ -74,6 +98,7 @@ type sampler struct {
 	prevAt time.Time
 	failed map[string]int64 // primary -> retried + dead-lettered, at the previous sample
 	watch  watch
+	kept   kept
 }
 
 func (s *Server) sample(sm *sampler, now time.Time) frame {
@@ -96,7 +121,7 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 			continue
 		}
 		prev := sm.prev[v.Name]
-		pf := pipelineFrame{Name: v.Name, Module: v.Module.Digest,
+		pf := pipelineFrame{Name: v.Name, Module: v.Module.Digest, Label: label(v.Label), Dropped: v.Dropped,
 			InRate: rate(v.Fetched, prev.Fetched), OutRate: rate(v.Outputs, prev.Outputs), DoneRate: rate(v.Done, prev.Done),
 			Lag: v.Lag, InFlight: v.InFlight, Queued: v.Queued, Done: v.Done, Outputs: v.Outputs, Retried: v.Retried,
 			DeadLetter: v.DeadLetter, Faults: v.Faults, AsyncLimit: v.AsyncLimit, AsyncWhy: v.AsyncReason, PoolWhy: v.PoolReason,
@@ -104,7 +129,7 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 		pf.Instances = partitions(&pf, v.Partitions, true)
 		for _, t := range v.Tiers {
 			d := due[t.Topic]
-			pf.Tiers = append(pf.Tiers, tierFrame{Topic: t.Topic, Delay: t.Delay.String(), Pending: d[0], NextDue: d[1]})
+			pf.Tiers = append(pf.Tiers, tierFrame{Topic: t.Topic, Delay: duration(t.Delay), Pending: d[0], NextDue: d[1]})
 		}
 		index[v.Name] = len(f.Pipelines)
 		f.Pipelines = append(f.Pipelines, pf)
@@ -121,6 +146,7 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 		pf.Faults += v.Faults
 		pf.DeadLetter += v.DeadLetter
 		pf.Retried += v.Retried
+		pf.Dropped += v.Dropped
 		for _, p := range v.Partitions {
 			for j := range pf.Tiers {
 				if pf.Tiers[j].Topic == p.Topic {
@@ -143,6 +169,18 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 	}
 	f.Versions = s.versions(names, man)
 	s.compare(&sm.watch, f.At, views, f.Versions)
+	sm.kept.apply(f.Versions, man)
+	for i := range f.Pipelines {
+		pf := &f.Pipelines[i]
+		for _, v := range f.Versions {
+			if v.Pipeline == pf.Name {
+				pf.Canary = v.Canary
+				if pf.Label == "" && v.Digest == pf.Module {
+					pf.Label = v.Label
+				}
+			}
+		}
+	}
 	f.Events = s.evlog.newest()
 	f.Hosts = s.hosts(now)
 	sm.prev, sm.prevAt, sm.failed = next, now, failed
@@ -162,7 +200,7 @@ func partitions(pf *pipelineFrame, ps []scheduler.PartitionView, list bool) inst
 		c.Awaiting += p.Awaiting
 		c.Borrowed += p.Borrowed
 		if list {
-			pf.Partitions = append(pf.Partitions, partitionFrame{p.Topic, p.Partition, p.Lag, p.InFlight, p.Committed, p.Paused})
+			pf.Partitions = append(pf.Partitions, partitionFrame{p.Topic, p.Partition, p.Lag, p.InFlight, p.Committed, p.Paused, p.Canary})
 		}
 	}
 	if list {

@@ -50,6 +50,10 @@ type versionFrame struct {
 type versionRef struct {
 	Digest string `json:"digest"`
 	Label  string `json:"label,omitempty"`
+	// Note says how a version this host saw run ended when the
+	// deployment's history does not keep it: "rolled back" or "canary
+	// aborted" (kept.go).
+	Note string `json:"note,omitempty"`
 }
 
 type canaryFrame struct {

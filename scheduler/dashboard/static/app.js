@@ -26,16 +26,28 @@ function el(tag, attrs, ...kids) {
 const fmt = (n) => n >= 100 ? String(Math.round(n)) : (Math.round(n * 10) / 10).toFixed(1);
 const iso = (ms) => new Date(ms).toISOString(); // UTC, e.g. 2026-12-03T09:41:07.123Z
 const short = (d) => (d || "").slice(0, 12);
+// when: a time on one line (the stylesheet's span.when).
+const when = (ms) => el("span", { class: "when" }, iso(ms));
+// topic: a topic name (or topic[p]@offset) on one line, never broken
+// inside (the stylesheet's span.topic).
+const topic = (t) => el("span", { class: "topic" }, t);
+// A record the module rejected on purpose (guest.fail, dead-lettered): a
+// business outcome, not shown as a fault.
+const kindReject = "guest.fail";
+const rejected = (e) => e.kind === kindReject && !e.retry;
 
 function stat(cls, value, label, bad) {
   return el("div", { class: "stat " + cls + (bad ? " bad" : "") }, el("b", {}, value), el("span", {}, label));
 }
 
-function table(head, rows, numFrom) {
+// table: rows of cells, those from numFrom on right-aligned (text
+// columns listed in text stay left); rowClass gives a row's class.
+function table(head, rows, numFrom, text, rowClass, cls) {
   if (!rows.length) return el("p", { class: "empty" }, "none");
-  const t = el("table", {}, el("thead", {}, el("tr", {}, ...head.map((h, i) => el("th", { class: i >= numFrom ? "num" : "" }, h)))));
+  const num = (i) => i >= numFrom && !(text || []).includes(i) ? "num" : "";
+  const t = el("table", cls ? { class: cls } : {}, el("thead", {}, el("tr", {}, ...head.map((h, i) => el("th", { class: num(i) }, h)))));
   const b = el("tbody");
-  for (const r of rows) b.append(el("tr", {}, ...r.map((c, i) => el("td", { class: i >= numFrom ? "num" : "" }, c))));
+  rows.forEach((r, j) => b.append(el("tr", rowClass ? { class: rowClass(j) } : {}, ...r.map((c, i) => el("td", { class: num(i) }, c)))));
   t.append(b);
   return t;
 }
@@ -85,7 +97,13 @@ function spark(name) {
 
 function pipeline(p) {
   const s = el("section", { class: "pipeline", "data-name": p.name });
-  s.append(el("h2", {}, p.name), el("div", { class: "module" }, "module " + short(p.module)));
+  s.append(el("h2", {}, p.name), el("div", { class: "module" }, "module ", version(p.module, p.label)));
+  if (p.canary) {
+    const on = p.partitions.filter((x) => x.canary).map((x) => `${x.topic}[${x.partition}]`);
+    const c = el("div", { class: "canary" }, "canary ", version(p.canary.digest, p.canary.label), ` on ${p.canary.percent}% of partitions`);
+    on.forEach((x, i) => c.append(i ? ", " : ": ", topic(x)));
+    s.append(c);
+  }
   s.append(el("div", { class: "stats" },
     stat("in-rate", fmt(p.in_rate), "records/s in"),
     stat("out-rate", fmt(p.out_rate), "records/s out"),
@@ -93,7 +111,8 @@ function pipeline(p) {
     stat("in-flight", p.in_flight, "in flight"),
     stat("faults", p.faults, "guest faults", p.faults > 0),
     stat("retried", p.retried, "retried"),
-    stat("dead", p.dead_lettered, "dead-lettered", p.dead_lettered > 0),
+    stat("dead", p.dead_lettered, "dead-lettered", deadFaulty(p)),
+    stat("dropped", p.dropped, "dropped (no output)"),
     stat("done", p.done, "done")));
   s.append(spark(p.name));
   const i = p.instances, r = p.retry_workers;
@@ -101,14 +120,20 @@ function pipeline(p) {
     [["pipeline", i.idle, i.busy, i.awaiting, i.borrowed], ["retry workers", r.idle, r.busy, r.awaiting, r.borrowed]], 1));
   if (p.async_limit) s.append(el("p", { class: "hint" }, `async limit ${p.async_limit} per instance (${p.async_reason})`));
   if (p.pool_reason) s.append(el("p", { class: "hint" }, `pool: ${p.pool_reason}`));
-  s.append(el("h3", {}, "Partitions"), table(["topic", "partition", "lag", "in flight", "committed"],
-    p.partitions.map((x) => [x.topic + (x.paused ? " (paused)" : ""), x.partition, x.lag, x.in_flight, x.committed < 0 ? "–" : x.committed]), 1));
+  s.append(el("h3", {}, "Partitions"), table(["topic", "partition", "version", "lag", "in flight", "committed"],
+    p.partitions.map((x) => [el("span", {}, topic(x.topic), x.paused ? " (paused)" : ""), x.partition, x.canary ? "canary" : "stable", x.lag, x.in_flight, x.committed < 0 ? "–" : x.committed]),
+    1, [2], (j) => p.partitions[j].canary ? "canary" : "", "partitions"));
   s.append(el("h3", {}, "Retry tiers"), table(["topic", "delay", "backlog", "recent, not yet due", "next due (UTC)"],
-    p.tiers.map((t) => [t.topic, t.delay, t.backlog, t.pending, t.next_due ? iso(t.next_due) : "–"]), 2));
+    p.tiers.map((t) => [topic(t.topic), t.delay, t.backlog, t.pending, t.next_due ? iso(t.next_due) : "–"]), 2));
+  const kinds = Object.entries(p.dead_by_kind).sort((a, b) => b[1] - a[1]);
   s.append(el("h3", {}, "Dead letters by error kind"), table(["kind", "records"],
-    Object.entries(p.dead_by_kind).sort((a, b) => b[1] - a[1]), 1));
+    kinds.map(([k, n]) => [k === kindReject ? k + " (rejected by the module)" : k, n]), 1, [], (j) => kinds[j][0] === kindReject ? "reject" : "dead"));
   return s;
 }
+
+// deadFaulty: a dead letter came from something other than a rejection
+// (as pipelineFrame.DeadFaulty on the host).
+const deadFaulty = (p) => Object.entries(p.dead_by_kind || {}).some(([k, n]) => k !== kindReject && n > 0);
 
 function version(d, label) {
   const e = el("span", { title: d || "" }, short(d));
@@ -119,10 +144,14 @@ function version(d, label) {
 function versions(vs) {
   const rows = vs.map((v) => el("tr", { "data-pipeline": v.pipeline },
     el("td", {}, v.pipeline), el("td", { class: "digest" }, version(v.digest, v.label)),
-    el("td", {}, (v.deployed ? iso(v.deployed) : "–") + (v.by ? " by " + v.by : "")),
-    el("td", { class: "canary" }, v.canary ? el("span", {}, version(v.canary.digest, v.canary.label), ` on ${v.canary.percent}% of partitions` + (v.canary.since ? ", since " + iso(v.canary.since) : "")) : "none"),
+    el("td", {}, v.deployed ? when(v.deployed) : "–", v.by ? " by " + v.by : ""),
+    el("td", { class: "canary" }, v.canary ? el("span", {}, version(v.canary.digest, v.canary.label), ` on ${v.canary.percent}% of partitions`, ...(v.canary.since ? [", since ", when(v.canary.since)] : [])) : "none"),
     el("td", { class: "aborted" }, v.aborted || "–"),
-    el("td", {}, v.history.map((h) => short(h.digest) + (h.label ? ` (${h.label})` : "")).join(", "))));
+    el("td", { class: "earlier" }, ...v.history.flatMap((h, i) => {
+      const e = el("span", { title: h.digest }, short(h.digest) + (h.label ? ` (${h.label})` : ""));
+      if (h.note) e.append(" ", el("span", { class: "note" }, h.note));
+      return i ? [", ", e] : [e];
+    }))));
   if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "6", class: "empty" }, "no deployed versions recorded (the admin API is off)")));
   document.querySelector("#versions tbody").replaceChildren(...rows);
 }
@@ -136,15 +165,15 @@ function failed(list) {
   const f = filterOf();
   const has = (s, sub) => !sub || String(s).toLowerCase().includes(sub.toLowerCase());
   const rows = list.filter((e) => has(e.primary, f.pipeline) && has(e.kind, f.kind) && has(e.key, f.key)).map((e) => {
-    const went = e.retry ? `retry → ${e.dest}, due ${iso(e.due)}` : `dead letter → ${e.dest}`;
+    const went = e.retry ? el("span", {}, "retry → ", topic(e.dest), `, due ${iso(e.due)}`) : el("span", {}, rejected(e) ? "rejected, dead letter → " : "dead letter → ", topic(e.dest));
     const value = el("td", { class: "value" }, e.value, " ", el("span", { class: "hint" }, e.value_size < 0 ? "null" : `(${e.value_size} B)`));
     const hs = el("td", { class: "headers" }, ...(e.headers || []).map((h) => el("div", {}, `${h.key}: ${h.value}`)));
     if (e.headers_cut) hs.append(el("div", { class: "hint" }, `and ${e.headers_cut} more`));
     const tr = el("tr", { "data-id": e.id, "data-record": e.record, "data-kind": e.kind },
-      el("td", {}, iso(e.at)), el("td", {}, e.primary), el("td", { class: "record" }, e.record), el("td", { class: "key" }, e.key),
-      el("td", { class: "kind" }, e.kind), el("td", { class: "error" }, e.error), value, hs,
+      el("td", {}, iso(e.at)), el("td", {}, e.primary), el("td", { class: "record" }, topic(e.record)), el("td", { class: "key" }, e.key),
+      el("td", { class: "kind" }, e.kind), el("td", { class: rejected(e) ? "error reject" : "error" }, e.error), value, hs,
       el("td", { class: "digest" }, short(e.module) + (e.canary ? " (canary)" : "")), el("td", { class: "num" }, e.attempt),
-      el("td", { class: e.retry ? "retry" : "dead" }, went));
+      el("td", { class: e.retry ? "retry" : rejected(e) ? "reject" : "dead" }, went));
     tr.addEventListener("click", () => openPath(e.id));
     return tr;
   });
