@@ -290,52 +290,57 @@ func (c *Config) checkFormats(add addFunc, key keyFunc, p *Pipeline) {
 		add(key("input_format.max_json_bytes"), "%d: want 1 KiB to 64 MiB", m)
 	}
 	for _, out := range []struct {
-		name, part string
-		o          OutputPart
-	}{{"output_format.value", "value", p.OutputFormat.Value}, {"output_format.key", "key", p.OutputFormat.Key}} {
-		o, k := out.o, func(sub string) string { return key(out.name + "." + sub) }
-		switch o.Format {
-		case FormatRaw:
-			for _, kv := range [][2]string{{"subject", o.Subject}, {"record", o.Record}, {"message", o.Message}, {"schema_file", o.SchemaFile}} {
-				if kv[1] != "" {
-					add(k(kv[0]), "is set but format is raw: set format: confluent to encode the outputs")
-				}
-			}
-			if o.AutoRegister {
-				add(k("auto_register"), "is set but format is raw: set format: confluent to encode the outputs")
-			}
-			continue
-		case FormatConfluent:
-			if noURL {
-				add(k("format"), "confluent needs a schema registry: set schema_registry.url")
-			}
-		default:
-			add(k("format"), "%q: want raw or confluent", o.Format)
-			continue
-		}
-		switch o.SubjectStrategy {
-		case StrategyTopic:
-			if o.Subject == "" && p.Output == "" {
-				add(k("subject"), "the topic strategy names the subject after the output topic, and the pipeline has none: set output or subject")
-			}
-		case StrategyRecord, StrategyTopicRecord:
-			if o.Subject == "" && o.Record == "" {
-				add(k("record"), "subject_strategy %s names the subject after the record: set record (its fully-qualified name), or subject", o.SubjectStrategy)
-			}
-		default:
-			add(k("subject_strategy"), "%q: want topic, record or topic_record", o.SubjectStrategy)
-		}
-		if o.Version != "latest" {
-			if n, err := strconv.Atoi(o.Version); err != nil || n < 1 {
-				add(k("version"), "%q: want latest or a version number (1 or more)", o.Version)
-			} else if o.SchemaFile != "" {
-				add(k("version"), "%s and schema_file both name the schema written: keep one (with schema_file, the version the subject holds it as is written)", o.Version)
+		name string
+		o    OutputPart
+	}{{"output_format.value", p.OutputFormat.Value}, {"output_format.key", p.OutputFormat.Key}} {
+		c.checkOutputPart(add, func(sub string) string { return key(out.name + "." + sub) }, out.o, p.Output)
+	}
+}
+
+// checkOutputPart checks one output part (output_format.value or .key) of
+// a pipeline whose output topic is output; k names its keys.
+func (c *Config) checkOutputPart(add addFunc, k func(string) string, o OutputPart, output string) {
+	switch o.Format {
+	case FormatRaw:
+		for _, kv := range [][2]string{{"subject", o.Subject}, {"record", o.Record}, {"message", o.Message}, {"schema_file", o.SchemaFile}} {
+			if kv[1] != "" {
+				add(k(kv[0]), "is set but format is raw: set format: confluent to encode the outputs")
 			}
 		}
-		c.checkSchemaFile(add, k, o)
-		if o.Subject != "" && strings.TrimSpace(o.Subject) != o.Subject {
-			add(k("subject"), "%q has leading or trailing spaces", o.Subject)
+		if o.AutoRegister {
+			add(k("auto_register"), "is set but format is raw: set format: confluent to encode the outputs")
 		}
+		return
+	case FormatConfluent:
+		if c.SchemaRegistry.URL == "" {
+			add(k("format"), "confluent needs a schema registry: set schema_registry.url")
+		}
+	default:
+		add(k("format"), "%q: want raw or confluent", o.Format)
+		return
+	}
+	switch o.SubjectStrategy {
+	case StrategyTopic:
+		if o.Subject == "" && output == "" {
+			add(k("subject"), "the topic strategy names the subject after the output topic, and the pipeline has none: set output or subject")
+		}
+	case StrategyRecord, StrategyTopicRecord:
+		if o.Subject == "" && o.Record == "" {
+			add(k("record"), "subject_strategy %s names the subject after the record: set record (its fully-qualified name), or subject", o.SubjectStrategy)
+		}
+	default:
+		add(k("subject_strategy"), "%q: want topic, record or topic_record", o.SubjectStrategy)
+	}
+	if o.Version != "latest" {
+		if n, err := strconv.Atoi(o.Version); err != nil || n < 1 {
+			add(k("version"), "%q: want latest or a version number (1 or more)", o.Version)
+		} else if o.SchemaFile != "" {
+			add(k("version"), "%s and schema_file both name the schema written: keep one (with schema_file, the version the subject holds it as is written)", o.Version)
+		}
+	}
+	c.checkSchemaFile(add, k, o)
+	if o.Subject != "" && strings.TrimSpace(o.Subject) != o.Subject {
+		add(k("subject"), "%q has leading or trailing spaces", o.Subject)
 	}
 }
 
