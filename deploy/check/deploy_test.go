@@ -238,6 +238,11 @@ func checkFleet(t *testing.T, ss *appsv1.StatefulSet, cm *corev1.ConfigMap, pdb 
 	if !strings.HasPrefix(cfg.Admin.StoreDir, "/var/lib/wasmstream/") || !strings.HasPrefix(cfg.Host.CompileCacheDir, "/var/lib/wasmstream/") || cfg.Host.ID != "wasmstream-0" {
 		t.Errorf("store %q, compile cache %q, host.id %q: want the state volume and the pod's name", cfg.Admin.StoreDir, cfg.Host.CompileCacheDir, cfg.Host.ID)
 	}
+	// The instances' memory budget within GOMEMLIMIT: the host refuses an
+	// instance before the pod is killed.
+	if limit, _ := gomemlimit(env["GOMEMLIMIT"].Value); cfg.Host.MaxInstanceMemory >= limit {
+		t.Errorf("host.max_instance_memory %d is not below GOMEMLIMIT (%d bytes): the pod would be killed before the host refuses an instance", cfg.Host.MaxInstanceMemory, limit)
+	}
 	if grace := pod.TerminationGracePeriodSeconds; grace == nil || time.Duration(*grace)*time.Second < cfg.Shutdown.DrainTimeout+30*time.Second {
 		t.Errorf("terminationGracePeriodSeconds %v: want shutdown.drain_timeout (%s) and 30 s to commit and leave the group", grace, cfg.Shutdown.DrainTimeout)
 	}
