@@ -57,6 +57,10 @@ var initTemplateNames = []struct{ name, what string }{
 	{"avro", "Go only: Avro orders from a schema registry (schemas/order.avsc: an array, a union, a timestamp), each order's total out (config.yaml: input_format and output_format confluent; make test needs no registry)"},
 }
 
+// initTemplateOnly are the templates of one language only, which is
+// then the default of --lang.
+var initTemplateOnly = map[string]string{"avro": "go"}
+
 func initTemplateList() string {
 	var s []string
 	for _, t := range initTemplateNames {
@@ -94,7 +98,8 @@ func cmdInit(args []string, stdout, stderr io.Writer) int {
 Creates a processor project in DIR (which must not exist or be empty): the
 source of a starter processor, a Makefile (make, make test, make validate,
 make demo), a unit test, a config.yaml that runs it, a CI workflow
-(.github/workflows/ci.yml) and a README. LANG is one of: %s.
+(.github/workflows/ci.yml) and a README. LANG is one of: %s
+(a template of one language needs no --lang).
 
 Templates (--template):
 %s
@@ -113,6 +118,9 @@ Flags:
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *lang == "" {
+		*lang = initTemplateOnly[*tmpl] // a template of one language needs no --lang
 	}
 	if fs.NArg() != 1 || *lang == "" {
 		fs.Usage()

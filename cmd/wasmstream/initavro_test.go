@@ -9,7 +9,8 @@ import (
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
-// init --template avro: a Go project created, built with its Makefile,
+// init --template avro: a Go project created (the template is Go only:
+// no --lang needed), built with its Makefile,
 // and its make test run offline: the unit test, then wasmstream test on
 // vectors.jsonl framed with schemas/*.avsc (served by --schema, no
 // registry) — every expectation met, the host's own refusal of a record
@@ -32,7 +33,8 @@ func TestInitAvroTemplate(t *testing.T) {
 		t.Fatalf("go build ./cmd/wasmstream: %v\n%s", err, out)
 	}
 	dir := filepath.Join(t.TempDir(), "orders")
-	if code, out, errs := runCLI(t, "init", "--lang", "go", "--template", "avro", "--sdk", root, dir); code != 0 {
+	// The template is Go only: no --lang needed.
+	if code, out, errs := runCLI(t, "init", "--template", "avro", "--sdk", root, dir); code != 0 || !strings.Contains(out, `the Go processor "orders", template avro`) {
 		t.Fatalf("init --template avro: code %d\n%s\n%s", code, out, errs)
 	}
 	runMake(t, dir)
