@@ -70,7 +70,8 @@ type rpBatch struct {
 	begun time.Time // when the record in progress began
 	enc   []byte    // the payload of recs[encFor]
 	encOf int
-	short bool // the guest asked for the next batch before reading them all
+	short bool       // the guest asked for the next batch before reading them all
+	run   runOutputs // where its records' outputs are kept (batch.go)
 }
 
 // errRPStopped ends a parked guest when its instance closes.
@@ -382,7 +383,11 @@ func (in *Instance) rpWrite(mod api.Module, fn string, ptr, n uint32, opts []byt
 		}
 		topic = t
 	}
-	raw := append([]byte(nil), data...) // the output must not alias guest memory
+	// The output must not alias guest memory: copied into the batch's
+	// slab, as a wasmstream module's batch outputs are (runOutputs).
+	b := in.entry.rp.b
+	left := len(b.recs) - b.cur
+	raw := b.run.copyList(data, left)
 	o, err := rpabi.DecodePayload(raw)
 	if err != nil {
 		return rpabi.InvalidPayload
@@ -399,6 +404,9 @@ func (in *Instance) rpWrite(mod api.Module, fn string, ptr, n uint32, opts []byt
 	cost := outputCost(len(raw), len(o.Headers))
 	if len(st.outputs) >= lim.MaxOutputs || st.outBytes+cost > lim.MaxOutputBytes || !in.holdOutput(st, cost) {
 		return rpabi.WriteFailed
+	}
+	if st.outputs == nil {
+		st.outputs = b.run.carve(1, left) // most records write one output
 	}
 	st.outputs = append(st.outputs, o)
 	st.outBytes += cost

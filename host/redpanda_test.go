@@ -448,3 +448,40 @@ func TestRedpandaMemory(t *testing.T) {
 		t.Logf("%s: %d pages after 300 batches of up to 64 KiB records (limit %d)", name, in.MemoryPages(), in.m.Limits().MemoryPages)
 	}
 }
+
+// BenchmarkRedpandaBatch: a batch of 100 records of 100 bytes through the
+// Redpanda SDKs' identity transforms and through the native uppercase
+// guests of the same language, per record, without Kafka.
+func BenchmarkRedpandaBatch(b *testing.B) {
+	val := bytes.Repeat([]byte("abcdefghij"), 10)
+	recs := make([]abi.Record, 100)
+	for i := range recs {
+		recs[i] = abi.Record{Topic: "in", Offset: int64(i), Key: []byte("key"), Value: val}
+	}
+	batch := rpBatchOf(recs)
+	for _, c := range []struct {
+		name string
+		wasm func(testing.TB) []byte
+		cfg  ModuleConfig
+	}{
+		{"native-go-uppercase", func(t testing.TB) []byte { return guest(t, "plugins/examples/uppercase") }, ModuleConfig{Name: "test"}},
+		{"redpanda-go-identity", func(t testing.TB) []byte { return rpGoTransform(t, "tests/redpanda/redpanda-go") }, rpConfig(Limits{})},
+		{"native-rust-uppercase", func(t testing.TB) []byte { return rustGuest(t, "plugins/examples/rust-uppercase") }, ModuleConfig{Name: "test"}},
+		{"redpanda-rust-identity", func(t testing.TB) []byte { return rustGuest(t, "tests/redpanda/redpanda-rust") }, rpConfig(Limits{})},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			in := rpInstanceOf(b, rpLoad(b, c.wasm(b), c.cfg))
+			out := make([]Outcome, len(batch))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if ran := in.ProcessBatch(context.Background(), batch, out); ran != len(batch) {
+					b.Fatalf("ran %d: %v", ran, out[max(ran-1, 0)].Err)
+				}
+				for j := range out {
+					in.m.held.release(out[j].HeldBytes)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/rec")
+		})
+	}
+}

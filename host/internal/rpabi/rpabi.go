@@ -203,12 +203,16 @@ func readVarint(b []byte, what string) (int64, []byte, error) {
 	return v, b[n:], nil
 }
 
-// readSized reads a length (-1: null) and that many bytes.
+// readSized reads a length (-1: null) and that many bytes. what names
+// them in an error (built only then: this runs for every field a guest
+// writes).
 func readSized(b []byte, what string) ([]byte, []byte, error) {
-	n, b, err := readVarint(b, what+" length")
+	n, k := binary.Varint(b)
+	if k <= 0 {
+		return nil, nil, fmt.Errorf("%w: %s length: truncated or overlong varint", ErrMalformed, what)
+	}
+	b = b[k:]
 	switch {
-	case err != nil:
-		return nil, nil, err
 	case n == -1:
 		return nil, b, nil
 	case n < -1 || n > int64(len(b)):
