@@ -117,7 +117,7 @@ func TestDescriptorFormRefused(t *testing.T) {
 
 // FuzzDescriptorCompile: a registry (or whoever registered the schema)
 // controls a descriptor's bytes; whatever they are, Compile returns a codec
-// or an error, and a codec decodes what it encodes.
+// or an error, and a codec decodes the empty message it encodes.
 func FuzzDescriptorCompile(f *testing.F) {
 	text := compile(f, Options{})
 	fd := protodesc.ToFileDescriptorProto(text.file)
@@ -137,10 +137,10 @@ func FuzzDescriptorCompile(f *testing.F) {
 		}
 		bin, err := c.AppendBinary(nil, []byte(`{}`), []int{0})
 		if err != nil {
-			t.Fatalf("an empty message does not encode: %v", err)
+			return // a proto2 message with required fields, say
 		}
 		if _, err := c.AppendJSON(nil, bin, []int{0}, 1<<16); err != nil {
-			t.Fatalf("an empty message does not decode: %v", err)
+			t.Fatalf("an empty message encoded (%x) does not decode: %v", bin, err)
 		}
 	})
 }
