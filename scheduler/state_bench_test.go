@@ -110,7 +110,7 @@ func BenchmarkStateRecord(b *testing.B) {
 			if res.Status != abi.StatusOK {
 				b.Fatal(res.Err)
 			}
-			sb, outs := ts.Commit(int64(i), rs)
+			sb, outs := ts.Commit(int64(i), rs, nil)
 			if len(outs) != 1 {
 				b.Fatalf("%d changelog outputs", len(outs))
 			}

@@ -422,7 +422,7 @@ func TestStateCommitAfterLostPartition(t *testing.T) {
 			// below the old task's commit, not covered by any of its own.
 			rs := nt.State.Begin()
 			rs.Put([]byte("probe"), probe)
-			b, _ := nt.State.Commit(0, rs)
+			b, _ := nt.State.Commit(0, rs, nil)
 			b.Acked(1<<40, nil)
 		})
 	}

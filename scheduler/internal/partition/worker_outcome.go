@@ -153,12 +153,13 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	if j.rs != nil {
 		// Before the lane is freed: the next record of the key or
 		// partition reads these writes (state.Partition.Commit).
-		b, outs := t.State.Commit(r.Offset, j.rs)
+		n := len(res.Outputs)
+		b, outs := t.State.Commit(r.Offset, j.rs, res.Outputs)
 		j.rs = nil
 		if b != nil {
 			j.sb = b
-			res.Outputs = append(res.Outputs, outs...)
-			t.d.Stats.StateWrites.Add(int64(len(outs)))
+			res.Outputs = outs
+			t.d.Stats.StateWrites.Add(int64(len(outs) - n))
 		}
 	}
 	if len(res.Outputs) == 0 {

@@ -70,7 +70,7 @@ func (l *countLoad) step(t *testing.T) {
 		rs.EndRun()
 	}
 	for _, rs := range l.recs {
-		b, outs := l.ts.Commit(l.off, rs)
+		b, outs := l.ts.Commit(l.off, rs, nil)
 		if len(outs) != 1 {
 			t.Fatalf("%d changelog outputs, want 1", len(outs))
 		}

@@ -44,7 +44,7 @@ func (l *Local) Begin() host.State { return l.p.Begin() }
 // Commit keeps the writes of a succeeded record's attempt (st, from Begin)
 // and returns them as the changelog records a pipeline would produce.
 func (l *Local) Commit(st host.State, offset int64) []abi.Output {
-	_, outs := l.p.Commit(offset, st.(*Record))
+	_, outs := l.p.Commit(offset, st.(*Record), nil)
 	return outs
 }
 

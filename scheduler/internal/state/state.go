@@ -128,14 +128,18 @@ func (ts *Partition) get(buf, key []byte) (v, grown []byte, ok bool, err error) 
 }
 
 // Commit takes the writes of a succeeded record at offset (in the worker,
-// before the record's lane is freed) and returns them as changelog outputs
-// for the record's partition. The batch is returned to be tied to the
-// record's produces (Acked). No writes: nil, nil.
-func (ts *Partition) Commit(offset int64, rs *Record) (*Batch, []abi.Output) {
+// before the record's lane is freed) and appends them to outs as
+// changelog outputs for the record's partition (the record's own outputs:
+// no slice of their own). The batch is returned to be tied to the
+// record's produces (Acked). No writes: nil, outs.
+func (ts *Partition) Commit(offset int64, rs *Record, outs []abi.Output) (*Batch, []abi.Output) {
 	if len(rs.writes) == 0 {
-		return nil, nil
+		return nil, outs
 	}
-	outs := make([]abi.Output, len(rs.writes))
+	if cap(outs)-len(outs) < len(rs.writes) {
+		// One allocation (slices.Grow makes two under the race detector).
+		outs = append(make([]abi.Output, 0, len(outs)+len(rs.writes)), outs...)
+	}
 	b := &rs.batch // inside the record: no allocation of its own
 	b.offset, b.writes = offset, rs.writes
 	b.firstAcked.Store(math.MaxInt64)
@@ -143,14 +147,14 @@ func (ts *Partition) Commit(offset int64, rs *Record) (*Batch, []abi.Output) {
 	ts.mu.Lock()
 	ts.seq++
 	b.seq = ts.seq
-	for i, w := range rs.writes {
+	for _, w := range rs.writes {
 		k := keyString(w.Key) // the write's own key: no copy
 		if e, ok := ts.overlay[k]; ok {
 			ts.overlayBytes -= int64(len(w.Key) + len(e.value))
 		}
 		ts.overlayBytes += int64(len(w.Key) + len(w.Value))
 		ts.overlay[k] = overlayEntry{value: w.Value, seq: b.seq}
-		outs[i] = abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition}
+		outs = append(outs, abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition})
 	}
 	ts.batches = append(ts.batches, b)
 	ts.mu.Unlock()

@@ -47,7 +47,7 @@ func TestStateScanMerges(t *testing.T) {
 	r1.Put([]byte("a/2"), []byte("o"))
 	r1.Put([]byte("a/3"), []byte("o"))
 	r1.Delete([]byte("a/5"))
-	ts.Commit(1, r1)
+	ts.Commit(1, r1, nil)
 	r2 := ts.Begin()
 	r2.Put([]byte("a/4"), []byte("r"))
 	r2.Delete([]byte("a/1"))
@@ -74,7 +74,7 @@ func TestStateFlushOffsets(t *testing.T) {
 	write := func(off int64, key, val string) *Batch {
 		rs := ts.Begin()
 		rs.Put([]byte(key), []byte(val))
-		b, _ := ts.Commit(off, rs)
+		b, _ := ts.Commit(off, rs, nil)
 		return b
 	}
 	b5 := write(5, "x", "1") // input 5 released first: changelog offset 100
@@ -142,7 +142,7 @@ func TestStateReader(t *testing.T) {
 	st.Apply([]statestore.Write{{Key: []byte(store), Value: []byte("s")}, {Key: []byte(overlay), Value: []byte("s")}}, 1)
 	r1 := ts.Begin()
 	r1.Put([]byte(overlay), []byte("o"))
-	ts.Commit(1, r1)
+	ts.Commit(1, r1, nil)
 	r2 := ts.Begin()
 	r2.Put([]byte(own), []byte("r"))
 	r2.Delete([]byte(store))
@@ -181,7 +181,7 @@ func TestStateReader(t *testing.T) {
 	// (the shared state is read when the operation runs).
 	r3 := ts.Begin()
 	r3.Put([]byte(mine[4]), []byte("c"))
-	ts.Commit(2, r3)
+	ts.Commit(2, r3, nil)
 	if got := get(mine[4]); got != "c" {
 		t.Errorf("a write committed after the view: %q", got)
 	}
@@ -211,7 +211,7 @@ func TestStateReader(t *testing.T) {
 	for i := int64(3); i < 300; i++ {
 		r := ts.Begin()
 		r.Put([]byte(mine[5]), []byte(fmt.Sprint(i)))
-		ts.Commit(i, r)
+		ts.Commit(i, r, nil)
 		if i%10 == 0 {
 			if err := ts.Flush(i); err != nil {
 				t.Fatal(err)
@@ -269,7 +269,7 @@ func TestStateMaxBytes(t *testing.T) {
 	if e := r.Delete([]byte("s2")); e != 0 {
 		t.Fatalf("a delete at the bound: %v", e)
 	}
-	b, _ := ts.Commit(5, r)
+	b, _ := ts.Commit(5, r, nil)
 	b.Acked(10, nil)
 	if e := ts.Begin().Put([]byte("n7"), v(10)); e != abi.ErrnoLimit {
 		t.Fatalf("a put with the overlay at the bound: %v", e)
@@ -333,7 +333,7 @@ func TestStateEmptyKeyFlushed(t *testing.T) {
 			t.Fatalf("put %q: %v", k, e)
 		}
 	}
-	b, outs := ts.Commit(1, rs)
+	b, outs := ts.Commit(1, rs, nil)
 	for _, o := range outs {
 		if o.Key == nil {
 			t.Fatalf("a changelog output with a null key: %+v", o)
@@ -369,7 +369,7 @@ func TestStateFlushRefusedKeepsWrites(t *testing.T) {
 	write := func(off, clOff int64, key, val string) {
 		rs := ts.Begin()
 		rs.Put([]byte(key), []byte(val))
-		b, _ := ts.Commit(off, rs)
+		b, _ := ts.Commit(off, rs, nil)
 		b.Acked(clOff, nil)
 	}
 	write(1, 100, "a", "1")
@@ -424,7 +424,7 @@ func TestStateFlushReachesTheCurrentView(t *testing.T) {
 	write := func(v *Partition, off int64, key, val string, changelogOff int64) {
 		rs := v.Begin()
 		rs.Put([]byte(key), []byte(val))
-		b, _ := v.Commit(off, rs)
+		b, _ := v.Commit(off, rs, nil)
 		b.Acked(changelogOff, nil)
 	}
 	old := s.View(0)
@@ -501,7 +501,7 @@ func TestStateAfterReadsAsCommitted(t *testing.T) {
 		st.Apply([]statestore.Write{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("d"), Value: []byte("dd")}}, 10)
 		r0 := ts.Begin()
 		r0.Put([]byte("b"), []byte("22"))
-		ts.Commit(1, r0)
+		ts.Commit(1, r0, nil)
 		begin := ts.Begin
 		if inRun {
 			// Record 1 of the run fails: its writes are never the
@@ -515,7 +515,7 @@ func TestStateAfterReadsAsCommitted(t *testing.T) {
 		failed := begin() // fails: its writes are never the partition's
 		failed.Put([]byte("e"), []byte("lost"))
 		if !inRun {
-			ts.Commit(2, r1)
+			ts.Commit(2, r1, nil)
 		}
 		r2 := begin()
 		var b strings.Builder
@@ -537,7 +537,7 @@ func TestStateAfterReadsAsCommitted(t *testing.T) {
 		fmt.Fprintf(&b, "grow a %d ", int(r2.Put([]byte("a"), []byte("55555"))))
 		fmt.Fprintf(&b, "shrink a %d ", int(r2.Put([]byte("a"), []byte("66"))))
 		if inRun {
-			ts.Commit(2, r1)
+			ts.Commit(2, r1, nil)
 			r2.EndRun()
 		}
 		fmt.Fprintf(&b, "scan %s", scanKeys(t, r2, "", ""))
@@ -582,10 +582,10 @@ func TestStateRunReaderFollowsCommits(t *testing.T) {
 	}
 	r1.EndRun() // the call returned
 	r2.EndRun()
-	ts.Commit(1, r1)
+	ts.Commit(1, r1, nil)
 	waited := ts.Begin() // a record that waited, decided after the run
 	waited.Put([]byte("a"), []byte("later"))
-	ts.Commit(0, waited)
+	ts.Commit(0, waited, nil)
 	if got, want := get("a")+" "+get("b")+" "+scan(), "a=later/true/0 b=run/true/0 a=later b=run c=own "; got != want {
 		t.Fatalf("after: %s, want %s", got, want)
 	}
@@ -605,7 +605,7 @@ func TestStateFlushLastWriteOfEachKey(t *testing.T) {
 				rs.Put([]byte(kv[i]), []byte(kv[i+1]))
 			}
 		}
-		b, _ := ts.Commit(off, rs)
+		b, _ := ts.Commit(off, rs, nil)
 		if void {
 			b.Acked(off, testErr{})
 		} else {
