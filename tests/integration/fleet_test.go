@@ -268,6 +268,12 @@ func TestFleetCanary(t *testing.T) {
 	}()
 	rd := kafkatest.NewReader(t, brokers, out)
 	rd.ReadUntil(t, 2*time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 500 })
+	// The outputs can come from the other hosts before host 0's admin API
+	// listens (it starts after its pipelines): ask it until it answers.
+	kafkatest.Eventually(t, time.Minute, "host 0's admin API answering", func() bool {
+		_, err := cli(t, []string{token}, "processors", "--admin", admins[0])
+		return err == nil
+	})
 	deploy := func(args ...string) string {
 		t.Helper()
 		o, err := cli(t, []string{token}, append([]string{"deploy", "--pipeline", "p", "--admin", admins[0]}, args...)...)
@@ -486,6 +492,12 @@ func TestFleetCanaryPoisonedInput(t *testing.T) {
 	rd := kafkatest.NewReader(t, brokers, out)
 	dl := kafkatest.NewReader(t, brokers, dlq)
 	rd.ReadUntil(t, 2*time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 500 })
+	// The outputs can come from the other hosts before host 0's admin API
+	// listens (it starts after its pipelines): ask it until it answers.
+	kafkatest.Eventually(t, time.Minute, "host 0's admin API answering", func() bool {
+		_, err := cli(t, []string{token}, "processors", "--admin", admins[0])
+		return err == nil
+	})
 	deploy := func(args ...string) string {
 		t.Helper()
 		o, err := cli(t, []string{token}, append([]string{"deploy", "--pipeline", "p", "--admin", admins[0]}, args...)...)
