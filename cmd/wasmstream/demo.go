@@ -131,6 +131,9 @@ func (d *demoCmd) prepare() int {
 		printErr(d.stderr, "wasmstream demo", err)
 		return 1
 	}
+	if d.input == "" && d.sch != nil && len(d.sch.decoders) > 0 {
+		fmt.Fprintf(d.stderr, "wasmstream demo: pipeline %s decodes its input values (input_format.value: confluent), and the generated demo records are not framed: they will be dead-lettered (schema.bad_frame); give --input a file of JSON records, one a line, to have them framed\n", termsafe.Line(strings.Join(d.sch.decoders, ", ")))
+	}
 	if err := demoToken(&d.cf, d.stdout); err != nil {
 		printErr(d.stderr, "wasmstream demo", err)
 		return 1

@@ -28,9 +28,11 @@ type demoSchemas struct {
 	client *schemareg.Client
 	framed map[string][][]byte // the --input lines framed, by input topic
 	ids    map[string]int      // the schema id they are framed with, by topic
-	// outputs are the topics whose values a pipeline encodes.
-	outputs map[string]bool
-	maxJSON int
+	// outputs are the topics whose values a pipeline encodes; decoders
+	// the pipelines that decode their inputs' values.
+	outputs  map[string]bool
+	decoders []string
+	maxJSON  int
 }
 
 // prepareSchemas serves --schema's files as schema_registry.url (a --set
@@ -83,7 +85,11 @@ func (ds *demoSchemas) frame(cfg *config.Config, lines [][]byte, input string) e
 		if pc.OutputFormat.Value.Confluent() {
 			ds.outputs[pc.Output] = true
 		}
-		if !pc.InputFormat.Value.Confluent() || len(lines) == 0 {
+		if !pc.InputFormat.Value.Confluent() {
+			continue
+		}
+		ds.decoders = append(ds.decoders, pc.Name)
+		if len(lines) == 0 {
 			continue
 		}
 		for _, topic := range pc.Inputs {

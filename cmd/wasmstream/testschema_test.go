@@ -212,6 +212,13 @@ pipelines:
 		}
 	}
 
+	// Without --input, the generated records are not framed: said before
+	// the demo starts.
+	code, out, errs = runCLI(t, "demo", "--config", cfg, "--lookup-service", "", "--schema", "users-value="+user, "--schema", "shouted-value="+upper, "--duration", "1s", "--rate", "0")
+	if code != 0 || !strings.Contains(errs, "wasmstream demo: pipeline up decodes its input values (input_format.value: confluent), and the generated demo records are not framed") {
+		t.Errorf("demo without --input: code %d\n%s\n%s", code, out, errs)
+	}
+
 	bad := writeFile(t, dir, "bad.jsonl", []byte(`{"name": "ada", "id": 1}`+"\n"+`{"name": 5, "id": 2}`+"\n"))
 	for _, tc := range []struct {
 		args []string
