@@ -17,7 +17,7 @@ RUST_WASM = $(eval RUST_WASM := $$(shell sh abi/sdk/rust/wasm-target.sh))$(RUST_
 RUST_TARGET = $(word 2,$(RUST_WASM))
 CARGO ?= env PATH=$(word 1,$(RUST_WASM)):$(PATH) cargo
 
-.PHONY: demo test check build build-perfmap plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test conformance bench clean
+.PHONY: demo test check build build-perfmap plugins c-plugins as-plugins as-sdk-test rust-plugins rust-test redpanda-plugins conformance bench clean
 
 demo: build plugins
 	./bin/wasmstream demo --config config.yaml $(DEMO_FLAGS)
@@ -69,6 +69,15 @@ rust-plugins:
 rust-test:
 	for c in $(RUST_CRATES); do (cd $$c && CARGO_TARGET_DIR=$(CURDIR)/.cache/rust-test $(CARGO) test --quiet) || exit 1; done
 
+# Redpanda Data Transforms built from Redpanda's published SDKs, unmodified
+# (tests/redpanda; docs/REDPANDA-TRANSFORMS.md): the Go SDK v1.1.0 with the
+# standard toolchain (a command, not c-shared), the Rust SDK 1.1.0. The
+# tests that run them build them the same way.
+redpanda-plugins:
+	@test -n "$(RUST_TARGET)" || exit 1
+	cd tests/redpanda/redpanda-go && GOOS=wasip1 GOARCH=wasm $(GO) build -o redpanda_go.wasm .
+	cd tests/redpanda/redpanda-rust && $(CARGO) build --quiet --release --target $(RUST_TARGET)
+
 # The conformance kit (internal/conformance) over every language's
 # examples, from the built modules; TestExamplesConform runs the same in the
 # test command and also requires identical outputs across languages.
@@ -99,6 +108,6 @@ bench:
 	bash tests/run.sh bench
 
 clean:
-	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm) $(addsuffix /target,$(RUST_CRATES))
+	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm) $(addsuffix /target,$(RUST_CRATES)) tests/redpanda/redpanda-go/redpanda_go.wasm tests/redpanda/redpanda-rust/target
 
 FORCE:
