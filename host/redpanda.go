@@ -30,12 +30,13 @@ const (
 
 // RedpandaMemoryPages is the memory limit of a Redpanda transform's
 // instances when ModuleConfig.Limits sets none. A transform built with the
-// standard Go toolchain (GOOS=wasip1) declares a minimum of 35 pages
-// (2.2 MiB), over Redpanda's own 2 MiB default (RedpandaConfig.Strict keeps
-// that one), and its garbage collector lets the heap reach 4 MB before it
-// collects: the Go conformance transform settles at 117 pages (7.3 MiB)
-// copying 64 KiB records (TestRedpandaMemory). 256 pages (16 MiB) run it
-// with room to spare; a Rust transform stays near 22 pages.
+// standard Go toolchain (GOOS=wasip1) declares a minimum of 35 to 38 pages
+// (2.2 to 2.4 MiB; 38 built with go1.26), over Redpanda's own 2 MiB
+// default (RedpandaConfig.Strict keeps that one), and its garbage
+// collector lets the heap reach 4 MB before it collects: the Go
+// conformance transform settles at 117 pages (7.3 MiB) copying 64 KiB
+// records (TestRedpandaMemory). 256 pages (16 MiB) run it with room to
+// spare; a Rust transform stays near 22 pages.
 const RedpandaMemoryPages = 256
 
 // RedpandaConfig is how a Redpanda transform runs; a wasmstream module
