@@ -65,45 +65,18 @@ type testSources struct {
 	schemas                    *schemaFlag
 }
 
-// newTestFramer readies the framing of cases for pc: with a config, a
-// vector's schema must be for a part the pipeline decodes;
-// without one, a schema named for a key or value turns decoding on for
-// it, as input_format would. Schema files (--schema and those the vectors
+// newTestFramer readies the framing of cases for pc (scanFrames says
+// which parts are framed). Schema files (--schema and those the vectors
 // name) are served by a registry in this process, which stands in for
 // schema_registry.url. Nil, nil: nothing is framed.
 func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline, src testSources, cases []conformance.Case) (*testFramer, error) {
-	cfgPath, vectors, schemas := src.cfgPath, src.vectors, src.schemas
 	f := &testFramer{pc: pc, encoders: map[encoderKey]*schemareg.Encoder{}, checks: map[checkKey]*schemareg.Encoder{}}
-	if vectors != "" {
-		f.dir = filepath.Dir(vectors)
+	if src.vectors != "" {
+		f.dir = filepath.Dir(src.vectors)
 	}
-	files, named := len(schemas.files) > 0, false
-	for i := range cases {
-		c := &cases[i]
-		for _, p := range []struct {
-			part string
-			fr   *conformance.Frame
-			in   *config.InputPart
-		}{{partKey, &c.KeyFrame, &pc.InputFormat.Key}, {partValue, &c.ValueFrame, &pc.InputFormat.Value}} {
-			if !p.fr.Named() {
-				continue
-			}
-			named, files = true, files || p.fr.Schema != ""
-			if p.in.Confluent() {
-				continue
-			}
-			if cfgPath != "" {
-				return nil, fmt.Errorf("%s: %s_schema/%s_subject: pipeline %s reads record %ss as they are (input_format.%s.format is %s in %s), so the host would give the guest the framed bytes: set input_format.%s.format: confluent, or give %s_base64 for bytes as they are",
-					caseWhere(vectors, c), p.part, p.part, pc.Name, p.part, p.part, p.in.Format, cfgPath, p.part, p.part)
-			}
-			p.in.Format = config.FormatConfluent
-		}
-		if c.Expect != nil {
-			for _, o := range c.Expect.Outputs {
-				named = named || o.KeyFrame.Named() || o.ValueFrame.Named()
-				files = files || o.KeyFrame.Schema != "" || o.ValueFrame.Schema != ""
-			}
-		}
+	named, files, err := scanFrames(pc, src, cases)
+	if err != nil {
+		return nil, err
 	}
 	if !named && !files && !pc.UsesSchemaRegistry() {
 		return nil, nil
@@ -115,7 +88,7 @@ func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline,
 		cfg.SchemaRegistry.URL = src.registry
 	}
 	if files {
-		l, err := newLocalRegistry(schemas, &cfg.SchemaRegistry)
+		l, err := newLocalRegistry(src.schemas, &cfg.SchemaRegistry)
 		if err != nil {
 			return nil, err
 		}
@@ -140,12 +113,49 @@ func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline,
 	}
 	f.codec = codec
 	for i := range cases {
-		if err := f.frameCase(ctx, vectors, i, &cases[i]); err != nil {
+		if err := f.frameCase(ctx, src.vectors, i, &cases[i]); err != nil {
 			f.close()
 			return nil, err
 		}
 	}
 	return f, nil
+}
+
+// scanFrames reports whether the cases name a schema or subject (named)
+// and whether schema files are given (files). With a config, a vector's
+// schema must be for a part the pipeline decodes; without one, a schema
+// named for a key or value turns decoding on for it (pc.InputFormat), as
+// input_format would.
+func scanFrames(pc *config.Pipeline, src testSources, cases []conformance.Case) (named, files bool, err error) {
+	files = len(src.schemas.files) > 0
+	for i := range cases {
+		c := &cases[i]
+		for _, p := range []struct {
+			part string
+			fr   *conformance.Frame
+			in   *config.InputPart
+		}{{partKey, &c.KeyFrame, &pc.InputFormat.Key}, {partValue, &c.ValueFrame, &pc.InputFormat.Value}} {
+			if !p.fr.Named() {
+				continue
+			}
+			named, files = true, files || p.fr.Schema != ""
+			if p.in.Confluent() {
+				continue
+			}
+			if src.cfgPath != "" {
+				return false, false, fmt.Errorf("%s: %s_schema/%s_subject: pipeline %s reads record %ss as they are (input_format.%s.format is %s in %s), so the host would give the guest the framed bytes: set input_format.%s.format: confluent, or give %s_base64 for bytes as they are",
+					caseWhere(src.vectors, c), p.part, p.part, pc.Name, p.part, p.part, p.in.Format, src.cfgPath, p.part, p.part)
+			}
+			p.in.Format = config.FormatConfluent
+		}
+		if c.Expect != nil {
+			for _, o := range c.Expect.Outputs {
+				named = named || o.KeyFrame.Named() || o.ValueFrame.Named()
+				files = files || o.KeyFrame.Schema != "" || o.ValueFrame.Schema != ""
+			}
+		}
+	}
+	return named, files, nil
 }
 
 // caseWhere names a case in errors: the vectors file and line, or the
@@ -202,8 +212,15 @@ func (f *testFramer) frameCase(ctx context.Context, vectors string, i int, c *co
 	if c.Expect == nil {
 		return nil
 	}
-	for j := range c.Expect.Outputs {
-		o := &c.Expect.Outputs[j]
+	return f.frameExpected(ctx, where, i, c.Expect)
+}
+
+// frameExpected sets what case i's expected outputs are compared with:
+// each key and value the host encodes, or that names a schema of its
+// own, as its JSON encoded with that schema and read back.
+func (f *testFramer) frameExpected(ctx context.Context, where string, i int, e *conformance.Expect) error {
+	for j := range e.Outputs {
+		o := &e.Outputs[j]
 		for _, p := range []struct {
 			part string
 			fr   *conformance.Frame
