@@ -20,6 +20,7 @@ const (
 	HeaderOriginalTimestamp = failhdr.OriginalTimestamp // milliseconds since the Unix epoch
 	HeaderAttempt           = failhdr.Attempt
 	HeaderModuleDigest      = failhdr.ModuleDigest
+	HeaderModuleLabel       = failhdr.ModuleLabel  // the version's label, when it has one
 	HeaderFailedAt          = failhdr.FailedAt     // RFC 3339
 	HeaderFirstFailure      = failhdr.FirstFailure // RFC 3339: when the first attempt failed
 	HeaderDue               = failhdr.Due          // retry records: when the next attempt is due, ms since the Unix epoch

@@ -53,6 +53,11 @@ Filters:
   --kind KIND     error kind (guest.fail, guest.retry, fault.panic, ...)
   --error TEXT    error message contains TEXT
   --key KEY       record key equals KEY
+  --version V     failed on module version V: its label (deploy --label) or
+                  its digest (or the digest's first 6 or more hex digits),
+                  as list prints them. A canary's dead letters are redriven
+                  apart from the stable version's rejections with the
+                  canary's digest or label.
   --since T       failed at or after T (a duration ago, e.g. 1h, or RFC 3339)
   --until T       failed before T
 `
@@ -63,6 +68,7 @@ type dlqFlags struct {
 	kind     string
 	errText  string
 	key      string
+	version  string
 	since    string
 	until    string
 	to       string
@@ -94,6 +100,7 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.kind, "kind", "", "only records whose error kind is KIND")
 	fs.StringVar(&f.errText, "error", "", "only records whose error contains TEXT")
 	fs.StringVar(&f.key, "key", "", "only records with this key")
+	fs.StringVar(&f.version, "version", "", "only records failed on this module version: its label, or its digest or a prefix of it (6 hex digits or more)")
 	fs.StringVar(&f.since, "since", "", "only records that failed at or after this (duration ago or RFC 3339)")
 	fs.StringVar(&f.until, "until", "", "only records that failed before this (duration ago or RFC 3339)")
 	fs.StringVar(&f.to, "to", "input", "redrive: where to send records, input or retry")
@@ -567,6 +574,9 @@ func (f *dlqFlags) matches(r *kgo.Record, st *failhdr.State) bool {
 	if f.key != "" && string(r.Key) != f.key {
 		return false
 	}
+	if f.version != "" && !versionMatches(f.version, st) {
+		return false
+	}
 	if !f.sinceT.IsZero() || !f.untilT.IsZero() {
 		at := st.FailedAt
 		if at.IsZero() {
@@ -579,6 +589,46 @@ func (f *dlqFlags) matches(r *kgo.Record, st *failhdr.State) bool {
 	return true
 }
 
+// minDigestPrefix is the shortest digest prefix --version takes as one: a
+// shorter value is only compared with labels.
+const minDigestPrefix = 6
+
+// versionMatches reports whether v names the version a dead letter failed
+// on: its label, or its digest (with or without "sha256:") or a prefix of
+// it of at least minDigestPrefix characters.
+func versionMatches(v string, st *failhdr.State) bool {
+	if st.ModuleLabel != "" && v == st.ModuleLabel {
+		return true
+	}
+	d, want := strings.TrimPrefix(st.ModuleDigest, "sha256:"), strings.TrimPrefix(v, "sha256:")
+	return d != "" && len(want) >= minDigestPrefix && strings.HasPrefix(d, want)
+}
+
+// versionText is the version a dead letter failed on, as list prints it:
+// the digest's first 12 characters and the label, if any.
+func versionText(st *failhdr.State) string {
+	d := strings.TrimPrefix(st.ModuleDigest, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	if d == "" {
+		d = "-"
+	}
+	if st.ModuleLabel != "" {
+		d += " (" + termsafe.Line(st.ModuleLabel) + ")"
+	}
+	return termsafe.Line(d)
+}
+
+// keyText is a record key as list and show print it: quoted, or null for
+// a record without one (not "", which is an empty key).
+func keyText(k []byte) string {
+	if k == nil {
+		return "null"
+	}
+	return strconv.Quote(string(k))
+}
+
 // listLine is one dead letter in `dlq list`; everything from the record is
 // escaped (termsafe).
 func listLine(r *kgo.Record, st *failhdr.State) string {
@@ -587,10 +637,10 @@ func listLine(r *kgo.Record, st *failhdr.State) string {
 		msg = msg[:i]
 	}
 	msg = tracing.OneLine(termsafe.Line(msg), 100)
-	return fmt.Sprintf("%d@%d  %s  from %s[%s]@%s  attempts %s  %s  key=%q  %s  value=%s",
+	return fmt.Sprintf("%d@%d  %s  from %s[%s]@%s  attempts %s  %s  version=%s  key=%s  %s  value=%s",
 		r.Partition, r.Offset, printableHeader(r, failhdr.FailedAt),
 		printableHeader(r, failhdr.OriginalTopic), printableHeader(r, failhdr.OriginalPartition), printableHeader(r, failhdr.OriginalOffset),
-		printableHeader(r, failhdr.Attempt), termsafe.Line(st.Kind), r.Key, msg, preview(r.Value))
+		printableHeader(r, failhdr.Attempt), termsafe.Line(st.Kind), versionText(st), keyText(r.Key), msg, preview(r.Value))
 }
 
 // showRecord prints one dead letter in full for `dlq show`; everything from
@@ -598,7 +648,11 @@ func listLine(r *kgo.Record, st *failhdr.State) string {
 func showRecord(w io.Writer, topic string, r *kgo.Record) {
 	const indent = "      "
 	fmt.Fprintf(w, "%s[%d]@%d (appended %s)\n", topic, r.Partition, r.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano))
-	fmt.Fprintf(w, "  key:   %q\n  value: %q\n", r.Key, r.Value)
+	value := "null"
+	if r.Value != nil {
+		value = strconv.Quote(string(r.Value))
+	}
+	fmt.Fprintf(w, "  key:   %s\n  value: %s\n", keyText(r.Key), value)
 	fmt.Fprintf(w, "  error: %s: %s\n", printableHeader(r, failhdr.ErrorKind), termsafe.Text(header(r, failhdr.Error), indent))
 	fmt.Fprintf(w, "  history:\n")
 	for _, h := range r.Headers {

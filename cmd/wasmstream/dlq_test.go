@@ -354,3 +354,62 @@ func TestDLQForgedMarkerHidesNothing(t *testing.T) {
 		t.Fatalf("list --pending after the redrive: code %d\n%s\n%s", code, out, errs)
 	}
 }
+
+// TestDLQByVersion: list and redrive select dead letters by the module
+// version they failed on — its label, its digest or a prefix of 6 or more
+// of its hex digits — so a failed canary's records are redriven apart from
+// the stable version's rejections; list prints each one's version, and a
+// record without a key as key=null (not "", an empty key).
+func TestDLQByVersion(t *testing.T) {
+	t.Parallel()
+	const stable, canary = "sha256:0a0a0a0a0a0a0a0a", "sha256:cafecafecafecafe"
+	on := func(r *kgo.Record, digest, label string) *kgo.Record {
+		st, err := failhdr.Decode(r.Headers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.ModuleDigest, st.ModuleLabel = digest, label
+		r.Headers = failhdr.Encode(nil, &st)
+		return r
+	}
+	cfg, brokers := redriveSetup(t, 1,
+		on(deadLetter("dlq", []byte("a"), 0, 10), stable, ""),
+		on(deadLetter("dlq", nil, 0, 11), canary, "v3-canary"),
+		on(deadLetter("dlq", []byte(""), 0, 12), canary, "v3-canary"),
+		on(deadLetter("dlq", []byte("b"), 0, 13), stable, "v2"))
+	code, out, errs := runCLI(t, "dlq", "list", "--config", cfg)
+	for _, want := range []string{"version=0a0a0a0a0a0a  key=\"a\"", "version=cafecafecafe (v3-canary)  key=null", "version=cafecafecafe (v3-canary)  key=\"\"", "version=0a0a0a0a0a0a (v2)  key=\"b\""} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("list: code %d, lacks %q\n%s\n%s", code, want, out, errs)
+		}
+	}
+	if _, out, _ = runCLI(t, "dlq", "show", "--config", cfg, "0@1"); !strings.Contains(out, "key:   null\n") {
+		t.Errorf("show of a record without a key:\n%s", out)
+	}
+	for _, v := range []string{"v3-canary", canary, "cafeca", "sha256:cafecafe"} {
+		code, out, errs := runCLI(t, "dlq", "list", "--config", cfg, "--version", v)
+		if code != 0 || !strings.Contains(out, "2 of 4 dead-lettered records in dlq match") || !strings.Contains(out, "0@1 ") || !strings.Contains(out, "0@2 ") {
+			t.Errorf("list --version %s: code %d\n%s\n%s", v, code, out, errs)
+		}
+	}
+	// Too short a prefix to be taken as a digest; a label is compared whole.
+	for _, v := range []string{"cafe", "v3", "v2-"} {
+		if code, out, errs := runCLI(t, "dlq", "list", "--config", cfg, "--version", v); code != 0 || !strings.Contains(out, "0 of 4 dead-lettered records in dlq match") {
+			t.Errorf("list --version %s: code %d\n%s\n%s", v, code, out, errs)
+		}
+	}
+	code, out, errs = runCLI(t, "dlq", "redrive", "--config", cfg, "--version", "v3-canary")
+	if code != 0 || !strings.Contains(out, "2 records redriven, 0 could not be, 0 refused") || strings.Contains(out, "0@0") || strings.Contains(out, "0@3") {
+		t.Fatalf("redrive --version v3-canary: code %d\n%s\n%s", code, out, errs)
+	}
+	in := kafkatest.NewReader(t, brokers, "in")
+	in.ReadUntil(t, 30*time.Second, "the canary's two records", func(rs []*kgo.Record) bool { return len(rs) >= 2 })
+	for _, r := range in.Recs {
+		if v := string(r.Value); v != "v0@11" && v != "v0@12" {
+			t.Errorf("redriven %q, want only the canary's records (v0@11, v0@12)", v)
+		}
+	}
+	if code, out, errs = runCLI(t, "dlq", "list", "--config", cfg, "--pending"); code != 0 || !strings.Contains(out, "2 of 4 dead-lettered records in dlq match and are not redriven") {
+		t.Errorf("list --pending after: code %d\n%s\n%s", code, out, errs)
+	}
+}

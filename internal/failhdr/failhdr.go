@@ -54,6 +54,10 @@ const (
 	// about (the id in the record's frame, or the output subject's
 	// schema): decimal. Written only for such a failure that knows it.
 	SchemaID = "wasmstream.schema.id"
+	// ModuleLabel is the label (deploy --label) of the version
+	// ModuleDigest names, when it has one: `dlq list --version` and
+	// `dlq redrive --version` select by it.
+	ModuleLabel = "wasmstream.module.label"
 )
 
 // MaxAttempt bounds the attempt numbers Decode accepts (retry.max_attempts is
@@ -86,6 +90,7 @@ type State struct {
 	Origin       Origin
 	Attempt      int // retry copy: the attempt it is due for; dead letter: the last attempt made
 	ModuleDigest string
+	ModuleLabel  string    // "": none (no header)
 	FailedAt     time.Time // when the last attempt failed
 	FirstFailure time.Time
 	Due          time.Time // retry copies: when the next attempt is due (zero: not set)
@@ -121,7 +126,8 @@ func Own(hs []kgo.RecordHeader) []kgo.RecordHeader {
 }
 
 // Encode appends st's headers to dst. Zero Due, empty RedrivenFrom and
-// zero SchemaID are left out; every other field is written.
+// ModuleLabel and zero SchemaID are left out; every other field is
+// written.
 func Encode(dst []kgo.RecordHeader, st *State) []kgo.RecordHeader {
 	for _, e := range st.History {
 		dst = append(dst, kgo.RecordHeader{Key: HistoryPrefix + strconv.Itoa(e.Attempt), Value: []byte(e.Text)})
@@ -141,6 +147,9 @@ func Encode(dst []kgo.RecordHeader, st *State) []kgo.RecordHeader {
 	)
 	if !st.Due.IsZero() {
 		dst = append(dst, kgo.RecordHeader{Key: Due, Value: strconv.AppendInt(nil, st.Due.UnixMilli(), 10)})
+	}
+	if st.ModuleLabel != "" {
+		dst = append(dst, kgo.RecordHeader{Key: ModuleLabel, Value: []byte(st.ModuleLabel)})
 	}
 	if st.RedrivenFrom != "" {
 		dst = append(dst, kgo.RecordHeader{Key: RedrivenFrom, Value: []byte(st.RedrivenFrom)})
@@ -257,6 +266,8 @@ func (d *decoder) header(key, v string) {
 		st.Error = v
 	case ModuleDigest:
 		st.ModuleDigest = v
+	case ModuleLabel:
+		st.ModuleLabel = v
 	case RedrivenFrom:
 		st.RedrivenFrom = v
 	case OriginalTopic, OriginalPartition, OriginalOffset, OriginalTimestamp:

@@ -91,7 +91,7 @@ func (t *Task) failureHeaders(r *kgo.Record, attempt, attemptHeader int, f failu
 	}
 	st.History = append(st.History, failhdr.NewEntry(attempt, f.kind, f.msg))
 	st.Pipeline, st.Kind, st.Error = t.d.Config.Name, f.kind, f.msg
-	st.Attempt, st.ModuleDigest, st.FailedAt = attemptHeader, t.version().M.Info().Digest, now
+	st.Attempt, st.ModuleDigest, st.ModuleLabel, st.FailedAt = attemptHeader, t.version().M.Info().Digest, t.version().LabelText(), now
 	st.Due = time.Time{}
 	st.SchemaID = f.schemaID
 	hs := failhdr.Own(r.Headers)

@@ -47,6 +47,14 @@ type Version struct {
 	Label atomic.Pointer[string]
 }
 
+// LabelText is v's label, "" for none.
+func (v *Version) LabelText() string {
+	if l := v.Label.Load(); l != nil {
+		return *l
+	}
+	return ""
+}
+
 // Acquire takes a reference to v (an instance made from it).
 func (v *Version) Acquire() { v.refs.Add(1) }
 
