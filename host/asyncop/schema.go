@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
 
@@ -80,7 +82,10 @@ func (s *SchemaRegistry) Check(prefix string, add func(key, format string, args 
 func (s *SchemaRegistry) Operations(key string, env Env) map[abi.OpKind]Operation {
 	cfg := *s
 	cfg.SetDefaults()
-	base := schemaOp{cfg: cfg, key: key, client: env.Schemas}
+	base := schemaOp{cfg: cfg, key: key, client: env.Schemas, subjects: &subjectCache{m: map[subjectKey]*subjectAnswer{}}}
+	if env.Schemas != nil {
+		base.subjects.ttl = env.Schemas.RefreshPeriod()
+	}
 	return map[abi.OpKind]Operation{
 		abi.OpSchemaByID:      schemaByIDOp{base},
 		abi.OpSchemaBySubject: schemaBySubjectOp{base},
@@ -94,9 +99,10 @@ func (s *SchemaRegistry) Operations(key string, env Env) map[abi.OpKind]Operatio
 // (schema_registry.request_timeout) or its deadline, whichever comes
 // first, and the instance nothing.
 type schemaOp struct {
-	cfg    SchemaRegistry
-	key    string
-	client *schemareg.Client // nil: the process has no registry
+	cfg      SchemaRegistry
+	key      string
+	client   *schemareg.Client // nil: the process has no registry
+	subjects *subjectCache     // the module's, shared by its three operations
 }
 
 // refusal is why the operation may not run at all, or "".
@@ -209,7 +215,7 @@ func (op schemaBySubjectOp) Start(ctx context.Context, req []byte, done func([]b
 		case version == 0 || version < -1:
 			return refused(fmt.Sprintf("version %d: want -1 (the latest) or a version from 1", version))
 		}
-		s, v, err := op.client.SchemaByVersion(ctx, subject, version)
+		s, v, err := op.bySubject(ctx, subject, version)
 		if err != nil {
 			return failed(ctx, err)
 		}
@@ -220,6 +226,99 @@ func (op schemaBySubjectOp) Start(ctx context.Context, req []byte, done func([]b
 		ss := abi.SubjectSchema{ID: s.ID, Version: v, SchemaDef: def}
 		return abi.AppendSubjectSchema([]byte{abi.CompletionOK}, &ss)
 	})
+}
+
+// bySubject is the schema subject holds at version, and the version it
+// is: the registry asked only when the module's subject cache has no
+// answer (then the schema comes with it), the schema otherwise from the
+// client's cache by id.
+func (op schemaBySubjectOp) bySubject(ctx context.Context, subject string, version int) (*schemareg.Schema, int, error) {
+	var fetched *schemareg.Schema
+	id, v, err := op.subjects.get(ctx, subjectKey{subject, version}, func() (int, int, error) {
+		s, v, err := op.client.SchemaByVersion(ctx, subject, version)
+		if err != nil {
+			return 0, 0, err
+		}
+		fetched = s
+		return s.ID, v, nil
+	})
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case fetched != nil:
+		return fetched, v, nil
+	}
+	s, err := op.client.SchemaByID(ctx, id)
+	return s, v, err
+}
+
+// subjectCache remembers which schema a subject holds at a version, so
+// that lookups by subject do not each ask the registry: a fixed version's
+// answer for the module's life (a version's schema does not change), the
+// latest's for ttl (schema_registry.refresh_period, as for outputs of
+// version latest). It holds at most maxSubjectAnswers answers, and starts
+// over when full; errors are not kept. Lookups of one key at once share
+// one request. Safe for concurrent use.
+type subjectCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[subjectKey]*subjectAnswer
+}
+
+// maxSubjectAnswers bounds a subject cache.
+const maxSubjectAnswers = 1024
+
+type subjectKey struct {
+	subject string
+	version int
+}
+
+// subjectAnswer is an answer, or one being fetched until done is closed.
+type subjectAnswer struct {
+	done        chan struct{}
+	id, version int
+	at          time.Time
+	err         error
+}
+
+// get returns key's answer: the one kept, or fetch's, fetched once for
+// every lookup that misses meanwhile. A lookup that waits on another's
+// fetch ends with its ctx.
+func (c *subjectCache) get(ctx context.Context, key subjectKey, fetch func() (id, version int, err error)) (int, int, error) {
+	c.mu.Lock()
+	if a, ok := c.m[key]; ok && (a.at.IsZero() || key.version != -1 || time.Since(a.at) < c.ttl) {
+		c.mu.Unlock()
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		}
+		return a.id, a.version, a.err
+	}
+	if len(c.m) >= maxSubjectAnswers {
+		clear(c.m)
+	}
+	a := &subjectAnswer{done: make(chan struct{})}
+	c.m[key] = a
+	c.mu.Unlock()
+
+	id, version, err := fetch()
+
+	c.mu.Lock()
+	a.id, a.version, a.err, a.at = id, version, err, time.Now()
+	if err != nil && c.m[key] == a {
+		delete(c.m, key)
+	}
+	c.mu.Unlock()
+	close(a.done)
+	return id, version, err
+}
+
+// forget drops key's answer.
+func (c *subjectCache) forget(key subjectKey) {
+	c.mu.Lock()
+	delete(c.m, key)
+	c.mu.Unlock()
 }
 
 // schemaRegisterOp is OpSchemaRegister.
@@ -248,6 +347,7 @@ func (op schemaRegisterOp) Start(ctx context.Context, req []byte, done func([]by
 		if err != nil {
 			return failed(ctx, err)
 		}
+		op.subjects.forget(subjectKey{subject, -1}) // its latest may be this one now
 		return abi.AppendSchemaRegistered([]byte{abi.CompletionOK}, id, version)
 	})
 }

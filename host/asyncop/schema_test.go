@@ -240,3 +240,61 @@ func TestSchemaRegistryCheck(t *testing.T) {
 		t.Fatalf("problems name %s\nwant %s", got, want)
 	}
 }
+
+// Lookups by subject ask the registry once per subject and version: a
+// fixed version's answer is kept, the latest's for
+// schema_registry.refresh_period; a registration through the module
+// drops its subject's latest answer, so the next lookup sees it.
+func TestSchemaBySubjectCached(t *testing.T) {
+	t.Parallel()
+	reg := srfake.New()
+	defer reg.Close()
+	var bySubject atomic.Int64
+	reg.Intercept(func(_ http.ResponseWriter, r *http.Request) bool {
+		if strings.HasPrefix(r.URL.Path, "/subjects/users-value/versions/") {
+			bySubject.Add(1)
+		}
+		return false
+	})
+	reg.SeedSchema("users-value", 1, 4, sr.Schema{Schema: `"string"`, Type: sr.TypeAvro})
+	const ttl = 300 * time.Millisecond
+	client, err := schemareg.New(schemareg.Config{URL: reg.URL(), RequestTimeout: 5 * time.Second, RefreshPeriod: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := schemaOps(SchemaRegistry{Enabled: true, RegisterSubjects: []string{"users-value"}}, client)
+	lookup := func(version int) abi.SubjectSchema {
+		t.Helper()
+		c := complete(t, ops[abi.OpSchemaBySubject], abi.AppendSchemaBySubject(nil, "users-value", version))
+		ss, err := abi.DecodeSubjectSchema(c.Payload)
+		if c.Code != abi.CompletionOK || err != nil {
+			t.Fatalf("version %d: %+v %v", version, c, err)
+		}
+		return ss
+	}
+	for range 3 {
+		lookup(-1)
+		lookup(1)
+	}
+	if n := bySubject.Load(); n != 2 {
+		t.Fatalf("6 lookups of 2 keys asked the registry %d times, want 2", n)
+	}
+	def := abi.SchemaDef{Type: abi.SchemaAvro, Schema: `"bytes"`}
+	if c := complete(t, ops[abi.OpSchemaRegister], abi.AppendSchemaRegister(nil, "users-value", &def)); c.Code != abi.CompletionOK {
+		t.Fatalf("register: %+v", c)
+	}
+	if ss := lookup(-1); ss.Version != 2 || ss.Schema != `"bytes"` {
+		t.Fatalf("latest after a registration: %+v", ss)
+	}
+	n := bySubject.Load()
+	lookup(-1)
+	if bySubject.Load() != n {
+		t.Fatal("the latest answer was not kept")
+	}
+	time.Sleep(ttl)
+	lookup(-1)
+	lookup(1)
+	if got := bySubject.Load() - n; got != 1 {
+		t.Fatalf("after refresh_period: %d requests, want 1 (the latest again, version 1 kept)", got)
+	}
+}

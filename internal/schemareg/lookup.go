@@ -3,6 +3,7 @@ package schemareg
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
 )
@@ -33,6 +34,10 @@ func (c *Client) SchemaByVersion(ctx context.Context, subject string, version in
 	}
 	return s, ss.Version, nil
 }
+
+// RefreshPeriod is how long an answer about a subject's latest version
+// may be used (schema_registry.refresh_period).
+func (c *Client) RefreshPeriod() time.Duration { return c.cfg.RefreshPeriod }
 
 // Register registers s under subject and returns its id and its version
 // under the subject. A schema the registry refuses (incompatible with the
