@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,4 +187,22 @@ func TestRedpandaTransformExactlyOnce(t *testing.T) {
 		}
 		return sum == n
 	})
+}
+
+// TestRedpandaStrictReachesTheHost: redpanda.strict gives the transform
+// Redpanda's 2 MiB, which a standard-Go transform does not fit: the
+// pipeline does not start, and says why.
+func TestRedpandaStrictReachesTheHost(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	cfg := testConfigWith(t, brokers, "g", redpandaTransform(t, "go"), "in", "out", "dlq", "    redpanda: {strict: true}", "")
+	r, err := NewRunner(context.Background(), cfg, testLogger(t))
+	if err == nil {
+		r.Stop(context.Background())
+		t.Fatal("a standard-Go transform started in 2 MiB")
+	}
+	if !strings.Contains(err.Error(), "limit of 32 pages (limits.memory_pages)") {
+		t.Fatalf("%v: does not name the 32-page limit", err)
+	}
 }

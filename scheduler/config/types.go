@@ -181,6 +181,8 @@ type Pipeline struct {
 	VersionSource string       `koanf:"version_source"`
 	ModuleLabel   string       `koanf:"module_label"`
 	Canary        ConfigCanary `koanf:"canary"`
+	// Redpanda is how a Redpanda Data Transform runs (redpanda.go).
+	Redpanda Redpanda `koanf:"redpanda"`
 }
 
 // State configures a pipeline's state stores: one local store per input

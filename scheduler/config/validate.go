@@ -218,6 +218,7 @@ func (c *Config) checkPipelines(add addFunc) {
 		checkState(add, key, p, inputs)
 		c.checkAsync(add, key, p)
 		c.checkFormats(add, key, p)
+		checkRedpanda(add, key, p)
 		for _, k := range sortedKeys(p.Env) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				add(key("env"), "%q is not an environment variable name", k)
