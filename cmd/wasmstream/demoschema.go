@@ -76,7 +76,11 @@ func (ds *demoSchemas) frame(cfg *config.Config, lines [][]byte, input string) e
 		}
 		codec, err := scheduler.NewSchemaCodec(ctx, cfg, pc)
 		if err != nil {
-			return ds.notServed(err, "pipeline "+pc.Name+" writes its outputs with subject %s (output_format)")
+			var se *schemareg.Error
+			if ds.local != nil && errors.As(err, &se) && se.Kind == schemareg.NotFound {
+				return notServed(cfg, pc, se.Subject)
+			}
+			return err
 		}
 		codec.Close()
 		if ds.client == nil {

@@ -63,13 +63,18 @@ type localRegistry struct {
 // that does not compile is refused here, naming its file.
 func newLocalRegistry(f *schemaFlag, sc *config.SchemaRegistry) (*localRegistry, error) {
 	l := &localRegistry{reg: srfake.New(), cfg: sc, byFile: map[string]string{}, bySubject: map[string]string{}, served: map[string]bool{}}
-	// Read only: the files are registered in process, and no other
-	// process on the machine may change what the host reads.
+	// Reads, and the two requests a pipeline's start makes of a
+	// registry (output_format.*.schema_file: a schema's lookup under its
+	// subject, POST /subjects/S; auto_register: its registration, POST
+	// /subjects/S/versions). Nothing else: no other process on the
+	// machine deletes a schema or changes a subject's compatibility or
+	// mode under the host.
 	l.reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead ||
+			(r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/subjects/")) {
 			return false
 		}
-		http.Error(w, `{"error_code":405,"message":"read only: the schema files of this wasmstream process"}`, http.StatusMethodNotAllowed)
+		http.Error(w, `{"error_code":405,"message":"the schema files of this wasmstream process: reads, lookups and registrations only"}`, http.StatusMethodNotAllowed)
 		return true
 	})
 	for i, file := range f.files {

@@ -107,7 +107,7 @@ func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline,
 		f.close()
 		var se *schemareg.Error
 		if f.local != nil && errors.As(err, &se) && se.Kind == schemareg.NotFound {
-			return nil, fmt.Errorf("pipeline %s writes its outputs with subject %s (output_format), and no schema file is served as it: add --schema %s=FILE", pc.Name, se.Subject, se.Subject)
+			return nil, notServed(cfg, pc, se.Subject)
 		}
 		return nil, err
 	}
@@ -119,6 +119,21 @@ func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline,
 		}
 	}
 	return f, nil
+}
+
+// notServed says which --schema a pipeline's output subject needs, when
+// the files' registry does not have it.
+func notServed(cfg *config.Config, pc *config.Pipeline, subject string) error {
+	for _, o := range []struct {
+		part string
+		out  config.OutputPart
+	}{{partValue, pc.OutputFormat.Value}, {partKey, pc.OutputFormat.Key}} {
+		if o.out.SchemaFile != "" && o.out.SubjectFor(pc.Output, o.part) == subject {
+			return fmt.Errorf("pipeline %s writes its outputs with %s (output_format.%s.schema_file), which the subject %s must hold: serve it with --schema %s=%s, or set output_format.%s.auto_register: true",
+				pc.Name, o.out.SchemaFile, o.part, subject, subject, cfg.SchemaFilePath(o.out), o.part)
+		}
+	}
+	return fmt.Errorf("pipeline %s writes its outputs with subject %s (output_format), and no schema file is served as it: add --schema %s=FILE", pc.Name, subject, subject)
 }
 
 // scanFrames reports whether the cases name a schema or subject (named)
@@ -216,8 +231,9 @@ func (f *testFramer) frameCase(ctx context.Context, vectors string, i int, c *co
 }
 
 // frameExpected sets what case i's expected outputs are compared with:
-// each key and value the host encodes, or that names a schema of its
-// own, as its JSON encoded with that schema and read back.
+// each key and value the host encodes (with its own encoder, as it
+// encodes the guest's outputs), or that names a schema of its own, as its
+// JSON encoded with that schema and read back.
 func (f *testFramer) frameExpected(ctx context.Context, where string, i int, e *conformance.Expect) error {
 	for j := range e.Outputs {
 		o := &e.Outputs[j]
@@ -227,30 +243,28 @@ func (f *testFramer) frameExpected(ctx context.Context, where string, i int, e *
 			out  config.OutputPart
 		}{{partKey, &o.KeyFrame, f.pc.OutputFormat.Key}, {partValue, &o.ValueFrame, f.pc.OutputFormat.Value}} {
 			field := fmt.Sprintf("expect.outputs[%d].%s", j, p.part)
-			var enc *schemareg.Encoder
-			var what string
-			var err error
+			host := f.hostEncodes(p.part, o.Topic)
 			switch {
-			case f.hostEncodes(p.part, o.Topic) && p.fr.Named():
+			case host && p.fr.Named():
 				return fmt.Errorf("%s: %s_schema/%s_subject: pipeline %s writes output %ss with subject %s (output_format.%s): the expected %s is encoded with it; leave the schema out",
 					where, field, field, f.pc.Name, p.part, p.out.SubjectFor(f.pc.Output, p.part), p.part, p.part)
-			case f.hostEncodes(p.part, o.Topic):
-				enc, what, err = f.encoder(where, field, &conformance.Frame{Subject: p.out.SubjectFor(f.pc.Output, p.part), Message: p.out.Message}, "", p.out.VersionNumber())
-			case p.fr.Named():
-				enc, what, err = f.encoder(where, field, p.fr, "", -1)
-				f.checks[checkKey{i, j, p.part}] = enc
-			default:
+			case !host && !p.fr.Named():
 				continue
 			}
-			if err != nil {
-				return err
+			var enc *schemareg.Encoder
+			if !host {
+				var err error
+				if enc, _, err = f.encoder(where, field, p.fr, "", -1); err != nil {
+					return err
+				}
+				f.checks[checkKey{i, j, p.part}] = enc
 			}
 			if p.fr.JSON == nil {
 				continue // null stays null: the host encodes no null
 			}
-			b, err := enc.AppendFramed(nil, p.fr.JSON)
+			b, err := f.encodeExpected(enc, p.part, p.out, p.fr)
 			if err != nil {
-				return fmt.Errorf("%s: %s: does not fit %s: %v", where, field, what, encodeReason(err))
+				return fmt.Errorf("%s: %s: %w", where, field, err)
 			}
 			js, _, err := f.readBack(ctx, b, p.part)
 			if err != nil {
@@ -260,6 +274,42 @@ func (f *testFramer) frameExpected(ctx context.Context, where string, i int, e *
 		}
 	}
 	return nil
+}
+
+// encodeExpected frames an expected key or value with enc, or, nil, as
+// the host frames an output's (the pipeline's encoder for out).
+func (f *testFramer) encodeExpected(enc *schemareg.Encoder, part string, out config.OutputPart, fr *conformance.Frame) ([]byte, error) {
+	if enc != nil {
+		b, err := enc.AppendFramed(nil, fr.JSON)
+		if err != nil {
+			what := fr.Schema
+			if what == "" {
+				what = "subject " + fr.Subject
+			}
+			return nil, fmt.Errorf("does not fit %s: %v", what, encodeReason(err))
+		}
+		return b, nil
+	}
+	o := []abi.Output{{Partition: -1}}
+	if part == partKey {
+		o[0].Key = fr.JSON
+	} else {
+		o[0].Value = fr.JSON
+	}
+	if err := f.codec.Encode(o); err != nil {
+		subject := out.SubjectFor(f.pc.Output, part)
+		what := "subject " + subject
+		if file := f.local.subjectFile(subject); file != "" {
+			what += " (" + file + ")"
+		} else if out.SchemaFile != "" {
+			what += " (" + out.SchemaFile + ")"
+		}
+		return nil, fmt.Errorf("does not fit %s: %v", what, encodeReason(err))
+	}
+	if part == partKey {
+		return o[0].Key, nil
+	}
+	return o[0].Value, nil
 }
 
 // encoder is the encoder of fr's schema (a file, a subject, or else

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,6 +69,27 @@ pipelines:
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q\n%s", want, out)
+		}
+	}
+
+	// output_format.value.schema_file with auto_register: the host
+	// registers the file under the output subject at start (in the files'
+	// registry), and writes with it; without auto_register, the subject
+	// must hold it.
+	for _, tc := range []struct {
+		auto bool
+		code int
+		want string
+	}{
+		{true, 0, "expectations: 2 passed, 0 failed"},
+		{false, 2, "pipeline up writes its outputs with upper.avsc (output_format.value.schema_file), which the subject shouted-value must hold: serve it with --schema shouted-value=" + filepath.Join(dir, "upper.avsc") + ", or set output_format.value.auto_register: true"},
+	} {
+		sf := writeFile(t, dir, "schemafile.yaml", []byte(strings.Replace(string(readFile(t, cfg)), "output_format: {value: {format: confluent}}",
+			fmt.Sprintf("output_format: {value: {format: confluent, schema_file: upper.avsc, auto_register: %v}}", tc.auto), 1)))
+		two := writeFile(t, dir, "two.jsonl", []byte(strings.Join(strings.Split(string(readFile(t, vectors)), "\n")[:2], "\n")+"\n"))
+		code, out, errs := runCLI(t, "test", "--config", sf, "--schema", "users-value="+filepath.Join(dir, "user.avsc"), mod, "--file", two)
+		if code != tc.code || !strings.Contains(out+errs, tc.want) {
+			t.Errorf("schema_file, auto_register %v: code %d, want %d and %q\n%s\n%s", tc.auto, code, tc.code, tc.want, out, errs)
 		}
 	}
 
@@ -310,4 +332,13 @@ pipelines:
 	if code, _, errs := runCLI(t, "conformance", "--vectors", vectors, mod); code != 2 || !strings.Contains(errs, vectors+":2: names a schema (*_schema, *_subject): the kit runs records as they are; run schema-registry vectors with wasmstream test") {
 		t.Errorf("conformance on framed vectors: code %d\n%s", code, errs)
 	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
