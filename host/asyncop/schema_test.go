@@ -22,7 +22,7 @@ const (
 	userAvro = `{"type":"record","name":"User","namespace":"x","fields":[{"name":"name","type":"string"},{"name":"addr","type":"x.Addr"}]}`
 )
 
-func schemaClient(t *testing.T, url string, timeout time.Duration) *schemareg.Client {
+func schemaClient(t testing.TB, url string, timeout time.Duration) *schemareg.Client {
 	t.Helper()
 	c, err := schemareg.New(schemareg.Config{URL: url, RequestTimeout: timeout})
 	if err != nil {
