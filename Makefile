@@ -76,6 +76,7 @@ rust-test:
 redpanda-plugins:
 	@test -n "$(RUST_TARGET)" || exit 1
 	cd tests/redpanda/redpanda-go && GOOS=wasip1 GOARCH=wasm $(GO) build -o redpanda_go.wasm .
+	cd tests/redpanda/redpanda-go-identity && GOOS=wasip1 GOARCH=wasm $(GO) build -o redpanda_go_identity.wasm .
 	cd tests/redpanda/redpanda-rust && $(CARGO) build --quiet --release --target $(RUST_TARGET)
 
 # The conformance kit (internal/conformance) over every language's
@@ -108,6 +109,6 @@ bench:
 	bash tests/run.sh bench
 
 clean:
-	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm) $(addsuffix /target,$(RUST_CRATES)) tests/redpanda/redpanda-go/redpanda_go.wasm tests/redpanda/redpanda-rust/target
+	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm) $(addsuffix /target,$(RUST_CRATES)) tests/redpanda/redpanda-go/redpanda_go.wasm tests/redpanda/redpanda-go-identity/redpanda_go_identity.wasm tests/redpanda/redpanda-rust/target
 
 FORCE:

@@ -465,7 +465,7 @@ func BenchmarkRedpandaBatch(b *testing.B) {
 		cfg  ModuleConfig
 	}{
 		{"native-go-uppercase", func(t testing.TB) []byte { return guest(t, "plugins/examples/uppercase") }, ModuleConfig{Name: "test"}},
-		{"redpanda-go-identity", func(t testing.TB) []byte { return rpGoTransform(t, "tests/redpanda/redpanda-go") }, rpConfig(Limits{})},
+		{"redpanda-go-identity", func(t testing.TB) []byte { return rpGoTransform(t, "tests/redpanda/redpanda-go-identity") }, rpConfig(Limits{})},
 		{"native-rust-uppercase", func(t testing.TB) []byte { return rustGuest(t, "plugins/examples/rust-uppercase") }, ModuleConfig{Name: "test"}},
 		{"redpanda-rust-identity", func(t testing.TB) []byte { return rustGuest(t, "tests/redpanda/redpanda-rust") }, rpConfig(Limits{})},
 	} {

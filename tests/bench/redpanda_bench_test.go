@@ -12,8 +12,9 @@ import (
 )
 
 // BenchmarkRedpandaTransforms: unmodified Redpanda Data Transforms built
-// from Redpanda's published SDKs (tests/redpanda: the conformance
-// transform, the identity on these records) beside the native uppercase
+// from Redpanda's published SDKs (tests/redpanda: Go, the SDK's identity
+// transform; Rust, the conformance transform, the identity on these
+// records) beside the native uppercase
 // guests of the same language, over the same input on the same broker, one
 // after the other (docs/REDPANDA-TRANSFORMS.md). The goal: a transform
 // within 10% of its language's native guest in records/s and CPU per
@@ -21,12 +22,12 @@ import (
 func BenchmarkRedpandaTransforms(b *testing.B) {
 	brokers, n, in, uppercase := uppercaseInput(b)
 	dir := b.TempDir()
-	rpGo := filepath.Join(dir, "redpanda-go.wasm")
+	rpGo := filepath.Join(dir, "redpanda-go-identity.wasm")
 	cmd := exec.Command("go", "build", "-o", rpGo, ".")
-	cmd.Dir = filepath.Join(wt.RepoRoot(b), "tests/redpanda/redpanda-go")
+	cmd.Dir = filepath.Join(wt.RepoRoot(b), "tests/redpanda/redpanda-go-identity")
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build tests/redpanda/redpanda-go: %v\n%s", err, out)
+		b.Fatalf("go build tests/redpanda/redpanda-go-identity: %v\n%s", err, out)
 	}
 	runs := []struct{ name, module string }{
 		{"native-uppercase-go-guest", uppercase},
