@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,6 +71,28 @@ pipelines:
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q\n%s", want, out)
 		}
+	}
+
+	// --json: the schema ids of the record and of its outputs.
+	code, out, errs = runCLI(t, append(append([]string{"test", "--json", "--config", cfg}, schemas...), mod, "--file", vectors)...)
+	var doc struct {
+		Records []struct {
+			ValueSchemaID int `json:"value_schema_id"`
+			Kind          string
+			Outputs       []struct {
+				Value         string
+				ValueSchemaID int `json:"value_schema_id"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 || len(doc.Records) != 4 {
+		t.Fatalf("--json: code %d, %v\n%s\n%s", code, err, out, errs)
+	}
+	if r := doc.Records[0]; r.ValueSchemaID != 1 || len(r.Outputs) != 1 || r.Outputs[0].ValueSchemaID != 2 || r.Outputs[0].Value != `{"NAME":"ADA","ID":1,"TAGS":["X"]}` {
+		t.Errorf("--json: record 0 %+v", r)
+	}
+	if r := doc.Records[3]; r.Kind != "schema.bad_frame" || r.ValueSchemaID != 0 {
+		t.Errorf("--json: record 3 %+v", r)
 	}
 
 	// output_format.value.schema_file with auto_register: the host
