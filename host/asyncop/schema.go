@@ -137,7 +137,11 @@ func failed(ctx context.Context, err error) []byte {
 	if schemareg.Retryable(err) || ctx.Err() != nil || !errors.As(err, new(*schemareg.Error)) {
 		code = abi.CompletionError
 	}
-	return abi.AppendCompletionError(nil, code, "schema registry: "+err.Error())
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "schema registry") { // the client's messages say it already
+		msg = "schema registry: " + msg
+	}
+	return abi.AppendCompletionError(nil, code, msg)
 }
 
 // refused is a result of code 3 with msg.

@@ -48,7 +48,7 @@ func (c *Client) Register(ctx context.Context, subject string, s sr.Schema) (id,
 	defer cancel()
 	ss, err := c.sr.CreateSchema(ctx, subject, s)
 	if err != nil {
-		return 0, 0, c.classify(err, 0, subject, -1, "register a "+s.Type.String()+" schema under subject "+subject)
+		return 0, 0, c.classify(err, 0, subject, -1, "register a schema ("+s.Type.String()+") under subject "+subject)
 	}
 	return ss.ID, ss.Version, nil
 }
