@@ -2,12 +2,12 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +52,12 @@ type Partition struct {
 	// flushLogged is when a failed flush was last logged (Stores.Flush,
 	// one commit at a time).
 	flushLogged time.Time
+	// The flush's scratch, reused from one commit to the next (Flush, one
+	// at a time; not guarded by mu): the batches it applies, their last
+	// writes and the index of those by key.
+	flushDone   []*Batch
+	flushWrites []statestore.Write
+	flushAt     map[string]int
 }
 
 // overlayEntry is a key's newest write not yet in the store.
@@ -196,7 +202,7 @@ func (b *Batch) Acked(offset int64, err error) {
 // time.
 func (ts *Partition) Flush(upTo int64) error {
 	ts.mu.Lock()
-	var done, keep []*Batch
+	done, keep := ts.flushDone[:0], ts.batches[:0] // keep: in place
 	for _, b := range ts.batches {
 		if b.offset < upTo {
 			done = append(done, b)
@@ -208,6 +214,7 @@ func (ts *Partition) Flush(upTo int64) error {
 		ts.mu.Unlock()
 		return nil
 	}
+	clear(ts.batches[len(keep):])
 	ts.batches = keep
 	applied := ts.applied
 	for _, b := range done {
@@ -220,25 +227,30 @@ func (ts *Partition) Flush(upTo int64) error {
 		next = min(next, b.firstAcked.Load())
 	}
 	ts.mu.Unlock()
-	sort.Slice(done, func(i, j int) bool { return done[i].offset < done[j].offset })
-	err := ts.ps.store.Apply(lastWrites(done), next)
+	slices.SortFunc(done, func(a, b *Batch) int { return cmp.Compare(a.offset, b.offset) })
+	ws := ts.lastWrites(done)
+	err := ts.ps.store.Apply(ws, next)
+	clear(ws) // the next flush's: it holds no write of these
+	ts.flushWrites = ws[:0]
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if err != nil {
 		// Records that succeeded since joined ts.batches meanwhile.
-		ts.batches = append(done, ts.batches...)
-		return err
-	}
-	ts.applied = applied
-	for _, b := range done {
-		for _, w := range b.writes {
-			if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
-				delete(ts.overlay, keyString(w.Key))
-				ts.overlayBytes -= int64(len(w.Key) + len(e.value))
+		ts.batches = append(slices.Clone(done), ts.batches...)
+	} else {
+		ts.applied = applied
+		for _, b := range done {
+			for _, w := range b.writes {
+				if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
+					delete(ts.overlay, keyString(w.Key))
+					ts.overlayBytes -= int64(len(w.Key) + len(e.value))
+				}
 			}
 		}
 	}
-	return nil
+	clear(done)
+	ts.flushDone = done[:0]
+	return err
 }
 
 // lastWrites are the writes of the batches (in offset order) that are not
@@ -247,10 +259,14 @@ func (ts *Partition) Flush(upTo int64) error {
 // wrote it since the last commit (a count over a thousand keys at a
 // thousand records a second and a commit a second: each key once, not
 // once a record), which is bbolt's cost per write: a cursor, its path and
-// a node update.
-func lastWrites(done []*Batch) []statestore.Write {
-	var ws []statestore.Write
-	at := map[string]int{} // sized by the keys, not the writes
+// a node update. Its slice and index are the partition's flush scratch.
+func (ts *Partition) lastWrites(done []*Batch) []statestore.Write {
+	ws, at := ts.flushWrites[:0], ts.flushAt
+	if at == nil {
+		at = map[string]int{} // sized by the keys, not the writes
+		ts.flushAt = at
+	}
+	defer clear(at)
 	for _, b := range done {
 		if b.void.Load() {
 			continue
