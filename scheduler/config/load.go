@@ -33,7 +33,8 @@ var envAliases = map[string]string{schemaPasswordEnv: "schema_registry.basic_aut
 
 // Load reads the configuration: the YAML file at path (may be ""), then the
 // environment (environ, KEY=VALUE), then sets ("key=value", from flags),
-// each overriding the one before. It checks for unknown keys, applies
+// each overriding the one before; a set pipelines.<name>.<key>=value sets
+// a key of the pipeline of that name. It checks for unknown keys, applies
 // defaults and validates. Every problem of the three sources is reported
 // at once.
 func Load(path string, environ []string, sets []string) (*Config, error) {
@@ -46,6 +47,7 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 	}
 	leaves := leafKeys(reflect.TypeOf(Config{}), "")
 	envMap, envProbs := envOverrides(environ, leaves)
+	sets, pipeSets := splitPipelineSets(sets)
 	setMap, setProbs := setOverrides(sets, leaves, secrets)
 	probs = append(append(probs, envProbs...), setProbs...)
 	for _, m := range []map[string]any{envMap, setMap} {
@@ -54,10 +56,12 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 		}
 	}
 	raw := k.Raw()
+	probs = append(probs, applyPipelineSets(raw, pipeSets)...)
 	autos := takeAutos(raw)
-	if len(autos) > 0 {
+	if len(autos) > 0 || len(pipeSets) > 0 {
 		// The "auto" values are taken out (they are no numbers or sections
-		// of keys) and given to the typed config after decoding.
+		// of keys) and given to the typed config after decoding; the
+		// pipelines' --set values are in raw's pipelines.
 		k = koanf.New(".")
 		if err := k.Load(confmap.Provider(raw, ""), nil); err != nil {
 			return nil, err
@@ -150,7 +154,7 @@ func setOverrides(sets []string, leaves, secrets map[string]string) (map[string]
 // unknownSet is the problem of --set key, a key that does not exist: the
 // key it likely meant, and how to set that one if it is a secret.
 func unknownSet(key string, leaves, secrets map[string]string) string {
-	msg := fmt.Sprintf("--set %s: unknown key (keys inside pipelines cannot be set from flags; the value given is not shown)", key)
+	msg := fmt.Sprintf("--set %s: unknown key (a pipeline's keys are set by its name, pipelines.<name>.<key>=value; the value given is not shown)", key)
 	if near, ok := closestKey(key, leaves); ok {
 		msg += "; did you mean " + near + "?"
 		if file, secret := secrets[near]; secret {
