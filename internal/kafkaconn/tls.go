@@ -8,64 +8,34 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 
-	"github.com/wasmstream/wasmstream/internal/secretfile"
+	"github.com/wasmstream/wasmstream/internal/tlsfiles"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
-// maxPEMBytes bounds a CA, certificate or key file read.
-const maxPEMBytes = 1 << 20
-
 // tlsSettings is the TLS configuration of the connections, and what its
-// errors name.
+// errors name (the CA file, or the system roots; whether a client
+// certificate is given).
 type tlsSettings struct {
-	cfg *tls.Config
-	// trust names what the brokers' certificates are verified against
-	// ("the CA file /etc/kafka/ca.pem" or "the system roots").
-	trust string
-	// client says whether a client certificate is given.
+	cfg    *tls.Config
+	trust  string
 	client bool
 }
 
-// tlsConfig reads the files of t; nil when TLS is off.
+// tlsConfig reads the files of t (internal/tlsfiles, errors naming
+// kafka.tls.*); nil when TLS is off.
 func tlsConfig(t config.KafkaTLS) (*tlsSettings, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
-	s := &tlsSettings{cfg: &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}, trust: "the system roots"}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka.tls.ca_file: %s holds no PEM certificate", t.CAFile)
-		}
-		s.cfg.RootCAs = pool
-		s.trust = "the CA file " + t.CAFile
+	c, err := tlsfiles.Load(tlsfiles.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+		ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}, "kafka.tls")
+	if err != nil {
+		return nil, err
 	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := os.ReadFile(t.CertFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.cert_file: %w", err)
-		}
-		key, err := secretfile.Read(t.KeyFile, "kafka.tls.key_file", "the client's private key", maxPEMBytes)
-		if err != nil {
-			return nil, err
-		}
-		pair, err := tls.X509KeyPair(cert, key)
-		if err != nil {
-			// X509KeyPair's errors name no key material.
-			return nil, fmt.Errorf("kafka.tls.key_file: cannot use %s with %s: %v (want PEM: a certificate, and an unencrypted PKCS#1, PKCS#8 or EC private key that matches it)", t.KeyFile, t.CertFile, err)
-		}
-		s.cfg.Certificates = []tls.Certificate{pair}
-		s.client = true
-	}
-	return s, nil
+	return &tlsSettings{cfg: c.TLS, trust: c.Trust, client: c.Client}, nil
 }
 
 // handshake runs the TLS handshake over c to the broker at addr and says
@@ -124,7 +94,6 @@ func (s *tlsSettings) explain(err error, addr, name string) error {
 		return &TLSError{Msg: fmt.Sprintf(format, args...), Err: err}
 	}
 	var rec tls.RecordHeaderError
-	var unknown x509.UnknownAuthorityError
 	var host x509.HostnameError
 	var invalid x509.CertificateInvalidError
 	var alert tls.AlertError
@@ -134,17 +103,13 @@ func (s *tlsSettings) explain(err error, addr, name string) error {
 		return &TLSError{Msg: fmt.Sprintf("the broker at %s closed the connection during the TLS handshake: a PLAINTEXT or SASL_PLAINTEXT listener does this to a TLS client; is it one? (kafka.tls.enabled is true: give the address of a TLS listener, or turn TLS off)", addr)}
 	case errors.As(err, &rec):
 		return wrap("the broker at %s answered without TLS; is this a PLAINTEXT or SASL_PLAINTEXT listener? (kafka.tls.enabled is true: give the address of a TLS listener, or turn TLS off)", addr)
-	case errors.As(err, &unknown):
-		leaf := unknown.Cert
-		var cve *tls.CertificateVerificationError
-		if errors.As(err, &cve) && len(cve.UnverifiedCertificates) > 0 {
-			leaf = cve.UnverifiedCertificates[0] // the broker's own, not the chain's top
-		}
-		return wrap("the certificate of the broker at %s (%s) is not trusted: it is not signed by %s (kafka.tls.ca_file: give the CA that signed the brokers' certificates)", addr, describe(leaf), s.trust)
+	case isUntrusted(err):
+		leaf, _ := tlsfiles.Untrusted(err)
+		return wrap("the certificate of the broker at %s (%s) is not trusted: it is not signed by %s (kafka.tls.ca_file: give the CA that signed the brokers' certificates)", addr, tlsfiles.Describe(leaf), s.trust)
 	case errors.As(err, &host):
-		return wrap("the certificate of the broker at %s is not valid for the name %q (it names %s): connect by a name it carries, or set kafka.tls.server_name", addr, name, certNames(host.Certificate))
+		return wrap("the certificate of the broker at %s is not valid for the name %q (it names %s): connect by a name it carries, or set kafka.tls.server_name", addr, name, tlsfiles.Names(host.Certificate))
 	case errors.As(err, &invalid):
-		return wrap("the certificate of the broker at %s (%s) is not valid: %v", addr, describe(invalid.Cert), invalid)
+		return wrap("the certificate of the broker at %s (%s) is not valid: %v", addr, tlsfiles.Describe(invalid.Cert), invalid)
 	case errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:"):
 		if !s.client {
 			return wrap("the broker at %s refused the TLS handshake (%v): it may require a client certificate: set kafka.tls.cert_file and kafka.tls.key_file", addr, err)
@@ -154,26 +119,8 @@ func (s *tlsSettings) explain(err error, addr, name string) error {
 	return wrap("TLS handshake with the broker at %s: %v", addr, err)
 }
 
-// describe names a certificate by its subject and issuer.
-func describe(c *x509.Certificate) string {
-	if c == nil {
-		return "no certificate"
-	}
-	return fmt.Sprintf("subject %q, issued by %q", c.Subject.String(), c.Issuer.String())
-}
-
-// certNames lists the names a certificate is valid for.
-func certNames(c *x509.Certificate) string {
-	if c == nil {
-		return "no names"
-	}
-	var n []string
-	n = append(n, c.DNSNames...)
-	for _, ip := range c.IPAddresses {
-		n = append(n, ip.String())
-	}
-	if len(n) == 0 {
-		return "no subject alternative names, only the subject " + c.Subject.String()
-	}
-	return strings.Join(n, ", ")
+// isUntrusted: a certificate signed by no CA the client trusts.
+func isUntrusted(err error) bool {
+	_, ok := tlsfiles.Untrusted(err)
+	return ok
 }

@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/schemareg/avrocodec"
 	"github.com/wasmstream/wasmstream/internal/schemareg/protocodec"
 	"github.com/wasmstream/wasmstream/internal/secretfile"
+	"github.com/wasmstream/wasmstream/internal/tlsfiles"
 )
 
 // Config is the schema_registry block. Zero bounds take the defaults.
@@ -89,7 +89,6 @@ const (
 	defaultMaxDepth       = 64
 	defaultRefreshPeriod  = 5 * time.Minute
 	maxSecretBytes        = 64 << 10
-	maxPEMBytes           = 1 << 20
 	// negativeTTL is how long an unknown id is remembered as unknown, so
 	// records with ids the registry does not have cost one request per id
 	// per period, not one per record.
@@ -129,8 +128,11 @@ type Stats struct {
 // Client is a registry client with its schema cache. Safe for concurrent
 // use.
 type Client struct {
-	cfg   Config
-	url   string // cfg.URL, for messages
+	cfg Config
+	url string // cfg.URL, for messages
+	// trust names what the registry's certificate is verified against
+	// (the CA file, or the system roots), for messages.
+	trust string
 	sr    *sr.Client
 	cache *cache
 	Stats Stats
@@ -148,9 +150,11 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, url: strings.TrimRight(cfg.URL, "/")}
 	var tc *tls.Config
 	if tlsOn {
-		if tc, err = tlsConfig(cfg.TLS); err != nil {
+		t, err := tlsConfig(cfg.TLS)
+		if err != nil {
 			return nil, err
 		}
+		tc, c.trust = t.TLS, t.Trust
 	}
 	auth, err := authHook(cfg)
 	if err != nil {
@@ -289,38 +293,12 @@ func authHook(cfg Config) (func(*http.Request) error, error) {
 	return nil, nil
 }
 
-// tlsConfig reads the TLS files under the rules of kafka.tls: a CA file of
-// PEM certificates replaces the system roots; the client key is a secret
-// file.
-func tlsConfig(t TLS) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("schema_registry.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("schema_registry.tls.ca_file: %s holds no PEM certificate", t.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := os.ReadFile(t.CertFile)
-		if err != nil {
-			return nil, fmt.Errorf("schema_registry.tls.cert_file: %w", err)
-		}
-		key, err := secretfile.Read(t.KeyFile, "schema_registry.tls.key_file", "the client's private key", maxPEMBytes)
-		if err != nil {
-			return nil, err
-		}
-		pair, err := tls.X509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("schema_registry.tls.key_file: cannot use %s with %s: %v (want PEM: a certificate, and an unencrypted PKCS#1, PKCS#8 or EC private key that matches it)", t.KeyFile, t.CertFile, err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
+// tlsConfig reads the TLS files as kafka.tls's are read (internal/tlsfiles:
+// a CA file of PEM certificates replaces the system roots; the client key
+// is a secret file), each error naming its schema_registry.tls key.
+func tlsConfig(t TLS) (*tlsfiles.Config, error) {
+	return tlsfiles.Load(tlsfiles.Files{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+		ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}, "schema_registry.tls")
 }
 
 // errBodyTooLarge is an answer longer than any schema the client takes.
@@ -394,7 +372,7 @@ func (c *Client) classify(err error, id int, subject string, version int, what s
 			e.Msg = fmt.Sprintf("schema registry %s: %s: not found (HTTP 404: %s)", c.url, what, msg)
 		case s == http.StatusUnauthorized || s == http.StatusForbidden:
 			e.Kind = Refused
-			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d: the registry refused the credentials (schema_registry.basic_auth or token_file): wrong username or password, an expired token, or a user without read access", c.url, what, s)
+			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d: %s", c.url, what, s, c.refusal(s))
 		case s == http.StatusTooManyRequests || s >= 500:
 			e.Kind = Unavailable
 			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d (%s): the registry is unavailable; records are retried", c.url, what, s, msg)
@@ -404,24 +382,100 @@ func (c *Client) classify(err error, id int, subject string, version int, what s
 		}
 	default:
 		e.Kind = Unavailable
+		if why, ok := c.tlsFailure(err); ok {
+			e.Msg = fmt.Sprintf("schema registry %s: %s: %s", c.url, what, why)
+			break
+		}
 		e.Msg = fmt.Sprintf("schema registry %s: %s: no answer: %v (is the registry up, and schema_registry.url right? records are retried)", c.url, what, describeTransport(err, c.cfg.RequestTimeout))
 	}
 	return e
 }
 
+// refusal says what an HTTP 401 or 403 means under the client's
+// credentials, naming the key to fix.
+func (c *Client) refusal(status int) string {
+	cfg := &c.cfg
+	var whose string
+	switch {
+	case cfg.Username != "":
+		whose = fmt.Sprintf("user %q (schema_registry.basic_auth)", cfg.Username)
+	case cfg.TokenFile != "":
+		whose = "the bearer token of schema_registry.token_file"
+	case status == http.StatusUnauthorized:
+		return "the registry wants credentials and none are set: set schema_registry.basic_auth or schema_registry.token_file"
+	default:
+		return "the registry refused the request without credentials: set schema_registry.basic_auth or schema_registry.token_file"
+	}
+	if status == http.StatusUnauthorized {
+		return "the registry refused the credentials of " + whose + ": wrong username or password, or an expired or wrong token; records are retried until they are fixed"
+	}
+	return "the registry refused " + whose + " access: the user has no read access to the registry's schemas; records are retried until it has"
+}
+
+// Check asks the registry one small question (the schema types it
+// serves) with the client's credentials, so that a process fails its
+// start at once, naming the key to fix, when the registry cannot be
+// reached or does not answer within schema_registry.request_timeout, its
+// certificate is not trusted, or it refuses the credentials (HTTP 401) —
+// rather than at its first record. Any other answer passes: a 404 is a
+// registry without that endpoint, a 403 credentials it accepted but does
+// not grant that question; the connection and the credentials are what
+// Check checks. Bounded by request_timeout and by ctx.
+func (c *Client) Check(ctx context.Context) error {
+	_, err := c.sr.SupportedTypes(ctx)
+	if err == nil {
+		return nil
+	}
+	e := c.classify(err, 0, "", 0, "checking the registry at start (GET /schemas/types)")
+	if e.Kind == Unavailable || e.Status == http.StatusUnauthorized {
+		return e
+	}
+	return nil
+}
+
+// tlsFailure says in the user's words why the TLS handshake with the
+// registry failed, naming the schema_registry.tls key to fix; ok is false
+// when err is no TLS failure.
+func (c *Client) tlsFailure(err error) (why string, ok bool) {
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var rec tls.RecordHeaderError
+	var alert tls.AlertError
+	switch {
+	case isUntrusted(err):
+		leaf, _ := tlsfiles.Untrusted(err)
+		return fmt.Sprintf("the registry's certificate (%s) is not trusted: it is not signed by %s (x509: certificate signed by unknown authority); set schema_registry.tls.ca_file to the CA that signed it", tlsfiles.Describe(leaf), c.trust), true
+	case errors.As(err, &host):
+		return fmt.Sprintf("the registry's certificate is not valid for the name %q (it names %s): connect by a name it carries, or set schema_registry.tls.server_name", host.Host, tlsfiles.Names(host.Certificate)), true
+	case errors.As(err, &invalid):
+		return fmt.Sprintf("the registry's certificate (%s) is not valid: %v", tlsfiles.Describe(invalid.Cert), invalid), true
+	case errors.As(err, &rec) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		// (net/http turns the record header error into that text.)
+		return "the registry answered without TLS: schema_registry.url is https:// but the registry serves http:// there", true
+	case errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:"):
+		// The alert as the handshake got it, without the request's URL.
+		msg := err.Error()
+		if i := strings.Index(msg, "remote error: tls:"); i >= 0 {
+			msg = msg[i:]
+		}
+		if c.cfg.TLS.CertFile == "" {
+			return fmt.Sprintf("the registry refused the TLS handshake (%s): it may require a client certificate: set schema_registry.tls.cert_file and schema_registry.tls.key_file", msg), true
+		}
+		return fmt.Sprintf("the registry refused the TLS handshake (%s): is the client certificate (schema_registry.tls.cert_file) signed by a CA the registry trusts?", msg), true
+	}
+	return "", false
+}
+
+// isUntrusted: a certificate signed by no CA the client trusts.
+func isUntrusted(err error) bool {
+	_, ok := tlsfiles.Untrusted(err)
+	return ok
+}
+
 // describeTransport says why a request got no answer in the user's words.
 func describeTransport(err error, timeout time.Duration) string {
-	var unknown x509.UnknownAuthorityError
-	var host x509.HostnameError
-	var rec tls.RecordHeaderError
-	switch {
-	case errors.As(err, &unknown):
-		return fmt.Sprintf("the registry's certificate (subject %q, issued by %q) is not signed by a trusted CA (schema_registry.tls.ca_file: give the CA that signed it)", unknown.Cert.Subject, unknown.Cert.Issuer)
-	case errors.As(err, &host):
-		return fmt.Sprintf("the registry's certificate is not valid for this host name: %v (connect by a name it carries, or set schema_registry.tls.server_name)", host)
-	case errors.As(err, &rec):
-		return "the registry answered without TLS: is the URL https:// for an http:// registry?"
-	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+	var t interface{ Timeout() bool }
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout()) {
 		return fmt.Sprintf("no answer within %s (schema_registry.request_timeout)", timeout)
 	}
 	return err.Error()
