@@ -49,6 +49,11 @@ type RedpandaConfig struct {
 	// Strict keeps Redpanda's own limits: 2 MiB of memory (32 pages,
 	// whatever Limits.MemoryPages says) and at most 8 output topics.
 	Strict bool
+	// PartitionSameAsInput pins each output to the input record's
+	// partition, which the output partitioner takes modulo the topic's
+	// partition count (Redpanda's rule); else Partition is -1 and the
+	// partitioner hashes the key.
+	PartitionSameAsInput bool
 }
 
 // rpSigs are the redpanda_transform functions the host serves.

@@ -392,6 +392,9 @@ func (in *Instance) rpWrite(mod api.Module, fn string, ptr, n uint32, opts []byt
 	if err != nil {
 		return rpabi.InvalidPayload
 	}
+	if in.m.cfg.Redpanda.PartitionSameAsInput {
+		o.Partition = b.recs[b.cur].Rec.Partition
+	}
 	if topic != "" {
 		if !in.m.allowed[topic] {
 			return rpabi.WriteFailed

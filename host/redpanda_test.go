@@ -485,3 +485,31 @@ func BenchmarkRedpandaBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestRedpandaSameAsInputPartition: with PartitionSameAsInput each output,
+// routed ones too, is pinned to its input record's partition (the output
+// partitioner takes it modulo the topic's partitions); by default none is.
+func TestRedpandaSameAsInputPartition(t *testing.T) {
+	cfg := rpConfig(Limits{})
+	cfg.Redpanda.PartitionSameAsInput = true
+	in := rpInstanceOf(t, rpLoad(t, rustGuest(t, "tests/redpanda/redpanda-rust"), cfg))
+	recs := []abi.Record{
+		{Topic: "in", Partition: 3, Value: []byte("a")},
+		{Topic: "in", Partition: 0, Value: []byte("route:second")},
+		{Topic: "in", Partition: 7, Value: []byte("twice")},
+	}
+	out := make([]Outcome, len(recs))
+	if ran := in.ProcessBatch(context.Background(), rpBatchOf(recs), out); ran != len(recs) {
+		t.Fatalf("ran %d", ran)
+	}
+	for i, o := range out {
+		if o.Status != abi.StatusOK || len(o.Outputs) == 0 {
+			t.Fatalf("record %d: %v %v", i, o.Status, o.Err)
+		}
+		for j, op := range o.Outputs {
+			if op.Partition != recs[i].Partition {
+				t.Errorf("record %d output %d (topic %q): partition %d, want the input's %d", i, j, op.Topic, op.Partition, recs[i].Partition)
+			}
+		}
+	}
+}

@@ -206,3 +206,39 @@ func TestRedpandaStrictReachesTheHost(t *testing.T) {
 		t.Fatalf("%v: does not name the 32-page limit", err)
 	}
 }
+
+// TestRedpandaSameAsInputOnTheBroker: redpanda.output_partitioning
+// same_as_input puts each output on its input record's partition, as
+// Redpanda does.
+func TestRedpandaSameAsInputOnTheBroker(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 3, "in", "out", "dlq")
+	const n = 300
+	// Inputs on partitions of the test's choosing, not their key's: a key's
+	// hash would put most outputs elsewhere.
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	inPart := map[string]int32{}
+	for i := 0; i < n; i++ {
+		r := &kgo.Record{Topic: "in", Partition: int32(i % 3), Key: []byte(fmt.Sprintf("k-%d", i)), Value: []byte(fmt.Sprintf("v-%d", i))}
+		res := cl.ProduceSync(context.Background(), r)
+		if err := res.FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		inPart[string(r.Value)] = res[0].Record.Partition
+	}
+	cfg := testConfigWith(t, brokers, "g", redpandaTransform(t, "rust"), "in", "out", "dlq", "    redpanda: {output_partitioning: same_as_input}", "")
+	r := startRunner(t, cfg)
+	defer r.Stop(context.Background())
+	rd := kafkatest.NewReader(t, brokers, "out")
+	rd.ReadUntil(t, time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n })
+	moved := 0
+	for _, rec := range rd.Recs {
+		if rec.Partition != inPart[string(rec.Value)] {
+			moved++
+		}
+	}
+	if moved > 0 {
+		t.Fatalf("%d of %d outputs not on their input's partition", moved, len(rd.Recs))
+	}
+}

@@ -320,7 +320,8 @@ func ModuleConfig(pc *config.Pipeline, obs host.Observer) host.ModuleConfig {
 		Weight:        pc.Weight,
 		// A Redpanda transform is told of one input topic
 		// (REDPANDA_INPUT_TOPIC): the pipeline's first.
-		Redpanda: host.RedpandaConfig{InputTopic: firstInput(pc), Strict: pc.Redpanda.Strict},
+		Redpanda: host.RedpandaConfig{InputTopic: firstInput(pc), Strict: pc.Redpanda.Strict,
+			PartitionSameAsInput: pc.Redpanda.OutputPartitioning == config.RedpandaPartitionSameAsInput},
 	}
 }
 

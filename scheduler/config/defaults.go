@@ -165,6 +165,7 @@ func PipelineDefaults() Pipeline {
 		Consume:          ConsumeGroup,
 		VersionSource:    VersionSourceRegistry,
 		Share:            Share{MaxRecords: 500},
+		Redpanda:         Redpanda{OutputPartitioning: RedpandaPartitionKey},
 		// A decoded value is at most 1 MiB of JSON, the broker's default
 		// largest record (message.max.bytes): enough for the records of
 		// most topics, and a worker's run holds at most about twice it.

@@ -25,3 +25,19 @@ func TestRedpandaStrict(t *testing.T) {
 		t.Fatalf("%v, want %q", err, want)
 	}
 }
+
+func TestRedpandaOutputPartitioning(t *testing.T) {
+	c, err := Load(write(t, good), nil, nil)
+	if err != nil || c.Pipelines[0].Redpanda.OutputPartitioning != RedpandaPartitionKey {
+		t.Fatalf("default: %v %+v", err, c.Pipelines[0].Redpanda)
+	}
+	same := strings.Replace(good, "    dead_letter_topic: demo-in.dlq\n", "    dead_letter_topic: demo-in.dlq\n    redpanda: {output_partitioning: same_as_input}\n", 1)
+	if c, err := Load(write(t, same), nil, nil); err != nil || c.Pipelines[0].Redpanda.OutputPartitioning != RedpandaPartitionSameAsInput {
+		t.Fatalf("same_as_input: %v", err)
+	}
+	bad := strings.Replace(same, "same_as_input", "round_robin", 1)
+	_, err = Load(write(t, bad), nil, nil)
+	if want := `pipelines[0].redpanda.output_partitioning: "round_robin": want key`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%v, want %q", err, want)
+	}
+}
