@@ -57,6 +57,21 @@ func (q *Queue[T]) PushFront(v T) {
 	q.peak = max(q.peak, q.n)
 }
 
+// Insert adds v at position i (0: the front, Len(): the back), moving the
+// items from i on one place back: O(Len()-i), for the rare insertion in
+// the middle of a queue (partition.releaser.insertBefore). It panics when
+// i is not in [0, Len()].
+func (q *Queue[T]) Insert(i int, v T) {
+	if i < 0 || i > q.n {
+		panic("fifo: index out of range")
+	}
+	q.Push(v)
+	for k := q.n - 1; k > i; k-- {
+		a, b := q.slot(k), q.slot(k-1)
+		q.buf[a], q.buf[b] = q.buf[b], q.buf[a]
+	}
+}
+
 // Peek returns the front item; ok is false when the queue is empty.
 func (q *Queue[T]) Peek() (v T, ok bool) {
 	if q.n == 0 {

@@ -163,8 +163,8 @@ func (t *Task) dispatchLocked() {
 	t.controlLocked(now)
 	if !t.runnableLocked() {
 		t.waitSince = time.Time{}
-		if r, ok := t.free.Peek(); ok {
-			if due := t.d.Role.due(r); !due.IsZero() {
+		if u, ok := t.free.Peek(); ok && u.r != nil {
+			if due := t.d.Role.due(u.r); !due.IsZero() {
 				t.kickLocked(due) // the oldest retry record falls due
 			}
 		}

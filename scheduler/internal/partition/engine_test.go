@@ -65,11 +65,11 @@ func TestOrderingWaves(t *testing.T) {
 				var lanes []*lane
 				task.mu.Lock()
 				for {
-					r, ln := task.pickLocked()
-					if r == nil {
+					u, ln := task.pickLocked()
+					if u.none() {
 						break
 					}
-					wave = append(wave, r.Offset)
+					wave = append(wave, u.r.Offset)
 					lanes = append(lanes, ln)
 				}
 				task.mu.Unlock()
@@ -180,8 +180,8 @@ func TestUnpick(t *testing.T) {
 				t.Fatalf("after the hand-back %d queued, %d started; want %d, %d", task.queued, task.started, len(tc.keys)-tc.ran, tc.ran)
 			}
 			if tc.ordering == config.OrderPartition {
-				if r, _ := task.pickLocked(); r != nil {
-					t.Fatalf("offset %d picked while the run's record holds the partition's lane", r.Offset)
+				if u, _ := task.pickLocked(); !u.none() {
+					t.Fatalf("offset %d picked while the run's record holds the partition's lane", u.r.Offset)
 				}
 			}
 			for _, p := range run[:tc.ran] {
@@ -189,11 +189,11 @@ func TestUnpick(t *testing.T) {
 			}
 			var got []int64
 			for range tc.next {
-				r, ln := task.pickLocked()
-				if r == nil {
+				u, ln := task.pickLocked()
+				if u.none() {
 					break
 				}
-				got = append(got, r.Offset)
+				got = append(got, u.r.Offset)
 				task.releaseLocked(ln)
 			}
 			if tc.ordering == config.OrderKey {

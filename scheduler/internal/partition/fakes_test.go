@@ -155,7 +155,7 @@ func (s *recordingSink) ack() {
 			j.t.filtered(j)
 		default:
 			j.t.d.Budget.ReleaseOutputs(j.held)
-			j.t.Finish(j.r)
+			j.finish()
 			j.tr.End("ok", "", "")
 		}
 	}
@@ -172,8 +172,9 @@ func (s *recordingSink) deliveries() []delivered {
 // abandoned (and marks done ones in the task's tracker, as OffsetLedger
 // does). ordered gives tasks a release order (ordering partition).
 type fakeLedger struct {
-	ordered bool
-	sk      Sink
+	ordered  bool
+	byOffset bool // places reserved at enqueue, a drop keeps its place (as TxnLedger)
+	sk       Sink
 
 	mu        sync.Mutex
 	done      []int64
@@ -182,6 +183,9 @@ type fakeLedger struct {
 }
 
 func (l *fakeLedger) releaseOrder(*Task) *releaser {
+	if l.byOffset {
+		return &releaser{sk: l.sk, byOffset: true}
+	}
 	if l.ordered {
 		return &releaser{sk: l.sk}
 	}
@@ -206,7 +210,7 @@ func (l *fakeLedger) abandoned(_ *Task, r *kgo.Record) {
 }
 
 func (*fakeLedger) RecordsDoneOffsets() bool { return false }
-func (*fakeLedger) dropKeepsPlace() bool     { return false }
+func (l *fakeLedger) dropKeepsPlace() bool   { return l.byOffset }
 func (*fakeLedger) countsAtCommit() bool     { return false }
 
 func (l *fakeLedger) doneOffsets() []int64 {
@@ -233,6 +237,7 @@ type engineOpts struct {
 	noStart     bool          // no workers: the test drives the queues itself
 	guest       guestFunc     // nil: every record ends ok with no output
 	autoAck     bool
+	byOffset    bool // a release order reserved at enqueue, as under exactly_once
 	maxInFlight int
 	idleTimeout time.Duration
 }
@@ -261,7 +266,7 @@ func newEngine(tb testing.TB, o engineOpts) *engine {
 		Output: "out", DeadLetterTopic: "dlq",
 		Instances: config.Instances{Min: o.min, Max: o.max, IdleTimeout: o.idleTimeout, GrowAfter: o.growAfter}}
 	e := &engine{sink: &recordingSink{autoAck: o.autoAck}}
-	e.ledger = &fakeLedger{ordered: o.ordering == config.OrderPartition, sk: e.sink}
+	e.ledger = &fakeLedger{ordered: o.ordering == config.OrderPartition, byOffset: o.byOffset, sk: e.sink}
 	var bg background.Group
 	flow := NewFlowSignals()
 	e.d = &Deps{Config: pc, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Role: Primary{}, Mods: &version.Modules{},

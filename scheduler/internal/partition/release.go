@@ -81,6 +81,13 @@ type jobRare struct {
 	due     time.Time       // when an inline retry (or a restart) is due
 	fail    failure         // verdictFailed: why
 
+	// work is what the job carries when it is not a record (work.go: its
+	// r is nil), and at its order in a release order reserved by offset
+	// (releaser.insertBefore): the offset of the record it was placed
+	// before.
+	work *Work
+	at   int64
+
 	// Producing the outputs (the sink): the records of the outputs
 	// after the first, and the trace's per-output callbacks (a kept
 	// trace).
@@ -189,14 +196,61 @@ func (rl *releaser) reserve(recs []*kgo.Record, keep func(*kgo.Record) bool) {
 }
 
 // claim returns the job reserved for r, or a new one when the order was
-// abandoned (the task closed: its outcome is not released).
+// abandoned (the task closed: its outcome is not released). The work
+// placed before r (insertBefore) sorts at r's offset: it is stepped over.
 func (rl *releaser) claim(r *kgo.Record) *job {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	if j, ok := rl.q.Search(func(j *job) bool { return j.r.Offset >= r.Offset }); ok && j.r == r {
-		return j
+	for i := rl.q.Index(func(p **job) bool { return (*p).order() >= r.Offset }); i < rl.q.Len(); i++ {
+		j := *rl.q.At(i)
+		if j.r == r {
+			return j
+		}
+		if !j.isWork() {
+			break
+		}
 	}
 	return &job{r: r, ordered: true}
+}
+
+// order is where j sorts in a release order reserved by offset: its
+// record's offset, or the offset of the record its work was placed
+// before.
+func (j *job) order() int64 {
+	if j.isWork() {
+		return j.rare.at
+	}
+	return j.r.Offset
+}
+
+// insertBefore gives work j its place in a release order reserved by
+// offset: right before the place of next (its lane's next record), so
+// that its outputs leave before that record's; after every place when
+// next is nil or has no place (the order was abandoned).
+func (rl *releaser) insertBefore(j *job, next *kgo.Record) {
+	j.ordered = true
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.gone != nil {
+		return // settle gives back what it holds
+	}
+	i := rl.q.Len()
+	if next != nil {
+		k := rl.q.Index(func(p **job) bool { return (*p).order() >= next.Offset })
+		for ; k < rl.q.Len(); k++ {
+			if (*rl.q.At(k)).r == next {
+				i = k
+				break
+			}
+		}
+	}
+	switch {
+	case i < rl.q.Len():
+		j.rare.at = next.Offset
+	case rl.q.Len() > 0:
+		j.rare.at = (*rl.q.At(rl.q.Len() - 1)).order() // the last place's: the order stays sorted
+	}
+	rl.q.Insert(i, j)
 }
 
 func (rl *releaser) add(j *job) {
@@ -379,6 +433,10 @@ func (j *job) acked(pr *kgo.Record, err error) {
 // filtered finishes j, which succeeded without outputs: it is durable at
 // once, and counted as dropped (filtered).
 func (t *Task) filtered(j *job) {
+	if j.isWork() {
+		t.finishWork(j, nil)
+		return
+	}
 	if t.Finish(j.r) {
 		t.out.Dropped.Add(1) // ok with no output: filtered
 	}
@@ -389,6 +447,16 @@ func (t *Task) filtered(j *job) {
 // partition's next owner processes it again (under a share group: it is
 // released, and another host takes it).
 func (t *Task) drop(j *job) {
+	if j.isWork() {
+		// Work has no record to process again: its place goes, and Done
+		// is told.
+		if j.ordered {
+			j.verdict = verdictNone
+			t.rel.settle(j)
+		}
+		t.finishWork(j, ErrWorkDropped)
+		return
+	}
 	switch {
 	case j.ordered && !t.d.Ledger.dropKeepsPlace():
 		j.verdict = verdictNone

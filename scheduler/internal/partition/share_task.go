@@ -30,7 +30,7 @@ func (t *Task) EnqueueShared(recs []*kgo.Record) {
 	t.mu.Lock()
 	for _, r := range recs {
 		nb += len(r.Key) + len(r.Value)
-		t.free.Push(r)
+		t.free.Push(unit{r: r})
 	}
 	t.takenLocked(len(recs), nb)
 	t.mu.Unlock()

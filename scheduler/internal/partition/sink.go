@@ -164,11 +164,15 @@ func outputAcked(pr *kgo.Record, err error) {
 	}
 	t.d.Budget.ReleaseOutputs(j.held)
 	if e := j.failedErr.Load(); e != nil {
+		if j.isWork() {
+			t.finishWork(j, fmt.Errorf("producing an output of work failed: %w", *e)) // no failure copy: no record
+			return
+		}
 		// Not from inside a promise: fail produces again.
 		j.undeliverable(failure{hooks.KindProduce, "producing an output failed: " + (*e).Error(), true, 0}, *e)
 		return
 	}
-	t.Finish(j.r)
+	j.finish()
 	j.tr.End("ok", "", "")
 }
 
@@ -244,6 +248,9 @@ type TxnSink struct {
 }
 
 func (s *TxnSink) refuses(r *kgo.Record, outs []abi.Output, writes []state.Write) string {
+	if r == nil { // work (work.go): no record the broker refused before
+		return refusesLimits(s.Limits, s.Config.Output, s.Changelog, outs, writes)
+	}
 	if why := s.refused.take(r); why != "" {
 		return "the broker refused an output of this record when it last ran (its transaction aborted): " + why
 	}
@@ -292,16 +299,16 @@ func (s *TxnSink) deliverOutputs(j *job, at time.Time) {
 			}
 			j.acked(pr, err)
 			if err != nil {
-				if refusedForRecord(err) {
+				if r != nil && refusedForRecord(err) {
 					// Run again, it would be refused again: it fails then
 					// (refusedRecords, refuses).
 					s.refused.note(r, fmt.Sprintf("to %s: %v", pr.Topic, err))
 				}
-				s.Gate.Failed(fmt.Errorf("output of %s[%d]@%d to %s: %w", r.Topic, r.Partition, r.Offset, pr.Topic, err))
+				s.Gate.Failed(fmt.Errorf("output of %s to %s: %w", j.describe(), pr.Topic, err))
 			}
 		})
 	}
-	t.Finish(r)
+	j.finish()
 	j.tr.End("ok", "", "")
 }
 

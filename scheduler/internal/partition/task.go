@@ -79,17 +79,17 @@ type taskOffsets struct {
 	position      atomic.Int64 // one past the highest offset started
 }
 
-// taskQueues are a task's records waiting to start, by the pipeline's
-// ordering, and its counts of records (guarded by task.mu).
+// taskQueues are a task's records (and work: work.go) waiting to start, by
+// the pipeline's ordering, and its counts of records (guarded by task.mu).
 type taskQueues struct {
-	free     fifo.Queue[*kgo.Record] // runnable, no order constraint
-	lanes    map[string]*lane        // key ordering
-	single   lane                    // partition ordering
-	ready    fifo.Queue[*lane]       // lanes with records waiting and none in progress
-	queued   int                     // records waiting to start
-	inFlight int                     // fetched, not done
-	bytes    int                     // key+value bytes of records in flight
-	started  int                     // started, not done
+	free     fifo.Queue[unit]  // runnable, no order constraint
+	lanes    map[string]*lane  // key ordering
+	single   lane              // partition ordering
+	ready    fifo.Queue[*lane] // lanes with records waiting and none in progress
+	queued   int               // records (and work) waiting to start
+	inFlight int               // fetched, not done
+	bytes    int               // key+value bytes of records in flight
+	started  int               // started, not done (records and work)
 	paused   bool
 	stopping bool
 	closed   bool
@@ -126,8 +126,8 @@ type TP struct {
 
 type lane struct {
 	key    string
-	q      fifo.Queue[*kgo.Record]
-	busy   bool // a record of the lane is in progress
+	q      fifo.Queue[unit]
+	busy   bool // a record (or work) of the lane is in progress
 	listed bool // in task.ready
 }
 
@@ -221,7 +221,7 @@ func (t *Task) Enqueue(recs []*kgo.Record) {
 		t.Tracker.Add(r.Offset, r.LeaderEpoch)
 		n++
 		nb += len(r.Key) + len(r.Value)
-		t.placeLocked(r)
+		t.placeLocked(unit{r: r}, false)
 	}
 	t.takenLocked(n, nb)
 	t.mu.Unlock()
@@ -287,30 +287,40 @@ func (t *Task) Pause() {
 	}
 }
 
-// placeLocked makes r runnable under the pipeline's ordering.
-func (t *Task) placeLocked(r *kgo.Record) {
+// placeLocked makes u runnable under the pipeline's ordering, at the back
+// of its queue or (front) at its front.
+func (t *Task) placeLocked(u unit, front bool) {
 	var ln *lane
 	switch t.d.Config.Ordering {
 	case config.OrderPartition:
 		ln = &t.single
 	case config.OrderKey:
-		if r.Key == nil {
-			t.free.Push(r)
+		k := u.key()
+		if k == nil {
+			pushUnit(&t.free, u, front)
 			return
 		}
-		ln = t.lanes[string(r.Key)]
+		ln = t.lanes[string(k)]
 		if ln == nil {
-			ln = &lane{key: string(r.Key)}
+			ln = &lane{key: string(k)}
 			t.lanes[ln.key] = ln
 		}
 	default:
-		t.free.Push(r)
+		pushUnit(&t.free, u, front)
 		return
 	}
-	ln.q.Push(r)
+	pushUnit(&ln.q, u, front)
 	if !ln.busy && !ln.listed {
 		ln.listed = true
 		t.ready.Push(ln)
+	}
+}
+
+func pushUnit(q *fifo.Queue[unit], u unit, front bool) {
+	if front {
+		q.PushFront(u)
+	} else {
+		q.Push(u)
 	}
 }
 
@@ -323,63 +333,87 @@ func (t *Task) runnableLocked() bool {
 // of a retry topic fall due in offset order, so none after it is due
 // either).
 func (t *Task) freeDueLocked() bool {
-	r, ok := t.free.Peek()
+	u, ok := t.free.Peek()
 	if !ok {
 		return false
 	}
-	due := t.d.Role.due(r)
+	if u.w != nil {
+		return true // work is due when placed
+	}
+	due := t.d.Role.due(u.r)
 	return due.IsZero() || !due.After(time.Now())
 }
 
 // pickLocked takes the runnable record with the lowest offset (keeping the
-// watermark moving), or nil.
-func (t *Task) pickLocked() (*kgo.Record, *lane) {
-	var lr *kgo.Record
+// watermark moving), or work ahead of records; none when nothing is
+// runnable.
+func (t *Task) pickLocked() (unit, *lane) {
+	var lu unit
 	ln, _ := t.ready.Peek()
 	if ln != nil {
-		lr, _ = ln.q.Peek()
+		lu, _ = ln.q.Peek()
 	}
-	if fr, ok := t.free.Peek(); ok && t.freeDueLocked() && (lr == nil || fr.Offset < lr.Offset) {
+	if fu, ok := t.free.Peek(); ok && t.freeDueLocked() && (lu.none() || fu.before(lu)) {
 		t.free.Pop()
-		return fr, nil
+		return fu, nil
 	}
-	if lr == nil {
-		return nil, nil
+	if lu.none() {
+		return unit{}, nil
 	}
 	t.ready.Pop()
 	ln.listed = false
 	ln.busy = true
 	ln.q.Pop()
-	return lr, ln
+	return lu, ln
 }
 
-// picked is a record taken to run and the lane it holds (nil: none).
+// picked is a record (or work) taken to run and the lane it holds (nil:
+// none).
 type picked struct {
-	r  *kgo.Record
+	unit
 	ln *lane
 }
 
 // pickRunLocked appends to run up to max runnable records, taken as
 // pickLocked takes them one by one; under ordering partition they are the
 // partition's next records, which its one lane holds together (the run's
-// records run one after another, in offset order).
+// records run one after another, in offset order). Work runs alone: a
+// run is either one work or records up to the next work.
 func (t *Task) pickRunLocked(run []picked, max int) []picked {
 	for len(run) < max {
 		if len(run) > 0 && run[0].ln == &t.single {
-			r, ok := t.single.q.Pop()
-			if !ok {
+			if u, ok := t.single.q.Peek(); !ok || u.w != nil {
 				break
 			}
-			run = append(run, picked{r, &t.single})
+			u, _ := t.single.q.Pop()
+			run = append(run, picked{u, &t.single})
 			continue
 		}
-		r, ln := t.pickLocked()
-		if r == nil {
+		if len(run) > 0 && t.nextIsWorkLocked() {
 			break
 		}
-		run = append(run, picked{r, ln})
+		u, ln := t.pickLocked()
+		if u.none() {
+			break
+		}
+		run = append(run, picked{u, ln})
+		if u.w != nil {
+			break
+		}
 	}
 	return run
+}
+
+// nextIsWorkLocked reports whether pickLocked would take work next.
+func (t *Task) nextIsWorkLocked() bool {
+	if u, ok := t.free.Peek(); ok && u.w != nil {
+		return true
+	}
+	if ln, ok := t.ready.Peek(); ok {
+		u, _ := ln.q.Peek()
+		return u.w != nil
+	}
+	return false
 }
 
 // runSizeLocked is how many records a worker takes in one run:
@@ -405,11 +439,11 @@ func (t *Task) unpickLocked(rest []picked) {
 	for i := len(rest) - 1; i >= 0; i-- {
 		switch p := rest[i]; {
 		case p.ln == nil:
-			t.free.PushFront(p.r)
+			t.free.PushFront(p.unit)
 		case p.ln == &t.single:
-			t.single.q.PushFront(p.r)
+			t.single.q.PushFront(p.unit)
 		default:
-			p.ln.q.PushFront(p.r)
+			p.ln.q.PushFront(p.unit)
 			t.releaseLocked(p.ln)
 		}
 	}
@@ -450,6 +484,7 @@ func (t *Task) Stop() {
 		return
 	}
 	t.stopping = true
+	dropped := t.dropQueuedWorkLocked()
 	t.free.Reset()
 	t.ready.Reset()
 	t.single.q.Reset()
@@ -461,6 +496,9 @@ func (t *Task) Stop() {
 		t.d.Client.ResumeFetchPartitions(map[string][]int32{t.Topic: {t.Partition}})
 	}
 	t.mu.Unlock()
+	for _, wk := range dropped {
+		wk.Done(ErrWorkDropped)
+	}
 	close(t.stopCh)
 }
 

@@ -47,6 +47,9 @@ func firstCallOwed(export string) traceOwed {
 // beginTraceInCall begins j's trace from the observer, while its attempt
 // runs: its instance is set when the call returned (traceRan).
 func (t *Task) beginTraceInCall(j *job) *tracing.Attempt {
+	if j.isWork() {
+		return nil // work (work.go) is not traced
+	}
 	j.owed |= owedInstance
 	return t.d.Hooks.Tracer.Begin(t.traceInfo(j), (*recordHeaders)(j.r))
 }

@@ -7,6 +7,8 @@ package partition
 import (
 	"context"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // instLimited reports whether the instance's own bound on asynchronous
@@ -218,9 +220,17 @@ func (w *worker) takeRunLocked(async bool) pickOutcome {
 	}
 	t.queued -= len(run)
 	t.started += len(run)
+	var next *kgo.Record
+	if run[0].w != nil {
+		next = t.laneNextLocked(run[0].ln)
+	}
 	t.dispatchLocked()
 	t.mu.Unlock()
-	w.startRun(run, async)
+	if run[0].w != nil {
+		w.startWork(run[0].w, run[0].ln, next) // work runs alone (pickRunLocked)
+	} else {
+		w.startRun(run, async)
+	}
 	t.d.Budget.AdmittedN(admitted) // the run's call returned: its operations are counted
 	clear(run)
 	w.run = run[:0]
@@ -235,8 +245,8 @@ func (w *worker) takeOneLocked(async bool) pickOutcome {
 		t.mu.Unlock()
 		return pickRefused
 	}
-	r, ln := t.pickLocked()
-	if r == nil {
+	u, ln := t.pickLocked()
+	if u.none() {
 		t.mu.Unlock()
 		if async {
 			t.d.Budget.Admitted()
@@ -245,8 +255,20 @@ func (w *worker) takeOneLocked(async bool) pickOutcome {
 	}
 	t.queued--
 	t.started++
+	var next *kgo.Record
+	if u.w != nil {
+		next = t.laneNextLocked(ln)
+	}
 	t.dispatchLocked() // this worker comes back for more; others only if records keep waiting
 	t.mu.Unlock()
+	if u.w != nil {
+		w.startWork(u.w, ln, next)
+		if async {
+			t.d.Budget.Admitted()
+		}
+		return pickTook
+	}
+	r := u.r
 	if p := r.Offset + 1; p > t.position.Load() {
 		t.position.Store(p)
 	}

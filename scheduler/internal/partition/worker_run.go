@@ -358,6 +358,10 @@ func (w *worker) outcome(j *job, res host.Result) { w.outcomeAt(j, res, time.Now
 // the host (canceled, its instance lost) is dropped or started over; the
 // rest is a verdict — succeeded, retried in place, or failed.
 func (w *worker) outcomeAt(j *job, res host.Result, end time.Time) {
+	if j.isWork() {
+		w.workOutcome(j, res, end) // work.go: not a record's outcome
+		return
+	}
 	if res.Status == abi.StatusPending {
 		w.beginTrace(j, end)
 		w.waits(j)
