@@ -133,9 +133,19 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 	r.engine.SetAsyncEnv(asyncop.Env{Schemas: r.schemaReg})
 	tc := cfg.Tracing
 	r.hooks.Tracer, err = tracing.New(ctx, tracing.Config{Exporter: tc.Exporter, Endpoint: tc.Endpoint, Insecure: tc.Insecure,
-		File: cfg.TracingFile(), SampleRatio: *tc.SampleRatio, ServiceName: tc.ServiceName, Version: Version})
+		File: cfg.TracingFile(), SampleRatio: *tc.SampleRatio, MaxFileBytes: tc.MaxFileBytes, MaxFiles: tc.MaxFiles,
+		ServiceName: tc.ServiceName, Version: Version})
 	if err != nil {
 		return nil, err
+	}
+	if tc.Exporter == tracing.ExporterJSONL {
+		// What the file will hold and how large it grows, said once.
+		size := fmt.Sprintf("%d bytes", tc.MaxFileBytes)
+		if tc.MaxFileBytes%(1<<20) == 0 {
+			size = fmt.Sprintf("%d MiB", tc.MaxFileBytes>>20)
+		}
+		log.Info(fmt.Sprintf("tracing to %s: every failed record, and %g%% of the healthy ones (tracing.sample_ratio); rotated at %s, %d older parts kept (tracing.max_file_bytes, tracing.max_files)",
+			cfg.TracingFile(), *tc.SampleRatio*100, size, tc.MaxFiles))
 	}
 	if err := r.loadModules(ctx, opts); err != nil {
 		return nil, err

@@ -47,6 +47,9 @@ type jsonlExporter struct {
 	// the second of the last time written, and its text
 	sec     int64
 	secText []byte
+	// file is the tracing.file w writes to, rotated between batches
+	// (rotate.go); nil for another writer.
+	file *rotatingFile
 }
 
 // NewJSONLExporter returns an exporter writing one JSON object per span to w.
@@ -62,11 +65,30 @@ func (e *jsonlExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOn
 		if _, err := e.w.Write(e.buf); err != nil {
 			return err
 		}
+		if err := e.rotateIfDue(); err != nil {
+			return err
+		}
 	}
 	if cap(e.buf) > 1<<20 {
 		e.buf = nil // one huge span does not pin its buffer
 	}
-	return e.w.Flush()
+	return e.flush()
+}
+
+// flush writes the batch out.
+func (e *jsonlExporter) flush() error { return e.w.Flush() }
+
+// rotateIfDue rotates the file once it has reached its size with the
+// lines buffered: after a whole line, so each part holds whole lines and
+// is at most the size and a line more.
+func (e *jsonlExporter) rotateIfDue() error {
+	if e.file == nil || !e.file.dueWith(int64(e.w.Buffered())) {
+		return nil
+	}
+	if err := e.w.Flush(); err != nil {
+		return err
+	}
+	return e.file.rotate()
 }
 
 // writeSpans writes the batcher's spans, encoding them from their facts:
@@ -80,11 +102,14 @@ func (e *jsonlExporter) writeSpans(spans []span, service string) error {
 		if _, err := e.w.Write(e.buf); err != nil {
 			return err
 		}
+		if err := e.rotateIfDue(); err != nil {
+			return err
+		}
 	}
 	if cap(e.buf) > 1<<20 {
 		e.buf = nil
 	}
-	return e.w.Flush()
+	return e.flush()
 }
 
 // appendSpan appends s as one line of the Span format.

@@ -17,6 +17,7 @@
 package tracing
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -56,8 +57,12 @@ type Config struct {
 	Headers     map[string]string // otlp: request headers (authentication)
 	File        string            // jsonl: the file spans are appended to
 	SampleRatio float64           // share of healthy records traced, 0..1
-	ServiceName string
-	Version     string // the service version resource attribute
+	// jsonl: File is rotated when it reaches MaxFileBytes (<= 0: never),
+	// and MaxFiles rotated parts are kept (rotate.go).
+	MaxFileBytes int64
+	MaxFiles     int
+	ServiceName  string
+	Version      string // the service version resource attribute
 }
 
 // Tracer creates attempts. Safe for concurrent use.
@@ -76,11 +81,12 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	case "", ExporterNone:
 		return nil, nil
 	case ExporterJSONL:
-		f, err := os.OpenFile(cfg.File, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := openRotating(cfg.File, cfg.MaxFileBytes, cfg.MaxFiles)
 		if err != nil {
 			return nil, fmt.Errorf("tracing.file: %w", err)
 		}
-		exp, closeFn = NewJSONLExporter(f), f.Close
+		e := &jsonlExporter{w: bufio.NewWriterSize(f, 64<<10), file: f}
+		exp, closeFn = e, f.Close
 	case ExporterStdout:
 		exp = NewJSONLExporter(os.Stdout)
 	case ExporterOTLPGRPC:

@@ -183,7 +183,7 @@ func (c *traceCmd) searchJaeger(j *tracing.Jaeger) ([]tracing.Span, error) {
 }
 
 // readFile reads the newest spans of the JSON-lines file, --file or the
-// config's tracing.file; it returns the exit code when that fails, else -1.
+// config's tracing.file, with its rotated parts; it returns the exit code when that fails, else -1.
 func (c *traceCmd) readFile(stderr io.Writer) ([]tracing.Span, int) {
 	path := c.file
 	if path == "" {
@@ -198,7 +198,8 @@ func (c *traceCmd) readFile(stderr io.Writer) ([]tracing.Span, int) {
 		}
 		path = cfg.TracingFile()
 	}
-	f, err := os.Open(path)
+	// The file and its rotated parts (tracing.max_files), oldest first.
+	f, err := tracing.OpenJSONL(path)
 	if err != nil {
 		printErr(stderr, "wasmstream trace", err)
 		return nil, 1

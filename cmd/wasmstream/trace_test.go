@@ -83,3 +83,22 @@ func TestTraceRetriedLimitAfterPipeline(t *testing.T) {
 		t.Fatalf("code %d\n%s\n%s", code, out, errs)
 	}
 }
+
+// The file's rotated parts (tracing.max_files) are read with it, oldest
+// first: a record whose first attempt went into <file>.1 before the
+// rotation and its second into <file> is one record of two attempts.
+func TestTraceReadsRotatedParts(t *testing.T) {
+	t.Parallel()
+	span := func(attempt int) string {
+		at := time.Date(2025, 1, 1, 0, 0, attempt, 0, time.UTC).Format(time.RFC3339Nano)
+		return fmt.Sprintf(`{"trace_id":"c0000000000000000000000000000001","span_id":"c00000000000000%d","name":"process in","kind":"consumer","start":%q,"end":%q,"attrs":{"wasmstream.attempt":"%d","wasmstream.origin.topic":"in","wasmstream.pipeline":"p"}}`+"\n",
+			attempt, at, at, attempt)
+	}
+	dir := t.TempDir()
+	file := writeFile(t, dir, "traces.jsonl", []byte(span(2)))
+	writeFile(t, dir, "traces.jsonl.1", []byte(span(1)))
+	code, out, errs := runCLI(t, "trace", "--file", file, "--retried")
+	if code != 0 || !strings.Contains(out, "c0000000000000000000000000000001") || !strings.Contains(out, "attempts 2") {
+		t.Fatalf("code %d\n%s\n%s", code, out, errs)
+	}
+}

@@ -471,9 +471,15 @@ type Tracing struct {
 	// File is the JSON-lines file (relative to the config's directory).
 	File string `koanf:"file"`
 	// SampleRatio is the share of healthy records traced; records that fail
-	// are always traced in full.
+	// are always traced in full. Default 1, and DefaultFileSampleRatio
+	// with exporter: jsonl.
 	SampleRatio *float64 `koanf:"sample_ratio"`
 	ServiceName string   `koanf:"service_name"`
+	// MaxFileBytes rotates the jsonl file once it reaches this size: it
+	// becomes <file>.1 (an older .1 becomes .2, and so on), and MaxFiles
+	// rotated parts are kept (tracing/rotate.go).
+	MaxFileBytes int64 `koanf:"max_file_bytes"`
+	MaxFiles     int   `koanf:"max_files"`
 }
 
 // TracingFile resolves tracing.file.

@@ -501,6 +501,12 @@ func (c *Config) checkTracing(add addFunc) {
 	if r := *c.Tracing.SampleRatio; r < 0 || r > 1 {
 		add("tracing.sample_ratio", "%v: want 0 to 1 (the share of healthy records traced)", r)
 	}
+	if n := c.Tracing.MaxFileBytes; n < MinTracingMaxFileBytes {
+		add("tracing.max_file_bytes", "%d: want at least %d (the size at which the jsonl file is rotated)", n, MinTracingMaxFileBytes)
+	}
+	if n := c.Tracing.MaxFiles; n < 1 || n > MaxTracingFiles {
+		add("tracing.max_files", "%d: want 1 to %d (the rotated parts of the jsonl file kept)", n, MaxTracingFiles)
+	}
 }
 
 func (c *Config) checkMetrics(add addFunc) {
