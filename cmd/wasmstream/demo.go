@@ -47,6 +47,7 @@ type demoCmd struct {
 	rate           float64
 	input          string
 	lookupAddr     string
+	portBase       int
 	stdout, stderr io.Writer
 	lines          [][]byte // --input's lines
 	schemas        schemaFlag
@@ -62,6 +63,9 @@ type demoCmd struct {
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	d := &demoCmd{stdout: stdout, stderr: stderr}
 	if code := d.parse(args); code >= 0 {
+		return code
+	}
+	if code := d.ports(); code >= 0 {
 		return code
 	}
 	if d.lookupAddr != "" {
@@ -90,7 +94,8 @@ func (d *demoCmd) parse(args []string) int {
 	fs.DurationVar(&d.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
 	fs.Float64Var(&d.rate, "rate", 2, "demo input records per second, after an initial burst of 20")
 	fs.StringVar(&d.input, "input", "", "produce this file's lines (one record each: JSON lines or text; \"-\": standard input) instead of the generated demo records")
-	fs.StringVar(&d.lookupAddr, "lookup-service", "127.0.0.1:18089", "serve the demo user directory that the lookup pipeline calls here (\"\": don't)")
+	fs.StringVar(&d.lookupAddr, "lookup-service", defaultLookupAddr, "serve the demo user directory that the lookup pipeline calls here (\"\": don't); the pipelines that call "+defaultLookupAddr+" are pointed at it")
+	fs.IntVar(&d.portBase, "port-base", 0, "listen on this port and the two after it, for metrics.listen, admin.listen and the demo user directory, in place of the config's (9464, 9465) and 18089 (0: those)")
 	fs.Var(&d.schemas, "schema", schemaFlagUsage+"; --input's lines, JSON, are framed with <topic>-value for the topics a pipeline decodes (input_format)")
 	fs.Usage = func() {
 		fmt.Fprintf(d.stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE [--schema SUBJECT=FILE]...] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered. When --duration ends the input, records\nalready in a retry tier are given up to 20s to finish their path.\n\nSchema-registry data: for a pipeline whose input_format.value is confluent,\neach --input line is JSON, framed with the subject <topic>-value as a\nproducer's serializer would; --schema SUBJECT=FILE serves schema files from a\nregistry in this process in place of schema_registry.url, and outputs framed\nby output_format are printed as their JSON read back:\n\n  wasmstream demo --config config.yaml --input orders.jsonl \\\n    --schema orders-value=order.avsc --schema totals-value=total.avsc\n\nFlags:\n")
@@ -101,6 +106,29 @@ func (d *demoCmd) parse(args []string) int {
 	}
 	if d.cf.brokers == "" {
 		d.cf.brokers = "embedded"
+	}
+	return -1
+}
+
+// ports moves the demo's listeners to --port-base and points the
+// pipelines that call the demo user directory at its address; it returns
+// the exit code when the config does not load or --port-base is out of
+// range, else -1.
+func (d *demoCmd) ports() int {
+	if d.portBase == 0 && (d.lookupAddr == defaultLookupAddr || d.lookupAddr == "") {
+		return -1
+	}
+	cfg, err := d.cf.load()
+	if err == nil {
+		var sets []string
+		if sets, d.lookupAddr, err = portSets(cfg, d.portBase, d.lookupAddr, defaultLookupAddr); err == nil {
+			d.cf.sets = append(d.cf.sets, sets...)
+			_, err = d.cf.load()
+		}
+	}
+	if err != nil {
+		printErr(d.stderr, "wasmstream demo", err)
+		return 2
 	}
 	return -1
 }
