@@ -461,3 +461,71 @@ func (p hostProc) Timer(h window.Host, _ []byte, at int64, _ guest.Emitter) erro
 	}
 	return p.timer(h, at)
 }
+
+type funcProc struct {
+	record func(h window.Host, r *guest.Record, out guest.Emitter) error
+	timer  func(h window.Host, key []byte, at int64, out guest.Emitter) error
+}
+
+func (p funcProc) Record(h window.Host, r *guest.Record, out guest.Emitter) error {
+	return p.record(h, r, out)
+}
+
+func (p funcProc) Timer(h window.Host, key []byte, at int64, out guest.Emitter) error {
+	return p.timer(h, key, at, out)
+}
+
+// Firings run in (at, key) order; one that fails terminally is
+// dead-lettered (its timer gone, its writes and outputs discarded) and the
+// round goes on; one that fails retryably keeps its timer and ends the
+// round.
+func TestFiringOrderAndFailures(t *testing.T) {
+	t.Parallel()
+	var fired []string
+	boom := errors.New("boom")
+	pr := funcProc{
+		record: func(h window.Host, r *guest.Record, _ guest.Emitter) error {
+			for _, tm := range []struct {
+				key string
+				at  int64
+			}{{"b", 2}, {"a", 2}, {"c", 1}, {"a", 9}, {"a", 2}} {
+				if err := h.SetTimer([]byte(tm.key), tm.at); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		timer: func(h window.Host, key []byte, at int64, out guest.Emitter) error {
+			fired = append(fired, string(key)+strconv.FormatInt(at, 10))
+			_ = h.Put(key, []byte("s"), []byte("x"))
+			_ = out.Emit(guest.Output{Key: key})
+			switch string(key) {
+			case "b":
+				return guest.Terminal(boom)
+			case "c":
+				if len(fired) == 1 {
+					return boom // retried: the round ends, c1 still due
+				}
+			}
+			return nil
+		},
+	}
+	p := windowtest.New()
+	outs, err := p.Record(pr, guest.Record{Key: []byte("k"), Timestamp: time.UnixMilli(5)})
+	if !errors.Is(err, boom) || len(outs) != 0 || !reflect.DeepEqual(fired, []string{"c1"}) {
+		t.Fatalf("first round: fired %v, outputs %d, err %v", fired, len(outs), err)
+	}
+	if len(p.Timers()) != 4 || len(p.State()) != 0 {
+		t.Fatalf("after a retried firing: timers %v (want 4: deduplicated), state %v", p.Timers(), p.State())
+	}
+	outs, err = p.Advance(pr, time.UnixMilli(5))
+	if !errors.Is(err, boom) || !guest.IsTerminal(err) {
+		t.Fatalf("second round: err %v, want b's terminal failure", err)
+	}
+	if !reflect.DeepEqual(fired, []string{"c1", "c1", "a2", "b2"}) || len(outs) != 2 {
+		t.Fatalf("fired %v, %d outputs; want c1 again, a2, b2 in (at, key) order and the outputs of c1, a2", fired, len(outs))
+	}
+	if _, ok := p.State()["b"]; ok || len(p.Timers()) != 1 || p.Timers()[0] != (windowtest.Timer{Key: "a", At: 9}) {
+		t.Fatalf("state %v, timers %v: want b's write discarded, only (a, 9) left", p.State(), p.Timers())
+	}
+}

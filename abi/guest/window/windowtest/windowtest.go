@@ -9,7 +9,7 @@
 // with at <= T fires, one call each, in (at, key) order, before the next
 // record. A call's writes (state and timers) and outputs are kept when it
 // succeeds and discarded when it fails, as the host does with a record's.
-// A fired timer is gone unless its firing sets it again.
+// A fired timer is gone (a firing cannot set its own again).
 package windowtest
 
 import (
@@ -96,13 +96,14 @@ func (c *collector) Emit(o guest.Output) error {
 	return nil
 }
 
-// Record runs proc for r, then, if it succeeded, the timers it made due.
+// Record runs proc for r, then, if it was decided, the timers it made due.
 // It returns the outputs of the record and of the firings, in order, and
-// the first error: a record that fails leaves no writes or outputs behind;
-// one that fails terminally (dead-lettered) is decided all the same and
-// moves the clock, one that fails retryably does not; a firing that fails stops the round there with its error (the
-// host would fail the round's transaction and replay it; a test sees the
-// failure).
+// the errors: a record that fails leaves no writes or outputs behind; one
+// that fails terminally (dead-lettered) is decided all the same and moves
+// the clock, one that fails retryably does not. A firing likewise: one
+// that fails terminally is dead-lettered (its timer gone) and the round
+// goes on; one that fails retryably keeps its timer and ends the round
+// there (the host would retry it).
 func (p *Partition) Record(proc Processor, r guest.Record) ([]guest.Output, error) {
 	if r.Attempt == 0 {
 		r.Attempt = 1
@@ -136,25 +137,33 @@ func (p *Partition) Advance(proc Processor, t time.Time) ([]guest.Output, error)
 }
 
 func (p *Partition) fire(proc Processor, out []guest.Output) ([]guest.Output, error) {
+	var failed error
 	for {
 		ts := p.Timers()
 		if len(ts) == 0 || ts[0].At > p.st {
-			return out, nil
+			return out, failed
 		}
 		t := ts[0]
 		delete(p.timers, tkey{at: t.At, key: t.Key})
 		p.Firings++
 		c := &collector{}
 		call := p.begin(true, t.At)
-		if err := proc.Timer(call, []byte(t.Key), t.At, c); err != nil {
-			p.timers[tkey{at: t.At, key: t.Key}] = true
-			return out, fmt.Errorf("timer (%q, %d): %w", t.Key, t.At, err)
+		err := proc.Timer(call, []byte(t.Key), t.At, c)
+		if err == nil {
+			err = call.end()
 		}
-		if err := call.end(); err != nil {
+		switch {
+		case err == nil:
+			out = append(out, c.out...)
+		case guest.IsTerminal(err):
+			// Dead-lettered: the timer is gone, its writes and outputs
+			// discarded, and the round goes on.
+			failed = errors.Join(failed, fmt.Errorf("timer (%q, %d): %w", t.Key, t.At, err))
+		default:
+			// Retried by the host: the timer is still due.
 			p.timers[tkey{at: t.At, key: t.Key}] = true
-			return out, err
+			return out, errors.Join(failed, fmt.Errorf("timer (%q, %d): %w", t.Key, t.At, err))
 		}
-		out = append(out, c.out...)
 	}
 }
 
