@@ -556,81 +556,16 @@ func outputTopic(pc *config.Pipeline, t string) string {
 	return "(the pipeline's output)"
 }
 
+// writeTestText prints each record's run (writeTestRecord) and a line of
+// counts.
 func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, failed int) {
 	counts := map[string]int{}
 	checked := 0
 	for _, r := range results {
-		c, res := r.c, r.res
-		counts[res.Outcome]++
-		where := ""
-		if c.Line > 0 && c.Name != fmt.Sprintf("line %d", c.Line) {
-			where = fmt.Sprintf(" (line %d)", c.Line)
-		}
-		fmt.Fprintf(w, "── %s%s: key %s value %s", termsafe.Line(c.Name), where, show(r.in.Key), show(r.in.Value))
-		if len(c.Record.Headers) > 0 {
-			fmt.Fprintf(w, " headers %s", showHeaders(c.Record.Headers))
-		}
-		if c.Record.Attempt > 1 {
-			fmt.Fprintf(w, " attempt %d", c.Record.Attempt)
-		}
-		fmt.Fprintln(w)
-		if note := framedNote(r.inFP); note != "" {
-			fmt.Fprintf(w, "  (%s; the guest read the JSON above)\n", note)
-		}
-		if res.NewInstance {
-			fmt.Fprintln(w, "  (on a new instance: the previous one faulted)")
-		}
-		switch res.Outcome {
-		case conformance.OutcomeOK:
-			fmt.Fprintf(w, "  ok: %d output(s)\n", len(res.Outputs))
-		case conformance.OutcomeDrop:
-			fmt.Fprintln(w, "  ok: dropped (no output)")
-		default:
-			kind := "reported by the guest"
-			switch {
-			case r.kind != "":
-				kind = r.kind + ", in the host"
-			case res.Fault != "":
-				kind = string(res.Fault) + " fault"
-			}
-			fmt.Fprintf(w, "  %s (%s): %s\n", res.Outcome, kind, termsafe.Text(res.Message, "    "))
-		}
-		for i, o := range r.outs {
-			fmt.Fprintf(w, "  → output %d to %s: key %s value %s", i, outputTopic(pc, o.Topic), show(o.Key), show(o.Value))
-			if o.Partition >= 0 {
-				fmt.Fprintf(w, " partition %d", o.Partition)
-			}
-			if len(o.Headers) > 0 {
-				fmt.Fprintf(w, " headers %s", showHeaders(o.Headers))
-			}
-			if i < len(r.outFP) {
-				if note := framedNote(r.outFP[i]); note != "" {
-					fmt.Fprintf(w, " (%s, read back)", note)
-				}
-			}
-			fmt.Fprintln(w)
-		}
-		for _, s := range res.Changelog {
-			fmt.Fprintf(w, "  state: %s = %s\n", show(s.Key), show(s.Value))
-		}
-		for _, q := range res.Requests { // the fake's: real requests are in the trace
-			fmt.Fprintf(w, "  http: %s (answered from the vectors)\n", termsafe.Line(q))
-		}
-		if len(r.spans) > 0 {
-			var sb strings.Builder
-			tracing.Render(&sb, r.spans)
-			fmt.Fprintf(w, "  trace:\n    %s\n", strings.TrimSuffix(strings.ReplaceAll(sb.String(), "\n", "\n    "), "\n    "))
-		}
+		counts[r.res.Outcome]++
+		writeTestRecord(w, pc, &r)
 		if r.checked {
 			checked++
-			if len(r.diff) == 0 {
-				fmt.Fprintln(w, "  expect: PASS")
-			} else {
-				fmt.Fprintln(w, "  expect: FAIL")
-				for _, d := range r.diff {
-					fmt.Fprintf(w, "    %s\n", termsafe.Line(d))
-				}
-			}
 		}
 	}
 	fmt.Fprintf(w, "%d record(s): %d ok, %d dropped, %d retry, %d fail", len(results), counts["ok"], counts["drop"], counts["retry"], counts["fail"])
@@ -638,6 +573,99 @@ func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, faile
 		fmt.Fprintf(w, "; expectations: %d passed, %d failed", checked-failed, failed)
 	}
 	fmt.Fprintln(w)
+}
+
+// writeTestRecord prints one record's run: the record, its outcome, its
+// outputs, state writes and HTTP requests, its trace and its expectation.
+func writeTestRecord(w io.Writer, pc *config.Pipeline, r *testResult) {
+	writeTestInput(w, r)
+	writeTestOutcome(w, r)
+	writeTestOutputs(w, pc, r)
+	for _, s := range r.res.Changelog {
+		fmt.Fprintf(w, "  state: %s = %s\n", show(s.Key), show(s.Value))
+	}
+	for _, q := range r.res.Requests { // the fake's: real requests are in the trace
+		fmt.Fprintf(w, "  http: %s (answered from the vectors)\n", termsafe.Line(q))
+	}
+	if len(r.spans) > 0 {
+		var sb strings.Builder
+		tracing.Render(&sb, r.spans)
+		fmt.Fprintf(w, "  trace:\n    %s\n", strings.TrimSuffix(strings.ReplaceAll(sb.String(), "\n", "\n    "), "\n    "))
+	}
+	if !r.checked {
+		return
+	}
+	if len(r.diff) == 0 {
+		fmt.Fprintln(w, "  expect: PASS")
+		return
+	}
+	fmt.Fprintln(w, "  expect: FAIL")
+	for _, d := range r.diff {
+		fmt.Fprintf(w, "    %s\n", termsafe.Line(d))
+	}
+}
+
+// writeTestInput prints the record as the guest read it.
+func writeTestInput(w io.Writer, r *testResult) {
+	c := r.c
+	where := ""
+	if c.Line > 0 && c.Name != fmt.Sprintf("line %d", c.Line) {
+		where = fmt.Sprintf(" (line %d)", c.Line)
+	}
+	fmt.Fprintf(w, "── %s%s: key %s value %s", termsafe.Line(c.Name), where, show(r.in.Key), show(r.in.Value))
+	if len(c.Record.Headers) > 0 {
+		fmt.Fprintf(w, " headers %s", showHeaders(c.Record.Headers))
+	}
+	if c.Record.Attempt > 1 {
+		fmt.Fprintf(w, " attempt %d", c.Record.Attempt)
+	}
+	fmt.Fprintln(w)
+	if note := framedNote(r.inFP); note != "" {
+		fmt.Fprintf(w, "  (%s; the guest read the JSON above)\n", note)
+	}
+	if r.res.NewInstance {
+		fmt.Fprintln(w, "  (on a new instance: the previous one faulted)")
+	}
+}
+
+// writeTestOutcome prints the record's outcome: ok, dropped, or retry or
+// fail with who decided it (the guest, a fault, the host) and why.
+func writeTestOutcome(w io.Writer, r *testResult) {
+	res := r.res
+	switch res.Outcome {
+	case conformance.OutcomeOK:
+		fmt.Fprintf(w, "  ok: %d output(s)\n", len(res.Outputs))
+	case conformance.OutcomeDrop:
+		fmt.Fprintln(w, "  ok: dropped (no output)")
+	default:
+		kind := "reported by the guest"
+		switch {
+		case r.kind != "":
+			kind = r.kind + ", in the host"
+		case res.Fault != "":
+			kind = string(res.Fault) + " fault"
+		}
+		fmt.Fprintf(w, "  %s (%s): %s\n", res.Outcome, kind, termsafe.Text(res.Message, "    "))
+	}
+}
+
+// writeTestOutputs prints the record's outputs, as read back.
+func writeTestOutputs(w io.Writer, pc *config.Pipeline, r *testResult) {
+	for i, o := range r.outs {
+		fmt.Fprintf(w, "  → output %d to %s: key %s value %s", i, outputTopic(pc, o.Topic), show(o.Key), show(o.Value))
+		if o.Partition >= 0 {
+			fmt.Fprintf(w, " partition %d", o.Partition)
+		}
+		if len(o.Headers) > 0 {
+			fmt.Fprintf(w, " headers %s", showHeaders(o.Headers))
+		}
+		if i < len(r.outFP) {
+			if note := framedNote(r.outFP[i]); note != "" {
+				fmt.Fprintf(w, " (%s, read back)", note)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // jsonBytes puts b in m as name (text) or name_base64 (not UTF-8), or null.
