@@ -585,12 +585,12 @@ func (r *reader) Get(key []byte) ([]byte, bool, abi.Errno) {
 			return bytes.Clone(v), v != nil, 0
 		}
 	}
-	v, _, ok, err := r.ts.get(nil, key)
+	v, read, ok, err := r.ts.get(nil, key)
 	if err != nil {
 		return nil, false, abi.ErrnoNoState // the store is closed: the partition moved
 	}
-	if ok {
-		v = bytes.Clone(v) // the caller's to keep, the overlay's value is shared
+	if ok && read == nil {
+		v = bytes.Clone(v) // the caller's to keep: the overlay's value is shared
 	}
 	return v, ok, 0
 }
