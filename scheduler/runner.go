@@ -123,7 +123,7 @@ func NewRunnerWith(ctx context.Context, cfg *config.Config, log *slog.Logger, op
 		}
 	}()
 	if r.engine, err = NewEngine(cfg, log); err == nil {
-		r.schemaReg, err = newSchemaClient(cfg, log) // reads its files, sends no request
+		r.schemaReg, err = newSchemaClient(ctx, cfg, log) // reads its files, asks the registry one question
 	}
 	if err != nil {
 		return nil, err

@@ -20,9 +20,13 @@ import (
 // newSchemaClient makes the registry client of cfg's schema_registry, or
 // returns nil when no pipeline uses one. It reads the files the section
 // names (a missing file, or a secret file others may read, is an error
-// naming its key) and sends no request; the pipelines' encoders then
-// resolve their subjects (schemaio.New).
-func newSchemaClient(cfg *config.Config, log *slog.Logger) (*schemareg.Client, error) {
+// naming its key) and asks the registry one question (schemareg's Check),
+// so a registry that cannot be reached or does not answer within
+// request_timeout, a certificate not trusted or credentials refused fail
+// the start at once, naming the key to fix, as the brokers' do — not the
+// first record, or not until a record's retries run out. The pipelines'
+// encoders then resolve their subjects (schemaio.New).
+func newSchemaClient(ctx context.Context, cfg *config.Config, log *slog.Logger) (*schemareg.Client, error) {
 	used := false
 	for i := range cfg.Pipelines {
 		p := &cfg.Pipelines[i]
@@ -35,6 +39,9 @@ func newSchemaClient(cfg *config.Config, log *slog.Logger) (*schemareg.Client, e
 	sc.Log = log // an output subject's new version, a refresh that fails
 	logWarnings(log, schemareg.Warnings(sc))
 	c, err := schemareg.New(sc)
+	if err == nil {
+		err = c.Check(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("schema_registry: %w", err)
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -370,24 +373,74 @@ func TestSchemaOutputNotFittingDeadLettered(t *testing.T) {
 	})
 }
 
-// TestSchemaStartFails: an output subject the registry does not have, and
-// a registry that does not answer, fail the start, naming the pipeline
-// and the key.
+// TestSchemaStartFails: an output subject the registry does not have
+// fails the start naming the pipeline and the key; a registry that does
+// not answer (nothing listening; a listener that takes the connection and
+// never answers), refuses the password (HTTP 401) or wants credentials
+// none are given fails it at once, before any pipeline, naming the
+// schema_registry key to fix — for a pipeline that only decodes too, which
+// asks the registry nothing else at start — within request_timeout, not a
+// hang.
 func TestSchemaStartFails(t *testing.T) {
 	reg := srfake.New()
+	defer reg.Close()
+	// A registry behind basic auth as the real ones answer (srfake's own
+	// WithAuth answers a wrong password 403): 401 unless u:s3cret.
+	locked := srfake.New()
+	defer locked.Close()
+	locked.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if u, p, ok := r.BasicAuth(); ok && u == "u" && p == "s3cret" {
+			return false
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
+		http.Error(w, `{"error_code":401,"message":"Unauthorized"}`, http.StatusUnauthorized)
+		return true
+	})
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 8)
+	go func() { // ends when silent is closed; holds the connections, never answers
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				close(held)
+				return
+			}
+			held <- c
+		}
+	}()
+	defer func() {
+		silent.Close()
+		for c := range held {
+			c.Close()
+		}
+	}()
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("wrong-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
-	keys := "    output_format: {value: {format: confluent}}"
+	encodes := "    output_format: {value: {format: confluent}}"
+	decodes := "    input_format: {value: {format: confluent}}"
 	for _, tc := range []struct {
-		name string
-		top  string
-		want []string
+		name, keys, top string
+		want            []string
 	}{
-		{"no such subject", schemaTop(reg, ""), []string{"pipeline p: output_format.value:", "out-value"}},
-		{"registry down", "schema_registry:\n  url: http://127.0.0.1:1\n  request_timeout: 1s\n", []string{"pipeline p: output_format.value:", "127.0.0.1:1"}},
+		{"no such subject", encodes, schemaTop(reg, ""), []string{"pipeline p: output_format.value:", "out-value"}},
+		{"registry down", encodes, "schema_registry:\n  url: http://127.0.0.1:1\n  request_timeout: 1s\n",
+			[]string{"schema_registry: ", "127.0.0.1:1", "no answer", "connection refused"}},
+		{"never answers", decodes, "schema_registry:\n  url: http://" + silent.Addr().String() + "\n  request_timeout: 1s\n",
+			[]string{"schema_registry: ", silent.Addr().String(), "no answer within 1s (schema_registry.request_timeout)"}},
+		{"wrong password", decodes, fmt.Sprintf("schema_registry:\n  url: %s\n  request_timeout: 2s\n  basic_auth: {username: u, password_file: %s}\n", locked.URL(), pw),
+			[]string{"schema_registry: ", "HTTP 401", `user "u" (schema_registry.basic_auth)`, "wrong username or password"}},
+		{"no credentials", decodes, schemaTop(locked, ""),
+			[]string{"schema_registry: ", "HTTP 401", "set schema_registry.basic_auth or schema_registry.token_file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", keys, tc.top)
+			cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", tc.keys, tc.top)
 			start := time.Now()
 			r, err := NewRunner(context.Background(), cfg, testLogger(t))
 			if err == nil {
@@ -399,12 +452,14 @@ func TestSchemaStartFails(t *testing.T) {
 					t.Errorf("the error does not say %q: %v", w, err)
 				}
 			}
+			if strings.Contains(err.Error(), "wrong-pw") {
+				t.Errorf("the error shows the password: %v", err)
+			}
 			if d := time.Since(start); d > 20*time.Second {
 				t.Errorf("took %s to fail", d)
 			}
 		})
 	}
-	reg.Close()
 }
 
 // TestSchemaRunsCutAtJSONBound: with input_format.max_json_bytes small
