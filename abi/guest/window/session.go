@@ -58,7 +58,7 @@ func (w *SessionWindows) sessions(h Host, key []byte, fn func(s session) bool) e
 	err := h.Scan(key, w.prefix, func(sub, v []byte) bool {
 		start, ok := readStart(sub, len(w.prefix))
 		if !ok || len(v) < 8 {
-			bad = fmt.Errorf("window: sessions %q: malformed entry %x", w.opt.Name, sub)
+			bad = guest.Terminal(fmt.Errorf("window: sessions %q: malformed entry %x", w.opt.Name, sub))
 			return false
 		}
 		return fn(session{start: start, end: int64(binary.BigEndian.Uint64(v)), agg: v[8:]})
@@ -77,6 +77,10 @@ func (w *SessionWindows) sub(start int64) []byte {
 // with every open session it touches. A record that would only make a
 // closed session (a new one past its grace) is late.
 func (w *SessionWindows) Add(h Host, r *guest.Record, out guest.Emitter) error {
+	return w.classify(w.add(h, r, out))
+}
+
+func (w *SessionWindows) add(h Host, r *guest.Record, out guest.Emitter) error {
 	ts, err := recordTime(r, w.opt.Name)
 	if err != nil {
 		return err
@@ -143,6 +147,10 @@ func (w *SessionWindows) Add(h Host, r *guest.Record, out guest.Emitter) error {
 // emitting their results (End is the session's last timestamp, inclusive)
 // in start order and deleting them.
 func (w *SessionWindows) Fire(h Host, key []byte, at int64, out guest.Emitter) error {
+	return w.classify(w.fire(h, key, at, out))
+}
+
+func (w *SessionWindows) fire(h Host, key []byte, at int64, out guest.Emitter) error {
 	var due []Result
 	err := w.sessions(h, key, func(s session) bool {
 		if w.closeAt(s.end) <= at {

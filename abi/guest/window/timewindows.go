@@ -65,6 +65,10 @@ func (w *TimeWindows) starts(ts int64, fn func(start int64) error) error {
 // it. A record no window takes is late. Call it from the processor's
 // function, with the Host of the record's call.
 func (w *TimeWindows) Add(h Host, r *guest.Record, out guest.Emitter) error {
+	return w.classify(w.add(h, r, out))
+}
+
+func (w *TimeWindows) add(h Host, r *guest.Record, out guest.Emitter) error {
 	ts, err := recordTime(r, w.opt.Name)
 	if err != nil {
 		return err
@@ -117,12 +121,16 @@ func (w *TimeWindows) Add(h Host, r *guest.Record, out guest.Emitter) error {
 // that closes none of these windows (another Windows' timer, or one
 // whose window a session merge moved) does nothing.
 func (w *TimeWindows) Fire(h Host, key []byte, at int64, out guest.Emitter) error {
+	return w.classify(w.fire(h, key, at, out))
+}
+
+func (w *TimeWindows) fire(h Host, key []byte, at int64, out guest.Emitter) error {
 	var due []Result
 	var scanErr error
 	err := h.Scan(key, w.prefix, func(sub, agg []byte) bool {
 		start, ok := readStart(sub, len(w.prefix))
 		if !ok {
-			scanErr = fmt.Errorf("window: windows %q: malformed sub key %x", w.opt.Name, sub)
+			scanErr = guest.Terminal(fmt.Errorf("window: windows %q: malformed sub key %x", w.opt.Name, sub))
 			return false
 		}
 		if start+w.size+w.grace > at {

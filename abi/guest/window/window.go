@@ -46,6 +46,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/abi/guest"
 )
 
@@ -259,6 +260,25 @@ func (b *base) emit(res Result, out guest.Emitter) error {
 		{Key: HeaderStart, Value: strconv.AppendInt(nil, res.Start, 10)},
 		{Key: HeaderEnd, Value: strconv.AppendInt(nil, res.End, 10)},
 	}})
+}
+
+// classify names the windows in an ABI error and makes the ones a retry
+// cannot cure terminal, so the record goes to the dead-letter topic instead
+// of being retried for ever: a key too long for the state (over 1024
+// bytes), a key of another partition (a null or re-keyed record's key:
+// ABI.md §4.1), a pipeline without state, a topic not allowed. A limit
+// (abi.ErrnoLimit) stays retryable: the host may hold fewer outputs later.
+func (b *base) classify(err error) error {
+	var e abi.Errno
+	if err == nil || guest.IsTerminal(err) || !errors.As(err, &e) {
+		return err
+	}
+	err = fmt.Errorf("window: windows %q: %w", b.opt.Name, err)
+	switch e {
+	case abi.ErrnoTooLarge, abi.ErrnoWrongKey, abi.ErrnoNoState, abi.ErrnoTopicDenied, abi.ErrnoBadEncoding, abi.ErrnoNotSupported:
+		return guest.Terminal(err)
+	}
+	return err
 }
 
 // overflows reports whether a+b passes math.MaxInt64 (a, b >= 0).

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -527,5 +528,26 @@ func TestFiringOrderAndFailures(t *testing.T) {
 	}
 	if _, ok := p.State()["b"]; ok || len(p.Timers()) != 1 || p.Timers()[0] != (windowtest.Timer{Key: "a", At: 9}) {
 		t.Fatalf("state %v, timers %v: want b's write discarded, only (a, 9) left", p.State(), p.Timers())
+	}
+}
+
+// An ABI error a retry cannot cure fails the record terminally, naming the
+// windows; a limit stays retryable.
+func TestHostErrorsClassified(t *testing.T) {
+	t.Parallel()
+	w, _ := window.Hopping(10*time.Millisecond, 5*time.Millisecond, window.Options{Name: "w"})
+	p := windowtest.New()
+	_, err := p.Record(proc{w}, guest.Record{Key: make([]byte, abi.MaxStateKeyBytes+1), Timestamp: time.UnixMilli(7)})
+	if !errors.Is(err, abi.ErrnoTooLarge) || !guest.IsTerminal(err) || !strings.Contains(err.Error(), `windows "w"`) {
+		t.Fatalf("over-long key: %v, want a terminal ErrnoTooLarge naming the windows", err)
+	}
+	p = windowtest.New()
+	p.MaxWrites = 3 // a record at 7 opens two windows: two timers and two puts
+	_, err = p.Record(proc{w}, guest.Record{Key: []byte("k"), Timestamp: time.UnixMilli(7)})
+	if !errors.Is(err, abi.ErrnoLimit) || guest.IsTerminal(err) {
+		t.Fatalf("over the writes' limit: %v, want a retryable ErrnoLimit", err)
+	}
+	if len(p.State()) != 0 || len(p.Timers()) != 0 {
+		t.Fatalf("a failed record left state %v, timers %v", p.State(), p.Timers())
 	}
 }

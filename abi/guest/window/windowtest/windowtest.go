@@ -39,6 +39,10 @@ type Partition struct {
 	st     int64
 	// Firings counts the timer firings so far.
 	Firings int
+	// MaxWrites bounds a call's state writes and timers, as
+	// limits.max_outputs does on the host (a timer counts as a state
+	// write): one more gets abi.ErrnoLimit. 0 means 10,000.
+	MaxWrites int
 }
 
 type skey struct{ key, sub string }
@@ -183,10 +187,6 @@ func (p *Partition) begin(firing bool, at int64) *call {
 	return &call{p: p, firing: firing, at: at, state: map[skey][]byte{}, timers: map[tkey]bool{}}
 }
 
-// MaxWrites bounds a call's state writes and timers, as limits.max_outputs
-// does on the host (a timer counts as a state write).
-var MaxWrites = 10000
-
 var errEnded = errors.New("windowtest: Host used after its call ended")
 
 func (c *call) end() error {
@@ -222,7 +222,11 @@ func (c *call) check(key, sub []byte) error {
 }
 
 func (c *call) write() error {
-	if c.writes >= MaxWrites {
+	limit := c.p.MaxWrites
+	if limit == 0 {
+		limit = 10000
+	}
+	if c.writes >= limit {
 		return abi.ErrnoLimit
 	}
 	c.writes++
