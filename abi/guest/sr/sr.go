@@ -1,0 +1,222 @@
+// Package sr is a typed serde for processors that read and write records
+// framed by a schema registry (the Confluent wire format: 0x00, the
+// schema's id as 4 big-endian bytes, then the Avro payload): Decode reads
+// a framed value into the processor's own struct, Encode writes one, both
+// with a native Avro codec (github.com/twmb/avro) and no JSON in between.
+//
+//	type Order struct {
+//		ID       int64     `avro:"id"`
+//		PlacedAt time.Time `avro:"placed_at"` // timestamp-millis
+//		Coupon   *string   `avro:"coupon"`    // ["null", "string"]
+//		Items    []string  `avro:"items"`
+//	}
+//
+//	func init() {
+//		sr.Process(func(r *guest.Record, out guest.Emitter) error {
+//			var o Order
+//			if err := sr.Decode(r.Value, &o); err != nil {
+//				return err
+//			}
+//			v, err := sr.Encode("orders-out-value", &o)
+//			if err != nil {
+//				return err
+//			}
+//			return out.Emit(guest.Output{Key: r.Key, Value: v})
+//		})
+//	}
+//
+// Schemas come from the host's registry through the asynchronous schema
+// operations (ABI.md §7.3; the pipeline grants them with
+// async.schema_registry.enabled), and a Go guest cannot block on one: a
+// Decode or Encode whose schema the guest does not hold yet fails with a
+// *MissingError. Process (or Resolve, in a continuation of the
+// processor's own operations) answers it: it looks the schema up, compiles
+// and keeps it, and runs the processor again on the same record, whose
+// outputs of the first run are dropped. Each schema is looked up once per
+// instance (a subject's latest again after RefreshPeriod); every other
+// record decodes and encodes without leaving the guest.
+//
+// The package keeps its schemas in package state, as the guest SDK keeps
+// its records: a guest runs one call at a time, and none of this is safe
+// for concurrent use (on the host side, in tests, call it from one
+// goroutine).
+//
+// Avro only: a schema of another type, or one with registry references
+// (named types registered under other subjects), fails the record
+// terminally, naming the schema.
+package sr
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/avro"
+
+	"github.com/wasmstream/wasmstream/abi/guest"
+)
+
+// RefreshPeriod is how long Encode keeps a subject's latest schema before
+// it asks again (the host's own schema_registry.refresh_period default):
+// a new version registered under the subject is written with from then on.
+// A refresh the registry does not answer keeps the schema in hand.
+const RefreshPeriod = 5 * time.Minute
+
+// refreshEvery is how many encodes with a subject's latest pass between
+// two readings of the clock: a reading costs a Go guest two host calls.
+const refreshEvery = 256
+
+// MaxSchemas bounds the compiled schemas kept, by id and by subject alike:
+// past it the cache starts over (the ids a hostile producer could frame
+// records with are bounded by the registry's, but the guest's memory is
+// not a place to find that out).
+const MaxSchemas = 256
+
+// maxRuns bounds how often one record's processor is run: each run past
+// the first follows a schema lookup, and a record needs few schemas.
+const maxRuns = 8
+
+// MissingError is a Decode or Encode whose schema the guest does not hold
+// yet: Process and Resolve look it up and run the processor again.
+type MissingError struct {
+	ID      int    // the schema id a frame named (Decode, EncodeID)
+	Subject string // or the subject whose latest Encode writes with
+	stale   bool   // a subject's latest due for a refresh, still usable
+}
+
+func (e *MissingError) Error() string {
+	if e.Subject != "" {
+		return fmt.Sprintf("sr: the latest schema of subject %q is not looked up yet (sr.Process or sr.Resolve looks it up)", e.Subject)
+	}
+	return fmt.Sprintf("sr: schema %d is not looked up yet (sr.Process or sr.Resolve looks it up)", e.ID)
+}
+
+// subjectSchema is a subject's latest schema as Encode writes with it.
+type subjectSchema struct {
+	id      int
+	schema  *avro.Schema
+	fetched time.Time
+	uses    int // encodes since the clock was last read
+}
+
+// The schemas this instance holds.
+var (
+	byID      = map[int]*avro.Schema{}
+	bySubject = map[string]*subjectSchema{}
+)
+
+// Reset forgets every schema the instance holds (a processor's tests
+// call it with guest.ResetTestSchemas).
+func Reset() {
+	clear(byID)
+	clear(bySubject)
+}
+
+// ErrNotFramed is the cause of a Decode of a value without a Confluent
+// frame: null, shorter than 5 bytes, or with another first byte.
+var ErrNotFramed = errors.New("sr: not framed (a Confluent frame is 0x00, a 4-byte big-endian schema id, then the payload)")
+
+// SchemaID returns the schema id of value's frame, and its payload.
+func SchemaID(value []byte) (id int, payload []byte, err error) {
+	switch {
+	case value == nil:
+		return 0, nil, fmt.Errorf("%w: the value is null", ErrNotFramed)
+	case len(value) < 5:
+		return 0, nil, fmt.Errorf("%w: the value has %d bytes", ErrNotFramed, len(value))
+	case value[0] != 0:
+		return 0, nil, fmt.Errorf("%w: the value starts with 0x%02x", ErrNotFramed, value[0])
+	}
+	return int(int32(binary.BigEndian.Uint32(value[1:5]))), value[5:], nil
+}
+
+// Decode decodes the framed value into v, a pointer (to a struct whose
+// fields name the schema's with `avro:"name"` tags, or to any), with the
+// schema the frame names: fields v does not have are skipped, and a null
+// union branch leaves the field's zero value (use a pointer to tell null
+// from zero). A value that is not framed, or does not decode, is a
+// guest.Terminal error: retrying the record cannot change its bytes.
+func Decode(value []byte, v any) error {
+	id, payload, err := SchemaID(value)
+	if err != nil {
+		return guest.Terminal(err)
+	}
+	s := byID[id]
+	if s == nil {
+		return &MissingError{ID: id}
+	}
+	rest, err := s.Decode(payload, v)
+	if err != nil {
+		return guest.Terminal(fmt.Errorf("sr: decode with schema %d: %w", id, err))
+	}
+	if len(rest) > 0 {
+		return guest.Terminal(fmt.Errorf("sr: decode with schema %d: %d bytes after the value", id, len(rest)))
+	}
+	return nil
+}
+
+// Encode returns v encoded with the latest schema of subject, framed.
+func Encode(subject string, v any) ([]byte, error) {
+	return AppendEncode(nil, subject, v)
+}
+
+// AppendEncode appends v encoded with the latest schema of subject,
+// framed, to b: with a buffer reused from record to record, an encode
+// allocates nothing of its own. A v that does not fit the schema is a
+// guest.Terminal error naming the field.
+func AppendEncode(b []byte, subject string, v any) ([]byte, error) {
+	ss := bySubject[subject]
+	if ss == nil {
+		return b, &MissingError{Subject: subject}
+	}
+	if ss.uses++; ss.uses >= refreshEvery {
+		ss.uses = 0
+		if time.Since(ss.fetched) >= RefreshPeriod {
+			return b, &MissingError{Subject: subject, stale: true}
+		}
+	}
+	return appendEncode(b, ss.id, ss.schema, v)
+}
+
+// AppendEncodeID appends v encoded with schema id, framed, to b.
+func AppendEncodeID(b []byte, id int, v any) ([]byte, error) {
+	s := byID[id]
+	if s == nil {
+		return b, &MissingError{ID: id}
+	}
+	return appendEncode(b, id, s, v)
+}
+
+func appendEncode(b []byte, id int, s *avro.Schema, v any) ([]byte, error) {
+	n := len(b)
+	b = append(b, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(int32(id)))
+	out, err := s.AppendEncode(b, v)
+	if err != nil {
+		return b[:n], guest.Terminal(fmt.Errorf("sr: encode with schema %d: %w", id, err))
+	}
+	return out, nil
+}
+
+// compile compiles the schema registered as id.
+func compile(id int, s *guest.Schema) (*avro.Schema, error) {
+	switch {
+	case s.Type != guest.SchemaAvro:
+		return nil, fmt.Errorf("sr: schema %d is %s: sr reads Avro only", id, s.Type)
+	case len(s.References) > 0:
+		return nil, fmt.Errorf("sr: schema %d has %d registry references (the first %q, subject %q): sr does not resolve references", id, len(s.References), s.References[0].Name, s.References[0].Subject)
+	}
+	c, err := avro.Parse(s.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("sr: schema %d does not compile: %w", id, err)
+	}
+	return c, nil
+}
+
+// keep adds a compiled schema by id, starting the cache over at MaxSchemas.
+func keep(id int, s *avro.Schema) {
+	if len(byID) >= MaxSchemas {
+		clear(byID)
+	}
+	byID[id] = s
+}
