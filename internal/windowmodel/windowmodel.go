@@ -25,6 +25,18 @@
 //
 // Timestamps are non-negative (a Kafka record's; the SDK fails a negative
 // one).
+//
+// For the differential test, three points where Kafka Streams may differ
+// from these definitions without being wrong: it skips records with a
+// null key (here every record has a key, and moves stream time); it
+// throttles emission on the wall clock (emit.interval.ms.kstreams.emit.final,
+// 1 s by default: set it to 0, or the last windows to close may not be
+// emitted yet); and its session stores drop sessions older than their
+// retention (gap + grace by default) with observedStreamTime - retention +
+// 1 as the bound, so a session ending exactly at stream time - gap - grace,
+// still open by the processor's rule, may no longer be found by a record
+// that should join it (the test probes that edge, or gives the store a
+// longer retention).
 package windowmodel
 
 import "sort"
