@@ -6,10 +6,15 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // ErrTLSListener is a plaintext connection answered by a TLS listener.
 var ErrTLSListener = errors.New("TLS listener")
+
+// errClosedPlain marks a plaintext connection closed or reset before its
+// first answer, as a TLS listener does: Explain names the keys.
+var errClosedPlain = errors.New("closed without answering")
 
 // plainConn is a plaintext connection that recognises a TLS listener in
 // the first bytes it reads. A Kafka response starts with its 4-byte size;
@@ -48,7 +53,11 @@ func (c *plainConn) peek() error {
 	n, err := io.ReadFull(c.Conn, head[:])
 	switch {
 	case n == 0 && errors.Is(err, io.EOF):
-		return fmt.Errorf("the broker at %s closed the connection without answering: a TLS (SSL or SASL_SSL) listener does this to a plaintext client; if it is one, set kafka.tls.enabled: true: %w", c.addr, io.EOF)
+		return fmt.Errorf("the broker at %s closed the connection without answering: a TLS (SSL or SASL_SSL) listener does this to a plaintext client; if it is one, set kafka.tls.enabled: true: %w (%w)", c.addr, io.EOF, errClosedPlain)
+	case n == 0 && errors.Is(err, syscall.ECONNRESET):
+		// A listener that closes with the request unread resets the
+		// connection instead (a Java TLS listener, as the timing goes).
+		return fmt.Errorf("the broker at %s reset the connection without answering: a TLS (SSL or SASL_SSL) listener does this to a plaintext client; if it is one, set kafka.tls.enabled: true: %w (%w)", c.addr, err, errClosedPlain)
 	case n == 2 && (head[0] == 21 || head[0] == 22) && head[1] == 3:
 		return fmt.Errorf("the broker at %s answered with TLS; is this an SSL or SASL_SSL listener? (set kafka.tls.enabled: true, or give the address of a PLAINTEXT listener): %w", c.addr, ErrTLSListener)
 	case n == 0:

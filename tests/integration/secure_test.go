@@ -238,7 +238,7 @@ func TestSecureBadInput(t *testing.T) {
 		{"wrong password", s.saslSSL, []string{"WASMSTREAM_KAFKA_SASL_PASSWORD=not-the-password"}, append([]string{"kafka.tls.enabled=true", ca}, scram...),
 			[]string{`refused the credentials of user "admin"`, "SCRAM-SHA-512"}},
 		{"mechanism not enabled", s.plainOnly, nil, append([]string{"kafka.tls.enabled=true", ca, "kafka.sasl.password_file=" + pwFile}, scram...),
-			[]string{"does not enable kafka.sasl.mechanism SCRAM-SHA-512"}},
+			[]string{"does not enable kafka.sasl.mechanism SCRAM-SHA-512", "it offers PLAIN;"}},
 		{"TLS to a plaintext port", s.plain, nil, []string{"kafka.tls.enabled=true", ca},
 			[]string{"during the TLS handshake", "PLAINTEXT", s.plain}},
 		{"plaintext to a TLS port", s.saslSSL, nil, []string{},
