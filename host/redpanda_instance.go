@@ -383,6 +383,10 @@ func (in *Instance) rpWrite(mod api.Module, fn string, ptr, n uint32, opts []byt
 		}
 		topic = t
 	}
+	lim := in.m.limits
+	if len(st.outputs) >= lim.MaxOutputs || st.outBytes+len(data) > lim.MaxOutputBytes {
+		return rpabi.WriteFailed // refused before it is copied: a guest cannot make the host allocate past the bounds
+	}
 	// The output must not alias guest memory: copied into the batch's
 	// slab, as a wasmstream module's batch outputs are (runOutputs).
 	b := in.entry.rp.b
@@ -403,9 +407,8 @@ func (in *Instance) rpWrite(mod api.Module, fn string, ptr, n uint32, opts []byt
 			o.Topic = topic // output 0 stays "": the pipeline's output
 		}
 	}
-	lim := in.m.limits
 	cost := outputCost(len(raw), len(o.Headers))
-	if len(st.outputs) >= lim.MaxOutputs || st.outBytes+cost > lim.MaxOutputBytes || !in.holdOutput(st, cost) {
+	if st.outBytes+cost > lim.MaxOutputBytes || !in.holdOutput(st, cost) {
 		return rpabi.WriteFailed
 	}
 	if st.outputs == nil {

@@ -513,3 +513,32 @@ func TestRedpandaSameAsInputPartition(t *testing.T) {
 		}
 	}
 }
+
+// TestRedpandaWriteLimits: a write past limits.max_outputs or
+// limits.max_output_bytes answers -3, which the SDKs turn into a failed
+// record; the writes before it on other records stand.
+func TestRedpandaWriteLimits(t *testing.T) {
+	for name, build := range rpTransforms(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range []struct {
+				lim  Limits
+				recs []abi.Record
+			}{
+				{Limits{MaxOutputs: 1}, []abi.Record{{Topic: "in", Value: []byte("once")}, {Topic: "in", Value: []byte("twice")}}},
+				{Limits{MaxOutputBytes: 64}, []abi.Record{{Topic: "in", Value: []byte("small")}, {Topic: "in", Value: bytes.Repeat([]byte("x"), 100)}}},
+			} {
+				in := rpInstanceOf(t, rpLoad(t, build(t), rpConfig(c.lim)))
+				out := make([]Outcome, len(c.recs))
+				if ran := in.ProcessBatch(context.Background(), rpBatchOf(c.recs), out); ran != 2 {
+					t.Fatalf("%+v: ran %d", c.lim, ran)
+				}
+				if out[0].Status != abi.StatusOK || len(out[0].Outputs) != 1 {
+					t.Fatalf("%+v: record 0: %v %v", c.lim, out[0].Status, out[0].Err)
+				}
+				if f := out[1].Fault(); f == nil || !strings.Contains(f.Error(), "-3") {
+					t.Fatalf("%+v: record 1: %v, want the write's -3 in a fault", c.lim, out[1].Err)
+				}
+			}
+		})
+	}
+}
