@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 )
 
 // resume is one pass of the source's flow loop (source.Deps.Resume,
@@ -72,7 +73,7 @@ func (p *Pipeline) dispatch(fetches kgo.Fetches) {
 		if len(fp.Records) > 0 {
 			batches = append(batches, taskBatch{t, fp.Records})
 		} else if fp.Err == nil {
-			t.CaughtUp(fp.FetchPartition)
+			t.CaughtUp(source.CaughtUpAt(fp.FetchPartition))
 		}
 	})
 	p.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -46,8 +45,8 @@ type Deps struct {
 	Mods      *version.Modules // versions, swap signal, canary, async
 	Flow      *FlowSignals     // the poll loop's wake-ups
 	AsyncSize *sizing.Async    // async.max_in_flight: auto (nil: fixed)
-	// Client pauses and resumes a partition's fetching (backpressure).
-	Client     *kgo.Client
+	// Pauser pauses and resumes a partition's fetching (backpressure).
+	Pauser     Pauser
 	Background *background.Group // work after a backoff, owned by the pipeline
 
 	Hooks hooks.Hooks // tracer, metrics, failure observer: each nil when off
@@ -61,6 +60,15 @@ type Deps struct {
 	// registry (input_format, output_format); nil when every format is
 	// raw, and the record path is then as without it.
 	Schema *schemaio.Pipeline
+}
+
+// Pauser stops and resumes the fetching of one partition: the task's
+// backpressure (Task.Pause, MaybeResume, Stop). The pipeline's source
+// adapts its client (source.ClientPauser). Called under task.mu: it must
+// not block, nor call into the task.
+type Pauser interface {
+	PausePartition(topic string, partition int32)
+	ResumePartition(topic string, partition int32)
 }
 
 // recordInstantiate records the time a new instance took.

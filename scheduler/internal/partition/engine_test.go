@@ -466,3 +466,37 @@ func TestRunHandBack(t *testing.T) {
 	g.open()
 	waitFor(t, "every record done", func() bool { return len(e.ledger.doneOffsets()) == 4 })
 }
+
+// Backpressure through the Pauser: a task at PauseFactor times its bounds
+// is due a pause, pauses its partition once, resumes it once it drained to
+// half of its bounds, and a task stopped while paused resumes it (the
+// next owner fetches).
+func TestPauseAndResume(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, engineOpts{ordering: config.OrderPartition, noStart: true, maxInFlight: 4})
+	task := e.t
+	rs := recs(0, "a", "b", "c", "d", "e", "f", "g", "h")
+	task.Enqueue(rs)
+	if d := task.DemandState(); d != DemandPauseDue {
+		t.Fatalf("demand %d at twice max_in_flight, want DemandPauseDue", d)
+	}
+	task.Pause()
+	task.Pause()
+	if d := task.DemandState(); d != DemandPaused {
+		t.Fatalf("demand %d once paused, want DemandPaused", d)
+	}
+	task.MaybeResume() // still over half its bounds
+	for _, r := range rs[:6] {
+		task.mu.Lock()
+		task.started++ // as a worker's pick counts it
+		task.mu.Unlock()
+		task.Finish(r)
+	}
+	task.MaybeResume()
+	task.Pause()
+	task.Stop()
+	want := []string{"pause in/0", "resume in/0", "pause in/0", "resume in/0"}
+	if got := e.pauser.log(); !slices.Equal(got, want) {
+		t.Fatalf("pauser told %v, want %v", got, want)
+	}
+}

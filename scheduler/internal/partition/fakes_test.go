@@ -9,6 +9,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -219,12 +220,37 @@ func (l *fakeLedger) doneOffsets() []int64 {
 	return slices.Clone(l.done)
 }
 
+// fakePauser is a Pauser that records its calls ("pause in/0").
+type fakePauser struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (p *fakePauser) PausePartition(topic string, partition int32) {
+	p.mu.Lock()
+	p.calls = append(p.calls, fmt.Sprintf("pause %s/%d", topic, partition))
+	p.mu.Unlock()
+}
+
+func (p *fakePauser) ResumePartition(topic string, partition int32) {
+	p.mu.Lock()
+	p.calls = append(p.calls, fmt.Sprintf("resume %s/%d", topic, partition))
+	p.mu.Unlock()
+}
+
+func (p *fakePauser) log() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.calls)
+}
+
 // engine is a task wired to fakes.
 type engine struct {
 	t      *Task
 	d      *Deps
 	sink   *recordingSink
 	ledger *fakeLedger
+	pauser *fakePauser
 	insts  atomic.Int32 // instances made
 }
 
@@ -265,14 +291,14 @@ func newEngine(tb testing.TB, o engineOpts) *engine {
 	pc := &config.Pipeline{Name: "fake", Ordering: o.ordering, MaxInFlight: o.maxInFlight, MaxInFlightBytes: 1 << 40, BatchRecords: o.batch,
 		Output: "out", DeadLetterTopic: "dlq",
 		Instances: config.Instances{Min: o.min, Max: o.max, IdleTimeout: o.idleTimeout, GrowAfter: o.growAfter}}
-	e := &engine{sink: &recordingSink{autoAck: o.autoAck}}
+	e := &engine{sink: &recordingSink{autoAck: o.autoAck}, pauser: &fakePauser{}}
 	e.ledger = &fakeLedger{ordered: o.ordering == config.OrderPartition, byOffset: o.byOffset, sk: e.sink}
 	var bg background.Group
 	flow := NewFlowSignals()
 	e.d = &Deps{Config: pc, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Role: Primary{}, Mods: &version.Modules{},
 		Budget: budget.New(1000, 1<<40, 1<<40), Flow: &flow, Stats: &hooks.Stats{}, Background: &bg,
 		PartStats: func(string, int32) *hooks.Stats { return &hooks.Stats{} },
-		Sink:      e.sink, Ledger: e.ledger,
+		Sink:      e.sink, Ledger: e.ledger, Pauser: e.pauser,
 		NewInstance: func(context.Context, *version.Version) (Instance, error) {
 			e.insts.Add(1)
 			return newFakeInstance(g), nil

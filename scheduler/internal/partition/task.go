@@ -283,7 +283,7 @@ func (t *Task) Pause() {
 	if !t.paused && !t.stopping {
 		t.paused = true
 		t.d.Stats.Pauses.Add(1)
-		t.d.Client.PauseFetchPartitions(map[string][]int32{t.Topic: {t.Partition}})
+		t.d.Pauser.PausePartition(t.Topic, t.Partition)
 	}
 }
 
@@ -493,7 +493,7 @@ func (t *Task) Stop() {
 	t.kick.Stop()
 	if t.paused {
 		t.paused = false
-		t.d.Client.ResumeFetchPartitions(map[string][]int32{t.Topic: {t.Partition}})
+		t.d.Pauser.ResumePartition(t.Topic, t.Partition)
 	}
 	t.mu.Unlock()
 	for _, wk := range dropped {
@@ -577,21 +577,18 @@ func (t *Task) MaybeResume() {
 	defer t.mu.Unlock()
 	if t.paused && !t.stopping && t.inFlight <= t.d.Config.MaxInFlight/2 && t.bytes <= t.d.Config.MaxInFlightBytes/2 {
 		t.paused = false
-		t.d.Client.ResumeFetchPartitions(map[string][]int32{t.Topic: {t.Partition}})
+		t.d.Pauser.ResumePartition(t.Topic, t.Partition)
 	}
 }
 
 // CaughtUp takes a fetch that brought the partition no records: its
-// fetch offset is at the end the client may read (the last stable offset
-// under read_committed). With nothing in flight every record below it was
-// done or skipped, so that end is the position: without this a partition
-// whose committed offset was already at its end would show its whole
-// length as lag, no record ever moving the position.
-func (t *Task) CaughtUp(fp kgo.FetchPartition) {
-	end := fp.LastStableOffset
-	if end < 0 {
-		end = fp.HighWatermark
-	}
+// fetch offset is at the end the client may read, end (the last stable
+// offset under read_committed, else the high watermark). With nothing in
+// flight every record below it was done or skipped, so that end is the
+// position: without this a partition whose committed offset was already at
+// its end would show its whole length as lag, no record ever moving the
+// position.
+func (t *Task) CaughtUp(end int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.inFlight == 0 && end > t.position.Load() {

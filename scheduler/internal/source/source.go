@@ -22,6 +22,28 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
+// ClientPauser is a client as the engine's partition.Pauser: a task's
+// backpressure pauses and resumes its partition's fetching.
+type ClientPauser struct{ Client *kgo.Client }
+
+func (c ClientPauser) PausePartition(topic string, partition int32) {
+	c.Client.PauseFetchPartitions(map[string][]int32{topic: {partition}})
+}
+
+func (c ClientPauser) ResumePartition(topic string, partition int32) {
+	c.Client.ResumeFetchPartitions(map[string][]int32{topic: {partition}})
+}
+
+// CaughtUpAt is the end a fetch that brought fp no records reached: its
+// last stable offset (read_committed), else its high watermark
+// (partition.Task.CaughtUp).
+func CaughtUpAt(fp kgo.FetchPartition) int64 {
+	if fp.LastStableOffset >= 0 {
+		return fp.LastStableOffset
+	}
+	return fp.HighWatermark
+}
+
 // Source is where a pipeline's records come from: the seam between the
 // client's polls and the partitions' tasks. The pipeline's wiring
 // (Pipeline.wire) picks one by consume mode, once:
