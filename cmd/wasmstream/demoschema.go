@@ -36,7 +36,8 @@ type demoSchemas struct {
 }
 
 // prepareSchemas serves --schema's files as schema_registry.url (a --set
-// for the host), and frames lines for the topics a pipeline decodes. A
+// for the host), or else turns auto_register off against the config's
+// registry, and frames lines for the topics a pipeline decodes. A
 // line that does not fit, or a subject no file serves, is an error naming
 // them. Nil, nil: no pipeline uses a registry and no --schema was given.
 func (d *demoCmd) prepareSchemas(lines [][]byte) (*demoSchemas, error) {
@@ -53,6 +54,12 @@ func (d *demoCmd) prepareSchemas(lines [][]byte) (*demoSchemas, error) {
 		if cfg, err = d.cf.load(); err != nil {
 			ds.close()
 			return nil, err
+		}
+	} else if cfg.SchemaRegistry.URL != "" {
+		// The config's registry is read, never written (lookUpOnly),
+		// here and by the host, which loads the config with these sets.
+		for i := range cfg.Pipelines {
+			d.cf.sets = lookUpOnly(d.stderr, "wasmstream demo", cfg.SchemaRegistry.URL, &cfg.Pipelines[i], d.cf.sets)
 		}
 	}
 	if err := ds.frame(cfg, lines, d.input); err != nil {

@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/schemareg/avrocodec"
 	"github.com/wasmstream/wasmstream/internal/schemareg/jsoncodec"
 	"github.com/wasmstream/wasmstream/internal/schemareg/protocodec"
+	"github.com/wasmstream/wasmstream/internal/termsafe"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
@@ -246,4 +248,31 @@ func compileSchema(file string, s sr.Schema, refs map[string]string, sc *config.
 		return fmt.Errorf("%s is not a schema wasmstream reads as %s: %v", file, map[sr.SchemaType]string{sr.TypeAvro: "Avro", sr.TypeProtobuf: "Protobuf", sr.TypeJSON: "JSON Schema"}[s.Type], err)
 	}
 	return nil
+}
+
+// lookUpOnly turns auto_register off in pc's output parts, for a run of
+// test or demo against a registry that is not this process's (url): those
+// commands try a processor, and a try never writes to a real registry;
+// the host looks the schema file up under its subject instead. It says so
+// once on w (cmd names the command) and returns sets with a --set for
+// each key it turned off (pipelines.<name>.output_format.<part>.auto_register=false),
+// for a host that loads the config again.
+func lookUpOnly(w io.Writer, cmd, url string, pc *config.Pipeline, sets []string) []string {
+	var keys []string
+	for _, p := range []struct {
+		part string
+		out  *config.OutputPart
+	}{{partKey, &pc.OutputFormat.Key}, {partValue, &pc.OutputFormat.Value}} {
+		if !p.out.AutoRegister {
+			continue
+		}
+		p.out.AutoRegister = false
+		keys = append(keys, "output_format."+p.part+".auto_register")
+		sets = append(sets, "pipelines."+pc.Name+".output_format."+p.part+".auto_register=false")
+	}
+	if len(keys) > 0 {
+		fmt.Fprintf(w, "%s: pipeline %s: %s not followed: the schema registry at %s is not this process's, and %s only reads it (the subject must hold the schema file already); serve the file with --schema SUBJECT=FILE to have it registered in this process\n",
+			cmd, termsafe.Line(pc.Name), strings.Join(keys, ", "), termsafe.Line(url), cmd)
+	}
+	return sets
 }

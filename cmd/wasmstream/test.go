@@ -112,7 +112,7 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		return c.bad(err)
 	}
 	ctx := context.Background()
-	fr, err := newTestFramer(ctx, cfg, pc, testSources{cfgPath: c.cfgPath, vectors: c.file, registry: c.registry, schemas: &c.schemas}, cases)
+	fr, err := newTestFramer(ctx, cfg, pc, testSources{cfgPath: c.cfgPath, vectors: c.file, registry: c.registry, schemas: &c.schemas, stderr: c.stderr}, cases)
 	if err != nil {
 		return c.bad(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -59,10 +60,12 @@ type checkKey struct {
 type framedPart struct{ id, n int }
 
 // testSources are where a test's records and schemas come from: the
-// config file and the vectors file ("": none), --registry, --schema.
+// config file and the vectors file ("": none), --registry, --schema; and
+// where notes go (stderr).
 type testSources struct {
 	cfgPath, vectors, registry string
 	schemas                    *schemaFlag
+	stderr                     io.Writer
 }
 
 // newTestFramer readies the framing of cases for pc (scanFrames says
@@ -81,37 +84,13 @@ func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline,
 	if !named && !files && !pc.UsesSchemaRegistry() {
 		return nil, nil
 	}
-	if src.registry != "" {
-		if files {
-			return nil, fmt.Errorf("--registry %s and schema files (--schema, or a vector's *_schema): the files are served by a registry of this process, which takes the place of any other; give the subjects of --registry (value_subject), or files, not both", src.registry)
-		}
-		cfg.SchemaRegistry.URL = src.registry
-	}
-	if files {
-		l, err := newLocalRegistry(src.schemas, &cfg.SchemaRegistry)
-		if err != nil {
-			return nil, err
-		}
-		f.local = l
-		// The files' registry, with the config's codec options and
-		// bounds; no credentials or TLS (it is this process's).
-		sr := cfg.SchemaRegistry
-		cfg.SchemaRegistry = config.SchemaRegistry{URL: l.URL(), RequestTimeout: sr.RequestTimeout, Cache: sr.Cache,
-			MaxSchemaBytes: sr.MaxSchemaBytes, RefreshPeriod: sr.RefreshPeriod, Avro: sr.Avro, Protobuf: sr.Protobuf}
-	} else if cfg.SchemaRegistry.URL == "" {
-		f.close()
-		return nil, errors.New("the vectors name registry subjects, and there is no registry: give its URL (--registry, or schema_registry.url in the config), or the schema files (--schema SUBJECT=FILE)")
-	}
-	codec, err := scheduler.NewSchemaCodec(ctx, cfg, pc)
-	if err != nil {
-		f.close()
-		var se *schemareg.Error
-		if f.local != nil && errors.As(err, &se) && se.Kind == schemareg.NotFound {
-			return nil, notServed(cfg, pc, se.Subject)
-		}
+	if err := f.useRegistry(cfg, src, files); err != nil {
 		return nil, err
 	}
-	f.codec = codec
+	if err := f.openCodec(ctx, cfg); err != nil {
+		f.close()
+		return nil, err
+	}
 	for i := range cases {
 		if err := f.frameCase(ctx, src.vectors, i, &cases[i]); err != nil {
 			f.close()
@@ -119,6 +98,54 @@ func newTestFramer(ctx context.Context, cfg *config.Config, pc *config.Pipeline,
 		}
 	}
 	return f, nil
+}
+
+// useRegistry points cfg's schema_registry at the registry the test
+// reads: the files' registry of this process (with files), else
+// --registry or the config's. A registry that is not this process's is
+// only read: the pipeline's auto_register is turned off for it (said once
+// on stderr), so that a test never writes to a real registry.
+func (f *testFramer) useRegistry(cfg *config.Config, src testSources, files bool) error {
+	if src.registry != "" {
+		if files {
+			return fmt.Errorf("--registry %s and schema files (--schema, or a vector's *_schema): the files are served by a registry of this process, which takes the place of any other; give the subjects of --registry (value_subject), or files, not both", src.registry)
+		}
+		cfg.SchemaRegistry.URL = src.registry
+	}
+	if !files {
+		if cfg.SchemaRegistry.URL == "" {
+			return errors.New("the vectors name registry subjects, and there is no registry: give its URL (--registry, or schema_registry.url in the config), or the schema files (--schema SUBJECT=FILE)")
+		}
+		lookUpOnly(src.stderr, "wasmstream test", cfg.SchemaRegistry.URL, f.pc, nil)
+		return nil
+	}
+	l, err := newLocalRegistry(src.schemas, &cfg.SchemaRegistry)
+	if err != nil {
+		return err
+	}
+	f.local = l
+	// The files' registry, with the config's codec options and bounds;
+	// no credentials or TLS (it is this process's).
+	sr := cfg.SchemaRegistry
+	cfg.SchemaRegistry = config.SchemaRegistry{URL: l.URL(), RequestTimeout: sr.RequestTimeout, Cache: sr.Cache,
+		MaxSchemaBytes: sr.MaxSchemaBytes, RefreshPeriod: sr.RefreshPeriod, Avro: sr.Avro, Protobuf: sr.Protobuf}
+	return nil
+}
+
+// openCodec makes the pipeline's codec, as the host makes it at start; a
+// subject the files' registry lacks is named with the --schema that
+// serves it.
+func (f *testFramer) openCodec(ctx context.Context, cfg *config.Config) error {
+	codec, err := scheduler.NewSchemaCodec(ctx, cfg, f.pc)
+	if err != nil {
+		var se *schemareg.Error
+		if f.local != nil && errors.As(err, &se) && se.Kind == schemareg.NotFound {
+			return notServed(cfg, f.pc, se.Subject)
+		}
+		return err
+	}
+	f.codec = codec
+	return nil
 }
 
 // notServed says which --schema a pipeline's output subject needs, when
