@@ -36,7 +36,7 @@ func rpGoTransform(t testing.TB, dir string) []byte {
 		defer os.Remove(out)
 		cmd := exec.Command("go", "build", "-o", out, ".")
 		cmd.Dir = filepath.Join(wt.RepoRoot(t), dir)
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-mod=mod")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build %s: %v\n%s", dir, err, b)
 		}

@@ -39,7 +39,7 @@ func redpandaTransform(t testing.TB, which string) string {
 		default:
 			cmd := exec.Command("go", "build", "-o", p, ".")
 			cmd.Dir = filepath.Join(wt.RepoRoot(t), "tests/redpanda/redpanda-go")
-			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-mod=mod")
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return "", fmt.Errorf("go build: %v\n%s", err, out)
 			}

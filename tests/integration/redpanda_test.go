@@ -27,7 +27,7 @@ var rpGoTransform = sync.OnceValues(func() (string, error) {
 	p := filepath.Join(os.TempDir(), fmt.Sprintf("wasmstream-it-redpanda-go-%d.wasm", os.Getpid()))
 	cmd := exec.Command("go", "build", "-o", p, ".")
 	cmd.Dir = filepath.Join(wt.RepoRoot(tb), "tests/redpanda/redpanda-go")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build tests/redpanda/redpanda-go: %v\n%s", err, out)
 	}
