@@ -628,3 +628,41 @@ func TestStateFlushLastWriteOfEachKey(t *testing.T) {
 		t.Fatalf("the store counts %d bytes, want 8", n)
 	}
 }
+
+// A run is reused by the partition's next once each of its records ended
+// its part (EndRun), and the next run reads nothing of it: a write folded
+// in it whose record was then never committed (its task aborted) is not
+// read. A run a Reader holds is never reused: the reader keeps reading
+// the writes before its record while they are not committed.
+func TestStateRunReuse(t *testing.T) {
+	ts := newTestPartition(t)
+	all := func(int) bool { return true }
+	a := ts.BeginRun(all)
+	r1 := a.Begin()
+	r1.Put([]byte("k"), []byte("run a"))
+	r2 := a.Begin()
+	if v, e := r2.Get([]byte("k")); e != 0 || string(v) != "run a" {
+		t.Fatalf("in its run: %q/%d, want the write before it", v, e)
+	}
+	r1.EndRun()
+	r2.EndRun() // neither is committed
+	b := ts.BeginRun(all)
+	if b != a {
+		t.Fatal("a run whose records all ended was not reused")
+	}
+	r3 := b.Begin()
+	if v, e := r3.Get([]byte("k")); e != abi.ErrnoNotFound {
+		t.Fatalf("the next run read %q/%d of a write never committed", v, e)
+	}
+	r3.Put([]byte("k"), []byte("run b"))
+	r4 := b.Begin()
+	rd := r4.Reader()
+	r3.EndRun()
+	r4.EndRun()
+	if c := ts.BeginRun(all); c == b {
+		t.Fatal("a run a reader holds was reused")
+	}
+	if v, ok, e := rd.Get([]byte("k")); e != 0 || !ok || string(v) != "run b" {
+		t.Fatalf("the reader: %q/%v/%d, want the write before its record", v, ok, e)
+	}
+}
