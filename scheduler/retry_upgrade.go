@@ -78,15 +78,22 @@ func (r *Runner) uncommitted(ctx context.Context, cl *kgo.Client, group string, 
 	if errors.Is(err, kerr.TopicAuthorizationFailed) {
 		// A principal given only the ACLs of the current names (README.md,
 		// "ACLs the host needs") may not even describe the old ones: its
-		// retry workers cannot have read them under these ACLs.
-		r.log.Info("not allowed to describe the retry topics of the previous default prefix: not checked", "topics", strings.Join(topics, ","))
+		// retry workers cannot have read them under these ACLs. Debug
+		// only: under such ACLs it would be said at every start, of a
+		// prefix the user most likely never used.
+		r.log.Debug("not allowed to describe the retry topics of the previous default prefix: not checked", "topics", strings.Join(topics, ","))
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	// A topic the principal may not describe (the error per topic): as
+	// above, not checked.
+	gone := func(err error) bool {
+		return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.TopicAuthorizationFailed)
+	}
 	exist := false
-	ends.Each(func(e kadm.ListedOffset) { exist = exist || !errors.Is(e.Err, kerr.UnknownTopicOrPartition) })
+	ends.Each(func(e kadm.ListedOffset) { exist = exist || !gone(e.Err) })
 	if !exist {
 		return nil, nil
 	}
@@ -107,8 +114,8 @@ func (r *Runner) uncommitted(ctx context.Context, cl *kgo.Client, group string, 
 	out := map[string]int64{}
 	spans := map[string]map[int32][2]int64{} // [from, end): offsets not committed
 	for _, e := range sortedOffsets(ends) {
-		if errors.Is(e.Err, kerr.UnknownTopicOrPartition) {
-			continue // never created, or deleted
+		if gone(e.Err) {
+			continue // never created, deleted, or not ours to describe
 		}
 		s, ok := starts.Lookup(e.Topic, e.Partition)
 		if e.Err == nil && !ok {
