@@ -140,9 +140,12 @@ func (h *Host) deployedModules(ctx context.Context) (map[string][]byte, error) {
 		// Not reaching the registry here is not the end: the config's
 		// modules are then loaded first, as without a deployment, so their
 		// problems are reported before the brokers'; startOps opens the
-		// registry again and applies what it says.
+		// registry again and applies what it says, or fails saying why.
+		// Debug only: most often the brokers cannot be reached at all, and
+		// the runner's error says so next; a warning here read as if the
+		// host would go on.
 		if err := h.openRegistry(ctx, cfg.Kafka.Brokers); err != nil {
-			h.log.Warn("the fleet registry cannot be read before loading the modules: the config's modules load first", "err", err)
+			h.log.Debug("the fleet registry cannot be read before loading the modules: the config's modules load first", "err", err)
 			h.reg = nil
 		}
 	}
