@@ -146,3 +146,24 @@ func TestAwaitTopics(t *testing.T) {
 		t.Fatal("awaitTopics did not see a topic created while it waited")
 	}
 }
+
+// TestAwaitTopicsNotCached: a topic described as missing just before it
+// is created (as ensureTopics describes every topic first) is seen as
+// soon as the broker lists it. The client's cached metadata (kept for
+// kgo.MetadataMinAge, 5 s) said it was missing: awaitTopics asked the
+// cache, and every start with a topic to create waited out those 5 s.
+func TestAwaitTopicsNotCached(t *testing.T) {
+	t.Parallel() // owns its in-process broker
+	brokers := kafkatest.Fake(t)
+	adm := kadm.NewClient(kafkatest.Client(t, brokers))
+	if d, err := adm.ListTopics(context.Background(), "fresh"); err != nil || d["fresh"].Err == nil {
+		t.Fatalf("before its creation: %v %+v", err, d)
+	}
+	kafkatest.CreateTopic(t, brokers, 1, "fresh")
+	// Well under the 5 s the cache keeps the topic's absence.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := awaitTopics(ctx, adm, "fresh"); err != nil {
+		t.Fatalf("a topic created after it was described as missing: %v", err)
+	}
+}

@@ -23,8 +23,15 @@ func awaitTopics(ctx context.Context, adm *kadm.Client, ts ...string) error {
 	if len(ts) == 0 {
 		return nil
 	}
+	// kadm answers a metadata request from the client's cache, which
+	// keeps a topic's absence for kgo.MetadataMinAge (5 s): the describe
+	// that found the topics missing, just before they were created, would
+	// be the answer until then, and every start that creates a topic
+	// waited those 5 s. A request for the topics' authorized operations
+	// is the one kadm sends to the broker itself, every time.
+	direct := kadm.WithAuthorizedOps(ctx)
 	for {
-		details, err := adm.ListTopics(ctx, ts...)
+		details, err := adm.ListTopics(direct, ts...)
 		var missing []string
 		if err == nil {
 			for _, t := range ts {
