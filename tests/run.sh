@@ -205,6 +205,20 @@ test)
     bash tests/schemareg/apicurio.sh start >"$apicurio_env" 2>"$apicurio_log" &
     apicurio_start=$!
     at_exit 'bash tests/schemareg/apicurio.sh stop'
+    # A second one as a production registry is reached, for the
+    # registry-authentication test (tests/integration/schema_auth_test.go):
+    # https only, a certificate of a private CA made at its start, basic
+    # auth of one user (APICURIO_SECURE=1; Apicurio's basic auth covers a
+    # whole instance, so it cannot be the plain one). Started beside the
+    # first (about 6 s of JVM start, overlapping the steps below).
+    secure_apicurio() {
+        APICURIO_SECURE=1 APICURIO_PORT=23483 APICURIO_MANAGEMENT_PORT=23484 \
+            APICURIO_DATA_DIR=/tmp/wasmstream-apicurio-secure bash tests/schemareg/apicurio.sh "$@"
+    }
+    secure_apicurio_env=/tmp/wasmstream-apicurio-secure.env secure_apicurio_log=/tmp/wasmstream-apicurio-secure-start.log
+    secure_apicurio start >"$secure_apicurio_env" 2>"$secure_apicurio_log" &
+    secure_apicurio_start=$!
+    at_exit 'secure_apicurio stop'
     step "starting a real Jaeger (waits for its build; built from source the first time)"
     wait "$jaeger_build" || { tail -n 50 /tmp/wasmstream-jaeger-build/build.log >&2; echo "tests/run.sh: the Jaeger build failed (log above)" >&2; exit 1; }
     eval "$(bash tests/jaeger/jaeger.sh start)"
@@ -226,6 +240,10 @@ test)
     eval "$(cat "$apicurio_env")"
     export SCHEMA_REGISTRY_URL
     say "schema registry at $SCHEMA_REGISTRY_URL"
+    wait "$secure_apicurio_start" || { cat "$secure_apicurio_log" >&2; echo "tests/run.sh: the schema registry with TLS and basic auth did not start (log above)" >&2; exit 1; }
+    eval "$(cat "$secure_apicurio_env")"
+    export SCHEMA_REGISTRY_SECURE_URL SCHEMA_REGISTRY_SECURE_CA_FILE SCHEMA_REGISTRY_SECURE_USER SCHEMA_REGISTRY_SECURE_PASSWORD_FILE
+    say "schema registry with TLS and basic auth at $SCHEMA_REGISTRY_SECURE_URL, CA $SCHEMA_REGISTRY_SECURE_CA_FILE"
     step "go test -race, the unit packages (on the in-process broker; the benchmark smoke run, fuzz targets and cargo test beside them)"
     # The tests on brokers of their own — the 3-node cluster's fault tests,
     # the secured broker's — run in a second go test beside this one: they

@@ -167,6 +167,15 @@ func TestCheckCredentials(t *testing.T) {
 	if err := checkWithin(t, Config{URL: srv.URL, Username: "u", Password: "s3cret"}, 5*time.Second); err != nil {
 		t.Errorf("the right password: %v", err)
 	}
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("expired-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = checkWithin(t, Config{URL: srv.URL, TokenFile: tok}, 5*time.Second)
+	wantKind(t, err, Refused, "HTTP 401", "schema_registry.token_file", "a wrong or expired token")
+	if strings.Contains(err.Error(), "expired-token") {
+		t.Errorf("the error shows the token: %v", err)
+	}
 
 	for _, status := range []int{http.StatusForbidden, http.StatusNotFound} {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -354,6 +354,16 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 // classify turns an error of a request into an *Error naming what was
 // asked (what), the URL and the status, and saying what to do.
 func (c *Client) classify(err error, id int, subject string, version int, what string) *Error {
+	return c.classifyThen(err, id, subject, version, what, "records are retried")
+}
+
+// classifyThen is classify, its message of a failure that may pass ending
+// with then: what follows ("records are retried"; nothing at start, which
+// fails).
+func (c *Client) classifyThen(err error, id int, subject string, version int, what, then string) *Error {
+	if then != "" {
+		then = "; " + then
+	}
 	e := &Error{SchemaID: id, Subject: subject, Version: version, URL: c.url, Err: err}
 	var re *sr.ResponseError
 	switch {
@@ -372,10 +382,10 @@ func (c *Client) classify(err error, id int, subject string, version int, what s
 			e.Msg = fmt.Sprintf("schema registry %s: %s: not found (HTTP 404: %s)", c.url, what, msg)
 		case s == http.StatusUnauthorized || s == http.StatusForbidden:
 			e.Kind = Refused
-			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d: %s", c.url, what, s, c.refusal(s))
+			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d: %s%s", c.url, what, s, c.refusal(s), then)
 		case s == http.StatusTooManyRequests || s >= 500:
 			e.Kind = Unavailable
-			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d (%s): the registry is unavailable; records are retried", c.url, what, s, msg)
+			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d (%s): the registry is unavailable%s", c.url, what, s, msg, then)
 		default:
 			e.Kind = BadSchema
 			e.Msg = fmt.Sprintf("schema registry %s: %s: HTTP %d: %s", c.url, what, s, msg)
@@ -383,10 +393,10 @@ func (c *Client) classify(err error, id int, subject string, version int, what s
 	default:
 		e.Kind = Unavailable
 		if why, ok := c.tlsFailure(err); ok {
-			e.Msg = fmt.Sprintf("schema registry %s: %s: %s", c.url, what, why)
+			e.Msg = fmt.Sprintf("schema registry %s: %s: %s%s", c.url, what, why, then)
 			break
 		}
-		e.Msg = fmt.Sprintf("schema registry %s: %s: no answer: %v (is the registry up, and schema_registry.url right? records are retried)", c.url, what, describeTransport(err, c.cfg.RequestTimeout))
+		e.Msg = fmt.Sprintf("schema registry %s: %s: %s: is the registry up, and is schema_registry.url right%s", c.url, what, describeTransport(err, c.cfg.RequestTimeout), then)
 	}
 	return e
 }
@@ -407,9 +417,12 @@ func (c *Client) refusal(status int) string {
 		return "the registry refused the request without credentials: set schema_registry.basic_auth or schema_registry.token_file"
 	}
 	if status == http.StatusUnauthorized {
-		return "the registry refused the credentials of " + whose + ": wrong username or password, or an expired or wrong token; records are retried until they are fixed"
+		if cfg.Username != "" {
+			return "the registry refused the credentials of " + whose + ": wrong username or password"
+		}
+		return "the registry refused " + whose + ": a wrong or expired token"
 	}
-	return "the registry refused " + whose + " access: the user has no read access to the registry's schemas; records are retried until it has"
+	return "the registry refused " + whose + " access: the user has no read access to the registry's schemas"
 }
 
 // Check asks the registry one small question (the schema types it
@@ -426,7 +439,7 @@ func (c *Client) Check(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	e := c.classify(err, 0, "", 0, "checking the registry at start (GET /schemas/types)")
+	e := c.classifyThen(err, 0, "", 0, "checking the registry at start (GET /schemas/types)", "")
 	if e.Kind == Unavailable || e.Status == http.StatusUnauthorized {
 		return e
 	}
@@ -478,5 +491,5 @@ func describeTransport(err error, timeout time.Duration) string {
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout()) {
 		return fmt.Sprintf("no answer within %s (schema_registry.request_timeout)", timeout)
 	}
-	return err.Error()
+	return "no answer: " + err.Error()
 }

@@ -10,10 +10,24 @@
 #   apicurio.sh stop     TERM (then KILL after a deadline), idempotent
 #   apicurio.sh status   exit 0 iff running and answering
 #
+# APICURIO_SECURE=1 (opt-in; the default serves plain http as above) starts
+# it as a production registry is reached: https only, on APICURIO_PORT, with a
+# certificate of a private CA made at each start (tests/schemareg/testca,
+# crypto/x509; valid for 127.0.0.1 only) in $APICURIO_DATA_DIR/tls, and HTTP
+# basic auth of one user (Quarkus' embedded users, which Apicurio's own
+# authorization takes when quarkus.http.auth.basic is on: no identity
+# server) whose random password is written to $APICURIO_DATA_DIR/tls/password
+# (mode 0600; it is on the JVM's command line too: a test password). start
+# then prints SCHEMA_REGISTRY_SECURE_URL=https://127.0.0.1:<port>/apis/ccompat/v7,
+# SCHEMA_REGISTRY_SECURE_CA_FILE, SCHEMA_REGISTRY_SECURE_USER and
+# SCHEMA_REGISTRY_SECURE_PASSWORD_FILE instead. Basic auth covers the whole
+# instance (Apicurio's authorization is not per port or path), hence an
+# instance of its own beside the plain one.
+#
 # Apicurio 3.x is built for Java 21: the script takes JAVA21_HOME, else the
 # newest /usr/lib/jvm/temurin-* (or any JDK there) of version 21 or more, and
 # fails naming what is missing. Diagnostics go to stderr prefixed
-# "apicurio.sh:"; stdout carries only SCHEMA_REGISTRY_URL=... (start).
+# "apicurio.sh:"; stdout carries only the SCHEMA_REGISTRY_*=... lines (start).
 set -euo pipefail
 
 APICURIO_VERSION="${APICURIO_VERSION:-3.3.3}"
@@ -30,7 +44,15 @@ APICURIO_STOP_TIMEOUT="${APICURIO_STOP_TIMEOUT:-30}"
 APICURIO_HEAP_OPTS="${APICURIO_HEAP_OPTS:--Xms64m -Xmx512m}"
 PID_FILE="$APICURIO_DATA_DIR/apicurio.pid"
 LOG_FILE="$APICURIO_DATA_DIR/apicurio.log"
-URL="http://127.0.0.1:$APICURIO_PORT/apis/ccompat/v7"
+APICURIO_SECURE="${APICURIO_SECURE:-}"
+APICURIO_USER="${APICURIO_USER:-wasmstream}"
+TLS_DIR="$APICURIO_DATA_DIR/tls"
+REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+if [[ -n "$APICURIO_SECURE" ]]; then
+    URL="https://127.0.0.1:$APICURIO_PORT/apis/ccompat/v7"
+else
+    URL="http://127.0.0.1:$APICURIO_PORT/apis/ccompat/v7"
+fi
 
 log() { printf 'apicurio.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -57,6 +79,18 @@ find_java() {
 
 cmd_fetch() {
     [[ -f "$MARKER" ]] && return 0
+    # Two starts at once (the test command starts a plain and a secure
+    # registry) fetch once: the second waits on the lock for the first.
+    # The descriptor is closed before the JVM starts, which would hold it.
+    mkdir -p "$CACHE_ROOT"
+    exec 9>"$HOME_DIR.lock"
+    flock 9
+    if [[ ! -f "$MARKER" ]]; then fetch_locked; fi
+    flock -u 9
+    exec 9>&-
+}
+
+fetch_locked() {
     command -v mvn >/dev/null 2>&1 || die "mvn not found on PATH (it fetches Apicurio from Maven Central)"
     local artifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all"
     log "fetching $artifact"
@@ -82,23 +116,56 @@ running_pid() {
     printf '%s\n' "$pid"
 }
 
-answers() { curl -fsS --max-time 2 "$URL/subjects" >/dev/null 2>&1; }
+answers() {
+    if [[ -n "$APICURIO_SECURE" ]]; then
+        [[ -f "$TLS_DIR/ca.pem" && -f "$TLS_DIR/password" ]] || return 1
+        curl -fsS --max-time 2 --cacert "$TLS_DIR/ca.pem" -u "$APICURIO_USER:$(cat "$TLS_DIR/password")" "$URL/subjects" >/dev/null 2>&1
+    else
+        curl -fsS --max-time 2 "$URL/subjects" >/dev/null 2>&1
+    fi
+}
+
+# print_env prints what a test needs to reach the registry.
+print_env() {
+    if [[ -n "$APICURIO_SECURE" ]]; then
+        printf 'SCHEMA_REGISTRY_SECURE_URL=%s\nSCHEMA_REGISTRY_SECURE_CA_FILE=%s\nSCHEMA_REGISTRY_SECURE_USER=%s\nSCHEMA_REGISTRY_SECURE_PASSWORD_FILE=%s\n' \
+            "$URL" "$TLS_DIR/ca.pem" "$APICURIO_USER" "$TLS_DIR/password"
+    else
+        printf 'SCHEMA_REGISTRY_URL=%s\n' "$URL"
+    fi
+}
+
+# secure_opts makes the CA, the server's certificate and the password,
+# and prints the JVM options that serve https only with basic auth.
+secure_opts() {
+    command -v go >/dev/null 2>&1 || die "go not found on PATH (APICURIO_SECURE makes its certificates with tests/schemareg/testca)"
+    rm -rf "$TLS_DIR" && mkdir -p "$TLS_DIR"
+    (cd "$REPO_DIR" && go run ./tests/schemareg/testca -dir "$TLS_DIR" -hosts 127.0.0.1) >&2 || die "tests/schemareg/testca could not make the certificates"
+    (umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=\n' >"$TLS_DIR/password")
+    printf '%s\n' -Dquarkus.http.ssl-port="$APICURIO_PORT" -Dquarkus.http.insecure-requests=disabled \
+        -Dquarkus.http.ssl.certificate.files="$TLS_DIR/server.pem" \
+        -Dquarkus.http.ssl.certificate.key-files="$TLS_DIR/server-key.pem" \
+        -Dquarkus.http.auth.basic=true -Dquarkus.security.users.embedded.plain-text=true \
+        -Dquarkus.security.users.embedded.users."$APICURIO_USER"="$(cat "$TLS_DIR/password")"
+}
 
 cmd_start() {
     cmd_fetch
     if running_pid >/dev/null && answers; then
-        log "already running"; printf 'SCHEMA_REGISTRY_URL=%s\n' "$URL"; return 0
+        log "already running"; print_env; return 0
     fi
     local jhome; jhome="$(find_java)"
     mkdir -p "$APICURIO_DATA_DIR"
     if answers; then die "something else answers on 127.0.0.1:$APICURIO_PORT"; fi
-    log "starting Apicurio $APICURIO_VERSION with $jhome on 127.0.0.1:$APICURIO_PORT"
+    local extra=()
+    if [[ -n "$APICURIO_SECURE" ]]; then mapfile -t extra < <(secure_opts) && ((${#extra[@]})) || die "no TLS options"; fi
+    log "starting Apicurio $APICURIO_VERSION with $jhome on ${URL%/apis/*}"
     # setsid: the registry outlives this script (the test command stops
     # it); every descriptor goes to the log, so no caller's pipe is held.
     (cd "$HOME_DIR" && exec setsid "$jhome/bin/java" $APICURIO_HEAP_OPTS \
         -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$APICURIO_PORT" \
         -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$APICURIO_MANAGEMENT_PORT" \
-        -jar quarkus-run.jar) >"$LOG_FILE" 2>&1 </dev/null &
+        "${extra[@]}" -jar quarkus-run.jar) >"$LOG_FILE" 2>&1 </dev/null &
     echo $! >"$PID_FILE"
     local deadline=$(( $(date +%s) + APICURIO_START_TIMEOUT ))
     until answers; do
@@ -107,7 +174,7 @@ cmd_start() {
         sleep 0.5
     done
     log "ready"
-    printf 'SCHEMA_REGISTRY_URL=%s\n' "$URL"
+    print_env
 }
 
 cmd_stop() {
