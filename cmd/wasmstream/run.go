@@ -94,10 +94,8 @@ loop:
 			log.Error("stopping: a pipeline cannot go on", "err", err)
 			h.shutdown()
 			return 1
-		case <-tick.C:
-			for _, line := range st.lines() {
-				log.Info("status", line.attrs()...)
-			}
+		case now := <-tick.C:
+			st.log(log, st.lines(), now)
 		}
 	}
 	if !h.shutdown() {
@@ -115,6 +113,49 @@ type status struct {
 	r    *scheduler.Runner
 	last map[string]scheduler.Snapshot
 	at   time.Time
+	// logged is each pipeline's last line logged, and when: an idle
+	// pipeline's line is not repeated every status.interval (an idle
+	// pipeline and its retry tier made two lines every 10 s), only every
+	// idleStatusEvery.
+	logged map[string]loggedLine
+}
+
+type loggedLine struct {
+	l  statusLine
+	at time.Time
+}
+
+// idleStatusEvery is how often an idle pipeline's unchanged line is
+// logged again: the log still shows the host alive.
+const idleStatusEvery = 10 * time.Minute
+
+// log logs each line, except a pipeline's that says what its last one
+// said while it is idle (within idleStatusEvery of it).
+func (s *status) log(log *slog.Logger, lines []statusLine, now time.Time) {
+	if s.logged == nil {
+		s.logged = map[string]loggedLine{}
+	}
+	for _, l := range lines {
+		if prev, ok := s.logged[l.Name]; ok && l.idle() && prev.l.idle() && sameCounts(prev.l, l) && now.Sub(prev.at) < idleStatusEvery {
+			continue
+		}
+		s.logged[l.Name] = loggedLine{l, now}
+		log.Info("status", l.attrs()...)
+	}
+}
+
+// idle: nothing in flight, moving or wrong.
+func (l statusLine) idle() bool {
+	return l.rate == 0 && l.InFlight == 0 && l.Queued == 0 && l.brokerErrs == "" && len(l.Stalled) == 0
+}
+
+// sameCounts: b says what a said (the counters and gauges a line shows).
+func sameCounts(a, b statusLine) bool {
+	x, y := a.Snapshot, b.Snapshot
+	return x.Done == y.Done && x.Lag == y.Lag && x.Dropped == y.Dropped && x.Retried == y.Retried && x.DeadLetter == y.DeadLetter &&
+		x.Faults == y.Faults && x.Tasks == y.Tasks && x.Instances == y.Instances && x.Busy == y.Busy && x.Paused == y.Paused &&
+		x.Skipped == y.Skipped && x.TxnCommitted == y.TxnCommitted && x.TxnAborted == y.TxnAborted && x.TargetInstances == y.TargetInstances &&
+		x.AsyncLimit == y.AsyncLimit && x.Released == y.Released && x.Borrowed == y.Borrowed
 }
 
 type statusLine struct {
