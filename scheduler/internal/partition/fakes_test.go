@@ -34,51 +34,163 @@ import (
 // called from the worker goroutines, concurrently for different instances.
 type guestFunc func(rec *abi.Record) host.Result
 
-// fakeInstance is an Instance whose guest is a Go function: synchronous
-// (nothing ever pends), its batch runs record by record as a module
-// without the batch entry does (host.Instance.processEach), honouring the
-// run's gate and StopBatchAfterFailure.
+// fakeInstance is an Instance whose guest is a Go function; its batch
+// runs record by record as a module without the batch entry does
+// (host.Instance.processEach), honouring the run's gate and
+// StopBatchAfterFailure. A call whose guest returns abi.StatusPending
+// waits, as on asynchronous operations, until the test completes it
+// (pendHub.complete): Poll then delivers its result.
 type fakeInstance struct {
 	id        uint64
 	guest     guestFunc
+	hub       *pendHub
 	dead      bool
 	closed    atomic.Bool
 	start     time.Time
 	end       time.Time
 	take      func(int) bool
 	stopAfter bool
+
+	mu      sync.Mutex // waiting and done: the test completes calls from its goroutine
+	waiting int
+	done    []host.Done
+	ready   chan struct{}
 }
 
 var fakeIDs atomic.Uint64
 
-func newFakeInstance(g guestFunc) *fakeInstance {
-	return &fakeInstance{id: fakeIDs.Add(1), guest: g}
+func newFakeInstance(g guestFunc, hub *pendHub) *fakeInstance {
+	return &fakeInstance{id: fakeIDs.Add(1), guest: g, hub: hub, ready: make(chan struct{}, 1)}
 }
 
-func (f *fakeInstance) ID() uint64                                  { return f.id }
-func (f *fakeInstance) Dead() bool                                  { return f.dead }
-func (f *fakeInstance) MemoryPages() uint32                         { return 1 }
-func (f *fakeInstance) Pending() int                                { return 0 }
-func (f *fakeInstance) AsyncInFlight() int                          { return 0 }
-func (f *fakeInstance) Ready() <-chan struct{}                      { return nil }
-func (f *fakeInstance) NextDeadline() time.Time                     { return time.Time{} }
-func (f *fakeInstance) CallTimes() (time.Duration, time.Duration)   { return 0, 0 }
-func (f *fakeInstance) LastCall() (time.Time, time.Time)            { return f.start, f.end }
-func (f *fakeInstance) LimitBatchInFlight(int)                      {}
-func (f *fakeInstance) StopBatchAfterFailure(on bool)               { f.stopAfter = on }
-func (f *fakeInstance) GateBatch(take func(int) bool)               { f.take = take }
-func (f *fakeInstance) Poll(context.Context, time.Time) []host.Done { return nil }
-func (f *fakeInstance) KeepSlot()                                   {}
-func (f *fakeInstance) Yield()                                      {}
-func (f *fakeInstance) Close(context.Context)                       { f.closed.Store(true) }
+func (f *fakeInstance) ID() uint64              { return f.id }
+func (f *fakeInstance) Dead() bool              { return f.dead }
+func (f *fakeInstance) MemoryPages() uint32     { return 1 }
+func (f *fakeInstance) Ready() <-chan struct{}  { return f.ready }
+func (f *fakeInstance) NextDeadline() time.Time { return time.Time{} }
 
-func (f *fakeInstance) Process(ctx context.Context, rec *abi.Record, _ any) host.Result {
+func (f *fakeInstance) Pending() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiting + len(f.done)
+}
+
+func (f *fakeInstance) AsyncInFlight() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiting
+}
+
+func (f *fakeInstance) Poll(context.Context, time.Time) []host.Done {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.done
+	f.done = nil
+	return d
+}
+
+// pendHub is where a test finds the calls that wait, by name (the
+// record's value, or "r<offset>" for a plain record), to complete them.
+type pendHub struct {
+	mu    sync.Mutex
+	calls map[string]pendCall
+}
+
+type pendCall struct {
+	f   *fakeInstance
+	tag any
+}
+
+func (h *pendHub) add(name string, f *fakeInstance, tag any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls == nil {
+		h.calls = map[string]pendCall{}
+	}
+	h.calls[name] = pendCall{f, tag}
+}
+
+// waiting reports whether the call named name waits.
+func (h *pendHub) waiting(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.calls[name]
+	return ok
+}
+
+// complete ends the waiting call named name with res, and wakes its
+// instance's worker.
+func (h *pendHub) complete(tb testing.TB, name string, res host.Result) {
+	h.mu.Lock()
+	c, ok := h.calls[name]
+	delete(h.calls, name)
+	h.mu.Unlock()
+	if !ok {
+		tb.Fatalf("no call %q waits", name)
+	}
+	c.f.mu.Lock()
+	c.f.waiting--
+	c.f.done = append(c.f.done, host.Done{Tag: c.tag, Result: res})
+	c.f.mu.Unlock()
+	select {
+	case c.f.ready <- struct{}{}:
+	default:
+	}
+}
+
+// cancel completes every call of f still waiting as canceled.
+func (h *pendHub) cancel(f *fakeInstance) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, c := range h.calls {
+		if c.f != f {
+			continue
+		}
+		delete(h.calls, name)
+		f.mu.Lock()
+		f.waiting--
+		f.done = append(f.done, host.Done{Tag: c.tag, Result: host.Result{Status: abi.StatusFail, Err: &host.Fault{Kind: host.FaultCanceled, Msg: "closed"}}})
+		f.mu.Unlock()
+	}
+}
+
+// callName is what a fake guest's call is named: a record's value, or
+// "r<offset>" for the records recs makes (value "v").
+func callName(rec *abi.Record) string {
+	if string(rec.Value) == "v" {
+		return fmt.Sprintf("r%d", rec.Offset)
+	}
+	return string(rec.Value)
+}
+func (f *fakeInstance) CallTimes() (time.Duration, time.Duration) { return 0, 0 }
+func (f *fakeInstance) LastCall() (time.Time, time.Time)          { return f.start, f.end }
+func (f *fakeInstance) LimitBatchInFlight(int)                    {}
+func (f *fakeInstance) StopBatchAfterFailure(on bool)             { f.stopAfter = on }
+func (f *fakeInstance) GateBatch(take func(int) bool)             { f.take = take }
+func (f *fakeInstance) KeepSlot()                                 {}
+func (f *fakeInstance) Yield()                                    {}
+
+// Close ends the calls still waiting as canceled, as host.Instance.Close
+// does: the worker's next Poll delivers them.
+func (f *fakeInstance) Close(context.Context) {
+	f.closed.Store(true)
+	f.hub.cancel(f)
+}
+
+func (f *fakeInstance) Process(ctx context.Context, rec *abi.Record, tag any) host.Result {
 	f.start = time.Now()
 	defer func() { f.end = time.Now() }()
 	if ctx.Err() != nil {
 		return host.Result{Status: abi.StatusFail, Err: &host.Fault{Kind: host.FaultCanceled, Msg: "canceled"}}
 	}
-	return f.guest(rec)
+	res := f.guest(rec)
+	if res.Status == abi.StatusPending {
+		f.mu.Lock()
+		f.waiting++
+		f.mu.Unlock()
+		f.hub.add(callName(rec), f, tag)
+	}
+	return res
 }
 
 func (f *fakeInstance) ProcessState(ctx context.Context, rec *abi.Record, tag any, _ host.State) host.Result {
@@ -251,6 +363,7 @@ type engine struct {
 	sink   *recordingSink
 	ledger *fakeLedger
 	pauser *fakePauser
+	pend   *pendHub
 	insts  atomic.Int32 // instances made
 }
 
@@ -291,7 +404,7 @@ func newEngine(tb testing.TB, o engineOpts) *engine {
 	pc := &config.Pipeline{Name: "fake", Ordering: o.ordering, MaxInFlight: o.maxInFlight, MaxInFlightBytes: 1 << 40, BatchRecords: o.batch,
 		Output: "out", DeadLetterTopic: "dlq",
 		Instances: config.Instances{Min: o.min, Max: o.max, IdleTimeout: o.idleTimeout, GrowAfter: o.growAfter}}
-	e := &engine{sink: &recordingSink{autoAck: o.autoAck}, pauser: &fakePauser{}}
+	e := &engine{sink: &recordingSink{autoAck: o.autoAck}, pauser: &fakePauser{}, pend: &pendHub{}}
 	e.ledger = &fakeLedger{ordered: o.ordering == config.OrderPartition, byOffset: o.byOffset, sk: e.sink}
 	var bg background.Group
 	flow := NewFlowSignals()
@@ -301,7 +414,7 @@ func newEngine(tb testing.TB, o engineOpts) *engine {
 		Sink:      e.sink, Ledger: e.ledger, Pauser: e.pauser,
 		NewInstance: func(context.Context, *version.Version) (Instance, error) {
 			e.insts.Add(1)
-			return newFakeInstance(g), nil
+			return newFakeInstance(g, e.pend), nil
 		}}
 	e.d.Mods.Ver.Store(&version.Version{M: &host.Module{}})
 	sc := make(chan struct{})

@@ -230,6 +230,19 @@ func TestWorkFailsAndDrops(t *testing.T) {
 			t.Fatalf("%d deliveries of refused work", n)
 		}
 	})
+	t.Run("aborted while waiting", func(t *testing.T) {
+		t.Parallel()
+		g := func(*abi.Record) host.Result { return host.Result{Status: abi.StatusPending} }
+		e := newEngine(t, engineOpts{ordering: config.OrderKey, min: 1, max: 1, guest: g})
+		w := newTimerWork("a")
+		e.t.PlaceWork(&w.Work, false)
+		waitFor(t, "the work's call waiting", func() bool { return e.pend.waiting("timer") })
+		e.t.Stop()
+		e.t.Abort() // its instance closes: the call ends canceled
+		if err := <-w.done; !errors.Is(err, ErrWorkDropped) {
+			t.Fatalf("work waiting at abort done with %v, want ErrWorkDropped", err)
+		}
+	})
 	t.Run("stopped", func(t *testing.T) {
 		t.Parallel()
 		e := newEngine(t, engineOpts{ordering: config.OrderKey, noStart: true})
@@ -292,6 +305,79 @@ func TestReleaserInsertBefore(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("delivered %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Work whose call waits on asynchronous operations keeps its place: under
+// ordering key its lane stays held until the completion decides it (the
+// key's records wait); under ordering partition the partition's next
+// records run meanwhile (pipelining) and their outputs wait behind the
+// work's in the release order. Either way the sink gets the work's outputs
+// first, and Done is told once they are durable.
+func TestWorkWaitsOnOperations(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ordering     string
+		byOffset     bool
+		whileWaiting []string // the calls made before the work's completion
+	}{
+		{config.OrderKey, false, []string{"timer"}},
+		{config.OrderKey, true, []string{"timer"}},
+		{config.OrderPartition, false, []string{"timer", "r0", "r1"}},
+		{config.OrderPartition, true, []string{"timer", "r0", "r1"}},
+	} {
+		t.Run(fmt.Sprintf("%s/byOffset%v", tc.ordering, tc.byOffset), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var calls []string
+			g := func(rec *abi.Record) host.Result {
+				mu.Lock()
+				calls = append(calls, callName(rec))
+				mu.Unlock()
+				if string(rec.Value) == "timer" {
+					return host.Result{Status: abi.StatusPending}
+				}
+				return host.Result{Status: abi.StatusOK, Outputs: []abi.Output{{Value: []byte("out-" + callName(rec))}}}
+			}
+			log := func() []string {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Clone(calls)
+			}
+			e := newEngine(t, engineOpts{ordering: tc.ordering, min: 1, max: 1, guest: g, autoAck: true, byOffset: tc.byOffset})
+			w := newTimerWork("a")
+			e.t.PlaceWork(&w.Work, false)
+			waitFor(t, "the work's call waiting", func() bool { return e.pend.waiting("timer") })
+			e.t.Enqueue(recs(0, "a", "a"))
+			if len(tc.whileWaiting) > 1 {
+				waitFor(t, "the records' calls", func() bool { return len(log()) == len(tc.whileWaiting) })
+			} else {
+				e.t.mu.Lock()
+				u, _ := e.t.pickLocked()
+				e.t.mu.Unlock()
+				if !u.none() {
+					t.Fatalf("offset %d runnable while the work of its key waits", u.r.Offset)
+				}
+			}
+			if got := log(); !slices.Equal(got, tc.whileWaiting) {
+				t.Fatalf("calls %v while the work waits, want %v", got, tc.whileWaiting)
+			}
+			if n := len(e.sink.deliveries()); n != 0 {
+				t.Fatalf("%d outcomes delivered while the work before them waits", n)
+			}
+			e.pend.complete(t, "timer", host.Result{Status: abi.StatusOK, Outputs: []abi.Output{{Value: []byte("out-timer")}}})
+			if err := <-w.done; err != nil {
+				t.Fatalf("work done with %v", err)
+			}
+			waitFor(t, "the records done", func() bool { return len(e.ledger.doneOffsets()) == 2 })
+			var got []int64
+			for _, d := range e.sink.deliveries() {
+				got = append(got, d.offset)
+			}
+			if want := []int64{-1, 0, 1}; !slices.Equal(got, want) {
+				t.Fatalf("delivered %v, want %v", got, want)
 			}
 		})
 	}

@@ -59,16 +59,23 @@ func TestNewJobOneAllocation(t *testing.T) {
 	w := &worker{t: &Task{d: &Deps{Role: Primary{}}}}
 	r := &kgo.Record{Topic: "in", Partition: 3, Offset: 42, Timestamp: time.UnixMilli(1700000000000), Value: []byte("v")}
 	w.newJob(r, nil) // the first slab
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	for range jobSlab * 4 {
-		w.newJob(r, nil)
+	// The fewest of three measures: the runtime (the race detector's, the
+	// collector's) allocates now and then beside the jobs.
+	n, b := uint64(1<<63), uint64(1<<63)
+	for range 3 {
+		var m0, m1 runtime.MemStats
+		w.jobs = nil // each measure starts a slab
+		runtime.ReadMemStats(&m0)
+		for range jobSlab * 4 {
+			w.newJob(r, nil)
+		}
+		runtime.ReadMemStats(&m1)
+		n, b = min(n, m1.Mallocs-m0.Mallocs), min(b, m1.TotalAlloc-m0.TotalAlloc)
 	}
-	runtime.ReadMemStats(&m1)
-	if n := m1.Mallocs - m0.Mallocs; n != 4 {
+	if n != 4 {
 		t.Fatalf("newJob: %d allocations for %d jobs, want 4 (a slab of %d)", n, jobSlab*4, jobSlab)
 	}
-	if b := m1.TotalAlloc - m0.TotalAlloc; b > 4*jobSlab*320 {
+	if b > 4*jobSlab*320 {
 		t.Fatalf("newJob: %d bytes for %d jobs, want at most 320 a job (TestJobSize)", b, jobSlab*4)
 	}
 	seen := map[*job]bool{}
