@@ -4,10 +4,10 @@
 # and the loop to run while working:
 #   make check  gofmt, vet and every Go unit test that needs no JVM (minutes)
 GO ?= go
-PLUGINS := uppercase filter enrich hash lookup count count-async dedup
+PLUGINS := uppercase filter enrich hash lookup count count-async dedup avro-serde
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
-RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup rust-count rust-dedup
+RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup rust-count rust-dedup rust-avro-serde
 RUST_CRATES := abi/sdk/rust/wasmstream $(addprefix plugins/examples/,$(RUST_EXAMPLES))
 # The Rust toolchain and WASI target, as abi/sdk/rust/wasm-target.sh finds
 # them: rustup's with wasm32-wasip1 (rustup target add wasm32-wasip1), else
