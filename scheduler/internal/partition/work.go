@@ -34,6 +34,13 @@ import (
 // goes to Done. Its outputs leave through the sink like a record's, in the
 // partition's release order where one is kept: under exactly_once in the
 // open transaction, before the outputs of its lane's next record.
+//
+// Not yet done, for timer firings whose outputs must share the
+// transaction of the record that triggered them: that record's place would
+// be held (a count of its firings not yet settled, in its jobRare, which
+// releaser.settleRun checks at the head) and the firing placed right after
+// it, so that both leave in one delivery, inside one hold of the
+// transaction's gate. Today a cut may fall between them.
 type Work struct {
 	Key []byte
 	// Call makes the work's call into in, on the worker's goroutine; tag
