@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -149,5 +151,71 @@ func TestRedriveIdentityRealKafka(t *testing.T) {
 		if want := fmt.Sprintf(`{"partition":%d}`, r.Partition); string(r.Value) != want {
 			t.Errorf("copy %s is on partition %d", r.Value, r.Partition)
 		}
+	}
+}
+
+// TestRedriveByVersionRealKafka: on the real broker, a host running the
+// enrich example as version v7-real (version_source: config, module_label)
+// dead-letters a poison record with that version's label and digest in its
+// headers; `dlq list --version` and `dlq redrive --version` select it by
+// either, and another version selects nothing.
+func TestRedriveByVersionRealKafka(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	n := names(t)
+	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
+	kafkatest.CreateTopic(t, brokers, 1, in, out, dlq)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`kafka:
+  brokers: [%q]
+  group: %s
+  commit_interval: 200ms
+  session_timeout: 10s
+pipelines:
+  - name: p
+    module: %s
+    version_source: config
+    module_label: v7-real
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    retry: {max_attempts: 1}
+    limits: {record_timeout: 10s, memory_pages: 256}
+shutdown: {drain_timeout: 5s}
+metrics: {listen: ""}
+admin: {listen: "127.0.0.1:0", store_dir: %s, registry: false}
+`, strings.Join(brokers, ","), n, modules["enrich"], in, out, dlq, filepath.Join(dir, "store"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcEnv(t, []string{"WASMSTREAM_ADMIN_TOKEN=9b1e4c7a2f08d35e6c41b9a7f2e05d83c6a1f49e27b0d5c8a3e6f1b94d07c2a5"}, "run", "--config", cfg)
+	defer p.stop(t, 30*time.Second)
+	cl := kafkatest.Client(t, brokers)
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: in, Key: []byte("poison"), Value: []byte(`{"n":1,"user":"ada","text":"x","fault":"fail"}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rd := kafkatest.NewReader(t, brokers, dlq)
+	rd.ReadUntil(t, 2*time.Minute, "the poison record's dead letter", func(rs []*kgo.Record) bool { return len(rs) >= 1 })
+	digest := strings.TrimPrefix(kafkatest.Header(rd.Recs[0], failhdr.ModuleDigest), "sha256:")
+	if l := kafkatest.Header(rd.Recs[0], failhdr.ModuleLabel); l != "v7-real" || len(digest) < 12 {
+		t.Fatalf("the dead letter's version: digest %q, label %q; want v7-real", digest, l)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		b, err := exec.Command(binary, append(args, "--config", cfg)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("wasmstream %v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	for _, v := range []string{"v7-real", digest[:12]} {
+		if s := cli("dlq", "list", "--version", v); !strings.Contains(s, "1 of 1 dead-lettered records in "+dlq+" match") || !strings.Contains(s, "version="+digest[:12]+" (v7-real)  key=\"poison\"") {
+			t.Errorf("dlq list --version %s:\n%s", v, s)
+		}
+	}
+	if s := cli("dlq", "list", "--version", "v8-other"); !strings.Contains(s, "0 of 1 dead-lettered records in "+dlq+" match") {
+		t.Errorf("dlq list --version v8-other:\n%s", s)
+	}
+	if s := cli("dlq", "redrive", "--version", "v7-real", "--dry-run"); !strings.Contains(s, "1 records would be redriven") {
+		t.Errorf("dlq redrive --version v7-real --dry-run:\n%s", s)
 	}
 }
