@@ -98,7 +98,7 @@ func (d *demoCmd) parse(args []string) int {
 	fs.IntVar(&d.portBase, "port-base", 0, "listen on this port and the two after it, for metrics.listen, admin.listen and the demo user directory, in place of the config's (9464, 9465) and 18089 (0: those)")
 	fs.Var(&d.schemas, "schema", schemaFlagUsage+"; --input's lines, JSON, are framed with <topic>-value for the topics a pipeline decodes (input_format)")
 	fs.Usage = func() {
-		fmt.Fprintf(d.stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE [--schema SUBJECT=FILE]...] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered. When --duration ends the input, records\nalready in a retry tier are given up to 20s to finish their path.\n\nSchema-registry data: for a pipeline whose input_format.value is confluent,\neach --input line is JSON, framed with the subject <topic>-value as a\nproducer's serializer would; --schema SUBJECT=FILE serves schema files from a\nregistry in this process in place of schema_registry.url, and outputs framed\nby output_format are printed as their JSON read back:\n\n  wasmstream demo --config config.yaml --input orders.jsonl \\\n    --schema orders-value=order.avsc --schema totals-value=total.avsc\n\nFlags:\n")
+		fmt.Fprintf(d.stderr, "Usage: wasmstream demo [--config config.yaml] [--input FILE [--schema SUBJECT=FILE]...] [--duration 30s] [--rate 2]\n\nStarts an embedded Kafka broker and the demo user directory (an HTTP service\nthe lookup pipeline calls), runs the config's pipelines, feeds their input\ntopics with demo records (or the lines of --input) and prints what comes out,\nwith a status line every few seconds that counts the records dropped (done\nwithout an output) and dead-lettered. When --duration ends the input, records\nalready in a retry tier are given up to 20s to finish their path. With --input,\nthe demo stops once every pipeline has done every line (and its retries).\n\nSchema-registry data: for a pipeline whose input_format.value is confluent,\neach --input line is JSON, framed with the subject <topic>-value as a\nproducer's serializer would; --schema SUBJECT=FILE serves schema files from a\nregistry in this process in place of schema_registry.url, and outputs framed\nby output_format are printed as their JSON read back:\n\n  wasmstream demo --config config.yaml --input orders.jsonl \\\n    --schema orders-value=order.avsc --schema totals-value=total.avsc\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -183,6 +183,10 @@ func (d *demoCmd) run(h *hostProc) int {
 		ctx, cancel = context.WithTimeout(ctx, d.duration)
 		defer cancel()
 	}
+	// --input ends the demo too, once every pipeline has done every
+	// record of it (watchDrained).
+	ctx, endInput := context.WithCancel(ctx)
+	defer endInput()
 	tailCtx, stopTail := context.WithCancel(hostCtx)
 	defer stopTail()
 	brokers := r.Brokers()
@@ -195,17 +199,32 @@ func (d *demoCmd) run(h *hostProc) int {
 	}
 	d.cl = cl
 	var wg sync.WaitGroup
-	wg.Add(2)
+	seeded := make(chan struct{})
+	drained := make(chan struct{})
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		d.seed(ctx)
+		close(seeded)
 	}()
 	go func() {
 		defer wg.Done()
 		d.tail(tailCtx)
 	}()
+	go func() {
+		defer wg.Done()
+		if d.input != "" && d.watchDrained(ctx, r, cfg, seeded) {
+			close(drained)
+			endInput()
+		}
+	}()
 	d.printStatus(ctx, r)
-	if hostCtx.Err() == nil {
+	select {
+	case <-drained:
+		d.say("── %s: every record done by every pipeline; stopping (--input drained)\n", termsafe.Line(d.input))
+	default:
+	}
+	if hostCtx.Err() == nil && !isClosed(drained) {
 		if n := d.seen.drain(hostCtx, drainQuiet, drainMax); n > 0 {
 			d.say("── waited %s for records in retry tiers to finish their path\n", n.Round(100*time.Millisecond))
 		}
@@ -218,6 +237,84 @@ func (d *demoCmd) run(h *hostProc) int {
 	h.shutdown()
 	d.printCounts(r)
 	return 0
+}
+
+// watchDrained waits, once seed has produced --input (seeded), until
+// every pipeline has done every record of it and of its retry tiers (its
+// Done count is its inputs' records plus the records it sent to a retry
+// tier, each done once more there), then until the tail has printed what
+// they wrote (nothing tailed for tailQuiet, at most tailMax: their
+// outcomes are durable, so the tail reads them within milliseconds); it
+// reports whether that happened before ctx ended.
+func (d *demoCmd) watchDrained(ctx context.Context, r *scheduler.Runner, cfg *config.Config, seeded <-chan struct{}) bool {
+	select {
+	case <-seeded:
+	case <-ctx.Done():
+		return false
+	}
+	if ctx.Err() != nil {
+		return false // seed stopped early
+	}
+	want := map[string]int64{}
+	for _, p := range cfg.Pipelines {
+		want[p.Name] = int64(len(d.lines) * len(p.Inputs))
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		if demoDrained(r.Snapshots(), want) {
+			break
+		}
+	}
+	for start := time.Now(); time.Since(start) < tailMax && !d.seen.quietFor(tailQuiet); {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// demoDrained reports whether each pipeline has done want[name] records
+// and every record sent to one of its retry tiers, with none in flight. A
+// pipeline's retry tiers have a snapshot of their own, <name>.retry: a
+// record sent to a tier is done once where it failed and once more where
+// it is retried, so the pipeline and its tiers together have done want
+// plus the records they retried.
+func demoDrained(snaps []scheduler.Snapshot, want map[string]int64) bool {
+	done, retried := map[string]int64{}, map[string]int64{}
+	for _, s := range snaps {
+		if s.InFlight > 0 {
+			return false
+		}
+		name := s.Name
+		if _, ok := want[name]; !ok {
+			name = strings.TrimSuffix(name, ".retry")
+		}
+		done[name] += s.Done
+		retried[name] += s.Retried
+	}
+	for name, n := range want {
+		if done[name] < n+retried[name] {
+			return false
+		}
+	}
+	return true
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // say prints one line on stdout, whole among the goroutines'.
@@ -367,6 +464,14 @@ const (
 	drainMax   = 20 * time.Second
 )
 
+// How long the demo waits, once --input is drained, for the tail to print
+// the records written: until nothing was tailed for tailQuiet, at most
+// tailMax.
+const (
+	tailQuiet = 300 * time.Millisecond
+	tailMax   = 3 * time.Second
+)
+
 // demoActivity is what the demo's tail has seen: when the last record came
 // out and when the latest retry it saw is due. The tail goroutine writes it;
 // the demo's main goroutine reads it while draining.
@@ -387,6 +492,13 @@ func (a *demoActivity) record(rec *kgo.Record) {
 			}
 		}
 	}
+}
+
+// quietFor reports whether nothing was tailed for d.
+func (a *demoActivity) quietFor(d time.Duration) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return time.Since(a.last) >= d
 }
 
 // drain waits, when a retry was seen, until the latest one is due and nothing
