@@ -51,6 +51,15 @@ processor on your own records"):
   {"key": "k", "value": "hello", "headers": {"h": "v"}, "attempt": 1,
    "expect": {"outcome": "ok", "outputs": [{"key": "k", "value": "HELLO"}]}}
 
+A field left out of a record takes its default: key and value null, no
+headers, "offset" the record's index in the file (0, 1, ...), "partition"
+0, "timestamp" 0, "attempt" 1, "topic" the pipeline's first input. In an
+expected output, a left-out "key" or "value" means null (checked), a
+left-out "headers" means not checked, and a left-out "topic" the
+pipeline's output; a left-out "outputs" is not checked ([] means none).
+An expected JSON object or array that differs is shown field by field
+("output 0 value.ID: got 3, want 4").
+
 Schema-registry data (docs/SCHEMA-REGISTRY.md): where the pipeline's
 input_format is confluent, a record's value (key) is JSON, framed as a
 producer's serializer would with the subject of its topic (<topic>-value),

@@ -135,6 +135,21 @@ func (j jsonBytes) matches(got []byte) bool {
 	return reflect.DeepEqual(a, b)
 }
 
+// differs is how got differs from the expected field, named name: none
+// when it matches; a line for each differing field when both are JSON
+// objects or arrays (fieldDiff), else the two whole.
+func (j jsonBytes) differs(name string, got []byte) []string {
+	if j.matches(got) {
+		return nil
+	}
+	if j.json && got != nil {
+		if d := fieldDiff(name, got, j.b); len(d) > 0 {
+			return d
+		}
+	}
+	return []string{fmt.Sprintf("%s: got %s, want %s", name, quoteBytes(got), j)}
+}
+
 // MaxCaseLine bounds one line of a vectors file (16 MiB).
 const MaxCaseLine = 16 << 20
 
@@ -538,12 +553,8 @@ func (e *Expect) Check(d Decision) []string {
 		if g.Topic != w.Topic {
 			diff = append(diff, fmt.Sprintf("%stopic: got %s, want %s", p, topicName(g.Topic), topicName(w.Topic)))
 		}
-		if !w.Key.matches(g.Key) {
-			diff = append(diff, fmt.Sprintf("%skey: got %s, want %s", p, quoteBytes(g.Key), w.Key))
-		}
-		if !w.Value.matches(g.Value) {
-			diff = append(diff, fmt.Sprintf("%svalue: got %s, want %s", p, quoteBytes(g.Value), w.Value))
-		}
+		diff = append(diff, w.Key.differs(p+"key", g.Key)...)
+		diff = append(diff, w.Value.differs(p+"value", g.Value)...)
 		if w.HasHeaders && !sameHeaders(g.Headers, w.Headers) {
 			diff = append(diff, fmt.Sprintf("%sheaders: got %s, want %s", p, HeadersString(g.Headers), HeadersString(w.Headers)))
 		}
