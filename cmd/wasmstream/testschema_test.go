@@ -64,7 +64,7 @@ pipelines:
 		"(value framed: schema id 1, ", // the guest read the JSON above
 		`→ output 0 to shouted (the pipeline's output): key "k" value "{\"NAME\":\"ADA\",\"ID\":1,\"TAGS\":[\"X\"]}" (value framed: schema id 2, `,
 		`value "{\"name\":\"bob\",\"id\":2,\"tags\":[]}"`, // the default, as the host decodes it
-		"output 0 value.ID: got 3, want 4", // the field that differs, not the two documents
+		"output 0 value.ID: got 3, want 4",                // the field that differs, not the two documents
 		"fail (schema.bad_frame, in the host):",
 		"4 record(s): 3 ok, 0 dropped, 0 retry, 1 fail; expectations: 3 passed, 1 failed",
 	} {
