@@ -68,6 +68,7 @@ rust-plugins:
 # target directory for all of them: the SDK is compiled once, not per crate.
 rust-test:
 	for c in $(RUST_CRATES); do (cd $$c && CARGO_TARGET_DIR=$(CURDIR)/.cache/rust-test $(CARGO) test --quiet) || exit 1; done
+	cd abi/sdk/rust/wasmstream && CARGO_TARGET_DIR=$(CURDIR)/.cache/rust-test $(CARGO) test --quiet --features avro
 
 # Redpanda Data Transforms built from Redpanda's published SDKs, unmodified
 # (tests/redpanda; docs/REDPANDA-TRANSFORMS.md): the Go SDK v1.1.0 with the

@@ -44,11 +44,14 @@ impl<'a> Decoder<'a> {
         Decoder { b, off: 0, what }
     }
     fn fail<T>(&self, msg: String) -> R<T> {
-        Err(DecodeError {
+        Err(self.error(msg))
+    }
+    pub(crate) fn error(&self, msg: String) -> DecodeError {
+        DecodeError {
             what: self.what,
             at: self.off,
             msg,
-        })
+        }
     }
     #[cold]
     #[inline(never)]

@@ -470,6 +470,117 @@ pub fn set_state_enabled(on: bool) {
     sim::set_enabled(on)
 }
 
+/// The in-memory schema registry of the host side (thread-local, as the
+/// state): schemas by id (id i at i-1), and each subject's ids by version
+/// (version 1 first).
+#[derive(Default)]
+struct TestSchemas {
+    by_id: Vec<crate::Schema>,
+    subjects: std::collections::HashMap<String, Vec<i32>>,
+}
+
+thread_local! {
+    static TEST_SCHEMAS: std::cell::RefCell<TestSchemas> = std::cell::RefCell::new(TestSchemas::default());
+}
+
+/// Adds `s` to `subject` of the host side's schema registry (this
+/// thread's) as its next version, as a registration would, and returns its
+/// id and version: a schema of the same type and text keeps the id it has
+/// under any subject, and one the subject holds already keeps its version.
+/// On the host side the schema operations ([`crate::schema_by_id`],
+/// [`crate::schema_by_subject`], [`crate::register_schema`]) read it: there
+/// is no pipeline config there, so every operation is granted.
+pub fn add_test_schema(subject: &str, s: &crate::Schema) -> (i32, i32) {
+    TEST_SCHEMAS.with(|t| {
+        let mut t = t.borrow_mut();
+        let id = match t
+            .by_id
+            .iter()
+            .position(|o| o.schema_type == s.schema_type && o.schema == s.schema)
+        {
+            Some(i) => i as i32 + 1,
+            None => {
+                t.by_id.push(s.clone());
+                t.by_id.len() as i32
+            }
+        };
+        let versions = t.subjects.entry(subject.to_string()).or_default();
+        if let Some(i) = versions.iter().position(|&v| v == id) {
+            return (id, i as i32 + 1);
+        }
+        versions.push(id);
+        (id, versions.len() as i32)
+    })
+}
+
+/// Empties the host side's schema registry (this thread's).
+pub fn reset_test_schemas() {
+    TEST_SCHEMAS.with(|t| *t.borrow_mut() = TestSchemas::default())
+}
+
+/// Answers a schema operation at async_start from the test registry: its
+/// result, or the errno async_start would.
+fn start_schema_op(kind: i32, req: &[u8]) -> Result<Vec<u8>, i32> {
+    let not_found = |what: String| {
+        OpResult::refused(&format!(
+            "schema registry: {}: not found (the test registry: add_test_schema)",
+            what
+        ))
+        .0
+    };
+    let mut out = vec![codec::COMPLETION_OK];
+    let mut d = Decoder::new(req, "schema request");
+    match kind {
+        crate::OP_SCHEMA_BY_ID => {
+            let id = d.u32().map_err(|_| -3)? as i32;
+            d.finish().map_err(|_| -3)?;
+            TEST_SCHEMAS.with(|t| {
+                let t = t.borrow();
+                match t.by_id.get((id as usize).wrapping_sub(1)) {
+                    Some(s) if id >= 1 => {
+                        crate::schema::append_schema(&mut out, s);
+                        Ok(out)
+                    }
+                    _ => Ok(not_found(format!("schema id {}", id))),
+                }
+            })
+        }
+        crate::OP_SCHEMA_BY_SUBJECT => {
+            let subject = d.str().map_err(|_| -3)?.to_string();
+            let mut version = d.u32().map_err(|_| -3)? as i32;
+            d.finish().map_err(|_| -3)?;
+            TEST_SCHEMAS.with(|t| {
+                let t = t.borrow();
+                let versions = t.subjects.get(&subject).map_or(&[][..], |v| &v[..]);
+                if version == crate::SCHEMA_LATEST {
+                    version = versions.len() as i32;
+                }
+                if version < 1 || version as usize > versions.len() {
+                    return Ok(not_found(format!(
+                        "subject {:?} version {}",
+                        subject, version
+                    )));
+                }
+                let id = versions[version as usize - 1];
+                let ss = crate::SubjectSchema {
+                    id,
+                    version,
+                    schema: t.by_id[id as usize - 1].clone(),
+                };
+                crate::schema::append_subject_schema(&mut out, &ss);
+                Ok(out)
+            })
+        }
+        _ => {
+            let subject = d.str().map_err(|_| -3)?.to_string();
+            let s = crate::schema::decode_schema(&d.b[d.off..]).map_err(|_| -3)?;
+            let (id, version) = add_test_schema(&subject, &s);
+            crate::schema::append_registered(&mut out, id, version);
+            Ok(out)
+        }
+    }
+}
+
 /// The simulated host functions (thread-local: tests run in parallel).
 pub(crate) mod sim {
     use super::*;
@@ -912,6 +1023,12 @@ pub(crate) mod sim {
                     None
                 }
                 crate::OP_STATE_GET | crate::OP_STATE_SCAN => match start_state_op(kind, req) {
+                    Ok(r) => Some(r),
+                    Err(e) => return e,
+                },
+                crate::OP_SCHEMA_BY_ID
+                | crate::OP_SCHEMA_BY_SUBJECT
+                | crate::OP_SCHEMA_REGISTER => match super::start_schema_op(kind, req) {
                     Ok(r) => Some(r),
                     Err(e) => return e,
                 },

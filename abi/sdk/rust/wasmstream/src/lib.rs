@@ -42,11 +42,16 @@ use std::time::Duration;
 pub mod codec;
 pub mod json;
 mod rt;
+pub mod schema;
+#[cfg(feature = "avro")]
+pub mod sr;
 mod state;
 mod sys;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod hostrun;
+#[cfg(not(target_arch = "wasm32"))]
+pub use hostrun::{add_test_schema, reset_test_schemas};
 #[cfg(not(target_arch = "wasm32"))]
 pub use hostrun::{
     perform, run, run_with, OpResult, Operation, OwnedHeader, OwnedOutput, RunResult, TestRecord,
@@ -55,6 +60,10 @@ pub use hostrun::{
 pub use hostrun::{
     reset_state, set_foreign_state_prefix, set_max_state_value_bytes, set_state_enabled,
     state_snapshot,
+};
+pub use schema::{
+    register_schema, schema_by_id, schema_by_subject, Registered, Schema, SchemaReference,
+    SchemaType, SubjectSchema, SCHEMA_LATEST,
 };
 pub use state::{
     state_delete, state_get, state_get_async, state_put, state_scan, state_scan_async, StateBatch,
@@ -368,6 +377,8 @@ impl std::error::Error for Errno {}
 /// processor that emits until `emit` fails stops at the host's limit.
 pub struct Emitter {
     pub(crate) handle: u32,
+    /// Outputs held back (sr::run), each a u32 length then its encoding.
+    pub(crate) hold: Option<Vec<u8>>,
 }
 
 impl Emitter {
@@ -377,6 +388,14 @@ impl Emitter {
     /// denied topic or a limit may fail the record when it ends instead
     /// (see [`Emitter`]).
     pub fn emit(&mut self, o: &Output<'_>) -> Result<(), Errno> {
+        if let Some(h) = self.hold.as_mut() {
+            let at = h.len();
+            h.extend_from_slice(&[0; 4]);
+            codec::append_output(h, o);
+            let n = (h.len() - at - 4) as u32;
+            h[at..at + 4].copy_from_slice(&n.to_le_bytes());
+            return Ok(());
+        }
         sys::emit_output(self.handle, o)
     }
 }
@@ -489,6 +508,9 @@ pub(crate) const OP_TIMER: i32 = 1;
 pub(crate) const OP_HTTP: i32 = 2;
 pub(crate) const OP_STATE_GET: i32 = 3;
 pub(crate) const OP_STATE_SCAN: i32 = 4;
+pub(crate) const OP_SCHEMA_BY_ID: i32 = 5;
+pub(crate) const OP_SCHEMA_BY_SUBJECT: i32 = 6;
+pub(crate) const OP_SCHEMA_REGISTER: i32 = 7;
 
 fn kind_name(kind: i32) -> &'static str {
     match kind {
@@ -496,6 +518,9 @@ fn kind_name(kind: i32) -> &'static str {
         OP_HTTP => "http",
         OP_STATE_GET => "state_get",
         OP_STATE_SCAN => "state_scan",
+        OP_SCHEMA_BY_ID => "schema_by_id",
+        OP_SCHEMA_BY_SUBJECT => "schema_by_subject",
+        OP_SCHEMA_REGISTER => "schema_register",
         _ => "unknown",
     }
 }
@@ -503,7 +528,8 @@ fn kind_name(kind: i32) -> &'static str {
 /// The failure of an operation, as the host reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpError {
-    /// "http", "timer", "state_get", "state_scan".
+    /// "http", "timer", "state_get", "state_scan", "schema_by_id",
+    /// "schema_by_subject", "schema_register".
     pub op: &'static str,
     pub msg: String,
     /// The host refused the operation by policy (a host not on the allow

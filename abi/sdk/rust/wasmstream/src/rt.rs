@@ -92,7 +92,7 @@ where
         Err(e) => fail(handle, &e.to_string()),
         Ok(rec) => {
             CUR.with(|c| c.set(handle));
-            let res = f(&rec, &mut Emitter { handle });
+            let res = f(&rec, &mut Emitter { handle, hold: None });
             CUR.with(|c| c.set(0));
             decide(handle, res)
         }
@@ -344,7 +344,7 @@ fn complete(handle: u32, op: u32, res: Vec<u8>) -> i32 {
         }
         Ok(rec) => {
             CUR.with(|c| c.set(handle));
-            let r = cont(&rec, &mut Emitter { handle }, code, &msg, res);
+            let r = cont(&rec, &mut Emitter { handle, hold: None }, code, &msg, res);
             CUR.with(|c| c.set(0));
             decide(handle, r)
         }
