@@ -85,6 +85,9 @@ func TestDashboardPageInBrowser(t *testing.T) {
 	step(registry.Deployment{Pipeline: "orders", Digest: v1, Label: "v1-stable", History: []string{v0}, At: c4.At, By: "h2", Canary: c4})
 	// Failed records: two rejections of orders, dead-lettered, and a fault
 	// of lookup.
+	retried := failureEvent(4, true) // due in an hour: its time must stay on one line too
+	retried.Pipeline, retried.Topic, retried.OriginTopic, retried.Dest = "lookup", "lookups", "lookups", "lookups-retries-of-the-lookup-pipeline.1m"
+	s.ObserveFailure(retried)
 	for i, e := range []*scheduler.FailureEvent{failureEvent(1, false), failureEvent(2, false), failureEvent(3, false)} {
 		e.Pipeline, e.Topic, e.OriginTopic, e.Dest, e.Error = "orders", long, long, long+".dlq", "order has no items"
 		if i == 2 {

@@ -165,7 +165,7 @@ function failed(list) {
   const f = filterOf();
   const has = (s, sub) => !sub || String(s).toLowerCase().includes(sub.toLowerCase());
   const rows = list.filter((e) => has(e.primary, f.pipeline) && has(e.kind, f.kind) && has(e.key, f.key)).map((e) => {
-    const went = e.retry ? el("span", {}, "retry → ", topic(e.dest), `, due ${iso(e.due)}`) : el("span", {}, rejected(e) ? "rejected, dead letter → " : "dead letter → ", topic(e.dest));
+    const went = e.retry ? el("span", {}, "retry → ", topic(e.dest), ", due ", when(e.due)) : el("span", {}, rejected(e) ? "rejected, dead letter → " : "dead letter → ", topic(e.dest));
     const value = el("td", { class: "value" }, e.value, " ", el("span", { class: "hint" }, e.value_size < 0 ? "null" : `(${e.value_size} B)`));
     const hs = el("td", { class: "headers" }, ...(e.headers || []).map((h) => el("div", {}, `${h.key}: ${h.value}`)));
     if (e.headers_cut) hs.append(el("div", { class: "hint" }, `and ${e.headers_cut} more`));
