@@ -440,6 +440,10 @@ func (c *Client) Check(ctx context.Context) error {
 		return nil
 	}
 	e := c.classifyThen(err, 0, "", 0, "checking the registry at start (GET /schemas/types)", "")
+	if ctxErr := ctx.Err(); ctxErr != nil && e.Kind == Unavailable {
+		// The caller gave up first: request_timeout is not what passed.
+		e.Msg = fmt.Sprintf("schema registry %s: checking the registry at start (GET /schemas/types): %v before it answered", c.url, ctxErr)
+	}
 	if e.Kind == Unavailable || e.Status == http.StatusUnauthorized {
 		return e
 	}
