@@ -17,6 +17,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/registry"
+	"github.com/wasmstream/wasmstream/tracing"
 )
 
 // waitSampled polls until the sampler has kept a frame.
@@ -390,5 +391,29 @@ func TestDashboardCanaryBetweenSamples(t *testing.T) {
 	ev = count(f)
 	if len(ev["canary.start"]) != 2 || len(ev["canary.abort"]) != 2 {
 		t.Fatalf("a canary seen running, then aborted: events %v, want two starts and two aborts in all", ev)
+	}
+}
+
+// TestDashboardPathFromRotatedPart: a record whose trace went into the part
+// rotated before the file (tracing.max_file_bytes) is read from there.
+func TestDashboardPathFromRotatedPart(t *testing.T) {
+	t.Parallel()
+	tf := filepath.Join(t.TempDir(), "traces.jsonl")
+	span := `{"trace_id":"d0000000000000000000000000000001","span_id":"d000000000000001","name":"process in","kind":"consumer","start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:00:01Z","attrs":{"wasmstream.attempt":"1","wasmstream.origin.topic":"in","wasmstream.origin.partition":"1","wasmstream.origin.offset":"3","wasmstream.pipeline":"enrich","wasmstream.outcome":"dead_letter"}}` + "\n"
+	if err := os.WriteFile(tf, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tracing.Part(tf, 1), []byte(span), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, srv := serve(t, Config{Source: twoPipelines(), Open: true, TraceFile: tf})
+	s.ObserveFailure(failureEvent(3, false))
+	id := s.ring.newest()[0].ID
+	var p pathReply
+	if err := json.Unmarshal([]byte(get(t, fmt.Sprintf("%s/dashboard/record?id=%d", srv.URL, id))), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Source != "trace file" || !strings.Contains(p.Tree, "d0000000000000000000000000000001") {
+		t.Errorf("a record in the rotated part: %+v", p)
 	}
 }

@@ -2,7 +2,9 @@ package dashboard
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"strconv"
@@ -97,9 +99,24 @@ func render(spans []tracing.Span) string {
 }
 
 // fromTraceFile reads the record's trace from the newest part of the
-// trace file: by its trace id, else by where it was first consumed.
+// trace file: by its trace id, else by where it was first consumed; when
+// that part does not hold it, from the part rotated before it
+// (tracing.max_file_bytes: the file may have been rotated since the
+// record failed). A missing rotated part is no error.
 func (s *Server) fromTraceFile(e Entry) ([]tracing.Span, error) {
-	f, err := os.Open(s.cfg.TraceFile)
+	spans, err := s.fromTracePart(s.cfg.TraceFile, e)
+	if len(spans) > 0 || err != nil {
+		return spans, err
+	}
+	spans, err = s.fromTracePart(tracing.Part(s.cfg.TraceFile, 1), e)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return spans, err
+}
+
+func (s *Server) fromTracePart(path string, e Entry) ([]tracing.Span, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
