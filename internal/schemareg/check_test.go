@@ -3,6 +3,7 @@ package schemareg
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log"
@@ -73,7 +74,8 @@ func wantKind(t *testing.T, err error, kind Kind, says ...string) {
 // schema_registry.tls.ca_file, the certificate and the unknown authority;
 // by a name the certificate does not carry it names
 // schema_registry.tls.server_name; an https URL to an http registry says
-// so; and the CA file is read with the rules of kafka.tls, its errors
+// so; a registry that wants a client certificate names cert_file and
+// key_file, and takes one its CA signed; and the CA file is read with the rules of kafka.tls, its errors
 // naming schema_registry.tls keys.
 func TestCheckPrivateCA(t *testing.T) {
 	t.Parallel() // servers of its own; its bounds are generous
@@ -128,6 +130,45 @@ func TestCheckPrivateCA(t *testing.T) {
 	defer plain.Close()
 	err = checkWithin(t, Config{URL: strings.Replace(plain.URL, "http://", "https://", 1), TLS: TLS{CAFile: caFile}}, 5*time.Second)
 	wantKind(t, err, Unavailable, "answered without TLS")
+
+	// A registry that wants a client certificate (mTLS): refused without
+	// one, naming cert_file and key_file; taken with one its CA signed.
+	mtls := httptest.NewUnstartedServer(typesHandler(""))
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	mtls.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	mtls.Config.ErrorLog = log.New(io.Discard, "", 0)
+	mtls.StartTLS()
+	defer mtls.Close()
+	err = checkWithin(t, Config{URL: mtls.URL, TLS: TLS{CAFile: caFile}}, 5*time.Second)
+	wantKind(t, err, Unavailable, "refused the TLS handshake", "set schema_registry.tls.cert_file and schema_registry.tls.key_file")
+	client, err := ca.Client("wasmstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	if err := os.WriteFile(certFile, client.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, client.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkWithin(t, Config{URL: mtls.URL, TLS: TLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile}}, 5*time.Second); err != nil {
+		t.Errorf("with the client certificate: %v", err)
+	}
+	stranger, err := other.Client("stranger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangerCert, strangerKey := filepath.Join(dir, "stranger.pem"), filepath.Join(dir, "stranger-key.pem")
+	if err := os.WriteFile(strangerCert, stranger.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(strangerKey, stranger.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = checkWithin(t, Config{URL: mtls.URL, TLS: TLS{CAFile: caFile, CertFile: strangerCert, KeyFile: strangerKey}}, 5*time.Second)
+	wantKind(t, err, Unavailable, "refused the TLS handshake", "is the client certificate (schema_registry.tls.cert_file) signed by a CA the registry trusts?")
 
 	big := filepath.Join(dir, "big.pem")
 	if err := os.WriteFile(big, make([]byte, 2<<20), 0o644); err != nil {

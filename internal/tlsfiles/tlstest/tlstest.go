@@ -65,14 +65,7 @@ func (l Leaf) TLS() (tls.Certificate, error) { return tls.X509KeyPair(l.CertPEM,
 // Server makes a server certificate valid for hosts (IP addresses or DNS
 // names), named after the first.
 func (ca *CA) Server(hosts ...string) (Leaf, error) {
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(7 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	tmpl := ca.template(hosts[0], x509.ExtKeyUsageServerAuth)
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -80,6 +73,26 @@ func (ca *CA) Server(hosts ...string) (Leaf, error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
+	return ca.sign(tmpl)
+}
+
+// Client makes a client certificate named name.
+func (ca *CA) Client(name string) (Leaf, error) {
+	return ca.sign(ca.template(name, x509.ExtKeyUsageClientAuth))
+}
+
+func (ca *CA) template(name string, usage x509.ExtKeyUsage) *x509.Certificate {
+	return &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+}
+
+func (ca *CA) sign(tmpl *x509.Certificate) (Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Leaf{}, err
