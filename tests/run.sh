@@ -3,7 +3,8 @@
 # missing, builds the example processors, starts a real Kafka broker
 # (tests/kafka/kafka.sh) and, for the test run, a secured broker, a 3-node
 # cluster behind a fault proxy for the fault tests (tests/kafka/cluster.sh),
-# a real schema registry (tests/schemareg/apicurio.sh),
+# a real schema registry (tests/schemareg/apicurio.sh) and a second one
+# with TLS of a private CA and basic auth (APICURIO_SECURE=1),
 # and a real Jaeger built from source (tests/jaeger/jaeger.sh: slimmed to the
 # OTLP receiver, memory storage and query API, a few minutes the first time on
 # a new machine, in the background while the first steps run) —
