@@ -190,13 +190,15 @@ func redpandaEnv(cfg ModuleConfig) [][2]string {
 }
 
 // setupRedpanda checks a Redpanda transform's imports, exports and memory
-// and instantiates the host modules it imports (WASI, redpanda_transform);
+// and instantiates the host modules it imports (WASI, redpanda_transform,
+// redpanda_schema_registry when the pipeline grants the registry);
 // the meter's is instantiated by Load for both kinds.
 func (m *Module) setupRedpanda(ctx context.Context) error {
 	m.info.Kind = KindRedpanda
 	m.info.ABIVersion = 0 // not wasmstream's ABI
 	m.info.Batch = true   // ProcessBatch runs many records per batch header
 	var probs []string
+	usesSR := false
 	for _, f := range m.compiled.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		if mod == meter.ImportModule {
@@ -204,7 +206,14 @@ func (m *Module) setupRedpanda(ctx context.Context) error {
 		}
 		s := sig{f.ParamTypes(), f.ResultTypes()}
 		m.info.Imports = append(m.info.Imports, fmt.Sprintf("%s.%s: %s", mod, name, s))
-		if p := redpandaImportProblem(mod, name, s); p != "" {
+		p := ""
+		if mod == rpabi.SchemaRegistryModule {
+			p = srImportProblem(name, s, m.async.SchemaRegistry.Enabled, m.srKey())
+			usesSR = true
+		} else {
+			p = redpandaImportProblem(mod, name, s)
+		}
+		if p != "" {
 			probs = append(probs, p)
 		}
 	}
@@ -229,6 +238,11 @@ func (m *Module) setupRedpanda(ctx context.Context) error {
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.rt); err != nil {
 		return fmt.Errorf("host: wasi: %w", err)
 	}
+	if usesSR {
+		if err := m.instantiateSRModule(ctx); err != nil {
+			return err
+		}
+	}
 	return m.instantiateRedpandaModule(ctx)
 }
 
@@ -244,8 +258,6 @@ func redpandaImportProblem(mod, name string, s sig) string {
 		if !want.matches(s.params, s.results) {
 			return fmt.Sprintf("imports %s.%s as %s, want %s", mod, name, s, want)
 		}
-	case rpabi.SchemaRegistryModule:
-		return fmt.Sprintf("imports %s.%s: Redpanda's schema-registry module is not supported for Redpanda transforms (decode in the guest, or use a pipeline's input_format)", mod, name)
 	case rpabi.AIModule:
 		return fmt.Sprintf("imports %s.%s: Redpanda's AI module is not supported", mod, name)
 	case abi.WASIModule:
@@ -256,7 +268,7 @@ func redpandaImportProblem(mod, name string, s sig) string {
 	case abi.HostModule, abi.BatchModule:
 		return fmt.Sprintf("imports %s.%s beside %s: a module is either a wasmstream module or a Redpanda transform", mod, name, rpabi.Module)
 	default:
-		return fmt.Sprintf("imports %s.%s from unknown module %q (a Redpanda transform may import %s and %s)", mod, name, mod, rpabi.Module, wasi_snapshot_preview1.ModuleName)
+		return fmt.Sprintf("imports %s.%s from unknown module %q (a Redpanda transform may import %s, %s and %s)", mod, name, mod, rpabi.Module, rpabi.SchemaRegistryModule, wasi_snapshot_preview1.ModuleName)
 	}
 	return ""
 }

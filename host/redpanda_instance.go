@@ -59,6 +59,8 @@ type rpInstance struct {
 	wall atomic.Int64
 	mono atomic.Int64
 	res  int64
+
+	sr srAnswer // the last schema-registry lookup (redpanda_sr.go); guest goroutine only
 }
 
 // rpBatch is one batch handed to the guest.

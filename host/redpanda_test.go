@@ -385,7 +385,7 @@ func TestRedpandaRefused(t *testing.T) {
 		{"_start returns", wt.BuildWat(t, "tests/redpanda/wat/returns.wat"), rpConfig(Limits{}),
 			[]string{"_start ended before asking for a batch", "must loop on redpanda_transform.read_batch_header"}},
 		{"schema registry", wt.BuildWat(t, "tests/redpanda/wat/schema_registry.wat"), rpConfig(Limits{}),
-			[]string{"redpanda_schema_registry.check_abi_version_0", "not supported"}},
+			[]string{"redpanda_schema_registry.check_abi_version_0", "async.schema_registry.enabled"}},
 		{"reserved env", wt.BuildWat(t, "tests/redpanda/wat/cpp_shape.wat"),
 			func() ModuleConfig {
 				c := rpConfig(Limits{})

@@ -27,13 +27,41 @@ import (
 // Module is the import module of a Redpanda transform.
 const Module = "redpanda_transform"
 
-// SchemaRegistryModule and AIModule are the SDKs' other import modules,
-// which this host does not serve (a module importing them is refused
-// naming them).
+// SchemaRegistryModule and AIModule are the SDKs' other import modules:
+// the first is served when the pipeline grants the schema registry
+// (host/redpanda_sr.go), a module importing the second is refused naming
+// it.
 const (
 	SchemaRegistryModule = "redpanda_schema_registry"
 	AIModule             = "redpanda_ai"
 )
+
+// The imports of SchemaRegistryModule, as the Go SDK's sr package and the
+// Rust crate redpanda-transform-sdk-sr 1.1.0 call them. Every one returns
+// 0 (or, for the two that fill a buffer, the bytes written) on success and
+// SRFailed otherwise; the SDKs report any other value as "not found".
+//
+//	check_abi_version_0()
+//	get_schema_definition_len(id, len_out *i32) -> errno
+//	get_schema_definition(id, buf, buf_len) -> written | errno
+//	get_subject_schema_len(subject, subject_len, version, len_out *i32) -> errno
+//	get_subject_schema(subject, subject_len, version, buf, buf_len) -> written | errno
+//	create_subject_schema(subject, subject_len, def, def_len, id_out *i32) -> errno
+//
+// A schema definition and a subject schema are encoded as abi/schema.go
+// describes (the same encoding); version -1 is the subject's latest.
+const (
+	SRCheckABIVersion0    = "check_abi_version_0"
+	SRGetSchemaDefLen     = "get_schema_definition_len"
+	SRGetSchemaDef        = "get_schema_definition"
+	SRGetSubjectSchemaLen = "get_subject_schema_len"
+	SRGetSubjectSchema    = "get_subject_schema"
+	SRCreateSubjectSchema = "create_subject_schema"
+)
+
+// SRFailed is the schema-registry imports' failure: no such schema, a
+// request the host refuses, or a buffer too small for the answer.
+const SRFailed int32 = -1
 
 // The imports of Module.
 const (

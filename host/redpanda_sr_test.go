@@ -1,0 +1,229 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/asyncop"
+	"github.com/wasmstream/wasmstream/internal/schemareg"
+)
+
+// Conformance of redpanda_schema_registry (redpanda_sr.go) with a
+// transform built from the Go SDK v1.1.0's sr package
+// (tests/redpanda/redpanda-go-sr), against franz-go's fake registry.
+
+// rpSRRegistry is a fake registry that counts the requests for each path
+// and answers 503 to those fail names.
+type rpSRRegistry struct {
+	*srfake.Registry
+	mu    sync.Mutex
+	count map[string]int
+	fail  map[string]bool
+	hang  map[string]bool
+}
+
+func newRPSRRegistry(t *testing.T) *rpSRRegistry {
+	r := &rpSRRegistry{Registry: srfake.New(), count: map[string]int{}, fail: map[string]bool{}, hang: map[string]bool{}}
+	t.Cleanup(r.Close)
+	r.Intercept(func(w http.ResponseWriter, req *http.Request) bool {
+		r.mu.Lock()
+		r.count[req.URL.Path]++
+		fail, hang := r.fail[req.URL.Path], r.hang[req.URL.Path]
+		r.mu.Unlock()
+		switch {
+		case hang:
+			<-req.Context().Done()
+			return true
+		case fail:
+			http.Error(w, `{"error_code":50301,"message":"unavailable"}`, http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	})
+	r.SeedSchema("users-value", 1, 4, sr.Schema{Schema: `"string"`, Type: sr.TypeAvro})
+	r.SeedSchema("events-value", 1, 7, sr.Schema{Schema: `{"type":"object"}`, Type: sr.TypeJSON})
+	return r
+}
+
+func (r *rpSRRegistry) requests(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count[path]
+}
+
+func (r *rpSRRegistry) set(m map[string]bool, path string) {
+	r.mu.Lock()
+	m[path] = true
+	r.mu.Unlock()
+}
+
+// rpSRConfig grants the registry of client to the test pipeline: lookups,
+// and registrations under "created-*".
+func rpSRConfig(client *schemareg.Client, lim Limits) ModuleConfig {
+	cfg := rpConfig(lim)
+	cfg.Async = AsyncConfig{
+		Config: asyncop.Config{SchemaRegistry: asyncop.SchemaRegistry{Enabled: true, RegisterSubjects: []string{"created-*"}}},
+		Key:    "pipelines.test.async",
+		Env:    asyncop.Env{Schemas: client},
+	}
+	return cfg
+}
+
+func rpSRClient(t *testing.T, url string, timeout time.Duration) *schemareg.Client {
+	c, err := schemareg.New(schemareg.Config{URL: url, RequestTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// framed is a value in the registry's wire format: magic byte 0, the
+// schema id (big-endian), the payload.
+func framed(id int, payload string) []byte {
+	return append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, payload...)
+}
+
+func TestRedpandaSchemaRegistryGo(t *testing.T) {
+	t.Parallel()
+	reg := newRPSRRegistry(t)
+	client := rpSRClient(t, reg.URL(), 5*time.Second)
+	wasm := rpGoTransform(t, "tests/redpanda/redpanda-go-sr")
+	in := rpInstanceOf(t, rpLoad(t, wasm, rpSRConfig(client, Limits{})))
+
+	const avro = `{"type":"record","name":"created","fields":[{"name":"a","type":"int"}]}`
+	recs := []abi.Record{
+		{Topic: "in", Value: framed(4, "payload")},
+		{Topic: "in", Value: framed(7, "{}")},
+		{Topic: "in", Value: []byte("subject:users-value:1")},
+		{Topic: "in", Value: []byte("subject:events-value:-1")},
+		{Topic: "in", Value: framed(99, "")},
+		{Topic: "in", Value: []byte("subject:missing-value:1")},
+		{Topic: "in", Value: []byte("create:created-one:" + avro)},
+		{Topic: "in", Value: []byte("create:other:" + avro)},
+	}
+	want := []struct{ key, value, typ string }{
+		{"id:4", `"string"`, "0"},
+		{"id:7", `{"type":"object"}`, "2"},
+		{"", `id=4 version=1 "string"`, ""},
+		{"", `id=7 version=1 {"type":"object"}`, ""},
+		{"", "error: unable to find a schema definition with id 99", ""},
+		{"", "error: unable to find a schema missing-value with version 1", ""},
+		{"", "id=", ""},
+		{"", "error: unable to create new schema", ""},
+	}
+	out := make([]Outcome, len(recs))
+	if ran := in.ProcessBatch(context.Background(), rpBatchOf(recs), out); ran != len(recs) {
+		t.Fatalf("ran %d of %d: %+v", ran, len(recs), out[min(ran, len(out)-1)])
+	}
+	for i, o := range out {
+		if o.Status != abi.StatusOK || len(o.Outputs) != 1 {
+			t.Fatalf("record %d: %v %v, %d outputs", i, o.Status, o.Err, len(o.Outputs))
+		}
+		got := o.Outputs[0]
+		typ := ""
+		if len(got.Headers) == 1 && got.Headers[0].Key == "type" {
+			typ = string(got.Headers[0].Value)
+		}
+		if w := want[i]; (w.key != "" && string(got.Key) != w.key) || !strings.HasPrefix(string(got.Value), w.value) || typ != w.typ {
+			t.Errorf("record %d: key %q value %q type %q, want %q %q %q", i, got.Key, got.Value, typ, w.key, w.value, w.typ)
+		}
+	}
+	s, ok := reg.GetSchema("created-one", 1)
+	if !ok {
+		t.Fatal("created-one holds no schema")
+	}
+	if v := string(out[6].Outputs[0].Value); v != fmt.Sprintf("id=%d", s.ID) {
+		t.Errorf("create answered %q, the registry holds id %d", v, s.ID)
+	}
+	if reg.SubjectExists("other") {
+		t.Error("registered under a subject register_subjects does not allow")
+	}
+
+	// One registry request per new id per host: another module's instance
+	// (no guest cache shared) reads id 4 from the client's cache.
+	in2 := rpInstanceOf(t, rpLoad(t, wasm, rpSRConfig(client, Limits{})))
+	one := []abi.Record{{Topic: "in", Value: framed(4, "")}}
+	o := make([]Outcome, 1)
+	if in2.ProcessBatch(context.Background(), rpBatchOf(one), o) != 1 || o[0].Status != abi.StatusOK || string(o[0].Outputs[0].Value) != `"string"` {
+		t.Fatalf("second module: %+v", o[0])
+	}
+	if n := reg.requests("/schemas/ids/4"); n != 1 {
+		t.Errorf("%d registry requests for id 4, want 1", n)
+	}
+}
+
+// A transform importing redpanda_schema_registry is refused at load
+// unless its pipeline grants the registry, naming the key.
+func TestRedpandaSchemaRegistryNotGranted(t *testing.T) {
+	t.Parallel()
+	reg := newRPSRRegistry(t)
+	cfg := rpSRConfig(rpSRClient(t, reg.URL(), 5*time.Second), Limits{})
+	cfg.Async.Config.SchemaRegistry = asyncop.SchemaRegistry{}
+	ctx := context.Background()
+	m, err := newEngine(t).Load(ctx, rpGoTransform(t, "tests/redpanda/redpanda-go-sr"), cfg)
+	if err == nil {
+		m.Close(ctx)
+		t.Fatal("loaded without the registry granted")
+	}
+	if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "pipelines.test.async.schema_registry.enabled") ||
+		!strings.Contains(err.Error(), "redpanda_schema_registry.get_schema_definition_len") {
+		t.Fatalf("%v: want ErrIncompatible naming the import and pipelines.test.async.schema_registry.enabled", err)
+	}
+}
+
+// An answer that may differ next time is not the transform's: a registry
+// answering 503 fails the record (retryable, the instance ended) and the
+// transform writes nothing for it; one that does not answer fails it at
+// the record's deadline, well before the client's request timeout.
+func TestRedpandaSchemaRegistryUnavailable(t *testing.T) {
+	t.Parallel()
+	reg := newRPSRRegistry(t)
+	// Ids no subject lookup has brought into the client's cache.
+	reg.SeedSchema("a-value", 1, 5, sr.Schema{Schema: `"int"`})
+	reg.SeedSchema("b-value", 1, 6, sr.Schema{Schema: `"long"`})
+	reg.set(reg.fail, "/schemas/ids/5")
+	reg.set(reg.hang, "/schemas/ids/6")
+	wasm := rpGoTransform(t, "tests/redpanda/redpanda-go-sr")
+	for _, c := range []struct {
+		id   int
+		kind FaultKind
+		says string
+	}{
+		{5, FaultTrap, "503"},
+		{6, FaultDeadline, "deadline"},
+	} {
+		timeout := 2 * time.Second
+		m := rpLoad(t, wasm, rpSRConfig(rpSRClient(t, reg.URL(), time.Minute), Limits{RecordTimeout: timeout}))
+		in := rpInstanceOf(t, m)
+		recs := []abi.Record{{Topic: "in", Value: []byte("subject:users-value:1")}, {Topic: "in", Value: framed(c.id, "")}}
+		out := make([]Outcome, len(recs))
+		start := time.Now()
+		ran := in.ProcessBatch(context.Background(), rpBatchOf(recs), out)
+		took := time.Since(start)
+		if ran != 2 || out[0].Status != abi.StatusOK {
+			t.Fatalf("id %d: ran %d, record 0 %+v", c.id, ran, out[0])
+		}
+		f := out[1].Fault()
+		if out[1].Status != abi.StatusRetry || f == nil || f.Kind != c.kind || len(out[1].Outputs) != 0 ||
+			!strings.Contains(f.Msg, "redpanda_schema_registry") || !strings.Contains(f.Msg, c.says) {
+			t.Fatalf("id %d: %v %v, outputs %v; want a %s fault saying %q", c.id, out[1].Status, out[1].Err, out[1].Outputs, c.kind, c.says)
+		}
+		t.Logf("id %d: %s after %s", c.id, f, took)
+		if took > timeout+5*time.Second {
+			t.Errorf("id %d: the batch took %s with a record timeout of %s", c.id, took, timeout)
+		}
+		if !in.Dead() {
+			t.Errorf("id %d: instance alive after the fault", c.id)
+		}
+	}
+}
