@@ -1,6 +1,7 @@
 // wasmstream.h — a small header for wasmstream processors in C (guest ABI
 // v1, abi/ABI.md): the host functions, the statuses, a record reader, an
-// output writer and a bounded reader of top-level JSON object fields.
+// output writer, a bounded reader of top-level JSON object fields and a
+// JSON writer (ws_json_w) that escapes strings and extends an object.
 // Include it in one .c file; build with
 //   clang --target=wasm32-wasi -O2 -mexec-model=reactor -o proc.wasm proc.c
 // Compiled natively (a unit test), the host functions are the test's: it
@@ -36,7 +37,10 @@ typedef struct { const uint8_t *p; uint32_t len; int null; } ws_bytes;
 // A record (ABI.md §5.1), pointing into a buffer the header owns until the
 // next ws_read_record. headers is the encoded header list, as the record has it.
 typedef struct {
-	uint32_t attempt;
+	int64_t offset;    // in its partition
+	int64_t timestamp; // milliseconds since the Unix epoch
+	int32_t partition;
+	uint32_t attempt; // 1 on the first attempt
 	ws_bytes topic, key, value;
 	const uint8_t *headers;
 	uint32_t headers_len;
@@ -81,6 +85,7 @@ static int32_t ws_read_record(uint32_t handle, uint32_t len, ws_record *r) {
 	if (record_read(handle, ws_in_, len) != (int32_t)len) return ws_error(handle, WS_FAIL, "record_read failed");
 	uint32_t pos = 20; // offset, timestamp, partition
 	if (len < 24) return ws_error(handle, WS_FAIL, "short record");
+	memcpy(&r->offset, ws_in_, 8), memcpy(&r->timestamp, ws_in_ + 8, 8), memcpy(&r->partition, ws_in_ + 16, 4);
 	r->attempt = ws_u32_(ws_in_ + pos);
 	pos += 4;
 	if (!ws_bytes_at_(ws_in_, len, &pos, &r->topic) || !ws_bytes_at_(ws_in_, len, &pos, &r->key) ||
@@ -190,6 +195,196 @@ static int ws_json_number(ws_bytes raw, double *d) {
 	char *end;
 	*d = strtod(buf, &end);
 	return end == buf + raw.len;
+}
+
+// ---- JSON: a writer ----
+// ws_json_w writes one JSON document into a buffer it owns, escaping
+// strings and placing the commas and colons; a failure (out of memory,
+// nesting past WS_JSON_MAX_DEPTH, a member without a key, a document that
+// is not an object where one must be) sets err, and every later call does
+// nothing. To enrich a record's JSON object, start from it:
+//
+//   ws_json_w w = {0};
+//   ws_json_begin_from(&w, r.value);          // its members, the object left open
+//   ws_json_key(&w, "partition"), ws_json_int(&w, r.partition);
+//   ws_json_end_object(&w);
+//   if (w.err) return ws_error(handle, WS_FAIL, "value is not a JSON object");
+//   ws_emit(handle, r.key, ws_json_bytes(&w), r.headers, r.headers_len);
+//
+// Reuse one writer across records with ws_json_reset (its buffer is kept).
+typedef struct {
+	uint8_t *p;
+	uint32_t len, cap;
+	int err;
+	int depth;
+	uint8_t first[WS_JSON_MAX_DEPTH + 1]; // no member yet at this depth
+	uint8_t in_object[WS_JSON_MAX_DEPTH + 1];
+	int after_key; // a key was written: its value is next
+} ws_json_w;
+
+static void ws_json_reset(ws_json_w *w) { w->len = 0, w->err = 0, w->depth = 0, w->after_key = 0, w->first[0] = 1, w->in_object[0] = 0; }
+
+// ws_json_free releases the writer's buffer.
+static void ws_json_free(ws_json_w *w) { free(w->p), w->p = NULL, w->cap = 0, ws_json_reset(w); }
+
+// ws_json_bytes is the document written (in the writer's buffer, until its
+// next call); null after a failure.
+static ws_bytes ws_json_bytes(const ws_json_w *w) {
+	ws_bytes b = {w->p, w->len, w->err || w->len == 0};
+	if (b.null) b.p = NULL, b.len = 0;
+	return b;
+}
+
+static void ws_json_put_(ws_json_w *w, const void *p, uint32_t n) {
+	if (w->err) return;
+	if ((uint64_t)w->len + n > 0xFFFFFFF0u) { w->err = 1; return; }
+	if (w->len + n > w->cap) {
+		uint32_t cap = w->cap ? w->cap : 256;
+		while (cap < w->len + n) cap = cap > 0x7FFFFFF0u ? w->len + n : 2 * cap;
+		if (!ws_grow_(&w->p, &w->cap, cap)) { w->err = 1; return; }
+	}
+	memcpy(w->p + w->len, p, n), w->len += n;
+}
+
+// ws_json_sep_ places what comes before a value: a comma between array
+// items, nothing after a key; a value in an object needs its key first.
+static void ws_json_sep_(ws_json_w *w) {
+	if (w->err) return;
+	if (w->len == 0 && w->depth == 0) w->first[0] = 1, w->in_object[0] = 0;
+	if (w->after_key) { w->after_key = 0; return; }
+	if (w->in_object[w->depth]) { w->err = 1; return; } // a member without a key
+	if (w->depth == 0 && w->len > 0) { w->err = 1; return; } // a second document
+	if (!w->first[w->depth]) ws_json_put_(w, ",", 1);
+	w->first[w->depth] = 0;
+}
+
+static void ws_json_open_(ws_json_w *w, char c, int object) {
+	ws_json_sep_(w);
+	if (w->err) return;
+	if (w->depth == WS_JSON_MAX_DEPTH) { w->err = 1; return; }
+	ws_json_put_(w, &c, 1);
+	w->depth++, w->first[w->depth] = 1, w->in_object[w->depth] = (uint8_t)object;
+}
+
+static void ws_json_close_(ws_json_w *w, char c, int object) {
+	if (w->err) return;
+	if (w->depth == 0 || w->in_object[w->depth] != object || w->after_key) { w->err = 1; return; }
+	ws_json_put_(w, &c, 1);
+	w->depth--;
+}
+
+static void ws_json_begin_object(ws_json_w *w) { ws_json_open_(w, '{', 1); }
+static void ws_json_end_object(ws_json_w *w) { ws_json_close_(w, '}', 1); }
+static void ws_json_begin_array(ws_json_w *w) { ws_json_open_(w, '[', 0); }
+static void ws_json_end_array(ws_json_w *w) { ws_json_close_(w, ']', 0); }
+
+// ws_json_string_n_ writes s (n bytes, UTF-8 as it is) as a JSON string.
+static void ws_json_string_n_(ws_json_w *w, const uint8_t *s, uint32_t n) {
+	static const char hex[] = "0123456789abcdef";
+	ws_json_put_(w, "\"", 1);
+	uint32_t run = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t c = s[i];
+		if (c >= 0x20 && c != '"' && c != '\\') continue;
+		ws_json_put_(w, s + run, i - run), run = i + 1;
+		char e[6] = {'\\', (char)c, 0, 0, 0, 0};
+		uint32_t el = 2;
+		switch (c) {
+		case '"': case '\\': break;
+		case '\n': e[1] = 'n'; break;
+		case '\r': e[1] = 'r'; break;
+		case '\t': e[1] = 't'; break;
+		default: e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[c >> 4], e[5] = hex[c & 15], el = 6;
+		}
+		ws_json_put_(w, e, el);
+	}
+	ws_json_put_(w, s + run, n - run);
+	ws_json_put_(w, "\"", 1);
+}
+
+// ws_json_key writes an object member's key (escaped); its value is next.
+static void ws_json_key_n(ws_json_w *w, const char *key, uint32_t n) {
+	if (w->err) return;
+	if (!w->in_object[w->depth] || w->after_key) { w->err = 1; return; }
+	if (!w->first[w->depth]) ws_json_put_(w, ",", 1);
+	w->first[w->depth] = 0;
+	ws_json_string_n_(w, (const uint8_t *)key, n);
+	ws_json_put_(w, ":", 1);
+	w->after_key = 1;
+}
+static void ws_json_key(ws_json_w *w, const char *key) { ws_json_key_n(w, key, (uint32_t)strlen(key)); }
+
+// ws_json_string writes a string value (escaped); ws_json_bytes_string
+// writes bytes as one (a null as null).
+static void ws_json_string(ws_json_w *w, const char *s) { ws_json_sep_(w), ws_json_string_n_(w, (const uint8_t *)s, (uint32_t)strlen(s)); }
+static void ws_json_null(ws_json_w *w) { ws_json_sep_(w), ws_json_put_(w, "null", 4); }
+static void ws_json_bytes_string(ws_json_w *w, ws_bytes b) {
+	if (b.null) { ws_json_null(w); return; }
+	ws_json_sep_(w), ws_json_string_n_(w, b.p, b.len);
+}
+static void ws_json_bool(ws_json_w *w, int v) { ws_json_sep_(w), ws_json_put_(w, v ? "true" : "false", v ? 4 : 5); }
+
+// ws_json_int writes an integer (exact: an offset or a timestamp).
+static void ws_json_int(ws_json_w *w, int64_t v) {
+	char b[24], *e = b + sizeof b, *p = e;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do *--p = (char)('0' + u % 10), u /= 10; while (u);
+	if (v < 0) *--p = '-';
+	ws_json_sep_(w), ws_json_put_(w, p, (uint32_t)(e - p));
+}
+
+// ws_json_raw writes raw, a JSON value as it is (one read with
+// ws_json_field, say): not checked, so it must be JSON.
+static void ws_json_raw(ws_json_w *w, ws_bytes raw) {
+	if (raw.null) { ws_json_null(w); return; }
+	ws_json_sep_(w), ws_json_put_(w, raw.p, raw.len);
+}
+
+// ws_json_object_end_ reads v as one JSON object (bounded as
+// ws_json_field reads, not a validator of scalars) with nothing but
+// whitespace after it: the index of its closing brace, or -1.
+static int64_t ws_json_object_end_(ws_bytes v) {
+	const uint8_t *b = v.p;
+	uint32_t n = v.len, i = 0;
+	if (v.null) return -1;
+	ws_json_ws_(b, n, &i);
+	if (i >= n || b[i++] != '{') return -1;
+	ws_json_ws_(b, n, &i);
+	if (i >= n) return -1;
+	if (b[i] != '}') {
+		for (;;) {
+			ws_json_ws_(b, n, &i);
+			if (!ws_json_str_(b, n, &i)) return -1;
+			ws_json_ws_(b, n, &i);
+			if (i >= n || b[i++] != ':') return -1;
+			if (!ws_json_value_(b, n, &i)) return -1;
+			ws_json_ws_(b, n, &i);
+			if (i >= n) return -1;
+			if (b[i] == '}') break;
+			if (b[i++] != ',') return -1;
+		}
+	}
+	uint32_t close = i++;
+	ws_json_ws_(b, n, &i);
+	return i == n ? (int64_t)close : -1;
+}
+
+// ws_json_begin_from writes the members of the JSON object obj and leaves
+// the object open for more: end it with ws_json_end_object. obj not one
+// JSON object sets err. A member written after it with a key obj has
+// already makes the key repeat: look for it first (ws_json_field).
+static void ws_json_begin_from(ws_json_w *w, ws_bytes obj) {
+	int64_t close = ws_json_object_end_(obj);
+	if (close < 0) { w->err = 1; return; }
+	uint32_t body = 0, end = (uint32_t)close;
+	ws_json_ws_(obj.p, end, &body);
+	body++; // the opening brace
+	ws_json_ws_(obj.p, end, &body);
+	while (end > body && (obj.p[end - 1] == ' ' || obj.p[end - 1] == '\t' || obj.p[end - 1] == '\n' || obj.p[end - 1] == '\r')) end--;
+	ws_json_open_(w, '{', 1);
+	if (w->err || end == body) return;
+	ws_json_put_(w, obj.p + body, end - body);
+	w->first[w->depth] = 0;
 }
 
 // ---- State (ABI.md §4.1): a pipeline with state.enabled ----
