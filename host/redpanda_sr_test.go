@@ -18,9 +18,11 @@ import (
 	"github.com/wasmstream/wasmstream/internal/schemareg"
 )
 
-// Conformance of redpanda_schema_registry (redpanda_sr.go) with a
-// transform built from the Go SDK v1.1.0's sr package
-// (tests/redpanda/redpanda-go-sr), against franz-go's fake registry.
+// Conformance of redpanda_schema_registry (redpanda_sr.go) with
+// transforms built from the Go SDK v1.1.0's sr package
+// (tests/redpanda/redpanda-go-sr) and the Rust crate
+// redpanda-transform-sdk-sr 1.1.0 (tests/redpanda/redpanda-rust-sr),
+// against franz-go's fake registry.
 
 // rpSRRegistry is a fake registry that counts the requests for each path
 // and answers 503 to those fail names.
@@ -93,11 +95,39 @@ func framed(id int, payload string) []byte {
 	return append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, payload...)
 }
 
-func TestRedpandaSchemaRegistryGo(t *testing.T) {
+// rpSRTransforms are the SDK-built transforms that read the registry: the
+// Go SDK's sr package and the Rust crate redpanda-transform-sdk-sr, both
+// 1.1.0, and the error each SDK reports for "not found" and a refused
+// registration (the Rust crate's is its errno).
+func rpSRTransforms() map[string]struct {
+	build                    func(testing.TB) []byte
+	noID, noSubject, refused string
+} {
+	type sdk = struct {
+		build                    func(testing.TB) []byte
+		noID, noSubject, refused string
+	}
+	return map[string]sdk{
+		"go": {func(t testing.TB) []byte { return rpGoTransform(t, "tests/redpanda/redpanda-go-sr") },
+			"error: unable to find a schema definition with id 99", "error: unable to find a schema missing-value with version 1", "error: unable to create new schema"},
+		"rust": {func(t testing.TB) []byte { return rustGuest(t, "tests/redpanda/redpanda-rust-sr") },
+			"error: writing record failed with errno: -1", "error: writing record failed with errno: -1", "error: writing record failed with errno: -1"},
+	}
+}
+
+func TestRedpandaSchemaRegistrySDKs(t *testing.T) {
 	t.Parallel()
+	for name, sdk := range rpSRTransforms() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testRedpandaSchemaRegistry(t, sdk.build(t), sdk.noID, sdk.noSubject, sdk.refused)
+		})
+	}
+}
+
+func testRedpandaSchemaRegistry(t *testing.T, wasm []byte, noID, noSubject, refused string) {
 	reg := newRPSRRegistry(t)
 	client := rpSRClient(t, reg.URL(), 5*time.Second)
-	wasm := rpGoTransform(t, "tests/redpanda/redpanda-go-sr")
 	in := rpInstanceOf(t, rpLoad(t, wasm, rpSRConfig(client, Limits{})))
 
 	const avro = `{"type":"record","name":"created","fields":[{"name":"a","type":"int"}]}`
@@ -116,10 +146,10 @@ func TestRedpandaSchemaRegistryGo(t *testing.T) {
 		{"id:7", `{"type":"object"}`, "2"},
 		{"", `id=4 version=1 "string"`, ""},
 		{"", `id=7 version=1 {"type":"object"}`, ""},
-		{"", "error: unable to find a schema definition with id 99", ""},
-		{"", "error: unable to find a schema missing-value with version 1", ""},
+		{"", noID, ""},
+		{"", noSubject, ""},
 		{"", "id=", ""},
-		{"", "error: unable to create new schema", ""},
+		{"", refused, ""},
 	}
 	out := make([]Outcome, len(recs))
 	if ran := in.ProcessBatch(context.Background(), rpBatchOf(recs), out); ran != len(recs) {
