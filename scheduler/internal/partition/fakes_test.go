@@ -218,6 +218,7 @@ type delivered struct {
 	key     string
 	verdict verdict
 	outs    []string // the outputs' values
+	run     int      // which delivery (deliver call) it came in, from 1
 }
 
 // recordingSink is a Sink that records what it is handed, in order, and
@@ -227,6 +228,7 @@ type delivered struct {
 type recordingSink struct {
 	mu      sync.Mutex
 	got     []delivered
+	runs    int // deliver calls
 	acked   int // got[:acked] are acknowledged
 	autoAck bool
 	refuse  string // refuses answers this for every record ("": none)
@@ -237,8 +239,9 @@ func (s *recordingSink) Forget(map[string][]int32)                              
 
 func (s *recordingSink) deliver(run []*job) {
 	s.mu.Lock()
+	s.runs++
 	for _, j := range run {
-		d := delivered{j: j, offset: -1, verdict: j.verdict}
+		d := delivered{j: j, offset: -1, verdict: j.verdict, run: s.runs}
 		if j.r != nil {
 			d.offset, d.key = j.r.Offset, string(j.r.Key)
 		}

@@ -85,8 +85,9 @@ type jobRare struct {
 	// r is nil), and at its order in a release order reserved by offset
 	// (releaser.insertBefore): the offset of the record it was placed
 	// before.
-	work *Work
-	at   int64
+	work  *Work
+	at    int64
+	after *job // the job of the record that triggered the work (Work.After), held until it settles
 
 	// Producing the outputs (the sink): the records of the outputs
 	// after the first, and the trace's per-output callbacks (a kept
@@ -300,7 +301,7 @@ func (rl *releaser) settleRun(run []*job) {
 	}
 	for {
 		h, ok := rl.q.Peek()
-		if !ok || !h.settled {
+		if !ok || !h.settled || rl.heldByWork(h) {
 			break
 		}
 		rl.q.Pop()
@@ -314,6 +315,58 @@ func (rl *releaser) settleRun(run []*job) {
 	rl.sk.deliver(rl.run)
 	clear(rl.run) // no job outlives its delivery here
 	rl.run = rl.run[:0]
+}
+
+// heldByWork reports whether head h waits for work it triggered
+// (reserveAfter): the places right after it are that work's, and one has
+// not settled. Once they all have, h and they are delivered in one run: one
+// hold of the transaction's gate. For a record's head it is one look at
+// the place after it.
+func (rl *releaser) heldByWork(h *job) bool {
+	for i := 1; i < rl.q.Len(); i++ {
+		n := *rl.q.At(i)
+		if !n.isWork() || n.rare.after != h {
+			return false
+		}
+		if !n.settled {
+			return true
+		}
+	}
+	return false
+}
+
+// reserveAfter gives work wk, triggered by the record wk.After, its place
+// in a release order reserved by offset now, as it is placed: right after
+// the place of that record (and of the work it triggered before), which
+// then waits for it (heldByWork), so that the work's outputs share the
+// record's transaction. It returns the work's job, or nil when the record
+// has no place any more (released already, or the order abandoned): the
+// work then takes a place when it starts (insertBefore).
+func (rl *releaser) reserveAfter(wk *Work) *job {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.gone != nil {
+		return nil
+	}
+	r := wk.After
+	i := rl.q.Index(func(p **job) bool { return (*p).order() >= r.Offset })
+	for ; i < rl.q.Len() && (*rl.q.At(i)).r != r; i++ {
+		if !(*rl.q.At(i)).isWork() {
+			return nil
+		}
+	}
+	if i == rl.q.Len() {
+		return nil
+	}
+	trig := *rl.q.At(i)
+	for i++; i < rl.q.Len(); i++ {
+		if n := *rl.q.At(i); !n.isWork() || n.rare.after != trig {
+			break
+		}
+	}
+	j := &job{ordered: true, rare: &jobRare{work: wk, at: r.Offset, after: trig}}
+	rl.q.Insert(i, j)
+	return j
 }
 
 // abandon drops the outcomes still waiting for their turn when the task

@@ -497,6 +497,7 @@ func (t *Task) Stop() {
 	}
 	t.mu.Unlock()
 	for _, wk := range dropped {
+		t.unplace(wk)
 		wk.Done(ErrWorkDropped)
 	}
 	close(t.stopCh)

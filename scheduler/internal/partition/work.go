@@ -33,14 +33,8 @@ import (
 // failure has no retry or dead-letter copy (there is no record to copy): it
 // goes to Done. Its outputs leave through the sink like a record's, in the
 // partition's release order where one is kept: under exactly_once in the
-// open transaction, before the outputs of its lane's next record.
-//
-// Not yet done, for timer firings whose outputs must share the
-// transaction of the record that triggered them: that record's place would
-// be held (a count of its firings not yet settled, in its jobRare, which
-// releaser.settleRun checks at the head) and the firing placed right after
-// it, so that both leave in one delivery, inside one hold of the
-// transaction's gate. Today a cut may fall between them.
+// open transaction, before the outputs of its lane's next record, and with
+// After set, in the transaction of the record that triggered it.
 type Work struct {
 	Key []byte
 	// Call makes the work's call into in, on the worker's goroutine; tag
@@ -54,6 +48,13 @@ type Work struct {
 	// failure. Called once, from a worker or a producer's callback; it must
 	// not block, nor call into the task.
 	Done func(err error)
+	// After is the record whose outcome triggered the work, if any: under
+	// exactly_once, placed before that record is released, the record's
+	// outputs wait for the work's and both leave in one delivery, in one
+	// transaction (releaser.reserveAfter). Elsewhere it changes nothing.
+	After *kgo.Record
+
+	placed *job // its place, reserved by PlaceWork (After), taken by startWork
 }
 
 // ErrWorkDropped is Work.Done's error for work given up without an
@@ -94,14 +95,21 @@ func (u unit) before(v unit) bool {
 // record waiting there) or at its back. It reports false, and wk is not
 // run, when the task is stopping.
 func (t *Task) PlaceWork(wk *Work, front bool) bool {
+	if wk.After != nil && t.rel != nil && t.rel.byOffset {
+		// Its place next to its trigger's, before the task's lock (the
+		// releaser's lock comes first).
+		wk.placed = t.rel.reserveAfter(wk)
+	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.stopping {
+		t.mu.Unlock()
+		t.unplace(wk)
 		return false
 	}
 	t.placeLocked(unit{w: wk}, front)
 	t.queued++
 	t.dispatchLocked()
+	t.mu.Unlock()
 	return true
 }
 
@@ -117,6 +125,17 @@ func (t *Task) laneNextLocked(ln *lane) *kgo.Record {
 		}
 	}
 	return nil
+}
+
+// unplace settles the place reserved for wk, which will not run, so that
+// its trigger is not held for it. Called without task.mu (the releaser's
+// lock comes first).
+func (t *Task) unplace(wk *Work) {
+	if j := wk.placed; j != nil {
+		wk.placed = nil
+		j.verdict = verdictNone
+		t.rel.settle(j)
+	}
 }
 
 // isWork reports whether j carries work rather than a record.
@@ -155,10 +174,16 @@ func (t *Task) finishWork(j *job, err error) {
 // instance: one call, its outcome decided by workOutcome.
 func (w *worker) startWork(wk *Work, ln *lane, next *kgo.Record) {
 	t := w.t
-	j := w.allocJob()
-	j.t, j.ln, j.attempt = t, ln, 1
-	j.rareFields().work = wk
-	w.placeWork(j, next)
+	var j *job
+	if j = wk.placed; j != nil {
+		wk.placed = nil // its place is reserved next to its trigger's (PlaceWork)
+		j.t, j.ln, j.attempt = t, ln, 1
+	} else {
+		j = w.allocJob()
+		j.t, j.ln, j.attempt = t, ln, 1
+		j.rareFields().work = wk
+		w.placeWork(j, next)
+	}
 	in := w.instance()
 	if in == nil {
 		t.drop(j) // aborted

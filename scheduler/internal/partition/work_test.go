@@ -382,3 +382,69 @@ func TestWorkWaitsOnOperations(t *testing.T) {
 		})
 	}
 }
+
+// Under exactly_once work placed with the record that triggered it
+// (Work.After) before that record is released holds the record's release:
+// both leave in one delivery (one hold of the transaction's gate: one
+// transaction), the record's outputs first. Without After the record
+// leaves alone, as soon as it settles.
+func TestWorkSharesItsTriggersDelivery(t *testing.T) {
+	t.Parallel()
+	for _, tied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("after%v", tied), func(t *testing.T) {
+			t.Parallel()
+			c := newCallLog(t, 0)
+			e := newEngine(t, engineOpts{ordering: config.OrderKey, min: 1, max: 1, guest: c.guest, autoAck: true, byOffset: true})
+			rs := recs(0, "a", "a")
+			e.t.Enqueue(rs)
+			<-c.inHold
+			w := newTimerWork("a")
+			if tied {
+				w.After = rs[0]
+			}
+			e.t.PlaceWork(&w.Work, true)
+			c.open()
+			if err := <-w.done; err != nil {
+				t.Fatalf("work done with %v", err)
+			}
+			waitFor(t, "the records done", func() bool { return len(e.ledger.doneOffsets()) == 2 })
+			ds := e.sink.deliveries()
+			var got []int64
+			for _, d := range ds {
+				got = append(got, d.offset)
+			}
+			if want := []int64{0, -1, 1}; !slices.Equal(got, want) {
+				t.Fatalf("delivered %v, want %v", got, want)
+			}
+			if same := ds[0].run == ds[1].run; same != tied {
+				t.Fatalf("the record and its work delivered together: %v, want %v (runs %d, %d)", same, tied, ds[0].run, ds[1].run)
+			}
+		})
+	}
+}
+
+// Work placed with a trigger that will not run (the task stopping) gives
+// its reserved place back: the trigger is not held for it.
+func TestWorkPlaceGivenBack(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, engineOpts{ordering: config.OrderKey, noStart: true, byOffset: true})
+	rs := recs(0, "a")
+	e.t.Enqueue(rs)
+	w := newTimerWork("a")
+	w.After = rs[0]
+	e.t.PlaceWork(&w.Work, true)
+	rl := e.t.rel
+	j := rl.claim(rs[0])
+	j.t, j.verdict = e.t, verdictDone
+	rl.settle(j)
+	if n := len(e.sink.deliveries()); n != 0 {
+		t.Fatalf("%d delivered while the record's work has not settled", n)
+	}
+	e.t.Stop()
+	if err := <-w.done; !errors.Is(err, ErrWorkDropped) {
+		t.Fatalf("work done with %v, want ErrWorkDropped", err)
+	}
+	if ds := e.sink.deliveries(); len(ds) != 1 || ds[0].offset != 0 {
+		t.Fatalf("delivered %+v once the work's place was given back, want the record", ds)
+	}
+}
