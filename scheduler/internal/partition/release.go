@@ -502,8 +502,10 @@ func (t *Task) filtered(j *job) {
 func (t *Task) drop(j *job) {
 	if j.isWork() {
 		// Work has no record to process again: its place goes, and Done
-		// is told.
-		if j.ordered {
+		// is told; under exactly_once the place of work tied to its
+		// trigger (Work.After) stays unsettled, as a dropped record's,
+		// holding the trigger back (dropQueuedWorkLocked).
+		if j.ordered && !(j.rare.after != nil && t.d.Ledger.dropKeepsPlace()) {
 			j.verdict = verdictNone
 			t.rel.settle(j)
 		}

@@ -497,7 +497,6 @@ func (t *Task) Stop() {
 	}
 	t.mu.Unlock()
 	for _, wk := range dropped {
-		t.unplace(wk)
 		wk.Done(ErrWorkDropped)
 	}
 	close(t.stopCh)

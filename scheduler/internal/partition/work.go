@@ -93,7 +93,8 @@ func (u unit) before(v unit) bool {
 
 // PlaceWork queues wk in its lane: at its front (it runs before every
 // record waiting there) or at its back. It reports false, and wk is not
-// run, when the task is stopping.
+// run, when the task is stopping. Called with no lock of the engine held
+// (it takes releaser.mu, then task.mu).
 func (t *Task) PlaceWork(wk *Work, front bool) bool {
 	if wk.After != nil && t.rel != nil && t.rel.byOffset {
 		// Its place next to its trigger's, before the task's lock (the
@@ -101,15 +102,13 @@ func (t *Task) PlaceWork(wk *Work, front bool) bool {
 		wk.placed = t.rel.reserveAfter(wk)
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.stopping {
-		t.mu.Unlock()
-		t.unplace(wk)
-		return false
+		return false // a place reserved stays unsettled: see Stop
 	}
 	t.placeLocked(unit{w: wk}, front)
 	t.queued++
 	t.dispatchLocked()
-	t.mu.Unlock()
 	return true
 }
 
@@ -125,17 +124,6 @@ func (t *Task) laneNextLocked(ln *lane) *kgo.Record {
 		}
 	}
 	return nil
-}
-
-// unplace settles the place reserved for wk, which will not run, so that
-// its trigger is not held for it. Called without task.mu (the releaser's
-// lock comes first).
-func (t *Task) unplace(wk *Work) {
-	if j := wk.placed; j != nil {
-		wk.placed = nil
-		j.verdict = verdictNone
-		t.rel.settle(j)
-	}
 }
 
 // isWork reports whether j carries work rather than a record.
@@ -261,6 +249,12 @@ func (w *worker) workOutcome(j *job, res host.Result, end time.Time) {
 
 // dropQueuedWorkLocked collects the work still queued when the task
 // stops, for Stop to tell each ErrWorkDropped once its lock is released.
+// A place reserved for such work next to its trigger's (Work.After) stays
+// unsettled, as a dropped record's does under exactly_once: the trigger is
+// not released without its work's outputs, stays uncommitted, and the
+// partition's next owner processes it again (which triggers the work
+// again). Settling it here could deliver: Stop is called with the
+// transaction's gate or commitMu held, which come after releaser.mu.
 func (t *Task) dropQueuedWorkLocked() []*Work {
 	var dropped []*Work
 	each := func(u unit) {
