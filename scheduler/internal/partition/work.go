@@ -45,8 +45,9 @@ type Work struct {
 	// durable (at once without outputs; under exactly_once once they are in
 	// the open transaction), ErrWorkDropped when it was given up before
 	// an outcome (the task stopped, or its call was canceled), or its
-	// failure. Called once, from a worker or a producer's callback; it must
-	// not block, nor call into the task.
+	// failure. Called once, from a worker, a producer's callback or the
+	// goroutine stopping the task; it must not block, nor call into the
+	// task. A Work is placed once.
 	Done func(err error)
 	// After is the record whose outcome triggered the work, if any: under
 	// exactly_once, placed before that record is released, the record's
