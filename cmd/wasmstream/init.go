@@ -80,7 +80,7 @@ type initData struct {
 	ASSDK, ASImport             string // the AssemblyScript SDK's directory (sdk or absolute), and its path relative to assembly/
 	ASCVersion                  string // the AssemblyScript compiler the SDK pins
 	RustSDK                     string // the Rust SDK crate: sdk, or the checkout's
-	CLI                         string // the wasmstream command the Makefile falls back on
+	Version                     string // the wasmstream version the SDK is (sdkVersion), in .wasmstream-version
 	CleanExtra                  string
 }
 
@@ -151,10 +151,13 @@ func initProject(o initOptions, dir string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var note string
+	d.Version, note = sdkVersion(d.SDK)
 	files, err := renderProject(d)
 	if err != nil {
 		return err
 	}
+	files[versionFile] = []byte(d.Version + "\n")
 	if err := addSDKFiles(d, files); err != nil {
 		return err
 	}
@@ -165,6 +168,9 @@ func initProject(o initOptions, dir string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "created %s: the %s processor %q, template %s (%d files)\n", termsafe.Line(dir), d.LangName, d.Name, d.Template, n)
 	if d.Lang == "rust" {
 		rustToolchainHint(filepath.Join(abs, "wasm-target.sh"), stdout)
+	}
+	if note != "" {
+		fmt.Fprintf(stderr, "wasmstream init: %s\n", termsafe.Line(note))
 	}
 	fmt.Fprintf(stdout, "  cd %s && make && make test && make validate    # then: make demo\n", shellQuote(dir))
 	return nil
@@ -202,7 +208,6 @@ func newInitData(o initOptions, dir string) (initData, string, error) {
 		return d, "", err
 	}
 	d.Crate = strings.ReplaceAll(d.Name, "-", "_")
-	d.CLI = "wasmstream"
 	if err := d.locateSDK(o.sdk, abs); err != nil {
 		return d, "", err
 	}
@@ -220,7 +225,6 @@ func (d *initData) locateSDK(sdk, abs string) error {
 	if d.Lang == "c" {
 		if co, err := findSDK(sdk); err == nil { // C needs no SDK; the checkout's CLI and ABI.md are welcome
 			d.SDK = co
-			d.CLI = filepath.Join(co, "bin", "wasmstream")
 			d.GoVersion = goVersion(filepath.Join(co, "go.mod"))
 		} else {
 			d.GoVersion = "stable" // the CI workflow's Go, which installs the wasmstream command
@@ -232,7 +236,6 @@ func (d *initData) locateSDK(sdk, abs string) error {
 		return err
 	}
 	d.GoVersion = goVersion(filepath.Join(d.SDK, "go.mod"))
-	d.CLI = filepath.Join(d.SDK, "bin", "wasmstream")
 	d.ASCVersion = ascVersion(filepath.Join(d.SDK, "abi", "sdk", "assemblyscript", "package.json"))
 	if d.Vendor {
 		d.GoReplace, d.ASSDK, d.ASImport, d.RustSDK = "./sdk", "sdk", "../sdk", "sdk"

@@ -24,7 +24,10 @@ func runMake(t *testing.T, dir string, args ...string) string {
 	// No network: the Go and Rust SDKs are copies in the project (no
 	// module or crate to fetch), the AssemblyScript compiler is the SDK's
 	// installed one (shareASCompiler).
-	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "GOPROXY=off", "CARGO_NET_OFFLINE=true")
+	// The checkout's command (make build), built from the tree the
+	// project's SDK is copied from: .wasmstream-version's commit lacks
+	// what is not committed yet.
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "GOPROXY=off", "CARGO_NET_OFFLINE=true", "WASMSTREAM="+filepath.Join(wt.RepoRoot(t), "bin", "wasmstream"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
