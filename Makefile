@@ -36,11 +36,15 @@ plugins: $(WASM)
 plugins/examples/%.wasm: FORCE
 	cd $(dir $@) && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $(notdir $@) .
 
-# The C example, written from abi/ABI.md alone (needs clang, lld, wasi-libc,
-# libclang-rt-14-dev-wasm32; the test command installs them).
-c-plugins: plugins/examples/c-uppercase/uppercase.wasm
+# The C examples: uppercase written from abi/ABI.md alone, enrich on the C
+# SDK (abi/sdk/c/wasmstream.h). They need clang, lld, wasi-libc,
+# libclang-rt-14-dev-wasm32; the test command installs them.
+c-plugins: plugins/examples/c-uppercase/uppercase.wasm plugins/examples/c-enrich/enrich.wasm
 
 plugins/examples/c-uppercase/uppercase.wasm: plugins/examples/c-uppercase/uppercase.c plugins/examples/c-uppercase/case_ranges.h
+	clang --target=wasm32-wasi -O2 -mexec-model=reactor -o $@ $<
+
+plugins/examples/c-enrich/enrich.wasm: plugins/examples/c-enrich/enrich.c abi/sdk/c/wasmstream.h
 	clang --target=wasm32-wasi -O2 -mexec-model=reactor -o $@ $<
 
 # The AssemblyScript SDK and examples (needs node and npm; the test command
@@ -110,6 +114,6 @@ bench:
 	bash tests/run.sh bench
 
 clean:
-	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm) $(addsuffix /target,$(RUST_CRATES)) tests/redpanda/redpanda-go/redpanda_go.wasm tests/redpanda/redpanda-go-identity/redpanda_go_identity.wasm tests/redpanda/redpanda-rust/target
+	rm -rf bin $(WASM) plugins/examples/c-uppercase/uppercase.wasm plugins/examples/c-enrich/enrich.wasm $(foreach p,$(AS_PLUGINS),plugins/examples/as-$(p)/$(p).wasm) $(addsuffix /target,$(RUST_CRATES)) tests/redpanda/redpanda-go/redpanda_go.wasm tests/redpanda/redpanda-go-identity/redpanda_go_identity.wasm tests/redpanda/redpanda-rust/target
 
 FORCE:
