@@ -21,16 +21,28 @@ import (
 	"github.com/wasmstream/wasmstream/internal/schemareg"
 )
 
-// An unmodified Redpanda Data Transform reading the registry through the
-// Go SDK v1.1.0's sr package (tests/redpanda/redpanda-go-sr), run by the
-// host against Apicurio: a framed record decoded by its schema id, a
-// lookup by subject and version, a registration under an allowed subject
-// and one under a subject the pipeline does not allow, and an unknown id.
+// Unmodified Redpanda Data Transforms reading the registry through the Go
+// SDK v1.1.0's sr package (tests/redpanda/redpanda-go-sr) and the Rust
+// crate redpanda-transform-sdk-sr 1.1.0 (tests/redpanda/redpanda-rust-sr),
+// run by the host against Apicurio: a framed record decoded by its schema
+// id, a lookup by subject and version, a registration under an allowed
+// subject and one under a subject the pipeline does not allow, and an
+// unknown id.
 func TestApicurioRedpandaTransform(t *testing.T) {
-	url, admin, run := registry(t)
-	subject := "rp-" + run + "-orders-value"
-	ss := create(t, admin, subject, sr.Schema{Schema: orderV1, Type: sr.TypeAvro})
+	for _, sdk := range []struct {
+		name             string
+		build            func(t *testing.T) []byte
+		refused, unknown string
+	}{
+		{"go", buildGoTransform, "error: unable to create new schema", "error: unable to find a schema definition with id"},
+		{"rust", func(t *testing.T) []byte { return wt.BuildRustGuest(t, "tests/redpanda/redpanda-rust-sr") },
+			"error: writing record failed with errno: -1", "error: writing record failed with errno: -1"},
+	} {
+		t.Run(sdk.name, func(t *testing.T) { testApicurioRedpanda(t, sdk.build(t), sdk.refused, sdk.unknown) })
+	}
+}
 
+func buildGoTransform(t *testing.T) []byte {
 	dir := filepath.Join(wt.RepoRoot(t), "tests/redpanda/redpanda-go-sr")
 	out := filepath.Join(t.TempDir(), "redpanda_go_sr.wasm")
 	cmd := exec.Command("go", "build", "-o", out, ".")
@@ -43,6 +55,14 @@ func TestApicurioRedpandaTransform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return wasm
+}
+
+func testApicurioRedpanda(t *testing.T, wasm []byte, refused, unknown string) {
+	url, admin, run := registry(t)
+	subject := "rp-" + run + "-orders-value"
+	ss := create(t, admin, subject, sr.Schema{Schema: orderV1, Type: sr.TypeAvro})
+
 	client, err := schemareg.New(schemareg.Config{URL: url})
 	if err != nil {
 		t.Fatal(err)
@@ -113,10 +133,10 @@ func TestApicurioRedpandaTransform(t *testing.T) {
 	if v := value(2); v != fmt.Sprintf("id=%d", got.ID) {
 		t.Errorf("create: %q, the registry holds id %d", v, got.ID)
 	}
-	if v := value(3); v != "error: unable to create new schema" {
+	if v := value(3); v != refused {
 		t.Errorf("create under a subject not allowed: %q", v)
 	}
-	if v := value(4); !strings.HasPrefix(v, "error: unable to find a schema definition with id") {
+	if v := value(4); !strings.HasPrefix(v, unknown) {
 		t.Errorf("unknown id: %q", v)
 	}
 }
