@@ -134,8 +134,21 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 		index[v.Name] = len(f.Pipelines)
 		f.Pipelines = append(f.Pipelines, pf)
 	}
-	// A retry tier adds its workers and its backlog per tier topic, and
-	// its faults, to its primary.
+	foldRetryTiers(&f, views, index)
+	names, failed := s.addHistory(sm, &f)
+	f.Versions = s.versions(names, man)
+	s.compare(&sm.watch, f.At, views, f.Versions)
+	sm.kept.apply(f.Versions, man)
+	markCanaries(&f)
+	f.Events = s.evlog.newest()
+	f.Hosts = s.hosts(now)
+	sm.prev, sm.prevAt, sm.failed = next, now, failed
+	return f
+}
+
+// foldRetryTiers adds a retry tier's workers and its backlog per tier
+// topic, and its faults, to its primary's frame.
+func foldRetryTiers(f *frame, views []scheduler.PipelineView, index map[string]int) {
 	for _, v := range views {
 		i, ok := index[v.Primary]
 		if v.Primary == "" || !ok {
@@ -155,6 +168,11 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 			}
 		}
 	}
+}
+
+// addHistory records each pipeline's point of the chart history and
+// returns the pipelines' names and their failed counts so far.
+func (s *Server) addHistory(sm *sampler, f *frame) ([]string, map[string]int64) {
 	names := make([]string, len(f.Pipelines))
 	failed := make(map[string]int64, len(f.Pipelines))
 	for i, pf := range f.Pipelines {
@@ -167,9 +185,12 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 		}
 		s.hist.add(pf.Name, point{At: f.At, In: float32(pf.InRate), Out: float32(pf.OutRate), Lag: pf.Lag, Failed: int32(min(d, 1<<31-1))})
 	}
-	f.Versions = s.versions(names, man)
-	s.compare(&sm.watch, f.At, views, f.Versions)
-	sm.kept.apply(f.Versions, man)
+	return names, failed
+}
+
+// markCanaries gives each pipeline's frame its canary, and its label when
+// the view had none.
+func markCanaries(f *frame) {
 	for i := range f.Pipelines {
 		pf := &f.Pipelines[i]
 		for _, v := range f.Versions {
@@ -181,10 +202,6 @@ func (s *Server) sample(sm *sampler, now time.Time) frame {
 			}
 		}
 	}
-	f.Events = s.evlog.newest()
-	f.Hosts = s.hosts(now)
-	sm.prev, sm.prevAt, sm.failed = next, now, failed
-	return f
 }
 
 // maxHistory bounds the earlier versions listed per pipeline.
