@@ -34,7 +34,7 @@ type rpSRRegistry struct {
 	hang  map[string]bool
 }
 
-func newRPSRRegistry(t *testing.T) *rpSRRegistry {
+func newRPSRRegistry(t testing.TB) *rpSRRegistry {
 	r := &rpSRRegistry{Registry: srfake.New(), count: map[string]int{}, fail: map[string]bool{}, hang: map[string]bool{}}
 	t.Cleanup(r.Close)
 	r.Intercept(func(w http.ResponseWriter, req *http.Request) bool {
@@ -81,7 +81,7 @@ func rpSRConfig(client *schemareg.Client, lim Limits) ModuleConfig {
 	return cfg
 }
 
-func rpSRClient(t *testing.T, url string, timeout time.Duration) *schemareg.Client {
+func rpSRClient(t testing.TB, url string, timeout time.Duration) *schemareg.Client {
 	c, err := schemareg.New(schemareg.Config{URL: url, RequestTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
@@ -255,5 +255,52 @@ func TestRedpandaSchemaRegistryUnavailable(t *testing.T) {
 		if !in.Dead() {
 			t.Errorf("id %d: instance alive after the fault", c.id)
 		}
+	}
+}
+
+// BenchmarkRedpandaSchemaLookup: a record whose framed value the
+// transform looks up by id (an id the host's client has cached), beside
+// the identity transform of the same SDK. The Go SDK 1.1.0's default
+// client does not cache a schema it found, so each record makes the two
+// host calls (the length, then the copy; one operation, the second call
+// answered from the instance's last answer); the Rust crate's client
+// caches it, so its records reach the host once per id.
+func BenchmarkRedpandaSchemaLookup(b *testing.B) {
+	reg := newRPSRRegistry(b)
+	client := rpSRClient(b, reg.URL(), 5*time.Second)
+	framedRecs := make([]abi.Record, 100)
+	plain := make([]abi.Record, 100)
+	for i := range framedRecs {
+		framedRecs[i] = abi.Record{Topic: "in", Offset: int64(i), Key: []byte("key"), Value: framed(4, "payload")}
+		plain[i] = abi.Record{Topic: "in", Offset: int64(i), Key: []byte("key"), Value: framed(4, "payload")}
+	}
+	for _, c := range []struct {
+		name string
+		wasm func(testing.TB) []byte
+		recs []abi.Record
+	}{
+		{"go-identity", func(t testing.TB) []byte { return rpGoTransform(t, "tests/redpanda/redpanda-go-identity") }, plain},
+		{"go-sr-by-id", func(t testing.TB) []byte { return rpGoTransform(t, "tests/redpanda/redpanda-go-sr") }, framedRecs},
+		{"rust-identity", func(t testing.TB) []byte { return rustGuest(t, "tests/redpanda/redpanda-rust") }, plain},
+		{"rust-sr-by-id", func(t testing.TB) []byte { return rustGuest(t, "tests/redpanda/redpanda-rust-sr") }, framedRecs},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			in := rpInstanceOf(b, rpLoad(b, c.wasm(b), rpSRConfig(client, Limits{})))
+			batch := rpBatchOf(c.recs)
+			out := make([]Outcome, len(batch))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if ran := in.ProcessBatch(context.Background(), batch, out); ran != len(batch) || out[0].Status != abi.StatusOK {
+					b.Fatalf("ran %d: %v", ran, out[max(ran-1, 0)].Err)
+				}
+				for j := range out {
+					in.m.held.release(out[j].HeldBytes)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/rec")
+		})
+	}
+	if n := reg.requests("/schemas/ids/4"); n != 1 {
+		b.Errorf("%d registry requests for id 4, want 1", n)
 	}
 }
