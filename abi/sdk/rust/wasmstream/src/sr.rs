@@ -125,10 +125,16 @@ pub fn schema_id(value: Option<&[u8]>) -> Result<(i32, &[u8]), Error> {
     }
 }
 
+/// How the error of a miss ends.
+const MISSING_SUFFIX: &str = "is not looked up yet (sr::run or sr::resolve looks it up)";
+
 fn missing(m: Missing) -> Error {
     let msg = match &m {
-        Missing::Id(id) => format!("sr: schema {} is not looked up yet (sr::run or sr::resolve looks it up)", id),
-        Missing::Subject(s, _) => format!("sr: the latest schema of subject {:?} is not looked up yet (sr::run or sr::resolve looks it up)", s),
+        Missing::Id(id) => format!("sr: schema {} {}", id, MISSING_SUFFIX),
+        Missing::Subject(s, _) => format!(
+            "sr: the latest schema of subject {:?} {}",
+            s, MISSING_SUFFIX
+        ),
     };
     CACHE.with(|c| c.borrow_mut().missing = Some(m));
     Error::retry(msg)
@@ -326,9 +332,12 @@ pub fn resolve<F>(err: Error, again: F) -> Result<(), Error>
 where
     F: FnOnce(&Record<'_>, &mut Emitter) -> Result<(), Error> + 'static,
 {
-    match CACHE.with(|c| c.borrow_mut().missing.take()) {
-        Some(m) => lookup(m, Box::new(again)),
-        None => Err(err),
+    // The miss recorded is err's only if err is a miss: another error
+    // returned after an unanswered miss is not looked up.
+    let m = CACHE.with(|c| c.borrow_mut().missing.take());
+    match m {
+        Some(m) if err.message().ends_with(MISSING_SUFFIX) => lookup(m, Box::new(again)),
+        _ => Err(err),
     }
 }
 
