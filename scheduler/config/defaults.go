@@ -173,6 +173,7 @@ func Defaults() Config {
 func PipelineDefaults() Pipeline {
 	return Pipeline{
 		Ordering:         OrderPartition,
+		OutputTimestamp:  OutputTimeNow,
 		Guarantee:        AtLeastOnce,
 		MaxInFlight:      10000,
 		MaxInFlightBytes: 32 << 20,

@@ -132,16 +132,20 @@ type Pipeline struct {
 	// InputFormat and OutputFormat say how records are read and outputs
 	// to Output written: raw bytes (the default) or framed by a schema
 	// registry (schema.go; RATIONALE.md, "Schema-registry data").
-	InputFormat      InputFormat  `koanf:"input_format"`
-	OutputFormat     OutputFormat `koanf:"output_format"`
-	AllowedOutputs   []string     `koanf:"allowed_outputs"`
-	DeadLetterTopic  string       `koanf:"dead_letter_topic"`
-	Group            string       `koanf:"group"`
-	Limits           Limits       `koanf:"limits"`
-	Ordering         string       `koanf:"ordering"`
-	Instances        Instances    `koanf:"instances"`
-	MaxInFlight      int          `koanf:"max_in_flight"`
-	MaxInFlightBytes int          `koanf:"max_in_flight_bytes"`
+	InputFormat     InputFormat  `koanf:"input_format"`
+	OutputFormat    OutputFormat `koanf:"output_format"`
+	AllowedOutputs  []string     `koanf:"allowed_outputs"`
+	DeadLetterTopic string       `koanf:"dead_letter_topic"`
+	Group           string       `koanf:"group"`
+	Limits          Limits       `koanf:"limits"`
+	Ordering        string       `koanf:"ordering"`
+	// OutputTimestamp is the timestamp the pipeline's outputs carry:
+	// OutputTimeNow (the release's clock) or OutputTimeInput (their
+	// record's own, as Kafka Streams and Redpanda transforms give).
+	OutputTimestamp  string    `koanf:"output_timestamp"`
+	Instances        Instances `koanf:"instances"`
+	MaxInFlight      int       `koanf:"max_in_flight"`
+	MaxInFlightBytes int       `koanf:"max_in_flight_bytes"`
 	// BatchRecords is how many records one call into an instance runs at
 	// most (the batch entry, ABI.md §10; a module without it gets one
 	// call per record, still taken as one run): 1 turns runs off.
@@ -315,6 +319,12 @@ func compactDuration(d time.Duration) string {
 	}
 	return fmt.Sprintf("%dms", d/time.Millisecond)
 }
+
+// Output timestamps (pipelines[].output_timestamp).
+const (
+	OutputTimeNow   = "now"   // when the record's outcome was released to the producer
+	OutputTimeInput = "input" // the input record's own timestamp
+)
 
 // Ordering modes.
 const (

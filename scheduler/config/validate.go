@@ -326,6 +326,11 @@ func checkFlow(add addFunc, key keyFunc, p *Pipeline) {
 	default:
 		add(key("ordering"), "%q: want partition, key or none", p.Ordering)
 	}
+	switch p.OutputTimestamp {
+	case OutputTimeNow, OutputTimeInput:
+	default:
+		add(key("output_timestamp"), "%q: want now or input", p.OutputTimestamp)
+	}
 	switch p.Guarantee {
 	case AtLeastOnce, ExactlyOnce:
 	default:

@@ -346,7 +346,11 @@ func deliverVerdict(s verdictSink, j *job, at *outputTime) {
 	case verdictDone:
 		j.t.filtered(j)
 	case verdictOutputs:
-		s.deliverOutputs(j, at.now())
+		if j.t.d.Config.OutputTimestamp == config.OutputTimeInput {
+			s.deliverOutputs(j, j.r.Timestamp)
+		} else {
+			s.deliverOutputs(j, at.now())
+		}
 	case verdictFailed:
 		x := j.rare // made with its failure (job.failed)
 		s.deliverFailure(j.t, j.r, j.t.failureCopy(j.r, int(j.attempt), x.fail, x.history, j.tr), j.tr, x.fail)
