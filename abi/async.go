@@ -176,6 +176,54 @@ func DecodeHTTPRequest(b []byte) (HTTPRequest, error) {
 	return r, d.finish("http request")
 }
 
+// HTTPRequestView is an OpHTTP request decoded without a copy or an
+// allocation: its slices alias the encoding, and its headers are read with
+// Header. The host reads a guest's request this way, for a plain-HTTP
+// request writes it on the wire from here (host/asyncop).
+type HTTPRequestView struct {
+	Method, URL []byte
+	Body        []byte // nil: none
+	Timeout     time.Duration
+	// NumHeaders is the number of headers; Header(i) reads them in order.
+	NumHeaders int
+	headers    []byte // their encoding, checked
+}
+
+// DecodeHTTPRequestView decodes an HTTP request as DecodeHTTPRequest does,
+// into a view of b.
+func DecodeHTTPRequestView(b []byte) (HTTPRequestView, error) {
+	var v HTTPRequestView
+	d := decoder{b: b}
+	v.Method = d.key()
+	v.URL = d.key()
+	n := d.u32()
+	if d.err == nil && n > MaxHeaders {
+		d.fail("%d headers (at most %d)", n, MaxHeaders)
+	}
+	start := d.off
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		d.key()
+		d.bytes()
+	}
+	v.NumHeaders, v.headers = int(n), b[start:d.off]
+	v.Body = d.bytes()
+	v.Timeout = time.Duration(d.u32()) * time.Millisecond
+	if err := d.finish("http request"); err != nil {
+		return HTTPRequestView{}, err
+	}
+	return v, nil
+}
+
+// EachHeader calls f with each header's name and value (nil: none), in
+// order; the slices alias the encoding.
+func (v *HTTPRequestView) EachHeader(f func(name, value []byte)) {
+	d := decoder{b: v.headers}
+	for range v.NumHeaders {
+		k := d.key()
+		f(k, d.bytes())
+	}
+}
+
 // HTTPResponse is the payload of a completed OpHTTP operation. Any status
 // the server sent is a completion with code CompletionOK; transport errors,
 // refusals and timeouts complete with CompletionError.
@@ -210,6 +258,23 @@ func AppendHTTPResponseOf(b []byte, status int, headers map[string][]string, bod
 		}
 	}
 	return appendBytes(b, body)
+}
+
+// AppendHTTPResponseStart appends the start of a response's encoding, its
+// status and header count: headers AppendHTTPField calls follow, then the
+// body (u32 length and bytes). A host writes a response as it reads it this
+// way, without holding its headers apart.
+func AppendHTTPResponseStart(b []byte, status, headers int) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(status))
+	return binary.LittleEndian.AppendUint32(b, uint32(headers))
+}
+
+// AppendHTTPField appends one header of a response (AppendHTTPResponseStart).
+func AppendHTTPField(b, name, value []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(name)))
+	b = append(b, name...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(value)))
+	return append(b, value...)
 }
 
 // DecodeHTTPResponse decodes an HTTP response. The returned slices alias b.

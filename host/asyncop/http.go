@@ -112,7 +112,8 @@ func NewHTTP(cfg HTTP, key string) Operation { return newHTTPOp(cfg, key) }
 // httpOp performs HTTP requests to allowed hosts.
 type httpOp struct {
 	cfg    HTTP
-	key    string // the section's key, for refusals
+	key    string       // the section's key, for refusals
+	allow  []allowEntry // cfg.AllowHosts, read once
 	client *http.Client
 	plain  *http1.Client // the client's transport for http://
 }
@@ -123,6 +124,13 @@ func newHTTPOp(cfg HTTP, key string) *httpOp {
 		key = "async.http"
 	}
 	op := &httpOp{cfg: cfg, key: key}
+	for _, e := range cfg.AllowHosts {
+		a := allowEntry{host: strings.ToLower(e)}
+		if h, p, err := net.SplitHostPort(e); err == nil {
+			a.host, a.port = strings.ToLower(h), p
+		}
+		op.allow = append(op.allow, a)
+	}
 	dial := (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	tr := &http.Transport{
 		Proxy:                 nil, // never from the environment: the allow list is the policy
@@ -209,6 +217,10 @@ func (t bySchemeTransport) CloseIdleConnections() {
 // module closed.
 func (op *httpOp) CloseIdleConnections() { op.client.CloseIdleConnections() }
 
+// allowEntry is an allow_hosts entry: its host in lower case ("*.domain"
+// for any subdomain) and its port, "" for any.
+type allowEntry struct{ host, port string }
+
 // allowed checks u against the allow list.
 func (op *httpOp) allowed(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
@@ -219,17 +231,8 @@ func (op *httpOp) allowed(u *url.URL) error {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	for _, e := range op.cfg.AllowHosts {
-		eh, ep := strings.ToLower(e), ""
-		if h, p, err := net.SplitHostPort(e); err == nil {
-			eh, ep = strings.ToLower(h), p
-		}
-		if ep != "" && ep != port {
-			continue
-		}
-		if eh == host || (strings.HasPrefix(eh, "*.") && strings.HasSuffix(host, eh[1:])) {
-			return nil
-		}
+	if op.allowedBytes([]byte(host), []byte(port)) {
+		return nil
 	}
 	if len(op.cfg.AllowHosts) == 0 {
 		return fmt.Errorf("host %s is not allowed: no hosts are (%s.allow_hosts is empty)", net.JoinHostPort(host, port), op.key)
@@ -237,7 +240,32 @@ func (op *httpOp) allowed(u *url.URL) error {
 	return fmt.Errorf("host %s is not allowed (%s.allow_hosts: %s)", net.JoinHostPort(host, port), op.key, strings.Join(op.cfg.AllowHosts, ", "))
 }
 
+// allowedBytes reports whether the allow list has host (any case) and
+// port (empty: 80, http's).
+func (op *httpOp) allowedBytes(host, port []byte) bool {
+	if len(port) == 0 {
+		port = []byte("80")
+	}
+	for _, e := range op.allow {
+		if e.port != "" && e.port != string(port) {
+			continue
+		}
+		if bytes.EqualFold(host, []byte(e.host)) ||
+			(strings.HasPrefix(e.host, "*.") && len(host) >= len(e.host)-1 && bytes.EqualFold(host[len(host)-(len(e.host)-1):], []byte(e.host[1:]))) {
+			return true
+		}
+	}
+	return false
+}
+
 func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (string, error) {
+	v, err := abi.DecodeHTTPRequestView(raw)
+	if err != nil {
+		return "", err
+	}
+	if desc, ok := op.direct(ctx, &v, raw, done); ok {
+		return desc, nil
+	}
 	req, err := abi.DecodeHTTPRequest(raw)
 	if err != nil {
 		return "", err
@@ -245,10 +273,7 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 	if req.Method == "" {
 		req.Method = http.MethodGet
 	}
-	desc := req.Method + " " + req.URL
-	if len(desc) > 200 {
-		desc = desc[:200] + "…"
-	}
+	desc := describe([]byte(req.Method), []byte(req.URL))
 	refuse := func(format string, args ...any) (string, error) {
 		done(abi.AppendCompletionError(nil, abi.CompletionRefused, "http: "+fmt.Sprintf(format, args...)))
 		return desc, nil
@@ -257,18 +282,7 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 	if req.Timeout > 0 && req.Timeout < timeout {
 		timeout = req.Timeout
 	}
-	rctx := withTimeout(ctx, timeout)
-	// The body is a copy: req's aliases the guest's memory, which the guest
-	// goes on writing while the request is sent (one over the limit is
-	// refused below, and not copied). No body, or an empty one, is
-	// http.NoBody (set below), without a reader to make.
-	var body io.Reader
-	if len(req.Body) > 0 && len(req.Body) <= op.cfg.MaxRequestBytes {
-		body = bytes.NewReader(bytes.Clone(req.Body))
-	}
-	// The request parses the URL, once: the allow list checks what it
-	// will request. Nothing is sent before Do.
-	hr, err := http.NewRequestWithContext(rctx, req.Method, req.URL, body)
+	hr, err := op.newRequest(withTimeout(ctx, timeout), &req)
 	if err != nil {
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			return refuse("bad URL: %v", err)
@@ -281,14 +295,47 @@ func (op *httpOp) Start(ctx context.Context, raw []byte, done func([]byte)) (str
 	if len(req.Body) > op.cfg.MaxRequestBytes {
 		return refuse("request body of %d bytes exceeds %s.max_request_bytes (%d)", len(req.Body), op.key, op.cfg.MaxRequestBytes)
 	}
+	goroutines.Go(func() { done(op.do(hr.Context(), hr, timeout)) })
+	return desc, nil
+}
+
+// newRequest is req as net/http's request, with ctx. Nothing is sent.
+func (op *httpOp) newRequest(ctx context.Context, req *abi.HTTPRequest) (*http.Request, error) {
+	// The body is a copy: req's aliases the guest's memory, which the guest
+	// goes on writing while the request is sent (one over the limit is
+	// refused, and not copied). No body, or an empty one, is
+	// http.NoBody (set below), without a reader to make.
+	var body io.Reader
+	if len(req.Body) > 0 && len(req.Body) <= op.cfg.MaxRequestBytes {
+		body = bytes.NewReader(bytes.Clone(req.Body))
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	// The request parses the URL, once: the allow list checks what it
+	// will request.
+	hr, err := http.NewRequestWithContext(ctx, method, req.URL, body)
+	if err != nil {
+		return nil, err
+	}
 	if body == nil {
 		hr.Body, hr.ContentLength = http.NoBody, 0
 	}
 	for _, h := range req.Headers {
 		hr.Header.Add(h.Key, string(h.Value))
 	}
-	goroutines.Go(func() { done(op.do(rctx, hr, timeout)) })
-	return desc, nil
+	return hr, nil
+}
+
+// request is the guest's request raw (a copy) as net/http's request, with
+// ctx: for a redirect the direct way met.
+func (op *httpOp) request(ctx context.Context, raw []byte) (*http.Request, error) {
+	req, err := abi.DecodeHTTPRequest(raw)
+	if err != nil {
+		return nil, err
+	}
+	return op.newRequest(ctx, &req)
 }
 
 // withTimeout is ctx carrying a request's deadline, timeout from now, when
@@ -306,17 +353,26 @@ func withTimeout(ctx context.Context, timeout time.Duration) context.Context {
 }
 
 func (op *httpOp) do(ctx context.Context, hr *http.Request, timeout time.Duration) []byte {
+	resp, err := op.send(hr)
+	return op.completion(ctx, hr.Method, hr.URL.String(), timeout, resp, err)
+}
+
+// tooLarge is the completion of a response over max_response_bytes.
+func (op *httpOp) tooLarge(method, u, detail string) []byte {
+	return abi.AppendCompletionError(nil, abi.CompletionError, fmt.Sprintf("http: %s %s: response over %s.max_response_bytes (%d bytes for the status line, headers and body together): %s", method, u, op.key, op.cfg.MaxResponseBytes, detail))
+}
+
+// completion is the completion of the request method u: resp's, or err's
+// when it failed.
+func (op *httpOp) completion(ctx context.Context, method, u string, timeout time.Duration, resp *http.Response, err error) []byte {
 	fail := func(err error) []byte {
 		msg := err.Error()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("%s %s: timed out (request timeout %s or the record's deadline): %v", hr.Method, hr.URL, timeout, err)
+			msg = fmt.Sprintf("%s %s: timed out (request timeout %s or the record's deadline): %v", method, u, timeout, err)
 		}
 		return abi.AppendCompletionError(nil, abi.CompletionError, "http: "+msg)
 	}
-	tooLarge := func(detail string) []byte {
-		return abi.AppendCompletionError(nil, abi.CompletionError, fmt.Sprintf("http: %s %s: response over %s.max_response_bytes (%d bytes for the status line, headers and body together): %s", hr.Method, hr.URL, op.key, op.cfg.MaxResponseBytes, detail))
-	}
-	resp, err := op.send(hr)
+	tooLarge := func(detail string) []byte { return op.tooLarge(method, u, detail) }
 	if err != nil {
 		if headerLimitErr(err) {
 			return tooLarge(fmt.Sprintf("the transport stopped reading its headers (%v)", err))

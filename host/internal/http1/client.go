@@ -57,8 +57,10 @@ type conn struct {
 	readLimit int64 // bytes Read may still return; < 0: no limit
 	read      int64 // bytes read for the request in progress
 	idleSince time.Time
-	reused    bool // it served an earlier request
-	deadline  bool // an I/O deadline is set
+	reused    bool   // it served an earlier request
+	deadline  bool   // an I/O deadline is set
+	peek      peeker // alive's, made once
+	abort     func() // stops its blocked reads and writes at once; made once
 }
 
 // Read reads from the connection within readLimit: the header bound.
@@ -117,25 +119,26 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	ctx := req.Context()
+	deadline, _ := RequestDeadline(ctx)
 	key := hostPort(req)
 	for {
 		if err := ctx.Err(); err != nil {
 			closeBody(req)
 			return nil, err
 		}
-		cn, err := c.get(ctx, key)
+		cn, err := c.get(ctx, key, deadline)
 		if err != nil {
 			closeBody(req)
 			return nil, err
 		}
-		resp, err := c.exchange(ctx, cn, req)
+		resp, err := c.exchange(ctx, cn, req, deadline)
 		if err == nil {
 			return resp, nil
 		}
 		// A connection the server had already closed, found out only
 		// now: the request is sent again on another when nothing came
 		// back and sending it twice is harmless (net/http's rule).
-		if !cn.reused || cn.read > 0 || !replayable(req) || ended(ctx) {
+		if !cn.reused || cn.read > 0 || !replayable(req) || ended(ctx, deadline) {
 			return nil, err
 		}
 		if req, err = rewind(req); err != nil {
@@ -144,24 +147,41 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// exchange writes req on cn and reads the response's head.
-func (c *Client) exchange(ctx context.Context, cn *conn, req *http.Request) (*http.Response, error) {
+// watch sets cn's I/O deadline for an exchange (the zero time: none) and
+// has ctx's cancellation stop the exchange at once; stop ends the watch,
+// false when it fired.
+func (cn *conn) watch(ctx context.Context, deadline time.Time) (stop func() bool) {
 	// The deadline bounds the whole exchange, body included; a
 	// cancellation (the record ended) stops it at once.
-	deadline, hasDeadline := RequestDeadline(ctx)
-	if hasDeadline || cn.deadline {
-		cn.nc.SetDeadline(deadline) // the zero time: none
-		cn.deadline = hasDeadline
+	if !deadline.IsZero() || cn.deadline {
+		cn.nc.SetDeadline(deadline)
+		cn.deadline = !deadline.IsZero()
 	}
-	stop := func() bool { return true }
-	if ctx.Done() != nil {
-		nc := cn.nc
-		stop = context.AfterFunc(ctx, func() { nc.SetDeadline(aLongTimeAgo) })
+	if ctx.Done() == nil {
+		return func() bool { return true }
 	}
+	return context.AfterFunc(ctx, cn.abort)
+}
+
+// headerLimit is what may be read of a response before its body.
+func (c *Client) headerLimit() int64 {
+	if c.MaxHeaderBytes <= 0 {
+		return 1 << 20
+	}
+	return c.MaxHeaderBytes
+}
+
+func (c *Client) headerLimitErr() error {
+	return fmt.Errorf("server response headers exceeded %d bytes; aborted", c.headerLimit())
+}
+
+// exchange writes req on cn and reads the response's head.
+func (c *Client) exchange(ctx context.Context, cn *conn, req *http.Request, deadline time.Time) (*http.Response, error) {
+	stop := cn.watch(ctx, deadline)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		cn.nc.Close()
-		return nil, explain(ctx, err)
+		return nil, explainAt(ctx, deadline, err)
 	}
 	cn.read = 0
 	cn.readLimit = -1
@@ -171,40 +191,50 @@ func (c *Client) exchange(ctx context.Context, cn *conn, req *http.Request) (*ht
 	if err := cn.bw.Flush(); err != nil {
 		return fail(err)
 	}
-	cn.readLimit = c.MaxHeaderBytes
-	if cn.readLimit <= 0 {
-		cn.readLimit = 1 << 20
+	cn.readLimit = c.headerLimit()
+	resp, err := c.readResponse(cn, req)
+	if err != nil {
+		return fail(err)
 	}
-	var resp *http.Response
+	return c.withBody(ctx, cn, stop, resp, !resp.Close && !wantsClose(req)), nil
+}
+
+// readResponse reads a response's head from cn with net/http, past any
+// 1xx answers, within cn's read limit.
+func (c *Client) readResponse(cn *conn, req *http.Request) (*http.Response, error) {
 	for informational := 0; ; informational++ {
-		var err error
-		resp, err = http.ReadResponse(cn.br, req)
+		resp, err := http.ReadResponse(cn.br, req)
 		if err != nil {
 			if cn.readLimit == 0 {
-				err = fmt.Errorf("server response headers exceeded %d bytes; aborted", c.MaxHeaderBytes)
+				err = c.headerLimitErr()
 			}
-			return fail(err)
+			return nil, err
 		}
 		// 1xx answers come before the response (100 Continue, 103
 		// Early Hints); 101 would switch protocols.
 		if resp.StatusCode < 100 || resp.StatusCode > 199 {
-			break
+			cn.readLimit = -1
+			return resp, nil
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
-			return fail(errors.New("the server switched protocols (101), which lookups do not"))
+			return nil, errors.New("the server switched protocols (101), which lookups do not")
 		}
 		if informational == 5 {
-			return fail(errors.New("too many 1xx informational responses"))
+			return nil, errors.New("too many 1xx informational responses")
 		}
 	}
-	cn.readLimit = -1
-	b := &body{rc: resp.Body, c: c, cn: cn, ctx: ctx, stop: stop, keep: !resp.Close && !wantsClose(req)}
+}
+
+// withBody is resp with a body that settles cn when read (keep: cn may
+// serve another request).
+func (c *Client) withBody(ctx context.Context, cn *conn, stop func() bool, resp *http.Response, keep bool) *http.Response {
+	b := &body{rc: resp.Body, c: c, cn: cn, ctx: ctx, stop: stop, keep: keep}
 	if resp.Body == http.NoBody {
 		b.finish(nil)
-		return resp, nil
+		return resp
 	}
 	resp.Body = b
-	return resp, nil
+	return resp
 }
 
 // A body reads a response's body and then settles its connection: back to
@@ -249,26 +279,26 @@ func wantsClose(req *http.Request) bool {
 	return false
 }
 
-// ended reports whether ctx is done or its request's deadline has passed.
-func ended(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	d, ok := RequestDeadline(ctx)
-	return ok && !time.Now().Before(d)
+// ended reports whether ctx is done or the request's deadline has passed.
+func ended(ctx context.Context, deadline time.Time) bool {
+	return ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline))
 }
 
 // explain says why err ended a request when its context or deadline did:
 // the context's error, or context.DeadlineExceeded for the request's own
 // deadline, wrapping what the connection reported.
 func explain(ctx context.Context, err error) error {
+	d, _ := RequestDeadline(ctx)
+	return explainAt(ctx, d, err)
+}
+
+// explainAt is explain with the request's deadline given (zero: none).
+func explainAt(ctx context.Context, deadline time.Time, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%w (%v)", cerr, err)
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		if d, ok := RequestDeadline(ctx); ok && !time.Now().Before(d) {
-			return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
-		}
+	if errors.Is(err, os.ErrDeadlineExceeded) && !deadline.IsZero() && !time.Now().Before(deadline) {
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 	}
 	return err
 }
@@ -297,8 +327,9 @@ func (b *body) finish(err error) {
 	b.cn.nc.Close()
 }
 
-// get takes an idle connection to key, or dials one.
-func (c *Client) get(ctx context.Context, key string) (*conn, error) {
+// get takes an idle connection to key, or dials one within deadline (the
+// zero time: none but ctx's).
+func (c *Client) get(ctx context.Context, key string, deadline time.Time) (*conn, error) {
 	now := time.Now()
 	for {
 		c.mu.Lock()
@@ -313,7 +344,7 @@ func (c *Client) get(ctx context.Context, key string) (*conn, error) {
 		c.mu.Unlock()
 		// Peeked at first: a server that closed it (or sent what nobody
 		// asked for) has said so by now.
-		if now.Sub(cn.idleSince) < c.IdleTimeout && alive(cn.nc) {
+		if now.Sub(cn.idleSince) < c.IdleTimeout && cn.peek.alive(cn.nc) {
 			cn.reused = true
 			return cn, nil
 		}
@@ -321,10 +352,10 @@ func (c *Client) get(ctx context.Context, key string) (*conn, error) {
 	}
 	// The request's own deadline bounds connecting too.
 	dctx := ctx
-	if d, ok := RequestDeadline(ctx); ok {
-		if cd, has := ctx.Deadline(); !has || d.Before(cd) {
+	if !deadline.IsZero() {
+		if cd, has := ctx.Deadline(); !has || deadline.Before(cd) {
 			var cancel context.CancelFunc
-			dctx, cancel = context.WithDeadline(ctx, d)
+			dctx, cancel = context.WithDeadline(ctx, deadline)
 			defer cancel()
 		}
 	}
@@ -333,6 +364,7 @@ func (c *Client) get(ctx context.Context, key string) (*conn, error) {
 		return nil, explain(dctx, err)
 	}
 	cn := &conn{nc: nc, key: key}
+	cn.abort = func() { nc.SetDeadline(aLongTimeAgo) }
 	cn.br = bufio.NewReaderSize(cn, 4096)
 	cn.bw = bufio.NewWriterSize(nc, 4096)
 	return cn, nil
