@@ -94,7 +94,10 @@ func (m *Module) instantiateSRModule(ctx context.Context) error {
 // srAnswer is the last lookup's answer, kept by the instance between a
 // _len call and the call that copies it out: the SDKs make the two in a
 // row, and the second must see the first's answer (a subject's latest
-// version may change in between). On the guest goroutine only.
+// version may change in between). A schema by id, or by a fixed version,
+// does not change, so the next record's lookup of the same one is answered
+// from it too; a subject's latest is asked again at each _len call. On the
+// guest goroutine only.
 type srAnswer struct {
 	kind    abi.OpKind
 	id      int    // OpSchemaByID
@@ -183,10 +186,11 @@ func (in *Instance) srByID(id int) ([]byte, bool) {
 }
 
 // srBySubject is the encoded subject schema of subject at version, or ok
-// false. subject aliases guest memory; what is kept is a copy.
-func (in *Instance) srBySubject(subject []byte, version int) ([]byte, bool) {
+// false; fresh asks again for a latest version (-1) kept from before.
+// subject aliases guest memory; what is kept is a copy.
+func (in *Instance) srBySubject(subject []byte, version int, fresh bool) ([]byte, bool) {
 	a := &in.entry.rp.sr
-	if a.is(abi.OpSchemaBySubject, 0, string(subject), version) {
+	if a.is(abi.OpSchemaBySubject, 0, string(subject), version) && !(fresh && version == -1) {
 		return a.enc, true
 	}
 	p, ok := in.srAsk(abi.OpSchemaBySubject, abi.AppendSchemaBySubject(nil, string(subject), version))
@@ -243,7 +247,7 @@ func hostSRGetSchemaDef(ctx context.Context, mod api.Module, stack []uint64) {
 func hostSRGetSubjectSchemaLen(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instance(ctx)
 	subject := in.readIn(mod, rpabi.SchemaRegistryModule, rpabi.SRGetSubjectSchemaLen, uint32(stack[0]), uint32(stack[1]))
-	enc, ok := in.srBySubject(subject, int(int32(stack[2])))
+	enc, ok := in.srBySubject(subject, int(int32(stack[2])), true)
 	if !ok {
 		stack[0] = rpCode(rpabi.SRFailed)
 		return
@@ -255,7 +259,7 @@ func hostSRGetSubjectSchemaLen(ctx context.Context, mod api.Module, stack []uint
 func hostSRGetSubjectSchema(ctx context.Context, mod api.Module, stack []uint64) {
 	in := instance(ctx)
 	subject := in.readIn(mod, rpabi.SchemaRegistryModule, rpabi.SRGetSubjectSchema, uint32(stack[0]), uint32(stack[1]))
-	enc, ok := in.srBySubject(subject, int(int32(stack[2])))
+	enc, ok := in.srBySubject(subject, int(int32(stack[2])), false)
 	if !ok {
 		stack[0] = rpCode(rpabi.SRFailed)
 		return

@@ -192,6 +192,47 @@ func testRedpandaSchemaRegistry(t *testing.T, wasm []byte, noID, noSubject, refu
 	}
 }
 
+// A subject's latest version is asked again at each lookup (within the
+// registry client's refresh_period), not kept by the instance from an
+// earlier record: a version registered meanwhile reaches the same
+// instance.
+func TestRedpandaSchemaRegistryLatestMoves(t *testing.T) {
+	t.Parallel()
+	reg := newRPSRRegistry(t)
+	client, err := schemareg.New(schemareg.Config{URL: reg.URL(), RequestTimeout: 5 * time.Second, RefreshPeriod: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := rpInstanceOf(t, rpLoad(t, rpGoTransform(t, "tests/redpanda/redpanda-go-sr"), rpSRConfig(client, Limits{})))
+	latest := func() string {
+		t.Helper()
+		recs := []abi.Record{{Topic: "in", Value: []byte("subject:users-value:-1")}}
+		out := make([]Outcome, 1)
+		if in.ProcessBatch(context.Background(), rpBatchOf(recs), out) != 1 || out[0].Status != abi.StatusOK || len(out[0].Outputs) != 1 {
+			t.Fatalf("lookup: %+v", out[0])
+		}
+		return string(out[0].Outputs[0].Value)
+	}
+	if v := latest(); v != `id=4 version=1 "string"` {
+		t.Fatalf("latest: %q", v)
+	}
+	id, version, err := reg.RegisterSchema("users-value", sr.Schema{Schema: `["null","string"]`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`id=%d version=%d ["null","string"]`, id, version)
+	for end := time.Now().Add(10 * time.Second); ; {
+		v := latest()
+		if v == want {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("latest still %q 10s after version %d was registered", v, version)
+		}
+		time.Sleep(20 * time.Millisecond) // the refresh period is the client's
+	}
+}
+
 // A transform importing redpanda_schema_registry is refused at load
 // unless its pipeline grants the registry, naming the key.
 func TestRedpandaSchemaRegistryNotGranted(t *testing.T) {
