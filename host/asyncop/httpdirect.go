@@ -311,7 +311,10 @@ func valueBytesOK(b []byte) bool {
 func (lk *lookup) do() {
 	res := lk.op.doDirect(lk)
 	done := lk.done
+	// Nothing of the record's is kept with the lookup: its context, its
+	// callback, its body's watch of the context.
 	lk.op, lk.ctx, lk.done = nil, nil, nil
+	lk.head.Body = http1.Body{}
 	if cap(lk.raw) <= maxKept && cap(lk.req.Wire) <= maxKept {
 		lookups.Put(lk)
 	}
