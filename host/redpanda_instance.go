@@ -60,7 +60,10 @@ type rpInstance struct {
 	mono atomic.Int64
 	res  int64
 
-	sr srAnswer // the last schema-registry lookup (redpanda_sr.go); guest goroutine only
+	// The schema-registry calls (redpanda_sr.go); guest goroutine only.
+	sr    srAnswer // the last lookup's answer
+	srRec uint32   // the handle of the record srOps counts for
+	srOps int      // operations its calls ran (async.max_per_record bounds them)
 }
 
 // rpBatch is one batch handed to the guest.

@@ -119,6 +119,22 @@ func (in *Instance) srAsk(kind abi.OpKind, req []byte) (payload []byte, ok bool)
 	if op == nil { // an embedder replaced the operations without these
 		return nil, false
 	}
+	// As many registry operations a record as a wasmstream module's
+	// asynchronous ones (async.max_per_record): a transform looping on
+	// lookups of new ids or on registrations cannot flood the registry.
+	// Answers kept by the instance do not count.
+	rp := in.entry.rp
+	var rec uint32 // 0: outside a record (the transform's initialisation)
+	if in.cur != nil {
+		rec = in.cur.handle // a record's state is reused; its handle is not
+	}
+	if rp.srRec != rec {
+		rp.srRec, rp.srOps = rec, 0
+	}
+	if rp.srOps >= in.m.async.MaxPerRecord {
+		return nil, false
+	}
+	rp.srOps++
 	parent := in.fuel.parent
 	if parent == nil {
 		parent = in.base

@@ -233,6 +233,39 @@ func TestRedpandaSchemaRegistryLatestMoves(t *testing.T) {
 	}
 }
 
+// A record's registry operations are bounded as a wasmstream module's
+// asynchronous ones (async.max_per_record): past the bound a lookup fails
+// to the transform, the next record has its own; answers the instance
+// kept do not count.
+func TestRedpandaSchemaRegistryPerRecordBound(t *testing.T) {
+	t.Parallel()
+	reg := newRPSRRegistry(t)
+	reg.SeedSchema("c-value", 1, 8, sr.Schema{Schema: `"int"`})
+	reg.SeedSchema("d-value", 1, 9, sr.Schema{Schema: `"long"`})
+	cfg := rpSRConfig(rpSRClient(t, reg.URL(), 5*time.Second), Limits{})
+	cfg.Async.MaxPerRecord = 2
+	in := rpInstanceOf(t, rpLoad(t, rpGoTransform(t, "tests/redpanda/redpanda-go-sr"), cfg))
+	recs := []abi.Record{
+		{Topic: "in", Value: []byte("ids:4,7,8")},   // the third is one too many
+		{Topic: "in", Value: []byte("ids:9,4")},     // a record of its own: two (not 8, which the SDK now holds as nil)
+		{Topic: "in", Value: []byte("ids:4,4,4,4")}, // the same id: kept by the instance
+	}
+	want := []string{
+		`"string"|{"type":"object"}|error: unable to find a schema definition with id 8`,
+		`"long"|"string"`,
+		`"string"|"string"|"string"|"string"`,
+	}
+	out := make([]Outcome, len(recs))
+	if ran := in.ProcessBatch(context.Background(), rpBatchOf(recs), out); ran != len(recs) {
+		t.Fatalf("ran %d of %d: %+v", ran, len(recs), out[min(ran, len(out)-1)])
+	}
+	for i, o := range out {
+		if o.Status != abi.StatusOK || len(o.Outputs) != 1 || string(o.Outputs[0].Value) != want[i] {
+			t.Errorf("record %d: %v %v %v, want %q", i, o.Status, o.Err, o.Outputs, want[i])
+		}
+	}
+}
+
 // A transform importing redpanda_schema_registry is refused at load
 // unless its pipeline grants the registry, naming the key.
 func TestRedpandaSchemaRegistryNotGranted(t *testing.T) {

@@ -15,6 +15,8 @@
 //	                               "type", the key "id:<id>"
 //	subject:<subject>:<version>    "id=<id> version=<v> <schema text>"
 //	create:<subject>:<avro schema> "id=<id>": the schema registered
+//	ids:<id>,<id>,...              the schemas' texts joined by "|", each
+//	                               looked up in turn
 package main
 
 import (
@@ -47,6 +49,18 @@ func onRecord(e transform.WriteEvent, w transform.RecordWriter) error {
 			break
 		}
 		out.Value = []byte(fmt.Sprintf("id=%d version=%d %s", s.ID, s.Version, s.Schema.Schema))
+	case strings.HasPrefix(v, "ids:"):
+		var texts []string
+		for _, f := range strings.Split(strings.TrimPrefix(v, "ids:"), ",") {
+			id, _ := strconv.Atoi(f)
+			s, err := client.LookupSchemaById(id)
+			if err != nil {
+				texts = append(texts, "error: "+err.Error())
+				break
+			}
+			texts = append(texts, s.Schema)
+		}
+		out.Value = []byte(strings.Join(texts, "|"))
 	case strings.HasPrefix(v, "create:"):
 		parts := strings.SplitN(v, ":", 3)
 		s, err := client.CreateSchema(parts[1], sr.Schema{Type: sr.TypeAvro, Schema: parts[2]})
