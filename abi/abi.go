@@ -46,6 +46,16 @@ const (
 	ImportStateDelete = "state_delete"
 	// ImportStateScan: (handle i32, prefix i32, prefix_len i32, after i32, after_len i32, buf i32, buf_len i32) -> i32.
 	ImportStateScan = "state_scan"
+	// ImportStateGet2: (handle i32, key i32, key_len i32, sub i32, sub_len i32, buf i32, buf_len i32) -> i32 (ABI.md §4.2).
+	ImportStateGet2 = "state_get2"
+	// ImportStatePut2: (handle i32, key i32, key_len i32, sub i32, sub_len i32, val i32, val_len i32) -> i32.
+	ImportStatePut2 = "state_put2"
+	// ImportStateDelete2: (handle i32, key i32, key_len i32, sub i32, sub_len i32) -> i32.
+	ImportStateDelete2 = "state_delete2"
+	// ImportStateScan2: (handle i32, key i32, key_len i32, prefix i32, prefix_len i32, after i32, after_len i32, buf i32, buf_len i32) -> i32.
+	ImportStateScan2 = "state_scan2"
+	// ImportStreamTime: (handle i32, out i32) -> i32: the partition's stream time, an i64 at out.
+	ImportStreamTime = "stream_time"
 )
 
 // MaxStateKeyBytes bounds a state key (state_get, state_put, state_delete;

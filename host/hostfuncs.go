@@ -30,6 +30,11 @@ func (m *Module) instantiateHostModule(ctx context.Context) error {
 	def(abi.ImportStatePut, hostStatePut)
 	def(abi.ImportStateDelete, hostStateDelete)
 	def(abi.ImportStateScan, hostStateScan)
+	def(abi.ImportStateGet2, hostStateGet2)
+	def(abi.ImportStatePut2, hostStatePut2)
+	def(abi.ImportStateDelete2, hostStateDelete2)
+	def(abi.ImportStateScan2, hostStateScan2)
+	def(abi.ImportStreamTime, hostStreamTime)
 	if _, err := b.Instantiate(ctx); err != nil {
 		return fmt.Errorf("host: instantiate %s: %w", abi.HostModule, err)
 	}

@@ -343,6 +343,12 @@ var (
 		abi.ImportStatePut:    {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
 		abi.ImportStateDelete: {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
 		abi.ImportStateScan:   {[]api.ValueType{i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		// ABI.md §4.2 (two-part keys, stream time).
+		abi.ImportStateGet2:    {[]api.ValueType{i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportStatePut2:    {[]api.ValueType{i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportStateDelete2: {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportStateScan2:   {[]api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}},
+		abi.ImportStreamTime:   {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
 	}
 	onCompleteSig = sig{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
 

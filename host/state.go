@@ -41,6 +41,26 @@ type State interface {
 	Reader() StateReader
 }
 
+// State2 is the part of a State that serves two-part keys and stream time
+// (ABI.md §4.2): a State that does not implement it answers their host
+// functions with ErrnoNoState. Its methods are called as State's are.
+type State2 interface {
+	// Get2, Put2, Delete2 and Written2 are State's Get, Put, Delete and
+	// Written of the two-part key (key, sub): a namespace apart from the
+	// one-part keys, where only key is checked against the partition.
+	Get2(key, sub []byte) ([]byte, abi.Errno)
+	Put2(key, sub, value []byte) abi.Errno
+	Delete2(key, sub []byte) abi.Errno
+	Written2(key, sub []byte) (valueLen int, ok bool)
+	// Scan2 calls fn for the subs of key that start with prefix and sort
+	// after after (all of them when after is empty), in sub order, until
+	// fn returns false.
+	Scan2(key, prefix, after []byte, fn func(sub, value []byte) bool) abi.Errno
+	// StreamTime is the partition's stream time: the largest timestamp of
+	// its decided records (not the record in progress), -1 before any.
+	StreamTime() (int64, abi.Errno)
+}
+
 // StateReader is a State's read path for asynchronous operations (State.
 // Reader). Safe for use from any goroutine.
 type StateReader interface {
@@ -108,7 +128,8 @@ func hostStatePut(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	val := in.read(mod, abi.ImportStatePut, uint32(stack[3]), uint32(stack[4]))
-	stack[0] = errno(in.countWrite(rs, key, len(val), func() abi.Errno { return rs.state.Put(key, val) }))
+	prev, wrote := rs.state.Written(key)
+	stack[0] = errno(in.countWrite(rs, len(key), len(val), prev, wrote, func() abi.Errno { return rs.state.Put(key, val) }))
 }
 
 // state_delete(handle, key, key_len) -> 0 | -errno
@@ -118,22 +139,26 @@ func hostStateDelete(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = errno(e)
 		return
 	}
-	stack[0] = errno(in.countWrite(rs, key, 0, func() abi.Errno { return rs.state.Delete(key) }))
+	prev, wrote := rs.state.Written(key)
+	stack[0] = errno(in.countWrite(rs, len(key), 0, prev, wrote, func() abi.Errno { return rs.state.Delete(key) }))
 }
 
-// countWrite makes the write of a value of valueLen bytes to key (a delete:
-// 0) with write, within the record's bounds on outputs (ABI.md §4.1): a
+// countWrite makes the write of a value of valueLen bytes to a key of
+// keyLen bytes (a delete: 0; a two-part key: its key's and sub's) with
+// write, within the record's bounds on outputs (ABI.md §4.1); prev and
+// wrote are what the record's own earlier write of the key left
+// (State.Written). A
 // write becomes a changelog record among the record's outputs, so it counts
 // as one, in limits.max_outputs (once per key the record writes), its key
 // and value in limits.max_output_bytes, and those bytes (plus an output's
 // overhead) in host.max_held_output_bytes until the caller releases the
 // record's outputs. A key written again replaces what its last write
 // counted. Past a bound the write is not made: ErrnoLimit, as emit's.
-func (in *Instance) countWrite(rs *recState, key []byte, valueLen int, write func() abi.Errno) abi.Errno {
+func (in *Instance) countWrite(rs *recState, keyLen, valueLen, prevLen int, wrote bool, write func() abi.Errno) abi.Errno {
 	lim := in.m.limits
-	n, prev, more := len(key)+valueLen, 0, 1
-	if v, ok := rs.state.Written(key); ok {
-		prev, more = len(key)+v, 0
+	n, prev, more := keyLen+valueLen, 0, 1
+	if wrote {
+		prev, more = keyLen+prevLen, 0
 	}
 	if len(rs.outputs)+rs.written+more > lim.MaxOutputs || rs.outBytes-prev+n > lim.MaxOutputBytes {
 		return abi.ErrnoLimit
@@ -178,6 +203,13 @@ func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	buf := in.read(mod, abi.ImportStateScan, uint32(stack[5]), uint32(stack[6]))
+	stack[0] = scanInto(buf, func(fn func(k, v []byte) bool) abi.Errno { return rs.state.Scan(prefix, after, fn) })
+}
+
+// scanInto writes into buf the entries scan lists (§4.1), as many whole
+// ones as fit in it and in abi.StateScanMaxBytes, and returns the bytes
+// written or an errno for the guest: state_scan's and state_scan2's.
+func scanInto(buf []byte, scan func(fn func(k, v []byte) bool) abi.Errno) uint64 {
 	// Appends below stay within buf: never reallocated. A call writes at
 	// most StateScanMaxBytes, but for the entry that must follow the empty
 	// key's (abi.StateBatchCut): two entries of the largest value do not
@@ -187,7 +219,7 @@ func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 	limit := min(len(buf), abi.StateScanMaxBytes)
 	tooSmall := false
 	var cut abi.StateBatchCut
-	e = rs.state.Scan(prefix, after, func(k, v []byte) bool {
+	e := scan(func(k, v []byte) bool {
 		n := len(out) + abi.StateEntrySize(k, v)
 		if n > cap(out) || n > limit && cut.MayEnd() {
 			tooSmall = !cut.MayEnd()
@@ -199,10 +231,124 @@ func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 	})
 	switch {
 	case e != 0:
-		stack[0] = errno(e)
+		return errno(e)
 	case tooSmall:
-		stack[0] = errno(abi.ErrnoBufTooSmall)
-	default:
-		stack[0] = uint64(len(out))
+		return errno(abi.ErrnoBufTooSmall)
 	}
+	return uint64(len(out))
+}
+
+// state2Call reads the arguments (handle, key, key_len, sub, sub_len)
+// common to the two-part state functions (ABI.md §4.2): the record, its
+// State2, the key and the sub, or an errno.
+func state2Call(ctx context.Context, mod api.Module, stack []uint64, fn string) (*Instance, *recState, State2, []byte, []byte, abi.Errno) {
+	in, rs, key, e := stateCall(ctx, mod, stack, fn)
+	if e != 0 {
+		return in, nil, nil, nil, nil, e
+	}
+	sub := in.read(mod, fn, uint32(stack[3]), uint32(stack[4]))
+	st, ok := rs.state.(State2)
+	switch {
+	case !ok:
+		return in, nil, nil, nil, nil, abi.ErrnoNoState
+	case len(sub) > abi.MaxStateKeyBytes:
+		return in, nil, nil, nil, nil, abi.ErrnoTooLarge
+	}
+	return in, rs, st, key, sub, 0
+}
+
+// state_get2(handle, key, key_len, sub, sub_len, buf, buf_len) ->
+// value_len | -errno: state_get of (key, sub).
+func hostStateGet2(ctx context.Context, mod api.Module, stack []uint64) {
+	in, _, st, key, sub, e := state2Call(ctx, mod, stack, abi.ImportStateGet2)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	buf, n := uint32(stack[5]), uint32(stack[6])
+	v, e := st.Get2(key, sub)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	if len(v) <= int(n) && !mod.Memory().Write(buf, v) {
+		in.badPointer(mod, abi.ImportStateGet2, buf, uint32(len(v)))
+	}
+	stack[0] = uint64(len(v))
+}
+
+// state_put2(handle, key, key_len, sub, sub_len, val, val_len) -> 0 |
+// -errno: counted as a write of a key of the key's and sub's bytes.
+func hostStatePut2(ctx context.Context, mod api.Module, stack []uint64) {
+	in, rs, st, key, sub, e := state2Call(ctx, mod, stack, abi.ImportStatePut2)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	val := in.read(mod, abi.ImportStatePut2, uint32(stack[5]), uint32(stack[6]))
+	prev, wrote := st.Written2(key, sub)
+	stack[0] = errno(in.countWrite(rs, len(key)+len(sub), len(val), prev, wrote, func() abi.Errno { return st.Put2(key, sub, val) }))
+}
+
+// state_delete2(handle, key, key_len, sub, sub_len) -> 0 | -errno
+func hostStateDelete2(ctx context.Context, mod api.Module, stack []uint64) {
+	in, rs, st, key, sub, e := state2Call(ctx, mod, stack, abi.ImportStateDelete2)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	prev, wrote := st.Written2(key, sub)
+	stack[0] = errno(in.countWrite(rs, len(key)+len(sub), 0, prev, wrote, func() abi.Errno { return st.Delete2(key, sub) }))
+}
+
+// state_scan2(handle, key, key_len, prefix, prefix_len, after, after_len,
+// buf, buf_len) -> bytes written | -errno: state_scan over the subs of
+// key, each entry's key its sub.
+func hostStateScan2(ctx context.Context, mod api.Module, stack []uint64) {
+	in, _, st, key, prefix, e := state2Call(ctx, mod, stack, abi.ImportStateScan2)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	after := in.read(mod, abi.ImportStateScan2, uint32(stack[5]), uint32(stack[6]))
+	if len(after) > abi.MaxStateKeyBytes {
+		stack[0] = errno(abi.ErrnoTooLarge)
+		return
+	}
+	buf := in.read(mod, abi.ImportStateScan2, uint32(stack[7]), uint32(stack[8]))
+	stack[0] = scanInto(buf, func(fn func(k, v []byte) bool) abi.Errno { return st.Scan2(key, prefix, after, fn) })
+}
+
+// stream_time(handle, out) -> 0 | -errno: the partition's stream time,
+// an i64 little-endian at out (8 bytes; outside memory faults the call).
+func hostStreamTime(ctx context.Context, mod api.Module, stack []uint64) {
+	in := instance(ctx)
+	handle, out := uint32(stack[0]), uint32(stack[1])
+	if in == nil {
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	}
+	rs := in.current(handle)
+	switch {
+	case rs == nil:
+		stack[0] = errno(abi.ErrnoBadHandle)
+		return
+	case rs.state == nil:
+		stack[0] = errno(abi.ErrnoNoState)
+		return
+	}
+	st, ok := rs.state.(State2)
+	if !ok {
+		stack[0] = errno(abi.ErrnoNoState)
+		return
+	}
+	t, e := st.StreamTime()
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	if !mod.Memory().WriteUint64Le(out, uint64(t)) {
+		in.badPointer(mod, abi.ImportStreamTime, out, 8)
+	}
+	stack[0] = 0
 }

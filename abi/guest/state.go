@@ -138,3 +138,9 @@ func decodeStateBatch(p []byte) (*StateBatch, error) {
 	})
 	return b, err
 }
+
+// Handle is the ABI handle of the record whose call is in progress (0
+// outside calls): what a package that binds host functions of its own
+// passes them, such as the event-time calls of ABI.md §4.2
+// (window.Bind(guest.Handle())). It is valid only during the call.
+func Handle() uint32 { return curHandle }

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -38,6 +39,12 @@ type Partition struct {
 
 	mu      sync.Mutex
 	overlay map[string]overlayEntry
+	// streamTime is the largest timestamp of the partition's records
+	// decided so far (-1: none; ABI.md §4.2), read from the store when the
+	// view is made; timeSaved is the newest value a changelog write
+	// carries, and saveTime whether decided records carry it (StreamTime).
+	streamTime, timeSaved int64
+	saveTime              bool
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
 	// key's).
 	overlayBytes int64
@@ -98,8 +105,26 @@ func NewPartition(store *statestore.Store, partition int32, parts int, l Limits)
 }
 
 func newPartition(ps *partStore, partition int32, parts int, l Limits) *Partition {
-	return &Partition{ps: ps, partition: partition, parts: parts, maxValue: l.MaxValueBytes, changelog: l.Changelog, maxBytes: l.MaxBytes,
+	p := &Partition{ps: ps, partition: partition, parts: parts, maxValue: l.MaxValueBytes, changelog: l.Changelog, maxBytes: l.MaxBytes,
 		refused: new(atomic.Int64), log: slog.New(slog.DiscardHandler), overlay: map[string]overlayEntry{}, applied: -1}
+	// A store that cannot be read answers -1 here and ErrnoNoState at its
+	// first read.
+	p.streamTime, _ = ps.store.StreamTime()
+	p.timeSaved = p.streamTime
+	// A partition whose store holds a stream time has had a processor that
+	// reads it: its records go on writing it from the first.
+	p.saveTime = p.streamTime >= 0
+	return p
+}
+
+// Decided moves the partition's stream time (ABI.md §4.2) to the
+// timestamp ts (milliseconds) of a record decided without its writes being
+// committed (dead-lettered, or failed at the sink): the next record's
+// Commit carries it to the changelog. A succeeded record's is Commit's.
+func (ts *Partition) Decided(timestamp int64) {
+	ts.mu.Lock()
+	ts.streamTime = max(ts.streamTime, timestamp)
+	ts.mu.Unlock()
 }
 
 // Changelog is the topic the partition's changelog records go to.
@@ -109,10 +134,27 @@ func (ts *Partition) Changelog() string { return ts.changelog }
 func (ts *Partition) Begin() *Record { return &Record{ts: ts} }
 
 // checkKey answers whether key may be used by a record of the partition.
+// A one-part key that begins with the two-part keys' marker is refused
+// (ErrnoTooLarge, as a key the store cannot hold): the two namespaces
+// never meet (statestore.Key2).
 func (ts *Partition) checkKey(key []byte) abi.Errno {
-	if len(key) > abi.MaxStateKeyBytes {
+	if len(key) > abi.MaxStateKeyBytes || statestore.IsKey2(key) {
 		return abi.ErrnoTooLarge
 	}
+	return ts.checkPartition(key)
+}
+
+// checkKey2 answers whether the two-part key (key, sub) may be used by a
+// record of the partition: only key is checked against the partition.
+func (ts *Partition) checkKey2(key, sub []byte) abi.Errno {
+	if len(key) > abi.MaxStateKeyBytes || len(sub) > abi.MaxStateKeyBytes {
+		return abi.ErrnoTooLarge
+	}
+	return ts.checkPartition(key)
+}
+
+// checkPartition answers whether key belongs to the partition.
+func (ts *Partition) checkPartition(key []byte) abi.Errno {
 	if ts.parts > 1 && KeyPartition(key, ts.parts) != ts.partition {
 		return abi.ErrnoWrongKey
 	}
@@ -139,6 +181,28 @@ func (ts *Partition) get(buf, key []byte) (v, grown []byte, ok bool, err error) 
 // no slice of their own). The batch is returned to be tied to the
 // record's produces (Acked). No writes: nil, outs.
 func (ts *Partition) Commit(offset int64, rs *Record, outs []abi.Output) (*Batch, []abi.Output) {
+	return ts.CommitAt(offset, -1, rs, outs)
+}
+
+// CommitAt is Commit for a record of timestamp (milliseconds; -1: none),
+// which it also moves the partition's stream time to (ABI.md §4.2). Once a
+// record of the partition read the stream time (Record.StreamTime), or the
+// store holds one, a record that moves it carries it among its writes
+// (statestore.StreamTimeKey): to the changelog with its outputs, in its
+// transaction under exactly_once, and to the store at the flush, so that a
+// restore brings it back with the state.
+func (ts *Partition) CommitAt(offset, timestamp int64, rs *Record, outs []abi.Output) (*Batch, []abi.Output) {
+	if timestamp >= 0 || rs.readTime {
+		ts.mu.Lock()
+		ts.streamTime = max(ts.streamTime, timestamp)
+		ts.saveTime = ts.saveTime || rs.readTime
+		save := ts.saveTime && ts.streamTime > ts.timeSaved
+		if save {
+			ts.timeSaved = ts.streamTime
+			rs.addStreamTime(ts.streamTime)
+		}
+		ts.mu.Unlock()
+	}
 	if len(rs.writes) == 0 {
 		return nil, outs
 	}
@@ -310,6 +374,91 @@ type Record struct {
 	// overlay: a reader of a later record of its run (Reader), on another
 	// goroutine, then reads them there.
 	committed atomic.Bool
+	// key2 is the scratch of the two-part keys' encodings (Get2, Scan2):
+	// a write's key is a copy of its own.
+	key2 []byte
+	// readTime: the record read the stream time (StreamTime).
+	readTime bool
+}
+
+// addStreamTime appends (or replaces) the record's write of the stream
+// time t (statestore.StreamTimeKey, int64 big-endian): the host's write,
+// not counted in the record's bounds.
+func (rs *Record) addStreamTime(t int64) {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t))
+	if i := findWrite(rs.writes, rs.index, []byte(statestore.StreamTimeKey)); i >= 0 {
+		rs.writes[i].Value = v
+		return
+	}
+	if rs.writes == nil {
+		rs.writes = rs.first[:0]
+	}
+	rs.writes = append(rs.writes, statestore.Write{Key: []byte(statestore.StreamTimeKey), Value: v})
+	if rs.index != nil {
+		rs.index[statestore.StreamTimeKey] = len(rs.writes) - 1
+	}
+}
+
+// StreamTime is the partition's stream time (host.State2): the largest
+// timestamp of its records decided so far, -1 before any; not the
+// record's own. A record that reads it makes the partition's records
+// write it with their state from then on (CommitAt).
+func (rs *Record) StreamTime() (int64, abi.Errno) {
+	rs.readTime = true
+	ts := rs.ts
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.streamTime, 0
+}
+
+// Get2 is Get of the two-part key (key, sub) (host.State2).
+func (rs *Record) Get2(key, sub []byte) ([]byte, abi.Errno) {
+	if e := rs.ts.checkKey2(key, sub); e != 0 {
+		return nil, e
+	}
+	rs.key2 = statestore.Key2(rs.key2[:0], key, sub)
+	return rs.get(rs.key2)
+}
+
+// Put2 is Put of the two-part key (key, sub) (host.State2).
+func (rs *Record) Put2(key, sub, value []byte) abi.Errno {
+	if e := rs.ts.checkKey2(key, sub); e != 0 {
+		return e
+	}
+	return rs.put(statestore.Key2(nil, key, sub), value, true)
+}
+
+// Delete2 is Delete of the two-part key (key, sub) (host.State2).
+func (rs *Record) Delete2(key, sub []byte) abi.Errno {
+	if e := rs.ts.checkKey2(key, sub); e != 0 {
+		return e
+	}
+	return rs.delete(statestore.Key2(nil, key, sub), true)
+}
+
+// Written2 is Written of the two-part key (key, sub) (host.State2).
+func (rs *Record) Written2(key, sub []byte) (int, bool) {
+	rs.key2 = statestore.Key2(rs.key2[:0], key, sub)
+	return rs.Written(rs.key2)
+}
+
+// Scan2 calls fn for the subs of key that start with prefix and sort after
+// after (all of them when after is empty), in sub order (host.State2).
+// The subs' prefix is not checked; key is.
+func (rs *Record) Scan2(key, prefix, after []byte, fn func(sub, v []byte) bool) abi.Errno {
+	if e := rs.ts.checkKey2(key, prefix); e != 0 {
+		return e
+	}
+	if len(after) > abi.MaxStateKeyBytes {
+		return abi.ErrnoTooLarge
+	}
+	head := len(statestore.Key2(nil, key, nil))
+	p := statestore.Key2(nil, key, prefix)
+	var a []byte
+	if len(after) > 0 {
+		a = statestore.Key2(nil, key, after)
+	}
+	return rs.ts.scan(rs.readWrites(), p, a, func(k, v []byte) bool { return fn(k[head:], v) })
 }
 
 // EndRun makes rs read the partition's view alone again, once the call of
@@ -403,6 +552,11 @@ func (rs *Record) Get(key []byte) ([]byte, abi.Errno) {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return nil, e
 	}
+	return rs.get(key)
+}
+
+// get reads the checked key (one-part, or a two-part key's encoding).
+func (rs *Record) get(key []byte) ([]byte, abi.Errno) {
 	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
 		if v := rs.writes[i].Value; v != nil {
 			return v, 0
@@ -457,6 +611,12 @@ func (rs *Record) Put(key, value []byte) abi.Errno {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return e
 	}
+	return rs.put(key, value, false)
+}
+
+// put sets the checked key (one-part, or a two-part key's encoding) to
+// value; own: key is the record's already (a two-part key's encoding).
+func (rs *Record) put(key, value []byte, own bool) abi.Errno {
 	if len(value) > rs.ts.maxValue {
 		return abi.ErrnoTooLarge
 	}
@@ -471,6 +631,10 @@ func (rs *Record) Put(key, value []byte) abi.Errno {
 	// The key and the value in one allocation, neither nil, the empty key
 	// included: the key is the changelog record's, and a compacted topic
 	// refuses a null key (RATIONALE.md, "The empty state key").
+	if own {
+		rs.add(key, append(make([]byte, 0, len(value)), value...))
+		return 0
+	}
 	kv := make([]byte, len(key)+len(value))
 	copy(kv, key)
 	copy(kv[len(key):], value)
@@ -520,11 +684,19 @@ func (rs *Record) Delete(key []byte) abi.Errno {
 	if e := rs.ts.checkKey(key); e != 0 {
 		return e
 	}
+	return rs.delete(key, false)
+}
+
+// delete removes the checked key; own as put's.
+func (rs *Record) delete(key []byte, own bool) abi.Errno {
 	if i := findWrite(rs.writes, rs.index, key); i >= 0 {
 		rs.replace(i, nil)
 		return 0
 	}
-	rs.add(append(make([]byte, 0, len(key)), key...), nil) // never nil, as Put's
+	if !own {
+		key = append(make([]byte, 0, len(key)), key...) // never nil, as Put's
+	}
+	rs.add(key, nil)
 	return 0
 }
 
@@ -608,11 +780,17 @@ func (r *reader) Scan(prefix, after []byte, fn func(k, v []byte) bool) abi.Errno
 // scan merges writes (the newest) and the overlay (newer) into the store's
 // keys, in key order.
 func (ts *Partition) scan(writes []statestore.Write, prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
-	if len(prefix) > abi.MaxStateKeyBytes {
+	if len(prefix) > abi.MaxStateKeyBytes && !statestore.IsKey2(prefix) {
 		return abi.ErrnoTooLarge
 	}
+	// A one-part scan lists no two-part key nor the stream time, which
+	// begin with statestore.Key2Marker (the store keeps them apart); a
+	// two-part scan's prefix begins with it, and the stream time's key
+	// never has such a prefix (statestore.StreamTimeKey).
+	two := statestore.IsKey2(prefix)
 	inRange := func(k string) bool {
-		return strings.HasPrefix(k, string(prefix)) && (len(after) == 0 || k > string(after))
+		return strings.HasPrefix(k, string(prefix)) && (len(after) == 0 || k > string(after)) &&
+			(two || !strings.HasPrefix(k, statestore.Key2Marker))
 	}
 	newer := map[string][]byte{}
 	ts.mu.Lock()

@@ -14,6 +14,14 @@
 // written before the empty key was allowed never has one there, so it
 // needs no migration (RATIONALE.md, "The empty state key").
 //
+// Two-part keys (ABI.md §4.2: a key and a sub) are stored under Key2's
+// encoding, which begins with Key2Marker: a namespace of their own that no
+// one-part key enters (the state refuses a one-part key that begins with
+// the marker), kept in a bucket of their own (bucketData2) so that a scan
+// of one-part keys never walks them, and sorted so that one key's subs
+// are adjacent and in sub order. The changelog record of a two-part write
+// has the encoded key as its key; a one-part key's record is unchanged.
+//
 // A Store is safe for concurrent use: any number of readers, one writer
 // at a time (bbolt's rule).
 package statestore
@@ -36,12 +44,16 @@ import (
 
 var (
 	bucketData = []byte("data")
-	bucketMeta = []byte("meta")
-	keyNext    = []byte("changelog_next")
-	keyBytes   = []byte("bytes") // the keys' and values' bytes, the empty key's included
+	// bucketData2 holds the two-part keys (Key2), by their encoding.
+	bucketData2 = []byte("data2")
+	bucketMeta  = []byte("meta")
+	keyNext     = []byte("changelog_next")
+	keyBytes    = []byte("bytes") // the keys' and values' bytes, the empty key's included
 	// keyEmpty holds the value of the empty state key (absent: it has
 	// none), which bbolt cannot hold in the data bucket.
 	keyEmpty = []byte("empty_key")
+	// keyStreamTime holds the stream time (StreamTimeKey).
+	keyStreamTime = []byte("stream_time")
 )
 
 // MaxKeyBytes is the longest key a store holds: the longest state key a
@@ -49,6 +61,58 @@ var (
 // longer key could never be read (state_get refuses it), and a scan that
 // listed it would hand the guest a cursor it cannot pass back.
 const MaxKeyBytes = abi.MaxStateKeyBytes
+
+// Key2Marker begins every two-part key's encoding (Key2). Eight bytes no
+// text key begins with (a NUL, 0xFF and "ws2"), and a one-part key that
+// begins with them is refused, so the namespaces never meet.
+const Key2Marker = "\x00\xffws2\x00\xff\x00"
+
+// key2Head is the marker and the key's length (u16 big-endian).
+const key2Head = len(Key2Marker) + 2
+
+// MaxKey2Bytes is the longest two-part key's encoding: a key and a sub of
+// at most MaxKeyBytes each.
+const MaxKey2Bytes = key2Head + 2*MaxKeyBytes
+
+// Key2 appends the encoding of the two-part key (key, sub) to dst:
+// Key2Marker | len(key) u16 BE | key | sub. The key's length makes the
+// encoding one to one and keeps one key's subs apart from a longer key's;
+// the sub last keeps them in sub order, so Key2(key, prefix) is the scan
+// prefix of key's subs that start with prefix. key is at most MaxKeyBytes.
+func Key2(dst, key, sub []byte) []byte {
+	dst = append(dst, Key2Marker...)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(key)))
+	dst = append(dst, key...)
+	return append(dst, sub...)
+}
+
+// IsKey2 reports whether k is a two-part key's encoding (or a prefix of
+// such keys).
+func IsKey2(k []byte) bool {
+	return len(k) >= len(Key2Marker) && string(k[:len(Key2Marker)]) == Key2Marker
+}
+
+// SplitKey2 returns the key and sub of a two-part key's encoding; ok is
+// false when k is not one.
+func SplitKey2(k []byte) (key, sub []byte, ok bool) {
+	if !IsKey2(k) || len(k) < key2Head {
+		return nil, nil, false
+	}
+	n := int(binary.BigEndian.Uint16(k[len(Key2Marker):]))
+	if n > MaxKeyBytes || len(k) < key2Head+n || len(k)-key2Head-n > MaxKeyBytes {
+		return nil, nil, false
+	}
+	return k[key2Head : key2Head+n], k[key2Head+n:], true
+}
+
+// StreamTimeKey is the key under which the partition's stream time (ABI.md
+// §4.2: the largest timestamp of its decided records) is written, in the
+// changelog as a state write is, its value 8 bytes (int64 big-endian
+// milliseconds). It begins with Key2Marker, so no guest key is it, and is
+// no two-part key's encoding (its length field, 0xFFFF, is over
+// MaxKeyBytes). The store keeps it in its meta data (keyStreamTime), out
+// of the keys' bytes and of every scan.
+const StreamTimeKey = Key2Marker + "\xff\xffstream_time"
 
 // MaxValueBytes is the largest value a store holds (bbolt's bound).
 const MaxValueBytes = bolt.MaxValueSize
@@ -61,9 +125,19 @@ var ErrCannotHold = errors.New("the state store cannot hold this write")
 // ErrCannotHold that says why.
 func Check(w Write) error {
 	switch {
+	case string(w.Key) == StreamTimeKey:
+		if w.Value != nil && len(w.Value) != 8 {
+			return fmt.Errorf("%w: a stream time of %d bytes (8)", ErrCannotHold, len(w.Value))
+		}
+		return nil
+	case IsKey2(w.Key):
+		if _, _, ok := SplitKey2(w.Key); !ok {
+			return fmt.Errorf("%w: a malformed two-part key of %d bytes", ErrCannotHold, len(w.Key))
+		}
 	case len(w.Key) > MaxKeyBytes:
 		return fmt.Errorf("%w: a key of %d bytes (at most %d)", ErrCannotHold, len(w.Key), MaxKeyBytes)
-	case len(w.Value) > MaxValueBytes:
+	}
+	if len(w.Value) > MaxValueBytes {
 		return fmt.Errorf("%w: a value of %d bytes (at most %d)", ErrCannotHold, len(w.Value), MaxValueBytes)
 	}
 	return nil
@@ -108,6 +182,9 @@ func Open(path string, lockWait time.Duration) (*Store, error) {
 		}
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketData2); err != nil {
 			return err
 		}
 		if v := meta.Get(keyBytes); len(v) == 8 {
@@ -158,7 +235,7 @@ func (s *Store) Reset() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketData, bucketMeta} {
+		for _, b := range [][]byte{bucketData, bucketData2, bucketMeta} {
 			if err := tx.DeleteBucket(b); err != nil {
 				return err
 			}
@@ -193,26 +270,57 @@ func (s *Store) Get(dst, key []byte) ([]byte, bool, error) {
 // get is key's value in tx (nil: none). bbolt returns a non-nil empty
 // slice for an empty value.
 func get(tx *bolt.Tx, key []byte) []byte {
-	if len(key) == 0 {
-		return tx.Bucket(bucketMeta).Get(keyEmpty)
+	b, k := bucketOf(tx, key)
+	return b.Get(k)
+}
+
+// bucketOf is the bucket and bbolt key a state key is kept under: the
+// empty key and the stream time in the meta bucket (bbolt refuses an empty
+// key), a two-part key in bucketData2, any other in bucketData.
+func bucketOf(tx *bolt.Tx, key []byte) (*bolt.Bucket, []byte) {
+	switch {
+	case len(key) == 0:
+		return tx.Bucket(bucketMeta), keyEmpty
+	case IsKey2(key):
+		if string(key) == StreamTimeKey {
+			return tx.Bucket(bucketMeta), keyStreamTime
+		}
+		return tx.Bucket(bucketData2), key
 	}
-	return tx.Bucket(bucketData).Get(key)
+	return tx.Bucket(bucketData), key
+}
+
+// StreamTime is the stream time the store holds (StreamTimeKey), -1 when
+// it holds none.
+func (s *Store) StreamTime() (int64, error) {
+	t := int64(-1)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyStreamTime); len(v) == 8 {
+			t = int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return t, err
 }
 
 // Scan calls fn for the keys with prefix after after (all with prefix when
 // after is empty, the empty key first), in key order, until fn returns
-// false. Key and value are valid only during fn; fn must not call the
+// false. A prefix that begins with Key2Marker scans the two-part keys'
+// encodings; any other, the one-part keys only. Key and value are valid only during fn; fn must not call the
 // store's writers.
 func (s *Store) Scan(prefix, after []byte, fn func(k, v []byte) bool) error {
 	return s.db.View(func(tx *bolt.Tx) error {
-		if len(prefix) == 0 && len(after) == 0 {
+		data := tx.Bucket(bucketData)
+		if IsKey2(prefix) {
+			data = tx.Bucket(bucketData2)
+		} else if len(prefix) == 0 && len(after) == 0 {
 			// The empty key sorts before every other and has every
 			// key's prefix only when the prefix is empty.
 			if v := tx.Bucket(bucketMeta).Get(keyEmpty); v != nil && !fn([]byte{}, v) {
 				return nil
 			}
 		}
-		c := tx.Bucket(bucketData).Cursor()
+		c := data.Cursor()
 		var k, v []byte
 		if len(after) > 0 && bytes.Compare(after, prefix) >= 0 {
 			k, v = c.Seek(after)
@@ -250,21 +358,30 @@ func (s *Store) Apply(ws []Write, next int64) error {
 	defer s.wmu.Unlock()
 	n := s.bytes.Load()
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		data, meta := tx.Bucket(bucketData), tx.Bucket(bucketMeta)
+		meta := tx.Bucket(bucketMeta)
 		for _, w := range ws {
-			b, k := data, w.Key
-			if len(k) == 0 {
-				b, k = meta, keyEmpty
-			}
+			b, k := bucketOf(tx, w.Key)
+			// The stream time is not a key's: not in the keys' bytes.
+			counted := string(w.Key) != StreamTimeKey
 			var err error
-			if old := b.Get(k); old != nil {
+			if old := b.Get(k); old != nil && counted {
 				n -= int64(len(w.Key) + len(old))
 			}
-			if w.Value == nil {
+			v := w.Value
+			if !counted {
+				// Stream time only goes forward, whatever order writes
+				// of it come in (records decided out of offset order).
+				if old := b.Get(k); len(old) == 8 && len(v) == 8 && int64(binary.BigEndian.Uint64(old)) > int64(binary.BigEndian.Uint64(v)) {
+					continue
+				}
+			}
+			if v == nil {
 				err = b.Delete(k)
 			} else {
-				err = b.Put(k, w.Value)
-				n += int64(len(w.Key) + len(w.Value))
+				err = b.Put(k, v)
+				if counted {
+					n += int64(len(w.Key) + len(w.Value))
+				}
 			}
 			if err != nil {
 				return err
@@ -299,7 +416,7 @@ func (s *Store) Size() int64 {
 func (s *Store) Keys() int {
 	var n int
 	_ = s.db.View(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucketData).Stats().KeyN
+		n = tx.Bucket(bucketData).Stats().KeyN + tx.Bucket(bucketData2).Stats().KeyN
 		if tx.Bucket(bucketMeta).Get(keyEmpty) != nil {
 			n++
 		}

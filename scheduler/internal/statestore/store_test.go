@@ -231,3 +231,61 @@ func TestStoreRefusesWhatItCannotHold(t *testing.T) {
 		t.Fatalf("a key of MaxKeyBytes: %v", err)
 	}
 }
+
+// Two-part keys (Key2) are kept apart from one-part keys: a one-part scan
+// never lists them, a scan of a key's encoding lists its subs in order and
+// not a longer key's, and SplitKey2 reads back what Key2 wrote. The
+// stream time is counted in no key and listed by no scan.
+func TestStoreKey2(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "p.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k2 := func(k, sub string) []byte { return Key2(nil, []byte(k), []byte(sub)) }
+	if err := s.Apply([]Write{
+		{[]byte("a"), []byte("1")},
+		{k2("a", "y"), []byte("2")},
+		{k2("a", ""), []byte("3")},
+		{k2("a", "x"), []byte("4")},
+		{k2("ab", "x"), []byte("5")},
+		{[]byte(StreamTimeKey), []byte{0, 0, 0, 0, 0, 0, 0, 9}},
+	}, 1); err != nil {
+		t.Fatal(err)
+	}
+	var one []string
+	s.Scan(nil, nil, func(k, v []byte) bool { one = append(one, string(k)); return true })
+	if strings.Join(one, ",") != "a" {
+		t.Fatalf("one-part scan: %q", one)
+	}
+	var subs []string
+	s.Scan(k2("a", ""), nil, func(k, v []byte) bool {
+		key, sub, ok := SplitKey2(k)
+		if !ok || string(key) != "a" {
+			t.Fatalf("split %q: %q %v", k, key, ok)
+		}
+		subs = append(subs, string(sub)+"="+string(v))
+		return true
+	})
+	if strings.Join(subs, ",") != "=3,x=4,y=2" {
+		t.Fatalf("subs of a: %q", subs)
+	}
+	if v, ok, _ := s.Get(nil, k2("a", "")); !ok || string(v) != "3" {
+		t.Fatalf("(a, \"\") = %q %v", v, ok)
+	}
+	if tm, err := s.StreamTime(); err != nil || tm != 9 {
+		t.Fatalf("stream time %d %v", tm, err)
+	}
+	want := int64(len("a1"))
+	for _, k := range [][]byte{k2("a", "y"), k2("a", ""), k2("a", "x"), k2("ab", "x")} {
+		want += int64(len(k) + 1)
+	}
+	if s.Bytes() != want || s.Keys() != 5 {
+		t.Fatalf("bytes %d keys %d, want %d, 5", s.Bytes(), s.Keys(), want)
+	}
+	for _, w := range []Write{{Key: Key2(nil, []byte("a"), make([]byte, MaxKeyBytes+1))}, {Key: []byte(StreamTimeKey), Value: []byte("x")}} {
+		if err := Check(w); !errors.Is(err, ErrCannotHold) {
+			t.Fatalf("check %d-byte key: %v", len(w.Key), err)
+		}
+	}
+}
