@@ -102,7 +102,7 @@ test:
 # detector, which make test runs everything under: CHECK_FLAGS=-race adds
 # it here (and takes longer).
 CHECK_FLAGS ?=
-check:
+check: build plugins
 	@f="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$f" ]; then echo "not gofmt-formatted:"; echo "$$f"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./tests/...

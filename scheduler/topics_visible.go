@@ -30,10 +30,11 @@ func awaitTopics(ctx context.Context, adm *kadm.Client, ts ...string) error {
 	// waited those 5 s. A request for the topics' authorized operations
 	// is the one kadm sends to the broker itself, every time.
 	direct := kadm.WithAuthorizedOps(ctx)
+	missing := ts // what the last answer lacked (before any: all)
 	for {
 		details, err := adm.ListTopics(direct, ts...)
-		var missing []string
 		if err == nil {
+			missing = nil
 			for _, t := range ts {
 				d, ok := details[t]
 				switch {
@@ -49,8 +50,10 @@ func awaitTopics(ctx context.Context, adm *kadm.Client, ts ...string) error {
 		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
-				return err
+			// The request in flight at the deadline ends with it: the
+			// error names what the last answer lacked either way.
+			if err != nil && !errors.Is(err, ctx.Err()) {
+				return fmt.Errorf("topics %s: %w", strings.Join(missing, ", "), err)
 			}
 			return fmt.Errorf("topics %s: not in the brokers' metadata by the deadline (%w)", strings.Join(missing, ", "), ctx.Err())
 		case <-time.After(50 * time.Millisecond):

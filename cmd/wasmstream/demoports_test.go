@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,9 +17,10 @@ import (
 func TestDemoPortBase(t *testing.T) {
 	t.Parallel()
 	cfgPath := filepath.Join(wt.RepoRoot(t), "config.yaml")
-	d := &demoCmd{cf: commonFlags{config: cfgPath, brokers: "embedded"}, lookupAddr: defaultLookupAddr, portBase: 28190}
+	var stderr strings.Builder
+	d := &demoCmd{cf: commonFlags{config: cfgPath, brokers: "embedded"}, lookupAddr: defaultLookupAddr, portBase: 28190, stdout: io.Discard, stderr: &stderr}
 	if code := d.ports(); code >= 0 {
-		t.Fatalf("ports: exit %d", code)
+		t.Fatalf("ports: exit %d\n%s", code, stderr.String())
 	}
 	if d.lookupAddr != "127.0.0.1:28192" {
 		t.Errorf("the user directory at %s, want 127.0.0.1:28192", d.lookupAddr)
