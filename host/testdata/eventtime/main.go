@@ -4,7 +4,8 @@
 // under (record key, timestamp) and emits "<stream time> <subs>", where
 // <subs> lists the key's subs and values in sub order ("sub=value,...").
 // The header "eventtime.one" also writes the one-part key, which must stay
-// apart: a record whose (key, "") reads it fails.
+// apart: a record whose (key, "") reads it fails. A record whose value is
+// "fail" fails (terminally) after reading the stream time.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o eventtime.wasm .
 package main
@@ -26,6 +27,9 @@ func process(r *guest.Record, em guest.Emitter) error {
 	st, err := h.StreamTime()
 	if err != nil {
 		return err
+	}
+	if string(r.Value) == "fail" {
+		return guest.Terminal(errors.New("asked to fail"))
 	}
 	if _, ok := r.Header("eventtime.one"); ok {
 		if err := guest.StatePut(r.Key, []byte("one")); err != nil {

@@ -390,6 +390,11 @@ func (rl *releaser) abandon(giveBack func(int64)) {
 // settleRun releases the run's decided jobs together.
 func (w *worker) settle(j *job, v verdict) {
 	j.verdict = v
+	if v == verdictFailed && w.t.State != nil {
+		// Decided without its writes: its timestamp still moves the
+		// stream time (ABI.md §4.2), which the next commit writes.
+		w.t.State.Decided(j.r.Timestamp.UnixMilli())
+	}
 	if w.deciding {
 		w.settling = append(w.settling, j)
 		return

@@ -152,9 +152,10 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	w.decideTrace(j, false, end)
 	if j.rs != nil {
 		// Before the lane is freed: the next record of the key or
-		// partition reads these writes (state.Partition.Commit).
+		// partition reads these writes (state.Partition.Commit), and the
+		// stream time its timestamp moves (ABI.md §4.2), written with them.
 		n := len(res.Outputs)
-		b, outs := t.State.Commit(r.Offset, j.rs, res.Outputs)
+		b, outs := t.State.CommitAt(r.Offset, r.Timestamp.UnixMilli(), j.rs, res.Outputs)
 		j.rs = nil
 		if b != nil {
 			j.sb = b
