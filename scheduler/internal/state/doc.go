@@ -15,4 +15,9 @@
 // the record's offset is committed, the commit applies its writes to the
 // partition's bbolt store (Stores.Flush, Partition.Flush) with the
 // changelog offset the store now reflects, and drops them from the overlay.
+//
+// Two-part keys (ABI.md §4.2) travel the same way under their encoding
+// (statestore.Key2), and so does the partition's stream time, once a record
+// read it: a write of statestore.StreamTimeKey among a committed record's
+// writes (Partition.CommitAt).
 package state

@@ -249,3 +249,23 @@ func TestStateStreamTimeDecided(t *testing.T) {
 		t.Fatalf("the next commit: %+v", outs)
 	}
 }
+
+// A local state (`wasmstream test`) moves stream time with CommitAt and
+// carries two-part keys from one record to the next.
+func TestLocalStreamTime(t *testing.T) {
+	l, err := OpenLocal(Limits{MaxValueBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st := l.Begin().(*Record)
+	st.Put2([]byte("k"), []byte("s"), []byte("v"))
+	l.CommitAt(st, 0, 500)
+	next := l.Begin().(*Record)
+	if v, _ := next.StreamTime(); v != 500 {
+		t.Fatalf("stream time %d, want 500", v)
+	}
+	if v, e := next.Get2([]byte("k"), []byte("s")); e != 0 || string(v) != "v" {
+		t.Fatalf("(k, s) = %q %v", v, e)
+	}
+}

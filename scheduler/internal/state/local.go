@@ -56,3 +56,11 @@ func (l *Local) Close() error {
 	}
 	return err
 }
+
+// CommitAt is Commit for a record of timestamp (milliseconds), which moves
+// the state's stream time (ABI.md §4.2) as a pipeline's decided record
+// does.
+func (l *Local) CommitAt(st host.State, offset, timestamp int64) []abi.Output {
+	_, outs := l.p.CommitAt(offset, timestamp, st.(*Record), nil)
+	return outs
+}
