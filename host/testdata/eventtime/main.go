@@ -5,7 +5,9 @@
 // <subs> lists the key's subs and values in sub order ("sub=value,...").
 // The header "eventtime.one" also writes the one-part key, which must stay
 // apart: a record whose (key, "") reads it fails. A record whose value is
-// "fail" fails (terminally) after reading the stream time.
+// "fail" fails (terminally) after reading the stream time. With the
+// header "eventtime.count" the output is "<stream time> n=<subs>
+// last=<last sub>" instead of the list.
 //
 // Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o eventtime.wasm .
 package main
@@ -45,6 +47,14 @@ func process(r *guest.Record, em guest.Emitter) error {
 	}
 	out := strconv.AppendInt(nil, st, 10)
 	out = append(out, ' ')
+	if _, ok := r.Header("eventtime.count"); ok {
+		n, last := 0, ""
+		if err := h.Scan(r.Key, nil, func(s, _ []byte) bool { n, last = n+1, string(s); return true }); err != nil {
+			return err
+		}
+		out = append(strconv.AppendInt(append(out, "n="...), int64(n), 10), " last="+last...)
+		return em.Emit(guest.Output{Key: r.Key, Value: out})
+	}
 	first := true
 	if err := h.Scan(r.Key, nil, func(s, v []byte) bool {
 		if !first {
