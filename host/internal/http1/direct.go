@@ -71,13 +71,14 @@ func (h *Head) Field(i int) (name, value []byte) {
 // A Body reads the body of a response read into a Head: ContentLength
 // bytes from its connection, which it then gives back.
 type Body struct {
-	cn   *conn
-	c    *Client
-	ctx  context.Context
-	stop func() bool
-	left int64
-	keep bool
-	end  error // set once the body is settled
+	cn       *conn
+	c        *Client
+	ctx      context.Context
+	deadline time.Time // the request's
+	stop     func() bool
+	left     int64
+	keep     bool
+	end      error // set once the body is settled
 }
 
 func (b *Body) Read(p []byte) (int, error) {
@@ -97,8 +98,9 @@ func (b *Body) Read(p []byte) (int, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
+		ctx := b.ctx
 		b.finish(err)
-		return n, explain(b.ctx, err)
+		return n, explainAt(ctx, b.deadline, err)
 	}
 	if b.left == 0 {
 		b.finish(io.EOF)
@@ -118,9 +120,9 @@ func (b *Body) Close() error {
 // finish settles the connection once, as body.finish does.
 func (b *Body) finish(err error) {
 	b.end = err
-	cn := b.cn
-	b.cn, b.ctx = nil, nil
-	if b.stop() && err == io.EOF && b.keep && cn.br.Buffered() == 0 {
+	cn, stop := b.cn, b.stop
+	b.cn, b.ctx, b.stop = nil, nil, nil // nothing of the request is kept
+	if stop() && err == io.EOF && b.keep && cn.br.Buffered() == 0 {
 		b.c.put(cn)
 		return
 	}
@@ -180,7 +182,7 @@ func (c *Client) exchangeDirect(ctx context.Context, cn *conn, req *Request, h *
 	if buf, _ := cn.br.Peek(cn.br.Buffered()); parseDirectHead(buf, h) {
 		cn.br.Discard(len(h.raw))
 		cn.readLimit = -1
-		h.Body = Body{cn: cn, c: c, ctx: ctx, stop: stop, left: h.ContentLength, keep: !req.Close}
+		h.Body = Body{cn: cn, c: c, ctx: ctx, deadline: req.Deadline, stop: stop, left: h.ContentLength, keep: !req.Close}
 		if h.ContentLength == 0 {
 			h.Body.finish(io.EOF) // settled now: a reader may never ask
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"maps"
 	"net"
@@ -176,5 +177,74 @@ func TestDoDirectAndNetHTTPAnswers(t *testing.T) {
 	}
 	if h.Status != 201 || h.Len() != 1 {
 		t.Fatalf("last head %d, %d headers", h.Status, h.Len())
+	}
+}
+
+// directGET is a GET of s's "/" for Do, within deadline.
+func directGET(s *rawServer, deadline time.Time) *Request {
+	return &Request{Addr: s.addr(), Method: "GET", Replayable: true, Deadline: deadline,
+		Wire: []byte("GET / HTTP/1.1\r\nHost: " + s.addr() + "\r\n\r\n")}
+}
+
+// On the direct way too, the request's deadline bounds the body, and the
+// context's end stops a request waiting for its answer at once; each says
+// which it was.
+func TestDoDirectDeadlineAndCancel(t *testing.T) {
+	t.Parallel()
+	s := newRawServer(t, func(n int, nc net.Conn) {
+		if n == 0 {
+			answerEach(nc, func(*http.Request, []byte) string {
+				return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello" // and no more
+			})
+		}
+		io.Copy(io.Discard, nc) // never answers
+	})
+	c, _ := newClient(t)
+	var h Head
+	start := time.Now()
+	resp, err := c.Do(context.Background(), directGET(s, time.Now().Add(200*time.Millisecond)), &h)
+	if err != nil || resp != nil {
+		t.Fatalf("the head: %v, read by net/http %v", err, resp != nil)
+	}
+	b, err := io.ReadAll(&h.Body)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("read %q, %v after %v from a body that stalled, deadline 200ms", b, err, time.Since(start))
+	}
+	if n := len(c.idle[s.addr()]); n != 0 {
+		t.Fatalf("%d idle connections after a body cut short", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start = time.Now()
+	if _, err := c.Do(ctx, directGET(s, time.Now().Add(time.Minute)), &h); !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("a request whose context ended after 100ms: %v after %v", err, time.Since(start))
+	}
+}
+
+// A kept connection the server closed meanwhile is found out before it is
+// used, or on its first read, and the request goes on another.
+func TestDoDirectKeptConnectionClosed(t *testing.T) {
+	t.Parallel()
+	s := newRawServer(t, func(n int, nc net.Conn) {
+		answerEach(nc, func(*http.Request, []byte) string { return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" })
+	})
+	c, dials := newClient(t)
+	var h Head
+	for i := range 2 {
+		if resp, err := c.Do(context.Background(), directGET(s, time.Now().Add(10*time.Second)), &h); err != nil || resp != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if b, err := io.ReadAll(&h.Body); err != nil || string(b) != "ok" {
+			t.Fatalf("request %d: %q %v", i, b, err)
+		}
+		if i == 0 {
+			for _, cn := range c.idle[s.addr()] {
+				cn.nc.(*net.TCPConn).CloseRead() // as if the server had closed it
+				cn.nc.Close()
+			}
+		}
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d dials, want 2", n)
 	}
 }
