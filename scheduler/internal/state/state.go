@@ -374,12 +374,15 @@ type Record struct {
 	// overlay: a reader of a later record of its run (Reader), on another
 	// goroutine, then reads them there.
 	committed atomic.Bool
-	// key2 is the scratch of the two-part keys' encodings (Get2, Scan2):
-	// a write's key is a copy of its own.
-	key2 []byte
-	// readTime: the record read the stream time (StreamTime).
+	// readTime: the record read the stream time (StreamTime). Beside
+	// committed, in its padding: a Record stays in its allocation size
+	// class (TestStateRecordAllocs counts the bytes of the record path).
 	readTime bool
 }
+
+// key2Stack is the room for a two-part key's encoding that Get2 and
+// Written2 keep on the stack; a longer one is allocated.
+const key2Stack = 128
 
 // addStreamTime appends (or replaces) the record's write of the stream
 // time t (statestore.StreamTimeKey, int64 big-endian): the host's write,
@@ -411,13 +414,14 @@ func (rs *Record) StreamTime() (int64, abi.Errno) {
 	return ts.streamTime, 0
 }
 
-// Get2 is Get of the two-part key (key, sub) (host.State2).
+// Get2 is Get of the two-part key (key, sub) (host.State2). The value is
+// valid until the next call on the Record.
 func (rs *Record) Get2(key, sub []byte) ([]byte, abi.Errno) {
 	if e := rs.ts.checkKey2(key, sub); e != 0 {
 		return nil, e
 	}
-	rs.key2 = statestore.Key2(rs.key2[:0], key, sub)
-	return rs.get(rs.key2)
+	var a [key2Stack]byte
+	return rs.get(statestore.Key2(a[:0], key, sub))
 }
 
 // Put2 is Put of the two-part key (key, sub) (host.State2).
@@ -438,8 +442,8 @@ func (rs *Record) Delete2(key, sub []byte) abi.Errno {
 
 // Written2 is Written of the two-part key (key, sub) (host.State2).
 func (rs *Record) Written2(key, sub []byte) (int, bool) {
-	rs.key2 = statestore.Key2(rs.key2[:0], key, sub)
-	return rs.Written(rs.key2)
+	var a [key2Stack]byte
+	return rs.Written(statestore.Key2(a[:0], key, sub))
 }
 
 // Scan2 calls fn for the subs of key that start with prefix and sort after
