@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
 // mapState2 is a mapState that serves two-part keys and stream time
@@ -115,4 +116,26 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// The event-time host functions' edge cases (host/testdata/state2.wat):
+// stream_time's out outside memory faults the call; a sub over 1 KiB is
+// -9; state_scan2 follows §4.1's buffer rules, the empty sub's entry
+// coming only with the next one (-2 when the buffer holds it alone);
+// stream_time writes the State's value as an i64.
+func TestEventTimeHostFunctionEdges(t *testing.T) {
+	in := newInstance(t, load(t, wt.BuildWat(t, "host/testdata/state2.wat"), Limits{}))
+	st := &mapState2{mapState: &mapState{m: map[string][]byte{}, maxValue: 1 << 10}, m2: map[string][]byte{}, time: 1234}
+	run := func(c int64) Result {
+		return in.ProcessState(context.Background(), &abi.Record{Offset: c, Topic: "in", Attempt: 1}, nil, st)
+	}
+	if res := run(0); res.Fault() == nil || res.Fault().Kind != FaultBadPointer || !strings.Contains(res.Fault().Msg, abi.ImportStreamTime) {
+		t.Fatalf("stream_time across the end of memory: %v %v", res.Status, res.Err)
+	}
+	in = newInstance(t, load(t, wt.BuildWat(t, "host/testdata/state2.wat"), Limits{}))
+	for c := int64(1); c <= 3; c++ {
+		if res := run(c); res.Status != abi.StatusOK {
+			t.Errorf("case %d: %v %v", c, res.Status, res.Err)
+		}
+	}
 }
