@@ -37,7 +37,20 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // AppendJSON decodes payload, the Avro binary encoding of one value of the
 // schema, and appends it as JSON to dst; the JSON appended is at most
 // maxJSON bytes.
+//
+// A schema whose every node the direct transcoder knows (tojson.go) is
+// read straight from the bytes into JSON; any other (a logical type such
+// as duration or time-micros) takes the generic path, which decodes into Go
+// values with the library first. Both write the same bytes.
 func (c *Codec) AppendJSON(dst, payload []byte, maxJSON int) ([]byte, error) {
+	if c.direct {
+		return c.appendJSONDirect(dst, payload, maxJSON)
+	}
+	return c.appendJSONGeneric(dst, payload, maxJSON)
+}
+
+// appendJSONGeneric is AppendJSON through the library's generic decoding.
+func (c *Codec) appendJSONGeneric(dst, payload []byte, maxJSON int) ([]byte, error) {
 	var v any
 	rest, err := c.schema.Decode(payload, &v, avro.TaggedUnions())
 	if err != nil {

@@ -43,10 +43,22 @@ func encErr(format string, args ...any) error {
 // be bare or tagged, a timestamp RFC 3339 text or its integer, whatever the
 // options; a record field left out takes the schema's default (null for a
 // nullable field without one).
+//
+// A schema the direct transcoder reads (fromjson.go) is encoded from the
+// JSON's bytes; any other through Go values, as encoding/json decodes the
+// JSON, and the library's encoder. Both write the same bytes.
 func (c *Codec) AppendBinary(dst, js []byte) ([]byte, error) {
 	if err := jsonlimit.CheckDepth(js, c.limits.MaxDepth); err != nil {
 		return dst, &EncodeError{Err: err}
 	}
+	if c.direct {
+		return c.appendBinaryDirect(dst, js)
+	}
+	return c.appendBinaryGeneric(dst, js)
+}
+
+// appendBinaryGeneric is AppendBinary through Go values.
+func (c *Codec) appendBinaryGeneric(dst, js []byte) ([]byte, error) {
 	d := json.NewDecoder(bytes.NewReader(js))
 	d.UseNumber()
 	var v any
@@ -332,16 +344,11 @@ func (c *Codec) convInteger(v any, n *node) (any, error) {
 // is false when the logical type has no text form.
 func parseLogical(s, logical string) (v any, ok bool, err error) {
 	switch logical {
-	case "timestamp-millis", "timestamp-micros", "timestamp-nanos":
-		t, err := time.Parse(time.RFC3339Nano, s)
+	case "timestamp-millis", "timestamp-micros", "timestamp-nanos",
+		"local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos":
+		t, err := parseTimestamp(s, logical)
 		if err != nil {
-			return nil, true, fmt.Errorf("%q is not an RFC 3339 timestamp (as 2024-01-15T10:04:05.123Z) for %s", s, logical)
-		}
-		return t, true, nil
-	case "local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos":
-		t, err := time.ParseInLocation("2006-01-02T15:04:05.999999999", s, time.UTC)
-		if err != nil {
-			return nil, true, fmt.Errorf("%q is not a local timestamp (as 2024-01-15T10:04:05.123, no zone) for %s", s, logical)
+			return nil, true, err
 		}
 		return t, true, nil
 	case "date":
@@ -360,6 +367,22 @@ func parseLogical(s, logical string) (v any, ok bool, err error) {
 	return nil, false, nil
 }
 
+// parseTimestamp reads the text of a timestamp or local timestamp.
+func parseTimestamp(s, logical string) (time.Time, error) {
+	if strings.HasPrefix(logical, "local-") {
+		t, err := time.ParseInLocation("2006-01-02T15:04:05.999999999", s, time.UTC)
+		if err != nil {
+			return t, fmt.Errorf("%q is not a local timestamp (as 2024-01-15T10:04:05.123, no zone) for %s", s, logical)
+		}
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return t, fmt.Errorf("%q is not an RFC 3339 timestamp (as 2024-01-15T10:04:05.123Z) for %s", s, logical)
+	}
+	return t, nil
+}
+
 func (c *Codec) convBytes(v any, n *node) (any, error) {
 	if n.logical == "decimal" && !c.opts.RawLogicalTypes {
 		var s string
@@ -371,8 +394,21 @@ func (c *Codec) convBytes(v any, n *node) (any, error) {
 		default:
 			return nil, encErr("want a decimal number or its text, got %s", jsonType(v))
 		}
+		// The length and the exponent are bounded before the text is
+		// read: big.Rat computes 10^exponent, and the library counts the
+		// digits of what it gets, so "1e300000" would cost tens of
+		// milliseconds to refuse. An exponent past the text's length plus
+		// the precision and scale cannot give a value the schema takes.
+		if len(s) > 400 {
+			return nil, encErr("%q is not a decimal number", truncate(s))
+		}
+		if i := strings.IndexAny(s, "eE"); i >= 0 {
+			if e, err := strconv.Atoi(s[i+1:]); err == nil && (e > len(s)+n.prec+n.scale || -e > len(s)+n.prec+n.scale) {
+				return nil, encErr("%s is out of the range of the schema's decimal (precision %d, scale %d)", truncate(s), n.prec, n.scale)
+			}
+		}
 		r, ok := new(big.Rat).SetString(s)
-		if !ok || len(s) > 400 {
+		if !ok {
 			return nil, encErr("%q is not a decimal number", truncate(s))
 		}
 		scaled := new(big.Rat).Mul(r, new(big.Rat).SetInt(n.pow10Scale))

@@ -1,11 +1,17 @@
 // Package avrocodec turns Avro binary data into JSON and JSON into Avro
 // binary data, with one schema from a registry, under the JSON contract of
 // docs/SCHEMA-REGISTRY.md (bare or tagged unions, logical types rendered or
-// raw, bytes as base64). github.com/twmb/avro parses the schema and reads
-// and writes the binary encoding; this package owns the JSON side, so the
-// contract is the one written down, each cost is bounded (schema text and
-// nesting depth at compile, nesting depth and output size per value), and
-// an error names the field it is about.
+// raw, bytes as base64). github.com/twmb/avro parses the schema; this
+// package owns the JSON side, so the contract is the one written down, each
+// cost is bounded (schema text and nesting depth at compile, nesting depth
+// and output size per value), and an error names the field it is about.
+//
+// Two paths do the work. The direct one (tojson.go, fromjson.go) reads
+// the payload's bytes or the JSON's and writes the other form as it goes,
+// with no Go values in between; the generic one (decode.go, encode.go)
+// decodes into Go values with the library, or with encoding/json, and
+// writes from those. A schema takes the direct path when it reads every
+// node of it (directOK); both write the same bytes, which the tests compare.
 //
 // A Codec is immutable once compiled and safe for concurrent use.
 package avrocodec
@@ -92,7 +98,15 @@ type node struct {
 	nullable  bool           // a union with a null branch
 
 	symbols []string
-	symIdx  map[string]struct{}
+	symIdx  map[string]int // symbol -> index
+
+	// leaf encodes a value of a leaf node whose JSON forms the library
+	// reads (logical types, integers given as text) for the direct
+	// encoder (fromjson.go): a schema of the node alone.
+	leaf *avro.Schema
+	// zero: a value of the node takes no bytes (null, fixed(0), a record
+	// of such), for the direct decoder's bound on arrays of them.
+	zero bool
 }
 
 type field struct {
@@ -100,6 +114,9 @@ type field struct {
 	key        []byte // "name": pre-escaped
 	typ        *node
 	hasDefault bool
+	// defaultNull: the default is null (the direct encoder writes it
+	// itself; any other default takes the generic path).
+	defaultNull bool
 }
 
 // Codec reads and writes the values of one Avro schema.
@@ -108,6 +125,9 @@ type Codec struct {
 	root   *node
 	opts   Options
 	limits Limits
+	// direct: every node of the schema is one the direct transcoder
+	// (tojson.go) reads.
+	direct bool
 }
 
 // Compile parses text, the schema, after refs, the texts of the schemas it
@@ -136,7 +156,7 @@ func Compile(text string, refs []string, opts Options, limits Limits) (*Codec, e
 			if err != nil {
 				return nil, fmt.Errorf("avro schema: %w", err)
 			}
-			return &Codec{schema: s, root: n, opts: opts, limits: limits}, nil
+			return &Codec{schema: s, root: n, opts: opts, limits: limits, direct: directOK(n, map[*node]bool{})}, nil
 		}
 	}
 	panic("unreachable")
@@ -205,9 +225,9 @@ func (b *builder) buildNamed(sn *avro.SchemaNode, ns string, depth int) (*node, 
 	case "enum":
 		n.kind = kEnum
 		n.symbols = sn.Symbols
-		n.symIdx = make(map[string]struct{}, len(sn.Symbols))
-		for _, s := range sn.Symbols {
-			n.symIdx[s] = struct{}{}
+		n.symIdx = make(map[string]int, len(sn.Symbols))
+		for i, s := range sn.Symbols {
+			n.symIdx[s] = i
 		}
 	case "fixed":
 		n.kind = kFixed
@@ -221,7 +241,7 @@ func (b *builder) buildNamed(sn *avro.SchemaNode, ns string, depth int) (*node, 
 				return nil, err
 			}
 			key := append(appendString(nil, f.Name), ':')
-			n.fields = append(n.fields, field{name: f.Name, key: key, typ: t, hasDefault: f.HasDefault})
+			n.fields = append(n.fields, field{name: f.Name, key: key, typ: t, hasDefault: f.HasDefault, defaultNull: f.HasDefault && f.Default == nil})
 			n.fieldIdx[f.Name] = i
 		}
 	}
