@@ -119,7 +119,7 @@ const (
 	ErrnoNotSupported Errno = 6  // the call is not supported by this host
 	ErrnoBadOp        Errno = 7  // result_read: op is not the operation being completed
 	ErrnoNotFound     Errno = 8  // state_get: the key has no value
-	ErrnoTooLarge     Errno = 9  // state_*: the key is over MaxStateKeyBytes or the value over state.max_value_bytes
+	ErrnoTooLarge     Errno = 9  // state_*: the key (or sub) is over MaxStateKeyBytes, the value over state.max_value_bytes, or a one-part key begins with the host's two-part mark (ABI.md §4.2)
 	ErrnoWrongKey     Errno = 10 // state_*: the key belongs to another input partition than the record's
 	ErrnoNoState      Errno = 11 // state_*: the pipeline has no state (state.enabled is off)
 )
