@@ -115,3 +115,35 @@ func TestEventTimeAcrossRestarts(t *testing.T) {
 		})
 	}
 }
+
+// TestEventTimeRebalance: the partition moves from host a to host b (b
+// joins, a leaves), and b, with a state directory of its own, restores
+// the stream time from the changelog with the state: its first record
+// sees a's last.
+func TestEventTimeRebalance(t *testing.T) {
+	t.Parallel() // owns its in-process broker; asserts no timing
+	module := moduleFile(t, "eventtime", func() []byte { return wt.BuildGoGuest(t, "host/testdata/eventtime") })
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	host := func(id string) *Runner {
+		return startRunner(t, testConfigWith(t, brokers, "g", module, "in", "out", "dlq",
+			stateConfig(t, brokers, t.TempDir(), ""), "host:\n  id: "+id))
+	}
+	rd := kafkatest.NewReader(t, brokers, "out")
+	at := map[string]int64{"a": 1000, "b": 1500, "c": 1200}
+	a := host("a")
+	produceAt(t, brokers, "in", "k", at, "a", "b")
+	rd.ReadUntil(t, time.Minute, "2 outputs", func(rs []*kgo.Record) bool { return len(rs) >= 2 })
+	b := host("b")
+	defer b.Stop(context.Background())
+	a.Stop(context.Background())
+	kafkatest.Eventually(t, time.Minute, "b owns the partition", func() bool { return b.Snapshots()[0].Tasks == 1 })
+	produceAt(t, brokers, "in", "k", at, "c")
+	rd.ReadUntil(t, time.Minute, "3 outputs", func(rs []*kgo.Record) bool { return len(rs) >= 3 })
+	if got, want := string(rd.Recs[2].Value), "1500 1000=a,1200=c,1500=b"; got != want {
+		t.Fatalf("b's first record: %q, want %q", got, want)
+	}
+	if got := b.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
+		t.Error("b restored nothing from the changelog")
+	}
+}
