@@ -313,7 +313,7 @@ func (s *testSession) start(ctx context.Context, cfg *config.Config, wasm []byte
 			return err
 		}
 		s.ls = ls
-		s.runner.State, s.runner.Keep = ls.Begin, ls.Commit
+		s.runner.State, s.runner.Keep = ls.Begin, ls.CommitAt
 	}
 	return nil
 }

@@ -183,7 +183,7 @@ type Options struct {
 	// from record to record (CaseRunner); otherwise the state_* functions
 	// answer no_state.
 	State func() host.State
-	Keep  func(st host.State, offset int64) []abi.Output
+	Keep  func(st host.State, offset, timestamp int64) []abi.Output
 }
 
 // Run checks the module wasm against the ABI and the example's

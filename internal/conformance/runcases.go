@@ -25,7 +25,7 @@ type CaseRunner struct {
 	// state_* functions return no_state); keep is called with a succeeded
 	// record's state and returns the changelog records its writes make.
 	State func() host.State
-	Keep  func(st host.State, offset int64) []abi.Output
+	Keep  func(st host.State, offset, timestamp int64) []abi.Output
 
 	in *host.Instance
 }
@@ -108,7 +108,7 @@ func (r *CaseRunner) Run(ctx context.Context, c *Case, tag any) (CaseResult, err
 	r.Engine.ReleaseOutputs(out.HeldBytes)
 	res.Decision = DecisionOf(out)
 	if out.Status == abi.StatusOK && st != nil && r.Keep != nil {
-		res.Changelog = r.Keep(st, rec.Offset)
+		res.Changelog = r.Keep(st, rec.Offset, rec.Timestamp)
 	}
 	return res, nil
 }
