@@ -242,24 +242,44 @@ func parsePlainURL(s []byte) (plainURL, bool) {
 	u.host = u.hostport
 	if i := bytes.IndexByte(u.hostport, ':'); i >= 0 {
 		u.host, u.port = u.hostport[:i], u.hostport[i+1:]
-		if len(u.port) == 0 || len(u.port) > 5 {
-			return u, false
-		}
-		for _, c := range u.port {
-			if c < '0' || c > '9' {
-				return u, false
-			}
-		}
-	}
-	if len(u.host) == 0 {
-		return u, false
-	}
-	for _, c := range u.host {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+		if !plainPort(u.port) {
 			return u, false
 		}
 	}
 	path, query, _ := bytes.Cut(u.path, []byte("?"))
+	return u, plainHost(u.host) && plainPath(path) && plainQuery(query)
+}
+
+// plainPort reports whether p is 1 to 5 decimal digits.
+func plainPort(p []byte) bool {
+	if len(p) == 0 || len(p) > 5 {
+		return false
+	}
+	for _, c := range p {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainHost reports whether h is a non-empty name of letters, digits,
+// dots and dashes (nothing net/url would rewrite).
+func plainHost(h []byte) bool {
+	if len(h) == 0 {
+		return false
+	}
+	for _, c := range h {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// plainPath reports whether path holds only unreserved and sub-delim
+// characters and well-formed percent escapes.
+func plainPath(path []byte) bool {
 	for i := 0; i < len(path); i++ {
 		switch c := path[i]; {
 		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9':
@@ -267,15 +287,20 @@ func parsePlainURL(s []byte) (plainURL, bool) {
 		case c == '%' && i+2 < len(path) && isHex(path[i+1]) && isHex(path[i+2]):
 			i += 2
 		default:
-			return u, false
+			return false
 		}
 	}
-	for _, c := range query {
+	return true
+}
+
+// plainQuery reports whether q has no control, space, non-ASCII or '#'.
+func plainQuery(q []byte) bool {
+	for _, c := range q {
 		if c <= ' ' || c >= 0x7f || c == '#' {
-			return u, false
+			return false
 		}
 	}
-	return u, true
+	return true
 }
 
 func isHex(c byte) bool {
