@@ -213,87 +213,121 @@ func parseDirectHead(buf []byte, h *Head) bool {
 	h.fields = h.fields[:0]
 	raw := h.raw
 	line, rest, _ := bytes.Cut(raw[:end+2], []byte("\r\n"))
-	if len(line) < 12 || string(line[:9]) != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
+	code, ok := directStatus(line)
+	if !ok {
 		return false
-	}
-	code := 0
-	for _, d := range line[9:12] {
-		if d < '0' || d > '9' {
-			return false
-		}
-		code = code*10 + int(d-'0')
-	}
-	switch {
-	case code < 200 || code > 599:
-		return false
-	case code == 301 || code == 302 || code == 303 || code == 307 || code == 308:
-		return false
-	}
-	for _, b := range line[9:] {
-		if !validValueByte(b) {
-			return false
-		}
 	}
 	h.Status, h.Size, h.ContentLength = code, int64(len(line)), -1
 	off := len(line) + 2
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
-		start := off
+		if !h.directField(line, off) {
+			return false
+		}
 		off += len(line) + 2
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 || bytes.IndexByte(line, '\n') >= 0 {
-			return false
-		}
-		upper := true
-		for i, b := range line[:colon] {
-			if !isToken(b) {
-				return false
-			}
-			switch {
-			case upper && 'a' <= b && b <= 'z':
-				line[i] = b - ('a' - 'A')
-			case !upper && 'A' <= b && b <= 'Z':
-				line[i] = b + ('a' - 'A')
-			}
-			upper = b == '-'
-		}
-		name := line[:colon]
-		v0, v1 := colon+1, len(line)
-		for v0 < v1 && (line[v0] == ' ' || line[v0] == '\t') {
-			v0++
-		}
-		for v1 > v0 && (line[v1-1] == ' ' || line[v1-1] == '\t') {
-			v1--
-		}
-		for _, b := range line[v0:v1] {
-			if !validValueByte(b) {
-				return false
-			}
-		}
-		switch string(name) {
-		case "Transfer-Encoding", "Connection", "Pragma", "Trailer":
-			return false
-		case "Content-Length":
-			if h.ContentLength >= 0 || v1 == v0 || v1-v0 > 18 {
-				return false
-			}
-			n := int64(0)
-			for _, d := range line[v0:v1] {
-				if d < '0' || d > '9' {
-					return false
-				}
-				n = n*10 + int64(d-'0')
-			}
-			h.ContentLength = n
-		}
-		h.fields = append(h.fields, span{int32(start), int32(start + colon), int32(start + v0), int32(start + v1)})
-		h.Size += int64(colon + v1 - v0)
 	}
 	if code == 204 || code == 304 {
 		// No body whatever the headers say (net/http's rule).
 		h.ContentLength = 0
 	}
 	return h.ContentLength >= 0
+}
+
+// directStatus reads a status line the direct way takes: HTTP/1.1, a
+// final status that is not a redirect, printable reason.
+func directStatus(line []byte) (int, bool) {
+	if len(line) < 12 || string(line[:9]) != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
+		return 0, false
+	}
+	code := 0
+	for _, d := range line[9:12] {
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		code = code*10 + int(d-'0')
+	}
+	switch {
+	case code < 200 || code > 599:
+		return 0, false
+	case code == 301 || code == 302 || code == 303 || code == 307 || code == 308:
+		return 0, false
+	}
+	for _, b := range line[9:] {
+		if !validValueByte(b) {
+			return 0, false
+		}
+	}
+	return code, true
+}
+
+// directField reads one header line at offset start of h.raw into h: its
+// name canonicalized in place, its value trimmed; a header the direct way
+// leaves to net/http, or a malformed one, is false.
+func (h *Head) directField(line []byte, start int) bool {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 || bytes.IndexByte(line, '\n') >= 0 || !canonicalName(line[:colon]) {
+		return false
+	}
+	name := line[:colon]
+	v0, v1 := colon+1, len(line)
+	for v0 < v1 && (line[v0] == ' ' || line[v0] == '\t') {
+		v0++
+	}
+	for v1 > v0 && (line[v1-1] == ' ' || line[v1-1] == '\t') {
+		v1--
+	}
+	for _, b := range line[v0:v1] {
+		if !validValueByte(b) {
+			return false
+		}
+	}
+	switch string(name) {
+	case "Transfer-Encoding", "Connection", "Pragma", "Trailer":
+		return false
+	case "Content-Length":
+		n, ok := directLength(line[v0:v1])
+		if !ok || h.ContentLength >= 0 {
+			return false
+		}
+		h.ContentLength = n
+	}
+	h.fields = append(h.fields, span{int32(start), int32(start + colon), int32(start + v0), int32(start + v1)})
+	h.Size += int64(colon + v1 - v0)
+	return true
+}
+
+// canonicalName checks that name is a token and rewrites it in place in
+// net/http's canonical form (Content-Length).
+func canonicalName(name []byte) bool {
+	upper := true
+	for i, b := range name {
+		if !isToken(b) {
+			return false
+		}
+		switch {
+		case upper && 'a' <= b && b <= 'z':
+			name[i] = b - ('a' - 'A')
+		case !upper && 'A' <= b && b <= 'Z':
+			name[i] = b + ('a' - 'A')
+		}
+		upper = b == '-'
+	}
+	return true
+}
+
+// directLength reads a Content-Length value: 1 to 18 decimal digits.
+func directLength(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	n := int64(0)
+	for _, d := range v {
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(d-'0')
+	}
+	return n, true
 }
 
 // validValueByte reports whether b may appear in a header value as
