@@ -284,7 +284,13 @@ func (p *parser) str() error {
 		}
 		i += size
 	}
-	// The slow path, from the start of the string.
+	return p.strSlow(start, i)
+}
+
+// strSlow unescapes the string that starts at start, from i (the first
+// byte the fast path could not take) into strs.
+func (p *parser) strSlow(start, i int) error {
+	b := p.in
 	out := len(p.strs)
 	p.strs = append(p.strs, b[start:i]...)
 	for {
@@ -489,7 +495,21 @@ func (e *encoder) value(b []byte, ti int32, n *node, depth int) ([]byte, error) 
 	if depth > e.c.limits.MaxDepth {
 		return b, encErr("nested deeper than %d levels", e.c.limits.MaxDepth)
 	}
-	t := &e.p.toks[ti]
+	switch n.kind {
+	case kArray:
+		return e.array(b, ti, n, depth)
+	case kMap:
+		return e.mapValue(b, ti, n, depth)
+	case kRecord:
+		return e.record(b, ti, n, depth)
+	case kUnion:
+		return e.union(b, ti, n, depth)
+	}
+	return e.primitive(b, &e.p.toks[ti], n)
+}
+
+// primitive encodes a value of a node that is not a container.
+func (e *encoder) primitive(b []byte, t *jtok, n *node) ([]byte, error) {
 	switch n.kind {
 	case kNull:
 		if t.kind != jNull {
@@ -505,22 +525,7 @@ func (e *encoder) value(b []byte, ti int32, n *node, depth int) ([]byte, error) 
 		}
 		return b, encErr("want a boolean, got %s", e.jsonKind(t))
 	case kInt, kLong:
-		ts := n.kind == kLong && timestampUnits[n.logical] != 0
-		if t.kind == jStr && ts {
-			return e.timestamp(b, t, n)
-		}
-		if t.kind == jNum && (n.logical == "" || ts) {
-			bits := 64
-			if n.kind == kInt {
-				bits = 32
-			}
-			v, err := strconv.ParseInt(string(e.p.text(t)), 10, bits)
-			if err != nil {
-				return b, encErr("%s is not an integer that fits an Avro %s", e.p.text(t), map[int]string{32: "int", 64: "long"}[bits])
-			}
-			return appendLong(b, v), nil
-		}
-		return e.leaf(b, t, n)
+		return e.integer(b, t, n)
 	case kFloat, kDouble:
 		return e.float(b, t, n)
 	case kString:
@@ -551,14 +556,6 @@ func (e *encoder) value(b []byte, ti int32, n *node, depth int) ([]byte, error) 
 			return b, encErr("%q is not a symbol of enum %s (%s)", e.p.text(t), n.name, symbolList(n.symbols))
 		}
 		return appendLong(b, int64(i)), nil
-	case kArray:
-		return e.array(b, ti, n, depth)
-	case kMap:
-		return e.mapValue(b, ti, n, depth)
-	case kRecord:
-		return e.record(b, ti, n, depth)
-	case kUnion:
-		return e.union(b, ti, n, depth)
 	}
 	return b, encErr("unsupported schema node")
 }
@@ -940,48 +937,13 @@ func timeToUnits(t time.Time, scale int64) (int64, error) {
 // two's-complement bytes, sign-extended to a fixed's size. ok is false for
 // any other text, which takes the generic leaf (conv and the library).
 func (e *encoder) decimal(b []byte, t *jtok, n *node) ([]byte, bool) {
-	s := e.p.text(t)
-	if len(s) == 0 || len(s) > 40 || n.kind == kFixed && n.size > maxDecimalBytes {
+	if n.kind == kFixed && n.size > maxDecimalBytes {
 		return b, false
 	}
-	neg := s[0] == '-'
-	if neg {
-		s = s[1:]
-	}
-	intEnd := digits(s, 0)
-	if intEnd == 0 {
+	u, neg, ok := plainDecimal(e.p.text(t), n.scale)
+	if !ok {
 		return b, false
 	}
-	fracLen := 0
-	if intEnd < len(s) {
-		if s[intEnd] != '.' {
-			return b, false
-		}
-		end := digits(s, intEnd+1)
-		fracLen = end - intEnd - 1
-		if fracLen == 0 || end != len(s) {
-			return b, false
-		}
-	}
-	if fracLen > n.scale {
-		return b, false
-	}
-	var u uint64
-	sig := 0 // significant digits read
-	for _, c := range s {
-		if c == '.' {
-			continue
-		}
-		if u == 0 && c == '0' {
-			continue
-		}
-		u = u*10 + uint64(c-'0')
-		sig++
-	}
-	if sig+n.scale-fracLen > 18 {
-		return b, false
-	}
-	u *= pow10u64[n.scale-fracLen]
 	if n.prec > 0 {
 		d := 1
 		for d < 20 && u >= pow10u64[d] {
@@ -1020,4 +982,65 @@ func (e *encoder) decimal(b []byte, t *jtok, n *node) ([]byte, bool) {
 		b = append(b, byte(v>>(8*i)))
 	}
 	return b, true
+}
+
+// plainDecimal reads s, -?digits[.digits] with at most scale fractional
+// digits, as its unscaled value when that has at most 18 digits; ok is
+// false for any other text.
+func plainDecimal(s []byte, scale int) (u uint64, neg, ok bool) {
+	if len(s) == 0 || len(s) > 40 {
+		return 0, false, false
+	}
+	neg = s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	intEnd := digits(s, 0)
+	if intEnd == 0 {
+		return 0, false, false
+	}
+	fracLen := 0
+	if intEnd < len(s) {
+		end := digits(s, intEnd+1)
+		fracLen = end - intEnd - 1
+		if s[intEnd] != '.' || fracLen == 0 || end != len(s) {
+			return 0, false, false
+		}
+	}
+	if fracLen > scale {
+		return 0, false, false
+	}
+	sig := 0 // significant digits read
+	for _, c := range s {
+		if c == '.' || u == 0 && c == '0' {
+			continue
+		}
+		u = u*10 + uint64(c-'0')
+		sig++
+	}
+	if sig+scale-fracLen > 18 {
+		return 0, false, false
+	}
+	return u * pow10u64[scale-fracLen], neg, true
+}
+
+// integer encodes an int or a long: a JSON integer, a timestamp's text,
+// and the other forms conv takes through the node's leaf.
+func (e *encoder) integer(b []byte, t *jtok, n *node) ([]byte, error) {
+	ts := n.kind == kLong && timestampUnits[n.logical] != 0
+	if t.kind == jStr && ts {
+		return e.timestamp(b, t, n)
+	}
+	if t.kind != jNum || n.logical != "" && !ts {
+		return e.leaf(b, t, n)
+	}
+	bits := 64
+	if n.kind == kInt {
+		bits = 32
+	}
+	v, err := strconv.ParseInt(string(e.p.text(t)), 10, bits)
+	if err != nil {
+		return b, encErr("%s is not an integer that fits an Avro %s", e.p.text(t), map[int]string{32: "int", 64: "long"}[bits])
+	}
+	return appendLong(b, v), nil
 }

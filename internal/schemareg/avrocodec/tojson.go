@@ -54,26 +54,7 @@ func directOK(n *node, seen map[*node]bool) bool {
 		return true
 	}
 	seen[n] = true
-	switch n.logical {
-	case "":
-	case "timestamp-millis", "timestamp-micros", "timestamp-nanos",
-		"local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos":
-		if n.kind != kLong {
-			return false
-		}
-	case "date", "time-millis":
-		if n.kind != kInt {
-			return false
-		}
-	case "uuid":
-		if n.kind != kString {
-			return false
-		}
-	case "decimal":
-		if (n.kind != kBytes && n.kind != kFixed) || n.scale < 0 || n.pow10Scale == nil {
-			return false
-		}
-	default:
+	if !logicalOK(n) {
 		return false
 	}
 	if n.kind == kInt || n.kind == kLong || n.logical != "" {
@@ -118,6 +99,25 @@ func leafSchema(n *node) string {
 		b = strconv.AppendInt(append(b, `,"scale":`...), int64(n.scale), 10)
 	}
 	return string(append(b, '}'))
+}
+
+// logicalOK says whether the direct transcoder renders n's logical type
+// (none is one it renders).
+func logicalOK(n *node) bool {
+	switch n.logical {
+	case "":
+		return true
+	case "timestamp-millis", "timestamp-micros", "timestamp-nanos",
+		"local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos":
+		return n.kind == kLong
+	case "date", "time-millis":
+		return n.kind == kInt
+	case "uuid":
+		return n.kind == kString
+	case "decimal":
+		return (n.kind == kBytes || n.kind == kFixed) && n.scale >= 0 && n.pow10Scale != nil
+	}
+	return false
 }
 
 func (c *Codec) appendJSONDirect(dst, payload []byte, maxJSON int) ([]byte, error) {
@@ -246,6 +246,23 @@ func (d *direct) value(b, src []byte, n *node, depth int) ([]byte, []byte, error
 		return b, nil, decErr(fmt.Errorf("nested deeper than %d levels", d.c.limits.MaxDepth))
 	}
 	switch n.kind {
+	case kRecord:
+		return d.record(b, src, n, depth)
+	case kArray:
+		return d.array(b, src, n, depth)
+	case kMap:
+		return d.mapValue(b, src, n, depth)
+	case kUnion:
+		return d.union(b, src, n, depth)
+	case kString, kBytes, kFixed:
+		return d.byteString(b, src, n)
+	}
+	return d.primitive(b, src, n)
+}
+
+// primitive reads a null, boolean, number or enum.
+func (d *direct) primitive(b, src []byte, n *node) ([]byte, []byte, error) {
+	switch n.kind {
 	case kNull:
 		return append(b, "null"...), src, nil
 	case kBool:
@@ -278,6 +295,22 @@ func (d *direct) value(b, src []byte, n *node, depth int) ([]byte, []byte, error
 		u := uint64(src[0]) | uint64(src[1])<<8 | uint64(src[2])<<16 | uint64(src[3])<<24 |
 			uint64(src[4])<<32 | uint64(src[5])<<40 | uint64(src[6])<<48 | uint64(src[7])<<56
 		return appendFloat(b, math.Float64frombits(u), 64), src[8:], nil
+	case kEnum:
+		i, rest, err := readInt(src)
+		if err != nil {
+			return b, nil, decErr(err)
+		}
+		if i < 0 || int(i) >= len(n.symbols) {
+			return b, nil, decErr(errBadEnumIdx)
+		}
+		return jsonw.AppendString(b, n.symbols[i]), rest, nil
+	}
+	return b, nil, decErr(fmt.Errorf("unsupported schema node"))
+}
+
+// byteString reads a string, bytes or a fixed (a decimal's too).
+func (d *direct) byteString(b, src []byte, n *node) ([]byte, []byte, error) {
+	switch n.kind {
 	case kString:
 		s, rest, err := readBytes(src)
 		if err != nil {
@@ -303,23 +336,6 @@ func (d *direct) value(b, src []byte, n *node, depth int) ([]byte, []byte, error
 			return b, src[n.size:], err
 		}
 		return appendBase64(b, src[:n.size]), src[n.size:], nil
-	case kEnum:
-		i, rest, err := readInt(src)
-		if err != nil {
-			return b, nil, decErr(err)
-		}
-		if i < 0 || int(i) >= len(n.symbols) {
-			return b, nil, decErr(errBadEnumIdx)
-		}
-		return jsonw.AppendString(b, n.symbols[i]), rest, nil
-	case kRecord:
-		return d.record(b, src, n, depth)
-	case kArray:
-		return d.array(b, src, n, depth)
-	case kMap:
-		return d.mapValue(b, src, n, depth)
-	case kUnion:
-		return d.union(b, src, n, depth)
 	}
 	return b, nil, decErr(fmt.Errorf("unsupported schema node"))
 }
