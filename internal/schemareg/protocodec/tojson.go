@@ -174,61 +174,16 @@ func (d *pdecoder) message(out, b []byte, m *pmsg, depth int) ([]byte, error) {
 	}
 	base := len(d.occs)
 	defer func() { d.occs = d.occs[:base] }()
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return out, errGeneric
-		}
-		b = b[n:]
-		var val []byte
-		switch typ {
-		case protowire.VarintType:
-			_, n = protowire.ConsumeVarint(b)
-			val = b[:max(n, 0)]
-		case protowire.Fixed32Type:
-			_, n = protowire.ConsumeFixed32(b)
-			val = b[:max(n, 0)]
-		case protowire.Fixed64Type:
-			_, n = protowire.ConsumeFixed64(b)
-			val = b[:max(n, 0)]
-		case protowire.BytesType:
-			val, n = protowire.ConsumeBytes(b)
-		default:
-			return out, errGeneric // groups, and what does not parse
-		}
-		if n < 0 {
-			return out, errGeneric
-		}
-		b = b[n:]
-		i, ok := m.byNum[num]
-		if !ok {
-			continue // an unknown field: protojson does not write it
-		}
-		if !wireFits(&m.fields[i], typ) {
-			return out, errGeneric
-		}
-		d.occs = append(d.occs, occ{field: i, typ: typ, val: val})
+	if err := d.scan(b, m); err != nil {
+		return out, err
 	}
 	if m.timestamp {
 		return d.timestamp(out, d.occs[base:])
 	}
 	// The member of each oneof set last is the one set.
 	var lastOf [8]int
-	if m.oneofs > len(lastOf) {
-		return out, errGeneric
-	}
-	for i := range lastOf {
-		lastOf[i] = -1
-	}
-	for _, o := range d.occs[base:] {
-		if f := &m.fields[o.field]; f.oneof >= 0 {
-			if lastOf[f.oneof] >= 0 && lastOf[f.oneof] != o.field {
-				// Two members of a oneof: proto.Unmarshal reads (and
-				// checks) the one it then drops.
-				return out, errGeneric
-			}
-			lastOf[f.oneof] = o.field
-		}
+	if err := oneofMembers(d.occs[base:], m, &lastOf); err != nil {
+		return out, err
 	}
 	out = append(out, '{')
 	first := true
@@ -254,6 +209,67 @@ func (d *pdecoder) message(out, b []byte, m *pmsg, depth int) ([]byte, error) {
 		first = false
 	}
 	return append(out, '}'), nil
+}
+
+// scan reads the fields of a message's bytes into occs, in wire order.
+func (d *pdecoder) scan(b []byte, m *pmsg) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num > protowire.MaxValidNumber {
+			return errGeneric
+		}
+		b = b[n:]
+		var val []byte
+		switch typ {
+		case protowire.VarintType:
+			_, n = protowire.ConsumeVarint(b)
+			val = b[:max(n, 0)]
+		case protowire.Fixed32Type:
+			_, n = protowire.ConsumeFixed32(b)
+			val = b[:max(n, 0)]
+		case protowire.Fixed64Type:
+			_, n = protowire.ConsumeFixed64(b)
+			val = b[:max(n, 0)]
+		case protowire.BytesType:
+			val, n = protowire.ConsumeBytes(b)
+		default:
+			return errGeneric // groups, and what does not parse
+		}
+		if n < 0 {
+			return errGeneric
+		}
+		b = b[n:]
+		i, ok := m.byNum[num]
+		if !ok {
+			continue // an unknown field: protojson does not write it
+		}
+		if !wireFits(&m.fields[i], typ) {
+			return errGeneric
+		}
+		d.occs = append(d.occs, occ{field: i, typ: typ, val: val})
+	}
+	return nil
+}
+
+// oneofMembers sets lastOf[k] to the field of oneof k that is set (-1:
+// none). Two members of a oneof go to the generic path: proto.Unmarshal
+// reads (and checks) the one it then drops.
+func oneofMembers(occs []occ, m *pmsg, lastOf *[8]int) error {
+	if m.oneofs > len(lastOf) {
+		return errGeneric
+	}
+	for i := range lastOf {
+		lastOf[i] = -1
+	}
+	for _, o := range occs {
+		if f := &m.fields[o.field]; f.oneof >= 0 {
+			if lastOf[f.oneof] >= 0 && lastOf[f.oneof] != o.field {
+				return errGeneric
+			}
+			lastOf[f.oneof] = o.field
+		}
+	}
+	return nil
 }
 
 // wireFits says whether a field's occurrence has the wire type its kind
@@ -467,59 +483,14 @@ func (d *pdecoder) mapField(out []byte, occs []occ, i int, f *pfield, depth int)
 		if o.field != i {
 			continue
 		}
-		var key, val []byte
-		hasKey, hasVal := false, false
-		e := o.val
-		for len(e) > 0 {
-			num, typ, n := protowire.ConsumeTag(e)
-			if n < 0 {
-				return out, false, errGeneric
-			}
-			e = e[n:]
-			n = protowire.ConsumeFieldValue(num, typ, e)
-			if n < 0 {
-				return out, false, errGeneric
-			}
-			raw := e[:n]
-			e = e[n:]
-			var f2 *pfield
-			switch num {
-			case 1:
-				f2 = f.mkey
-			case 2:
-				f2 = f.mval
-			default:
-				continue
-			}
-			if typ != wireType(f2.kind) || num == 2 && hasVal && f.mval.kind == protoreflect.MessageKind {
-				return out, false, errGeneric // (a message value given twice is merged)
-			}
-			if typ == protowire.BytesType {
-				raw, _ = protowire.ConsumeBytes(raw)
-			}
-			if num == 1 {
-				key, hasKey = raw, true
-			} else {
-				val, hasVal = raw, true
-			}
+		key, val, hasKey, hasVal, eerr := mapEntry(o.val, f)
+		if eerr != nil {
+			return out, false, eerr
 		}
 		kv := mapKV{start: len(out)}
-		switch {
-		case f.mkey.kind == protoreflect.StringKind:
-			if !utf8.Valid(key) {
-				return out, false, errGeneric
-			}
-			kv.key = key
-		case !hasKey:
-		case wireType(f.mkey.kind) == protowire.VarintType:
-			kv.num, _ = protowire.ConsumeVarint(key)
-		case wireType(f.mkey.kind) == protowire.Fixed32Type:
-			x, _ := protowire.ConsumeFixed32(key)
-			kv.num = uint64(x)
-		default:
-			kv.num, _ = protowire.ConsumeFixed64(key)
+		if kv.key, kv.num, err = mapKey(f.mkey, key, hasKey); err != nil {
+			return out, false, err
 		}
-		var err error
 		switch {
 		case f.mval.kind == protoreflect.MessageKind:
 			// (no value: the empty message, "{}" or a timestamp's epoch)
@@ -557,6 +528,67 @@ func (d *pdecoder) mapField(out []byte, occs []occ, i int, f *pfield, depth int)
 	}
 	out = append(out, '}')
 	return out[:start+copy(out[start:], out[end:])], true, nil
+}
+
+// mapEntry reads a map entry's key and value (their content, for a
+// length-delimited one).
+func mapEntry(e []byte, f *pfield) (key, val []byte, hasKey, hasVal bool, err error) {
+	for len(e) > 0 {
+		num, typ, n := protowire.ConsumeTag(e)
+		if n < 0 || num > protowire.MaxValidNumber {
+			return nil, nil, false, false, errGeneric
+		}
+		e = e[n:]
+		n = protowire.ConsumeFieldValue(num, typ, e)
+		if n < 0 {
+			return nil, nil, false, false, errGeneric
+		}
+		raw := e[:n]
+		e = e[n:]
+		var kv *pfield
+		switch num {
+		case 1:
+			kv = f.mkey
+		case 2:
+			kv = f.mval
+		default:
+			continue
+		}
+		if typ != wireType(kv.kind) || num == 2 && hasVal && f.mval.kind == protoreflect.MessageKind {
+			return nil, nil, false, false, errGeneric // (a message value given twice is merged)
+		}
+		if typ == protowire.BytesType {
+			raw, _ = protowire.ConsumeBytes(raw)
+		}
+		if num == 1 {
+			key, hasKey = raw, true
+		} else {
+			val, hasVal = raw, true
+		}
+	}
+	return key, val, hasKey, hasVal, nil
+}
+
+// mapKey is a map key for the order: a string key's bytes, or an
+// integer key's value.
+func mapKey(k *pfield, key []byte, hasKey bool) ([]byte, uint64, error) {
+	var u uint64
+	switch {
+	case k.kind == protoreflect.StringKind:
+		if !utf8.Valid(key) {
+			return nil, 0, errGeneric
+		}
+		return key, 0, nil
+	case !hasKey:
+	case wireType(k.kind) == protowire.VarintType:
+		u, _ = protowire.ConsumeVarint(key)
+	case wireType(k.kind) == protowire.Fixed32Type:
+		x, _ := protowire.ConsumeFixed32(key)
+		u = uint64(x)
+	default:
+		u, _ = protowire.ConsumeFixed64(key)
+	}
+	return nil, u, nil
 }
 
 func zeroWire(k protoreflect.Kind) []byte {
