@@ -257,3 +257,23 @@ func FuzzProtoDirect(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkProtoOrderDecode(b *testing.B) {
+	c := compile(b, Options{})
+	bin, _ := c.AppendBinary(nil, []byte(orderJSON), nil)
+	var js []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		js, _ = c.AppendJSON(js[:0], bin, []int{0}, 1<<20)
+	}
+}
+
+func BenchmarkProtoOrderEncode(b *testing.B) {
+	c := compile(b, Options{})
+	in := []byte(orderJSON)
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		out, _ = c.AppendBinary(out[:0], in, nil)
+	}
+}
