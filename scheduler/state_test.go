@@ -149,7 +149,10 @@ func TestStateCountsAcrossRestarts(t *testing.T) {
 // while a partition's state is being restored from the changelog, and 200
 // once it is done; the counts then go on from the restored state.
 func TestStateNotReadyWhileRestoring(t *testing.T) {
-	t.Parallel() // owns its in-process broker; asserts no timing
+	// Not parallel: it sets state.RestoreStarted, a package-wide hook that
+	// would catch and hold the restores of every other test running beside
+	// it (TestStateRebalance's waited a minute on it, and this test took
+	// another runner's restore for its own).
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
 	dir := t.TempDir()
