@@ -57,7 +57,7 @@ func (r *Runner) registerSchemaMetrics(meter metric.Meter) error {
 	}
 	ob := &observables{meter: meter}
 	var (
-		cache    = ob.counter("wasmstream.schema.cache.lookups", "{lookup}", "Schema lookups by id (and subject resolutions) by result: hit (compiled schema in the cache) or miss (asked the registry).")
+		cache    = ob.counter("wasmstream.schema.cache.lookups", "{lookup}", "Schema lookups by id (and subject resolutions) by result: hit (answered without a registry request of its own: compiled schema in the cache, or the fetch of the same id already in flight) or miss (fetched from the registry: one per new id per host).")
 		requests = ob.counter("wasmstream.schema.registry.requests", "{request}", "HTTP requests to the schema registry, by result: ok or error (no answer, or an error status).")
 	)
 	return ob.register(func(_ context.Context, o metric.Observer) error {

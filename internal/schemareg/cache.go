@@ -26,6 +26,9 @@ type load struct {
 	done chan struct{}
 	s    *Schema
 	err  error
+	// waiting counts the lookups waiting on this fetch (under cache.mu),
+	// for the tests.
+	waiting int
 }
 
 type unknownID struct {
@@ -38,7 +41,11 @@ func newCache(entries, bytes int) *cache {
 }
 
 // get returns the schema of id, calling fetch on a miss (once for all who
-// miss at the same time). hit says whether it was in the cache.
+// miss at the same time). hit says whether this lookup was answered without
+// a fetch of its own: in the cache (or known unknown), or fetched by the
+// lookup of the same id already in flight, which it waited for. So the
+// misses count the fetches, one per new id per host, and hits plus misses
+// count the lookups.
 func (c *cache) get(id int, fetch func() (*Schema, error)) (s *Schema, hit bool, err error) {
 	c.mu.Lock()
 	if e, ok := c.byID[id]; ok {
@@ -54,9 +61,10 @@ func (c *cache) get(id int, fetch func() (*Schema, error)) (s *Schema, hit bool,
 		delete(c.unknown, id)
 	}
 	if l, ok := c.loading[id]; ok {
+		l.waiting++
 		c.mu.Unlock()
 		<-l.done
-		return l.s, false, l.err
+		return l.s, true, l.err
 	}
 	l := &load{done: make(chan struct{})}
 	c.loading[id] = l
@@ -77,6 +85,17 @@ func (c *cache) get(id int, fetch func() (*Schema, error)) (s *Schema, hit bool,
 	c.mu.Unlock()
 	close(l.done)
 	return l.s, false, l.err
+}
+
+// cached is cache.get with the lookup counted in c.Stats.
+func (c *Client) cached(id int, fetch func() (*Schema, error)) (*Schema, error) {
+	s, hit, err := c.cache.get(id, fetch)
+	if hit {
+		c.Stats.CacheHits.Add(1)
+	} else {
+		c.Stats.CacheMisses.Add(1)
+	}
+	return s, err
 }
 
 // put adds s (under c.mu), evicting the least recently used schemas until
@@ -100,6 +119,17 @@ func (c *cache) remove(e *list.Element) {
 	s := c.lru.Remove(e).(*Schema)
 	delete(c.byID, s.ID)
 	c.bytes -= s.size
+}
+
+// waiting is the number of lookups waiting on the fetch of id, for the
+// tests.
+func (c *cache) waiting(id int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l, ok := c.loading[id]; ok {
+		return l.waiting
+	}
+	return 0
 }
 
 // len is the number of schemas and their bytes, for the tests.

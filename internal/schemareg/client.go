@@ -117,6 +117,10 @@ func (c *Config) defaults() {
 
 // Stats are the client's counters, for the host to export.
 type Stats struct {
+	// CacheHits counts the schema lookups answered without a fetch of
+	// their own (from the cache, or by a fetch of the same id in flight
+	// that they waited for); CacheMisses those that fetched, one per new
+	// id per host.
 	CacheHits, CacheMisses atomic.Uint64
 	// Requests counts HTTP requests sent; RequestErrors those that
 	// failed (no answer, or an error status).

@@ -152,12 +152,7 @@ func (e *Encoder) resolveGiven(ctx context.Context) (*target, error) {
 		}
 		return nil, se
 	}
-	s, hit, err := c.cache.get(ss.ID, func() (*Schema, error) { return c.compile(ctx, ss.ID, ss.Schema) })
-	if hit {
-		c.Stats.CacheHits.Add(1)
-	} else {
-		c.Stats.CacheMisses.Add(1)
-	}
+	s, err := c.cached(ss.ID, func() (*Schema, error) { return c.compile(ctx, ss.ID, ss.Schema) })
 	if err != nil {
 		return nil, err
 	}
@@ -179,12 +174,7 @@ func (e *Encoder) resolve(ctx context.Context) (*target, error) {
 	if err != nil {
 		return nil, c.classify(err, 0, e.cfg.Subject, e.cfg.Version, what)
 	}
-	s, hit, err := c.cache.get(ss.ID, func() (*Schema, error) { return c.compile(ctx, ss.ID, ss.Schema) })
-	if hit {
-		c.Stats.CacheHits.Add(1)
-	} else {
-		c.Stats.CacheMisses.Add(1)
-	}
+	s, err := c.cached(ss.ID, func() (*Schema, error) { return c.compile(ctx, ss.ID, ss.Schema) })
 	if err != nil {
 		if se, ok := err.(*Error); ok && se.Subject == "" {
 			se.Subject, se.Version = e.cfg.Subject, e.cfg.Version

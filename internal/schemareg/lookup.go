@@ -20,12 +20,7 @@ func (c *Client) SchemaByVersion(ctx context.Context, subject string, version in
 	if err != nil {
 		return nil, 0, c.classify(err, 0, subject, version, what)
 	}
-	s, hit, err := c.cache.get(ss.ID, func() (*Schema, error) { return c.compile(ctx, ss.ID, ss.Schema) })
-	if hit {
-		c.Stats.CacheHits.Add(1)
-	} else {
-		c.Stats.CacheMisses.Add(1)
-	}
+	s, err := c.cached(ss.ID, func() (*Schema, error) { return c.compile(ctx, ss.ID, ss.Schema) })
 	if err != nil {
 		if se, ok := err.(*Error); ok && se.Subject == "" {
 			se.Subject, se.Version = subject, version

@@ -39,7 +39,7 @@ type Reference struct {
 
 // SchemaByID returns the schema of id, from the cache or from the registry.
 func (c *Client) SchemaByID(ctx context.Context, id int) (*Schema, error) {
-	s, hit, err := c.cache.get(id, func() (*Schema, error) {
+	s, err := c.cached(id, func() (*Schema, error) {
 		ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
 		raw, err := c.sr.SchemaByID(ctx, id)
@@ -48,11 +48,6 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (*Schema, error) {
 		}
 		return c.compile(ctx, id, raw)
 	})
-	if hit {
-		c.Stats.CacheHits.Add(1)
-	} else {
-		c.Stats.CacheMisses.Add(1)
-	}
 	return s, err
 }
 
