@@ -21,6 +21,11 @@ const (
 	ExportVersion = "wasmstream_abi_version"
 	// ExportOnRecord: (handle i32, len i32) -> i32 status. Required.
 	ExportOnRecord = "wasmstream_on_record"
+	// ExportOnTimer: (handle i32, len i32) -> i32 status: a due timer's
+	// firing (ABI.md §4.2), its encoding (TimerFiring) read with
+	// record_read. Optional; required of a module that imports
+	// ImportTimerSet.
+	ExportOnTimer = "wasmstream_on_timer"
 	// ExportMemory is the guest's linear memory. Required.
 	ExportMemory = "memory"
 	// ExportInitialize is the WASI reactor initialiser, run once per
@@ -56,6 +61,10 @@ const (
 	ImportStateScan2 = "state_scan2"
 	// ImportStreamTime: (handle i32, out i32) -> i32: the partition's stream time, an i64 at out.
 	ImportStreamTime = "stream_time"
+	// ImportTimerSet: (handle i32, key i32, key_len i32, at i64) -> i32: the event-time timer (key, at).
+	ImportTimerSet = "timer_set"
+	// ImportTimerDelete: (handle i32, key i32, key_len i32, at i64) -> i32.
+	ImportTimerDelete = "timer_delete"
 )
 
 // MaxStateKeyBytes bounds a state key (state_get, state_put, state_delete;

@@ -35,6 +35,8 @@ func (m *Module) instantiateHostModule(ctx context.Context) error {
 	def(abi.ImportStateDelete2, hostStateDelete2)
 	def(abi.ImportStateScan2, hostStateScan2)
 	def(abi.ImportStreamTime, hostStreamTime)
+	def(abi.ImportTimerSet, hostTimerSet)
+	def(abi.ImportTimerDelete, hostTimerDelete)
 	if _, err := b.Instantiate(ctx); err != nil {
 		return fmt.Errorf("host: instantiate %s: %w", abi.HostModule, err)
 	}

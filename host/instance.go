@@ -134,6 +134,7 @@ type Instance struct {
 type guestEntries struct {
 	record      api.Function
 	complete    api.Function // nil when the module does no async work
+	timer       api.Function // wasmstream_on_timer; nil when the module has no timers (timers.go)
 	batch       api.Function // nil when the module has no batch entry (batch.go)
 	completions api.Function // nil when the module has no completions entry (completions.go)
 	// rp is a Redpanda transform's entry: its _start running on a
@@ -206,6 +207,10 @@ type recState struct {
 	ctx      context.Context // the operations' context, made at the first one
 	cancel   context.CancelFunc
 	ended    bool
+	// firing: the call is a timer's firing (ProcessTimer), of the timer
+	// at firingAt: timer_set at or before it returns ErrnoLimit.
+	firing   bool
+	firingAt int64
 	opsMem   [2]*opState // ops' first room: most records wait on one or two
 }
 
@@ -374,6 +379,7 @@ func (in *Instance) newRec(tag any) *recState {
 	}
 	st.handle, st.tag, st.ended = in.lastHandle, tag, false
 	st.outputs, st.outBytes, st.written, st.held, st.errMsg = nil, 0, 0, 0, ""
+	st.firing, st.firingAt = false, 0
 	return st
 }
 
@@ -470,8 +476,11 @@ func (in *Instance) call(ctx context.Context, st *recState, op *opState, fn func
 	}
 	if obs := in.m.cfg.Observer; obs != nil && st.tag != nil {
 		name := abi.ExportOnRecord
-		if op != nil {
+		switch {
+		case op != nil:
 			name = abi.ExportOnComplete
+		case st.firing:
+			name = abi.ExportOnTimer
 		}
 		obs.GuestCall(st.tag, name, start, end.Sub(start), err)
 	}

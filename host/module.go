@@ -138,6 +138,10 @@ type Info struct {
 	// Completions: the module exports the completions entry (ABI.md §10.1):
 	// Instance.Poll delivers several completions per call.
 	Completions bool
+	// Timers: the module sets event-time timers (imports timer_set, ABI.md
+	// §4.2) and exports wasmstream_on_timer, which Instance.ProcessTimer
+	// calls.
+	Timers bool
 }
 
 // Module is a compiled, validated module ready to be instantiated. Safe for
@@ -327,6 +331,7 @@ func (s sig) matches(params, results []api.ValueType) bool {
 
 var (
 	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
 
 	requiredExports = map[string]sig{
 		abi.ExportVersion:  {nil, []api.ValueType{i32}},
@@ -349,8 +354,11 @@ var (
 		abi.ImportStateDelete2: {[]api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}},
 		abi.ImportStateScan2:   {[]api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}},
 		abi.ImportStreamTime:   {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+		abi.ImportTimerSet:     {[]api.ValueType{i32, i32, i32, i64}, []api.ValueType{i32}},
+		abi.ImportTimerDelete:  {[]api.ValueType{i32, i32, i32, i64}, []api.ValueType{i32}},
 	}
 	onCompleteSig = sig{[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}}
+	onTimerSig    = sig{[]api.ValueType{i32, i32}, []api.ValueType{i32}}
 
 	// The batch entry (ABI.md §10), versioned apart from ABI v1.
 	batchFuncs = map[string]sig{
@@ -379,6 +387,7 @@ func (m *Module) check() error {
 	}
 	m.info.Async = imp.async
 	probs = checkOnComplete(exports, imp.async, probs)
+	probs = m.checkOnTimer(exports, imp.timers, probs)
 	probs = m.checkBatch(exports, imp.recordNext, probs)
 	probs = m.checkCompletions(exports, imp.completionNext, probs)
 	for _, name := range sortedKeys(exports) {
@@ -397,6 +406,7 @@ type importsUsed struct {
 	async          bool // wasmstream_v1.async_start
 	recordNext     bool // the batch entry's record_next
 	completionNext bool // the batch entry's completion_next
+	timers         bool // wasmstream_v1.timer_set (ABI.md §4.2)
 }
 
 // checkImports lists the module's imports in its info and returns the
@@ -410,6 +420,7 @@ func (m *Module) checkImports() ([]string, importsUsed) {
 		imp.async = imp.async || mod == abi.HostModule && name == abi.ImportAsyncStart
 		imp.recordNext = imp.recordNext || mod == abi.BatchModule && name == abi.ImportRecordNext
 		imp.completionNext = imp.completionNext || mod == abi.BatchModule && name == abi.ImportCompletionNext
+		imp.timers = imp.timers || mod == abi.HostModule && name == abi.ImportTimerSet
 		if mod == meter.ImportModule {
 			continue // added by the meter: the module itself may not import it
 		}
@@ -553,6 +564,7 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	in.mod = mod
 	in.entry.record = mod.ExportedFunction(abi.ExportOnRecord)
 	in.entry.complete = mod.ExportedFunction(abi.ExportOnComplete)
+	in.entry.timer = mod.ExportedFunction(abi.ExportOnTimer)
 	if m.info.Batch {
 		in.entry.batch = mod.ExportedFunction(abi.ExportOnBatch)
 	}

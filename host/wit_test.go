@@ -55,6 +55,7 @@ func TestWITMatchesTheHost(t *testing.T) {
 		want["export "+name] = s
 	}
 	want["export "+abi.ExportOnComplete] = onCompleteSig
+	want["export "+abi.ExportOnTimer] = onTimerSig
 	for name, s := range batchFuncs {
 		want[name] = s
 	}

@@ -9,15 +9,14 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 )
 
-// The bindings of ABI.md §4.2. The host serves the two-part state keys
-// and stream_time; the timers (timer_set, timer_delete and the export
-// wasmstream_on_timer) are specified but not served yet. Go imports a
-// wasmimport function only when the module calls it, so a module that
-// uses Get, Put, Delete, Scan and StreamTime alone (host/testdata/eventtime)
-// loads in today's host; one that sets timers — the windows of this
-// package do — is refused at load, naming the import, until the host
-// serves them. Bind takes the handle of the call in progress, which a
-// processor of package guest reads with guest.Handle().
+// The bindings of ABI.md §4.2: the two-part state keys, stream_time and
+// the timers. Go imports a wasmimport function only when the module calls
+// it, so a module that uses Get, Put, Delete, Scan and StreamTime alone
+// (host/testdata/eventtime) imports no timer function; one that sets
+// timers — the windows of this package do — must export
+// wasmstream_on_timer too (the host refuses it at load otherwise). Bind
+// takes the handle of the call in progress, which a processor of package
+// guest reads with guest.Handle().
 
 //go:wasmimport wasmstream_v1 state_get2
 func hostStateGet2(handle uint32, key unsafe.Pointer, keyLen uint32, sub unsafe.Pointer, subLen uint32, buf unsafe.Pointer, bufLen uint32) int32
