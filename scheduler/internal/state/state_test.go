@@ -593,7 +593,10 @@ func TestStateRunReaderFollowsCommits(t *testing.T) {
 
 // A commit's flush writes each key once, with the last value the
 // committed records gave it (a delete included), and a void batch's
-// writes not at all; the store's byte count is what it holds.
+// writes not at all; the store's byte count is what it holds. The store
+// alone cannot tell a flush that wrote each key once from one that wrote
+// every write in turn (the last wins either way), so the writes the flush
+// hands the store (lastWrites, over the batches it takes) are read too.
 func TestStateFlushLastWriteOfEachKey(t *testing.T) {
 	ts := newTestPartition(t)
 	commit := func(off int64, void bool, kv ...string) {
@@ -616,6 +619,17 @@ func TestStateFlushLastWriteOfEachKey(t *testing.T) {
 	commit(1, false, "a", "2", "b", "-")
 	commit(2, true, "c", "lost", "d", "lost")
 	commit(3, false, "a", "333", "e", "5")
+	var writes []string
+	for _, w := range ts.lastWrites(slices.Clone(ts.batches)) { // every batch is below 4: Flush(4)'s
+		if w.Value == nil {
+			writes = append(writes, string(w.Key)+" deleted")
+		} else {
+			writes = append(writes, string(w.Key)+"="+string(w.Value))
+		}
+	}
+	if s, want := strings.Join(writes, ","), "a=333,b deleted,c=1,e=5"; s != want {
+		t.Fatalf("the flush's writes: %s, want each key once with its last write: %s", s, want)
+	}
 	if err := ts.Flush(4); err != nil {
 		t.Fatal(err)
 	}
