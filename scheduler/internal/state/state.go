@@ -45,6 +45,14 @@ type Partition struct {
 	// carries, and saveTime whether decided records carry it (StreamTime).
 	streamTime, timeSaved int64
 	saveTime              bool
+	// nextTimer is at or before the at of every timer set (ABI.md §4.2),
+	// in the store or the overlay (math.MaxInt64: none is known): Due
+	// looks for due timers only once stream time reaches it, and moves it
+	// to the first one it finds not yet due. timerSets counts the timer
+	// sets committed, so that Due does not move it past one committed
+	// while it looked (timers.go).
+	nextTimer int64
+	timerSets uint64
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
 	// key's).
 	overlayBytes int64
@@ -114,6 +122,7 @@ func newPartition(ps *partStore, partition int32, parts int, l Limits) *Partitio
 	// A partition whose store holds a stream time has had a processor that
 	// reads it: its records go on writing it from the first.
 	p.saveTime = p.streamTime >= 0
+	p.nextTimer = p.firstTimer()
 	return p
 }
 
@@ -224,6 +233,9 @@ func (ts *Partition) CommitAt(offset, timestamp int64, rs *Record, outs []abi.Ou
 		}
 		ts.overlayBytes += int64(len(w.Key) + len(w.Value))
 		ts.overlay[k] = overlayEntry{value: w.Value, seq: b.seq}
+		if w.Value != nil {
+			ts.timerSet(w.Key)
+		}
 		outs = append(outs, abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition})
 	}
 	ts.batches = append(ts.batches, b)

@@ -114,6 +114,35 @@ func SplitKey2(k []byte) (key, sub []byte, ok bool) {
 // of the keys' bytes and of every scan.
 const StreamTimeKey = Key2Marker + "\xff\xffstream_time"
 
+// TimerPrefix begins every timer's key (TimerKey): the two-part marker
+// and a length, 0xFFFE, that no two-part key has (over MaxKeyBytes) and
+// the stream time's does not (0xFFFF). Timers are kept with the two-part
+// keys (bucketData2), apart from every scan but their own.
+const TimerPrefix = Key2Marker + "\xff\xfe"
+
+// timerHead is TimerPrefix and the timer's at.
+const timerHead = len(TimerPrefix) + 8
+
+// TimerKey appends the key under which the timer (key, at) (ABI.md §4.2)
+// is kept, in the store and the changelog, to dst: TimerPrefix | at u64
+// big-endian with its sign bit flipped | key. The at first, ordered as
+// signed numbers are, puts the timers in (at, key) order, so the due ones
+// are a scan of the prefix from its start; its value is empty.
+func TimerKey(dst, key []byte, at int64) []byte {
+	dst = append(dst, TimerPrefix...)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(at)^(1<<63))
+	return append(dst, key...)
+}
+
+// SplitTimerKey returns the key and at of a timer's key (TimerKey); ok is
+// false when k is not one.
+func SplitTimerKey(k []byte) (key []byte, at int64, ok bool) {
+	if len(k) < timerHead || string(k[:len(TimerPrefix)]) != TimerPrefix || len(k)-timerHead > MaxKeyBytes {
+		return nil, 0, false
+	}
+	return k[timerHead:], int64(binary.BigEndian.Uint64(k[len(TimerPrefix):]) ^ (1 << 63)), true
+}
+
 // MaxValueBytes is the largest value a store holds (bbolt's bound).
 const MaxValueBytes = bolt.MaxValueSize
 
@@ -128,6 +157,11 @@ func Check(w Write) error {
 	case string(w.Key) == StreamTimeKey:
 		if w.Value != nil && len(w.Value) != 8 {
 			return fmt.Errorf("%w: a stream time of %d bytes (8)", ErrCannotHold, len(w.Value))
+		}
+		return nil
+	case len(w.Key) >= len(TimerPrefix) && string(w.Key[:len(TimerPrefix)]) == TimerPrefix:
+		if _, _, ok := SplitTimerKey(w.Key); !ok || len(w.Value) > 0 {
+			return fmt.Errorf("%w: a malformed timer of %d bytes (value %d)", ErrCannotHold, len(w.Key), len(w.Value))
 		}
 		return nil
 	case IsKey2(w.Key):

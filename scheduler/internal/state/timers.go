@@ -1,0 +1,132 @@
+package state
+
+// Event-time timers (ABI.md §4.2): a timer (key, at) is a state write of
+// the record that sets or deletes it, kept under statestore.TimerKey (an
+// empty value while set), so it goes to the changelog with the record's
+// other writes, is overlaid until the record's commit, is applied to the
+// store by the flush and restored with the state, and counts in
+// state.max_bytes (its encoded key). The store keeps the timers in (at,
+// key) order, so the due ones are the first of a scan of
+// statestore.TimerPrefix; the partition keeps only a lower bound of their
+// earliest at (nextTimer), so a record that makes none due costs one
+// comparison, and a guest's million timers cost the host no memory beyond
+// the store's.
+
+import (
+	"math"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+)
+
+// Timer is a timer of the partition: its key and at (milliseconds of
+// stream time).
+type Timer struct {
+	Key []byte
+	At  int64
+}
+
+// SetTimer sets the timer (key, at) for the record (host.Timers): a put of
+// its key, checked as a state key and bounded by state.max_bytes.
+func (rs *Record) SetTimer(key []byte, at int64) abi.Errno {
+	if e := rs.ts.checkTimer(key); e != 0 {
+		return e
+	}
+	return rs.put(statestore.TimerKey(nil, key, at), []byte{}, true)
+}
+
+// DeleteTimer removes the timer (key, at) for the record (host.Timers).
+func (rs *Record) DeleteTimer(key []byte, at int64) abi.Errno {
+	if e := rs.ts.checkTimer(key); e != 0 {
+		return e
+	}
+	return rs.delete(statestore.TimerKey(nil, key, at), true)
+}
+
+// WrittenTimer reports whether the record set or deleted the timer (key,
+// at) (host.Timers).
+func (rs *Record) WrittenTimer(key []byte, at int64) bool {
+	var a [key2Stack]byte
+	_, ok := rs.Written(statestore.TimerKey(a[:0], key, at))
+	return ok
+}
+
+// checkTimer answers whether a timer's key may be used by a record of the
+// partition: a state key's rules (its size, its partition).
+func (ts *Partition) checkTimer(key []byte) abi.Errno {
+	if len(key) > abi.MaxStateKeyBytes {
+		return abi.ErrnoTooLarge
+	}
+	return ts.checkPartition(key)
+}
+
+// timerSet notes a committed write of key (under ts.mu): a timer set
+// lowers nextTimer to its at.
+func (ts *Partition) timerSet(key []byte) {
+	if _, at, ok := statestore.SplitTimerKey(key); ok {
+		ts.nextTimer = min(ts.nextTimer, at)
+		ts.timerSets++
+	}
+}
+
+// firstTimer is the at of the store's first timer (math.MaxInt64: none,
+// or the store cannot be read: its first read says so).
+func (ts *Partition) firstTimer() int64 {
+	first := int64(math.MaxInt64)
+	_ = ts.ps.store.Scan([]byte(statestore.TimerPrefix), nil, func(k, _ []byte) bool {
+		if _, at, ok := statestore.SplitTimerKey(k); ok {
+			first = at
+		}
+		return false
+	})
+	return first
+}
+
+// StreamTime is the partition's stream time: the largest timestamp of its
+// records decided so far, -1 before any (ABI.md §4.2).
+func (ts *Partition) StreamTime() int64 {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.streamTime
+}
+
+// Due lists up to n of the timers with at <= t, in (at, key) order,
+// through the overlay: the timers the records decided so far set and did
+// not delete. The keys are the caller's. A partition none of whose timers
+// can be due (nextTimer after t) answers at once; otherwise the store is
+// scanned from its first timer, with the overlay merged (Partition.scan),
+// and stops at the first timer not due.
+func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
+	ts.mu.Lock()
+	next, sets := ts.nextTimer, ts.timerSets
+	ts.mu.Unlock()
+	if t < next || n <= 0 {
+		return nil, nil
+	}
+	var due []Timer
+	later := int64(math.MaxInt64)
+	e := ts.scan(nil, []byte(statestore.TimerPrefix), nil, func(k, _ []byte) bool {
+		key, at, ok := statestore.SplitTimerKey(k)
+		switch {
+		case !ok:
+			return true
+		case at > t:
+			later = at
+			return false
+		}
+		due = append(due, Timer{Key: append([]byte{}, key...), At: at})
+		return len(due) < n
+	})
+	if e != 0 {
+		return nil, e
+	}
+	if len(due) == 0 {
+		ts.mu.Lock()
+		if ts.timerSets == sets {
+			// No timer was set while the scan ran: none is before later.
+			ts.nextTimer = later
+		}
+		ts.mu.Unlock()
+	}
+	return due, nil
+}

@@ -1,0 +1,150 @@
+package state
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
+)
+
+func dueList(t *testing.T, ts *Partition, at int64) string {
+	t.Helper()
+	due, err := ts.Due(at, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range due {
+		out = append(out, fmt.Sprintf("%s@%d", d.Key, d.At))
+	}
+	return strings.Join(out, ",")
+}
+
+// Timers (ABI.md §4.2) are writes of the record: deduplicated on (key,
+// at), not set by a record that fails (its writes dropped), listed by Due
+// in (at, key) order once committed (negative at first), through the
+// overlay and from the store after a flush, a delete hiding one; they are
+// changelog records, and a restore from the changelog alone brings them
+// back, with the partition's index of the earliest.
+func TestStateTimers(t *testing.T) {
+	ts := newTestPartition(t)
+	failed := ts.Begin()
+	if e := failed.SetTimer([]byte("lost"), 1); e != 0 {
+		t.Fatal(e)
+	}
+	// failed is dropped: never committed.
+	r := ts.Begin()
+	for _, e := range []abi.Errno{
+		r.SetTimer([]byte("b"), 20),
+		r.SetTimer([]byte("a"), 20),
+		r.SetTimer([]byte("a"), 20), // the same timer
+		r.SetTimer([]byte("z"), -5),
+		r.SetTimer([]byte("c"), 30),
+		r.SetTimer([]byte(""), 20),
+	} {
+		if e != 0 {
+			t.Fatal(e)
+		}
+	}
+	if got := dueList(t, ts, 100); got != "" {
+		t.Fatalf("timers of a record not committed are due: %s", got)
+	}
+	_, outs := ts.CommitAt(1, 10, r, nil)
+	if len(outs) != 5 {
+		t.Fatalf("%d changelog records for 5 timers", len(outs))
+	}
+	if got := dueList(t, ts, 19); got != "z@-5" {
+		t.Fatalf("due at 19: %s", got)
+	}
+	if got := dueList(t, ts, 20); got != "z@-5,@20,a@20,b@20" {
+		t.Fatalf("due at 20: %s", got)
+	}
+	if due, _ := ts.Due(20, 2); len(due) != 2 {
+		t.Fatalf("Due(20, 2) listed %d", len(due))
+	}
+	d := ts.Begin()
+	if e := d.DeleteTimer([]byte("z"), -5); e != 0 {
+		t.Fatal(e)
+	}
+	if !d.WrittenTimer([]byte("z"), -5) || d.WrittenTimer([]byte("z"), -4) {
+		t.Fatal("WrittenTimer")
+	}
+	_, more := ts.CommitAt(2, -1, d, nil)
+	outs = append(outs, more...)
+	if got := dueList(t, ts, 25); got != "@20,a@20,b@20" {
+		t.Fatalf("after deleting z: %s", got)
+	}
+	if err := ts.Flush(3); err != nil {
+		t.Fatal(err)
+	}
+	if got := dueList(t, ts, 30); got != "@20,a@20,b@20,c@30" {
+		t.Fatalf("from the store: %s", got)
+	}
+	// A new view over the store knows its earliest timer.
+	if v := NewPartition(ts.ps.store, 0, 1, Limits{MaxValueBytes: 100}); v.nextTimer != 20 {
+		t.Fatalf("a new view's earliest timer: %d", v.nextTimer)
+	}
+	fresh, err := statestore.Open(filepath.Join(t.TempDir(), "r.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	a := &changelogApplier{store: fresh, last: -1}
+	for i, o := range outs {
+		if err := a.add(&kgo.Record{Key: o.Key, Value: o.Value, Offset: int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.flush(); err != nil || a.skipped != 0 {
+		t.Fatalf("restore: %v (skipped %d)", err, a.skipped)
+	}
+	if got := dueList(t, NewPartition(fresh, 0, 1, Limits{MaxValueBytes: 100}), math.MaxInt64); got != "@20,a@20,b@20,c@30" {
+		t.Fatalf("restored: %s", got)
+	}
+}
+
+// A timer is checked as a state key (-9 past 1 KiB, -10 of another
+// partition) and counted in state.max_bytes with its encoded key: a guest
+// setting timers without end is refused at the bound, and Due's index
+// stays one number.
+func TestStateTimerBounds(t *testing.T) {
+	ts := newTestPartition(t)
+	r := ts.Begin()
+	if e := r.SetTimer(make([]byte, abi.MaxStateKeyBytes+1), 1); e != abi.ErrnoTooLarge {
+		t.Fatalf("a 1025-byte key: %v", e)
+	}
+	parts := NewPartition(ts.ps.store, 0, 4, Limits{MaxValueBytes: 100})
+	foreign := []byte("x")
+	for KeyPartition(foreign, 4) == 0 {
+		foreign = append(foreign, 'x')
+	}
+	if e := parts.Begin().SetTimer(foreign, 1); e != abi.ErrnoWrongKey {
+		t.Fatalf("a key of another partition: %v", e)
+	}
+	per := int64(len(statestore.TimerKey(nil, []byte("k"), 0)))
+	bounded := NewPartition(ts.ps.store, 0, 1, Limits{MaxValueBytes: 100, MaxBytes: 100 * per})
+	r = bounded.Begin()
+	set := 0
+	for at := int64(0); at < 1_000_000; at++ {
+		if e := r.SetTimer([]byte("k"), at); e != 0 {
+			if e != abi.ErrnoLimit || !strings.Contains(r.OverBound(), "state.max_bytes") {
+				t.Fatalf("timer %d: %v %q", at, e, r.OverBound())
+			}
+			break
+		}
+		set++
+	}
+	if set != 100 {
+		t.Fatalf("%d timers of %d bytes set under a bound of %d bytes", set, per, 100*per)
+	}
+	if e := r.DeleteTimer([]byte("k"), 0); e != 0 {
+		t.Fatalf("a delete at the bound: %v", e)
+	}
+}
