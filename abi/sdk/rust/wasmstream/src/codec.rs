@@ -182,6 +182,37 @@ pub fn decode_record(b: &[u8]) -> Result<Record<'_>, DecodeError> {
     })
 }
 
+/// Decodes a timer firing (ABI.md §4.2, "The firing's encoding"). The
+/// firing borrows `b`.
+pub fn decode_timer(b: &[u8]) -> Result<crate::Timer<'_>, DecodeError> {
+    let mut d = Decoder::new(b, "timer firing");
+    let at = d.u64()? as i64;
+    let stream_time = d.u64()? as i64;
+    let partition = d.u32()? as i32;
+    let attempt = d.u32()?;
+    let topic = d.str()?;
+    let key = d.str_bytes()?;
+    d.finish()?;
+    Ok(crate::Timer {
+        at,
+        stream_time,
+        partition,
+        attempt,
+        topic,
+        key,
+    })
+}
+
+/// Appends a timer firing's encoding (ABI.md §4.2), as the host writes it.
+pub fn append_timer_firing(b: &mut Vec<u8>, t: &crate::Timer<'_>) {
+    b.extend_from_slice(&(t.at as u64).to_le_bytes());
+    b.extend_from_slice(&(t.stream_time as u64).to_le_bytes());
+    put_u32(b, t.partition as u32);
+    put_u32(b, t.attempt);
+    put_str(b, t.topic.as_bytes());
+    put_str(b, t.key);
+}
+
 #[inline]
 pub(crate) fn put_u32(b: &mut Vec<u8>, v: u32) {
     b.extend_from_slice(&v.to_le_bytes());

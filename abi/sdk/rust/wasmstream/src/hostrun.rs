@@ -585,6 +585,7 @@ fn start_schema_op(kind: i32, req: &[u8]) -> Result<Vec<u8>, i32> {
 pub(crate) mod sim {
     use super::*;
     use std::cell::RefCell;
+    use std::collections::{BTreeMap, BTreeSet};
 
     #[derive(Default)]
     struct Sim {
@@ -623,11 +624,59 @@ pub(crate) mod sim {
         /// Keys of another partition (empty: none).
         foreign: Vec<u8>,
         disabled: bool,
+        /// Two-part keys, stream time and timers (ABI.md §4.2).
+        ev: Event,
+    }
+
+    /// The simulated partition's event time (ABI.md §4.2): its two-part
+    /// state, timers and stream time, with the call in progress's writes
+    /// held until it ends. `windowtest::Partition` owns one and swaps it in
+    /// for its calls.
+    pub(crate) struct Event {
+        pub(crate) state: BTreeMap<(Vec<u8>, Vec<u8>), Vec<u8>>,
+        pending: BTreeMap<(Vec<u8>, Vec<u8>), Option<Vec<u8>>>,
+        /// Set timers, in (at, key) order: the firing order.
+        pub(crate) timers: BTreeSet<(i64, Vec<u8>)>,
+        /// The call's timers: true set, false deleted.
+        pending_timers: BTreeMap<(i64, Vec<u8>), bool>,
+        pub(crate) stream_time: i64,
+        /// The at of the firing in progress: a firing cannot set a timer
+        /// at or before it.
+        pub(crate) firing_at: Option<i64>,
+        /// The call's writes (two-part state and timers), bounded by
+        /// max_writes as limits.max_outputs bounds them on the host.
+        writes: usize,
+        pub(crate) max_writes: usize,
+    }
+
+    impl Event {
+        pub(crate) fn new() -> Event {
+            Event {
+                state: BTreeMap::new(),
+                pending: BTreeMap::new(),
+                timers: BTreeSet::new(),
+                pending_timers: BTreeMap::new(),
+                stream_time: -1,
+                firing_at: None,
+                writes: 0,
+                max_writes: 10_000,
+            }
+        }
     }
 
     thread_local! {
         static SIM: RefCell<Sim> = RefCell::new(Sim::default());
-        static STATE: RefCell<State> = RefCell::new(State { committed: Default::default(), pending: Default::default(), max_value: 64 << 10, foreign: Vec::new(), disabled: false });
+        static STATE: RefCell<State> = RefCell::new(State { committed: Default::default(), pending: Default::default(), max_value: 64 << 10, foreign: Vec::new(), disabled: false, ev: Event::new() });
+    }
+
+    /// Marks a timer firing at `at` in progress (None: a record's call).
+    pub(crate) fn set_firing(at: Option<i64>) {
+        with_state(|s| s.ev.firing_at = at)
+    }
+
+    /// Swaps ev with the thread's event time (windowtest::Partition).
+    pub(crate) fn swap_event(ev: &mut Event) {
+        with_state(|s| std::mem::swap(&mut s.ev, ev))
     }
 
     fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
@@ -638,6 +687,7 @@ pub(crate) mod sim {
         with_state(|s| {
             s.committed.clear();
             s.pending.clear();
+            s.ev = Event::new();
             s.foreign.clear();
             s.disabled = false;
         })
@@ -683,15 +733,222 @@ pub(crate) mod sim {
     pub(crate) fn end_state(ok: bool) {
         with_state(|s| {
             let pending = std::mem::take(&mut s.pending);
-            if ok {
-                for (k, v) in pending {
-                    match v {
-                        Some(v) => s.committed.insert(k, v),
-                        None => s.committed.remove(&k),
-                    };
+            let pending2 = std::mem::take(&mut s.ev.pending);
+            let timers = std::mem::take(&mut s.ev.pending_timers);
+            s.ev.writes = 0;
+            if !ok {
+                return;
+            }
+            for (k, v) in pending {
+                match v {
+                    Some(v) => s.committed.insert(k, v),
+                    None => s.committed.remove(&k),
+                };
+            }
+            for (k, v) in pending2 {
+                match v {
+                    Some(v) => s.ev.state.insert(k, v),
+                    None => s.ev.state.remove(&k),
+                };
+            }
+            for (t, set) in timers {
+                if set {
+                    s.ev.timers.insert(t);
+                } else {
+                    s.ev.timers.remove(&t);
                 }
             }
         })
+    }
+
+    // ---- event time (ABI.md §4.2) ----
+
+    /// The errno for a two-part key before reading or writing it (0:
+    /// none): the key as a one-part key's, the sub bounded alone.
+    fn refuse2(key: &[u8], sub: &[u8]) -> i32 {
+        match refuse(key) {
+            0 if sub.len() > MAX_KEY => -9,
+            e => e,
+        }
+    }
+
+    /// Counts a write of the call: the errno past max_writes (0: none).
+    fn write2() -> i32 {
+        with_state(|s| {
+            if s.ev.writes >= s.ev.max_writes {
+                return -5;
+            }
+            s.ev.writes += 1;
+            0
+        })
+    }
+
+    fn lookup2(ev: &Event, key: &[u8], sub: &[u8]) -> Option<Vec<u8>> {
+        let k = (key.to_vec(), sub.to_vec());
+        match ev.pending.get(&k) {
+            Some(v) => v.clone(),
+            None => ev.state.get(&k).cloned(),
+        }
+    }
+
+    pub fn state_get2(handle: u32, key: &[u8], sub: &[u8], buf: &mut [u8]) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        let e = refuse2(key, sub);
+        if e != 0 {
+            return e;
+        }
+        with_state(|s| match lookup2(&s.ev, key, sub) {
+            None => -8,
+            Some(v) => {
+                if v.len() <= buf.len() {
+                    buf[..v.len()].copy_from_slice(&v);
+                }
+                v.len() as i32
+            }
+        })
+    }
+
+    pub fn state_put2(handle: u32, key: &[u8], sub: &[u8], val: &[u8]) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        let e = refuse2(key, sub);
+        if e != 0 {
+            return e;
+        }
+        if with_state(|s| val.len() > s.max_value) {
+            return -9;
+        }
+        let e = write2();
+        if e != 0 {
+            return e;
+        }
+        with_state(|s| {
+            s.ev.pending
+                .insert((key.to_vec(), sub.to_vec()), Some(val.to_vec()));
+            0
+        })
+    }
+
+    pub fn state_delete2(handle: u32, key: &[u8], sub: &[u8]) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        let e = refuse2(key, sub);
+        if e != 0 {
+            return e;
+        }
+        let e = write2();
+        if e != 0 {
+            return e;
+        }
+        with_state(|s| {
+            s.ev.pending.insert((key.to_vec(), sub.to_vec()), None);
+            0
+        })
+    }
+
+    /// As state_scan, over the subs of key.
+    pub fn state_scan2(
+        handle: u32,
+        key: &[u8],
+        prefix: &[u8],
+        after: &[u8],
+        buf: &mut [u8],
+    ) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        let e = refuse2(key, prefix);
+        if e != 0 {
+            return e;
+        }
+        if after.len() > MAX_KEY {
+            return -9;
+        }
+        with_state(|s| {
+            let ev = &s.ev;
+            let mut subs: Vec<&Vec<u8>> = ev
+                .state
+                .keys()
+                .chain(ev.pending.keys())
+                .filter(|(k, sub)| {
+                    k.as_slice() == key
+                        && sub.starts_with(prefix)
+                        && (after.is_empty() || sub.as_slice() > after)
+                })
+                .map(|(_, sub)| sub)
+                .collect();
+            subs.sort();
+            subs.dedup();
+            let mut n = 0usize;
+            let mut cut = BatchCut::default();
+            for sub in subs {
+                let v = match lookup2(ev, key, sub) {
+                    Some(v) => v,
+                    None => continue,
+                };
+                let size = 8 + sub.len() + v.len();
+                if n + size > buf.len() {
+                    if !cut.may_end() {
+                        return -2;
+                    }
+                    break;
+                }
+                cut.add(sub);
+                buf[n..n + 4].copy_from_slice(&(sub.len() as u32).to_le_bytes());
+                buf[n + 4..n + 4 + sub.len()].copy_from_slice(sub);
+                let m = n + 4 + sub.len();
+                buf[m..m + 4].copy_from_slice(&(v.len() as u32).to_le_bytes());
+                buf[m + 4..m + 4 + v.len()].copy_from_slice(&v);
+                n += size;
+            }
+            n as i32
+        })
+    }
+
+    pub fn stream_time(handle: u32, out: &mut [u8; 8]) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        with_state(|s| {
+            if s.disabled {
+                return -11;
+            }
+            *out = s.ev.stream_time.to_le_bytes();
+            0
+        })
+    }
+
+    fn timer_write(handle: u32, key: &[u8], at: i64, set: bool) -> i32 {
+        if !with(|s| valid(s, handle)) {
+            return -1;
+        }
+        let e = refuse(key);
+        if e != 0 {
+            return e;
+        }
+        if set && with_state(|s| s.ev.firing_at.map_or(false, |f| at <= f)) {
+            return -5; // a firing cannot set its own instant or an earlier one
+        }
+        let e = write2();
+        if e != 0 {
+            return e;
+        }
+        with_state(|s| {
+            s.ev.pending_timers.insert((at, key.to_vec()), set);
+            0
+        })
+    }
+
+    pub fn timer_set(handle: u32, key: &[u8], at: i64) -> i32 {
+        timer_write(handle, key, at, true)
+    }
+
+    pub fn timer_delete(handle: u32, key: &[u8], at: i64) -> i32 {
+        timer_write(handle, key, at, false)
     }
 
     const MAX_KEY: usize = crate::MAX_STATE_KEY_BYTES;

@@ -47,9 +47,12 @@ pub mod schema;
 pub mod sr;
 mod state;
 mod sys;
+pub mod window;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod hostrun;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod windowtest;
 #[cfg(not(target_arch = "wasm32"))]
 pub use hostrun::{add_test_schema, reset_test_schemas};
 #[cfg(not(target_arch = "wasm32"))]
@@ -66,7 +69,8 @@ pub use schema::{
     SchemaType, SubjectSchema, SCHEMA_LATEST,
 };
 pub use state::{
-    state_delete, state_get, state_get_async, state_put, state_scan, state_scan_async, StateBatch,
+    state_delete, state_delete2, state_get, state_get2, state_get_async, state_put, state_put2,
+    state_scan, state_scan2, state_scan_async, stream_time, timer_delete, timer_set, StateBatch,
     StateEntry, MAX_STATE_KEY_BYTES, STATE_SCAN_DEFAULT_BYTES, STATE_SCAN_MAX_BYTES,
 };
 
@@ -74,7 +78,7 @@ pub use state::{
 pub mod __rt {
     #[cfg(target_arch = "wasm32")]
     pub use crate::rt::on_completions;
-    pub use crate::rt::{on_batch, on_complete, on_record};
+    pub use crate::rt::{on_batch, on_complete, on_record, on_timer};
 }
 
 /// The ABI version this SDK implements.
@@ -89,6 +93,12 @@ pub const ABI_VERSION: i32 = 1;
 /// `wasmstream_on_completions_v1` (§10.1: several completions in one call,
 /// each decided as in a call of its own); elsewhere it expands to
 /// nothing (tests call [`run`] with the function).
+///
+/// `processor!(f, timer: t)` also registers the timer function, a
+/// `fn(&Timer, &mut Emitter) -> Result<(), Error>`, exported as
+/// `wasmstream_on_timer` (ABI.md §4.2): a module that sets timers
+/// ([`timer_set`], the [`window`] module) must have it. A firing cannot wait
+/// on asynchronous operations: [`await_op`] in it fails terminally.
 #[macro_export]
 macro_rules! processor {
     ($f:path) => {
@@ -120,6 +130,21 @@ macro_rules! processor {
             &$crate::Record,
             &mut $crate::Emitter,
         ) -> ::std::result::Result<(), $crate::Error> = $f;
+    };
+    ($f:path, timer: $t:path) => {
+        $crate::processor!($f);
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            #[no_mangle]
+            pub extern "C" fn wasmstream_on_timer(handle: u32, len: u32) -> i32 {
+                $crate::__rt::on_timer(handle, len, &$t)
+            }
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(
+            &$crate::Timer,
+            &mut $crate::Emitter,
+        ) -> ::std::result::Result<(), $crate::Error> = $t;
     };
 }
 
@@ -250,6 +275,27 @@ impl<'a> Record<'a> {
     pub fn header(&self, key: &str) -> Option<Option<&'a [u8]>> {
         self.headers.get(key)
     }
+}
+
+/// A timer firing (ABI.md §4.2): the timer `(key, at)` set with
+/// [`timer_set`] is due, stream time having reached `at`. The timer
+/// function registered with [`processor!`] gets it and decides it as a
+/// record: it may emit, read and write state, set later timers and fail.
+/// It borrows the SDK's buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Timer<'a> {
+    /// The timer's time, in milliseconds of stream time.
+    pub at: i64,
+    /// The round's stream time (at or after `at`).
+    pub stream_time: i64,
+    /// The input partition.
+    pub partition: i32,
+    /// 1 on the first attempt, counting up on each retry.
+    pub attempt: u32,
+    /// The input topic.
+    pub topic: &'a str,
+    /// The timer's key (a key of the partition's state).
+    pub key: &'a [u8],
 }
 
 /// The headers of an output: a list, or a record's headers as they are.
@@ -701,3 +747,5 @@ where
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod window_tests;

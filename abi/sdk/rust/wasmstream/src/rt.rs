@@ -30,6 +30,8 @@ thread_local! {
     /// The batch's record in progress (ABI.md §10); 0 outside batches.
     static BATCH_CUR: Cell<u32> = const { Cell::new(0) };
     /// Its output list, reused across records.
+    /// A timer firing is in progress (no asynchronous operations).
+    static FIRING: Cell<bool> = const { Cell::new(false) };
     static LIST: RefCell<OutList> = RefCell::new(OutList { buf: Vec::new(), n: 0, direct: false });
 }
 
@@ -80,6 +82,40 @@ where
     let st = run(handle, &mut buf, f);
     IN_BUF.with(|b| *b.borrow_mut() = buf); // empty if the record kept it
     st
+}
+
+/// `wasmstream_on_timer` (ABI.md §4.2): reads the firing with
+/// `record_read`, runs f on it and decides it as a record is decided,
+/// except that it cannot go pending (a firing has no asynchronous
+/// operations: `pending` would be a protocol fault).
+pub fn on_timer<F>(handle: u32, len: u32, f: &F) -> i32
+where
+    F: Fn(&crate::Timer<'_>, &mut Emitter) -> Result<(), Error>,
+{
+    sys::init();
+    let mut buf: Vec<u8> = Vec::with_capacity(len as usize);
+    // The host writes exactly len bytes into the spare capacity.
+    let rc = sys::record_read(handle, buf.as_mut_ptr(), len);
+    if rc < 0 || rc as u32 > len {
+        return fail(handle, &format!("record_read: {}", Errno(-rc)));
+    }
+    unsafe { buf.set_len(rc as usize) };
+    let t = match codec::decode_timer(&buf) {
+        Ok(t) => t,
+        Err(e) => return fail(handle, &e.to_string()),
+    };
+    CUR.with(|c| c.set(handle));
+    FIRING.with(|c| c.set(true));
+    let res = f(&t, &mut Emitter { handle, hold: None });
+    FIRING.with(|c| c.set(false));
+    CUR.with(|c| c.set(0));
+    let res = match res {
+        Err(e) if e.is_pending() => Err(Error::terminal(
+            "wasmstream: a timer firing cannot wait on asynchronous operations (ABI.md §4.2)",
+        )),
+        r => r,
+    };
+    decide(handle, res)
 }
 
 /// Decodes the record handle from buf, runs f on it and decides it. A
@@ -396,6 +432,12 @@ pub(crate) fn start(kind: i32, req: &[u8], name: &str, cont: Cont) -> Result<(),
         return Err(Error::terminal(
             "wasmstream: await_op called outside a record's processing",
         ));
+    }
+    if FIRING.with(|c| c.get()) {
+        return Err(Error::terminal(format!(
+            "wasmstream: start {} operation: a timer firing cannot wait on asynchronous operations (ABI.md §4.2)",
+            name
+        )));
     }
     let rc = sys::async_start(h, kind, req);
     if rc < 0 {

@@ -96,11 +96,22 @@ pub fn state_delete(key: &[u8]) -> Result<(), Errno> {
 /// not be seen by it. Errors: [`Errno::TOO_LARGE`] (a prefix over
 /// [`MAX_STATE_KEY_BYTES`]), [`Errno::NO_STATE`], [`Errno::BAD_HANDLE`],
 /// [`Errno::BAD_ENCODING`] (the host's batch is malformed).
-pub fn state_scan<F>(prefix: &[u8], mut f: F) -> Result<(), Errno>
+pub fn state_scan<F>(prefix: &[u8], f: F) -> Result<(), Errno>
 where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
     let h = handle()?;
+    scan_batches(|after, buf| sys::state_scan(h, prefix, after, buf), f)
+}
+
+/// The scan loop of [`state_scan`] and [`state_scan2`]: `call` fills the
+/// buffer with the entries after a cursor (the host's return code), `f`
+/// gets them one by one.
+fn scan_batches<C, F>(mut call: C, mut f: F) -> Result<(), Errno>
+where
+    C: FnMut(&[u8], &mut [u8]) -> i32,
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
     // The buffer is taken for the scan: f may itself scan (with a new one).
     let mut buf = SCAN_BUF_.with(|b| std::mem::take(&mut *b.borrow_mut()));
     if buf.is_empty() {
@@ -108,7 +119,7 @@ where
     }
     let mut after: Vec<u8> = Vec::new();
     let res = loop {
-        let rc = sys::state_scan(h, prefix, &after, &mut buf);
+        let rc = call(&after, &mut buf);
         if rc == -Errno::BUF_TOO_SMALL.0 && buf.len() < MAX_SCAN_BUF {
             let n = buf.len() * 2;
             buf.resize(n, 0);
@@ -161,6 +172,116 @@ where
     };
     SCAN_BUF_.with(|b| *b.borrow_mut() = buf);
     res
+}
+
+// ---- event time (ABI.md §4.2) ----
+//
+// Two-part keys: (key, sub) names one value; only key is checked against
+// the record's partition (Errno::WRONG_KEY), sub is any bytes up to
+// MAX_STATE_KEY_BYTES (the empty sub is a sub). They are a namespace of
+// their own: (k, sub) is never the one-part key k, and state_scan lists
+// none of them. They are read and written during a record's call or a
+// timer firing's (wasmstream::processor!'s timer function), like the
+// one-part keys.
+
+/// Returns `(key, sub)`'s value, or `None` when it has none. Errors as
+/// [`state_get`] ([`Errno::TOO_LARGE`] also for a sub over
+/// [`MAX_STATE_KEY_BYTES`]).
+pub fn state_get2(key: &[u8], sub: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
+    let h = handle()?;
+    GET_BUF.with(|b| {
+        let mut buf = b.borrow_mut();
+        if buf.is_empty() {
+            buf.resize(1024, 0);
+        }
+        loop {
+            let rc = sys::state_get2(h, key, sub, &mut buf);
+            if rc == -Errno::NOT_FOUND.0 {
+                return Ok(None);
+            }
+            if rc < 0 {
+                return Err(Errno(-rc));
+            }
+            let n = rc as usize;
+            if n <= buf.len() {
+                return Ok(Some(buf[..n].to_vec()));
+            }
+            buf.resize(n, 0); // the value is larger: ask again with its size
+        }
+    })
+}
+
+/// Sets `(key, sub)` to `value` for the call in progress, as
+/// [`state_put`] does for a one-part key (held until the record or firing
+/// succeeds; counted in the record limits and `state.max_bytes`).
+pub fn state_put2(key: &[u8], sub: &[u8], value: &[u8]) -> Result<(), Errno> {
+    let rc = sys::state_put2(handle()?, key, sub, value);
+    if rc < 0 {
+        return Err(Errno(-rc));
+    }
+    Ok(())
+}
+
+/// Removes `(key, sub)` for the call in progress. Errors as
+/// [`state_delete`].
+pub fn state_delete2(key: &[u8], sub: &[u8]) -> Result<(), Errno> {
+    let rc = sys::state_delete2(handle()?, key, sub);
+    if rc < 0 {
+        return Err(Errno(-rc));
+    }
+    Ok(())
+}
+
+/// Calls `f` with every sub of `key` that starts with `prefix` and its
+/// value, in sub order (bytewise), until `f` returns `false`; as
+/// [`state_scan`], in bounded batches, the call's own writes included.
+/// Errors as [`state_scan`], and [`Errno::WRONG_KEY`].
+pub fn state_scan2<F>(key: &[u8], prefix: &[u8], f: F) -> Result<(), Errno>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    let h = handle()?;
+    scan_batches(|after, buf| sys::state_scan2(h, key, prefix, after, buf), f)
+}
+
+/// The partition's stream time in milliseconds: the largest timestamp of
+/// its records decided so far, -1 before any. It does not count the record
+/// in progress (take the larger of the two for Kafka Streams' stream time);
+/// during a timer firing it is the firing's round's. Errors:
+/// [`Errno::NO_STATE`], [`Errno::BAD_HANDLE`].
+pub fn stream_time() -> Result<i64, Errno> {
+    let mut out = [0u8; 8];
+    let rc = sys::stream_time(handle()?, &mut out);
+    if rc < 0 {
+        return Err(Errno(-rc));
+    }
+    Ok(i64::from_le_bytes(out))
+}
+
+/// Sets the event-time timer `(key, at)`: the processor's timer function
+/// is called once stream time reaches `at` (milliseconds), in `(at, key)`
+/// order. Setting it again is the same timer. The timer is a state write of
+/// the call (one output in the record limits, `key` and 8 bytes in
+/// `state.max_bytes`), kept only if the call succeeds. Errors:
+/// [`Errno::TOO_LARGE`], [`Errno::WRONG_KEY`], [`Errno::NO_STATE`],
+/// [`Errno::LIMIT`] (a limit, or, during a firing, an `at` at or before
+/// the firing's: a round always ends).
+pub fn timer_set(key: &[u8], at: i64) -> Result<(), Errno> {
+    let rc = sys::timer_set(handle()?, key, at);
+    if rc < 0 {
+        return Err(Errno(-rc));
+    }
+    Ok(())
+}
+
+/// Removes the timer `(key, at)`, whether or not it was set. Errors as
+/// [`timer_set`].
+pub fn timer_delete(key: &[u8], at: i64) -> Result<(), Errno> {
+    let rc = sys::timer_delete(handle()?, key, at);
+    if rc < 0 {
+        return Err(Errno(-rc));
+    }
+    Ok(())
 }
 
 // ---- asynchronous state reads (ABI.md §7.3) ----

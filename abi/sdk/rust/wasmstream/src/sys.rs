@@ -49,6 +49,55 @@ mod imp {
             buf: *mut u8,
             buf_len: u32,
         ) -> i32;
+        // Event time (ABI.md §4.2). An import the module never calls is not
+        // linked in, so a processor without timers loads in a host that
+        // does not serve them.
+        #[link_name = "state_get2"]
+        fn host_state_get2(
+            handle: u32,
+            key: *const u8,
+            key_len: u32,
+            sub: *const u8,
+            sub_len: u32,
+            buf: *mut u8,
+            buf_len: u32,
+        ) -> i32;
+        #[link_name = "state_put2"]
+        fn host_state_put2(
+            handle: u32,
+            key: *const u8,
+            key_len: u32,
+            sub: *const u8,
+            sub_len: u32,
+            val: *const u8,
+            val_len: u32,
+        ) -> i32;
+        #[link_name = "state_delete2"]
+        fn host_state_delete2(
+            handle: u32,
+            key: *const u8,
+            key_len: u32,
+            sub: *const u8,
+            sub_len: u32,
+        ) -> i32;
+        #[link_name = "state_scan2"]
+        fn host_state_scan2(
+            handle: u32,
+            key: *const u8,
+            key_len: u32,
+            prefix: *const u8,
+            prefix_len: u32,
+            after: *const u8,
+            after_len: u32,
+            buf: *mut u8,
+            buf_len: u32,
+        ) -> i32;
+        #[link_name = "stream_time"]
+        fn host_stream_time(handle: u32, out: *mut u8) -> i32;
+        #[link_name = "timer_set"]
+        fn host_timer_set(handle: u32, key: *const u8, key_len: u32, at: i64) -> i32;
+        #[link_name = "timer_delete"]
+        fn host_timer_delete(handle: u32, key: *const u8, key_len: u32, at: i64) -> i32;
     }
 
     // The batch entry (ABI.md §10).
@@ -169,6 +218,73 @@ mod imp {
             )
         }
     }
+    pub fn state_get2(handle: u32, key: &[u8], sub: &[u8], buf: &mut [u8]) -> i32 {
+        unsafe {
+            host_state_get2(
+                handle,
+                key.as_ptr(),
+                key.len() as u32,
+                sub.as_ptr(),
+                sub.len() as u32,
+                buf.as_mut_ptr(),
+                buf.len() as u32,
+            )
+        }
+    }
+    pub fn state_put2(handle: u32, key: &[u8], sub: &[u8], val: &[u8]) -> i32 {
+        unsafe {
+            host_state_put2(
+                handle,
+                key.as_ptr(),
+                key.len() as u32,
+                sub.as_ptr(),
+                sub.len() as u32,
+                val.as_ptr(),
+                val.len() as u32,
+            )
+        }
+    }
+    pub fn state_delete2(handle: u32, key: &[u8], sub: &[u8]) -> i32 {
+        unsafe {
+            host_state_delete2(
+                handle,
+                key.as_ptr(),
+                key.len() as u32,
+                sub.as_ptr(),
+                sub.len() as u32,
+            )
+        }
+    }
+    pub fn state_scan2(
+        handle: u32,
+        key: &[u8],
+        prefix: &[u8],
+        after: &[u8],
+        buf: &mut [u8],
+    ) -> i32 {
+        unsafe {
+            host_state_scan2(
+                handle,
+                key.as_ptr(),
+                key.len() as u32,
+                prefix.as_ptr(),
+                prefix.len() as u32,
+                after.as_ptr(),
+                after.len() as u32,
+                buf.as_mut_ptr(),
+                buf.len() as u32,
+            )
+        }
+    }
+    pub fn stream_time(handle: u32, out: &mut [u8; 8]) -> i32 {
+        unsafe { host_stream_time(handle, out.as_mut_ptr()) }
+    }
+    pub fn timer_set(handle: u32, key: &[u8], at: i64) -> i32 {
+        unsafe { host_timer_set(handle, key.as_ptr(), key.len() as u32, at) }
+    }
+    pub fn timer_delete(handle: u32, key: &[u8], at: i64) -> i32 {
+        unsafe { host_timer_delete(handle, key.as_ptr(), key.len() as u32, at) }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -183,6 +299,9 @@ pub(crate) use imp::record_next;
 pub(crate) use imp::{
     async_start, init, log, record_read, result_read, set_error, state_delete, state_get,
     state_put, state_scan,
+};
+pub(crate) use imp::{
+    state_delete2, state_get2, state_put2, state_scan2, stream_time, timer_delete, timer_set,
 };
 
 /// `emit` of an output already encoded.

@@ -1,0 +1,845 @@
+//! The window module over the in-memory partition, against a port of the
+//! reference model (internal/windowmodel): the same cases as the Go SDK's
+//! window tests.
+
+use crate::window::{self, Abi, Options, TimeWindows};
+use crate::windowtest::{Partition, Round};
+use crate::*;
+use std::cell::RefCell;
+use std::time::Duration;
+
+/// A record's key and timestamp, as the model takes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rec {
+    key: String,
+    ts: i64,
+}
+
+/// A window's count; end exclusive.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Win {
+    key: String,
+    start: i64,
+    end: i64,
+    count: i64,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    finals: Vec<Win>,
+    open: Vec<Win>,
+    late: i64,
+    dropped: i64,
+    stream_time: i64,
+}
+
+/// internal/windowmodel's Hopping, line for line: what Kafka Streams'
+/// windowed count with grace and emit-on-close makes of a partition's
+/// records (tumbling: advance == size).
+fn model(recs: &[Rec], size: i64, advance: i64, grace: i64) -> Model {
+    let mut counts: std::collections::BTreeMap<(String, i64), i64> = Default::default();
+    let mut res = Model {
+        stream_time: -1,
+        ..Model::default()
+    };
+    for r in recs {
+        res.stream_time = res.stream_time.max(r.ts);
+        let mut took = false;
+        let mut n = r.ts / advance;
+        while n >= 0 {
+            let start = n * advance;
+            n -= 1;
+            if start + size <= r.ts {
+                break; // this window and every earlier one ends at or before ts
+            }
+            if start + size + grace <= res.stream_time {
+                res.dropped += 1;
+                continue;
+            }
+            *counts.entry((r.key.clone(), start)).or_insert(0) += 1;
+            took = true;
+        }
+        if !took {
+            res.late += 1;
+        }
+    }
+    for ((key, start), count) in counts {
+        let w = Win {
+            key,
+            start,
+            end: start + size,
+            count,
+        };
+        if w.end + grace <= res.stream_time {
+            res.finals.push(w);
+        } else {
+            res.open.push(w);
+        }
+    }
+    res.finals.sort();
+    res.open.sort();
+    res
+}
+
+/// splitmix64: random inputs without a crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+    /// In [0, n).
+    fn int(&mut self, n: i64) -> i64 {
+        (self.next() % n as u64) as i64
+    }
+}
+
+/// Records of a few keys whose timestamps mostly rise, some out of order
+/// within grace and some late beyond it, with records exactly at window
+/// edges and close times among them (small steps hit edges often): the Go
+/// test's randomInput.
+fn random_input(rng: &mut Rng, grace: i64) -> Vec<Rec> {
+    let n = rng.int(80) as usize;
+    let mut hi = 0i64;
+    let mut recs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let ts = match rng.int(10) {
+            0 | 1 => (hi - rng.int(grace + 1)).max(0),
+            2 => (hi - grace - rng.int(40)).max(0),
+            _ => hi + rng.int(8),
+        };
+        hi = hi.max(ts);
+        let key = ((b'a' + rng.int(3) as u8) as char).to_string();
+        recs.push(Rec { key, ts });
+    }
+    recs
+}
+
+fn rec(key: &str, ts: i64) -> TestRecord {
+    let mut r = TestRecord::new("in").key(key).value("v");
+    r.timestamp_ms = ts;
+    r
+}
+
+fn header<'a>(o: &'a OwnedOutput, name: &str) -> Option<&'a [u8]> {
+    o.headers
+        .iter()
+        .find(|h| h.key == name.as_bytes())
+        .and_then(|h| h.value.as_deref())
+}
+
+fn num(o: &OwnedOutput, name: &str) -> i64 {
+    std::str::from_utf8(header(o, name).expect("header"))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn add_fn<'a>(w: &'a TimeWindows) -> impl Fn(&Record<'_>, &mut Emitter) -> Result<(), Error> + 'a {
+    move |r, out| w.add(&mut Abi, r, out)
+}
+
+fn fire_fn<'a>(w: &'a TimeWindows) -> impl Fn(&Timer<'_>, &mut Emitter) -> Result<(), Error> + 'a {
+    move |t, out| w.fire(&mut Abi, t.key, t.at, out)
+}
+
+/// Feeds recs to a new partition: the partition, the final results (from
+/// the outputs) and the late records sent to "late".
+fn run_windows(w: &TimeWindows, recs: &[Rec]) -> (Partition, Vec<Win>, i64) {
+    let mut p = Partition::new();
+    let mut finals = Vec::new();
+    let mut late = 0;
+    for (i, r) in recs.iter().enumerate() {
+        let round = p.record(add_fn(w), fire_fn(w), &rec(&r.key, r.ts).at(0, i as i64));
+        assert!(round.ok(), "record {} {:?}: {:?}", i, r, round.failures);
+        for o in round.outputs {
+            if o.topic == "late" {
+                assert_eq!(header(&o, window::HEADER_LATE), Some(&b"w"[..]));
+                assert_eq!(o.key.as_deref(), Some(r.key.as_bytes()));
+                late += 1;
+                continue;
+            }
+            finals.push(Win {
+                key: String::from_utf8(o.key.clone().unwrap()).unwrap(),
+                start: num(&o, window::HEADER_START),
+                end: num(&o, window::HEADER_END),
+                count: window::decode_count(o.value.as_deref().unwrap()).unwrap() as i64,
+            });
+        }
+    }
+    finals.sort();
+    (p, finals, late)
+}
+
+/// The partition's state read as the open windows' counts, the SDK's
+/// layout: sub name | 0 | start (big endian, sign bit flipped), value the
+/// count.
+fn open_state(p: &Partition, size: i64) -> Vec<Win> {
+    let mut ws: Vec<Win> = p
+        .state()
+        .into_iter()
+        .map(|((key, sub), v)| {
+            assert!(
+                sub.len() == 10 && &sub[..2] == b"w\0",
+                "state ({:?}, {:02x?}): not a window's",
+                key,
+                sub
+            );
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&sub[2..]);
+            let start = (u64::from_be_bytes(b) ^ (1 << 63)) as i64;
+            Win {
+                key: String::from_utf8(key).unwrap(),
+                start,
+                end: start + size,
+                count: window::decode_count(&v).unwrap() as i64,
+            }
+        })
+        .collect();
+    ws.sort();
+    ws
+}
+
+#[derive(Default)]
+struct Exercised {
+    finals: usize,
+    late: usize,
+    open: usize,
+}
+
+impl Exercised {
+    fn note(&mut self, m: &Model) {
+        self.finals += !m.finals.is_empty() as usize;
+        self.late += (m.late > 0) as usize;
+        self.open += !m.open.is_empty() as usize;
+    }
+    fn check(&self) {
+        assert!(
+            self.finals >= 100 && self.late >= 50 && self.open >= 100,
+            "the inputs exercise too little: trials with final results {}, late records {}, open windows {}",
+            self.finals,
+            self.late,
+            self.open
+        );
+    }
+}
+
+/// The main test, as the Go SDK's: random inputs through the windows over
+/// the in-memory partition (timers, firing rule, two-part keys) emit
+/// exactly the model's final results, send exactly its late records to the
+/// late topic, count its dropped pairs, and leave in the state exactly its
+/// open windows, each with one timer at its close time.
+fn matches_model(seed: u64, hopping: bool) {
+    let mut rng = Rng(seed);
+    let mut ex = Exercised::default();
+    for trial in 0..500 {
+        let (size, grace) = (1 + rng.int(20), rng.int(15));
+        let advance = if hopping { 1 + rng.int(size) } else { size };
+        let ms = |n: i64| Duration::from_millis(n as u64);
+        let w = window::hopping(
+            ms(size),
+            ms(advance),
+            Options {
+                name: "w".into(),
+                grace: ms(grace),
+                late_topic: "late".into(),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let recs = random_input(&mut rng, grace);
+        let want = model(&recs, size, advance, grace);
+        let (p, finals, late) = run_windows(&w, &recs);
+        let ctx = format!(
+            "trial {} (size {}, advance {}, grace {}), input {:?}",
+            trial, size, advance, grace, recs
+        );
+        assert_eq!(finals, want.finals, "final results: {}", ctx);
+        assert_eq!(
+            (late, w.stats().late),
+            (want.late, want.late),
+            "late: {}",
+            ctx
+        );
+        assert_eq!(w.stats().dropped, want.dropped, "dropped: {}", ctx);
+        assert_eq!(open_state(&p, size), want.open, "state: {}", ctx);
+        assert_eq!(p.stream_time(), want.stream_time, "stream time: {}", ctx);
+        // Every timer left is in the future, one per open window.
+        let timers = p.timers();
+        for (at, key) in &timers {
+            assert!(
+                *at > p.stream_time(),
+                "timer ({:?}, {}) due did not fire: {}",
+                key,
+                at,
+                ctx
+            );
+        }
+        assert_eq!(
+            timers.len(),
+            want.open.len(),
+            "timers {:?}: {}",
+            timers,
+            ctx
+        );
+        for o in &want.open {
+            let t = (o.end + grace, o.key.clone().into_bytes());
+            assert!(
+                timers.contains(&t),
+                "open window {:?} has no timer: {}",
+                o,
+                ctx
+            );
+        }
+        ex.note(&want);
+    }
+    ex.check();
+}
+
+#[test]
+fn tumbling_count_matches_model() {
+    matches_model(21, false);
+}
+
+#[test]
+fn hopping_count_matches_model() {
+    matches_model(23, true);
+}
+
+fn outputs(p: &mut Partition, w: &TimeWindows, key: &str, ts: i64) -> Vec<OwnedOutput> {
+    let round = p.record(add_fn(w), fire_fn(w), &rec(key, ts));
+    assert!(round.ok(), "{:?}", round.failures);
+    round.outputs
+}
+
+/// A window's edges as Kafka Streams draws them: a record at exactly a
+/// window's end is the next window's; the window closes, and emits, when
+/// stream time reaches end + grace, and a record for it then is late.
+#[test]
+fn tumbling_edges() {
+    let w = window::tumbling(
+        Duration::from_millis(10),
+        Options {
+            name: "w".into(),
+            grace: Duration::from_millis(5),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut p = Partition::new();
+    outputs(&mut p, &w, "k", 9);
+    outputs(&mut p, &w, "k", 10); // [10, 20)
+    assert!(
+        outputs(&mut p, &w, "x", 14).is_empty(),
+        "stream time 14 < end + grace 15"
+    );
+    outputs(&mut p, &w, "k", 3); // still in [0, 10): its close time is 15
+    let outs = outputs(&mut p, &w, "x", 15);
+    assert_eq!(outs.len(), 1, "stream time 15 = end + grace: {:?}", outs);
+    assert_eq!(outs[0].key.as_deref(), Some(&b"k"[..]));
+    assert_eq!(
+        window::decode_count(outs[0].value.as_deref().unwrap()).unwrap(),
+        2,
+        "[0,10) holds 9 and 3; 10 is the next window's"
+    );
+    let before = w.stats().late;
+    outputs(&mut p, &w, "k", 9); // its window closed
+    assert_eq!(
+        w.stats().late,
+        before + 1,
+        "a record for a closed window is not late"
+    );
+    let closed = (
+        b"k".to_vec(),
+        [&b"w\0"[..], &[0x80, 0, 0, 0, 0, 0, 0, 0]].concat(),
+    );
+    assert!(
+        !p.state().iter().any(|(k, _)| *k == closed),
+        "the closed window [0,10) is still in the state"
+    );
+}
+
+/// A firing's outputs go after the record's that moved the clock; stream
+/// time stays where the record put it; an idle advance fires the rest.
+#[test]
+fn firing_follows_the_record() {
+    let w = window::tumbling(
+        Duration::from_millis(10),
+        Options {
+            name: "w".into(),
+            output: "counts".into(),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut p = Partition::new();
+    for ts in [1, 2, 11] {
+        let outs = outputs(&mut p, &w, "k", ts);
+        if ts < 11 {
+            assert!(outs.is_empty(), "at {}: {:?}", ts, outs);
+        } else {
+            assert!(
+                outs.len() == 1 && outs[0].topic == "counts",
+                "at 11: {:?}",
+                outs
+            );
+        }
+    }
+    assert_eq!(p.firings, 1);
+    let round = p.advance(fire_fn(&w), 20);
+    assert!(round.ok() && round.outputs.len() == 1, "{:?}", round);
+    assert!(
+        p.state().is_empty() && p.timers().is_empty(),
+        "advance to 20 left state {:?}, timers {:?}",
+        p.state(),
+        p.timers()
+    );
+}
+
+/// A record that fails leaves neither its windows' writes nor its timers;
+/// a terminal failure is decided (dead-lettered) and moves the clock.
+#[test]
+fn failed_record_leaves_nothing() {
+    let w = window::tumbling(
+        Duration::from_millis(10),
+        Options {
+            name: "w".into(),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut p = Partition::new();
+    let failing = |terminal: bool| {
+        let w = &w;
+        move |r: &Record<'_>, out: &mut Emitter| -> Result<(), Error> {
+            w.add(&mut Abi, r, out)?;
+            Err(if terminal {
+                Error::terminal("boom")
+            } else {
+                Error::retry("boom")
+            })
+        }
+    };
+    let round = p.record(failing(false), fire_fn(&w), &rec("k", 5));
+    assert_eq!(round.failures.len(), 1);
+    assert_eq!(round.failures[0].0, Status::Retry);
+    assert!(
+        p.state().is_empty() && p.timers().is_empty() && p.stream_time() == -1,
+        "a retried record left state {:?}, timers {:?}, stream time {}",
+        p.state(),
+        p.timers(),
+        p.stream_time()
+    );
+    let round = p.record(failing(true), fire_fn(&w), &rec("k", 7));
+    assert_eq!(round.failures[0].0, Status::Fail);
+    assert!(
+        p.state().is_empty() && p.stream_time() == 7,
+        "a dead-lettered record: state {:?}, stream time {}",
+        p.state(),
+        p.stream_time()
+    );
+}
+
+/// A record before the epoch has no window: it fails terminally, naming
+/// the windows.
+#[test]
+fn negative_timestamp_fails() {
+    let w = window::tumbling(
+        Duration::from_secs(1),
+        Options {
+            name: "w".into(),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let round = Partition::new().record(add_fn(&w), fire_fn(&w), &rec("k", -1));
+    assert_eq!(round.failures.len(), 1);
+    let (st, msg) = &round.failures[0];
+    assert!(
+        *st == Status::Fail && msg.contains("negative") && msg.contains("\"w\""),
+        "{:?}",
+        round.failures
+    );
+}
+
+/// Bad options are refused, naming what is wrong.
+#[test]
+fn options_refused() {
+    let ok = || Options {
+        name: "w".into(),
+        ..Options::default()
+    };
+    let s = Duration::from_secs(1);
+    let cases: Vec<(&str, Result<TimeWindows, String>, &str)> = vec![
+        ("no name", window::tumbling(s, Options::default()), "name"),
+        (
+            "0 byte in name",
+            window::tumbling(
+                s,
+                Options {
+                    name: "a\0".into(),
+                    ..Options::default()
+                },
+            ),
+            "0 byte",
+        ),
+        (
+            "zero size",
+            window::tumbling(Duration::ZERO, ok()),
+            "advance <= size",
+        ),
+        (
+            "sub-ms size",
+            window::tumbling(Duration::from_micros(1), ok()),
+            "size",
+        ),
+        (
+            "sub-ms grace",
+            window::tumbling(
+                s,
+                Options {
+                    grace: Duration::from_micros(1500),
+                    ..ok()
+                },
+            ),
+            "grace",
+        ),
+        (
+            "advance > size",
+            window::hopping(s, 2 * s, ok()),
+            "advance <= size",
+        ),
+        (
+            "size + grace overflows",
+            window::tumbling(
+                Duration::from_millis(i64::MAX as u64),
+                Options { grace: s, ..ok() },
+            ),
+            "overflows",
+        ),
+    ];
+    for (name, res, want) in cases {
+        match res {
+            Ok(_) => panic!("{}: accepted", name),
+            Err(e) => assert!(
+                e.contains(want),
+                "{}: {:?} does not say {:?}",
+                name,
+                e,
+                want
+            ),
+        }
+    }
+}
+
+/// The in-memory partition refuses what the host would: a firing re-arming
+/// its own instant (a later one fires in the same round), an over-long key.
+#[test]
+fn partition_refuses() {
+    let got: RefCell<Vec<Result<(), Errno>>> = RefCell::new(Vec::new());
+    let mut p = Partition::new();
+    let round = p.record(
+        |_r: &Record<'_>, _out: &mut Emitter| -> Result<(), Error> {
+            got.borrow_mut()
+                .push(state_put2(&[0u8; MAX_STATE_KEY_BYTES + 1], b"", b""));
+            got.borrow_mut()
+                .push(state_put2(b"k", &[0u8; MAX_STATE_KEY_BYTES + 1], b""));
+            timer_set(b"k", 3)?;
+            Ok(())
+        },
+        |t: &Timer<'_>, _out: &mut Emitter| -> Result<(), Error> {
+            if t.at == 3 {
+                got.borrow_mut().push(timer_set(t.key, t.at));
+                got.borrow_mut().push(timer_set(t.key, t.at + 1));
+            }
+            Ok(())
+        },
+        &rec("k", 5),
+    );
+    assert!(round.ok(), "{:?}", round.failures);
+    assert_eq!(
+        *got.borrow(),
+        vec![
+            Err(Errno::TOO_LARGE),
+            Err(Errno::TOO_LARGE),
+            Err(Errno::LIMIT),
+            Ok(())
+        ]
+    );
+    assert_eq!(
+        p.firings, 2,
+        "3, then the 4 its firing set (due: stream time 5)"
+    );
+}
+
+/// Firings run in (at, key) order with the firing's fields; one that fails
+/// terminally is dead-lettered (its writes and outputs discarded) and the
+/// round goes on; one that fails retryably keeps its timer and ends the
+/// round.
+#[test]
+fn firing_order_and_failures() {
+    let fired: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    let process = |_r: &Record<'_>, _out: &mut Emitter| -> Result<(), Error> {
+        for (key, at) in [("b", 2), ("a", 2), ("c", 1), ("a", 9), ("a", 2)] {
+            timer_set(key.as_bytes(), at)?;
+        }
+        Ok(())
+    };
+    let on_timer = |t: &Timer<'_>, out: &mut Emitter| -> Result<(), Error> {
+        assert_eq!((t.topic, t.partition, t.attempt), ("in", 4, 1));
+        assert!(
+            t.stream_time >= t.at && stream_time()? == t.stream_time,
+            "firing {:?}",
+            t
+        );
+        fired
+            .borrow_mut()
+            .push(format!("{}{}", String::from_utf8_lossy(t.key), t.at));
+        state_put2(t.key, b"s", b"x")?;
+        out.emit(&Output {
+            key: Some(t.key),
+            ..Output::default()
+        })?;
+        match t.key {
+            b"b" => Err(Error::terminal("boom")),
+            b"c" if fired.borrow().len() == 1 => Err(Error::retry("boom")),
+            _ => Ok(()),
+        }
+    };
+    let mut p = Partition::new();
+    let round = p.record(process, on_timer, &rec("k", 5).at(4, 0));
+    assert!(
+        round.outputs.is_empty() && *fired.borrow() == ["c1"],
+        "first round: fired {:?}, {:?}",
+        fired.borrow(),
+        round
+    );
+    assert_eq!(round.failures[0].0, Status::Retry);
+    assert!(
+        p.timers().len() == 4 && p.state().is_empty(),
+        "after a retried firing: timers {:?} (want 4: deduplicated), state {:?}",
+        p.timers(),
+        p.state()
+    );
+    let round: Round = p.record(
+        |_r: &Record<'_>, _o: &mut Emitter| Ok(()),
+        on_timer,
+        &rec("k", 5).at(4, 1),
+    );
+    assert_eq!(
+        *fired.borrow(),
+        ["c1", "c1", "a2", "b2"],
+        "c1 again, then a2, b2 in (at, key) order"
+    );
+    assert_eq!(
+        round.outputs.len(),
+        2,
+        "the outputs of c1 and a2: {:?}",
+        round
+    );
+    assert!(
+        round.failures.len() == 1
+            && round.failures[0].0 == Status::Fail
+            && round.failures[0].1.contains("boom"),
+        "{:?}",
+        round.failures
+    );
+    let keys: Vec<Vec<u8>> = p.state().into_iter().map(|((k, _), _)| k).collect();
+    assert_eq!(
+        keys,
+        vec![b"a".to_vec(), b"c".to_vec()],
+        "b's write discarded"
+    );
+    assert_eq!(p.timers(), vec![(9, b"a".to_vec())]);
+}
+
+/// A firing cannot wait: await_op in it fails terminally, and so does a
+/// timer function that returns pending.
+#[test]
+fn firing_cannot_wait() {
+    let mut p = Partition::new();
+    let round = p.record(
+        |_r: &Record<'_>, _o: &mut Emitter| -> Result<(), Error> { Ok(timer_set(b"k", 1)?) },
+        |_t: &Timer<'_>, _o: &mut Emitter| -> Result<(), Error> {
+            await_op(timer(Duration::from_millis(1)), |_, _, _| Ok(()))
+        },
+        &rec("k", 5),
+    );
+    assert!(
+        round.failures.len() == 1
+            && round.failures[0].0 == Status::Fail
+            && round.failures[0].1.contains("cannot wait"),
+        "{:?}",
+        round.failures
+    );
+    assert!(
+        p.timers().is_empty(),
+        "a dead-lettered firing's timer is gone"
+    );
+}
+
+/// An ABI error a retry cannot cure fails the record terminally, naming
+/// the windows; a limit stays retryable and leaves nothing.
+#[test]
+fn host_errors_classified() {
+    let w = window::hopping(
+        Duration::from_millis(10),
+        Duration::from_millis(5),
+        Options {
+            name: "w".into(),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let long = "k".repeat(MAX_STATE_KEY_BYTES + 1);
+    let round = Partition::new().record(add_fn(&w), fire_fn(&w), &rec(&long, 7));
+    let (st, msg) = &round.failures[0];
+    assert!(
+        *st == Status::Fail && msg.contains("windows \"w\"") && msg.contains("too large"),
+        "over-long key: {:?}",
+        round.failures
+    );
+    let mut p = Partition::new();
+    p.set_max_writes(3); // a record at 7 opens two windows: two timers and two puts
+    let round = p.record(add_fn(&w), fire_fn(&w), &rec("k", 7));
+    assert!(
+        round.failures.len() == 1
+            && round.failures[0].0 == Status::Retry
+            && round.failures[0].1.contains("limit"),
+        "over the writes' limit: {:?}",
+        round.failures
+    );
+    assert!(
+        p.state().is_empty() && p.timers().is_empty(),
+        "a failed record left state {:?}, timers {:?}",
+        p.state(),
+        p.timers()
+    );
+    crate::set_state_enabled(false);
+    let round = Partition::new().record(add_fn(&w), fire_fn(&w), &rec("k", 7));
+    crate::set_state_enabled(true);
+    assert!(
+        round.failures.len() == 1
+            && round.failures[0].0 == Status::Fail
+            && round.failures[0].1.contains("not enabled"),
+        "no state: {:?}",
+        round.failures
+    );
+}
+
+/// The same records give the same outputs in the same order (a replay
+/// after an aborted transaction must emit what the aborted attempt did).
+#[test]
+fn same_records_same_outputs() {
+    let mut rng = Rng(27);
+    for trial in 0..100 {
+        let recs = random_input(&mut rng, 3);
+        for (size, advance, grace) in [(7u64, 7u64, 3u64), (9, 4, 2)] {
+            let mut runs: Vec<Vec<OwnedOutput>> = Vec::new();
+            for _ in 0..2 {
+                let ms = Duration::from_millis;
+                let w = window::hopping(
+                    ms(size),
+                    ms(advance),
+                    Options {
+                        name: "w".into(),
+                        grace: ms(grace),
+                        late_topic: "late".into(),
+                        ..Options::default()
+                    },
+                )
+                .unwrap();
+                let mut p = Partition::new();
+                let mut outs = Vec::new();
+                for r in &recs {
+                    outs.extend(outputs(&mut p, &w, &r.key, r.ts));
+                }
+                runs.push(outs);
+            }
+            assert_eq!(
+                runs[0], runs[1],
+                "trial {}: two runs of the same records differ",
+                trial
+            );
+        }
+    }
+}
+
+/// on_close replaces the default output; a null key is the empty key.
+#[test]
+fn on_close_and_null_key() {
+    let w = window::tumbling(
+        Duration::from_millis(10),
+        Options {
+            name: "w".into(),
+            on_close: Some(Box::new(
+                |r: &window::WindowResult, out: &mut dyn window::Emit| {
+                    let v = format!(
+                        "{}@{}-{}={}",
+                        String::from_utf8_lossy(&r.key),
+                        r.start,
+                        r.end,
+                        window::decode_count(&r.agg)?
+                    );
+                    out.emit(&Output {
+                        topic: "closed",
+                        value: Some(v.as_bytes()),
+                        ..Output::default()
+                    })?;
+                    Ok(())
+                },
+            )),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut p = Partition::new();
+    let mut r = TestRecord::new("in");
+    r.timestamp_ms = 3;
+    assert!(p.record(add_fn(&w), fire_fn(&w), &r).ok());
+    let round = p.advance(fire_fn(&w), 10);
+    assert_eq!(round.outputs.len(), 1, "{:?}", round);
+    assert_eq!(
+        (
+            round.outputs[0].topic.as_str(),
+            round.outputs[0].value.as_deref()
+        ),
+        ("closed", Some(&b"@0-10=1"[..]))
+    );
+    assert_eq!(
+        w.stats(),
+        window::Stats {
+            records: 1,
+            late: 0,
+            dropped: 0,
+            closed: 1
+        }
+    );
+}
+
+/// The firing's encoding (ABI.md §4.2) round-trips, and a truncated one is
+/// refused.
+#[test]
+fn timer_encoding() {
+    let t = Timer {
+        at: -5,
+        stream_time: 1 << 40,
+        partition: 3,
+        attempt: 2,
+        topic: "in",
+        key: b"k\0",
+    };
+    let mut b = Vec::new();
+    codec::append_timer_firing(&mut b, &t);
+    assert_eq!(b.len(), 8 + 8 + 4 + 4 + 4 + 2 + 4 + 2);
+    let d = codec::decode_timer(&b).unwrap();
+    assert_eq!(
+        (d.at, d.stream_time, d.partition, d.attempt, d.topic, d.key),
+        (t.at, t.stream_time, t.partition, t.attempt, t.topic, t.key)
+    );
+    assert!(codec::decode_timer(&b[..b.len() - 1]).is_err());
+}
