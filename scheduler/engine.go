@@ -3,6 +3,7 @@ package scheduler
 import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/source"
@@ -16,7 +17,7 @@ func (p *Pipeline) engineDeps() *partition.Deps {
 		Budget: p.budget, InstanceBytes: p.instanceBytes, Stats: &p.stats, PartStats: p.partitionStats,
 		Role: p.role, Retryable: p.retryable, Sink: p.sink, Ledger: p.ledger, State: p.state,
 		Mods: p.mods, Flow: &p.flow, AsyncSize: p.asyncSize, Pauser: source.ClientPauser{Client: p.cl}, Background: &p.bg,
-		Hooks: p.hooks, Schema: p.eng.Schema,
+		Hooks: p.hooks, Schema: p.eng.Schema, InputTimestamps: p.pc.OutputTimestamp == config.OutputTimeInput,
 	}
 }
 

@@ -60,6 +60,11 @@ type Deps struct {
 	// registry (input_format, output_format); nil when every format is
 	// raw, and the record path is then as without it.
 	Schema *schemaio.Pipeline
+
+	// InputTimestamps is Config.OutputTimestamp resolved once (the sink
+	// reads it for every output): true for OutputTimeInput, a record's
+	// outputs carry its own timestamp; false, the release's clock.
+	InputTimestamps bool
 }
 
 // Pauser stops and resumes the fetching of one partition: the task's

@@ -346,7 +346,7 @@ func deliverVerdict(s verdictSink, j *job, at *outputTime) {
 	case verdictDone:
 		j.t.filtered(j)
 	case verdictOutputs:
-		if j.t.d.Config.OutputTimestamp == config.OutputTimeInput {
+		if j.t.d.InputTimestamps && j.r != nil { // work (j.r nil) has no input timestamp: the clock
 			s.deliverOutputs(j, j.r.Timestamp)
 		} else {
 			s.deliverOutputs(j, at.now())
