@@ -6,9 +6,10 @@
 // docs/SCHEMA-REGISTRY.md: the proto3 JSON mapping (protojson), field names
 // as written in the .proto by default, 64-bit integers as strings, default
 // values left out. github.com/bufbuild/protocompile compiles the text;
-// dynamicpb and protojson do the rest, except decoding the common proto3
-// messages, which tojson.go does directly from the bytes (writing what
-// protojson writes; anything it is unsure of goes to protojson).
+// dynamicpb and protojson do the rest, except decoding and encoding the
+// common proto3 messages, which tojson.go does directly from the bytes and
+// fromjson.go directly from the JSON (writing what protojson and
+// proto.Marshal write; anything either is unsure of goes to the library).
 //
 // A schema file may hold several messages: the Confluent frame's
 // message-index array (package wire) picks one, and an encoder names the
@@ -424,6 +425,18 @@ func (c *Codec) AppendBinary(dst, js []byte, index []int) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("protobuf: %w", err)
 	}
+	if dm := c.direct[md.FullName()]; dm != nil {
+		if out, err := c.appendBinaryDirect(dst, js, dm); err == nil {
+			return out, nil
+		}
+		// errGeneric: the generic path encodes it, errors included.
+	}
+	return c.appendBinaryGeneric(dst, js, md)
+}
+
+// appendBinaryGeneric is AppendBinary through protojson and a dynamicpb
+// message.
+func (c *Codec) appendBinaryGeneric(dst, js []byte, md protoreflect.MessageDescriptor) ([]byte, error) {
 	partial := c.partial[md.FullName()]
 	m := dynamicpb.NewMessage(md)
 	if err := (protojson.UnmarshalOptions{RecursionLimit: c.limits.MaxDepth, Resolver: c.resolver, AllowPartial: partial}).Unmarshal(js, m); err != nil {

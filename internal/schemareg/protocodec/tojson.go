@@ -32,8 +32,9 @@ var errGeneric = errors.New("the generic path decodes this payload")
 type pmsg struct {
 	fields    []pfield // in declaration order
 	byNum     map[protowire.Number]int
-	timestamp bool // google.protobuf.Timestamp
-	oneofs    int  // the number of oneofs (real and synthetic)
+	byName    map[string]int // by JSON name and by name (the encoder's)
+	timestamp bool           // google.protobuf.Timestamp
+	oneofs    int            // the number of oneofs (real and synthetic)
 }
 
 type pfield struct {
@@ -45,6 +46,11 @@ type pfield struct {
 	presence bool // written when set, even to its zero value
 	oneof    int  // index of its oneof, -1: none
 	msg      *pmsg
+	// for the encoder (fromjson.go)
+	num    protowire.Number
+	packed bool
+	order  int32            // its place in proto.Marshal's deterministic order
+	enums  map[string]int32 // an enum's numbers by name
 	// a map's key and value
 	mkey, mval *pfield
 }
@@ -74,7 +80,7 @@ func (c *Codec) build(md protoreflect.MessageDescriptor, built map[protoreflect.
 	if m, ok := built[md.FullName()]; ok {
 		return m
 	}
-	m := &pmsg{byNum: map[protowire.Number]int{}}
+	m := &pmsg{byNum: map[protowire.Number]int{}, byName: map[string]int{}}
 	built[md.FullName()] = m
 	if md.FullName() == "google.protobuf.Timestamp" {
 		m.timestamp = true
@@ -95,6 +101,13 @@ func (c *Codec) build(md protoreflect.MessageDescriptor, built map[protoreflect.
 		m.byNum[fd.Number()] = len(m.fields)
 		m.fields = append(m.fields, f)
 	}
+	// protojson takes a field by its JSON name first, then by its name.
+	for i := range m.fields {
+		m.byName[m.fields[i].fd.TextName()] = i
+	}
+	for i := range m.fields {
+		m.byName[m.fields[i].fd.JSONName()] = i
+	}
 	return m
 }
 
@@ -103,11 +116,22 @@ func (c *Codec) buildField(fd protoreflect.FieldDescriptor, built map[protorefle
 	if !c.opts.JSONNames {
 		name = fd.TextName()
 	}
-	f := pfield{fd: fd, kind: fd.Kind(), list: fd.IsList(), isMap: fd.IsMap(), presence: fd.HasPresence(), oneof: -1}
+	f := pfield{fd: fd, kind: fd.Kind(), list: fd.IsList(), isMap: fd.IsMap(), presence: fd.HasPresence(), oneof: -1,
+		num: fd.Number(), packed: fd.IsPacked(), order: int32(fd.Number())}
 	key, _ := appendString(nil, name)
 	f.key = append(key, ':')
 	if o := fd.ContainingOneof(); o != nil {
 		f.oneof = o.Index()
+		if !o.IsSynthetic() {
+			f.order = realOneofOrder + int32(o.Index())
+		}
+	}
+	if f.kind == protoreflect.EnumKind {
+		vals := fd.Enum().Values()
+		f.enums = make(map[string]int32, vals.Len())
+		for i := 0; i < vals.Len(); i++ {
+			f.enums[string(vals.Get(i).Name())] = int32(vals.Get(i).Number())
+		}
 	}
 	switch f.kind {
 	case protoreflect.GroupKind:
