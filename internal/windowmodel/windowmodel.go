@@ -26,17 +26,72 @@
 // Timestamps are non-negative (a Kafka record's; the SDK fails a negative
 // one).
 //
-// For the differential test, three points where Kafka Streams may differ
-// from these definitions without being wrong: it skips records with a
-// null key (here every record has a key, and moves stream time); it
-// throttles emission on the wall clock (emit.interval.ms.kstreams.emit.final,
-// 1 s by default: set it to 0, or the last windows to close may not be
-// emitted yet); and its session stores drop sessions older than their
-// retention (gap + grace by default) with observedStreamTime - retention +
-// 1 as the bound, so a session ending exactly at stream time - gap - grace,
-// still open by the processor's rule, may no longer be found by a record
-// that should join it (the test probes that edge, or gives the store a
-// longer retention).
+// Kafka Streams 4.4 differs from these definitions in the points below,
+// found by the differential test (tests/windiff: Kafka Streams' windowed
+// count with EmitStrategy.onWindowClose() and this model on the same
+// seeded input, partition by partition) and read in Streams' source
+// (KStreamWindowAggregate, KStreamSessionWindowAggregate, the segmented
+// stores). In each the definitions above are the right ones: they are
+// Streams' own processors' rules, which its stores or configuration
+// defeat. The test configures Streams around them; the Go SDK's windows
+// (abi/guest/window) keep the definitions.
+//
+//   - Null keys: Streams skips a record with a null key before it moves
+//     stream time, and counts it as dropped. Here every record has a key.
+//   - The emission throttle: final results are emitted at most once a
+//     second of wall-clock time, by the internal config
+//     __emit.interval.ms.kstreams.windowed.aggregation__ (StreamsConfig.
+//     InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_WINDOWED_AGGREGATION; there
+//     is no "emit.interval.ms.kstreams.emit.final", which Streams ignores).
+//     The windows closed by records processed within that second wait for
+//     a later record: on the test's input (about 300 records a partition,
+//     processed in well under a second) Streams emitted none of the 122
+//     final windows of a partition. Set to 0, it emits on every record.
+//   - Time windows lost on a jump of stream time: the window store
+//     (retention size + grace by default) serves only what is younger than
+//     its own stream time (the largest window start written) minus the
+//     retention (strict retention, KAFKA-12960), and the record that
+//     closes a window writes its own window before it fetches the closed
+//     ones. A window [s, s+size) is never emitted when the record that
+//     closes it writes a window starting after s + size + grace: with
+//     size 1000 and grace 300, a record at 2000 arriving while stream time
+//     is below 1300 loses [0, 1000). The test's input (pauses of up to 2.5
+//     s) lost 41 of 128 final windows of a partition, 195 of 393 hopping
+//     ones. A longer retention (Materialized.withRetention) keeps them:
+//     the processor's close rule, not the store, decides what a window
+//     takes.
+//   - A session ending exactly at the close time: a session is open while
+//     end >= stream time - gap - grace (the processor drops a record whose
+//     merged session ends before that, and emits sessions ending at or
+//     before it minus 1), but the session store's lookup serves only
+//     sessions ending at or after its stream time - retention + 1, with
+//     retention gap + grace by default: one millisecond later. A record
+//     that should join a session ending exactly at stream time - gap -
+//     grace starts a session of its own, and Streams emits two sessions
+//     where the definition has one (on the test's input, 190 sessions on a
+//     partition where the model has 164: records exactly gap after a
+//     session's end, stream time exactly at its close time). A
+//     retention of gap + grace + 1 makes the lookup bound the close time;
+//     a longer one lets a record merge with sessions already closed, and
+//     emitted, into a second final result that overlaps them (with an
+//     hour, on the test's input, a key's session [12408, 14883] count 10
+//     where the model has [14883, 14883] count 1, the key's earlier
+//     sessions from 12408 on emitted by both: their records counted
+//     twice; and a record the model calls late was taken).
+//   - Sessions lost at a segment boundary (read in the source, kept out of
+//     the test's input): the session store keeps sessions in segments of
+//     max(retention/2, 60 s) by end time and deletes a segment once its
+//     stream time passes the segment's end + retention, on the write that
+//     precedes the emission. A record that moves stream time past a
+//     segment's end + retention before the sessions ending in it were
+//     emitted loses them (with the default retention, a session ending at
+//     a segment's last millisecond is never emitted: its close and its
+//     segment's deletion come with the same stream time). The test keeps
+//     its input in the first minute.
+//   - Late counts: Streams' dropped-records-total counts, for time
+//     windows, each (record, window) pair refused (Result.Dropped: a
+//     hopping record may be late for some of its windows only), and for
+//     sessions each record refused (Result.Late).
 package windowmodel
 
 import "sort"

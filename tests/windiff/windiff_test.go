@@ -1,0 +1,505 @@
+//go:build integration
+
+// Package windiff is the differential test of windowed counts against Kafka
+// Streams 4.4 (issue 58 §4): the same seeded input on the real broker
+// (KAFKA_BROKERS) through Kafka Streams' windowed count with
+// EmitStrategy.onWindowClose() (tests/peers StreamsWindowedCount) and
+// through internal/windowmodel, partition by partition; the sets of final
+// (key, window start, window end, count) must be equal and the late counts
+// must agree, for tumbling, hopping and session windows.
+package windiff
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/internal/windowmodel"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+const (
+	partitions = 4
+	// keysPerPartition keys live on each partition (the test places every
+	// record itself: a key's records are on one partition, as a keyed
+	// producer's are).
+	keysPerPartition = 4
+	recordsPerPart   = 400
+	// dataEnd bounds the data's timestamps; each partition's last record,
+	// at closeAt, closes every window of the data. Both stay in the first
+	// minute: Kafka Streams' session store (retention gap + grace + 1)
+	// keeps its sessions in 60 s segments and drops a segment once its
+	// own stream time passes the segment's end + retention, before the
+	// record that moved it emits what it closed; a last record past
+	// 60 s + retention would lose every session ending in the first
+	// segment (windowmodel's package comment).
+	dataEnd = 50_000
+	closeAt = 59_000
+	// timeRetention is the time windows' store retention given to Kafka
+	// Streams: longer than the input's span, so that the jump to closeAt
+	// does not drop windows from its store before it emits them (with the
+	// default, size + grace, it does).
+	timeRetention = 3_600_000
+)
+
+// kind is one window definition, run through both.
+type kind struct {
+	name                string
+	size, advance, gap  int64
+	grace               int64
+	guarantee           string // Kafka Streams' processing.guarantee
+	model               func([]windowmodel.Record) windowmodel.Result
+	retention           int64 // the peer's store retention (0: Streams' default)
+	boundary            func(after int64) int64
+	lateForStreamsCount func(windowmodel.Result) int
+}
+
+func kinds() []kind {
+	const (
+		tSize, tGrace           = 1000, 300
+		hSize, hAdvance, hGrace = 1000, 300, 200
+		sGap, sGrace            = 400, 200
+		// The session store's lookup finds sessions ending at or after
+		// its stream time - retention + 1: gap + grace + 1 makes that the
+		// processor's close time (windowmodel's package comment).
+		sessionLookupRetention = sGap + sGrace + 1
+	)
+	next := func(step int64) func(int64) int64 {
+		return func(after int64) int64 { return (after/step + 1) * step }
+	}
+	return []kind{
+		{
+			name: "tumbling", size: tSize, advance: tSize, grace: tGrace, guarantee: "exactly_once_v2",
+			model:     func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Tumbling(r, tSize, tGrace) },
+			retention: timeRetention, boundary: next(tSize),
+			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
+		},
+		{
+			name: "hopping", size: hSize, advance: hAdvance, grace: hGrace, guarantee: "at_least_once",
+			model: func(r []windowmodel.Record) windowmodel.Result {
+				return windowmodel.Hopping(r, hSize, hAdvance, hGrace)
+			},
+			retention: timeRetention, boundary: next(hAdvance),
+			// Kafka Streams counts a (record, window) pair refused.
+			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
+		},
+		{
+			name: "session", gap: sGap, grace: sGrace, guarantee: "at_least_once",
+			model:     func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Sessions(r, sGap, sGrace) },
+			retention: sessionLookupRetention, boundary: next(sGap),
+			// Kafka Streams counts a record refused.
+			lateForStreamsCount: func(r windowmodel.Result) int { return r.Late },
+		},
+	}
+}
+
+// TestStreamsWindowsEqualModel: for each kind, the seeded input through
+// Kafka Streams gives, partition by partition, the model's final windows
+// (no more, no fewer, no duplicates) and its late count.
+func TestStreamsWindowsEqualModel(t *testing.T) {
+	brokers := kafkatest.RealBrokers(t)
+	cp := streamsClasspath(t)
+	for _, k := range kinds() {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel() // each owns its topics and its Kafka Streams; nothing is timed
+			seed := uint64(time.Now().UnixNano())
+			if s := os.Getenv("WINDIFF_SEED"); s != "" {
+				seed, _ = strconv.ParseUint(s, 10, 64)
+			}
+			t.Logf("seed %d (WINDIFF_SEED=%d reproduces it)", seed, seed)
+			in := input(rand.New(rand.NewPCG(seed, 58)), k)
+			want := make([]windowmodel.Result, partitions)
+			for p := range in {
+				want[p] = k.model(in[p])
+				checkInputCovers(t, k, in[p], want[p])
+			}
+			got, dropped := runStreams(t, brokers, cp, k, in)
+			for p := range in {
+				t.Logf("partition %d: %d records, %d final windows (model), %d (Kafka Streams); late %d, refused pairs %d, Streams dropped %d",
+					p, len(in[p]), len(want[p].Final), len(got[p]), want[p].Late, want[p].Dropped, dropped[p])
+				if diff := windowsDiff(want[p].Final, got[p]); diff != "" {
+					t.Errorf("partition %d: Kafka Streams' final windows differ from the model's (%d records, stream time %d):\n%s",
+						p, len(in[p]), want[p].StreamTime, diff)
+				}
+				if w := k.lateForStreamsCount(want[p]); dropped[p] != w {
+					t.Errorf("partition %d: Kafka Streams dropped %d, the model %d (late records %d, refused record-window pairs %d)",
+						p, dropped[p], w, want[p].Late, want[p].Dropped)
+				}
+			}
+		})
+	}
+}
+
+// checkInputCovers fails the test if the input missed what it is meant to
+// probe: late records, final windows, records exactly at a boundary.
+func checkInputCovers(t *testing.T, k kind, recs []windowmodel.Record, r windowmodel.Result) {
+	t.Helper()
+	atBoundary := 0
+	for _, rec := range recs {
+		if rec.TS > 0 && k.boundary(rec.TS-1) == rec.TS {
+			atBoundary++
+		}
+	}
+	if r.Late == 0 || len(r.Final) < 10 || atBoundary == 0 {
+		t.Fatalf("the input does not probe the edges: %d late, %d final windows, %d records at a boundary", r.Late, len(r.Final), atBoundary)
+	}
+}
+
+// input makes each partition's records, in the order they are produced:
+// mostly in timestamp order with pauses, some out of order within grace,
+// some late beyond it, records exactly at a window boundary, the close
+// edges (stream time at a window's end + grace - 1 and at end + grace, each
+// followed by a record of that window) and, last, a record at closeAt.
+func input(rng *rand.Rand, k kind) [][]windowmodel.Record {
+	in := make([][]windowmodel.Record, partitions)
+	span := max(k.size, k.gap)
+	for p := range in {
+		g := &gen{rng: rng, st: -1, keys: make([]string, keysPerPartition), last: map[string]int64{}}
+		for i := range g.keys {
+			g.keys[i] = fmt.Sprintf("p%d-k%d", p, i)
+		}
+		for len(g.recs) < recordsPerPart && g.st < dataEnd-2*span {
+			g.step(k, span)
+		}
+		g.add(fmt.Sprintf("p%d-close", p), closeAt)
+		in[p] = g.recs
+	}
+	return in
+}
+
+type gen struct {
+	rng  *rand.Rand
+	st   int64 // stream time so far
+	keys []string
+	last map[string]int64 // each key's latest timestamp
+	recs []windowmodel.Record
+}
+
+func (g *gen) key() string { return g.keys[g.rng.IntN(len(g.keys))] }
+
+func (g *gen) add(key string, ts int64) {
+	ts = max(ts, 0)
+	g.recs = append(g.recs, windowmodel.Record{Key: key, TS: ts})
+	g.st = max(g.st, ts)
+	g.last[key] = max(g.last[key], ts)
+}
+
+func (g *gen) step(k kind, span int64) {
+	switch x := g.rng.IntN(100); {
+	case x < 60: // in order
+		g.add(g.key(), g.st+g.rng.Int64N(40))
+	case x < 66: // a pause: sessions end, windows close
+		g.add(g.key(), g.st+span/2+g.rng.Int64N(2*span))
+	case x < 78: // out of order within grace
+		g.add(g.key(), g.st-g.rng.Int64N(max(k.grace, 1)))
+	case x < 82: // late beyond grace (for time windows every window; sessions mostly)
+		g.add(g.key(), g.st-k.grace-span-g.rng.Int64N(span))
+	case x < 88: // exactly at the next boundary
+		g.add(g.key(), k.boundary(g.st))
+	case x < 94:
+		g.closeEdge(k)
+	default:
+		g.sessionEdge(k)
+	}
+}
+
+// closeEdge brings stream time to e + grace - 1 and then to e + grace, e
+// the end of the first window still open, with a record of that window
+// after each: the first is counted, the second is late for that window.
+func (g *gen) closeEdge(k kind) {
+	if k.gap > 0 {
+		g.sessionEdge(k)
+		return
+	}
+	e := max(0, (g.st-k.size-k.grace)/k.advance)*k.advance + k.size // a window's end
+	for e+k.grace <= g.st {
+		e += k.advance
+	}
+	g.add(g.key(), e+k.grace-1)
+	g.add(g.key(), e-1)
+	g.add(g.key(), e+k.grace)
+	g.add(g.key(), e-1)
+	g.add(g.key(), e) // exactly at the end: the next window's
+}
+
+// sessionEdge brings stream time to exactly a key's latest timestamp L +
+// gap + grace (a session ending at L is still open: it closes once end <
+// stream time - gap - grace) and adds a record of that key at L + gap,
+// which joins it; then one more millisecond and a record at L + gap of a
+// key whose session ended just before, which may not. For time windows
+// the same moves are plain out-of-order records.
+func (g *gen) sessionEdge(k kind) {
+	gap := max(k.gap, k.advance)
+	key := g.key()
+	l, ok := g.last[key]
+	if !ok || l+gap+k.grace < g.st {
+		g.add(key, g.st)
+		return
+	}
+	g.add(g.key(), l+gap+k.grace)
+	g.add(key, l+gap)
+	other := g.key()
+	if lo, ok := g.last[other]; ok && lo+gap+k.grace >= g.st {
+		g.add(g.key(), lo+gap+k.grace+1)
+		g.add(other, lo+gap)
+	}
+}
+
+// windowsDiff describes what want has that got lacks and the reverse
+// (counting duplicates); "" when they are equal.
+func windowsDiff(want, got []windowmodel.Window) string {
+	sortWindows(want)
+	sortWindows(got)
+	if slices.Equal(want, got) {
+		return ""
+	}
+	count := func(ws []windowmodel.Window) map[windowmodel.Window]int {
+		m := map[windowmodel.Window]int{}
+		for _, w := range ws {
+			m[w]++
+		}
+		return m
+	}
+	wm, gm := count(want), count(got)
+	var b strings.Builder
+	lines := 0
+	report := func(prefix string, ws []windowmodel.Window, mine, theirs map[windowmodel.Window]int) {
+		for _, w := range ws {
+			if mine[w] > theirs[w] && lines < 40 {
+				fmt.Fprintf(&b, "  %s %s [%d, %d] count %d (%d× against %d×)\n", prefix, w.Key, w.Start, w.End, w.Count, mine[w], theirs[w])
+				lines++
+				theirs[w]++ // reported once per surplus
+			}
+		}
+	}
+	report("model only: ", want, wm, gm)
+	report("Streams only:", got, gm, wm)
+	return fmt.Sprintf("model %d windows, Kafka Streams %d:\n%s", len(want), len(got), b.String())
+}
+
+func sortWindows(ws []windowmodel.Window) {
+	slices.SortFunc(ws, func(a, b windowmodel.Window) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		if a.Start != b.Start {
+			return int(a.Start - b.Start)
+		}
+		return int(a.End - b.End)
+	})
+}
+
+// runStreams produces in (partition p's records to partition p) and runs
+// StreamsWindowedCount over it until it has committed every input offset,
+// by which time every final result is in the output (under exactly_once_v2
+// committed with the offsets that made it; under at_least_once flushed
+// before them). It returns the final windows read from the output, by the
+// partition of their key, and each partition's dropped-records-total.
+func runStreams(t *testing.T, brokers []string, cp string, k kind, in [][]windowmodel.Record) ([][]windowmodel.Window, []int) {
+	t.Helper()
+	name := fmt.Sprintf("windiff-%s-%d", k.name, time.Now().UnixNano())
+	inTopic, outTopic := name+"-in", name+"-out"
+	kafkatest.CreateTopic(t, brokers, partitions, inTopic, outTopic)
+	partOf := produce(t, brokers, inTopic, in)
+
+	size := k.size
+	if k.gap > 0 {
+		size = k.gap
+	}
+	tmp := t.TempDir()
+	logPath := filepath.Join(tmp, "streams.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.io.tmpdir="+tmp,
+		"-cp", cp, "wasmstream.peers.StreamsWindowedCount",
+		strings.Join(brokers, ","), inTopic, outTopic, name, k.name,
+		strconv.FormatInt(size, 10), strconv.FormatInt(k.advance, 10), strconv.FormatInt(k.grace, 10),
+		k.guarantee, strconv.FormatInt(k.retention, 10))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			cmd.Process.Kill()
+			<-exited
+			t.Logf("Kafka Streams' log:\n%s", tail(logPath, 40))
+		}
+	})
+
+	adm := kadm.NewClient(kafkatest.Client(t, brokers))
+	deadline := time.Now().Add(90 * time.Second)
+	for !committedAll(adm, name, inTopic, in) {
+		select {
+		case err := <-exited:
+			stopped = true
+			t.Fatalf("Kafka Streams exited (%v) before committing its input:\n%s", err, tail(logPath, 40))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90s Kafka Streams has not committed its input:\n%s", tail(logPath, 40))
+		}
+	}
+	got := readOutput(t, brokers, outTopic, partOf)
+
+	cmd.Process.Signal(os.Interrupt) // its shutdown hook prints the dropped counts, then closes
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("Kafka Streams did not stop within 60s of SIGINT:\n%s", tail(logPath, 40))
+	}
+	stopped = true
+	return got, droppedCounts(t, logPath)
+}
+
+// committedAll tells whether group has committed every record of in (its
+// group coordinator may not exist yet: not yet, then).
+func committedAll(adm *kadm.Client, group, topic string, in [][]windowmodel.Record) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return false
+	}
+	for p, recs := range in {
+		o, ok := offs.Lookup(topic, int32(p))
+		if !ok || o.Err != nil || o.At < int64(len(recs)) {
+			return false
+		}
+	}
+	return true
+}
+
+// produce writes in[p] to partition p in order and returns each key's
+// partition.
+func produce(t *testing.T, brokers []string, topic string, in [][]windowmodel.Record) map[string]int {
+	t.Helper()
+	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	partOf := map[string]int{}
+	var recs []*kgo.Record
+	for p, part := range in {
+		for _, r := range part {
+			partOf[r.Key] = p
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Key: []byte(r.Key), Value: []byte("x"), Timestamp: time.UnixMilli(r.TS)})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return partOf
+}
+
+// readOutput reads the output topic read_committed to its last stable
+// offsets (control records kept, so that a partition's transaction markers
+// count towards its end) and returns the windows by their key's partition.
+func readOutput(t *testing.T, brokers []string, topic string, partOf map[string]int) [][]windowmodel.Window {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(kafkatest.Client(t, brokers)).ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl := kafkatest.Client(t, brokers, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	got := make([][]windowmodel.Window, partitions)
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s to its end: %v (partitions left: %v)", topic, ctx.Err(), left)
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("reading %s partition %d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= left[r.Partition] {
+				delete(left, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			var v struct{ Start, End, Count int64 }
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				t.Fatalf("output %s: %v", r.Value, err)
+			}
+			p, ok := partOf[string(r.Key)]
+			if !ok {
+				t.Fatalf("output for key %q, which the input does not have", r.Key)
+			}
+			got[p] = append(got[p], windowmodel.Window{Key: string(r.Key), Start: v.Start, End: v.End, Count: v.Count})
+		})
+	}
+	return got
+}
+
+var droppedLine = regexp.MustCompile(`^streams: dropped task=0_(\d+) total=(\d+)$`)
+
+// droppedCounts reads the "streams: dropped" lines StreamsWindowedCount
+// prints when it stops: every partition's must be there.
+func droppedCounts(t *testing.T, logPath string) []int {
+	t.Helper()
+	f, err := os.Open(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dropped := make([]int, partitions)
+	seen := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if m := droppedLine.FindStringSubmatch(sc.Text()); m != nil {
+			p, _ := strconv.Atoi(m[1])
+			n, _ := strconv.Atoi(m[2])
+			if p < partitions {
+				dropped[p] = n
+				seen++
+			}
+		}
+	}
+	if seen != partitions {
+		t.Fatalf("Kafka Streams printed the dropped count of %d tasks, not %d:\n%s", seen, partitions, tail(logPath, 40))
+	}
+	return dropped
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// streamsClasspath builds the Java peers (tests/peers) and returns their
+// classpath.
+func streamsClasspath(t *testing.T) string {
+	out, err := exec.Command("bash", filepath.Join(wt.RepoRoot(t), "tests/peers/peers.sh"), "build", "streams").Output()
+	if err != nil {
+		t.Fatalf("building the Java peers: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
