@@ -2,7 +2,7 @@ package scheduler
 
 import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
-	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/ledger"
 )
 
 // The engine's counters, failure events and instruments live in
@@ -21,7 +21,7 @@ type (
 	// counter picks one of a Stats' counters.
 	counter = hooks.Counter
 	// ShareStats are a share pipeline's counters (consume: share).
-	ShareStats = partition.ShareStats
+	ShareStats = ledger.ShareStats
 )
 
 // Bounds of what a FailureEvent copies from a record.

@@ -26,6 +26,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/background"
 	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/ledger"
 	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/schemaio"
@@ -321,10 +322,10 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 // sink, committer"): its consume mode and guarantee pick its client, its
 // source, ledger, sink and committer.
 //
-//	consume × guarantee         source        ledger        sink       committer
-//	group × at_least_once       source.Group  OffsetLedger  PlainSink  commit.Offsets
-//	group × exactly_once        source.Group  TxnLedger     TxnSink    commit.Transactions
-//	share × at_least_once       source.Share  ShareLedger   PlainSink  commit.ShareAcks
+//	consume × guarantee         source        ledger          sink       committer
+//	group × at_least_once       source.Group  ledger.Offsets  PlainSink  commit.Offsets
+//	group × exactly_once        source.Group  ledger.Txn      TxnSink    commit.Transactions
+//	share × at_least_once       source.Share  ledger.Share    PlainSink  commit.ShareAcks
 func (p *Pipeline) wire(extra []kgo.Opt) error {
 	pc := p.pc
 	if pc.Consume == config.ConsumeShare {
@@ -358,7 +359,7 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 		p.commit = x
 		p.src = source.NewGroup(p.sourceDeps(p.dispatch), x)
 		p.sink = &partition.TxnSink{Producer: p.producer(), Gate: x, Limits: p.limits, Changelog: changelog}
-		p.ledger = partition.TxnLedger{Sink: p.sink}
+		p.ledger = ledger.Txn{}
 		return nil
 	}
 	cl, err := kgo.NewClient(opts...)
@@ -370,7 +371,7 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 	p.commit = c
 	p.src = source.NewGroup(p.sourceDeps(p.dispatch), c)
 	p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.limits, Changelog: changelog}
-	p.ledger = partition.OffsetLedger{Ordered: pc.Ordering == config.OrderPartition, Sink: p.sink, DoneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
+	p.ledger = ledger.Offsets{Ordered: pc.Ordering == config.OrderPartition, DoneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
 	return nil
 }
 
@@ -490,7 +491,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 // them. Failure to read them costs duplicates, not correctness.
 func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*offsets.DoneSet {
 	out := map[tp]*offsets.DoneSet{}
-	if !p.ledger.RecordsDoneOffsets() {
+	if !p.ledger.Policy().DoneOffsets {
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/internal/kafkaconn"
 	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
+	"github.com/wasmstream/wasmstream/scheduler/internal/ledger"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 )
@@ -50,10 +51,10 @@ func newShareMember(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
 	}
 	p.role = partition.ShareRole{Role: p.role}
 	p.cl = cl
-	locks := partition.NewShareLocks(p.log)
+	locks := ledger.NewShareLocks(p.log)
 	p.src = source.NewShare(p.sourceDeps(p.dispatchShared), locks)
 	p.commit = commit.NewShareAcks(p.commitDeps(), locks)
-	p.ledger = partition.ShareLedger{Locks: locks, Log: p.log}
+	p.ledger = ledger.Share{Locks: locks, Log: p.log}
 	return nil
 }
 
@@ -94,7 +95,7 @@ func (p *Pipeline) dispatchShared(fetches kgo.Fetches) {
 	}
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) > 0 {
-			t.EnqueueShared(fp.Records)
+			t.Enqueue(fp.Records)
 		}
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -21,9 +20,9 @@ func TestWiringTable(t *testing.T) {
 		name, keys                string
 		src, ledger, sink, commit string
 	}{
-		{"group × at_least_once", "", "*source.Group", "partition.OffsetLedger", "*partition.PlainSink", "*commit.Offsets"},
-		{"group × exactly_once", "    guarantee: exactly_once", "*source.Group", "partition.TxnLedger", "*partition.TxnSink", "*commit.Transactions"},
-		{"share × at_least_once", "    consume: share\n    ordering: none", "*source.Share", "partition.ShareLedger", "*partition.PlainSink", "*commit.ShareAcks"},
+		{"group × at_least_once", "", "*source.Group", "ledger.Offsets", "*partition.PlainSink", "*commit.Offsets"},
+		{"group × exactly_once", "    guarantee: exactly_once", "*source.Group", "ledger.Txn", "*partition.TxnSink", "*commit.Transactions"},
+		{"share × at_least_once", "    consume: share\n    ordering: none", "*source.Share", "ledger.Share", "*partition.PlainSink", "*commit.ShareAcks"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", c.keys, "")
@@ -37,7 +36,7 @@ func TestWiringTable(t *testing.T) {
 			if want := fmt.Sprintf("%s %s %s %s", c.src, c.ledger, c.sink, c.commit); got != want {
 				t.Fatalf("source, ledger, sink, committer: %s, want %s", got, want)
 			}
-			if g, ok := p.src.(*source.Group); ok && g.Pacer() != p.commit.(commit.Pacer) {
+			if g, ok := p.src.(*source.Group); ok && g.Pacer() != p.commit.(source.Pacer) {
 				t.Fatalf("the poll loop is paced by %T, not by the pipeline's committer %T", g.Pacer(), p.commit)
 			}
 		})

@@ -28,10 +28,10 @@ import (
 //     with the done offsets above it in the commit's metadata.
 //   - Transactions (exactly_once, txn.go): outcomes are released into an
 //     open transaction in offset order; a cut commits the watermarks inside
-//     the transaction. It paces the poll loop (Pacer): a cut runs between
+//     the transaction. It paces the poll loop (source.Pacer): a cut runs between
 //     polls.
 //   - ShareAcks (consume: share, share.go): nothing to commit — each record
-//     is acknowledged as it finishes (partition.ShareLedger); at shutdown
+//     is acknowledged as it finishes (ledger.Share); at shutdown
 //     the records still held are given back.
 //
 // The pipeline's partition callbacks and Stop call it; nothing else knows
@@ -48,21 +48,6 @@ type Committer interface {
 	Final(ctx context.Context, tasks []*partition.Task)
 	// Close closes the pipeline's client, last.
 	Close()
-}
-
-// Pacer is what a consumer group's committer says about the poll loop:
-// whether it can start, how long the next poll may last, and what runs
-// between polls (a transaction's cut; polling and ending a transaction
-// never overlap, franz-go requires it).
-type Pacer interface {
-	// Begin runs on the poll loop before its first poll; false: the
-	// pipeline cannot start (it failed).
-	Begin() bool
-	// PollContext is ctx bounded for the next poll; done is called once
-	// the poll returned.
-	PollContext(ctx context.Context) (pctx context.Context, done func())
-	// AfterPoll runs between polls; false: the pipeline cannot go on.
-	AfterPoll(ctx context.Context) bool
 }
 
 // Deps is everything a committer is given by its pipeline, once, when the

@@ -6,18 +6,23 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
 
+// HeldRecords are the records a share group's source holds
+// (ledger.ShareLocks): ReleaseAll gives every one back to the broker for
+// redelivery and reports how many.
+type HeldRecords interface{ ReleaseAll() int }
+
 // ShareAcks is the committer of a consume: share pipeline: it commits no
 // offsets (each record is acknowledged as it finishes:
-// partition.ShareLedger), and at shutdown it gives back every record still
+// ledger.Share), and at shutdown it gives back every record still
 // held, so that another host takes it at once.
 type ShareAcks struct {
 	d     Deps
-	locks *partition.ShareLocks
+	locks HeldRecords
 }
 
 // NewShareAcks is the committer of the share pipeline d is of, whose
 // source holds the records' locks in locks.
-func NewShareAcks(d Deps, locks *partition.ShareLocks) *ShareAcks {
+func NewShareAcks(d Deps, locks HeldRecords) *ShareAcks {
 	return &ShareAcks{d: d, locks: locks}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/background"
 	"github.com/wasmstream/wasmstream/scheduler/internal/budget"
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
+	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/scheduler/internal/version"
 )
@@ -285,12 +286,12 @@ func (s *recordingSink) deliveries() []delivered {
 }
 
 // fakeLedger is a Ledger that records the offsets it is told are done or
-// abandoned (and marks done ones in the task's tracker, as OffsetLedger
-// does). ordered gives tasks a release order (ordering partition).
+// abandoned (and marks done ones in the partition's tracker, as
+// ledger.Offsets does). ordered gives tasks a release order (ordering
+// partition).
 type fakeLedger struct {
 	ordered  bool
-	byOffset bool // places reserved at enqueue, a drop keeps its place (as TxnLedger)
-	sk       Sink
+	byOffset bool // places reserved at enqueue, a drop keeps its place (as ledger.Txn)
 
 	mu        sync.Mutex
 	done      []int64
@@ -298,20 +299,21 @@ type fakeLedger struct {
 	doneTwice int
 }
 
-func (l *fakeLedger) releaseOrder(*Task) *releaser {
-	if l.byOffset {
-		return &releaser{sk: l.sk, byOffset: true}
+func (l *fakeLedger) Policy() LedgerPolicy {
+	p := LedgerPolicy{Tracks: true, DropKeepsPlace: l.byOffset}
+	switch {
+	case l.byOffset:
+		p.Order = ReleaseByOffset
+	case l.ordered:
+		p.Order = ReleaseInOrder
 	}
-	if l.ordered {
-		return &releaser{sk: l.sk}
-	}
-	return nil
+	return p
 }
 
-func (l *fakeLedger) markDone(t *Task, r *kgo.Record) bool {
+func (l *fakeLedger) Done(tr *offsets.Tracker, r *kgo.Record) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !t.Tracker.Done(r.Offset) {
+	if !tr.Done(r.Offset) {
 		l.doneTwice++
 		return false
 	}
@@ -319,15 +321,26 @@ func (l *fakeLedger) markDone(t *Task, r *kgo.Record) bool {
 	return true
 }
 
-func (l *fakeLedger) abandoned(_ *Task, r *kgo.Record) {
+func (l *fakeLedger) Abandon(r *kgo.Record) bool {
 	l.mu.Lock()
 	l.abandons = append(l.abandons, r.Offset)
 	l.mu.Unlock()
+	return false
 }
 
-func (*fakeLedger) RecordsDoneOffsets() bool { return false }
-func (l *fakeLedger) dropKeepsPlace() bool   { return l.byOffset }
-func (*fakeLedger) countsAtCommit() bool     { return false }
+// trackerLedger is ledger.Offsets as the benchmarks need it (that package
+// imports this one): a record is done in its partition's tracker, nothing
+// recorded, no lock.
+type trackerLedger struct{ ordered bool }
+
+func (l trackerLedger) Policy() LedgerPolicy {
+	if l.ordered {
+		return LedgerPolicy{Order: ReleaseInOrder, Tracks: true}
+	}
+	return LedgerPolicy{Tracks: true}
+}
+func (trackerLedger) Done(tr *offsets.Tracker, r *kgo.Record) bool { return tr.Done(r.Offset) }
+func (trackerLedger) Abandon(*kgo.Record) bool                     { return false }
 
 func (l *fakeLedger) doneOffsets() []int64 {
 	l.mu.Lock()
@@ -408,7 +421,7 @@ func newEngine(tb testing.TB, o engineOpts) *engine {
 		Output: "out", DeadLetterTopic: "dlq",
 		Instances: config.Instances{Min: o.min, Max: o.max, IdleTimeout: o.idleTimeout, GrowAfter: o.growAfter}}
 	e := &engine{sink: &recordingSink{autoAck: o.autoAck}, pauser: &fakePauser{}, pend: &pendHub{}}
-	e.ledger = &fakeLedger{ordered: o.ordering == config.OrderPartition, byOffset: o.byOffset, sk: e.sink}
+	e.ledger = &fakeLedger{ordered: o.ordering == config.OrderPartition, byOffset: o.byOffset}
 	var bg background.Group
 	flow := NewFlowSignals()
 	e.d = &Deps{Config: pc, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Role: Primary{}, Mods: &version.Modules{},

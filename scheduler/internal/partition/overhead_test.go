@@ -69,7 +69,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			if tc.emit {
 				d.Sink = inlineSink{}
 			}
-			d.Ledger = OffsetLedger{Ordered: tc.ordering == config.OrderPartition, Sink: d.Sink}
+			d.Ledger = trackerLedger{ordered: tc.ordering == config.OrderPartition}
 			d.Mods.Ver.Store(&version.Version{M: mod})
 			sc := make(chan struct{})
 			d.Mods.SwapCh.Store(&sc)

@@ -510,7 +510,7 @@ func (t *Task) drop(j *job) {
 		// is told; under exactly_once the place of work tied to its
 		// trigger (Work.After) stays unsettled, as a dropped record's,
 		// holding the trigger back (dropQueuedWorkLocked).
-		if j.ordered && !(j.rare.after != nil && t.d.Ledger.dropKeepsPlace()) {
+		if j.ordered && !(j.rare.after != nil && t.d.Ledger.Policy().DropKeepsPlace) {
 			j.verdict = verdictNone
 			t.rel.settle(j)
 		}
@@ -518,7 +518,7 @@ func (t *Task) drop(j *job) {
 		return
 	}
 	switch {
-	case j.ordered && !t.d.Ledger.dropKeepsPlace():
+	case j.ordered && !t.d.Ledger.Policy().DropKeepsPlace:
 		j.verdict = verdictNone
 		t.rel.settle(j)
 	case j.ordered:
@@ -529,5 +529,7 @@ func (t *Task) drop(j *job) {
 	t.mu.Lock()
 	t.started--
 	t.mu.Unlock()
-	t.d.Ledger.abandoned(t, j.r)
+	if t.d.Ledger.Abandon(j.r) {
+		t.forget(j.r)
+	}
 }

@@ -1,6 +1,7 @@
 // What a consume: share pipeline's task and role do differently
-// (scheduler/internal/source/share.go): records enter without the offset tracker, and the broker's
-// delivery count is the attempt.
+// (scheduler/internal/source/share.go): records enter without the offset
+// tracker (its ledger's policy: ledger.Share), and the broker's delivery
+// count is the attempt.
 
 package partition
 
@@ -21,24 +22,10 @@ func (s ShareRole) prior(r *kgo.Record) (failhdr.State, int) {
 	return st, untrusted
 }
 
-// EnqueueShared takes records of a share-group poll: like enqueue, without
-// the offset tracker (a share group redelivers offsets below those it
-// handed out; the acknowledgement, not a watermark, makes a record durable).
-// Ordering is none: every record goes to the free queue.
-func (t *Task) EnqueueShared(recs []*kgo.Record) {
-	nb := 0
-	t.mu.Lock()
-	for _, r := range recs {
-		nb += len(r.Key) + len(r.Value)
-		t.free.Push(unit{r: r})
-	}
-	t.takenLocked(len(recs), nb)
-	t.mu.Unlock()
-}
-
-// forgetShared gives back what an abandoned record counted in the task
-// (under a consumer group it stays counted until the task closes).
-func (t *Task) forgetShared(r *kgo.Record) {
+// forget gives back what an abandoned record counted in the task, when its
+// ledger lets it go at once (Ledger.Abandon: a share record released to the
+// broker); under a consumer group it stays counted until the task closes.
+func (t *Task) forget(r *kgo.Record) {
 	t.mu.Lock()
 	t.inFlight--
 	t.bytes -= len(r.Key) + len(r.Value)

@@ -61,7 +61,7 @@ func BenchmarkStateRuns(b *testing.B) {
 			d := &Deps{Config: pc, Log: log, Role: Primary{}, Mods: &version.Modules{}, Budget: budget.New(1000, 1<<40, 1<<40), Flow: &flow,
 				Stats: &hooks.Stats{}, PartStats: func(string, int32) *hooks.Stats { return &hooks.Stats{} }, Background: &bg}
 			d.Sink = inlineSink{}
-			d.Ledger = OffsetLedger{Ordered: true, Sink: d.Sink}
+			d.Ledger = trackerLedger{ordered: true}
 			d.Mods.Ver.Store(&version.Version{M: mod})
 			sc := make(chan struct{})
 			d.Mods.SwapCh.Store(&sc)

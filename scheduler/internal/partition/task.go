@@ -138,7 +138,8 @@ func NewTask(d *Deps, topic string, partition int32, skip *offsets.DoneSet) *Tas
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Task{d: d, Topic: topic, Partition: partition, ps: d.PartStats(topic, partition)}
 	t.out = t.ps
-	if d.Ledger.countsAtCommit() {
+	pol := d.Ledger.Policy()
+	if pol.CountsAtCommit {
 		t.out = new(hooks.Stats)
 	}
 	t.skip = skip
@@ -156,7 +157,7 @@ func NewTask(d *Deps, topic string, partition int32, skip *offsets.DoneSet) *Tas
 	if d.Config.Ordering == config.OrderKey {
 		t.lanes = map[string]*lane{}
 	}
-	t.rel = d.Ledger.releaseOrder(t)
+	t.rel = pol.releaser(d.Sink)
 	if d.State != nil {
 		t.State = d.State.View(partition)
 	}
@@ -194,31 +195,27 @@ func (t *Task) spawnLocked(borrowed bool) {
 	go t.worker(borrowed)
 }
 
-// Enqueue takes a fetched batch (in offset order). Called from the poll loop.
+// Enqueue takes a fetched batch (in offset order). Called from the poll
+// loop. Its records enter the partition's offset tracker when the ledger
+// tracks them (LedgerPolicy.Tracks); a share group's do not (it redelivers
+// offsets below those it handed out; the acknowledgement, not a watermark,
+// makes a record durable), and go to the free queue (ordering none).
 func (t *Task) Enqueue(recs []*kgo.Record) {
 	if t.rel != nil && t.rel.byOffset {
 		// Their places in the release order, before any can be picked
 		// (the releaser's lock comes before the task's).
 		t.rel.reserve(recs, func(r *kgo.Record) bool { return t.skip == nil || !t.skip.Has(r.Offset) })
 	}
+	tracks := t.d.Ledger.Policy().Tracks
 	n, nb := 0, 0
 	t.mu.Lock()
 	for _, r := range recs {
-		if t.skip != nil {
-			if t.skip.Has(r.Offset) {
-				t.Tracker.Add(r.Offset, r.LeaderEpoch)
-				t.Tracker.Done(r.Offset)
-				t.ps.Skipped.Add(1)
-				if p := r.Offset + 1; p > t.position.Load() {
-					t.position.Store(p) // skipped records count as consumed for lag
-				}
-				continue
-			}
-			if r.Offset >= t.skip.End() {
-				t.skip = nil
-			}
+		if t.skip != nil && t.skipped(r) {
+			continue
 		}
-		t.Tracker.Add(r.Offset, r.LeaderEpoch)
+		if tracks {
+			t.Tracker.Add(r.Offset, r.LeaderEpoch)
+		}
 		n++
 		nb += len(r.Key) + len(r.Value)
 		t.placeLocked(unit{r: r}, false)
@@ -227,8 +224,27 @@ func (t *Task) Enqueue(recs []*kgo.Record) {
 	t.mu.Unlock()
 }
 
+// skipped reports whether r is one a previous owner recorded as done
+// (kafka.record_done_offsets): done at once, counted consumed. Past the
+// last of them, the skip set goes.
+func (t *Task) skipped(r *kgo.Record) bool {
+	if t.skip.Has(r.Offset) {
+		t.Tracker.Add(r.Offset, r.LeaderEpoch)
+		t.Tracker.Done(r.Offset)
+		t.ps.Skipped.Add(1)
+		if p := r.Offset + 1; p > t.position.Load() {
+			t.position.Store(p) // skipped records count as consumed for lag
+		}
+		return true
+	}
+	if r.Offset >= t.skip.End() {
+		t.skip = nil
+	}
+	return false
+}
+
 // takenLocked counts n records of nb bytes of keys and values taken in
-// (Enqueue, EnqueueShared) and dispatches them.
+// (Enqueue) and dispatches them.
 func (t *Task) takenLocked(n, nb int) {
 	t.queued += n
 	t.inFlight += n
@@ -670,9 +686,9 @@ func (t *Task) Gauges(withSlots bool) TaskGauges {
 }
 
 // Finish counts r done once its outcome is durable; false when it was
-// already (markDone).
+// already (Ledger.Done).
 func (t *Task) Finish(r *kgo.Record) bool {
-	if !t.d.Ledger.markDone(t, r) {
+	if !t.d.Ledger.Done(&t.Tracker, r) {
 		return false
 	}
 	t.out.Done.Add(1)

@@ -6,24 +6,40 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 )
+
+// Pacer is what a consumer group's committer says about the poll loop:
+// whether it can start, how long the next poll may last, and what runs
+// between polls (a transaction's cut; polling and ending a transaction
+// never overlap, franz-go requires it). commit.Offsets and
+// commit.Transactions are pacers; the source names the interface, so that
+// it does not import the committers.
+type Pacer interface {
+	// Begin runs on the poll loop before its first poll; false: the
+	// pipeline cannot start (it failed).
+	Begin() bool
+	// PollContext is ctx bounded for the next poll; done is called once
+	// the poll returned.
+	PollContext(ctx context.Context) (pctx context.Context, done func())
+	// AfterPoll runs between polls; false: the pipeline cannot go on.
+	AfterPoll(ctx context.Context) bool
+}
 
 // Group is a consumer group's poll loop. With BlockRebalanceOnPoll no
 // rebalance runs between a poll and AllowRebalance, so a batch is never
 // dispatched to a task that was revoked after the poll returned it.
 type Group struct {
 	d     Deps
-	pacer commit.Pacer
+	pacer Pacer
 }
 
 // NewGroup is the source of the consumer-group pipeline d is of, paced by
 // its committer.
-func NewGroup(d Deps, pacer commit.Pacer) *Group { return &Group{d: d, pacer: pacer} }
+func NewGroup(d Deps, pacer Pacer) *Group { return &Group{d: d, pacer: pacer} }
 
 // Pacer is the committer that paces the poll loop.
-func (s *Group) Pacer() commit.Pacer { return s.pacer }
+func (s *Group) Pacer() Pacer { return s.pacer }
 
 func (s *Group) Run(ctx context.Context) {
 	d := &s.d

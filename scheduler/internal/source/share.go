@@ -7,27 +7,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
+	"github.com/wasmstream/wasmstream/scheduler/internal/ledger"
 )
 
 // Share is the source of a consume: share pipeline (RATIONALE.md, "Share
 // groups"; DESIGN.md, "The share path"): its poll loop and the locks of the
-// records it holds (partition.ShareLocks), which its ledger
-// (partition.ShareLedger) takes as records are acknowledged. Outputs and
+// records it holds (ledger.ShareLocks), which its ledger
+// (ledger.Share) takes as records are acknowledged. Outputs and
 // failure copies are produced as under offset commits (the pipeline's sink
 // is a partition.PlainSink); what differs is how a record becomes durable:
 // its acknowledgement instead of a watermark.
 type Share struct {
 	d     Deps
-	locks *partition.ShareLocks
+	locks *ledger.ShareLocks
 }
 
 // NewShare is the source of the share pipeline d is of, holding the
 // records' locks in locks.
-func NewShare(d Deps, locks *partition.ShareLocks) *Share { return &Share{d: d, locks: locks} }
+func NewShare(d Deps, locks *ledger.ShareLocks) *Share { return &Share{d: d, locks: locks} }
 
 // Locks are the locks of the records the source holds, and their counters.
-func (c *Share) Locks() *partition.ShareLocks { return c.locks }
+func (c *Share) Locks() *ledger.ShareLocks { return c.locks }
 
 // Run is the poll loop: it polls only once every record of the previous
 // poll is acknowledged (a poll accepts whatever of the previous one is not)

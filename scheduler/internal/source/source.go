@@ -51,7 +51,7 @@ func CaughtUpAt(fp kgo.FetchPartition) int64 {
 //   - Group (consume: group, group.go): a consumer group's poll loop, with
 //     the pipeline's backpressure; the pipeline's partition callbacks
 //     (onAssigned, onRevoked, onLost) make and take its tasks; its
-//     committer paces it (commit.Pacer).
+//     committer paces it (Pacer).
 //   - Share (consume: share, share.go): a share group's poll loop, which
 //     polls only once the previous poll's records are acknowledged, and
 //     keeps the locks of the records it holds alive.

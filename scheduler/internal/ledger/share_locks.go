@@ -4,7 +4,7 @@
 // operations, inline retries, produces), and counts the ones it could not
 // keep.
 
-package partition
+package ledger
 
 import (
 	"log/slog"
