@@ -2,7 +2,9 @@ package main
 
 import (
 	"io"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,4 +63,36 @@ func TestDemoPortBaseOutOfRange(t *testing.T) {
 			t.Errorf("--port-base %s: exit %d, %s", base, code, errs)
 		}
 	}
+}
+
+// freePortBase is a --port-base whose three ports are free now: the
+// demo's tests listen where no other run (a parallel go test, a demo or a
+// host on the machine) does, not on config.yaml's fixed ports. The system
+// picks the first port; the two after it are held at once to prove them
+// free, and all three are let go just before the demo takes them.
+func freePortBase(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		first, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := first.Addr().(*net.TCPAddr).Port
+		held := []net.Listener{first}
+		for p := base + 1; p <= base+2 && p <= 65535; p++ {
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				break
+			}
+			held = append(held, ln)
+		}
+		for _, ln := range held {
+			ln.Close()
+		}
+		if len(held) == 3 && base <= 65533 {
+			return base
+		}
+	}
+	t.Fatal("no three free ports in a row in 50 tries")
+	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -160,11 +161,14 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := writeFile(t, dir, "config.yaml", b)
-	code, out, errs := runCLI(t, "demo", "--config", cfg, "--duration", "8s", "--rate", "10")
+	// Free ports, not config.yaml's (9464, 9465, 18089): a demo or host
+	// elsewhere on the machine would take them first.
+	base := freePortBase(t)
+	code, out, errs := runCLI(t, "demo", "--config", cfg, "--duration", "8s", "--rate", "10", "--port-base", strconv.Itoa(base))
 	if code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"embedded broker at 127.0.0.1:", "live dashboard: http://127.0.0.1:", "← demo-out ", `"USER":"ADA"`, "← demo-enriched ", `"enriched":true`, "✗ demo-enriched.dlq", "guest.fail: asked to fail", "← demo-profiles ", `"lookup":{"name":"Ada Lovelace"`, "── [uppercase]", "rec/s", "lag", "[enrich] done"} {
+	for _, want := range []string{"embedded broker at 127.0.0.1:", "live dashboard: http://127.0.0.1:" + strconv.Itoa(base) + "/dashboard", "← demo-out ", `"USER":"ADA"`, "← demo-enriched ", `"enriched":true`, "✗ demo-enriched.dlq", "guest.fail: asked to fail", "← demo-profiles ", `"lookup":{"name":"Ada Lovelace"`, "── [uppercase]", "rec/s", "lag", "[enrich] done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
