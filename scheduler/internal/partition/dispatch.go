@@ -163,7 +163,7 @@ func (t *Task) dispatchLocked() {
 	t.controlLocked(now)
 	if !t.runnableLocked() {
 		t.waitSince = time.Time{}
-		if u, ok := t.free.Peek(); ok && u.r != nil {
+		if u, ok := t.free.Peek(); ok && !u.isWork() {
 			if due := t.d.Role.due(u.r); !due.IsZero() {
 				t.kickLocked(due) // the oldest retry record falls due
 			}

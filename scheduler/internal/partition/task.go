@@ -353,7 +353,7 @@ func (t *Task) freeDueLocked() bool {
 	if !ok {
 		return false
 	}
-	if u.w != nil {
+	if u.isWork() {
 		return true // work is due when placed
 	}
 	due := t.d.Role.due(u.r)
@@ -398,7 +398,7 @@ type picked struct {
 func (t *Task) pickRunLocked(run []picked, max int) []picked {
 	for len(run) < max {
 		if len(run) > 0 && run[0].ln == &t.single {
-			if u, ok := t.single.q.Peek(); !ok || u.w != nil {
+			if u, ok := t.single.q.Peek(); !ok || u.isWork() {
 				break
 			}
 			u, _ := t.single.q.Pop()
@@ -413,7 +413,7 @@ func (t *Task) pickRunLocked(run []picked, max int) []picked {
 			break
 		}
 		run = append(run, picked{u, ln})
-		if u.w != nil {
+		if u.isWork() {
 			break
 		}
 	}
@@ -422,12 +422,12 @@ func (t *Task) pickRunLocked(run []picked, max int) []picked {
 
 // nextIsWorkLocked reports whether pickLocked would take work next.
 func (t *Task) nextIsWorkLocked() bool {
-	if u, ok := t.free.Peek(); ok && u.w != nil {
+	if u, ok := t.free.Peek(); ok && u.isWork() {
 		return true
 	}
 	if ln, ok := t.ready.Peek(); ok {
 		u, _ := ln.q.Peek()
-		return u.w != nil
+		return u.isWork()
 	}
 	return false
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -55,6 +56,9 @@ type Work struct {
 	// transaction (releaser.reserveAfter). Elsewhere it changes nothing.
 	After *kgo.Record
 
+	// mark is its place in a task's queue (unit), made by PlaceWork.
+	mark kgo.Record
+
 	placed *job // its place, reserved by PlaceWork (After), taken by startWork
 }
 
@@ -62,31 +66,51 @@ type Work struct {
 // outcome: the task stopped before it ran, or its call was canceled.
 var ErrWorkDropped = errors.New("work dropped: its task stopped")
 
-// unit is what a task's queues hold: a fetched record, or (w set) work
-// that is not one. Two words held by value, so a record's place in a queue
-// allocates nothing more than before.
+// unit is what a task's queues hold: a fetched record, or the mark of work
+// that is not one (its place in the queue: a record no fetch makes, whose
+// offset is markOffset and whose Context leads back to the work). One word
+// held by value, as the queues' element was before work: a second word
+// (the work beside the record) cost every record's place in a lane and
+// every copy of it its share of a queue twice as large.
 type unit struct {
 	r *kgo.Record
-	w *Work
 }
 
-func (u unit) none() bool { return u.r == nil && u.w == nil }
+// markOffset is the offset of a work's mark: below every fetched record's.
+const markOffset = math.MinInt64
 
-// key is the ordering key of u.
-func (u unit) key() []byte {
-	if u.w != nil {
-		return u.w.Key
+// workKey is the key of a mark's Context under which its work is found.
+type workKey struct{}
+
+// markUnit makes wk's mark, its place in a queue (a Work is placed once).
+func (wk *Work) markUnit() unit {
+	wk.mark = kgo.Record{Key: wk.Key, Offset: markOffset, Context: context.WithValue(context.Background(), workKey{}, wk)}
+	return unit{r: &wk.mark}
+}
+
+// w is the work u marks; nil when u is a record (or none).
+func (u unit) w() *Work {
+	if u.r == nil || u.r.Offset != markOffset {
+		return nil
 	}
-	return u.r.Key
+	return u.r.Context.Value(workKey{}).(*Work)
 }
+
+// isWork reports whether u marks work (w is not nil).
+func (u unit) isWork() bool { return u.r != nil && u.r.Offset == markOffset }
+
+func (u unit) none() bool { return u.r == nil }
+
+// key is the ordering key of u (a mark's is its work's).
+func (u unit) key() []byte { return u.r.Key }
 
 // before reports whether u is taken before a lane's head v (pickLocked):
 // the lower offset, and work before any record (it is due now).
 func (u unit) before(v unit) bool {
 	switch {
-	case u.w != nil:
+	case u.isWork():
 		return true
-	case v.w != nil:
+	case v.isWork():
 		return false
 	}
 	return u.r.Offset < v.r.Offset
@@ -107,7 +131,7 @@ func (t *Task) PlaceWork(wk *Work, front bool) bool {
 	if t.stopping {
 		return false // a place reserved stays unsettled: see Stop
 	}
-	t.placeLocked(unit{w: wk}, front)
+	t.placeLocked(wk.markUnit(), front)
 	t.queued++
 	t.dispatchLocked()
 	return true
@@ -120,7 +144,7 @@ func (t *Task) laneNextLocked(ln *lane) *kgo.Record {
 		return nil
 	}
 	for i := range ln.q.Len() {
-		if u := *ln.q.At(i); u.r != nil {
+		if u := *ln.q.At(i); !u.isWork() {
 			return u.r
 		}
 	}
@@ -259,8 +283,8 @@ func (w *worker) workOutcome(j *job, res host.Result, end time.Time) {
 func (t *Task) dropQueuedWorkLocked() []*Work {
 	var dropped []*Work
 	each := func(u unit) {
-		if u.w != nil {
-			dropped = append(dropped, u.w)
+		if wk := u.w(); wk != nil {
+			dropped = append(dropped, wk)
 		}
 	}
 	t.free.Each(each)

@@ -221,13 +221,13 @@ func (w *worker) takeRunLocked(async bool) pickOutcome {
 	t.queued -= len(run)
 	t.started += len(run)
 	var next *kgo.Record
-	if run[0].w != nil {
+	if run[0].isWork() {
 		next = t.laneNextLocked(run[0].ln)
 	}
 	t.dispatchLocked()
 	t.mu.Unlock()
-	if run[0].w != nil {
-		w.startWork(run[0].w, run[0].ln, next) // work runs alone (pickRunLocked)
+	if wk := run[0].w(); wk != nil {
+		w.startWork(wk, run[0].ln, next) // work runs alone (pickRunLocked)
 	} else {
 		w.startRun(run, async)
 	}
@@ -256,13 +256,13 @@ func (w *worker) takeOneLocked(async bool) pickOutcome {
 	t.queued--
 	t.started++
 	var next *kgo.Record
-	if u.w != nil {
+	if u.isWork() {
 		next = t.laneNextLocked(ln)
 	}
 	t.dispatchLocked() // this worker comes back for more; others only if records keep waiting
 	t.mu.Unlock()
-	if u.w != nil {
-		w.startWork(u.w, ln, next)
+	if wk := u.w(); wk != nil {
+		w.startWork(wk, ln, next)
 		if async {
 			t.d.Budget.Admitted()
 		}
