@@ -54,6 +54,7 @@ var initTemplateNames = []struct{ name, what string }{
 	{"enrich", "JSON records: adds \"source\" (the record's topic) to each object, dead-letters what is not an object"},
 	{"lookup", "JSON records: GETs $LOOKUP_URL<user> without blocking and merges the answer in as \"lookup\" (config.yaml grants the host)"},
 	{"count", "counts each key's records in the pipeline's state and emits {\"count\": N} (config.yaml enables state)"},
+	{"window", "Go and Rust: counts each key's records per one-minute event-time window (10 s grace) and emits {\"start\", \"end\", \"count\"} once the window closes (config.yaml: state, ordering partition)"},
 	{"avro", "Go only: Avro orders from a schema registry (schemas/order.avsc: an array, a union, a timestamp), each order's total out (config.yaml: input_format and output_format confluent; make test needs no registry)"},
 }
 
@@ -384,13 +385,18 @@ func (s sdkFiles) addGo(d initData) error {
 	// The packages abi and abi/guest and what they import, as a module
 	// of their own (standard library only: no go.sum).
 	s.files["sdk/go.mod"] = fmt.Appendf(nil, "// The wasmstream Go SDK (abi, abi/guest), copied by wasmstream init from\n// %s.\nmodule github.com/wasmstream/wasmstream\n\ngo %s\n", d.SDK, d.GoVersion)
-	return s.copyEach(
-		sdkCopy{"abi", "sdk/abi", goSrc},
-		sdkCopy{"abi/guest", "sdk/abi/guest", goSrc},
-		sdkCopy{"internal/jsonw", "sdk/internal/jsonw", goSrc},
-		sdkCopy{"docs", "sdk", named("SDK.md")},
-		sdkCopy{"abi", "sdk/abi", named("ABI.md")},
-	)
+	copies := []sdkCopy{
+		{"abi", "sdk/abi", goSrc},
+		{"abi/guest", "sdk/abi/guest", goSrc},
+		{"internal/jsonw", "sdk/internal/jsonw", goSrc},
+		{"docs", "sdk", named("SDK.md")},
+		{"abi", "sdk/abi", named("ABI.md")},
+	}
+	if d.Template == "window" { // the windows and their in-memory partition (standard library and abi only)
+		copies = append(copies, sdkCopy{"abi/guest/window", "sdk/abi/guest/window", goSrc},
+			sdkCopy{"abi/guest/window/windowtest", "sdk/abi/guest/window/windowtest", goSrc})
+	}
+	return s.copyEach(copies...)
 }
 
 // addRust adds the toolchain script, the lock file and, vendored, the
