@@ -416,6 +416,57 @@ static int32_t ws_state_put(uint32_t handle, ws_bytes key, ws_bytes val) {
 	return state_put(handle, key.p, key.len, val.p, val.len);
 }
 
+// ---- Event time (ABI.md §4.2): two-part keys, stream time, timers ----
+// The raw host functions, for a pipeline with state.enabled (and ordering:
+// partition for timers). Only key is checked against the record's
+// partition; sub is any bytes up to 1024 (the empty sub is a sub), a
+// namespace apart from the one-part keys. Return values as state_get,
+// state_put, state_delete and state_scan (§4.1); stream_time writes the
+// partition's stream time (the largest timestamp decided so far, -1 before
+// any; not the record in progress) as 8 bytes little-endian at out.
+// timer_set(key, at) asks for a call of wasmstream_on_timer once stream
+// time reaches at (ms); (key, at) is one timer, a state write of the call.
+// A module that imports timer_set must export the timer entry, called
+// like wasmstream_on_record with the firing's handle and length:
+//
+//   WS_EXPORT("wasmstream_on_timer") int32_t on_timer(uint32_t handle, uint32_t len)
+//
+// where ws_read_timer reads the firing. It returns WS_OK, WS_RETRY or
+// WS_FAIL (never WS_PENDING: a firing cannot wait). An import the module
+// does not call is not linked in.
+
+WS_IMPORT("state_get2") int32_t state_get2(uint32_t handle, const void *key, uint32_t key_len, const void *sub, uint32_t sub_len, void *buf, uint32_t buf_len);
+WS_IMPORT("state_put2") int32_t state_put2(uint32_t handle, const void *key, uint32_t key_len, const void *sub, uint32_t sub_len, const void *val, uint32_t val_len);
+WS_IMPORT("state_delete2") int32_t state_delete2(uint32_t handle, const void *key, uint32_t key_len, const void *sub, uint32_t sub_len);
+WS_IMPORT("state_scan2") int32_t state_scan2(uint32_t handle, const void *key, uint32_t key_len, const void *prefix, uint32_t prefix_len, const void *after, uint32_t after_len, void *buf, uint32_t buf_len);
+WS_IMPORT("stream_time") int32_t stream_time(uint32_t handle, int64_t *out);
+WS_IMPORT("timer_set") int32_t timer_set(uint32_t handle, const void *key, uint32_t key_len, int64_t at);
+WS_IMPORT("timer_delete") int32_t timer_delete(uint32_t handle, const void *key, uint32_t key_len, int64_t at);
+
+// A timer firing (ABI.md §4.2, "The firing's encoding"). topic and key
+// point into a buffer the header owns until the next ws_read_timer or
+// ws_read_record.
+typedef struct {
+	int64_t at, stream_time;
+	int32_t partition;
+	uint32_t attempt;
+	ws_bytes topic, key;
+} ws_timer;
+
+// ws_read_timer reads the firing of handle (len bytes: wasmstream_on_timer's
+// arguments); 0 on success, or a status to return (the error set).
+static int32_t ws_read_timer(uint32_t handle, uint32_t len, ws_timer *t) {
+	if (!ws_grow_(&ws_in_, &ws_in_cap_, len)) return ws_error(handle, WS_RETRY, "out of memory");
+	if (record_read(handle, ws_in_, len) != (int32_t)len) return ws_error(handle, WS_FAIL, "record_read failed");
+	uint32_t pos = 24; // at, stream_time, partition, attempt
+	if (len < pos) return ws_error(handle, WS_FAIL, "short timer firing");
+	memcpy(&t->at, ws_in_, 8), memcpy(&t->stream_time, ws_in_ + 8, 8), memcpy(&t->partition, ws_in_ + 16, 4);
+	t->attempt = ws_u32_(ws_in_ + 20);
+	if (!ws_bytes_at_(ws_in_, len, &pos, &t->topic) || !ws_bytes_at_(ws_in_, len, &pos, &t->key) || pos != len)
+		return ws_error(handle, WS_FAIL, "malformed timer firing");
+	return 0;
+}
+
 // ---- Asynchronous HTTP (ABI.md §7) ----
 // A module that calls ws_http_get must export wasmstream_on_complete:
 //

@@ -34,6 +34,35 @@ export declare function state_delete(handle: u32, key: usize, keyLen: u32): i32;
 @external("wasmstream_v1", "state_scan")
 export declare function state_scan(handle: u32, prefix: usize, prefixLen: u32, after: usize, afterLen: u32, buf: usize, bufLen: u32): i32;
 
+// Event time (ABI.md §4.2), raw: two-part state keys (only key is checked
+// against the record's partition; sub is free, at most 1024 bytes), the
+// partition's stream time (written at out as an i64, little-endian) and
+// event-time timers. handle is the call's: Emitter.handle in the processor,
+// the firing's in wasmstream_on_timer, which a module that imports
+// timer_set must export itself (docs/SDK.md, "Windows and timers").
+// AssemblyScript links an import only when the module calls it.
+// @ts-ignore: decorator
+@external("wasmstream_v1", "state_get2")
+export declare function state_get2(handle: u32, key: usize, keyLen: u32, sub: usize, subLen: u32, buf: usize, bufLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "state_put2")
+export declare function state_put2(handle: u32, key: usize, keyLen: u32, sub: usize, subLen: u32, val: usize, valLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "state_delete2")
+export declare function state_delete2(handle: u32, key: usize, keyLen: u32, sub: usize, subLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "state_scan2")
+export declare function state_scan2(handle: u32, key: usize, keyLen: u32, prefix: usize, prefixLen: u32, after: usize, afterLen: u32, buf: usize, bufLen: u32): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "stream_time")
+export declare function stream_time(handle: u32, out: usize): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "timer_set")
+export declare function timer_set(handle: u32, key: usize, keyLen: u32, at: i64): i32;
+// @ts-ignore: decorator
+@external("wasmstream_v1", "timer_delete")
+export declare function timer_delete(handle: u32, key: usize, keyLen: u32, at: i64): i32;
+
 // The batch entry (ABI.md §10), module wasmstream_batch_v1.
 // @ts-ignore: decorator
 @external("wasmstream_batch_v1", "record_next")
