@@ -9,11 +9,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -48,7 +48,7 @@ func (f *schemaFlag) Set(v string) error {
 	return nil
 }
 
-const schemaFlagUsage = "serve FILE (.avsc Avro, .proto Protobuf, .json JSON Schema) as SUBJECT's schema, SUBJECT=FILE (repeatable), from a registry in this process that stands in for schema_registry.url: no registry needed"
+const schemaFlagUsage = "serve FILE (.avsc Avro, .proto Protobuf, .json JSON Schema) as SUBJECT's schema, SUBJECT=FILE (repeatable), from a registry in this process that stands in for schema_registry.url: no registry needed. The files FILE references are looked for beside it and served as its registry references: a .proto's imports (by import path), a JSON Schema's \"$ref\"s to other files (by relative name), an Avro type FILE uses and does not define (com.acme.Money: com.acme.Money.avsc, or else Money.avsc)"
 
 // localRegistry serves schema files. Close stops it.
 type localRegistry struct {
@@ -153,60 +153,66 @@ const (
 // protoImport is a .proto file's import statement.
 var protoImport = regexp.MustCompile(`(?m)^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;`)
 
-// schemaWalk registers a schema file and, for a .proto, the files it
-// imports (beside it), each under a subject of its own, as the references
-// a registry keeps: the host's client fetches them as it would from any
-// registry.
+// schemaWalk registers a schema file and the files it references, each
+// under a subject of its own, as the references a registry keeps: the
+// host's client fetches them as it would from any registry. A reference
+// is looked for beside the file that makes it (schemarefs.go).
 type schemaWalk struct {
 	l       *localRegistry
 	imports int
 }
 
+// refText is a reference's name and text, as the codecs take them.
+type refText struct{ name, text string }
+
 // register registers file under subject and returns it as registered
 // (its version), and the texts of the files it references, transitively,
-// by import name.
-func (w *schemaWalk) register(subject, file string, depth int) (sr.SubjectSchema, map[string]string, error) {
+// each after the ones it references (Avro's order), once by name.
+func (w *schemaWalk) register(subject, file string, depth int) (sr.SubjectSchema, []refText, error) {
 	var none sr.SubjectSchema
 	s, err := readSchemaFile(file)
 	if err != nil {
 		return none, nil, err
 	}
-	refs := map[string]string{}
-	if s.Type == sr.TypeProtobuf {
-		for _, m := range protoImport.FindAllStringSubmatch(s.Schema, -1) {
-			name := m[1]
-			if strings.HasPrefix(name, "google/protobuf/") {
-				continue // the well-known types need no reference
-			}
-			w.imports++
-			switch {
-			case depth >= maxImportDepth:
-				return none, nil, fmt.Errorf("%s imports %s: imports chain deeper than %d", file, name, maxImportDepth)
-			case w.imports > maxImports:
-				return none, nil, fmt.Errorf("%s imports %s: more than %d imports in all", file, name, maxImports)
-			}
-			path := filepath.Join(filepath.Dir(file), filepath.FromSlash(name))
-			sub, err := w.l.subjectOf(path)
-			if err != nil {
-				return none, nil, err
-			}
-			imported, subRefs, err := w.register(sub, path, depth+1)
-			if err != nil {
-				return none, nil, fmt.Errorf("%s imports %s (looked for beside it): %w", file, name, err)
-			}
-			s.References = append(s.References, sr.SchemaReference{Name: name, Subject: sub, Version: imported.Version})
-			maps.Copy(refs, subRefs)
-			refs[name] = imported.Schema.Schema
+	frefs, missing := fileRefs(file, s)
+	var refs []refText
+	for _, r := range frefs {
+		w.imports++
+		switch {
+		case depth >= maxImportDepth:
+			return none, nil, fmt.Errorf("%s %s %s: references chain deeper than %d", file, r.verb, r.name, maxImportDepth)
+		case w.imports > maxImports:
+			return none, nil, fmt.Errorf("%s %s %s: more than %d references in all", file, r.verb, r.name, maxImports)
 		}
+		sub, err := w.l.subjectOf(r.path)
+		if err != nil {
+			return none, nil, err
+		}
+		imported, subRefs, err := w.register(sub, r.path, depth+1)
+		if err != nil {
+			return none, nil, fmt.Errorf("%s %s %s (looked for beside it): %w", file, r.verb, r.name, err)
+		}
+		s.References = append(s.References, sr.SchemaReference{Name: r.name, Subject: sub, Version: imported.Version})
+		refs = addRefs(refs, append(subRefs, refText{r.name, imported.Schema.Schema})...)
 	}
 	if err := compileSchema(file, s, refs, w.l.cfg); err != nil {
-		return none, nil, err
+		return none, nil, fmt.Errorf("%w%s", err, missing)
 	}
 	_, version, err := w.l.reg.RegisterSchema(subject, s)
 	if err != nil {
 		return none, nil, err
 	}
 	return sr.SubjectSchema{Subject: subject, Version: version, Schema: s}, refs, nil
+}
+
+// addRefs appends the references of more that refs lacks (by name).
+func addRefs(refs []refText, more ...refText) []refText {
+	for _, m := range more {
+		if !slices.ContainsFunc(refs, func(r refText) bool { return r.name == m.name }) {
+			refs = append(refs, m)
+		}
+	}
+	return refs
 }
 
 // readSchemaFile reads a schema file, of the type its extension says.
@@ -231,18 +237,22 @@ func readSchemaFile(file string) (sr.Schema, error) {
 }
 
 // compileSchema compiles s, the schema file's, as the host would (with
-// sc's options; refs the texts of its imports by name), so that a schema
+// sc's options; refs the texts of its references), so that a schema
 // that does not compile is an error naming the file and the codec's
 // reason.
-func compileSchema(file string, s sr.Schema, refs map[string]string, sc *config.SchemaRegistry) error {
+func compileSchema(file string, s sr.Schema, refs []refText, sc *config.SchemaRegistry) error {
+	texts, byName := make([]string, len(refs)), make(map[string]string, len(refs))
+	for i, r := range refs {
+		texts[i], byName[r.name] = r.text, r.text
+	}
 	var err error
 	switch s.Type {
 	case sr.TypeAvro:
-		_, err = avrocodec.Compile(s.Schema, nil, avrocodec.Options{TaggedUnions: sc.Avro.TaggedUnions, RawLogicalTypes: sc.Avro.RawLogicalTypes}, avrocodec.Limits{})
+		_, err = avrocodec.Compile(s.Schema, texts, avrocodec.Options{TaggedUnions: sc.Avro.TaggedUnions, RawLogicalTypes: sc.Avro.RawLogicalTypes}, avrocodec.Limits{})
 	case sr.TypeProtobuf:
-		_, err = protocodec.Compile(s.Schema, refs, protocodec.Options{JSONNames: sc.Protobuf.JSONNames}, protocodec.Limits{})
+		_, err = protocodec.Compile(s.Schema, byName, protocodec.Options{JSONNames: sc.Protobuf.JSONNames}, protocodec.Limits{})
 	default:
-		_, err = jsoncodec.Compile(s.Schema, nil, jsoncodec.Limits{})
+		_, err = jsoncodec.Compile(s.Schema, byName, jsoncodec.Limits{})
 	}
 	if err != nil {
 		return fmt.Errorf("%s is not a schema wasmstream reads as %s: %v", file, map[sr.SchemaType]string{sr.TypeAvro: "Avro", sr.TypeProtobuf: "Protobuf", sr.TypeJSON: "JSON Schema"}[s.Type], err)
