@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
@@ -28,19 +26,19 @@ func (p *Pipeline) commitDeps() commit.Deps {
 	return commit.Deps{
 		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
 		CommitMu: &p.commitMu, Loops: &p.wg, Quit: p.quit, Background: &p.bg, Failed: &p.failed,
-		Tasks: p.attached, Detach: p.detach, Drain: p.drain, Gone: p.gone,
-		Restart: p.restart, Forget: func(parts map[string][]int32) { p.sink.Forget(parts) },
+		Tasks: p.tasks, Drain: p.drain, Gone: p.gone,
+		Forget:      func(parts map[string][]int32) { p.sink.Forget(parts) },
 		OnCommitted: p.committed, Fail: p.fail, Broke: p.broke,
 	}
 }
 
 // sourceDeps makes what p's source is given (Pipeline.wire, once p's client
-// is made); dispatch hands a poll's records to p's tasks: Pipeline.dispatch
-// for a consumer group, Pipeline.dispatchShared for a share group.
-func (p *Pipeline) sourceDeps(dispatch func(kgo.Fetches)) source.Deps {
+// is made): its task set among them, whose Dispatch hands a poll's records
+// to p's tasks (a share group's: its one pool).
+func (p *Pipeline) sourceDeps() source.Deps {
 	return source.Deps{
 		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
 		Budget: p.budget, Flow: &p.flow, Loops: &p.wg, Quit: p.quit, PollDone: p.pollDone,
-		Demand: p.demand, Dispatch: dispatch, Resume: p.resume,
+		Tasks: p.tasks,
 	}
 }

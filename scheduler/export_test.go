@@ -25,7 +25,5 @@ func (p *Pipeline) stateSizes() map[int32]state.Size { return p.state.Sizes() }
 
 // taskFor is the task of an assigned partition now (nil: none).
 func (p *Pipeline) taskFor(topic string, partition int32) *partition.Task {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.tasks[tp{Topic: topic, Partition: partition}]
+	return p.tasks.Get(tp{Topic: topic, Partition: partition})
 }

@@ -125,10 +125,10 @@ type Pipeline struct {
 	pipeSeams  // source, ledger, sink, committer (Pipeline.wire)
 	pipeEngine // what its engines share: bounds, observers, the state stores
 
-	mu          sync.Mutex // guards tasks
-	tasks       map[tp]*partition.Task
-	dispatchBuf []taskBatch // the poll loop's, reused by dispatch
-	commitMu    sync.Mutex  // one commit at a time; held across revoke's drain+commit
+	// tasks are its tasks by partition (the task map), handed whole to
+	// its source and committer.
+	tasks    *partition.Set
+	commitMu sync.Mutex // one commit at a time; held across revoke's drain+commit
 
 	// pipeCounters: counters, per pipeline and per partition; broker
 	// health. A rebuilt pipeline shares them with the one it replaces: its
@@ -274,9 +274,9 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 			instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 			retryable:     map[string]bool{},
 		},
-		tasks:    map[tp]*partition.Task{},
 		pipeLife: pipeLife{pollDone: make(chan struct{}), quit: make(chan struct{}), onFail: d.onFail, onBroken: d.onBroken},
 	}
+	p.tasks = partition.NewSet(&p.stopped) // a share group's is a pool (newShareMember)
 	if pc.Async.AutoInFlight {
 		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
 	}
@@ -357,7 +357,7 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 		p.cl = sess.Client()
 		x := commit.NewTransactions(p.commitDeps(), sess, txnID)
 		p.commit = x
-		p.src = source.NewGroup(p.sourceDeps(p.dispatch), x)
+		p.src = source.NewGroup(p.sourceDeps(), x)
 		p.sink = &partition.TxnSink{Producer: p.producer(), Gate: x, Limits: p.limits, Changelog: changelog}
 		p.ledger = ledger.Txn{}
 		return nil
@@ -369,7 +369,7 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 	p.cl = cl
 	c := commit.NewOffsets(p.commitDeps())
 	p.commit = c
-	p.src = source.NewGroup(p.sourceDeps(p.dispatch), c)
+	p.src = source.NewGroup(p.sourceDeps(), c)
 	p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.limits, Changelog: changelog}
 	p.ledger = ledger.Offsets{Ordered: pc.Ordering == config.OrderPartition, DoneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
 	return nil
@@ -447,6 +447,7 @@ func (p *Pipeline) Name() string { return p.pc.Name }
 // Start begins consuming. Call once.
 func (p *Pipeline) Start() {
 	p.eng = p.engineDeps()
+	p.tasks.Start(p.eng)
 	// Topics are added only now, so the group is joined (and the partition
 	// callbacks can run) only once the pipeline is fully built.
 	p.cl.AddConsumeTopics(p.pc.Inputs...)
@@ -467,23 +468,7 @@ func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[s
 			}
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopped.Load() {
-		return
-	}
-	for topic, parts := range assigned {
-		for _, part := range parts {
-			k := tp{Topic: topic, Partition: part}
-			if p.tasks[k] != nil {
-				continue
-			}
-			t := partition.NewTask(p.eng, topic, part, skips[k])
-			p.tasks[k] = t
-			t.Start()
-			p.log.Debug("partition assigned", "topic", topic, "partition", part, "skip", skips[k].Count())
-		}
-	}
+	p.tasks.Assign(assigned, skips)
 }
 
 // doneSets reads the group's committed offsets for the assigned partitions
@@ -543,22 +528,6 @@ func (p *Pipeline) gone(tasks []*partition.Task) (after func()) {
 	}
 }
 
-func (p *Pipeline) detach(parts map[string][]int32) []*partition.Task {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []*partition.Task
-	for topic, ps := range parts {
-		for _, part := range ps {
-			k := tp{Topic: topic, Partition: part}
-			if t := p.tasks[k]; t != nil {
-				out = append(out, t)
-				delete(p.tasks, k)
-			}
-		}
-	}
-	return out
-}
-
 // onRevoked takes the revoked partitions' tasks away before the partitions
 // move (Committer.Revoked). It also runs for every partition when the
 // pipeline leaves the group on shutdown.
@@ -588,10 +557,10 @@ func (p *Pipeline) Stop(ctx context.Context) {
 		p.pollCancel()
 		<-p.pollDone
 	}
-	tasks := p.attached()
+	tasks := p.tasks.Attached()
 	p.drain(tasks)
 	p.commit.Final(ctx, tasks)
-	p.detachAll()
+	p.tasks.DetachAll()
 	p.src.Leave(ctx)
 	for _, t := range tasks {
 		t.Dead.Store(true) // nothing they finish now is released
@@ -606,42 +575,6 @@ func (p *Pipeline) Stop(ctx context.Context) {
 	p.commit.Close()
 	p.eng.Schema.Close()
 	p.leaveStatic(ctx)
-}
-
-// attached returns the tasks attached now.
-func (p *Pipeline) attached() []*partition.Task {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]*partition.Task, 0, len(p.tasks))
-	for _, t := range p.tasks {
-		out = append(out, t)
-	}
-	return out
-}
-
-// restart replaces each of old still attached, unless the pipeline is
-// stopping, with a fresh task for its partition committed at committed[i]
-// (commit.Deps.Restart: the tasks an aborted transaction cut off).
-func (p *Pipeline) restart(old []*partition.Task, committed []int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i, t := range old {
-		k := tp{Topic: t.Topic, Partition: t.Partition}
-		if p.tasks[k] != t || p.stopped.Load() {
-			continue
-		}
-		nt := partition.NewTask(p.eng, t.Topic, t.Partition, nil)
-		nt.Committed.Store(committed[i])
-		p.tasks[k] = nt
-		nt.Start()
-	}
-}
-
-// detachAll removes every task (Stop has them from attached).
-func (p *Pipeline) detachAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	clear(p.tasks)
 }
 
 // fencedHook fails the pipeline when another member joined its group with
@@ -744,10 +677,10 @@ func (p *Pipeline) Snapshot() Snapshot {
 	return s
 }
 
-// taskGauges returns every task's gauges (Pipeline.mu only to list the
-// tasks; each task's own lock briefly).
+// taskGauges returns every task's gauges (Set.mu only to list the tasks;
+// each task's own lock briefly).
 func (p *Pipeline) taskGauges(withSlots bool) []partition.TaskGauges {
-	tasks := p.attached()
+	tasks := p.tasks.Attached()
 	out := make([]partition.TaskGauges, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.Gauges(withSlots)

@@ -51,8 +51,12 @@ func newShareMember(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
 	}
 	p.role = partition.ShareRole{Role: p.role}
 	p.cl = cl
+	// One task, made at the first poll, takes every record
+	// (partition.PoolTP): a share group hands out records of any partition
+	// in any mix, and ordering: none binds none of them to a partition.
+	p.tasks = partition.NewPool(&p.stopped)
 	locks := ledger.NewShareLocks(p.log)
-	p.src = source.NewShare(p.sourceDeps(p.dispatchShared), locks)
+	p.src = source.NewShare(p.sourceDeps(), locks)
 	p.commit = commit.NewShareAcks(p.commitDeps(), locks)
 	p.ledger = ledger.Share{Locks: locks, Log: p.log}
 	return nil
@@ -71,33 +75,6 @@ func (p *Pipeline) shareAckResults(_ *kgo.Client, rs kgo.ShareAckResults) {
 			p.log.Warn("share acknowledgement failed; the broker redelivers those records (at-least-once)", "topic", r.Topic, "partition", r.Partition, "err", r.Err)
 		}
 	}
-}
-
-// sharePool is the key of a consume: share pipeline's one task (its
-// metrics report topic "*", partition -1): a share group hands out records
-// of any partition in any mix, and ordering: none binds none of them to a
-// partition, so one pool of instances takes them all (instances sizes it).
-var sharePool = tp{Topic: "*", Partition: -1}
-
-// dispatchShared hands the poll's records to the pipeline's one task,
-// creating it at the first poll (source.Deps.Dispatch of a share source).
-func (p *Pipeline) dispatchShared(fetches kgo.Fetches) {
-	if fetches.NumRecords() == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t := p.tasks[sharePool]
-	if t == nil {
-		t = partition.NewTask(p.eng, sharePool.Topic, sharePool.Partition, nil)
-		p.tasks[sharePool] = t
-		t.Start()
-	}
-	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if len(fp.Records) > 0 {
-			t.Enqueue(fp.Records)
-		}
-	})
 }
 
 // ShareStats are the pipeline's share-group counters; nil unless consume:

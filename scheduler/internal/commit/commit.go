@@ -72,21 +72,18 @@ type Deps struct {
 	// committed.
 	Failed *atomic.Bool
 
-	// Tasks are the tasks attached now (under Pipeline.mu); Detach takes
-	// the tasks of parts out of the pipeline and returns them; Drain stops
-	// tasks and waits for their records in progress (shutdown.drain_timeout);
-	// Gone tells the pipeline's subscribers (the state stores) that the
-	// partitions of detached tasks left; after runs, once the tasks'
-	// workers ended, what the subscribers do then (the stores close). A
-	// committer knows no subscriber.
-	Tasks  func() []*partition.Task
-	Detach func(parts map[string][]int32) []*partition.Task
-	Drain  func(tasks []*partition.Task)
-	Gone   func(tasks []*partition.Task) (after func())
-	// Restart replaces each of old still attached with a fresh task for
-	// its partition, committed at committed[i], unless the pipeline is
-	// stopping (under Pipeline.mu).
-	Restart func(old []*partition.Task, committed []int64)
+	// Tasks are the pipeline's tasks (the task map): the committer reads
+	// the attached ones (Set.Attached), takes those of partitions that
+	// move (Set.Detach) and replaces the ones an aborted transaction cut
+	// off (Set.Restart).
+	Tasks *partition.Set
+	// Drain stops tasks and waits for their records in progress
+	// (shutdown.drain_timeout); Gone tells the pipeline's subscribers (the
+	// state stores) that the partitions of detached tasks left; after
+	// runs, once the tasks' workers ended, what the subscribers do then
+	// (the stores close). A committer knows no subscriber.
+	Drain func(tasks []*partition.Task)
+	Gone  func(tasks []*partition.Task) (after func())
 	// Forget drops what the sink remembers of partitions that moved
 	// (partition.Sink.Forget).
 	Forget func(parts map[string][]int32)

@@ -45,7 +45,7 @@ func (*Offsets) AfterPoll(context.Context) bool { return true }
 // every partition when the pipeline leaves the group on shutdown.
 func (c *Offsets) Revoked(ctx context.Context, revoked map[string][]int32) {
 	d := c.d
-	tasks := d.Detach(revoked)
+	tasks := d.Tasks.Detach(revoked)
 	if len(tasks) == 0 {
 		return
 	}
@@ -68,7 +68,7 @@ func (c *Offsets) Revoked(ctx context.Context, revoked map[string][]int32) {
 // nothing is committed.
 func (c *Offsets) Lost(lost map[string][]int32) {
 	d := c.d
-	tasks := d.Detach(lost)
+	tasks := d.Tasks.Detach(lost)
 	for _, t := range tasks {
 		t.Stop()
 		t.Abort()
@@ -93,7 +93,7 @@ func (c *Offsets) commitLoop() {
 			return
 		case <-tick.C:
 			d.CommitMu.Lock()
-			tasks := d.Tasks()
+			tasks := d.Tasks.Attached()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := c.commitTasks(ctx, tasks); err != nil {
 				d.Log.Warn("commit failed; will retry", "err", err)

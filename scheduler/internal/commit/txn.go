@@ -45,7 +45,7 @@ type Transactions struct {
 	txnID string
 	// gate is held shared by releases (Enter, Leave: TxnSink.deliver),
 	// exclusively by a cut (lock order: Transactions.gate, then
-	// Pipeline.commitMu, then Pipeline.mu).
+	// Pipeline.commitMu, then Set.mu).
 	gate         sync.RWMutex
 	err          atomic.Pointer[error] // the first produce error of the open transaction
 	released     atomic.Int64          // records released since the last cut
@@ -150,7 +150,7 @@ func (x *Transactions) cut(ctx context.Context, final bool) bool {
 	defer x.gate.Unlock()
 	d.CommitMu.Lock()
 	defer d.CommitMu.Unlock()
-	c := txnCut{released: x.released.Swap(0), tasks: d.Tasks(), final: final}
+	c := txnCut{released: x.released.Swap(0), tasks: d.Tasks.Attached(), final: final}
 	c.marks = watermarks(c.tasks)
 	c.why = x.abortReason()
 	empty := c.why == "" && len(c.marks) == 0 && c.released == 0
@@ -368,7 +368,7 @@ func (x *Transactions) brokeAtEnd(c txnCut, err error) {
 		parts[t.Topic] = append(parts[t.Topic], t.Partition)
 	}
 	d.Forget(parts)
-	tasks := d.Detach(parts)
+	tasks := d.Tasks.Detach(parts)
 	for _, t := range tasks {
 		t.Dead.Store(true)
 		t.Stop()
@@ -402,7 +402,7 @@ func (x *Transactions) restartTasks(old []*partition.Task, from map[tp]int64) {
 			committed[i] = off
 		}
 	}
-	d.Restart(old, committed)
+	d.Tasks.Restart(old, committed)
 	d.Background.Go(func() { partition.Retire(old) })
 }
 
@@ -554,7 +554,7 @@ func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32) {
 	}
 	x.revokedSince.Store(true)
 	d.Forget(parts)
-	tasks := d.Detach(parts)
+	tasks := d.Tasks.Detach(parts)
 	for _, t := range tasks {
 		t.Dead.Store(true)
 		t.Stop()

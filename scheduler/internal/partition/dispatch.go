@@ -32,7 +32,7 @@ import (
 // idle_timeout.
 //
 // Everything here runs under task.mu. Lock order, outermost first:
-// releaser.mu, Pipeline.mu, task.mu, then leaves such as Budget.mu
+// releaser.mu, Set.mu, task.mu, then leaves such as Budget.mu
 // (Budget.asyncMu is taken without task.mu; the async sizer's lock is a
 // leaf, taken with no other lock held: DESIGN.md, "Lock order").
 // The wake channels and the kick timer are only ever sent on or reset

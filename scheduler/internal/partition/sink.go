@@ -50,7 +50,7 @@ type Sink interface {
 	// off (exactly_once) before it was released. Called under the release
 	// order's lock (releaser.mu) where one is kept: it may take the
 	// transaction gate, task.mu (finishing a record) and leaf locks, never
-	// Pipeline.mu or commitMu. Never produces from inside a produce
+	// Set.mu or commitMu. Never produces from inside a produce
 	// callback.
 	deliver(run []*job)
 	// Forget drops what the sink remembers of partitions that moved

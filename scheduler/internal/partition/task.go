@@ -37,7 +37,7 @@ import (
 // instances as keep up with it and the others time out (dispatch.go; see
 // RATIONALE.md, "Pools and ordering").
 //
-// Lock order, outermost first: releaser.mu, Pipeline.mu, task.mu, then
+// Lock order, outermost first: releaser.mu, Set.mu, task.mu, then
 // leaves such as Budget.mu (DESIGN.md, "Lock order").
 type Task struct {
 	d         *Deps

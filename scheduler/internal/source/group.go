@@ -66,7 +66,7 @@ func (s *Group) Run(ctx context.Context) {
 		}
 		if polled {
 			d.logFetchErrors(fetches, &lastErr)
-			d.Dispatch(fetches)
+			d.dispatch(fetches)
 			d.Client.AllowRebalance()
 		}
 		if !s.pacer.AfterPoll(ctx) {
@@ -83,7 +83,7 @@ func (s *Group) Leave(ctx context.Context) {
 
 // awaitDemand is the pipeline's backpressure (RATIONALE.md, "Backpressure"):
 // it returns once a poll has a taker — some task is under its bounds, and
-// the host under host.max_in_flight (Deps.Demand) — and false when ctx
+// the host under host.max_in_flight (partition.Set.Demand) — and false when ctx
 // ends first. While nobody takes records the loop simply does not poll:
 // the client keeps the fetch it buffered (one per broker) and sends no
 // other, so nothing is dropped and nothing is fetched twice, and the next
@@ -100,7 +100,7 @@ func (s *Group) awaitDemand(ctx context.Context) (pause []*partition.Task, ok bo
 		}
 	}()
 	for {
-		if want, due := d.Demand(); want {
+		if want, due := d.Tasks.Demand(); want {
 			return due, true
 		}
 		if tick == nil {
@@ -152,12 +152,12 @@ func (s *Group) poll(ctx context.Context, pause []*partition.Task, lastErr *time
 			return f
 		}
 		d.logFetchErrors(f, lastErr)
-		d.Dispatch(f)
+		d.dispatch(f)
 	}
 	if n := d.Client.BufferedFetchRecords(); n > 1 {
 		f := d.Client.PollRecords(nil, int(n-1)) //nolint:staticcheck // nil: take what is held, never wait
 		d.logFetchErrors(f, lastErr)
-		d.Dispatch(f)
+		d.dispatch(f)
 	}
 	for _, t := range pause {
 		t.Pause()

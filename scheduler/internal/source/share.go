@@ -32,8 +32,8 @@ func (c *Share) Locks() *ledger.ShareLocks { return c.locks }
 // Run is the poll loop: it polls only once every record of the previous
 // poll is acknowledged (a poll accepts whatever of the previous one is not)
 // and while the host is under host.max_in_flight, registers the records'
-// locks, and hands the records to the pipeline's one task (Deps.Dispatch:
-// Pipeline.dispatchShared): a share group has no assignment callbacks, and
+// locks, and hands the records to the pipeline's one task (partition.Set.Dispatch of
+// a pool: partition.NewPool): a share group has no assignment callbacks, and
 // every member may get records of every partition.
 func (c *Share) Run(ctx context.Context) {
 	d := &c.d
@@ -55,7 +55,7 @@ func (c *Share) Run(ctx context.Context) {
 		}
 		d.logFetchErrors(fetches, &lastErr)
 		c.locks.Add(fetches, time.Now())
-		d.Dispatch(fetches)
+		d.dispatch(fetches)
 	}
 }
 

@@ -88,14 +88,38 @@ type Deps struct {
 	Quit     <-chan struct{}
 	PollDone chan<- struct{}
 
-	// The pipeline's task map, under Pipeline.mu: Demand reports whether a
-	// poll has a taker and which tasks are due a pause; Dispatch hands a
-	// poll's records to their tasks (only the poll loop calls it); Resume
-	// is one pass of the flow loop over the tasks (paused partitions that
-	// drained resume).
-	Demand   func() (want bool, pause []*partition.Task)
-	Dispatch func(kgo.Fetches)
-	Resume   func()
+	// Tasks are the pipeline's tasks (the task map): the poll loop asks
+	// whether a poll has a taker and which tasks are due a pause
+	// (Set.Demand), hands a poll's records to their tasks (Set.Dispatch,
+	// as partition.Fetched: only the poll loop dispatches), and the flow
+	// loop resumes paused partitions that drained (Set.Resume).
+	Tasks *partition.Set
+
+	// fetched is dispatch's, reused: only the poll loop dispatches.
+	fetched []partition.Fetched
+}
+
+// dispatch hands a poll's records to the pipeline's tasks, each
+// partition's part as plain values (partition.Fetched), with no allocation
+// once its buffer has grown to a poll's partitions.
+func (d *Deps) dispatch(fetches kgo.Fetches) {
+	out := d.fetched[:0]
+	for i := range fetches {
+		for j := range fetches[i].Topics {
+			ft := &fetches[i].Topics[j]
+			for k := range ft.Partitions {
+				fp := &ft.Partitions[k]
+				end := int64(-1)
+				if len(fp.Records) == 0 && fp.Err == nil {
+					end = CaughtUpAt(*fp)
+				}
+				out = append(out, partition.Fetched{Topic: ft.Topic, Partition: fp.Partition, Records: fp.Records, HighWatermark: fp.HighWatermark, CaughtUpAt: end})
+			}
+		}
+	}
+	d.Tasks.Dispatch(out)
+	clear(out)
+	d.fetched = out[:0]
 }
 
 // flowLoop resumes paused partitions once they drained (RATIONALE.md,
@@ -113,7 +137,7 @@ func (d *Deps) flowLoop() {
 		case <-d.Flow.Flow:
 		case <-tick.C:
 		}
-		d.Resume()
+		d.Tasks.Resume()
 	}
 }
 
