@@ -122,3 +122,7 @@ func (in *Instance) ProcessTimer(ctx context.Context, f *abi.TimerFiring, tag an
 	}
 	return in.settle(rs, res, true)
 }
+
+// HasTimers reports whether the module sets event-time timers (Info.Timers),
+// without copying its Info: the engine asks it as records are decided.
+func (m *Module) HasTimers() bool { return m != nil && m.info.Timers }

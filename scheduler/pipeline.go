@@ -94,6 +94,12 @@ type Snapshot struct {
 	StateRestoreSkipped int64
 	StateFlushFailures  int64
 	StateRefused        int64
+	// TimersSet, TimersFired, TimersFailed, TimersIdleRounds: as Stats'
+	// (event-time timers, ABI.md §4.2).
+	TimersSet        int64
+	TimersFired      int64
+	TimersFailed     int64
+	TimersIdleRounds int64
 	// ForgedHeaders, SchemaDecodeFailures, SchemaEncodeFailures: as
 	// Stats'.
 	ForgedHeaders        int64
@@ -432,7 +438,8 @@ func (p *Pipeline) newStateStores(dir string) {
 	}
 	st := &p.stats
 	n := &state.Counters{Restored: &st.StateRestored, RestoreSkipped: &st.StateRestoreSkipped,
-		RestoreNanos: &st.StateRestoreNanos, Refused: &st.StateRefused, FlushFailures: &st.StateFlushFailures}
+		RestoreNanos: &st.StateRestoreNanos, Refused: &st.StateRefused, FlushFailures: &st.StateFlushFailures,
+		TimersSet: &st.TimersSet}
 	p.state = state.NewStores(c, p.cl, dial, n, p.log)
 	p.onCommitted = append(p.onCommitted, func(_ int32, upTo int64, from *state.Partition) { p.state.Flush(from, upTo) })
 	// A gone partition's store leaves the open set at once, so that a new

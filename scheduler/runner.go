@@ -350,6 +350,10 @@ func loadModuleBytes(ctx context.Context, e *host.Engine, pc *config.Pipeline, b
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := checkTimers(pc, m.Info()); err != nil {
+		m.Close(ctx)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	log.Info("module loaded", "pipeline", pc.Name, "path", path, "digest", m.Info().Digest[:12], "from_compile_cache", m.FromCache(), "took", time.Since(start).Round(time.Millisecond))
 	return m, nil
 }

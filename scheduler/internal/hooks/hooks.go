@@ -86,6 +86,14 @@ type Stats struct {
 	// StateRestoreNanos is the time restores at assignment took (wall
 	// time: the partitions of one assignment are restored at once).
 	StateRestoreNanos atomic.Int64
+	// Event-time timers (ABI.md §4.2): TimersSet counts the timers set by
+	// committed records and firings, TimersFired the firings that
+	// succeeded, TimersFailed those dead-lettered, TimersIdleRounds the
+	// stream-time advances of idle partitions (timers.idle_advance).
+	TimersSet        atomic.Int64
+	TimersFired      atomic.Int64
+	TimersFailed     atomic.Int64
+	TimersIdleRounds atomic.Int64
 
 	// SchemaDecodeFailures counts input records whose key or value did
 	// not decode with a schema registry's schema (input_format: confluent;

@@ -65,6 +65,12 @@ type Deps struct {
 	// reads it for every output): true for OutputTimeInput, a record's
 	// outputs carry its own timestamp; false, the release's clock.
 	InputTimestamps bool
+
+	// Timers: the module sets event-time timers (ABI.md §4.2), which the
+	// engine fires (timers.go); a version's module that does
+	// (host.Module.HasTimers) turns them on too. The package's tests set
+	// it for fake instances.
+	Timers bool
 }
 
 // Pauser stops and resumes the fetching of one partition: the task's

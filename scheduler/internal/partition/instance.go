@@ -29,6 +29,7 @@ type Instance interface {
 
 	Process(ctx context.Context, rec *abi.Record, tag any) host.Result
 	ProcessState(ctx context.Context, rec *abi.Record, tag any, st host.State) host.Result
+	ProcessTimer(ctx context.Context, f *abi.TimerFiring, tag any, st host.State) host.Result
 	ProcessBatch(ctx context.Context, recs []host.BatchRecord, out []host.Outcome) (ran int)
 	LimitBatchInFlight(n int)
 	StopBatchAfterFailure(on bool)

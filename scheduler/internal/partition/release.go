@@ -178,6 +178,11 @@ type releaser struct {
 	sk       Sink        // where settled heads are delivered, as one run
 	run      []*job      // the run being delivered (reused: guarded by mu)
 	gone     func(int64) // set by abandon: gives back the held bytes of later settles
+	// timers are the task's timer firings in progress (timers.go): a
+	// round and the triggers it holds back are a matter of release, and
+	// timers fire only where a release order is kept (ordering
+	// partition).
+	timers timerRound
 }
 
 // reserve gives each record of recs (a fetched batch, in offset order, of
@@ -394,6 +399,10 @@ func (w *worker) settle(j *job, v verdict) {
 		// Decided without its writes: its timestamp still moves the
 		// stream time (ABI.md §4.2), which the next commit writes.
 		w.t.State.Decided(j.r.Timestamp.UnixMilli())
+	}
+	if w.t.State != nil {
+		// Before its release: the firings it makes due ride with it.
+		w.timersAfter(j)
 	}
 	if w.deciding {
 		w.settling = append(w.settling, j)

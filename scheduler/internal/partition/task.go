@@ -167,13 +167,14 @@ func NewTask(d *Deps, topic string, partition int32, skip *offsets.DoneSet) *Tas
 // Start launches the task's minimum instances.
 func (t *Task) Start() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for i := 0; i < t.d.Config.Instances.Min; i++ {
 		if t.d.Budget.Reserve(t.d.InstanceBytes) {
 			t.d.Log.Warn("instance budget exceeded by task minimums (host.max_instances / host.max_instance_memory)", "topic", t.Topic, "partition", t.Partition)
 		}
 		t.spawnLocked(false)
 	}
+	t.mu.Unlock()
+	t.timersAtStart() // timers.go: what the restored stream time made due
 }
 
 // addWorkerLocked registers w under the lowest free slot.
@@ -686,8 +687,12 @@ func (t *Task) Gauges(withSlots bool) TaskGauges {
 }
 
 // Finish counts r done once its outcome is durable; false when it was
-// already (Ledger.Done).
+// already (Ledger.Done), or when r triggered timer firings not yet durable
+// under at_least_once (the last of them finishes it: timers.go).
 func (t *Task) Finish(r *kgo.Record) bool {
+	if t.rel != nil && t.rel.timers.holdFinish(r) {
+		return false // finished with its round's firings (timers.go)
+	}
 	if !t.d.Ledger.Done(&t.Tracker, r) {
 		return false
 	}

@@ -60,6 +60,9 @@ type Work struct {
 	mark kgo.Record
 
 	placed *job // its place, reserved by PlaceWork (After), taken by startWork
+	// fire is the timer the work fires (timers.go); its call is the
+	// worker's (worker.fire), not Call.
+	fire *firing
 }
 
 // ErrWorkDropped is Work.Done's error for work given up without an
@@ -196,6 +199,10 @@ func (w *worker) startWork(wk *Work, ln *lane, next *kgo.Record) {
 		j.t, j.ln, j.attempt = t, ln, 1
 		j.rareFields().work = wk
 		w.placeWork(j, next)
+	}
+	if wk.fire != nil {
+		w.fire(j, wk.fire) // timers.go
+		return
 	}
 	in := w.instance()
 	if in == nil {

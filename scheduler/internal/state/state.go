@@ -35,7 +35,9 @@ type Partition struct {
 	// refused counts the puts it refused (Counters.Refused).
 	maxBytes int64
 	refused  *atomic.Int64
-	log      *slog.Logger
+	// timersSet counts the timers committed writes set (Counters.TimersSet).
+	timersSet *atomic.Int64
+	log       *slog.Logger
 
 	mu      sync.Mutex
 	overlay map[string]overlayEntry
@@ -114,7 +116,7 @@ func NewPartition(store *statestore.Store, partition int32, parts int, l Limits)
 
 func newPartition(ps *partStore, partition int32, parts int, l Limits) *Partition {
 	p := &Partition{ps: ps, partition: partition, parts: parts, maxValue: l.MaxValueBytes, changelog: l.Changelog, maxBytes: l.MaxBytes,
-		refused: new(atomic.Int64), log: slog.New(slog.DiscardHandler), overlay: map[string]overlayEntry{}, applied: -1}
+		refused: new(atomic.Int64), timersSet: new(atomic.Int64), log: slog.New(slog.DiscardHandler), overlay: map[string]overlayEntry{}, applied: -1}
 	// A store that cannot be read answers -1 here and ErrnoNoState at its
 	// first read.
 	p.streamTime, _ = ps.store.StreamTime()

@@ -36,6 +36,7 @@ type Counters struct {
 	RestoreNanos   *atomic.Int64 // time spent restoring
 	Refused        *atomic.Int64 // puts refused at state.max_bytes
 	FlushFailures  *atomic.Int64 // flushes the store refused
+	TimersSet      *atomic.Int64 // timers set by committed writes (ABI.md §4.2)
 }
 
 // Stores are a stateful pipeline's open partition stores: a partition's
@@ -81,7 +82,7 @@ func NewStores(c Config, admin *kgo.Client, dial func(opts ...kgo.Opt) (*kgo.Cli
 	if n != nil {
 		s.n = *n
 	}
-	for _, f := range []**atomic.Int64{&s.n.Restored, &s.n.RestoreSkipped, &s.n.RestoreNanos, &s.n.Refused, &s.n.FlushFailures} {
+	for _, f := range []**atomic.Int64{&s.n.Restored, &s.n.RestoreSkipped, &s.n.RestoreNanos, &s.n.Refused, &s.n.FlushFailures, &s.n.TimersSet} {
 		if *f == nil {
 			*f = new(atomic.Int64)
 		}
@@ -198,7 +199,7 @@ func (s *Stores) View(partition int32) *Partition {
 		return nil
 	}
 	v := newPartition(ps, partition, s.parts, s.c.Limits)
-	v.refused, v.log = s.n.Refused, s.log
+	v.refused, v.timersSet, v.log = s.n.Refused, s.n.TimersSet, s.log
 	s.cur[partition] = v
 	return v
 }

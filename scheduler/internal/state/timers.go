@@ -66,6 +66,7 @@ func (ts *Partition) timerSet(key []byte) {
 	if _, at, ok := statestore.SplitTimerKey(key); ok {
 		ts.nextTimer = min(ts.nextTimer, at)
 		ts.timerSets++
+		ts.timersSet.Add(1)
 	}
 }
 
