@@ -414,6 +414,7 @@ func (s sdkFiles) addRust(d initData) error {
 	return s.copyEach(
 		sdkCopy{"abi/sdk/rust/wasmstream", "sdk", named("Cargo.toml", "README.md")},
 		sdkCopy{"abi/sdk/rust/wasmstream/src", "sdk/src", suffixed(".rs")},
+		sdkCopy{"abi/sdk/rust/wasmstream/src/window", "sdk/src/window", suffixed(".rs")},
 		sdkCopy{"docs", "sdk", named("SDK.md")},
 		sdkCopy{"abi", "sdk", named("ABI.md")},
 	)

@@ -1,4 +1,4 @@
-//! Event-time windows: tumbling and hopping windows with a grace period,
+//! Event-time windows: tumbling, hopping and session windows with a grace period,
 //! emitting one final result per window when it closes (Kafka Streams'
 //! `EmitStrategy.onWindowClose()`), over the ABI's two-part state keys,
 //! stream time and event-time timers (ABI.md §4.2). The Go SDK's package
@@ -13,6 +13,10 @@
 //!   counting the record being added (`KStreamWindowAggregate`); it closes,
 //!   and its final result is emitted, once stream time reaches
 //!   `end + grace`.
+//! - Session windows are `[start, end]`, both inclusive: a record at ts
+//!   joins (and merges) every session of its key with `end >= ts - gap` and
+//!   `start <= ts + gap`; a session closes once stream time passes
+//!   `end + gap + grace` ([`SessionWindows`]).
 //! - Stream time is the partition's (ABI.md §4.2), so, as in Kafka Streams,
 //!   one key's records close the windows of every key of the partition.
 //!
@@ -56,6 +60,9 @@
 //! over an in-memory partition that keeps the firing rule.
 
 use crate::{Emitter, Errno, Error, Header, Output, Record};
+
+mod session;
+pub use session::{sessions, SessionWindows};
 use std::cell::Cell;
 use std::time::Duration;
 
@@ -135,6 +142,14 @@ pub trait Aggregator {
     /// Adds a record's value (`None`: null) to `agg` (`None`: a new
     /// window's) and returns the new aggregate.
     fn add(&self, agg: Option<&[u8]>, value: Option<&[u8]>) -> Result<Vec<u8>, Error>;
+    /// Combines the aggregates of two sessions a record joins (session
+    /// windows only); `a` is the earlier session's. By default an
+    /// aggregator cannot: it fails the record terminally.
+    fn merge(&self, _a: &[u8], _b: &[u8]) -> Result<Vec<u8>, Error> {
+        Err(Error::terminal(
+            "window: this aggregator cannot merge sessions (Aggregator::merge)",
+        ))
+    }
 }
 
 /// Counts records: the aggregate is a u64, 8 bytes big-endian
@@ -149,6 +164,9 @@ impl Aggregator for Count {
             Some(a) => decode_count(a)?,
         };
         Ok((n + 1).to_be_bytes().to_vec())
+    }
+    fn merge(&self, a: &[u8], b: &[u8]) -> Result<Vec<u8>, Error> {
+        Ok((decode_count(a)? + decode_count(b)?).to_be_bytes().to_vec())
     }
 }
 
@@ -173,8 +191,9 @@ pub fn decode_count(agg: &[u8]) -> Result<u64, Error> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowResult {
     pub key: Vec<u8>,
-    /// The window's start in milliseconds; `end` is exclusive
-    /// (`start + size`).
+    /// The window's start in milliseconds; `end` is exclusive for time
+    /// windows (`start + size`), inclusive for a session (its last record's
+    /// timestamp).
     pub start: i64,
     pub end: i64,
     pub agg: Vec<u8>,
@@ -254,6 +273,13 @@ fn ms(d: Duration, what: &str) -> Result<i64, String> {
 /// fixed size. An instance runs one call at a time (ABI.md §2), and so do
 /// its windows: keep them in a `thread_local!`.
 pub struct TimeWindows {
+    b: Base,
+    size: i64,
+    advance: i64,
+}
+
+/// What every kind of window has: the options, checked, and the counts.
+struct Base {
     name: String,
     grace: i64,
     /// name | 0: the sub keys' prefix.
@@ -262,9 +288,32 @@ pub struct TimeWindows {
     output: String,
     on_close: Option<OnClose>,
     late_topic: String,
-    size: i64,
-    advance: i64,
     stats: Cell<Stats>,
+}
+
+impl Base {
+    /// Checks opt: a name without a 0 byte, a grace of whole milliseconds.
+    fn new(opt: Options) -> Result<Base, String> {
+        if opt.name.is_empty() {
+            return Err("window: Options.name is required".into());
+        }
+        if opt.name.as_bytes().contains(&0) {
+            return Err(format!("window: Options.name {:?} has a 0 byte", opt.name));
+        }
+        let grace = ms(opt.grace, "grace")?;
+        let mut prefix = opt.name.clone().into_bytes();
+        prefix.push(0);
+        Ok(Base {
+            name: opt.name,
+            grace,
+            prefix,
+            agg: opt.agg.unwrap_or_else(|| Box::new(Count)),
+            output: opt.output,
+            on_close: opt.on_close,
+            late_topic: opt.late_topic,
+            stats: Cell::new(Stats::default()),
+        })
+    }
 }
 
 /// Windows of `size`, each record in exactly one:
@@ -277,13 +326,7 @@ pub fn tumbling(size: Duration, opt: Options) -> Result<TimeWindows, String> {
 /// record is in each window `[n·advance, n·advance + size)` that holds its
 /// timestamp.
 pub fn hopping(size: Duration, advance: Duration, opt: Options) -> Result<TimeWindows, String> {
-    if opt.name.is_empty() {
-        return Err("window: Options.name is required".into());
-    }
-    if opt.name.as_bytes().contains(&0) {
-        return Err(format!("window: Options.name {:?} has a 0 byte", opt.name));
-    }
-    let grace = ms(opt.grace, "grace")?;
+    let b = Base::new(opt)?;
     let s = ms(size, "size")?;
     let a = ms(advance, "advance")?;
     if s == 0 || a == 0 || a > s {
@@ -292,22 +335,13 @@ pub fn hopping(size: Duration, advance: Duration, opt: Options) -> Result<TimeWi
             size, advance
         ));
     }
-    if s.checked_add(grace).is_none() {
+    if s.checked_add(b.grace).is_none() {
         return Err("window: size + grace overflows".into());
     }
-    let mut prefix = opt.name.clone().into_bytes();
-    prefix.push(0);
     Ok(TimeWindows {
-        name: opt.name,
-        grace,
-        prefix,
-        agg: opt.agg.unwrap_or_else(|| Box::new(Count)),
-        output: opt.output,
-        on_close: opt.on_close,
-        late_topic: opt.late_topic,
+        b,
         size: s,
         advance: a,
-        stats: Cell::new(Stats::default()),
     })
 }
 
@@ -326,7 +360,7 @@ fn read_start(sub: &[u8], prefix_len: usize) -> Option<i64> {
     Some((u64::from_be_bytes(b) ^ (1 << 63)) as i64)
 }
 
-impl TimeWindows {
+impl Base {
     /// The counts so far.
     pub fn stats(&self) -> Stats {
         self.stats.get()
@@ -363,11 +397,9 @@ impl TimeWindows {
         sub
     }
 
-    /// Adds the record to its windows (its key's, at its timestamp; a null
-    /// key is the empty key): each still open takes it, and a window it
-    /// opens sets the timer that will close it. A record no window takes is
-    /// late. Call it from the processing function with [`Abi`].
-    pub fn add(&self, h: &mut dyn Host, r: &Record<'_>, out: &mut dyn Emit) -> Result<(), Error> {
+    /// Refuses a timestamp before the epoch (no window holds it) or one
+    /// whose close time (ts + reach) overflows.
+    fn record_time(&self, r: &Record<'_>, reach: i64) -> Result<i64, Error> {
         let ts = r.timestamp_ms;
         if ts < 0 {
             return Err(Error::terminal(format!(
@@ -375,42 +407,13 @@ impl TimeWindows {
                 self.name, ts
             )));
         }
-        if ts.checked_add(self.size + self.grace).is_none() {
+        if ts.checked_add(reach).is_none() {
             return Err(Error::terminal(format!(
                 "window: windows {:?}: timestamp {}: its window's close time overflows",
                 self.name, ts
             )));
         }
-        // Kafka Streams advances stream time before it looks at the
-        // record's windows: the record's own timestamp counts.
-        let st = h.stream_time().map_err(|e| self.errno(e))?.max(ts);
-        let key = r.key.unwrap_or(&[]);
-        let mut took = false;
-        // TimeWindows.windowsFor: the first start clamped at 0.
-        let mut start = (ts - self.size + self.advance).max(0) / self.advance * self.advance;
-        while start <= ts {
-            let end = start + self.size;
-            if end + self.grace <= st {
-                // Closed: KStreamWindowAggregate's windowEnd <= closeTime.
-                self.count(|s| s.dropped += 1);
-            } else {
-                took = true;
-                let sub = self.sub(start);
-                let agg = h.get(key, &sub).map_err(|e| self.errno(e))?;
-                if agg.is_none() {
-                    h.set_timer(key, end + self.grace)
-                        .map_err(|e| self.errno(e))?;
-                }
-                let agg = self.agg.add(agg.as_deref(), r.value)?;
-                h.put(key, &sub, &agg).map_err(|e| self.errno(e))?;
-            }
-            start += self.advance;
-        }
-        if !took {
-            return self.late(r, out);
-        }
-        self.count(|s| s.records += 1);
-        Ok(())
+        Ok(ts)
     }
 
     fn late(&self, r: &Record<'_>, out: &mut dyn Emit) -> Result<(), Error> {
@@ -428,55 +431,6 @@ impl TimeWindows {
             ..Output::default()
         })
         .map_err(|e| self.errno(e))
-    }
-
-    /// Closes `key`'s windows whose close time (`end + grace`) is at or
-    /// before `at`: emits their results, in start order, and deletes them.
-    /// Call it from the timer function with the firing's key and at; a
-    /// timer that closes none of these windows (another windows' timer)
-    /// does nothing.
-    pub fn fire(
-        &self,
-        h: &mut dyn Host,
-        key: &[u8],
-        at: i64,
-        out: &mut dyn Emit,
-    ) -> Result<(), Error> {
-        let mut due: Vec<WindowResult> = Vec::new();
-        let mut bad: Option<Vec<u8>> = None;
-        let (plen, size, grace) = (self.prefix.len(), self.size, self.grace);
-        h.scan(key, &self.prefix, &mut |sub, agg| {
-            let start = match read_start(sub, plen) {
-                Some(s) => s,
-                None => {
-                    bad = Some(sub.to_vec());
-                    return false;
-                }
-            };
-            if start + size + grace > at {
-                return false; // sub keys sort by start, and so by close time
-            }
-            due.push(WindowResult {
-                key: key.to_vec(),
-                start,
-                end: start + size,
-                agg: agg.to_vec(),
-            });
-            true
-        })
-        .map_err(|e| self.errno(e))?;
-        if let Some(sub) = bad {
-            return Err(Error::terminal(format!(
-                "window: windows {:?}: malformed sub key {:02x?}",
-                self.name, sub
-            )));
-        }
-        for res in &due {
-            h.delete(key, &self.sub(res.start))
-                .map_err(|e| self.errno(e))?;
-            self.emit(res, out)?;
-        }
-        Ok(())
     }
 
     fn emit(&self, res: &WindowResult, out: &mut dyn Emit) -> Result<(), Error> {
@@ -497,5 +451,99 @@ impl TimeWindows {
             ..Output::default()
         })
         .map_err(|e| self.errno(e))
+    }
+}
+
+impl TimeWindows {
+    /// The counts so far.
+    pub fn stats(&self) -> Stats {
+        self.b.stats()
+    }
+
+    /// Adds the record to its windows (its key's, at its timestamp; a null
+    /// key is the empty key): each still open takes it, and a window it
+    /// opens sets the timer that will close it. A record no window takes is
+    /// late. Call it from the processing function with [`Abi`].
+    pub fn add(&self, h: &mut dyn Host, r: &Record<'_>, out: &mut dyn Emit) -> Result<(), Error> {
+        let ts = self.b.record_time(r, self.size + self.b.grace)?;
+        // Kafka Streams advances stream time before it looks at the
+        // record's windows: the record's own timestamp counts.
+        let st = h.stream_time().map_err(|e| self.b.errno(e))?.max(ts);
+        let key = r.key.unwrap_or(&[]);
+        let mut took = false;
+        // TimeWindows.windowsFor: the first start clamped at 0.
+        let mut start = (ts - self.size + self.advance).max(0) / self.advance * self.advance;
+        while start <= ts {
+            let end = start + self.size;
+            if end + self.b.grace <= st {
+                // Closed: KStreamWindowAggregate's windowEnd <= closeTime.
+                self.b.count(|s| s.dropped += 1);
+            } else {
+                took = true;
+                let sub = self.b.sub(start);
+                let agg = h.get(key, &sub).map_err(|e| self.b.errno(e))?;
+                if agg.is_none() {
+                    h.set_timer(key, end + self.b.grace)
+                        .map_err(|e| self.b.errno(e))?;
+                }
+                let agg = self.b.agg.add(agg.as_deref(), r.value)?;
+                h.put(key, &sub, &agg).map_err(|e| self.b.errno(e))?;
+            }
+            start += self.advance;
+        }
+        if !took {
+            return self.b.late(r, out);
+        }
+        self.b.count(|s| s.records += 1);
+        Ok(())
+    }
+
+    /// Closes `key`'s windows whose close time (`end + grace`) is at or
+    /// before `at`: emits their results, in start order, and deletes them.
+    /// Call it from the timer function with the firing's key and at; a
+    /// timer that closes none of these windows (another windows' timer)
+    /// does nothing.
+    pub fn fire(
+        &self,
+        h: &mut dyn Host,
+        key: &[u8],
+        at: i64,
+        out: &mut dyn Emit,
+    ) -> Result<(), Error> {
+        let mut due: Vec<WindowResult> = Vec::new();
+        let mut bad: Option<Vec<u8>> = None;
+        let (plen, size, grace) = (self.b.prefix.len(), self.size, self.b.grace);
+        h.scan(key, &self.b.prefix, &mut |sub, agg| {
+            let start = match read_start(sub, plen) {
+                Some(s) => s,
+                None => {
+                    bad = Some(sub.to_vec());
+                    return false;
+                }
+            };
+            if start + size + grace > at {
+                return false; // sub keys sort by start, and so by close time
+            }
+            due.push(WindowResult {
+                key: key.to_vec(),
+                start,
+                end: start + size,
+                agg: agg.to_vec(),
+            });
+            true
+        })
+        .map_err(|e| self.b.errno(e))?;
+        if let Some(sub) = bad {
+            return Err(Error::terminal(format!(
+                "window: windows {:?}: malformed sub key {:02x?}",
+                self.b.name, sub
+            )));
+        }
+        for res in &due {
+            h.delete(key, &self.b.sub(res.start))
+                .map_err(|e| self.b.errno(e))?;
+            self.b.emit(res, out)?;
+        }
+        Ok(())
     }
 }

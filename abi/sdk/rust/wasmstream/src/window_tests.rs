@@ -81,6 +81,56 @@ fn model(recs: &[Rec], size: i64, advance: i64, grace: i64) -> Model {
     res
 }
 
+/// internal/windowmodel's Sessions, line for line: a session is [start,
+/// end], both inclusive; a record joins (merging) every session not yet
+/// closed that it touches within gap; one closes once end < stream time -
+/// gap - grace.
+fn model_sessions(recs: &[Rec], gap: i64, grace: i64) -> Model {
+    let mut res = Model {
+        stream_time: -1,
+        ..Model::default()
+    };
+    let mut sessions: std::collections::BTreeMap<String, Vec<Win>> = Default::default();
+    for r in recs {
+        res.stream_time = res.stream_time.max(r.ts);
+        let close_time = res.stream_time - gap - grace;
+        let mut merged = Win {
+            key: r.key.clone(),
+            start: r.ts,
+            end: r.ts,
+            count: 1,
+        };
+        let mut keep = Vec::new();
+        for s in sessions.get(&r.key).cloned().unwrap_or_default() {
+            if s.end >= close_time && s.end >= r.ts - gap && s.start <= r.ts + gap {
+                merged.start = merged.start.min(s.start);
+                merged.end = merged.end.max(s.end);
+                merged.count += s.count;
+            } else {
+                keep.push(s);
+            }
+        }
+        if merged.end < close_time {
+            res.late += 1; // it joined nothing (an open session ends at or after close_time)
+            continue;
+        }
+        keep.push(merged);
+        sessions.insert(r.key.clone(), keep);
+    }
+    for (_, ss) in sessions {
+        for s in ss {
+            if s.end < res.stream_time - gap - grace {
+                res.finals.push(s);
+            } else {
+                res.open.push(s);
+            }
+        }
+    }
+    res.finals.sort();
+    res.open.sort();
+    res
+}
+
 /// splitmix64: random inputs without a crate.
 struct Rng(u64);
 
@@ -150,11 +200,19 @@ fn fire_fn<'a>(w: &'a TimeWindows) -> impl Fn(&Timer<'_>, &mut Emitter) -> Resul
 /// Feeds recs to a new partition: the partition, the final results (from
 /// the outputs) and the late records sent to "late".
 fn run_windows(w: &TimeWindows, recs: &[Rec]) -> (Partition, Vec<Win>, i64) {
+    run_procs(add_fn(w), fire_fn(w), recs)
+}
+
+fn run_procs<F, T>(add: F, fire: T, recs: &[Rec]) -> (Partition, Vec<Win>, i64)
+where
+    F: Fn(&Record<'_>, &mut Emitter) -> Result<(), Error>,
+    T: Fn(&Timer<'_>, &mut Emitter) -> Result<(), Error>,
+{
     let mut p = Partition::new();
     let mut finals = Vec::new();
     let mut late = 0;
     for (i, r) in recs.iter().enumerate() {
-        let round = p.record(add_fn(w), fire_fn(w), &rec(&r.key, r.ts).at(0, i as i64));
+        let round = p.record(&add, &fire, &rec(&r.key, r.ts).at(0, i as i64));
         assert!(round.ok(), "record {} {:?}: {:?}", i, r, round.failures);
         for o in round.outputs {
             if o.topic == "late" {
@@ -179,10 +237,16 @@ fn run_windows(w: &TimeWindows, recs: &[Rec]) -> (Partition, Vec<Win>, i64) {
 /// layout: sub name | 0 | start (big endian, sign bit flipped), value the
 /// count.
 fn open_state(p: &Partition, size: i64) -> Vec<Win> {
+    open_windows(p, Some(size))
+}
+
+/// The open windows in the state: a time window's (size) value is its
+/// count, a session's (None) its end | count.
+fn open_windows(p: &Partition, size: Option<i64>) -> Vec<Win> {
     let mut ws: Vec<Win> = p
         .state()
         .into_iter()
-        .map(|((key, sub), v)| {
+        .map(|((key, sub), mut v)| {
             assert!(
                 sub.len() == 10 && &sub[..2] == b"w\0",
                 "state ({:?}, {:02x?}): not a window's",
@@ -192,10 +256,18 @@ fn open_state(p: &Partition, size: i64) -> Vec<Win> {
             let mut b = [0u8; 8];
             b.copy_from_slice(&sub[2..]);
             let start = (u64::from_be_bytes(b) ^ (1 << 63)) as i64;
+            let end = match size {
+                Some(size) => start + size,
+                None => {
+                    b.copy_from_slice(&v[..8]);
+                    v.drain(..8);
+                    i64::from_be_bytes(b)
+                }
+            };
             Win {
                 key: String::from_utf8(key).unwrap(),
                 start,
-                end: start + size,
+                end,
                 count: window::decode_count(&v).unwrap() as i64,
             }
         })
@@ -308,6 +380,112 @@ fn tumbling_count_matches_model() {
 #[test]
 fn hopping_count_matches_model() {
     matches_model(23, true);
+}
+
+/// The same for session windows (a session's end inclusive; a merge
+/// leaves the old timer to fire and find nothing).
+#[test]
+fn session_count_matches_model() {
+    let mut rng = Rng(25);
+    let mut ex = Exercised::default();
+    for trial in 0..500 {
+        let (gap, grace) = (1 + rng.int(15), rng.int(15));
+        let ms = |n: i64| Duration::from_millis(n as u64);
+        let w = window::sessions(
+            ms(gap),
+            Options {
+                name: "w".into(),
+                grace: ms(grace),
+                late_topic: "late".into(),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let recs = random_input(&mut rng, grace);
+        let want = model_sessions(&recs, gap, grace);
+        let (p, finals, late) = run_procs(
+            |r: &Record<'_>, out: &mut Emitter| w.add(&mut Abi, r, out),
+            |t: &Timer<'_>, out: &mut Emitter| w.fire(&mut Abi, t.key, t.at, out),
+            &recs,
+        );
+        let ctx = format!(
+            "trial {} (gap {}, grace {}), input {:?}",
+            trial, gap, grace, recs
+        );
+        assert_eq!(finals, want.finals, "final results: {}", ctx);
+        assert_eq!(
+            (late, w.stats().late),
+            (want.late, want.late),
+            "late: {}",
+            ctx
+        );
+        assert_eq!(open_windows(&p, None), want.open, "state: {}", ctx);
+        assert_eq!(p.stream_time(), want.stream_time, "stream time: {}", ctx);
+        let timers = p.timers();
+        for (at, key) in &timers {
+            assert!(
+                *at > p.stream_time(),
+                "timer ({:?}, {}) due did not fire: {}",
+                key,
+                at,
+                ctx
+            );
+        }
+        for o in &want.open {
+            let t = (o.end + gap + grace + 1, o.key.clone().into_bytes());
+            assert!(
+                timers.contains(&t),
+                "open session {:?} has no timer: {}",
+                o,
+                ctx
+            );
+        }
+        ex.note(&want);
+    }
+    ex.check();
+}
+
+/// Sessions need an aggregator that merges: the default merge fails the
+/// record terminally when a record bridges two sessions.
+#[test]
+fn session_merge_needs_an_aggregator_that_merges() {
+    struct Last;
+    impl window::Aggregator for Last {
+        fn add(&self, _agg: Option<&[u8]>, v: Option<&[u8]>) -> Result<Vec<u8>, Error> {
+            Ok(v.unwrap_or_default().to_vec())
+        }
+    }
+    let w = window::sessions(
+        Duration::from_millis(5),
+        Options {
+            name: "w".into(),
+            grace: Duration::from_millis(100),
+            agg: Some(Box::new(Last)),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut p = Partition::new();
+    for ts in [0, 10] {
+        let round = p.record(
+            |r: &Record<'_>, out: &mut Emitter| w.add(&mut Abi, r, out),
+            |t: &Timer<'_>, out: &mut Emitter| w.fire(&mut Abi, t.key, t.at, out),
+            &rec("k", ts),
+        );
+        assert!(round.ok(), "{:?}", round.failures);
+    }
+    let round = p.record(
+        |r: &Record<'_>, out: &mut Emitter| w.add(&mut Abi, r, out),
+        |t: &Timer<'_>, out: &mut Emitter| w.fire(&mut Abi, t.key, t.at, out),
+        &rec("k", 5),
+    );
+    assert!(
+        round.failures.len() == 1
+            && round.failures[0].0 == Status::Fail
+            && round.failures[0].1.contains("merge"),
+        "{:?}",
+        round.failures
+    );
 }
 
 fn outputs(p: &mut Partition, w: &TimeWindows, key: &str, ts: i64) -> Vec<OwnedOutput> {
@@ -842,4 +1020,24 @@ fn timer_encoding() {
         (t.at, t.stream_time, t.partition, t.attempt, t.topic, t.key)
     );
     assert!(codec::decode_timer(&b[..b.len() - 1]).is_err());
+    // abi/timer_test.go's vector: the host's encoding, byte for byte.
+    let t = Timer {
+        at: 1700000060000,
+        stream_time: 1700000061234,
+        partition: 3,
+        attempt: 2,
+        topic: "in",
+        key: b"k",
+    };
+    let mut b = Vec::new();
+    codec::append_timer_firing(&mut b, &t);
+    let want: &[u8] = &[
+        0x60, 0x52, 0xe6, 0xcf, 0x8b, 0x01, 0, 0, 0x32, 0x57, 0xe6, 0xcf, 0x8b, 0x01, 0, 0, 3, 0,
+        0, 0, 2, 0, 0, 0, 2, 0, 0, 0, b'i', b'n', 1, 0, 0, 0, b'k',
+    ];
+    assert_eq!(b, want);
+    assert!(
+        codec::decode_timer(&[b.as_slice(), &[0]].concat()).is_err(),
+        "a trailing byte accepted"
+    );
 }
