@@ -1041,3 +1041,139 @@ fn timer_encoding() {
         "a trailing byte accepted"
     );
 }
+
+/// One case of internal/windowmodel's vectors file.
+struct Vector {
+    kind: String,
+    size: i64,
+    advance: i64,
+    grace: i64,
+    recs: Vec<Rec>,
+    want: Model,
+}
+
+/// internal/windowmodel/testdata/vectors.txt: the Go model's results on
+/// random inputs (its TestVectorsFile keeps the file the model's).
+fn read_vectors() -> Vec<Vector> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../../internal/windowmodel/testdata/vectors.txt"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {}", path, e));
+    let mut out = Vec::new();
+    let mut cur: Option<Vector> = None;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let n = |i: usize| -> i64 { f[i].parse().unwrap_or_else(|_| panic!("{:?}", line)) };
+        match f[0] {
+            "case" => {
+                cur = Some(Vector {
+                    kind: f[1].to_string(),
+                    size: n(2),
+                    advance: n(3),
+                    grace: n(4),
+                    recs: Vec::new(),
+                    want: Model::default(),
+                })
+            }
+            "end" => out.push(cur.take().expect("end without case")),
+            _ => {
+                let v = cur.as_mut().expect("a line outside a case");
+                let win = || Win {
+                    key: f[1].to_string(),
+                    start: n(2),
+                    end: n(3),
+                    count: n(4),
+                };
+                match f[0] {
+                    "rec" => v.recs.push(Rec {
+                        key: f[1].to_string(),
+                        ts: n(2),
+                    }),
+                    "final" => v.want.finals.push(win()),
+                    "open" => v.want.open.push(win()),
+                    "late" => v.want.late = n(1),
+                    "dropped" => v.want.dropped = n(1),
+                    "stream_time" => v.want.stream_time = n(1),
+                    _ => panic!("unknown line {:?}", line),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The Go model's own results, not only this file's port of it: the port
+/// agrees with internal/windowmodel on its vectors, and the windows over
+/// the in-memory partition emit, drop, count and keep exactly them.
+#[test]
+fn windows_match_the_go_models_vectors() {
+    let vectors = read_vectors();
+    assert_eq!(vectors.len(), 180, "the file's cases");
+    for (i, v) in vectors.iter().enumerate() {
+        let ctx = format!(
+            "vector {} ({} {} {} {})",
+            i, v.kind, v.size, v.advance, v.grace
+        );
+        let ms = |n: i64| Duration::from_millis(n as u64);
+        let opt = || Options {
+            name: "w".into(),
+            grace: ms(v.grace),
+            late_topic: "late".into(),
+            ..Options::default()
+        };
+        let (port, (p, finals, late), stats, size) = if v.kind == "sessions" {
+            let w = window::sessions(ms(v.size), opt()).unwrap();
+            let run = run_procs(
+                |r: &Record<'_>, out: &mut Emitter| w.add(&mut Abi, r, out),
+                |t: &Timer<'_>, out: &mut Emitter| w.fire(&mut Abi, t.key, t.at, out),
+                &v.recs,
+            );
+            (
+                model_sessions(&v.recs, v.size, v.grace),
+                run,
+                w.stats(),
+                None,
+            )
+        } else {
+            let w = window::hopping(ms(v.size), ms(v.advance), opt()).unwrap();
+            let run = run_windows(&w, &v.recs);
+            (
+                model(&v.recs, v.size, v.advance, v.grace),
+                run,
+                w.stats(),
+                Some(v.size),
+            )
+        };
+        assert_eq!(
+            (
+                &port.finals,
+                &port.open,
+                port.late,
+                port.dropped,
+                port.stream_time
+            ),
+            (
+                &v.want.finals,
+                &v.want.open,
+                v.want.late,
+                v.want.dropped,
+                v.want.stream_time
+            ),
+            "the port of the model: {}",
+            ctx
+        );
+        assert_eq!(finals, v.want.finals, "final results: {}", ctx);
+        assert_eq!(
+            (late, stats.late),
+            (v.want.late, v.want.late),
+            "late: {}",
+            ctx
+        );
+        if size.is_some() {
+            assert_eq!(stats.dropped, v.want.dropped, "dropped: {}", ctx);
+        }
+        assert_eq!(open_windows(&p, size), v.want.open, "state: {}", ctx);
+        assert_eq!(p.stream_time(), v.want.stream_time, "stream time: {}", ctx);
+    }
+}
