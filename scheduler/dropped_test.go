@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -34,14 +33,8 @@ func TestDroppedRecordsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "filter"), "in", "out", "dlq", "", "")
-	r, err := NewRunner(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := sdkmetric.NewManualReader()
-	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, cfg)
+	reader := metricsOf(t, r)
 	r.SetLabel("p", r.View()[0].Module.Digest, "v1.0")
 	r.Start()
 	defer r.Stop(context.Background())

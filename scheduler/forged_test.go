@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -52,14 +51,8 @@ func TestForgedHeadersOnInput(t *testing.T) {
 	}
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
 		"    retry: {max_attempts: 2, backoff: [300ms]}", "")
-	r, err := NewRunner(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := sdkmetric.NewManualReader()
-	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, cfg)
+	reader := metricsOf(t, r)
 	r.Start()
 	defer r.Stop(context.Background())
 

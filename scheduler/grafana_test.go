@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 	"github.com/wasmstream/wasmstream/tests/lookupsrv"
 )
@@ -38,18 +37,8 @@ func scrapeNames(t *testing.T) map[string]bool {
 `, guestPath(t, "lookup")) + asyncKeys(lsrv, "      max_in_flight: auto")
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq",
 		"    ordering: none\n    instances: {max: auto}\n    retry: {max_attempts: 3, backoff: [200ms]}\n"+lookup, "")
-	meter, handler, mp, err := admin.NewMeter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mp.Shutdown(context.Background())
-	r, err := NewRunner(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.RegisterMetrics(meter); err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, cfg)
+	handler := servedMetricsOf(t, r)
 	r.Start()
 	defer r.Stop(context.Background())
 	kafkatest.Eventually(t, time.Minute, "every record decided", func() bool {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
-	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -66,14 +65,7 @@ func TestGuestLogDroppedMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meter, handler, mp, err := admin.NewMeter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mp.Shutdown(context.Background())
-	if err := r.RegisterMetrics(meter); err != nil {
-		t.Fatal(err)
-	}
+	handler := servedMetricsOf(t, r)
 	r.Start()
 	defer r.Stop(context.Background())
 	kafkatest.Eventually(t, time.Minute, "every record done", func() bool { return r.Snapshots()[0].Done == records })

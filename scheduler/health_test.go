@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -109,18 +108,8 @@ func TestBrokerErrorsAndStalls(t *testing.T) {
 	}
 	produce(10)
 	cfg := testConfig(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq")
-	r, err := NewRunner(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	meter, handler, mp, err := admin.NewMeter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mp.Shutdown(context.Background())
-	if err := r.RegisterMetrics(meter); err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, cfg)
+	handler := servedMetricsOf(t, r)
 	r.Start()
 	defer r.Stop(context.Background())
 	kafkatest.Eventually(t, time.Minute, "every record done", func() bool { return r.Snapshots()[0].Done == 10 })

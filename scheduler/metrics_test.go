@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +15,37 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
+
+// metricsOf registers r's metrics on a manual reader of their own and
+// returns it, for collect.
+func metricsOf(t testing.TB, r *Runner) *sdkmetric.ManualReader {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
+		t.Fatal(err)
+	}
+	return reader
+}
+
+// servedMetricsOf registers r's metrics on an exporter of their own as
+// the host serves them (admin.NewMeter) and returns its /metrics handler;
+// the exporter is shut down when the test ends.
+func servedMetricsOf(t testing.TB, r *Runner) http.Handler {
+	t.Helper()
+	meter, handler, mp, err := admin.NewMeter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	if err := r.RegisterMetrics(meter); err != nil {
+		t.Fatal(err)
+	}
+	return handler
+}
 
 // collect reads every metric as name -> data points.
 func collect(t *testing.T, rd *sdkmetric.ManualReader) map[string]metricdata.Aggregation {
@@ -70,15 +99,8 @@ func TestMetricsUnderKnownLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", "    ordering: none\n    instances: {min: 1, max: 3}", "")
-	r, err := NewRunner(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	if err := r.RegisterMetrics(mp.Meter("test")); err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, cfg)
+	reader := metricsOf(t, r)
 	r.Start()
 	defer r.Stop(context.Background())
 	kafkatest.Eventually(t, time.Minute, "every record done", func() bool { return r.Snapshots()[0].Done == 900 })
@@ -232,14 +254,8 @@ func TestAutoPoolMetricsCarryTheReasonApart(t *testing.T) {
 	kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
 	kafkatest.Produce(t, brokers, "in", 200, func(i int) string { return fmt.Sprint("k", i) })
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", "    ordering: none\n    instances: auto", "")
-	r, err := NewRunner(context.Background(), cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := sdkmetric.NewManualReader()
-	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, cfg)
+	reader := metricsOf(t, r)
 	r.Start()
 	defer r.Stop(context.Background())
 	kafkatest.Eventually(t, time.Minute, "every record done", func() bool { return r.Snapshots()[0].Done == 200 })

@@ -75,11 +75,19 @@ shutdown:
 
 func startRunner(t testing.TB, cfg *config.Config) *Runner {
 	t.Helper()
+	r := newRunner(t, cfg)
+	r.Start()
+	return r
+}
+
+// newRunner is cfg's runner, not started: for a test that registers its
+// metrics or labels first.
+func newRunner(t testing.TB, cfg *config.Config) *Runner {
+	t.Helper()
 	r, err := NewRunner(context.Background(), cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Start()
 	return r
 }
 

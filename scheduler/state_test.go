@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
@@ -472,10 +471,7 @@ func TestStateSurvivesHotSwap(t *testing.T) {
 	checkCounts(t, top, trueCounts(n, 3))
 
 	// The state metrics: one write per record, a store per partition.
-	reader := sdkmetric.NewManualReader()
-	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
-		t.Fatal(err)
-	}
+	reader := metricsOf(t, r)
 	m := collect(t, reader)
 	if got := sumInt(m["wasmstream.state.writes"], all); got != 3*n {
 		t.Errorf("wasmstream.state.writes %d, want %d", got, 3*n)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
@@ -102,10 +101,7 @@ func TestStatePartitionBound(t *testing.T) {
 	produce(t, brokers, fillRecord("a", 3, 64<<10, false), fillRecord("b", 1, 64<<10, false))
 	deadLetters(1, "b")
 	stored(r, "a's values in the store", 3*entry)
-	reader := sdkmetric.NewManualReader()
-	if err := r.RegisterMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")); err != nil {
-		t.Fatal(err)
-	}
+	reader := metricsOf(t, r)
 	m := collect(t, reader)
 	if refused, held := sumInt(m["wasmstream.state.refused"], all), sumInt(m["wasmstream.state.bytes"], all); refused != 1 || held != 3*entry {
 		t.Fatalf("wasmstream.state.refused %d, wasmstream.state.bytes %d; want 1, %d", refused, held, 3*entry)
