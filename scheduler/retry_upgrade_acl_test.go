@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
+	"github.com/wasmstream/wasmstream/tests/logbuf"
 )
 
 // TestOldRetryTopicsUnderACLsQuiet: a principal given only the ACLs of the
@@ -51,7 +52,7 @@ func TestOldRetryTopicsUnderACLsQuiet(t *testing.T) {
 		return resp, nil, true
 	})
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "enrich"), "in", "out", "dlq", "    retry: {max_attempts: 2, backoff: [300ms]}", "")
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	r, err := NewRunner(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatalf("the host did not start: %v", err)

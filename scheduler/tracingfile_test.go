@@ -1,35 +1,16 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
+	"github.com/wasmstream/wasmstream/tests/logbuf"
 )
-
-// lockedBuffer is a log sink safe for the runner's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A host tracing to a file says at its start what the file holds and how
 // it is bounded: every failed record and 1% of the healthy ones by
@@ -40,7 +21,7 @@ func TestTracingFileSaysWhatItKeeps(t *testing.T) {
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
 	file := filepath.Join(t.TempDir(), "t.jsonl")
 	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", "", fmt.Sprintf("tracing: {exporter: jsonl, file: %q}", file))
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	r, err := NewRunner(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -1,37 +1,19 @@
 package admin
 
 import (
-	"bytes"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/tests/logbuf"
 )
-
-// lockedBuffer is a log destination safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // 1,000 refused requests with long paths write a bounded log: a burst of
 // lines, then one summary line with the count per interval.
 func TestRefusedRequestsLogBounded(t *testing.T) {
-	var logBuf lockedBuffer
+	var logBuf logbuf.Buffer
 	const interval = 2 * time.Second
 	srv, _, _, api := newTestAPIWith(t, &logBuf, func(a *API) { a.refusals.interval = interval })
 	path := "/v1/pipelines/" + strings.Repeat("a", 2048)

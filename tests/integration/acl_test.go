@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
+	"github.com/wasmstream/wasmstream/tests/logbuf"
 )
 
 // appACL is one of the least-privilege ACLs README.md lists ("ACLs the host
@@ -61,24 +61,6 @@ func first(s []string) string {
 		return ""
 	}
 	return s[0]
-}
-
-// syncBuffer is a log shared by the host's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func aclConfig(t *testing.T, s secureBroker, g string, topics map[string][2]string) string {
@@ -219,7 +201,7 @@ func TestLeastPrivilegeEachACLNeeded(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			var logs syncBuffer
+			var logs logbuf.Buffer
 			r, err := scheduler.NewRunner(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 			if acls[i].optional {
 				if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
+	"github.com/wasmstream/wasmstream/tests/logbuf"
 )
 
 // registryURL is the real registry the test command started
@@ -60,7 +61,7 @@ func runInterop(t *testing.T, ctx context.Context, args ...string) []byte {
 
 // startSchemaHost starts a host of yaml, its log in logs (printed when
 // the test fails), stopped when the test ends.
-func startSchemaHost(t *testing.T, yaml string) (*scheduler.Runner, *syncBuffer) {
+func startSchemaHost(t *testing.T, yaml string) (*scheduler.Runner, *logbuf.Buffer) {
 	t.Helper()
 	r, logs, err := newSchemaHost(t, t.TempDir(), yaml)
 	if err != nil {
@@ -73,7 +74,7 @@ func startSchemaHost(t *testing.T, yaml string) (*scheduler.Runner, *syncBuffer)
 
 // newSchemaHost makes, but does not start, a host of yaml written to
 // dir/config.yaml; its log is printed when the test fails.
-func newSchemaHost(t *testing.T, dir, yaml string) (*scheduler.Runner, *syncBuffer, error) {
+func newSchemaHost(t *testing.T, dir, yaml string) (*scheduler.Runner, *logbuf.Buffer, error) {
 	t.Helper()
 	p := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
@@ -83,7 +84,7 @@ func newSchemaHost(t *testing.T, dir, yaml string) (*scheduler.Runner, *syncBuff
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the host's log:\n%s", logs.String())
