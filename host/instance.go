@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/asyncop"
 	"github.com/wasmstream/wasmstream/host/internal/slots"
 	"github.com/wasmstream/wasmstream/internal/faultkind"
 )
@@ -203,9 +204,8 @@ type recState struct {
 	errMsg   string
 	state    State // answers its state_* calls (nil: no state)
 	deadline time.Time
-	ops      []*opState      // outstanding, in the order they started (at most async.max_per_record)
-	ctx      context.Context // the operations' context, made at the first one
-	cancel   context.CancelFunc
+	ops      []*opState             // outstanding, in the order they started (at most async.max_per_record)
+	ctx      *asyncop.RecordContext // the operations' context, made at the first one
 	ended    bool
 	// firing: the call is a timer's firing (ProcessTimer), of the timer
 	// at firingAt: timer_set at or before it returns ErrnoLimit.
@@ -403,9 +403,9 @@ func (in *Instance) endRecord(st *recState) {
 		clear(st.ops)
 		st.ops = nil
 	}
-	if st.cancel != nil {
-		st.cancel()
-		st.ctx, st.cancel = nil, nil
+	if st.ctx != nil {
+		st.ctx.Cancel()
+		st.ctx = nil
 	}
 	st.tag, st.state = nil, nil
 	st.outputs = nil
@@ -615,7 +615,9 @@ func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 		return 0, abi.ErrnoLimit
 	}
 	if st.ctx == nil {
-		st.ctx, st.cancel = context.WithDeadline(in.base, st.deadline)
+		// Canceled when the record ends (endRecord), its instance's
+		// Close included: no timer, no watch of a parent (RecordContext).
+		st.ctx = asyncop.NewRecordContext(st.deadline)
 	}
 	in.lastOp++
 	if in.lastOp == 0 {

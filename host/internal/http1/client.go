@@ -61,6 +61,24 @@ type conn struct {
 	deadline  bool   // an I/O deadline is set
 	peek      peeker // alive's, made once
 	abort     func() // stops its blocked reads and writes at once; made once
+	// The watch of a Watcher context (watch): its id, and the stop func
+	// (unwatch), made once.
+	watcher Watcher
+	watchID uint64
+	unwatch func() bool
+}
+
+// A Watcher is a context that runs a function once it ends, without an
+// allocation (a record's: asyncop.RecordContext): a connection's watch of
+// its request's context takes it instead of context.AfterFunc's five.
+// Watch has f (which must not block) run once the context ends, and
+// returns the watch's id, 0 when it has ended (f ran); Unwatch reports
+// whether the watch was stopped before f ran. A Watcher may run f at its
+// deadline only if something waits on its Done: the connection's I/O
+// deadline bounds the exchange.
+type Watcher interface {
+	Watch(f func()) uint64
+	Unwatch(id uint64) bool
 }
 
 // Read reads from the connection within readLimit: the header bound.
@@ -157,10 +175,25 @@ func (cn *conn) watch(ctx context.Context, deadline time.Time) (stop func() bool
 		cn.nc.SetDeadline(deadline)
 		cn.deadline = !deadline.IsZero()
 	}
+	if w, ok := ctx.(Watcher); ok {
+		if cn.unwatch == nil {
+			cn.unwatch = cn.stopWatch
+		}
+		cn.watcher, cn.watchID = w, w.Watch(cn.abort)
+		return cn.unwatch
+	}
 	if ctx.Done() == nil {
 		return func() bool { return true }
 	}
 	return context.AfterFunc(ctx, cn.abort)
+}
+
+// stopWatch ends the watch of a Watcher; false when it fired (or was
+// ended already), as context.AfterFunc's stop.
+func (cn *conn) stopWatch() bool {
+	w, id := cn.watcher, cn.watchID
+	cn.watcher, cn.watchID = nil, 0
+	return w != nil && id != 0 && w.Unwatch(id)
 }
 
 // headerLimit is what may be read of a response before its body.
