@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/scheduler/admin"
 	"github.com/wasmstream/wasmstream/scheduler/assembly"
-	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 // A version deployed before a restart replaces the config's module: the
@@ -41,18 +39,7 @@ func TestRunDeployedVersionOverridesConfigLoudly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgPath := writeFile(t, dir, "host.yaml", []byte(`
-kafka: {brokers: [embedded], group: banner}
-pipelines:
-  - {name: p, module: `+cfgModule+`, inputs: [in], output: out, dead_letter_topic: dlq}
-metrics: {listen: "127.0.0.1:0"}
-admin: {listen: "127.0.0.1:0", store_dir: `+filepath.Join(dir, "store")+`}
-host: {id: h1, compile_cache_dir: none}
-`))
-	cfg, err := config.Load(cfgPath, os.Environ(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := adminHostConfig(t, dir, "banner", cfgModule, "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

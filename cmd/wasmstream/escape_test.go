@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/scheduler/assembly"
-	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/registry"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -136,18 +133,7 @@ host: {compile_cache_dir: none}
 	const token = testAdminToken
 	t.Setenv("WASMSTREAM_ADMIN_TOKEN", token)
 	good := writeFile(t, dir, "good.wasm", wt.Minimal(wt.I32Const(0)).Bytes())
-	cfgPath := writeFile(t, dir, "host.yaml", []byte(`
-kafka: {brokers: [embedded], group: esc}
-pipelines:
-  - {name: p, module: `+good+`, inputs: [in], output: out, dead_letter_topic: dlq}
-metrics: {listen: ""}
-admin: {listen: "127.0.0.1:0", store_dir: `+filepath.Join(dir, "store")+`}
-host: {id: h1, compile_cache_dir: none}
-`))
-	cfg, err := config.Load(cfgPath, os.Environ(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := adminHostConfig(t, dir, "esc", good, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, err := assembly.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))

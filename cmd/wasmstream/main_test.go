@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
+	"github.com/wasmstream/wasmstream/scheduler/config"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -17,6 +18,27 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// adminHostConfig is the config of a host on the in-process broker that
+// runs module as pipeline p (in -> out) with its admin API on and its
+// module store in dir/store, as the tests of the commands that talk to a
+// running host start one; metrics is metrics.listen ("": none).
+func adminHostConfig(t *testing.T, dir, group, module, metrics string) *config.Config {
+	t.Helper()
+	path := writeFile(t, dir, "host.yaml", []byte(`
+kafka: {brokers: [embedded], group: `+group+`}
+pipelines:
+  - {name: p, module: `+module+`, inputs: [in], output: out, dead_letter_topic: dlq}
+metrics: {listen: "`+metrics+`"}
+admin: {listen: "127.0.0.1:0", store_dir: `+filepath.Join(dir, "store")+`}
+host: {id: h1, compile_cache_dir: none}
+`))
+	cfg, err := config.Load(path, os.Environ(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 func writeFile(t *testing.T, dir, name string, b []byte) string {
