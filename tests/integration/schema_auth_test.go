@@ -8,8 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,8 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/wasmstream/wasmstream/internal/schemareg"
-	"github.com/wasmstream/wasmstream/scheduler"
-	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -74,38 +70,11 @@ func (s secureRegistry) admin(t *testing.T) *sr.Client {
 	return cl
 }
 
-// secureRegistryConfig is a pipeline of the uppercase processor that
-// decodes its input values with the registry of section.
-func secureRegistryConfig(t *testing.T, brokers []string, n, in, out, dlq, section string) *config.Config {
-	t.Helper()
-	y := fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group: %s
-  commit_interval: 200ms
-  session_timeout: 10s
-%s
-pipelines:
-  - name: p
-    module: %s
-    inputs: [%s]
-    output: %s
-    dead_letter_topic: %s
-    retry: {max_attempts: 1}
-    input_format: {value: {format: confluent}}
-    limits: {record_timeout: 10s, memory_pages: 256}
-shutdown: {drain_timeout: 5s}
-metrics: {listen: "127.0.0.1:0"}
-admin: {enabled: false}
-`, strings.Join(brokers, ","), n, section, modules["uppercase"], in, out, dlq)
-	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+// secureRegistryYAML is a pipeline of the uppercase processor that
+// decodes its input values with the registry of section (the
+// schema_registry section's lines).
+func secureRegistryYAML(brokers []string, n, in, out, dlq, section string) string {
+	return schemaPipelineYAML(brokers, n, section, schemaPipe{name: "p", inputs: []string{in}, out: out, dlq: dlq})
 }
 
 // TestSchemaRegistryTLSAndBasicAuth: against the real registry configured
@@ -144,7 +113,7 @@ func TestSchemaRegistryTLSAndBasicAuth(t *testing.T) {
 	good := pwFile("good", reg.password(t))
 	wrong := pwFile("wrong", "not-the-password")
 	section := func(url, tls, auth string) string {
-		return fmt.Sprintf("schema_registry:\n  url: %s\n  request_timeout: 3s\n%s%s", url, tls, auth)
+		return fmt.Sprintf("  url: %s\n  request_timeout: 3s\n%s%s", url, tls, auth)
 	}
 	caKey := fmt.Sprintf("  tls: {ca_file: %s}\n", reg.caFile)
 	authKey := func(pw string) string {
@@ -189,9 +158,8 @@ func TestSchemaRegistryTLSAndBasicAuth(t *testing.T) {
 			[]string{"no answer within 3s (schema_registry.request_timeout)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := secureRegistryConfig(t, brokers, n, in, out, dlq, tc.section)
 			start := time.Now()
-			r, err := scheduler.NewRunner(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			r, _, err := newSchemaHost(t, t.TempDir(), secureRegistryYAML(brokers, n, in, out, dlq, tc.section))
 			took := time.Since(start)
 			if err == nil {
 				r.Stop(context.Background())
@@ -226,19 +194,8 @@ func TestSchemaRegistryTLSAndBasicAuth(t *testing.T) {
 	}
 	defer enc.Close()
 	const total = 50
-	var recs []*kgo.Record
-	for i := range total {
-		b, err := enc.AppendFramed(nil, []byte(fmt.Sprintf(`{"name":"user-%d","id":%d,"email":"u%d@example.com"}`, i, i, i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: b})
-	}
-	if err := kafkatest.Client(t, brokers).ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cfg := secureRegistryConfig(t, brokers, n, in, out, dlq, section(reg.url, caKey, authKey(good)))
-	r, err := scheduler.NewRunner(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	produceUsers(t, ctx, kafkatest.Client(t, brokers), enc, 0, total, func(int) string { return in })
+	r, _, err := newSchemaHost(t, t.TempDir(), secureRegistryYAML(brokers, n, in, out, dlq, section(reg.url, caKey, authKey(good))))
 	if err != nil {
 		t.Fatalf("with the CA and the password: %v", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/wasmstream/wasmstream/internal/schemareg"
-	"github.com/wasmstream/wasmstream/internal/schemareg/wire"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -54,27 +53,8 @@ func TestSchemaAutoRegisterRealRegistry(t *testing.T) {
 		}
 	}
 	config := func(file string, autoRegister bool) string {
-		return fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group: %s
-  commit_interval: 200ms
-  session_timeout: 10s
-schema_registry:
-  url: %s
-pipelines:
-  - name: p
-    module: %s
-    inputs: [%s]
-    output: %s
-    dead_letter_topic: %s
-    retry: {max_attempts: 1}
-    input_format: {value: {format: confluent}}
-    output_format: {value: {format: confluent, schema_file: %s, auto_register: %t}}
-    limits: {record_timeout: 10s, memory_pages: 256}
-shutdown: {drain_timeout: 5s}
-metrics: {listen: "127.0.0.1:0"}
-admin: {enabled: false}
-`, strings.Join(brokers, ","), n, url, modules["uppercase"], in, out, dlq, file, autoRegister)
+		return schemaPipelineYAML(brokers, n, fmt.Sprintf("  url: %s\n", url), schemaPipe{name: "p", inputs: []string{in}, out: out, dlq: dlq,
+			outputValue: fmt.Sprintf("{format: confluent, schema_file: %s, auto_register: %t}", file, autoRegister)})
 	}
 	versions := func() []int {
 		vs, err := admin.SubjectVersions(ctx, subject)
@@ -117,25 +97,13 @@ admin: {enabled: false}
 		t.Fatal(err)
 	}
 	defer enc.Close()
-	cl := kafkatest.Client(t, brokers)
 	const records = 100
-	var recs []*kgo.Record
-	for i := range records {
-		v, err := enc.AppendFramed(nil, []byte(fmt.Sprintf(`{"name":"user-%d","id":%d,"email":"u%d@example.com"}`, i, i, i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: v})
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceUsers(t, ctx, kafkatest.Client(t, brokers), enc, 0, records, func(int) string { return in })
 	rd := kafkatest.NewReader(t, brokers, out)
 	rd.ReadUntil(t, time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= records })
 	for _, rec := range rd.Recs {
-		js, d, err := c.AppendJSON(ctx, nil, rec.Value, wire.Value, nil, 1<<20)
-		if err != nil || d.SchemaID != registered.ID || !strings.Contains(string(js), `"NAME":"USER-`+string(rec.Key)+`"`) {
-			t.Fatalf("output %s: %s framed with id %d (%v), want the registered %d", rec.Key, js, d.SchemaID, err, registered.ID)
+		if doc, id := upperOutput(t, ctx, c, rec); id != registered.ID {
+			t.Fatalf("output %s: %v framed with id %d, want the registered %d", rec.Key, doc, id, registered.ID)
 		}
 	}
 	if s := r.Snapshots()[0]; s.DeadLetter != 0 {

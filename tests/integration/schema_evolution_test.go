@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/wasmstream/wasmstream/internal/schemareg"
-	"github.com/wasmstream/wasmstream/internal/schemareg/wire"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -77,59 +75,23 @@ func TestSchemaEvolutionRealRegistry(t *testing.T) {
 	// produce writes k records, alternately to the two input topics, all
 	// framed with the one id.
 	produce := func(k int) {
-		var recs []*kgo.Record
-		for range k {
-			v, err := encA.AppendFramed(nil, []byte(fmt.Sprintf(`{"name":"user-%d","id":%d,"email":"u%d@example.com"}`, next, next, next)))
-			if err != nil {
-				t.Fatal(err)
+		produceUsers(t, ctx, cl, encA, next, k, func(i int) string {
+			if i%2 == 1 {
+				return inB
 			}
-			topic := inA
-			if next%2 == 1 {
-				topic = inB
-			}
-			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(next)), Value: v})
-			next++
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+			return inA
+		})
+		next += k
 	}
 	produce(200)
 
-	r, logs := startSchemaHost(t, fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group: %s
-  commit_interval: 200ms
-  session_timeout: 10s
-schema_registry:
-  url: %s
-  refresh_period: 1s
-pipelines:
-  - name: p
-    module: %s
-    inputs: [%s, %s]
-    output: %s
-    dead_letter_topic: %s
-    retry: {max_attempts: 1}
-    input_format: {value: {format: confluent}}
-    output_format: {value: {format: confluent, version: latest}}
-    limits: {record_timeout: 10s, memory_pages: 256}
-shutdown: {drain_timeout: 5s}
-metrics: {listen: "127.0.0.1:0"}
-admin: {enabled: false}
-`, strings.Join(brokers, ","), n, url, modules["uppercase"], inA, inB, out, dlq))
+	r, logs := startSchemaHost(t, schemaPipelineYAML(brokers, n, fmt.Sprintf("  url: %s\n  refresh_period: 1s\n", url),
+		schemaPipe{name: "p", inputs: []string{inA, inB}, out: out, dlq: dlq, outputValue: "{format: confluent, version: latest}"}))
 
 	rd := kafkatest.NewReader(t, brokers, out)
 	idOf := func(rec *kgo.Record) int {
-		js, d, err := c.AppendJSON(ctx, nil, rec.Value, wire.Value, nil, 1<<20)
-		if err != nil {
-			t.Fatalf("output %s does not decode: %v", rec.Key, err)
-		}
-		var doc map[string]any
-		if err := json.Unmarshal(js, &doc); err != nil || doc["NAME"] != "USER-"+string(rec.Key) {
-			t.Fatalf("output %s: %s (%v)", rec.Key, js, err)
-		}
-		return d.SchemaID
+		_, id := upperOutput(t, ctx, c, rec)
+		return id
 	}
 	rd.ReadUntil(t, 2*time.Minute, "the first outputs", func(rs []*kgo.Record) bool { return len(rs) >= 200 })
 	for _, rec := range rd.Recs {
@@ -198,13 +160,7 @@ admin: {enabled: false}
 		t.Fatalf("the host logged more than v2 as a new version:\n%s", logs.String())
 	}
 	kafkatest.Eventually(t, time.Minute, "committed to the end", func() bool {
-		var sum int64
-		for _, topic := range []string{inA, inB} {
-			for _, o := range kafkatest.Committed(t, brokers, n+".p", topic) {
-				sum += o
-			}
-		}
-		return sum == int64(next)
+		return committedSum(t, brokers, n+".p", inA)+committedSum(t, brokers, n+".p", inB) == int64(next)
 	})
 	if s := r.Snapshots()[0]; s.DeadLetter != 0 {
 		t.Fatalf("%d dead letters", s.DeadLetter)

@@ -124,31 +124,11 @@ func TestConfluentSerializersInterop(t *testing.T) {
 		t.Fatalf("produce printed %q: %v", idsJSON, err)
 	}
 
-	var pipes strings.Builder
+	var pipes []schemaPipe
 	for _, f := range formats {
-		fmt.Fprintf(&pipes, `  - name: %s
-    module: %s
-    inputs: [%s-%s]
-    output: %s-%s-out
-    dead_letter_topic: %s-dlq
-    retry: {max_attempts: 1}
-    input_format: {value: {format: confluent}}
-    output_format: {value: {format: confluent}}
-    limits: {record_timeout: 10s, memory_pages: 256}
-`, f, modules["uppercase"], n, f, n, f, n)
+		pipes = append(pipes, schemaPipe{name: f, inputs: []string{n + "-" + f}, out: n + "-" + f + "-out", dlq: n + "-dlq", outputValue: "{format: confluent}"})
 	}
-	r, _ := startSchemaHost(t, fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group: %s
-  commit_interval: 200ms
-  session_timeout: 10s
-schema_registry:
-  url: %s
-pipelines:
-%sshutdown: {drain_timeout: 5s}
-metrics: {listen: "127.0.0.1:0"}
-admin: {enabled: false}
-`, bs, n, url, pipes.String()))
+	r, _ := startSchemaHost(t, schemaPipelineYAML(brokers, n, fmt.Sprintf("  url: %s\n", url), pipes...))
 
 	summary := runInterop(t, ctx, "consume", bs, url, n, fmt.Sprint(records), string(idsJSON))
 	t.Logf("schema ids %s; read back by Confluent's deserializers: %s", bytes.TrimSpace(idsJSON), bytes.TrimSpace(summary))

@@ -3,14 +3,7 @@
 package integration
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/wasmstream/wasmstream/internal/schemareg"
-	"github.com/wasmstream/wasmstream/internal/schemareg/wire"
-	"github.com/wasmstream/wasmstream/scheduler"
-	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -41,10 +31,7 @@ const (
 // is dead-lettered, and offsets are committed to the end.
 func TestSchemaRegistryAvroRealRegistry(t *testing.T) {
 	brokers := kafkatest.RealBrokers(t)
-	url := os.Getenv("SCHEMA_REGISTRY_URL")
-	if url == "" {
-		t.Fatal("SCHEMA_REGISTRY_URL is not set: the test command starts the registry (tests/schemareg/apicurio.sh start)")
-	}
+	url := registryURL(t)
 	n := names(t)
 	in, out, dlq := n+"-in", n+"-out", n+"-dlq"
 	kafkatest.CreateTopic(t, brokers, 2, in, out, dlq)
@@ -73,74 +60,21 @@ func TestSchemaRegistryAvroRealRegistry(t *testing.T) {
 	cl := kafkatest.Client(t, brokers)
 	next := 0
 	produce := func(k int) {
-		var recs []*kgo.Record
-		for range k {
-			// The union's string branch: the uppercase processor would
-			// make a null NULL, which is no JSON.
-			b, err := enc.AppendFramed(nil, []byte(fmt.Sprintf(`{"name":"user-%d","id":%d,"email":"u%d@example.com"}`, next, next, next)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs = append(recs, &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(next)), Value: b})
-			next++
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		produceUsers(t, ctx, cl, enc, next, k, func(int) string { return in })
+		next += k
 	}
 	produce(500)
 
-	y := fmt.Sprintf(`kafka:
-  brokers: [%q]
-  group: %s
-  commit_interval: 200ms
-  session_timeout: 10s
-schema_registry:
-  url: %s
-  refresh_period: 1s
-pipelines:
-  - name: p
-    module: %s
-    inputs: [%s]
-    output: %s
-    dead_letter_topic: %s
-    retry: {max_attempts: 1}
-    input_format: {value: {format: confluent}}
-    output_format: {value: {format: confluent, version: latest}}
-    limits: {record_timeout: 10s, memory_pages: 256}
-shutdown: {drain_timeout: 5s}
-metrics: {listen: "127.0.0.1:0"}
-admin: {enabled: false}
-`, strings.Join(brokers, ","), n, url, modules["uppercase"], in, out, dlq)
-	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := scheduler.NewRunner(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Start()
-	defer r.Stop(context.Background())
+	r, _ := startSchemaHost(t, schemaPipelineYAML(brokers, n, fmt.Sprintf("  url: %s\n  refresh_period: 1s\n", url),
+		schemaPipe{name: "p", inputs: []string{in}, out: out, dlq: dlq, outputValue: "{format: confluent, version: latest}"}))
 
 	rd := kafkatest.NewReader(t, brokers, out)
 	check := func(rec *kgo.Record) int {
-		js, d, err := c.AppendJSON(ctx, nil, rec.Value, wire.Value, nil, 1<<20)
-		if err != nil {
-			t.Fatalf("output %s does not decode: %v", rec.Key, err)
+		doc, id := upperOutput(t, ctx, c, rec)
+		if fmt.Sprint(doc["ID"]) != string(rec.Key) {
+			t.Fatalf("output %s: %v", rec.Key, doc)
 		}
-		var doc map[string]any
-		if err := json.Unmarshal(js, &doc); err != nil {
-			t.Fatal(err)
-		}
-		if doc["NAME"] != "USER-"+string(rec.Key) || fmt.Sprint(doc["ID"]) != string(rec.Key) {
-			t.Fatalf("output %s: %s", rec.Key, js)
-		}
-		return d.SchemaID
+		return id
 	}
 	rd.ReadUntil(t, 2*time.Minute, "the first outputs", func(rs []*kgo.Record) bool { return len(rs) >= 500 })
 	for _, rec := range rd.Recs {
@@ -192,11 +126,7 @@ admin: {enabled: false}
 		t.Fatalf("the last output (%s) is still framed with v1", last.Key)
 	}
 	kafkatest.Eventually(t, time.Minute, "committed to the end", func() bool {
-		var sum int64
-		for _, o := range kafkatest.Committed(t, brokers, n+".p", in) {
-			sum += o
-		}
-		return sum == int64(next)
+		return committedSum(t, brokers, n+".p", in) == int64(next)
 	})
 	if s := r.Snapshots()[0]; s.DeadLetter != 0 {
 		t.Fatalf("%d dead letters", s.DeadLetter)
