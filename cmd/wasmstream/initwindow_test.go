@@ -134,6 +134,8 @@ func windowsInTheHost(t *testing.T, e *host.Engine, wasm []byte) {
 // order, each firing's writes kept when it succeeds.
 type windowPartition struct {
 	in      *host.Instance
+	topic   string // the last record's: the firings'
+	part    int32
 	state2  map[string][]byte // key 0 sub
 	timers  map[timerName]bool
 	st      int64
@@ -151,6 +153,7 @@ func newWindowPartition(in *host.Instance) *windowPartition {
 }
 
 func (p *windowPartition) record(ctx context.Context, r *abi.Record) error {
+	p.topic, p.part = r.Topic, r.Partition
 	c := p.call()
 	res := p.in.ProcessState(ctx, r, nil, c)
 	if err := p.end(c, res); err != nil {
@@ -179,7 +182,7 @@ func (p *windowPartition) advance(ctx context.Context, t int64) error {
 		delete(p.timers, tm)
 		p.firings++
 		c := p.call()
-		res := p.in.ProcessTimer(ctx, &abi.TimerFiring{At: tm.at, StreamTime: p.st, Attempt: 1, Topic: "in", Key: []byte(tm.key)}, nil, c)
+		res := p.in.ProcessTimer(ctx, &abi.TimerFiring{At: tm.at, StreamTime: p.st, Partition: p.part, Attempt: 1, Topic: p.topic, Key: []byte(tm.key)}, nil, c)
 		if err := p.end(c, res); err != nil {
 			return fmt.Errorf("timer (%q, %d): %w", tm.key, tm.at, err)
 		}
@@ -325,5 +328,60 @@ func TestRawWindowGuests(t *testing.T) {
 			t.Parallel()
 			windowsInTheHost(t, e, g.build(t, g.src))
 		})
+	}
+}
+
+// The Go SDK's timer entry in the host (testdata/timerguest): a firing
+// reaches the function registered with guest.ProcessTimers with every
+// field of its encoding, and the firing's handle (guest.Handle) serves the
+// state calls; a terminal error fails it, another retries it, a firing that
+// waits fails terminally rather than going pending (a protocol fault), and
+// without a timer function a firing fails naming ProcessTimers.
+func TestGoTimerEntry(t *testing.T) {
+	t.Parallel()
+	wasm := wt.BuildGoGuest(t, "cmd/wasmstream/testdata/timerguest")
+	e, err := host.NewEngine("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	ctx := context.Background()
+	m, err := e.Load(ctx, wasm, host.ModuleConfig{Name: "timerguest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	in, err := m.NewInstance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newWindowPartition(in)
+	p.st = 41
+	if err := p.record(ctx, &abi.Record{Topic: "clicks", Partition: 2, Timestamp: 40, Attempt: 1, Key: []byte("k")}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"k at 40 stream_time 41/41 partition 2 attempt 1 topic clicks"}; fmt.Sprint(p.outputs) != fmt.Sprint(want) {
+		t.Fatalf("the firing the guest saw: %q, want %q", p.outputs, want)
+	}
+	for _, c := range []struct {
+		key    string
+		status abi.Status
+		msg    string
+	}{
+		{"fail", abi.StatusFail, "the firing failed"},
+		{"retry", abi.StatusRetry, "asks for a retry"},
+		{"wait", abi.StatusFail, "cannot wait on asynchronous operations"},
+	} {
+		res := in.ProcessTimer(ctx, &abi.TimerFiring{At: 1, StreamTime: 1, Attempt: 1, Topic: "in", Key: []byte(c.key)}, nil, p.call())
+		if res.Status != c.status || res.Err == nil || !strings.Contains(res.Err.Error(), c.msg) || res.Fault() != nil {
+			t.Errorf("firing %q: %v %v, want %v naming %q", c.key, res.Status, res.Err, c.status, c.msg)
+		}
+	}
+	if res := in.ProcessState(ctx, &abi.Record{Topic: "in", Attempt: 1, Key: []byte("unregister")}, nil, p.call()); res.Status != abi.StatusOK {
+		t.Fatal(res.Err)
+	}
+	res := in.ProcessTimer(ctx, &abi.TimerFiring{At: 1, Key: []byte("k")}, nil, p.call())
+	if res.Status != abi.StatusFail || res.Err == nil || !strings.Contains(res.Err.Error(), "ProcessTimers") {
+		t.Fatalf("a firing without a timer function: %v %v", res.Status, res.Err)
 	}
 }
