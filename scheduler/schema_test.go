@@ -25,14 +25,16 @@ import (
 
 // The schemas of the tests: users in, the uppercase processor's view of
 // them out (it upper-cases the whole JSON text, field names included).
-var schemaCases = []struct {
+type schemaCase struct {
 	name    string
 	typ     sr.SchemaType
 	in, out string
 	// user is the JSON of user i as the input schema takes it; want the
 	// output's JSON as decoded back.
 	user, want func(i int) string
-}{
+}
+
+var schemaCases = []schemaCase{
 	{"avro", sr.TypeAvro,
 		`{"type":"record","name":"User","fields":[{"name":"name","type":"string"},{"name":"id","type":"long"}]}`,
 		`{"type":"record","name":"Upper","fields":[{"name":"NAME","type":"string"},{"name":"ID","type":"long"}]}`,
@@ -58,6 +60,58 @@ var schemaCases = []struct {
 // schemaTop is the schema_registry section of a test config.
 func schemaTop(reg *srfake.Registry, extra string) string {
 	return fmt.Sprintf("schema_registry:\n  url: %s\n  request_timeout: 2s\n%s", reg.URL(), extra)
+}
+
+// schemaPipeline is the setup the schema tests share: a fake registry
+// (closed when the test ends) holding tc's schemas under the subjects
+// given of in-value (tc.in) and out-value (tc.out), an in-process broker
+// with the topics in, out and dlq, and a client of the registry of the
+// test's own.
+type schemaPipeline struct {
+	tc      schemaCase
+	reg     *srfake.Registry
+	brokers []string
+	c       *schemareg.Client
+	ids     map[string]int // by subject
+}
+
+// decodeEncode are the pipeline keys of a pipeline that decodes its input
+// values and encodes its outputs'.
+const decodeEncode = "    input_format: {value: {format: confluent}}\n    output_format: {value: {format: confluent}}"
+
+func newSchemaPipeline(t *testing.T, tc schemaCase, partitions int, subjects ...string) *schemaPipeline {
+	t.Helper()
+	p := &schemaPipeline{tc: tc, reg: srfake.New(), ids: map[string]int{}}
+	t.Cleanup(p.reg.Close)
+	for _, subject := range subjects {
+		p.register(t, subject)
+	}
+	p.brokers = kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, p.brokers, int32(partitions), "in", "out", "dlq")
+	p.c = schemaClient(t, p.reg)
+	return p
+}
+
+// register registers the case's schema of subject (in-value or out-value).
+func (p *schemaPipeline) register(t *testing.T, subject string) int {
+	t.Helper()
+	text := map[string]string{"in-value": p.tc.in, "out-value": p.tc.out}[subject]
+	id, _, err := p.reg.RegisterSchema(subject, sr.Schema{Schema: text, Type: p.tc.typ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ids[subject] = id
+	return id
+}
+
+// start starts the uppercase processor from in to out on the pipeline's
+// broker and registry, with keys (its format and retry keys), stopped
+// when the test ends.
+func (p *schemaPipeline) start(t *testing.T, keys string) *Runner {
+	t.Helper()
+	r := startRunner(t, testConfigWith(t, p.brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", keys, schemaTop(p.reg, "")))
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	return r
 }
 
 // schemaClient is a client of reg of the test's own, to frame inputs and
@@ -123,32 +177,18 @@ func sameJSON(a, b string) bool {
 func TestSchemaDecodeEncodeEachType(t *testing.T) {
 	for _, tc := range schemaCases {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := srfake.New()
-			defer reg.Close()
-			inID, _, err := reg.RegisterSchema("in-value", sr.Schema{Schema: tc.in, Type: tc.typ})
-			if err != nil {
-				t.Fatal(err)
-			}
-			outID, _, err := reg.RegisterSchema("out-value", sr.Schema{Schema: tc.out, Type: tc.typ})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := newSchemaPipeline(t, tc, 2, "in-value", "out-value")
+			brokers, c, inID, outID := p.brokers, p.c, p.ids["in-value"], p.ids["out-value"]
 			var idRequests atomic.Int64
-			reg.Intercept(func(_ http.ResponseWriter, r *http.Request) bool {
+			p.reg.Intercept(func(_ http.ResponseWriter, r *http.Request) bool {
 				if r.URL.Path == fmt.Sprintf("/schemas/ids/%d", inID) {
 					idRequests.Add(1)
 				}
 				return false
 			})
-			brokers := kafkatest.Fake(t)
-			kafkatest.CreateTopic(t, brokers, 2, "in", "out", "dlq")
-			c := schemaClient(t, reg)
 			const n = 200
 			produceFramed(t, brokers, c, "in-value", "in", n, tc.user)
-			cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq",
-				"    input_format: {value: {format: confluent}}\n    output_format: {value: {format: confluent}}", schemaTop(reg, ""))
-			r := startRunner(t, cfg)
-			defer r.Stop(context.Background())
+			r := p.start(t, decodeEncode)
 			rd := kafkatest.NewReader(t, brokers, "out")
 			rd.ReadUntil(t, time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n })
 			seen := map[string]bool{}
@@ -195,14 +235,9 @@ func TestSchemaDecodeEncodeEachType(t *testing.T) {
 // are processed.
 func TestSchemaBadInputDeadLettered(t *testing.T) {
 	t.Parallel() // owns its in-process broker; asserts no timing
-	reg := srfake.New()
-	defer reg.Close()
 	tc := schemaCases[0]
-	inID, _, _ := reg.RegisterSchema("in-value", sr.Schema{Schema: tc.in, Type: tc.typ})
-	reg.RegisterSchema("out-value", sr.Schema{Schema: tc.out, Type: tc.typ})
-	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
-	c := schemaClient(t, reg)
+	p := newSchemaPipeline(t, tc, 1, "in-value", "out-value")
+	brokers, c, inID := p.brokers, p.c, p.ids["in-value"]
 	produceFramed(t, brokers, c, "in-value", "in", 2, tc.user)
 	bad := []*kgo.Record{
 		{Topic: "in", Key: []byte("unknown"), Value: append(wire.AppendHeader(nil, 4242), 2, 'x')},
@@ -213,10 +248,7 @@ func TestSchemaBadInputDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	produceFramed(t, brokers, c, "in-value", "in", 2, func(i int) string { return tc.user(i + 2) })
-	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq",
-		"    input_format: {value: {format: confluent}}\n    output_format: {value: {format: confluent}}\n    retry: {max_attempts: 3, backoff: [100ms]}", schemaTop(reg, ""))
-	r := startRunner(t, cfg)
-	defer r.Stop(context.Background())
+	r := p.start(t, decodeEncode+"\n    retry: {max_attempts: 3, backoff: [100ms]}")
 	dl := kafkatest.NewReader(t, brokers, "dlq")
 	dl.ReadUntil(t, 30*time.Second, "three dead letters", func(rs []*kgo.Record) bool { return len(rs) >= 3 })
 	want := map[string][2]string{
@@ -258,28 +290,22 @@ func TestSchemaBadInputDeadLettered(t *testing.T) {
 // are processed there. None is lost.
 func TestSchemaRegistryDownMidRun(t *testing.T) {
 	t.Parallel() // owns its in-process broker; asserts no timing
-	reg := srfake.New()
-	defer reg.Close()
 	tc := schemaCases[0]
-	reg.RegisterSchema("out-value", sr.Schema{Schema: tc.out, Type: tc.typ})
+	p := newSchemaPipeline(t, tc, 1, "out-value")
+	brokers, c := p.brokers, p.c
 	var down atomic.Bool
-	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+	p.reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
 		if down.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return true
 		}
 		return false
 	})
-	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
-	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq",
-		"    input_format: {value: {format: confluent}}\n    output_format: {value: {format: confluent}}\n    retry: {max_attempts: 10, backoff: [200ms, 500ms]}", schemaTop(reg, ""))
-	r := startRunner(t, cfg) // the output subject is resolved while the registry answers
-	defer r.Stop(context.Background())
+	// (the output subject is resolved while the registry answers)
+	r := p.start(t, decodeEncode+"\n    retry: {max_attempts: 10, backoff: [200ms, 500ms]}")
 	// The input schema, registered now and framed by the test's own
 	// client: the host has not seen its id.
-	c := schemaClient(t, reg)
-	reg.RegisterSchema("in-value", sr.Schema{Schema: tc.in, Type: tc.typ})
+	p.register(t, "in-value")
 	enc, err := c.NewEncoder(context.Background(), schemareg.EncoderConfig{Subject: "in-value"})
 	if err != nil {
 		t.Fatal(err)
@@ -332,22 +358,16 @@ func TestSchemaRegistryDownMidRun(t *testing.T) {
 // another allowed topic are left as the guest wrote them.
 func TestSchemaOutputNotFittingDeadLettered(t *testing.T) {
 	t.Parallel() // owns its in-process broker; asserts no timing
-	reg := srfake.New()
-	defer reg.Close()
 	tc := schemaCases[0]
-	outID, _, _ := reg.RegisterSchema("out-value", sr.Schema{Schema: tc.out, Type: tc.typ})
-	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	p := newSchemaPipeline(t, tc, 1, "out-value")
+	brokers, outID := p.brokers, p.ids["out-value"]
 	kafkatest.Produce(t, brokers, "in", 3, func(i int) string {
 		if i == 1 {
 			return `{"name":"bad","id":"not a number"}`
 		}
 		return tc.user(i)
 	})
-	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq",
-		"    output_format: {value: {format: confluent}}\n    retry: {max_attempts: 3, backoff: [100ms]}", schemaTop(reg, ""))
-	r := startRunner(t, cfg)
-	defer r.Stop(context.Background())
+	p.start(t, "    output_format: {value: {format: confluent}}\n    retry: {max_attempts: 3, backoff: [100ms]}")
 	dl := kafkatest.NewReader(t, brokers, "dlq")
 	dl.ReadUntil(t, 30*time.Second, "the dead letter", func(rs []*kgo.Record) bool { return len(rs) >= 1 })
 	rec := dl.Recs[0]
@@ -362,9 +382,8 @@ func TestSchemaOutputNotFittingDeadLettered(t *testing.T) {
 	}
 	out := kafkatest.NewReader(t, brokers, "out")
 	out.ReadUntil(t, 30*time.Second, "the two outputs", func(rs []*kgo.Record) bool { return len(rs) >= 2 })
-	c := schemaClient(t, reg)
 	for _, rec := range out.Recs {
-		if _, id := decodeValue(t, c, rec.Value); id != outID {
+		if _, id := decodeValue(t, p.c, rec.Value); id != outID {
 			t.Fatalf("output framed with %d, want %d", id, outID)
 		}
 	}
@@ -468,14 +487,8 @@ func TestSchemaStartFails(t *testing.T) {
 // JSON alone exceeds the bound is dead-lettered (schema.decode), and
 // the records after it are processed.
 func TestSchemaRunsCutAtJSONBound(t *testing.T) {
-	reg := srfake.New()
-	defer reg.Close()
-	tc := schemaCases[0]
-	reg.RegisterSchema("in-value", sr.Schema{Schema: tc.in, Type: tc.typ})
-	reg.RegisterSchema("out-value", sr.Schema{Schema: tc.out, Type: tc.typ})
-	brokers := kafkatest.Fake(t)
-	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
-	c := schemaClient(t, reg)
+	p := newSchemaPipeline(t, schemaCases[0], 1, "in-value", "out-value")
+	brokers, c := p.brokers, p.c
 	const n = 300
 	const big = 150
 	name := func(i int) string {
@@ -485,10 +498,7 @@ func TestSchemaRunsCutAtJSONBound(t *testing.T) {
 		return fmt.Sprintf("user-%d-%s", i, strings.Repeat("y", 200))
 	}
 	produceFramed(t, brokers, c, "in-value", "in", n, func(i int) string { return fmt.Sprintf(`{"name":%q,"id":%d}`, name(i), i) })
-	cfg := testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq",
-		"    input_format: {value: {format: confluent}, max_json_bytes: 1024}\n    output_format: {value: {format: confluent}}", schemaTop(reg, ""))
-	r := startRunner(t, cfg)
-	defer r.Stop(context.Background())
+	r := p.start(t, "    input_format: {value: {format: confluent}, max_json_bytes: 1024}\n    output_format: {value: {format: confluent}}")
 	rd := kafkatest.NewReader(t, brokers, "out")
 	rd.ReadUntil(t, time.Minute, "every output", func(rs []*kgo.Record) bool { return len(rs) >= n-1 })
 	for k, rec := range rd.Recs {
