@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,27 +72,7 @@ func TestHotSwapRealKafka(t *testing.T) {
 
 	// Continuous load: records i = 0.. spread round-robin over 4 partitions.
 	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
-	var produced atomic.Int64
-	stopLoad := make(chan struct{})
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stopLoad:
-				return
-			case <-tick.C:
-			}
-			r := &kgo.Record{Topic: in, Partition: int32(i % 4), Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf("v-%d", i))}
-			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-			produced.Add(1)
-		}
-	}()
+	ld := startLoad(t, cl, in, 4, time.Millisecond, nil)
 	p := startProcEnv(t, []string{token}, "run", "--config", cfg)
 	rd := kafkatest.NewReader(t, brokers, out)
 	rd.ReadUntil(t, time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 1000 })
@@ -129,12 +108,10 @@ func TestHotSwapRealKafka(t *testing.T) {
 		return time.Since(start)
 	}
 	goSwap := swap(v2, "2")
-	rd.ReadUntil(t, time.Minute, "more output on version 2", func(rs []*kgo.Record) bool { return len(rs) >= int(produced.Load())/2+2000 })
+	rd.ReadUntil(t, time.Minute, "more output on version 2", func(rs []*kgo.Record) bool { return len(rs) >= ld.Produced()/2+2000 })
 	cSwap := swap(cv, "")
 	time.Sleep(time.Second)
-	close(stopLoad)
-	<-loadDone
-	total := int(produced.Load())
+	total := ld.Stop()
 	rd.ReadUntil(t, 2*time.Minute, "every input", func(rs []*kgo.Record) bool { return len(rs) >= total })
 
 	seen := map[string]int{}

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -46,39 +45,11 @@ func TestFleetDeployReachesEveryHost(t *testing.T) {
 	// host i: its own admin port and module store, the same group.
 	hostConfig := func(i int) (cfg, admin string) {
 		admin = freePort(t)
-		b, err := os.ReadFile(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		y := strings.Replace(string(b), "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", admin, filepath.Join(dir, fmt.Sprint("store-", i))), 1)
-		cfg = filepath.Join(dir, fmt.Sprintf("host-%d.yaml", i))
-		if err := os.WriteFile(cfg, []byte(y), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return cfg, "http://" + admin
+		return fleetHostConfig(t, base, dir, i, admin, nil), "http://" + admin
 	}
 
 	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
-	var produced atomic.Int64
-	stopLoad, loadDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stopLoad:
-				return
-			case <-tick.C:
-			}
-			r := &kgo.Record{Topic: in, Partition: int32(i % parts), Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf("v-%d", i))}
-			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-			produced.Add(1)
-		}
-	}()
+	ld := startLoad(t, cl, in, parts, 2*time.Millisecond, nil)
 
 	var procs [4]*proc
 	var cfgs, admins [4]string
@@ -158,9 +129,7 @@ func TestFleetDeployReachesEveryHost(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	close(stopLoad)
-	<-loadDone
-	total := int(produced.Load())
+	total := ld.Stop()
 	rd.ReadUntil(t, 2*time.Minute, "every input's output", func(rs []*kgo.Record) bool { return len(distinct(rs)) >= total })
 	// Version order per input partition: no version-1 output after a
 	// version-2 one.
@@ -235,37 +204,18 @@ func TestFleetCanary(t *testing.T) {
 	metrics := freePort(t) // host 1's, for its dashboard
 	for i := range 3 {
 		addr := freePort(t)
-		b, _ := os.ReadFile(base)
-		y := strings.Replace(string(b), "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, fmt.Sprint("store-", i))), 1)
+		var edit func(string) string
 		if i == 1 {
-			y = strings.Replace(y, "metrics:\n  listen: 127.0.0.1:0", "metrics:\n  listen: "+metrics, 1)
+			edit = func(y string) string {
+				return strings.Replace(y, "metrics:\n  listen: 127.0.0.1:0", "metrics:\n  listen: "+metrics, 1)
+			}
 		}
-		cfg := filepath.Join(dir, fmt.Sprintf("host-%d.yaml", i))
-		os.WriteFile(cfg, []byte(y), 0o644)
+		cfg := fleetHostConfig(t, base, dir, i, addr, edit)
 		admins[i] = "http://" + addr
 		procs[i] = startProcEnv(t, []string{token, fmt.Sprintf("WASMSTREAM_HOST_ID=canary-%d", i)}, "run", "--config", cfg)
 	}
 	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
-	var produced atomic.Int64
-	stopLoad, loadDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stopLoad:
-				return
-			case <-tick.C:
-			}
-			r := &kgo.Record{Topic: in, Partition: int32(i % parts), Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf("v-%d", i))}
-			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-			produced.Add(1)
-		}
-	}()
+	ld := startLoad(t, cl, in, parts, 2*time.Millisecond, nil)
 	rd := kafkatest.NewReader(t, brokers, out)
 	rd.ReadUntil(t, 2*time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 500 })
 	// The outputs can come from the other hosts before host 0's admin API
@@ -387,9 +337,7 @@ func TestFleetCanary(t *testing.T) {
 	seen = len(rd.Recs)
 	rd.ReadUntil(t, time.Minute, "version 2 on every partition after the abort", func(rs []*kgo.Record) bool { return len(versionsBy(seen)["2"]) == parts })
 
-	close(stopLoad)
-	<-loadDone
-	total := int(produced.Load())
+	total := ld.Stop()
 	kafkatest.Eventually(t, 2*time.Minute, "every input an output or a dead letter", func() bool {
 		rd.ReadFor(500 * time.Millisecond)
 		dl.ReadFor(100 * time.Millisecond)
@@ -454,41 +402,19 @@ func TestFleetCanaryPoisonedInput(t *testing.T) {
 	var procs [2]*proc
 	for i := range 2 {
 		addr := freePort(t)
-		b, _ := os.ReadFile(base)
-		y := strings.Replace(string(b), "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", addr, filepath.Join(dir, fmt.Sprint("store-", i))), 1)
-		cfg := filepath.Join(dir, fmt.Sprintf("host-%d.yaml", i))
-		os.WriteFile(cfg, []byte(y), 0o644)
+		cfg := fleetHostConfig(t, base, dir, i, addr, nil)
 		admins[i] = "http://" + addr
 		procs[i] = startProcEnv(t, []string{token, fmt.Sprintf("WASMSTREAM_HOST_ID=poison-%d", i)}, "run", "--config", cfg)
 	}
 	targets := canaryPartitions("p", in, parts, 25)
 	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
-	var produced atomic.Int64
 	var attack atomic.Bool
-	stopLoad, loadDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stopLoad:
-				return
-			case <-tick.C:
-			}
-			p := i % parts
-			v := fmt.Sprintf(`{"i":%d}`, i)
-			if i%20 == 0 || (attack.Load() && targets[p]) {
-				v = fmt.Sprintf("poison %d", i) // not a JSON object
-			}
-			r := &kgo.Record{Topic: in, Partition: int32(p), Key: []byte(fmt.Sprint("k", i)), Value: []byte(v)}
-			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-			produced.Add(1)
+	ld := startLoad(t, cl, in, parts, 2*time.Millisecond, func(i, p int) string {
+		if i%20 == 0 || (attack.Load() && targets[p]) {
+			return fmt.Sprintf("poison %d", i) // not a JSON object
 		}
-	}()
+		return fmt.Sprintf(`{"i":%d}`, i)
+	})
 	rd := kafkatest.NewReader(t, brokers, out)
 	dl := kafkatest.NewReader(t, brokers, dlq)
 	rd.ReadUntil(t, 2*time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 500 })
@@ -558,9 +484,7 @@ func TestFleetCanaryPoisonedInput(t *testing.T) {
 		}
 	}
 
-	close(stopLoad)
-	<-loadDone
-	total := int(produced.Load())
+	total := ld.Stop()
 	kafkatest.Eventually(t, 2*time.Minute, "every input an output or a dead letter", func() bool {
 		rd.ReadFor(500 * time.Millisecond)
 		dl.ReadFor(100 * time.Millisecond)

@@ -3,12 +3,10 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,12 +42,8 @@ func TestGitOpsVersionFromConfig(t *testing.T) {
 		os.WriteFile(mod[v], wt.BuildGoGuest(t, "plugins/examples/uppercase", fmt.Sprintf("-ldflags=-X main.version=%d", v)), 0o644)
 	}
 	token := "WASMSTREAM_ADMIN_TOKEN=" + adminToken(n)
-	base, err := os.ReadFile(writeConfig(t, brokers, n, mod[1], in, out, dlq, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var admins [2]string
-	cfgs := [2]string{filepath.Join(dir, "host-0.yaml"), filepath.Join(dir, "host-1.yaml")}
+	base := writeConfig(t, brokers, n, mod[1], in, out, dlq, "")
+	var admins, cfgs [2]string
 	for i := range admins {
 		admins[i] = freePort(t)
 	}
@@ -57,11 +51,9 @@ func TestGitOpsVersionFromConfig(t *testing.T) {
 	// hosts mount then holds: pipeline p's module and label, and a canary.
 	commit := func(v int, label, canary string) {
 		for i := range cfgs {
-			y := strings.Replace(string(base), "module: "+mod[1]+"\n", fmt.Sprintf("module: %s\n    version_source: config\n    module_label: %s\n%s", mod[v], label, canary), 1)
-			y = strings.Replace(y, "admin:\n  enabled: false", fmt.Sprintf("admin:\n  listen: %s\n  store_dir: %s", admins[i], filepath.Join(dir, fmt.Sprint("store-", i))), 1)
-			if err := os.WriteFile(cfgs[i], []byte(y), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			cfgs[i] = fleetHostConfig(t, base, dir, i, admins[i], func(y string) string {
+				return strings.Replace(y, "module: "+mod[1]+"\n", fmt.Sprintf("module: %s\n    version_source: config\n    module_label: %s\n%s", mod[v], label, canary), 1)
+			})
 		}
 	}
 	var procs [2]*proc
@@ -86,26 +78,7 @@ func TestGitOpsVersionFromConfig(t *testing.T) {
 	}
 
 	cl := kafkatest.Client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
-	var produced atomic.Int64
-	stopLoad, loadDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stopLoad:
-				return
-			case <-tick.C:
-			}
-			r := &kgo.Record{Topic: in, Partition: int32(i % parts), Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf("v-%d", i))}
-			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
-				t.Errorf("produce: %v", err)
-				return
-			}
-			produced.Add(1)
-		}
-	}()
+	ld := startLoad(t, cl, in, parts, 2*time.Millisecond, nil)
 	rd := kafkatest.NewReader(t, brokers, out)
 	// reach waits until every partition in want has an output of version
 	// v read after the first `from` outputs, and returns the partitions
@@ -191,9 +164,7 @@ func TestGitOpsVersionFromConfig(t *testing.T) {
 	reach("version 3 on every partition", seen, "3", all)
 	roll(0)
 
-	close(stopLoad)
-	<-loadDone
-	total := int(produced.Load())
+	total := ld.Stop()
 	rd.ReadUntil(t, 2*time.Minute, "every input's output", func(rs []*kgo.Record) bool { return len(distinct(rs)) >= total })
 	t.Logf("%d inputs, %d outputs (%d distinct), 0 lost", total, len(rd.Recs), len(distinct(rd.Recs)))
 	for i, p := range procs {
