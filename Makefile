@@ -4,7 +4,7 @@
 # and the loop to run while working:
 #   make check  gofmt, vet and every Go unit test that needs no JVM (minutes)
 GO ?= go
-PLUGINS := uppercase filter enrich hash lookup count count-async dedup avro-serde
+PLUGINS := uppercase filter enrich hash lookup count count-async dedup avro-serde window-count
 WASM := $(foreach p,$(PLUGINS),plugins/examples/$(p)/$(p).wasm)
 
 RUST_EXAMPLES := rust-uppercase rust-filter rust-lookup rust-count rust-dedup rust-avro-serde

@@ -165,10 +165,12 @@ func (w *worker) admit() (took, refused, retire bool) {
 			return took, false, true
 		}
 		var got pickOutcome
-		if t.d.Config.BatchRecords > 1 {
+		if t.d.Config.BatchRecords > 1 && !t.timersOn() {
 			// A run of records in one call (startRun: a stateful run's
 			// records each read the writes of those before it that ended
-			// ok).
+			// ok). Not with timers: a record's firings run before the
+			// partition's next record (timers.go), and a run's records
+			// are decided only after its call.
 			got = w.takeRunLocked(async)
 		} else {
 			got = w.takeOneLocked(async)
