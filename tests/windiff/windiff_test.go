@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,8 +42,8 @@ const (
 	keysPerPartition = 4
 	recordsPerPart   = 400
 	// dataEnd bounds the data's timestamps; each partition's last record,
-	// at closeAt, closes every window of the data. Both stay in the first
-	// minute: Kafka Streams' session store (retention gap + grace + 1)
+	// at closeAt, closes every window of the data (both from epoch). Both
+	// stay in the first minute: Kafka Streams' session store (retention gap + grace + 1)
 	// keeps its sessions in 60 s segments and drops a segment once its
 	// own stream time passes the segment's end + retention, before the
 	// record that moved it emits what it closed; a last record past
@@ -56,6 +57,14 @@ const (
 	// default, size + grace, it does).
 	timeRetention = 3_600_000
 )
+
+// epoch is where the input's time starts (input makes timestamps from 0
+// and adds it): an hour ago on a minute's boundary, so that every window
+// boundary and store segment falls where it does from 0. Timestamps of
+// 1970 would be older than the broker's log retention (7 days by default),
+// which deletes their segments at its next check, possibly before Kafka
+// Streams reads them.
+var epoch = time.Now().Add(-time.Hour).UnixMilli() / 60_000 * 60_000
 
 // kind is one window definition, run through both.
 type kind struct {
@@ -133,8 +142,8 @@ func TestStreamsWindowsEqualModel(t *testing.T) {
 				t.Logf("partition %d: %d records, %d final windows (model), %d (Kafka Streams); late %d, refused pairs %d, Streams dropped %d",
 					p, len(in[p]), len(want[p].Final), len(got[p]), want[p].Late, want[p].Dropped, dropped[p])
 				if diff := windowsDiff(want[p].Final, got[p]); diff != "" {
-					t.Errorf("partition %d: Kafka Streams' final windows differ from the model's (%d records, stream time %d):\n%s",
-						p, len(in[p]), want[p].StreamTime, diff)
+					t.Errorf("partition %d: Kafka Streams' final windows differ from the model's (%d records, stream time %d, the input's from %d):\n%s",
+						p, len(in[p]), want[p].StreamTime, epoch, diff)
 				}
 				if w := k.lateForStreamsCount(want[p]); dropped[p] != w {
 					t.Errorf("partition %d: Kafka Streams dropped %d, the model %d (late records %d, refused record-window pairs %d)",
@@ -160,7 +169,8 @@ func checkInputCovers(t *testing.T, k kind, recs []windowmodel.Record, r windowm
 	}
 }
 
-// input makes each partition's records, in the order they are produced:
+// input makes each partition's records, in the order they are produced
+// (timestamps from epoch):
 // mostly in timestamp order with pauses, some out of order within grace,
 // some late beyond it, records exactly at a window boundary, the close
 // edges (stream time at a window's end + grace - 1 and at end + grace, each
@@ -177,6 +187,9 @@ func input(rng *rand.Rand, k kind) [][]windowmodel.Record {
 			g.step(k, span)
 		}
 		g.add(fmt.Sprintf("p%d-close", p), closeAt)
+		for i := range g.recs {
+			g.recs[i].TS += epoch
+		}
 		in[p] = g.recs
 	}
 	return in
@@ -350,7 +363,11 @@ func runStreams(t *testing.T, brokers []string, cp string, k kind, in [][]window
 
 	adm := kadm.NewClient(kafkatest.Client(t, brokers))
 	deadline := time.Now().Add(90 * time.Second)
-	for !committedAll(adm, name, inTopic, in) {
+	for {
+		done, committed := committedAll(adm, name, inTopic, in)
+		if done {
+			break
+		}
 		select {
 		case err := <-exited:
 			stopped = true
@@ -358,7 +375,8 @@ func runStreams(t *testing.T, brokers []string, cp string, k kind, in [][]window
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 90s Kafka Streams has not committed its input:\n%s", tail(logPath, 40))
+			t.Fatalf("after 90s Kafka Streams has committed %s of its input (partitions of %s); its stream thread:\n%s",
+				committed, inputSizes(in), streamThreadDump(cmd.Process, logPath))
 		}
 	}
 	got := readOutput(t, brokers, outTopic, partOf)
@@ -374,21 +392,51 @@ func runStreams(t *testing.T, brokers []string, cp string, k kind, in [][]window
 }
 
 // committedAll tells whether group has committed every record of in (its
-// group coordinator may not exist yet: not yet, then).
-func committedAll(adm *kadm.Client, group, topic string, in [][]windowmodel.Record) bool {
+// group coordinator may not exist yet: not yet, then), and what it has
+// committed.
+func committedAll(adm *kadm.Client, group, topic string, in [][]windowmodel.Record) (bool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	offs, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
+	done, at := true, make([]int64, len(in))
 	for p, recs := range in {
 		o, ok := offs.Lookup(topic, int32(p))
-		if !ok || o.Err != nil || o.At < int64(len(recs)) {
-			return false
+		if ok && o.Err == nil {
+			at[p] = o.At
 		}
+		done = done && at[p] >= int64(len(recs))
 	}
-	return true
+	return done, fmt.Sprint(at)
+}
+
+func inputSizes(in [][]windowmodel.Record) string {
+	n := make([]int, len(in))
+	for p := range in {
+		n[p] = len(in[p])
+	}
+	return fmt.Sprint(n)
+}
+
+// streamThreadDump has the JVM print its threads (SIGQUIT: on standard
+// output, the log) and returns the stream thread's stack, for a run that
+// stalls.
+func streamThreadDump(proc *os.Process, logPath string) string {
+	proc.Signal(syscall.SIGQUIT)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(logPath)
+		s := string(b)
+		if i := strings.Index(s, "-StreamThread-1\""); i >= 0 {
+			if j := strings.Index(s[i:], "\n\n"); j >= 0 {
+				return s[strings.LastIndexByte(s[:i], '\n')+1 : i+j]
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return tail(logPath, 60)
 }
 
 // produce writes in[p] to partition p in order and returns each key's
@@ -412,23 +460,14 @@ func produce(t *testing.T, brokers []string, topic string, in [][]windowmodel.Re
 	return partOf
 }
 
-// readOutput reads the output topic read_committed to its last stable
-// offsets (control records kept, so that a partition's transaction markers
-// count towards its end) and returns the windows by their key's partition.
+// readOutput reads the output topic read_committed to its end (control
+// records kept, so that a partition's transaction markers count towards
+// it) and returns the windows by their key's partition.
 func readOutput(t *testing.T, brokers []string, topic string, partOf map[string]int) [][]windowmodel.Window {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(kafkatest.Client(t, brokers)).ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-	})
+	left := stableEnds(ctx, t, kadm.NewClient(kafkatest.Client(t, brokers)), topic)
 	cl := kafkatest.Client(t, brokers, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	got := make([][]windowmodel.Window, partitions)
 	for len(left) > 0 {
@@ -456,6 +495,34 @@ func readOutput(t *testing.T, brokers []string, topic string, partOf map[string]
 		})
 	}
 	return got
+}
+
+// stableEnds returns topic's end offsets once no transaction is open on
+// it (each partition's last stable offset is its end): a transaction's
+// offsets become visible to the group before its markers reach every
+// output partition, so the committed input does not yet mean the output's
+// last stable offsets are final. Partitions with nothing are left out.
+func stableEnds(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
+	t.Helper()
+	for {
+		stable, err1 := adm.ListCommittedOffsets(ctx, topic)
+		ends, err2 := adm.ListEndOffsets(ctx, topic)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: no stable end (last errors %v, %v)", topic, err1, err2)
+		}
+		left, same := map[int32]int64{}, err1 == nil && err2 == nil
+		ends.Each(func(o kadm.ListedOffset) {
+			s, ok := stable.Lookup(topic, o.Partition)
+			same = same && o.Err == nil && ok && s.Err == nil && s.Offset == o.Offset
+			if o.Offset > 0 {
+				left[o.Partition] = o.Offset
+			}
+		})
+		if same {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 var droppedLine = regexp.MustCompile(`^streams: dropped task=0_(\d+) total=(\d+)$`)

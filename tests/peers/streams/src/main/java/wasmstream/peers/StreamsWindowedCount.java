@@ -36,7 +36,7 @@ import org.apache.kafka.streams.state.WindowStore;
  * for sessions, as Streams' Window.end() is). The differential test
  * (tests/windiff) compares these with internal/windowmodel's.
  *
- * Usage: StreamsWindowedCount BOOTSTRAP INPUT OUTPUT APPLICATION_ID KIND SIZE ADVANCE GRACE GUARANTEE RETENTION
+ * Usage: StreamsWindowedCount BOOTSTRAP INPUT OUTPUT APPLICATION_ID KIND SIZE ADVANCE GRACE GUARANTEE RETENTION [THREADS]
  *   KIND: tumbling, hopping or session
  *   SIZE: the window size, or a session's inactivity gap (ms)
  *   ADVANCE: a hopping window's advance (ms; ignored otherwise)
@@ -49,6 +49,7 @@ import org.apache.kafka.streams.state.WindowStore;
  *   stream time closes (the default loses its final result); for sessions
  *   gap + grace + 1 makes the store's lookup bound the processor's close
  *   time (windowmodel's package comment has both).
+ *   THREADS: stream threads (default 1)
  *
  * Final results are emitted on every record (the internal
  * __emit.interval.ms.kstreams.windowed.aggregation__ set to 0: by default
@@ -63,8 +64,8 @@ import org.apache.kafka.streams.state.WindowStore;
  */
 public final class StreamsWindowedCount {
     public static void main(String[] args) throws Exception {
-        if (args.length != 10) {
-            System.err.println("usage: StreamsWindowedCount BOOTSTRAP INPUT OUTPUT APPLICATION_ID KIND SIZE ADVANCE GRACE GUARANTEE RETENTION");
+        if (args.length != 10 && args.length != 11) {
+            System.err.println("usage: StreamsWindowedCount BOOTSTRAP INPUT OUTPUT APPLICATION_ID KIND SIZE ADVANCE GRACE GUARANTEE RETENTION [THREADS]");
             System.exit(2);
         }
         String kind = args[4];
@@ -75,7 +76,7 @@ public final class StreamsWindowedCount {
         Properties p = new Properties();
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, args[3]);
-        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, args.length == 11 ? Integer.parseInt(args[10]) : 1);
         p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[8]);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);

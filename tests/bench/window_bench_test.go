@@ -1,0 +1,271 @@
+//go:build integration
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/windowmodel"
+	"github.com/wasmstream/wasmstream/tests/kafkatest"
+)
+
+// The windowed count's input (issue 58 §5): 1-minute tumbling windows with
+// a grace of 10 s; event time advancing 2 ms a record (400,000 records are
+// 800 s, 14 windows); 1% of the records out of order within grace, 0.1%
+// late beyond it.
+const (
+	winSize  = 60_000
+	winGrace = 10_000
+	winStep  = 2
+)
+
+// windowRecords is BENCH_RECORDS when set, else 400,000.
+func windowRecords() int {
+	if os.Getenv("BENCH_RECORDS") == "" {
+		return 400000
+	}
+	return records()
+}
+
+// windowedInput is a windowed count's input and what the reference model
+// (internal/windowmodel) says it makes.
+type windowedInput struct {
+	topic  string
+	n      int // records, the closing ones included
+	finals int // final windows
+	late   int // records no window took
+}
+
+// makeWindowedInput produces n records over keys keys, key k on partition
+// k mod 8 (the test places them; the state is the key's partition's), and
+// after them, on each partition, a ramp of records a second apart up to the
+// last timestamp + size + grace, which closes every window of the data. A
+// ramp, not one record that far ahead: Kafka Streams' window store with its
+// default retention loses the windows a jump of stream time closes
+// (windowmodel's package comment), and this benchmark runs it with its
+// defaults.
+func makeWindowedInput(b *testing.B, brokers []string, n, keys int) windowedInput {
+	in := windowedInput{topic: fmt.Sprintf("bench-windowed-%d", time.Now().UnixNano())}
+	kafkatest.CreateTopic(b, brokers, partitions, in.topic)
+	cl := kafkatest.Client(b, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(58, 5))
+	byPart := make([][]windowmodel.Record, partitions)
+	batch := make([]*kgo.Record, 0, 1000)
+	add := func(p int, key string, ts int64) {
+		byPart[p] = append(byPart[p], windowmodel.Record{Key: key, TS: ts})
+		batch = append(batch, &kgo.Record{Topic: in.topic, Partition: int32(p), Key: []byte(key), Value: []byte("clicked"), Timestamp: time.UnixMilli(ts)})
+		if len(batch) == cap(batch) {
+			if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	// The input's time starts on a minute's boundary and ends an hour
+	// ago: timestamps of 1970 would be older than the broker's log
+	// retention, which deletes their segments at its next check.
+	epoch := (time.Now().Add(-time.Hour).UnixMilli() - int64(n)*winStep) / winSize * winSize
+	last := epoch
+	for i := 0; i < n; i++ {
+		ts := epoch + int64(i)*winStep
+		switch x := rng.IntN(1000); {
+		case x < 10: // out of order, within grace
+			ts -= 1 + rng.Int64N(winGrace/2)
+		case x == 10: // late: every window of ts closed
+			ts -= winSize + winGrace + 100 + rng.Int64N(winSize)
+		}
+		last = max(last, ts)
+		add(i%keys%partitions, fmt.Sprintf("user-%05d", i%keys), ts)
+	}
+	for p := range partitions {
+		for ts := last + 1000; ts <= last+winSize+winGrace+1000; ts += 1000 {
+			add(p, fmt.Sprintf("close-%d", p), ts)
+		}
+	}
+	if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	for _, recs := range byPart {
+		r := windowmodel.Tumbling(recs, winSize, winGrace)
+		in.n += len(recs)
+		in.finals += len(r.Final)
+		in.late += r.Late
+	}
+	return in
+}
+
+// BenchmarkWindowedCount: a windowed count per key, one final result per
+// 1-minute tumbling window (emit on close), over the same input on the
+// same broker: Kafka Streams' groupByKey().windowedBy(TimeWindows.
+// ofSizeAndGrace(1 min, 10 s)).emitStrategy(onWindowClose()).count()
+// (tests/peers StreamsWindowedCount: 2 stream threads, record cache off,
+// commits every 100 ms, final results emitted on every record, its store's
+// default retention), under at_least_once and exactly_once_v2.
+// BENCH_RECORDS records (default 400,000) over 10,000 keys, 8 partitions.
+//
+// rec/s is the input committed per second between the first commit seen
+// and the last (the group's offsets, polled every 50 ms); cpu_s the JVM's
+// whole life; store_bytes its state directory at the end; changelog_bytes
+// its store's changelog on the broker. The run fails unless every final
+// window the model makes (internal/windowmodel) is read, read_committed.
+//
+// wasmstream's row (the Go SDK's window package over the host's timers)
+// is to be added beside it, measured the same way.
+func BenchmarkWindowedCount(b *testing.B) {
+	brokers := kafkatest.RealBrokers(b)
+	in := makeWindowedInput(b, brokers, windowRecords(), stateKeys)
+	b.Logf("%d records, %d final windows, %d late (the model's)", in.n, in.finals, in.late)
+	for _, g := range []struct{ ws, streams string }{{"at_least_once", "at_least_once"}, {"exactly_once", "exactly_once_v2"}} {
+		if smoke() && g.ws == "exactly_once" {
+			continue // the smoke run checks the harness: Kafka Streams once
+		}
+		b.Run("kafka-streams-windowed-count-2-threads/"+g.ws, func(b *testing.B) {
+			cp := streamsClasspath(b)
+			for i := 0; i < b.N; i++ {
+				streamsWindowedCount(b, brokers, cp, in, g.streams)
+			}
+		})
+	}
+}
+
+func streamsWindowedCount(b *testing.B, brokers []string, cp string, in windowedInput, guarantee string) {
+	out := fmt.Sprintf("%s-streams-%d", in.topic, time.Now().UnixNano())
+	kafkatest.CreateTopic(b, brokers, partitions, out)
+	app := fmt.Sprintf("bench-streams-windowed-%d", time.Now().UnixNano())
+	tmp := b.TempDir()
+	logPath := filepath.Join(tmp, "streams.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command("java", "-Xmx1g", "-Djava.io.tmpdir="+tmp, "-cp", cp, "wasmstream.peers.StreamsWindowedCount",
+		strings.Join(brokers, ","), in.topic, out, app, "tumbling",
+		strconv.Itoa(winSize), strconv.Itoa(winSize), strconv.Itoa(winGrace), guarantee, "0", "2")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Process.Kill() // a no-op once it has exited
+	rate := committedRate(b, brokers, app, in.topic, in.n, 10*time.Minute)
+	consumeCount(b, brokers, out, in.finals, 5*time.Minute, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	cpu, rss := procStats(cmd.Process.Pid)
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+	if d := streamsDropped(logPath); d != in.late {
+		b.Errorf("Kafka Streams dropped %d records, the model %d", d, in.late)
+	}
+	b.ReportMetric(rate, "rec/s")
+	b.ReportMetric(cpu.Seconds(), "cpu_s")
+	b.ReportMetric(cpu.Seconds()*1e6/float64(in.n), "cpu_us/rec")
+	b.ReportMetric(float64(rss)/(1<<20), "peak_rss_MiB")
+	b.ReportMetric(float64(dirBytes(filepath.Join(tmp, "wasmstream-streams-"+app))), "store_bytes")
+	b.ReportMetric(float64(topicBytes(b, brokers, app+"-counts-changelog")), "changelog_bytes")
+	b.ReportMetric(float64(in.finals), "final_windows")
+}
+
+// committedRate polls group's committed offsets of topic every 50 ms until
+// they cover n records, and returns the records committed per second from
+// the first commit seen to the last.
+func committedRate(b *testing.B, brokers []string, group, topic string, n int, timeout time.Duration) float64 {
+	adm := kadm.NewClient(kafkatest.Client(b, brokers))
+	deadline := time.Now().Add(timeout)
+	var first time.Time
+	var base int64
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		offs, err := adm.FetchOffsets(ctx, group)
+		cancel()
+		var sum int64
+		if err == nil {
+			offs.Each(func(o kadm.OffsetResponse) {
+				if o.Topic == topic && o.Err == nil && o.At > 0 {
+					sum += o.At
+				}
+			})
+		}
+		now := time.Now()
+		if sum > 0 && first.IsZero() {
+			first, base = now, sum
+		}
+		if sum >= int64(n) {
+			if sum == base {
+				return 0 // committed in one go: no rate to measure
+			}
+			return float64(sum-base) / now.Sub(first).Seconds()
+		}
+		if now.After(deadline) {
+			b.Fatalf("%s: %d of %d records committed within %v", group, sum, n, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var streamsDroppedLine = regexp.MustCompile(`^streams: dropped task=\S+ total=(\d+)$`)
+
+// streamsDropped sums StreamsWindowedCount's "streams: dropped" lines.
+func streamsDropped(logPath string) int {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	total := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if m := streamsDroppedLine.FindStringSubmatch(sc.Text()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			total += n
+		}
+	}
+	return total
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(dir string) (n int64) {
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// topicBytes is topic's size on the brokers' log directories.
+func topicBytes(b *testing.B, brokers []string, topic string) (n int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dirs, err := kadm.NewClient(kafkatest.Client(b, brokers)).DescribeAllLogDirs(ctx, nil) // nil: every topic (a set names partitions)
+	if err != nil {
+		b.Logf("log dirs of %s: %v", topic, err)
+		return -1
+	}
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == topic {
+				n += p.Size
+			}
+		})
+	})
+	return n
+}
