@@ -179,6 +179,8 @@ type Pipeline struct {
 	// State gives the processor durable per-key state (ABI.md §4.1,
 	// DESIGN.md "State", RATIONALE.md "State stores").
 	State State `koanf:"state"`
+	// Timers configures the firing of event-time timers (ABI.md §4.2).
+	Timers Timers `koanf:"timers"`
 	// VersionSource, ModuleLabel and Canary say what decides the version
 	// the pipeline runs: the fleet registry (deploys through the admin
 	// API), or this config (versionsource.go; README, "GitOps").
@@ -191,6 +193,20 @@ type Pipeline struct {
 
 // State configures a pipeline's state stores: one local store per input
 // partition, backed by a compacted changelog topic.
+// Timers configures a pipeline's event-time timers (ABI.md §4.2).
+type Timers struct {
+	// IdleAdvance, when set, advances the stream time of a partition that
+	// is caught up and received nothing for that long by the wall-clock
+	// time that passed, in steps no longer than it, firing the timers it
+	// makes due in a round of their own (0: off, the default: stream time
+	// moves with records only).
+	IdleAdvance time.Duration `koanf:"idle_advance"`
+}
+
+// MinIdleAdvance is the shortest timers.idle_advance: a partition's
+// idle check runs that often.
+const MinIdleAdvance = 100 * time.Millisecond
+
 type State struct {
 	Enabled bool `koanf:"enabled"`
 	// Dir holds the local stores: "auto" (the default) is DefaultStateDir

@@ -216,6 +216,7 @@ func (c *Config) checkPipelines(add addFunc) {
 		checkInstances(add, key, p)
 		checkRetry(add, key, p, inputs)
 		checkState(add, key, p, inputs)
+		checkTimers(add, key, p)
 		c.checkAsync(add, key, p)
 		c.checkFormats(add, key, p)
 		checkRedpanda(add, key, p)
@@ -586,6 +587,20 @@ func validTopic(t string) bool {
 }
 
 var topicRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// checkTimers checks the timers section: idle_advance is off (0) or at
+// least MinIdleAdvance (each partition checks that often), and needs the
+// state where timers are kept.
+func checkTimers(add addFunc, key keyFunc, p *Pipeline) {
+	d := p.Timers.IdleAdvance
+	switch {
+	case d == 0:
+	case d < MinIdleAdvance:
+		add(key("timers.idle_advance"), "%s: want 0 (off) or at least %s", d, MinIdleAdvance)
+	case !p.State.Enabled:
+		add(key("timers.idle_advance"), "%s without state.enabled: timers are kept in the partition's state", d)
+	}
+}
 
 // checkState checks the state section: per-key state is serialised by the
 // ordering and lives with one input partition, so it needs partition or key

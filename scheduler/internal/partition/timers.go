@@ -55,6 +55,10 @@ type timerRound struct {
 	// one costs one atomic load.
 	holds   map[*kgo.Record]*timerHold
 	holding atomic.Int32
+	// timers.idle_advance (idle.go): the task's idle check, and when a
+	// record was last decided or stream time last advanced by it.
+	idle  *time.Timer
+	moved time.Time
 }
 
 // timerHold is a trigger's round under at_least_once: its firings not yet
@@ -83,6 +87,7 @@ func (w *worker) timersAfter(j *job) {
 		return
 	}
 	if t.timersOn() {
+		t.noteMoved()
 		t.nextFiring(j.r, false)
 	}
 }
@@ -92,6 +97,7 @@ func (w *worker) timersAfter(j *job) {
 // durable before the partition's last owner stopped.
 func (t *Task) timersAtStart() {
 	if t.timersOn() {
+		t.armIdle()
 		t.nextFiring(nil, false)
 	}
 }
@@ -304,7 +310,7 @@ func (t *Task) firingOffset(f *firing) int64 {
 // record read them, and returns its outputs with their changelog records.
 func (t *Task) firingSucceeded(j *job, f *firing, rs *state.Record, res host.Result) host.Result {
 	n := len(res.Outputs)
-	b, outs := t.State.CommitAt(t.firingOffset(f), -1, rs, res.Outputs)
+	b, outs := t.State.CommitAt(t.firingOffset(f), f.T, rs, res.Outputs)
 	j.sb = b
 	t.d.Stats.StateWrites.Add(int64(len(outs) - n))
 	t.d.Stats.TimersFired.Add(1)
@@ -328,7 +334,7 @@ func (t *Task) firingDeadLettered(j *job, f *firing, fl failure, history []strin
 	}
 	out.Headers = append(out.Headers, abi.Header{Key: HeaderTimerAt, Value: strconv.AppendInt(nil, f.timer.At, 10)})
 	t.d.Log.Warn("a timer's firing failed; its timer is deleted and a dead-letter record written", "topic", t.Topic, "partition", t.Partition, "at", f.timer.At, "kind", fl.kind, "err", fl.msg, "attempt", attempt)
-	b, outs := t.State.CommitAt(t.firingOffset(f), -1, rs, []abi.Output{out})
+	b, outs := t.State.CommitAt(t.firingOffset(f), f.T, rs, []abi.Output{out})
 	j.sb = b
 	t.d.Stats.TimersFailed.Add(1)
 	return host.Result{Status: abi.StatusOK, Outputs: outs}

@@ -131,6 +131,14 @@ func newTimerEngine(t *testing.T, o engineOpts, g *timerGuest) *engine {
 	t.Helper()
 	o.noStart = true
 	e := newEngine(t, o)
+	timersOnFakes(t, e, g)
+	return e
+}
+
+// timersOnFakes gives e's task a state view over a fresh store and a
+// module that sets timers (guest g), and starts it.
+func timersOnFakes(t *testing.T, e *engine, g *timerGuest) {
+	t.Helper()
 	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +152,6 @@ func newTimerEngine(t *testing.T, o engineOpts, g *timerGuest) *engine {
 		return &timerInstance{fakeInstance: newFakeInstance(nil, e.pend), g: g}, nil
 	}
 	e.t.Start()
-	return e
 }
 
 // stamped is recs with timestamps (milliseconds) and values.

@@ -91,6 +91,20 @@ func (ts *Partition) StreamTime() int64 {
 	return ts.streamTime
 }
 
+// Advance moves the partition's stream time forward by ms (milliseconds)
+// and returns it: an idle partition's advance by the wall clock
+// (timers.idle_advance). A partition that decided no record yet (-1) has
+// no stream time to move. The next commit writes it (CommitAt with a
+// timestamp), as a dead-lettered record's.
+func (ts *Partition) Advance(ms int64) int64 {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.streamTime >= 0 && ms > 0 && ts.streamTime <= math.MaxInt64-ms {
+		ts.streamTime += ms
+	}
+	return ts.streamTime
+}
+
 // Due lists up to n of the timers with at <= t, in (at, key) order,
 // through the overlay: the timers the records decided so far set and did
 // not delete. The keys are the caller's. A partition none of whose timers
