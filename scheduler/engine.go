@@ -39,6 +39,6 @@ func (p *Pipeline) sourceDeps() source.Deps {
 	return source.Deps{
 		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
 		Budget: p.budget, Flow: &p.flow, Loops: &p.wg, Quit: p.quit, PollDone: p.pollDone,
-		Tasks: p.tasks,
+		Tasks: p.tasks, Opening: p.opening,
 	}
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/commit"
 	"github.com/wasmstream/wasmstream/scheduler/internal/hooks"
 	"github.com/wasmstream/wasmstream/scheduler/internal/ledger"
-	"github.com/wasmstream/wasmstream/scheduler/internal/offsets"
 	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/schemaio"
 	"github.com/wasmstream/wasmstream/scheduler/internal/sizing"
@@ -463,53 +462,38 @@ func (p *Pipeline) Start() {
 	go p.src.Run(ctx) // owned through pollCancel and pollDone
 }
 
+// onAssigned, onRevoked and onLost are the client's partition callbacks,
+// registered before the source is made (Pipeline.wire makes the client
+// first): the source's membership handles them (source.Group.Assigned,
+// Revoked, Lost). They run only once Start added the topics.
 func (p *Pipeline) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	skips := p.doneSets(ctx, assigned)
-	if p.state != nil && !p.stopped.Load() {
-		// The stores are restored before the partitions' tasks exist: no
-		// record of theirs runs on a store not yet restored.
-		for _, parts := range assigned {
-			if err := p.state.Open(ctx, parts); err != nil {
-				p.fail(err)
-				return
-			}
-		}
-	}
-	p.tasks.Assign(assigned, skips)
+	p.src.(*source.Group).Assigned(ctx, assigned)
 }
 
-// doneSets reads the group's committed offsets for the assigned partitions
-// and decodes the done offsets recorded above them, so the new task skips
-// them. Failure to read them costs duplicates, not correctness.
-func (p *Pipeline) doneSets(ctx context.Context, assigned map[string][]int32) map[tp]*offsets.DoneSet {
-	out := map[tp]*offsets.DoneSet{}
-	if !p.ledger.Policy().DoneOffsets {
-		return out
+func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	p.src.(*source.Group).Revoked(ctx, revoked)
+}
+
+func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	p.src.(*source.Group).Lost(lost)
+}
+
+// opening tells the subscribers to an assignment of newly assigned
+// partitions (source.Deps.Opening): the state stores open and restore
+// there, before the partitions' tasks exist, so no record of theirs runs
+// on a store not yet restored. False: a store could not open (the
+// pipeline failed) or the pipeline stopped.
+func (p *Pipeline) opening(ctx context.Context, assigned map[string][]int32) bool {
+	if p.state == nil || p.stopped.Load() {
+		return !p.stopped.Load()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := kadm.NewClient(p.cl).FetchOffsets(ctx, p.group)
-	if err != nil {
-		p.log.Warn("reading committed done offsets failed; records done by the previous owner may be processed again", "err", err)
-		return out
-	}
-	for topic, parts := range assigned {
-		for _, part := range parts {
-			o, ok := resp.Lookup(topic, part)
-			if !ok || o.Err != nil || o.Metadata == "" {
-				continue
-			}
-			d, err := offsets.DecodeDone(o.Metadata, o.At)
-			if err != nil {
-				if err != offsets.ErrNotOurs {
-					p.log.Warn("ignoring unreadable commit metadata", "topic", topic, "partition", part, "err", err)
-				}
-				continue
-			}
-			out[tp{Topic: topic, Partition: part}] = d
+	for _, parts := range assigned {
+		if err := p.state.Open(ctx, parts); err != nil {
+			p.fail(err)
+			return false
 		}
 	}
-	return out
+	return true
 }
 
 // gone tells the subscribers (onGone) that the partitions of tasks left
@@ -533,19 +517,6 @@ func (p *Pipeline) gone(tasks []*partition.Task) (after func()) {
 			a()
 		}
 	}
-}
-
-// onRevoked takes the revoked partitions' tasks away before the partitions
-// move (Committer.Revoked). It also runs for every partition when the
-// pipeline leaves the group on shutdown.
-func (p *Pipeline) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	p.commit.Revoked(ctx, revoked)
-}
-
-// onLost abandons partitions another member may already own
-// (Committer.Lost): nothing of theirs is committed.
-func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	p.commit.Lost(lost)
 }
 
 // Stop shuts the pipeline down in stages, the same for every consume mode

@@ -34,15 +34,16 @@ import (
 //     is acknowledged as it finishes (ledger.Share); at shutdown
 //     the records still held are given back.
 //
-// The pipeline's partition callbacks and Stop call it; nothing else knows
+// The source's membership (source.Group) and the pipeline's Stop call it; nothing else knows
 // which one runs. It never calls the state stores: they subscribe to
 // commits (Deps.OnCommitted: Pipeline.onCommitted). (DESIGN.md, "Seams:
 // source, ledger, sink, committer".)
 type Committer interface {
-	// Revoked takes the revoked partitions' tasks away before the
-	// partitions move; Lost abandons partitions another member may own.
-	Revoked(ctx context.Context, parts map[string][]int32)
-	Lost(parts map[string][]int32)
+	// Revoked is handed the revoked partitions' tasks, detached by the
+	// source, before the partitions move; Lost those of partitions
+	// another member may own (source.Committer).
+	Revoked(ctx context.Context, parts map[string][]int32, tasks []*partition.Task)
+	Lost(parts map[string][]int32, tasks []*partition.Task)
 	// Final commits what the drained tasks finished (Pipeline.Stop), while
 	// they are still attached and before the group is left.
 	Final(ctx context.Context, tasks []*partition.Task)

@@ -41,11 +41,10 @@ func (*Offsets) AfterPoll(context.Context) bool { return true }
 
 // Revoked drains the revoked partitions' tasks (in-flight records finish
 // within shutdown.drain_timeout, queued ones are left for the next owner)
-// and commits what is done before the partitions move. It also runs for
-// every partition when the pipeline leaves the group on shutdown.
-func (c *Offsets) Revoked(ctx context.Context, revoked map[string][]int32) {
+// and commits what is done before the partitions move. The source
+// detached them (source.Group.Revoked).
+func (c *Offsets) Revoked(ctx context.Context, _ map[string][]int32, tasks []*partition.Task) {
 	d := c.d
-	tasks := d.Tasks.Detach(revoked)
 	if len(tasks) == 0 {
 		return
 	}
@@ -64,11 +63,10 @@ func (c *Offsets) Revoked(ctx context.Context, revoked map[string][]int32) {
 	}
 }
 
-// Lost abandons the partitions: another member may already own them, so
-// nothing is committed.
-func (c *Offsets) Lost(lost map[string][]int32) {
+// Lost abandons the partitions' tasks: another member may already own
+// them, so nothing is committed.
+func (c *Offsets) Lost(_ map[string][]int32, tasks []*partition.Task) {
 	d := c.d
-	tasks := d.Tasks.Detach(lost)
 	for _, t := range tasks {
 		t.Stop()
 		t.Abort()

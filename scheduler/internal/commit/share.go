@@ -27,8 +27,8 @@ func NewShareAcks(d Deps, locks HeldRecords) *ShareAcks {
 }
 
 // A share group has no partition assignment: nothing is revoked or lost.
-func (*ShareAcks) Revoked(context.Context, map[string][]int32) {}
-func (*ShareAcks) Lost(map[string][]int32)                     {}
+func (*ShareAcks) Revoked(context.Context, map[string][]int32, []*partition.Task) {}
+func (*ShareAcks) Lost(map[string][]int32, []*partition.Task)                     {}
 
 // Final releases every record still held once the tasks drained: records
 // in progress finished within shutdown.drain_timeout, and their produces

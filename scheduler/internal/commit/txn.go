@@ -539,11 +539,12 @@ type mark struct {
 }
 
 // Revoked handles revoked or lost partitions under exactly_once: their
-// tasks are cut off at once (the open transaction aborts at its cut, so
-// nothing they released commits) and retired in the background. It runs
-// inside franz-go's session callback, which End also waits for, so it must
-// not wait for the transaction gate.
-func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32) {
+// tasks (detached by the source: source.Group.Revoked) are cut off at
+// once (the open transaction aborts at its cut, so nothing they released
+// commits) and retired in the background. It runs inside franz-go's
+// session callback, which End also waits for, so it must not wait for the
+// transaction gate.
+func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32, tasks []*partition.Task) {
 	d := x.d
 	n := 0
 	for _, ps := range parts {
@@ -554,7 +555,6 @@ func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32) {
 	}
 	x.revokedSince.Store(true)
 	d.Forget(parts)
-	tasks := d.Tasks.Detach(parts)
 	for _, t := range tasks {
 		t.Dead.Store(true)
 		t.Stop()
@@ -568,7 +568,9 @@ func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32) {
 }
 
 // Lost: as Revoked, under exactly_once (nothing they released commits).
-func (x *Transactions) Lost(parts map[string][]int32) { x.Revoked(context.Background(), parts) }
+func (x *Transactions) Lost(parts map[string][]int32, tasks []*partition.Task) {
+	x.Revoked(context.Background(), parts, tasks)
+}
 
 // Final commits the last transaction, with the watermarks of the drained
 // tasks (still attached: the cut reads them from the pipeline), unless the

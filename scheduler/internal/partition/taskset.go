@@ -82,6 +82,10 @@ func (s *Set) Assign(assigned map[string][]int32, skips map[TP]*offsets.DoneSet)
 	}
 }
 
+// Policy is the ledger's policy for the set's tasks (whether done offsets
+// are read back at an assignment: LedgerPolicy.DoneOffsets).
+func (s *Set) Policy() LedgerPolicy { return s.d.Ledger.Policy() }
+
 // Attached returns the tasks attached now.
 func (s *Set) Attached() []*Task {
 	s.mu.Lock()

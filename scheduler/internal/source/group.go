@@ -29,29 +29,31 @@ type Pacer interface {
 // Group is a consumer group's poll loop. With BlockRebalanceOnPoll no
 // rebalance runs between a poll and AllowRebalance, so a batch is never
 // dispatched to a task that was revoked after the poll returned it.
+// It owns the group's membership (membership.go): the client's partition
+// callbacks make and take the tasks (Assigned, Revoked, Lost).
 type Group struct {
-	d     Deps
-	pacer Pacer
+	d Deps
+	c Committer
 }
 
 // NewGroup is the source of the consumer-group pipeline d is of, paced by
-// its committer.
-func NewGroup(d Deps, pacer Pacer) *Group { return &Group{d: d, pacer: pacer} }
+// its committer c, which it hands the tasks of partitions that leave.
+func NewGroup(d Deps, c Committer) *Group { return &Group{d: d, c: c} }
 
 // Pacer is the committer that paces the poll loop.
-func (s *Group) Pacer() Pacer { return s.pacer }
+func (s *Group) Pacer() Pacer { return s.c }
 
 func (s *Group) Run(ctx context.Context) {
 	d := &s.d
 	d.Loops.Add(1)
 	go d.flowLoop()
 	defer close(d.PollDone)
-	if !s.pacer.Begin() {
+	if !s.c.Begin() {
 		return
 	}
 	var lastErr time.Time
 	for {
-		pctx, done := s.pacer.PollContext(ctx)
+		pctx, done := s.c.PollContext(ctx)
 		pause, polled := s.awaitDemand(pctx) // false when pctx ends first: no poll
 		var fetches kgo.Fetches
 		if polled {
@@ -69,7 +71,7 @@ func (s *Group) Run(ctx context.Context) {
 			d.dispatch(fetches)
 			d.Client.AllowRebalance()
 		}
-		if !s.pacer.AfterPoll(ctx) {
+		if !s.c.AfterPoll(ctx) {
 			return
 		}
 	}

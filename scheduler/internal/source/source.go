@@ -49,9 +49,9 @@ func CaughtUpAt(fp kgo.FetchPartition) int64 {
 // (Pipeline.wire) picks one by consume mode, once:
 //
 //   - Group (consume: group, group.go): a consumer group's poll loop, with
-//     the pipeline's backpressure; the pipeline's partition callbacks
-//     (onAssigned, onRevoked, onLost) make and take its tasks; its
-//     committer paces it (Pacer).
+//     the pipeline's backpressure, and the group's membership
+//     (membership.go: the partition callbacks Assigned, Revoked, Lost make
+//     and take its tasks); its committer paces it (Pacer).
 //   - Share (consume: share, share.go): a share group's poll loop, which
 //     polls only once the previous poll's records are acknowledged, and
 //     keeps the locks of the records it holds alive.
@@ -94,6 +94,12 @@ type Deps struct {
 	// as partition.Fetched: only the poll loop dispatches), and the flow
 	// loop resumes paused partitions that drained (Set.Resume).
 	Tasks *partition.Set
+
+	// Opening tells the subscribers to an assignment (the state stores:
+	// opened and restored before the partitions' tasks exist) of newly
+	// assigned partitions, on the client's rebalance goroutine; false: the
+	// pipeline failed or stopped, and no task is made. Nil: none.
+	Opening func(ctx context.Context, assigned map[string][]int32) bool
 
 	// fetched is dispatch's, reused: only the poll loop dispatches.
 	fetched []partition.Fetched
