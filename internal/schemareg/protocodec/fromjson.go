@@ -661,11 +661,14 @@ func (e *pencoder) timestamp() error {
 	if !ok {
 		return errGeneric
 	}
-	t, err := time.Parse(time.RFC3339Nano, string(s))
-	if err != nil {
-		return errGeneric
+	secs, nanos, ok := utcTimestamp(s)
+	if !ok { // another form (an offset, say): time.Parse reads it, as protojson does
+		t, err := time.Parse(time.RFC3339Nano, string(s))
+		if err != nil {
+			return errGeneric
+		}
+		secs, nanos = t.Unix(), t.Nanosecond()
 	}
-	secs := t.Unix()
 	i, j := bytes.LastIndexByte(s, '.'), bytes.LastIndexAny(s, "Z-+")
 	if secs < -62135596800 || secs > 253402300799 || i >= 0 && j >= i && j-i > len(".999999999") {
 		return errGeneric
@@ -673,10 +676,48 @@ func (e *pencoder) timestamp() error {
 	if secs != 0 {
 		e.buf = protowire.AppendVarint(protowire.AppendTag(e.buf, 1, protowire.VarintType), uint64(secs))
 	}
-	if n := t.Nanosecond(); n != 0 {
-		e.buf = protowire.AppendVarint(protowire.AppendTag(e.buf, 2, protowire.VarintType), uint64(n))
+	if nanos != 0 {
+		e.buf = protowire.AppendVarint(protowire.AppendTag(e.buf, 2, protowire.VarintType), uint64(nanos))
 	}
 	return nil
+}
+
+// utcTimestamp reads the form protojson writes, 2006-01-02T15:04:05Z with
+// 0 to 9 fractional digits, without the string time.Parse would need; ok
+// is false for any other form, and for a field out of its range, which
+// time.Parse then refuses.
+func utcTimestamp(s []byte) (secs int64, nanos int, ok bool) {
+	n := len(s)
+	if n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[n-1] != 'Z' {
+		return 0, 0, false
+	}
+	num := func(i, w int) int {
+		v := 0
+		for _, c := range s[i : i+w] {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	year, month, day, hour, minute, sec := num(0, 4), num(5, 2), num(8, 2), num(11, 2), num(14, 2), num(17, 2)
+	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 ||
+		day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		return 0, 0, false
+	}
+	if frac := s[19 : n-1]; len(frac) > 0 {
+		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' {
+			return 0, 0, false
+		}
+		if nanos = num(20, len(frac)-1); nanos < 0 {
+			return 0, 0, false
+		}
+		for range 10 - len(frac) {
+			nanos *= 10
+		}
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nanos, time.UTC).Unix(), nanos, true
 }
 
 // str reads a JSON string: its bytes in the input when it has no escape,

@@ -287,12 +287,16 @@ func checkBraces(s string, max int) error {
 	return nil
 }
 
+// firstMessage is the index of the first message (read only): an index
+// made for each call would be allocated, as an error may keep it.
+var firstMessage = []int{0}
+
 // Message is the descriptor of the message at index, a path through the
 // schema's messages (index [1, 0]: the first message nested in the second
 // top-level one), as a Confluent frame carries it.
 func (c *Codec) Message(index []int) (protoreflect.MessageDescriptor, error) {
 	if len(index) == 0 {
-		index = []int{0}
+		index = firstMessage
 	}
 	msgs := c.file.Messages()
 	var md protoreflect.MessageDescriptor
