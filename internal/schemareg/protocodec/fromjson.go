@@ -691,33 +691,44 @@ func utcTimestamp(s []byte) (secs int64, nanos int, ok bool) {
 	if n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[n-1] != 'Z' {
 		return 0, 0, false
 	}
-	num := func(i, w int) int {
-		v := 0
-		for _, c := range s[i : i+w] {
-			if c < '0' || c > '9' {
-				return -1
-			}
-			v = v*10 + int(c-'0')
-		}
-		return v
-	}
-	year, month, day, hour, minute, sec := num(0, 4), num(5, 2), num(8, 2), num(11, 2), num(14, 2), num(17, 2)
+	year, month, day, hour, minute, sec := digitsAt(s, 0, 4), digitsAt(s, 5, 2), digitsAt(s, 8, 2), digitsAt(s, 11, 2), digitsAt(s, 14, 2), digitsAt(s, 17, 2)
 	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 ||
 		day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
 		return 0, 0, false
 	}
-	if frac := s[19 : n-1]; len(frac) > 0 {
-		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' {
-			return 0, 0, false
-		}
-		if nanos = num(20, len(frac)-1); nanos < 0 {
-			return 0, 0, false
-		}
-		for range 10 - len(frac) {
-			nanos *= 10
-		}
+	if nanos, ok = fraction(s[19 : n-1]); !ok {
+		return 0, 0, false
 	}
 	return time.Date(year, time.Month(month), day, hour, minute, sec, nanos, time.UTC).Unix(), nanos, true
+}
+
+// digitsAt is the decimal number of the w digits at s[i:], -1 if one is
+// not a digit.
+func digitsAt(s []byte, i, w int) int {
+	v := 0
+	for _, c := range s[i : i+w] {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v
+}
+
+// fraction reads a timestamp's fractional seconds, "" or "." and 1 to 9
+// digits, as nanoseconds.
+func fraction(f []byte) (int, bool) {
+	if len(f) == 0 {
+		return 0, true
+	}
+	if len(f) < 2 || len(f) > 10 || f[0] != '.' {
+		return 0, false
+	}
+	nanos := digitsAt(f, 1, len(f)-1)
+	for range 10 - len(f) {
+		nanos *= 10
+	}
+	return nanos, nanos >= 0
 }
 
 // str reads a JSON string: its bytes in the input when it has no escape,
