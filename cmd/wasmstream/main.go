@@ -25,6 +25,7 @@ Commands:
   test       run a module on your own records, in process, and check what it produces
   conformance check a module against the ABI and an example's or your own test vectors
   init       create a processor project (Go, C, AssemblyScript or Rust) that builds as generated
+  gen        write a typed Avro codec for a record schema (gen avro --lang go|rust SCHEMA.avsc)
   dlq        list, show and redrive dead-lettered records
   trace      print a record's path (attempts, retries, outputs) from its trace
   deploy     upload a processor to a running host and hot-swap a pipeline to it (or roll back)
@@ -92,6 +93,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTest(args[1:], stdout, stderr)
 	case "init":
 		return cmdInit(args[1:], stdout, stderr)
+	case "gen":
+		return cmdGen(args[1:], stdout, stderr)
 	case "dlq":
 		return cmdDLQ(args[1:], stdout, stderr)
 	case "trace":

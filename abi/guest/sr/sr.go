@@ -92,17 +92,43 @@ func (e *MissingError) Error() string {
 	return fmt.Sprintf("sr: schema %d is not looked up yet (sr.Process or sr.Resolve looks it up)", e.ID)
 }
 
+// Codec is a type with an Avro codec of its own, generated from its
+// schema by `wasmstream gen avro --lang go` (no reflection, no values in
+// between). Decode, Encode and their kin use it when the record's schema
+// (the frame's on Decode, the subject's on Encode) has the fingerprint
+// the codec was generated for, and the resolving path (twmb/avro, by the
+// struct's avro tags) otherwise: a schema that evolved past the generated
+// one is still read and written, only slower.
+type Codec interface {
+	// AvroFingerprint is the CRC-64-AVRO fingerprint of the Parsing
+	// Canonical Form of the schema the codec was generated from.
+	AvroFingerprint() uint64
+	// AppendAvro appends the value's Avro binary encoding to b.
+	AppendAvro(b []byte) ([]byte, error)
+	// DecodeAvro decodes the value from the start of b and returns the
+	// bytes after it.
+	DecodeAvro(b []byte) ([]byte, error)
+}
+
+// compiled is a schema as the instance holds it: compiled for the
+// resolving path, and its fingerprint, which a Codec is compared with
+// (computed once per schema, so a record pays one comparison).
+type compiled struct {
+	*avro.Schema
+	fingerprint uint64
+}
+
 // subjectSchema is a subject's latest schema as Encode writes with it.
 type subjectSchema struct {
 	id      int
-	schema  *avro.Schema
+	schema  *compiled
 	fetched time.Time
 	uses    int // encodes since the clock was last read
 }
 
 // The schemas this instance holds.
 var (
-	byID      = map[int]*avro.Schema{}
+	byID      = map[int]*compiled{}
 	bySubject = map[string]*subjectSchema{}
 )
 
@@ -135,7 +161,9 @@ func SchemaID(value []byte) (id int, payload []byte, err error) {
 // schema the frame names: fields v does not have are skipped, and a null
 // union branch leaves the field's zero value (use a pointer to tell null
 // from zero). A value that is not framed, or does not decode, is a
-// guest.Terminal error: retrying the record cannot change its bytes.
+// guest.Terminal error: retrying the record cannot change its bytes. A v
+// that is a Codec generated for the frame's schema decodes with its own
+// codec.
 func Decode(value []byte, v any) error {
 	id, payload, err := SchemaID(value)
 	if err != nil {
@@ -145,7 +173,12 @@ func Decode(value []byte, v any) error {
 	if s == nil {
 		return &MissingError{ID: id}
 	}
-	rest, err := s.Decode(payload, v)
+	var rest []byte
+	if c, ok := v.(Codec); ok && c.AvroFingerprint() == s.fingerprint {
+		rest, err = c.DecodeAvro(payload)
+	} else {
+		rest, err = s.Decode(payload, v)
+	}
 	if err != nil {
 		return guest.Terminal(fmt.Errorf("sr: decode with schema %d: %w", id, err))
 	}
@@ -187,11 +220,17 @@ func AppendEncodeID(b []byte, id int, v any) ([]byte, error) {
 	return appendEncode(b, id, s, v)
 }
 
-func appendEncode(b []byte, id int, s *avro.Schema, v any) ([]byte, error) {
+func appendEncode(b []byte, id int, s *compiled, v any) ([]byte, error) {
 	n := len(b)
 	b = append(b, 0)
 	b = binary.BigEndian.AppendUint32(b, uint32(int32(id)))
-	out, err := s.AppendEncode(b, v)
+	var out []byte
+	var err error
+	if c, ok := v.(Codec); ok && c.AvroFingerprint() == s.fingerprint {
+		out, err = c.AppendAvro(b)
+	} else {
+		out, err = s.AppendEncode(b, v)
+	}
 	if err != nil {
 		return b[:n], guest.Terminal(fmt.Errorf("sr: encode with schema %d: %w", id, err))
 	}
@@ -199,7 +238,7 @@ func appendEncode(b []byte, id int, s *avro.Schema, v any) ([]byte, error) {
 }
 
 // compile compiles the schema registered as id.
-func compile(id int, s *guest.Schema) (*avro.Schema, error) {
+func compile(id int, s *guest.Schema) (*compiled, error) {
 	switch {
 	case s.Type != guest.SchemaAvro:
 		return nil, fmt.Errorf("sr: schema %d is %s: sr reads Avro only", id, s.Type)
@@ -210,11 +249,13 @@ func compile(id int, s *guest.Schema) (*avro.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sr: schema %d does not compile: %w", id, err)
 	}
-	return c, nil
+	h := avro.NewRabin()
+	h.Write(c.Canonical())
+	return &compiled{Schema: c, fingerprint: h.Sum64()}, nil
 }
 
 // keep adds a compiled schema by id, starting the cache over at MaxSchemas.
-func keep(id int, s *avro.Schema) {
+func keep(id int, s *compiled) {
 	if len(byID) >= MaxSchemas {
 		clear(byID)
 	}

@@ -2,7 +2,8 @@
 //! schema registry into a Rust struct and writes a struct of its own back,
 //! framed — the Go example `avro-serde` in Rust, with the same output byte
 //! for byte. It uses the SDK's typed serde (`wasmstream::sr`, the `avro`
-//! feature: apache-avro's schema-aware serde, no JSON between).
+//! feature), with codecs generated from the schemas (`wasmstream gen
+//! avro`): no serde, no JSON between.
 //!
 //! Input: an `Order` (schemas/order.avsc of the Go example) framed with its
 //! schema id. Output: an `OrderTotal` (schemas/order-total.avsc), encoded
@@ -17,40 +18,33 @@
 //!
 //! Build: cargo build --release --target wasm32-wasip1
 
-use serde::{Deserialize, Serialize};
 use wasmstream::{sr, Emitter, Error, Output, Record};
 
-/// An order, as schemas/order.avsc has it.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct Order {
-    pub id: i64,
-    pub customer: String,
-    pub amount: f64,
-    /// timestamp-millis
-    pub placed_at: i64,
-    pub items: Vec<String>,
-    pub coupon: Option<String>,
-    pub priority: i32,
-}
-
-/// An order's total, as schemas/order-total.avsc has it.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct OrderTotal {
-    pub id: i64,
-    pub customer: String,
-    pub items: i32,
-    pub total: f64,
-    pub placed_at: i64,
-    pub coupon: Option<String>,
-}
+// Order (schemas/order.avsc of the Go example) and OrderTotal
+// (schemas/order-total.avsc) are generated with their codecs, which sr
+// uses while the records' schemas are the generated ones (a schema that
+// evolved is read and written by the resolving path, serde):
+//
+//   wasmstream gen avro --lang rust --out src/order.rs ../avro-serde/schemas/order.avsc
+//   wasmstream gen avro --lang rust --out src/order_total.rs ../avro-serde/schemas/order-total.avsc
+mod order;
+mod order_total;
+pub use order::Order;
+pub use order_total::OrderTotal;
 
 /// The subject whose latest schema the output is written with.
 pub fn output_subject() -> String {
     std::env::var("OUTPUT_SUBJECT").unwrap_or_else(|_| "order-totals-value".to_string())
 }
 
+thread_local! {
+    // Read once: the environment is the instance's, and a read is two
+    // host calls.
+    static OUTPUT_SUBJECT: String = output_subject();
+}
+
 pub fn total(r: &Record, out: &mut Emitter) -> Result<(), Error> {
-    let o: Order = sr::decode(r.value)?;
+    let o: Order = sr::decode_codec(r.value)?;
     let total = if o.coupon.is_some() {
         o.amount * 0.9
     } else {
@@ -64,7 +58,7 @@ pub fn total(r: &Record, out: &mut Emitter) -> Result<(), Error> {
         placed_at: o.placed_at,
         coupon: o.coupon,
     };
-    let v = sr::encode(&output_subject(), &t)?;
+    let v = OUTPUT_SUBJECT.with(|s| sr::encode_codec(s, &t))?;
     out.emit(&Output {
         key: r.key,
         value: Some(&v),

@@ -60,11 +60,36 @@ pub const MAX_SCHEMAS: usize = 256;
 /// follows a schema lookup.
 const MAX_RUNS: u32 = 8;
 
+pub mod bin;
+
+/// A record type with an Avro codec of its own, generated from its schema
+/// by `wasmstream gen avro --lang rust` (field by field, no serde, no
+/// values in between).
+pub trait AvroRecord: Sized {
+    /// Appends the value's Avro binary encoding to `b`.
+    fn append_avro(&self, b: &mut Vec<u8>);
+    /// Reads a value from the front of `r`.
+    fn read_avro(r: &mut bin::Reader<'_>) -> Result<Self, bin::Error>;
+}
+
+/// The top-level record of a generated codec: [`decode_codec`] and
+/// [`append_encode_codec`] use its codec when the record's schema (the
+/// frame's, the subject's latest) has `FINGERPRINT`, and the resolving
+/// path (serde) otherwise: a schema that evolved past the generated one is
+/// still read and written, only slower.
+pub trait AvroCodec: AvroRecord {
+    /// CRC-64-AVRO of the Parsing Canonical Form of the schema the codec
+    /// was generated from.
+    const FINGERPRINT: u64;
+}
+
 /// A compiled schema: its reader and writer borrow it for the instance's
-/// life.
+/// life; its fingerprint is what a generated codec is compared with
+/// (computed once per schema, so a record pays one comparison).
 struct Compiled {
     reader: GenericDatumReader<'static>,
     writer: GenericDatumWriter<'static>,
+    fingerprint: u64,
 }
 
 struct Latest {
@@ -145,14 +170,40 @@ fn missing(m: Missing) -> Error {
 /// into an `Option`; a timestamp-millis into an `i64`). A value that is
 /// not framed, or does not decode, is a terminal error.
 pub fn decode<T: DeserializeOwned>(value: Option<&[u8]>) -> Result<T, Error> {
-    let (id, payload) = schema_id(value)?;
-    let c = CACHE.with(|c| c.borrow().by_id.get(&id).copied());
-    let c = c.ok_or_else(|| missing(Missing::Id(id)))?;
+    let (id, payload, c) = by_frame(value)?;
     let mut rest = payload;
     let v = c
         .reader
         .read_deser(&mut rest)
         .map_err(|e| Error::terminal(format!("sr: decode with schema {}: {}", id, e)))?;
+    all_read(id, rest)?;
+    Ok(v)
+}
+
+/// Decodes the framed `value` as [`decode`] does, with `T`'s generated
+/// codec when the frame's schema is the one it was generated for.
+pub fn decode_codec<T: AvroCodec + DeserializeOwned>(value: Option<&[u8]>) -> Result<T, Error> {
+    let (id, payload, c) = by_frame(value)?;
+    if c.fingerprint != T::FINGERPRINT {
+        return decode(value);
+    }
+    let mut r = bin::Reader { b: payload };
+    let v = T::read_avro(&mut r)
+        .map_err(|e| Error::terminal(format!("sr: decode with schema {}: {}", id, e)))?;
+    all_read(id, r.b)?;
+    Ok(v)
+}
+
+/// The schema id, payload and compiled schema of a framed value.
+fn by_frame(value: Option<&[u8]>) -> Result<(i32, &[u8], &'static Compiled), Error> {
+    let (id, payload) = schema_id(value)?;
+    let c = CACHE.with(|c| c.borrow().by_id.get(&id).copied());
+    let c = c.ok_or_else(|| missing(Missing::Id(id)))?;
+    Ok((id, payload, c))
+}
+
+/// Fails a decode that left bytes after the value.
+fn all_read(id: i32, rest: &[u8]) -> Result<(), Error> {
     if !rest.is_empty() {
         return Err(Error::terminal(format!(
             "sr: decode with schema {}: {} bytes after the value",
@@ -160,7 +211,7 @@ pub fn decode<T: DeserializeOwned>(value: Option<&[u8]>) -> Result<T, Error> {
             rest.len()
         )));
     }
-    Ok(v)
+    Ok(())
 }
 
 /// Returns `v` encoded with the latest schema of `subject`, framed.
@@ -174,6 +225,39 @@ pub fn encode<T: Serialize>(subject: &str, v: &T) -> Result<Vec<u8>, Error> {
 /// (reuse `b` from record to record). A `v` that does not fit the schema
 /// is a terminal error.
 pub fn append_encode<T: Serialize>(b: &mut Vec<u8>, subject: &str, v: &T) -> Result<(), Error> {
+    let (id, c) = latest(subject)?;
+    append_with(b, id, c, v)
+}
+
+/// Returns `v` encoded with the latest schema of `subject`, framed, as
+/// [`encode`] does, with `T`'s generated codec when that schema is the one
+/// it was generated for.
+pub fn encode_codec<T: AvroCodec + Serialize>(subject: &str, v: &T) -> Result<Vec<u8>, Error> {
+    let mut b = Vec::new();
+    append_encode_codec(&mut b, subject, v)?;
+    Ok(b)
+}
+
+/// Appends `v` encoded with the latest schema of `subject`, framed, to `b`,
+/// as [`append_encode`] does, with `T`'s generated codec when that schema
+/// is the one it was generated for.
+pub fn append_encode_codec<T: AvroCodec + Serialize>(
+    b: &mut Vec<u8>,
+    subject: &str,
+    v: &T,
+) -> Result<(), Error> {
+    let (id, c) = latest(subject)?;
+    if c.fingerprint != T::FINGERPRINT {
+        return append_with(b, id, c, v);
+    }
+    b.push(0);
+    b.extend_from_slice(&id.to_be_bytes());
+    v.append_avro(b);
+    Ok(())
+}
+
+/// The id and compiled schema of the latest schema of `subject`.
+fn latest(subject: &str) -> Result<(i32, &'static Compiled), Error> {
     let found = CACHE.with(|c| {
         let mut c = c.borrow_mut();
         let l = c.by_subject.get_mut(subject)?;
@@ -189,7 +273,7 @@ pub fn append_encode<T: Serialize>(b: &mut Vec<u8>, subject: &str, v: &T) -> Res
     match found {
         None => Err(missing(Missing::Subject(subject.to_string(), false))),
         Some(Err(())) => Err(missing(Missing::Subject(subject.to_string(), true))),
-        Some(Ok((id, c))) => append_with(b, id, c, v),
+        Some(Ok(found)) => Ok(found),
     }
 }
 
@@ -248,7 +332,47 @@ fn compile(id: i32, s: &Schema) -> Result<&'static Compiled, Error> {
     let reader = GenericDatumReader::builder(schema).build().map_err(bad)?;
     let writer = GenericDatumWriter::builder(schema).build().map_err(bad)?;
     CACHE.with(|c| c.borrow_mut().compiled += 1);
-    Ok(Box::leak(Box::new(Compiled { reader, writer })))
+    Ok(Box::leak(Box::new(Compiled {
+        reader,
+        writer,
+        fingerprint: fingerprint(schema),
+    })))
+}
+
+/// The CRC-64-AVRO fingerprint of the schema's Parsing Canonical Form, as
+/// the Avro specification defines it (and `wasmstream gen avro` and the Go
+/// SDK compute it). apache-avro's canonical form keeps a primitive with a
+/// logical type as an object (`{"type":"long"}`) where the specification
+/// reduces it to its name (`"long"`): the object forms are rewritten (a
+/// name cannot hold a quote or a brace, and defaults are not in the
+/// form, so nothing else can look like one).
+fn fingerprint(schema: &apache_avro::Schema) -> u64 {
+    let mut form = schema.canonical_form();
+    for p in [
+        "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+    ] {
+        form = form.replace(
+            &format!("{{\"type\":\"{}\"}}", p),
+            &format!("\"{}\"", p),
+        );
+    }
+    rabin(form.as_bytes())
+}
+
+/// CRC-64-AVRO (the specification's Rabin fingerprint).
+fn rabin(b: &[u8]) -> u64 {
+    const EMPTY: u64 = 0xc15d213aa4d7a795;
+    let mut table = [0u64; 256];
+    for (i, t) in table.iter_mut().enumerate() {
+        let mut fp = i as u64;
+        for _ in 0..8 {
+            fp = (fp >> 1) ^ (EMPTY & (fp & 1).wrapping_neg());
+        }
+        *t = fp;
+    }
+    b.iter().fold(EMPTY, |fp, &c| {
+        (fp >> 8) ^ table[((fp ^ c as u64) & 0xff) as usize]
+    })
 }
 
 /// Runs `f` on the record with the schema lookups its [`decode`] and

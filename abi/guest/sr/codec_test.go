@@ -1,0 +1,182 @@
+//go:build !wasip1
+
+package sr_test
+
+//go:generate go run ../../../cmd/wasmstream gen avro --lang go --package sr_test --out all_avro_test.go testdata/all.avsc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/avro"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/abi/guest"
+	"github.com/wasmstream/wasmstream/abi/guest/sr"
+)
+
+func allSchema(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/all.avsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// allValues are values of every generated type: nulls and non-nulls of
+// each union (the null branch first and second), empty and filled arrays,
+// times before and after the epoch, multi-byte strings and varints.
+func allValues() []All {
+	at := time.UnixMilli(1700000000123).UTC()
+	return []All{
+		{ID: 1, Name: "ada", Raw: []byte{}, Tags: []string{}, Lines: []Line{}, AtMs: at, AtUs: time.UnixMicro(1700000000123456).UTC(), Address: Address{Street: "x"}},
+		{
+			ID: -1 << 62, Count: -300, Flag: true, Ratio: 1.5, Amount: -0.1, Name: "Grüße 世界", Raw: []byte{0, 1, 255},
+			RefID: "2c7b3f54-8b55-4a1e-9d5f-2f1c3c1b6d6e", AtMs: time.UnixMilli(-1500).UTC(), AtUs: time.UnixMicro(-1).UTC(),
+			Coupon: ptr("SPRING"), Score: ptr(int64(1 << 40)), Tags: []string{"a", "", strings.Repeat("z", 200)},
+			Address: Address{Street: "Main", Zip: ptr(int32(12345))}, Previous: &Address{Street: "Old"},
+			Lines:     []Line{{Sku: "tea", Qty: 2, At: &at}, {Sku: "cake", Qty: 1}},
+			MaybeTags: &[]*string{ptr("x"), nil},
+		},
+	}
+}
+
+// The generated codec writes the bytes twmb/avro's resolving path writes
+// for every value, and reads them (its own and the resolving path's) to
+// the same value.
+func TestGeneratedCodecMatchesResolvingPath(t *testing.T) {
+	schema := avro.MustParse(allSchema(t))
+	for i, v := range allValues() {
+		want, err := schema.AppendEncode(nil, &v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := v.AppendAvro(nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("value %d: the codec wrote %x (%v), the resolving path %x", i, got, err, want)
+		}
+		var viaCodec, viaResolving All
+		if rest, err := viaCodec.DecodeAvro(want); err != nil || len(rest) > 0 {
+			t.Fatalf("value %d: the codec read %v, %d bytes left", i, err, len(rest))
+		}
+		if rest, err := schema.Decode(want, &viaResolving); err != nil || len(rest) > 0 {
+			t.Fatalf("value %d: the resolving path read %v, %d bytes left", i, err, len(rest))
+		}
+		if !reflect.DeepEqual(viaCodec, viaResolving) {
+			t.Fatalf("value %d: the codec read %+v, the resolving path %+v", i, viaCodec, viaResolving)
+		}
+	}
+}
+
+// A payload cut anywhere, or with a block count past its bytes, is an
+// error from the codec, as from the resolving path, and allocates no more
+// than its bytes.
+func TestGeneratedCodecTruncated(t *testing.T) {
+	v := allValues()[1]
+	full, err := v.AppendAvro(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(full) {
+		var got All
+		if _, err := got.DecodeAvro(full[:n]); err == nil {
+			t.Fatalf("%d of %d bytes decoded without an error", n, len(full))
+		}
+	}
+	// tags: a block of 2^40 items in the few bytes left.
+	huge := binary.AppendVarint(nil, 1<<40)
+	var got All
+	if _, err := got.DecodeAvro(append(full[:bytes.Index(full, []byte{6, 2, 'a'})], huge...)); err == nil || !strings.Contains(err.Error(), "array block of 1099511627776 items") {
+		t.Fatalf("a hostile block count: %v", err)
+	}
+}
+
+// cases frames each value with id as a producer would (twmb/avro).
+func framedAll(t *testing.T, id int, schema string, v *All) []byte {
+	return frame(t, id, schema, v)
+}
+
+// reordered is all.avsc with its first two fields swapped: another
+// canonical form, so the generated codec must not read or write it.
+func reordered(t *testing.T) string {
+	s := allSchema(t)
+	id := `{"name": "id", "type": "long"},`
+	count := `{"name": "count", "type": "int"},`
+	s = strings.Replace(s, id, "@ID@", 1)
+	s = strings.Replace(s, count, id, 1)
+	return strings.Replace(s, "@ID@", count, 1)
+}
+
+// Through sr: a record whose writer schema is the generated one decodes
+// and encodes with the codec (the codec is called, the bytes are the
+// resolving path's); one framed with a schema that differs (fields
+// reordered) decodes and encodes through the resolving path, to the same
+// values and the writer schema's bytes.
+func TestDecodeEncodeUseCodecOnlyForItsSchema(t *testing.T) {
+	fresh(t)
+	same, _ := guest.AddTestSchema("all-value", guest.Schema{Type: guest.SchemaAvro, Schema: allSchema(t)})
+	other, _ := guest.AddTestSchema("all2-value", guest.Schema{Type: guest.SchemaAvro, Schema: reordered(t)})
+	for _, tc := range []struct {
+		id      int
+		subject string
+		schema  string
+		codec   bool
+	}{{same, "all-value", allSchema(t), true}, {other, "all2-value", reordered(t), false}} {
+		for i, v := range allValues() {
+			var c counting
+			var out []byte
+			proc = func(r *guest.Record, emit guest.Emitter) error {
+				c = counting{}
+				if err := sr.Decode(r.Value, &c); err != nil {
+					return err
+				}
+				var err error
+				if out, err = sr.AppendEncode(out[:0], tc.subject, &c); err != nil {
+					return err
+				}
+				return nil
+			}
+			res := guest.Run(abi.Record{Topic: "t", Value: framedAll(t, tc.id, tc.schema, &v)})
+			if res.Status != abi.StatusOK {
+				t.Fatalf("schema %d value %d: %v %v", tc.id, i, res.Status, res.Err)
+			}
+			if used := c.decodes == 1 && c.encodes == 1; used != tc.codec || c.decodes != c.encodes {
+				t.Fatalf("schema %d value %d: the codec decoded %d and encoded %d times, want it used: %v", tc.id, i, c.decodes, c.encodes, tc.codec)
+			}
+			want := framedAll(t, tc.id, tc.schema, &v)
+			if !bytes.Equal(out, want) {
+				t.Fatalf("schema %d value %d: encoded %x, want %x", tc.id, i, out, want)
+			}
+			var back All
+			unframe(t, out, tc.id, tc.schema, &back)
+			if !reflect.DeepEqual(back, c.All) {
+				t.Fatalf("schema %d value %d: read %+v, wrote what reads as %+v", tc.id, i, c.All, back)
+			}
+		}
+	}
+}
+
+// counting is All with its codec's calls counted (its fields are All's:
+// the resolving path reads and writes the embedded struct's).
+type counting struct {
+	All
+	decodes, encodes int
+}
+
+func (c *counting) DecodeAvro(b []byte) ([]byte, error) {
+	c.decodes++
+	return c.All.DecodeAvro(b)
+}
+
+func (c *counting) AppendAvro(b []byte) ([]byte, error) {
+	c.encodes++
+	return c.All.AppendAvro(b)
+}
