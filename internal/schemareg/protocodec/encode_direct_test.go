@@ -389,3 +389,31 @@ func BenchmarkProtoOrderGenericEncode(b *testing.B) {
 		}
 	}
 }
+
+// utcTimestamp reads what time.Parse reads, the same instant, or leaves
+// the text to it: on random instants and on dates and times out of range.
+func TestUTCTimestampMatchesTimeParse(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	texts := []string{"2023-02-29T00:00:00Z", "2024-02-29T23:59:59.5Z", "2024-04-31T00:00:00Z", "2024-01-01T24:00:00Z",
+		"2024-01-01T00:60:00Z", "2024-01-01T00:00:60Z", "2024-13-01T00:00:00Z", "2024-00-10T00:00:00Z", "2024-01-00T00:00:00Z",
+		"0000-01-01T00:00:00Z", "2024-01-01T00:00:00.Z", "2024-01-01T00:00:00.1234567891Z", "2024-01-01t00:00:00Z", "2024-1-01T00:00:00Z"}
+	for range 20000 {
+		ts := time.Unix(r.Int64N(253402300799+62135596800)-62135596800, int64(r.IntN(1e9))).UTC()
+		texts = append(texts, ts.Format(time.RFC3339Nano), ts.Format("2006-01-02T15:04:05.000Z"))
+	}
+	read := 0
+	for _, s := range texts {
+		secs, nanos, ok := utcTimestamp([]byte(s))
+		if !ok {
+			continue
+		}
+		read++
+		want, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || want.Unix() != secs || want.Nanosecond() != nanos {
+			t.Fatalf("%s: %d s %d ns, time.Parse %d s %d ns (%v)", s, secs, nanos, want.Unix(), want.Nanosecond(), err)
+		}
+	}
+	if read < 40000 {
+		t.Errorf("%d of the 40000 instants in protojson's form read", read)
+	}
+}
