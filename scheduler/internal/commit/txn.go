@@ -385,9 +385,9 @@ func (x *Transactions) brokeAtEnd(c txnCut, err error) {
 }
 
 // restartTasks cuts tasks off after an abort and replaces them with fresh
-// tasks for the same partitions (Deps.Restart), which franz-go has rewound
-// to their committed offsets: from, where the end was settled, else the
-// last known. Called with the transaction gate held: the old tasks'
+// tasks for the same partitions (partition.Set.Restart), which franz-go
+// has rewound to their committed offsets: from, where the end was settled,
+// else the last known. Called with the transaction gate held: the old tasks'
 // workers may be blocked on it, so they are waited for elsewhere.
 func (x *Transactions) restartTasks(old []*partition.Task, from map[tp]int64) {
 	d := x.d
