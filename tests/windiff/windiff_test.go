@@ -6,7 +6,10 @@
 // EmitStrategy.onWindowClose() (tests/peers StreamsWindowedCount) and
 // through internal/windowmodel, partition by partition; the sets of final
 // (key, window start, window end, count) must be equal and the late counts
-// must agree, for tumbling, hopping and session windows.
+// must agree, for tumbling, hopping and session windows. For tumbling
+// windows a wasmstream pipeline running plugins/examples/window-count (the
+// Go SDK's windows over the host's event-time timers, exactly_once) is the
+// third party: its final windows must be the model's too.
 package windiff
 
 import (
@@ -14,6 +17,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -31,6 +36,8 @@ import (
 
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/internal/windowmodel"
+	"github.com/wasmstream/wasmstream/scheduler"
+	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
 
@@ -76,6 +83,10 @@ type kind struct {
 	retention           int64 // the peer's store retention (0: Streams' default)
 	boundary            func(after int64) int64
 	lateForStreamsCount func(windowmodel.Result) int
+	// guest, when set, is the example processor (plugins/examples) that
+	// computes these windows in a wasmstream pipeline, the third party to
+	// the comparison, and guestEnv its environment (YAML flow mapping).
+	guest, guestEnv string
 }
 
 func kinds() []kind {
@@ -97,6 +108,7 @@ func kinds() []kind {
 			model:     func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Tumbling(r, tSize, tGrace) },
 			retention: timeRetention, boundary: next(tSize),
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
+			guest:               "window-count", guestEnv: "WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms",
 		},
 		{
 			name: "hopping", size: hSize, advance: hAdvance, grace: hGrace, guarantee: "at_least_once",
@@ -119,7 +131,9 @@ func kinds() []kind {
 
 // TestStreamsWindowsEqualModel: for each kind, the seeded input through
 // Kafka Streams gives, partition by partition, the model's final windows
-// (no more, no fewer, no duplicates) and its late count.
+// (no more, no fewer, no duplicates) and its late count; and, for the kinds
+// with an example guest, so does a wasmstream pipeline running it (the Go
+// SDK's windows over the host's timers, exactly_once).
 func TestStreamsWindowsEqualModel(t *testing.T) {
 	brokers := kafkatest.RealBrokers(t)
 	cp := streamsClasspath(t)
@@ -137,7 +151,22 @@ func TestStreamsWindowsEqualModel(t *testing.T) {
 				want[p] = k.model(in[p])
 				checkInputCovers(t, k, in[p], want[p])
 			}
-			got, dropped := runStreams(t, brokers, cp, k, in)
+			name := fmt.Sprintf("windiff-%s-%d", k.name, time.Now().UnixNano())
+			kafkatest.DeleteNamedAtEnd(t, brokers, name) // the internal topics too
+			inTopic := name + "-in"
+			kafkatest.CreateTopic(t, brokers, partitions, inTopic)
+			partOf := produce(t, brokers, inTopic, in)
+			if k.guest != "" {
+				got := runWasmstream(t, brokers, k, name, in, partOf)
+				for p := range in {
+					t.Logf("partition %d: %d final windows (model), %d (wasmstream)", p, len(want[p].Final), len(got[p]))
+					if diff := windowsDiff(want[p].Final, got[p]); diff != "" {
+						t.Errorf("partition %d: wasmstream's final windows differ from the model's (%d records, stream time %d, the input's from %d):\n%s",
+							p, len(in[p]), want[p].StreamTime, epoch, diff)
+					}
+				}
+			}
+			got, dropped := runStreams(t, brokers, cp, k, name, in, partOf)
 			for p := range in {
 				t.Logf("partition %d: %d records, %d final windows (model), %d (Kafka Streams); late %d, refused pairs %d, Streams dropped %d",
 					p, len(in[p]), len(want[p].Final), len(got[p]), want[p].Late, want[p].Dropped, dropped[p])
@@ -179,20 +208,34 @@ func input(rng *rand.Rand, k kind) [][]windowmodel.Record {
 	in := make([][]windowmodel.Record, partitions)
 	span := max(k.size, k.gap)
 	for p := range in {
-		g := &gen{rng: rng, st: -1, keys: make([]string, keysPerPartition), last: map[string]int64{}}
-		for i := range g.keys {
-			g.keys[i] = fmt.Sprintf("p%d-k%d", p, i)
-		}
+		g := &gen{rng: rng, st: -1, keys: keysOn(p, keysPerPartition+1), last: map[string]int64{}}
+		closer := g.keys[keysPerPartition]
+		g.keys = g.keys[:keysPerPartition]
 		for len(g.recs) < recordsPerPart && g.st < dataEnd-2*span {
 			g.step(k, span)
 		}
-		g.add(fmt.Sprintf("p%d-close", p), closeAt)
+		g.add(closer, closeAt)
 		for i := range g.recs {
 			g.recs[i].TS += epoch
 		}
 		in[p] = g.recs
 	}
 	return in
+}
+
+// keysOn returns n keys that Kafka's default partitioner (murmur2) sends
+// to partition p: wasmstream's state keys must be their record's
+// partition's.
+func keysOn(p, n int) []string {
+	part := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		k := fmt.Sprintf("p%d-k%d", p, i)
+		if part.Partition(&kgo.Record{Key: []byte(k)}, partitions) == p {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 type gen struct {
@@ -323,12 +366,10 @@ func sortWindows(ws []windowmodel.Window) {
 // committed with the offsets that made it; under at_least_once flushed
 // before them). It returns the final windows read from the output, by the
 // partition of their key, and each partition's dropped-records-total.
-func runStreams(t *testing.T, brokers []string, cp string, k kind, in [][]windowmodel.Record) ([][]windowmodel.Window, []int) {
+func runStreams(t *testing.T, brokers []string, cp string, k kind, name string, in [][]windowmodel.Record, partOf map[string]int) ([][]windowmodel.Window, []int) {
 	t.Helper()
-	name := fmt.Sprintf("windiff-%s-%d", k.name, time.Now().UnixNano())
-	inTopic, outTopic := name+"-in", name+"-out"
-	kafkatest.CreateTopic(t, brokers, partitions, inTopic, outTopic)
-	partOf := produce(t, brokers, inTopic, in)
+	inTopic, outTopic := name+"-in", name+"-streams-out"
+	kafkatest.CreateTopic(t, brokers, partitions, outTopic)
 
 	size := k.size
 	if k.gap > 0 {
@@ -343,7 +384,7 @@ func runStreams(t *testing.T, brokers []string, cp string, k kind, in [][]window
 	defer logf.Close()
 	cmd := exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.io.tmpdir="+tmp,
 		"-cp", cp, "wasmstream.peers.StreamsWindowedCount",
-		strings.Join(brokers, ","), inTopic, outTopic, name, k.name,
+		strings.Join(brokers, ","), inTopic, outTopic, name+"-streams", k.name,
 		strconv.FormatInt(size, 10), strconv.FormatInt(k.advance, 10), strconv.FormatInt(k.grace, 10),
 		k.guarantee, strconv.FormatInt(k.retention, 10))
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -364,7 +405,7 @@ func runStreams(t *testing.T, brokers []string, cp string, k kind, in [][]window
 	adm := kadm.NewClient(kafkatest.Client(t, brokers))
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		done, committed := committedAll(adm, name, inTopic, in)
+		done, committed := committedAll(adm, name+"-streams", inTopic, in)
 		if done {
 			break
 		}
@@ -379,7 +420,7 @@ func runStreams(t *testing.T, brokers []string, cp string, k kind, in [][]window
 				committed, inputSizes(in), streamThreadDump(cmd.Process, logPath))
 		}
 	}
-	got := readOutput(t, brokers, outTopic, partOf)
+	got := readOutput(t, brokers, outTopic, partOf, streamsWindow)
 
 	cmd.Process.Signal(os.Interrupt) // its shutdown hook prints the dropped counts, then closes
 	select {
@@ -463,7 +504,7 @@ func produce(t *testing.T, brokers []string, topic string, in [][]windowmodel.Re
 // readOutput reads the output topic read_committed to its end (control
 // records kept, so that a partition's transaction markers count towards
 // it) and returns the windows by their key's partition.
-func readOutput(t *testing.T, brokers []string, topic string, partOf map[string]int) [][]windowmodel.Window {
+func readOutput(t *testing.T, brokers []string, topic string, partOf map[string]int, parse func([]byte) (windowmodel.Window, error)) [][]windowmodel.Window {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -483,16 +524,102 @@ func readOutput(t *testing.T, brokers []string, topic string, partOf map[string]
 			if r.Attrs.IsControl() {
 				return
 			}
-			var v struct{ Start, End, Count int64 }
-			if err := json.Unmarshal(r.Value, &v); err != nil {
-				t.Fatalf("output %s: %v", r.Value, err)
+			w, err := parse(r.Value)
+			if err != nil {
+				t.Fatalf("output %q: %v", r.Value, err)
 			}
 			p, ok := partOf[string(r.Key)]
 			if !ok {
 				t.Fatalf("output for key %q, which the input does not have", r.Key)
 			}
-			got[p] = append(got[p], windowmodel.Window{Key: string(r.Key), Start: v.Start, End: v.End, Count: v.Count})
+			w.Key = string(r.Key)
+			got[p] = append(got[p], w)
 		})
+	}
+	return got
+}
+
+// streamsWindow reads StreamsWindowedCount's value, {"start":S,"end":E,"count":N}.
+func streamsWindow(v []byte) (windowmodel.Window, error) {
+	var w struct{ Start, End, Count int64 }
+	err := json.Unmarshal(v, &w)
+	return windowmodel.Window{Start: w.Start, End: w.End, Count: w.Count}, err
+}
+
+// guestWindow reads plugins/examples/window-count's value, "<start> <end> <count>".
+func guestWindow(v []byte) (windowmodel.Window, error) {
+	var w windowmodel.Window
+	_, err := fmt.Sscanf(string(v), "%d %d %d", &w.Start, &w.End, &w.Count)
+	return w, err
+}
+
+// runWasmstream runs k.guest in a wasmstream pipeline (in this process,
+// exactly_once, state and timers on) over name's input until its group has
+// committed every input offset — by then every final result is in the
+// output, in the transaction of the record whose firing emitted it — and
+// returns the final windows read from the output, by the partition of
+// their key. Nothing may reach its dead-letter topic.
+func runWasmstream(t *testing.T, brokers []string, k kind, name string, in [][]windowmodel.Record, partOf map[string]int) [][]windowmodel.Window {
+	t.Helper()
+	inTopic, outTopic, dlq, group := name+"-in", name+"-ws-out", name+"-ws-dlq", name+"-ws"
+	kafkatest.CreateTopic(t, brokers, partitions, outTopic, dlq)
+	dir := t.TempDir()
+	module := filepath.Join(dir, k.guest+".wasm")
+	if err := os.WriteFile(module, wt.BuildGoGuest(t, "plugins/examples/"+k.guest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	quoted := make([]string, len(brokers))
+	for i, b := range brokers {
+		quoted[i] = strconv.Quote(b)
+	}
+	y := fmt.Sprintf(`kafka: {brokers: [%s], group: %s, commit_interval: 100ms}
+pipelines:
+  - name: p
+    module: %s
+    inputs: [%s]
+    output: %s
+    dead_letter_topic: %s
+    ordering: partition
+    guarantee: exactly_once
+    retry: {max_attempts: 1}
+    state: {enabled: true, dir: %q}
+    env: {%s}
+`, strings.Join(quoted, ", "), group, module, inTopic, outTopic, dlq, filepath.Join(dir, "state"), k.guestEnv)
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	r, err := scheduler.NewRunner(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	defer r.Stop(context.Background())
+	adm := kadm.NewClient(kafkatest.Client(t, brokers))
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		done, committed := committedAll(adm, group+".p", inTopic, in) // the pipeline's group: <kafka.group>.<name>
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90s wasmstream has committed %s of its input (partitions of %s): %+v", committed, inputSizes(in), r.Snapshots())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := readOutput(t, brokers, outTopic, partOf, guestWindow)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if ends := stableEnds(ctx, t, adm, dlq); len(ends) != 0 {
+		t.Errorf("records dead-lettered (end offsets by partition: %v)", ends)
 	}
 	return got
 }
