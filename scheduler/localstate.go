@@ -1,6 +1,11 @@
 package scheduler
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
@@ -8,7 +13,7 @@ import (
 // LocalState is one partition's state in a store of its own, for running a
 // module on records outside a pipeline (`wasmstream test`): the state a
 // worker gives each attempt, with pc's bounds (state.Local: Begin, Commit,
-// Close).
+// Close), and the timers it fires (FireDue).
 type LocalState struct{ *state.Local }
 
 // OpenLocalState opens an empty state for pc's records in a new temporary
@@ -24,4 +29,41 @@ func OpenLocalState(pc *config.Pipeline) (*LocalState, error) {
 // stateLimits are pc's bounds on its state.
 func stateLimits(pc *config.Pipeline) state.Limits {
 	return state.Limits{MaxValueBytes: pc.State.MaxValueBytes, MaxBytes: pc.State.MaxBytes, Changelog: pc.State.Changelog}
+}
+
+// maxLocalFirings bounds one FireDue: a round always ends (a firing
+// cannot set a timer at or before its own), but a module setting timers
+// without end is stopped with an error rather than left to run.
+const maxLocalFirings = 100_000
+
+// FireDue fires the timers due by the state's stream time as a pipeline's
+// worker does after a decided record (ABI.md §4.2): one call of the
+// module's wasmstream_on_timer on in each, in (at, key) order, on input
+// topic's partition 0, attempt 1. A firing that succeeds keeps its writes
+// (its timer deleted) and its outputs are returned, in order; one that
+// fails has its timer deleted and its writes dropped, and is returned
+// among errs (a pipeline dead-letters it).
+func (l *LocalState) FireDue(ctx context.Context, in *host.Instance, topic string) (outs []abi.Output, errs []error) {
+	for range maxLocalFirings {
+		due, t, err := l.Due(1)
+		if err != nil {
+			return outs, append(errs, err)
+		}
+		if len(due) == 0 {
+			return outs, errs
+		}
+		tm := due[0]
+		st := l.Begin()
+		f := abi.TimerFiring{At: tm.At, StreamTime: t, Topic: topic, Attempt: 1, Key: tm.Key}
+		res := in.ProcessTimer(ctx, &f, nil, st)
+		if res.Status != abi.StatusOK || res.Err != nil {
+			errs = append(errs, fmt.Errorf("timer (%q, %d): %s: %v", tm.Key, tm.At, res.Status, res.Err))
+			st = l.Begin()
+		} else {
+			outs = append(outs, res.Outputs...)
+		}
+		st.(host.Timers).DeleteTimer(tm.Key, tm.At)
+		l.CommitAt(st, 0, t)
+	}
+	return outs, append(errs, fmt.Errorf("more than %d timer firings after one record", maxLocalFirings))
 }

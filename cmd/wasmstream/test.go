@@ -314,6 +314,9 @@ func (s *testSession) start(ctx context.Context, cfg *config.Config, wasm []byte
 		}
 		s.ls = ls
 		s.runner.State, s.runner.Keep = ls.Begin, ls.CommitAt
+		if m.Info().Timers {
+			s.runner.Fire = ls.FireDue // timers fire after the record that made them due
+		}
 	}
 	return nil
 }
@@ -596,6 +599,9 @@ func writeTestRecord(w io.Writer, pc *config.Pipeline, r *testResult) {
 	for _, q := range r.res.Requests { // the fake's: real requests are in the trace
 		fmt.Fprintf(w, "  http: %s (answered from the vectors)\n", termsafe.Line(q))
 	}
+	for _, e := range r.res.TimerErrors { // a pipeline dead-letters these firings
+		fmt.Fprintf(w, "  timer failed: %s\n", termsafe.Line(e))
+	}
 	if len(r.spans) > 0 {
 		var sb strings.Builder
 		tracing.Render(&sb, r.spans)
@@ -742,6 +748,9 @@ func writeTestJSON(w io.Writer, pc *config.Pipeline, results []testResult, faile
 		}
 		if len(r.res.Requests) > 0 {
 			m["http"] = r.res.Requests
+		}
+		if len(r.res.TimerErrors) > 0 {
+			m["timer_errors"] = r.res.TimerErrors
 		}
 		if r.traceID != "" {
 			m["trace_id"] = r.traceID

@@ -26,6 +26,11 @@ type CaseRunner struct {
 	// record's state and returns the changelog records its writes make.
 	State func() host.State
 	Keep  func(st host.State, offset, timestamp int64) []abi.Output
+	// Fire, when set, fires the timers a succeeded record made due (ABI.md
+	// §4.2) on the record's instance, as a pipeline does before its next
+	// record: their outputs join the record's, and a firing that fails is
+	// one of its TimerErrors.
+	Fire func(ctx context.Context, in *host.Instance, topic string) ([]abi.Output, []error)
 
 	in *host.Instance
 }
@@ -40,6 +45,9 @@ type CaseResult struct {
 	// Changelog are the state writes of a succeeded record, as changelog
 	// records.
 	Changelog []abi.Output
+	// TimerErrors are the failures of the timer firings the record made
+	// due (their outputs are among the record's; Fire).
+	TimerErrors []string
 	// Requests are the HTTP requests the record started ("GET url"),
 	// answered by the fake.
 	Requests []string
@@ -110,7 +118,24 @@ func (r *CaseRunner) Run(ctx context.Context, c *Case, tag any) (CaseResult, err
 	if out.Status == abi.StatusOK && st != nil && r.Keep != nil {
 		res.Changelog = r.Keep(st, rec.Offset, rec.Timestamp)
 	}
+	if out.Status == abi.StatusOK && r.Fire != nil {
+		r.fire(ctx, &res, rec.Topic)
+	}
 	return res, nil
+}
+
+// fire fires the timers the record of res made due: their outputs after
+// the record's (a record that emitted nothing but closed a window is ok,
+// not dropped), their failures in TimerErrors.
+func (r *CaseRunner) fire(ctx context.Context, res *CaseResult, topic string) {
+	outs, errs := r.Fire(ctx, r.in, topic)
+	if len(outs) > 0 {
+		res.Outputs = append(res.Outputs, outs...)
+		res.Outcome = OutcomeOK
+	}
+	for _, err := range errs {
+		res.TimerErrors = append(res.TimerErrors, err.Error())
+	}
 }
 
 // Close closes the instance.

@@ -64,3 +64,11 @@ func (l *Local) CommitAt(st host.State, offset, timestamp int64) []abi.Output {
 	_, outs := l.p.CommitAt(offset, timestamp, st.(*Record), nil)
 	return outs
 }
+
+// Due lists up to n of the timers due by the state's stream time, in (at,
+// key) order (Partition.Due), and that stream time.
+func (l *Local) Due(n int) ([]Timer, int64, error) {
+	t := l.p.StreamTime()
+	due, err := l.p.Due(t, n)
+	return due, t, err
+}
