@@ -205,13 +205,16 @@ type recState struct {
 	state    State // answers its state_* calls (nil: no state)
 	deadline time.Time
 	ops      []*opState             // outstanding, in the order they started (at most async.max_per_record)
-	ctx      *asyncop.RecordContext // the operations' context, made at the first one
+	ctx      *asyncop.RecordContext // the operations' context, opsCtx once the first one starts
 	ended    bool
 	// firing: the call is a timer's firing (ProcessTimer), of the timer
 	// at firingAt: timer_set at or before it returns ErrnoLimit.
 	firing   bool
 	firingAt int64
 	opsMem   [2]*opState // ops' first room: most records wait on one or two
+	// opsCtx is ctx's room: a state that started operations is never
+	// reused (finishRec), as they may still hold their context.
+	opsCtx asyncop.RecordContext
 }
 
 // encode makes st.enc rec's encoding, in st.enc's array when it has room
@@ -617,7 +620,8 @@ func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 	if st.ctx == nil {
 		// Canceled when the record ends (endRecord), its instance's
 		// Close included: no timer, no watch of a parent (RecordContext).
-		st.ctx = asyncop.NewRecordContext(st.deadline)
+		st.opsCtx.Init(st.deadline)
+		st.ctx = &st.opsCtx
 	}
 	in.lastOp++
 	if in.lastOp == 0 {

@@ -10,8 +10,9 @@ import (
 // as the host makes it at the record's first async_start: it has the
 // record's deadline and ends when Cancel is called (the record decided,
 // expired, or its instance closed: the host cancels every record it
-// drops). It costs one allocation where context.WithDeadline and each
-// operation's context.AfterFunc cost nine of an HTTP lookup's twelve:
+// drops). It costs at most one allocation (none inside the record's state:
+// Init) where context.WithDeadline and each operation's context.AfterFunc
+// cost nine of an HTTP lookup's twelve:
 //
 //   - no timer unless something waits on Done (a dial, net/http's way):
 //     the deadline becomes an event only then. Err compares the clock with
@@ -43,9 +44,18 @@ type watch struct {
 
 // NewRecordContext is the context of a record whose deadline is deadline.
 func NewRecordContext(deadline time.Time) *RecordContext {
-	c := &RecordContext{deadline: deadline}
-	c.watches = c.first[:0]
+	c := new(RecordContext)
+	c.Init(deadline)
 	return c
+}
+
+// Init makes c, a zero RecordContext (one inside the host's record state:
+// no allocation of its own), the context of a record whose deadline is
+// deadline. A RecordContext is initialised once: it is not reused after
+// it ends (an operation may still hold it).
+func (c *RecordContext) Init(deadline time.Time) {
+	c.deadline = deadline
+	c.watches = c.first[:0]
 }
 
 func (c *RecordContext) Deadline() (time.Time, bool) { return c.deadline, true }
