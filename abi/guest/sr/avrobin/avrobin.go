@@ -107,10 +107,9 @@ func (r *Reader) fail(err error) {
 func (r *Reader) Long() int64 {
 	// One byte (-64..63: lengths, counts, branches, small numbers) inlined
 	// in the generated decoder: a call costs a Go guest more than the read.
-	if len(r.B) > 0 && r.B[0] < 0x80 {
-		c := r.B[0]
-		r.B = r.B[1:]
-		return int64(c>>1) ^ -int64(c&1)
+	if b := r.B; len(b) > 0 && b[0] < 0x80 {
+		r.B = b[1:]
+		return int64(b[0]>>1) ^ -int64(b[0]&1)
 	}
 	return r.long()
 }
