@@ -30,6 +30,14 @@
 //! [`state_put`], [`state_delete`] and [`state_scan`] read and write the
 //! record's input partition's key-value store while a record is processed.
 //!
+//! Event time (ABI.md §4.2): two-part state keys ([`state_get2`],
+//! [`state_put2`], [`state_delete2`], [`state_scan2`]), the partition's
+//! [`stream_time`] and event-time timers ([`timer_set`], [`timer_delete`]),
+//! whose firings call the timer function registered with
+//! `processor!(f, timer: t)`; the [`window`] module runs tumbling, hopping
+//! and session windows over them, and [`windowtest::Partition`] runs them on
+//! the host with the firing rule.
+//!
 //! Asynchronous operations: [`await_op`] starts an HTTP request, a timer or
 //! a state read ([`state_get_async`], [`state_scan_async`]) and returns
 //! [`Error::pending`]; the continuation it is given runs when the operation
