@@ -6,10 +6,16 @@
 // EmitStrategy.onWindowClose() (tests/peers StreamsWindowedCount) and
 // through internal/windowmodel, partition by partition; the sets of final
 // (key, window start, window end, count) must be equal and the late counts
-// must agree, for tumbling, hopping and session windows. For tumbling
-// windows a wasmstream pipeline running plugins/examples/window-count (the
-// Go SDK's windows over the host's event-time timers, exactly_once) is the
-// third party: its final windows must be the model's too.
+// must agree, for tumbling, hopping and session windows. A wasmstream
+// pipeline is the third party (exactly_once, the Go SDK's windows over the
+// host's event-time timers): plugins/examples/window-count for tumbling
+// windows, testdata/windowguest, which also sends its late records to a
+// late topic, for hopping and session windows. Its final windows must be
+// the model's too, and its late records the model's late ones.
+//
+//	KAFKA_BROKERS=... go test -tags integration -run TestStreamsWindowsEqualModel ./tests/windiff/
+//
+// (WINDIFF_SEED=n replays a run's input; the test logs its seed.)
 package windiff
 
 import (
@@ -83,11 +89,18 @@ type kind struct {
 	retention           int64 // the peer's store retention (0: Streams' default)
 	boundary            func(after int64) int64
 	lateForStreamsCount func(windowmodel.Result) int
-	// guest, when set, is the example processor (plugins/examples) that
-	// computes these windows in a wasmstream pipeline, the third party to
-	// the comparison, and guestEnv its environment (YAML flow mapping).
+	// guest is the processor (its directory) that computes these windows
+	// in a wasmstream pipeline, the third party to the comparison, and
+	// guestEnv its environment (a YAML flow mapping's entries). A guest
+	// with lateTopic sends its late records to the topic LATE_TOPIC names,
+	// where the test counts them.
 	guest, guestEnv string
+	lateTopic       bool
 }
+
+// windowGuest is the test's processor of every kind (Go SDK windows, late
+// records to a late topic); tumbling windows run the example instead.
+const windowGuest = "tests/windiff/testdata/windowguest"
 
 func kinds() []kind {
 	const (
@@ -108,7 +121,7 @@ func kinds() []kind {
 			model:     func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Tumbling(r, tSize, tGrace) },
 			retention: timeRetention, boundary: next(tSize),
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
-			guest:               "window-count", guestEnv: "WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms",
+			guest:               "plugins/examples/window-count", guestEnv: "WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms",
 		},
 		{
 			name: "hopping", size: hSize, advance: hAdvance, grace: hGrace, guarantee: "at_least_once",
@@ -118,6 +131,8 @@ func kinds() []kind {
 			retention: timeRetention, boundary: next(hAdvance),
 			// Kafka Streams counts a (record, window) pair refused.
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
+			guest:               windowGuest, lateTopic: true,
+			guestEnv: "WINDOW_KIND: hopping, WINDOW_SIZE: 1000ms, WINDOW_ADVANCE: 300ms, WINDOW_GRACE: 200ms",
 		},
 		{
 			name: "session", gap: sGap, grace: sGrace, guarantee: "at_least_once",
@@ -125,6 +140,8 @@ func kinds() []kind {
 			retention: sessionLookupRetention, boundary: next(sGap),
 			// Kafka Streams counts a record refused.
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Late },
+			guest:               windowGuest, lateTopic: true,
+			guestEnv: "WINDOW_KIND: session, WINDOW_SIZE: 400ms, WINDOW_GRACE: 200ms",
 		},
 	}
 }
@@ -156,14 +173,16 @@ func TestStreamsWindowsEqualModel(t *testing.T) {
 			inTopic := name + "-in"
 			kafkatest.CreateTopic(t, brokers, partitions, inTopic)
 			partOf := produce(t, brokers, inTopic, in)
-			if k.guest != "" {
-				got := runWasmstream(t, brokers, k, name, in, partOf)
-				for p := range in {
-					t.Logf("partition %d: %d final windows (model), %d (wasmstream)", p, len(want[p].Final), len(got[p]))
-					if diff := windowsDiff(want[p].Final, got[p]); diff != "" {
-						t.Errorf("partition %d: wasmstream's final windows differ from the model's (%d records, stream time %d, the input's from %d):\n%s",
-							p, len(in[p]), want[p].StreamTime, epoch, diff)
-					}
+			got, late := runWasmstream(t, brokers, k, name, in, partOf)
+			for p := range in {
+				t.Logf("partition %d: %d final windows (model), %d (wasmstream); late %d (model), %d in wasmstream's late topic (%s)",
+					p, len(want[p].Final), len(got[p]), want[p].Late, late[p], k.guest)
+				if diff := windowsDiff(want[p].Final, got[p]); diff != "" {
+					t.Errorf("partition %d: wasmstream's final windows differ from the model's (%d records, stream time %d, the input's from %d):\n%s",
+						p, len(in[p]), want[p].StreamTime, epoch, diff)
+				}
+				if k.lateTopic && late[p] != want[p].Late {
+					t.Errorf("partition %d: wasmstream sent %d records to its late topic, the model has %d late", p, late[p], want[p].Late)
 				}
 			}
 			got, dropped := runStreams(t, brokers, cp, k, name, in, partOf)
@@ -546,7 +565,7 @@ func streamsWindow(v []byte) (windowmodel.Window, error) {
 	return windowmodel.Window{Start: w.Start, End: w.End, Count: w.Count}, err
 }
 
-// guestWindow reads plugins/examples/window-count's value, "<start> <end> <count>".
+// guestWindow reads the guests' value, "<start> <end> <count>".
 func guestWindow(v []byte) (windowmodel.Window, error) {
 	var w windowmodel.Window
 	_, err := fmt.Sscanf(string(v), "%d %d %d", &w.Start, &w.End, &w.Count)
@@ -558,14 +577,15 @@ func guestWindow(v []byte) (windowmodel.Window, error) {
 // committed every input offset — by then every final result is in the
 // output, in the transaction of the record whose firing emitted it — and
 // returns the final windows read from the output, by the partition of
-// their key. Nothing may reach its dead-letter topic.
-func runWasmstream(t *testing.T, brokers []string, k kind, name string, in [][]windowmodel.Record, partOf map[string]int) [][]windowmodel.Window {
+// their key, and the records in its late topic by partition. Nothing may
+// reach its dead-letter topic.
+func runWasmstream(t *testing.T, brokers []string, k kind, name string, in [][]windowmodel.Record, partOf map[string]int) ([][]windowmodel.Window, []int) {
 	t.Helper()
-	inTopic, outTopic, dlq, group := name+"-in", name+"-ws-out", name+"-ws-dlq", name+"-ws"
-	kafkatest.CreateTopic(t, brokers, partitions, outTopic, dlq)
+	inTopic, outTopic, dlq, lateTopic, group := name+"-in", name+"-ws-out", name+"-ws-dlq", name+"-ws-late", name+"-ws"
+	kafkatest.CreateTopic(t, brokers, partitions, outTopic, dlq, lateTopic)
 	dir := t.TempDir()
-	module := filepath.Join(dir, k.guest+".wasm")
-	if err := os.WriteFile(module, wt.BuildGoGuest(t, "plugins/examples/"+k.guest), 0o644); err != nil {
+	module := filepath.Join(dir, "guest.wasm")
+	if err := os.WriteFile(module, wt.BuildGoGuest(t, k.guest), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	quoted := make([]string, len(brokers))
@@ -579,12 +599,13 @@ pipelines:
     inputs: [%s]
     output: %s
     dead_letter_topic: %s
+    allowed_outputs: [%s]
     ordering: partition
     guarantee: exactly_once
     retry: {max_attempts: 1}
     state: {enabled: true, dir: %q}
-    env: {%s}
-`, strings.Join(quoted, ", "), group, module, inTopic, outTopic, dlq, filepath.Join(dir, "state"), k.guestEnv)
+    env: {LATE_TOPIC: %s, %s}
+`, strings.Join(quoted, ", "), group, module, inTopic, outTopic, dlq, lateTopic, filepath.Join(dir, "state"), lateTopic, k.guestEnv)
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
@@ -616,12 +637,16 @@ pipelines:
 		time.Sleep(100 * time.Millisecond)
 	}
 	got := readOutput(t, brokers, outTopic, partOf, guestWindow)
+	late := make([]int, partitions)
+	for p, recs := range readOutput(t, brokers, lateTopic, partOf, func([]byte) (windowmodel.Window, error) { return windowmodel.Window{}, nil }) {
+		late[p] = len(recs)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if ends := stableEnds(ctx, t, adm, dlq); len(ends) != 0 {
 		t.Errorf("records dead-lettered (end offsets by partition: %v)", ends)
 	}
-	return got
+	return got, late
 }
 
 // stableEnds returns topic's end offsets once no transaction is open on
