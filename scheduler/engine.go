@@ -25,7 +25,7 @@ func (p *Pipeline) engineDeps() *partition.Deps {
 func (p *Pipeline) commitDeps() commit.Deps {
 	return commit.Deps{
 		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
-		CommitMu: &p.commitMu, Loops: &p.wg, Quit: p.quit, Background: &p.bg, Failed: &p.failed,
+		Loops: &p.wg, Quit: p.quit, Background: &p.bg, Failed: &p.failed,
 		Tasks: p.tasks, Drain: p.drain, Gone: p.gone,
 		Forget:      func(parts map[string][]int32) { p.sink.Forget(parts) },
 		OnCommitted: p.committed, Fail: p.fail, Broke: p.broke,

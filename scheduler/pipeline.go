@@ -132,8 +132,7 @@ type Pipeline struct {
 
 	// tasks are its tasks by partition (the task map), handed whole to
 	// its source and committer.
-	tasks    *partition.Set
-	commitMu sync.Mutex // one commit at a time; held across revoke's drain+commit
+	tasks *partition.Set
 
 	// pipeCounters: counters, per pipeline and per partition; broker
 	// health. A rebuilt pipeline shares them with the one it replaces: its

@@ -37,11 +37,11 @@ var oversized = map[string]funcShape{}
 // they only shrink; lower a bound as its struct shrinks.
 var structBounds = map[string]int{
 	"host.Instance":                          26, // under 30
-	"scheduler.Pipeline":                     40, // headed for <= 20
+	"scheduler.Pipeline":                     39, // headed for <= 20
 	"scheduler/internal/partition.Task":      39, // headed for < 20
 	"scheduler/internal/partition.worker":    37, // headed for < 20
 	"scheduler/internal/partition.job":       22, // headed for <= 20
-	"scheduler/internal/commit.Deps":         18,
+	"scheduler/internal/commit.Deps":         17,
 	"scheduler/internal/partition.PlainSink": 20,
 }
 

@@ -62,9 +62,6 @@ type Deps struct {
 	Log      *slog.Logger
 	Stats    *hooks.Stats // commits, transactions committed, aborted, settled
 
-	// CommitMu is Pipeline.commitMu: one commit at a time; held across a
-	// revoke's drain and commit.
-	CommitMu *sync.Mutex
 	// Loops owns the commit loop (Pipeline.wg); it ends when Quit closes.
 	Loops      *sync.WaitGroup
 	Quit       <-chan struct{}

@@ -3,6 +3,7 @@ package commit
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,10 +20,16 @@ import (
 // kafka.commit_interval and before the partition moves, with the done
 // offsets above it in the commit's metadata (RATIONALE.md, "Committing:
 // the watermark", "Done offsets in commit metadata").
-type Offsets struct{ d Deps }
+type Offsets struct {
+	d Deps
+	// commitMu is one commit at a time: the commit loop's, a revoke's
+	// (held across its drain and commit) and the final one (DESIGN.md,
+	// "Lock order").
+	commitMu sync.Mutex
+}
 
 // NewOffsets is the at_least_once committer of the pipeline d is of.
-func NewOffsets(d Deps) *Offsets { return &Offsets{d} }
+func NewOffsets(d Deps) *Offsets { return &Offsets{d: d} }
 
 // Begin starts the commit loop (owned by Deps.Loops).
 func (c *Offsets) Begin() bool {
@@ -48,8 +55,8 @@ func (c *Offsets) Revoked(ctx context.Context, _ map[string][]int32, tasks []*pa
 	if len(tasks) == 0 {
 		return
 	}
-	d.CommitMu.Lock()
-	defer d.CommitMu.Unlock()
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
 	d.Drain(tasks)
 	if err := c.commitTasks(ctx, tasks); err != nil {
 		d.Log.Error("commit on revoke failed; the new owner will process the uncommitted records again", "err", err)
@@ -90,20 +97,20 @@ func (c *Offsets) commitLoop() {
 		case <-d.Quit:
 			return
 		case <-tick.C:
-			d.CommitMu.Lock()
+			c.commitMu.Lock()
 			tasks := d.Tasks.Attached()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := c.commitTasks(ctx, tasks); err != nil {
 				d.Log.Warn("commit failed; will retry", "err", err)
 			}
 			cancel()
-			d.CommitMu.Unlock()
+			c.commitMu.Unlock()
 		}
 	}
 }
 
 // commitTasks commits each task's watermark, with the done offsets above it
-// in the commit metadata, if either changed. Callers hold Deps.CommitMu.
+// in the commit metadata, if either changed. Callers hold c.commitMu.
 func (c *Offsets) commitTasks(ctx context.Context, tasks []*partition.Task) error {
 	d := c.d
 	type mark struct {
@@ -175,8 +182,8 @@ func (c *Offsets) commitTasks(ctx context.Context, tasks []*partition.Task) erro
 
 // Final commits what the drained tasks finished, at Stop.
 func (c *Offsets) Final(ctx context.Context, tasks []*partition.Task) {
-	c.d.CommitMu.Lock()
-	defer c.d.CommitMu.Unlock()
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
 	if err := c.commitTasks(ctx, tasks); err != nil {
 		c.d.Log.Error("commit at shutdown failed; the partitions' next owner will process the uncommitted records again", "err", err)
 	}

@@ -70,9 +70,8 @@ func newOffsets(t *testing.T, c *kfake.Cluster, g string) (*Offsets, *partition.
 	set.Start(&partition.Deps{Config: pc, Log: log, Budget: budget.New(10, 1<<30, 1000), Stats: &hooks.Stats{},
 		PartStats: func(string, int32) *hooks.Stats { return &hooks.Stats{} }, Role: partition.Primary{}, Ledger: trackerLedger{}})
 	lc := &lifecycle{}
-	var mu sync.Mutex
 	var failed atomic.Bool
-	d := Deps{Config: cfg, Pipeline: pc, Group: g, Client: cl, Log: log, Stats: &hooks.Stats{}, CommitMu: &mu, Failed: &failed,
+	d := Deps{Config: cfg, Pipeline: pc, Group: g, Client: cl, Log: log, Stats: &hooks.Stats{}, Failed: &failed,
 		Tasks: set,
 		Drain: func(ts []*partition.Task) { lc.add("drain " + names(ts)) },
 		Gone: func(ts []*partition.Task) func() {
@@ -121,10 +120,10 @@ func TestOffsetsRevokedCommitsBeforeTheMove(t *testing.T) {
 	if got := lc.got(); !slices.Equal(got, want) {
 		t.Errorf("lifecycle %q, want %q", got, want)
 	}
-	if !o.d.CommitMu.TryLock() {
+	if !o.commitMu.TryLock() {
 		t.Fatal("commitMu still held after the revoke")
 	}
-	o.d.CommitMu.Unlock()
+	o.commitMu.Unlock()
 	if got := t0.Committed.Load(); got != 3 {
 		t.Errorf("task 0 committed %d, want 3 (the watermark)", got)
 	}

@@ -45,8 +45,10 @@ type Transactions struct {
 	txnID string
 	// gate is held shared by releases (Enter, Leave: TxnSink.deliver),
 	// exclusively by a cut (lock order: Transactions.gate, then
-	// Pipeline.commitMu, then Set.mu).
-	gate         sync.RWMutex
+	// Transactions.commitMu, then Set.mu).
+	gate sync.RWMutex
+	// commitMu is one cut at a time (DESIGN.md, "Lock order").
+	commitMu     sync.Mutex
 	err          atomic.Pointer[error] // the first produce error of the open transaction
 	released     atomic.Int64          // records released since the last cut
 	revokedSince atomic.Bool           // partitions revoked or lost since the last cut
@@ -148,8 +150,8 @@ func (x *Transactions) cut(ctx context.Context, final bool) bool {
 	d := x.d
 	x.gate.Lock()
 	defer x.gate.Unlock()
-	d.CommitMu.Lock()
-	defer d.CommitMu.Unlock()
+	x.commitMu.Lock()
+	defer x.commitMu.Unlock()
 	c := txnCut{released: x.released.Swap(0), tasks: d.Tasks.Attached(), final: final}
 	c.marks = watermarks(c.tasks)
 	c.why = x.abortReason()

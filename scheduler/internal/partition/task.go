@@ -71,7 +71,8 @@ type taskOffsets struct {
 	Tracker offsets.Tracker
 	skip    *offsets.DoneSet // offsets the previous owner recorded as done
 
-	// Written under Pipeline.commitMu; Committed is read by gauges without it.
+	// Written under the committer's commitMu; Committed is read by gauges
+	// without it.
 	Committed     atomic.Int64
 	CommittedMeta string
 
