@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/internal/windowmodel"
 	"github.com/wasmstream/wasmstream/tests/kafkatest"
 )
@@ -51,10 +53,11 @@ type windowedInput struct {
 	late   int // records no window took
 }
 
-// makeWindowedInput produces n records over keys keys, key k on partition
-// k mod 8 (the test places them; the state is the key's partition's), and
-// after them, on each partition, a ramp of records a second apart up to the
-// last timestamp + size + grace, which closes every window of the data. A
+// makeWindowedInput produces n records over keys keys, each to its key's
+// partition by Kafka's default partitioner (wasmstream's state keys must
+// be their record's partition's), and after them, on each partition, a
+// ramp of records a second apart up to the last timestamp + size + grace,
+// which closes every window of the data. A
 // ramp, not one record that far ahead: Kafka Streams' window store with its
 // default retention loses the windows a jump of stream time closes
 // (windowmodel's package comment), and this benchmark runs it with its
@@ -82,6 +85,8 @@ func makeWindowedInput(b *testing.B, brokers []string, n, keys int) windowedInpu
 	// ago: timestamps of 1970 would be older than the broker's log
 	// retention, which deletes their segments at its next check.
 	epoch := (time.Now().Add(-time.Hour).UnixMilli() - int64(n)*winStep) / winSize * winSize
+	part := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	partOf := func(key string) int { return part.Partition(&kgo.Record{Key: []byte(key)}, partitions) }
 	last := epoch
 	for i := 0; i < n; i++ {
 		ts := epoch + int64(i)*winStep
@@ -92,11 +97,17 @@ func makeWindowedInput(b *testing.B, brokers []string, n, keys int) windowedInpu
 			ts -= winSize + winGrace + 100 + rng.Int64N(winSize)
 		}
 		last = max(last, ts)
-		add(i%keys%partitions, fmt.Sprintf("user-%05d", i%keys), ts)
+		key := fmt.Sprintf("user-%05d", i%keys)
+		add(partOf(key), key, ts)
 	}
-	for p := range partitions {
+	for j := 0; !closed(byPart, last); j++ { // a closing key on each partition
+		key := fmt.Sprintf("close-%d", j)
+		p := partOf(key)
+		if recs := byPart[p]; len(recs) > 0 && recs[len(recs)-1].TS > last {
+			continue // this partition has its ramp
+		}
 		for ts := last + 1000; ts <= last+winSize+winGrace+1000; ts += 1000 {
-			add(p, fmt.Sprintf("close-%d", p), ts)
+			add(p, key, ts)
 		}
 	}
 	if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
@@ -111,28 +122,50 @@ func makeWindowedInput(b *testing.B, brokers []string, n, keys int) windowedInpu
 	return in
 }
 
+// closed tells whether every partition has its closing ramp (a record past
+// last).
+func closed(byPart [][]windowmodel.Record, last int64) bool {
+	for _, recs := range byPart {
+		if len(recs) == 0 || recs[len(recs)-1].TS <= last {
+			return false
+		}
+	}
+	return true
+}
+
 // BenchmarkWindowedCount: a windowed count per key, one final result per
 // 1-minute tumbling window (emit on close), over the same input on the
-// same broker: Kafka Streams' groupByKey().windowedBy(TimeWindows.
+// same broker: wasmstream's plugins/examples/window-count (the Go SDK's
+// tumbling windows over the host's event-time timers, state in bbolt per
+// partition and its changelog; ordering partition) and Kafka Streams'
+// groupByKey().windowedBy(TimeWindows.
 // ofSizeAndGrace(1 min, 10 s)).emitStrategy(onWindowClose()).count()
 // (tests/peers StreamsWindowedCount: 2 stream threads, record cache off,
 // commits every 100 ms, final results emitted on every record, its store's
 // default retention), under at_least_once and exactly_once_v2.
 // BENCH_RECORDS records (default 400,000) over 10,000 keys, 8 partitions.
 //
-// rec/s is the input committed per second between the first commit seen
-// and the last (the group's offsets, polled every 50 ms); cpu_s the JVM's
-// whole life; store_bytes its state directory at the end; changelog_bytes
-// its store's changelog on the broker. The run fails unless every final
-// window the model makes (internal/windowmodel) is read, read_committed.
-//
-// wasmstream's row (the Go SDK's window package over the host's timers)
-// is to be added beside it, measured the same way.
+// rec/s is, for both, the input committed per second between the first
+// commit seen and the last (the group's offsets, polled every 50 ms);
+// cpu_s is this process's CPU over that drain for wasmstream, the JVM's
+// whole life (start included) for Kafka Streams; store_bytes the state
+// directory at the end; changelog_bytes the store's changelog on the
+// broker. A run fails unless every final window the model makes
+// (internal/windowmodel) is there: acknowledged outputs for wasmstream,
+// read read_committed for Kafka Streams (whose late count must be the
+// model's too).
 func BenchmarkWindowedCount(b *testing.B) {
 	brokers := kafkatest.RealBrokers(b)
 	in := makeWindowedInput(b, brokers, windowRecords(), stateKeys)
 	b.Logf("%d records, %d final windows, %d late (the model's)", in.n, in.finals, in.late)
+	module := filepath.Join(b.TempDir(), "window-count.wasm")
+	os.WriteFile(module, wt.BuildGoGuest(b, "plugins/examples/window-count"), 0o644)
 	for _, g := range []struct{ ws, streams string }{{"at_least_once", "at_least_once"}, {"exactly_once", "exactly_once_v2"}} {
+		b.Run("wasmstream-window-count/"+g.ws, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				wasmstreamWindowedCount(b, brokers, module, in, g.ws)
+			}
+		})
 		if smoke() && g.ws == "exactly_once" {
 			continue // the smoke run checks the harness: Kafka Streams once
 		}
@@ -143,6 +176,34 @@ func BenchmarkWindowedCount(b *testing.B) {
 			}
 		})
 	}
+}
+
+// wasmstreamWindowedCount runs plugins/examples/window-count (the Go SDK's
+// tumbling windows over the host's timers) in this process until its group
+// has committed the whole input and every final window is acknowledged.
+func wasmstreamWindowedCount(b *testing.B, brokers []string, module string, in windowedInput, guarantee string) {
+	// Offsets committed every 100 ms, as the Kafka Streams peer's: the
+	// rate is measured on the commits.
+	defer func(sets []string) { hostSets = sets }(hostSets)
+	hostSets = append(slices.Clone(hostSets), "kafka.commit_interval=100ms")
+	dir := b.TempDir()
+	r, cfg := startHostInputs(b, brokers, module, in.topic, nil, "ordering: partition", "guarantee: "+guarantee,
+		"retry: {max_attempts: 1}", fmt.Sprintf("state: {enabled: true, dir: %q}", dir),
+		fmt.Sprintf("env: {WINDOW_SIZE: %dms, WINDOW_GRACE: %dms}", winSize, winGrace))
+	defer r.Stop(context.Background())
+	done := startUsage(b)
+	rate := committedRate(b, brokers, cfg.GroupID(&cfg.Pipelines[0]), in.topic, in.n, 10*time.Minute)
+	u := done()
+	waitOutputs(b, r, in.finals, 5*time.Minute)
+	if s := r.Snapshots()[0]; s.Outputs != int64(in.finals) || s.DeadLetter != 0 {
+		b.Fatalf("outputs %d, dead letters %d; want the model's %d final windows and none", s.Outputs, s.DeadLetter, in.finals)
+	}
+	u.report(b)
+	b.ReportMetric(rate, "rec/s")
+	b.ReportMetric(float64(u.cpu.Microseconds())/float64(in.n), "cpu_us/rec")
+	b.ReportMetric(float64(dirBytes(dir)), "store_bytes")
+	b.ReportMetric(float64(topicBytes(b, brokers, cfg.Pipelines[0].State.Changelog)), "changelog_bytes")
+	b.ReportMetric(float64(in.finals), "final_windows")
 }
 
 func streamsWindowedCount(b *testing.B, brokers []string, cp string, in windowedInput, guarantee string) {
