@@ -142,7 +142,7 @@ func (c *conformanceCmd) check(ctx context.Context, e *host.Engine, path string,
 			return false
 		}
 		defer ls.Close()
-		opt.State, opt.Keep = ls.Begin, ls.CommitAt
+		opt.State, opt.Keep, opt.Fire = ls.Begin, ls.CommitAt, ls.FireDue
 	}
 	rep, err := conformance.CheckModule(ctx, e, b, opt)
 	if err != nil {

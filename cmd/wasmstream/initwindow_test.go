@@ -19,7 +19,8 @@ import (
 // init --template window, in Go and in Rust: the project created, built
 // with its Makefile and its make test run (the unit test closing windows
 // over the SDK's in-memory partition, wasmstream test on vectors.jsonl —
-// records that close no window — and the ABI checks); then the module
+// whose windows close as wasmstream test fires their timers — and the ABI
+// checks) and make conformance (whose kit fires them too); then the module
 // itself run in the host on records with timestamps, the windows' timers
 // fired with Instance.ProcessTimer by the firing rule of ABI.md §4.2
 // (windowPartition): the counts come out once stream time passes a
@@ -63,8 +64,13 @@ func TestInitWindowTemplate(t *testing.T) {
 			runMake(t, dir)
 			out := runMake(t, dir, "test", "WASMSTREAM="+bin)
 			unit := map[string]string{"go": "ok  \tclicks", "rust": "test result: ok. 1 passed"}[lang]
-			if !strings.Contains(out, unit) || !strings.Contains(out, "5 record(s): 0 ok, 5 dropped, 0 retry, 0 fail; expectations: 5 passed, 0 failed") || !abiAllPassed(out) {
+			if !strings.Contains(out, unit) || !strings.Contains(out, "8 record(s): 2 ok, 6 dropped, 0 retry, 0 fail; expectations: 8 passed, 0 failed") || !abiAllPassed(out) {
 				t.Fatalf("make test:\n%s", out)
+			}
+			// The conformance kit fires the timers too: the vectors pass there.
+			out = runMake(t, dir, "conformance", "WASMSTREAM="+bin)
+			if !strings.Contains(out, "(line 16) (ok with 2 output(s))") || !strings.Contains(out, "(line 18) (ok with 2 output(s))") {
+				t.Fatalf("make conformance:\n%s", out)
 			}
 			wasm, err := os.ReadFile(filepath.Join(dir, "clicks.wasm"))
 			if err != nil {

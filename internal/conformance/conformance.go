@@ -184,6 +184,11 @@ type Options struct {
 	// answer no_state.
 	State func() host.State
 	Keep  func(st host.State, offset, timestamp int64) []abi.Output
+	// Fire, when set, fires the timers a user's record made due (ABI.md
+	// §4.2) after it, for a module with timers (CaseRunner.Fire): a
+	// window's result is among the outputs of the record that closed it,
+	// as wasmstream test has it.
+	Fire func(ctx context.Context, in *host.Instance, topic string) ([]abi.Output, []error)
 }
 
 // Run checks the module wasm against the ABI and the example's
@@ -247,6 +252,9 @@ func runUserCases(ctx context.Context, e *host.Engine, wasm []byte, opt Options,
 	}
 	defer m.Close(ctx)
 	run := &CaseRunner{Engine: e, Module: m, Fake: f, State: opt.State, Keep: opt.Keep}
+	if m.Info().Timers {
+		run.Fire = opt.Fire
+	}
 	defer run.Close(ctx)
 	for i := range opt.Cases {
 		c := opt.Cases[i]
