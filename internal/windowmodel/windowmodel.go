@@ -34,7 +34,9 @@
 // stores). In each the definitions above are the right ones: they are
 // Streams' own processors' rules, which its stores or configuration
 // defeat. The test configures Streams around them; the Go SDK's windows
-// (abi/guest/window) keep the definitions.
+// (abi/guest/window) keep the definitions, and the same test runs them in
+// a wasmstream pipeline over the same input: their final windows and late
+// records are the model's.
 //
 //   - Null keys: Streams skips a record with a null key before it moves
 //     stream time, and counts it as dropped. Here every record has a key.
