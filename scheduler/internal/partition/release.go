@@ -94,6 +94,13 @@ type jobRare struct {
 	// trace).
 	extra []*kgo.Record
 	sent  []func(int32, int64, error)
+
+	// A record of two outputs (a stateful record's output and its
+	// changelog record: the count example's) has its second output's
+	// record here, made with the jobRare (outputsRare): one allocation on
+	// its way to the sink instead of three.
+	two    kgo.Record
+	twoPtr [1]*kgo.Record
 }
 
 // rareFields is j's jobRare, made if j has none yet. Only the goroutine

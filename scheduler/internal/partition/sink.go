@@ -373,7 +373,7 @@ func (t *outputTime) now() time.Time {
 // output is the pipeline's output topic (an output naming none goes there),
 // at their timestamp.
 func (j *job) prepareOutputs(output string, at time.Time) {
-	if n := len(j.outs) - 1; n > 0 {
+	if n := len(j.outs) - 1; n > 0 && len(j.rare.extra) != n {
 		more := make([]kgo.Record, n)
 		x := j.rare // made by succeeded
 		x.extra = make([]*kgo.Record, n)

@@ -168,14 +168,25 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 		w.settle(j, verdictDone)
 		return
 	}
+	j.outs, j.held = res.Outputs, res.HeldBytes
 	if len(res.Outputs) > 1 || j.tr != nil {
 		// Here, before the sink and the producer's callbacks see j: the
 		// records of its outputs after the first, a kept trace's
 		// per-output callbacks (jobRare).
-		j.rareFields()
+		j.outputsRare()
 	}
-	j.outs, j.held = res.Outputs, res.HeldBytes
 	w.settle(j, verdictOutputs)
+}
+
+// outputsRare makes j's jobRare for its outputs (j.outs) and, for exactly
+// two, points its extra records at the one inside it (jobRare.two), which
+// prepareOutputs then fills instead of allocating.
+func (j *job) outputsRare() {
+	x := j.rareFields()
+	if len(j.outs) == 2 && x.extra == nil {
+		x.twoPtr[0] = &x.two
+		x.extra = x.twoPtr[:]
+	}
 }
 
 // recordLatency records an attempt's processing latency.
