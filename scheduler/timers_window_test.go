@@ -29,7 +29,10 @@ type windowInput struct {
 func newWindowInput(seed uint64, n, parts int) windowInput {
 	rng := rand.New(rand.NewPCG(seed, 58))
 	var in windowInput
-	clock := int64(1_000_000)
+	// An hour ago, not in 1970: the broker's retention (7 days) would
+	// delete a segment of 1970's records between their produce and their
+	// consume, whenever its check ran in between.
+	clock := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
 	for range n {
 		clock += rng.Int64N(30)
 		key := fmt.Sprintf("k%d", rng.IntN(12))
