@@ -117,8 +117,9 @@ func (r *Reader) Long() int64 {
 func (r *Reader) long() int64 {
 	var u uint64
 	for i, c := range r.B {
-		if i == 10 {
-			break
+		if i == 9 && c > 1 { // the tenth byte holds the 64th bit only
+			r.fail(errors.New("avro: a varint overflows 64 bits"))
+			return 0
 		}
 		u |= uint64(c&0x7f) << (7 * i)
 		if c < 0x80 {
@@ -126,22 +127,28 @@ func (r *Reader) long() int64 {
 			return int64(u>>1) ^ -int64(u&1)
 		}
 	}
-	if len(r.B) >= 10 {
-		r.fail(errors.New("avro: a varint longer than 10 bytes"))
-	} else {
-		r.fail(ErrShort)
-	}
+	r.fail(ErrShort) // the bytes end inside the varint
 	return 0
 }
 
-// Int reads a zig-zag varint that fits an int32.
+// Int reads a zig-zag varint of at most 5 bytes and 32 bits (Avro's int;
+// a longer encoding of a small number is refused, as the resolving path
+// refuses it).
 func (r *Reader) Int() int32 {
-	v := r.Long()
-	if v != int64(int32(v)) {
-		r.fail(fmt.Errorf("avro: int %d overflows 32 bits", v))
-		return 0
+	var u uint32
+	for i, c := range r.B {
+		if i == 4 && c > 0x0f { // the fifth byte holds bits 28 to 31 only
+			r.fail(errors.New("avro: an int varint overflows 32 bits"))
+			return 0
+		}
+		u |= uint32(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			r.B = r.B[i+1:]
+			return int32(u>>1) ^ -int32(u&1)
+		}
 	}
-	return int32(v)
+	r.fail(ErrShort)
+	return 0
 }
 
 // Bool reads one byte, 0 or 1.
@@ -258,10 +265,10 @@ func (r *Reader) Block() int {
 	return int(n)
 }
 
-// Union reads a union's branch index, which must be below n.
+// Union reads a union's branch index (an int), which must be below n.
 func (r *Reader) Union(n int) int {
-	i := r.Long()
-	if r.err == nil && (i < 0 || i >= int64(n)) {
+	i := r.Int()
+	if r.err == nil && (i < 0 || int(i) >= n) {
 		r.fail(fmt.Errorf("avro: union branch %d of %d", i, n))
 		return 0
 	}

@@ -50,23 +50,36 @@ impl<'a> Reader<'a> {
     pub fn long(&mut self) -> Result<i64, Error> {
         let mut u: u64 = 0;
         for (i, &c) in self.b.iter().enumerate().take(10) {
+            if i == 9 && c > 1 {
+                // the tenth byte holds the 64th bit only
+                return Err(Error("a varint overflows 64 bits".to_string()));
+            }
             u |= ((c & 0x7f) as u64) << (7 * i);
             if c < 0x80 {
                 self.b = &self.b[i + 1..];
                 return Ok((u >> 1) as i64 ^ -((u & 1) as i64));
             }
         }
-        if self.b.len() >= 10 {
-            Err(Error("a varint longer than 10 bytes".to_string()))
-        } else {
-            Err(short())
-        }
+        Err(short()) // the bytes end inside the varint
     }
 
-    /// Reads a zig-zag varint that fits an i32.
+    /// Reads a zig-zag varint of at most 5 bytes and 32 bits (Avro's int;
+    /// a longer encoding of a small number is refused, as the Go SDK's
+    /// resolving path refuses it).
     pub fn int(&mut self) -> Result<i32, Error> {
-        let v = self.long()?;
-        i32::try_from(v).map_err(|_| Error(format!("int {} overflows 32 bits", v)))
+        let mut u: u32 = 0;
+        for (i, &c) in self.b.iter().enumerate().take(5) {
+            if i == 4 && c > 0x0f {
+                // the fifth byte holds bits 28 to 31 only
+                return Err(Error("an int varint overflows 32 bits".to_string()));
+            }
+            u |= ((c & 0x7f) as u32) << (7 * i);
+            if c < 0x80 {
+                self.b = &self.b[i + 1..];
+                return Ok((u >> 1) as i32 ^ -((u & 1) as i32));
+            }
+        }
+        Err(short()) // the bytes end inside the varint
     }
 
     /// Reads one byte, 0 or 1.
@@ -143,7 +156,7 @@ impl<'a> Reader<'a> {
 
     /// Reads a union's branch index, which must be below `n`.
     pub fn union(&mut self, n: i64) -> Result<i64, Error> {
-        let i = self.long()?;
+        let i = self.int()? as i64;
         if i < 0 || i >= n {
             return Err(Error(format!("union branch {} of {}", i, n)));
         }
