@@ -10,7 +10,7 @@ import (
 // Dispatch: which worker of a task takes the next runnable record, when the
 // pool grows and when it shrinks (RATIONALE.md, "Pools and ordering").
 //
-//   - Idle workers wait in task.idleW, ordered by when each last had work
+//   - Idle workers wait in task.pool.idleW, ordered by when each last had work
 //     (lastUsed), most recent last. A record that nobody is taking wakes
 //     the most recently used one, through that worker's own wake channel:
 //     work concentrates on the fewest instances that keep up, and the least
@@ -40,23 +40,23 @@ import (
 
 // pushIdleLocked makes w wait for work, in order of last use.
 func (t *Task) pushIdleLocked(w *worker) {
-	i, _ := slices.BinarySearchFunc(t.idleW, w.lastUsed, func(x *worker, at time.Time) int {
+	i, _ := slices.BinarySearchFunc(t.pool.idleW, w.lastUsed, func(x *worker, at time.Time) int {
 		if x.lastUsed.After(at) {
 			return 1
 		}
 		return -1 // equal times: after the ones already waiting
 	})
-	t.idleW = slices.Insert(t.idleW, i, w)
+	t.pool.idleW = slices.Insert(t.pool.idleW, i, w)
 }
 
 // removeIdleLocked takes w off the idle list; it reports whether w was on
 // it (false: a waker took it off to hand it records).
 func (t *Task) removeIdleLocked(w *worker) bool {
-	i := slices.Index(t.idleW, w)
+	i := slices.Index(t.pool.idleW, w)
 	if i < 0 {
 		return false
 	}
-	t.idleW = slices.Delete(t.idleW, i, i+1)
+	t.pool.idleW = slices.Delete(t.pool.idleW, i, i+1)
 	return true
 }
 
@@ -64,13 +64,13 @@ func (t *Task) removeIdleLocked(w *worker) bool {
 // worker. The worker is off the idle list from now on: it counts as a
 // taker until it waits again.
 func (t *Task) wakeLocked() bool {
-	n := len(t.idleW)
+	n := len(t.pool.idleW)
 	if n == 0 {
 		return false
 	}
-	w := t.idleW[n-1]
-	t.idleW[n-1] = nil
-	t.idleW = t.idleW[:n-1]
+	w := t.pool.idleW[n-1]
+	t.pool.idleW[n-1] = nil
+	t.pool.idleW = t.pool.idleW[:n-1]
 	select {
 	case w.wake <- struct{}{}:
 	default: // already signalled
@@ -80,7 +80,7 @@ func (t *Task) wakeLocked() bool {
 
 // takersLocked counts the workers that will take runnable records without
 // being woken: not waiting for work and not held back from taking any.
-func (t *Task) takersLocked() int { return t.workers - len(t.idleW) - t.blocked }
+func (t *Task) takersLocked() int { return t.pool.workers - len(t.pool.idleW) - t.pool.blocked }
 
 // dispatch runs dispatchLocked; the kick timer and the pipeline's flow loop
 // call it (records become due, or have waited instances.grow_after, with no event in
@@ -92,16 +92,16 @@ func (t *Task) dispatch() { t.DispatchAbove() }
 func (t *Task) DispatchAbove() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.kickAt = time.Time{}
+	t.pool.kickAt = time.Time{}
 	t.dispatchLocked()
-	return t.workers > t.d.Config.Instances.Min
+	return t.pool.workers > t.d.Config.Instances.Min
 }
 
 // maxLocked is the most instances the task may have now: its sizer's
 // target under instances: auto, else instances.max.
 func (t *Task) maxLocked() int {
-	if t.auto.sizer != nil {
-		return t.auto.sizer.Target
+	if t.pool.auto.sizer != nil {
+		return t.pool.auto.sizer.Target
 	}
 	return t.d.Config.Instances.Max
 }
@@ -112,30 +112,30 @@ func (t *Task) maxLocked() int {
 // milliseconds, on evidence) and moves the target; workers above a lowered
 // target are woken to retire.
 func (t *Task) controlLocked(now time.Time) {
-	if t.auto.sizer == nil || t.stopping {
+	if t.pool.auto.sizer == nil || t.q.stopping {
 		return
 	}
-	if el := now.Sub(t.auto.ctlAt); el < sizing.MinWindow || (el < sizing.Window && (t.auto.capped < sizing.Early || t.auto.calls.Load()-t.auto.ctlCalls < int64(sizing.EarlyCalls*t.workers))) {
+	if el := now.Sub(t.pool.auto.ctlAt); el < sizing.MinWindow || (el < sizing.Window && (t.pool.auto.capped < sizing.Early || t.pool.auto.calls.Load()-t.pool.auto.ctlCalls < int64(sizing.EarlyCalls*t.pool.workers))) {
 		return
 	}
-	t.auto.ctlCalls = t.auto.calls.Load()
-	wait, run := t.auto.callWait.Load(), t.auto.callRun.Load()
-	m := sizing.Sample{Capped: t.auto.capped, Wait: time.Duration(wait - t.auto.ctlWait), Run: time.Duration(run - t.auto.ctlRn), Workers: t.workers, Warm: int(t.auto.warm.Load())}
+	t.pool.auto.ctlCalls = t.pool.auto.calls.Load()
+	wait, run := t.pool.auto.callWait.Load(), t.pool.auto.callRun.Load()
+	m := sizing.Sample{Capped: t.pool.auto.capped, Wait: time.Duration(wait - t.pool.auto.ctlWait), Run: time.Duration(run - t.pool.auto.ctlRn), Workers: t.pool.workers, Warm: int(t.pool.auto.warm.Load())}
 	busy, cores := t.d.Mods.Current().M.CoreUse()
-	if el := now.Sub(t.auto.ctlAt); !t.auto.ctlAt.IsZero() && el > 0 && t.auto.ctlBusy > 0 {
-		m.IdleCores = max(float64(cores)-float64(busy-t.auto.ctlBusy)/float64(el), 0)
+	if el := now.Sub(t.pool.auto.ctlAt); !t.pool.auto.ctlAt.IsZero() && el > 0 && t.pool.auto.ctlBusy > 0 {
+		m.IdleCores = max(float64(cores)-float64(busy-t.pool.auto.ctlBusy)/float64(el), 0)
 	}
-	t.auto.ctlAt, t.auto.capped, t.auto.ctlWait, t.auto.ctlRn, t.auto.ctlBusy = now, 0, wait, run, busy
-	old := t.auto.sizer.Target
-	if !t.auto.sizer.Step(now, m) {
+	t.pool.auto.ctlAt, t.pool.auto.capped, t.pool.auto.ctlWait, t.pool.auto.ctlRn, t.pool.auto.ctlBusy = now, 0, wait, run, busy
+	old := t.pool.auto.sizer.Target
+	if !t.pool.auto.sizer.Step(now, m) {
 		return
 	}
-	t.d.Log.Debug("instances: auto: target changed", "topic", t.Topic, "partition", t.Partition, "from", old, "to", t.auto.sizer.Target, "reason", t.auto.sizer.Reason, "detail", t.auto.sizer.Detail)
+	t.d.Log.Debug("instances: auto: target changed", "topic", t.Topic, "partition", t.Partition, "from", old, "to", t.pool.auto.sizer.Target, "reason", t.pool.auto.sizer.Reason, "detail", t.pool.auto.sizer.Detail)
 	// Idle workers above the target, least recently used first: woken,
 	// they find the pool over its target and retire (worker.admit).
-	for n := t.workers - t.auto.sizer.Target; n > 0 && len(t.idleW) > 0; n-- {
-		w := t.idleW[0]
-		t.idleW = slices.Delete(t.idleW, 0, 1)
+	for n := t.pool.workers - t.pool.auto.sizer.Target; n > 0 && len(t.pool.idleW) > 0; n-- {
+		w := t.pool.idleW[0]
+		t.pool.idleW = slices.Delete(t.pool.idleW, 0, 1)
 		select {
 		case w.wake <- struct{}{}:
 		default:
@@ -147,7 +147,7 @@ func (t *Task) controlLocked(now time.Time) {
 // above its sizer's target: w holds no record (none waiting on its
 // operations, no inline retry).
 func (t *Task) overTargetLocked(w *worker) bool {
-	return t.auto.sizer != nil && !t.stopping && t.workers > t.auto.sizer.Target && t.workers > t.d.Config.Instances.Min &&
+	return t.pool.auto.sizer != nil && !t.q.stopping && t.pool.workers > t.pool.auto.sizer.Target && t.pool.workers > t.d.Config.Instances.Min &&
 		(w.inst == nil || w.inst.Pending() == 0) && len(w.retries) == 0
 }
 
@@ -156,60 +156,60 @@ func (t *Task) overTargetLocked(w *worker) bool {
 // when records have waited instances.grow_after. Called after anything that makes
 // records runnable or changes who takes them.
 func (t *Task) dispatchLocked() {
-	if t.stopping {
+	if t.q.stopping {
 		return
 	}
 	now := time.Now()
 	t.controlLocked(now)
 	if !t.runnableLocked() {
-		t.waitSince = time.Time{}
-		if u, ok := t.free.Peek(); ok && !u.isWork() {
+		t.pool.waitSince = time.Time{}
+		if u, ok := t.q.free.Peek(); ok && !u.isWork() {
 			if due := t.d.Role.due(u.r); !due.IsZero() {
 				t.kickLocked(due) // the oldest retry record falls due
 			}
 		}
 		return
 	}
-	if t.waitSince.IsZero() {
-		t.waitSince = now
+	if t.pool.waitSince.IsZero() {
+		t.pool.waitSince = now
 	}
 	switch {
-	case t.takersLocked() <= 0 && len(t.idleW) > 0:
+	case t.takersLocked() <= 0 && len(t.pool.idleW) > 0:
 		t.wakeLocked()
-	case t.workers == 0:
+	case t.pool.workers == 0:
 		t.growLocked()
-	case now.Sub(t.waitSince) >= t.d.Config.Instances.GrowAfter:
+	case now.Sub(t.pool.waitSince) >= t.d.Config.Instances.GrowAfter:
 		if !t.wakeLocked() {
 			t.growLocked()
 		}
-		t.waitSince = now // the next step only if records still wait instances.grow_after from now
+		t.pool.waitSince = now // the next step only if records still wait instances.grow_after from now
 	}
-	if len(t.idleW) > 0 || t.workers < t.d.Config.Instances.Max {
-		t.kickLocked(t.waitSince.Add(t.d.Config.Instances.GrowAfter)) // else nothing to do but wait for the workers
+	if len(t.pool.idleW) > 0 || t.pool.workers < t.d.Config.Instances.Max {
+		t.kickLocked(t.pool.waitSince.Add(t.d.Config.Instances.GrowAfter)) // else nothing to do but wait for the workers
 	}
 }
 
 // kickLocked makes the kick timer run dispatch at at, unless it is set to
 // run earlier.
 func (t *Task) kickLocked(at time.Time) {
-	if !t.kickAt.IsZero() && !t.kickAt.After(time.Now()) {
-		t.kickAt = time.Time{} // fired (or about to): not a bound any more
+	if !t.pool.kickAt.IsZero() && !t.pool.kickAt.After(time.Now()) {
+		t.pool.kickAt = time.Time{} // fired (or about to): not a bound any more
 	}
-	if !t.kickAt.IsZero() && !at.Before(t.kickAt) {
+	if !t.pool.kickAt.IsZero() && !at.Before(t.pool.kickAt) {
 		return
 	}
-	t.kickAt = at
-	t.kick.Reset(max(time.Until(at), 0))
+	t.pool.kickAt = at
+	t.pool.kick.Reset(max(time.Until(at), 0))
 }
 
 // growLocked borrows an instance from the host's budget, under the task's
 // maximum.
 func (t *Task) growLocked() {
-	if t.stopping || t.workers >= t.d.Config.Instances.Max {
+	if t.q.stopping || t.pool.workers >= t.d.Config.Instances.Max {
 		return
 	}
-	if t.workers >= t.maxLocked() {
-		t.auto.capped++ // records wait, the target holds the pool back: the sizer's signal
+	if t.pool.workers >= t.maxLocked() {
+		t.pool.auto.capped++ // records wait, the target holds the pool back: the sizer's signal
 		return
 	}
 	if t.d.Budget.Borrow(t.d.InstanceBytes) {
@@ -223,10 +223,10 @@ func (t *Task) growLocked() {
 // runnable. Which instance goes does not matter (the budget counts
 // instances, not identities): the least recently used one times out first.
 func (t *Task) retireLocked(w *worker) bool {
-	if t.stopping || t.runnableLocked() || t.workers <= t.d.Config.Instances.Min {
+	if t.q.stopping || t.runnableLocked() || t.pool.workers <= t.d.Config.Instances.Min {
 		return false
 	}
-	t.workers--
+	t.pool.workers--
 	t.ps.Released.Add(1)
 	return true
 }

@@ -88,8 +88,8 @@ func TestOrderingWaves(t *testing.T) {
 			if fmt.Sprint(waves) != fmt.Sprint(tc.want) {
 				t.Fatalf("waves %v, want %v", waves, tc.want)
 			}
-			if tc.ordering == config.OrderKey && len(task.lanes) != 0 {
-				t.Fatalf("%d lanes left after every record finished, want none", len(task.lanes))
+			if tc.ordering == config.OrderKey && len(task.q.lanes) != 0 {
+				t.Fatalf("%d lanes left after every record finished, want none", len(task.q.lanes))
 			}
 		})
 	}
@@ -134,7 +134,7 @@ func TestRuns(t *testing.T) {
 			}
 			for _, p := range run {
 				switch {
-				case tc.ordering == config.OrderPartition && p.ln != &task.single:
+				case tc.ordering == config.OrderPartition && p.ln != &task.q.single:
 					t.Fatalf("offset %d of a partition run does not hold the partition's lane", p.r.Offset)
 				case tc.ordering == config.OrderKey && p.r.Key != nil && (p.ln == nil || p.ln.key != string(p.r.Key) || !p.ln.busy):
 					t.Fatalf("offset %d does not hold its key's lane: %+v", p.r.Offset, p.ln)
@@ -173,11 +173,11 @@ func TestUnpick(t *testing.T) {
 			if len(run) != tc.take {
 				t.Fatalf("run %v, want %d records", offsetsOf(run), tc.take)
 			}
-			task.queued -= len(run) // as takeRunLocked counts a run
-			task.started += len(run)
+			task.q.queued -= len(run) // as takeRunLocked counts a run
+			task.q.started += len(run)
 			task.unpickLocked(run[tc.ran:])
-			if task.queued != len(tc.keys)-tc.ran || task.started != tc.ran {
-				t.Fatalf("after the hand-back %d queued, %d started; want %d, %d", task.queued, task.started, len(tc.keys)-tc.ran, tc.ran)
+			if task.q.queued != len(tc.keys)-tc.ran || task.q.started != tc.ran {
+				t.Fatalf("after the hand-back %d queued, %d started; want %d, %d", task.q.queued, task.q.started, len(tc.keys)-tc.ran, tc.ran)
 			}
 			if tc.ordering == config.OrderPartition {
 				if u, _ := task.pickLocked(); !u.none() {
@@ -488,7 +488,7 @@ func TestPauseAndResume(t *testing.T) {
 	task.MaybeResume() // still over half its bounds
 	for _, r := range rs[:6] {
 		task.mu.Lock()
-		task.started++ // as a worker's pick counts it
+		task.q.started++ // as a worker's pick counts it
 		task.mu.Unlock()
 		task.Finish(r)
 	}

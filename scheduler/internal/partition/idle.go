@@ -47,9 +47,9 @@ func (t *Task) armIdle() {
 func (t *Task) idleCheck() {
 	d := t.d.Config.Timers.IdleAdvance
 	t.mu.Lock()
-	stopping, busy := t.stopping || t.closed, t.queued > 0 || t.inFlight > 0
+	stopping, busy := t.q.stopping || t.q.closed, t.q.queued > 0 || t.q.inFlight > 0
 	t.mu.Unlock()
-	if stopping || t.ctx.Err() != nil {
+	if stopping || t.life.ctx.Err() != nil {
 		return
 	}
 	defer t.rel.timers.idle.Reset(d)

@@ -543,7 +543,7 @@ func (t *Task) drop(j *job) {
 		t.rel.placeLate(j)
 	}
 	t.mu.Lock()
-	t.started--
+	t.q.started--
 	t.mu.Unlock()
 	if t.d.Ledger.Abandon(j.r) {
 		t.forget(j.r)

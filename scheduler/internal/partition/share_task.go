@@ -27,9 +27,9 @@ func (s ShareRole) prior(r *kgo.Record) (failhdr.State, int) {
 // broker); under a consumer group it stays counted until the task closes.
 func (t *Task) forget(r *kgo.Record) {
 	t.mu.Lock()
-	t.inFlight--
-	t.bytes -= len(r.Key) + len(r.Value)
-	if !t.closed {
+	t.q.inFlight--
+	t.q.bytes -= len(r.Key) + len(r.Value)
+	if !t.q.closed {
 		t.d.Budget.AddInFlight(-1)
 	}
 	t.mu.Unlock()

@@ -58,12 +58,12 @@ type Task struct {
 
 	taskOffsets // where the partition stands: done, committed, fetched, started
 
-	mu         sync.Mutex
-	taskQueues          // guarded by mu
-	taskPool            // guarded by mu (dispatch.go)
-	auto       autoSize // instances: auto; auto.sizer is nil with a fixed pool
+	mu   sync.Mutex
+	q    taskQueues // guarded by mu
+	pool taskPool   // guarded by mu (dispatch.go)
 
-	taskLife // stopping, aborting and retiring the task
+	life taskLife    // stopping, aborting and retiring the task
+	Dead atomic.Bool // cut off (exactly_once): nothing more of it is released
 }
 
 // taskOffsets is where a task's partition stands.
@@ -96,8 +96,8 @@ type taskQueues struct {
 	closed   bool
 }
 
-// taskPool is a task's workers and what dispatch knows of them (guarded by
-// task.mu; dispatch.go).
+// taskPool is a task's workers, what dispatch knows of them and how the
+// pool is sized (guarded by task.mu; dispatch.go).
 type taskPool struct {
 	workers   int             // live workers, not counting those retiring
 	live      map[int]*worker // by slot
@@ -106,6 +106,7 @@ type taskPool struct {
 	waitSince time.Time       // since when records have been runnable without pause (zero: none is)
 	kick      *time.Timer     // runs dispatch when records fall due or have waited instances.grow_after
 	kickAt    time.Time       // when kick fires (zero: not set)
+	auto      autoSize        // instances: auto; auto.sizer is nil with a fixed pool
 }
 
 // taskLife is how a task ends: stopCh closed at stop, ctx canceled at
@@ -115,7 +116,6 @@ type taskLife struct {
 	wg     workerGroup // its workers' goroutines
 	ctx    context.Context
 	cancel context.CancelFunc
-	Dead   atomic.Bool // cut off (exactly_once): nothing more of it is released
 }
 
 // TP names a partition: the key of a pipeline's tasks and of what is
@@ -129,7 +129,7 @@ type lane struct {
 	key    string
 	q      fifo.Queue[unit]
 	busy   bool // a record (or work) of the lane is in progress
-	listed bool // in task.ready
+	listed bool // in task.q.ready
 }
 
 // NewTask makes the task of one partition (or of a share pool) with what
@@ -144,19 +144,19 @@ func NewTask(d *Deps, topic string, partition int32, skip *offsets.DoneSet) *Tas
 		t.out = new(hooks.Stats)
 	}
 	t.skip = skip
-	t.stopCh, t.ctx, t.cancel = make(chan struct{}), ctx, cancel
+	t.life.stopCh, t.life.ctx, t.life.cancel = make(chan struct{}), ctx, cancel
 	t.Committed.Store(-1)
 	// The timer's function runs on a goroutine of its own; stop stops it,
 	// and a run racing with stop finds the task stopping and does nothing.
-	t.kick = time.AfterFunc(time.Hour, t.dispatch)
-	t.kick.Stop()
+	t.pool.kick = time.AfterFunc(time.Hour, t.dispatch)
+	t.pool.kick.Stop()
 	if d.Role.selfSized() {
-		t.auto.sizer = sizing.NewPool(d.Config.Instances.Min, d.Config.Instances.Max)
-		t.auto.ctlAt = time.Now()
+		t.pool.auto.sizer = sizing.NewPool(d.Config.Instances.Min, d.Config.Instances.Max)
+		t.pool.auto.ctlAt = time.Now()
 	}
 	t.mattrs = attribute.NewSet(attribute.String("pipeline", d.Config.Name), attribute.String("topic", topic), attribute.Int("partition", int(partition)))
 	if d.Config.Ordering == config.OrderKey {
-		t.lanes = map[string]*lane{}
+		t.q.lanes = map[string]*lane{}
 	}
 	t.rel = pol.releaser(d.Sink)
 	if d.State != nil {
@@ -180,20 +180,20 @@ func (t *Task) Start() {
 
 // addWorkerLocked registers w under the lowest free slot.
 func (t *Task) addWorkerLocked(w *worker) int {
-	if t.live == nil {
-		t.live = map[int]*worker{}
+	if t.pool.live == nil {
+		t.pool.live = map[int]*worker{}
 	}
 	slot := 0
-	for t.live[slot] != nil {
+	for t.pool.live[slot] != nil {
 		slot++
 	}
-	t.live[slot] = w
+	t.pool.live[slot] = w
 	return slot
 }
 
 func (t *Task) spawnLocked(borrowed bool) {
-	t.workers++
-	t.wg.Add(1)
+	t.pool.workers++
+	t.life.wg.Add(1)
 	go t.worker(borrowed)
 }
 
@@ -248,9 +248,9 @@ func (t *Task) skipped(r *kgo.Record) bool {
 // takenLocked counts n records of nb bytes of keys and values taken in
 // (Enqueue) and dispatches them.
 func (t *Task) takenLocked(n, nb int) {
-	t.queued += n
-	t.inFlight += n
-	t.bytes += nb
+	t.q.queued += n
+	t.q.inFlight += n
+	t.q.bytes += nb
 	t.d.Budget.AddInFlight(int64(n))
 	t.ps.Fetched.Add(int64(n))
 	t.dispatchLocked()
@@ -259,7 +259,7 @@ func (t *Task) takenLocked(n, nb int) {
 // fullLocked reports whether the task holds its bounds: max_in_flight
 // records or max_in_flight_bytes of keys and values.
 func (t *Task) fullLocked() bool {
-	return t.inFlight >= t.d.Config.MaxInFlight || t.bytes >= t.d.Config.MaxInFlightBytes
+	return t.q.inFlight >= t.d.Config.MaxInFlight || t.q.bytes >= t.d.Config.MaxInFlightBytes
 }
 
 // Demand is a task's part in the poll loop's backpressure.
@@ -284,9 +284,9 @@ func (t *Task) DemandState() Demand {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
-	case t.stopping || t.paused:
+	case t.q.stopping || t.q.paused:
 		return DemandPaused
-	case t.inFlight >= PauseFactor*t.d.Config.MaxInFlight || t.bytes >= PauseFactor*t.d.Config.MaxInFlightBytes:
+	case t.q.inFlight >= PauseFactor*t.d.Config.MaxInFlight || t.q.bytes >= PauseFactor*t.d.Config.MaxInFlightBytes:
 		return DemandPauseDue
 	case t.fullLocked():
 		return DemandFull
@@ -298,8 +298,8 @@ func (t *Task) DemandState() Demand {
 func (t *Task) Pause() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.paused && !t.stopping {
-		t.paused = true
+	if !t.q.paused && !t.q.stopping {
+		t.q.paused = true
 		t.d.Stats.Pauses.Add(1)
 		t.d.Pauser.PausePartition(t.Topic, t.Partition)
 	}
@@ -311,26 +311,26 @@ func (t *Task) placeLocked(u unit, front bool) {
 	var ln *lane
 	switch t.d.Config.Ordering {
 	case config.OrderPartition:
-		ln = &t.single
+		ln = &t.q.single
 	case config.OrderKey:
 		k := u.key()
 		if k == nil {
-			pushUnit(&t.free, u, front)
+			pushUnit(&t.q.free, u, front)
 			return
 		}
-		ln = t.lanes[string(k)]
+		ln = t.q.lanes[string(k)]
 		if ln == nil {
 			ln = &lane{key: string(k)}
-			t.lanes[ln.key] = ln
+			t.q.lanes[ln.key] = ln
 		}
 	default:
-		pushUnit(&t.free, u, front)
+		pushUnit(&t.q.free, u, front)
 		return
 	}
 	pushUnit(&ln.q, u, front)
 	if !ln.busy && !ln.listed {
 		ln.listed = true
-		t.ready.Push(ln)
+		t.q.ready.Push(ln)
 	}
 }
 
@@ -343,7 +343,7 @@ func pushUnit(q *fifo.Queue[unit], u unit, front bool) {
 }
 
 func (t *Task) runnableLocked() bool {
-	return t.freeDueLocked() || t.ready.Len() > 0
+	return t.freeDueLocked() || t.q.ready.Len() > 0
 }
 
 // freeDueLocked reports whether the oldest record without an order
@@ -351,7 +351,7 @@ func (t *Task) runnableLocked() bool {
 // of a retry topic fall due in offset order, so none after it is due
 // either).
 func (t *Task) freeDueLocked() bool {
-	u, ok := t.free.Peek()
+	u, ok := t.q.free.Peek()
 	if !ok {
 		return false
 	}
@@ -367,18 +367,18 @@ func (t *Task) freeDueLocked() bool {
 // runnable.
 func (t *Task) pickLocked() (unit, *lane) {
 	var lu unit
-	ln, _ := t.ready.Peek()
+	ln, _ := t.q.ready.Peek()
 	if ln != nil {
 		lu, _ = ln.q.Peek()
 	}
-	if fu, ok := t.free.Peek(); ok && t.freeDueLocked() && (lu.none() || fu.before(lu)) {
-		t.free.Pop()
+	if fu, ok := t.q.free.Peek(); ok && t.freeDueLocked() && (lu.none() || fu.before(lu)) {
+		t.q.free.Pop()
 		return fu, nil
 	}
 	if lu.none() {
 		return unit{}, nil
 	}
-	t.ready.Pop()
+	t.q.ready.Pop()
 	ln.listed = false
 	ln.busy = true
 	ln.q.Pop()
@@ -399,12 +399,12 @@ type picked struct {
 // run is either one work or records up to the next work.
 func (t *Task) pickRunLocked(run []picked, max int) []picked {
 	for len(run) < max {
-		if len(run) > 0 && run[0].ln == &t.single {
-			if u, ok := t.single.q.Peek(); !ok || u.isWork() {
+		if len(run) > 0 && run[0].ln == &t.q.single {
+			if u, ok := t.q.single.q.Peek(); !ok || u.isWork() {
 				break
 			}
-			u, _ := t.single.q.Pop()
-			run = append(run, picked{u, &t.single})
+			u, _ := t.q.single.q.Pop()
+			run = append(run, picked{u, &t.q.single})
 			continue
 		}
 		if len(run) > 0 && t.nextIsWorkLocked() {
@@ -424,10 +424,10 @@ func (t *Task) pickRunLocked(run []picked, max int) []picked {
 
 // nextIsWorkLocked reports whether pickLocked would take work next.
 func (t *Task) nextIsWorkLocked() bool {
-	if u, ok := t.free.Peek(); ok && u.isWork() {
+	if u, ok := t.q.free.Peek(); ok && u.isWork() {
 		return true
 	}
-	if ln, ok := t.ready.Peek(); ok {
+	if ln, ok := t.q.ready.Peek(); ok {
 		u, _ := ln.q.Peek()
 		return u.isWork()
 	}
@@ -443,7 +443,7 @@ func (t *Task) runSizeLocked() int {
 	n := t.d.Config.BatchRecords
 	if t.d.Config.Ordering != config.OrderPartition {
 		pool := max(t.d.Config.Instances.Max, 1)
-		runnable := t.free.Len() + t.ready.Len()
+		runnable := t.q.free.Len() + t.q.ready.Len()
 		n = min(n, max(1, (runnable+pool-1)/pool))
 	}
 	return n
@@ -457,16 +457,16 @@ func (t *Task) unpickLocked(rest []picked) {
 	for i := len(rest) - 1; i >= 0; i-- {
 		switch p := rest[i]; {
 		case p.ln == nil:
-			t.free.PushFront(p.unit)
-		case p.ln == &t.single:
-			t.single.q.PushFront(p.unit)
+			t.q.free.PushFront(p.unit)
+		case p.ln == &t.q.single:
+			t.q.single.q.PushFront(p.unit)
 		default:
 			p.ln.q.PushFront(p.unit)
 			t.releaseLocked(p.ln)
 		}
 	}
-	t.queued += len(rest)
-	t.started -= len(rest)
+	t.q.queued += len(rest)
+	t.q.started -= len(rest)
 	t.dispatchLocked()
 }
 
@@ -484,9 +484,9 @@ func (t *Task) releaseLocked(ln *lane) {
 		switch {
 		case ln.q.Len() > 0:
 			ln.listed = true
-			t.ready.Push(ln)
-		case t.lanes != nil:
-			delete(t.lanes, ln.key)
+			t.q.ready.Push(ln)
+		case t.q.lanes != nil:
+			delete(t.q.lanes, ln.key)
 		}
 	}
 	t.dispatchLocked()
@@ -497,41 +497,41 @@ func (t *Task) releaseLocked(ln *lane) {
 // processes them.
 func (t *Task) Stop() {
 	t.mu.Lock()
-	if t.stopping {
+	if t.q.stopping {
 		t.mu.Unlock()
 		return
 	}
-	t.stopping = true
+	t.q.stopping = true
 	dropped := t.dropQueuedWorkLocked()
-	t.free.Reset()
-	t.ready.Reset()
-	t.single.q.Reset()
-	t.lanes = nil
-	t.queued = 0
-	t.kick.Stop()
-	if t.paused {
-		t.paused = false
+	t.q.free.Reset()
+	t.q.ready.Reset()
+	t.q.single.q.Reset()
+	t.q.lanes = nil
+	t.q.queued = 0
+	t.pool.kick.Stop()
+	if t.q.paused {
+		t.q.paused = false
 		t.d.Pauser.ResumePartition(t.Topic, t.Partition)
 	}
 	t.mu.Unlock()
 	for _, wk := range dropped {
 		wk.Done(ErrWorkDropped)
 	}
-	close(t.stopCh)
+	close(t.life.stopCh)
 }
 
 // Abort interrupts guest calls in progress (they fail as canceled and their
 // records stay uncommitted).
-func (t *Task) Abort() { t.cancel() }
+func (t *Task) Abort() { t.life.cancel() }
 
 // Close releases the task's share of the host's in-flight records; records
 // finishing later no longer count.
 func (t *Task) Close() {
 	t.mu.Lock()
-	first := !t.closed
+	first := !t.q.closed
 	if first {
-		t.closed = true
-		t.d.Budget.AddInFlight(-int64(t.inFlight))
+		t.q.closed = true
+		t.d.Budget.AddInFlight(-int64(t.q.inFlight))
 	}
 	t.mu.Unlock()
 	if first && t.rel != nil {
@@ -546,7 +546,7 @@ func (t *Task) WaitWorkers(deadline time.Time) bool {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
-	case <-t.wg.done():
+	case <-t.life.wg.done():
 		return true
 	case <-timer.C:
 		return false
@@ -585,7 +585,7 @@ func Retire(tasks []*Task) {
 func (t *Task) StartedPending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.started
+	return t.q.started
 }
 
 // MaybeResume resumes the partition's fetching once the task drained to half
@@ -593,8 +593,8 @@ func (t *Task) StartedPending() int {
 func (t *Task) MaybeResume() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.paused && !t.stopping && t.inFlight <= t.d.Config.MaxInFlight/2 && t.bytes <= t.d.Config.MaxInFlightBytes/2 {
-		t.paused = false
+	if t.q.paused && !t.q.stopping && t.q.inFlight <= t.d.Config.MaxInFlight/2 && t.q.bytes <= t.d.Config.MaxInFlightBytes/2 {
+		t.q.paused = false
 		t.d.Pauser.ResumePartition(t.Topic, t.Partition)
 	}
 }
@@ -609,7 +609,7 @@ func (t *Task) MaybeResume() {
 func (t *Task) CaughtUp(end int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.inFlight == 0 && end > t.position.Load() {
+	if t.q.inFlight == 0 && end > t.position.Load() {
 		t.position.Store(end)
 	}
 }
@@ -674,11 +674,11 @@ func (t *Task) Gauges(withSlots bool) TaskGauges {
 	g.Watermark, _, g.HasWatermark = t.Tracker.Watermark()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g.Workers, g.Busy, g.InFlight, g.Queued, g.Paused = t.workers, t.workers-len(t.idleW), t.inFlight, t.queued, t.paused
-	if t.auto.sizer != nil {
-		g.Sized, g.Target, g.Reason, g.Detail, g.ChangedAt = true, t.auto.sizer.Target, t.auto.sizer.Reason, t.auto.sizer.Detail, t.auto.sizer.ChangedAt
+	g.Workers, g.Busy, g.InFlight, g.Queued, g.Paused = t.pool.workers, t.pool.workers-len(t.pool.idleW), t.q.inFlight, t.q.queued, t.q.paused
+	if t.pool.auto.sizer != nil {
+		g.Sized, g.Target, g.Reason, g.Detail, g.ChangedAt = true, t.pool.auto.sizer.Target, t.pool.auto.sizer.Reason, t.pool.auto.sizer.Detail, t.pool.auto.sizer.ChangedAt
 	}
-	for slot, w := range t.live {
+	for slot, w := range t.pool.live {
 		g.States[w.state.Load()]++
 		if withSlots {
 			g.Slots = append(g.Slots, SlotGauges{slot, w.handled.Load(), w.faults.Load(), w.pages.Load()})
@@ -699,13 +699,13 @@ func (t *Task) Finish(r *kgo.Record) bool {
 	}
 	t.out.Done.Add(1)
 	t.mu.Lock()
-	t.inFlight--
-	t.started--
-	t.bytes -= len(r.Key) + len(r.Value)
-	if !t.closed {
+	t.q.inFlight--
+	t.q.started--
+	t.q.bytes -= len(r.Key) + len(r.Value)
+	if !t.q.closed {
 		t.d.Budget.AddInFlight(-1)
 	}
-	paused := t.paused
+	paused := t.q.paused
 	t.mu.Unlock()
 	if paused {
 		t.d.Flow.SignalFlow()

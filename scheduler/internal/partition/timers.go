@@ -231,7 +231,7 @@ func (w *worker) fire(j *job, f *firing) {
 		w.state.Store(WorkerBusy)
 		rs := t.State.Begin()
 		fr := abi.TimerFiring{At: f.timer.At, StreamTime: f.T, Partition: t.Partition, Attempt: uint32(j.attempt), Topic: t.Topic, Key: f.timer.Key}
-		res := in.ProcessTimer(t.ctx, &fr, j, rs)
+		res := in.ProcessTimer(t.life.ctx, &fr, j, rs)
 		start, end := in.LastCall()
 		j.started = start
 		w.accountCalls()
@@ -280,7 +280,7 @@ func (w *worker) firingBackoff(attempt int) bool {
 	tm := time.NewTimer(d)
 	defer tm.Stop()
 	select {
-	case <-w.t.ctx.Done():
+	case <-w.t.life.ctx.Done():
 		return false
 	case <-tm.C:
 		return true

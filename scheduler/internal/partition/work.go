@@ -131,11 +131,11 @@ func (t *Task) PlaceWork(wk *Work, front bool) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopping {
+	if t.q.stopping {
 		return false // a place reserved stays unsettled: see Stop
 	}
 	t.placeLocked(wk.markUnit(), front)
-	t.queued++
+	t.q.queued++
 	t.dispatchLocked()
 	return true
 }
@@ -181,7 +181,7 @@ func (j *job) finish() {
 // finishWork ends j's work with err (Work.Done).
 func (t *Task) finishWork(j *job, err error) {
 	t.mu.Lock()
-	t.started--
+	t.q.started--
 	t.mu.Unlock()
 	j.work().Done(err)
 }
@@ -211,7 +211,7 @@ func (w *worker) startWork(wk *Work, ln *lane, next *kgo.Record) {
 	}
 	w.prepare(j, in)
 	w.state.Store(WorkerBusy)
-	res := wk.Call(t.ctx, in, j)
+	res := wk.Call(t.life.ctx, in, j)
 	var end time.Time
 	j.started, end = in.LastCall()
 	w.outcomeAt(j, res, end)
@@ -294,9 +294,9 @@ func (t *Task) dropQueuedWorkLocked() []*Work {
 			dropped = append(dropped, wk)
 		}
 	}
-	t.free.Each(each)
-	t.single.q.Each(each)
-	for _, ln := range t.lanes {
+	t.q.free.Each(each)
+	t.q.single.q.Each(each)
+	for _, ln := range t.q.lanes {
 		ln.q.Each(each)
 	}
 	return dropped

@@ -30,9 +30,9 @@ type worker struct {
 	retryRefused bool
 
 	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
-	// takes the worker off task.idleW and sends here (buffer 1, never
+	// takes the worker off task.pool.idleW and sends here (buffer 1, never
 	// blocks); lastUsed and keptUntil are the worker's own, read by
-	// pushIdleLocked under task.mu while the worker is on task.idleW.
+	// pushIdleLocked under task.mu while the worker is on task.pool.idleW.
 	wake      chan struct{}
 	lastUsed  time.Time // when it last started a record or had one pending
 	keptUntil time.Time // kept as part of the minimum: no idle check before
@@ -123,7 +123,7 @@ func (w *worker) settleState() {
 // runnable records and, with nothing to start, waits: park decides how
 // under task.mu, sleep waits, unpark undoes park and retires an idle worker.
 func (t *Task) worker(borrowed bool) {
-	defer t.wg.Done()
+	defer t.life.wg.Done()
 	w := t.newWorker()
 	defer w.exit()
 	if !borrowed {
@@ -131,7 +131,7 @@ func (t *Task) worker(borrowed bool) {
 	}
 	l := newWorkerLoop(t.d.Config.Instances.IdleTimeout)
 	defer l.stop()
-	for t.ctx.Err() == nil && w.turn(l) {
+	for t.life.ctx.Err() == nil && w.turn(l) {
 	}
 }
 
@@ -152,9 +152,9 @@ func (t *Task) newWorker() *worker {
 func (w *worker) exit() {
 	t := w.t
 	t.mu.Lock()
-	delete(t.live, w.slot)
+	delete(t.pool.live, w.slot)
 	if !w.retired {
-		t.workers--
+		t.pool.workers--
 	}
 	t.mu.Unlock()
 	if w.inst != nil {
@@ -179,7 +179,7 @@ func (w *worker) exit() {
 		t.d.Budget.Release(t.d.InstanceBytes)
 	}
 	if w.warm {
-		t.auto.warm.Add(-1)
+		t.pool.auto.warm.Add(-1)
 	}
 }
 
@@ -241,5 +241,5 @@ func (w *worker) pending() bool { return w.inst != nil && w.inst.Pending() > 0 }
 func (t *Task) isStopping() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.stopping
+	return t.q.stopping
 }

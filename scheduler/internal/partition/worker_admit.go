@@ -123,7 +123,7 @@ func (w *worker) upgrade() {
 	if w.inst != nil {
 		w.inst.Close(context.Background())
 		// A dead instance may still hold records it lost: they restart.
-		for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
+		for _, d := range w.inst.Poll(w.t.life.ctx, time.Now()) {
 			w.outcome(d.Tag.(*job), d.Result)
 		}
 		w.inst = nil
@@ -154,12 +154,12 @@ func (w *worker) admit() (took, refused, retire bool) {
 		async := t.d.Mods.Async.Load() // one value per pick: the admissions and their release pair up
 		t.mu.Lock()
 		w.freeLanesLocked()
-		if t.stopping {
+		if t.q.stopping {
 			t.mu.Unlock()
 			return took, false, false
 		}
 		if t.overTargetLocked(w) {
-			t.workers--
+			t.pool.workers--
 			t.ps.Released.Add(1)
 			t.mu.Unlock()
 			return took, false, true
@@ -220,8 +220,8 @@ func (w *worker) takeRunLocked(async bool) pickOutcome {
 		t.mu.Unlock()
 		return pickNone
 	}
-	t.queued -= len(run)
-	t.started += len(run)
+	t.q.queued -= len(run)
+	t.q.started += len(run)
 	var next *kgo.Record
 	if run[0].isWork() {
 		next = t.laneNextLocked(run[0].ln)
@@ -255,8 +255,8 @@ func (w *worker) takeOneLocked(async bool) pickOutcome {
 		}
 		return pickNone
 	}
-	t.queued--
-	t.started++
+	t.q.queued--
+	t.q.started++
 	var next *kgo.Record
 	if u.isWork() {
 		next = t.laneNextLocked(ln)
@@ -298,7 +298,7 @@ func (w *worker) poll() {
 		return
 	}
 	w.state.Store(WorkerBusy)
-	for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
+	for _, d := range w.inst.Poll(w.t.life.ctx, time.Now()) {
 		w.outcome(d.Tag.(*job), d.Result)
 	}
 	w.accountCalls()
@@ -308,7 +308,7 @@ func (w *worker) poll() {
 // accountCalls adds what the instance's calls waited for a core and ran
 // since the last look to the task's totals (instances: auto measures them).
 func (w *worker) accountCalls() {
-	if w.t.auto.sizer == nil || w.inst == nil {
+	if w.t.pool.auto.sizer == nil || w.inst == nil {
 		return
 	}
 	if w.acctInst != w.inst {
@@ -318,9 +318,9 @@ func (w *worker) accountCalls() {
 	if run == w.acctRun {
 		return
 	}
-	w.t.auto.calls.Add(1)
-	w.t.auto.callWait.Add(int64(wait - w.acctWait))
-	w.t.auto.callRun.Add(int64(run - w.acctRun))
+	w.t.pool.auto.calls.Add(1)
+	w.t.pool.auto.callWait.Add(int64(wait - w.acctWait))
+	w.t.pool.auto.callRun.Add(int64(run - w.acctRun))
 	w.acctWait, w.acctRun = wait, run
 }
 

@@ -105,7 +105,7 @@ func (w *worker) countVersion(j *job, res *host.Result, f failure) {
 			// The stable version is offered what the canary saw: the
 			// decoded JSON, in a buffer of its own (the worker's is
 			// reused by its next call).
-			if buf, k, v, err := sc.Decode(w.t.ctx, nil, j.r); err == nil {
+			if buf, k, v, err := sc.Decode(w.t.life.ctx, nil, j.r); err == nil {
 				setDecoded(&ar, buf, k, v)
 			}
 		}

@@ -18,7 +18,7 @@ func (w *worker) instance() Instance {
 	backoff := 100 * time.Millisecond
 	for w.inst == nil || w.inst.Dead() {
 		if w.inst != nil {
-			for _, d := range w.inst.Poll(w.t.ctx, time.Now()) {
+			for _, d := range w.inst.Poll(w.t.life.ctx, time.Now()) {
 				w.outcome(d.Tag.(*job), d.Result)
 			}
 		}
@@ -29,7 +29,7 @@ func (w *worker) instance() Instance {
 		start := time.Now()
 		v := w.t.version()
 		v.Acquire()
-		in, err := w.t.d.newInstance(w.t.ctx, v)
+		in, err := w.t.d.newInstance(w.t.life.ctx, v)
 		if err == nil {
 			w.t.d.recordInstantiate(time.Since(start))
 			in.KeepSlot()                  // records run back to back on it; the loop yields before it waits
@@ -37,14 +37,14 @@ func (w *worker) instance() Instance {
 			w.inst, w.ver = in, v
 			if !w.warm {
 				w.warm = true
-				w.t.auto.warm.Add(1)
+				w.t.pool.auto.warm.Add(1)
 			}
 			break
 		}
 		v.Release()
 		w.t.d.Log.Error("cannot instantiate module; retrying", "err", err, "backoff", backoff)
 		select {
-		case <-w.t.ctx.Done():
+		case <-w.t.life.ctx.Done():
 			return nil
 		case <-time.After(backoff):
 		}

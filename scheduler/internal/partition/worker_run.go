@@ -103,9 +103,9 @@ func (w *worker) start(j *job) {
 	}
 	if ts := w.t.State; ts != nil {
 		j.rs = ts.Begin() // a new attempt starts without the last one's writes
-		res = in.ProcessState(w.t.ctx, &w.oneRec, j, j.rs)
+		res = in.ProcessState(w.t.life.ctx, &w.oneRec, j, j.rs)
 	} else {
-		res = in.Process(w.t.ctx, &w.oneRec, j)
+		res = in.Process(w.t.life.ctx, &w.oneRec, j)
 	}
 	w.oneRec = abi.Record{} // the record's memory is not the worker's to keep
 	if sb != nil {
@@ -225,14 +225,14 @@ func (w *worker) callRun(in Instance, run []picked, jobs []*job, forged []int, r
 	// them outlasting runHandBack handed records back only to grow the
 	// pool (TestPoolSettlesRealKafka).
 	if len(run) <= 1 || !t.handsBack() || async {
-		return in.ProcessBatch(t.ctx, recs, out), run, jobs, forged
+		return in.ProcessBatch(t.life.ctx, recs, out), run, jobs, forged
 	}
 	if w.takeRun == nil {
 		w.takeRun = w.gate.take
 	}
 	timer := w.armHandBack(run)
 	in.GateBatch(w.takeRun)
-	ran := in.ProcessBatch(t.ctx, recs, out)
+	ran := in.ProcessBatch(t.life.ctx, recs, out)
 	in.GateBatch(nil)
 	// The records the timer gave back are another worker's now: their
 	// jobs (never placed, and made again when taken) are left alone.
@@ -250,7 +250,7 @@ func (w *worker) afterRunCall(run []picked, jobs []*job, ran int) {
 		t.d.Stats.Runs.Add(1)
 		t.d.Stats.RunRecords.Add(int64(ran))
 	}
-	if ln := run[0].ln; ln == &t.single {
+	if ln := run[0].ln; ln == &t.q.single {
 		for _, j := range jobs {
 			j.ln = nil
 		}

@@ -39,7 +39,7 @@ func setDecoded(ar *abi.Record, buf []byte, k, v schemaio.Span) {
 // decodeOne decodes j's record into ar, for a call of it alone (start),
 // into b; ok is false, with the failure, when it does not decode.
 func (w *worker) decodeOne(b *schemaio.Buffer, j *job, ar *abi.Record) (failure, bool) {
-	buf, k, v, err := w.t.d.Schema.Decode(w.t.ctx, b.B[:0], j.r)
+	buf, k, v, err := w.t.d.Schema.Decode(w.t.life.ctx, b.B[:0], j.r)
 	b.B = buf
 	if err != nil {
 		w.t.d.Stats.SchemaDecodeFailures.Add(1)
@@ -64,7 +64,7 @@ func (w *worker) decodeRun(b *schemaio.Buffer, jobs []*job, ars []abi.Record) (n
 			break
 		}
 		var err error
-		if buf, spans[i][0], spans[i][1], err = sc.Decode(w.t.ctx, buf, j.r); err != nil {
+		if buf, spans[i][0], spans[i][1], err = sc.Decode(w.t.life.ctx, buf, j.r); err != nil {
 			w.t.d.Stats.SchemaDecodeFailures.Add(1)
 			f, failed = schemaFailure(err), true
 			break

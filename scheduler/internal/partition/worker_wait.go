@@ -13,8 +13,8 @@ type workerWait struct {
 	timerC  <-chan time.Time // its next deadline, due retry or recheck
 	stopC   <-chan struct{}  // the task stopping (while waiting for work)
 	idleC   <-chan time.Time // its idle timeout (while waiting for work)
-	waiting bool             // on task.idleW
-	blocked bool             // counted in task.blocked
+	waiting bool             // on task.pool.idleW
+	blocked bool             // counted in task.pool.blocked
 }
 
 // wait waits, when the worker started nothing, for work, a completion, a
@@ -89,7 +89,7 @@ func (w *worker) park(l *workerLoop, ww *workerWait, stopping, canTake, pending 
 		}
 		// Wait for work on the idle list, in order of last use.
 		t.pushIdleLocked(w)
-		ww.waiting, ww.stopC = true, t.stopCh
+		ww.waiting, ww.stopC = true, t.life.stopCh
 		if !pending && len(w.retries) == 0 && l.idleTimeout > 0 {
 			at := w.lastUsed.Add(l.idleTimeout)
 			if at.Before(w.keptUntil) {
@@ -100,7 +100,7 @@ func (w *worker) park(l *workerLoop, ww *workerWait, stopping, canTake, pending 
 		}
 	default:
 		// Held back: records are for the other workers meanwhile.
-		t.blocked++
+		t.pool.blocked++
 		ww.blocked = true
 		t.dispatchLocked()
 	}
@@ -124,7 +124,7 @@ func (w *worker) sleep(l *workerLoop, ww *workerWait) (expired bool) {
 	case <-ww.timerC:
 	case <-ww.idleC:
 		expired = true
-	case <-w.t.ctx.Done():
+	case <-w.t.life.ctx.Done():
 	}
 	if ww.timerC != nil && !l.next.Stop() {
 		select {
@@ -153,7 +153,7 @@ func (w *worker) unpark(l *workerLoop, ww *workerWait, expired bool) (retired bo
 	t := w.t
 	t.mu.Lock()
 	if ww.blocked {
-		t.blocked--
+		t.pool.blocked--
 	}
 	onList := ww.waiting && t.removeIdleLocked(w)
 	if expired && onList {
