@@ -41,6 +41,12 @@
 // for concurrent use (on the host side, in tests, call it from one
 // goroutine).
 //
+// A struct generated from its schema by `wasmstream gen avro --lang go
+// SCHEMA.avsc` has a codec of its own (Codec): Decode and Encode use it,
+// with no reflection, for a record whose schema is the generated one (the
+// same Parsing Canonical Form fingerprint), and the resolving path for
+// any other, so a schema that evolved is still read and written.
+//
 // Avro only: a schema of another type, or one with registry references
 // (named types registered under other subjects), fails the record
 // terminally, naming the schema.

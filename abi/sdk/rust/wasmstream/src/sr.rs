@@ -29,6 +29,13 @@
 //! leaving the guest. In a continuation of the processor's own operations,
 //! [`resolve`] does the same.
 //!
+//! A struct generated from its schema by `wasmstream gen avro --lang rust
+//! SCHEMA.avsc` has a codec of its own ([`AvroCodec`]): [`decode_codec`]
+//! and [`append_encode_codec`] use it, with no serde, for a record whose
+//! schema is the generated one (the same Parsing Canonical Form
+//! fingerprint), and the resolving path for any other, so a schema that
+//! evolved is still read and written.
+//!
 //! Avro only: a schema of another type, or one with registry references,
 //! fails the record terminally, naming the schema. The compiled schemas
 //! live for the instance (the datum readers borrow them): at most
