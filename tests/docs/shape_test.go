@@ -39,7 +39,7 @@ var structBounds = map[string]int{
 	"host.Instance":                          26, // under 30
 	"scheduler.Pipeline":                     39, // headed for <= 20
 	"scheduler/internal/partition.Task":      19,
-	"scheduler/internal/partition.worker":    37, // headed for < 20
+	"scheduler/internal/partition.worker":    15,
 	"scheduler/internal/partition.job":       22, // headed for <= 20
 	"scheduler/internal/commit.Deps":         17,
 	"scheduler/internal/partition.PlainSink": 20,

@@ -148,7 +148,7 @@ func (t *Task) controlLocked(now time.Time) {
 // operations, no inline retry).
 func (t *Task) overTargetLocked(w *worker) bool {
 	return t.pool.auto.sizer != nil && !t.q.stopping && t.pool.workers > t.pool.auto.sizer.Target && t.pool.workers > t.d.Config.Instances.Min &&
-		(w.inst == nil || w.inst.Pending() == 0) && len(w.retries) == 0
+		(w.inst == nil || w.inst.Pending() == 0) && w.retry.len() == 0
 }
 
 // dispatchLocked makes sure runnable records get a worker: it wakes an idle

@@ -71,11 +71,11 @@ func (t *Task) handsBack() bool {
 func (w *worker) armHandBack(run []picked) *time.Timer {
 	t := w.t
 	t.mu.Lock()
-	w.runGen++
-	gen := w.runGen
-	w.running = run
+	w.runs.runGen++
+	gen := w.runs.runGen
+	w.runs.running = run
 	t.mu.Unlock()
-	w.gate.open()
+	w.runs.gate.open()
 	return time.AfterFunc(runHandBack, func() { w.handBack(gen) })
 }
 
@@ -85,15 +85,15 @@ func (w *worker) handBack(gen uint64) {
 	t := w.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if w.runGen != gen || w.running == nil {
+	if w.runs.runGen != gen || w.runs.running == nil {
 		return // the run ended
 	}
-	taken, closed := w.gate.close()
-	if !closed || taken >= len(w.running) {
+	taken, closed := w.runs.gate.close()
+	if !closed || taken >= len(w.runs.running) {
 		return
 	}
-	t.unpickLocked(w.running[taken:])
-	t.d.Stats.HandedBack.Add(int64(len(w.running) - taken))
+	t.unpickLocked(w.runs.running[taken:])
+	t.d.Stats.HandedBack.Add(int64(len(w.runs.running) - taken))
 }
 
 // endHandBack ends a run's hand-back (timer from armHandBack): it closes
@@ -104,8 +104,8 @@ func (w *worker) endHandBack(timer *time.Timer, run []picked) int {
 	t := w.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	w.running = nil
-	if taken, closed := w.gate.close(); !closed {
+	w.runs.running = nil
+	if taken, closed := w.runs.gate.close(); !closed {
 		return taken // the timer handed back the rest
 	}
 	return len(run)

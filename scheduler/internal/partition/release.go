@@ -411,8 +411,8 @@ func (w *worker) settle(j *job, v verdict) {
 		// Before its release: the firings it makes due ride with it.
 		w.timersAfter(j)
 	}
-	if w.deciding {
-		w.settling = append(w.settling, j)
+	if w.runs.deciding {
+		w.runs.settling = append(w.runs.settling, j)
 		return
 	}
 	ln := j.ln
@@ -434,11 +434,11 @@ func (w *worker) settle(j *job, v verdict) {
 // lanes: after the delivery, so that no record of a lane's key can overtake
 // them. A run's jobs are all of one task, so all ordered or all not.
 func (w *worker) settleRun() {
-	run := w.settling
+	run := w.runs.settling
 	if len(run) == 0 {
 		return
 	}
-	lanes := w.runLanes[:0]
+	lanes := w.runs.runLanes[:0]
 	for _, j := range run {
 		if j.ln != nil {
 			lanes = append(lanes, j.ln)
@@ -464,7 +464,7 @@ func (w *worker) settleRun() {
 	}
 	clear(run)
 	clear(lanes)
-	w.settling, w.runLanes = run[:0], lanes[:0]
+	w.runs.settling, w.runs.runLanes = run[:0], lanes[:0]
 }
 
 // releaseLane frees ln. While the worker admits records it only notes the

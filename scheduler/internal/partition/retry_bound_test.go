@@ -49,12 +49,12 @@ func TestDueRetryWaitsForAsyncRoom(t *testing.T) {
 	d.Mods.Async.Store(true)
 	w := &worker{t: &Task{d: d}, inst: in}
 	due := time.Now().Add(-time.Second)
-	w.retries = []*job{{rare: &jobRare{due: due}}}
+	w.retry.add(&job{rare: &jobRare{due: due}})
 	if next := w.nextWake(true, false); !next.IsZero() && !next.After(time.Now()) {
 		t.Fatalf("at the bound, nextWake is %v ago: the worker would spin on the due retry", time.Since(next))
 	}
 	w.startDueRetries()
-	if len(w.retries) != 1 {
+	if w.retry.len() != 1 {
 		t.Fatal("a due retry was started at async.max_in_flight")
 	}
 	pc.Async.MaxInFlight = 3 // room for one more on the instance
@@ -67,7 +67,7 @@ func TestDueRetryWaitsForAsyncRoom(t *testing.T) {
 	// completion frees that room, which this worker does not hear of).
 	d.Budget.LimitAsync(2, func() int64 { return 2 })
 	w.startDueRetries()
-	if len(w.retries) != 1 {
+	if w.retry.len() != 1 {
 		t.Fatal("a due retry was started at host.max_async_in_flight")
 	}
 	now := time.Now()

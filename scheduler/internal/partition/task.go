@@ -679,9 +679,9 @@ func (t *Task) Gauges(withSlots bool) TaskGauges {
 		g.Sized, g.Target, g.Reason, g.Detail, g.ChangedAt = true, t.pool.auto.sizer.Target, t.pool.auto.sizer.Reason, t.pool.auto.sizer.Detail, t.pool.auto.sizer.ChangedAt
 	}
 	for slot, w := range t.pool.live {
-		g.States[w.state.Load()]++
+		g.States[w.g.state.Load()]++
 		if withSlots {
-			g.Slots = append(g.Slots, SlotGauges{slot, w.handled.Load(), w.faults.Load(), w.pages.Load()})
+			g.Slots = append(g.Slots, SlotGauges{slot, w.g.handled.Load(), w.g.faults.Load(), w.g.pages.Load()})
 		}
 	}
 	return g

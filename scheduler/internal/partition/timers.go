@@ -228,7 +228,7 @@ func (w *worker) fire(j *job, f *firing) {
 			return
 		}
 		w.prepare(j, in)
-		w.state.Store(WorkerBusy)
+		w.g.state.Store(WorkerBusy)
 		rs := t.State.Begin()
 		fr := abi.TimerFiring{At: f.timer.At, StreamTime: f.T, Partition: t.Partition, Attempt: uint32(j.attempt), Topic: t.Topic, Key: f.timer.Key}
 		res := in.ProcessTimer(t.life.ctx, &fr, j, rs)

@@ -210,7 +210,7 @@ func (w *worker) startWork(wk *Work, ln *lane, next *kgo.Record) {
 		return
 	}
 	w.prepare(j, in)
-	w.state.Store(WorkerBusy)
+	w.g.state.Store(WorkerBusy)
 	res := wk.Call(t.life.ctx, in, j)
 	var end time.Time
 	j.started, end = in.LastCall()
@@ -246,7 +246,7 @@ func (w *worker) workOutcome(j *job, res host.Result, end time.Time) {
 		w.waits(j)
 		return
 	}
-	w.handled.Add(1)
+	w.g.handled.Add(1)
 	var err error
 	switch f := res.Fault(); {
 	case f != nil && f.Kind == host.FaultCanceled:
@@ -254,7 +254,7 @@ func (w *worker) workOutcome(j *job, res host.Result, end time.Time) {
 		t.drop(j)
 		return
 	case f != nil:
-		w.faults.Add(1)
+		w.g.faults.Add(1)
 		t.ps.Faults.Add(1)
 		err = fmt.Errorf("work failed: %w", res.Err)
 	case res.Status != abi.StatusOK:

@@ -21,13 +21,9 @@ type worker struct {
 	t       *Task
 	inst    Instance
 	ver     *version.Version // the version inst belongs to
-	retries []*job           // inline retries waiting, by due time
+	retry   retryQueue       // inline retries waiting (worker_retry.go)
 	slot    int              // its index among the task's workers (a metrics label)
 	retired bool             // counted off the task's workers when it retired (exit must not again)
-
-	// retryRefused: the host's bound on asynchronous operations refused
-	// the first due retry this turn (startDueRetries).
-	retryRefused bool
 
 	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
 	// takes the worker off task.pool.idleW and sends here (buffer 1, never
@@ -46,9 +42,9 @@ type worker struct {
 	// carved from slabs of jobSlab, one allocation for that many records.
 	jobs []job
 
-	workerGauges // read by metrics from other goroutines
-	workerCalls  // accountCalls' last look at its instance's call times
-	workerRun    // the run of records in progress (startRun)
+	g     workerGauges // read by metrics from other goroutines
+	calls workerCalls  // accountCalls' last look at its instance's call times
+	runs  workerRun    // the run of records in progress (startRun)
 }
 
 // workerGauges are a worker's figures, read by metrics from other
@@ -109,9 +105,9 @@ func (w *worker) settleState() {
 	if w.inst != nil && w.inst.Pending() > 0 {
 		st = WorkerAwaiting
 	}
-	w.state.Store(st)
+	w.g.state.Store(st)
 	if w.inst != nil {
-		w.pages.Store(int64(w.inst.MemoryPages()))
+		w.g.pages.Store(int64(w.inst.MemoryPages()))
 	}
 }
 
@@ -170,7 +166,7 @@ func (w *worker) exit() {
 		w.ver.Release() // a replaced version closes with its last instance
 		w.ver = nil
 	}
-	for _, j := range w.retries {
+	for _, j := range w.retry.take() {
 		t.drop(j)
 	}
 	if w.retired {
@@ -178,7 +174,7 @@ func (w *worker) exit() {
 	} else {
 		t.d.Budget.Release(t.d.InstanceBytes)
 	}
-	if w.warm {
+	if w.calls.warm {
 		t.pool.auto.warm.Add(-1)
 	}
 }
@@ -214,15 +210,14 @@ func (w *worker) turn(l *workerLoop) bool {
 		return false
 	}
 	pending := w.pending()
-	if took || pending || len(w.retries) > 0 {
+	if took || pending || w.retry.len() > 0 {
 		w.lastUsed = time.Now() // not idle: records in progress or due
 	}
 	stopping := w.t.isStopping()
 	if stopping {
-		for _, j := range w.retries {
+		for _, j := range w.retry.take() {
 			w.t.drop(j) // stays uncommitted; the next owner starts it over
 		}
-		w.retries = nil
 		if !pending {
 			return false
 		}

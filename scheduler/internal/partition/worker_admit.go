@@ -211,7 +211,7 @@ func (w *worker) takeRunLocked(async bool) pickOutcome {
 		}
 		size = admitted
 	}
-	run := t.pickRunLocked(w.run[:0], size)
+	run := t.pickRunLocked(w.runs.run[:0], size)
 	if async && len(run) < admitted {
 		t.d.Budget.AdmittedN(admitted - len(run))
 		admitted = len(run)
@@ -235,7 +235,7 @@ func (w *worker) takeRunLocked(async bool) pickOutcome {
 	}
 	t.d.Budget.AdmittedN(admitted) // the run's call returned: its operations are counted
 	clear(run)
-	w.run = run[:0]
+	w.runs.run = run[:0]
 	return pickTook
 }
 
@@ -297,7 +297,7 @@ func (w *worker) poll() {
 	if w.inst == nil || w.inst.Pending() == 0 {
 		return
 	}
-	w.state.Store(WorkerBusy)
+	w.g.state.Store(WorkerBusy)
 	for _, d := range w.inst.Poll(w.t.life.ctx, time.Now()) {
 		w.outcome(d.Tag.(*job), d.Result)
 	}
@@ -311,17 +311,17 @@ func (w *worker) accountCalls() {
 	if w.t.pool.auto.sizer == nil || w.inst == nil {
 		return
 	}
-	if w.acctInst != w.inst {
-		w.acctInst, w.acctWait, w.acctRun = w.inst, 0, 0
+	if w.calls.acctInst != w.inst {
+		w.calls.acctInst, w.calls.acctWait, w.calls.acctRun = w.inst, 0, 0
 	}
 	wait, run := w.inst.CallTimes()
-	if run == w.acctRun {
+	if run == w.calls.acctRun {
 		return
 	}
 	w.t.pool.auto.calls.Add(1)
-	w.t.pool.auto.callWait.Add(int64(wait - w.acctWait))
-	w.t.pool.auto.callRun.Add(int64(run - w.acctRun))
-	w.acctWait, w.acctRun = wait, run
+	w.t.pool.auto.callWait.Add(int64(wait - w.calls.acctWait))
+	w.t.pool.auto.callRun.Add(int64(run - w.calls.acctRun))
+	w.calls.acctWait, w.calls.acctRun = wait, run
 }
 
 // startDueRetries starts the inline retries that are due, in due order,
@@ -331,9 +331,9 @@ func (w *worker) accountCalls() {
 // reservation under the host's bound. A retry is an attempt like any
 // other, and it may start operations.
 func (w *worker) startDueRetries() {
-	w.retryRefused = false
+	w.retry.refused = false
 	now := time.Now()
-	for len(w.retries) > 0 && !w.retries[0].due().After(now) {
+	for j := w.retry.due(now); j != nil; j = w.retry.due(now) {
 		async := w.t.d.Mods.Async.Load()
 		if async {
 			if w.instLimited() {
@@ -341,12 +341,11 @@ func (w *worker) startDueRetries() {
 				return
 			}
 			if !w.t.d.Budget.AdmitAsync() {
-				w.retryRefused = true
+				w.retry.refused = true
 				return
 			}
 		}
-		j := w.retries[0]
-		w.retries = w.retries[1:]
+		w.retry.pop()
 		w.start(j)
 		if async {
 			w.t.d.Budget.Admitted()
@@ -365,7 +364,7 @@ func (w *worker) retryHold() takeHold {
 		return holdNone
 	case w.instLimited():
 		return holdInstAsync
-	case w.retryRefused || w.t.d.Budget.OverAsync():
+	case w.retry.refused || w.t.d.Budget.OverAsync():
 		return holdHostAsync
 	}
 	return holdNone

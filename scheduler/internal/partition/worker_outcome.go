@@ -6,7 +6,6 @@ package partition
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -76,7 +75,7 @@ func (w *worker) hostFault(j *job, f *host.Fault) bool {
 		j.lost++
 		t.ps.Restarted.Add(1)
 		j.rareFields().due = time.Now()
-		w.retries = slices.Insert(w.retries, 0, j)
+		w.retry.first(j)
 		t.d.Log.Debug("record restarted: its instance was discarded while it waited", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 		return true
 	}
@@ -124,7 +123,7 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 	}
 	var why string
 	var f failure // an output that does not fit its schema (encodeOutputs)
-	if c := w.checked; c != nil && c.j == j {
+	if c := w.runs.checked; c != nil && c.j == j {
 		why, f = c.why, c.schema // asked while its run was in progress (runAccepts)
 	} else {
 		if t.d.Schema != nil {
@@ -134,7 +133,7 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 			why = t.d.Sink.refuses(r, res.Outputs, writes)
 		}
 	}
-	w.checked = nil
+	w.runs.checked = nil
 	if why != "" {
 		f = failure{hooks.KindProduce, why, false, 0}
 	}

@@ -35,8 +35,8 @@ func (w *worker) instance() Instance {
 			in.KeepSlot()                  // records run back to back on it; the loop yields before it waits
 			in.StopBatchAfterFailure(true) // nothing of a partition or key runs past a failed record (startRun)
 			w.inst, w.ver = in, v
-			if !w.warm {
-				w.warm = true
+			if !w.calls.warm {
+				w.calls.warm = true
 				w.t.pool.auto.warm.Add(1)
 			}
 			break
@@ -105,7 +105,53 @@ func (w *worker) retryInline(j *job, f failure, end time.Time) bool {
 		j.tr = j.tr.Next(t.traceInfo(j))
 	}
 	x.due = time.Now().Add(delay)
-	i, _ := slices.BinarySearchFunc(w.retries, x.due, func(a *job, d time.Time) int { return a.due().Compare(d) })
-	w.retries = slices.Insert(w.retries, i, j)
+	w.retry.add(j)
 	return true
+}
+
+// retryQueue is a worker's inline retries waiting, by due time, and
+// whether the host's bound on asynchronous operations refused the first
+// due one this turn (startDueRetries, retryHold). The worker's own: only
+// its goroutine reads or writes it, so it needs no lock.
+type retryQueue struct {
+	jobs    []*job // by due time (job.due)
+	refused bool
+}
+
+// add places j, whose due time is set, among the retries by due time.
+func (q *retryQueue) add(j *job) {
+	i, _ := slices.BinarySearchFunc(q.jobs, j.due(), func(a *job, d time.Time) int { return a.due().Compare(d) })
+	q.jobs = slices.Insert(q.jobs, i, j)
+}
+
+// first places j before every retry: a record restarted at once
+// (its instance lost under it).
+func (q *retryQueue) first(j *job) { q.jobs = slices.Insert(q.jobs, 0, j) }
+
+func (q *retryQueue) len() int { return len(q.jobs) }
+
+// next is when the first retry is due (zero: none waits).
+func (q *retryQueue) next() time.Time {
+	if len(q.jobs) == 0 {
+		return time.Time{}
+	}
+	return q.jobs[0].due()
+}
+
+// due returns the first retry if it is due at now, or nil.
+func (q *retryQueue) due(now time.Time) *job {
+	if len(q.jobs) == 0 || q.jobs[0].due().After(now) {
+		return nil
+	}
+	return q.jobs[0]
+}
+
+// pop removes the first retry (the one due returned).
+func (q *retryQueue) pop() { q.jobs = q.jobs[1:] }
+
+// take empties the queue and returns what was in it.
+func (q *retryQueue) take() []*job {
+	jobs := q.jobs
+	q.jobs = nil
+	return jobs
 }

@@ -87,14 +87,14 @@ func (w *worker) start(j *job) {
 		return
 	}
 	w.prepare(j, in)
-	w.state.Store(WorkerBusy)
+	w.g.state.Store(WorkerBusy)
 	var res host.Result
-	j.guestRecord(&w.oneRec)
+	j.guestRecord(&w.runs.oneRec)
 	var sb *schemaio.Buffer // the decoded key and value the call reads (Deps.Schema)
 	if sc := w.t.d.Schema; sc != nil && sc.Decodes() {
 		sb = sc.GetBuffer()
-		if f, ok := w.decodeOne(sb, j, &w.oneRec); !ok {
-			w.oneRec = abi.Record{}
+		if f, ok := w.decodeOne(sb, j, &w.runs.oneRec); !ok {
+			w.runs.oneRec = abi.Record{}
 			sc.PutBuffer(sb)
 			w.schemaFailed(j, f)
 			w.settleState()
@@ -103,11 +103,11 @@ func (w *worker) start(j *job) {
 	}
 	if ts := w.t.State; ts != nil {
 		j.rs = ts.Begin() // a new attempt starts without the last one's writes
-		res = in.ProcessState(w.t.life.ctx, &w.oneRec, j, j.rs)
+		res = in.ProcessState(w.t.life.ctx, &w.runs.oneRec, j, j.rs)
 	} else {
-		res = in.Process(w.t.life.ctx, &w.oneRec, j)
+		res = in.Process(w.t.life.ctx, &w.runs.oneRec, j)
 	}
-	w.oneRec = abi.Record{} // the record's memory is not the worker's to keep
+	w.runs.oneRec = abi.Record{} // the record's memory is not the worker's to keep
 	if sb != nil {
 		w.t.d.Schema.PutBuffer(sb)
 	}
@@ -138,22 +138,22 @@ func (w *worker) prepare(j *job, in Instance) {
 // (RATIONALE.md, "Runs of records: what the engine takes in one pick".)
 func (w *worker) startRun(run []picked, async bool) {
 	t := w.t
-	jobs, forged := w.runJobs[:0], w.runForged[:0]
+	jobs, forged := w.runs.runJobs[:0], w.runs.runForged[:0]
 	for _, p := range run {
 		j, n := w.newJob(p.r, p.ln)
 		jobs, forged = append(jobs, j), append(forged, n)
 	}
 	defer func() {
 		clear(jobs)
-		w.runJobs, w.runForged = jobs[:0], forged[:0]
+		w.runs.runJobs, w.runs.runForged = jobs[:0], forged[:0]
 	}()
 	in := w.instance()
 	if in == nil {
 		w.dropRun(jobs, forged) // aborted: the records stay uncommitted
 		return
 	}
-	recs, ars := w.runRecs[:0], slices.Grow(w.runRecAt[:0], len(jobs))[:len(jobs)]
-	out := slices.Grow(w.runOut[:0], len(jobs))[:len(jobs)]
+	recs, ars := w.runs.runRecs[:0], slices.Grow(w.runs.runRecAt[:0], len(jobs))[:len(jobs)]
+	out := slices.Grow(w.runs.runOut[:0], len(jobs))[:len(jobs)]
 	for i, j := range jobs {
 		w.prepare(j, in)
 		j.guestRecord(&ars[i])
@@ -164,7 +164,7 @@ func (w *worker) startRun(run []picked, async bool) {
 		var keep int
 		if sb, keep = w.decodeRunOrFail(sc, run, jobs, forged, recs, ars); keep == 0 {
 			clear(ars)
-			w.runRecs, w.runRecAt = recs[:0], ars[:0]
+			w.runs.runRecs, w.runs.runRecAt = recs[:0], ars[:0]
 			return
 		}
 		run, jobs, forged, recs = run[:keep], jobs[:keep], forged[:keep], recs[:keep]
@@ -172,15 +172,15 @@ func (w *worker) startRun(run []picked, async bool) {
 	if ts := t.State; ts != nil {
 		w.beginStateRun(ts, jobs, recs, out)
 		defer func() {
-			clear(w.runChecks)
-			w.runChecks, w.checked = w.runChecks[:0], nil
+			clear(w.runs.runChecks)
+			w.runs.runChecks, w.runs.checked = w.runs.runChecks[:0], nil
 		}()
 	}
 	var ran int
 	ran, run, jobs, forged = w.callRun(in, run, jobs, forged, recs, out, async)
 	clear(recs)
 	clear(ars) // the records' memory is not the worker's to keep
-	w.runRecs, w.runRecAt = recs[:0], ars[:0]
+	w.runs.runRecs, w.runs.runRecAt = recs[:0], ars[:0]
 	if sb != nil {
 		t.d.Schema.PutBuffer(sb) // the call returned: nothing reads it
 	}
@@ -195,7 +195,7 @@ func (w *worker) startRun(run []picked, async bool) {
 	}
 	defer func() {
 		clear(out)
-		w.runOut = out[:0]
+		w.runs.runOut = out[:0]
 	}()
 	if ran == 0 {
 		w.dropRun(jobs, forged) // aborted before the call began: uncommitted
@@ -219,7 +219,7 @@ func (w *worker) callRun(in Instance, run []picked, jobs []*job, forged []int, r
 	} else {
 		in.LimitBatchInFlight(0)
 	}
-	w.state.Store(WorkerBusy)
+	w.g.state.Store(WorkerBusy)
 	// An asynchronous module's run has no hand-back gate: its records'
 	// calls start operations and return, and on a loaded core a run of
 	// them outlasting runHandBack handed records back only to grow the
@@ -227,11 +227,11 @@ func (w *worker) callRun(in Instance, run []picked, jobs []*job, forged []int, r
 	if len(run) <= 1 || !t.handsBack() || async {
 		return in.ProcessBatch(t.life.ctx, recs, out), run, jobs, forged
 	}
-	if w.takeRun == nil {
-		w.takeRun = w.gate.take
+	if w.runs.takeRun == nil {
+		w.runs.takeRun = w.runs.gate.take
 	}
 	timer := w.armHandBack(run)
-	in.GateBatch(w.takeRun)
+	in.GateBatch(w.runs.takeRun)
 	ran := in.ProcessBatch(t.life.ctx, recs, out)
 	in.GateBatch(nil)
 	// The records the timer gave back are another worker's now: their
@@ -277,20 +277,20 @@ func (w *worker) decideRun(jobs []*job, forged []int, out []host.Outcome) {
 	for i, j := range jobs {
 		w.place(j, forged[i])
 	}
-	w.deciding = true
+	w.runs.deciding = true
 	for i, j := range jobs {
 		if p := j.r.Offset + 1; p > t.position.Load() {
 			t.position.Store(p)
 		}
 		j.started = out[i].Start
-		w.checked = nil
-		if i < len(w.runChecks) && w.runChecks[i].j == j {
-			w.checked = &w.runChecks[i]
+		w.runs.checked = nil
+		if i < len(w.runs.runChecks) && w.runs.runChecks[i].j == j {
+			w.runs.checked = &w.runs.runChecks[i]
 		}
 		w.outcomeAt(j, out[i].Result, out[i].End)
 	}
-	w.checked = nil
-	w.deciding = false
+	w.runs.checked = nil
+	w.runs.deciding = false
 	w.settleRun()
 	w.accountCalls()
 	w.settleState()
@@ -316,7 +316,7 @@ type refusalCheck struct {
 // continuations run after the call, after EndRun. One function a run: the
 // run asks it about each record once, in order.
 func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome) {
-	w.runChecks = slices.Grow(w.runChecks[:0], len(jobs))[:len(jobs)]
+	w.runs.runChecks = slices.Grow(w.runs.runChecks[:0], len(jobs))[:len(jobs)]
 	run := ts.BeginRun(func(k int) bool { return w.runAccepts(k, jobs[k], &out[k].Result) })
 	for i, j := range jobs {
 		j.rs = run.Begin() // a new attempt starts without the last one's writes
@@ -332,7 +332,7 @@ func (w *worker) runAccepts(k int, j *job, res *host.Result) bool {
 	if res.Status != abi.StatusOK || res.Fault() != nil {
 		return false
 	}
-	c := &w.runChecks[k]
+	c := &w.runs.runChecks[k]
 	if c.j != j {
 		*c = refusalCheck{j: j, schema: w.encodeOutputs(res)}
 		if c.schema.kind == "" {
@@ -416,8 +416,8 @@ func (w *worker) measure(j *job, res *host.Result, end time.Time) {
 	if j.pended && t.d.AsyncSize != nil {
 		t.d.AsyncSize.Observe(end, d)
 	}
-	w.handled.Add(1)
+	w.g.handled.Add(1)
 	if res.Fault() != nil {
-		w.faults.Add(1)
+		w.g.faults.Add(1)
 	}
 }

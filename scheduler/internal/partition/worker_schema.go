@@ -122,7 +122,7 @@ func (w *worker) decodeRunOrFail(sc *schemaio.Pipeline, run []picked, jobs []*jo
 func (w *worker) schemaFailed(j *job, f failure) {
 	now := time.Now()
 	j.started = now
-	w.handled.Add(1)
+	w.g.handled.Add(1)
 	if w.retryInline(j, f, now) {
 		return
 	}

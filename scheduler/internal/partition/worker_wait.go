@@ -55,14 +55,14 @@ func (w *worker) nextWake(pending, recheck bool) time.Time {
 		next = w.inst.NextDeadline()
 	}
 	hold := holdNone
-	if len(w.retries) > 0 {
+	if w.retry.len() > 0 {
 		hold = w.retryHold()
 	}
 	if hold == holdHostAsync {
 		recheck = true
 	}
-	if len(w.retries) > 0 && hold == holdNone && (next.IsZero() || w.retries[0].due().Before(next)) {
-		next = w.retries[0].due()
+	if due := w.retry.next(); !due.IsZero() && hold == holdNone && (next.IsZero() || due.Before(next)) {
+		next = due
 	}
 	if recheck {
 		if n := time.Now().Add(20 * time.Millisecond); next.IsZero() || n.Before(next) {
@@ -90,7 +90,7 @@ func (w *worker) park(l *workerLoop, ww *workerWait, stopping, canTake, pending 
 		// Wait for work on the idle list, in order of last use.
 		t.pushIdleLocked(w)
 		ww.waiting, ww.stopC = true, t.life.stopCh
-		if !pending && len(w.retries) == 0 && l.idleTimeout > 0 {
+		if !pending && w.retry.len() == 0 && l.idleTimeout > 0 {
 			at := w.lastUsed.Add(l.idleTimeout)
 			if at.Before(w.keptUntil) {
 				at = w.keptUntil
