@@ -33,11 +33,11 @@ import (
 // count, and nothing else; and two runs over one input write the same
 // bytes in the same order on every output partition.
 
-// The windows of the tests (the pipeline's env, in milliseconds).
+// The windows of the tests in milliseconds (windowConfig's env says them
+// to the example).
 const (
 	winSize  = 1000
 	winGrace = 300
-	winEnv   = "    env: {WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms}\n"
 )
 
 var (
@@ -63,11 +63,13 @@ func windowCountModule(t *testing.T) string {
 }
 
 // windowRec is an input record: its key, partition (the key's murmur2
-// partition, which the host's state requires) and timestamp.
+// partition, which the host's state requires), timestamp and value (its
+// index in the input: a late record is told from the others by it).
 type windowRec struct {
-	key  string
-	part int32
-	ts   int64
+	key   string
+	part  int32
+	ts    int64
+	value string
 }
 
 // windowInput is n seeded random records over 12 keys, on a clock that
@@ -88,7 +90,7 @@ func windowInput(seed uint64, n int, parts int32) []windowRec {
 	for range n {
 		clock += rng.Int64N(30)
 		key := fmt.Sprintf("k%d", rng.IntN(12))
-		recs = append(recs, windowRec{key: key, part: partOf(key), ts: clock - rng.Int64N(500)})
+		recs = append(recs, windowRec{key: key, part: partOf(key), ts: clock - rng.Int64N(500), value: fmt.Sprintf("r%d", len(recs))})
 	}
 	for p := range parts {
 		key := ""
@@ -97,7 +99,7 @@ func windowInput(seed uint64, n int, parts int32) []windowRec {
 				key = k
 			}
 		}
-		recs = append(recs, windowRec{key: key, part: p, ts: clock + (10 * time.Minute).Milliseconds()})
+		recs = append(recs, windowRec{key: key, part: p, ts: clock + (10 * time.Minute).Milliseconds(), value: fmt.Sprintf("r%d", len(recs))})
 	}
 	return recs
 }
@@ -136,7 +138,7 @@ func windowProduce(brokers []string, topic string, recs []windowRec, chunk int, 
 		n := min(chunk, len(recs))
 		batch := make([]*kgo.Record, n)
 		for i, r := range recs[:n] {
-			batch[i] = &kgo.Record{Topic: topic, Partition: r.part, Key: []byte(r.key), Value: []byte("click"), Timestamp: time.UnixMilli(r.ts)}
+			batch[i] = &kgo.Record{Topic: topic, Partition: r.part, Key: []byte(r.key), Value: []byte(r.value), Timestamp: time.UnixMilli(r.ts)}
 		}
 		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
 			return err
@@ -169,11 +171,37 @@ func windowLoad(t *testing.T, brokers []string, topic string, recs []windowRec) 
 }
 
 // windowConfig writes the config of a window-count pipeline (state in
-// dir, ordering partition, the tests' windows) with pipelineKeys added.
-func windowConfig(t *testing.T, brokers []string, group, in, out, dlq, dir, pipelineKeys string) string {
+// dir, ordering partition, the tests' windows, late records to the topic
+// late) with pipelineKeys added.
+func windowConfig(t *testing.T, brokers []string, group, in, out, dlq, late, dir, pipelineKeys string) string {
 	cfg := writeConfig(t, brokers, group, windowCountModule(t), in, out, dlq, "")
-	replace(t, cfg, "    retry: {max_attempts: 1}\n", fmt.Sprintf("    retry: {max_attempts: 1}\n    ordering: partition\n    state: {enabled: true, dir: %q}\n%s%s", dir, winEnv, pipelineKeys))
+	replace(t, cfg, "    retry: {max_attempts: 1}\n", fmt.Sprintf(`    retry: {max_attempts: 1}
+    ordering: partition
+    state: {enabled: true, dir: %q}
+    allowed_outputs: [%s]
+    env: {WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms, WINDOW_LATE_TOPIC: %s}
+%s`, dir, late, late, pipelineKeys))
 	return cfg
+}
+
+// windowLateCheck reads late (read_committed) until it holds the model's
+// number of late records, then 1 s more, and fails unless each late record
+// (its value, the input's index) was read once. Whether a record is late
+// depends on the stream time its partition had decided when it came: a
+// replay after an abort must decide the same.
+func windowLateCheck(t *testing.T, brokers []string, late string, recs []windowRec, parts int32) {
+	t.Helper()
+	want := windowLate(recs, parts)
+	rd := kafkatest.NewReader(t, brokers, late)
+	rd.ReadUntil(t, time.Minute, fmt.Sprintf("the model's %d late records", want), func(rs []*kgo.Record) bool { return len(rs) >= want })
+	rd.ReadFor(time.Second)
+	seen := map[string]int{}
+	for _, r := range rd.Recs {
+		seen[string(r.Value)]++
+	}
+	if len(rd.Recs) != want || len(seen) != want {
+		t.Fatalf("late records: %d read, %d distinct; the model's %d", len(rd.Recs), len(seen), want)
+	}
 }
 
 // windowResults is the results read so far: "key start end count" and how
@@ -232,13 +260,13 @@ func TestWindowExactlyOnceKills(t *testing.T) {
 	const n, parts = 16000, 4
 	brokers := kafkatest.RealBrokers(t)
 	name := names(t)
-	in, out, dlq := name+"-in", name+"-out", name+"-dlq"
-	kafkatest.CreateTopic(t, brokers, parts, in, out, dlq)
+	in, out, dlq, late := name+"-in", name+"-out", name+"-dlq", name+"-late"
+	kafkatest.CreateTopic(t, brokers, parts, in, out, dlq, late)
 	recs := windowInput(1, n, parts)
 	want := windowWant(recs, parts)
 	dir := t.TempDir()
 	// Transactions of a second: most kills land in an open one.
-	cfg := windowConfig(t, brokers, name, in, out, dlq, dir, "    guarantee: exactly_once\n    transactions: {max_records: 5000, interval: 1s}\n")
+	cfg := windowConfig(t, brokers, name, in, out, dlq, late, dir, "    guarantee: exactly_once\n    transactions: {max_records: 5000, interval: 1s}\n")
 	rd := kafkatest.NewReader(t, brokers, out)
 	wait := windowLoad(t, brokers, in, recs[:n])
 	p := startProc(t, "run", "--config", cfg)
@@ -277,16 +305,16 @@ func TestWindowExactlyOnceKills(t *testing.T) {
 	t.Logf("kill 5 after the closers: %d of their round's %d results committed before it", len(rd.Recs)-early, len(want)-early)
 	p = startProc(t, "run", "--config", cfg)
 	windowCheck(t, rd, want)
+	windowLateCheck(t, brokers, late, recs, parts)
 	if code := p.stop(t, time.Minute); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
 	raw := uncommittedCount(t, brokers, out)
-	t.Logf("%d records (%d late beyond the grace), 5 kills: each of the model's %d final windows once; read_uncommitted %d records (%d of aborted transactions)",
-		len(recs), windowLate(recs, parts), len(want), raw, raw-len(want))
+	t.Logf("%d records, 5 kills: each of the model's %d final windows once, each of its %d late records once; read_uncommitted %d records (%d of aborted transactions)",
+		len(recs), len(want), windowLate(recs, parts), raw, raw-len(want))
 }
 
-// windowLate is the model's count of late records of recs (for the log:
-// the example counts and drops them and reports no count).
+// windowLate is the model's count of late records of recs.
 func windowLate(recs []windowRec, parts int32) int {
 	late := 0
 	for p := range parts {
@@ -312,12 +340,12 @@ func TestWindowExactlyOnceRebalance(t *testing.T) {
 	const n, parts = 12000, 4
 	brokers := kafkatest.RealBrokers(t)
 	name := names(t)
-	in, out, dlq := name+"-in", name+"-out", name+"-dlq"
-	kafkatest.CreateTopic(t, brokers, parts, in, out, dlq)
+	in, out, dlq, late := name+"-in", name+"-out", name+"-dlq", name+"-late"
+	kafkatest.CreateTopic(t, brokers, parts, in, out, dlq, late)
 	recs := windowInput(2, n, parts)
 	want := windowWant(recs, parts)
-	cfgA := windowConfig(t, brokers, name, in, out, dlq, t.TempDir(), eosKeys)
-	cfgB := windowConfig(t, brokers, name, in, out, dlq, t.TempDir(), eosKeys)
+	cfgA := windowConfig(t, brokers, name, in, out, dlq, late, t.TempDir(), eosKeys)
+	cfgB := windowConfig(t, brokers, name, in, out, dlq, late, t.TempDir(), eosKeys)
 	rd := kafkatest.NewReader(t, brokers, out)
 	if err := windowProduce(brokers, in, recs[:n/3], 1000, 0); err != nil {
 		t.Fatal(err)
@@ -338,10 +366,11 @@ func TestWindowExactlyOnceRebalance(t *testing.T) {
 		t.Fatal(err)
 	}
 	windowCheck(t, rd, want)
+	windowLateCheck(t, brokers, late, recs, parts)
 	if code := b.stop(t, time.Minute); code != 0 {
 		t.Fatalf("host b: exit code %d after SIGTERM", code)
 	}
-	t.Logf("%d records; host b restored %d partitions; each of the model's %d final windows once", len(recs), strings.Count(b.logText(), "state restored"), len(want))
+	t.Logf("%d records; host b restored %d partitions; each of the model's %d final windows once, each of its %d late records once", len(recs), strings.Count(b.logText(), "state restored"), len(want), windowLate(recs, parts))
 }
 
 // TestWindowReplayIdentical: two fresh pipelines (groups, state
@@ -356,8 +385,8 @@ func TestWindowReplayIdentical(t *testing.T) {
 	const n, parts = 6000, 3
 	brokers := kafkatest.RealBrokers(t)
 	name := names(t)
-	in, dlq := name+"-in", name+"-dlq"
-	kafkatest.CreateTopic(t, brokers, parts, in, dlq, name+"-out1", name+"-out2")
+	in, dlq, late := name+"-in", name+"-dlq", name+"-late"
+	kafkatest.CreateTopic(t, brokers, parts, in, dlq, late, name+"-out1", name+"-out2")
 	recs := windowInput(3, n, parts)
 	want := windowWant(recs, parts)
 	if err := windowProduce(brokers, in, recs, 1000, 0); err != nil {
@@ -366,7 +395,7 @@ func TestWindowReplayIdentical(t *testing.T) {
 	var runs [2][parts][]string
 	for i := range runs { // both at once
 		out := fmt.Sprintf("%s-out%d", name, i+1)
-		startProc(t, "run", "--config", windowConfig(t, brokers, fmt.Sprintf("%s-g%d", name, i+1), in, out, dlq, t.TempDir(), eosKeys))
+		startProc(t, "run", "--config", windowConfig(t, brokers, fmt.Sprintf("%s-g%d", name, i+1), in, out, dlq, late, t.TempDir(), eosKeys))
 	}
 	for i := range runs {
 		rd := kafkatest.NewReader(t, brokers, fmt.Sprintf("%s-out%d", name, i+1))

@@ -6,11 +6,14 @@
 // (milliseconds; end exclusive), like Kafka Streams'
 // windowedBy(TimeWindows.ofSizeAndGrace(size, grace)).count() with
 // EmitStrategy.onWindowClose(). A record for a closed window is late:
-// counted and dropped. The pipeline needs state.enabled and ordering:
-// partition (the host refuses the module otherwise).
+// counted and dropped, or sent unchanged to the topic WINDOW_LATE_TOPIC
+// names (with the header window.late; the pipeline's allowed_outputs must
+// list it). The pipeline needs state.enabled and ordering: partition (the
+// host refuses the module otherwise).
 //
 // Its environment sets the windows (the pipeline's env): WINDOW_SIZE and
-// WINDOW_GRACE, Go durations (1m and 10s by default). The scheduler's
+// WINDOW_GRACE, Go durations (1m and 10s by default), and
+// WINDOW_LATE_TOPIC (none by default). The scheduler's
 // tests compare its read-committed output with internal/windowmodel's on
 // random input (scheduler/timers_window_test.go).
 package main
@@ -44,9 +47,10 @@ func tumbling() (*window.TimeWindows, error) {
 		return windows, nil
 	}
 	w, err := window.Tumbling(envDuration("WINDOW_SIZE", time.Minute), window.Options{
-		Name:    "count",
-		Grace:   envDuration("WINDOW_GRACE", 10*time.Second),
-		OnClose: emitCount,
+		Name:      "count",
+		Grace:     envDuration("WINDOW_GRACE", 10*time.Second),
+		OnClose:   emitCount,
+		LateTopic: os.Getenv("WINDOW_LATE_TOPIC"),
 	})
 	if err != nil {
 		return nil, guest.Terminal(err)
