@@ -40,7 +40,7 @@ var structBounds = map[string]int{
 	"scheduler.Pipeline":                     39, // headed for <= 20
 	"scheduler/internal/partition.Task":      19,
 	"scheduler/internal/partition.worker":    15,
-	"scheduler/internal/partition.job":       22, // headed for <= 20
+	"scheduler/internal/partition.job":       15,
 	"scheduler/internal/commit.Deps":         17,
 	"scheduler/internal/partition.PlainSink": 20,
 }

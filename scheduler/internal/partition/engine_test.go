@@ -238,9 +238,9 @@ func TestReleaseOrder(t *testing.T) {
 			seen := 0
 			for _, s := range tc.steps {
 				j := jobs[s.off]
-				j.verdict = verdictDone
+				j.release.verdict = verdictDone
 				if s.dropped {
-					j.verdict = verdictNone
+					j.release.verdict = verdictNone
 				}
 				rl.settle(j)
 				var got []int64

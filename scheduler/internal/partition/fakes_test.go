@@ -242,11 +242,11 @@ func (s *recordingSink) deliver(run []*job) {
 	s.mu.Lock()
 	s.runs++
 	for _, j := range run {
-		d := delivered{j: j, offset: -1, verdict: j.verdict, run: s.runs}
+		d := delivered{j: j, offset: -1, verdict: j.release.verdict, run: s.runs}
 		if j.r != nil {
 			d.offset, d.key = j.r.Offset, string(j.r.Key)
 		}
-		for _, o := range j.outs {
+		for _, o := range j.outcome.outs {
 			d.outs = append(d.outs, string(o.Value))
 		}
 		s.got = append(s.got, d)
@@ -271,7 +271,7 @@ func (s *recordingSink) ack() {
 		case verdictDone:
 			j.t.filtered(j)
 		default:
-			j.t.d.Budget.ReleaseOutputs(j.held)
+			j.t.d.Budget.ReleaseOutputs(j.outcome.held)
 			j.finish()
 			j.tr.End("ok", "", "")
 		}

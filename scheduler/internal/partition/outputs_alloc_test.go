@@ -25,7 +25,7 @@ func TestTwoOutputsOneAllocation(t *testing.T) {
 		}
 		var j job
 		n := testing.AllocsPerRun(100, func() {
-			j.rare, j.outs = nil, outs
+			j.rare, j.outcome.outs = nil, outs
 			j.outputsRare()
 			j.prepareOutputs("out", at)
 		})

@@ -39,7 +39,7 @@ func TestDeliverVerdictOutputTime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tk := &Task{d: &Deps{InputTimestamps: tc.input}}
-			j := &job{t: tk, r: tc.r, verdict: verdictOutputs}
+			j := &job{t: tk, r: tc.r, release: jobRelease{verdict: verdictOutputs}}
 			if tc.r == nil {
 				j.rare = &jobRare{work: &Work{}}
 			}

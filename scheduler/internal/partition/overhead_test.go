@@ -127,15 +127,15 @@ func (inlineSink) refuses(*kgo.Record, []abi.Output, []state.Write) string { ret
 func (inlineSink) Forget(map[string][]int32)                               {}
 func (inlineSink) deliver(run []*job) {
 	for _, j := range run {
-		switch j.verdict {
+		switch j.release.verdict {
 		case verdictDone:
 			j.t.filtered(j)
 		case verdictOutputs:
 			j.prepareOutputs("out", time.Now())
-			for i := range j.outs {
+			for i := range j.outcome.outs {
 				j.acked(j.outputRecord(i), nil)
 			}
-			j.t.d.Budget.ReleaseOutputs(j.held)
+			j.t.d.Budget.ReleaseOutputs(j.outcome.held)
 			j.t.Finish(j.r)
 			j.tr.End("ok", "", "")
 		}

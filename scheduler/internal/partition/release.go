@@ -45,13 +45,20 @@ type job struct {
 	pended bool      // the current attempt waited on asynchronous operations
 	owed   traceOwed // what the current attempt's trace is still to be told (tracing on)
 
-	// The release (set by settle, acted on by the sink).
+	release jobRelease // set by settle, acted on by the sink
+
+	outcome outcome // its outputs and their produces (the sink)
+}
+
+// jobRelease is how a job is released: its place in the partition's
+// release order and the verdict its outcome releases, set by settle and
+// acted on by the sink. settled is guarded by releaser.mu when the job is
+// ordered.
+type jobRelease struct {
 	ordered bool    // it has a place in the partition's release order
 	late    bool    // ordered, but placed only when it settles or frees its lane (releaser.addLate)
-	settled bool    // its verdict is set (guarded by releaser.mu when ordered)
+	settled bool    // its verdict is set
 	verdict verdict // what its outcome releases
-
-	outcome
 }
 
 // A job is 312 bytes, against 448 with jobRare's fields inline: one is
@@ -203,7 +210,7 @@ func (rl *releaser) reserve(recs []*kgo.Record, keep func(*kgo.Record) bool) {
 	}
 	for _, r := range recs {
 		if keep(r) {
-			rl.q.Push(&job{r: r, ordered: true})
+			rl.q.Push(&job{r: r, release: jobRelease{ordered: true}})
 		}
 	}
 }
@@ -223,7 +230,7 @@ func (rl *releaser) claim(r *kgo.Record) *job {
 			break
 		}
 	}
-	return &job{r: r, ordered: true}
+	return &job{r: r, release: jobRelease{ordered: true}}
 }
 
 // order is where j sorts in a release order reserved by offset: its
@@ -241,7 +248,7 @@ func (j *job) order() int64 {
 // that its outputs leave before that record's; after every place when
 // next is nil or has no place (the order was abandoned).
 func (rl *releaser) insertBefore(j *job, next *kgo.Record) {
-	j.ordered = true
+	j.release.ordered = true
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if rl.gone != nil {
@@ -267,7 +274,7 @@ func (rl *releaser) insertBefore(j *job, next *kgo.Record) {
 }
 
 func (rl *releaser) add(j *job) {
-	j.ordered, j.late = true, false
+	j.release.ordered, j.release.late = true, false
 	rl.mu.Lock()
 	rl.q.Push(j)
 	rl.mu.Unlock()
@@ -276,11 +283,11 @@ func (rl *releaser) add(j *job) {
 // addLate gives j a place in the order to be taken later: when it settles,
 // or by add before it frees the lane it holds. Only for a job that holds
 // the partition's single lane (ordering partition).
-func (rl *releaser) addLate(j *job) { j.ordered, j.late = true, true }
+func (rl *releaser) addLate(j *job) { j.release.ordered, j.release.late = true, true }
 
 // placeLate takes the place of a job given one by addLate, if not yet.
 func (rl *releaser) placeLate(j *job) {
-	if j.late {
+	if j.release.late {
 		rl.add(j)
 	}
 }
@@ -288,8 +295,8 @@ func (rl *releaser) placeLate(j *job) {
 // settle marks j's verdict set and delivers every settled job at the head
 // of the order, in order.
 func (rl *releaser) settle(j *job) {
-	j.one[0] = j
-	rl.settleRun(j.one[:])
+	j.outcome.one[0] = j
+	rl.settleRun(j.outcome.one[:])
 }
 
 // settleRun marks the verdicts of the jobs of run set and delivers every
@@ -300,24 +307,24 @@ func (rl *releaser) settleRun(run []*job) {
 	defer rl.mu.Unlock()
 	if rl.gone != nil {
 		for _, j := range run {
-			rl.gone(j.held) // the task closed: the outcome is not released
+			rl.gone(j.outcome.held) // the task closed: the outcome is not released
 		}
 		return
 	}
 	for _, j := range run {
-		if j.late {
-			j.late = false
+		if j.release.late {
+			j.release.late = false
 			rl.q.Push(j)
 		}
-		j.settled = true
+		j.release.settled = true
 	}
 	for {
 		h, ok := rl.q.Peek()
-		if !ok || !h.settled || rl.heldByWork(h) {
+		if !ok || !h.release.settled || rl.heldByWork(h) {
 			break
 		}
 		rl.q.Pop()
-		if h.verdict != verdictNone {
+		if h.release.verdict != verdictNone {
 			rl.run = append(rl.run, h)
 		}
 	}
@@ -340,7 +347,7 @@ func (rl *releaser) heldByWork(h *job) bool {
 		if !n.isWork() || n.rare.after != h {
 			return false
 		}
-		if !n.settled {
+		if !n.release.settled {
 			return true
 		}
 	}
@@ -376,7 +383,7 @@ func (rl *releaser) reserveAfter(wk *Work) *job {
 			break
 		}
 	}
-	j := &job{ordered: true, rare: &jobRare{work: wk, at: r.Offset, after: trig}}
+	j := &job{release: jobRelease{ordered: true}, rare: &jobRare{work: wk, at: r.Offset, after: trig}}
 	rl.q.Insert(i, j)
 	return j
 }
@@ -389,8 +396,8 @@ func (rl *releaser) abandon(giveBack func(int64)) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	rl.q.Each(func(j *job) {
-		if j.settled {
-			giveBack(j.held)
+		if j.release.settled {
+			giveBack(j.outcome.held)
 		}
 	})
 	rl.q.Reset()
@@ -401,7 +408,7 @@ func (rl *releaser) abandon(giveBack func(int64)) {
 // frees its lane. While a run is decided (decideRun) it only notes j:
 // settleRun releases the run's decided jobs together.
 func (w *worker) settle(j *job, v verdict) {
-	j.verdict = v
+	j.release.verdict = v
 	if v == verdictFailed && w.t.State != nil {
 		// Decided without its writes: its timestamp still moves the
 		// stream time (ABI.md §4.2), which the next commit writes.
@@ -418,7 +425,7 @@ func (w *worker) settle(j *job, v verdict) {
 	ln := j.ln
 	j.ln = nil // read before the release: deliver may finish j
 	switch {
-	case j.ordered:
+	case j.release.ordered:
 		w.t.rel.settle(j)
 	case v != verdictNone:
 		w.t.d.Sink.deliver(j.run())
@@ -445,12 +452,12 @@ func (w *worker) settleRun() {
 			j.ln = nil // read before the release: deliver may finish j
 		}
 	}
-	if run[0].ordered {
+	if run[0].release.ordered {
 		w.t.rel.settleRun(run)
 	} else {
 		n := 0
 		for _, j := range run {
-			if j.verdict != verdictNone {
+			if j.release.verdict != verdictNone {
 				run[n] = j
 				n++
 			}
@@ -480,8 +487,8 @@ func (w *worker) releaseLane(ln *lane) {
 // run is j as a run of one (sink.deliver), with no allocation: the run's
 // array is j's own.
 func (j *job) run() []*job {
-	j.one[0] = j
-	return j.one[:]
+	j.outcome.one[0] = j
+	return j.outcome.one[:]
 }
 
 // cutOff reports whether j's task was cut off (exactly_once: its
@@ -526,18 +533,18 @@ func (t *Task) drop(j *job) {
 		// is told; under exactly_once the place of work tied to its
 		// trigger (Work.After) stays unsettled, as a dropped record's,
 		// holding the trigger back (dropQueuedWorkLocked).
-		if j.ordered && !(j.rare.after != nil && t.d.Ledger.Policy().DropKeepsPlace) {
-			j.verdict = verdictNone
+		if j.release.ordered && !(j.rare.after != nil && t.d.Ledger.Policy().DropKeepsPlace) {
+			j.release.verdict = verdictNone
 			t.rel.settle(j)
 		}
 		t.finishWork(j, ErrWorkDropped)
 		return
 	}
 	switch {
-	case j.ordered && !t.d.Ledger.Policy().DropKeepsPlace:
-		j.verdict = verdictNone
+	case j.release.ordered && !t.d.Ledger.Policy().DropKeepsPlace:
+		j.release.verdict = verdictNone
 		t.rel.settle(j)
-	case j.ordered:
+	case j.release.ordered:
 		// Under exactly_once its place stays unsettled: nothing behind a
 		// record that is not done may enter a transaction.
 		t.rel.placeLate(j)

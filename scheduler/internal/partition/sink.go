@@ -127,11 +127,11 @@ func (s *PlainSink) deliver(run []*job) {
 // every one of them.
 func (s *PlainSink) deliverOutputs(j *job, at time.Time) {
 	j.prepareOutputs(s.Config.Output, at)
-	j.remaining.Store(int32(len(j.outs)))
+	j.remaining.Store(int32(len(j.outcome.outs)))
 	if j.tr != nil {
-		j.rare.sent = make([]func(int32, int64, error), len(j.outs)) // made by succeeded
+		j.rare.sent = make([]func(int32, int64, error), len(j.outcome.outs)) // made by succeeded
 	}
-	for i := range j.outs {
+	for i := range j.outcome.outs {
 		kr := j.outputRecord(i)
 		if j.tr != nil {
 			tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
@@ -149,7 +149,7 @@ func outputAcked(pr *kgo.Record, err error) {
 	j := pr.Context.(*job)
 	t := j.t
 	if x := j.rare; x != nil && x.sent != nil {
-		for i := range j.outs {
+		for i := range j.outcome.outs {
 			if j.outputRecord(i) == pr {
 				x.sent[i](pr.Partition, pr.Offset, err)
 			}
@@ -162,8 +162,8 @@ func outputAcked(pr *kgo.Record, err error) {
 	if j.remaining.Add(-1) != 0 {
 		return
 	}
-	t.d.Budget.ReleaseOutputs(j.held)
-	if e := j.failedErr.Load(); e != nil {
+	t.d.Budget.ReleaseOutputs(j.outcome.held)
+	if e := j.outcome.failedErr.Load(); e != nil {
 		if j.isWork() {
 			t.finishWork(j, fmt.Errorf("producing an output of work failed: %w", *e)) // no failure copy: no record
 			return
@@ -180,7 +180,7 @@ func outputAcked(pr *kgo.Record, err error) {
 // taking the address of outputAcked's err would move it to the heap on
 // every acknowledgement, not only on a failure.
 func (j *job) produceFailed(err error) {
-	j.failedErr.CompareAndSwap(nil, &err)
+	j.outcome.failedErr.CompareAndSwap(nil, &err)
 }
 
 // undeliverable sends j, whose outputs could not all be produced, down its
@@ -189,7 +189,7 @@ func (j *job) produceFailed(err error) {
 // produce of j was answered: j is nobody's Context any more.
 func (j *job) undeliverable(f failure, err error) {
 	t := j.t
-	j.verdict = verdictFailed
+	j.release.verdict = verdictFailed
 	if !t.d.Background.Go(func() {
 		j.failed(f, true) // here, not in the callback: the job is this goroutine's (jobRare)
 		t.d.Sink.deliver(j.run())
@@ -287,15 +287,15 @@ func (s *TxnSink) deliver(run []*job) {
 func (s *TxnSink) deliverOutputs(j *job, at time.Time) {
 	t, r := j.t, j.r
 	j.prepareOutputs(s.Config.Output, at)
-	j.remaining.Store(int32(len(j.outs)))
-	for i := range j.outs {
+	j.remaining.Store(int32(len(j.outcome.outs)))
+	for i := range j.outcome.outs {
 		kr := j.outputRecord(i)
 		tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
 		kr.Headers = withTraceContext(kr.Headers, tp, ts)
 		s.Client.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
 			sent(pr.Partition, pr.Offset, err)
 			if j.remaining.Add(-1) == 0 {
-				t.d.Budget.ReleaseOutputs(j.held)
+				t.d.Budget.ReleaseOutputs(j.outcome.held)
 			}
 			j.acked(pr, err)
 			if err != nil {
@@ -342,7 +342,7 @@ type verdictSink interface {
 // record is done, a succeeded one's outputs leave, a failed one's copy
 // goes to its retry or dead-letter topic.
 func deliverVerdict(s verdictSink, j *job, at *outputTime) {
-	switch j.verdict {
+	switch j.release.verdict {
 	case verdictDone:
 		j.t.filtered(j)
 	case verdictOutputs:
@@ -373,7 +373,7 @@ func (t *outputTime) now() time.Time {
 // output is the pipeline's output topic (an output naming none goes there),
 // at their timestamp.
 func (j *job) prepareOutputs(output string, at time.Time) {
-	if n := len(j.outs) - 1; n > 0 && len(j.rare.extra) != n {
+	if n := len(j.outcome.outs) - 1; n > 0 && len(j.rare.extra) != n {
 		more := make([]kgo.Record, n)
 		x := j.rare // made by succeeded
 		x.extra = make([]*kgo.Record, n)
@@ -381,9 +381,9 @@ func (j *job) prepareOutputs(output string, at time.Time) {
 			x.extra[i] = &more[i]
 		}
 	}
-	for i := range j.outs {
+	for i := range j.outcome.outs {
 		kr := j.outputRecord(i)
-		fillOutput(kr, &j.outs[i], output)
+		fillOutput(kr, &j.outcome.outs[i], output)
 		kr.Timestamp = at
 	}
 }
@@ -391,7 +391,7 @@ func (j *job) prepareOutputs(output string, at time.Time) {
 // outputRecord is the record output i of j is produced as.
 func (j *job) outputRecord(i int) *kgo.Record {
 	if i == 0 {
-		return &j.out1
+		return &j.outcome.out1
 	}
 	return j.rare.extra[i-1]
 }

@@ -275,7 +275,7 @@ func TestTimersFailures(t *testing.T) {
 	}
 	var dlq *job
 	for _, d := range e.sink.deliveries() {
-		for i, o := range d.j.outs {
+		for i, o := range d.j.outcome.outs {
 			if o.Topic == "dlq" && d.j.isWork() {
 				dlq = d.j
 				if o.Value != nil || string(o.Key) != "b" || i != 0 {
@@ -291,13 +291,13 @@ func TestTimersFailures(t *testing.T) {
 		t.Fatal("no dead-letter record for the failed firing")
 	}
 	var at string
-	for _, h := range dlq.outs[0].Headers {
+	for _, h := range dlq.outcome.outs[0].Headers {
 		if h.Key == HeaderTimerAt {
 			at = string(h.Value)
 		}
 	}
 	if at != "2" {
-		t.Fatalf("%s = %q, want 2 (headers %v)", HeaderTimerAt, at, dlq.outs[0].Headers)
+		t.Fatalf("%s = %q, want 2 (headers %v)", HeaderTimerAt, at, dlq.outcome.outs[0].Headers)
 	}
 	if due, _ := e.t.State.Due(1<<62, 10); len(due) != 0 {
 		t.Fatalf("timers left: %v", due)

@@ -275,7 +275,7 @@ func (w *worker) workOutcome(j *job, res host.Result, end time.Time) {
 		w.settle(j, verdictDone)
 		return
 	}
-	j.outs, j.held = res.Outputs, res.HeldBytes
+	j.outcome.outs, j.outcome.held = res.Outputs, res.HeldBytes
 	w.settle(j, verdictOutputs)
 }
 

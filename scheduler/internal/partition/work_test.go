@@ -289,14 +289,14 @@ func TestReleaserInsertBefore(t *testing.T) {
 			var settle []*job
 			for _, r := range rs {
 				j := rl.claim(r)
-				if j.r != r || !j.ordered {
+				if j.r != r || !j.release.ordered {
 					t.Fatalf("claim(%d) returned %+v, not its reserved place", r.Offset, j)
 				}
 				settle = append(settle, j)
 			}
 			settle = append(settle, wj)
 			for _, j := range slices.Backward(settle) {
-				j.verdict = verdictDone
+				j.release.verdict = verdictDone
 				rl.settle(j)
 			}
 			var got []int64
@@ -437,7 +437,7 @@ func TestWorkNotRunHoldsItsTrigger(t *testing.T) {
 	e.t.PlaceWork(&w.Work, true)
 	rl := e.t.rel
 	j := rl.claim(rs[0])
-	j.t, j.verdict = e.t, verdictDone
+	j.t, j.release.verdict = e.t, verdictDone
 	rl.settle(j)
 	if n := len(e.sink.deliveries()); n != 0 {
 		t.Fatalf("%d delivered while the record's work has not settled", n)

@@ -167,7 +167,7 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 		w.settle(j, verdictDone)
 		return
 	}
-	j.outs, j.held = res.Outputs, res.HeldBytes
+	j.outcome.outs, j.outcome.held = res.Outputs, res.HeldBytes
 	if len(res.Outputs) > 1 || j.tr != nil {
 		// Here, before the sink and the producer's callbacks see j: the
 		// records of its outputs after the first, a kept trace's
@@ -182,7 +182,7 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 // prepareOutputs then fills instead of allocating.
 func (j *job) outputsRare() {
 	x := j.rareFields()
-	if len(j.outs) == 2 && x.extra == nil {
+	if len(j.outcome.outs) == 2 && x.extra == nil {
 		x.twoPtr[0] = &x.two
 		x.extra = x.twoPtr[:]
 	}

@@ -81,11 +81,11 @@ func TestNewJobOneAllocation(t *testing.T) {
 	seen := map[*job]bool{}
 	for range jobSlab + 1 {
 		j, _ := w.newJob(r, nil)
-		if seen[j] || j.settled || j.outs != nil || j.attempt != 1 || j.r != r {
+		if seen[j] || j.release.settled || j.outcome.outs != nil || j.attempt != 1 || j.r != r {
 			t.Fatalf("newJob returned a job in use or not zeroed: %+v", j)
 		}
 		seen[j] = true
-		j.settled, j.outs = true, []abi.Output{{}}
+		j.release.settled, j.outcome.outs = true, []abi.Output{{}}
 	}
 	j, _ := w.newJob(r, nil)
 	if j.rare != nil || j.origin() != ownOrigin(r) {
