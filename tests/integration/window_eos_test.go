@@ -252,9 +252,10 @@ func windowCheck(t *testing.T, rd *kafkatest.Reader, want []string) {
 // second and a grace of event time), the second of them followed by a
 // restart on an empty state directory (its windows and timers restored
 // from the changelog alone), and once right after the closers (firings of
-// every open window due: they ride in the closer's transaction, which the
-// kill aborts, and fire again after the restart). The read_committed
-// output is the model's final windows, each exactly once.
+// every open window due: they ride in the closers' transaction, which the
+// kill aborts unless it lands after the commit — the log says which — and
+// fire again after the restart). The read_committed output is the model's
+// final windows, each exactly once, and its late records, each once.
 func TestWindowExactlyOnceKills(t *testing.T) {
 	t.Parallel() // owns its topics, group and state directory
 	const n, parts = 16000, 4
