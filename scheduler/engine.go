@@ -12,9 +12,10 @@ import (
 func (p *Pipeline) engineDeps() *partition.Deps {
 	return &partition.Deps{
 		Config: p.pc, Group: p.group, Log: p.log,
-		Budget: p.budget, InstanceBytes: p.instanceBytes, Stats: &p.stats, PartStats: p.partitionStats,
+		Budget: p.budget, Inst: partition.InstanceDeps{Bytes: p.instanceBytes, AsyncSize: p.asyncSize},
+		Stats: &p.stats, PartStats: p.partitionStats,
 		Role: p.role, Retryable: p.retryable, Sink: p.sink, Ledger: p.ledger, State: p.state,
-		Mods: p.mods, Flow: &p.flow, AsyncSize: p.asyncSize, Pauser: source.ClientPauser{Client: p.cl}, Background: &p.bg,
+		Mods: p.mods, Fetch: partition.FetchControl{Flow: &p.flow, Pauser: source.ClientPauser{Client: p.cl}}, Background: &p.bg,
 		Hooks: p.hooks, Schema: p.eng.Schema, InputTimestamps: p.pc.OutputTimestamp == config.OutputTimeInput,
 	}
 }

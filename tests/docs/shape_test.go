@@ -41,6 +41,7 @@ var structBounds = map[string]int{
 	"scheduler/internal/partition.Task":      19,
 	"scheduler/internal/partition.worker":    15,
 	"scheduler/internal/partition.job":       15,
+	"scheduler/internal/partition.Deps":      19,
 	"scheduler/internal/commit.Deps":         17,
 	"scheduler/internal/partition.PlainSink": 20,
 }

@@ -30,9 +30,9 @@ type Deps struct {
 	Group  string // the consumer group (trace attributes)
 	Log    *slog.Logger
 
-	Budget        *budget.Budget
-	InstanceBytes int64 // memory an instance reserves in the budget
-	Stats         *hooks.Stats
+	Budget *budget.Budget
+	Inst   InstanceDeps // how a worker's instance is made and sized
+	Stats  *hooks.Stats
 	// PartStats are a partition's counters, kept across assignments.
 	PartStats func(topic string, partition int32) *hooks.Stats
 
@@ -42,19 +42,11 @@ type Deps struct {
 	Ledger    Ledger
 	State     *state.Stores // nil: state.enabled is off
 
-	Mods      *version.Modules // versions, swap signal, canary, async
-	Flow      *FlowSignals     // the poll loop's wake-ups
-	AsyncSize *sizing.Async    // async.max_in_flight: auto (nil: fixed)
-	// Pauser pauses and resumes a partition's fetching (backpressure).
-	Pauser     Pauser
+	Mods       *version.Modules  // versions, swap signal, canary, async
+	Fetch      FetchControl      // the task's say in what the source fetches
 	Background *background.Group // work after a backoff, owned by the pipeline
 
 	Hooks hooks.Hooks // tracer, metrics, failure observer: each nil when off
-
-	// NewInstance makes a worker's instance of a version; nil: the
-	// version's module makes it (host.Module.NewInstance). The package's
-	// tests set it to run the engine on fakes (fakes_test.go).
-	NewInstance func(ctx context.Context, v *version.Version) (Instance, error)
 
 	// Schema decodes input records and encodes outputs framed by a schema
 	// registry (input_format, output_format); nil when every format is
@@ -71,6 +63,28 @@ type Deps struct {
 	// (host.Module.HasTimers) turns them on too. The package's tests set
 	// it for fake instances.
 	Timers bool
+}
+
+// InstanceDeps is how a worker's instance is made and what bounds it:
+// the memory it reserves in the budget, its maker, and the automatic
+// sizing of its asynchronous operations.
+type InstanceDeps struct {
+	Bytes int64 // memory an instance reserves in the budget
+
+	// New makes a worker's instance of a version; nil: the version's
+	// module makes it (host.Module.NewInstance). The package's tests set
+	// it to run the engine on fakes (fakes_test.go).
+	New func(ctx context.Context, v *version.Version) (Instance, error)
+
+	AsyncSize *sizing.Async // async.max_in_flight: auto (nil: fixed)
+}
+
+// FetchControl is a task's say in what its source fetches: the poll
+// loop's wake-ups (Flow, when records drain below the bounds or demand
+// appears) and the pausing of its partition (Pauser, backpressure).
+type FetchControl struct {
+	Flow   *FlowSignals
+	Pauser Pauser
 }
 
 // Pauser stops and resumes the fetching of one partition: the task's

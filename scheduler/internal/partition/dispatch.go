@@ -212,7 +212,7 @@ func (t *Task) growLocked() {
 		t.pool.auto.capped++ // records wait, the target holds the pool back: the sizer's signal
 		return
 	}
-	if t.d.Budget.Borrow(t.d.InstanceBytes) {
+	if t.d.Budget.Borrow(t.d.Inst.Bytes) {
 		t.ps.Borrowed.Add(1)
 		t.spawnLocked(true)
 	}

@@ -425,13 +425,13 @@ func newEngine(tb testing.TB, o engineOpts) *engine {
 	var bg background.Group
 	flow := NewFlowSignals()
 	e.d = &Deps{Config: pc, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Role: Primary{}, Mods: &version.Modules{},
-		Budget: budget.New(1000, 1<<40, 1<<40), Flow: &flow, Stats: &hooks.Stats{}, Background: &bg,
+		Budget: budget.New(1000, 1<<40, 1<<40), Fetch: FetchControl{Flow: &flow, Pauser: e.pauser}, Stats: &hooks.Stats{}, Background: &bg,
 		PartStats: func(string, int32) *hooks.Stats { return &hooks.Stats{} },
-		Sink:      e.sink, Ledger: e.ledger, Pauser: e.pauser,
-		NewInstance: func(context.Context, *version.Version) (Instance, error) {
+		Sink:      e.sink, Ledger: e.ledger,
+		Inst: InstanceDeps{New: func(context.Context, *version.Version) (Instance, error) {
 			e.insts.Add(1)
 			return newFakeInstance(g, e.pend), nil
-		}}
+		}}}
 	e.d.Mods.Ver.Store(&version.Version{M: &host.Module{}})
 	sc := make(chan struct{})
 	e.d.Mods.SwapCh.Store(&sc)

@@ -43,11 +43,11 @@ type Instance interface {
 
 var _ Instance = (*host.Instance)(nil)
 
-// newInstance makes an instance of v: Deps.NewInstance when set (tests),
+// newInstance makes an instance of v: Deps.Inst.New when set (tests),
 // else v's module's.
 func (d *Deps) newInstance(ctx context.Context, v *version.Version) (Instance, error) {
-	if d.NewInstance != nil {
-		return d.NewInstance(ctx, v)
+	if d.Inst.New != nil {
+		return d.Inst.New(ctx, v)
 	}
 	in, err := v.M.NewInstance(ctx)
 	if err != nil {

@@ -63,7 +63,7 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 			var bg background.Group
 			var stopped atomic.Bool
 			flow := NewFlowSignals()
-			d := &Deps{Config: pc, Log: log, Role: Primary{}, Mods: &version.Modules{}, Budget: budget.New(1000, 1<<40, 1<<40), Flow: &flow,
+			d := &Deps{Config: pc, Log: log, Role: Primary{}, Mods: &version.Modules{}, Budget: budget.New(1000, 1<<40, 1<<40), Fetch: FetchControl{Flow: &flow},
 				Stats: &hooks.Stats{}, PartStats: func(string, int32) *hooks.Stats { return &hooks.Stats{} }, Background: &bg}
 			d.Sink = &PlainSink{Producer: Producer{Config: pc, Log: log, Background: &bg, Quit: make(chan struct{}), Stopped: &stopped}}
 			if tc.emit {

@@ -58,7 +58,7 @@ func BenchmarkStateRuns(b *testing.B) {
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			var bg background.Group
 			flow := NewFlowSignals()
-			d := &Deps{Config: pc, Log: log, Role: Primary{}, Mods: &version.Modules{}, Budget: budget.New(1000, 1<<40, 1<<40), Flow: &flow,
+			d := &Deps{Config: pc, Log: log, Role: Primary{}, Mods: &version.Modules{}, Budget: budget.New(1000, 1<<40, 1<<40), Fetch: FetchControl{Flow: &flow},
 				Stats: &hooks.Stats{}, PartStats: func(string, int32) *hooks.Stats { return &hooks.Stats{} }, Background: &bg}
 			d.Sink = inlineSink{}
 			d.Ledger = trackerLedger{ordered: true}

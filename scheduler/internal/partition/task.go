@@ -169,7 +169,7 @@ func NewTask(d *Deps, topic string, partition int32, skip *offsets.DoneSet) *Tas
 func (t *Task) Start() {
 	t.mu.Lock()
 	for i := 0; i < t.d.Config.Instances.Min; i++ {
-		if t.d.Budget.Reserve(t.d.InstanceBytes) {
+		if t.d.Budget.Reserve(t.d.Inst.Bytes) {
 			t.d.Log.Warn("instance budget exceeded by task minimums (host.max_instances / host.max_instance_memory)", "topic", t.Topic, "partition", t.Partition)
 		}
 		t.spawnLocked(false)
@@ -301,7 +301,7 @@ func (t *Task) Pause() {
 	if !t.q.paused && !t.q.stopping {
 		t.q.paused = true
 		t.d.Stats.Pauses.Add(1)
-		t.d.Pauser.PausePartition(t.Topic, t.Partition)
+		t.d.Fetch.Pauser.PausePartition(t.Topic, t.Partition)
 	}
 }
 
@@ -511,7 +511,7 @@ func (t *Task) Stop() {
 	t.pool.kick.Stop()
 	if t.q.paused {
 		t.q.paused = false
-		t.d.Pauser.ResumePartition(t.Topic, t.Partition)
+		t.d.Fetch.Pauser.ResumePartition(t.Topic, t.Partition)
 	}
 	t.mu.Unlock()
 	for _, wk := range dropped {
@@ -595,7 +595,7 @@ func (t *Task) MaybeResume() {
 	defer t.mu.Unlock()
 	if t.q.paused && !t.q.stopping && t.q.inFlight <= t.d.Config.MaxInFlight/2 && t.q.bytes <= t.d.Config.MaxInFlightBytes/2 {
 		t.q.paused = false
-		t.d.Pauser.ResumePartition(t.Topic, t.Partition)
+		t.d.Fetch.Pauser.ResumePartition(t.Topic, t.Partition)
 	}
 }
 
@@ -708,10 +708,10 @@ func (t *Task) Finish(r *kgo.Record) bool {
 	paused := t.q.paused
 	t.mu.Unlock()
 	if paused {
-		t.d.Flow.SignalFlow()
+		t.d.Fetch.Flow.SignalFlow()
 	}
-	if t.d.Flow.Awaiting.Load() {
-		t.d.Flow.SignalDemand()
+	if t.d.Fetch.Flow.Awaiting.Load() {
+		t.d.Fetch.Flow.SignalDemand()
 	}
 	return true
 }

@@ -181,8 +181,8 @@ func (s *Set) Resume() {
 		above = t.DispatchAbove() || above
 	}
 	s.mu.Unlock()
-	if s.d.AsyncSize != nil {
-		s.d.AsyncSize.Above.Store(above)
+	if s.d.Inst.AsyncSize != nil {
+		s.d.Inst.AsyncSize.Above.Store(above)
 	}
 }
 

@@ -147,7 +147,7 @@ func timersOnFakes(t *testing.T, e *engine, g *timerGuest) {
 	e.t.State = state.NewPartition(st, 0, 1, state.Limits{MaxValueBytes: 100, Changelog: "cl"})
 	e.d.Timers = true
 	e.d.Config.Retry = config.Retry{MaxAttempts: 3, Backoff: []time.Duration{time.Millisecond}}
-	e.d.NewInstance = func(context.Context, *version.Version) (Instance, error) {
+	e.d.Inst.New = func(context.Context, *version.Version) (Instance, error) {
 		e.insts.Add(1)
 		return &timerInstance{fakeInstance: newFakeInstance(nil, e.pend), g: g}, nil
 	}
@@ -335,7 +335,7 @@ func TestTimersDueAtStart(t *testing.T) {
 	e2 := newEngine(t, engineOpts{ordering: config.OrderPartition, min: 1, max: 1, autoAck: true, noStart: true})
 	e2.t.State = state.NewPartition(st2, 0, 1, state.Limits{MaxValueBytes: 100, Changelog: "cl"})
 	e2.d.Timers = true
-	e2.d.NewInstance = func(context.Context, *version.Version) (Instance, error) {
+	e2.d.Inst.New = func(context.Context, *version.Version) (Instance, error) {
 		return &timerInstance{fakeInstance: newFakeInstance(nil, e2.pend), g: g}, nil
 	}
 	e2.t.Start()

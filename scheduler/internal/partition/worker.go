@@ -170,9 +170,9 @@ func (w *worker) exit() {
 		t.drop(j)
 	}
 	if w.retired {
-		t.d.Budget.Retire(t.d.InstanceBytes)
+		t.d.Budget.Retire(t.d.Inst.Bytes)
 	} else {
-		t.d.Budget.Release(t.d.InstanceBytes)
+		t.d.Budget.Release(t.d.Inst.Bytes)
 	}
 	if w.calls.warm {
 		t.pool.auto.warm.Add(-1)

@@ -23,7 +23,7 @@ func (w *worker) instLimited() bool {
 // asyncLimit is the bound on asynchronous operations of one instance now:
 // the async sizer's limit, or async.max_in_flight.
 func (w *worker) asyncLimit() int {
-	if a := w.t.d.AsyncSize; a != nil {
+	if a := w.t.d.Inst.AsyncSize; a != nil {
 		return int(a.Limit.Load())
 	}
 	return w.t.d.Config.Async.MaxInFlight
@@ -44,7 +44,7 @@ func (w *worker) asyncRoom() int {
 // noteAsyncHeld tells the async sizer that its limit held the instance
 // back: it may raise it.
 func (w *worker) noteAsyncHeld() {
-	if a := w.t.d.AsyncSize; a != nil {
+	if a := w.t.d.Inst.AsyncSize; a != nil {
 		a.Held.Store(true)
 	}
 }

@@ -413,8 +413,8 @@ func (w *worker) measure(j *job, res *host.Result, end time.Time) {
 	t := w.t
 	d := end.Sub(j.started)
 	t.recordLatency(d)
-	if j.pended && t.d.AsyncSize != nil {
-		t.d.AsyncSize.Observe(end, d)
+	if j.pended && t.d.Inst.AsyncSize != nil {
+		t.d.Inst.AsyncSize.Observe(end, d)
 	}
 	w.g.handled.Add(1)
 	if res.Fault() != nil {
