@@ -456,6 +456,7 @@ func (p *Pipeline) Start() {
 	// Topics are added only now, so the group is joined (and the partition
 	// callbacks can run) only once the pipeline is fully built.
 	p.cl.AddConsumeTopics(p.pc.Inputs...)
+	p.commit.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	p.pollCancel = cancel
 	go p.src.Run(ctx) // owned through pollCancel and pollDone

@@ -34,20 +34,41 @@ import (
 //     is acknowledged as it finishes (ledger.Share); at shutdown
 //     the records still held are given back.
 //
-// The source's membership (source.Group) and the pipeline's Stop call it; nothing else knows
-// which one runs. It never calls the state stores: they subscribe to
-// commits (Deps.OnCommitted: Pipeline.onCommitted). (DESIGN.md, "Seams:
-// source, ledger, sink, committer".)
+// It is four calls, the same for every row of the wiring table; what
+// differs per guarantee is inside each implementation:
+//
+//   - Start starts what the committer runs on its own (Offsets' commit
+//     loop, owned by Deps.Loops and ended by Deps.Quit); the others have
+//     nothing to start (a transaction begins on the poll loop:
+//     source.Pacer).
+//   - CommitNow commits, on demand, what tasks finished: the periodic
+//     commit (Offsets' tick; a transaction's cut between polls), and the
+//     tasks of partitions that leave, which the source's membership
+//     (source.Group.Revoked, Lost) detached and hands over. What becomes
+//     of those is the guarantee's: at_least_once drains a revoked
+//     partition's tasks and commits what they finished before the move,
+//     and commits nothing of a lost one's; exactly_once cuts them off at
+//     once (the open transaction aborts); a share group has no assignment.
+//   - Final is the last commit, at Pipeline.Stop, of the drained tasks.
+//   - Close closes the pipeline's client, last.
+//
+// Pipeline.Start and Stop, and the source's membership, call it; nothing
+// else knows which one runs. It never calls the state stores: they
+// subscribe to commits (Deps.OnCommitted: pipeSubscribers.onCommitted).
+// (DESIGN.md, "Seams: source, ledger, sink, committer".)
 type Committer interface {
-	// Revoked is handed the revoked partitions' tasks, detached by the
-	// source, before the partitions move; Lost those of partitions
-	// another member may own (source.Committer).
-	Revoked(ctx context.Context, parts map[string][]int32, tasks []*partition.Task)
-	Lost(parts map[string][]int32, tasks []*partition.Task)
+	Start()
+	// CommitNow commits what tasks finished. leaving names the partitions
+	// that leave the pipeline, tasks theirs (detached by the source), and
+	// lost whether another member may own them already (revoked: it waits
+	// for this call to return). With leaving nil nothing leaves: the
+	// attached tasks are committed, read under the committer's own lock
+	// (the periodic commit; tasks is nil). False: the pipeline cannot go
+	// on.
+	CommitNow(ctx context.Context, leaving map[string][]int32, tasks []*partition.Task, lost bool) bool
 	// Final commits what the drained tasks finished (Pipeline.Stop), while
 	// they are still attached and before the group is left.
 	Final(ctx context.Context, tasks []*partition.Task)
-	// Close closes the pipeline's client, last.
 	Close()
 }
 
@@ -62,7 +83,7 @@ type Deps struct {
 	Log      *slog.Logger
 	Stats    *hooks.Stats // commits, transactions committed, aborted, settled
 
-	// Loops owns the commit loop (Pipeline.wg); it ends when Quit closes.
+	// Loops owns the commit loop (pipeLife.wg); it ends when Quit closes.
 	Loops      *sync.WaitGroup
 	Quit       <-chan struct{}
 	Background *background.Group // cut-off tasks retired, owned by the pipeline
@@ -86,7 +107,7 @@ type Deps struct {
 	// (partition.Sink.Forget).
 	Forget func(parts map[string][]int32)
 	// OnCommitted tells the pipeline's subscribers that the offsets below
-	// upTo of t's partition are committed (Pipeline.committed): the state
+	// upTo of t's partition are committed (pipeSubscribers.committed): the state
 	// stores flush there.
 	OnCommitted func(t *partition.Task, upTo int64)
 	// Fail reports an error the pipeline cannot recover from (the host

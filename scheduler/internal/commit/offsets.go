@@ -31,12 +31,14 @@ type Offsets struct {
 // NewOffsets is the at_least_once committer of the pipeline d is of.
 func NewOffsets(d Deps) *Offsets { return &Offsets{d: d} }
 
-// Begin starts the commit loop (owned by Deps.Loops).
-func (c *Offsets) Begin() bool {
+// Start starts the commit loop (owned by Deps.Loops, ended by Deps.Quit).
+func (c *Offsets) Start() {
 	c.d.Loops.Add(1)
 	go c.commitLoop()
-	return true
 }
+
+// Begin: nothing to begin before the first poll (source.Pacer).
+func (*Offsets) Begin() bool { return true }
 
 // PollContext: commits run on their own loop, so a poll is bounded by
 // nothing but ctx.
@@ -46,11 +48,33 @@ func (*Offsets) PollContext(ctx context.Context) (context.Context, func()) {
 
 func (*Offsets) AfterPoll(context.Context) bool { return true }
 
-// Revoked drains the revoked partitions' tasks (in-flight records finish
+// CommitNow commits the attached tasks' watermarks (leaving nil: the
+// commit loop's tick), or hands over the tasks of partitions that leave:
+// revoked, it drains them and commits what they finished before the move
+// (revoked); lost, it commits nothing of theirs (lost). A failed commit
+// is logged: the next one, or the partitions' next owner, goes on from
+// the last that succeeded.
+func (c *Offsets) CommitNow(ctx context.Context, leaving map[string][]int32, tasks []*partition.Task, lost bool) bool {
+	switch {
+	case leaving == nil:
+		c.commitMu.Lock()
+		defer c.commitMu.Unlock()
+		if err := c.commitTasks(ctx, c.d.Tasks.Attached()); err != nil {
+			c.d.Log.Warn("commit failed; will retry", "err", err)
+		}
+	case lost:
+		c.lost(tasks)
+	default:
+		c.revoked(ctx, tasks)
+	}
+	return true
+}
+
+// revoked drains the revoked partitions' tasks (in-flight records finish
 // within shutdown.drain_timeout, queued ones are left for the next owner)
-// and commits what is done before the partitions move. The source
-// detached them (source.Group.Revoked).
-func (c *Offsets) Revoked(ctx context.Context, _ map[string][]int32, tasks []*partition.Task) {
+// and commits what is done before the partitions move, under commitMu
+// across both.
+func (c *Offsets) revoked(ctx context.Context, tasks []*partition.Task) {
 	d := c.d
 	if len(tasks) == 0 {
 		return
@@ -70,9 +94,9 @@ func (c *Offsets) Revoked(ctx context.Context, _ map[string][]int32, tasks []*pa
 	}
 }
 
-// Lost abandons the partitions' tasks: another member may already own
+// lost abandons the partitions' tasks: another member may already own
 // them, so nothing is committed.
-func (c *Offsets) Lost(_ map[string][]int32, tasks []*partition.Task) {
+func (c *Offsets) lost(tasks []*partition.Task) {
 	d := c.d
 	for _, t := range tasks {
 		t.Stop()
@@ -86,7 +110,7 @@ func (c *Offsets) Lost(_ map[string][]int32, tasks []*partition.Task) {
 	d.Gone(tasks)()
 }
 
-// commitLoop commits every kafka.commit_interval.
+// commitLoop commits every kafka.commit_interval (CommitNow).
 func (c *Offsets) commitLoop() {
 	d := c.d
 	defer d.Loops.Done()
@@ -97,14 +121,9 @@ func (c *Offsets) commitLoop() {
 		case <-d.Quit:
 			return
 		case <-tick.C:
-			c.commitMu.Lock()
-			tasks := d.Tasks.Attached()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := c.commitTasks(ctx, tasks); err != nil {
-				d.Log.Warn("commit failed; will retry", "err", err)
-			}
+			c.CommitNow(ctx, nil, nil, false)
 			cancel()
-			c.commitMu.Unlock()
 		}
 	}
 }

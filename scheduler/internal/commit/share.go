@@ -26,9 +26,15 @@ func NewShareAcks(d Deps, locks HeldRecords) *ShareAcks {
 	return &ShareAcks{d: d, locks: locks}
 }
 
-// A share group has no partition assignment: nothing is revoked or lost.
-func (*ShareAcks) Revoked(context.Context, map[string][]int32, []*partition.Task) {}
-func (*ShareAcks) Lost(map[string][]int32, []*partition.Task)                     {}
+// Start: nothing runs on its own (the source renews the records' locks).
+func (*ShareAcks) Start() {}
+
+// CommitNow: there is nothing to commit (each record was acknowledged as
+// it finished), and a share group has no partition assignment: nothing is
+// revoked or lost.
+func (*ShareAcks) CommitNow(context.Context, map[string][]int32, []*partition.Task, bool) bool {
+	return true
+}
 
 // Final releases every record still held once the tasks drained: records
 // in progress finished within shutdown.drain_timeout, and their produces

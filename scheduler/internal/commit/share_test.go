@@ -23,10 +23,11 @@ func TestShareAcksFinal(t *testing.T) {
 	t.Parallel()
 	h := &heldRecords{held: 3}
 	c := NewShareAcks(Deps{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, h)
-	c.Revoked(context.Background(), map[string][]int32{"in": {0}}, nil)
-	c.Lost(map[string][]int32{"in": {0}}, nil)
+	c.CommitNow(context.Background(), map[string][]int32{"in": {0}}, nil, false)
+	c.CommitNow(context.Background(), map[string][]int32{"in": {0}}, nil, true)
+	c.CommitNow(context.Background(), nil, nil, false)
 	if h.releases != 0 {
-		t.Fatalf("records given back on a revoke or a loss (%d): a share group has no assignment", h.releases)
+		t.Fatalf("records given back on a commit, a revoke or a loss (%d): a share group has no assignment", h.releases)
 	}
 	c.Final(context.Background(), nil)
 	if h.releases != 1 || h.held != 0 {

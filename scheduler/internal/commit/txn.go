@@ -92,9 +92,25 @@ func (x *Transactions) PollContext(ctx context.Context) (context.Context, func()
 	}
 }
 
-// AfterPoll cuts the open transaction when it is due.
+// AfterPoll cuts the open transaction when it is due (CommitNow).
 func (x *Transactions) AfterPoll(ctx context.Context) bool {
 	if time.Now().Before(x.next) && !x.due() {
+		return true
+	}
+	return x.CommitNow(ctx, nil, nil, false)
+}
+
+// Start: nothing runs on its own — the first transaction begins on the
+// poll loop (Begin), and each cut runs between polls (AfterPoll).
+func (*Transactions) Start() {}
+
+// CommitNow cuts the open transaction (leaving nil: the periodic cut, on
+// the poll loop only, as polling and ending a transaction never overlap),
+// or cuts off the tasks of partitions that leave, revoked or lost alike
+// (leaving). False: the pipeline cannot go on.
+func (x *Transactions) CommitNow(ctx context.Context, leaving map[string][]int32, tasks []*partition.Task, _ bool) bool {
+	if leaving != nil {
+		x.leaving(leaving, tasks)
 		return true
 	}
 	if !x.cut(ctx, false) {
@@ -540,13 +556,13 @@ type mark struct {
 	off int64
 }
 
-// Revoked handles revoked or lost partitions under exactly_once: their
-// tasks (detached by the source: source.Group.Revoked) are cut off at
-// once (the open transaction aborts at its cut, so nothing they released
-// commits) and retired in the background. It runs inside franz-go's
-// session callback, which End also waits for, so it must not wait for the
-// transaction gate.
-func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32, tasks []*partition.Task) {
+// leaving handles revoked or lost partitions under exactly_once: their
+// tasks (detached by the source: source.Group.Revoked, Lost) are cut off
+// at once (the open transaction aborts at its cut, so nothing they
+// released commits) and retired in the background. It runs inside
+// franz-go's session callback, which End also waits for, so it must not
+// wait for the transaction gate.
+func (x *Transactions) leaving(parts map[string][]int32, tasks []*partition.Task) {
 	d := x.d
 	n := 0
 	for _, ps := range parts {
@@ -567,11 +583,6 @@ func (x *Transactions) Revoked(_ context.Context, parts map[string][]int32, task
 	if !d.Background.Go(gone) {
 		gone() // shutting down: no background work any more
 	}
-}
-
-// Lost: as Revoked, under exactly_once (nothing they released commits).
-func (x *Transactions) Lost(parts map[string][]int32, tasks []*partition.Task) {
-	x.Revoked(context.Background(), parts, tasks)
 }
 
 // Final commits the last transaction, with the watermarks of the drained

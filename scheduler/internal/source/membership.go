@@ -14,15 +14,13 @@ import (
 // paces the poll loop (Pacer), and is handed the tasks of partitions that
 // leave — detached from the task map by the source, once, here — to commit
 // what they finished or cut them off, as its guarantee says
-// (commit.Offsets, commit.Transactions). parts are the partitions named
-// (some may have had no task).
+// (commit.Committer.CommitNow: commit.Offsets, commit.Transactions).
+// leaving are the partitions named (some may have had no task), never nil
+// here: nil asks for the periodic commit; lost says whether another member
+// may own them already (revoked: it waits for the call to return).
 type Committer interface {
 	Pacer
-	// Revoked: the partitions move to another member, which waits for
-	// this call to return.
-	Revoked(ctx context.Context, parts map[string][]int32, tasks []*partition.Task)
-	// Lost: another member may own the partitions already.
-	Lost(parts map[string][]int32, tasks []*partition.Task)
+	CommitNow(ctx context.Context, leaving map[string][]int32, tasks []*partition.Task, lost bool) bool
 }
 
 // Assigned makes the tasks of newly assigned partitions (the client's
@@ -45,13 +43,21 @@ func (s *Group) Assigned(ctx context.Context, assigned map[string][]int32) {
 // every partition when the pipeline leaves the group on shutdown (none
 // attached any more: Pipeline.Stop detached them).
 func (s *Group) Revoked(ctx context.Context, revoked map[string][]int32) {
-	s.c.Revoked(ctx, revoked, s.d.Tasks.Detach(revoked))
+	s.leave(ctx, revoked, false)
 }
 
 // Lost takes the lost partitions' tasks out of the task map and hands them
 // to the committer: nothing of theirs is committed.
 func (s *Group) Lost(lost map[string][]int32) {
-	s.c.Lost(lost, s.d.Tasks.Detach(lost))
+	s.leave(context.Background(), lost, true)
+}
+
+// leave detaches the tasks of parts and hands them to the committer.
+func (s *Group) leave(ctx context.Context, parts map[string][]int32, lost bool) {
+	if parts == nil {
+		parts = map[string][]int32{} // nil would ask for the periodic commit
+	}
+	s.c.CommitNow(ctx, parts, s.d.Tasks.Detach(parts), lost)
 }
 
 // doneSets reads the group's committed offsets for the assigned partitions

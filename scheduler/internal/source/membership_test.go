@@ -35,11 +35,13 @@ func (*fakeCommitter) PollContext(ctx context.Context) (context.Context, func())
 	return ctx, func() {}
 }
 func (*fakeCommitter) AfterPoll(context.Context) bool { return true }
-func (c *fakeCommitter) Revoked(_ context.Context, parts map[string][]int32, tasks []*partition.Task) {
-	c.got = append(c.got, handed{"revoked", parts, tps(tasks)})
-}
-func (c *fakeCommitter) Lost(parts map[string][]int32, tasks []*partition.Task) {
-	c.got = append(c.got, handed{"lost", parts, tps(tasks)})
+func (c *fakeCommitter) CommitNow(_ context.Context, parts map[string][]int32, tasks []*partition.Task, lost bool) bool {
+	how := "revoked"
+	if lost {
+		how = "lost"
+	}
+	c.got = append(c.got, handed{how, parts, tps(tasks)})
+	return true
 }
 
 func tps(tasks []*partition.Task) []partition.TP {
@@ -95,16 +97,18 @@ func TestMembershipAssignedRevokedLost(t *testing.T) {
 	g.Revoked(context.Background(), map[string][]int32{"in": {0, 7}})
 	g.Lost(map[string][]int32{"in": {2}})
 	g.Revoked(context.Background(), map[string][]int32{"in": {0}}) // detached already
+	g.Revoked(context.Background(), nil)                           // still a hand-over, never the periodic commit
 	want := []handed{
 		{"revoked", map[string][]int32{"in": {0, 7}}, []partition.TP{{Topic: "in", Partition: 0}}},
 		{"lost", map[string][]int32{"in": {2}}, []partition.TP{{Topic: "in", Partition: 2}}},
 		{"revoked", map[string][]int32{"in": {0}}, []partition.TP{}},
+		{"revoked", map[string][]int32{}, []partition.TP{}},
 	}
 	if len(c.got) != len(want) {
 		t.Fatalf("the committer was handed %+v, want %+v", c.got, want)
 	}
 	for i := range want {
-		if c.got[i].how != want[i].how || !slices.Equal(c.got[i].parts["in"], want[i].parts["in"]) || !slices.Equal(c.got[i].tasks, want[i].tasks) {
+		if c.got[i].how != want[i].how || c.got[i].parts == nil || !slices.Equal(c.got[i].parts["in"], want[i].parts["in"]) || !slices.Equal(c.got[i].tasks, want[i].tasks) {
 			t.Errorf("handed %d: %+v, want %+v", i, c.got[i], want[i])
 		}
 	}
