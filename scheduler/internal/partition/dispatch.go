@@ -38,39 +38,41 @@ import (
 // The wake channels and the kick timer are only ever sent on or reset
 // without blocking, so holding task.mu there is safe.
 
-// pushIdleLocked makes w wait for work, in order of last use.
-func (t *Task) pushIdleLocked(w *worker) {
-	i, _ := slices.BinarySearchFunc(t.pool.idleW, w.lastUsed, func(x *worker, at time.Time) int {
+// The pool's methods below are called with task.mu held.
+
+// pushIdle makes w wait for work, in order of last use.
+func (p *taskPool) pushIdle(w *worker) {
+	i, _ := slices.BinarySearchFunc(p.idleW, w.lastUsed, func(x *worker, at time.Time) int {
 		if x.lastUsed.After(at) {
 			return 1
 		}
 		return -1 // equal times: after the ones already waiting
 	})
-	t.pool.idleW = slices.Insert(t.pool.idleW, i, w)
+	p.idleW = slices.Insert(p.idleW, i, w)
 }
 
-// removeIdleLocked takes w off the idle list; it reports whether w was on
-// it (false: a waker took it off to hand it records).
-func (t *Task) removeIdleLocked(w *worker) bool {
-	i := slices.Index(t.pool.idleW, w)
+// removeIdle takes w off the idle list; it reports whether w was on it
+// (false: a waker took it off to hand it records).
+func (p *taskPool) removeIdle(w *worker) bool {
+	i := slices.Index(p.idleW, w)
 	if i < 0 {
 		return false
 	}
-	t.pool.idleW = slices.Delete(t.pool.idleW, i, i+1)
+	p.idleW = slices.Delete(p.idleW, i, i+1)
 	return true
 }
 
-// wakeLocked hands the runnable records to the most recently used idle
-// worker. The worker is off the idle list from now on: it counts as a
-// taker until it waits again.
-func (t *Task) wakeLocked() bool {
-	n := len(t.pool.idleW)
+// wake hands the runnable records to the most recently used idle worker.
+// The worker is off the idle list from now on: it counts as a taker until
+// it waits again.
+func (p *taskPool) wake() bool {
+	n := len(p.idleW)
 	if n == 0 {
 		return false
 	}
-	w := t.pool.idleW[n-1]
-	t.pool.idleW[n-1] = nil
-	t.pool.idleW = t.pool.idleW[:n-1]
+	w := p.idleW[n-1]
+	p.idleW[n-1] = nil
+	p.idleW = p.idleW[:n-1]
 	select {
 	case w.wake <- struct{}{}:
 	default: // already signalled
@@ -78,9 +80,22 @@ func (t *Task) wakeLocked() bool {
 	return true
 }
 
-// takersLocked counts the workers that will take runnable records without
+// takers counts the workers that will take runnable records without
 // being woken: not waiting for work and not held back from taking any.
-func (t *Task) takersLocked() int { return t.pool.workers - len(t.pool.idleW) - t.pool.blocked }
+func (p *taskPool) takers() int { return p.workers - len(p.idleW) - p.blocked }
+
+// add registers w under the lowest free slot.
+func (p *taskPool) add(w *worker) int {
+	if p.live == nil {
+		p.live = map[int]*worker{}
+	}
+	slot := 0
+	for p.live[slot] != nil {
+		slot++
+	}
+	p.live[slot] = w
+	return slot
+}
 
 // dispatch runs dispatchLocked; the kick timer and the pipeline's flow loop
 // call it (records become due, or have waited instances.grow_after, with no event in
@@ -174,12 +189,12 @@ func (t *Task) dispatchLocked() {
 		t.pool.waitSince = now
 	}
 	switch {
-	case t.takersLocked() <= 0 && len(t.pool.idleW) > 0:
-		t.wakeLocked()
+	case t.pool.takers() <= 0 && len(t.pool.idleW) > 0:
+		t.pool.wake()
 	case t.pool.workers == 0:
 		t.growLocked()
 	case now.Sub(t.pool.waitSince) >= t.d.Config.Instances.GrowAfter:
-		if !t.wakeLocked() {
+		if !t.pool.wake() {
 			t.growLocked()
 		}
 		t.pool.waitSince = now // the next step only if records still wait instances.grow_after from now

@@ -178,19 +178,6 @@ func (t *Task) Start() {
 	t.timersAtStart() // timers.go: what the restored stream time made due
 }
 
-// addWorkerLocked registers w under the lowest free slot.
-func (t *Task) addWorkerLocked(w *worker) int {
-	if t.pool.live == nil {
-		t.pool.live = map[int]*worker{}
-	}
-	slot := 0
-	for t.pool.live[slot] != nil {
-		slot++
-	}
-	t.pool.live[slot] = w
-	return slot
-}
-
 func (t *Task) spawnLocked(borrowed bool) {
 	t.pool.workers++
 	t.life.wg.Add(1)
@@ -307,31 +294,65 @@ func (t *Task) Pause() {
 
 // placeLocked makes u runnable under the pipeline's ordering, at the back
 // of its queue or (front) at its front.
-func (t *Task) placeLocked(u unit, front bool) {
+func (t *Task) placeLocked(u unit, front bool) { t.q.place(u, t.d.Config.Ordering, front) }
+
+// The queues' methods below are called with task.mu held.
+
+// place makes u runnable under ordering (config.Order*), at the back of
+// its queue or (front) at its front.
+func (q *taskQueues) place(u unit, ordering string, front bool) {
 	var ln *lane
-	switch t.d.Config.Ordering {
+	switch ordering {
 	case config.OrderPartition:
-		ln = &t.q.single
+		ln = &q.single
 	case config.OrderKey:
 		k := u.key()
 		if k == nil {
-			pushUnit(&t.q.free, u, front)
+			pushUnit(&q.free, u, front)
 			return
 		}
-		ln = t.q.lanes[string(k)]
+		ln = q.lanes[string(k)]
 		if ln == nil {
 			ln = &lane{key: string(k)}
-			t.q.lanes[ln.key] = ln
+			q.lanes[ln.key] = ln
 		}
 	default:
-		pushUnit(&t.q.free, u, front)
+		pushUnit(&q.free, u, front)
 		return
 	}
 	pushUnit(&ln.q, u, front)
 	if !ln.busy && !ln.listed {
 		ln.listed = true
-		t.q.ready.Push(ln)
+		q.ready.Push(ln)
 	}
+}
+
+// freeLane frees ln (nil: none) once its record (or work) is decided: it
+// is listed ready again if it holds more, and dropped if it is empty.
+func (q *taskQueues) freeLane(ln *lane) {
+	if ln == nil {
+		return
+	}
+	ln.busy = false
+	switch {
+	case ln.q.Len() > 0:
+		ln.listed = true
+		q.ready.Push(ln)
+	case q.lanes != nil:
+		delete(q.lanes, ln.key)
+	}
+}
+
+// nextIsWork reports whether Task.pickLocked would take work next.
+func (q *taskQueues) nextIsWork() bool {
+	if u, ok := q.free.Peek(); ok && u.isWork() {
+		return true
+	}
+	if ln, ok := q.ready.Peek(); ok {
+		u, _ := ln.q.Peek()
+		return u.isWork()
+	}
+	return false
 }
 
 func pushUnit(q *fifo.Queue[unit], u unit, front bool) {
@@ -407,7 +428,7 @@ func (t *Task) pickRunLocked(run []picked, max int) []picked {
 			run = append(run, picked{u, &t.q.single})
 			continue
 		}
-		if len(run) > 0 && t.nextIsWorkLocked() {
+		if len(run) > 0 && t.q.nextIsWork() {
 			break
 		}
 		u, ln := t.pickLocked()
@@ -420,18 +441,6 @@ func (t *Task) pickRunLocked(run []picked, max int) []picked {
 		}
 	}
 	return run
-}
-
-// nextIsWorkLocked reports whether pickLocked would take work next.
-func (t *Task) nextIsWorkLocked() bool {
-	if u, ok := t.q.free.Peek(); ok && u.isWork() {
-		return true
-	}
-	if ln, ok := t.q.ready.Peek(); ok {
-		u, _ := ln.q.Peek()
-		return u.isWork()
-	}
-	return false
 }
 
 // runSizeLocked is how many records a worker takes in one run:
@@ -479,16 +488,7 @@ func (t *Task) release(ln *lane) {
 }
 
 func (t *Task) releaseLocked(ln *lane) {
-	if ln != nil {
-		ln.busy = false
-		switch {
-		case ln.q.Len() > 0:
-			ln.listed = true
-			t.q.ready.Push(ln)
-		case t.q.lanes != nil:
-			delete(t.q.lanes, ln.key)
-		}
-	}
+	t.q.freeLane(ln)
 	t.dispatchLocked()
 }
 

@@ -28,7 +28,7 @@ type worker struct {
 	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
 	// takes the worker off task.pool.idleW and sends here (buffer 1, never
 	// blocks); lastUsed and keptUntil are the worker's own, read by
-	// pushIdleLocked under task.mu while the worker is on task.pool.idleW.
+	// taskPool.pushIdle under task.mu while the worker is on task.pool.idleW.
 	wake      chan struct{}
 	lastUsed  time.Time // when it last started a record or had one pending
 	keptUntil time.Time // kept as part of the minimum: no idle check before
@@ -135,7 +135,7 @@ func (t *Task) worker(borrowed bool) {
 func (t *Task) newWorker() *worker {
 	w := &worker{t: t, wake: make(chan struct{}, 1), lastUsed: time.Now()}
 	t.mu.Lock()
-	w.slot = t.addWorkerLocked(w)
+	w.slot = t.pool.add(w)
 	t.mu.Unlock()
 	return w
 }

@@ -88,7 +88,7 @@ func (w *worker) park(l *workerLoop, ww *workerWait, stopping, canTake, pending 
 			return false
 		}
 		// Wait for work on the idle list, in order of last use.
-		t.pushIdleLocked(w)
+		t.pool.pushIdle(w)
 		ww.waiting, ww.stopC = true, t.life.stopCh
 		if !pending && w.retry.len() == 0 && l.idleTimeout > 0 {
 			at := w.lastUsed.Add(l.idleTimeout)
@@ -155,7 +155,7 @@ func (w *worker) unpark(l *workerLoop, ww *workerWait, expired bool) (retired bo
 	if ww.blocked {
 		t.pool.blocked--
 	}
-	onList := ww.waiting && t.removeIdleLocked(w)
+	onList := ww.waiting && t.pool.removeIdle(w)
 	if expired && onList {
 		if t.retireLocked(w) {
 			w.retired = true
