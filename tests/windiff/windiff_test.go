@@ -9,9 +9,9 @@
 // must agree, for tumbling, hopping and session windows. A wasmstream
 // pipeline is the third party (exactly_once, the Go SDK's windows over the
 // host's event-time timers): plugins/examples/window-count for tumbling
-// windows, testdata/windowguest, which also sends its late records to a
-// late topic, for hopping and session windows. Its final windows must be
-// the model's too, and its late records the model's late ones.
+// windows, testdata/windowguest for hopping and session windows, each
+// sending its late records to a late topic. Its final windows must be the
+// model's too, and its late records the model's late ones.
 //
 //	KAFKA_BROKERS=... go test -tags integration -run TestStreamsWindowsEqualModel ./tests/windiff/
 //
@@ -91,15 +91,15 @@ type kind struct {
 	lateForStreamsCount func(windowmodel.Result) int
 	// guest is the processor (its directory) that computes these windows
 	// in a wasmstream pipeline, the third party to the comparison, and
-	// guestEnv its environment (a YAML flow mapping's entries). A guest
-	// with lateTopic sends its late records to the topic LATE_TOPIC names,
-	// where the test counts them.
-	guest, guestEnv string
-	lateTopic       bool
+	// guestEnv its environment (a YAML flow mapping's entries). The guest
+	// sends its late records to the topic its environment variable
+	// lateEnv names, where the test counts them.
+	guest, guestEnv, lateEnv string
 }
 
 // windowGuest is the test's processor of every kind (Go SDK windows, late
-// records to a late topic); tumbling windows run the example instead.
+// records to the topic LATE_TOPIC names); tumbling windows run the example
+// instead (late records to WINDOW_LATE_TOPIC's).
 const windowGuest = "tests/windiff/testdata/windowguest"
 
 func kinds() []kind {
@@ -121,7 +121,8 @@ func kinds() []kind {
 			model:     func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Tumbling(r, tSize, tGrace) },
 			retention: timeRetention, boundary: next(tSize),
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
-			guest:               "plugins/examples/window-count", guestEnv: "WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms",
+			guest:               "plugins/examples/window-count", lateEnv: "WINDOW_LATE_TOPIC",
+			guestEnv: "WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms",
 		},
 		{
 			name: "hopping", size: hSize, advance: hAdvance, grace: hGrace, guarantee: "at_least_once",
@@ -131,7 +132,7 @@ func kinds() []kind {
 			retention: timeRetention, boundary: next(hAdvance),
 			// Kafka Streams counts a (record, window) pair refused.
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
-			guest:               windowGuest, lateTopic: true,
+			guest:               windowGuest, lateEnv: "LATE_TOPIC",
 			guestEnv: "WINDOW_KIND: hopping, WINDOW_SIZE: 1000ms, WINDOW_ADVANCE: 300ms, WINDOW_GRACE: 200ms",
 		},
 		{
@@ -140,7 +141,7 @@ func kinds() []kind {
 			retention: sessionLookupRetention, boundary: next(sGap),
 			// Kafka Streams counts a record refused.
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Late },
-			guest:               windowGuest, lateTopic: true,
+			guest:               windowGuest, lateEnv: "LATE_TOPIC",
 			guestEnv: "WINDOW_KIND: session, WINDOW_SIZE: 400ms, WINDOW_GRACE: 200ms",
 		},
 	}
@@ -181,7 +182,7 @@ func TestStreamsWindowsEqualModel(t *testing.T) {
 					t.Errorf("partition %d: wasmstream's final windows differ from the model's (%d records, stream time %d, the input's from %d):\n%s",
 						p, len(in[p]), want[p].StreamTime, epoch, diff)
 				}
-				if k.lateTopic && late[p] != want[p].Late {
+				if late[p] != want[p].Late {
 					t.Errorf("partition %d: wasmstream sent %d records to its late topic, the model has %d late", p, late[p], want[p].Late)
 				}
 			}
@@ -604,8 +605,8 @@ pipelines:
     guarantee: exactly_once
     retry: {max_attempts: 1}
     state: {enabled: true, dir: %q}
-    env: {LATE_TOPIC: %s, %s}
-`, strings.Join(quoted, ", "), group, module, inTopic, outTopic, dlq, lateTopic, filepath.Join(dir, "state"), lateTopic, k.guestEnv)
+    env: {%s: %s, %s}
+`, strings.Join(quoted, ", "), group, module, inTopic, outTopic, dlq, lateTopic, filepath.Join(dir, "state"), k.lateEnv, lateTopic, k.guestEnv)
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
