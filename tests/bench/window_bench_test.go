@@ -46,11 +46,32 @@ func windowRecords() int {
 
 // windowedInput is a windowed count's input and what the reference model
 // (internal/windowmodel) says it makes.
+//
+// The input grows: each run's close-to-visible phase (closeLatency)
+// appends its records, which the runs after it read in their drain, so
+// byPart keeps every record produced and n, finals and late are the
+// model's over all of them.
 type windowedInput struct {
 	topic  string
+	keys   int
 	n      int // records, the closing ones included
 	finals int // final windows
 	late   int // records no window took
+	byPart [][]windowmodel.Record
+	// clock is every partition's stream time once its records are
+	// decided: the closing ramps' end, then each phase's closing records'.
+	clock int64
+}
+
+// model sets n, finals and late from the reference model over byPart.
+func (in *windowedInput) model() {
+	in.n, in.finals, in.late = 0, 0, 0
+	for _, recs := range in.byPart {
+		r := windowmodel.Tumbling(recs, winSize, winGrace)
+		in.n += len(recs)
+		in.finals += len(r.Final)
+		in.late += r.Late
+	}
 }
 
 // makeWindowedInput produces n records over keys keys, each to its key's
@@ -63,7 +84,7 @@ type windowedInput struct {
 // (windowmodel's package comment), and this benchmark runs it with its
 // defaults.
 func makeWindowedInput(b *testing.B, brokers []string, n, keys int) windowedInput {
-	in := windowedInput{topic: fmt.Sprintf("bench-windowed-%d", time.Now().UnixNano())}
+	in := windowedInput{topic: fmt.Sprintf("bench-windowed-%d", time.Now().UnixNano()), keys: keys}
 	kafkatest.CreateTopic(b, brokers, partitions, in.topic)
 	cl := kafkatest.Client(b, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -113,12 +134,11 @@ func makeWindowedInput(b *testing.B, brokers []string, n, keys int) windowedInpu
 	if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
 		b.Fatal(err)
 	}
+	in.byPart = byPart
 	for _, recs := range byPart {
-		r := windowmodel.Tumbling(recs, winSize, winGrace)
-		in.n += len(recs)
-		in.finals += len(r.Final)
-		in.late += r.Late
+		in.clock = max(in.clock, recs[len(recs)-1].TS) // each ramp's end, the same on every partition
 	}
+	in.model()
 	return in
 }
 
@@ -145,18 +165,42 @@ func closed(byPart [][]windowmodel.Record, last int64) bool {
 // default retention), under at_least_once and exactly_once_v2.
 // BENCH_RECORDS records (default 400,000) over 10,000 keys, 8 partitions.
 //
-// rec/s is, for both, the input committed per second between the first
-// commit seen and the last (the group's offsets, polled every 50 ms);
-// cpu_s is this process's CPU over that drain for wasmstream, the JVM's
-// whole life (start included) for Kafka Streams; store_bytes the state
-// directory at the end; changelog_bytes the store's changelog on the
-// broker. A run fails unless every final window the model makes
-// (internal/windowmodel) is there: acknowledged outputs for wasmstream,
-// read read_committed for Kafka Streams (whose late count must be the
-// model's too).
+// After the drain, a close-to-visible phase (closeLatency): 1,000 records
+// a second for 3 s (1 s in the smoke run) filling a new window, then one
+// closing record per partition at that window's end + grace, produced at
+// a known time; its records stay in the input, so each run drains the
+// phases of the runs before it too (the model counts them).
+//
+//	BENCH_RECORDS=5000 go test -tags integration -run '^$' -bench BenchmarkWindowedCount -benchtime 1x ./tests/bench/
+//
+// (the smoke run, in the test command: the harness, not speed; without
+// BENCH_RECORDS the 400,000 records of BENCHMARKS.md, in `make bench`).
+// The columns:
+//   - rec/s: for both, the input committed per second between the first
+//     commit seen and the last (the group's offsets, polled every 50 ms);
+//   - cpu_s: this process's CPU over that drain for wasmstream, the JVM's
+//     whole life up to the drain's end (start included) for Kafka Streams;
+//     cpu_us/rec: cpu_s per record of the drain;
+//   - peak_rss_MiB: this process's peak resident set from the drain's
+//     start (the benchmark's own heap included), the JVM's whole life's;
+//   - store_bytes: the state directory at the end; changelog_bytes: the
+//     store's changelog on the broker;
+//   - final_windows: the model's (internal/windowmodel) final windows of
+//     the drain (a few more each run: it drains the phases before it);
+//   - p50_ms, p99_ms: close-to-visible latency over closed_windows, the
+//     windows the phase's closing records closed: from a window's
+//     partition's closing record being produced to its final result being
+//     read read_committed from the output (a consumer tailing it, fetches
+//     of at most 100 ms).
+//
+// A run fails unless every final window the model makes is there:
+// acknowledged outputs for wasmstream, read read_committed for Kafka
+// Streams (whose late count must be the model's too), and each window the
+// phase closes read with the model's count.
 func BenchmarkWindowedCount(b *testing.B) {
 	brokers := kafkatest.RealBrokers(b)
-	in := makeWindowedInput(b, brokers, windowRecords(), stateKeys)
+	input := makeWindowedInput(b, brokers, windowRecords(), stateKeys)
+	in := &input
 	b.Logf("%d records, %d final windows, %d late (the model's)", in.n, in.finals, in.late)
 	module := filepath.Join(b.TempDir(), "window-count.wasm")
 	os.WriteFile(module, wt.BuildGoGuest(b, "plugins/examples/window-count"), 0o644)
@@ -181,7 +225,7 @@ func BenchmarkWindowedCount(b *testing.B) {
 // wasmstreamWindowedCount runs plugins/examples/window-count (the Go SDK's
 // tumbling windows over the host's timers) in this process until its group
 // has committed the whole input and every final window is acknowledged.
-func wasmstreamWindowedCount(b *testing.B, brokers []string, module string, in windowedInput, guarantee string) {
+func wasmstreamWindowedCount(b *testing.B, brokers []string, module string, in *windowedInput, guarantee string) {
 	// Offsets committed every 100 ms, as the Kafka Streams peer's: the
 	// rate is measured on the commits.
 	defer func(sets []string) { hostSets = sets }(hostSets)
@@ -198,15 +242,29 @@ func wasmstreamWindowedCount(b *testing.B, brokers []string, module string, in w
 	if s := r.Snapshots()[0]; s.Outputs != int64(in.finals) || s.DeadLetter != 0 {
 		b.Fatalf("outputs %d, dead letters %d; want the model's %d final windows and none", s.Outputs, s.DeadLetter, in.finals)
 	}
+	n, finals := in.n, in.finals
+	p50, p99, closed := closeLatency(b, brokers, in, in.topic+"-out")
+	waitOutputs(b, r, in.finals, 2*time.Minute)
+	if s := r.Snapshots()[0]; s.Outputs != int64(in.finals) || s.DeadLetter != 0 {
+		b.Fatalf("after the close-to-visible phase: outputs %d, dead letters %d; want the model's %d final windows and none", s.Outputs, s.DeadLetter, in.finals)
+	}
 	u.report(b)
 	b.ReportMetric(rate, "rec/s")
-	b.ReportMetric(float64(u.cpu.Microseconds())/float64(in.n), "cpu_us/rec")
+	b.ReportMetric(float64(u.cpu.Microseconds())/float64(n), "cpu_us/rec")
 	b.ReportMetric(float64(dirBytes(dir)), "store_bytes")
 	b.ReportMetric(float64(topicBytes(b, brokers, cfg.Pipelines[0].State.Changelog)), "changelog_bytes")
-	b.ReportMetric(float64(in.finals), "final_windows")
+	b.ReportMetric(float64(finals), "final_windows")
+	reportClose(b, p50, p99, closed)
 }
 
-func streamsWindowedCount(b *testing.B, brokers []string, cp string, in windowedInput, guarantee string) {
+// reportClose reports the close-to-visible phase's figures.
+func reportClose(b *testing.B, p50, p99 time.Duration, closed int) {
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
+	b.ReportMetric(float64(closed), "closed_windows")
+}
+
+func streamsWindowedCount(b *testing.B, brokers []string, cp string, in *windowedInput, guarantee string) {
 	out := fmt.Sprintf("%s-streams-%d", in.topic, time.Now().UnixNano())
 	kafkatest.CreateTopic(b, brokers, partitions, out)
 	app := fmt.Sprintf("bench-streams-windowed-%d", time.Now().UnixNano())
@@ -227,7 +285,10 @@ func streamsWindowedCount(b *testing.B, brokers []string, cp string, in windowed
 	defer cmd.Process.Kill() // a no-op once it has exited
 	rate := committedRate(b, brokers, app, in.topic, in.n, 10*time.Minute)
 	consumeCount(b, brokers, out, in.finals, 5*time.Minute, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	cpu, rss := procStats(cmd.Process.Pid)
+	cpu, _ := procStats(cmd.Process.Pid) // the drain's, before the close-to-visible phase
+	n, finals := in.n, in.finals
+	p50, p99, closed := closeLatency(b, brokers, in, out)
+	_, rss := procStats(cmd.Process.Pid)
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait()
 	if d := streamsDropped(logPath); d != in.late {
@@ -235,11 +296,12 @@ func streamsWindowedCount(b *testing.B, brokers []string, cp string, in windowed
 	}
 	b.ReportMetric(rate, "rec/s")
 	b.ReportMetric(cpu.Seconds(), "cpu_s")
-	b.ReportMetric(cpu.Seconds()*1e6/float64(in.n), "cpu_us/rec")
+	b.ReportMetric(cpu.Seconds()*1e6/float64(n), "cpu_us/rec")
 	b.ReportMetric(float64(rss)/(1<<20), "peak_rss_MiB")
 	b.ReportMetric(float64(dirBytes(filepath.Join(tmp, "wasmstream-streams-"+app))), "store_bytes")
 	b.ReportMetric(float64(topicBytes(b, brokers, app+"-counts-changelog")), "changelog_bytes")
-	b.ReportMetric(float64(in.finals), "final_windows")
+	b.ReportMetric(float64(finals), "final_windows")
+	reportClose(b, p50, p99, closed)
 }
 
 // committedRate polls group's committed offsets of topic every 50 ms until
