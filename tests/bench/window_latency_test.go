@@ -53,10 +53,8 @@ func planClose(in *windowedInput) closePhase {
 	count := int(closeFor().Seconds() * closeRate)
 	ph := closePhase{start: (in.clock/winSize + 1) * winSize, want: map[string]int64{}}
 	closeAt := ph.start + winSize + winGrace
-	part := kgo.StickyKeyPartitioner(nil).ForTopic("")
-	partOf := func(key string) int { return part.Partition(&kgo.Record{Key: []byte(key)}, partitions) }
 	add := func(key string, ts int64) *kgo.Record {
-		p := partOf(key)
+		p := keyPartition(key)
 		in.byPart[p] = append(in.byPart[p], windowmodel.Record{Key: key, TS: ts})
 		return &kgo.Record{Topic: in.topic, Partition: int32(p), Key: []byte(key), Value: []byte("clicked"), Timestamp: time.UnixMilli(ts)}
 	}
@@ -68,7 +66,7 @@ func planClose(in *windowedInput) closePhase {
 	ph.closers = make([]*kgo.Record, partitions)
 	for j, left := 0, partitions; left > 0; j++ {
 		key := fmt.Sprintf("close-%d", j)
-		if p := partOf(key); ph.closers[p] == nil {
+		if p := keyPartition(key); ph.closers[p] == nil {
 			ph.closers[p] = add(key, closeAt)
 			left--
 		}
@@ -84,6 +82,14 @@ func planClose(in *windowedInput) closePhase {
 	}
 	return ph
 }
+
+// keyPartition is key's partition by Kafka's default partitioner
+// (murmur2), where the input places it.
+func keyPartition(key string) int {
+	return keyPartitioner.Partition(&kgo.Record{Key: []byte(key)}, partitions)
+}
+
+var keyPartitioner = kgo.StickyKeyPartitioner(nil).ForTopic("")
 
 // closeLatency is the close-to-visible phase after a drain (issue 58 §5):
 // records at closeRate a second for closeFor, then one closing record per
@@ -127,7 +133,7 @@ func closeLatency(b *testing.B, brokers []string, in *windowedInput, out string)
 		if r.count != n {
 			b.Errorf("close-to-visible: %s's window at %d counted %d, the model %d", key, ph.start, r.count, n)
 		}
-		lat = append(lat, r.at.Sub(sent[r.partition]))
+		lat = append(lat, r.at.Sub(sent[keyPartition(key)])) // the input's partition: its closing record closed the window
 	}
 	if len(got) != len(ph.want) {
 		b.Errorf("close-to-visible: %d windows at %d read, the model closes %d", len(got), ph.start, len(ph.want))
@@ -138,9 +144,8 @@ func closeLatency(b *testing.B, brokers []string, in *windowedInput, out string)
 
 // windowSeen is a final result as the tailing consumer read it.
 type windowSeen struct {
-	at        time.Time
-	count     int64
-	partition int32
+	at    time.Time
+	count int64
 }
 
 // windowTail collects, from a consumer tailing a windowed count's output,
@@ -179,7 +184,7 @@ func tailWindows(ctx context.Context, b *testing.B, brokers []string, out string
 					t.err = fmt.Errorf("output %q: %w", r.Value, err)
 				}
 				if _, dup := t.got[string(r.Key)]; err == nil && w.Start == start && !dup {
-					t.got[string(r.Key)] = windowSeen{at: now, count: w.Count, partition: r.Partition}
+					t.got[string(r.Key)] = windowSeen{at: now, count: w.Count}
 				}
 			})
 			failed := t.err != nil
