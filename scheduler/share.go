@@ -34,6 +34,13 @@ func shareClientOpts(p *Pipeline) []kgo.Opt {
 		kgo.FetchMaxBytes(int32(min(p.pc.MaxInFlightBytes, 50<<20))), // 50 MiB: the client's default and most
 		kgo.ShareAckCallback(p.shareAckResults),
 		kgo.FetchMaxWait(p.cfg.Kafka.FetchMaxWait),
+		// No linger on the outputs: the next poll waits for the last
+		// record of this one to be accepted, i.e. for its outputs to be
+		// acknowledged, so the client's default 10 ms linger stood in
+		// every poll's barrier (BenchmarkShare: 0.56× → 0.66× the
+		// consumer group's rate, p50 45 → 30 ms). Batches still form
+		// behind a produce request in flight.
+		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(newOutputPartitioner()),
 		kgo.ProducerBatchMaxBytesFn(p.limits.BatchMax),
 		kgo.WithLogger(kgoLogger{p.log}),

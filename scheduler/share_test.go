@@ -240,3 +240,25 @@ func TestShareStopReleasesHeldRecords(t *testing.T) {
 func TestShareTraceAcrossRetries(t *testing.T) {
 	checkTraceAcrossRetries(t, "    consume: share\n    ordering: none")
 }
+
+// TestShareProducerNoLinger: a share member's outputs go out without the
+// client's default 10 ms linger. Its next poll waits for the last record
+// of the previous one to be accepted, after its outputs are acknowledged,
+// so a linger would stand in every poll's barrier (BenchmarkShare: the
+// share rate 0.56× the consumer group's with it, 0.66× without).
+func TestShareProducerNoLinger(t *testing.T) {
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	r, err := NewRunner(context.Background(), testConfigWith(t, brokers, "g", guestPath(t, "uppercase"), "in", "out", "dlq", shareKeys, ""), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(context.Background())
+	p := r.pipes()[0]
+	if p.ShareStats() == nil {
+		t.Fatal("the pipeline is not a share-group member")
+	}
+	if got := p.cl.OptValue(kgo.ProducerLinger); got != time.Duration(0) {
+		t.Fatalf("a share member's producer linger is %v, want 0", got)
+	}
+}
