@@ -106,8 +106,6 @@ func makeWindowedInput(b *testing.B, brokers []string, n, keys int) windowedInpu
 	// ago: timestamps of 1970 would be older than the broker's log
 	// retention, which deletes their segments at its next check.
 	epoch := (time.Now().Add(-time.Hour).UnixMilli() - int64(n)*winStep) / winSize * winSize
-	part := kgo.StickyKeyPartitioner(nil).ForTopic("")
-	partOf := func(key string) int { return part.Partition(&kgo.Record{Key: []byte(key)}, partitions) }
 	last := epoch
 	for i := 0; i < n; i++ {
 		ts := epoch + int64(i)*winStep
@@ -119,11 +117,11 @@ func makeWindowedInput(b *testing.B, brokers []string, n, keys int) windowedInpu
 		}
 		last = max(last, ts)
 		key := fmt.Sprintf("user-%05d", i%keys)
-		add(partOf(key), key, ts)
+		add(keyPartition(key), key, ts)
 	}
 	for j := 0; !closed(byPart, last); j++ { // a closing key on each partition
 		key := fmt.Sprintf("close-%d", j)
-		p := partOf(key)
+		p := keyPartition(key)
 		if recs := byPart[p]; len(recs) > 0 && recs[len(recs)-1].TS > last {
 			continue // this partition has its ramp
 		}
