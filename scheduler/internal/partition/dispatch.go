@@ -42,8 +42,8 @@ import (
 
 // pushIdle makes w wait for work, in order of last use.
 func (p *taskPool) pushIdle(w *worker) {
-	i, _ := slices.BinarySearchFunc(p.idleW, w.lastUsed, func(x *worker, at time.Time) int {
-		if x.lastUsed.After(at) {
+	i, _ := slices.BinarySearchFunc(p.idleW, w.idle.lastUsed, func(x *worker, at time.Time) int {
+		if x.idle.lastUsed.After(at) {
 			return 1
 		}
 		return -1 // equal times: after the ones already waiting
@@ -74,7 +74,7 @@ func (p *taskPool) wake() bool {
 	p.idleW[n-1] = nil
 	p.idleW = p.idleW[:n-1]
 	select {
-	case w.wake <- struct{}{}:
+	case w.idle.wake <- struct{}{}:
 	default: // already signalled
 	}
 	return true
@@ -152,7 +152,7 @@ func (t *Task) controlLocked(now time.Time) {
 		w := t.pool.idleW[0]
 		t.pool.idleW = slices.Delete(t.pool.idleW, 0, 1)
 		select {
-		case w.wake <- struct{}{}:
+		case w.idle.wake <- struct{}{}:
 		default:
 		}
 	}

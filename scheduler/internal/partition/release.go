@@ -477,11 +477,9 @@ func (w *worker) settleRun() {
 // releaseLane frees ln. While the worker admits records it only notes the
 // lane: admit frees it with its next pick, under the same lock.
 func (w *worker) releaseLane(ln *lane) {
-	if w.admitting {
-		w.freeLanes = append(w.freeLanes, ln)
-		return
+	if !w.freed.note(ln) {
+		w.t.release(ln)
 	}
-	w.t.release(ln)
 }
 
 // run is j as a run of one (sink.deliver), with no allocation: the run's

@@ -25,18 +25,9 @@ type worker struct {
 	slot    int              // its index among the task's workers (a metrics label)
 	retired bool             // counted off the task's workers when it retired (exit must not again)
 
-	// Dispatch (dispatch.go). wake is this worker's own hand-off: a waker
-	// takes the worker off task.pool.idleW and sends here (buffer 1, never
-	// blocks); lastUsed and keptUntil are the worker's own, read by
-	// taskPool.pushIdle under task.mu while the worker is on task.pool.idleW.
-	wake      chan struct{}
-	lastUsed  time.Time // when it last started a record or had one pending
-	keptUntil time.Time // kept as part of the minimum: no idle check before
+	idle idleEntry // how it waits on the task's idle list (worker_wait.go)
 
-	// admit: while it runs, the lanes the worker's records free are noted
-	// in freeLanes and freed with the next pick, under the same task.mu.
-	admitting bool
-	freeLanes []*lane
+	freed admitLanes // the lanes freed while it admits records (worker_admit.go)
 
 	// jobs is the rest of the worker's last slab of jobs (newJob): jobs are
 	// carved from slabs of jobSlab, one allocation for that many records.
@@ -133,7 +124,7 @@ func (t *Task) worker(borrowed bool) {
 
 // newWorker makes a worker and adds it to the task's live workers.
 func (t *Task) newWorker() *worker {
-	w := &worker{t: t, wake: make(chan struct{}, 1), lastUsed: time.Now()}
+	w := &worker{t: t, idle: idleEntry{wake: make(chan struct{}, 1), lastUsed: time.Now()}}
 	t.mu.Lock()
 	w.slot = t.pool.add(w)
 	t.mu.Unlock()
@@ -211,7 +202,7 @@ func (w *worker) turn(l *workerLoop) bool {
 	}
 	pending := w.pending()
 	if took || pending || w.retry.len() > 0 {
-		w.lastUsed = time.Now() // not idle: records in progress or due
+		w.idle.lastUsed = time.Now() // not idle: records in progress or due
 	}
 	stopping := w.t.isStopping()
 	if stopping {

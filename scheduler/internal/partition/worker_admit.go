@@ -141,10 +141,10 @@ func (w *worker) upgrade() {
 // is then counted off the task's workers already).
 func (w *worker) admit() (took, refused, retire bool) {
 	t := w.t
-	w.admitting = true
+	w.freed.admitting = true
 	defer func() {
-		w.admitting = false
-		if len(w.freeLanes) > 0 {
+		w.freed.admitting = false
+		if len(w.freed.lanes) > 0 {
 			t.mu.Lock()
 			w.freeLanesLocked()
 			t.mu.Unlock()
@@ -283,13 +283,31 @@ func (w *worker) takeOneLocked(async bool) pickOutcome {
 	return pickTook
 }
 
+// admitLanes are the lanes a worker's records free while it admits
+// records (admit): noted, and freed with its next pick under the same
+// task.mu. The worker's own: only its goroutine touches it.
+type admitLanes struct {
+	admitting bool
+	lanes     []*lane
+}
+
+// note keeps ln to be freed with the next pick and reports true while the
+// worker admits records; false: the caller frees ln now.
+func (a *admitLanes) note(ln *lane) bool {
+	if !a.admitting {
+		return false
+	}
+	a.lanes = append(a.lanes, ln)
+	return true
+}
+
 // freeLanesLocked frees the lanes noted while admit ran.
 func (w *worker) freeLanesLocked() {
-	for _, ln := range w.freeLanes {
+	for _, ln := range w.freed.lanes {
 		w.t.releaseLocked(ln)
 	}
-	clear(w.freeLanes)
-	w.freeLanes = w.freeLanes[:0]
+	clear(w.freed.lanes)
+	w.freed.lanes = w.freed.lanes[:0]
 }
 
 // poll delivers the instance's completions and expires its overdue records.

@@ -7,6 +7,17 @@ import (
 	"time"
 )
 
+// idleEntry is how a worker waits on its task's idle list (dispatch.go).
+// wake is the worker's own hand-off: a waker takes the worker off
+// task.pool.idleW and sends here (buffer 1, never blocks); lastUsed and
+// keptUntil are written by the worker's goroutine, and read by
+// taskPool.pushIdle under task.mu while the worker is on task.pool.idleW.
+type idleEntry struct {
+	wake      chan struct{}
+	lastUsed  time.Time // when it last started a record or had one pending
+	keptUntil time.Time // kept as part of the minimum: no idle check before
+}
+
 // workerWait is one wait of a worker: what wakes it, and how park listed it.
 type workerWait struct {
 	swapC   <-chan struct{}  // a new version deployed
@@ -91,9 +102,9 @@ func (w *worker) park(l *workerLoop, ww *workerWait, stopping, canTake, pending 
 		t.pool.pushIdle(w)
 		ww.waiting, ww.stopC = true, t.life.stopCh
 		if !pending && w.retry.len() == 0 && l.idleTimeout > 0 {
-			at := w.lastUsed.Add(l.idleTimeout)
-			if at.Before(w.keptUntil) {
-				at = w.keptUntil
+			at := w.idle.lastUsed.Add(l.idleTimeout)
+			if at.Before(w.idle.keptUntil) {
+				at = w.idle.keptUntil
 			}
 			l.idle.Reset(max(time.Until(at), 0))
 			ww.idleC = l.idle.C
@@ -118,7 +129,7 @@ func (w *worker) sleep(l *workerLoop, ww *workerWait) (expired bool) {
 	}
 	select {
 	case <-ww.swapC:
-	case <-w.wake:
+	case <-w.idle.wake:
 	case <-ww.stopC:
 	case <-ready:
 	case <-ww.timerC:
@@ -164,11 +175,11 @@ func (w *worker) unpark(l *workerLoop, ww *workerWait, expired bool) (retired bo
 		}
 		// Part of the minimum: stay, warm, and look again after another
 		// idle_timeout.
-		w.keptUntil = time.Now().Add(l.idleTimeout)
+		w.idle.keptUntil = time.Now().Add(l.idleTimeout)
 	}
 	t.mu.Unlock()
 	select {
-	case <-w.wake:
+	case <-w.idle.wake:
 	default:
 	}
 	if expired && onList && w.inst == nil {
