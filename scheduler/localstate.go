@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
@@ -66,4 +67,45 @@ func (l *LocalState) FireDue(ctx context.Context, in *host.Instance, topic strin
 		l.CommitAt(st, 0, t)
 	}
 	return outs, append(errs, fmt.Errorf("more than %d timer firings after one record", maxLocalFirings))
+}
+
+// AdvanceTo moves the state's stream time to t (milliseconds) as a decided
+// record of timestamp t does (never back), for `wasmstream test`'s
+// advance_to; FireDue then fires what that made due. It returns the stream
+// time.
+func (l *LocalState) AdvanceTo(t int64) int64 {
+	l.CommitAt(l.Begin(), 0, t)
+	return l.StreamTime()
+}
+
+// Idle simulates wall of wall-clock time on a caught-up partition under
+// timers.idle_advance step, as the host's idle check does
+// (scheduler/internal/partition/idle.go): every step, a partition that
+// decided nothing for step moves its stream time by step and fires the
+// timers due. A partition that decided no record yet has no stream time
+// to move. It returns the firings' outputs and failures, and the rounds
+// that moved the stream time. Rounds that make nothing due are one move,
+// so a long idle spell costs a step per firing, not per round.
+func (l *LocalState) Idle(ctx context.Context, in *host.Instance, topic string, wall, step time.Duration) (outs []abi.Output, errs []error, rounds int64) {
+	ms := step.Milliseconds()
+	for n := int64(wall / step); n > 0 && ms > 0; {
+		t := l.StreamTime()
+		if t < 0 {
+			return outs, errs, rounds
+		}
+		k := n // no timer: the rest of the rounds fire nothing
+		next, err := l.Timers(1)
+		if err != nil {
+			return outs, append(errs, err), rounds
+		}
+		if len(next) > 0 {
+			// The first round whose stream time reaches the next timer.
+			k = min(n, max(1, (next[0].At-t+ms-1)/ms))
+		}
+		l.Advance(k * ms)
+		n, rounds = n-k, rounds+k
+		o, e := l.FireDue(ctx, in, topic)
+		outs, errs = append(outs, o...), append(errs, e...)
+	}
+	return outs, errs, rounds
 }

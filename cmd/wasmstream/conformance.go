@@ -120,6 +120,9 @@ func (c *conformanceCmd) options() (conformance.Options, int) {
 		if err == nil {
 			err = unframed(c.vectors, cases)
 		}
+		if err == nil {
+			err = conformance.RecordsOnly(c.vectors, cases)
+		}
 		if err != nil {
 			printErr(c.stderr, "wasmstream conformance", err)
 			return opt, 2

@@ -133,6 +133,9 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	if err := s.start(ctx, cfg, wasm, stderr); err != nil {
 		return c.bad(err)
 	}
+	if err := s.checkControls(c.file, cases); err != nil {
+		return c.bad(err)
+	}
 	results, err := s.run(ctx, cases)
 	if err != nil {
 		return c.bad(err)
@@ -340,7 +343,9 @@ func (s *testSession) run(ctx context.Context, cases []conformance.Case) ([]test
 	cancel()
 	spans, _ := tracing.ReadJSONL(bytes.NewReader(s.traceBuf.Bytes()))
 	for i := range results {
-		results[i].spans = tracing.Trace(spans, results[i].traceID)
+		if results[i].traceID != "" { // a control line has no trace
+			results[i].spans = tracing.Trace(spans, results[i].traceID)
+		}
 	}
 	return results, nil
 }
@@ -350,6 +355,9 @@ func (s *testSession) run(ctx context.Context, cases []conformance.Case) ([]test
 // that does not decode fails without a call, as in the pipeline) and its
 // outputs the encode path.
 func (s *testSession) runCase(ctx context.Context, ci int, c *conformance.Case) (testResult, error) {
+	if c.Control != nil {
+		return s.runControl(ctx, ci, c)
+	}
 	a := s.tr.Begin(tracing.Info{Pipeline: s.pc.Name, Module: filepath.Base(s.modPath), ModuleDigest: s.m.Info().Digest,
 		Topic: c.Record.Topic, Partition: c.Record.Partition, Offset: c.Record.Offset, Key: c.Record.Key, Attempt: int(c.Record.Attempt),
 		OriginTopic: c.Record.Topic, OriginPartition: c.Record.Partition, OriginOffset: c.Record.Offset}, recordHeaders(c.Record.Headers))
@@ -529,6 +537,10 @@ type testResult struct {
 	spans   []tracing.Span
 	checked bool
 	diff    []string
+	// A control line's: the stream time after it, its idle rounds, and
+	// whether its check is an expect_state.
+	streamTime, rounds int64
+	stateCheck         bool
 }
 
 // show is a key, value or header value for the terminal: null, or quoted
@@ -572,15 +584,22 @@ func outputTopic(pc *config.Pipeline, t string) string {
 // counts.
 func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, failed int) {
 	counts := map[string]int{}
-	checked := 0
+	checked, controls := 0, 0
 	for _, r := range results {
-		counts[r.res.Outcome]++
+		if r.c.Control != nil {
+			controls++
+		} else {
+			counts[r.res.Outcome]++
+		}
 		writeTestRecord(w, pc, &r)
 		if r.checked {
 			checked++
 		}
 	}
-	fmt.Fprintf(w, "%d record(s): %d ok, %d dropped, %d retry, %d fail", len(results), counts["ok"], counts["drop"], counts["retry"], counts["fail"])
+	fmt.Fprintf(w, "%d record(s): %d ok, %d dropped, %d retry, %d fail", len(results)-controls, counts["ok"], counts["drop"], counts["retry"], counts["fail"])
+	if controls > 0 {
+		fmt.Fprintf(w, "; %d control line(s)", controls)
+	}
 	if checked > 0 {
 		fmt.Fprintf(w, "; expectations: %d passed, %d failed", checked-failed, failed)
 	}
@@ -590,6 +609,11 @@ func writeTestText(w io.Writer, pc *config.Pipeline, results []testResult, faile
 // writeTestRecord prints one record's run: the record, its outcome, its
 // outputs, state writes and HTTP requests, its trace and its expectation.
 func writeTestRecord(w io.Writer, pc *config.Pipeline, r *testResult) {
+	if r.c.Control != nil {
+		writeTestControl(w, r, func() { writeTestOutputs(w, pc, r) })
+		writeTestExpect(w, r)
+		return
+	}
 	writeTestInput(w, r)
 	writeTestOutcome(w, r)
 	writeTestOutputs(w, pc, r)
@@ -607,6 +631,12 @@ func writeTestRecord(w io.Writer, pc *config.Pipeline, r *testResult) {
 		tracing.Render(&sb, r.spans)
 		fmt.Fprintf(w, "  trace:\n    %s\n", strings.TrimSuffix(strings.ReplaceAll(sb.String(), "\n", "\n    "), "\n    "))
 	}
+	writeTestExpect(w, r)
+}
+
+// writeTestExpect prints a record's or control line's check: PASS, or
+// FAIL with the differences.
+func writeTestExpect(w io.Writer, r *testResult) {
 	if !r.checked {
 		return
 	}
@@ -758,6 +788,9 @@ func writeTestJSON(w io.Writer, pc *config.Pipeline, results []testResult, faile
 		}
 		if r.checked {
 			m["expect"] = map[string]any{"pass": len(r.diff) == 0, "diff": append([]string{}, r.diff...)}
+		}
+		if r.c.Control != nil {
+			jsonControl(m, &r)
 		}
 		recs = append(recs, m)
 	}

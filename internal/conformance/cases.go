@@ -59,6 +59,10 @@ type Case struct {
 	// KeyFrame and ValueFrame say how the key and value are framed for
 	// a schema registry (framed.go).
 	KeyFrame, ValueFrame Frame
+	// Control, when set, makes the line a control line (control.go), not
+	// a record: Record is unset, and Expect checks the outputs of the
+	// timers it fires.
+	Control *Control
 }
 
 // HTTPAnswer is one answer of the local fake HTTP service: a response, or a
@@ -169,12 +173,20 @@ func ParseCases(r io.Reader, file string) ([]Case, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxCaseLine)
 	var cases []Case
+	records := 0 // a record's default offset is its index among the records
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		c, err := parseCase(line, len(cases))
+		var c Case
+		var err error
+		if isControl(line) {
+			c, err = parseControl(line)
+		} else {
+			c, err = parseCase(line, records)
+			records++
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", file, n, err)
 		}

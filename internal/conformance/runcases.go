@@ -61,17 +61,9 @@ type CaseResult struct {
 // Observer. The error is for an instance that cannot be made.
 func (r *CaseRunner) Run(ctx context.Context, c *Case, tag any) (CaseResult, error) {
 	var res CaseResult
-	if r.in == nil || r.in.Dead() {
-		if r.in != nil {
-			r.in.Close(ctx)
-			res.NewInstance = true
-		}
-		in, err := r.Module.NewInstance(ctx)
-		if err != nil {
-			r.in = nil
-			return res, err
-		}
-		r.in = in
+	var err error
+	if _, res.NewInstance, err = r.Instance(ctx); err != nil {
+		return res, err
 	}
 	res.Instance = r.in.ID()
 	var st host.State
@@ -136,6 +128,25 @@ func (r *CaseRunner) fire(ctx context.Context, res *CaseResult, topic string) {
 	for _, err := range errs {
 		res.TimerErrors = append(res.TimerErrors, err.Error())
 	}
+}
+
+// Instance is the instance the next record runs on: a new one when there
+// is none or the last one faulted (renewed: it replaced one). The error is
+// for an instance that cannot be made. A control line of `wasmstream
+// test` fires timers on it.
+func (r *CaseRunner) Instance(ctx context.Context) (in *host.Instance, renewed bool, err error) {
+	if r.in != nil && !r.in.Dead() {
+		return r.in, false, nil
+	}
+	if r.in != nil {
+		r.in.Close(ctx)
+		renewed = true
+	}
+	if r.in, err = r.Module.NewInstance(ctx); err != nil {
+		r.in = nil
+		return nil, renewed, err
+	}
+	return r.in, renewed, nil
 }
 
 // Close closes the instance.

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -72,3 +73,13 @@ func (l *Local) Due(n int) ([]Timer, int64, error) {
 	due, err := l.p.Due(t, n)
 	return due, t, err
 }
+
+// Advance is Partition.Advance: the stream time moved forward by ms
+// without a record (timers.idle_advance), and returned.
+func (l *Local) Advance(ms int64) int64 { return l.p.Advance(ms) }
+
+// StreamTime is the state's stream time, -1 before any record.
+func (l *Local) StreamTime() int64 { return l.p.StreamTime() }
+
+// Timers lists up to n of the timers set, due or not, in (at, key) order.
+func (l *Local) Timers(n int) ([]Timer, error) { return l.p.Due(math.MaxInt64, n) }
