@@ -174,7 +174,7 @@ func (c *canaryCheck) run() {
 			inVer = v
 		}
 		res := in.Process(c.ctx, &j.rec, nil)
-		c.p.budget.ReleaseOutputs(res.HeldBytes) // dropped: nothing of a check leaves the host
+		c.p.shared.budget.ReleaseOutputs(res.HeldBytes) // dropped: nothing of a check leaves the host
 		if c.ctx.Err() != nil {
 			return
 		}

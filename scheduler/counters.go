@@ -22,7 +22,7 @@ type counterScope uint8
 
 const (
 	// perPartition: counted on the partition's own Stats only (one atomic
-	// add on the record path, Pipeline.partitionStats); summed for
+	// add on the record path, pipeCounters.partitionStats); summed for
 	// Snapshot, one series per partition (pipeline, topic, partition).
 	perPartition counterScope = iota
 	// perPipeline: counted on the pipeline's Stats; one series per
@@ -164,16 +164,16 @@ func init() {
 // map only).
 func (p *Pipeline) countersInto(s *Snapshot) {
 	v := reflect.ValueOf(s).Elem()
-	p.psMu.Lock()
-	defer p.psMu.Unlock()
+	p.counters.psMu.Lock()
+	defer p.counters.psMu.Unlock()
 	for _, c := range counterTable {
 		if c.snapField < 0 {
 			continue
 		}
-		n := c.of(&p.stats).Load()
+		n := c.of(&p.counters.stats).Load()
 		if c.scope == perPartition {
 			n = 0
-			for _, ps := range p.parts {
+			for _, ps := range p.counters.parts {
 				n += c.of(ps).Load()
 			}
 		}
@@ -188,7 +188,7 @@ func (sc counterScope) exports(p *Pipeline) bool {
 	case perPipeline:
 		return true
 	case perStatePipeline:
-		return p.state != nil
+		return p.subs.state != nil
 	case perSchemaPipeline:
 		return p.pc.UsesSchemaRegistry()
 	}
@@ -229,8 +229,8 @@ func (r *Runner) registerCounters(meter metric.Meter) error {
 	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, p := range r.pipes() {
 			pipe := attribute.String("pipeline", p.pc.Name)
-			p.psMu.Lock()
-			for k, s := range p.parts {
+			p.counters.psMu.Lock()
+			for k, s := range p.counters.parts {
 				at := metric.WithAttributes(pipe, attribute.String("topic", k.Topic), attribute.Int("partition", int(k.Partition)))
 				for i, c := range counterTable {
 					if c.scope == perPartition {
@@ -238,7 +238,7 @@ func (r *Runner) registerCounters(meter metric.Meter) error {
 					}
 				}
 			}
-			p.psMu.Unlock()
+			p.counters.psMu.Unlock()
 			for i, c := range counterTable {
 				if !c.scope.exports(p) {
 					continue
@@ -247,7 +247,7 @@ func (r *Runner) registerCounters(meter metric.Meter) error {
 				if c.attr.Valid() {
 					at = metric.WithAttributes(pipe, c.attr)
 				}
-				observe[i](o, c.of(&p.stats).Load(), at)
+				observe[i](o, c.of(&p.counters.stats).Load(), at)
 			}
 		}
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/config"
+	"github.com/wasmstream/wasmstream/scheduler/internal/partition"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
@@ -65,14 +66,14 @@ func TestCounterTableIsWired(t *testing.T) {
 	// is exported), two partitions, and every counter a different count:
 	// row i counts 1000*(i+1), split 1:2 over the partitions.
 	p := counterPipeline()
-	a, b := p.partitionStats("in", 0), p.partitionStats("in", 1)
+	a, b := p.counters.partitionStats("in", 0), p.counters.partitionStats("in", 1)
 	want := func(i int) int64 { return 1000 * int64(i+1) }
 	for i, c := range counterTable {
 		if c.scope == perPartition {
 			c.of(a).Store(want(i) / 3)
 			c.of(b).Store(want(i) - want(i)/3)
 		} else {
-			c.of(&p.stats).Store(want(i))
+			c.of(&p.counters.stats).Store(want(i))
 		}
 	}
 
@@ -152,8 +153,9 @@ func (counterStatus) Versions(string) []VersionStats { return nil }
 func counterPipeline() *Pipeline {
 	pc := &config.Pipeline{Name: "p"}
 	pc.InputFormat.Value.Format = config.FormatConfluent
-	p := &Pipeline{pc: pc, pipeCounters: &pipeCounters{}}
-	p.state = &state.Stores{}
+	p := &Pipeline{pc: pc, counters: &pipeCounters{}}
+	p.subs.state = &state.Stores{}
+	p.tasks = partition.NewSet(&p.life.stopped) // none attached: Snapshot's gauges are zero
 	return p
 }
 
@@ -163,7 +165,7 @@ func counterPipeline() *Pipeline {
 func BenchmarkCounters(b *testing.B) {
 	p := counterPipeline()
 	for i := range 64 {
-		p.partitionStats("in", int32(i)).Fetched.Store(int64(i))
+		p.counters.partitionStats("in", int32(i)).Fetched.Store(int64(i))
 	}
 	b.Run("Snapshot", func(b *testing.B) {
 		b.ReportAllocs()

@@ -11,12 +11,12 @@ import (
 // everything the runner sets before it (metrics, the failure observer).
 func (p *Pipeline) engineDeps() *partition.Deps {
 	return &partition.Deps{
-		Config: p.pc, Group: p.group, Log: p.log,
-		Budget: p.budget, Inst: partition.InstanceDeps{Bytes: p.instanceBytes, AsyncSize: p.asyncSize},
-		Stats: &p.stats, PartStats: p.partitionStats,
-		Role: p.role, Retryable: p.retryable, Sink: p.sink, Ledger: p.ledger, State: p.state,
-		Mods: p.mods, Fetch: partition.FetchControl{Flow: &p.flow, Pauser: source.ClientPauser{Client: p.cl}}, Background: &p.bg,
-		Hooks: p.hooks, Schema: p.eng.Schema, InputTimestamps: p.pc.OutputTimestamp == config.OutputTimeInput,
+		Config: p.pc, Group: p.member.group, Log: p.log,
+		Budget: p.shared.budget, Inst: partition.InstanceDeps{Bytes: p.shared.instanceBytes, AsyncSize: p.shared.asyncSize},
+		Stats: &p.counters.stats, PartStats: p.counters.partitionStats,
+		Role: p.role, Retryable: p.shared.retryable, Sink: p.sink, Ledger: p.ledger, State: p.subs.state,
+		Mods: p.mods, Fetch: partition.FetchControl{Flow: &p.flow, Pauser: source.ClientPauser{Client: p.member.cl}}, Background: &p.life.bg,
+		Hooks: p.shared.hooks, Schema: p.eng.Schema, InputTimestamps: p.pc.OutputTimestamp == config.OutputTimeInput,
 	}
 }
 
@@ -25,11 +25,11 @@ func (p *Pipeline) engineDeps() *partition.Deps {
 // after the committer (a TxnSink's gate is the committer).
 func (p *Pipeline) commitDeps() commit.Deps {
 	return commit.Deps{
-		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
-		Loops: &p.wg, Quit: p.quit, Background: &p.bg, Failed: &p.failed,
-		Tasks: p.tasks, Drain: p.drain, Gone: p.gone,
+		Config: p.cfg, Pipeline: p.pc, Group: p.member.group, Client: p.member.cl, Log: p.log, Stats: &p.counters.stats,
+		Loops: &p.life.wg, Quit: p.life.quit, Background: &p.life.bg, Failed: &p.life.failed,
+		Tasks: p.tasks, Drain: p.drain, Gone: p.subs.gone,
 		Forget:      func(parts map[string][]int32) { p.sink.Forget(parts) },
-		OnCommitted: p.committed, Fail: p.fail, Broke: p.broke,
+		OnCommitted: p.subs.committed, Fail: p.fail, Broke: p.broke,
 	}
 }
 
@@ -38,8 +38,8 @@ func (p *Pipeline) commitDeps() commit.Deps {
 // to p's tasks (a share group's: its one pool).
 func (p *Pipeline) sourceDeps() source.Deps {
 	return source.Deps{
-		Config: p.cfg, Pipeline: p.pc, Group: p.group, Client: p.cl, Log: p.log, Stats: &p.stats,
-		Budget: p.budget, Flow: &p.flow, Loops: &p.wg, Quit: p.quit, PollDone: p.pollDone,
+		Config: p.cfg, Pipeline: p.pc, Group: p.member.group, Client: p.member.cl, Log: p.log, Stats: &p.counters.stats,
+		Budget: p.shared.budget, Flow: &p.flow, Loops: &p.life.wg, Quit: p.life.quit, PollDone: p.life.pollDone,
 		Tasks: p.tasks, Opening: p.opening,
 	}
 }

@@ -143,7 +143,7 @@ func TestEventTimeRebalance(t *testing.T) {
 	if got, want := string(rd.Recs[2].Value), "1500 1000=a,1200=c,1500=b"; got != want {
 		t.Fatalf("b's first record: %q, want %q", got, want)
 	}
-	if got := b.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
+	if got := b.Pipelines()[0].counters.stats.StateRestored.Load(); got == 0 {
 		t.Error("b restored nothing from the changelog")
 	}
 }

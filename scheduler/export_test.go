@@ -21,7 +21,7 @@ func (p *Pipeline) shareHeld() int { return p.src.(*source.Share).Locks().Len() 
 
 // stateSizes returns each open state store's size (its file, and its keys
 // and values) by partition.
-func (p *Pipeline) stateSizes() map[int32]state.Size { return p.state.Sizes() }
+func (p *Pipeline) stateSizes() map[int32]state.Size { return p.subs.state.Sizes() }
 
 // taskFor is the task of an assigned partition now (nil: none).
 func (p *Pipeline) taskFor(topic string, partition int32) *partition.Task {

@@ -228,14 +228,14 @@ func stallReason(g partition.TaskGauges) string {
 // stalls returns the pipeline's stalled partitions among gs.
 func (p *Pipeline) stalls(gs []partition.TaskGauges) []StalledPartition {
 	now := time.Now()
-	return p.stall.stalled(gs, p.partitionDone, p.leaderSick(now), now)
+	return p.counters.stall.stalled(gs, p.counters.partitionDone, p.leaderSick(now), now)
 }
 
 // partitionDone is a partition's records done so far.
-func (p *Pipeline) partitionDone(k tp) int64 {
-	p.psMu.Lock()
-	defer p.psMu.Unlock()
-	if s := p.parts[k]; s != nil {
+func (c *pipeCounters) partitionDone(k tp) int64 {
+	c.psMu.Lock()
+	defer c.psMu.Unlock()
+	if s := c.parts[k]; s != nil {
 		return s.Done.Load()
 	}
 	return 0
@@ -245,10 +245,10 @@ func (p *Pipeline) partitionDone(k tp) int64 {
 // metadata, met errors within stallAfter of now.
 func (p *Pipeline) leaderSick(now time.Time) func(tp) bool {
 	return func(k tp) bool {
-		if p.cl == nil {
+		if p.member.cl == nil {
 			return false
 		}
-		leader, _, _ := p.cl.PartitionLeader(k.Topic, k.Partition)
-		return leader >= 0 && p.health.recent(leader, now.Add(-stallAfter))
+		leader, _, _ := p.member.cl.PartitionLeader(k.Topic, k.Partition)
+		return leader >= 0 && p.counters.health.recent(leader, now.Add(-stallAfter))
 	}
 }

@@ -149,8 +149,8 @@ func TestBrokerErrorsAndStalls(t *testing.T) {
 		t.Fatalf("tasks %+v, want one with nothing waiting", gs)
 	}
 	now := time.Now()
-	p.stall.stalled(gs, p.partitionDone, p.leaderSick(now), now)
-	st := p.stall.stalled(gs, p.partitionDone, p.leaderSick(now), now.Add(stallAfter))
+	p.counters.stall.stalled(gs, p.counters.partitionDone, p.leaderSick(now), now)
+	st := p.counters.stall.stalled(gs, p.counters.partitionDone, p.leaderSick(now), now.Add(stallAfter))
 	if len(st) != 1 || st[0].Reason != StallFetching {
 		t.Fatalf("stalled %+v, want partition 0 fetching", st)
 	}

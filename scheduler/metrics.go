@@ -31,7 +31,7 @@ func (r *Runner) RegisterMetrics(meter metric.Meter) error {
 	}
 	r.hooks.Metrics = m
 	for _, p := range r.pipes() {
-		p.hooks.Metrics = m
+		p.shared.hooks.Metrics = m
 	}
 	for _, d := range r.loadTimes {
 		m.Compile.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("pipeline", d.pipeline), attribute.Bool("from_compile_cache", d.fromCache)))
@@ -151,7 +151,7 @@ func (r *Runner) registerPipelineMetrics(meter metric.Meter) error {
 			// The reasons are state sets beside the values, so that a value's
 			// series keeps its identity when the reason changes.
 			retryAttr := attribute.Bool("retry", p.role.IsRetry())
-			if a := p.asyncSize; a != nil {
+			if a := p.shared.asyncSize; a != nil {
 				limit, reason, _ := a.State()
 				o.ObserveInt64(asyncLimit, int64(limit), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, reason, pipe, retryAttr)
@@ -159,7 +159,7 @@ func (r *Runner) registerPipelineMetrics(meter metric.Meter) error {
 				o.ObserveInt64(asyncLimit, int64(p.pc.Async.MaxInFlight), metric.WithAttributes(pipe, retryAttr))
 				observeStateSet(o, asyncReason, sizing.AsyncReasons, sizing.ReasonFixed, pipe, retryAttr)
 			}
-			for _, b := range p.health.snapshot() {
+			for _, b := range p.counters.health.snapshot() {
 				ba := []attribute.KeyValue{pipe, attribute.String("broker", b.Broker), attribute.String("address", b.Address)}
 				o.ObserveInt64(brokerErrs, b.Connect, metric.WithAttributes(append(ba, attribute.String("kind", "connect"))...))
 				o.ObserveInt64(brokerErrs, b.Request, metric.WithAttributes(append(ba, attribute.String("kind", "request"))...))

@@ -15,7 +15,7 @@ func (r *Runner) ObserveFailures(o FailureObserver) error {
 	}
 	r.hooks.Failures = o
 	for _, p := range r.pipes() {
-		p.hooks.Failures = o
+		p.shared.hooks.Failures = o
 	}
 	return nil
 }

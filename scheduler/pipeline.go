@@ -126,20 +126,25 @@ type Pipeline struct {
 	// resolved for them: the schema-registry codec (eng.Schema).
 	eng *partition.Deps
 
-	pipeMember // its client and its group
-	pipeSeams  // source, ledger, sink, committer (Pipeline.wire)
-	pipeEngine // what its engines share: bounds, observers, the state stores
+	// member is its client and its group.
+	member    pipeMember
+	pipeSeams // source, ledger, sink, committer (Pipeline.wire)
+	// shared is what its engines share besides the seams: bounds,
+	// observers.
+	shared pipeShared
+	// subs are the subscribers to its commits and to partitions that
+	// leave, and the state stores that subscribe.
+	subs pipeSubscribers
 
 	// tasks are its tasks by partition (the task map), handed whole to
 	// its source and committer.
 	tasks *partition.Set
 
-	// pipeCounters: counters, per pipeline and per partition; broker
-	// health. A rebuilt pipeline shares them with the one it replaces: its
-	// counters go on.
-	*pipeCounters
+	// counters, per pipeline and per partition; broker health. A rebuilt
+	// pipeline shares them with the one it replaces: its counters go on.
+	counters *pipeCounters
 
-	pipeLife // its goroutines and shutdown
+	life pipeLife // its goroutines and shutdown
 }
 
 // pipeMember is a pipeline's Kafka client and its group.
@@ -174,9 +179,9 @@ type pipeSeams struct {
 	commit commit.Committer
 }
 
-// pipeEngine is what the pipeline gives its engines (engineDeps) besides
-// its seams and module versions.
-type pipeEngine struct {
+// pipeShared is what the pipeline gives its engines (engineDeps) besides
+// its seams, module versions and state stores.
+type pipeShared struct {
 	budget        *Budget
 	instanceBytes int64           // memory an instance reserves in the budget
 	retryable     map[string]bool // fault kinds retried
@@ -187,21 +192,62 @@ type pipeEngine struct {
 	// the runner's, all set before Start (Runner.RegisterMetrics,
 	// Runner.ObserveFailures).
 	hooks hooks.Hooks
+}
 
+// pipeSubscribers are told of the pipeline's commits and of partitions
+// that leave it; the state stores subscribe (newStateStores). Set while
+// the pipeline is built, read-only after.
+type pipeSubscribers struct {
 	// state is the partitions' state stores (state.enabled; nil otherwise).
 	state *state.Stores
 	// onCommitted are told each partition's newly committed offset, after
 	// the commit (committed), with the state view of the task whose marks
 	// were committed: the state stores flush from it (state.Stores.Flush,
 	// which applies nothing unless that view is still the partition's
-	// current one). Set while the pipeline is built, read-only after.
+	// current one).
 	onCommitted []func(partition int32, upTo int64, from *state.Partition)
 	// onGone are told that partitions left the pipeline (revoked, lost:
 	// gone), as soon as their tasks are detached; each may return what it
 	// does only once the tasks' workers ended (after). The state stores
-	// subscribe (state.Stores.Detach). Set while the pipeline is built,
-	// read-only after.
+	// subscribe (state.Stores.Detach).
 	onGone []func(parts []int32) (after func())
+}
+
+// gone tells the subscribers (onGone) that the partitions of tasks left
+// the pipeline: the committers call it (commit.Deps.Gone) once they were
+// handed the tasks of revoked or lost partitions; after runs what the
+// subscribers do once the tasks' workers ended.
+func (s *pipeSubscribers) gone(tasks []*partition.Task) (after func()) {
+	if len(s.onGone) == 0 || len(tasks) == 0 {
+		return func() {}
+	}
+	parts := make([]int32, len(tasks))
+	for i, t := range tasks {
+		parts[i] = t.Partition
+	}
+	afters := make([]func(), 0, len(s.onGone))
+	for _, f := range s.onGone {
+		afters = append(afters, f(parts))
+	}
+	return func() {
+		for _, a := range afters {
+			a()
+		}
+	}
+}
+
+// committed tells the subscribers (onCommitted) that the offsets below upTo
+// of t's input partition are committed: offset commits and transactions
+// call it (commit.Deps.OnCommitted) after a commit succeeded, under
+// commitMu, never after an abort.
+// t is the task whose marks were committed, which may be gone (its
+// partition lost, and perhaps assigned again, while the commit was in
+// flight: at_least_once's lost does not wait for commitMu): its state
+// view, not the partition's, says what the commit covers.
+func (s *pipeSubscribers) committed(t *partition.Task, upTo int64) {
+	for _, f := range s.onCommitted {
+		f(t.Partition, upTo, t.State)
+	}
 }
 
 // pipeCounters are the pipeline's counters: its own, and each partition's
@@ -265,29 +311,29 @@ type pipelineDeps struct {
 func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeline, error) {
 	cfg, log := d.cfg, d.log
 	p := &Pipeline{
-		cfg:        cfg,
-		pc:         pc,
-		log:        log.With("pipeline", pc.Name),
-		role:       d.role,
-		flow:       partition.NewFlowSignals(),
-		pipeMember: pipeMember{group: cfg.GroupID(pc), limits: d.limits},
-		pipeEngine: pipeEngine{
+		cfg:    cfg,
+		pc:     pc,
+		log:    log.With("pipeline", pc.Name),
+		role:   d.role,
+		flow:   partition.NewFlowSignals(),
+		member: pipeMember{group: cfg.GroupID(pc), limits: d.limits},
+		shared: pipeShared{
 			budget: d.budget,
 			hooks:  d.hooks,
 			// An instance reserves its linear memory and its tables at their bounds.
 			instanceBytes: int64(pc.Limits.MemoryPages)*65536 + host.Limits{TableElements: pc.Limits.TableElements}.TableBytes(),
 			retryable:     map[string]bool{},
 		},
-		pipeLife: pipeLife{pollDone: make(chan struct{}), quit: make(chan struct{}), onFail: d.onFail, onBroken: d.onBroken},
+		life: pipeLife{pollDone: make(chan struct{}), quit: make(chan struct{}), onFail: d.onFail, onBroken: d.onBroken},
 	}
-	p.tasks = partition.NewSet(&p.stopped) // a share group's is a pool (newShareMember)
+	p.tasks = partition.NewSet(&p.life.stopped) // a share group's is a pool (newShareMember)
 	if pc.Async.AutoInFlight {
-		p.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
+		p.shared.asyncSize = sizing.NewAsync(pc.Async.MaxInFlight, pc.Instances.Auto || pc.Instances.Max > pc.Instances.Min)
 	}
 	if f := d.from; f != nil {
-		p.mods, p.pipeCounters, p.hooks = f.mods, f.pipeCounters, f.hooks
+		p.mods, p.counters, p.shared.hooks = f.mods, f.counters, f.shared.hooks
 	} else {
-		p.mods, p.pipeCounters = &modules{}, &pipeCounters{health: newBrokerHealth()}
+		p.mods, p.counters = &modules{}, &pipeCounters{health: newBrokerHealth()}
 		p.mods.Ver.Store(d.version)
 		sc := make(chan struct{})
 		p.mods.SwapCh.Store(&sc)
@@ -302,9 +348,9 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 		stateDir = dir
 	}
 	for _, f := range pc.Retry.RetryableFaults {
-		p.retryable["fault."+f] = true
+		p.shared.retryable["fault."+f] = true
 	}
-	p.brokers = d.brokers
+	p.member.brokers = d.brokers
 	// The output subjects are resolved now: a registry that is down or a
 	// subject that does not exist fails the start, naming the pipeline.
 	schema, err := schemaio.New(context.Background(), d.schemaReg, cfg, pc)
@@ -333,10 +379,10 @@ func newPipeline(pc *config.Pipeline, d pipelineDeps, extra ...kgo.Opt) (*Pipeli
 func (p *Pipeline) wire(extra []kgo.Opt) error {
 	pc := p.pc
 	if pc.Consume == config.ConsumeShare {
-		if err := newShareMember(p, p.brokers, extra...); err != nil {
+		if err := newShareMember(p, p.member.brokers, extra...); err != nil {
 			return err
 		}
-		p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.limits}
+		p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.member.limits}
 		return nil
 	}
 	var changelog string // the sinks check its records against its topic's limits
@@ -351,18 +397,18 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 	if pc.Guarantee == config.ExactlyOnce {
 		txnID := pc.Transactions.ID
 		if txnID == "" {
-			txnID = p.group + "." + p.cfg.Host.ID
+			txnID = p.member.group + "." + p.cfg.Host.ID
 		}
 		opts = append(opts, kgo.TransactionalID(txnID), kgo.TransactionTimeout(pc.Transactions.Timeout), kgo.RequireStableFetchOffsets())
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
 			return err
 		}
-		p.cl = sess.Client()
+		p.member.cl = sess.Client()
 		x := commit.NewTransactions(p.commitDeps(), sess, txnID)
 		p.commit = x
 		p.src = source.NewGroup(p.sourceDeps(), x)
-		p.sink = &partition.TxnSink{Producer: p.producer(), Gate: x, Limits: p.limits, Changelog: changelog}
+		p.sink = &partition.TxnSink{Producer: p.producer(), Gate: x, Limits: p.member.limits, Changelog: changelog}
 		p.ledger = ledger.Txn{}
 		return nil
 	}
@@ -370,18 +416,18 @@ func (p *Pipeline) wire(extra []kgo.Opt) error {
 	if err != nil {
 		return err
 	}
-	p.cl = cl
+	p.member.cl = cl
 	c := commit.NewOffsets(p.commitDeps())
 	p.commit = c
 	p.src = source.NewGroup(p.sourceDeps(), c)
-	p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.limits, Changelog: changelog}
+	p.sink = &partition.PlainSink{Producer: p.producer(), Limits: p.member.limits, Changelog: changelog}
 	p.ledger = ledger.Offsets{Ordered: pc.Ordering == config.OrderPartition, DoneOffsets: *p.cfg.Kafka.RecordDoneOffsets}
 	return nil
 }
 
 // producer is what p's sink produces with (made once p's client is).
 func (p *Pipeline) producer() partition.Producer {
-	return partition.Producer{Config: p.pc, Client: p.cl, Log: p.log, Background: &p.bg, Quit: p.quit, Stopped: &p.stopped}
+	return partition.Producer{Config: p.pc, Client: p.member.cl, Log: p.log, Background: &p.life.bg, Quit: p.life.quit, Stopped: &p.life.stopped}
 }
 
 // groupClientOpts are a consumer-group member's client options: the
@@ -394,12 +440,12 @@ func (p *Pipeline) groupClientOpts() ([]kgo.Opt, error) {
 	if cfg.Kafka.StartOffset == "latest" {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	base, err := kafkaconn.Opts(cfg.Kafka, p.brokers)
+	base, err := kafkaconn.Opts(cfg.Kafka, p.member.brokers)
 	if err != nil {
 		return nil, err
 	}
 	opts := append(base,
-		kgo.ConsumerGroup(p.group),
+		kgo.ConsumerGroup(p.member.group),
 		kgo.ConsumeResetOffset(reset),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -411,15 +457,15 @@ func (p *Pipeline) groupClientOpts() ([]kgo.Opt, error) {
 		kgo.OnPartitionsRevoked(p.onRevoked),
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.RecordPartitioner(newOutputPartitioner()),
-		kgo.ProducerBatchMaxBytesFn(p.limits.BatchMax),
+		kgo.ProducerBatchMaxBytesFn(p.member.limits.BatchMax),
 		kgo.WithLogger(kgoLogger{p.log}),
-		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
+		kgo.WithHooks(readHook{&p.counters.stats.Read}, p.counters.health),
 		// Records of aborted transactions upstream are never processed.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
 	if *cfg.Kafka.StaticMembership {
-		p.instanceID = p.group + "." + cfg.Host.ID
-		opts = append(opts, kgo.InstanceID(p.instanceID), kgo.WithHooks(fencedHook{p}))
+		p.member.instanceID = p.member.group + "." + cfg.Host.ID
+		opts = append(opts, kgo.InstanceID(p.member.instanceID), kgo.WithHooks(fencedHook{p}))
 	}
 	return opts, nil
 }
@@ -432,18 +478,18 @@ func (p *Pipeline) newStateStores(dir string) {
 	c := state.Config{Pipeline: p.pc.Name, HostID: p.cfg.Host.ID, Dir: dir, Input: p.pc.Inputs[0],
 		RestoreTimeout: p.pc.State.RestoreTimeout, Limits: stateLimits(p.pc)}
 	dial := func(opts ...kgo.Opt) (*kgo.Client, error) {
-		return kafkaconn.NewClient(p.cfg.Kafka, p.brokers, append(opts, kgo.WithLogger(kgoLogger{p.log}))...)
+		return kafkaconn.NewClient(p.cfg.Kafka, p.member.brokers, append(opts, kgo.WithLogger(kgoLogger{p.log}))...)
 	}
-	st := &p.stats
+	st := &p.counters.stats
 	n := &state.Counters{Restored: &st.StateRestored, RestoreSkipped: &st.StateRestoreSkipped,
 		RestoreNanos: &st.StateRestoreNanos, Refused: &st.StateRefused, FlushFailures: &st.StateFlushFailures,
 		TimersSet: &st.TimersSet}
-	p.state = state.NewStores(c, p.cl, dial, n, p.log)
-	p.onCommitted = append(p.onCommitted, func(_ int32, upTo int64, from *state.Partition) { p.state.Flush(from, upTo) })
+	p.subs.state = state.NewStores(c, p.member.cl, dial, n, p.log)
+	p.subs.onCommitted = append(p.subs.onCommitted, func(_ int32, upTo int64, from *state.Partition) { p.subs.state.Flush(from, upTo) })
 	// A gone partition's store leaves the open set at once, so that a new
 	// assignment of it opens it anew (waiting for the file until it is
 	// closed), and closes once the tasks' workers ended.
-	p.onGone = append(p.onGone, p.state.Detach)
+	p.subs.onGone = append(p.subs.onGone, p.subs.state.Detach)
 }
 
 // Name is the pipeline's name.
@@ -455,10 +501,10 @@ func (p *Pipeline) Start() {
 	p.tasks.Start(p.eng)
 	// Topics are added only now, so the group is joined (and the partition
 	// callbacks can run) only once the pipeline is fully built.
-	p.cl.AddConsumeTopics(p.pc.Inputs...)
+	p.member.cl.AddConsumeTopics(p.pc.Inputs...)
 	p.commit.Start()
 	ctx, cancel := context.WithCancel(context.Background())
-	p.pollCancel = cancel
+	p.life.pollCancel = cancel
 	go p.src.Run(ctx) // owned through pollCancel and pollDone
 }
 
@@ -484,39 +530,16 @@ func (p *Pipeline) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 // on a store not yet restored. False: a store could not open (the
 // pipeline failed) or the pipeline stopped.
 func (p *Pipeline) opening(ctx context.Context, assigned map[string][]int32) bool {
-	if p.state == nil || p.stopped.Load() {
-		return !p.stopped.Load()
+	if p.subs.state == nil || p.life.stopped.Load() {
+		return !p.life.stopped.Load()
 	}
 	for _, parts := range assigned {
-		if err := p.state.Open(ctx, parts); err != nil {
+		if err := p.subs.state.Open(ctx, parts); err != nil {
 			p.fail(err)
 			return false
 		}
 	}
 	return true
-}
-
-// gone tells the subscribers (onGone) that the partitions of tasks left
-// the pipeline: the committers call it (commit.Deps.Gone) once they
-// detached the tasks of revoked or lost partitions; after runs what the
-// subscribers do once the tasks' workers ended.
-func (p *Pipeline) gone(tasks []*partition.Task) (after func()) {
-	if len(p.onGone) == 0 || len(tasks) == 0 {
-		return func() {}
-	}
-	parts := make([]int32, len(tasks))
-	for i, t := range tasks {
-		parts[i] = t.Partition
-	}
-	afters := make([]func(), 0, len(p.onGone))
-	for _, f := range p.onGone {
-		afters = append(afters, f(parts))
-	}
-	return func() {
-		for _, a := range afters {
-			a()
-		}
-	}
 }
 
 // Stop shuts the pipeline down in stages, the same for every consume mode
@@ -528,12 +551,12 @@ func (p *Pipeline) gone(tasks []*partition.Task) (after func()) {
 // then finds none); the tasks are retired, the pipeline's loops and
 // background work end, the state stores close, and the client closes last.
 func (p *Pipeline) Stop(ctx context.Context) {
-	if !p.stopped.CompareAndSwap(false, true) {
+	if !p.life.stopped.CompareAndSwap(false, true) {
 		return
 	}
-	if p.pollCancel != nil {
-		p.pollCancel()
-		<-p.pollDone
+	if p.life.pollCancel != nil {
+		p.life.pollCancel()
+		<-p.life.pollDone
 	}
 	tasks := p.tasks.Attached()
 	p.drain(tasks)
@@ -544,11 +567,11 @@ func (p *Pipeline) Stop(ctx context.Context) {
 		t.Dead.Store(true) // nothing they finish now is released
 	}
 	partition.Retire(tasks)
-	close(p.quit)
-	p.wg.Wait()
-	p.bg.Close()
-	if p.state != nil {
-		p.state.CloseAll()
+	close(p.life.quit)
+	p.life.wg.Wait()
+	p.life.bg.Close()
+	if p.subs.state != nil {
+		p.subs.state.CloseAll()
 	}
 	p.commit.Close()
 	p.eng.Schema.Close()
@@ -562,9 +585,9 @@ func (p *Pipeline) Stop(ctx context.Context) {
 type fencedHook struct{ p *Pipeline }
 
 func (h fencedHook) OnGroupManageError(err error) {
-	if errors.Is(err, kerr.FencedInstanceID) && h.p.onFail != nil {
-		h.p.onFail(fmt.Errorf("pipeline %s: another member joined group %s as %s: each host needs its own host.id (or set kafka.static_membership: false): %w",
-			h.p.pc.Name, h.p.group, h.p.instanceID, err))
+	if errors.Is(err, kerr.FencedInstanceID) && h.p.life.onFail != nil {
+		h.p.life.onFail(fmt.Errorf("pipeline %s: another member joined group %s as %s: each host needs its own host.id (or set kafka.static_membership: false): %w",
+			h.p.pc.Name, h.p.member.group, h.p.member.instanceID, err))
 	}
 }
 
@@ -573,27 +596,27 @@ func (h fencedHook) OnGroupManageError(err error) {
 // (KIP-345: a restart is meant to find its partitions waiting), so without
 // this a clean stop would leave them idle for session_timeout.
 func (p *Pipeline) leaveStatic(ctx context.Context) {
-	if p.instanceID == "" {
+	if p.member.instanceID == "" {
 		return
 	}
-	cl, err := kafkaconn.NewClient(p.cfg.Kafka, p.brokers)
+	cl, err := kafkaconn.NewClient(p.cfg.Kafka, p.member.brokers)
 	if err != nil {
-		p.log.Warn("leaving the group", "group", p.group, "err", err)
+		p.log.Warn("leaving the group", "group", p.member.group, "err", err)
 		return
 	}
 	defer cl.Close()
 	// The drain may have used up ctx: the leave gets a few seconds of its own.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).LeaveGroup(lctx, kadm.LeaveGroup(p.group).InstanceIDs(p.instanceID).Reason("wasmstream host stopping"))
+	resp, err := kadm.NewClient(cl).LeaveGroup(lctx, kadm.LeaveGroup(p.member.group).InstanceIDs(p.member.instanceID).Reason("wasmstream host stopping"))
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
-		p.log.Warn("leaving the group: its partitions wait for kafka.session_timeout", "group", p.group, "instance_id", p.instanceID, "err", err)
+		p.log.Warn("leaving the group: its partitions wait for kafka.session_timeout", "group", p.member.group, "instance_id", p.member.instanceID, "err", err)
 		return
 	}
-	p.log.Info("left the group", "group", p.group, "instance_id", p.instanceID)
+	p.log.Info("left the group", "group", p.member.group, "instance_id", p.member.instanceID)
 }
 
 // drain stops tasks, waits up to the drain deadline for their records in
@@ -626,14 +649,14 @@ func (p *Pipeline) drain(tasks []*partition.Task) {
 func (p *Pipeline) Snapshot() Snapshot {
 	s := Snapshot{Name: p.pc.Name}
 	p.countersInto(&s)
-	if p.asyncSize != nil {
+	if p.shared.asyncSize != nil {
 		var reason, detail string
-		s.AsyncLimit, reason, detail = p.asyncSize.State()
+		s.AsyncLimit, reason, detail = p.shared.asyncSize.State()
 		s.AsyncReason = reason + ": " + detail
 	}
 	var lastChange time.Time
 	gs := p.taskGauges(false)
-	s.Stalled, s.BrokerErrors = p.stalls(gs), p.health.snapshot()
+	s.Stalled, s.BrokerErrors = p.stalls(gs), p.counters.health.snapshot()
 	for _, g := range gs {
 		s.Tasks++
 		s.Lag += g.Lag
@@ -667,22 +690,22 @@ func (p *Pipeline) taskGauges(withSlots bool) []partition.TaskGauges {
 }
 
 // partitionStats returns the counters of a partition.
-func (p *Pipeline) partitionStats(topic string, partition int32) *Stats {
-	p.psMu.Lock()
-	defer p.psMu.Unlock()
-	if p.parts == nil {
-		p.parts = map[tp]*Stats{}
+func (c *pipeCounters) partitionStats(topic string, partition int32) *Stats {
+	c.psMu.Lock()
+	defer c.psMu.Unlock()
+	if c.parts == nil {
+		c.parts = map[tp]*Stats{}
 	}
-	s := p.parts[tp{Topic: topic, Partition: partition}]
+	s := c.parts[tp{Topic: topic, Partition: partition}]
 	if s == nil {
 		s = &Stats{}
-		p.parts[tp{Topic: topic, Partition: partition}] = s
+		c.parts[tp{Topic: topic, Partition: partition}] = s
 	}
 	return s
 }
 
 // Client is the pipeline's Kafka client (tests and tools).
-func (p *Pipeline) Client() *kgo.Client { return p.cl }
+func (p *Pipeline) Client() *kgo.Client { return p.member.cl }
 
 type kgoLogger struct{ l *slog.Logger }
 
@@ -699,29 +722,15 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, kv ...any) {
 	}
 }
 
-// committed tells the subscribers (onCommitted) that the offsets below upTo
-// of t's input partition are committed: offset commits and transactions
-// call it (commit.Deps.OnCommitted) after a commit succeeded, under
-// commitMu, never after an abort.
-// t is the task whose marks were committed, which may be gone (its
-// partition lost, and perhaps assigned again, while the commit was in
-// flight: at_least_once's lost does not wait for commitMu): its state
-// view, not the partition's, says what the commit covers.
-func (p *Pipeline) committed(t *partition.Task, upTo int64) {
-	for _, f := range p.onCommitted {
-		f(t.Partition, upTo, t.State)
-	}
-}
-
 // fail reports an error the pipeline cannot recover from; the host stops.
 // (A member that cannot go on while a new one can is not that: broke,
 // rebuild.go.)
 func (p *Pipeline) fail(err error) {
-	if !p.failed.CompareAndSwap(false, true) {
+	if !p.life.failed.CompareAndSwap(false, true) {
 		return
 	}
 	p.log.Error("pipeline failed", "err", err)
-	if p.onFail != nil {
-		p.onFail(err)
+	if p.life.onFail != nil {
+		p.life.onFail(err)
 	}
 }

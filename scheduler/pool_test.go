@@ -254,9 +254,9 @@ func TestBackpressurePausesOnlyTheFullPartition(t *testing.T) {
 	// partition's: its batch is read again. Dropping what the client held
 	// would read a fetch's share (~oneFetch) again per pause.
 	batch := (32 << 10) / size
-	pauses := int(p.stats.Pauses.Load())
-	if again := int(p.stats.Read.Load()) - (slow + fast); again > pauses*batch {
+	pauses := int(p.counters.stats.Pauses.Load())
+	if again := int(p.counters.stats.Read.Load()) - (slow + fast); again > pauses*batch {
 		t.Fatalf("the client read %d records again over %d pauses: more than a batch (%d) per pause", again, pauses, batch)
 	}
-	t.Logf("slow partition: peak in flight %d (max_in_flight 100, paused at %d, a fetch's share %d records); pauses %d", maxSlow, partition.PauseFactor*100, oneFetch, p.stats.Pauses.Load())
+	t.Logf("slow partition: peak in flight %d (max_in_flight 100, paused at %d, a fetch's share %d records); pauses %d", maxSlow, partition.PauseFactor*100, oneFetch, p.counters.stats.Pauses.Load())
 }

@@ -87,12 +87,12 @@ func (b *rebuilds) allow(pipeline string, now time.Time) bool {
 // committed, and its poll loop returns. Without a runner to rebuild it,
 // it fails.
 func (p *Pipeline) broke(err error) {
-	if p.onBroken == nil {
+	if p.life.onBroken == nil {
 		p.fail(fmt.Errorf("pipeline %s: %w", p.pc.Name, err))
 		return
 	}
-	if p.failed.CompareAndSwap(false, true) {
-		p.onBroken(p, err)
+	if p.life.failed.CompareAndSwap(false, true) {
+		p.life.onBroken(p, err)
 	}
 }
 
@@ -131,7 +131,7 @@ func (r *Runner) rebuild(old *Pipeline, cause error) {
 		p.commit.Close() // the runner is stopping: never started
 		return
 	}
-	p.stats.Rebuilds.Add(1)
+	p.counters.stats.Rebuilds.Add(1)
 	r.log.Info("pipeline rebuilt; its new member joins the group", "pipeline", name, "took", time.Since(start).Round(time.Millisecond))
 }
 

@@ -600,7 +600,7 @@ func (r *Runner) Stop(ctx context.Context) {
 func (r *Runner) close(ctx context.Context) {
 	if !r.started.Load() {
 		for _, p := range r.pipes() {
-			p.cl.Close() // never joined: nothing to drain
+			p.member.cl.Close() // never joined: nothing to drain
 			p.eng.Schema.Close()
 		}
 	}
@@ -676,20 +676,20 @@ func (r *Runner) Ready(ctx context.Context) error {
 	}
 	pipes := r.pipes()
 	for _, p := range pipes {
-		if p.stopped.Load() {
+		if p.life.stopped.Load() {
 			return fmt.Errorf("pipeline %s is stopping", p.pc.Name)
 		}
-		if _, gen := p.cl.GroupMetadata(); gen < 0 {
-			return fmt.Errorf("pipeline %s has not joined group %s yet", p.pc.Name, p.group)
+		if _, gen := p.member.cl.GroupMetadata(); gen < 0 {
+			return fmt.Errorf("pipeline %s has not joined group %s yet", p.pc.Name, p.member.group)
 		}
-		if p.state != nil {
-			if n := p.state.Restoring(); n > 0 {
+		if p.subs.state != nil {
+			if n := p.subs.state.Restoring(); n > 0 {
 				return fmt.Errorf("pipeline %s is restoring the state of %d partition(s) from %s", p.pc.Name, n, p.pc.State.Changelog)
 			}
 		}
 	}
 	if len(pipes) > 0 {
-		if err := pipes[0].cl.Ping(ctx); err != nil {
+		if err := pipes[0].member.cl.Ping(ctx); err != nil {
 			return fmt.Errorf("brokers unreachable: %w", err)
 		}
 	}

@@ -24,7 +24,7 @@ func shareClientOpts(p *Pipeline) []kgo.Opt {
 	return []kgo.Opt{
 		// The inputs are added by Pipeline.Start, as for a consumer group:
 		// the member joins only once the pipeline is built.
-		kgo.ShareGroup(p.group),
+		kgo.ShareGroup(p.member.group),
 		// At most max_records locks at a time, and no fetch ahead: records
 		// a poll did not ask for would sit locked, their locks running.
 		kgo.ShareMaxRecords(int32(p.pc.Share.MaxRecords)),
@@ -42,9 +42,9 @@ func shareClientOpts(p *Pipeline) []kgo.Opt {
 		// behind a produce request in flight.
 		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(newOutputPartitioner()),
-		kgo.ProducerBatchMaxBytesFn(p.limits.BatchMax),
+		kgo.ProducerBatchMaxBytesFn(p.member.limits.BatchMax),
 		kgo.WithLogger(kgoLogger{p.log}),
-		kgo.WithHooks(readHook{&p.stats.Read}, p.health),
+		kgo.WithHooks(readHook{&p.counters.stats.Read}, p.counters.health),
 	}
 }
 
@@ -57,11 +57,11 @@ func newShareMember(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
 		return err
 	}
 	p.role = partition.ShareRole{Role: p.role}
-	p.cl = cl
+	p.member.cl = cl
 	// One task, made at the first poll, takes every record
 	// (partition.PoolTP): a share group hands out records of any partition
 	// in any mix, and ordering: none binds none of them to a partition.
-	p.tasks = partition.NewPool(&p.stopped)
+	p.tasks = partition.NewPool(&p.life.stopped)
 	locks := ledger.NewShareLocks(p.log)
 	p.src = source.NewShare(p.sourceDeps(), locks)
 	p.commit = commit.NewShareAcks(p.commitDeps(), locks)

@@ -258,7 +258,7 @@ func TestShareProducerNoLinger(t *testing.T) {
 	if p.ShareStats() == nil {
 		t.Fatal("the pipeline is not a share-group member")
 	}
-	if got := p.cl.OptValue(kgo.ProducerLinger); got != time.Duration(0) {
+	if got := p.member.cl.OptValue(kgo.ProducerLinger); got != time.Duration(0) {
 		t.Fatalf("a share member's producer linger is %v, want 0", got)
 	}
 }

@@ -172,8 +172,8 @@ func TestStateRestoreSkipsWhatStoreCannotHold(t *testing.T) {
 	r = startRunner(t, cfg)
 	defer r.Stop(context.Background())
 	checkCounts(t, countUntil(t, r, rd, want), want)
-	if got := r.Pipelines()[0].stats.StateRestoreSkipped.Load(); got != 2 {
+	if got := r.Pipelines()[0].counters.stats.StateRestoreSkipped.Load(); got != 2 {
 		t.Errorf("%d changelog records skipped, want 2", got)
 	}
-	t.Logf("restore skipped %d records; the empty key went on from 7 to %d", r.Pipelines()[0].stats.StateRestoreSkipped.Load(), want[""])
+	t.Logf("restore skipped %d records; the empty key went on from 7 to %d", r.Pipelines()[0].counters.stats.StateRestoreSkipped.Load(), want[""])
 }

@@ -18,11 +18,11 @@ func (r *Runner) registerStateMetrics(meter metric.Meter) error {
 	)
 	return ob.register(func(_ context.Context, o metric.Observer) error {
 		for _, p := range r.pipes() {
-			if p.state == nil {
+			if p.subs.state == nil {
 				continue
 			}
 			pipe := attribute.String("pipeline", p.pc.Name)
-			for part, sz := range p.state.Sizes() {
+			for part, sz := range p.subs.state.Sizes() {
 				pa := metric.WithAttributes(pipe, attribute.Int("partition", int(part)))
 				o.ObserveInt64(storeBytes, sz.File, pa)
 				o.ObserveInt64(stateBytes, sz.Data, pa)

@@ -106,7 +106,7 @@ func TestStateCountsAcrossRestarts(t *testing.T) {
 	r = startRunner(t, cfg)
 	top, _ = countState(t, rd, trueCounts(n, 2))
 	checkCounts(t, top, trueCounts(n, 2))
-	if got := r.Pipelines()[0].stats.StateRestored.Load(); got != 0 {
+	if got := r.Pipelines()[0].counters.stats.StateRestored.Load(); got != 0 {
 		t.Errorf("a clean restart restored %d changelog records, want 0", got)
 	}
 	r.Stop(context.Background())
@@ -122,7 +122,7 @@ func TestStateCountsAcrossRestarts(t *testing.T) {
 	r = startRunner(t, cfg)
 	top, _ = countState(t, rd, trueCounts(n, 3))
 	checkCounts(t, top, trueCounts(n, 3))
-	if got := r.Pipelines()[0].stats.StateRestored.Load(); got != n {
+	if got := r.Pipelines()[0].counters.stats.StateRestored.Load(); got != n {
 		t.Errorf("an incremental restore applied %d changelog records, want the %d of the run the stores missed", got, n)
 	}
 	r.Stop(context.Background())
@@ -136,7 +136,7 @@ func TestStateCountsAcrossRestarts(t *testing.T) {
 	r = startRunner(t, cfg)
 	top, _ = countState(t, rd, trueCounts(n, 4))
 	checkCounts(t, top, trueCounts(n, 4))
-	restored := r.Pipelines()[0].stats.StateRestored.Load()
+	restored := r.Pipelines()[0].counters.stats.StateRestored.Load()
 	r.Stop(context.Background())
 	if restored != 3*n {
 		t.Errorf("a full restore applied %d changelog records, want all %d", restored, 3*n)
@@ -325,7 +325,7 @@ func TestStateExactlyOnceAborts(t *testing.T) {
 	kafkatest.Produce(t, brokers, "in", n, strconv.Itoa)
 	r = startRunner(t, cfg)
 	check(2)
-	restored := r.Pipelines()[0].stats.StateRestored.Load()
+	restored := r.Pipelines()[0].counters.stats.StateRestored.Load()
 	r.Stop(context.Background())
 	if restored < n {
 		t.Errorf("restored %d changelog records, want at least %d", restored, n)
@@ -373,7 +373,7 @@ func stateRebalance(t *testing.T, guest, extra string) (a0, b1 Snapshot) {
 	b1 = b.Snapshots()[0]
 	b.Stop(context.Background())
 	checkCounts(t, top, trueCounts(n, 3))
-	if got := b.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
+	if got := b.Pipelines()[0].counters.stats.StateRestored.Load(); got == 0 {
 		t.Error("b restored nothing from the changelog")
 	}
 	return a0, b1
@@ -428,7 +428,7 @@ func TestStateCommitAfterLostPartition(t *testing.T) {
 			b.Acked(1<<40, nil)
 		})
 	}
-	p.onCommitted = append([]func(int32, int64, *state.Partition){lostAndBack}, p.onCommitted...)
+	p.subs.onCommitted = append([]func(int32, int64, *state.Partition){lostAndBack}, p.subs.onCommitted...)
 	r.Start()
 	defer r.Stop(context.Background())
 	select {
@@ -437,7 +437,7 @@ func TestStateCommitAfterLostPartition(t *testing.T) {
 		t.Fatal("no commit of every record by an attached task within a minute")
 	}
 	// The commit's flush (the next subscriber) ran before the commit was counted.
-	kafkatest.Eventually(t, time.Minute, "the commit counted", func() bool { return p.stats.Commits.Load() > 0 })
+	kafkatest.Eventually(t, time.Minute, "the commit counted", func() bool { return p.counters.stats.Commits.Load() > 0 })
 	if after := p.stateSizes()[0].Data; after != before {
 		t.Fatalf("the store holds %d bytes of keys and values after the old task's commit, %d before: the new task's write was flushed", after, before)
 	}

@@ -104,7 +104,7 @@ func TestTimerFloodRefused(t *testing.T) {
 			if got := outputLines(out.Recs); strings.Join(got, "|") != strings.Join(want, "|") {
 				t.Fatalf("outputs %q, want %q", got, want)
 			}
-			if fired := r.Pipelines()[0].stats.TimersFired.Load(); fired != 2 {
+			if fired := r.Pipelines()[0].counters.stats.TimersFired.Load(); fired != 2 {
 				t.Fatalf("%d timers fired, want 2 (none of the flood's)", fired)
 			}
 			grown := int64(heapInUse()) - int64(before)
@@ -146,7 +146,7 @@ func TestTimersAtTheEndsOfTime(t *testing.T) {
 	if got := outputLines(out.Recs); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("outputs %q\nwant %q", got, want)
 	}
-	if fired := r.Pipelines()[0].stats.TimersFired.Load(); fired != 1 {
+	if fired := r.Pipelines()[0].counters.stats.TimersFired.Load(); fired != 1 {
 		t.Fatalf("%d timers fired, want 1", fired)
 	}
 }
@@ -183,7 +183,7 @@ func TestTimersStreamTimeJump(t *testing.T) {
 			t.Fatalf("firing %d: %q, want %q", i, line, want)
 		}
 	}
-	if fired := r.Pipelines()[0].stats.TimersFired.Load(); fired != 3*per {
+	if fired := r.Pipelines()[0].counters.stats.TimersFired.Load(); fired != 3*per {
 		t.Fatalf("%d timers fired, want %d", fired, 3*per)
 	}
 }

@@ -111,7 +111,7 @@ func testWindowCount(t *testing.T, brokers []string, guarantee, prefix string) {
 	}
 	input.produce(t, brokers, in, 0, n/2)
 	r := run(n / 2)
-	fired := r.Pipelines()[0].stats.TimersFired.Load()
+	fired := r.Pipelines()[0].counters.stats.TimersFired.Load()
 	r.Stop(context.Background())
 	if fired == 0 {
 		t.Fatal("no timer fired")
@@ -122,7 +122,7 @@ func testWindowCount(t *testing.T, brokers []string, guarantee, prefix string) {
 	input.produce(t, brokers, in, n/2, n)
 	r = run(n)
 	defer r.Stop(context.Background())
-	if got := r.Pipelines()[0].stats.StateRestored.Load(); got == 0 {
+	if got := r.Pipelines()[0].counters.stats.StateRestored.Load(); got == 0 {
 		t.Error("nothing was restored from the changelog")
 	}
 }

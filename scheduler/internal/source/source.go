@@ -82,7 +82,7 @@ type Deps struct {
 	Budget   *budget.Budget // host.max_in_flight
 	Flow     *partition.FlowSignals
 
-	// Loops owns the flow loop and the renewal loop (Pipeline.wg); they
+	// Loops owns the flow loop and the renewal loop (pipeLife.wg); they
 	// end when Quit closes. Run closes PollDone as it returns.
 	Loops    *sync.WaitGroup
 	Quit     <-chan struct{}
