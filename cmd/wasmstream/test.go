@@ -60,6 +60,24 @@ pipeline's output; a left-out "outputs" is not checked ([] means none).
 An expected JSON object or array that differs is shown field by field
 ("output 0 value.ID: got 3, want 4").
 
+Stream time (a pipeline with state.enabled; docs/SDK.md, "Stream time in
+wasmstream test"): a record's "timestamp" moves the run's stream time, and
+the timers due fire after the record. Control lines, not records, move it
+between records and touch the state:
+
+  {"advance_to": 120000, "expect": {...}}   to 120000 ms, as a record of that timestamp;
+                                             the due timers fire, "expect" checks their outputs
+  {"advance": "30s"}                         on by a duration
+  {"idle": "45s"}                            45s of wall clock on a caught-up partition under
+                                             the pipeline's timers.idle_advance (refused without it)
+  {"state": {"put": [{"key": "k", "sub": "s", "value": "v"}], "delete": [{"key": "x"}],
+             "timers": [{"key": "k", "at": 2100}]}}    written before the next record
+  {"expect_state": {"get": [{"key": "k", "sub": "s", "value": "v"}, {"key": "x", "absent": true}],
+                    "timers": [{"key": "k", "at": 2100}]}}   checked here; "timers": every timer set
+
+"sub" makes a two-part key; keys, subs and values are text or JSON, or
+key_base64, sub_base64, value_base64 for bytes.
+
 Schema-registry data (docs/SCHEMA-REGISTRY.md): where the pipeline's
 input_format is confluent, a record's value (key) is JSON, framed as a
 producer's serializer would with the subject of its topic (<topic>-value),

@@ -46,6 +46,10 @@ import (
 // then compared as JSON, so spacing and key order do not matter), and
 // headers when given ({} means none). Omitting "outputs" checks only the
 // outcome.
+//
+// A line with advance_to, advance, idle, state or expect_state is a
+// control line instead (control.go): it moves `wasmstream test`'s stream
+// time or touches its state between records, and takes no record's index.
 
 // Case is one record of a vectors file.
 type Case struct {
