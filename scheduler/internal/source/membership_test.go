@@ -108,7 +108,10 @@ func TestMembershipAssignedRevokedLost(t *testing.T) {
 		t.Fatalf("the committer was handed %+v, want %+v", c.got, want)
 	}
 	for i := range want {
-		if c.got[i].how != want[i].how || c.got[i].parts == nil || !slices.Equal(c.got[i].parts["in"], want[i].parts["in"]) || !slices.Equal(c.got[i].tasks, want[i].tasks) {
+		if c.got[i].parts == nil {
+			t.Errorf("handed %d: parts nil, which asks the committer for the periodic commit, not a hand-over", i)
+		}
+		if c.got[i].how != want[i].how || !slices.Equal(c.got[i].parts["in"], want[i].parts["in"]) || !slices.Equal(c.got[i].tasks, want[i].tasks) {
 			t.Errorf("handed %d: %+v, want %+v", i, c.got[i], want[i])
 		}
 	}
