@@ -55,6 +55,14 @@ type Partition struct {
 	// while it looked (timers.go).
 	nextTimer int64
 	timerSets uint64
+	// dueCache is the rest of the due timers Due's last scan found, in
+	// (at, key) order (at most dueBatch), handed out by the next calls
+	// while no timer was set since (dueSets == timerSets): a round's
+	// firings cost one scan (a walk of the overlay) per dueBatch timers,
+	// not one each (timers.go).
+	dueCache []Timer
+	dueSets  uint64
+	dueT     int64 // the stream time of the scan that found them
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
 	// key's).
 	overlayBytes int64

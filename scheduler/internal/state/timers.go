@@ -14,6 +14,7 @@ package state
 
 import (
 	"math"
+	"slices"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
@@ -105,12 +106,18 @@ func (ts *Partition) Advance(ms int64) int64 {
 	return ts.streamTime
 }
 
+// dueBatch is how many due timers one scan of Due finds at most; the rest
+// of them wait in Partition.dueCache for the next calls.
+const dueBatch = 256
+
 // Due lists up to n of the timers with at <= t, in (at, key) order,
 // through the overlay: the timers the records decided so far set and did
 // not delete. The keys are the caller's. A partition none of whose timers
-// can be due (nextTimer after t) answers at once; otherwise the store is
-// scanned from its first timer, with the overlay merged (Partition.scan),
-// and stops at the first timer not due.
+// can be due (nextTimer after t) answers at once; then the due timers a
+// previous scan found answer, when n of them are still set and no timer
+// was set since (dueCached); failing those, the store is scanned from its
+// first timer, with the overlay merged (Partition.scan), and stops at the
+// first timer not due or at dueBatch of them.
 func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 	ts.mu.Lock()
 	next, sets := ts.nextTimer, ts.timerSets
@@ -118,8 +125,12 @@ func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 	if t < next || n <= 0 {
 		return nil, nil
 	}
+	if due, ok, err := ts.dueCached(t, n); ok || err != nil {
+		return due, err
+	}
 	var due []Timer
 	later := int64(math.MaxInt64)
+	limit := max(n, dueBatch)
 	e := ts.scan(nil, []byte(statestore.TimerPrefix), nil, func(k, _ []byte) bool {
 		key, at, ok := statestore.SplitTimerKey(k)
 		switch {
@@ -130,18 +141,64 @@ func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 			return false
 		}
 		due = append(due, Timer{Key: append([]byte{}, key...), At: at})
-		return len(due) < n
+		return len(due) < limit
 	})
 	if e != 0 {
 		return nil, e
 	}
-	if len(due) == 0 {
-		ts.mu.Lock()
-		if ts.timerSets == sets {
+	ts.mu.Lock()
+	ts.dueCache = nil
+	if ts.timerSets == sets {
+		if len(due) == 0 {
 			// No timer was set while the scan ran: none is before later.
 			ts.nextTimer = later
 		}
+		ts.dueCache, ts.dueSets, ts.dueT = due, sets, t
+	}
+	ts.mu.Unlock()
+	out := make([]Timer, min(n, len(due)))
+	copy(out, due)
+	for i := range out {
+		out[i].Key = append([]byte{}, out[i].Key...) // the caller's
+	}
+	return out, nil
+}
+
+// dueCached answers Due from the timers its last scan found due
+// (dueCache): ok when n of them are still set and no timer was set since
+// the scan (a set may sort before them: it empties the cache), asked at
+// the scan's stream time or later (dueT; it only goes forward). Any due
+// timer the cache does not hold sorts after those it does (it was past
+// the scan's dueBatch, or its at is after the scan's stream time), so the
+// first n still set are the first n due. The timers found deleted (the
+// firings delete their own) leave the cache.
+func (ts *Partition) dueCached(t int64, n int) ([]Timer, bool, error) {
+	var due []Timer
+	for i := 0; len(due) < n; {
+		ts.mu.Lock()
+		if ts.dueSets != ts.timerSets || t < ts.dueT {
+			ts.dueCache = nil
+		}
+		if i >= len(ts.dueCache) {
+			ts.mu.Unlock()
+			return nil, false, nil
+		}
+		tm := ts.dueCache[i]
+		ts.mu.Unlock()
+		_, _, set, err := ts.get(nil, statestore.TimerKey(nil, tm.Key, tm.At))
+		if err != nil {
+			return nil, false, err
+		}
+		if set {
+			due = append(due, Timer{Key: append([]byte{}, tm.Key...), At: tm.At})
+			i++
+			continue
+		}
+		ts.mu.Lock()
+		if i < len(ts.dueCache) && ts.dueCache[i].At == tm.At && string(ts.dueCache[i].Key) == string(tm.Key) {
+			ts.dueCache = slices.Delete(ts.dueCache, i, i+1)
+		}
 		ts.mu.Unlock()
 	}
-	return due, nil
+	return due, true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,91 @@ func TestStateTimerBounds(t *testing.T) {
 	}
 	if e := r.DeleteTimer([]byte("k"), 0); e != 0 {
 		t.Fatalf("a delete at the bound: %v", e)
+	}
+}
+
+// A round of many due timers through Due's cache (dueCache): one at a
+// time, each fired (deleted) by the next record, while records also
+// delete timers the cache holds, set new due ones that sort before it,
+// and flushes move timers from the overlay to the store — Due lists the
+// first due timer in (at, key) order every time, as a scan would.
+func TestDueRoundThroughTheCache(t *testing.T) {
+	ts := newTestPartition(t)
+	type tm struct {
+		key string
+		at  int64
+	}
+	less := func(a, b tm) bool { return a.at < b.at || a.at == b.at && a.key < b.key }
+	var model []tm // the due timers, in order
+	insert := func(x tm) {
+		for i, y := range model {
+			if y == x {
+				return
+			}
+			if less(x, y) {
+				model = slices.Insert(model, i, x)
+				return
+			}
+		}
+		model = append(model, x)
+	}
+	remove := func(x tm) {
+		for i, y := range model {
+			if y == x {
+				model = append(model[:i], model[i+1:]...)
+				return
+			}
+		}
+	}
+	const T = 60
+	r := ts.Begin()
+	for i := range 700 {
+		x := tm{fmt.Sprintf("k%03d", i), int64(i % 50)}
+		if e := r.SetTimer([]byte(x.key), x.at); e != 0 {
+			t.Fatal(e)
+		}
+		insert(x)
+		if e := r.SetTimer([]byte(x.key), 100+int64(i)); e != 0 { // not due
+			t.Fatal(e)
+		}
+	}
+	offset := int64(1)
+	ts.CommitAt(offset, T, r, nil)
+	for step := 0; ; step++ {
+		due, err := ts.Due(T, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(model) == 0 {
+			if len(due) != 0 {
+				t.Fatalf("step %d: %s@%d due, the model has none", step, due[0].Key, due[0].At)
+			}
+			break
+		}
+		if len(due) != 1 || string(due[0].Key) != model[0].key || due[0].At != model[0].at {
+			t.Fatalf("step %d: Due lists %v, want %s@%d", step, due, model[0].key, model[0].at)
+		}
+		// The firing: its own timer deleted, sometimes another's, sometimes
+		// a new due one set (sorting first: at 0, a key before the rest).
+		rec := ts.Begin()
+		fired := model[0]
+		rec.DeleteTimer([]byte(fired.key), fired.at)
+		remove(fired)
+		if step%37 == 5 && len(model) > 5 {
+			rec.DeleteTimer([]byte(model[5].key), model[5].at)
+			remove(model[5])
+		}
+		if step%53 == 7 {
+			x := tm{fmt.Sprintf("a%03d", step), 0}
+			rec.SetTimer([]byte(x.key), x.at)
+			insert(x)
+		}
+		offset++
+		ts.CommitAt(offset, -1, rec, nil)
+		if step%100 == 99 {
+			if err := ts.Flush(offset + 1); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
