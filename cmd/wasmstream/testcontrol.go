@@ -200,7 +200,11 @@ func controlText(r *testResult) string {
 // time after it, the firings' outputs and failures, and its check.
 func writeTestControl(w io.Writer, r *testResult, writeOutputs func()) {
 	c := r.c
-	fmt.Fprintf(w, "── %s (line %d): %s → stream time %d", termsafe.Line(c.Name), c.Line, controlText(r), r.streamTime)
+	where := ""
+	if c.Name != fmt.Sprintf("line %d", c.Line) {
+		where = fmt.Sprintf(" (line %d)", c.Line)
+	}
+	fmt.Fprintf(w, "── %s%s: %s → stream time %d", termsafe.Line(c.Name), where, controlText(r), r.streamTime)
 	if c.Control.Kind == "idle" {
 		fmt.Fprintf(w, " (%d idle round(s))", r.rounds)
 	}
