@@ -41,6 +41,12 @@ type Partition struct {
 
 	mu      sync.Mutex
 	overlay map[string]overlayEntry
+	// overlayGroups indexes the overlay's two-part keys and timers by
+	// their group (statestore.Key2Group): a scan of one key's subs
+	// (state_scan2) or of the timers walks its group's keys, not the
+	// whole overlay. One-part keys are not indexed (their scans walk the
+	// overlay).
+	overlayGroups map[string]map[string]struct{}
 	// streamTime is the largest timestamp of the partition's records
 	// decided so far (-1: none; ABI.md §4.2), read from the store when the
 	// view is made; timeSaved is the newest value a changelog write
@@ -249,6 +255,7 @@ func (ts *Partition) CommitAt(offset, timestamp int64, rs *Record, outs []abi.Ou
 		}
 		ts.overlayBytes += int64(len(w.Key) + len(w.Value))
 		ts.overlay[k] = overlayEntry{value: w.Value, seq: b.seq}
+		ts.groupAdd(w.Key, k)
 		if w.Value != nil {
 			ts.timerSet(w.Key)
 		}
@@ -335,6 +342,7 @@ func (ts *Partition) Flush(upTo int64) error {
 			for _, w := range b.writes {
 				if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
 					delete(ts.overlay, keyString(w.Key))
+					ts.groupRemove(w.Key)
 					ts.overlayBytes -= int64(len(w.Key) + len(e.value))
 				}
 			}
@@ -832,9 +840,18 @@ func (ts *Partition) scan(writes []statestore.Write, prefix, after []byte, fn fu
 	}
 	newer := map[string][]byte{}
 	ts.mu.Lock()
-	for k, e := range ts.overlay {
-		if inRange(k) {
-			newer[k] = e.value
+	if g, ok := statestore.Key2Group(prefix); ok {
+		// One key's subs, or the timers: its group's keys alone.
+		for k := range ts.overlayGroups[string(g)] {
+			if inRange(k) {
+				newer[k] = ts.overlay[k].value
+			}
+		}
+	} else {
+		for k, e := range ts.overlay {
+			if inRange(k) {
+				newer[k] = e.value
+			}
 		}
 	}
 	ts.mu.Unlock()
@@ -878,4 +895,37 @@ func (ts *Partition) scan(writes []statestore.Write, prefix, after []byte, fn fu
 	}
 	emitNewer(nil)
 	return 0
+}
+
+// groupAdd indexes the overlay's key k (key's string, the write's own
+// bytes) in its group, if it is a two-part key or a timer's (under ts.mu).
+func (ts *Partition) groupAdd(key []byte, k string) {
+	g, ok := statestore.Key2Group(key)
+	if !ok {
+		return
+	}
+	set := ts.overlayGroups[string(g)]
+	if set == nil {
+		if ts.overlayGroups == nil {
+			ts.overlayGroups = map[string]map[string]struct{}{}
+		}
+		set = map[string]struct{}{}
+		ts.overlayGroups[string(g)] = set
+	}
+	set[k] = struct{}{}
+}
+
+// groupRemove drops key, which left the overlay, from its group's index
+// (under ts.mu); a group left empty goes.
+func (ts *Partition) groupRemove(key []byte) {
+	g, ok := statestore.Key2Group(key)
+	if !ok {
+		return
+	}
+	if set := ts.overlayGroups[string(g)]; set != nil {
+		delete(set, string(key))
+		if len(set) == 0 {
+			delete(ts.overlayGroups, string(g))
+		}
+	}
 }

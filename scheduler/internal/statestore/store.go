@@ -105,6 +105,22 @@ func SplitKey2(k []byte) (key, sub []byte, ok bool) {
 	return k[key2Head : key2Head+n], k[key2Head+n:], true
 }
 
+// Key2Group is the group of a two-part key's encoding or scan prefix k:
+// Key2Marker, its key's length and its key (the prefix of all that key's
+// subs), or TimerPrefix for a timer's key. ok is false for any other key
+// (a one-part key, the stream time's). A scan of one key's subs
+// (state_scan2) or of the timers lists keys of one group only.
+func Key2Group(k []byte) (group []byte, ok bool) {
+	if len(k) >= len(TimerPrefix) && string(k[:len(TimerPrefix)]) == TimerPrefix {
+		return k[:len(TimerPrefix)], true
+	}
+	key, _, ok := SplitKey2(k)
+	if !ok {
+		return nil, false
+	}
+	return k[:key2Head+len(key)], true
+}
+
 // StreamTimeKey is the key under which the partition's stream time (ABI.md
 // §4.2: the largest timestamp of its decided records) is written, in the
 // changelog as a state write is, its value 8 bytes (int64 big-endian
