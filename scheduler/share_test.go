@@ -245,7 +245,7 @@ func TestShareTraceAcrossRetries(t *testing.T) {
 // client's default 10 ms linger. Its next poll waits for the last record
 // of the previous one to be accepted, after its outputs are acknowledged,
 // so a linger would stand in every poll's barrier (BenchmarkShare: the
-// share rate 0.56× the consumer group's with it, 0.66× without).
+// share rate 0.59× the consumer group's with it, 0.73× without).
 func TestShareProducerNoLinger(t *testing.T) {
 	brokers := kafkatest.Fake(t)
 	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
