@@ -44,6 +44,7 @@ var structBounds = map[string]int{
 	"scheduler/internal/partition.Deps":      19,
 	"scheduler/internal/commit.Deps":         17,
 	"scheduler/internal/partition.PlainSink": 20,
+	"scheduler/internal/state.Partition":     20, // a stateful record's; was 29
 }
 
 type funcShape struct{ Lines, Complexity int }

@@ -47,28 +47,8 @@ type Partition struct {
 	// whole overlay. One-part keys are not indexed (their scans walk the
 	// overlay).
 	overlayGroups map[string]map[string]struct{}
-	// streamTime is the largest timestamp of the partition's records
-	// decided so far (-1: none; ABI.md §4.2), read from the store when the
-	// view is made; timeSaved is the newest value a changelog write
-	// carries, and saveTime whether decided records carry it (StreamTime).
-	streamTime, timeSaved int64
-	saveTime              bool
-	// nextTimer is at or before the at of every timer set (ABI.md §4.2),
-	// in the store or the overlay (math.MaxInt64: none is known): Due
-	// looks for due timers only once stream time reaches it, and moves it
-	// to the first one it finds not yet due. timerSets counts the timer
-	// sets committed, so that Due does not move it past one committed
-	// while it looked (timers.go).
-	nextTimer int64
-	timerSets uint64
-	// dueCache is the rest of the due timers Due's last scan found, in
-	// (at, key) order (at most dueBatch), handed out by the next calls
-	// while no timer was set since (dueSets == timerSets): a round's
-	// firings cost one scan (a walk of the overlay) per dueBatch timers,
-	// not one each (timers.go).
-	dueCache []Timer
-	dueSets  uint64
-	dueT     int64 // the stream time of the scan that found them
+	clock         partClock  // stream time (ABI.md §4.2)
+	timers        partTimers // what Due knows of the timers (timers.go)
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
 	// key's).
 	overlayBytes int64
@@ -80,15 +60,49 @@ type Partition struct {
 	// applied is one past the highest changelog offset applied to the
 	// store by this view's flushes (-1: none yet).
 	applied int64
-	// flushLogged is when a failed flush was last logged (Stores.Flush,
-	// one commit at a time).
-	flushLogged time.Time
-	// The flush's scratch, reused from one commit to the next (Flush, one
-	// at a time; not guarded by mu): the batches it applies, their last
-	// writes and the index of those by key.
-	flushDone   []*Batch
-	flushWrites []statestore.Write
-	flushAt     map[string]int
+	flush   flushScratch // not guarded by mu: Flush runs one at a time
+}
+
+// partClock is a partition's stream time (under Partition.mu).
+type partClock struct {
+	// streamTime is the largest timestamp of the partition's records
+	// decided so far (-1: none; ABI.md §4.2), read from the store when the
+	// view is made; timeSaved is the newest value a changelog write
+	// carries, and saveTime whether decided records carry it (StreamTime).
+	streamTime, timeSaved int64
+	saveTime              bool
+}
+
+// partTimers is what a partition knows of its timers without a scan
+// (under Partition.mu; timers.go).
+type partTimers struct {
+	// next is at or before the at of every timer set (ABI.md §4.2), in
+	// the store or the overlay (math.MaxInt64: none is known): Due looks
+	// for due timers only once stream time reaches it, and moves it to
+	// the first one it finds not yet due. sets counts the timer sets
+	// committed, so that Due does not move it past one committed while it
+	// looked.
+	next int64
+	sets uint64
+	// dueCache is the due timers Due's last scan found, in (at, key)
+	// order (at most dueBatch), which answer the next calls while no
+	// timer was set since (dueSets == sets) and stream time is at dueT or
+	// later: a round's firings cost one scan (a walk of the overlay's
+	// timers) per dueBatch timers, not one each.
+	dueCache []Timer
+	dueSets  uint64
+	dueT     int64
+}
+
+// flushScratch is the flush's state, reused from one commit to the next
+// (Flush, one at a time): when a failed flush was last logged
+// (Stores.Flush), the batches it applies, their last writes and the index
+// of those by key.
+type flushScratch struct {
+	logged time.Time
+	done   []*Batch
+	writes []statestore.Write
+	at     map[string]int
 }
 
 // overlayEntry is a key's newest write not yet in the store.
@@ -133,12 +147,12 @@ func newPartition(ps *partStore, partition int32, parts int, l Limits) *Partitio
 		refused: new(atomic.Int64), timersSet: new(atomic.Int64), log: slog.New(slog.DiscardHandler), overlay: map[string]overlayEntry{}, applied: -1}
 	// A store that cannot be read answers -1 here and ErrnoNoState at its
 	// first read.
-	p.streamTime, _ = ps.store.StreamTime()
-	p.timeSaved = p.streamTime
+	p.clock.streamTime, _ = ps.store.StreamTime()
+	p.clock.timeSaved = p.clock.streamTime
 	// A partition whose store holds a stream time has had a processor that
 	// reads it: its records go on writing it from the first.
-	p.saveTime = p.streamTime >= 0
-	p.nextTimer = p.firstTimer()
+	p.clock.saveTime = p.clock.streamTime >= 0
+	p.timers.next = p.firstTimer()
 	return p
 }
 
@@ -148,7 +162,7 @@ func newPartition(ps *partStore, partition int32, parts int, l Limits) *Partitio
 // Commit carries it to the changelog. A succeeded record's is Commit's.
 func (ts *Partition) Decided(timestamp int64) {
 	ts.mu.Lock()
-	ts.streamTime = max(ts.streamTime, timestamp)
+	ts.clock.streamTime = max(ts.clock.streamTime, timestamp)
 	ts.mu.Unlock()
 }
 
@@ -219,12 +233,12 @@ func (ts *Partition) Commit(offset int64, rs *Record, outs []abi.Output) (*Batch
 func (ts *Partition) CommitAt(offset, timestamp int64, rs *Record, outs []abi.Output) (*Batch, []abi.Output) {
 	if timestamp >= 0 || rs.readTime {
 		ts.mu.Lock()
-		ts.streamTime = max(ts.streamTime, timestamp)
-		ts.saveTime = ts.saveTime || rs.readTime
-		save := ts.saveTime && ts.streamTime > ts.timeSaved
+		ts.clock.streamTime = max(ts.clock.streamTime, timestamp)
+		ts.clock.saveTime = ts.clock.saveTime || rs.readTime
+		save := ts.clock.saveTime && ts.clock.streamTime > ts.clock.timeSaved
 		if save {
-			ts.timeSaved = ts.streamTime
-			rs.addStreamTime(ts.streamTime)
+			ts.clock.timeSaved = ts.clock.streamTime
+			rs.addStreamTime(ts.clock.streamTime)
 		}
 		ts.mu.Unlock()
 	}
@@ -301,7 +315,7 @@ func (b *Batch) Acked(offset int64, err error) {
 // time.
 func (ts *Partition) Flush(upTo int64) error {
 	ts.mu.Lock()
-	done, keep := ts.flushDone[:0], ts.batches[:0] // keep: in place
+	done, keep := ts.flush.done[:0], ts.batches[:0] // keep: in place
 	for _, b := range ts.batches {
 		if b.offset < upTo {
 			done = append(done, b)
@@ -330,7 +344,7 @@ func (ts *Partition) Flush(upTo int64) error {
 	ws := ts.lastWrites(done)
 	err := ts.ps.store.Apply(ws, next)
 	clear(ws) // the next flush's: it holds no write of these
-	ts.flushWrites = ws[:0]
+	ts.flush.writes = ws[:0]
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if err != nil {
@@ -349,7 +363,7 @@ func (ts *Partition) Flush(upTo int64) error {
 		}
 	}
 	clear(done)
-	ts.flushDone = done[:0]
+	ts.flush.done = done[:0]
 	return err
 }
 
@@ -361,10 +375,10 @@ func (ts *Partition) Flush(upTo int64) error {
 // once a record), which is bbolt's cost per write: a cursor, its path and
 // a node update. Its slice and index are the partition's flush scratch.
 func (ts *Partition) lastWrites(done []*Batch) []statestore.Write {
-	ws, at := ts.flushWrites[:0], ts.flushAt
+	ws, at := ts.flush.writes[:0], ts.flush.at
 	if at == nil {
 		at = map[string]int{} // sized by the keys, not the writes
-		ts.flushAt = at
+		ts.flush.at = at
 	}
 	defer clear(at)
 	for _, b := range done {
@@ -453,7 +467,7 @@ func (rs *Record) StreamTime() (int64, abi.Errno) {
 	ts := rs.ts
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return ts.streamTime, 0
+	return ts.clock.streamTime, 0
 }
 
 // Get2 is Get of the two-part key (key, sub) (host.State2). The value is

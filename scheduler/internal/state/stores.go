@@ -234,8 +234,8 @@ func (s *Stores) Flush(from *Partition, upTo int64) {
 		return
 	}
 	n := s.n.FlushFailures.Add(1)
-	if now := time.Now(); now.Sub(from.flushLogged) >= flushLogEvery {
-		from.flushLogged = now
+	if now := time.Now(); now.Sub(from.flush.logged) >= flushLogEvery {
+		from.flush.logged = now
 		s.log.Warn("the local state store refused the state writes of committed records; they stay in memory and are applied again at the next commit, and a restart reads them from the changelog", "partition", from.partition, "failures", n, "err", err)
 	}
 }

@@ -65,8 +65,8 @@ func (ts *Partition) checkTimer(key []byte) abi.Errno {
 // lowers nextTimer to its at.
 func (ts *Partition) timerSet(key []byte) {
 	if _, at, ok := statestore.SplitTimerKey(key); ok {
-		ts.nextTimer = min(ts.nextTimer, at)
-		ts.timerSets++
+		ts.timers.next = min(ts.timers.next, at)
+		ts.timers.sets++
 		ts.timersSet.Add(1)
 	}
 }
@@ -89,7 +89,7 @@ func (ts *Partition) firstTimer() int64 {
 func (ts *Partition) StreamTime() int64 {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return ts.streamTime
+	return ts.clock.streamTime
 }
 
 // Advance moves the partition's stream time forward by ms (milliseconds)
@@ -100,10 +100,10 @@ func (ts *Partition) StreamTime() int64 {
 func (ts *Partition) Advance(ms int64) int64 {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.streamTime >= 0 && ms > 0 && ts.streamTime <= math.MaxInt64-ms {
-		ts.streamTime += ms
+	if ts.clock.streamTime >= 0 && ms > 0 && ts.clock.streamTime <= math.MaxInt64-ms {
+		ts.clock.streamTime += ms
 	}
-	return ts.streamTime
+	return ts.clock.streamTime
 }
 
 // dueBatch is how many due timers one scan of Due finds at most; the rest
@@ -120,7 +120,7 @@ const dueBatch = 256
 // first timer not due or at dueBatch of them.
 func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 	ts.mu.Lock()
-	next, sets := ts.nextTimer, ts.timerSets
+	next, sets := ts.timers.next, ts.timers.sets
 	ts.mu.Unlock()
 	if t < next || n <= 0 {
 		return nil, nil
@@ -147,13 +147,13 @@ func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 		return nil, e
 	}
 	ts.mu.Lock()
-	ts.dueCache = nil
-	if ts.timerSets == sets {
+	ts.timers.dueCache = nil
+	if ts.timers.sets == sets {
 		if len(due) == 0 {
 			// No timer was set while the scan ran: none is before later.
-			ts.nextTimer = later
+			ts.timers.next = later
 		}
-		ts.dueCache, ts.dueSets, ts.dueT = due, sets, t
+		ts.timers.dueCache, ts.timers.dueSets, ts.timers.dueT = due, sets, t
 	}
 	ts.mu.Unlock()
 	out := make([]Timer, min(n, len(due)))
@@ -176,14 +176,14 @@ func (ts *Partition) dueCached(t int64, n int) ([]Timer, bool, error) {
 	var due []Timer
 	for i := 0; len(due) < n; {
 		ts.mu.Lock()
-		if ts.dueSets != ts.timerSets || t < ts.dueT {
-			ts.dueCache = nil
+		if ts.timers.dueSets != ts.timers.sets || t < ts.timers.dueT {
+			ts.timers.dueCache = nil
 		}
-		if i >= len(ts.dueCache) {
+		if i >= len(ts.timers.dueCache) {
 			ts.mu.Unlock()
 			return nil, false, nil
 		}
-		tm := ts.dueCache[i]
+		tm := ts.timers.dueCache[i]
 		ts.mu.Unlock()
 		_, _, set, err := ts.get(nil, statestore.TimerKey(nil, tm.Key, tm.At))
 		if err != nil {
@@ -195,8 +195,8 @@ func (ts *Partition) dueCached(t int64, n int) ([]Timer, bool, error) {
 			continue
 		}
 		ts.mu.Lock()
-		if i < len(ts.dueCache) && ts.dueCache[i].At == tm.At && string(ts.dueCache[i].Key) == string(tm.Key) {
-			ts.dueCache = slices.Delete(ts.dueCache, i, i+1)
+		if i < len(ts.timers.dueCache) && ts.timers.dueCache[i].At == tm.At && string(ts.timers.dueCache[i].Key) == string(tm.Key) {
+			ts.timers.dueCache = slices.Delete(ts.timers.dueCache, i, i+1)
 		}
 		ts.mu.Unlock()
 	}

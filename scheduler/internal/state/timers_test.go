@@ -89,8 +89,8 @@ func TestStateTimers(t *testing.T) {
 		t.Fatalf("from the store: %s", got)
 	}
 	// A new view over the store knows its earliest timer.
-	if v := NewPartition(ts.ps.store, 0, 1, Limits{MaxValueBytes: 100}); v.nextTimer != 20 {
-		t.Fatalf("a new view's earliest timer: %d", v.nextTimer)
+	if v := NewPartition(ts.ps.store, 0, 1, Limits{MaxValueBytes: 100}); v.timers.next != 20 {
+		t.Fatalf("a new view's earliest timer: %d", v.timers.next)
 	}
 	fresh, err := statestore.Open(filepath.Join(t.TempDir(), "r.db"), time.Second)
 	if err != nil {
