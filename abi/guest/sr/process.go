@@ -133,6 +133,7 @@ func lookup(m *MissingError, then func() error) error {
 			clear(bySubject)
 		}
 		bySubject[subject] = &subjectSchema{id: ss.ID, schema: c, fetched: time.Now()}
+		forgetLast()
 		return then()
 	})
 }

@@ -138,11 +138,54 @@ var (
 	bySubject = map[string]*subjectSchema{}
 )
 
+// The last schema Decode found by id and the last subject AppendEncode
+// found, checked before the maps: a processor reads one schema and
+// writes one subject record after record, and a map lookup (hashing its
+// key without the CPU's hash instructions) costs a Go guest more than
+// the generated codec's decode of a small record. keep, lookup and Reset
+// drop them with the entries they mirror.
+var (
+	lastID      int
+	lastByID    *compiled
+	lastSubject *subjectSchema
+	lastSubjKey string
+)
+
 // Reset forgets every schema the instance holds (a processor's tests
 // call it with guest.ResetTestSchemas).
 func Reset() {
 	clear(byID)
 	clear(bySubject)
+	forgetLast()
+}
+
+// forgetLast drops the last-found entries.
+func forgetLast() {
+	lastID, lastByID, lastSubject, lastSubjKey = 0, nil, nil, ""
+}
+
+// schemaByID is byID[id], through the last one found.
+func schemaByID(id int) *compiled {
+	if lastByID != nil && lastID == id {
+		return lastByID
+	}
+	s := byID[id]
+	if s != nil {
+		lastID, lastByID = id, s
+	}
+	return s
+}
+
+// subjectLatest is bySubject[subject], through the last one found.
+func subjectLatest(subject string) *subjectSchema {
+	if lastSubject != nil && lastSubjKey == subject {
+		return lastSubject
+	}
+	ss := bySubject[subject]
+	if ss != nil {
+		lastSubjKey, lastSubject = subject, ss
+	}
+	return ss
 }
 
 // ErrNotFramed is the cause of a Decode of a value without a Confluent
@@ -175,7 +218,7 @@ func Decode(value []byte, v any) error {
 	if err != nil {
 		return guest.Terminal(err)
 	}
-	s := byID[id]
+	s := schemaByID(id)
 	if s == nil {
 		return &MissingError{ID: id}
 	}
@@ -204,7 +247,7 @@ func Encode(subject string, v any) ([]byte, error) {
 // allocates nothing of its own. A v that does not fit the schema is a
 // guest.Terminal error naming the field.
 func AppendEncode(b []byte, subject string, v any) ([]byte, error) {
-	ss := bySubject[subject]
+	ss := subjectLatest(subject)
 	if ss == nil {
 		return b, &MissingError{Subject: subject}
 	}
@@ -219,7 +262,7 @@ func AppendEncode(b []byte, subject string, v any) ([]byte, error) {
 
 // AppendEncodeID appends v encoded with schema id, framed, to b.
 func AppendEncodeID(b []byte, id int, v any) ([]byte, error) {
-	s := byID[id]
+	s := schemaByID(id)
 	if s == nil {
 		return b, &MissingError{ID: id}
 	}
@@ -266,4 +309,5 @@ func keep(id int, s *compiled) {
 		clear(byID)
 	}
 	byID[id] = s
+	forgetLast()
 }

@@ -282,3 +282,40 @@ func BenchmarkSerde(b *testing.B) {
 		}
 	})
 }
+
+// Decode and Encode find the last schema by id and the last subject
+// without the maps; Reset forgets those too: after it, the same id and
+// subject are looked up again (a registry that starts over may give the
+// same ids to other schemas).
+func TestResetForgetsLastFound(t *testing.T) {
+	fresh(t)
+	proc = func(r *guest.Record, out guest.Emitter) error {
+		var o Order
+		if err := sr.Decode(r.Value, &o); err != nil {
+			return err
+		}
+		v, err := sr.Encode("orders-out-value", &o)
+		if err != nil {
+			return err
+		}
+		return out.Emit(guest.Output{Value: v})
+	}
+	in := sample()
+	inID, _ := guest.AddTestSchema("orders-value", guest.Schema{Type: guest.SchemaAvro, Schema: orderSchema})
+	guest.AddTestSchema("orders-out-value", guest.Schema{Type: guest.SchemaAvro, Schema: orderSchema})
+	if res := guest.Run(abi.Record{Value: frame(t, inID, orderSchema, &in)}); res.Status != abi.StatusOK || runs != 3 {
+		t.Fatalf("first instance: %v %v, %d runs", res.Status, res.Err, runs)
+	}
+
+	guest.ResetTestSchemas()
+	sr.Reset()
+	runs = 0
+	inID2, _ := guest.AddTestSchema("orders-value", guest.Schema{Type: guest.SchemaAvro, Schema: orderSchema})
+	outID2, _ := guest.AddTestSchema("orders-out-value", guest.Schema{Type: guest.SchemaAvro, Schema: orderSchema})
+	res := guest.Run(abi.Record{Value: frame(t, inID2, orderSchema, &in)})
+	if res.Status != abi.StatusOK || runs != 3 || len(res.Outputs) != 1 {
+		t.Fatalf("after Reset: %v %v, %d runs (want 3: both schemas looked up again)", res.Status, res.Err, runs)
+	}
+	var got Order
+	unframe(t, res.Outputs[0].Value, outID2, orderSchema, &got)
+}
