@@ -86,28 +86,51 @@ func HealthHandler(metrics http.Handler, ready func(context.Context) error) http
 
 // Server is a listening HTTP server.
 type Server struct {
-	srv  *http.Server
-	Addr string // the address it listens on (port 0 resolved)
+	key  string // the config key of its address, for errors
+	ln   net.Listener
+	srv  *http.Server // nil until Serve
+	Addr string       // the address it listens on (port 0 resolved)
 }
 
 // Listen starts serving h on addr; key names the config key in errors.
 func Listen(key, addr string, h http.Handler, log *slog.Logger) (*Server, error) {
+	s, err := Bind(key, addr)
+	if err != nil {
+		return nil, err
+	}
+	s.Serve(h, log)
+	return s, nil
+}
+
+// Bind takes addr without serving yet: a connection made before Serve
+// waits in the listen backlog. The host binds the ports its config names
+// before any port-0 listener, which the kernel could otherwise hand one of
+// them, just freed by the host's previous run.
+func Bind(key, addr string) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}, Addr: ln.Addr().String()}
-	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server stopped", "key", key, "err", err)
-		}
-	}()
-	return s, nil
+	return &Server{key: key, ln: ln, Addr: ln.Addr().String()}, nil
 }
 
-// Close stops the server.
+// Serve serves h on the bound address; it is called once.
+func (s *Server) Serve(h http.Handler, log *slog.Logger) {
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "key", s.key, "err", err)
+		}
+	}()
+}
+
+// Close stops the server (or frees the address of one never served).
 func (s *Server) Close(ctx context.Context) {
-	if s != nil {
+	switch {
+	case s == nil:
+	case s.srv == nil:
+		s.ln.Close()
+	default:
 		s.srv.Shutdown(ctx)
 	}
 }

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,4 +52,46 @@ func TestMeterPrometheusAndOTLP(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("healthz %d", rec.Code)
 	}
+}
+
+// TestBindThenServe: a bound server holds its address before it serves (a
+// request made then is answered once it does), and one closed without
+// serving frees the address.
+func TestBindThenServe(t *testing.T) {
+	s, err := Bind("admin.listen", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Bind("metrics.listen", s.Addr); err == nil || !strings.Contains(err.Error(), "metrics.listen") {
+		t.Fatalf("binding a bound address: %v, want an error naming metrics.listen", err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + s.Addr + "/")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- string(b)
+	}()
+	time.Sleep(50 * time.Millisecond) // the request waits in the backlog
+	s.Serve(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("served")) }), slog.Default())
+	if g := <-got; g != "served" {
+		t.Fatalf("request made before Serve: %q", g)
+	}
+	s.Close(context.Background())
+
+	u, err := Bind("admin.listen", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := u.Addr
+	u.Close(context.Background())
+	again, err := Bind("admin.listen", addr)
+	if err != nil {
+		t.Fatalf("the address of a server closed unserved is still taken: %v", err)
+	}
+	again.Close(context.Background())
 }

@@ -267,6 +267,14 @@ func (h *Host) Shutdown() bool {
 // brings back the module versions the admin API deployed before a restart.
 func (h *Host) startOps(ctx context.Context) error {
 	cfg, r := h.cfg, h.r
+	if *cfg.Admin.Enabled {
+		// Bound before metrics.listen, which may be a port-0 address
+		// (admin.Bind); served once the versions are back.
+		var err error
+		if h.adminSrv, err = admin.Bind("admin.listen", cfg.Admin.Listen); err != nil {
+			return err
+		}
+	}
 	if cfg.Metrics.Listen != "" {
 		if err := h.startMetrics(); err != nil {
 			return err
@@ -308,10 +316,7 @@ func (h *Host) startOps(ctx context.Context) error {
 			h.dash.SetFleet(h.reg)
 		}
 	}
-	h.adminSrv, err = admin.Listen("admin.listen", cfg.Admin.Listen, api.Handler(), h.log)
-	if err != nil {
-		return err
-	}
+	h.adminSrv.Serve(api.Handler(), h.log)
 	h.log.Info("admin API", "addr", "http://"+h.adminSrv.Addr)
 	if h.reg != nil {
 		h.reg.OnDeploy(api.Apply)
