@@ -128,7 +128,9 @@ func startProc(t *testing.T, args ...string) *proc {
 func startProcEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
+	// WASMSTREAM_SOAK is the tests' own (soakDuration): the host refuses
+	// a WASMSTREAM_ variable that names no config key.
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "WASMSTREAM_SOAK=") }), env...)
 	slot := -1
 	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "WASMSTREAM_HOST_ID=") }) {
 		slot = hostSlots.take(t)
@@ -196,7 +198,9 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
 		f.Close()
 	}()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		// exited, not cmd.ProcessState: the goroutine above writes that
+		// in Wait, and only exited (stored after it) orders the two.
+		if !p.exited.Load() {
 			p.cmd.Process.Kill()
 			<-p.done
 		}
