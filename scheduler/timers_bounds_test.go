@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,38 +64,44 @@ func timerOutputs(t *testing.T, brokers []string) (out, dlq *kafkatest.Reader) {
 	return out, dlq
 }
 
-// heapInUse is the heap's live bytes after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // A record that sets a million timers is refused at the first bound it
 // reaches — limits.max_outputs (1,000 by default: a timer is an output),
 // or state.max_bytes where the outputs' bound is raised past a million —
-// and dead-lettered naming it; none of its timers is kept (the host's
-// heap grows by less than 32 MiB, within the noise of a run's buffers: a
-// million timers held in a record's overlay would be tens of MB more),
-// and the partition goes on: the next record sets timers that fire.
-// Not parallel: it measures the process's heap.
+// and dead-lettered naming it; the partition goes on: the next record sets
+// timers that fire. The bound is read from the host's own answers, not
+// from the process's heap (which other tests' garbage moves): the guest
+// was refused at the timer the bound allows and no later (timerflood
+// names it in its error), the pipeline's counters say none of the flood's
+// timers was set (wasmstream.timers.set counts the two of the record
+// after it) and, for state.max_bytes, that the refusal was the state's
+// (wasmstream.state.refused), and the partition's store is empty once the
+// two timers have fired: nothing of the flood was kept.
 func TestTimerFloodRefused(t *testing.T) {
-	for _, c := range []struct{ name, limits, state, bound string }{
-		{"max_outputs", "", "", "output limit"},
-		{"state.max_bytes", "      max_outputs: 2000000\n      max_output_bytes: 67108864\n", ", max_bytes: 131072", "state.max_bytes"},
+	t.Parallel()                         // each case owns its in-process broker; asserts no timing
+	const timerBytes = 18 + len("flood") // a timer's cost in state.max_bytes (ABI.md §4.2)
+	for _, c := range []struct {
+		name, limits, state, bound string
+		most                       int   // the timers the bound lets the record set before the refused one
+		refused                    int64 // wasmstream.state.refused
+	}{
+		{"max_outputs", "", "", "output limit", 1000, 0},
+		{"state.max_bytes", "      max_outputs: 2000000\n      max_output_bytes: 67108864\n", ", max_bytes: 131072", "state.max_bytes", 131072 / timerBytes, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			brokers, r := timerPipeline(t, c.limits, c.state)
 			out, dlq := timerOutputs(t, brokers)
-			produce(t, brokers, timerRecord("ok", 900, 0, "0", 0))
-			out.ReadUntil(t, time.Minute, "the first record", func(rs []*kgo.Record) bool { return len(rs) >= 1 })
-			before := heapInUse() // the pipeline running, its module compiled
-			produce(t, brokers, timerRecord("flood", 1000, 1_000_000, "2000", 1),
+			produce(t, brokers, timerRecord("ok", 900, 0, "0", 0), timerRecord("flood", 1000, 1_000_000, "2000", 1),
 				timerRecord("ok", 1001, 2, "1500", 100), timerRecord("ok", 1700, 0, "0", 0))
 			dlq.ReadUntil(t, time.Minute, "the flood dead-lettered", func(rs []*kgo.Record) bool { return len(rs) >= 1 })
-			if got := kafkatest.Header(dlq.Recs[0], "wasmstream.error"); string(dlq.Recs[0].Key) != "flood" || !strings.Contains(got, c.bound) {
+			got := kafkatest.Header(dlq.Recs[0], "wasmstream.error")
+			if string(dlq.Recs[0].Key) != "flood" || !strings.Contains(got, c.bound) {
 				t.Fatalf("dead letter %q: error %q, want one naming %q", dlq.Recs[0].Key, got, c.bound)
+			}
+			var at, of int
+			_, err := fmt.Sscanf(got[max(0, strings.Index(got, "timer ")):], "timer %d of %d", &at, &of)
+			if err != nil || of != 1_000_000 || at > c.most || at < c.most*9/10 {
+				t.Fatalf("the flood was refused at timer %d of %d (%v), want at its bound, %d (at most)\n%s", at, of, err, c.most, got)
 			}
 			want := []string{"ok=record 900", "ok=record 1001", "ok=record 1700", "ok=fired 1500 1700", "ok=fired 1600 1700"}
 			out.ReadUntil(t, time.Minute, "the next records and their firings", func(rs []*kgo.Record) bool { return len(rs) >= len(want) })
@@ -104,14 +109,14 @@ func TestTimerFloodRefused(t *testing.T) {
 			if got := outputLines(out.Recs); strings.Join(got, "|") != strings.Join(want, "|") {
 				t.Fatalf("outputs %q, want %q", got, want)
 			}
-			if fired := r.Pipelines()[0].counters.stats.TimersFired.Load(); fired != 2 {
-				t.Fatalf("%d timers fired, want 2 (none of the flood's)", fired)
+			p := r.Pipelines()[0]
+			st := &p.counters.stats
+			if set, fired, refused := st.TimersSet.Load(), st.TimersFired.Load(), st.StateRefused.Load(); set != 2 || fired != 2 || refused != c.refused {
+				t.Fatalf("timers set %d, fired %d, state puts refused %d; want 2, 2 (none of the flood's), %d", set, fired, refused, c.refused)
 			}
-			grown := int64(heapInUse()) - int64(before)
-			t.Logf("heap grew %d KiB over the run", grown>>10)
-			if grown > 32<<20 {
-				t.Fatalf("the heap grew %d MiB: the refused timers are held", grown>>20)
-			}
+			kafkatest.Eventually(t, time.Minute, "the partition's store empty (the fired timers deleted, none of the flood's)", func() bool {
+				return p.stateSizes()[0].Data == 0
+			})
 		})
 	}
 }
