@@ -56,11 +56,75 @@ type Partition struct {
 	seq          uint64
 	// spare is a run whose records all ended and no reader holds, for the
 	// next BeginRun.
-	spare *Run
+	spare  *Run
+	stored flushed      // what the view's flushes applied to the store
+	flush  flushScratch // not guarded by mu: Flush runs one at a time
+}
+
+// flushed is what a view's flushes applied to its store (under
+// Partition.mu).
+type flushed struct {
 	// applied is one past the highest changelog offset applied to the
-	// store by this view's flushes (-1: none yet).
+	// store by the view's flushes (-1: none yet).
 	applied int64
-	flush   flushScratch // not guarded by mu: Flush runs one at a time
+	// clean is what the flushes last wrote to the store, read before the
+	// store (get): a key read again after its writes were flushed costs
+	// no bbolt read transaction.
+	clean cleanCache
+}
+
+// cleanCache holds the values a partition's flushes applied to its store,
+// as the flush's writes hold them (a write's key and value are never
+// changed once made: no copy), up to cleanMaxBytes (under Partition.mu).
+// Each commit's flush drops its writes from the overlay, so a record that
+// reads a key written before the last commit missed the overlay and read
+// the store: a bbolt read transaction of seven allocations and ~400 bytes
+// (the count example under exactly_once, which commits every
+// transaction). Only the view's own flushes write the store while the view
+// is current (Stores.Flush), so an entry is what the store holds; a delete
+// removes its key, and the stream time (which the store keeps only moving
+// forward) is never kept.
+type cleanCache struct {
+	m     map[string][]byte
+	bytes int64
+}
+
+// cleanMaxBytes bounds a partition's clean cache: the keys' and values'
+// bytes and cleanEntryBytes an entry. A full cache drops entries in the
+// map's (random) order to take a new one: reads of the dropped keys go to
+// the store again.
+const cleanMaxBytes = 1 << 20
+
+// cleanEntryBytes is what an entry costs besides its key and value: the
+// map's slot (a string and a slice header) and its share of the buckets.
+const cleanEntryBytes = 64
+
+// keep makes the store's value of the key k (k's own bytes: the write's)
+// v, as a flush applied it; nil: the store has no value for k.
+func (c *cleanCache) keep(k string, v []byte) {
+	if old, ok := c.m[k]; ok {
+		c.bytes -= int64(len(k) + len(old) + cleanEntryBytes)
+		delete(c.m, k)
+	}
+	if v == nil || k == statestore.StreamTimeKey {
+		return
+	}
+	n := int64(len(k) + len(v) + cleanEntryBytes)
+	if n > cleanMaxBytes/16 {
+		return // a large value would take the room of many small ones
+	}
+	for dk, dv := range c.m {
+		if c.bytes+n <= cleanMaxBytes {
+			break
+		}
+		c.bytes -= int64(len(dk) + len(dv) + cleanEntryBytes)
+		delete(c.m, dk)
+	}
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	c.m[k] = v
+	c.bytes += n
 }
 
 // partClock is a partition's stream time (under Partition.mu).
@@ -144,7 +208,7 @@ func NewPartition(store *statestore.Store, partition int32, parts int, l Limits)
 
 func newPartition(ps *partStore, partition int32, parts int, l Limits) *Partition {
 	p := &Partition{ps: ps, partition: partition, parts: parts, maxValue: l.MaxValueBytes, changelog: l.Changelog, maxBytes: l.MaxBytes,
-		refused: new(atomic.Int64), timersSet: new(atomic.Int64), log: slog.New(slog.DiscardHandler), overlay: map[string]overlayEntry{}, applied: -1}
+		refused: new(atomic.Int64), timersSet: new(atomic.Int64), log: slog.New(slog.DiscardHandler), overlay: map[string]overlayEntry{}, stored: flushed{applied: -1}}
 	// A store that cannot be read answers -1 here and ErrnoNoState at its
 	// first read.
 	p.clock.streamTime, _ = ps.store.StreamTime()
@@ -206,6 +270,12 @@ func (ts *Partition) checkPartition(key []byte) abi.Errno {
 func (ts *Partition) get(buf, key []byte) (v, grown []byte, ok bool, err error) {
 	ts.mu.Lock()
 	e, ok := ts.overlay[string(key)]
+	if !ok {
+		if v, ok = ts.stored.clean.m[string(key)]; ok {
+			ts.mu.Unlock()
+			return v, buf, true, nil
+		}
+	}
 	ts.mu.Unlock()
 	if ok {
 		return e.value, buf, e.value != nil, nil
@@ -329,7 +399,7 @@ func (ts *Partition) Flush(upTo int64) error {
 	}
 	clear(ts.batches[len(keep):])
 	ts.batches = keep
-	applied := ts.applied
+	applied := ts.stored.applied
 	for _, b := range done {
 		if !b.void.Load() {
 			applied = max(applied, b.lastAcked.Load()+1)
@@ -343,15 +413,16 @@ func (ts *Partition) Flush(upTo int64) error {
 	slices.SortFunc(done, func(a, b *Batch) int { return cmp.Compare(a.offset, b.offset) })
 	ws := ts.lastWrites(done)
 	err := ts.ps.store.Apply(ws, next)
-	clear(ws) // the next flush's: it holds no write of these
-	ts.flush.writes = ws[:0]
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if err != nil {
 		// Records that succeeded since joined ts.batches meanwhile.
 		ts.batches = append(slices.Clone(done), ts.batches...)
 	} else {
-		ts.applied = applied
+		ts.stored.applied = applied
+		for _, w := range ws {
+			ts.stored.clean.keep(keyString(w.Key), w.Value)
+		}
 		for _, b := range done {
 			for _, w := range b.writes {
 				if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
@@ -362,6 +433,8 @@ func (ts *Partition) Flush(upTo int64) error {
 			}
 		}
 	}
+	clear(ws) // the next flush's: it holds no write of these
+	ts.flush.writes = ws[:0]
 	clear(done)
 	ts.flush.done = done[:0]
 	return err
@@ -460,14 +533,20 @@ func (rs *Record) addStreamTime(t int64) {
 
 // StreamTime is the partition's stream time (host.State2): the largest
 // timestamp of its records decided so far, -1 before any; not the
-// record's own. A record that reads it makes the partition's records
-// write it with their state from then on (CommitAt).
+// record's own. A record of a run reads the timestamps of the run's
+// records before it too (Run.BeginAt), as it would read them run alone
+// after they were decided. A record that reads it makes the partition's
+// records write it with their state from then on (CommitAt).
 func (rs *Record) StreamTime() (int64, abi.Errno) {
 	rs.readTime = true
 	ts := rs.ts
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.clock.streamTime, 0
+	t := ts.clock.streamTime
+	ts.mu.Unlock()
+	if rs.run != nil {
+		t = max(t, rs.run.timeBefore(rs.k))
+	}
+	return t, 0
 }
 
 // Get2 is Get of the two-part key (key, sub) (host.State2). The value is

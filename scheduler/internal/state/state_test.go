@@ -680,3 +680,75 @@ func TestStateRunReuse(t *testing.T) {
 		t.Fatalf("the reader: %q/%v/%d, want the write before its record", v, ok, e)
 	}
 }
+
+// A key whose writes a flush applied is read from the view's clean cache
+// (cleanCache), not the store: what the store holds, a delete removing
+// the key, a void batch's write never kept, and the cache within
+// cleanMaxBytes however many keys the flushes write. The store is closed
+// before the reads: a read that went to it would answer ErrnoNoState.
+func TestStateCleanCache(t *testing.T) {
+	ts := newTestPartition(t)
+	commit := func(off int64, void bool, kv ...string) {
+		rs := ts.Begin()
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "-" {
+				rs.Delete([]byte(kv[i]))
+			} else {
+				rs.Put([]byte(kv[i]), []byte(kv[i+1]))
+			}
+		}
+		b, _ := ts.Commit(off, rs, nil)
+		if void {
+			b.Acked(off, testErr{})
+		} else {
+			b.Acked(off, nil)
+		}
+	}
+	commit(0, false, "a", "1", "b", "1")
+	commit(1, false, "a", "2", "b", "-", "c", "3")
+	commit(2, true, "d", "lost")
+	if err := ts.Flush(3); err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.overlay) != 0 {
+		t.Fatalf("the overlay holds %d keys after the flush, want none", len(ts.overlay))
+	}
+	if got := fmt.Sprintf("%d %s %s", len(ts.stored.clean.m), ts.stored.clean.m["a"], ts.stored.clean.m["c"]); got != "2 2 3" {
+		t.Fatalf("the clean cache: %s, want a=2 and c=3 alone (b deleted, d void)", got)
+	}
+	ts.ps.store.Close()
+	rs := ts.Begin()
+	for k, want := range map[string]string{"a": "2", "c": "3"} {
+		if v, e := rs.Get([]byte(k)); e != 0 || string(v) != want {
+			t.Fatalf("get %s: %q %v, want %q from the clean cache", k, v, e, want)
+		}
+	}
+	if _, e := rs.Get([]byte("b")); e != abi.ErrnoNoState {
+		t.Fatalf("get of a deleted key: %v, want the store's answer (closed: ErrnoNoState)", e)
+	}
+
+	// Bounded: keys of 1 KB values, four times the cache's bytes.
+	ts = newTestPartition(t)
+	ts.maxValue = 2 << 10
+	val := strings.Repeat("v", 1000)
+	var off int64
+	for i := range 4 * cleanMaxBytes / 1000 {
+		commit(off, false, fmt.Sprintf("k%05d", i), val)
+		off++
+		if off%100 == 0 {
+			if err := ts.Flush(off); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var n int64
+	for k, v := range ts.stored.clean.m {
+		n += int64(len(k) + len(v) + cleanEntryBytes)
+		if string(v) != val {
+			t.Fatalf("the clean cache holds %s=%q", k, v)
+		}
+	}
+	if n != ts.stored.clean.bytes || n > cleanMaxBytes || n < cleanMaxBytes/2 {
+		t.Fatalf("the clean cache holds %d bytes (counted %d), want at most %d and more than half of it", n, ts.stored.clean.bytes, cleanMaxBytes)
+	}
+}

@@ -408,23 +408,22 @@ func (s *Store) Apply(ws []Write, next int64) error {
 	defer s.wmu.Unlock()
 	n := s.bytes.Load()
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
+		bs := openBuckets(tx)
 		for _, w := range ws {
-			b, k := bucketOf(tx, w.Key)
+			b, c, k := bs.of(w.Key)
 			// The stream time is not a key's: not in the keys' bytes.
 			counted := string(w.Key) != StreamTimeKey
-			var err error
-			if old := b.Get(k); old != nil && counted {
+			old := c.get(k)
+			if old != nil && counted {
 				n -= int64(len(w.Key) + len(old))
 			}
 			v := w.Value
-			if !counted {
-				// Stream time only goes forward, whatever order writes
-				// of it come in (records decided out of offset order).
-				if old := b.Get(k); len(old) == 8 && len(v) == 8 && int64(binary.BigEndian.Uint64(old)) > int64(binary.BigEndian.Uint64(v)) {
-					continue
-				}
+			// Stream time only goes forward, whatever order writes of it
+			// come in (records decided out of offset order).
+			if !counted && len(old) == 8 && len(v) == 8 && int64(binary.BigEndian.Uint64(old)) > int64(binary.BigEndian.Uint64(v)) {
+				continue
 			}
+			var err error
 			if v == nil {
 				err = b.Delete(k)
 			} else {
@@ -437,11 +436,11 @@ func (s *Store) Apply(ws []Write, next int64) error {
 				return err
 			}
 		}
-		if err := meta.Put(keyBytes, binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
+		if err := bs.meta.Put(keyBytes, binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
 			return err
 		}
 		if next >= 0 {
-			return meta.Put(keyNext, binary.BigEndian.AppendUint64(nil, uint64(next)))
+			return bs.meta.Put(keyNext, binary.BigEndian.AppendUint64(nil, uint64(next)))
 		}
 		return nil
 	})
@@ -449,6 +448,59 @@ func (s *Store) Apply(ws []Write, next int64) error {
 		s.bytes.Store(n)
 	}
 	return err
+}
+
+// txBuckets are the store's buckets in one write transaction, each with
+// a cursor that reads a key's value before it is written (Apply): looked
+// up once a transaction rather than once a write (tx.Bucket allocates the
+// bucket and copies its header, a write's Get a cursor and its stack,
+// three to four allocations a write), the cursor repositioned by each
+// read.
+type txBuckets struct {
+	data, data2, meta    *bolt.Bucket
+	cData, cData2, cMeta reuseCursor
+}
+
+func openBuckets(tx *bolt.Tx) *txBuckets {
+	bs := &txBuckets{data: tx.Bucket(bucketData), data2: tx.Bucket(bucketData2), meta: tx.Bucket(bucketMeta)}
+	bs.cData.b, bs.cData2.b, bs.cMeta.b = bs.data, bs.data2, bs.meta
+	return bs
+}
+
+// of is bucketOf within the transaction: the bucket a state key is kept
+// under, its cursor and the bbolt key.
+func (bs *txBuckets) of(key []byte) (*bolt.Bucket, *reuseCursor, []byte) {
+	switch {
+	case len(key) == 0:
+		return bs.meta, &bs.cMeta, keyEmpty
+	case IsKey2(key):
+		if string(key) == StreamTimeKey {
+			return bs.meta, &bs.cMeta, keyStreamTime
+		}
+		return bs.data2, &bs.cData2, key
+	}
+	return bs.data, &bs.cData, key
+}
+
+// reuseCursor is a bucket's cursor made at its first read and repositioned
+// (Seek) by each: bbolt invalidates a cursor's position when the bucket
+// changes, never the cursor, and Seek searches from the root again.
+type reuseCursor struct {
+	b *bolt.Bucket
+	c *bolt.Cursor
+}
+
+// get is key's value (nil: none), as Bucket.Get answers it: a nested
+// bucket's key has no value.
+func (rc *reuseCursor) get(key []byte) []byte {
+	if rc.c == nil {
+		rc.c = rc.b.Cursor()
+	}
+	k, v := rc.c.Seek(key)
+	if !bytes.Equal(k, key) {
+		return nil
+	}
+	return v
 }
 
 // Size is the bytes of the store's data in use (bbolt's file size as of
