@@ -1,6 +1,7 @@
 package state
 
 import (
+	"math"
 	"sync"
 	"unsafe"
 
@@ -55,6 +56,7 @@ type Run struct {
 	// own (keyString).
 	idx    map[string]int32
 	priors []*Record // the accepted records that wrote, in order
+	clock  runClock  // the stream time and timers the run's records raised (runclock.go)
 }
 
 // runWrite is a write of a run, linked to the entry before it of its key
@@ -78,13 +80,22 @@ func (ts *Partition) BeginRun(accepts func(k int) bool) *Run {
 	ts.mu.Unlock()
 	if r == nil {
 		r = &Run{ts: ts, idx: map[string]int32{}}
+		r.clock.reset()
 	}
 	r.accepts = accepts
 	return r
 }
 
 // Begin returns the State of record k of the run, k the Begins before it.
+// Its decision moves no stream time the run's later records read (BeginAt).
 func (r *Run) Begin() *Record {
+	rs := r.begin()
+	r.clock.begin(math.MinInt64)
+	return rs
+}
+
+// begin makes the State of the run's next record.
+func (r *Run) begin() *Record {
 	rs := r.ts.Begin()
 	rs.run, rs.k = r, len(r.recs)
 	r.recs = append(r.recs, rs)
@@ -188,6 +199,7 @@ func (r *Run) end() {
 	clear(r.priors)
 	r.recs, r.ws, r.priors = r.recs[:0], r.ws[:0], r.priors[:0]
 	r.accepts, r.asked, r.ended, r.grow = nil, 0, 0, 0
+	r.clock.reset()
 	ts := r.ts
 	ts.mu.Lock()
 	ts.spare = r

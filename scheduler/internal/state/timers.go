@@ -33,6 +33,9 @@ func (rs *Record) SetTimer(key []byte, at int64) abi.Errno {
 	if e := rs.ts.checkTimer(key); e != 0 {
 		return e
 	}
+	if rs.run != nil {
+		rs.run.timerSet(at) // the run's gate ends it before the timer is due
+	}
 	return rs.put(statestore.TimerKey(nil, key, at), []byte{}, true)
 }
 
