@@ -56,9 +56,10 @@ type timerRound struct {
 	holds   map[*kgo.Record]*timerHold
 	holding atomic.Int32
 	// timers.idle_advance (idle.go): the task's idle check, and when a
-	// record was last decided or stream time last advanced by it.
+	// record was last decided or stream time last advanced by it (Unix
+	// nanoseconds; atomic, not under mu: noteMoved is on the record path).
 	idle  *time.Timer
-	moved time.Time
+	moved atomic.Int64
 }
 
 // timerHold is a trigger's round under at_least_once: its firings not yet
@@ -87,10 +88,20 @@ func (w *worker) timersAfter(j *job) {
 		return
 	}
 	if t.timersOn() {
-		t.noteMoved()
+		w.noteMoved()
 		t.nextFiring(j.r, false)
 	}
 }
+
+// timersGate is the gate of a run with timers (callRun): it takes record
+// k of the run unless a timer may be due once records 0..k-1 are decided
+// (state.Run.TimerMayBeDue: the partition's earliest timer, or one the
+// run's records set, at or before the stream time they raise). The run
+// then ends before k; its records are decided, the due timers fire after
+// its last one (timersAfter), and record k is taken in the next pick,
+// after them: the single path's order, record for record and timer for
+// timer, under exactly_once in the same transaction.
+func (w *worker) timersGate(k int) bool { return !w.runs.timed.TimerMayBeDue(k) }
 
 // timersAtStart fires what is due when the task starts: timers due by the
 // stream time restored with the state, whose firing did not become

@@ -35,10 +35,13 @@ type timerGuest struct {
 	mu      sync.Mutex
 	calls   []string
 	onTimer func(f *abi.TimerFiring, tm host.Timers) host.Result
-	hold    string        // a call that waits for release before it returns
-	inHold  chan struct{} // closed once the held call is in it
-	release chan struct{}
-	once    sync.Once
+	// onRecord, when set, is a record's call after its note.
+	onRecord func(rec *abi.Record, st host.State) host.Result
+	hold     string        // a call that waits for release before it returns
+	inHold   chan struct{} // closed once the held call is in it
+	release  chan struct{}
+	once     sync.Once
+	runs     []int // the records each run of records ran (ProcessBatch)
 }
 
 func newTimerGuest(tb testing.TB) *timerGuest {
@@ -83,6 +86,9 @@ func setTimers(tm host.Timers, list string) abi.Errno {
 
 func (g *timerGuest) record(rec *abi.Record, st host.State) host.Result {
 	g.note(fmt.Sprintf("r%d", rec.Offset))
+	if g.onRecord != nil {
+		return g.onRecord(rec, st)
+	}
 	v := string(rec.Value)
 	list, fail := strings.CutSuffix(v, " fail")
 	if e := setTimers(st.(host.Timers), strings.TrimPrefix(list, "set ")); e != 0 {
@@ -114,9 +120,29 @@ func (ti *timerInstance) ProcessState(ctx context.Context, rec *abi.Record, tag 
 	return ti.g.record(rec, st)
 }
 
-// ProcessBatch: a module with timers takes no runs (worker.admit).
-func (ti *timerInstance) ProcessBatch(context.Context, []host.BatchRecord, []host.Outcome) int {
-	panic("a run of records was taken for a module with timers: its firings could not run between them")
+// ProcessBatch runs a run's records with their states as host.ProcessBatch
+// does: the gate asked before each record after the first, stopped after
+// one that fails. The guest notes how many records each run ran (runs).
+func (ti *timerInstance) ProcessBatch(ctx context.Context, recs []host.BatchRecord, out []host.Outcome) int {
+	ran := ti.processBatch(ctx, recs, out)
+	ti.g.mu.Lock()
+	ti.g.runs = append(ti.g.runs, ran)
+	ti.g.mu.Unlock()
+	return ran
+}
+
+func (ti *timerInstance) processBatch(ctx context.Context, recs []host.BatchRecord, out []host.Outcome) int {
+	for i := range recs {
+		if i > 0 && (ctx.Err() != nil || (ti.take != nil && !ti.take(i))) {
+			return i
+		}
+		out[i].Result = ti.ProcessState(ctx, recs[i].Rec, recs[i].Tag, recs[i].State)
+		out[i].Start, out[i].End = ti.LastCall()
+		if ti.stopAfter && (out[i].Status == abi.StatusRetry || out[i].Status == abi.StatusFail) {
+			return i + 1
+		}
+	}
+	return len(recs)
 }
 
 func (ti *timerInstance) ProcessTimer(ctx context.Context, f *abi.TimerFiring, tag any, st host.State) host.Result {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 	"github.com/wasmstream/wasmstream/scheduler/internal/version"
 )
 
@@ -79,6 +80,10 @@ type workerRun struct {
 	runLanes []*lane
 	running  []picked
 	takeRun  func(int) bool
+	// timed is the state run of a run with timers, which its gate asks
+	// (timersGate, made once) before each record.
+	timed      *state.Run
+	timersGate func(int) bool
 }
 
 // Worker states, as metrics report them.

@@ -165,12 +165,15 @@ func (w *worker) admit() (took, refused, retire bool) {
 			return took, false, true
 		}
 		var got pickOutcome
-		if t.d.Config.BatchRecords > 1 && !t.timersOn() {
+		if t.d.Config.BatchRecords > 1 && (!async || !t.timersOn()) {
 			// A run of records in one call (startRun: a stateful run's
 			// records each read the writes of those before it that ended
-			// ok). Not with timers: a record's firings run before the
-			// partition's next record (timers.go), and a run's records
-			// are decided only after its call.
+			// ok). With timers, a synchronous module's run ends before a
+			// record a timer would be due by (timersGate): a record's
+			// firings run before the partition's next record (timers.go),
+			// and a run's records are decided only after its call. Not an
+			// asynchronous module's with timers: its records that end
+			// pending are decided after the call, out of the gate's sight.
 			got = w.takeRunLocked(async)
 		} else {
 			got = w.takeOneLocked(async)

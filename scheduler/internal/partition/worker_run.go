@@ -170,10 +170,10 @@ func (w *worker) startRun(run []picked, async bool) {
 		run, jobs, forged, recs = run[:keep], jobs[:keep], forged[:keep], recs[:keep]
 	}
 	if ts := t.State; ts != nil {
-		w.beginStateRun(ts, jobs, recs, out)
+		w.beginStateRun(ts, jobs, recs, out, async)
 		defer func() {
 			clear(w.runs.runChecks)
-			w.runs.runChecks, w.runs.checked = w.runs.runChecks[:0], nil
+			w.runs.runChecks, w.runs.checked, w.runs.timed = w.runs.runChecks[:0], nil, nil
 		}()
 	}
 	var ran int
@@ -186,9 +186,8 @@ func (w *worker) startRun(run []picked, async bool) {
 	}
 	if t.State != nil {
 		for i, j := range jobs {
-			if i < ran {
-				j.rs.EndRun()
-			} else {
+			j.rs.EndRun() // the last to end makes the run the next one's (state.Run)
+			if i >= ran {
 				j.rs = nil // not run: its next attempt begins its own
 			}
 		}
@@ -220,6 +219,14 @@ func (w *worker) callRun(in Instance, run []picked, jobs []*job, forged []int, r
 		in.LimitBatchInFlight(0)
 	}
 	w.g.state.Store(WorkerBusy)
+	if w.runs.timed != nil && len(run) > 1 {
+		// Timers (ordering partition, where nothing is handed back): the
+		// run ends before a record a timer would be due by (timersGate).
+		in.GateBatch(w.runs.timersGate)
+		ran := in.ProcessBatch(t.life.ctx, recs, out)
+		in.GateBatch(nil)
+		return ran, run, jobs, forged
+	}
 	// An asynchronous module's run has no hand-back gate: its records'
 	// calls start operations and return, and on a loaded core a run of
 	// them outlasting runHandBack handed records back only to grow the
@@ -315,12 +322,27 @@ type refusalCheck struct {
 // decides it, as alone, where the next record starts while it waits; its
 // continuations run after the call, after EndRun. One function a run: the
 // run asks it about each record once, in order.
-func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome) {
+//
+// A synchronous module's record is decided as it ends: the records after
+// it read its timestamp as stream time (state.Run.BeginAt). With timers
+// the run is the gate's (timersGate, w.runs.timed).
+func (w *worker) beginStateRun(ts *state.Partition, jobs []*job, recs []host.BatchRecord, out []host.Outcome, async bool) {
 	w.runs.runChecks = slices.Grow(w.runs.runChecks[:0], len(jobs))[:len(jobs)]
 	run := ts.BeginRun(func(k int) bool { return w.runAccepts(k, jobs[k], &out[k].Result) })
 	for i, j := range jobs {
-		j.rs = run.Begin() // a new attempt starts without the last one's writes
+		// A new attempt starts without the last one's writes.
+		if async {
+			j.rs = run.Begin()
+		} else {
+			j.rs = run.BeginAt(j.r.Timestamp.UnixMilli()) // as CommitAt and Decided move it
+		}
 		recs[i].State = j.rs
+	}
+	if !async && w.t.timersOn() {
+		w.runs.timed = run
+		if w.runs.timersGate == nil {
+			w.runs.timersGate = w.timersGate
+		}
 	}
 }
 
