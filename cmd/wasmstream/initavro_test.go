@@ -1,12 +1,9 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
 
 // init --template avro: a Go project created (the template is Go only:
@@ -22,23 +19,10 @@ import (
 // language, and init says so.
 func TestInitAvroTemplate(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Fatal("make not found (the test command installs it)")
-	}
-	root := wt.RepoRoot(t)
-	bin := filepath.Join(t.TempDir(), "wasmstream")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/wasmstream")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/wasmstream: %v\n%s", err, out)
-	}
-	dir := filepath.Join(t.TempDir(), "orders")
+	k := newTemplateKit(t, "avro")
 	// The template is Go only: no --lang needed.
-	if code, out, errs := runCLI(t, "init", "--template", "avro", "--sdk", root, dir); code != 0 || !strings.Contains(out, `the Go processor "orders", template avro`) {
-		t.Fatalf("init --template avro: code %d\n%s\n%s", code, out, errs)
-	}
-	runMake(t, dir)
-	out := runMake(t, dir, "test", "WASMSTREAM="+bin)
+	dir := filepath.Join(t.TempDir(), "orders")
+	out := k.initAndTest(t, "", dir, `the Go processor "orders", template avro`)
 	for _, want := range []string{
 		"(value framed: schema id 1, ",
 		`→ output 0 to orders-totals (the pipeline's output): key "o-1" value "{\"order_id\":\"o-1\",\"customer\":\"ann\",\"placed_at\":\"2024-01-15T10:04:05.123Z\",\"item_count\":3,\"total_cents\":1600,\"coupon\":null}" (value framed: schema id 2, `,
@@ -53,7 +37,7 @@ func TestInitAvroTemplate(t *testing.T) {
 		t.Errorf("make test: the ABI checks did not all pass\n%s", out)
 	}
 
-	out = runMake(t, dir, "demo", "WASMSTREAM="+bin, "DEMO_FLAGS=--duration 10s")
+	out = k.make(t, dir, "demo", "DEMO_FLAGS=--duration 10s")
 	for _, want := range []string{
 		`→ orders           {"id":"o-2","customer":"bob","placed_at":"2024-01-15T11:00:00Z","items":[{"sku":"pot","quantity":1,"unit_price_cents":2500}],"coupon":"SPRING10"}  (framed: schema id 1)`,
 		`← orders-totals    {"order_id":"o-2","customer":"bob","placed_at":"2024-01-15T11:00:00Z","item_count":1,"total_cents":2500,"coupon":"SPRING10"}  (framed: schema id 2)`,
@@ -65,7 +49,5 @@ func TestInitAvroTemplate(t *testing.T) {
 		}
 	}
 
-	if code, _, errs := runCLI(t, "init", "--lang", "rust", "--template", "avro", "--sdk", root, filepath.Join(t.TempDir(), "r")); code != 1 || !strings.Contains(errs, "the template avro has no Rust version") {
-		t.Errorf("init --lang rust --template avro: code %d\n%s", code, errs)
-	}
+	k.refusesLang(t, "rust", "Rust")
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -30,16 +29,7 @@ import (
 // here.
 func TestInitWindowTemplate(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Fatal("make not found (the test command installs it)")
-	}
-	root := wt.RepoRoot(t)
-	bin := filepath.Join(t.TempDir(), "wasmstream")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/wasmstream")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/wasmstream: %v\n%s", err, out)
-	}
+	k := newTemplateKit(t, "window")
 	e, err := host.NewEngine("", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -49,9 +39,7 @@ func TestInitWindowTemplate(t *testing.T) {
 		t.Run(lang, func(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "clicks")
-			if code, out, errs := runCLI(t, "init", "--lang", lang, "--template", "window", "--sdk", root, dir); code != 0 || !strings.Contains(out, "template window") {
-				t.Fatalf("init --template window: code %d\n%s\n%s", code, out, errs)
-			}
+			out := k.initAndTest(t, lang, dir, "template window")
 			cfg, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
 			if err != nil {
 				t.Fatal(err)
@@ -61,14 +49,12 @@ func TestInitWindowTemplate(t *testing.T) {
 					t.Errorf("config.yaml lacks %q:\n%s", want, cfg)
 				}
 			}
-			runMake(t, dir)
-			out := runMake(t, dir, "test", "WASMSTREAM="+bin)
 			unit := map[string]string{"go": "ok  \tclicks", "rust": "test result: ok. 1 passed"}[lang]
 			if !strings.Contains(out, unit) || !strings.Contains(out, "8 record(s): 2 ok, 6 dropped, 0 retry, 0 fail; expectations: 8 passed, 0 failed") || !abiAllPassed(out) {
 				t.Fatalf("make test:\n%s", out)
 			}
 			// The conformance kit fires the timers too: the vectors pass there.
-			out = runMake(t, dir, "conformance", "WASMSTREAM="+bin)
+			out = k.make(t, dir, "conformance")
 			if !strings.Contains(out, "(line 16) (ok with 2 output(s))") || !strings.Contains(out, "(line 18) (ok with 2 output(s))") {
 				t.Fatalf("make conformance:\n%s", out)
 			}
@@ -79,9 +65,7 @@ func TestInitWindowTemplate(t *testing.T) {
 			windowsInTheHost(t, e, wasm)
 		})
 	}
-	if code, _, errs := runCLI(t, "init", "--lang", "c", "--template", "window", "--sdk", root, filepath.Join(t.TempDir(), "c")); code != 1 || !strings.Contains(errs, "the template window has no C version") {
-		t.Errorf("init --lang c --template window: code %d\n%s", code, errs)
-	}
+	k.refusesLang(t, "c", "C")
 }
 
 // windowsInTheHost runs the window template's module on a partition's
