@@ -197,8 +197,9 @@ func stamped(from int64, vals []string, ts ...int64) []*kgo.Record {
 // sets within the round fires in it, a timer the record itself set fires
 // after it; no offset is done for a firing, each firing's timer is
 // deleted, and under exactly_once (a release order by offset) the round's
-// outputs are delivered with their trigger's, in one delivery. Runs of
-// records (batch_records) are off for a module with timers.
+// outputs are delivered with their trigger's, in one delivery. In runs
+// of records (batch 8) the first run ends before the record a timer is
+// due by (timersGate), so the calls are the same.
 func TestTimersFireInOrder(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -217,8 +218,8 @@ func TestTimersFireInOrder(t *testing.T) {
 				}
 				return host.Result{Status: abi.StatusOK, Outputs: []abi.Output{{Value: []byte(fmt.Sprintf("fire-%s@%d/T%d", f.Key, f.At, f.StreamTime))}}}
 			}
-			// batch_records 8: a module with timers takes no runs (a
-			// firing runs before the partition's next record).
+			// batch_records 8: the run r0 r1 ends before r2, the firings
+			// of a@20 and b@20 due by r1's timestamp run between them.
 			e := newTimerEngine(t, engineOpts{ordering: config.OrderPartition, min: 1, max: 1, byOffset: byOffset, batch: tc.batch, autoAck: true}, g)
 			e.t.Enqueue(stamped(0, []string{"set b@20,a@20,c@30,a@20", "", "set d@35"}, 10, 25, 40))
 			want := []string{"r0", "r1", "t:a@20#1", "t:b@20#1", "t:e@22#1", "r2", "t:c@30#1", "t:d@35#1"}
@@ -226,6 +227,12 @@ func TestTimersFireInOrder(t *testing.T) {
 			waitFor(t, "the records done", func() bool { return len(e.ledger.doneOffsets()) == 3 })
 			if got := g.log(); !slices.Equal(got, want) {
 				t.Fatalf("calls %v, want %v", got, want)
+			}
+			g.mu.Lock()
+			runs := slices.Clone(g.runs)
+			g.mu.Unlock()
+			if tc.batch > 1 && (len(runs) == 0 || runs[0] != 2) {
+				t.Fatalf("runs of records ran %v records, want a first of 2 (r0 r1)", runs)
 			}
 			runOf := map[string]int{}
 			var outs []string
