@@ -18,16 +18,18 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/source"
 )
 
-// shareClientOpts are the client options of a share-group member, after
-// the base ones (kafkaconn.NewClient).
-func shareClientOpts(p *Pipeline) []kgo.Opt {
+// shareClientOpts are the client options of a share-group member that
+// polls at most maxRecords a poll (source.MemberRecords), after the base
+// ones (kafkaconn.NewClient).
+func shareClientOpts(p *Pipeline, maxRecords int) []kgo.Opt {
 	return []kgo.Opt{
 		// The inputs are added by Pipeline.Start, as for a consumer group:
 		// the member joins only once the pipeline is built.
 		kgo.ShareGroup(p.member.group),
-		// At most max_records locks at a time, and no fetch ahead: records
-		// a poll did not ask for would sit locked, their locks running.
-		kgo.ShareMaxRecords(int32(p.pc.Share.MaxRecords)),
+		// At most this member's part of max_records locks at a time, and
+		// no fetch ahead: records a poll did not ask for would sit locked,
+		// their locks running.
+		kgo.ShareMaxRecords(int32(maxRecords)),
 		kgo.ShareMaxRecordsStrict(),
 		// A poll's bytes within the task's bound too (the broker still
 		// returns one record larger than this).
@@ -51,11 +53,22 @@ func shareClientOpts(p *Pipeline) []kgo.Opt {
 
 // newShareMember makes p a share-group member: its client, its role (the
 // broker's delivery count is the attempt), its source, ledger and
-// committer.
+// committer. The client is the first of the host's members of the group
+// for p and produces p's outputs; the source makes the second
+// (source.Share, RATIONALE.md, "Two members, polls that overlap") with
+// the same options, once p starts.
 func newShareMember(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
-	cl, err := kafkaconn.NewClient(p.cfg.Kafka, brokers, append(shareClientOpts(p), extra...)...)
+	per := source.MemberRecords(p.pc.Share.MaxRecords)
+	cl, err := kafkaconn.NewClient(p.cfg.Kafka, brokers, append(shareClientOpts(p, per[0]), extra...)...)
 	if err != nil {
 		return err
+	}
+	dial := func(maxRecords int) (*kgo.Client, error) {
+		cl, err := kafkaconn.NewClient(p.cfg.Kafka, brokers, append(shareClientOpts(p, maxRecords), extra...)...)
+		if err == nil {
+			cl.AddConsumeTopics(p.pc.Inputs...)
+		}
+		return cl, err
 	}
 	p.role = partition.ShareRole{Role: p.role}
 	p.member.cl = cl
@@ -64,7 +77,7 @@ func newShareMember(p *Pipeline, brokers []string, extra ...kgo.Opt) error {
 	// in any mix, and ordering: none binds none of them to a partition.
 	p.tasks = partition.NewPool(&p.life.stopped)
 	locks := ledger.NewShareLocks(p.log)
-	p.src = source.NewShare(p.sourceDeps(), locks)
+	p.src = source.NewShare(p.sourceDeps(), locks, dial)
 	p.commit = commit.NewShareAcks(p.commitDeps(), locks)
 	p.ledger = ledger.Share{Locks: locks, Log: p.log}
 	return nil

@@ -262,3 +262,45 @@ func TestShareProducerNoLinger(t *testing.T) {
 		t.Fatalf("a share member's producer linger is %v, want 0", got)
 	}
 }
+
+// TestShareSecondMemberPollsPastASlowRecord: one host, one partition, a
+// poll of 10 records (share.max_records 20, split between the host's two
+// members), and the first record's lookup takes 30 s. A member polls again
+// only once its previous poll is acknowledged, so with one member the
+// host would stop at that poll for the 30 s; the second member keeps
+// polling, and every other record comes out while the slow one still
+// waits. Nothing is lost at the stop: the slow record is released.
+func TestShareSecondMemberPollsPastASlowRecord(t *testing.T) {
+	t.Parallel()
+	srv := lookupsrv.New(t, func(key string) time.Duration {
+		if key == "k0" { // record 0's key: the keys are k<i mod 97>
+			return 30 * time.Second
+		}
+		return 5 * time.Millisecond
+	})
+	brokers := kafkatest.Fake(t)
+	kafkatest.CreateTopic(t, brokers, 1, "in", "out", "dlq")
+	const n = 96
+	kafkatest.Produce(t, brokers, "in", n, func(i int) string { return fmt.Sprintf(`"v%05d"`, i) })
+	cfg := shareLookupConfig(t, brokers, srv)
+	cfg.Pipelines[0].Share.MaxRecords = 20
+	cfg.Shutdown.DrainTimeout = 500 * time.Millisecond
+	r := startRunner(t, cfg)
+	rd := kafkatest.NewReader(t, brokers, "out")
+	rd.ReadUntil(t, 20*time.Second, "every record but the slow one, before its lookup returns", func(rs []*kgo.Record) bool { return len(rs) >= n-1 })
+	for _, rec := range rd.Recs {
+		if o := decodeLookup(t, rec); string(o.Record) == `"v00000"` {
+			t.Fatalf("the slow record came out before its 30 s lookup returned")
+		}
+	}
+	if got := r.pipelines[0].shareHeld(); got != 1 {
+		t.Fatalf("the host holds %d records, want 1 (the slow one)", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r.Stop(ctx)
+	s := r.pipelines[0].ShareStats()
+	if s.Accepted.Load() != n-1 || s.Released.Load() != 1 {
+		t.Fatalf("accepted %d released %d, want %d and 1 (the slow record, given back at the stop)", s.Accepted.Load(), s.Released.Load(), n-1)
+	}
+}

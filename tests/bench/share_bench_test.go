@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +200,8 @@ pipelines:
 	})
 	base := warm
 	done := startUsage(b)
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	start := time.Now()
 	go produceEven(b, brokers, in, "u", n, parts)
 	busy := map[int]int64{}
@@ -219,6 +222,7 @@ pipelines:
 	}
 	el := time.Since(start)
 	u := done()
+	runtime.ReadMemStats(&ms1)
 	if o := sum(func(s scheduler.Snapshot) int64 { return s.Outputs }); o < base+int64(n) {
 		b.Fatalf("outputs %d, want %d", o, base+int64(n))
 	}
@@ -230,6 +234,9 @@ pipelines:
 	b.ReportMetric(float64(busyHosts), "busy_hosts")
 	b.ReportMetric(float64(u.cpu.Microseconds())/float64(n), "cpu_us/rec")
 	b.ReportMetric(float64(u.service.Microseconds())/float64(n), "service_cpu_us/rec")
+	// The whole process's allocations (every host, the input's producer
+	// included) over the drain.
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n), "allocs/rec")
 	// The paced records go to the same input: a share group shares a
 	// partition between members only when they outnumber the partitions
 	// of its topics (the broker's simple assignor), so a second topic would

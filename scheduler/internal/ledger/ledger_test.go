@@ -71,7 +71,7 @@ func TestShareDoneAndAbandon(t *testing.T) {
 	locks := NewShareLocks(quietLog())
 	l := Share{Locks: locks, Log: quietLog()}
 	a, b, c := &kgo.Record{Offset: 1}, &kgo.Record{Offset: 2}, &kgo.Record{Offset: 3}
-	locks.Add(shareFetch(a, b, c), time.Now())
+	locks.Add(0, shareFetch(a, b, c), time.Now())
 	if n := locks.Len(); n != 3 {
 		t.Fatalf("held %d, want 3", n)
 	}
@@ -85,7 +85,7 @@ func TestShareDoneAndAbandon(t *testing.T) {
 		t.Error("a released record was acknowledged again")
 	}
 	select {
-	case <-locks.Empty:
+	case <-locks.Emptied(0):
 		t.Fatal("Empty signalled with a record still held")
 	default:
 	}
@@ -93,13 +93,50 @@ func TestShareDoneAndAbandon(t *testing.T) {
 		t.Error("Done of the last held record false")
 	}
 	select {
-	case <-locks.Empty:
+	case <-locks.Emptied(0):
 	default:
 		t.Fatal("Empty not signalled once no record is held")
 	}
 	s := &locks.Stats
 	if s.Acquired.Load() != 3 || s.Accepted.Load() != 2 || s.Released.Load() != 1 || s.Polls.Load() != 1 {
 		t.Errorf("acquired %d accepted %d released %d polls %d, want 3 2 1 1", s.Acquired.Load(), s.Accepted.Load(), s.Released.Load(), s.Polls.Load())
+	}
+}
+
+// TestShareLocksPerMember: each member's poll loop hears when its own
+// records are all acknowledged, whatever the other member still holds —
+// the second member's in-flight records must not hold back the first
+// member's next poll — and ReleaseAll empties both.
+func TestShareLocksPerMember(t *testing.T) {
+	t.Parallel()
+	locks := NewShareLocks(quietLog())
+	l := Share{Locks: locks, Log: quietLog()}
+	a, b, c := &kgo.Record{Offset: 1}, &kgo.Record{Offset: 2}, &kgo.Record{Offset: 3}
+	locks.Add(0, shareFetch(a), time.Now())
+	locks.Add(1, shareFetch(b, c), time.Now())
+	if h0, h1, n := locks.HeldBy(0), locks.HeldBy(1), locks.Len(); h0 != 1 || h1 != 2 || n != 3 {
+		t.Fatalf("held by 0: %d, by 1: %d, in all %d; want 1 2 3", h0, h1, n)
+	}
+	if !l.Done(nil, a) {
+		t.Fatal("Done of a held record false")
+	}
+	select {
+	case <-locks.Emptied(0):
+	default:
+		t.Fatal("member 0 not told its records are acknowledged while member 1 holds records")
+	}
+	if !l.Done(nil, b) {
+		t.Fatal("Done of a held record false")
+	}
+	select {
+	case <-locks.Emptied(1):
+		t.Fatal("member 1 told it holds nothing with a record still held")
+	case <-locks.Emptied(0):
+		t.Fatal("member 0 signalled for member 1's record")
+	default:
+	}
+	if n := locks.ReleaseAll(); n != 1 || locks.HeldBy(1) != 0 || locks.Len() != 0 {
+		t.Fatalf("ReleaseAll released %d, member 1 holds %d, %d in all; want 1 0 0", n, locks.HeldBy(1), locks.Len())
 	}
 }
 
@@ -111,7 +148,7 @@ func TestShareLocksRenewAndLapse(t *testing.T) {
 	locks := NewShareLocks(quietLog())
 	t0 := time.Now()
 	a, b := &kgo.Record{Offset: 1}, &kgo.Record{Offset: 2}
-	locks.Add(shareFetch(a, b), t0) // no acquisition deadline: the default lock, 30 s
+	locks.Add(0, shareFetch(a, b), t0) // no acquisition deadline: the default lock, 30 s
 	if n := locks.Renew(t0.Add(defaultLockFor/2 - time.Second)); n != 0 {
 		t.Errorf("renewed %d before half the lock passed", n)
 	}

@@ -15,18 +15,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ShareLocks is the set of records acquired and not yet acknowledged. Its
-// mutex is a leaf (DESIGN.md, "Lock order").
+// MaxShareMembers is how many share-group members (clients) a pipeline's
+// source may run on one host, each with a poll loop of its own
+// (source.Share): the locks count and signal per member.
+const MaxShareMembers = 2
+
+// ShareLocks is the set of records acquired and not yet acknowledged, by
+// the members of one pipeline on this host. Its mutex is a leaf (DESIGN.md,
+// "Lock order").
 type ShareLocks struct {
 	mu   sync.Mutex
 	held map[*kgo.Record]*shareLock
+	// heldBy counts held records by the member whose poll acquired them.
+	heldBy [MaxShareMembers]int
 	// lockFor is the broker's lock duration as last measured: a fresh
 	// record's acquisition deadline minus when its poll returned.
 	lockFor time.Duration
-	// Empty gets a signal when the last held record is acknowledged: the
-	// poll loop polls again only then (a poll accepts every record of the
-	// previous one not acknowledged yet).
-	Empty chan struct{}
+	// empty[m] gets a signal when member m's last held record is
+	// acknowledged: its poll loop polls again only then (a member's poll
+	// accepts every record of its previous one not acknowledged yet).
+	empty [MaxShareMembers]chan struct{}
 	log   *slog.Logger
 
 	Stats ShareStats
@@ -37,6 +45,7 @@ type shareLock struct {
 	until   time.Time // when it lapses unless renewed
 	renewAt time.Time // when to renew it: half its duration before until
 	lapsed  bool      // until passed while the record was held
+	member  int       // the member whose poll acquired it
 }
 
 // ShareStats are a consume: share pipeline's acknowledgement counters.
@@ -59,11 +68,16 @@ type ShareStats struct {
 const defaultLockFor = 30 * time.Second
 
 func NewShareLocks(log *slog.Logger) *ShareLocks {
-	return &ShareLocks{held: map[*kgo.Record]*shareLock{}, lockFor: defaultLockFor, Empty: make(chan struct{}, 1), log: log}
+	s := &ShareLocks{held: map[*kgo.Record]*shareLock{}, lockFor: defaultLockFor, log: log}
+	for m := range s.empty {
+		s.empty[m] = make(chan struct{}, 1)
+	}
+	return s
 }
 
-// Add registers the records a poll returned at now.
-func (s *ShareLocks) Add(fetches kgo.Fetches, now time.Time) {
+// Add registers the records a poll of member (0 to MaxShareMembers-1)
+// returned at now.
+func (s *ShareLocks) Add(member int, fetches kgo.Fetches, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if fetches.NumRecords() > 0 {
@@ -79,7 +93,8 @@ func (s *ShareLocks) Add(fetches kgo.Fetches, now time.Time) {
 		if until.IsZero() {
 			until = now.Add(s.lockFor)
 		}
-		s.held[r] = &shareLock{until: until, renewAt: until.Add(-s.lockFor / 2)}
+		s.held[r] = &shareLock{until: until, renewAt: until.Add(-s.lockFor / 2), member: member}
+		s.heldBy[member]++
 		s.Stats.Acquired.Add(1)
 		dc := max(int(r.DeliveryCount()), 1)
 		s.Stats.Deliveries[min(dc, len(s.Stats.Deliveries))-1].Add(1)
@@ -97,9 +112,9 @@ func (s *ShareLocks) Take(r *kgo.Record) (lapsed, ok bool) {
 	if ok {
 		delete(s.held, r)
 		lapsed = l.lapsed
-		if len(s.held) == 0 {
+		if s.heldBy[l.member]--; s.heldBy[l.member] == 0 {
 			select {
-			case s.Empty <- struct{}{}:
+			case s.empty[l.member] <- struct{}{}:
 			default:
 			}
 		}
@@ -108,12 +123,23 @@ func (s *ShareLocks) Take(r *kgo.Record) (lapsed, ok bool) {
 	return lapsed, ok
 }
 
-// Len is the number of records held.
+// Len is the number of records held by every member.
 func (s *ShareLocks) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.held)
 }
+
+// HeldBy is the number of records member holds.
+func (s *ShareLocks) HeldBy(member int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heldBy[member]
+}
+
+// Emptied gets a signal (buffered, one) when member's last held record is
+// acknowledged or released.
+func (s *ShareLocks) Emptied(member int) <-chan struct{} { return s.empty[member] }
 
 // Renew renews every lock due at now, marks the ones past their estimated
 // end as lapsed, and returns how many it renewed (the caller sends them at
@@ -153,6 +179,7 @@ func (s *ShareLocks) ReleaseAll() int {
 		delete(s.held, r)
 		n++
 	}
+	s.heldBy = [MaxShareMembers]int{}
 	s.Stats.Released.Add(int64(n))
 	return n
 }
