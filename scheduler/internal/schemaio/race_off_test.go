@@ -1,0 +1,5 @@
+//go:build !race
+
+package schemaio
+
+const raceEnabled = false
