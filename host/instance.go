@@ -114,13 +114,13 @@ type Instance struct {
 	logs       logBucket // rate-limits log (guestlog.go)
 	dead       bool
 
-	cur        *recState  // the record of the call in progress
-	batch      batchState // the batch call in progress (batch.go)
-	batchOpts  batchOpts  // how ProcessBatch takes records
-	comps      compState  // the completions call in progress (completions.go)
-	nextState  State      // the State of the record Process starts next (ProcessState)
-	curOp      *opState   // the operation being completed (result_read)
-	spare      *recState  // reused for records that complete in one call
+	cur        *recState    // the record of the call in progress
+	batch      batchState   // the batch call in progress (batch.go)
+	batchOpts  batchOpts    // how ProcessBatch takes records
+	comps      compState    // the completions call in progress (completions.go)
+	nextState  State        // the State of the record Process starts next (ProcessState)
+	curOp      *opState     // the operation being completed (result_read)
+	kept       keptForReuse // record states, encodings and Poll's answer reused from one record, or one Poll, to the next
 	lastHandle uint32
 	lastOp     uint32
 	fault      *Fault
@@ -183,13 +183,26 @@ type waitingRecords struct {
 	lost     []Done // waiting records failed by the instance's death, not yet collected
 }
 
+// keptForReuse is what an instance reuses of its records and of Poll,
+// where each would be an allocation a record.
+type keptForReuse struct {
+	spare  *recState // reused for records that complete in one call
+	encs   [][]byte  // encodings of records that waited, for the next records that wait (newRec)
+	polled []Done    // Poll's answer: the caller's until the next Poll
+}
+
 // completionQueue holds completed operations until Poll delivers them;
-// ready is signalled when one is queued. mu guards ops and closed.
+// ready is signalled when one is queued. mu guards ops and closed. spare
+// is the array Poll delivered from last, which it hands back to ops at the
+// next take: each Poll would otherwise leave ops nil, and the next
+// completion's append allocate a new one. It is Poll's (the instance's
+// goroutine's), outside mu.
 type completionQueue struct {
 	mu     sync.Mutex
 	ops    []*opState
 	closed bool
 	ready  chan struct{}
+	spare  []*opState
 }
 
 // recState is one record in flight on the instance.
@@ -212,6 +225,10 @@ type recState struct {
 	firing   bool
 	firingAt int64
 	opsMem   [2]*opState // ops' first room: most records wait on one or two
+	// opRoom is its first operation's state (startOp), allocated with the
+	// record's: most records wait on one. Like opsCtx it is never reused.
+	opRoom     opState
+	opRoomUsed bool
 	// opsCtx is ctx's room: a state that started operations is never
 	// reused (finishRec), as they may still hold their context.
 	opsCtx asyncop.RecordContext
@@ -371,11 +388,17 @@ func (in *Instance) signal() {
 
 // newRec takes a record state for a call.
 func (in *Instance) newRec(tag any) *recState {
-	st := in.spare
+	st := in.kept.spare
 	if st == nil {
 		st = &recState{}
+		if n := len(in.kept.encs); n > 0 {
+			// A record that waited left its encoding's array: a new state
+			// would otherwise allocate one for every record that waits.
+			st.enc, in.kept.encs[n-1] = in.kept.encs[n-1], nil
+			in.kept.encs = in.kept.encs[:n-1]
+		}
 	}
-	in.spare = nil
+	in.kept.spare = nil
 	in.lastHandle++
 	if in.lastHandle == 0 {
 		in.lastHandle = 1
@@ -601,10 +624,27 @@ func (in *Instance) finishRec(st *recState) {
 	}
 	pendingBefore := st.ctx != nil // it started operations: they keep pointing at it
 	in.endRecord(st)
-	if !pendingBefore && in.spare == nil {
-		in.spare = st
+	switch {
+	case !pendingBefore && in.kept.spare == nil:
+		in.kept.spare = st
+	case pendingBefore:
+		// The state stays with its operations (a late completion is
+		// delivered as canceled by its handle alone), but nothing reads
+		// its encoding again: the array goes to the next record that
+		// waits, a few kept, none over maxSpareEnc.
+		if len(in.kept.encs) < maxSpareEncs && cap(st.enc) <= maxSpareEnc {
+			in.kept.encs = append(in.kept.encs, st.enc[:0])
+		}
+		st.enc = nil
 	}
 }
+
+// The encodings of records that waited kept for the next ones (finishRec):
+// at most maxSpareEncs arrays of at most maxSpareEnc bytes each.
+const (
+	maxSpareEncs = 16
+	maxSpareEnc  = 64 << 10
+)
 
 // startOp is async_start: it registers and starts an operation of the
 // record in progress. It returns the op id or an errno.
@@ -627,7 +667,16 @@ func (in *Instance) startOp(kind abi.OpKind, req []byte) (uint32, abi.Errno) {
 	if in.lastOp == 0 {
 		in.lastOp = 1
 	}
-	op := &opState{id: in.lastOp, kind: kind, started: time.Now(), rec: st}
+	var op *opState
+	if !st.opRoomUsed {
+		// Marked used even if Start refuses: done is never called then,
+		// but the room is not handed out twice.
+		st.opRoomUsed = true
+		op = &st.opRoom
+	} else {
+		op = new(opState)
+	}
+	*op = opState{id: in.lastOp, kind: kind, started: time.Now(), rec: st}
 	done := func(result []byte) { in.deliver(op, result) }
 	var desc string
 	var err error
@@ -676,19 +725,25 @@ func (in *Instance) deliver(op *opState, result []byte) {
 // module with the completions entry gets several per call, completions.go),
 // and returns the records that finished. After the instance died, it returns
 // the records it lost.
+//
+// The slice returned is the caller's until the next Poll, which reuses its
+// array (the Results in it are the caller's for good).
 func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
-	var out []Done
+	clear(in.kept.polled)
+	out := in.kept.polled[:0]
 	if len(in.waiting.lost) > 0 {
-		out, in.waiting.lost = in.waiting.lost, nil
+		out = append(out, in.waiting.lost...)
+		in.waiting.lost = nil
 	}
 	if in.dead {
-		return out
+		return in.keepPolled(out)
 	}
 	out = in.expire(now, out)
 	in.q.mu.Lock()
 	q := in.q.ops
-	in.q.ops = nil
+	in.q.ops, in.q.spare = in.q.spare, nil
 	in.q.mu.Unlock()
+	defer in.reuseQueue(q)
 	if in.entry.completions != nil && len(q) > 1 {
 		var n int
 		out, n = in.pollCompletions(ctx, q, out)
@@ -725,8 +780,33 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 		out = append(out, in.waiting.lost...)
 		in.waiting.lost = nil
 	}
+	return in.keepPolled(out)
+}
+
+// keepPolled keeps out's array for the next Poll, unless it grew past a
+// bound (a burst of lost records), and returns out.
+func (in *Instance) keepPolled(out []Done) []Done {
+	if cap(out) <= maxKeptQueue {
+		in.kept.polled = out
+	} else {
+		in.kept.polled = nil
+	}
 	return out
 }
+
+// reuseQueue keeps q, the completions Poll took, as the queue's next
+// array, emptied (nothing of the delivered operations is kept), unless it
+// grew past a bound.
+func (in *Instance) reuseQueue(q []*opState) {
+	clear(q)
+	if cap(q) <= maxKeptQueue {
+		in.q.spare = q[:0]
+	}
+}
+
+// maxKeptQueue bounds the arrays Poll keeps from one call to the next (its
+// answer, the completion queue's): a burst past it is not held for good.
+const maxKeptQueue = 1024
 
 // What takeCompletion found of a queued completion.
 const (
