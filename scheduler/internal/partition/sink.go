@@ -285,31 +285,55 @@ func (s *TxnSink) deliver(run []*job) {
 // refused what it holds, it then fails: refusedRecords). An output a topic
 // is known to refuse never gets here (refuses).
 func (s *TxnSink) deliverOutputs(j *job, at time.Time) {
-	t, r := j.t, j.r
 	j.prepareOutputs(s.Config.Output, at)
 	j.remaining.Store(int32(len(j.outcome.outs)))
+	if j.tr != nil {
+		j.rare.sent = make([]func(int32, int64, error), len(j.outcome.outs)) // made by succeeded
+	}
 	for i := range j.outcome.outs {
 		kr := j.outputRecord(i)
-		tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
-		kr.Headers = withTraceContext(kr.Headers, tp, ts)
-		s.Client.Produce(context.Background(), kr, func(pr *kgo.Record, err error) {
-			sent(pr.Partition, pr.Offset, err)
-			if j.remaining.Add(-1) == 0 {
-				t.d.Budget.ReleaseOutputs(j.outcome.held)
-			}
-			j.acked(pr, err)
-			if err != nil {
-				if r != nil && refusedForRecord(err) {
-					// Run again, it would be refused again: it fails then
-					// (refusedRecords, refuses).
-					s.refused.note(r, fmt.Sprintf("to %s: %v", pr.Topic, err))
-				}
-				s.Gate.Failed(fmt.Errorf("output of %s to %s: %w", j.describe(), pr.Topic, err))
-			}
-		})
+		if j.tr != nil {
+			tp, ts, sent := j.tr.Produce(tracing.ProduceOutput, kr.Topic)
+			kr.Headers = withTraceContext(kr.Headers, tp, ts)
+			j.rare.sent[i] = sent
+		}
+		// One static callback, the job in the record (as a PlainSink's):
+		// a closure per output was two allocations a stateful record
+		// (its output and its changelog output).
+		kr.Context = j
+		s.Client.Produce(context.Background(), kr, txnOutputAcked)
 	}
 	j.finish()
 	j.tr.End("ok", "", "")
+}
+
+// txnOutputAcked is the producer's callback for every output record of a
+// TxnSink: the record's Context is its job, whose task's sink is the
+// TxnSink. The job is finished already (its record done at release); the
+// transaction's cut waits for every produce, and a failed one aborts it.
+func txnOutputAcked(pr *kgo.Record, err error) {
+	j := pr.Context.(*job)
+	t := j.t
+	if x := j.rare; x != nil && x.sent != nil {
+		for i := range j.outcome.outs {
+			if j.outputRecord(i) == pr {
+				x.sent[i](pr.Partition, pr.Offset, err)
+			}
+		}
+	}
+	if j.remaining.Add(-1) == 0 {
+		t.d.Budget.ReleaseOutputs(j.outcome.held)
+	}
+	j.acked(pr, err)
+	if err != nil {
+		s := t.d.Sink.(*TxnSink)
+		if r := j.r; r != nil && refusedForRecord(err) {
+			// Run again, it would be refused again: it fails then
+			// (refusedRecords, refuses).
+			s.refused.note(r, fmt.Sprintf("to %s: %v", pr.Topic, err))
+		}
+		s.Gate.Failed(fmt.Errorf("output of %s to %s: %w", j.describe(), pr.Topic, err))
+	}
 }
 
 // deliverFailure releases r's failure copy into the open transaction, like
