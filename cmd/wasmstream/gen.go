@@ -13,7 +13,7 @@ import (
 // typed serde (internal/avrogen).
 func cmdGen(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "avro" {
-		fmt.Fprint(stderr, "Usage: wasmstream gen avro --lang go|rust [--package NAME] [--out FILE] SCHEMA.avsc\n")
+		fmt.Fprint(stderr, "Usage: wasmstream gen avro --lang go|rust [--package NAME] [--strings copy|view] [--timestamps time|int64] [--out FILE] SCHEMA.avsc\n")
 		return 2
 	}
 	fs := flag.NewFlagSet("gen avro", flag.ContinueOnError)
@@ -21,8 +21,10 @@ func cmdGen(args []string, stdout, stderr io.Writer) int {
 	lang := fs.String("lang", "", "the language to write the codec in: go or rust")
 	pkg := fs.String("package", "main", "the Go package the file belongs to")
 	out := fs.String("out", "", "the file to write (default: standard output)")
+	strs := fs.String("strings", "copy", "Go: copy (a decoded string is the value's own) or view (a view of the decoded bytes, valid while they are unchanged: no copy; docs/SDK.md, \"Strings as views\")")
+	stamps := fs.String("timestamps", "time", "Go: time (timestamp-millis/micros as time.Time) or int64 (in the schema's unit, as on the wire)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: wasmstream gen avro --lang go|rust [--package NAME] [--out FILE] SCHEMA.avsc\n\nWrites the record schema's type with a codec of its own (no reflection), which the SDKs' typed serde uses when a record's writer schema is the schema's.\n\n")
+		fmt.Fprint(stderr, "Usage: wasmstream gen avro --lang go|rust [--package NAME] [--strings copy|view] [--timestamps time|int64] [--out FILE] SCHEMA.avsc\n\nWrites the record schema's type with a codec of its own (no reflection), which the SDKs' typed serde uses when a record's writer schema is the schema's.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args[1:]); err != nil {
@@ -30,6 +32,11 @@ func cmdGen(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
+		return 2
+	}
+	opt, msg := goOptions(*lang, *strs, *stamps)
+	if msg != "" {
+		fmt.Fprintf(stderr, "wasmstream gen avro: %s\n", msg)
 		return 2
 	}
 	text, err := os.ReadFile(fs.Arg(0))
@@ -40,7 +47,7 @@ func cmdGen(args []string, stdout, stderr io.Writer) int {
 	var code []byte
 	switch *lang {
 	case "go":
-		code, err = avrogen.Go(text, *pkg)
+		code, err = avrogen.Go(text, *pkg, opt)
 	case "rust":
 		code, err = avrogen.Rust(text)
 	default:
@@ -61,4 +68,28 @@ func cmdGen(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// goOptions reads --strings and --timestamps, which only the Go codec
+// has: a refusal names the flag.
+func goOptions(lang, strs, stamps string) (avrogen.GoOptions, string) {
+	var opt avrogen.GoOptions
+	switch strs {
+	case "copy":
+	case "view":
+		opt.StringViews = true
+	default:
+		return opt, fmt.Sprintf("--strings is %q: copy or view", strs)
+	}
+	switch stamps {
+	case "time":
+	case "int64":
+		opt.IntTimestamps = true
+	default:
+		return opt, fmt.Sprintf("--timestamps is %q: time or int64", stamps)
+	}
+	if lang == "rust" && opt != (avrogen.GoOptions{}) {
+		return opt, "--strings and --timestamps are for --lang go"
+	}
+	return opt, ""
 }

@@ -32,6 +32,10 @@ func TestGenAvro(t *testing.T) {
 		{[]string{"gen", "avro", "--lang", "java", good}, 2, "", `--lang is "java": go or rust`},
 		{[]string{"gen", "avro", "--lang", "go", schema}, 1, "", `R.m: type "map" is not generated`},
 		{[]string{"gen", "protobuf"}, 2, "", "Usage: wasmstream gen avro"},
+		{[]string{"gen", "avro", "--lang", "go", "--strings", "view", "--timestamps", "int64", good}, 0, "--strings view", ""},
+		{[]string{"gen", "avro", "--lang", "go", "--strings", "borrow", good}, 2, "", `--strings is "borrow": copy or view`},
+		{[]string{"gen", "avro", "--lang", "go", "--timestamps", "millis", good}, 2, "", `--timestamps is "millis": time or int64`},
+		{[]string{"gen", "avro", "--lang", "rust", "--strings", "view", good}, 2, "", "--strings and --timestamps are for --lang go"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.errOut) {

@@ -14,15 +14,20 @@ import (
 // packages, regenerate them).
 func TestGeneratedFilesUpToDate(t *testing.T) {
 	root := filepath.Join("..", "..")
+	views := GoOptions{StringViews: true, IntTimestamps: true}
 	for _, tc := range []struct {
 		schema, lang, pkg, file string
+		opt                     GoOptions
 	}{
-		{"plugins/examples/avro-serde/schemas/order.avsc", "go", "main", "plugins/examples/avro-serde/order_avro.go"},
-		{"plugins/examples/avro-serde/schemas/order-total.avsc", "go", "main", "plugins/examples/avro-serde/order_total_avro.go"},
-		{"abi/guest/sr/testdata/all.avsc", "go", "sr_test", "abi/guest/sr/all_avro_test.go"},
-		{"plugins/examples/avro-serde/schemas/order.avsc", "rust", "", "plugins/examples/rust-avro-serde/src/order.rs"},
-		{"plugins/examples/avro-serde/schemas/order-total.avsc", "rust", "", "plugins/examples/rust-avro-serde/src/order_total.rs"},
-		{"plugins/examples/rust-avro-serde/tests/all.avsc", "rust", "", "plugins/examples/rust-avro-serde/tests/all_avro/mod.rs"},
+		{"plugins/examples/avro-serde/schemas/order.avsc", "go", "main", "plugins/examples/avro-serde/order_avro.go", views},
+		{"plugins/examples/avro-serde/schemas/order-total.avsc", "go", "main", "plugins/examples/avro-serde/order_total_avro.go", views},
+		{"plugins/examples/avro-serde/schemas/order.avsc", "go", "order", "tests/sdkserde/order/order_avro.go", views},
+		{"plugins/examples/avro-serde/schemas/order-total.avsc", "go", "order", "tests/sdkserde/order/order_total_avro.go", views},
+		{"abi/guest/sr/testdata/all.avsc", "go", "views", "abi/guest/sr/internal/views/all_avro.go", views},
+		{"abi/guest/sr/testdata/all.avsc", "go", "sr_test", "abi/guest/sr/all_avro_test.go", GoOptions{}},
+		{"plugins/examples/avro-serde/schemas/order.avsc", "rust", "", "plugins/examples/rust-avro-serde/src/order.rs", GoOptions{}},
+		{"plugins/examples/avro-serde/schemas/order-total.avsc", "rust", "", "plugins/examples/rust-avro-serde/src/order_total.rs", GoOptions{}},
+		{"plugins/examples/rust-avro-serde/tests/all.avsc", "rust", "", "plugins/examples/rust-avro-serde/tests/all_avro/mod.rs", GoOptions{}},
 	} {
 		text, err := os.ReadFile(filepath.Join(root, tc.schema))
 		if err != nil {
@@ -30,7 +35,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 		}
 		var got []byte
 		if tc.lang == "go" {
-			got, err = Go(text, tc.pkg)
+			got, err = Go(text, tc.pkg, tc.opt)
 		} else {
 			got, err = Rust(text)
 		}
@@ -67,7 +72,7 @@ func TestRefused(t *testing.T) {
 		{`{"type":"record"`, "the schema does not parse"},
 	} {
 		for lang, gen := range map[string]func([]byte) ([]byte, error){
-			"go":   func(b []byte) ([]byte, error) { return Go(b, "p") },
+			"go":   func(b []byte) ([]byte, error) { return Go(b, "p", GoOptions{}) },
 			"rust": Rust,
 		} {
 			if _, err := gen([]byte(tc.schema)); err == nil || !strings.Contains(err.Error(), tc.want) {

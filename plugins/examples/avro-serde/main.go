@@ -36,8 +36,8 @@ func main() {}
 // schemas are the generated ones (a schema that evolved is read and
 // written by the resolving path):
 //
-//go:generate go run ../../../cmd/wasmstream gen avro --lang go --out order_avro.go schemas/order.avsc
-//go:generate go run ../../../cmd/wasmstream gen avro --lang go --out order_total_avro.go schemas/order-total.avsc
+//go:generate go run ../../../cmd/wasmstream gen avro --lang go --strings view --timestamps int64 --out order_avro.go schemas/order.avsc
+//go:generate go run ../../../cmd/wasmstream gen avro --lang go --strings view --timestamps int64 --out order_total_avro.go schemas/order-total.avsc
 
 // outputSubject is the subject whose latest schema the output is written
 // with.

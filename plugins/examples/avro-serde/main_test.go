@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/avro"
 
@@ -33,7 +32,7 @@ func TestAvroSerde(t *testing.T) {
 	inID, _ := guest.AddTestSchema("orders-value", guest.Schema{Type: guest.SchemaAvro, Schema: orderSchema})
 	outID, _ := guest.AddTestSchema("order-totals-value", guest.Schema{Type: guest.SchemaAvro, Schema: totalSchema})
 	coupon := "SPRING"
-	placed := time.UnixMilli(1700000000123).UTC()
+	placed := int64(1700000000123) // timestamp-millis, as generated (--timestamps int64)
 	for _, tc := range []struct {
 		in   Order
 		want OrderTotal

@@ -2,22 +2,26 @@
 
 package main
 
-import (
-	"fmt"
-	"time"
+// Generated with --strings view (strings are views of the decoded bytes: valid while they are unchanged) and --timestamps int64 (timestamps in the schema's unit).
 
+import (
 	"github.com/wasmstream/wasmstream/abi/guest/sr/avrobin"
 )
 
 // Order is the Avro record shop.Order.
+//
+// Its strings are views of the bytes it was decoded from: copy one to
+// keep it past them (in a processor, past its return).
 type Order struct {
-	ID       int64     `avro:"id"`
-	Customer string    `avro:"customer"`
-	Amount   float64   `avro:"amount"`
-	PlacedAt time.Time `avro:"placed_at"`
-	Items    []string  `avro:"items"`
-	Coupon   *string   `avro:"coupon"`
-	Priority int32     `avro:"priority"`
+	ID       int64    `avro:"id"`
+	Customer string   `avro:"customer"`
+	Amount   float64  `avro:"amount"`
+	PlacedAt int64    `avro:"placed_at"`
+	Items    []string `avro:"items"`
+	Coupon   *string  `avro:"coupon"`
+	Priority int32    `avro:"priority"`
+
+	avroCoupon string // Coupon points here once decoded
 }
 
 // AvroFingerprint is the CRC-64-AVRO fingerprint of the Parsing Canonical
@@ -30,9 +34,7 @@ func (v *Order) AppendAvro(b []byte) ([]byte, error) {
 	b = avrobin.AppendLong(b, v.ID)
 	b = avrobin.AppendString(b, v.Customer)
 	b = avrobin.AppendDouble(b, v.Amount)
-	if b, err = avrobin.AppendMillis(b, v.PlacedAt); err != nil {
-		return b, fmt.Errorf("field placed_at: %w", err)
-	}
+	b = avrobin.AppendLong(b, v.PlacedAt)
 	if len(v.Items) > 0 {
 		b = avrobin.AppendLong(b, int64(len(v.Items)))
 		for e1 := range v.Items {
@@ -61,9 +63,9 @@ func (v *Order) DecodeAvro(b []byte) ([]byte, error) {
 // ReadAvro reads v from r.
 func (v *Order) ReadAvro(r *avrobin.Reader) {
 	v.ID = r.Long()
-	v.Customer = r.String()
+	v.Customer = r.StringView()
 	v.Amount = r.Double()
-	v.PlacedAt = r.Millis()
+	v.PlacedAt = r.Long()
 	if v.Items == nil {
 		v.Items = []string{}
 	} else {
@@ -72,14 +74,15 @@ func (v *Order) ReadAvro(r *avrobin.Reader) {
 	for n1 := r.Block(); n1 > 0; n1 = r.Block() {
 		for ; n1 > 0; n1-- {
 			var e1 string
-			e1 = r.String()
+			e1 = r.StringView()
 			v.Items = append(v.Items, e1)
 		}
 	}
 	if r.Union(2) == 0 {
-		v.Coupon = nil
+		v.Coupon, v.avroCoupon = nil, ""
 	} else {
-		v.Coupon = r.StringPtr()
+		v.avroCoupon = r.StringView()
+		v.Coupon = &v.avroCoupon
 	}
 	v.Priority = r.Int()
 }

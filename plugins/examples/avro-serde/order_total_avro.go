@@ -2,21 +2,25 @@
 
 package main
 
-import (
-	"fmt"
-	"time"
+// Generated with --strings view (strings are views of the decoded bytes: valid while they are unchanged) and --timestamps int64 (timestamps in the schema's unit).
 
+import (
 	"github.com/wasmstream/wasmstream/abi/guest/sr/avrobin"
 )
 
 // OrderTotal is the Avro record shop.OrderTotal.
+//
+// Its strings are views of the bytes it was decoded from: copy one to
+// keep it past them (in a processor, past its return).
 type OrderTotal struct {
-	ID       int64     `avro:"id"`
-	Customer string    `avro:"customer"`
-	Items    int32     `avro:"items"`
-	Total    float64   `avro:"total"`
-	PlacedAt time.Time `avro:"placed_at"`
-	Coupon   *string   `avro:"coupon"`
+	ID       int64   `avro:"id"`
+	Customer string  `avro:"customer"`
+	Items    int32   `avro:"items"`
+	Total    float64 `avro:"total"`
+	PlacedAt int64   `avro:"placed_at"`
+	Coupon   *string `avro:"coupon"`
+
+	avroCoupon string // Coupon points here once decoded
 }
 
 // AvroFingerprint is the CRC-64-AVRO fingerprint of the Parsing Canonical
@@ -30,9 +34,7 @@ func (v *OrderTotal) AppendAvro(b []byte) ([]byte, error) {
 	b = avrobin.AppendString(b, v.Customer)
 	b = avrobin.AppendLong(b, int64(v.Items))
 	b = avrobin.AppendDouble(b, v.Total)
-	if b, err = avrobin.AppendMillis(b, v.PlacedAt); err != nil {
-		return b, fmt.Errorf("field placed_at: %w", err)
-	}
+	b = avrobin.AppendLong(b, v.PlacedAt)
 	if v.Coupon == nil {
 		b = append(b, 0)
 	} else {
@@ -53,13 +55,14 @@ func (v *OrderTotal) DecodeAvro(b []byte) ([]byte, error) {
 // ReadAvro reads v from r.
 func (v *OrderTotal) ReadAvro(r *avrobin.Reader) {
 	v.ID = r.Long()
-	v.Customer = r.String()
+	v.Customer = r.StringView()
 	v.Items = r.Int()
 	v.Total = r.Double()
-	v.PlacedAt = r.Millis()
+	v.PlacedAt = r.Long()
 	if r.Union(2) == 0 {
-		v.Coupon = nil
+		v.Coupon, v.avroCoupon = nil, ""
 	} else {
-		v.Coupon = r.StringPtr()
+		v.avroCoupon = r.StringView()
+		v.Coupon = &v.avroCoupon
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 )
 
 // AppendLong appends v as a zig-zag varint (Avro's int and long).
@@ -103,31 +104,35 @@ func (r *Reader) fail(err error) {
 	r.B = nil
 }
 
+// The reads of numbers are small enough for the compiler to inline into
+// the generated decoders (each within its inlining budget, which a call
+// of any kind exceeds, a failure's included), and a string is one call:
+// in a Go guest a call costs more than the read of a small value
+// (BENCHMARKS.md, "The Go guest's typed serde within 1 µs"). A read only
+// finds bytes while no read has failed (a failure empties B), so a read
+// that fails inside its loop sets err without checking it first.
+
+var (
+	errLongOverflow = errors.New("avro: a varint overflows 64 bits")
+	errIntOverflow  = errors.New("avro: an int varint overflows 32 bits")
+	errBool         = errors.New("avro: a boolean byte is neither 0 nor 1")
+)
+
 // Long reads a zig-zag varint of at most 10 bytes.
 func (r *Reader) Long() int64 {
-	// One byte (-64..63: lengths, counts, branches, small numbers) inlined
-	// in the generated decoder: a call costs a Go guest more than the read.
-	if b := r.B; len(b) > 0 && b[0] < 0x80 {
-		r.B = b[1:]
-		return int64(b[0]>>1) ^ -int64(b[0]&1)
-	}
-	return r.long()
-}
-
-func (r *Reader) long() int64 {
 	var u uint64
 	for i, c := range r.B {
 		if i == 9 && c > 1 { // the tenth byte holds the 64th bit only
-			r.fail(errors.New("avro: a varint overflows 64 bits"))
-			return 0
+			r.err = errLongOverflow
+			break
 		}
 		u |= uint64(c&0x7f) << (7 * i)
 		if c < 0x80 {
 			r.B = r.B[i+1:]
-			return int64(u>>1) ^ -int64(u&1)
+			return int64(u>>1 ^ -(u & 1))
 		}
 	}
-	r.fail(ErrShort) // the bytes end inside the varint
+	r.fail(ErrShort) // the bytes end inside the varint (or it overflowed)
 	return 0
 }
 
@@ -138,13 +143,13 @@ func (r *Reader) Int() int32 {
 	var u uint32
 	for i, c := range r.B {
 		if i == 4 && c > 0x0f { // the fifth byte holds bits 28 to 31 only
-			r.fail(errors.New("avro: an int varint overflows 32 bits"))
-			return 0
+			r.err = errIntOverflow
+			break
 		}
 		u |= uint32(c&0x7f) << (7 * i)
 		if c < 0x80 {
 			r.B = r.B[i+1:]
-			return int32(u>>1) ^ -int32(u&1)
+			return int32(u>>1 ^ -(u & 1))
 		}
 	}
 	r.fail(ErrShort)
@@ -152,39 +157,35 @@ func (r *Reader) Int() int32 {
 }
 
 // Bool reads one byte, 0 or 1.
-func (r *Reader) Bool() bool {
-	if len(r.B) == 0 {
+func (r *Reader) Bool() (v bool) {
+	switch {
+	case len(r.B) == 0:
 		r.fail(ErrShort)
-		return false
+	case r.B[0] > 1:
+		r.fail(errBool)
+	default:
+		v, r.B = r.B[0] == 1, r.B[1:]
 	}
-	c := r.B[0]
-	if c > 1 {
-		r.fail(fmt.Errorf("avro: boolean byte 0x%02x", c))
-		return false
-	}
-	r.B = r.B[1:]
-	return c == 1
+	return v
 }
 
 // Float reads 4 bytes, little-endian.
-func (r *Reader) Float() float32 {
-	if len(r.B) < 4 {
+func (r *Reader) Float() (v float32) {
+	if b := r.B; len(b) >= 4 {
+		v, r.B = math.Float32frombits(binary.LittleEndian.Uint32(b)), b[4:]
+	} else {
 		r.fail(ErrShort)
-		return 0
 	}
-	v := math.Float32frombits(binary.LittleEndian.Uint32(r.B))
-	r.B = r.B[4:]
 	return v
 }
 
 // Double reads 8 bytes, little-endian.
-func (r *Reader) Double() float64 {
-	if len(r.B) < 8 {
+func (r *Reader) Double() (v float64) {
+	if b := r.B; len(b) >= 8 {
+		v, r.B = math.Float64frombits(le64(b)), b[8:]
+	} else {
 		r.fail(ErrShort)
-		return 0
 	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(r.B))
-	r.B = r.B[8:]
 	return v
 }
 
@@ -228,6 +229,24 @@ func (r *Reader) StringPtr() *string {
 		s = a.string(p)
 	}
 	ptr := a.pointer(s)
+	unlockArena()
+	return ptr
+}
+
+// StringView reads a length-prefixed string without copying it: the
+// string is a view of B's bytes, which must not change while it is in
+// use (a generated codec's --strings=view: docs/SDK.md, "Strings as
+// views").
+func (r *Reader) StringView() string {
+	p := r.raw()
+	return unsafe.String(unsafe.SliceData(p), len(p))
+}
+
+// StringViewPtr is StringView's string in a union with null: a pointer to
+// it, in the arena.
+func (r *Reader) StringViewPtr() *string {
+	s := r.StringView()
+	ptr := lockArena().pointer(s)
 	unlockArena()
 	return ptr
 }
