@@ -8,9 +8,8 @@
 // (key, window start, window end, count) must be equal and the late counts
 // must agree, for tumbling, hopping and session windows. A wasmstream
 // pipeline is the third party (exactly_once, the Go SDK's windows over the
-// host's event-time timers): plugins/examples/window-count for tumbling
-// windows, testdata/windowguest for hopping and session windows, each
-// sending its late records to a late topic. Its final windows must be the
+// host's event-time timers): plugins/examples/window-count, its
+// WINDOW_KIND the test's kind, sending its late records to a late topic. Its final windows must be the
 // model's too, and its late records the model's late ones.
 //
 //	KAFKA_BROKERS=... go test -tags integration -run TestStreamsWindowsEqualModel ./tests/windiff/
@@ -89,18 +88,17 @@ type kind struct {
 	retention           int64 // the peer's store retention (0: Streams' default)
 	boundary            func(after int64) int64
 	lateForStreamsCount func(windowmodel.Result) int
-	// guest is the processor (its directory) that computes these windows
-	// in a wasmstream pipeline, the third party to the comparison, and
-	// guestEnv its environment (a YAML flow mapping's entries). The guest
-	// sends its late records to the topic its environment variable
-	// lateEnv names, where the test counts them.
-	guest, guestEnv, lateEnv string
+	// guestEnv is the environment of plugins/examples/window-count (a
+	// YAML flow mapping's entries) that computes these windows in a
+	// wasmstream pipeline, the third party to the comparison; it sends its
+	// late records to the topic WINDOW_LATE_TOPIC names, where the test
+	// counts them.
+	guestEnv string
 }
 
-// windowGuest is the test's processor of every kind (Go SDK windows, late
-// records to the topic LATE_TOPIC names); tumbling windows run the example
-// instead (late records to WINDOW_LATE_TOPIC's).
-const windowGuest = "tests/windiff/testdata/windowguest"
+// windowGuest is the processor of every kind: the example, its windows
+// chosen by its environment.
+const windowGuest = "plugins/examples/window-count"
 
 func kinds() []kind {
 	const (
@@ -121,8 +119,7 @@ func kinds() []kind {
 			model:     func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Tumbling(r, tSize, tGrace) },
 			retention: timeRetention, boundary: next(tSize),
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
-			guest:               "plugins/examples/window-count", lateEnv: "WINDOW_LATE_TOPIC",
-			guestEnv: "WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms",
+			guestEnv:            "WINDOW_SIZE: 1s, WINDOW_GRACE: 300ms",
 		},
 		{
 			name: "hopping", size: hSize, advance: hAdvance, grace: hGrace, guarantee: "at_least_once",
@@ -132,8 +129,7 @@ func kinds() []kind {
 			retention: timeRetention, boundary: next(hAdvance),
 			// Kafka Streams counts a (record, window) pair refused.
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Dropped },
-			guest:               windowGuest, lateEnv: "LATE_TOPIC",
-			guestEnv: "WINDOW_KIND: hopping, WINDOW_SIZE: 1000ms, WINDOW_ADVANCE: 300ms, WINDOW_GRACE: 200ms",
+			guestEnv:            "WINDOW_KIND: hopping, WINDOW_SIZE: 1000ms, WINDOW_ADVANCE: 300ms, WINDOW_GRACE: 200ms",
 		},
 		{
 			name: "session", gap: sGap, grace: sGrace, guarantee: "at_least_once",
@@ -141,17 +137,16 @@ func kinds() []kind {
 			retention: sessionLookupRetention, boundary: next(sGap),
 			// Kafka Streams counts a record refused.
 			lateForStreamsCount: func(r windowmodel.Result) int { return r.Late },
-			guest:               windowGuest, lateEnv: "LATE_TOPIC",
-			guestEnv: "WINDOW_KIND: session, WINDOW_SIZE: 400ms, WINDOW_GRACE: 200ms",
+			guestEnv:            "WINDOW_KIND: session, WINDOW_SIZE: 400ms, WINDOW_GRACE: 200ms",
 		},
 	}
 }
 
 // TestStreamsWindowsEqualModel: for each kind, the seeded input through
 // Kafka Streams gives, partition by partition, the model's final windows
-// (no more, no fewer, no duplicates) and its late count; and, for the kinds
-// with an example guest, so does a wasmstream pipeline running it (the Go
-// SDK's windows over the host's timers, exactly_once).
+// (no more, no fewer, no duplicates) and its late count; and so does a
+// wasmstream pipeline running plugins/examples/window-count (the Go SDK's
+// windows over the host's timers, exactly_once).
 func TestStreamsWindowsEqualModel(t *testing.T) {
 	brokers := kafkatest.RealBrokers(t)
 	cp := streamsClasspath(t)
@@ -177,7 +172,7 @@ func TestStreamsWindowsEqualModel(t *testing.T) {
 			got, late := runWasmstream(t, brokers, k, name, in, partOf)
 			for p := range in {
 				t.Logf("partition %d: %d final windows (model), %d (wasmstream); late %d (model), %d in wasmstream's late topic (%s)",
-					p, len(want[p].Final), len(got[p]), want[p].Late, late[p], k.guest)
+					p, len(want[p].Final), len(got[p]), want[p].Late, late[p], windowGuest)
 				if diff := windowsDiff(want[p].Final, got[p]); diff != "" {
 					t.Errorf("partition %d: wasmstream's final windows differ from the model's (%d records, stream time %d, the input's from %d):\n%s",
 						p, len(in[p]), want[p].StreamTime, epoch, diff)
@@ -573,7 +568,7 @@ func guestWindow(v []byte) (windowmodel.Window, error) {
 	return w, err
 }
 
-// runWasmstream runs k.guest in a wasmstream pipeline (in this process,
+// runWasmstream runs windowGuest in a wasmstream pipeline (in this process,
 // exactly_once, state and timers on) over name's input until its group has
 // committed every input offset — by then every final result is in the
 // output, in the transaction of the record whose firing emitted it — and
@@ -586,7 +581,7 @@ func runWasmstream(t *testing.T, brokers []string, k kind, name string, in [][]w
 	kafkatest.CreateTopic(t, brokers, partitions, outTopic, dlq, lateTopic)
 	dir := t.TempDir()
 	module := filepath.Join(dir, "guest.wasm")
-	if err := os.WriteFile(module, wt.BuildGoGuest(t, k.guest), 0o644); err != nil {
+	if err := os.WriteFile(module, wt.BuildGoGuest(t, windowGuest), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	quoted := make([]string, len(brokers))
@@ -605,8 +600,8 @@ pipelines:
     guarantee: exactly_once
     retry: {max_attempts: 1}
     state: {enabled: true, dir: %q}
-    env: {%s: %s, %s}
-`, strings.Join(quoted, ", "), group, module, inTopic, outTopic, dlq, lateTopic, filepath.Join(dir, "state"), k.lateEnv, lateTopic, k.guestEnv)
+    env: {WINDOW_LATE_TOPIC: %s, %s}
+`, strings.Join(quoted, ", "), group, module, inTopic, outTopic, dlq, lateTopic, filepath.Join(dir, "state"), lateTopic, k.guestEnv)
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 // Command window-count is a windowed processor on the Go SDK's windows
 // (abi/guest/window) and the host's event-time timers (ABI.md §4.2): it
-// counts each key's records per tumbling window of event time and, once a
-// window has closed (stream time reached its end plus the grace), emits
-// one final result: the key, and the value "<start> <end> <count>"
-// (milliseconds; end exclusive), like Kafka Streams'
+// counts each key's records per window of event time — tumbling by
+// default, hopping or session windows as its environment says — and, once
+// a window has closed (stream time reached its end plus the grace; a
+// session's end plus the gap and the grace), emits one final result: the
+// key, and the value "<start> <end> <count>" (milliseconds; end exclusive
+// for time windows, inclusive for sessions), like Kafka Streams'
 // windowedBy(TimeWindows.ofSizeAndGrace(size, grace)).count() with
 // EmitStrategy.onWindowClose(). A record for a closed window is late:
 // counted and dropped, or sent unchanged to the topic WINDOW_LATE_TOPIC
@@ -11,11 +13,14 @@
 // list it). The pipeline needs state.enabled and ordering: partition (the
 // host refuses the module otherwise).
 //
-// Its environment sets the windows (the pipeline's env): WINDOW_SIZE and
-// WINDOW_GRACE, Go durations (1m and 10s by default), and
-// WINDOW_LATE_TOPIC (none by default). The scheduler's
+// Its environment sets the windows (the pipeline's env): WINDOW_KIND
+// (tumbling, hopping or session; tumbling by default), WINDOW_SIZE (a
+// time window's size or a session's gap), WINDOW_ADVANCE (hopping: the
+// size by default) and WINDOW_GRACE, Go durations (1m and 10s by
+// default), and WINDOW_LATE_TOPIC (none by default). The scheduler's
 // tests compare its read-committed output with internal/windowmodel's on
-// random input (scheduler/timers_window_test.go).
+// random input (scheduler/timers_window_test.go); tests/windiff runs each
+// kind against Kafka Streams and the model.
 package main
 
 import (
@@ -29,9 +34,17 @@ import (
 
 func main() {}
 
-// windows are the tumbling windows, made at the first record from the
-// environment (a module's environment is read at run time).
-var windows *window.TimeWindows
+// counter is what a record and a timer firing go to: tumbling and
+// hopping windows (window.TimeWindows) and sessions
+// (window.SessionWindows) alike.
+type counter interface {
+	Add(h window.Host, r *guest.Record, out guest.Emitter) error
+	Fire(h window.Host, key []byte, at int64, out guest.Emitter) error
+}
+
+// windows are the windows, made at the first record from the environment
+// (a module's environment is read at run time).
+var windows counter
 
 func envDuration(name string, def time.Duration) time.Duration {
 	if v := os.Getenv(name); v != "" {
@@ -42,16 +55,29 @@ func envDuration(name string, def time.Duration) time.Duration {
 	return def
 }
 
-func tumbling() (*window.TimeWindows, error) {
+func made() (counter, error) {
 	if windows != nil {
 		return windows, nil
 	}
-	w, err := window.Tumbling(envDuration("WINDOW_SIZE", time.Minute), window.Options{
+	size := envDuration("WINDOW_SIZE", time.Minute)
+	opt := window.Options{
 		Name:      "count",
 		Grace:     envDuration("WINDOW_GRACE", 10*time.Second),
 		OnClose:   emitCount,
 		LateTopic: os.Getenv("WINDOW_LATE_TOPIC"),
-	})
+	}
+	var w counter
+	var err error
+	switch kind := os.Getenv("WINDOW_KIND"); kind {
+	case "", "tumbling":
+		w, err = window.Tumbling(size, opt)
+	case "hopping":
+		w, err = window.Hopping(size, envDuration("WINDOW_ADVANCE", size), opt)
+	case "session":
+		w, err = window.Sessions(size, opt)
+	default:
+		err = fmt.Errorf("WINDOW_KIND %q: tumbling, hopping or session", kind)
+	}
 	if err != nil {
 		return nil, guest.Terminal(err)
 	}
@@ -74,7 +100,7 @@ func emitCount(r window.Result, out guest.Emitter) error {
 type processor struct{}
 
 func (processor) Record(h window.Host, r *guest.Record, out guest.Emitter) error {
-	w, err := tumbling()
+	w, err := made()
 	if err != nil {
 		return err
 	}
@@ -82,7 +108,7 @@ func (processor) Record(h window.Host, r *guest.Record, out guest.Emitter) error
 }
 
 func (processor) Timer(h window.Host, key []byte, at int64, out guest.Emitter) error {
-	w, err := tumbling()
+	w, err := made()
 	if err != nil {
 		return err
 	}

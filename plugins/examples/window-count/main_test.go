@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,16 +15,47 @@ import (
 
 // Over an in-memory partition that keeps the host's firing rule, the final
 // results equal the reference model's for random timestamps, out of order
-// within the grace and late beyond it.
+// within the grace and late beyond it: tumbling windows (the default),
+// hopping windows and sessions, as WINDOW_KIND says.
 func TestWindowCountMatchesTheModel(t *testing.T) {
-	t.Setenv("WINDOW_SIZE", "1s")
-	t.Setenv("WINDOW_GRACE", "300ms")
-	windows = nil
-	defer func() { windows = nil }()
+	for _, c := range []struct {
+		kind  string
+		env   map[string]string
+		model func([]windowmodel.Record) windowmodel.Result
+	}{
+		{"tumbling", map[string]string{"WINDOW_SIZE": "1s", "WINDOW_GRACE": "300ms"},
+			func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Tumbling(r, 1000, 300) }},
+		{"hopping", map[string]string{"WINDOW_KIND": "hopping", "WINDOW_SIZE": "1s", "WINDOW_ADVANCE": "300ms", "WINDOW_GRACE": "200ms"},
+			func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Hopping(r, 1000, 300, 200) }},
+		{"session", map[string]string{"WINDOW_KIND": "session", "WINDOW_SIZE": "100ms", "WINDOW_GRACE": "200ms"},
+			func(r []windowmodel.Record) windowmodel.Result { return windowmodel.Sessions(r, 100, 200) }},
+	} {
+		t.Run(c.kind, func(t *testing.T) { // not parallel: the windows are the module's one global
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			windows = nil
+			defer func() { windows = nil }()
+			got, recs := countRandom(t)
+			var want []string
+			for _, w := range c.model(recs).Final {
+				want = append(want, fmt.Sprintf("%s %d %d %d", w.Key, w.Start, w.End, w.Count))
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) || len(want) < 10 {
+				t.Fatalf("got %d results, the model %d:\n%v\n%v", len(got), len(want), got, want)
+			}
+		})
+	}
+}
+
+// countRandom runs 500 records of random keys and timestamps through the
+// processor on an in-memory partition: the outputs ("key value") and the
+// records as the model takes them.
+func countRandom(t *testing.T) (got []string, recs []windowmodel.Record) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	p := windowtest.New()
-	var recs []windowmodel.Record
-	var got []string
 	ts := int64(0)
 	for range 500 {
 		ts += rng.Int64N(40)
@@ -39,13 +71,16 @@ func TestWindowCountMatchesTheModel(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s %s", o.Key, o.Value))
 		}
 	}
-	var want []string
-	for _, w := range windowmodel.Tumbling(recs, 1000, 300).Final {
-		want = append(want, fmt.Sprintf("%s %d %d %d", w.Key, w.Start, w.End, w.Count))
-	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) || len(want) < 10 {
-		t.Fatalf("got %d results, the model %d:\n%v\n%v", len(got), len(want), got, want)
+	return got, recs
+}
+
+// An unknown WINDOW_KIND fails the record terminally, naming the variable.
+func TestWindowCountUnknownKind(t *testing.T) {
+	t.Setenv("WINDOW_KIND", "sliding")
+	windows = nil
+	defer func() { windows = nil }()
+	_, err := windowtest.New().Record(processor{}, guest.Record{Topic: "in", Key: []byte("k"), Timestamp: time.UnixMilli(1)})
+	if err == nil || !strings.Contains(err.Error(), "WINDOW_KIND") {
+		t.Fatalf("WINDOW_KIND sliding: %v", err)
 	}
 }
