@@ -772,13 +772,15 @@ pub(crate) mod sim {
         }
     }
 
-    /// Counts a write of the call: the errno past max_writes (0: none).
-    fn write2() -> i32 {
+    /// Applies a write of the call, counted: -5 (and not applied) past
+    /// max_writes, else 0.
+    fn write2<R>(apply: impl FnOnce(&mut Event) -> R) -> i32 {
         with_state(|s| {
             if s.ev.writes >= s.ev.max_writes {
                 return -5;
             }
             s.ev.writes += 1;
+            apply(&mut s.ev);
             0
         })
     }
@@ -792,62 +794,31 @@ pub(crate) mod sim {
     }
 
     pub fn state_get2(handle: u32, key: &[u8], sub: &[u8], buf: &mut [u8]) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
+        match admit(handle, || refuse2(key, sub)) {
+            0 => with_state(|s| answer_value(lookup2(&s.ev, key, sub), buf)),
+            e => e,
         }
-        let e = refuse2(key, sub);
-        if e != 0 {
-            return e;
-        }
-        with_state(|s| match lookup2(&s.ev, key, sub) {
-            None => -8,
-            Some(v) => {
-                if v.len() <= buf.len() {
-                    buf[..v.len()].copy_from_slice(&v);
-                }
-                v.len() as i32
-            }
-        })
     }
 
     pub fn state_put2(handle: u32, key: &[u8], sub: &[u8], val: &[u8]) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
-        }
-        let e = refuse2(key, sub);
+        let e = admit(handle, || refuse2(key, sub));
         if e != 0 {
             return e;
         }
         if with_state(|s| val.len() > s.max_value) {
             return -9;
         }
-        let e = write2();
-        if e != 0 {
-            return e;
-        }
-        with_state(|s| {
-            s.ev.pending
-                .insert((key.to_vec(), sub.to_vec()), Some(val.to_vec()));
-            0
+        write2(|ev| {
+            ev.pending
+                .insert((key.to_vec(), sub.to_vec()), Some(val.to_vec()))
         })
     }
 
     pub fn state_delete2(handle: u32, key: &[u8], sub: &[u8]) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
+        match admit(handle, || refuse2(key, sub)) {
+            0 => write2(|ev| ev.pending.insert((key.to_vec(), sub.to_vec()), None)),
+            e => e,
         }
-        let e = refuse2(key, sub);
-        if e != 0 {
-            return e;
-        }
-        let e = write2();
-        if e != 0 {
-            return e;
-        }
-        with_state(|s| {
-            s.ev.pending.insert((key.to_vec(), sub.to_vec()), None);
-            0
-        })
     }
 
     /// As state_scan, over the subs of key.
@@ -858,10 +829,7 @@ pub(crate) mod sim {
         after: &[u8],
         buf: &mut [u8],
     ) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
-        }
-        let e = refuse2(key, prefix);
+        let e = admit(handle, || refuse2(key, prefix));
         if e != 0 {
             return e;
         }
@@ -870,77 +838,35 @@ pub(crate) mod sim {
         }
         with_state(|s| {
             let ev = &s.ev;
-            let mut subs: Vec<&Vec<u8>> = ev
+            let subs = ev
                 .state
                 .keys()
                 .chain(ev.pending.keys())
-                .filter(|(k, sub)| {
-                    k.as_slice() == key
-                        && sub.starts_with(prefix)
-                        && (after.is_empty() || sub.as_slice() > after)
-                })
-                .map(|(_, sub)| sub)
-                .collect();
-            subs.sort();
-            subs.dedup();
-            let mut n = 0usize;
-            let mut cut = BatchCut::default();
-            for sub in subs {
-                let v = match lookup2(ev, key, sub) {
-                    Some(v) => v,
-                    None => continue,
-                };
-                let size = 8 + sub.len() + v.len();
-                if n + size > buf.len() {
-                    if !cut.may_end() {
-                        return -2;
-                    }
-                    break;
-                }
-                cut.add(sub);
-                buf[n..n + 4].copy_from_slice(&(sub.len() as u32).to_le_bytes());
-                buf[n + 4..n + 4 + sub.len()].copy_from_slice(sub);
-                let m = n + 4 + sub.len();
-                buf[m..m + 4].copy_from_slice(&(v.len() as u32).to_le_bytes());
-                buf[m + 4..m + 4 + v.len()].copy_from_slice(&v);
-                n += size;
-            }
-            n as i32
+                .filter(|(k, sub)| k.as_slice() == key && listed(sub, prefix, after))
+                .map(|(_, sub)| sub);
+            fill_batch(subs, |sub| lookup2(ev, key, sub), buf)
         })
     }
 
     pub fn stream_time(handle: u32, out: &mut [u8; 8]) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
+        match admit(handle, enabled) {
+            0 => with_state(|s| {
+                *out = s.ev.stream_time.to_le_bytes();
+                0
+            }),
+            e => e,
         }
-        with_state(|s| {
-            if s.disabled {
-                return -11;
-            }
-            *out = s.ev.stream_time.to_le_bytes();
-            0
-        })
     }
 
     fn timer_write(handle: u32, key: &[u8], at: i64, set: bool) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
-        }
-        let e = refuse(key);
+        let e = admit(handle, || refuse(key));
         if e != 0 {
             return e;
         }
         if set && with_state(|s| s.ev.firing_at.map_or(false, |f| at <= f)) {
             return -5; // a firing cannot set its own instant or an earlier one
         }
-        let e = write2();
-        if e != 0 {
-            return e;
-        }
-        with_state(|s| {
-            s.ev.pending_timers.insert((at, key.to_vec()), set);
-            0
-        })
+        write2(|ev| ev.pending_timers.insert((at, key.to_vec()), set))
     }
 
     pub fn timer_set(handle: u32, key: &[u8], at: i64) -> i32 {
@@ -980,15 +906,19 @@ pub(crate) mod sim {
         }
     }
 
-    pub fn state_get(handle: u32, key: &[u8], buf: &mut [u8]) -> i32 {
+    /// The errno of a call on handle: -1 for a handle not the call's,
+    /// else e's (0: none).
+    fn admit(handle: u32, e: impl FnOnce() -> i32) -> i32 {
         if !with(|s| valid(s, handle)) {
             return -1;
         }
-        let e = refuse(key);
-        if e != 0 {
-            return e;
-        }
-        with_state(|s| match lookup(s, key) {
+        e()
+    }
+
+    /// The host's answer to a get of a value v: -8 for none, else its
+    /// size, the value copied into buf when it fits.
+    fn answer_value(v: Option<Vec<u8>>, buf: &mut [u8]) -> i32 {
+        match v {
             None => -8,
             Some(v) => {
                 if v.len() <= buf.len() {
@@ -996,84 +926,103 @@ pub(crate) mod sim {
                 }
                 v.len() as i32
             }
-        })
+        }
+    }
+
+    /// The errno of a call that needs state (0: none): -11 without it.
+    fn enabled() -> i32 {
+        with_state(|s| if s.disabled { -11 } else { 0 })
+    }
+
+    /// Whether a scan with prefix after the cursor after lists name.
+    fn listed(name: &[u8], prefix: &[u8], after: &[u8]) -> bool {
+        name.starts_with(prefix) && (after.is_empty() || name > after)
+    }
+
+    /// As the host fills a scan's buffer (ABI.md §4.1): the names in
+    /// order, each once, with their values (one without a value is
+    /// skipped), as many whole entries as fit; their size, or -2 when the
+    /// batch cannot end where buf does.
+    fn fill_batch<'a>(
+        names: impl Iterator<Item = &'a Vec<u8>>,
+        value: impl Fn(&[u8]) -> Option<Vec<u8>>,
+        buf: &mut [u8],
+    ) -> i32 {
+        let mut names: Vec<&Vec<u8>> = names.collect();
+        names.sort();
+        names.dedup();
+        let mut n = 0usize;
+        let mut cut = BatchCut::default();
+        for k in names {
+            let v = match value(k) {
+                Some(v) => v,
+                None => continue,
+            };
+            let size = 8 + k.len() + v.len();
+            if n + size > buf.len() {
+                if !cut.may_end() {
+                    return -2;
+                }
+                break;
+            }
+            cut.add(k);
+            buf[n..n + 4].copy_from_slice(&(k.len() as u32).to_le_bytes());
+            buf[n + 4..n + 4 + k.len()].copy_from_slice(k);
+            let m = n + 4 + k.len();
+            buf[m..m + 4].copy_from_slice(&(v.len() as u32).to_le_bytes());
+            buf[m + 4..m + 4 + v.len()].copy_from_slice(&v);
+            n += size;
+        }
+        n as i32
+    }
+
+    pub fn state_get(handle: u32, key: &[u8], buf: &mut [u8]) -> i32 {
+        match admit(handle, || refuse(key)) {
+            0 => with_state(|s| answer_value(lookup(s, key), buf)),
+            e => e,
+        }
     }
 
     pub fn state_put(handle: u32, key: &[u8], val: &[u8]) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
+        match admit(handle, || refuse(key)) {
+            0 => with_state(|s| {
+                if val.len() > s.max_value {
+                    return -9;
+                }
+                s.pending.insert(key.to_vec(), Some(val.to_vec()));
+                0
+            }),
+            e => e,
         }
-        let e = refuse(key);
-        if e != 0 {
-            return e;
-        }
-        with_state(|s| {
-            if val.len() > s.max_value {
-                return -9;
-            }
-            s.pending.insert(key.to_vec(), Some(val.to_vec()));
-            0
-        })
     }
 
     pub fn state_delete(handle: u32, key: &[u8]) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
+        match admit(handle, || refuse(key)) {
+            0 => with_state(|s| {
+                s.pending.insert(key.to_vec(), None);
+                0
+            }),
+            e => e,
         }
-        let e = refuse(key);
-        if e != 0 {
-            return e;
-        }
-        with_state(|s| {
-            s.pending.insert(key.to_vec(), None);
-            0
-        })
     }
 
     /// As the host: whole entries after `after`, as many as fit.
     pub fn state_scan(handle: u32, prefix: &[u8], after: &[u8], buf: &mut [u8]) -> i32 {
-        if !with(|s| valid(s, handle)) {
-            return -1;
-        }
-        if with_state(|s| s.disabled) {
-            return -11;
+        let e = admit(handle, enabled);
+        if e != 0 {
+            return e;
         }
         if prefix.len() > MAX_KEY || after.len() > MAX_KEY {
             return -9;
         }
         with_state(|s| {
             let s: &State = s;
-            let mut keys: Vec<&Vec<u8>> = s
+            let keys = s
                 .committed
                 .keys()
                 .chain(s.pending.keys())
-                .filter(|k| k.starts_with(prefix) && (after.is_empty() || k.as_slice() > after))
-                .collect();
-            keys.sort();
-            keys.dedup();
-            let mut n = 0usize;
-            let mut cut = BatchCut::default();
-            for k in keys {
-                let v = match lookup(s, k) {
-                    Some(v) => v,
-                    None => continue,
-                };
-                let size = 8 + k.len() + v.len();
-                if n + size > buf.len() {
-                    if !cut.may_end() {
-                        return -2;
-                    }
-                    break;
-                }
-                cut.add(k);
-                buf[n..n + 4].copy_from_slice(&(k.len() as u32).to_le_bytes());
-                buf[n + 4..n + 4 + k.len()].copy_from_slice(k);
-                let m = n + 4 + k.len();
-                buf[m..m + 4].copy_from_slice(&(v.len() as u32).to_le_bytes());
-                buf[m + 4..m + 4 + v.len()].copy_from_slice(&v);
-                n += size;
-            }
-            n as i32
+                .filter(|k| listed(k, prefix, after));
+            fill_batch(keys, |k| lookup(s, k), buf)
         })
     }
 

@@ -41,19 +41,27 @@ fn handle() -> Result<u32, Errno> {
 /// [`crate::Error::terminal`], usually) to fail the record.
 pub fn state_get(key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
     let h = handle()?;
+    get_value(|buf| sys::state_get(h, key, buf))
+}
+
+/// The read of [`state_get`] and [`state_get2`]: `call` copies the value
+/// into the buffer when it fits and returns its size (the host's return
+/// code); a larger value is asked for again with a buffer of its size.
+fn get_value<C>(mut call: C) -> Result<Option<Vec<u8>>, Errno>
+where
+    C: FnMut(&mut [u8]) -> i32,
+{
     GET_BUF.with(|b| {
         let mut buf = b.borrow_mut();
         if buf.is_empty() {
             buf.resize(1024, 0);
         }
         loop {
-            let rc = sys::state_get(h, key, &mut buf);
+            let rc = call(&mut buf);
             if rc == -Errno::NOT_FOUND.0 {
                 return Ok(None);
             }
-            if rc < 0 {
-                return Err(Errno(-rc));
-            }
+            status(rc)?;
             let n = rc as usize;
             if n <= buf.len() {
                 return Ok(Some(buf[..n].to_vec()));
@@ -61,6 +69,14 @@ pub fn state_get(key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
             buf.resize(n, 0); // the value is larger: ask again with its size
         }
     })
+}
+
+/// The host's return code as a result: a negative one is its errno.
+fn status(rc: i32) -> Result<(), Errno> {
+    if rc < 0 {
+        return Err(Errno(-rc));
+    }
+    Ok(())
 }
 
 /// Sets `key` to `value` for the record: later records of the partition see
@@ -72,21 +88,13 @@ pub fn state_get(key: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
 /// `limits.max_output_bytes`, the host holds its maximum of outputs, or the
 /// partition's state is at `state.max_bytes` (ABI.md §4.1).
 pub fn state_put(key: &[u8], value: &[u8]) -> Result<(), Errno> {
-    let rc = sys::state_put(handle()?, key, value);
-    if rc < 0 {
-        return Err(Errno(-rc));
-    }
-    Ok(())
+    status(sys::state_put(handle()?, key, value))
 }
 
 /// Removes `key` for the record. Errors as [`state_get`]; [`Errno::LIMIT`]
 /// as [`state_put`]'s, but never for `state.max_bytes`.
 pub fn state_delete(key: &[u8]) -> Result<(), Errno> {
-    let rc = sys::state_delete(handle()?, key);
-    if rc < 0 {
-        return Err(Errno(-rc));
-    }
-    Ok(())
+    status(sys::state_delete(handle()?, key))
 }
 
 /// Calls `f` with every key that starts with `prefix` and its value, in key
@@ -189,47 +197,20 @@ where
 /// [`MAX_STATE_KEY_BYTES`]).
 pub fn state_get2(key: &[u8], sub: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
     let h = handle()?;
-    GET_BUF.with(|b| {
-        let mut buf = b.borrow_mut();
-        if buf.is_empty() {
-            buf.resize(1024, 0);
-        }
-        loop {
-            let rc = sys::state_get2(h, key, sub, &mut buf);
-            if rc == -Errno::NOT_FOUND.0 {
-                return Ok(None);
-            }
-            if rc < 0 {
-                return Err(Errno(-rc));
-            }
-            let n = rc as usize;
-            if n <= buf.len() {
-                return Ok(Some(buf[..n].to_vec()));
-            }
-            buf.resize(n, 0); // the value is larger: ask again with its size
-        }
-    })
+    get_value(|buf| sys::state_get2(h, key, sub, buf))
 }
 
 /// Sets `(key, sub)` to `value` for the call in progress, as
 /// [`state_put`] does for a one-part key (held until the record or firing
 /// succeeds; counted in the record limits and `state.max_bytes`).
 pub fn state_put2(key: &[u8], sub: &[u8], value: &[u8]) -> Result<(), Errno> {
-    let rc = sys::state_put2(handle()?, key, sub, value);
-    if rc < 0 {
-        return Err(Errno(-rc));
-    }
-    Ok(())
+    status(sys::state_put2(handle()?, key, sub, value))
 }
 
 /// Removes `(key, sub)` for the call in progress. Errors as
 /// [`state_delete`].
 pub fn state_delete2(key: &[u8], sub: &[u8]) -> Result<(), Errno> {
-    let rc = sys::state_delete2(handle()?, key, sub);
-    if rc < 0 {
-        return Err(Errno(-rc));
-    }
-    Ok(())
+    status(sys::state_delete2(handle()?, key, sub))
 }
 
 /// Calls `f` with every sub of `key` that starts with `prefix` and its
@@ -251,10 +232,7 @@ where
 /// [`Errno::NO_STATE`], [`Errno::BAD_HANDLE`].
 pub fn stream_time() -> Result<i64, Errno> {
     let mut out = [0u8; 8];
-    let rc = sys::stream_time(handle()?, &mut out);
-    if rc < 0 {
-        return Err(Errno(-rc));
-    }
+    status(sys::stream_time(handle()?, &mut out))?;
     Ok(i64::from_le_bytes(out))
 }
 
@@ -267,21 +245,13 @@ pub fn stream_time() -> Result<i64, Errno> {
 /// [`Errno::LIMIT`] (a limit, or, during a firing, an `at` at or before
 /// the firing's: a round always ends).
 pub fn timer_set(key: &[u8], at: i64) -> Result<(), Errno> {
-    let rc = sys::timer_set(handle()?, key, at);
-    if rc < 0 {
-        return Err(Errno(-rc));
-    }
-    Ok(())
+    status(sys::timer_set(handle()?, key, at))
 }
 
 /// Removes the timer `(key, at)`, whether or not it was set. Errors as
 /// [`timer_set`].
 pub fn timer_delete(key: &[u8], at: i64) -> Result<(), Errno> {
-    let rc = sys::timer_delete(handle()?, key, at);
-    if rc < 0 {
-        return Err(Errno(-rc));
-    }
-    Ok(())
+    status(sys::timer_delete(handle()?, key, at))
 }
 
 // ---- asynchronous state reads (ABI.md §7.3) ----

@@ -180,80 +180,41 @@ mod imp {
     pub fn result_read(op: u32, buf: *mut u8, len: u32) -> i32 {
         unsafe { host_result_read(op, buf, len) }
     }
+    // A slice as the imports take it: its address and its length.
+    fn raw(b: &[u8]) -> (*const u8, u32) {
+        (b.as_ptr(), b.len() as u32)
+    }
+    fn raw_mut(b: &mut [u8]) -> (*mut u8, u32) {
+        (b.as_mut_ptr(), b.len() as u32)
+    }
+
     pub fn state_get(handle: u32, key: &[u8], buf: &mut [u8]) -> i32 {
-        unsafe {
-            host_state_get(
-                handle,
-                key.as_ptr(),
-                key.len() as u32,
-                buf.as_mut_ptr(),
-                buf.len() as u32,
-            )
-        }
+        let ((k, kn), (b, bn)) = (raw(key), raw_mut(buf));
+        unsafe { host_state_get(handle, k, kn, b, bn) }
     }
     pub fn state_put(handle: u32, key: &[u8], val: &[u8]) -> i32 {
-        unsafe {
-            host_state_put(
-                handle,
-                key.as_ptr(),
-                key.len() as u32,
-                val.as_ptr(),
-                val.len() as u32,
-            )
-        }
+        let ((k, kn), (v, vn)) = (raw(key), raw(val));
+        unsafe { host_state_put(handle, k, kn, v, vn) }
     }
     pub fn state_delete(handle: u32, key: &[u8]) -> i32 {
-        unsafe { host_state_delete(handle, key.as_ptr(), key.len() as u32) }
+        let (k, kn) = raw(key);
+        unsafe { host_state_delete(handle, k, kn) }
     }
     pub fn state_scan(handle: u32, prefix: &[u8], after: &[u8], buf: &mut [u8]) -> i32 {
-        unsafe {
-            host_state_scan(
-                handle,
-                prefix.as_ptr(),
-                prefix.len() as u32,
-                after.as_ptr(),
-                after.len() as u32,
-                buf.as_mut_ptr(),
-                buf.len() as u32,
-            )
-        }
+        let ((p, pn), (a, an), (b, bn)) = (raw(prefix), raw(after), raw_mut(buf));
+        unsafe { host_state_scan(handle, p, pn, a, an, b, bn) }
     }
     pub fn state_get2(handle: u32, key: &[u8], sub: &[u8], buf: &mut [u8]) -> i32 {
-        unsafe {
-            host_state_get2(
-                handle,
-                key.as_ptr(),
-                key.len() as u32,
-                sub.as_ptr(),
-                sub.len() as u32,
-                buf.as_mut_ptr(),
-                buf.len() as u32,
-            )
-        }
+        let ((k, kn), (s, sn), (b, bn)) = (raw(key), raw(sub), raw_mut(buf));
+        unsafe { host_state_get2(handle, k, kn, s, sn, b, bn) }
     }
     pub fn state_put2(handle: u32, key: &[u8], sub: &[u8], val: &[u8]) -> i32 {
-        unsafe {
-            host_state_put2(
-                handle,
-                key.as_ptr(),
-                key.len() as u32,
-                sub.as_ptr(),
-                sub.len() as u32,
-                val.as_ptr(),
-                val.len() as u32,
-            )
-        }
+        let ((k, kn), (s, sn), (v, vn)) = (raw(key), raw(sub), raw(val));
+        unsafe { host_state_put2(handle, k, kn, s, sn, v, vn) }
     }
     pub fn state_delete2(handle: u32, key: &[u8], sub: &[u8]) -> i32 {
-        unsafe {
-            host_state_delete2(
-                handle,
-                key.as_ptr(),
-                key.len() as u32,
-                sub.as_ptr(),
-                sub.len() as u32,
-            )
-        }
+        let ((k, kn), (s, sn)) = (raw(key), raw(sub));
+        unsafe { host_state_delete2(handle, k, kn, s, sn) }
     }
     pub fn state_scan2(
         handle: u32,
@@ -262,19 +223,9 @@ mod imp {
         after: &[u8],
         buf: &mut [u8],
     ) -> i32 {
-        unsafe {
-            host_state_scan2(
-                handle,
-                key.as_ptr(),
-                key.len() as u32,
-                prefix.as_ptr(),
-                prefix.len() as u32,
-                after.as_ptr(),
-                after.len() as u32,
-                buf.as_mut_ptr(),
-                buf.len() as u32,
-            )
-        }
+        let ((k, kn), (p, pn)) = (raw(key), raw(prefix));
+        let ((a, an), (b, bn)) = (raw(after), raw_mut(buf));
+        unsafe { host_state_scan2(handle, k, kn, p, pn, a, an, b, bn) }
     }
     pub fn stream_time(handle: u32, out: &mut [u8; 8]) -> i32 {
         unsafe { host_stream_time(handle, out.as_mut_ptr()) }
