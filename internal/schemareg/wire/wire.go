@@ -157,9 +157,16 @@ func hint(c byte) string {
 	return ""
 }
 
+// firstMessage is the index of the frames that name the first message
+// (the count 0, Confluent's shorthand for [0]): most Protobuf frames.
+// Shared and read only (its capacity is one: an append copies it): an
+// index made per frame was an allocation of every such record's decode.
+var firstMessage = []int{0}
+
 // ParseIndex reads the Protobuf message-index array at the start of b (what
 // follows the header of a Protobuf-framed value) and returns it and the
-// payload after it. The short form (a single 0x00) reads as [0]. id is the
+// payload after it. The short form (a single 0x00) reads as [0], a slice
+// shared by every call: the index returned is read only. id is the
 // schema id, for the error.
 func ParseIndex(b []byte, part Part, id int) (index []int, payload []byte, err error) {
 	n, b, err := varint(b, part, id, "message-index count")
@@ -167,7 +174,7 @@ func ParseIndex(b []byte, part Part, id int) (index []int, payload []byte, err e
 		return nil, nil, err
 	}
 	if n == 0 {
-		return []int{0}, b, nil
+		return firstMessage, b, nil
 	}
 	if n < 0 || n > MaxIndexes {
 		return nil, nil, &Error{Kind: BadIndex, Part: part, ID: id, Msg: fmt.Sprintf("schema id %d: message-index count %d is not between 1 and %d: the value is not Protobuf framed by a schema-registry serializer", id, n, MaxIndexes)}

@@ -146,3 +146,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseIndexShortFormAllocatesNothing: the short form (most Protobuf
+// frames: the first message) reads as a shared [0], without an
+// allocation per record, and an append to what it returned leaves the
+// next call's [0] as it was.
+func TestParseIndexShortFormAllocatesNothing(t *testing.T) {
+	frame := []byte{0, 0x0a, 0x01, 'x'}
+	allocs := testing.AllocsPerRun(100, func() {
+		if index, _, err := ParseIndex(frame, Value, 1); err != nil || len(index) != 1 || index[0] != 0 {
+			t.Fatalf("%v %v", index, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("ParseIndex of the short form: %v allocations, want 0", allocs)
+	}
+	index, _, _ := ParseIndex(frame, Value, 1)
+	_ = append(index, 7)
+	if again, _, _ := ParseIndex(frame, Value, 1); !slices.Equal(again, []int{0}) {
+		t.Fatalf("after an append to a returned index, the short form reads as %v", again)
+	}
+}
