@@ -17,7 +17,8 @@
 // (tumbling, hopping or session; tumbling by default), WINDOW_SIZE (a
 // time window's size or a session's gap), WINDOW_ADVANCE (hopping: the
 // size by default) and WINDOW_GRACE, Go durations (1m and 10s by
-// default), and WINDOW_LATE_TOPIC (none by default). The scheduler's
+// default; one that does not parse fails the record, naming it), and
+// WINDOW_LATE_TOPIC (none by default). The scheduler's
 // tests compare its read-committed output with internal/windowmodel's on
 // random input (scheduler/timers_window_test.go); tests/windiff runs each
 // kind against Kafka Streams and the model.
@@ -46,43 +47,62 @@ type counter interface {
 // (a module's environment is read at run time).
 var windows counter
 
-func envDuration(name string, def time.Duration) time.Duration {
-	if v := os.Getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
+// envDuration reads the duration name (def when unset); one that does not
+// parse is an error naming it, never a silent default.
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
 	}
-	return def
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: a Go duration such as 1m or 10s", name, v)
+	}
+	return d, nil
 }
 
 func made() (counter, error) {
 	if windows != nil {
 		return windows, nil
 	}
-	size := envDuration("WINDOW_SIZE", time.Minute)
-	opt := window.Options{
-		Name:      "count",
-		Grace:     envDuration("WINDOW_GRACE", 10*time.Second),
-		OnClose:   emitCount,
-		LateTopic: os.Getenv("WINDOW_LATE_TOPIC"),
-	}
-	var w counter
-	var err error
-	switch kind := os.Getenv("WINDOW_KIND"); kind {
-	case "", "tumbling":
-		w, err = window.Tumbling(size, opt)
-	case "hopping":
-		w, err = window.Hopping(size, envDuration("WINDOW_ADVANCE", size), opt)
-	case "session":
-		w, err = window.Sessions(size, opt)
-	default:
-		err = fmt.Errorf("WINDOW_KIND %q: tumbling, hopping or session", kind)
-	}
+	w, err := fromEnv()
 	if err != nil {
 		return nil, guest.Terminal(err)
 	}
 	windows = w
 	return w, nil
+}
+
+// fromEnv makes the windows the environment names.
+func fromEnv() (counter, error) {
+	size, err := envDuration("WINDOW_SIZE", time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	grace, err := envDuration("WINDOW_GRACE", 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	opt := window.Options{
+		Name:      "count",
+		Grace:     grace,
+		OnClose:   emitCount,
+		LateTopic: os.Getenv("WINDOW_LATE_TOPIC"),
+	}
+	switch kind := os.Getenv("WINDOW_KIND"); kind {
+	case "", "tumbling":
+		return window.Tumbling(size, opt)
+	case "hopping":
+		advance, err := envDuration("WINDOW_ADVANCE", size)
+		if err != nil {
+			return nil, err
+		}
+		return window.Hopping(size, advance, opt)
+	case "session":
+		return window.Sessions(size, opt)
+	default:
+		return nil, fmt.Errorf("WINDOW_KIND %q: tumbling, hopping or session", kind)
+	}
 }
 
 // emitCount emits a closed window's count.

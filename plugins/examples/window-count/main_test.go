@@ -84,3 +84,20 @@ func TestWindowCountUnknownKind(t *testing.T) {
 		t.Fatalf("WINDOW_KIND sliding: %v", err)
 	}
 }
+
+// A duration in the environment that does not parse is an error naming
+// its variable, not the default in silence.
+func TestWindowCountBadDuration(t *testing.T) {
+	for _, name := range []string{"WINDOW_SIZE", "WINDOW_GRACE", "WINDOW_ADVANCE"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("WINDOW_KIND", "hopping")
+			t.Setenv(name, "5 minutes")
+			windows = nil
+			defer func() { windows = nil }()
+			_, err := windowtest.New().Record(processor{}, guest.Record{Topic: "in", Key: []byte("k"), Timestamp: time.UnixMilli(1)})
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=\"5 minutes\": %v, want an error naming it", name, err)
+			}
+		})
+	}
+}
