@@ -484,10 +484,11 @@ type Record struct {
 	first  [1]statestore.Write
 	index  map[string]int
 	bytes  int64 // the writes' keys and values, as state.max_bytes counts them
-	buf    []byte
-	// overBound says why a put was refused for state.max_bytes, for the
-	// record's failure (OverBound).
-	overBound string
+	// overUsed is the partition's state bytes when a put was refused for
+	// state.max_bytes (over: one was), for the record's failure
+	// (OverBound): the message is made when asked, not kept (a Record
+	// stays in the 384-byte size class).
+	overUsed int64
 	// run is the run the record is k-th of (Run.Begin), until EndRun.
 	run *Run
 	k   int
@@ -496,17 +497,19 @@ type Record struct {
 	// outs is the room Commit gives the record's outputs and changelog
 	// outputs when they are few (an output and a write: the count
 	// example's record), alive as long as batch, which the record's job
-	// holds until they are acknowledged. With it a Record is in the 416-byte
-	// size class instead of 224 beside a 192-byte slice of its own.
+	// holds until they are acknowledged. With it a Record is in the 384-byte
+	// size class instead of 192 beside a 192-byte slice of its own.
 	outs [2]abi.Output
 	// committed is set once Commit moved the record's writes into the
 	// overlay: a reader of a later record of its run (Reader), on another
 	// goroutine, then reads them there.
 	committed atomic.Bool
 	// readTime: the record read the stream time (StreamTime). Beside
-	// committed, in its padding: a Record stays in its allocation size
-	// class (TestStateRecordAllocs counts the bytes of the record path).
+	// committed, in its padding, as over is: a Record stays in its
+	// allocation size class (TestStateRecordAllocs counts the bytes of
+	// the record path).
 	readTime bool
+	over     bool
 }
 
 // key2Stack is the room for a two-part key's encoding that Get2 and
@@ -626,8 +629,9 @@ func (rs *Record) shared(key []byte) ([]byte, bool, error) {
 		r.buf = buf
 		return v, ok, err
 	}
-	v, buf, ok, err := rs.ts.get(rs.buf, key)
-	rs.buf = buf
+	// No buffer of the record's own: the clean cache answers most reads
+	// the overlay does not, and a read of the store allocates its value.
+	v, _, ok, err := rs.ts.get(nil, key)
 	return v, ok, err
 }
 
@@ -662,7 +666,12 @@ func (rs *Record) Writes() []Write { return rs.writes }
 
 // OverBound says why a put of the attempt was refused for state.max_bytes
 // ("": none was), for the record's failure.
-func (rs *Record) OverBound() string { return rs.overBound }
+func (rs *Record) OverBound() string {
+	if !rs.over {
+		return ""
+	}
+	return fmt.Sprintf("state_put refused: partition %d holds %d bytes of state, at its bound of %d (state.max_bytes)", rs.ts.partition, rs.overUsed, rs.ts.maxBytes)
+}
 
 // indexAfter is how many writes a record makes before its writes are
 // indexed by key: most records write a key or two, which a search finds
@@ -811,7 +820,7 @@ func (rs *Record) room(i int, key []byte, n int) abi.Errno {
 		return 0
 	}
 	ts.refused.Add(1)
-	rs.overBound = fmt.Sprintf("state_put refused: partition %d holds %d bytes of state, at its bound of %d (state.max_bytes)", ts.partition, used, ts.maxBytes)
+	rs.over, rs.overUsed = true, used
 	if now := time.Now().UnixNano(); now-ts.ps.lastWarn.Load() > int64(5*time.Second) {
 		ts.ps.lastWarn.Store(now)
 		ts.log.Warn("state_put refused: the partition's state is at its bound (state.max_bytes); the guest's call returns a limit error", "partition", ts.partition, "state_bytes", used, "max_bytes", ts.maxBytes, "refused", ts.refused.Load())

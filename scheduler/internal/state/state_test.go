@@ -248,8 +248,8 @@ func TestStateMaxBytes(t *testing.T) {
 	if e := r.Put([]byte("n6"), v(98)); e != abi.ErrnoLimit {
 		t.Fatalf("a put past the bound: %v, want %v", e, abi.ErrnoLimit)
 	}
-	if !strings.Contains(r.overBound, "state.max_bytes") || ts.refused.Load() != 1 {
-		t.Fatalf("the refusal: %q, %d counted", r.overBound, ts.refused.Load())
+	if !strings.Contains(r.OverBound(), "state.max_bytes") || ts.refused.Load() != 1 {
+		t.Fatalf("the refusal: %q, %d counted", r.OverBound(), ts.refused.Load())
 	}
 	for _, c := range []struct {
 		what string
