@@ -224,3 +224,38 @@ func FuzzGeneratedCodec(f *testing.F) {
 		}
 	})
 }
+
+// After records that took the hot path (the last schema found, a codec
+// generated for it), a record with the same frame that does not decode,
+// and a value that does not encode, still fail terminally saying why,
+// through the general path.
+func TestHotPathFailuresSayWhy(t *testing.T) {
+	fresh(t)
+	id, _ := guest.AddTestSchema("all-value", guest.Schema{Type: guest.SchemaAvro, Schema: allSchema(t)})
+	v := allValues()[1]
+	good := framedAll(t, id, allSchema(t), &v)
+	var enc All
+	proc = func(r *guest.Record, emit guest.Emitter) error {
+		var got All
+		if err := sr.Decode(r.Value, &got); err != nil {
+			return err
+		}
+		_, err := sr.AppendEncode(nil, "all-value", &enc)
+		return err
+	}
+	enc = v
+	for range 3 {
+		if res := guest.Run(abi.Record{Topic: "t", Value: good}); res.Status != abi.StatusOK {
+			t.Fatalf("%v %v", res.Status, res.Err)
+		}
+	}
+	res := guest.Run(abi.Record{Topic: "t", Value: good[:len(good)-3]})
+	if res.Status != abi.StatusFail || !strings.Contains(res.Err.Error(), "decode with schema") || !strings.Contains(res.Err.Error(), "test.All") {
+		t.Fatalf("a truncated payload: %v %v, want a terminal failure naming the schema and the record", res.Status, res.Err)
+	}
+	enc.AtMs = time.Unix(math.MaxInt64/1000, 0)
+	res = guest.Run(abi.Record{Topic: "t", Value: good})
+	if res.Status != abi.StatusFail || !strings.Contains(res.Err.Error(), "encode with schema") || !strings.Contains(res.Err.Error(), "field at_ms") {
+		t.Fatalf("a time past the int64: %v %v, want a terminal failure naming the field", res.Status, res.Err)
+	}
+}
