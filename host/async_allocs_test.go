@@ -168,13 +168,13 @@ func lookupRecordAllocs(t *testing.T, wasm []byte, inFlight int) (allocs, bytes 
 // completions entry). BenchmarkLookupRecord is the same path with
 // net/http's service in the process.
 func TestLookupRecordAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's instrumentation allocates on its own")
-	}
 	// Was 12 allocations, ~1,160 bytes: the record's operation in a state
 	// of its own, the completion queue's array and Poll's answer new at each
 	// Poll, a new encoding for every record that waits.
-	const maxAllocs, maxBytes = 9.0, 1100.0
+	maxAllocs, maxBytes := 9.0, 1100.0
+	if raceEnabled {
+		maxAllocs, maxBytes = 14, 2300 // its instrumentation allocates ~4.5 more (12.5, ~1.9 KB; 16.5 before)
+	}
 	for _, c := range []struct {
 		name     string
 		wasm     func(testing.TB) []byte
