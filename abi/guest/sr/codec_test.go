@@ -259,3 +259,43 @@ func TestHotPathFailuresSayWhy(t *testing.T) {
 		t.Fatalf("a time past the int64: %v %v, want a terminal failure naming the field", res.Status, res.Err)
 	}
 }
+
+// plain is All without its codec: the resolving path's.
+type plain All
+
+// The hot path knows a value again by its type and its pointer: a value
+// of another type (one without a codec) decoded and encoded between two
+// codec values with the same schema takes the resolving path, and the
+// codec values theirs, each to the right value.
+func TestHotPathKnowsItsValue(t *testing.T) {
+	fresh(t)
+	id, _ := guest.AddTestSchema("all-value", guest.Schema{Type: guest.SchemaAvro, Schema: allSchema(t)})
+	vals := allValues()
+	var c counting
+	var p plain
+	for i, into := range []any{&c, &p, &c, &p} {
+		v := vals[i%2]
+		proc = func(r *guest.Record, emit guest.Emitter) error {
+			if err := sr.Decode(r.Value, into); err != nil {
+				return err
+			}
+			out, err := sr.AppendEncode(nil, "all-value", into)
+			if err == nil && !bytes.Equal(out, r.Value) {
+				t.Fatalf("record %d: encoded %x, want %x", i, out, r.Value)
+			}
+			return err
+		}
+		if res := guest.Run(abi.Record{Topic: "t", Value: framedAll(t, id, allSchema(t), &v)}); res.Status != abi.StatusOK {
+			t.Fatalf("record %d: %v %v", i, res.Status, res.Err)
+		}
+		if i == 0 { // its runs before the schemas were in hand aside
+			c.decodes, c.encodes = 1, 1
+		}
+	}
+	if c.decodes != 2 || c.encodes != 2 {
+		t.Fatalf("the codec decoded %d and encoded %d times, want 2 and 2 (the plain values took the resolving path)", c.decodes, c.encodes)
+	}
+	if !reflect.DeepEqual(All(p), vals[1]) || !reflect.DeepEqual(c.All, vals[0]) {
+		t.Fatalf("read %+v and %+v", p, c.All)
+	}
+}

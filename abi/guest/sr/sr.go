@@ -57,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/avro"
 
@@ -162,6 +163,7 @@ func Reset() {
 // forgetLast drops the last-found entries.
 func forgetLast() {
 	lastID, lastByID, lastSubject, lastSubjKey = 0, nil, nil, ""
+	hotDecode, hotEncode = hotCodec{}, hotCodec{}
 }
 
 // schemaByID is byID[id], through the last one found.
@@ -219,13 +221,40 @@ func Decode(value []byte, v any) error {
 	// call, no error built (a guest pays for every call; BENCHMARKS.md,
 	// "The Go guest's typed serde within 1 µs"). Anything else, a decode
 	// that fails included, takes decode, which says why.
-	if c, ok := v.(Codec); ok && lastByID != nil && len(value) >= 5 && value[0] == 0 &&
-		int(int32(binary.BigEndian.Uint32(value[1:5]))) == lastID && c.AvroFingerprint() == lastByID.fingerprint {
-		if rest, err := c.DecodeAvro(value[5:]); err == nil && len(rest) == 0 {
-			return nil
+	if s := lastByID; s != nil && len(value) >= 5 && value[0] == 0 && int(int32(binary.BigEndian.Uint32(value[1:5]))) == lastID {
+		if c := hotDecode.codec(v, s); c != nil {
+			if rest, err := c.DecodeAvro(value[5:]); err == nil && len(rest) == 0 {
+				return nil
+			}
 		}
 	}
 	return decode(value, v)
+}
+
+// hotCodec is the last value the hot path of Decode (or AppendEncode) met
+// and what it found of it: a processor decodes into the same value
+// record after record, and knowing it again costs a comparison of two
+// words where its Codec assertion and fingerprint cost two calls.
+type hotCodec struct {
+	v [2]unsafe.Pointer // the value's interface words: its type and its pointer
+	c Codec             // it as a Codec, or nil
+	s *compiled         // the schema c's fingerprint was compared with
+}
+
+var hotDecode, hotEncode hotCodec
+
+// codec returns v as a Codec generated for s, or nil.
+func (h *hotCodec) codec(v any, s *compiled) Codec {
+	w := *(*[2]unsafe.Pointer)(unsafe.Pointer(&v))
+	if w == h.v && s == h.s {
+		return h.c
+	}
+	c, ok := v.(Codec)
+	if !ok || c.AvroFingerprint() != s.fingerprint {
+		c = nil
+	}
+	*h = hotCodec{v: w, c: c, s: s}
+	return c
 }
 
 // decode is Decode's general path.
@@ -266,7 +295,7 @@ func AppendEncode(b []byte, subject string, v any) ([]byte, error) {
 	// The hot path, as Decode's: the last subject found, not due for its
 	// clock reading, and a Codec generated for its schema.
 	if ss := lastSubject; ss != nil && ss.uses < refreshEvery-1 && lastSubjKey == subject {
-		if c, ok := v.(Codec); ok && c.AvroFingerprint() == ss.schema.fingerprint {
+		if c := hotEncode.codec(v, ss.schema); c != nil {
 			n := len(b)
 			b = binary.BigEndian.AppendUint32(append(b, 0), uint32(int32(ss.id)))
 			if out, err := c.AppendAvro(b); err == nil {
