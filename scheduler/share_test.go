@@ -271,7 +271,6 @@ func TestShareProducerNoLinger(t *testing.T) {
 // polling, and every other record comes out while the slow one still
 // waits. Nothing is lost at the stop: the slow record is released.
 func TestShareSecondMemberPollsPastASlowRecord(t *testing.T) {
-	t.Parallel()
 	srv := lookupsrv.New(t, func(key string) time.Duration {
 		if key == "k0" { // record 0's key: the keys are k<i mod 97>
 			return 30 * time.Second
