@@ -160,20 +160,20 @@ func lookupRecordAllocs(t *testing.T, wasm []byte, inFlight int) (allocs, bytes 
 // examples (one HTTP GET to a loopback service that allocates nothing, its
 // answer emitted with a header), from Process to the Poll that returns its
 // output, allocates at most a fixed few times in the host; it fails when
-// the path grows. What it allocates now (8): the operation's callback, the
+// the path grows. What it allocates now (9): the operation's callback, the
 // HTTP lookup's description, its completion and the pooled lookup's share,
-// the record's state (with its operation's), and the output's decoding
-// (its value, its header list and name). One record in flight (a completion a call, through
+// the record's state (with its operation's), Poll's answer, and the
+// output's decoding (its value, its header list and name). One record in flight (a completion a call, through
 // wasmstream_on_complete) and 16 (several a call, through the
 // completions entry). BenchmarkLookupRecord is the same path with
 // net/http's service in the process.
 func TestLookupRecordAllocs(t *testing.T) {
 	// Was 12 allocations, ~1,160 bytes: the record's operation in a state
-	// of its own, the completion queue's array and Poll's answer new at each
-	// Poll, a new encoding for every record that waits.
-	maxAllocs, maxBytes := 9.0, 1100.0
+	// of its own, the completion queue's array new at each Poll, a new
+	// encoding for every record that waits.
+	maxAllocs, maxBytes := 9.0, 1400.0
 	if raceEnabled {
-		maxAllocs, maxBytes = 14, 2300 // its instrumentation allocates ~4.5 more (12.5, ~1.9 KB; 16.5 before)
+		maxAllocs, maxBytes = 14.5, 2400 // its instrumentation allocates ~4 more (12.7–13.6, ~2 KB; 14.9–16.5 before)
 	}
 	for _, c := range []struct {
 		name     string

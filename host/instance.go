@@ -120,7 +120,7 @@ type Instance struct {
 	comps      compState    // the completions call in progress (completions.go)
 	nextState  State        // the State of the record Process starts next (ProcessState)
 	curOp      *opState     // the operation being completed (result_read)
-	kept       keptForReuse // record states, encodings and Poll's answer reused from one record, or one Poll, to the next
+	kept       keptForReuse // record states and encodings reused from one record to the next
 	lastHandle uint32
 	lastOp     uint32
 	fault      *Fault
@@ -183,12 +183,12 @@ type waitingRecords struct {
 	lost     []Done // waiting records failed by the instance's death, not yet collected
 }
 
-// keptForReuse is what an instance reuses of its records and of Poll,
-// where each would be an allocation a record.
+// keptForReuse is what an instance reuses of its records, where each
+// would be an allocation a record. (Poll's answer is not reused: its
+// caller may still hold it when it next calls the instance.)
 type keptForReuse struct {
-	spare  *recState // reused for records that complete in one call
-	encs   [][]byte  // encodings of records that waited, for the next records that wait (newRec)
-	polled []Done    // Poll's answer: the caller's until the next Poll
+	spare *recState // reused for records that complete in one call
+	encs  [][]byte  // encodings of records that waited, for the next records that wait (newRec)
 }
 
 // completionQueue holds completed operations until Poll delivers them;
@@ -725,18 +725,13 @@ func (in *Instance) deliver(op *opState, result []byte) {
 // module with the completions entry gets several per call, completions.go),
 // and returns the records that finished. After the instance died, it returns
 // the records it lost.
-//
-// The slice returned is the caller's until the next Poll, which reuses its
-// array (the Results in it are the caller's for good).
 func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
-	clear(in.kept.polled)
-	out := in.kept.polled[:0]
+	var out []Done
 	if len(in.waiting.lost) > 0 {
-		out = append(out, in.waiting.lost...)
-		in.waiting.lost = nil
+		out, in.waiting.lost = in.waiting.lost, nil
 	}
 	if in.dead {
-		return in.keepPolled(out)
+		return out
 	}
 	out = in.expire(now, out)
 	in.q.mu.Lock()
@@ -780,17 +775,6 @@ func (in *Instance) Poll(ctx context.Context, now time.Time) []Done {
 		out = append(out, in.waiting.lost...)
 		in.waiting.lost = nil
 	}
-	return in.keepPolled(out)
-}
-
-// keepPolled keeps out's array for the next Poll, unless it grew past a
-// bound (a burst of lost records), and returns out.
-func (in *Instance) keepPolled(out []Done) []Done {
-	if cap(out) <= maxKeptQueue {
-		in.kept.polled = out
-	} else {
-		in.kept.polled = nil
-	}
 	return out
 }
 
@@ -804,8 +788,8 @@ func (in *Instance) reuseQueue(q []*opState) {
 	}
 }
 
-// maxKeptQueue bounds the arrays Poll keeps from one call to the next (its
-// answer, the completion queue's): a burst past it is not held for good.
+// maxKeptQueue bounds the array Poll keeps from one call to the next (the
+// completion queue's): a burst past it is not held for good.
 const maxKeptQueue = 1024
 
 // What takeCompletion found of a queued completion.
