@@ -45,7 +45,8 @@ func TestCodecAllocatesNothing(t *testing.T) {
 	}
 }
 
-// BenchmarkCodec is record's work alone. Natively:
+// BenchmarkCodec is record's work alone (record), and its decode and
+// its encode apart. Natively:
 //
 //	go test -run '^$' -bench Codec ./tests/sdkserde/order/
 //
@@ -62,7 +63,24 @@ func BenchmarkCodec(b *testing.B) {
 		tot OrderTotal
 		out []byte
 	)
-	for b.Loop() {
-		out = record(b, in, &o, &tot, out)
-	}
+	b.Run("record", func(b *testing.B) {
+		for b.Loop() {
+			out = record(b, in, &o, &tot, out)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := o.DecodeAvro(in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encode", func(b *testing.B) {
+		var err error
+		for b.Loop() {
+			if out, err = tot.AppendAvro(out[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
