@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,9 +234,13 @@ func wasmstreamWindowedCount(b *testing.B, brokers []string, module string, in *
 		"retry: {max_attempts: 1}", fmt.Sprintf("state: {enabled: true, dir: %q}", dir),
 		fmt.Sprintf("env: {WINDOW_SIZE: %dms, WINDOW_GRACE: %dms}", winSize, winGrace))
 	defer r.Stop(context.Background())
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	done := startUsage(b)
 	rate := committedRate(b, brokers, cfg.GroupID(&cfg.Pipelines[0]), in.topic, in.n, 10*time.Minute)
 	u := done()
+	runtime.ReadMemStats(&ms1)
+	s0 := r.Snapshots()[0] // the drain's runs of records (the host's Runs, RunRecords)
 	waitOutputs(b, r, in.finals, 5*time.Minute)
 	if s := r.Snapshots()[0]; s.Outputs != int64(in.finals) || s.DeadLetter != 0 {
 		b.Fatalf("outputs %d, dead letters %d; want the model's %d final windows and none", s.Outputs, s.DeadLetter, in.finals)
@@ -249,6 +254,11 @@ func wasmstreamWindowedCount(b *testing.B, brokers []string, module string, in *
 	u.report(b)
 	b.ReportMetric(rate, "rec/s")
 	b.ReportMetric(float64(u.cpu.Microseconds())/float64(n), "cpu_us/rec")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n), "allocs/rec")
+	// Records a call: the records of calls that ran several, over those
+	// calls, and the share of the input they carried.
+	b.ReportMetric(float64(s0.RunRecords)/float64(max(s0.Runs, 1)), "records/run")
+	b.ReportMetric(float64(s0.RunRecords)/float64(n), "in_runs")
 	b.ReportMetric(float64(dirBytes(dir)), "store_bytes")
 	b.ReportMetric(float64(topicBytes(b, brokers, cfg.Pipelines[0].State.Changelog)), "changelog_bytes")
 	b.ReportMetric(float64(finals), "final_windows")
