@@ -219,7 +219,7 @@ func Decode(value []byte, v any) error {
 	// The hot path, a record framed with the last schema found and read
 	// into a Codec generated for it, goes straight to the codec: no other
 	// call, no error built (a guest pays for every call; BENCHMARKS.md,
-	// "The Go guest's typed serde within 1 µs"). Anything else, a decode
+	// "The Go guest's typed serde towards 1 µs"). Anything else, a decode
 	// that fails included, takes decode, which says why.
 	if s := lastByID; s != nil && len(value) >= 5 && value[0] == 0 && int(int32(binary.BigEndian.Uint32(value[1:5]))) == lastID {
 		if c := hotDecode.codec(v, s); c != nil {

@@ -32,7 +32,7 @@ func record(t testing.TB, in []byte, o *Order, tot *OrderTotal, out []byte) []by
 // The example's codec (strings as views, timestamps as int64) allocates
 // nothing a record: an allocation costs a Go guest about 0.4 µs, so one
 // more is a regression of the guest's serde (BENCHMARKS.md, "The Go
-// guest's typed serde within 1 µs").
+// guest's typed serde towards 1 µs").
 func TestCodecAllocatesNothing(t *testing.T) {
 	in := payload(t)
 	var (

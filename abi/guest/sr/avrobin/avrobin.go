@@ -1,7 +1,9 @@
 // Package avrobin is the Avro binary encoding's primitives, for the codecs
 // `wasmstream gen avro --lang go` writes (they call nothing else): zig-zag
-// varints, IEEE floats little-endian, length-prefixed bytes and strings,
-// array blocks, and the timestamp logical types as time.Time.
+// varints, IEEE floats little-endian, length-prefixed bytes and strings
+// (copies, or views of the bytes read for --strings view), array blocks,
+// and the timestamp logical types as time.Time (or, for --timestamps
+// int64, the varint as it is).
 //
 // Decoding reads through a Reader whose first error sticks (later reads
 // return zero values), so a generated decoder checks once, at its end.
@@ -108,7 +110,7 @@ func (r *Reader) fail(err error) {
 // the generated decoders (each within its inlining budget, which a call
 // of any kind exceeds, a failure's included), and a string is one call:
 // in a Go guest a call costs more than the read of a small value
-// (BENCHMARKS.md, "The Go guest's typed serde within 1 µs"). A read only
+// (BENCHMARKS.md, "The Go guest's typed serde towards 1 µs"). A read only
 // finds bytes while no read has failed (a failure empties B), so a read
 // that fails inside its loop sets err without checking it first.
 
