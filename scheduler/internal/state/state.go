@@ -159,14 +159,26 @@ type partTimers struct {
 }
 
 // flushScratch is the flush's state, reused from one commit to the next
-// (Flush, one at a time): when a failed flush was last logged
+// (Flush, one at a time under mu): when a failed flush was last logged
 // (Stores.Flush), the batches it applies, their last writes and the index
-// of those by key.
+// of those by key; and what Stores.Flush defers (deferred): the highest
+// committed offset it was told, and when it last applied.
 type flushScratch struct {
+	// mu: one flush at a time (a commit's, its timer's, a view's last:
+	// flushCommitted); lock order: state.Partition's flush lock, then
+	// state.Partition.mu (DESIGN.md, "Lock order").
+	mu     sync.Mutex
 	logged time.Time
 	done   []*Batch
 	writes []statestore.Write
 	at     map[string]int
+	upTo   int64     // the highest committed offset Stores.Flush was told
+	last   time.Time // when Stores.Flush last applied (zero: never)
+	// later applies a deferred flush once flushEvery has passed, when no
+	// commit came to apply it (an idle partition); retired: the view is
+	// no longer current (flushCommitted), and never flushes again.
+	later   *time.Timer
+	retired bool
 }
 
 // overlayEntry is a key's newest write not yet in the store.
@@ -384,6 +396,13 @@ func (b *Batch) Acked(offset int64, err error) {
 // from the changelog. Called after a commit (Stores.Flush), one at a
 // time.
 func (ts *Partition) Flush(upTo int64) error {
+	ts.flush.mu.Lock()
+	defer ts.flush.mu.Unlock()
+	return ts.apply(upTo)
+}
+
+// apply is Flush under flush.mu.
+func (ts *Partition) apply(upTo int64) error {
 	ts.mu.Lock()
 	done, keep := ts.flush.done[:0], ts.batches[:0] // keep: in place
 	for _, b := range ts.batches {

@@ -752,3 +752,82 @@ func TestStateCleanCache(t *testing.T) {
 		t.Fatalf("the clean cache holds %d bytes (counted %d), want at most %d and more than half of it", n, ts.stored.clean.bytes, cleanMaxBytes)
 	}
 }
+
+// A commit's flush through the stores applies at most every flushEvery
+// (or once the overlay holds flushOverlayBytes): a commit soon after the
+// last leaves its writes in the overlay, still read; when no commit comes,
+// the deferred flush's timer applies them, each key once. A view that stops being current applies its
+// deferred committed writes first, never its uncommitted ones: the view
+// that replaces it after an abort (Stores.View) and a detach (Stores.
+// Detach, before the store closes) find them in the store.
+func TestStateFlushDeferred(t *testing.T) {
+	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := NewStores(Config{Pipeline: "p", Limits: Limits{Changelog: "p.changelog", MaxValueBytes: 100}}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	s.stores[0], s.parts = &partStore{store: st}, 1
+	write := func(v *Partition, off int64, key, val string) {
+		rs := v.Begin()
+		rs.Put([]byte(key), []byte(val))
+		b, _ := v.Commit(off, rs, nil)
+		b.Acked(off, nil)
+	}
+	stored := func(key string) string {
+		v, ok, err := st.Get(nil, []byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return "-"
+		}
+		return string(v)
+	}
+	v := s.View(0)
+	write(v, 0, "a", "1")
+	s.Flush(v, 1) // the view's first: applied at once
+	write(v, 1, "a", "2")
+	write(v, 2, "b", "1")
+	s.Flush(v, 3) // within flushEvery of the last: deferred
+	if got := stored("a") + stored("b"); got != "1-" {
+		t.Fatalf("the store after a deferred flush: a, b = %s, want 1 and none", got)
+	}
+	if r, e := v.Begin().Get([]byte("a")); e != 0 || string(r) != "2" {
+		t.Fatalf("a reads %q %v after a deferred flush, want the overlay's 2", r, e)
+	}
+	// No commit comes (the partition is idle): the deferred flush's timer
+	// applies it once flushEvery has passed.
+	for deadline := time.Now().Add(10 * flushEvery); stored("a")+stored("b") != "21"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store %s after a deferred flush, want a, b = 2, 1 within %s", stored("a")+stored("b"), 10*flushEvery)
+		}
+	}
+	v.mu.Lock()
+	left := len(v.batches)
+	v.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d batches left after the timer's flush", left)
+	}
+
+	write(v, 3, "a", "3") // committed (below 4), its flush deferred
+	s.Flush(v, 4)
+	write(v, 4, "a", "aborted") // its transaction aborts
+	next := s.View(0)           // the task that replaces it
+	if got := stored("a"); got != "3" {
+		t.Fatalf("a = %s in the store once the view was replaced, want its committed 3", got)
+	}
+	if r, e := next.Begin().Get([]byte("a")); e != 0 || string(r) != "3" {
+		t.Fatalf("the new view reads a = %q %v, want 3", r, e)
+	}
+
+	write(next, 4, "b", "2")
+	s.Flush(next, 5) // the new view's first: at once
+	write(next, 5, "b", "3")
+	s.Flush(next, 6) // deferred
+	closeLater := s.Detach([]int32{0})
+	if got := stored("b"); got != "3" {
+		t.Fatalf("b = %s in the store once detached, want its committed 3", got)
+	}
+	closeLater()
+}

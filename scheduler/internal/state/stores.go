@@ -193,6 +193,14 @@ func (s *Stores) readPartitions(ctx context.Context) error {
 // it). Each new task of the partition takes one.
 func (s *Stores) View(partition int32) *Partition {
 	s.mu.Lock()
+	old := s.cur[partition]
+	s.mu.Unlock()
+	if old != nil {
+		// Its committed writes a deferred flush kept, before the new view
+		// reads the store (flushEvery).
+		s.flushCommitted(old)
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps := s.stores[partition]
 	if ps == nil {
@@ -229,20 +237,114 @@ func (s *Stores) Flush(from *Partition, upTo int64) {
 	if !cur {
 		return // revoked or lost (and perhaps assigned again), or replaced after an abort
 	}
-	err := from.Flush(upTo)
+	// upTo -1: the deferred flush's timer (flushDeferred), which applies.
+	err := from.flushDeferred(upTo, time.Now(), upTo < 0, func() { s.Flush(from, -1) })
 	if err == nil {
 		return
 	}
 	n := s.n.FlushFailures.Add(1)
-	if now := time.Now(); now.Sub(from.flush.logged) >= flushLogEvery {
-		from.flush.logged = now
+	if from.flushLogDue(time.Now()) {
 		s.log.Warn("the local state store refused the state writes of committed records; they stay in memory and are applied again at the next commit, and a restart reads them from the changelog", "partition", from.partition, "failures", n, "err", err)
+	}
+}
+
+// flushCommitted applies v's deferred committed writes (Partition.
+// flushCommitted), counting and logging a failure as Flush does.
+func (s *Stores) flushCommitted(v *Partition) {
+	if err := v.flushCommitted(); err != nil {
+		n := s.n.FlushFailures.Add(1)
+		s.log.Warn("the local state store refused the state writes of committed records of a view it replaces; a restart reads them from the changelog", "partition", v.partition, "failures", n, "err", err)
 	}
 }
 
 // flushLogEvery is how often a partition's store refusing its writes is
 // logged at most (each commit tries again).
 const flushLogEvery = 30 * time.Second
+
+// flushEvery is how often a partition's store takes its committed writes
+// at most (Stores.Flush), unless the overlay holds flushOverlayBytes: a
+// transaction commits every 100 ms under exactly_once (transactions.
+// interval), and a flush per transaction wrote nearly a key a record (the
+// count example: 3 of its 7.7 allocations a record, 6% of its CPU) where
+// one a second writes each key once however often it was written. The
+// committed writes wait in the overlay, read as before; the view's
+// flushCommitted applies them before another view or no view reads the
+// store (Stores.View, Stores.Detach). RATIONALE.md, "State stores" (why a
+// flushed value is read from memory).
+const flushEvery = time.Second
+
+// flushOverlayBytes is the overlay's bytes at which a commit's flush
+// applies at once, whenever the last was: the overlay's memory stays
+// bounded whatever the write rate.
+const flushOverlayBytes = 8 << 20
+
+// flushDeferred is the flush of a commit of upTo (Stores.Flush; -1: the
+// timer of a deferred one): upTo is noted, and the committed writes are
+// applied if the last flush was flushEvery ago or more, or the overlay
+// holds flushOverlayBytes. A flush deferred arms a timer (once) that
+// calls later when flushEvery has passed: a partition whose records
+// stopped coming gets no commit to apply it, and its store (its bytes,
+// state.max_bytes' count) must not wait for one. A retired view does
+// nothing.
+func (ts *Partition) flushDeferred(upTo int64, now time.Time, force bool, later func()) error {
+	ts.flush.mu.Lock()
+	defer ts.flush.mu.Unlock()
+	if ts.flush.retired {
+		return nil
+	}
+	ts.flush.upTo = max(ts.flush.upTo, upTo)
+	ts.mu.Lock()
+	big := ts.overlayBytes >= flushOverlayBytes
+	ts.mu.Unlock()
+	if wait := flushEvery - now.Sub(ts.flush.last); !force && !big && wait > 0 {
+		if ts.flush.later == nil {
+			ts.flush.later = time.AfterFunc(wait, later)
+		}
+		return nil
+	}
+	if ts.flush.later != nil {
+		ts.flush.later.Stop() // this flush is the one it waited for
+		ts.flush.later = nil
+	}
+	ts.flush.last = now
+	return ts.apply(ts.flush.upTo)
+}
+
+// flushLogDue answers whether a failed flush is to be logged now (the
+// last was flushLogEvery ago or more): a commit's flush and its timer's
+// may fail on two goroutines.
+func (ts *Partition) flushLogDue(now time.Time) bool {
+	ts.flush.mu.Lock()
+	defer ts.flush.mu.Unlock()
+	if now.Sub(ts.flush.logged) < flushLogEvery {
+		return false
+	}
+	ts.flush.logged = now
+	return true
+}
+
+// flushCommitted applies the view's committed writes a deferred flush left
+// in its overlay, once it stops being its partition's current view: the
+// next view (after an abort) starts with an empty overlay and reads the
+// store, as does the partition's next owner. A failure is the same as a
+// commit's (the writes stay with this view; a restore reads them from the
+// changelog).
+func (ts *Partition) flushCommitted() error {
+	ts.flush.mu.Lock()
+	defer ts.flush.mu.Unlock()
+	if ts.flush.retired {
+		return nil
+	}
+	ts.flush.retired = true
+	if ts.flush.later != nil {
+		ts.flush.later.Stop() // a timer that fired meanwhile finds the view retired
+		ts.flush.later = nil
+	}
+	if ts.flush.upTo <= 0 {
+		return nil
+	}
+	return ts.apply(ts.flush.upTo)
+}
 
 // Detach takes the partitions' stores out of the open set at once, so that
 // a new assignment of one opens it anew (waiting for the file until it is
@@ -252,14 +354,23 @@ const flushLogEvery = 30 * time.Second
 func (s *Stores) Detach(parts []int32) (closeLater func()) {
 	s.mu.Lock()
 	var out []*partStore
+	var views []*Partition
 	for _, part := range parts {
 		if ps := s.stores[part]; ps != nil {
 			out = append(out, ps)
 			delete(s.stores, part)
 		}
+		if v := s.cur[part]; v != nil {
+			views = append(views, v)
+		}
 		delete(s.cur, part)
 	}
 	s.mu.Unlock()
+	// Their committed writes a deferred flush kept, before the stores
+	// close: a restart or the next assignment here reads the store.
+	for _, v := range views {
+		s.flushCommitted(v)
+	}
 	return func() {
 		for _, ps := range out {
 			_ = ps.store.Close()
