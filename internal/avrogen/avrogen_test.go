@@ -64,7 +64,7 @@ func TestRefused(t *testing.T) {
 		{record(`{"type":"fixed","name":"F","size":4}`), `n.R.f: type "fixed" is not generated`},
 		{record(`["null","long","string"]`), `n.R.f: only a union of null and one other type is generated`},
 		{record(`["long","string"]`), `n.R.f: only a union of null and one other type is generated`},
-		{record(`{"type":"bytes","logicalType":"decimal","precision":4,"scale":2}`), `n.R.f: logical type "decimal" on "bytes" is not generated`},
+		{record(`{"type":"fixed","name":"D","size":8,"logicalType":"decimal","precision":4,"scale":2}`), `n.R.f: logical type "decimal" on "fixed" is not generated`},
 		{record(`{"type":"int","logicalType":"date"}`), `n.R.f: logical type "date" on "int" is not generated`},
 		{record(`{"type":"array","items":{"type":"map","values":"int"}}`), `n.R.f[]: type "map" is not generated`},
 		{record(`{"type":"record","name":"E","fields":[]}`), `n.R.f: record n.E has no fields`},
@@ -80,7 +80,10 @@ func TestRefused(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Rust([]byte(record(`["null","bytes"]`))); err == nil || !strings.Contains(err.Error(), "n.R.f: bytes are not generated for Rust") {
+	if _, err := Rust([]byte(record(`["null","bytes"]`))); err == nil || !strings.Contains(err.Error(), "n.R.f: bytes (a decimal's too) are not generated for Rust") {
 		t.Errorf("rust bytes: %v", err)
+	}
+	if _, err := Rust([]byte(record(`{"type":"bytes","logicalType":"decimal","precision":4,"scale":2}`))); err == nil || !strings.Contains(err.Error(), "n.R.f: bytes (a decimal's too) are not generated for Rust") {
+		t.Errorf("rust decimal: %v", err)
 	}
 }

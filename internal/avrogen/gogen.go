@@ -93,7 +93,11 @@ func (g *goGen) record(r *record, root bool, fp uint64) {
 	}
 	fmt.Fprintf(w, "type %s struct {\n", r.name)
 	for _, f := range r.fields {
-		fmt.Fprintf(w, "\t%s %s `avro:%q`\n", goName(f.name), g.typ(f.t), f.name)
+		fmt.Fprintf(w, "\t%s %s `avro:%q`", goName(f.name), g.typ(f.t), f.name)
+		if d := decimalOf(f.t); d != "" {
+			fmt.Fprintf(w, " // %s: the unscaled integer, big-endian two's complement", d)
+		}
+		w.WriteString("\n")
 	}
 	for _, f := range r.fields {
 		if g.slotted(f) {
@@ -287,4 +291,12 @@ func (g *goGen) hasTime(s *schema) bool {
 		}
 	}
 	return false
+}
+
+// decimalOf is "decimal(P,S)" for a decimal field (or a nullable one).
+func decimalOf(t *typ) string {
+	if t.kind == kNullable {
+		t = t.elem
+	}
+	return t.decimal
 }

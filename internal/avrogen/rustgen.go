@@ -19,7 +19,7 @@ func Rust(text []byte) ([]byte, error) {
 	for _, r := range s.records {
 		for _, f := range r.fields {
 			if hasBytes(f.t) {
-				return nil, fmt.Errorf("%s.%s: bytes are not generated for Rust (the resolving path reads them)", r.full, f.name)
+				return nil, fmt.Errorf("%s.%s: bytes (a decimal's too) are not generated for Rust (the resolving path reads them)", r.full, f.name)
 			}
 		}
 	}

@@ -8,11 +8,11 @@
 // otherwise.
 //
 // What is generated: records (nested too), boolean, int, long, float,
-// double, string (uuid included), bytes (Go only), arrays, a union of
-// null and one other type, and timestamp-millis / timestamp-micros. A
-// schema with anything else (maps, enums, fixed, other unions, other
-// logical types) is refused, naming the field: the resolving path reads
-// and writes it.
+// double, string (uuid included), bytes (Go only; a decimal on bytes
+// too, as its unscaled integer's bytes), arrays, a union of null and one
+// other type, and timestamp-millis / timestamp-micros. A schema with
+// anything else (maps, enums, fixed, other unions, other logical types)
+// is refused, naming the field: the resolving path reads and writes it.
 package avrogen
 
 import (
@@ -46,6 +46,7 @@ type typ struct {
 	elem      *typ
 	nullFirst bool
 	rec       *record
+	decimal   string // kBytes of a decimal: "decimal(P,S)"
 }
 
 type field struct {
@@ -153,6 +154,13 @@ func (p *parser) complex(v map[string]any, ns, where string) (*typ, error) {
 			return &typ{kind: kMicros}, nil
 		case lt == "uuid" && typeName == "string":
 			return &typ{kind: kString}, nil
+		case lt == "decimal" && typeName == "bytes":
+			// The unscaled integer as the wire has it (big-endian two's
+			// complement), which twmb/avro reads and writes in a []byte
+			// too: no big.Rat a record.
+			p, _ := v["precision"].(float64)
+			sc, _ := v["scale"].(float64)
+			return &typ{kind: kBytes, decimal: fmt.Sprintf("decimal(%d,%d)", int(p), int(sc))}, nil
 		}
 		return nil, fmt.Errorf("%s: logical type %q on %q is not generated", where, lt, typeName)
 	}

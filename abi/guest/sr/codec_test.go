@@ -38,7 +38,7 @@ func ptr[T any](v T) *T { return &v }
 func allValues() []All {
 	at := time.UnixMilli(1700000000123).UTC()
 	return []All{
-		{ID: 1, Name: "ada", Raw: []byte{}, Tags: []string{}, Lines: []Line{}, AtMs: at, AtUs: time.UnixMicro(1700000000123456).UTC(), Address: Address{Street: "x"}},
+		{ID: 1, Name: "ada", Raw: []byte{}, Tags: []string{}, Lines: []Line{}, AtMs: at, AtUs: time.UnixMicro(1700000000123456).UTC(), Address: Address{Street: "x"}, Price: []byte{}},
 		{
 			ID: -1 << 62, Count: -300, Flag: true, Ratio: 1.5, Amount: -0.1, Name: "Grüße 世界", Raw: []byte{0, 1, 255},
 			RefID: "2c7b3f54-8b55-4a1e-9d5f-2f1c3c1b6d6e", AtMs: time.UnixMilli(-1500).UTC(), AtUs: time.UnixMicro(-1).UTC(),
@@ -46,6 +46,7 @@ func allValues() []All {
 			Address: Address{Street: "Main", Zip: ptr(int32(12345))}, Previous: &Address{Street: "Old"},
 			Lines:     []Line{{Sku: "tea", Qty: 2, At: &at}, {Sku: "cake", Qty: 1}},
 			MaybeTags: &[]*string{ptr("x"), nil},
+			Price:     []byte{0xff, 0x85, 0xee}, // -12345.06: -1234506 unscaled
 		},
 	}
 }

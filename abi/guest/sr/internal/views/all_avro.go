@@ -117,13 +117,14 @@ type All struct {
 	Previous  *Address   `avro:"previous"`
 	Lines     []Line     `avro:"lines"`
 	MaybeTags *[]*string `avro:"maybe_tags"`
+	Price     []byte     `avro:"price"` // decimal(9,2): the unscaled integer, big-endian two's complement
 
 	avroCoupon string // Coupon points here once decoded
 }
 
 // AvroFingerprint is the CRC-64-AVRO fingerprint of the Parsing Canonical
 // Form of the schema All was generated from.
-func (*All) AvroFingerprint() uint64 { return 0xc80ec52cf4e210d9 }
+func (*All) AvroFingerprint() uint64 { return 0x7fbe7a65b5be0331 }
 
 // AppendAvro appends v's Avro binary encoding to b.
 func (v *All) AppendAvro(b []byte) ([]byte, error) {
@@ -194,6 +195,7 @@ func (v *All) AppendAvro(b []byte) ([]byte, error) {
 		}
 		b = append(b, 0)
 	}
+	b = avrobin.AppendBytes(b, v.Price)
 	return b, err
 }
 
@@ -284,4 +286,5 @@ func (v *All) ReadAvro(r *avrobin.Reader) {
 		}
 		v.MaybeTags = p1
 	}
+	v.Price = r.Bytes(nil)
 }
