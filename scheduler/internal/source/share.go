@@ -205,14 +205,19 @@ func (c *Share) flushRenewals() {
 // Leave sends the last acknowledgements of each member
 // (commit.ShareAcks.Final released what the host still held), then each
 // leaves the share group; the second member's client is closed (the first
-// is the pipeline's, which its committer closes). Called after Run
-// returned.
+// is the pipeline's, which its committer closes). The two leave side by
+// side: with the brokers down each waits out its flush's timeout, and
+// one after the other would double the stop. Called after Run returned.
 func (c *Share) Leave(ctx context.Context) {
+	var wg sync.WaitGroup
 	if cl := c.second.Load(); cl != nil {
-		c.leave(ctx, cl)
-		cl.Close()
+		wg.Go(func() {
+			c.leave(ctx, cl)
+			cl.Close()
+		})
 	}
 	c.leave(ctx, c.d.Client)
+	wg.Wait()
 }
 
 func (c *Share) leave(ctx context.Context, cl *kgo.Client) {
