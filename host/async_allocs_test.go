@@ -171,7 +171,7 @@ func TestLookupRecordAllocs(t *testing.T) {
 	// Was 12 allocations, ~1,160 bytes: the record's operation in a state
 	// of its own, the completion queue's array new at each Poll, a new
 	// encoding for every record that waits.
-	maxAllocs, maxBytes := 9.0, 1400.0
+	maxAllocs, maxBytes := 9.5, 1400.0 // 9 measured: half an allocation of room for the runtime's own now and then, none for a tenth
 	if raceEnabled {
 		maxAllocs, maxBytes = 14.5, 2400 // its instrumentation allocates ~4 more (12.7–13.6, ~2 KB; 14.9–16.5 before)
 	}
