@@ -36,8 +36,13 @@ const HeaderTimerAt = "wasmstream.timer.at"
 
 // firing is the timer a Work fires: the round's stream time T, and the
 // record whose decision made it due (nil: a round of the task's start or
-// of an idle partition, which no record triggered).
+// of an idle partition, which no record triggered). Its Work and what its
+// call is given (fr) are inside it: a firing is one allocation, not three
+// (the Work, the firing, the abi.TimerFiring the call's argument escaped
+// to), besides its Work.Done.
 type firing struct {
+	wk    Work
+	fr    abi.TimerFiring
 	timer state.Timer
 	T     int64
 	trig  *kgo.Record
@@ -131,15 +136,15 @@ func (t *Task) nextFiring(trig *kgo.Record, chained bool) {
 	tm.mu.Unlock()
 	for {
 		now := t.State.StreamTime()
-		due, err := t.State.Due(now, 1)
+		due, ok, err := t.State.DueFirst(now)
 		if err != nil {
 			t.d.Log.Error("cannot read the partition's timers; they fire after the next record", "topic", t.Topic, "partition", t.Partition, "err", err)
 		}
-		if len(due) > 0 && t.placeFiring(&firing{timer: due[0], T: now, trig: trig}) {
+		if ok && t.placeFiring(&firing{timer: due, T: now, trig: trig}) {
 			return
 		}
 		tm.mu.Lock()
-		if err != nil || len(due) > 0 || t.State.StreamTime() == now {
+		if err != nil || ok || t.State.StreamTime() == now {
 			tm.active = false
 			tm.mu.Unlock()
 			return
@@ -155,8 +160,8 @@ func (t *Task) placeFiring(f *firing) bool {
 	if hold {
 		t.rel.timers.hold(f.trig)
 	}
-	wk := &Work{Key: f.timer.Key, After: f.trig, fire: f, Done: func(err error) { t.firingDone(f, hold, err) }}
-	if !t.PlaceWork(wk, true) {
+	f.wk = Work{Key: f.timer.Key, After: f.trig, fire: f, Done: func(err error) { t.firingDone(f, hold, err) }}
+	if !t.PlaceWork(&f.wk, true) {
 		return false // the task stops: the trigger is not finished
 	}
 	return true
@@ -241,8 +246,8 @@ func (w *worker) fire(j *job, f *firing) {
 		w.prepare(j, in)
 		w.g.state.Store(WorkerBusy)
 		rs := t.State.Begin()
-		fr := abi.TimerFiring{At: f.timer.At, StreamTime: f.T, Partition: t.Partition, Attempt: uint32(j.attempt), Topic: t.Topic, Key: f.timer.Key}
-		res := in.ProcessTimer(t.life.ctx, &fr, j, rs)
+		f.fr = abi.TimerFiring{At: f.timer.At, StreamTime: f.T, Partition: t.Partition, Attempt: uint32(j.attempt), Topic: t.Topic, Key: f.timer.Key}
+		res := in.ProcessTimer(t.life.ctx, &f.fr, j, rs)
 		start, end := in.LastCall()
 		j.started = start
 		w.accountCalls()

@@ -56,8 +56,11 @@ type Work struct {
 	// transaction (releaser.reserveAfter). Elsewhere it changes nothing.
 	After *kgo.Record
 
-	// mark is its place in a task's queue (unit), made by PlaceWork.
-	mark kgo.Record
+	// mark is its place in a task's queue (unit), made by PlaceWork;
+	// markCtx is its Context, inside the Work (context.WithValue was an
+	// allocation of every work's).
+	mark    kgo.Record
+	markCtx markContext
 
 	placed *job // its place, reserved by PlaceWork (After), taken by startWork
 	// fire is the timer the work fires (timers.go); its call is the
@@ -85,9 +88,24 @@ const markOffset = math.MinInt64
 // workKey is the key of a mark's Context under which its work is found.
 type workKey struct{}
 
+// markContext is a mark's Context: Value(workKey{}) is its work, as
+// context.WithValue's would be, without an allocation of its own.
+type markContext struct {
+	context.Context
+	wk *Work
+}
+
+func (c *markContext) Value(key any) any {
+	if key == (workKey{}) {
+		return c.wk
+	}
+	return c.Context.Value(key)
+}
+
 // markUnit makes wk's mark, its place in a queue (a Work is placed once).
 func (wk *Work) markUnit() unit {
-	wk.mark = kgo.Record{Key: wk.Key, Offset: markOffset, Context: context.WithValue(context.Background(), workKey{}, wk)}
+	wk.markCtx = markContext{Context: context.Background(), wk: wk}
+	wk.mark = kgo.Record{Key: wk.Key, Offset: markOffset, Context: &wk.markCtx}
 	return unit{r: &wk.mark}
 }
 

@@ -205,3 +205,46 @@ func (ts *Partition) dueCached(t int64, n int) ([]Timer, bool, error) {
 	}
 	return due, true, nil
 }
+
+// DueFirst is Due(t, 1) for a round's next firing, without its
+// allocations when the last scan's due timers answer (dueCached): the
+// timer is returned by value and its key is the cache's, shared and never
+// changed (the caller only reads it). ok is false when no timer is due.
+func (ts *Partition) DueFirst(t int64) (tm Timer, ok bool, err error) {
+	ts.mu.Lock()
+	next := ts.timers.next
+	ts.mu.Unlock()
+	if t < next {
+		return Timer{}, false, nil
+	}
+	var a [key2Stack]byte
+	for {
+		ts.mu.Lock()
+		if ts.timers.dueSets != ts.timers.sets || t < ts.timers.dueT {
+			ts.timers.dueCache = nil
+		}
+		if len(ts.timers.dueCache) == 0 {
+			ts.mu.Unlock()
+			break
+		}
+		tm = ts.timers.dueCache[0]
+		ts.mu.Unlock()
+		_, _, set, err := ts.get(nil, statestore.TimerKey(a[:0], tm.Key, tm.At))
+		if err != nil {
+			return Timer{}, false, err
+		}
+		if set {
+			return tm, true, nil
+		}
+		ts.mu.Lock()
+		if len(ts.timers.dueCache) > 0 && ts.timers.dueCache[0].At == tm.At && string(ts.timers.dueCache[0].Key) == string(tm.Key) {
+			ts.timers.dueCache = ts.timers.dueCache[1:]
+		}
+		ts.mu.Unlock()
+	}
+	due, err := ts.Due(t, 1)
+	if err != nil || len(due) == 0 {
+		return Timer{}, false, err
+	}
+	return due[0], true, nil
+}
