@@ -58,12 +58,25 @@ func (q *Queue[T]) PushFront(v T) {
 }
 
 // Insert adds v at position i (0: the front, Len(): the back), moving the
-// items from i on one place back: O(Len()-i), for the rare insertion in
-// the middle of a queue (partition.releaser.insertBefore). It panics when
-// i is not in [0, Len()].
+// items on the shorter side of i one place: those before it one place to
+// the front when i is in the queue's first half, else those from i on one
+// place back. O(min(i, Len()-i)): a timer firing's place, reserved right
+// after its trigger's near the front of a release order by offset that
+// holds every record fetched behind it (partition.releaser.reserveAfter),
+// moves the few places before it, not the thousands after (the whole
+// queue a firing was a third of exactly_once's CPU in the windowed
+// count). It panics when i is not in [0, Len()].
 func (q *Queue[T]) Insert(i int, v T) {
 	if i < 0 || i > q.n {
 		panic("fifo: index out of range")
+	}
+	if i < q.n-i {
+		q.PushFront(v)
+		for k := 0; k < i; k++ {
+			a, b := q.slot(k), q.slot(k+1)
+			q.buf[a], q.buf[b] = q.buf[b], q.buf[a]
+		}
+		return
 	}
 	q.Push(v)
 	for k := q.n - 1; k > i; k-- {

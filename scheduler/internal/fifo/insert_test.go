@@ -6,10 +6,18 @@ import (
 )
 
 // Insert puts an item at any position of a queue, wrapped around its ring
-// or not, and the items from there on move one place back.
+// or not, full (it grows) or not, and the items keep their order around it
+// (those before it move to the front in the first half, those after it
+// back in the second).
 func TestInsert(t *testing.T) {
 	for _, head := range []int{0, 3, 7} { // pops before filling: where the ring starts
-		for i := 0; i <= 6; i++ {
+		for c := 0; c <= 10; c++ {
+			// c 0-6: 6 items, inserted at c; 7-10: 8 items in 8 slots
+			// (Insert grows the ring), inserted at 0, 1, 6 and 8.
+			i, full := c, c > 6
+			if full {
+				i = []int{0, 1, 6, 8}[c-7]
+			}
 			var q Queue[int]
 			for k := range 8 {
 				q.Push(100 + k)
@@ -18,7 +26,7 @@ func TestInsert(t *testing.T) {
 				q.Pop()
 				q.Push(0)
 			}
-			for q.Len() > 6 {
+			for q.Len() > 6 && !full {
 				q.Pop()
 			}
 			var want []int
