@@ -7,11 +7,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,14 +31,47 @@ func adminToken(name string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// freePort returns a 127.0.0.1 address no process listens on.
+//
+// The port is picked below the system's ephemeral range (Linux's default
+// is 32768-60999), not by listening on port 0: a port the system hands
+// out is handed out again, and another process's port-0 listener (a host's
+// metrics endpoint, a broker's client) could take it between this test
+// letting it go and the process it is for binding it, which then cannot
+// start ("address already in use"). Below that range, only an address
+// named on purpose can take it; each is given out once in this test
+// binary, and one free now is checked by listening on it.
 func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 1000 {
+		p := freePortLow + rand.IntN(freePortHigh-freePortLow)
+		if handedOut.ports[p] {
+			continue
+		}
+		handedOut.ports[p] = true
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free port in %d-%d after 1000 tries", freePortLow, freePortHigh)
+	return ""
 }
+
+// freePortLow and freePortHigh bound freePort's ports: below the
+// ephemeral range, above the ports the test command's services take
+// (tests/run.sh: 23092-24140).
+const freePortLow, freePortHigh = 26000, 32000
+
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // cli runs the wasmstream binary with env and returns its output.
 func cli(t *testing.T, env []string, args ...string) (string, error) {

@@ -218,6 +218,11 @@ func TestFleetCanary(t *testing.T) {
 	ld := startLoad(t, cl, in, parts, 2*time.Millisecond, nil)
 	rd := kafkatest.NewReader(t, brokers, out)
 	rd.ReadUntil(t, 2*time.Minute, "version 1 serving", func(rs []*kgo.Record) bool { return len(rs) >= 500 })
+	for i, p := range procs {
+		if !p.alive() {
+			t.Fatalf("host %d exited while the others served:\n%s", i, tail(p.logText(), 30))
+		}
+	}
 	// The outputs can come from the other hosts before host 0's admin API
 	// listens (it starts after its pipelines): ask it until it answers.
 	kafkatest.Eventually(t, time.Minute, "host 0's admin API answering", func() bool {
@@ -264,9 +269,16 @@ func TestFleetCanary(t *testing.T) {
 	dl := kafkatest.NewReader(t, brokers, dlq)
 	deploy("--canary", "25%", "--label", "v3-unreachable", bad)
 	var o string
+	defer func() {
+		if t.Failed() {
+			t.Logf("host 1's last answer to processors:\n%s", o)
+		}
+	}()
 	kafkatest.Eventually(t, 2*time.Minute, "the failing canary aborted", func() bool {
-		var err error
-		o, err = cli(t, []string{token}, "processors", "--admin", admins[1])
+		out, err := cli(t, []string{token}, "processors", "--admin", admins[1])
+		if o = out; err != nil {
+			o = fmt.Sprintf("%v: %s", err, out)
+		}
 		return err == nil && strings.Contains(o, "last canary aborted: automatic")
 	})
 	t.Logf("after the abort:\n%s", o)
