@@ -193,6 +193,13 @@ func (w *schemaWalk) register(subject, file string, depth int) (sr.SubjectSchema
 			return none, nil, fmt.Errorf("%s %s %s (looked for beside it): %w", file, r.verb, r.name, err)
 		}
 		s.References = append(s.References, sr.SchemaReference{Name: r.name, Subject: sub, Version: imported.Version})
+		if s.Type == sr.TypeJSON {
+			// A JSON Schema's $refs are relative to the file that makes
+			// them: r's own are named here relative to this file.
+			for i := range subRefs {
+				subRefs[i].name = jsoncodec.RefName(r.name, subRefs[i].name)
+			}
+		}
 		refs = addRefs(refs, append(subRefs, refText{r.name, imported.Schema.Schema})...)
 	}
 	if err := compileSchema(file, s, refs, w.l.cfg); err != nil {

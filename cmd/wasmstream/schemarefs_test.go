@@ -10,7 +10,8 @@ import (
 // A schema file that references another, in each schema type, is served
 // with the file beside it as its registry reference, and the record takes
 // the host's path through both (an Avro named type in its own file, a
-// JSON Schema $ref to another file, a Protobuf import from a directory
+// JSON Schema $ref to another file, and from that file to one beside it
+// in its directory, a Protobuf import from a directory
 // beside it); a reference that no file answers stops the test before it
 // runs, naming the reference, the file that makes it and where it was
 // looked for.
@@ -35,22 +36,40 @@ func TestTestCommandSchemaReferences(t *testing.T) {
 	writeFile(t, sdir, "money.json", []byte(`{"type": "object", "properties": {"cents": {"type": "integer"}}, "required": ["cents"]}`))
 	writeFile(t, sdir, "defs.json", []byte(`{"$defs": {"note": {"type": "string", "maxLength": 8}}}`))
 	writeFile(t, sdir, "lost.json", []byte(`{"type": "object", "properties": {"x": {"$ref": "gone.json#/x"}}}`))
+	// A referenced file's own $refs are relative to it: parts/item.json's
+	// "price.json" is parts/price.json.
+	if err := os.MkdirAll(filepath.Join(sdir, "parts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, sdir, "shipment.json", []byte(`{"type": "object", "properties": {"item": {"$ref": "parts/item.json"}}, "required": ["item"]}`))
+	writeFile(t, filepath.Join(sdir, "parts"), "item.json", []byte(`{"type": "object", "properties": {"price": {"$ref": "price.json"}}, "required": ["price"]}`))
+	writeFile(t, filepath.Join(sdir, "parts"), "price.json", []byte(`{"type": "integer", "minimum": 0}`))
 	// Protobuf: an import path with a directory, relative to the file's.
 	writeFile(t, filepath.Join(sdir, "common"), "money.proto", []byte("syntax = \"proto3\";\npackage common;\nmessage Money { int64 cents = 1; }\n"))
 	writeFile(t, sdir, "order.proto", []byte("syntax = \"proto3\";\npackage shop;\nimport \"common/money.proto\";\nmessage Order { string id = 1; common.Money total = 2; }\n"))
 
 	vectors := writeFile(t, dir, "v.jsonl", []byte(`{"name": "avro", "value_schema": "schemas/order.avsc", "value": {"id": "x", "total": {"cents": 5, "status": "NEW"}, "status": "PAID", "refund": {"shop.Money": {"cents": 1, "status": "NEW"}}}, "expect": {"outcome": "ok", "outputs": [{"value": {"ID": "X", "TOTAL": {"CENTS": 5, "STATUS": "NEW"}, "STATUS": "PAID", "REFUND": {"CENTS": 1, "STATUS": "NEW"}}}]}}
 {"name": "json schema", "value_schema": "schemas/order.json", "value": {"id": "y", "total": {"cents": 6}, "note": "hi"}, "expect": {"outcome": "ok", "outputs": [{"value": {"ID": "Y", "TOTAL": {"CENTS": 6}, "NOTE": "HI"}}]}}
+{"name": "json schema, nested", "value_schema": "schemas/shipment.json", "value": {"item": {"price": 3}}, "expect": {"outcome": "ok", "outputs": [{"value": {"ITEM": {"PRICE": 3}}}]}}
 {"name": "protobuf", "value_schema": "schemas/order.proto", "value": {"id": "z", "total": {"cents": "7"}}, "expect": {"outcome": "ok", "outputs": [{"value": {"ID": "Z", "TOTAL": {"CENTS": "7"}}}]}}
 `))
 	code, out, errs := runCLI(t, "test", mod, "--file", vectors)
-	if code != 0 || strings.Count(out, "expect: PASS") != 3 {
-		t.Fatalf("code %d, want 0 and 3 passed\n%s\n%s", code, out, errs)
+	if code != 0 || strings.Count(out, "expect: PASS") != 4 {
+		t.Fatalf("code %d, want 0 and 4 passed\n%s\n%s", code, out, errs)
 	}
 	// Through the reference: a value the referenced schema refuses.
 	bad := writeFile(t, dir, "bad.jsonl", []byte(`{"value_schema": "schemas/order.json", "value": {"id": "y", "total": {"cents": "six"}}}`+"\n"))
 	if code, out, errs := runCLI(t, "test", mod, "--file", bad); code != 2 || !strings.Contains(errs, "/total/cents") {
 		t.Errorf("a value the referenced schema refuses: code %d\n%s\n%s", code, out, errs)
+	}
+	// Through the nested reference.
+	bad = writeFile(t, dir, "bad2.jsonl", []byte(`{"value_schema": "schemas/shipment.json", "value": {"item": {"price": -1}}}`+"\n"))
+	if code, out, errs := runCLI(t, "test", mod, "--file", bad); code != 2 || !strings.Contains(errs, "/item/price") {
+		t.Errorf("a value the nested reference refuses: code %d\n%s\n%s", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, "test", mod, "--file", writeFile(t, dir, "s2.jsonl", []byte(`{"value_subject": "shipments-value", "value": {"item": {"price": 4}}}`+"\n")),
+		"--schema", "shipments-value="+filepath.Join(sdir, "shipment.json")); code != 0 || !strings.Contains(out, `\"PRICE\":4`) {
+		t.Errorf("--schema with nested references: code %d\n%s\n%s", code, out, errs)
 	}
 
 	for name, want := range map[string]string{

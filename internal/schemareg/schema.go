@@ -33,8 +33,12 @@ type Schema struct {
 // Reference is a schema referenced by another.
 type Reference struct {
 	Name, Subject string
-	Version       int
-	Text          string
+	// At is the name the main schema's codec knows it by: Name, or for a
+	// JSON Schema's reference made by another reference, Name resolved
+	// against that one's (jsoncodec.RefName).
+	At      string
+	Version int
+	Text    string
 }
 
 // SchemaByID returns the schema of id, from the cache or from the registry.
@@ -63,10 +67,11 @@ func (c *Client) compile(ctx context.Context, id int, raw sr.Schema) (*Schema, e
 	if len(raw.Schema) > c.cfg.MaxSchemaBytes {
 		return nil, bad("its text is %d bytes, more than schema_registry.max_schema_bytes (%d)", len(raw.Schema), c.cfg.MaxSchemaBytes)
 	}
-	seen := map[string]bool{}
-	if err := c.references(ctx, id, raw.References, 1, seen, &s.References); err != nil {
+	w := refWalk{c: c, id: id, json: raw.Type == sr.TypeJSON, seen: map[string]bool{}}
+	if err := w.walk(ctx, raw.References, "", 1); err != nil {
 		return nil, err
 	}
+	s.References = w.out
 	for _, r := range s.References {
 		s.size += len(r.Text)
 	}
@@ -94,24 +99,43 @@ func (c *Client) compile(ctx context.Context, id int, raw sr.Schema) (*Schema, e
 func refMap(refs []Reference) map[string]string {
 	m := make(map[string]string, len(refs))
 	for _, r := range refs {
-		m[r.Name] = r.Text
+		m[r.At] = r.Text
 	}
 	return m
 }
 
-// references fetches refs and theirs, depth first, appending each after
-// the ones it references; seen (subject and version) fetches each once.
-func (c *Client) references(ctx context.Context, id int, refs []sr.SchemaReference, depth int, seen map[string]bool, out *[]Reference) error {
+// refWalk fetches a schema's references and theirs, depth first,
+// appending each to out after the ones it references; seen (subject,
+// version and the name it is known by) fetches each once.
+type refWalk struct {
+	c  *Client
+	id int // the schema's, for errors
+	// json: the names are JSON Schema $refs, and a reference's own are
+	// relative to it ("price.json" in parts/item.json is
+	// parts/price.json), as the main schema's codec resolves them.
+	json bool
+	seen map[string]bool
+	out  []Reference
+}
+
+// walk fetches refs, made by the reference known as from ("" for the
+// schema itself).
+func (w *refWalk) walk(ctx context.Context, refs []sr.SchemaReference, from string, depth int) error {
+	c, id := w.c, w.id
 	for _, ref := range refs {
-		key := ref.Subject + "\x00" + strconv.Itoa(ref.Version)
-		if seen[key] {
+		at := ref.Name
+		if w.json {
+			at = jsoncodec.RefName(from, ref.Name)
+		}
+		key := ref.Subject + "\x00" + strconv.Itoa(ref.Version) + "\x00" + at
+		if w.seen[key] {
 			continue
 		}
-		seen[key] = true
+		w.seen[key] = true
 		if depth > c.cfg.MaxReferenceDepth {
 			return newErr(BadSchema, id, nil, "schema id %d: references chain deeper than %d (schema_registry.max_reference_depth) at %s version %d", id, c.cfg.MaxReferenceDepth, ref.Subject, ref.Version)
 		}
-		if len(seen) > c.cfg.MaxReferences {
+		if len(w.seen) > c.cfg.MaxReferences {
 			return newErr(BadSchema, id, nil, "schema id %d: more than %d references (schema_registry.max_references)", id, c.cfg.MaxReferences)
 		}
 		ss, err := c.sr.SchemaByVersion(ctx, ref.Subject, ref.Version)
@@ -125,10 +149,10 @@ func (c *Client) references(ctx context.Context, id int, refs []sr.SchemaReferen
 		if len(ss.Schema.Schema) > c.cfg.MaxSchemaBytes {
 			return newErr(BadSchema, id, nil, "schema id %d: reference %s version %d is %d bytes, more than schema_registry.max_schema_bytes (%d)", id, ref.Subject, ref.Version, len(ss.Schema.Schema), c.cfg.MaxSchemaBytes)
 		}
-		if err := c.references(ctx, id, ss.References, depth+1, seen, out); err != nil {
+		if err := w.walk(ctx, ss.References, at, depth+1); err != nil {
 			return err
 		}
-		*out = append(*out, Reference{Name: ref.Name, Subject: ref.Subject, Version: ref.Version, Text: ss.Schema.Schema})
+		w.out = append(w.out, Reference{Name: ref.Name, At: at, Subject: ref.Subject, Version: ref.Version, Text: ss.Schema.Schema})
 	}
 	return nil
 }

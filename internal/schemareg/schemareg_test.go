@@ -222,6 +222,25 @@ func TestReferences(t *testing.T) {
 	if _, err := newClient(t, reg, nil).SchemaByID(ctx, 8); err != nil {
 		t.Fatalf("a reference of a reference: %v", err)
 	}
+	// JSON Schema: a reference's own $refs are relative to it, as the
+	// registry keeps them ("price.json" made by parts/item.json is
+	// parts/price.json to the main schema).
+	reg.SeedSchema("price", 1, 9, sr.Schema{Schema: `{"type": "integer", "minimum": 0}`, Type: sr.TypeJSON})
+	reg.SeedSchema("item", 1, 10, sr.Schema{Schema: `{"type": "object", "properties": {"price": {"$ref": "price.json"}}}`, Type: sr.TypeJSON,
+		References: []sr.SchemaReference{{Name: "price.json", Subject: "price", Version: 1}}})
+	reg.SeedSchema("shipment-value", 1, 11, sr.Schema{Schema: `{"type": "object", "properties": {"item": {"$ref": "parts/item.json"}}}`, Type: sr.TypeJSON,
+		References: []sr.SchemaReference{{Name: "parts/item.json", Subject: "item", Version: 1}}})
+	enc, err := newClient(t, reg, nil).NewEncoder(ctx, EncoderConfig{Subject: "shipment-value"})
+	if err != nil {
+		t.Fatalf("a JSON Schema reference's reference: %v", err)
+	}
+	defer enc.Close()
+	if _, err := enc.AppendFramed(nil, []byte(`{"item": {"price": 3}}`)); err != nil {
+		t.Fatalf("a value the nested reference takes: %v", err)
+	}
+	if _, err := enc.AppendFramed(nil, []byte(`{"item": {"price": -3}}`)); err == nil || !strings.Contains(err.Error(), "/item/price") {
+		t.Fatalf("a value the nested reference refuses: %v", err)
+	}
 	for _, tc := range []struct {
 		mod  func(*Config)
 		want string

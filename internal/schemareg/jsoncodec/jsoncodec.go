@@ -88,6 +88,31 @@ func location(name string) string {
 	return base + name
 }
 
+// RefName is the name, among the main schema's references, of the
+// reference name made by the reference known as from ("" for the main
+// schema): a relative name resolves against from's ("price.json" in
+// "parts/item.json" is "parts/price.json"), as the compiler resolves a
+// $ref against the schema that makes it; an absolute URL is itself.
+func RefName(from, name string) string {
+	if from == "" {
+		return name
+	}
+	u, err := url.Parse(name)
+	if err != nil || u.IsAbs() {
+		return name
+	}
+	f, err := url.Parse(location(from))
+	if err != nil {
+		return name
+	}
+	r := f.ResolveReference(u)
+	r.Fragment = ""
+	if at, ok := strings.CutPrefix(r.String(), base); ok {
+		return at
+	}
+	return r.String()
+}
+
 // refuse is the compiler's loader: every schema it may use was added.
 type refuse struct{}
 

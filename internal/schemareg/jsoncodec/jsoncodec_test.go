@@ -78,3 +78,22 @@ func FuzzJSONSchemaDecode(f *testing.F) {
 		}
 	})
 }
+
+// RefName names a reference's reference as the main schema's codec
+// resolves it: relative to the reference that makes it.
+func TestRefName(t *testing.T) {
+	for _, tc := range []struct{ from, name, want string }{
+		{"", "price.json", "price.json"},
+		{"", "parts/item.json", "parts/item.json"},
+		{"parts/item.json", "price.json", "parts/price.json"},
+		{"parts/item.json", "../money.json", "money.json"},
+		{"parts/item.json", "price.json#/$defs/cents", "parts/price.json"},
+		{"a/b/c.json", "d/e.json", "a/b/d/e.json"},
+		{"parts/item.json", "https://schemas.example/price.json", "https://schemas.example/price.json"},
+		{"https://schemas.example/a/item.json", "price.json", "https://schemas.example/a/price.json"},
+	} {
+		if got := RefName(tc.from, tc.name); got != tc.want {
+			t.Errorf("RefName(%q, %q) = %q, want %q", tc.from, tc.name, got, tc.want)
+		}
+	}
+}
