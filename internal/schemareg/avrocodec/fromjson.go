@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/twmb/avro"
 )
@@ -881,7 +882,10 @@ var timestampUnits = map[string]int64{
 // library converts it: the time in the unit, truncated toward the past
 // within a second, refused past what an int64 counts.
 func (e *encoder) timestamp(b []byte, t *jtok, n *node) ([]byte, error) {
-	tm, err := parseTimestamp(string(e.p.text(t)), n.logical)
+	// A view of the text, not a copy: time.Parse keeps nothing of it in
+	// the time, and parseTimestamp's error quotes a copy.
+	text := e.p.text(t)
+	tm, err := parseTimestamp(unsafe.String(unsafe.SliceData(text), len(text)), n.logical)
 	if err != nil {
 		return b, &EncodeError{Err: err}
 	}
