@@ -114,9 +114,19 @@ func (g *goGen) record(r *record, root bool, fp uint64) {
 		g.append(f.t, "v."+goName(f.name), f.name, 1)
 	}
 	w.WriteString("\treturn b, err\n}\n\n")
+	// The fields are read in DecodeAvro itself, not through ReadAvro: a
+	// guest pays for every call, and DecodeAvro runs on every record.
 	fmt.Fprintf(w, "// DecodeAvro decodes v from the Avro binary encoding at the start of b\n// and returns the bytes after it.\nfunc (v *%s) DecodeAvro(b []byte) ([]byte, error) {\n", r.name)
-	fmt.Fprintf(w, "\tr := avrobin.Reader{B: b}\n\tv.ReadAvro(&r)\n\treturn r.Done(%q)\n}\n\n", r.full)
+	w.WriteString("\tr := &avrobin.Reader{B: b}\n")
+	g.readFields(r)
+	fmt.Fprintf(w, "\treturn r.Done(%q)\n}\n\n", r.full)
 	fmt.Fprintf(w, "// ReadAvro reads v from r.\nfunc (v *%s) ReadAvro(r *avrobin.Reader) {\n", r.name)
+	g.readFields(r)
+	w.WriteString("}\n\n")
+}
+
+// readFields writes the reads of r's fields into v from r.
+func (g *goGen) readFields(r *record) {
 	for _, f := range r.fields {
 		if g.slotted(f) {
 			g.readSlotted(f)
@@ -124,7 +134,6 @@ func (g *goGen) record(r *record, root bool, fp uint64) {
 		}
 		g.read(f.t, "v."+goName(f.name), 1)
 	}
-	w.WriteString("}\n\n")
 }
 
 // initialisms are written in capitals in Go names.

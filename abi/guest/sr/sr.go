@@ -56,6 +56,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 	"unsafe"
 
@@ -211,10 +212,13 @@ func SchemaID(value []byte) (id int, payload []byte, err error) {
 // fields name the schema's with `avro:"name"` tags, or to any), with the
 // schema the frame names: fields v does not have are skipped, and a null
 // union branch leaves the field's zero value (use a pointer to tell null
-// from zero). A value that is not framed, or does not decode, is a
-// guest.Terminal error: retrying the record cannot change its bytes. A v
-// that is a Codec generated for the frame's schema decodes with its own
-// codec.
+// from zero). v keeps nothing of what it held: a struct is zeroed first,
+// so a field the writer's schema lacks is zero, not an earlier record's
+// (a processor can decode into the same variable record after record).
+// A value that is not framed, or does not decode, is a guest.Terminal
+// error: retrying the record cannot change its bytes. A v that is a Codec
+// generated for the frame's schema decodes with its own codec, which sets
+// every field it has itself (and reuses a slice's array).
 func Decode(value []byte, v any) error {
 	// The hot path, a record framed with the last schema found and read
 	// into a Codec generated for it, goes straight to the codec: no other
@@ -243,12 +247,19 @@ type hotCodec struct {
 
 var hotDecode, hotEncode hotCodec
 
-// codec returns v as a Codec generated for s, or nil.
+// codec returns v as a Codec generated for s, or nil. (Small enough to be
+// inlined; learn is the rest.)
 func (h *hotCodec) codec(v any, s *compiled) Codec {
-	w := *(*[2]unsafe.Pointer)(unsafe.Pointer(&v))
-	if w == h.v && s == h.s {
+	if *(*[2]unsafe.Pointer)(unsafe.Pointer(&v)) == h.v && s == h.s {
 		return h.c
 	}
+	return h.learn(v, s)
+}
+
+// learn finds v as a Codec generated for s, or nil, and keeps what it
+// found.
+func (h *hotCodec) learn(v any, s *compiled) Codec {
+	w := *(*[2]unsafe.Pointer)(unsafe.Pointer(&v))
 	c, ok := v.(Codec)
 	if !ok || c.AvroFingerprint() != s.fingerprint {
 		c = nil
@@ -271,6 +282,9 @@ func decode(value []byte, v any) error {
 	if c, ok := v.(Codec); ok && c.AvroFingerprint() == s.fingerprint {
 		rest, err = c.DecodeAvro(payload)
 	} else {
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Struct {
+			rv.Elem().SetZero()
+		}
 		rest, err = s.Decode(payload, v)
 	}
 	if err != nil {
@@ -294,7 +308,7 @@ func Encode(subject string, v any) ([]byte, error) {
 func AppendEncode(b []byte, subject string, v any) ([]byte, error) {
 	// The hot path, as Decode's: the last subject found, not due for its
 	// clock reading, and a Codec generated for its schema.
-	if ss := lastSubject; ss != nil && ss.uses < refreshEvery-1 && lastSubjKey == subject {
+	if ss := lastSubject; ss != nil && ss.uses < refreshEvery-1 && sameString(lastSubjKey, subject) {
 		if c := hotEncode.codec(v, ss.schema); c != nil {
 			n := len(b)
 			b = binary.BigEndian.AppendUint32(append(b, 0), uint32(int32(ss.id)))
@@ -306,6 +320,13 @@ func AppendEncode(b []byte, subject string, v any) ([]byte, error) {
 		}
 	}
 	return appendEncodeSubject(b, subject, v)
+}
+
+// sameString is a == b without a call when both are the same string (a
+// processor passes the same variable record after record; == compares
+// the bytes in a runtime call).
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // appendEncodeSubject is AppendEncode's general path.

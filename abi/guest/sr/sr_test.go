@@ -319,3 +319,25 @@ func TestResetForgetsLastFound(t *testing.T) {
 	var got Order
 	unframe(t, res.Outputs[0].Value, outID2, orderSchema, &got)
 }
+
+// Decode into the same variable record after record keeps nothing of
+// the earlier record: a field the next record's schema lacks is zero.
+func TestDecodeKeepsNothingOfTheLastRecord(t *testing.T) {
+	fresh(t)
+	const v2 = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"customer","type":"string"}]}`
+	id1, _ := guest.AddTestSchema("orders-value", guest.Schema{Type: guest.SchemaAvro, Schema: orderSchema})
+	id2, _ := guest.AddTestSchema("orders2-value", guest.Schema{Type: guest.SchemaAvro, Schema: v2})
+	var o Order
+	proc = func(r *guest.Record, _ guest.Emitter) error { return sr.Decode(r.Value, &o) }
+	s := sample()
+	if res := guest.Run(abi.Record{Topic: "t", Value: frame(t, id1, orderSchema, &s)}); res.Status != abi.StatusOK || !reflect.DeepEqual(o, s) {
+		t.Fatalf("%v %v: decoded %+v, want %+v", res.Status, res.Err, o, s)
+	}
+	short := struct {
+		ID       int64  `avro:"id"`
+		Customer string `avro:"customer"`
+	}{7, "bo"}
+	if res := guest.Run(abi.Record{Topic: "t", Value: frame(t, id2, v2, &short)}); res.Status != abi.StatusOK || !reflect.DeepEqual(o, Order{ID: 7, Customer: "bo"}) {
+		t.Fatalf("%v %v: decoded %+v after a record with every field, want only id and customer", res.Status, res.Err, o)
+	}
+}

@@ -60,11 +60,15 @@ func init() {
 }
 
 func total(r *guest.Record, out guest.Emitter) error {
-	order = Order{Items: order.Items[:0]}
+	// Decode keeps nothing of the last record's order (its Items reuse
+	// their array).
 	if err := sr.Decode(r.Value, &order); err != nil {
 		return err
 	}
-	tot = OrderTotal{ID: order.ID, Customer: order.Customer, Items: int32(len(order.Items)), Total: order.Amount, PlacedAt: order.PlacedAt, Coupon: order.Coupon}
+	// Field by field: a struct literal assigned to a variable is built
+	// beside it and then copied, pointers and all.
+	tot.ID, tot.Customer, tot.PlacedAt, tot.Coupon = order.ID, order.Customer, order.PlacedAt, order.Coupon
+	tot.Items, tot.Total = int32(len(order.Items)), order.Amount
 	if order.Coupon != nil {
 		tot.Total = order.Amount * 0.9
 	}

@@ -55,8 +55,30 @@ func (v *Order) AppendAvro(b []byte) ([]byte, error) {
 // DecodeAvro decodes v from the Avro binary encoding at the start of b
 // and returns the bytes after it.
 func (v *Order) DecodeAvro(b []byte) ([]byte, error) {
-	r := avrobin.Reader{B: b}
-	v.ReadAvro(&r)
+	r := &avrobin.Reader{B: b}
+	v.ID = r.Long()
+	v.Customer = r.StringView()
+	v.Amount = r.Double()
+	v.PlacedAt = r.Long()
+	if v.Items == nil {
+		v.Items = []string{}
+	} else {
+		v.Items = v.Items[:0]
+	}
+	for n1 := r.Block(); n1 > 0; n1 = r.Block() {
+		for ; n1 > 0; n1-- {
+			var e1 string
+			e1 = r.StringView()
+			v.Items = append(v.Items, e1)
+		}
+	}
+	if r.Union(2) == 0 {
+		v.Coupon, v.avroCoupon = nil, ""
+	} else {
+		v.avroCoupon = r.StringView()
+		v.Coupon = &v.avroCoupon
+	}
+	v.Priority = r.Int()
 	return r.Done("shop.Order")
 }
 

@@ -47,8 +47,18 @@ func (v *OrderTotal) AppendAvro(b []byte) ([]byte, error) {
 // DecodeAvro decodes v from the Avro binary encoding at the start of b
 // and returns the bytes after it.
 func (v *OrderTotal) DecodeAvro(b []byte) ([]byte, error) {
-	r := avrobin.Reader{B: b}
-	v.ReadAvro(&r)
+	r := &avrobin.Reader{B: b}
+	v.ID = r.Long()
+	v.Customer = r.StringView()
+	v.Items = r.Int()
+	v.Total = r.Double()
+	v.PlacedAt = r.Long()
+	if r.Union(2) == 0 {
+		v.Coupon, v.avroCoupon = nil, ""
+	} else {
+		v.avroCoupon = r.StringView()
+		v.Coupon = &v.avroCoupon
+	}
 	return r.Done("shop.OrderTotal")
 }
 

@@ -28,11 +28,11 @@ var (
 
 func init() {
 	sr.Process(func(r *guest.Record, out guest.Emitter) error {
-		ord = Order{Items: ord.Items[:0]}
-		if err := sr.Decode(r.Value, &ord); err != nil {
+		if err := sr.Decode(r.Value, &ord); err != nil { // zeroes ord first
 			return err
 		}
-		tot = OrderTotal{ID: ord.ID, Customer: ord.Customer, Items: int32(len(ord.Items)), Total: ord.Amount, PlacedAt: ord.PlacedAt, Coupon: ord.Coupon}
+		tot.ID, tot.Customer, tot.PlacedAt, tot.Coupon = ord.ID, ord.Customer, ord.PlacedAt, ord.Coupon
+		tot.Items, tot.Total = int32(len(ord.Items)), ord.Amount
 		if ord.Coupon != nil {
 			tot.Total = ord.Amount * 0.9
 		}
