@@ -17,11 +17,11 @@ func payload(t testing.TB) []byte {
 // a value reused from record to record, its total encoded into a reused
 // buffer.
 func record(t testing.TB, in []byte, o *Order, tot *OrderTotal, out []byte) []byte {
-	*o = Order{Items: o.Items[:0]}
-	if _, err := o.DecodeAvro(in); err != nil {
+	if _, err := o.DecodeAvro(in); err != nil { // sets every field
 		t.Fatal(err)
 	}
-	*tot = OrderTotal{ID: o.ID, Customer: o.Customer, Items: int32(len(o.Items)), Total: o.Amount, PlacedAt: o.PlacedAt, Coupon: o.Coupon}
+	tot.ID, tot.Customer, tot.PlacedAt, tot.Coupon = o.ID, o.Customer, o.PlacedAt, o.Coupon
+	tot.Items, tot.Total = int32(len(o.Items)), o.Amount
 	out, err := tot.AppendAvro(out[:0])
 	if err != nil {
 		t.Fatal(err)
