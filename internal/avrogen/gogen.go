@@ -51,8 +51,18 @@ func Go(text []byte, pkg string, opt GoOptions) ([]byte, error) {
 		w.WriteString("\t\"fmt\"\n\t\"time\"\n\n")
 	}
 	w.WriteString("\t\"github.com/wasmstream/wasmstream/abi/guest/sr/avrobin\"\n)\n\n")
+	nested := map[*record]bool{}
 	for _, r := range s.records {
-		g.record(r, r == s.root, s.fingerprint)
+		for _, f := range r.fields {
+			for t := f.t; t != nil; t = t.elem {
+				if t.kind == kRecord {
+					nested[t.rec] = true
+				}
+			}
+		}
+	}
+	for _, r := range s.records {
+		g.record(r, r == s.root, nested[r], s.fingerprint)
 	}
 	out, err := format.Source([]byte(w.String()))
 	if err != nil {
@@ -85,7 +95,11 @@ func (g *goGen) slotted(f field) bool {
 	return g.opt.StringViews && f.t.kind == kNullable && f.t.elem.kind == kString
 }
 
-func (g *goGen) record(r *record, root bool, fp uint64) {
+// record writes r's type and codec. A record that is a field's type
+// (nested) has ReadAvro, which its DecodeAvro calls; the top-level one,
+// unless it holds itself, reads its fields in DecodeAvro itself: a guest
+// pays for every call, and DecodeAvro runs on every record.
+func (g *goGen) record(r *record, root, nested bool, fp uint64) {
 	w := &g.w
 	fmt.Fprintf(w, "// %s is the Avro record %s.\n", r.name, r.full)
 	if g.opt.StringViews {
@@ -114,15 +128,19 @@ func (g *goGen) record(r *record, root bool, fp uint64) {
 		g.append(f.t, "v."+goName(f.name), f.name, 1)
 	}
 	w.WriteString("\treturn b, err\n}\n\n")
-	// The fields are read in DecodeAvro itself, not through ReadAvro: a
-	// guest pays for every call, and DecodeAvro runs on every record.
 	fmt.Fprintf(w, "// DecodeAvro decodes v from the Avro binary encoding at the start of b\n// and returns the bytes after it.\nfunc (v *%s) DecodeAvro(b []byte) ([]byte, error) {\n", r.name)
 	w.WriteString("\tr := &avrobin.Reader{B: b}\n")
-	g.readFields(r)
+	if nested {
+		w.WriteString("\tv.ReadAvro(r)\n")
+	} else {
+		g.readFields(r)
+	}
 	fmt.Fprintf(w, "\treturn r.Done(%q)\n}\n\n", r.full)
-	fmt.Fprintf(w, "// ReadAvro reads v from r.\nfunc (v *%s) ReadAvro(r *avrobin.Reader) {\n", r.name)
-	g.readFields(r)
-	w.WriteString("}\n\n")
+	if nested {
+		fmt.Fprintf(w, "// ReadAvro reads v from r.\nfunc (v *%s) ReadAvro(r *avrobin.Reader) {\n", r.name)
+		g.readFields(r)
+		w.WriteString("}\n\n")
+	}
 }
 
 // readFields writes the reads of r's fields into v from r.

@@ -81,30 +81,3 @@ func (v *Order) DecodeAvro(b []byte) ([]byte, error) {
 	v.Priority = r.Int()
 	return r.Done("shop.Order")
 }
-
-// ReadAvro reads v from r.
-func (v *Order) ReadAvro(r *avrobin.Reader) {
-	v.ID = r.Long()
-	v.Customer = r.StringView()
-	v.Amount = r.Double()
-	v.PlacedAt = r.Long()
-	if v.Items == nil {
-		v.Items = []string{}
-	} else {
-		v.Items = v.Items[:0]
-	}
-	for n1 := r.Block(); n1 > 0; n1 = r.Block() {
-		for ; n1 > 0; n1-- {
-			var e1 string
-			e1 = r.StringView()
-			v.Items = append(v.Items, e1)
-		}
-	}
-	if r.Union(2) == 0 {
-		v.Coupon, v.avroCoupon = nil, ""
-	} else {
-		v.avroCoupon = r.StringView()
-		v.Coupon = &v.avroCoupon
-	}
-	v.Priority = r.Int()
-}

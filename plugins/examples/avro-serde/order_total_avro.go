@@ -61,18 +61,3 @@ func (v *OrderTotal) DecodeAvro(b []byte) ([]byte, error) {
 	}
 	return r.Done("shop.OrderTotal")
 }
-
-// ReadAvro reads v from r.
-func (v *OrderTotal) ReadAvro(r *avrobin.Reader) {
-	v.ID = r.Long()
-	v.Customer = r.StringView()
-	v.Items = r.Int()
-	v.Total = r.Double()
-	v.PlacedAt = r.Long()
-	if r.Union(2) == 0 {
-		v.Coupon, v.avroCoupon = nil, ""
-	} else {
-		v.avroCoupon = r.StringView()
-		v.Coupon = &v.avroCoupon
-	}
-}

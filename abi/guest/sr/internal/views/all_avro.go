@@ -34,14 +34,7 @@ func (v *Address) AppendAvro(b []byte) ([]byte, error) {
 // and returns the bytes after it.
 func (v *Address) DecodeAvro(b []byte) ([]byte, error) {
 	r := &avrobin.Reader{B: b}
-	v.Street = r.StringView()
-	if r.Union(2) == 0 {
-		v.Zip = nil
-	} else {
-		p1 := new(int32)
-		(*p1) = r.Int()
-		v.Zip = p1
-	}
+	v.ReadAvro(r)
 	return r.Done("test.Address")
 }
 
@@ -85,15 +78,7 @@ func (v *Line) AppendAvro(b []byte) ([]byte, error) {
 // and returns the bytes after it.
 func (v *Line) DecodeAvro(b []byte) ([]byte, error) {
 	r := &avrobin.Reader{B: b}
-	v.Sku = r.StringView()
-	v.Qty = r.Int()
-	if r.Union(2) == 0 {
-		v.At = nil
-	} else {
-		p1 := new(int64)
-		(*p1) = r.Long()
-		v.At = p1
-	}
+	v.ReadAvro(r)
 	return r.Done("test.Line")
 }
 
@@ -297,86 +282,4 @@ func (v *All) DecodeAvro(b []byte) ([]byte, error) {
 	}
 	v.Price = r.Bytes(nil)
 	return r.Done("test.All")
-}
-
-// ReadAvro reads v from r.
-func (v *All) ReadAvro(r *avrobin.Reader) {
-	v.ID = r.Long()
-	v.Count = r.Int()
-	v.Flag = r.Bool()
-	v.Ratio = r.Float()
-	v.Amount = r.Double()
-	v.Name = r.StringView()
-	v.Raw = r.Bytes(nil)
-	v.RefID = r.StringView()
-	v.AtMs = r.Long()
-	v.AtUs = r.Long()
-	if r.Union(2) == 0 {
-		v.Coupon, v.avroCoupon = nil, ""
-	} else {
-		v.avroCoupon = r.StringView()
-		v.Coupon = &v.avroCoupon
-	}
-	if r.Union(2) == 1 {
-		v.Score = nil
-	} else {
-		p1 := new(int64)
-		(*p1) = r.Long()
-		v.Score = p1
-	}
-	if v.Tags == nil {
-		v.Tags = []string{}
-	} else {
-		v.Tags = v.Tags[:0]
-	}
-	for n1 := r.Block(); n1 > 0; n1 = r.Block() {
-		for ; n1 > 0; n1-- {
-			var e1 string
-			e1 = r.StringView()
-			v.Tags = append(v.Tags, e1)
-		}
-	}
-	v.Address.ReadAvro(r)
-	if r.Union(2) == 0 {
-		v.Previous = nil
-	} else {
-		p1 := new(Address)
-		(*p1).ReadAvro(r)
-		v.Previous = p1
-	}
-	if v.Lines == nil {
-		v.Lines = []Line{}
-	} else {
-		v.Lines = v.Lines[:0]
-	}
-	for n1 := r.Block(); n1 > 0; n1 = r.Block() {
-		for ; n1 > 0; n1-- {
-			var e1 Line
-			e1.ReadAvro(r)
-			v.Lines = append(v.Lines, e1)
-		}
-	}
-	if r.Union(2) == 0 {
-		v.MaybeTags = nil
-	} else {
-		p1 := new([]*string)
-		if (*p1) == nil {
-			(*p1) = []*string{}
-		} else {
-			(*p1) = (*p1)[:0]
-		}
-		for n2 := r.Block(); n2 > 0; n2 = r.Block() {
-			for ; n2 > 0; n2-- {
-				var e2 *string
-				if r.Union(2) == 0 {
-					e2 = nil
-				} else {
-					e2 = r.StringViewPtr()
-				}
-				(*p1) = append((*p1), e2)
-			}
-		}
-		v.MaybeTags = p1
-	}
-	v.Price = r.Bytes(nil)
 }
