@@ -19,10 +19,8 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 		schema, lang, pkg, file string
 		opt                     GoOptions
 	}{
-		{"plugins/examples/avro-serde/schemas/order.avsc", "go", "main", "plugins/examples/avro-serde/order_avro.go", views},
-		{"plugins/examples/avro-serde/schemas/order-total.avsc", "go", "main", "plugins/examples/avro-serde/order_total_avro.go", views},
-		{"plugins/examples/avro-serde/schemas/order.avsc", "go", "order", "tests/sdkserde/order/order_avro.go", views},
-		{"plugins/examples/avro-serde/schemas/order-total.avsc", "go", "order", "tests/sdkserde/order/order_total_avro.go", views},
+		{"plugins/examples/avro-serde/schemas/order.avsc", "go", "shop", "plugins/examples/avro-serde/shop/order_avro.go", views},
+		{"plugins/examples/avro-serde/schemas/order-total.avsc", "go", "shop", "plugins/examples/avro-serde/shop/order_total_avro.go", views},
 		{"abi/guest/sr/testdata/all.avsc", "go", "views", "abi/guest/sr/internal/views/all_avro.go", views},
 		{"abi/guest/sr/testdata/all.avsc", "go", "sr_test", "abi/guest/sr/all_avro_test.go", GoOptions{}},
 		{"plugins/examples/avro-serde/schemas/order.avsc", "rust", "", "plugins/examples/rust-avro-serde/src/order.rs", GoOptions{}},

@@ -26,7 +26,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/asyncop"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 	"github.com/wasmstream/wasmstream/internal/schemareg"
-	"github.com/wasmstream/wasmstream/tests/sdkserde/order"
+	"github.com/wasmstream/wasmstream/plugins/examples/avro-serde/shop"
 )
 
 const (
@@ -35,11 +35,11 @@ const (
 )
 
 // Order and OrderTotal are the example's, generated from its schemas
-// (package order): the inputs are written and the outputs read with
+// (package shop): the inputs are written and the outputs read with
 // twmb/avro through their tags, not with the guests' code.
 type (
-	Order      = order.Order
-	OrderTotal = order.OrderTotal
+	Order      = shop.Order
+	OrderTotal = shop.OrderTotal
 )
 
 func schemaFile(t testing.TB, name string) string {

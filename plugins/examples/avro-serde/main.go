@@ -27,28 +27,22 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi/guest"
 	"github.com/wasmstream/wasmstream/abi/guest/sr"
+	"github.com/wasmstream/wasmstream/plugins/examples/avro-serde/shop"
 )
 
 func main() {}
-
-// Order (schemas/order.avsc) and OrderTotal (schemas/order-total.avsc)
-// are generated with their codecs, which sr uses while the records'
-// schemas are the generated ones (a schema that evolved is read and
-// written by the resolving path):
-//
-//go:generate go run ../../../cmd/wasmstream gen avro --lang go --strings view --timestamps int64 --out order_avro.go schemas/order.avsc
-//go:generate go run ../../../cmd/wasmstream gen avro --lang go --strings view --timestamps int64 --out order_total_avro.go schemas/order-total.avsc
 
 // outputSubject is the subject whose latest schema the output is written
 // with.
 var outputSubject = "order-totals-value"
 
-// The records and the buffer are reused from record to record (Emit
-// copies): a value passed to sr as an interface would otherwise be
-// allocated for each record.
+// The records (package shop: generated with their codecs, which sr uses
+// while the records' schemas are the generated ones) and the buffer are
+// reused from record to record (Emit copies): a value passed to sr as an
+// interface would otherwise be allocated for each record.
 var (
-	order Order
-	tot   OrderTotal
+	order shop.Order
+	tot   shop.OrderTotal
 	buf   []byte
 )
 

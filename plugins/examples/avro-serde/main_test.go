@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/abi/guest"
+	"github.com/wasmstream/wasmstream/plugins/examples/avro-serde/shop"
 )
 
 func schemaFile(t *testing.T, name string) string {
@@ -34,13 +35,13 @@ func TestAvroSerde(t *testing.T) {
 	coupon := "SPRING"
 	placed := int64(1700000000123) // timestamp-millis, as generated (--timestamps int64)
 	for _, tc := range []struct {
-		in   Order
-		want OrderTotal
+		in   shop.Order
+		want shop.OrderTotal
 	}{
-		{Order{ID: 1, Customer: "ada", Amount: 20, PlacedAt: placed, Items: []string{"tea", "cake"}, Coupon: &coupon, Priority: 2},
-			OrderTotal{ID: 1, Customer: "ada", Items: 2, Total: 18, PlacedAt: placed, Coupon: &coupon}},
-		{Order{ID: 2, Customer: "bob", Amount: 7.5, PlacedAt: placed, Items: []string{}},
-			OrderTotal{ID: 2, Customer: "bob", Items: 0, Total: 7.5, PlacedAt: placed}},
+		{shop.Order{ID: 1, Customer: "ada", Amount: 20, PlacedAt: placed, Items: []string{"tea", "cake"}, Coupon: &coupon, Priority: 2},
+			shop.OrderTotal{ID: 1, Customer: "ada", Items: 2, Total: 18, PlacedAt: placed, Coupon: &coupon}},
+		{shop.Order{ID: 2, Customer: "bob", Amount: 7.5, PlacedAt: placed, Items: []string{}},
+			shop.OrderTotal{ID: 2, Customer: "bob", Items: 0, Total: 7.5, PlacedAt: placed}},
 	} {
 		value := binary.BigEndian.AppendUint32([]byte{0}, uint32(inID))
 		value, err := avro.MustParse(orderSchema).AppendEncode(value, &tc.in)
@@ -55,7 +56,7 @@ func TestAvroSerde(t *testing.T) {
 		if len(v) < 5 || v[0] != 0 || int(binary.BigEndian.Uint32(v[1:5])) != outID {
 			t.Fatalf("order %d: output frame %x, want schema %d", tc.in.ID, v[:min(5, len(v))], outID)
 		}
-		var got OrderTotal
+		var got shop.OrderTotal
 		if rest, err := avro.MustParse(totalSchema).Decode(v[5:], &got); err != nil || len(rest) > 0 {
 			t.Fatalf("order %d: output %x: %v, %d bytes left", tc.in.ID, v, err, len(rest))
 		}

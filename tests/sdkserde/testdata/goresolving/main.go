@@ -2,7 +2,7 @@
 // have no codec of their own: every record decodes and encodes through
 // sr's resolving path (twmb/avro, by the structs' avro tags), as a record
 // whose schema differs from the generated one does. The structs are the
-// example's generated ones (tests/sdkserde/order) as types of their own,
+// example's generated ones (plugins/examples/avro-serde/shop) as types of their own,
 // which have their fields and tags but not their methods.
 // BenchmarkSDKSerde sets it beside the example.
 package main
@@ -10,14 +10,14 @@ package main
 import (
 	"github.com/wasmstream/wasmstream/abi/guest"
 	"github.com/wasmstream/wasmstream/abi/guest/sr"
-	"github.com/wasmstream/wasmstream/tests/sdkserde/order"
+	"github.com/wasmstream/wasmstream/plugins/examples/avro-serde/shop"
 )
 
 func main() {}
 
 type (
-	Order      order.Order
-	OrderTotal order.OrderTotal
+	Order      shop.Order
+	OrderTotal shop.OrderTotal
 )
 
 var (

@@ -1,4 +1,4 @@
-package order
+package shop
 
 import "testing"
 
@@ -48,14 +48,14 @@ func TestCodecAllocatesNothing(t *testing.T) {
 // BenchmarkCodec is record's work alone (record), and its decode and
 // its encode apart. Natively:
 //
-//	go test -run '^$' -bench Codec ./tests/sdkserde/order/
+//	go test -run '^$' -bench Codec ./plugins/examples/avro-serde/shop/
 //
 // and compiled to WebAssembly under wazero (the Go distribution's
 // go_wasip1_wasm_exec with GOWASIRUNTIME=wazero and a wazero binary on
 // PATH), which separates the codec's cost in a guest from the host's and
 // the SDK's around it:
 //
-//	GOOS=wasip1 GOARCH=wasm GOWASIRUNTIME=wazero go test -exec "$(go env GOROOT)/lib/wasm/go_wasip1_wasm_exec" -run '^$' -bench Codec ./tests/sdkserde/order/
+//	GOOS=wasip1 GOARCH=wasm GOWASIRUNTIME=wazero go test -exec "$(go env GOROOT)/lib/wasm/go_wasip1_wasm_exec" -run '^$' -bench Codec ./plugins/examples/avro-serde/shop/
 func BenchmarkCodec(b *testing.B) {
 	in := payload(b)
 	var (
