@@ -1,109 +1,29 @@
 package host
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"runtime"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/asyncop"
+	"github.com/wasmstream/wasmstream/host/internal/cannedhttp"
 	wt "github.com/wasmstream/wasmstream/host/wasmtest"
 )
-
-// zeroAllocServer is a loopback HTTP/1.1 service that answers every
-// request with the same response, as the lookup service of BenchmarkAsyncIO
-// does (net/http's server: Content-Type, Date, Content-Length and a small
-// JSON body), and allocates nothing a request: what a test counts of the
-// process's allocations is the host's (the guest's are in its own memory).
-type zeroAllocServer struct {
-	url  string
-	resp []byte
-	ln   net.Listener
-	wg   sync.WaitGroup // the accept loop and each connection's goroutine
-	mu   sync.Mutex
-	open map[net.Conn]bool
-}
-
-func newZeroAllocServer(t testing.TB) *zeroAllocServer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const body = `{"id":"k-0001","name":"a user"}` + "\n"
-	s := &zeroAllocServer{url: "http://" + ln.Addr().String(), ln: ln, open: map[net.Conn]bool{},
-		resp: []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Sun, 06 Dec 2026 09:00:00 GMT\r\n" +
-			"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)}
-	s.wg.Add(1)
-	go s.accept()
-	t.Cleanup(s.close)
-	return s
-}
-
-func (s *zeroAllocServer) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		s.open[c] = true
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go s.serve(c)
-	}
-}
-
-// serve answers each request of c, a head without a body (the lookups are
-// GETs), until the client closes it.
-func (s *zeroAllocServer) serve(c net.Conn) {
-	defer s.wg.Done()
-	defer c.Close()
-	br := bufio.NewReader(c)
-	for {
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				return
-			}
-			if len(bytes.TrimRight(line, "\r\n")) == 0 {
-				break
-			}
-		}
-		if _, err := c.Write(s.resp); err != nil {
-			return
-		}
-	}
-}
-
-func (s *zeroAllocServer) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for c := range s.open {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-}
 
 // lookupRecordAllocs is the host's allocations a lookup record costs, from
 // Process to the Poll that returns its output, the least of three rounds of
 // rounds×inFlight records: inFlight records started, then polled until all
 // are decided, as a partition's worker does.
 func lookupRecordAllocs(t *testing.T, wasm []byte, inFlight int) (allocs, bytes float64) {
-	srv := newZeroAllocServer(t)
+	srv := cannedhttp.New(t, `{"id":"k-0001","name":"a user"}`+"\n")
 	m, err := sharedEngine(t).Load(context.Background(), wasm, ModuleConfig{
 		Name: "lookup", Limits: Limits{RecordTimeout: 10 * time.Second},
-		Env:   map[string]string{"LOOKUP_URL": srv.url + "/users/"},
-		Async: AsyncConfig{Config: asyncop.Config{HTTP: asyncop.HTTP{AllowHosts: []string{srv.url[len("http://"):]}}}, Key: "pipelines.lookup.async"},
+		Env:   map[string]string{"LOOKUP_URL": "http://" + srv.Addr + "/users/"},
+		Async: AsyncConfig{Config: asyncop.Config{HTTP: asyncop.HTTP{AllowHosts: []string{srv.Addr}}}, Key: "pipelines.lookup.async"},
 	})
 	if err != nil {
 		t.Fatal(err)

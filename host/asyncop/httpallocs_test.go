@@ -1,95 +1,16 @@
 package asyncop
 
 import (
-	"bufio"
-	"bytes"
 	"math"
-	"net"
 	"runtime"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/cannedhttp"
 )
 
-// cannedServer is a loopback HTTP/1.1 server that answers every request
-// with the same response, as the lookup service of BenchmarkAsyncIO does
-// (net/http's server: Content-Type, Date and Content-Length, a small JSON
-// body), and allocates nothing a request: what a test counts of the
-// process's allocations is the client's.
-type cannedServer struct {
-	addr string
-	resp []byte
-	ln   net.Listener
-	wg   sync.WaitGroup // the accept loop and each connection's goroutine
-	mu   sync.Mutex
-	open map[net.Conn]bool
-}
-
 const cannedBody = `{"id":"k-0001"}` + "\n"
-
-func newCannedServer(t testing.TB) *cannedServer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &cannedServer{addr: ln.Addr().String(), ln: ln, open: map[net.Conn]bool{},
-		resp: []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Sun, 06 Dec 2026 09:00:00 GMT\r\n" +
-			"Content-Length: " + strconv.Itoa(len(cannedBody)) + "\r\n\r\n" + cannedBody)}
-	s.wg.Add(1)
-	go s.accept()
-	t.Cleanup(s.close)
-	return s
-}
-
-func (s *cannedServer) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		s.open[c] = true
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go s.serve(c)
-	}
-}
-
-// serve answers each request of c, a head without a body (the lookups are
-// GETs), until the client closes it.
-func (s *cannedServer) serve(c net.Conn) {
-	defer s.wg.Done()
-	defer c.Close()
-	br := bufio.NewReader(c)
-	for {
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				return
-			}
-			if len(bytes.TrimRight(line, "\r\n")) == 0 {
-				break
-			}
-		}
-		if _, err := c.Write(s.resp); err != nil {
-			return
-		}
-	}
-}
-
-func (s *cannedServer) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for c := range s.open {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-}
 
 // lookupLoad is one HTTP lookup as a record of the lookup example makes it:
 // its request as the guest encodes it (a GET with an Idempotency-Key
@@ -101,10 +22,10 @@ type lookupLoad struct {
 	done func([]byte)
 }
 
-func newLookupLoad(t testing.TB, s *cannedServer) *lookupLoad {
-	l := &lookupLoad{op: newHTTPOp(HTTP{AllowHosts: []string{s.addr}}, "pipelines.lookup.async.http"), got: make(chan []byte, 1)}
+func newLookupLoad(t testing.TB, s *cannedhttp.Server) *lookupLoad {
+	l := &lookupLoad{op: newHTTPOp(HTTP{AllowHosts: []string{s.Addr}}, "pipelines.lookup.async.http"), got: make(chan []byte, 1)}
 	t.Cleanup(l.op.CloseIdleConnections)
-	l.req = abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "GET", URL: "http://" + s.addr + "/users/k-0001",
+	l.req = abi.AppendHTTPRequest(nil, &abi.HTTPRequest{Method: "GET", URL: "http://" + s.Addr + "/users/k-0001",
 		Headers: []abi.Header{{Key: "Idempotency-Key", Value: []byte("in/0/1234/1")}}})
 	l.done = func(res []byte) { l.got <- res }
 	return l
@@ -147,7 +68,7 @@ func TestHTTPLookupAllocs(t *testing.T) {
 	if raceBuild {
 		maxAllocs, maxBytes = 9, 900
 	}
-	l := newLookupLoad(t, newCannedServer(t))
+	l := newLookupLoad(t, cannedhttp.New(t, cannedBody))
 	for range 100 { // warm: the connection kept, the goroutine waiting
 		l.one(t)
 	}
@@ -171,7 +92,7 @@ func TestHTTPLookupAllocs(t *testing.T) {
 
 // BenchmarkHTTPLookup: TestHTTPLookupAllocs's lookup, one at a time.
 func BenchmarkHTTPLookup(b *testing.B) {
-	l := newLookupLoad(b, newCannedServer(b))
+	l := newLookupLoad(b, cannedhttp.New(b, cannedBody))
 	for range 100 {
 		l.one(b)
 	}
