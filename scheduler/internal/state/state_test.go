@@ -599,22 +599,7 @@ func TestStateRunReaderFollowsCommits(t *testing.T) {
 // hands the store (lastWrites, over the batches it takes) are read too.
 func TestStateFlushLastWriteOfEachKey(t *testing.T) {
 	ts := newTestPartition(t)
-	commit := func(off int64, void bool, kv ...string) {
-		rs := ts.Begin()
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == "-" {
-				rs.Delete([]byte(kv[i]))
-			} else {
-				rs.Put([]byte(kv[i]), []byte(kv[i+1]))
-			}
-		}
-		b, _ := ts.Commit(off, rs, nil)
-		if void {
-			b.Acked(off, testErr{})
-		} else {
-			b.Acked(off, nil)
-		}
-	}
+	commit := func(off int64, void bool, kv ...string) { commitWrites(ts, off, void, kv...) }
 	commit(0, false, "a", "1", "b", "1", "c", "1")
 	commit(1, false, "a", "2", "b", "-")
 	commit(2, true, "c", "lost", "d", "lost")
@@ -688,22 +673,7 @@ func TestStateRunReuse(t *testing.T) {
 // before the reads: a read that went to it would answer ErrnoNoState.
 func TestStateCleanCache(t *testing.T) {
 	ts := newTestPartition(t)
-	commit := func(off int64, void bool, kv ...string) {
-		rs := ts.Begin()
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == "-" {
-				rs.Delete([]byte(kv[i]))
-			} else {
-				rs.Put([]byte(kv[i]), []byte(kv[i+1]))
-			}
-		}
-		b, _ := ts.Commit(off, rs, nil)
-		if void {
-			b.Acked(off, testErr{})
-		} else {
-			b.Acked(off, nil)
-		}
-	}
+	commit := func(off int64, void bool, kv ...string) { commitWrites(ts, off, void, kv...) }
 	commit(0, false, "a", "1", "b", "1")
 	commit(1, false, "a", "2", "b", "-", "c", "3")
 	commit(2, true, "d", "lost")
@@ -830,4 +800,24 @@ func TestStateFlushDeferred(t *testing.T) {
 		t.Fatalf("b = %s in the store once detached, want its committed 3", got)
 	}
 	closeLater()
+}
+
+// commitWrites commits, as record off, the writes kv gives in pairs (key,
+// value; a value "-" deletes the key), its batch then acknowledged, or
+// void: its outputs failed.
+func commitWrites(ts *Partition, off int64, void bool, kv ...string) {
+	rs := ts.Begin()
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == "-" {
+			rs.Delete([]byte(kv[i]))
+		} else {
+			rs.Put([]byte(kv[i]), []byte(kv[i+1]))
+		}
+	}
+	b, _ := ts.Commit(off, rs, nil)
+	if void {
+		b.Acked(off, testErr{})
+	} else {
+		b.Acked(off, nil)
+	}
 }
