@@ -187,8 +187,9 @@ type waitingRecords struct {
 // would be an allocation a record. (Poll's answer is not reused: its
 // caller may still hold it when it next calls the instance.)
 type keptForReuse struct {
-	spare *recState // reused for records that complete in one call
-	encs  [][]byte  // encodings of records that waited, for the next records that wait (newRec)
+	spare *recState    // reused for records that complete in one call
+	encs  [][]byte     // encodings of records that waited, for the next records that wait (newRec)
+	scan  stateScanner // state_scan's and state_scan2's writer into the guest's buffer
 }
 
 // completionQueue holds completed operations until Poll delivers them;

@@ -203,39 +203,60 @@ func hostStateScan(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	buf := in.read(mod, abi.ImportStateScan, uint32(stack[5]), uint32(stack[6]))
-	stack[0] = scanInto(buf, func(fn func(k, v []byte) bool) abi.Errno { return rs.state.Scan(prefix, after, fn) })
+	sc := &in.kept.scan
+	stack[0] = sc.end(rs.state.Scan(prefix, after, sc.begin(buf)))
 }
 
-// scanInto writes into buf the entries scan lists (§4.1), as many whole
-// ones as fit in it and in abi.StateScanMaxBytes, and returns the bytes
-// written or an errno for the guest: state_scan's and state_scan2's.
-func scanInto(buf []byte, scan func(fn func(k, v []byte) bool) abi.Errno) uint64 {
-	// Appends below stay within buf: never reallocated. A call writes at
-	// most StateScanMaxBytes, but for the entry that must follow the empty
-	// key's (abi.StateBatchCut): two entries of the largest value do not
-	// fit in it, and without it the guest would be told to grow its buffer
-	// forever.
-	out := buf[:0:len(buf)]
-	limit := min(len(buf), abi.StateScanMaxBytes)
-	tooSmall := false
-	var cut abi.StateBatchCut
-	e := scan(func(k, v []byte) bool {
-		n := len(out) + abi.StateEntrySize(k, v)
-		if n > cap(out) || n > limit && cut.MayEnd() {
-			tooSmall = !cut.MayEnd()
-			return false
-		}
-		out = abi.AppendStateEntry(out, k, v)
-		cut.Add(k)
-		return true
-	})
+// stateScanner writes into the guest's buffer the entries a scan lists
+// (§4.1): as many whole ones as fit in it and in abi.StateScanMaxBytes
+// (state_scan's and state_scan2's). An instance keeps one (keptForReuse)
+// with its add method's value, so that a scan allocates neither.
+type stateScanner struct {
+	out      []byte // within the buffer: never reallocated
+	limit    int
+	tooSmall bool
+	cut      abi.StateBatchCut
+	fn       func(k, v []byte) bool // add, made once
+}
+
+// begin starts a scan into buf and returns the function the scan calls
+// for each entry.
+func (s *stateScanner) begin(buf []byte) func(k, v []byte) bool {
+	if s.fn == nil {
+		s.fn = s.add
+	}
+	*s = stateScanner{out: buf[:0:len(buf)], limit: min(len(buf), abi.StateScanMaxBytes), fn: s.fn}
+	return s.fn
+}
+
+// add writes one entry; false stops the scan. A call writes at most
+// StateScanMaxBytes, but for the entry that must follow the empty key's
+// (abi.StateBatchCut): two entries of the largest value do not fit in it,
+// and without it the guest would be told to grow its buffer forever.
+func (s *stateScanner) add(k, v []byte) bool {
+	n := len(s.out) + abi.StateEntrySize(k, v)
+	if n > cap(s.out) || n > s.limit && s.cut.MayEnd() {
+		s.tooSmall = !s.cut.MayEnd()
+		return false
+	}
+	s.out = abi.AppendStateEntry(s.out, k, v)
+	s.cut.Add(k)
+	return true
+}
+
+// end returns the bytes written, or an errno for the guest (the scan's
+// e, or the buffer too small for the first entry), and lets go of the
+// buffer.
+func (s *stateScanner) end(e abi.Errno) uint64 {
+	n, tooSmall := len(s.out), s.tooSmall
+	s.out = nil
 	switch {
 	case e != 0:
 		return errno(e)
 	case tooSmall:
 		return errno(abi.ErrnoBufTooSmall)
 	}
-	return uint64(len(out))
+	return uint64(n)
 }
 
 // state2Call reads the arguments (handle, key, key_len, sub, sub_len)
@@ -316,7 +337,8 @@ func hostStateScan2(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	buf := in.read(mod, abi.ImportStateScan2, uint32(stack[7]), uint32(stack[8]))
-	stack[0] = scanInto(buf, func(fn func(k, v []byte) bool) abi.Errno { return st.Scan2(key, prefix, after, fn) })
+	sc := &in.kept.scan
+	stack[0] = sc.end(st.Scan2(key, prefix, after, sc.begin(buf)))
 }
 
 // stream_time(handle, out) -> 0 | -errno: the partition's stream time,

@@ -71,9 +71,17 @@ func BenchmarkExactlyOnce(b *testing.B) {
 				}
 				el := time.Since(start)
 				usage().report(b)
+				// The outputs' count, as host's: wait for it a moment
+				// (it is what the pipeline's snapshot says, not the
+				// broker).
 				s := r.Snapshots()[0]
+				for wait := time.Now().Add(30 * time.Second); s.Outputs < int64(n) && s.Outputs+s.DeadLetter < int64(n) && time.Now().Before(wait); s = r.Snapshots()[0] {
+					time.Sleep(5 * time.Millisecond)
+				}
 				if s.Outputs != int64(n) || s.TxnAborted != 0 {
-					b.Fatalf("outputs %d, aborted transactions %d, want %d and 0", s.Outputs, s.TxnAborted, n)
+					// Every record's outcome is in the snapshot: a record
+					// that failed (retry max_attempts 1) is a dead letter.
+					b.Fatalf("outputs %d, aborted transactions %d, want %d and 0; the pipeline's counts: %+v", s.Outputs, s.TxnAborted, n, s)
 				}
 				// Latency as a read_committed consumer sees it: outputs
 				// appear when their transaction commits.

@@ -535,6 +535,10 @@ type Record struct {
 // Written2 keep on the stack; a longer one is allocated.
 const key2Stack = 128
 
+// streamTimeKey is statestore.StreamTimeKey as a write's key, one for
+// every record's stream-time write: a write's key is never changed.
+var streamTimeKey = []byte(statestore.StreamTimeKey)
+
 // addStreamTime appends (or replaces) the record's write of the stream
 // time t (statestore.StreamTimeKey, int64 big-endian): the host's write,
 // not counted in the record's bounds.
@@ -547,7 +551,7 @@ func (rs *Record) addStreamTime(t int64) {
 	if rs.writes == nil {
 		rs.writes = rs.first[:0]
 	}
-	rs.writes = append(rs.writes, statestore.Write{Key: []byte(statestore.StreamTimeKey), Value: v})
+	rs.writes = append(rs.writes, statestore.Write{Key: streamTimeKey, Value: v})
 	if rs.index != nil {
 		rs.index[statestore.StreamTimeKey] = len(rs.writes) - 1
 	}
@@ -586,7 +590,13 @@ func (rs *Record) Put2(key, sub, value []byte) abi.Errno {
 	if e := rs.ts.checkKey2(key, sub); e != 0 {
 		return e
 	}
-	return rs.put(statestore.Key2(nil, key, sub), value, true)
+	return rs.put(key2(key, sub), value, true)
+}
+
+// key2 is the two-part key (key, sub)'s encoding for a write, which keeps
+// it: made in one allocation of its size, not grown through four appends.
+func key2(key, sub []byte) []byte {
+	return statestore.Key2(make([]byte, 0, statestore.Key2Size(key, sub)), key, sub)
 }
 
 // Delete2 is Delete of the two-part key (key, sub) (host.State2).
@@ -594,7 +604,7 @@ func (rs *Record) Delete2(key, sub []byte) abi.Errno {
 	if e := rs.ts.checkKey2(key, sub); e != 0 {
 		return e
 	}
-	return rs.delete(statestore.Key2(nil, key, sub), true)
+	return rs.delete(key2(key, sub), true)
 }
 
 // Written2 is Written of the two-part key (key, sub) (host.State2).
@@ -613,11 +623,13 @@ func (rs *Record) Scan2(key, prefix, after []byte, fn func(sub, v []byte) bool) 
 	if len(after) > abi.MaxStateKeyBytes {
 		return abi.ErrnoTooLarge
 	}
-	head := len(statestore.Key2(nil, key, nil))
-	p := statestore.Key2(nil, key, prefix)
+	// The scan's prefix and after, in one allocation.
+	head := statestore.Key2Size(key, nil)
+	pa := make([]byte, 0, head+len(prefix)+head+len(after))
+	p := statestore.Key2(pa, key, prefix)
 	var a []byte
 	if len(after) > 0 {
-		a = statestore.Key2(nil, key, after)
+		a = statestore.Key2(p[len(p):], key, after)
 	}
 	return rs.ts.scan(rs.readWrites(), p, a, func(k, v []byte) bool { return fn(k[head:], v) })
 }

@@ -86,6 +86,9 @@ func Key2(dst, key, sub []byte) []byte {
 	return append(dst, sub...)
 }
 
+// Key2Size is the length of the two-part key (key, sub)'s encoding.
+func Key2Size(key, sub []byte) int { return key2Head + len(key) + len(sub) }
+
 // IsKey2 reports whether k is a two-part key's encoding (or a prefix of
 // such keys).
 func IsKey2(k []byte) bool {
