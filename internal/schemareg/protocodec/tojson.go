@@ -584,6 +584,12 @@ func mapEntry(e []byte, f *pfield) (key, val []byte, hasKey, hasVal bool, err er
 		if typ == protowire.BytesType {
 			raw, _ = protowire.ConsumeBytes(raw)
 		}
+		if kv.kind == protoreflect.StringKind && !utf8.Valid(raw) {
+			// Every occurrence, as proto.Unmarshal checks them: a key
+			// or value given twice is the last, but an invalid first
+			// one still refuses the message.
+			return nil, nil, false, false, errGeneric
+		}
 		if num == 1 {
 			key, hasKey = raw, true
 		} else {
