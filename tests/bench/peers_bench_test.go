@@ -55,7 +55,7 @@ func BenchmarkUppercasePeers(b *testing.B) {
 			outTopic := fmt.Sprintf("%s-streams-%d", in, time.Now().UnixNano())
 			kafkatest.CreateTopic(b, brokers, partitions, outTopic)
 			app := fmt.Sprintf("bench-streams-%d", time.Now().UnixNano())
-			cmd := exec.Command("java", "-Xmx1g", "-cp", cp, "wasmstream.peers.StreamsUppercase", strings.Join(brokers, ","), in, outTopic, app, "2")
+			cmd := exec.Command("java", "-Xmx1g", "-Djava.io.tmpdir="+b.TempDir(), "-cp", cp, "wasmstream.peers.StreamsUppercase", strings.Join(brokers, ","), in, outTopic, app, "2")
 			logf, _ := os.Create(filepath.Join(b.TempDir(), "streams.log"))
 			cmd.Stdout, cmd.Stderr = logf, logf
 			if err := cmd.Start(); err != nil {

@@ -60,7 +60,8 @@ func BenchmarkStateCount(b *testing.B) {
 				outTopic := fmt.Sprintf("%s-streams-count-%d", in, time.Now().UnixNano())
 				kafkatest.CreateTopic(b, brokers, partitions, outTopic)
 				app := fmt.Sprintf("bench-streams-count-%d", time.Now().UnixNano())
-				cmd := exec.Command("java", "-Xmx1g", "-cp", cp, "wasmstream.peers.StreamsCount", strings.Join(brokers, ","), in, outTopic, app, "2", g.streams, "0")
+				// its state directory under the benchmark's temporary directory, removed when it ends
+				cmd := exec.Command("java", "-Xmx1g", "-Djava.io.tmpdir="+b.TempDir(), "-cp", cp, "wasmstream.peers.StreamsCount", strings.Join(brokers, ","), in, outTopic, app, "2", g.streams, "0")
 				logf, _ := os.Create(filepath.Join(b.TempDir(), "streams.log"))
 				cmd.Stdout, cmd.Stderr = logf, logf
 				if err := cmd.Start(); err != nil {

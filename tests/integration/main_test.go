@@ -36,7 +36,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
+	// Everything this binary writes to the temporary directory lands in dir,
+	// removed when the tests end: the modules built below (through a
+	// testing.B that never runs its clean-ups) and the Redpanda transform.
+	os.Setenv("TMPDIR", dir)
 	tb := &testing.B{}
 	root := wt.RepoRoot(tb)
 	binary = filepath.Join(dir, "wasmstream")
@@ -44,6 +47,7 @@ func TestMain(m *testing.M) {
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build wasmstream: %v\n%s", err, out)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	for _, name := range []string{"uppercase", "enrich", "hash", "lookup", "count"} {
@@ -53,7 +57,9 @@ func TestMain(m *testing.M) {
 		}
 		modules[name] = p
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // names returns topic and group names unique to this run. Every topic
