@@ -148,14 +148,23 @@ type partTimers struct {
 	// looked.
 	next int64
 	sets uint64
+	// scans counts Due's scans of the store (the tests read it).
+	scans uint64
 	// dueCache is the due timers Due's last scan found, in (at, key)
-	// order (at most dueBatch), which answer the next calls while no
-	// timer was set since (dueSets == sets) and stream time is at dueT or
-	// later: a round's firings cost one scan (a walk of the overlay's
-	// timers) per dueBatch timers, not one each.
+	// order (at most dueBatch), which answer the next calls while stream
+	// time is at dueT or later and no timer with an at by dueT was set
+	// since (timerSet empties it): a round's firings cost one scan (a walk
+	// of the overlay's due timers) per dueBatch timers, not one each, and
+	// the records between rounds, which set later timers, keep it.
 	dueCache []Timer
-	dueSets  uint64
 	dueT     int64
+	// dueAll: the scan found every timer due by dueT (fewer than
+	// dueBatch); dueLater is the first at past dueT it saw, and setSince
+	// the least at of the timers set since (math.MaxInt64: none), so that
+	// the round's end, once the cache is spent, needs no scan of its
+	// fired timers' deletes (dueNoneBut).
+	dueAll             bool
+	dueLater, setSince int64
 }
 
 // flushScratch is the flush's state, reused from one commit to the next
@@ -993,6 +1002,13 @@ func (ts *Partition) scan(writes []statestore.Write, prefix, after []byte, fn fu
 			newer[k] = w.Value
 		}
 	}
+	return ts.merge(newer, prefix, after, fn)
+}
+
+// merge scans the store's keys with prefix after after (all: nil) and the
+// keys of newer (a value of the overlay or of writes for each key in that
+// range; nil: deleted) in key order, newer's values replacing the store's.
+func (ts *Partition) merge(newer map[string][]byte, prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
 	keys := make([]string, 0, len(newer))
 	for k := range newer {
 		keys = append(keys, k)

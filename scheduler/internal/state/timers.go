@@ -73,12 +73,19 @@ func (ts *Partition) checkTimer(key []byte) abi.Errno {
 }
 
 // timerSet notes a committed write of key (under ts.mu): a timer set
-// lowers nextTimer to its at.
+// lowers nextTimer to its at, and empties the due timers' cache if it
+// was due when they were found (it may sort among them; a later one sorts
+// after them all, dueCached).
 func (ts *Partition) timerSet(key []byte) {
 	if _, at, ok := statestore.SplitTimerKey(key); ok {
 		ts.timers.next = min(ts.timers.next, at)
 		ts.timers.sets++
 		ts.timersSet.Add(1)
+		if at <= ts.timers.dueT {
+			ts.dropDue()
+		} else {
+			ts.timers.setSince = min(ts.timers.setSince, at)
+		}
 	}
 }
 
@@ -117,18 +124,23 @@ func (ts *Partition) Advance(ms int64) int64 {
 	return ts.clock.streamTime
 }
 
-// dueBatch is how many due timers one scan of Due finds at most; the rest
-// of them wait in Partition.dueCache for the next calls.
-const dueBatch = 256
+// dueBatch is how many due timers one scan of Due finds at most; they
+// wait in Partition.dueCache for the next calls. It bounds what a
+// partition holds of its due timers (their keys, at most
+// abi.MaxStateKeyBytes each) and lets one scan serve a round of a
+// thousand windows that close together (a window per key of a
+// partition).
+const dueBatch = 1024
 
 // Due lists up to n of the timers with at <= t, in (at, key) order,
 // through the overlay: the timers the records decided so far set and did
 // not delete. The keys are the caller's. A partition none of whose timers
 // can be due (nextTimer after t) answers at once; then the due timers a
-// previous scan found answer, when n of them are still set and no timer
-// was set since (dueCached); failing those, the store is scanned from its
-// first timer, with the overlay merged (Partition.scan), and stops at the
-// first timer not due or at dueBatch of them.
+// previous scan found answer, when n of them are still set, or when it
+// found them all and no other can be due yet (dueCached); failing those,
+// the store is scanned from its first timer, with the overlay's due
+// timers merged (scanDue), and stops at the first timer not due or at
+// dueBatch of them.
 func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 	ts.mu.Lock()
 	next, sets := ts.timers.next, ts.timers.sets
@@ -140,17 +152,8 @@ func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 		return due, err
 	}
 	var due []Timer
-	later := int64(math.MaxInt64)
 	limit := max(n, dueBatch)
-	e := ts.scan(nil, []byte(statestore.TimerPrefix), nil, func(k, _ []byte) bool {
-		key, at, ok := statestore.SplitTimerKey(k)
-		switch {
-		case !ok:
-			return true
-		case at > t:
-			later = at
-			return false
-		}
+	later, e := ts.scanDue(t, func(key []byte, at int64) bool {
 		due = append(due, Timer{Key: append([]byte{}, key...), At: at})
 		return len(due) < limit
 	})
@@ -158,13 +161,16 @@ func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 		return nil, e
 	}
 	ts.mu.Lock()
-	ts.timers.dueCache = nil
+	ts.timers.scans++
+	ts.dropDue()
 	if ts.timers.sets == sets {
+		// No timer was set while the scan ran: none is before later but
+		// those found due.
 		if len(due) == 0 {
-			// No timer was set while the scan ran: none is before later.
 			ts.timers.next = later
 		}
-		ts.timers.dueCache, ts.timers.dueSets, ts.timers.dueT = due, sets, t
+		ts.timers.dueCache, ts.timers.dueT = due, t
+		ts.timers.dueAll, ts.timers.dueLater, ts.timers.setSince = len(due) < limit, later, math.MaxInt64
 	}
 	ts.mu.Unlock()
 	out := make([]Timer, min(n, len(due)))
@@ -175,23 +181,80 @@ func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 	return out, nil
 }
 
+// scanDue calls fn for each timer with at <= t, in (at, key) order, until
+// it returns false: the store's from its first timer and the overlay's
+// (the overlay's due timers alone are merged, not its every timer: the
+// next window's, set meanwhile, are left where they are). later is at or
+// before the at of every timer set after t (math.MaxInt64: none), when
+// fn took every due timer: the first the store's scan met past t, or an
+// earlier one of the overlay's.
+func (ts *Partition) scanDue(t int64, fn func(key []byte, at int64) bool) (later int64, e abi.Errno) {
+	later = math.MaxInt64
+	newer := map[string][]byte{}
+	g, _ := statestore.Key2Group([]byte(statestore.TimerPrefix))
+	ts.mu.Lock()
+	for k := range ts.overlayGroups[string(g)] {
+		at, ok := statestore.TimerAt(k)
+		v := ts.overlay[k].value
+		switch {
+		case !ok:
+		case at <= t:
+			newer[k] = v
+		case v != nil:
+			later = min(later, at)
+		}
+	}
+	ts.mu.Unlock()
+	e = ts.merge(newer, []byte(statestore.TimerPrefix), nil, func(k, _ []byte) bool {
+		key, at, ok := statestore.SplitTimerKey(k)
+		switch {
+		case !ok:
+			return true
+		case at > t:
+			later = min(later, at)
+			return false
+		}
+		return fn(key, at)
+	})
+	return later, e
+}
+
+// dropDue empties the due timers' cache (under ts.mu).
+func (ts *Partition) dropDue() {
+	ts.timers.dueCache, ts.timers.dueAll = nil, false
+}
+
+// dueNoneBut tells (under ts.mu) that no timer is due by t but those the
+// cache holds: the last scan found every timer due by its stream time
+// (dueAll), and both the first timer it saw past it and the first set
+// since are after t.
+func (ts *Partition) dueNoneBut(t int64) bool {
+	return ts.timers.dueAll && t < min(ts.timers.dueLater, ts.timers.setSince)
+}
+
 // dueCached answers Due from the timers its last scan found due
-// (dueCache): ok when n of them are still set and no timer was set since
-// the scan (a set may sort before them: it empties the cache), asked at
-// the scan's stream time or later (dueT; it only goes forward). Any due
-// timer the cache does not hold sorts after those it does (it was past
-// the scan's dueBatch, or its at is after the scan's stream time), so the
-// first n still set are the first n due. The timers found deleted (the
-// firings delete their own) leave the cache.
+// (dueCache): ok when n of them are still set, asked at the scan's stream
+// time or later (dueT; it only goes forward). A timer set since the scan
+// with an at by dueT may sort before them: it empties the cache
+// (timerSet). Any other due timer the cache does not hold sorts after
+// those it does (it was past the scan's dueBatch, or its at is after the
+// scan's stream time), so the first n still set are the first n due; ok
+// too with fewer when the cache holds every timer due by t (dueNoneBut).
+// The timers found deleted (the firings delete their own) leave the
+// cache.
 func (ts *Partition) dueCached(t int64, n int) ([]Timer, bool, error) {
 	var due []Timer
 	for i := 0; len(due) < n; {
 		ts.mu.Lock()
-		if ts.timers.dueSets != ts.timers.sets || t < ts.timers.dueT {
-			ts.timers.dueCache = nil
+		if t < ts.timers.dueT {
+			ts.dropDue()
 		}
 		if i >= len(ts.timers.dueCache) {
+			all := ts.dueNoneBut(t)
 			ts.mu.Unlock()
+			if all {
+				return due, true, nil
+			}
 			return nil, false, nil
 		}
 		tm := ts.timers.dueCache[i]
@@ -228,10 +291,17 @@ func (ts *Partition) DueFirst(t int64) (tm Timer, ok bool, err error) {
 	var a [key2Stack]byte
 	for {
 		ts.mu.Lock()
-		if ts.timers.dueSets != ts.timers.sets || t < ts.timers.dueT {
-			ts.timers.dueCache = nil
+		if t < ts.timers.dueT {
+			ts.dropDue()
 		}
 		if len(ts.timers.dueCache) == 0 {
+			if ts.dueNoneBut(t) {
+				// A round's end: its timers fired, and none is due
+				// after them. The first that may be is a bound of all.
+				ts.timers.next = max(ts.timers.next, min(ts.timers.dueLater, ts.timers.setSince))
+				ts.mu.Unlock()
+				return Timer{}, false, nil
+			}
 			ts.mu.Unlock()
 			break
 		}

@@ -235,3 +235,76 @@ func TestDueRoundThroughTheCache(t *testing.T) {
 		}
 	}
 }
+
+// A round of due timers through DueFirst, as the worker fires them, costs
+// one scan while the records between its firings set timers not due yet
+// (the next window's), and none at its end; a timer set in the overlay
+// alone that a later stream time makes due is found all the same, in
+// order, and those not due stay so.
+func TestDueRoundScansOnce(t *testing.T) {
+	ts := newTestPartition(t)
+	const n = 900 // a round of windows closing together, under dueBatch
+	r := ts.Begin()
+	for i := range n {
+		if e := r.SetTimer(fmt.Appendf(nil, "k%04d", i), 50); e != 0 {
+			t.Fatal(e)
+		}
+	}
+	offset := int64(1)
+	ts.CommitAt(offset, 60, r, nil)
+	fire := func(T int64, open bool) (fired []string) {
+		t.Helper()
+		for {
+			tm, ok, err := ts.DueFirst(T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return fired
+			}
+			fired = append(fired, fmt.Sprintf("%s@%d", tm.Key, tm.At))
+			rec := ts.Begin()
+			rec.DeleteTimer(tm.Key, tm.At)
+			offset++
+			ts.CommitAt(offset, -1, rec, nil)
+			if open && len(fired)%3 == 0 { // a record between firings opens a later window
+				rec := ts.Begin()
+				rec.SetTimer(fmt.Appendf(nil, "n%04d", len(fired)), 200+int64(len(fired)))
+				offset++
+				ts.CommitAt(offset, -1, rec, nil)
+			}
+			if len(fired) > 2*n {
+				t.Fatalf("more than %d firings", 2*n)
+			}
+		}
+	}
+	scans := func() uint64 {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return ts.timers.scans
+	}
+	fired := fire(60, true)
+	if len(fired) != n || fired[0] != "k0000@50" || fired[n-1] != fmt.Sprintf("k%04d@50", n-1) || !slices.IsSorted(fired) {
+		t.Fatalf("the round fired %d timers (%v ... ), want k0000@50 ... k%04d@50 in order", len(fired), fired[:min(3, len(fired))], n-1)
+	}
+	if s := scans(); s != 1 {
+		t.Fatalf("the round of %d timers took %d scans, want 1", n, s)
+	}
+	// A timer set in the overlay alone, due once stream time reaches 70.
+	r = ts.Begin()
+	r.SetTimer([]byte("late"), 70)
+	offset++
+	ts.CommitAt(offset, -1, r, nil)
+	if got := fire(65, false); len(got) != 0 {
+		t.Fatalf("at 65: %v fired, want none", got)
+	}
+	if got := fire(75, false); !slices.Equal(got, []string{"late@70"}) {
+		t.Fatalf("at 75: %v fired, want late@70", got)
+	}
+	if got := fire(250, false); len(got) != 16 || got[0] != "n0003@203" || got[15] != "n0048@248" {
+		t.Fatalf("at 250: %d fired (%v ...), want the 16 windows n0003@203 ... n0048@248", len(got), got[:min(3, len(got))])
+	}
+	if got := fire(2000, false); len(got) != n/3-16 || got[0] != "n0051@251" || got[len(got)-1] != fmt.Sprintf("n%04d@%d", n, 200+n) {
+		t.Fatalf("at 2000: %d fired (%v ...), want the %d windows n0051@251 ... n%04d@%d", len(got), got[:min(3, len(got))], n/3-16, n, 200+n)
+	}
+}
