@@ -111,7 +111,7 @@ var counterTable = []counterRow{
 		metric: "wasmstream.pipeline.rebuilds", unit: "{rebuild}", desc: "Times the pipeline was rebuilt with a new client because its group member could not go on."},
 
 	{of: func(s *Stats) *atomic.Int64 { return &s.StateWrites }, scope: perStatePipeline,
-		metric: "wasmstream.state.writes", unit: "{write}", desc: "State writes (puts and deletes) of succeeded records: each one changelog record."},
+		metric: "wasmstream.state.writes", unit: "{write}", desc: "Changelog records of succeeded records: their state writes (puts and deletes), and the stream time of those that put nothing."},
 	{of: func(s *Stats) *atomic.Int64 { return &s.StateRestored }, scope: perStatePipeline,
 		metric: "wasmstream.state.restored", unit: "{record}", desc: "Changelog records applied to local stores by restores at partition assignment."},
 	{of: func(s *Stats) *atomic.Int64 { return &s.StateRestoreNanos }, scope: perStatePipeline, nanos: true,

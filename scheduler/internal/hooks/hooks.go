@@ -74,7 +74,7 @@ type Stats struct {
 	// client because its member could not go on (rebuild.go).
 	Rebuilds atomic.Int64
 
-	StateWrites   atomic.Int64 // state writes (puts and deletes) of succeeded records, each a changelog record
+	StateWrites   atomic.Int64 // changelog records of succeeded records (their puts and deletes, and a stream time of its own)
 	StateRestored atomic.Int64 // changelog records applied by restores at assignment
 	StateRefused  atomic.Int64 // state_put calls refused because the partition's state is at state.max_bytes
 	// StateRestoreSkipped counts changelog records a restore skipped: the

@@ -79,7 +79,11 @@ func refusesLimits(l TopicLimits, output, changelog string, outs []abi.Output, w
 		}
 	}
 	for _, w := range writes {
-		if why := l.refuses(changelog, w.Key, false, w.Value, nil); why != "" {
+		var hs []abi.Header
+		if w.Value != nil {
+			hs = state.PutHeaders // a put's record carries the stream time
+		}
+		if why := l.refuses(changelog, w.Key, false, w.Value, hs); why != "" {
 			return "the changelog record of a state write: " + why
 		}
 	}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -20,7 +21,10 @@ import (
 //     exist, on Kafka a compacted topic refused it);
 //   - a null value deletes the key (a tombstone), any other value is its
 //     value, empty included;
-//   - headers, timestamps and producer ids mean nothing;
+//   - a statestore.StreamTimeHeader header is a write of the stream time
+//     (statestore.StreamTimeKey) after the record's own, skipped and
+//     counted unless its value has 8 bytes; other headers, timestamps and
+//     producer ids mean nothing;
 //   - a write the store cannot hold (statestore.Check: a key over
 //     statestore.MaxKeyBytes, which no guest could have written) is
 //     skipped and counted, never a reason to stop the restore.
@@ -47,23 +51,45 @@ func (a *changelogApplier) add(r *kgo.Record) error {
 	if r.Attrs.IsControl() {
 		return nil
 	}
-	w := statestore.Write{Key: r.Key, Value: r.Value}
-	if err := statestore.Check(w); err != nil {
-		a.skipped++
-		if a.onSkip != nil {
-			a.onSkip(r, err)
-		}
-		return nil
+	if a.take(r, statestore.Write{Key: r.Key, Value: r.Value}) {
+		a.applied++
 	}
-	a.ws = append(a.ws, w)
-	a.offs = append(a.offs, r.Offset)
-	a.applied++
+	for _, h := range r.Headers {
+		if h.Key != statestore.StreamTimeHeader {
+			continue
+		}
+		if len(h.Value) != 8 { // nil too: a header never deletes it
+			a.skip(r, fmt.Errorf("%w: a stream time header of %d bytes (8)", statestore.ErrCannotHold, len(h.Value)))
+			continue
+		}
+		a.take(r, statestore.Write{Key: streamTimeKey, Value: h.Value})
+	}
 	if len(a.ws) < cmp.Or(a.batch, restoreBatch) {
 		return nil
 	}
 	err := a.store.Apply(a.ws, a.offs[len(a.offs)-1]+1)
 	a.ws, a.offs = a.ws[:0], a.offs[:0]
 	return err
+}
+
+// take adds w, a write of r, unless the store cannot hold it (skipped and
+// counted: false).
+func (a *changelogApplier) take(r *kgo.Record, w statestore.Write) bool {
+	if err := statestore.Check(w); err != nil {
+		a.skip(r, err)
+		return false
+	}
+	a.ws = append(a.ws, w)
+	a.offs = append(a.offs, r.Offset)
+	return true
+}
+
+// skip counts a write of r the store cannot hold, and tells onSkip why.
+func (a *changelogApplier) skip(r *kgo.Record, err error) {
+	a.skipped++
+	if a.onSkip != nil {
+		a.onSkip(r, err)
+	}
 }
 
 // flush applies the writes not applied yet and records the offset after the

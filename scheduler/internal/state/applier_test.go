@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,8 @@ import (
 //	16 a control record (a transaction marker)
 //	32 the offset goes back (byte n) instead of forward by 1 + byte n
 //	64 headers, forged wasmstream.* ones included
+//	128 a stream time header (statestore.StreamTimeHeader; byte n picks a
+//	    value of 8 bytes, 8 bytes of the input, a null one or 3 bytes)
 //
 // then, unless null, the key (a length byte and bytes) and the value.
 func changelogRecords(b []byte) []*kgo.Record {
@@ -71,6 +74,19 @@ func changelogRecords(b []byte) []*kgo.Record {
 		if flags&64 != 0 {
 			r.Headers = []kgo.RecordHeader{{Key: "wasmstream.origin", Value: take()}, {Key: string(take()), Value: nil}}
 		}
+		if flags&128 != 0 {
+			var v []byte
+			switch next() % 4 {
+			case 0:
+				v = binary.BigEndian.AppendUint64(nil, uint64(off))
+			case 1:
+				v = append([]byte{}, take()...)
+				v = append(v, make([]byte, max(0, 8-len(v)))...)[:8]
+			case 3:
+				v = []byte{1, 2, 3}
+			}
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: statestore.StreamTimeHeader, Value: v})
+		}
 		recs = append(recs, r)
 	}
 	return recs
@@ -98,6 +114,9 @@ func FuzzChangelogToStore(f *testing.F) {
 	seed = append(append(seed, 1, 'v', 0, 0, byte(len(tk))), tk...)
 	seed = append(append(seed, 8, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 8), statestore.Key2Marker...)
 	f.Add(append(seed, 1, 'x'))
+	// Stream time headers: one of the record's offset, one of input
+	// bytes, a null one and a short one, on puts and on a tombstone.
+	f.Add([]byte{128, 0, 1, 'a', 1, 'v', 0, 128, 5, 1, 'b', 1, 'v', 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 132, 0, 1, 'a', 2, 128, 0, 1, 'c', 1, 'v', 3})
 	dir := f.TempDir()
 	var st *statestore.Store
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -114,6 +133,14 @@ func FuzzChangelogToStore(f *testing.F) {
 		a := &changelogApplier{store: st, batch: 3, last: -1}
 		model := map[string][]byte{}
 		last, skipped, writes := int64(-1), 0, 0
+		// The stream time: the largest written since its last delete (a
+		// record of its key with a null value), -1 when none.
+		streamTime := int64(-1)
+		stTime := func(v []byte) {
+			if t := int64(binary.BigEndian.Uint64(v)); streamTime == -1 || t > streamTime {
+				streamTime = t
+			}
+		}
 		for _, r := range recs {
 			if err := a.add(r); err != nil {
 				t.Fatalf("record at %d (key %d bytes, null %v): %v", r.Offset, len(r.Key), r.Key == nil, err)
@@ -125,6 +152,11 @@ func FuzzChangelogToStore(f *testing.F) {
 				skipped++ // a key over MaxKeyBytes, a malformed two-part key or stream time
 			case string(r.Key) == statestore.StreamTimeKey:
 				writes++ // kept apart, never backwards (TestStateStreamTime)
+				if r.Value == nil {
+					streamTime = -1
+				} else {
+					stTime(r.Value)
+				}
 			case r.Value == nil:
 				writes++
 				delete(model, string(r.Key))
@@ -132,12 +164,24 @@ func FuzzChangelogToStore(f *testing.F) {
 				writes++
 				model[string(r.Key)] = r.Value
 			}
+			for _, h := range r.Headers {
+				switch {
+				case r.Attrs.IsControl() || h.Key != statestore.StreamTimeHeader:
+				case len(h.Value) != 8:
+					skipped++
+				default:
+					stTime(h.Value)
+				}
+			}
 		}
 		if err := a.flush(); err != nil {
 			t.Fatal(err)
 		}
 		if a.skipped != skipped || a.applied != writes {
 			t.Fatalf("applied %d, skipped %d; want %d, %d", a.applied, a.skipped, writes, skipped)
+		}
+		if got, err := st.StreamTime(); err != nil || got != streamTime {
+			t.Fatalf("the store's stream time is %d (%v), want %d", got, err, streamTime)
 		}
 		if next, _ := st.Next(); next != last+1 {
 			t.Fatalf("the store reflects the changelog up to %d, want %d", next, last+1)

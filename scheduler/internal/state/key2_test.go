@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -267,5 +268,100 @@ func TestLocalStreamTime(t *testing.T) {
 	}
 	if v, e := next.Get2([]byte("k"), []byte("s")); e != 0 || string(v) != "v" {
 		t.Fatalf("(k, s) = %q %v", v, e)
+	}
+}
+
+// The stream time rides in a header of every put's changelog record
+// (statestore.StreamTimeHeader), not in a record of its own per record
+// that moves it; a record with no put writes the stream time key, once
+// per move. Through a windowed count's life — records that put their
+// window's count and set its timer, firings that delete both, a round
+// that deletes a window's every key — the changelog compacted (each key's
+// newest record, tombstones removed as Kafka removes them after
+// delete.retention.ms) still restores the stream time of the last
+// record.
+func TestStreamTimeSurvivesCompaction(t *testing.T) {
+	ts := newTestPartition(t)
+	var log []*kgo.Record
+	commit := func(at int64, rs *Record) []abi.Output {
+		t.Helper()
+		_, outs := ts.CommitAt(int64(len(log)), at, rs, nil)
+		for _, o := range outs {
+			r := &kgo.Record{Key: o.Key, Value: o.Value, Offset: int64(len(log))}
+			for _, h := range o.Headers {
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			log = append(log, r)
+		}
+		return outs
+	}
+	own := 0 // records of the stream time key
+	for _, step := range []struct {
+		at      int64
+		put     bool   // the record puts its window's count and sets a timer
+		deletes string // the firing's: the keys it deletes
+	}{
+		{100, true, ""}, {150, true, ""}, {150, false, "a"}, {200, true, ""}, {260, false, "a,b"}, {260, false, "c"}, {300, false, "d"},
+	} {
+		rs := ts.Begin()
+		if _, e := rs.StreamTime(); e != 0 {
+			t.Fatal(e)
+		}
+		if step.put {
+			key := fmt.Appendf(nil, "k%d", step.at)
+			if e := rs.Put2(key, []byte("w"), []byte("1")); e != 0 {
+				t.Fatal(e)
+			}
+			if e := rs.SetTimer(key, step.at+50); e != 0 {
+				t.Fatal(e)
+			}
+		}
+		for _, k := range strings.Split(step.deletes, ",") {
+			if k != "" {
+				rs.Delete2([]byte(k), []byte("w"))
+			}
+		}
+		for _, o := range commit(step.at, rs) {
+			if string(o.Key) == statestore.StreamTimeKey {
+				own++
+				if step.put {
+					t.Fatalf("at %d: a record that puts wrote the stream time in a record of its own", step.at)
+				}
+			} else if o.Value != nil && (len(o.Headers) != 1 || o.Headers[0].Key != statestore.StreamTimeHeader || int64(binary.BigEndian.Uint64(o.Headers[0].Value)) != max(step.at, 100)) {
+				t.Fatalf("at %d: a put's changelog record carries %v", step.at, o.Headers)
+			}
+		}
+	}
+	// Own records: the first delete-only record at 150 (the puts carried
+	// 150), the one at 260 (not the second at 260: not newer), and 300.
+	if own != 3 {
+		t.Fatalf("%d records of the stream time key; want 3", own)
+	}
+	newest := map[string]*kgo.Record{}
+	for _, r := range log {
+		newest[string(r.Key)] = r
+	}
+	var compacted []*kgo.Record
+	for _, r := range log {
+		if newest[string(r.Key)] == r && r.Value != nil {
+			compacted = append(compacted, r)
+		}
+	}
+	fresh, err := statestore.Open(filepath.Join(t.TempDir(), "r.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	a := &changelogApplier{store: fresh, last: -1}
+	for _, r := range compacted {
+		if err := a.add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fresh.StreamTime(); err != nil || got != 300 {
+		t.Fatalf("restored from %d of %d records: stream time %d (%v), want 300", len(compacted), len(log), got, err)
 	}
 }

@@ -131,10 +131,94 @@ func (c *cleanCache) keep(k string, v []byte) {
 type partClock struct {
 	// streamTime is the largest timestamp of the partition's records
 	// decided so far (-1: none; ABI.md §4.2), read from the store when the
-	// view is made; timeSaved is the newest value a changelog write
-	// carries, and saveTime whether decided records carry it (StreamTime).
-	streamTime, timeSaved int64
-	saveTime              bool
+	// view is made; timeSaved is the newest value a write of it carries
+	// (to the store), and saveTime whether decided records carry it
+	// (StreamTime). ownSaved is the newest value a changelog record of its
+	// own carried (carry).
+	streamTime, timeSaved, ownSaved int64
+	saveTime                        bool
+	// h is the header the changelog records carry while stream time is
+	// h.t, made once for every record until it moves.
+	h *timeHeader
+}
+
+// timeHeader is a stream time as a changelog record's header, and its
+// value, in one allocation shared by every record that carries it (never
+// changed once made).
+type timeHeader struct {
+	t       int64
+	value   [8]byte
+	headers [1]abi.Header
+}
+
+// PutHeaders is the most a put's changelog record carries in headers (the
+// stream time's), for the checks of its size against the changelog's
+// bounds.
+var PutHeaders = []abi.Header{{Key: statestore.StreamTimeHeader, Value: make([]byte, 8)}}
+
+// carried is what a committed record's changelog records carry of the
+// stream time (partClock.commit): h, in a header of each of its puts'
+// (nil: nothing, the partition does not save it), and own, a record of
+// its own besides.
+type carried struct {
+	h   *timeHeader
+	own bool
+}
+
+// commit moves the stream time to a committed record's timestamp and
+// says what the record's changelog records carry of it.
+//
+// Every put's changelog record carries the stream time in a header
+// (statestore.StreamTimeHeader), and a record with no put (deletes, or
+// the stream time alone) writes a record of the stream time key when it
+// is newer than the last such: the changelog then keeps the stream time
+// of its newest record through compaction, where one record of its own
+// per record moved was a third of a windowed count's changelog. The
+// newest record with writes either has a put, which stays as its key's
+// newest, or its stream time is at most the stream time key's newest
+// record's; a put that a later record's tombstone removes is covered by
+// that record, which has no put, or carries its own; a restore takes the
+// largest it reads (Store.Apply).
+func (c *partClock) commit(timestamp int64, rs *Record) carried {
+	c.streamTime = max(c.streamTime, timestamp)
+	c.saveTime = c.saveTime || rs.readTime
+	if !c.saveTime {
+		return carried{}
+	}
+	if c.h == nil || c.h.t != c.streamTime {
+		h := &timeHeader{t: c.streamTime}
+		binary.BigEndian.PutUint64(h.value[:], uint64(h.t))
+		h.headers[0] = abi.Header{Key: statestore.StreamTimeHeader, Value: h.value[:]}
+		c.h = h
+	}
+	if c.streamTime > c.timeSaved {
+		c.timeSaved = c.streamTime
+		rs.addStreamTime(c.h.value[:])
+	}
+	own := len(rs.writes) > 0 && c.streamTime > c.ownSaved
+	for _, w := range rs.writes {
+		if own && w.Value != nil && string(w.Key) != statestore.StreamTimeKey {
+			own = false // a put carries it
+		}
+	}
+	if own {
+		c.ownSaved = c.streamTime
+	}
+	return carried{h: c.h, own: own}
+}
+
+// outputs is how many changelog records writes make, carrying c.
+func (c carried) outputs(writes []statestore.Write) int {
+	n := len(writes)
+	for _, w := range writes {
+		if string(w.Key) == statestore.StreamTimeKey {
+			n--
+		}
+	}
+	if c.own {
+		n++
+	}
+	return n
 }
 
 // partTimers is what a partition knows of its timers without a scan
@@ -233,7 +317,7 @@ func newPartition(ps *partStore, partition int32, parts int, l Limits) *Partitio
 	// A store that cannot be read answers -1 here and ErrnoNoState at its
 	// first read.
 	p.clock.streamTime, _ = ps.store.StreamTime()
-	p.clock.timeSaved = p.clock.streamTime
+	p.clock.timeSaved, p.clock.ownSaved = p.clock.streamTime, p.clock.streamTime
 	// A partition whose store holds a stream time has had a processor that
 	// reads it: its records go on writing it from the first.
 	p.clock.saveTime = p.clock.streamTime >= 0
@@ -317,26 +401,24 @@ func (ts *Partition) Commit(offset int64, rs *Record, outs []abi.Output) (*Batch
 // CommitAt is Commit for a record of timestamp (milliseconds; -1: none),
 // which it also moves the partition's stream time to (ABI.md §4.2). Once a
 // record of the partition read the stream time (Record.StreamTime), or the
-// store holds one, a record that moves it carries it among its writes
-// (statestore.StreamTimeKey): to the changelog with its outputs, in its
-// transaction under exactly_once, and to the store at the flush, so that a
-// restore brings it back with the state.
+// store holds one, the partition's records carry it (partClock.commit): a
+// record that moves it writes it (statestore.StreamTimeKey) to the store
+// at the flush, and to the changelog with its outputs, in its transaction
+// under exactly_once, so that a restore brings it back with the state —
+// in a header of each of its puts' changelog records
+// (statestore.StreamTimeHeader), or, when it has none, in a record of its
+// own (partClock.carry).
 func (ts *Partition) CommitAt(offset, timestamp int64, rs *Record, outs []abi.Output) (*Batch, []abi.Output) {
-	if timestamp >= 0 || rs.readTime {
+	var c carried
+	if timestamp >= 0 || rs.readTime || len(rs.writes) > 0 {
 		ts.mu.Lock()
-		ts.clock.streamTime = max(ts.clock.streamTime, timestamp)
-		ts.clock.saveTime = ts.clock.saveTime || rs.readTime
-		save := ts.clock.saveTime && ts.clock.streamTime > ts.clock.timeSaved
-		if save {
-			ts.clock.timeSaved = ts.clock.streamTime
-			rs.addStreamTime(ts.clock.streamTime)
-		}
+		c = ts.clock.commit(timestamp, rs)
 		ts.mu.Unlock()
 	}
 	if len(rs.writes) == 0 {
 		return nil, outs
 	}
-	if n := len(outs) + len(rs.writes); cap(outs) < n {
+	if n := len(outs) + c.outputs(rs.writes); cap(outs) < n {
 		if n <= len(rs.outs) {
 			// The record's own room: a record's output and its write,
 			// the common stateful record, allocate nothing here.
@@ -364,7 +446,17 @@ func (ts *Partition) CommitAt(offset, timestamp int64, rs *Record, outs []abi.Ou
 		if w.Value != nil {
 			ts.timerSet(w.Key)
 		}
-		outs = append(outs, abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition})
+		if k == statestore.StreamTimeKey {
+			continue // carried by the puts, or in a record of its own below
+		}
+		o := abi.Output{Topic: ts.changelog, Key: w.Key, Value: w.Value, Partition: ts.partition}
+		if w.Value != nil && c.h != nil {
+			o.Headers = c.h.headers[:]
+		}
+		outs = append(outs, o)
+	}
+	if c.own {
+		outs = append(outs, abi.Output{Topic: ts.changelog, Key: streamTimeKey, Value: c.h.value[:], Partition: ts.partition})
 	}
 	ts.batches = append(ts.batches, b)
 	ts.mu.Unlock()
@@ -549,10 +641,9 @@ const key2Stack = 128
 var streamTimeKey = []byte(statestore.StreamTimeKey)
 
 // addStreamTime appends (or replaces) the record's write of the stream
-// time t (statestore.StreamTimeKey, int64 big-endian): the host's write,
-// not counted in the record's bounds.
-func (rs *Record) addStreamTime(t int64) {
-	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t))
+// time v (statestore.StreamTimeKey, int64 big-endian, never changed): the
+// host's write, not counted in the record's bounds.
+func (rs *Record) addStreamTime(v []byte) {
 	if i := findWrite(rs.writes, rs.index, []byte(statestore.StreamTimeKey)); i >= 0 {
 		rs.writes[i].Value = v
 		return

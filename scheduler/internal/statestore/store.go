@@ -133,6 +133,13 @@ func Key2Group(k []byte) (group []byte, ok bool) {
 // of the keys' bytes and of every scan.
 const StreamTimeKey = Key2Marker + "\xff\xffstream_time"
 
+// StreamTimeHeader is the header in which a changelog record carries the
+// partition's stream time as of its record's writes, its value 8 bytes
+// as StreamTimeKey's. The host puts it on every put's record (a record
+// with no put writes StreamTimeKey instead); a restore takes the largest
+// stream time it reads, from either.
+const StreamTimeHeader = "wasmstream.stream.time"
+
 // TimerPrefix begins every timer's key (TimerKey): the two-part marker
 // and a length, 0xFFFE, that no two-part key has (over MaxKeyBytes) and
 // the stream time's does not (0xFFFF). Timers are kept with the two-part
