@@ -156,7 +156,9 @@ func closed(byPart [][]windowmodel.Record, last int64) bool {
 // 1-minute tumbling window (emit on close), over the same input on the
 // same broker: wasmstream's plugins/examples/window-count (the Go SDK's
 // tumbling windows over the host's event-time timers, state in bbolt per
-// partition and its changelog; ordering partition) and Kafka Streams'
+// partition and its changelog; ordering partition), the same count in C
+// over the raw ABI (plugins/examples/c-window: the guest's own cost
+// small beside the host's) and Kafka Streams'
 // groupByKey().windowedBy(TimeWindows.
 // ofSizeAndGrace(1 min, 10 s)).emitStrategy(onWindowClose()).count()
 // (tests/peers StreamsWindowedCount: 2 stream threads, record cache off,
@@ -203,10 +205,17 @@ func BenchmarkWindowedCount(b *testing.B) {
 	b.Logf("%d records, %d final windows, %d late (the model's)", in.n, in.finals, in.late)
 	module := filepath.Join(b.TempDir(), "window-count.wasm")
 	os.WriteFile(module, wt.BuildGoGuest(b, "plugins/examples/window-count"), 0o644)
+	cModule := filepath.Join(b.TempDir(), "c-window.wasm")
+	os.WriteFile(cModule, wt.BuildCGuest(b, "plugins/examples/c-window/window.c"), 0o644)
 	for _, g := range []struct{ ws, streams string }{{"at_least_once", "at_least_once"}, {"exactly_once", "exactly_once_v2"}} {
 		b.Run("wasmstream-window-count/"+g.ws, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				wasmstreamWindowedCount(b, brokers, module, in, g.ws)
+			}
+		})
+		b.Run("wasmstream-c-window/"+g.ws, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				wasmstreamWindowedCount(b, brokers, cModule, in, g.ws)
 			}
 		})
 		if smoke() && g.ws == "exactly_once" {

@@ -138,9 +138,15 @@ type partClock struct {
 	streamTime, timeSaved, ownSaved int64
 	saveTime                        bool
 	// h is the header the changelog records carry while stream time is
-	// h.t, made once for every record until it moves.
-	h *timeHeader
+	// h.t, made once for every record until it moves, from slab (a
+	// stream time that moves with every record makes one allocation per
+	// len(slab) moves, not one each).
+	h    *timeHeader
+	slab []timeHeader
 }
+
+// timeSlab is how many timeHeaders one allocation makes.
+const timeSlab = 64
 
 // timeHeader is a stream time as a changelog record's header, and its
 // value, in one allocation shared by every record that carries it (never
@@ -186,7 +192,12 @@ func (c *partClock) commit(timestamp int64, rs *Record) carried {
 		return carried{}
 	}
 	if c.h == nil || c.h.t != c.streamTime {
-		h := &timeHeader{t: c.streamTime}
+		if len(c.slab) == 0 {
+			c.slab = make([]timeHeader, timeSlab)
+		}
+		h := &c.slab[0]
+		c.slab = c.slab[1:]
+		h.t = c.streamTime
 		binary.BigEndian.PutUint64(h.value[:], uint64(h.t))
 		h.headers[0] = abi.Header{Key: statestore.StreamTimeHeader, Value: h.value[:]}
 		c.h = h
@@ -1093,26 +1104,33 @@ func (ts *Partition) scan(writes []statestore.Write, prefix, after []byte, fn fu
 			newer[k] = w.Value
 		}
 	}
-	return ts.merge(newer, prefix, after, fn)
+	sorted := make([]newerKey, 0, len(newer))
+	for k, v := range newer {
+		sorted = append(sorted, newerKey{k, v})
+	}
+	return ts.merge(sorted, prefix, after, fn)
+}
+
+// newerKey is a key of the overlay or of a record's writes and its value
+// there (nil: deleted), for a scan's merge.
+type newerKey struct {
+	k string
+	v []byte
 }
 
 // merge scans the store's keys with prefix after after (all: nil) and the
-// keys of newer (a value of the overlay or of writes for each key in that
-// range; nil: deleted) in key order, newer's values replacing the store's.
-func (ts *Partition) merge(newer map[string][]byte, prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
-	keys := make([]string, 0, len(newer))
-	for k := range newer {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+// keys of newer (each once, in that range, in any order; merge sorts it)
+// in key order, newer's values replacing the store's.
+func (ts *Partition) merge(newer []newerKey, prefix, after []byte, fn func(k, v []byte) bool) abi.Errno {
+	slices.SortFunc(newer, func(a, b newerKey) int { return strings.Compare(a.k, b.k) })
 	stop := false
 	// emitNewer emits the newer keys below limit (all when limit is nil).
 	emitNewer := func(limit []byte) {
-		for len(keys) > 0 && !stop && (limit == nil || keys[0] < string(limit)) {
-			if v := newer[keys[0]]; v != nil {
-				stop = !fn([]byte(keys[0]), v)
+		for len(newer) > 0 && !stop && (limit == nil || newer[0].k < string(limit)) {
+			if v := newer[0].v; v != nil {
+				stop = !fn([]byte(newer[0].k), v)
 			}
-			keys = keys[1:]
+			newer = newer[1:]
 		}
 	}
 	err := ts.ps.store.Scan(prefix, after, func(k, v []byte) bool {
@@ -1120,11 +1138,11 @@ func (ts *Partition) merge(newer map[string][]byte, prefix, after []byte, fn fun
 		if stop {
 			return false
 		}
-		if len(keys) > 0 && keys[0] == string(k) {
-			if nv := newer[keys[0]]; nv != nil {
+		if len(newer) > 0 && newer[0].k == string(k) {
+			if nv := newer[0].v; nv != nil {
 				stop = !fn(k, nv)
 			}
-			keys = keys[1:]
+			newer = newer[1:]
 			return !stop
 		}
 		stop = !fn(k, v)

@@ -190,16 +190,17 @@ func (ts *Partition) Due(t int64, n int) ([]Timer, error) {
 // earlier one of the overlay's.
 func (ts *Partition) scanDue(t int64, fn func(key []byte, at int64) bool) (later int64, e abi.Errno) {
 	later = math.MaxInt64
-	newer := map[string][]byte{}
 	g, _ := statestore.Key2Group([]byte(statestore.TimerPrefix))
 	ts.mu.Lock()
-	for k := range ts.overlayGroups[string(g)] {
+	group := ts.overlayGroups[string(g)]
+	newer := make([]newerKey, 0, len(group))
+	for k := range group {
 		at, ok := statestore.TimerAt(k)
 		v := ts.overlay[k].value
 		switch {
 		case !ok:
 		case at <= t:
-			newer[k] = v
+			newer = append(newer, newerKey{k, v})
 		case v != nil:
 			later = min(later, at)
 		}
