@@ -1095,3 +1095,108 @@ fn windows_match_the_go_models_vectors() {
         }
     }
 }
+
+/// An in-memory [`window::Host`] that counts its scans.
+#[derive(Default)]
+struct CountingHost {
+    st: i64,
+    state: std::collections::BTreeMap<(Vec<u8>, Vec<u8>), Vec<u8>>,
+    scans: usize,
+}
+
+impl window::Host for CountingHost {
+    fn stream_time(&mut self) -> Result<i64, Errno> {
+        Ok(self.st)
+    }
+    fn get(&mut self, key: &[u8], sub: &[u8]) -> Result<Option<Vec<u8>>, Errno> {
+        Ok(self.state.get(&(key.to_vec(), sub.to_vec())).cloned())
+    }
+    fn put(&mut self, key: &[u8], sub: &[u8], value: &[u8]) -> Result<(), Errno> {
+        self.state
+            .insert((key.to_vec(), sub.to_vec()), value.to_vec());
+        Ok(())
+    }
+    fn delete(&mut self, key: &[u8], sub: &[u8]) -> Result<(), Errno> {
+        self.state.remove(&(key.to_vec(), sub.to_vec()));
+        Ok(())
+    }
+    fn scan(
+        &mut self,
+        key: &[u8],
+        prefix: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Errno> {
+        self.scans += 1;
+        for ((k, sub), v) in &self.state {
+            if k == key && sub.starts_with(prefix) && !f(sub, v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+    fn set_timer(&mut self, _: &[u8], _: i64) -> Result<(), Errno> {
+        Ok(())
+    }
+    fn delete_timer(&mut self, _: &[u8], _: i64) -> Result<(), Errno> {
+        Ok(())
+    }
+}
+
+/// Outputs kept, for [`CountingHost`]'s tests.
+#[derive(Default)]
+struct Kept(Vec<Vec<u8>>);
+
+impl window::Emit for Kept {
+    fn emit(&mut self, o: &Output<'_>) -> Result<(), Errno> {
+        self.0.push(o.value.unwrap_or(&[]).to_vec());
+        Ok(())
+    }
+}
+
+/// A firing reads the window its timer was set for alone, without a scan
+/// (a scan costs the host a store read of its own); a timer of no window
+/// scans, and finds what is due (the Go SDK's TestFireReadsItsWindowAlone).
+#[test]
+fn fire_reads_its_window_alone() {
+    let w = window::tumbling(Duration::from_secs(60), with_grace(10_000)).unwrap();
+    let mut h = CountingHost {
+        st: -1,
+        ..CountingHost::default()
+    };
+    let mut out = Kept::default();
+    for ts in [1_000, 2_000, 61_000] {
+        // windows [0, 60s) and [60s, 120s)
+        h.st = h.st.max(ts - 1);
+        let r = Record {
+            topic: "in",
+            partition: 0,
+            offset: 0,
+            timestamp_ms: ts,
+            attempt: 1,
+            key: Some(b"k"),
+            value: Some(b"v"),
+            headers: Headers::default(),
+        };
+        w.add(&mut h, &r, &mut out).unwrap();
+    }
+    w.fire(&mut h, b"k", 70_000, &mut out).unwrap();
+    assert_eq!(
+        (out.0.len(), h.scans),
+        (1, 0),
+        "the firing of [0, 60s): outputs, scans"
+    );
+    assert_eq!(
+        window::decode_count(&out.0[0]).unwrap(),
+        2,
+        "window [0, 60s)'s count"
+    );
+    // A timer 5 s after the second window's close: not its window; the
+    // scan finds it due.
+    w.fire(&mut h, b"k", 135_000, &mut out).unwrap();
+    assert_eq!(
+        (out.0.len(), h.scans),
+        (2, 1),
+        "a timer of no window: outputs, scans"
+    );
+    assert!(h.state.is_empty(), "state left behind: {:?}", h.state);
+}
