@@ -365,3 +365,48 @@ func TestStreamTimeSurvivesCompaction(t *testing.T) {
 		t.Fatalf("restored from %d of %d records: stream time %d (%v), want 300", len(compacted), len(log), got, err)
 	}
 }
+
+// The overlay's two-part keys are indexed by key only once a scan of a
+// key's subs asks (Partition.subsIndexed): a scan then lists what the
+// committed records wrote before it, and the index follows what they
+// write after it, deletes and flushes included.
+func TestScan2IndexesTheOverlayAtItsFirstScan(t *testing.T) {
+	ts := newTestPartition(t)
+	commit := func(off int64, f func(rs *Record)) {
+		t.Helper()
+		rs := ts.Begin()
+		f(rs)
+		ts.CommitAt(off, -1, rs, nil)
+	}
+	commit(0, func(rs *Record) {
+		rs.Put2([]byte("a"), []byte("1"), []byte("x"))
+		rs.Put2([]byte("a"), []byte("2"), []byte("y"))
+		rs.Put2([]byte("b"), []byte("1"), []byte("z"))
+	})
+	ts.mu.Lock()
+	groups := len(ts.overlayGroups)
+	ts.mu.Unlock()
+	if groups != 0 {
+		t.Fatalf("%d groups indexed before any scan of subs", groups)
+	}
+	if got := scanSubs(t, ts.Begin(), "a", "", ""); got != "(1)=x,(2)=y" {
+		t.Fatalf("the first scan: %s", got)
+	}
+	commit(1, func(rs *Record) {
+		rs.Delete2([]byte("a"), []byte("1"))
+		rs.Put2([]byte("a"), []byte("3"), []byte("w"))
+	})
+	if got := scanSubs(t, ts.Begin(), "a", "", ""); got != "(2)=y,(3)=w" {
+		t.Fatalf("after a delete and a put: %s", got)
+	}
+	if err := ts.Flush(2); err != nil {
+		t.Fatal(err)
+	}
+	commit(2, func(rs *Record) { rs.Put2([]byte("a"), []byte("0"), []byte("v")) })
+	if got := scanSubs(t, ts.Begin(), "a", "", ""); got != "(0)=v,(2)=y,(3)=w" {
+		t.Fatalf("after a flush and a put: %s", got)
+	}
+	if got := scanSubs(t, ts.Begin(), "b", "", ""); got != "(1)=z" {
+		t.Fatalf("b: %s", got)
+	}
+}

@@ -47,6 +47,14 @@ type Partition struct {
 	// whole overlay. One-part keys are not indexed (their scans walk the
 	// overlay).
 	overlayGroups map[string]map[string]struct{}
+	// subsIndexed: a scan of a key's subs happened, so the overlay's
+	// two-part keys are indexed in overlayGroups from then on, as the
+	// timers always are (Due scans them each round). Before it, a put of a
+	// two-part key makes no index entry: a windowed count's firings read
+	// their window alone and never scan, and its records' index entries,
+	// a map per key made again after each flush, were a cost of every
+	// record for nothing.
+	subsIndexed bool
 	clock         partClock  // stream time (ABI.md §4.2)
 	timers        partTimers // what Due knows of the timers (timers.go)
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
@@ -1086,6 +1094,7 @@ func (ts *Partition) scan(writes []statestore.Write, prefix, after []byte, fn fu
 	ts.mu.Lock()
 	if g, ok := statestore.Key2Group(prefix); ok {
 		// One key's subs, or the timers: its group's keys alone.
+		ts.indexSubs()
 		for k := range ts.overlayGroups[string(g)] {
 			if inRange(k) {
 				newer[k] = ts.overlay[k].value
@@ -1159,7 +1168,7 @@ func (ts *Partition) merge(newer []newerKey, prefix, after []byte, fn func(k, v 
 // bytes) in its group, if it is a two-part key or a timer's (under ts.mu).
 func (ts *Partition) groupAdd(key []byte, k string) {
 	g, ok := statestore.Key2Group(key)
-	if !ok {
+	if !ok || !ts.subsIndexed && string(g) != statestore.TimerPrefix {
 		return
 	}
 	set := ts.overlayGroups[string(g)]
@@ -1173,11 +1182,25 @@ func (ts *Partition) groupAdd(key []byte, k string) {
 	set[k] = struct{}{}
 }
 
+// indexSubs indexes the overlay's two-part keys in overlayGroups, once
+// (under ts.mu; subsIndexed).
+func (ts *Partition) indexSubs() {
+	if ts.subsIndexed {
+		return
+	}
+	ts.subsIndexed = true
+	for k := range ts.overlay {
+		if statestore.IsKey2([]byte(k)) && !strings.HasPrefix(k, statestore.TimerPrefix) {
+			ts.groupAdd([]byte(k), k)
+		}
+	}
+}
+
 // groupRemove drops key, which left the overlay, from its group's index
 // (under ts.mu); a group left empty goes.
 func (ts *Partition) groupRemove(key []byte) {
 	g, ok := statestore.Key2Group(key)
-	if !ok {
+	if !ok || !ts.subsIndexed && string(g) != statestore.TimerPrefix {
 		return
 	}
 	if set := ts.overlayGroups[string(g)]; set != nil {
