@@ -55,8 +55,8 @@ type Partition struct {
 	// a map per key made again after each flush, were a cost of every
 	// record for nothing.
 	subsIndexed bool
-	clock         partClock  // stream time (ABI.md §4.2)
-	timers        partTimers // what Due knows of the timers (timers.go)
+	clock       partClock  // stream time (ABI.md §4.2)
+	timers      partTimers // what Due knows of the timers (timers.go)
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
 	// key's).
 	overlayBytes int64
