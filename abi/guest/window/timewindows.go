@@ -15,6 +15,10 @@ import (
 type TimeWindows struct {
 	base
 	size, advance int64
+	// sub is the room of a window's sub key, made once: Add runs a
+	// record at a time (a TimeWindows is not for concurrent use, as its
+	// counts are not), and the host copies what it is given.
+	sub []byte
 }
 
 // Tumbling returns windows of size, each record in exactly one:
@@ -48,18 +52,6 @@ func Hopping(size, advance time.Duration, opt Options) (*TimeWindows, error) {
 	return &TimeWindows{base: base{opt: opt, grace: grace, prefix: subPrefix(opt.Name)}, size: s, advance: a}, nil
 }
 
-// starts calls fn with the start of every window holding ts, earliest
-// first: TimeWindows.windowsFor, whose first start is clamped at 0 (no
-// window starts before the epoch).
-func (w *TimeWindows) starts(ts int64, fn func(start int64) error) error {
-	for start := max(0, ts-w.size+w.advance) / w.advance * w.advance; start <= ts; start += w.advance {
-		if err := fn(start); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Add adds the record to its windows (r.Key's, at r.Timestamp): each
 // still open takes it; a window it opens sets the timer that will close
 // it. A record no window takes is late. Call it from the processor's
@@ -81,16 +73,19 @@ func (w *TimeWindows) add(h Host, r *guest.Record, out guest.Emitter) error {
 		return err
 	}
 	took := false
-	sub := make([]byte, 0, len(w.prefix)+8)
-	err = w.starts(ts, func(start int64) error {
+	// The start of every window holding ts, earliest first: Kafka
+	// Streams' TimeWindows.windowsFor, whose first start is clamped at 0
+	// (no window starts before the epoch). A loop, not a function taking
+	// a closure: the closure was an allocation of every record's.
+	for start := max(0, ts-w.size+w.advance) / w.advance * w.advance; start <= ts; start += w.advance {
 		end := start + w.size
 		if end+w.grace <= st { // closed: KStreamWindowAggregate's windowEnd <= closeTime
 			w.stats.Dropped++
-			return nil
+			continue
 		}
 		took = true
-		sub = appendStart(append(sub[:0], w.prefix...), start)
-		agg, ok, err := h.Get(r.Key, sub)
+		w.sub = appendStart(append(w.sub[:0], w.prefix...), start)
+		agg, ok, err := h.Get(r.Key, w.sub)
 		if err != nil {
 			return err
 		}
@@ -103,10 +98,9 @@ func (w *TimeWindows) add(h Host, r *guest.Record, out guest.Emitter) error {
 		if agg, err = w.opt.Agg.Add(agg, r.Value); err != nil {
 			return err
 		}
-		return h.Put(r.Key, sub, agg)
-	})
-	if err != nil {
-		return err
+		if err := h.Put(r.Key, w.sub, agg); err != nil {
+			return err
+		}
 	}
 	if !took {
 		return w.late(r, out)

@@ -87,13 +87,19 @@ type Aggregator interface {
 }
 
 // Count counts records: its aggregate is a uint64, 8 bytes big-endian
-// (DecodeCount).
+// (DecodeCount). Its Add writes the new count into agg when agg holds one
+// (the windows give it the bytes Host.Get returned, theirs to change), so
+// a record's count allocates nothing.
 var Count Aggregator = counter{}
 
 type counter struct{}
 
 func (counter) Add(agg, _ []byte) ([]byte, error) {
 	n, err := decodeCount(agg)
+	if err == nil && len(agg) == 8 {
+		binary.BigEndian.PutUint64(agg, n+1)
+		return agg, nil
+	}
 	return binary.BigEndian.AppendUint64(nil, n+1), err
 }
 
@@ -269,8 +275,11 @@ func (b *base) emit(res Result, out guest.Emitter) error {
 // ABI.md §4.1), a pipeline without state, a topic not allowed. A limit
 // (abi.ErrnoLimit) stays retryable: the host may hold fewer outputs later.
 func (b *base) classify(err error) error {
+	if err == nil {
+		return nil // before e: errors.As makes e an allocation of every call
+	}
 	var e abi.Errno
-	if err == nil || guest.IsTerminal(err) || !errors.As(err, &e) {
+	if guest.IsTerminal(err) || !errors.As(err, &e) {
 		return err
 	}
 	err = fmt.Errorf("window: windows %q: %w", b.opt.Name, err)
