@@ -15,11 +15,11 @@ type countHost struct {
 	agg [8]byte
 }
 
-func (h *countHost) StreamTime() (int64, error)                 { return h.st, nil }
-func (h *countHost) SetTimer(key []byte, at int64) error        { return nil }
-func (h *countHost) DeleteTimer(key []byte, at int64) error     { return nil }
-func (h *countHost) Put(key, sub, value []byte) error           { copy(h.agg[:], value); return nil }
-func (h *countHost) Delete(key, sub []byte) error               { return nil }
+func (h *countHost) StreamTime() (int64, error)                { return h.st, nil }
+func (h *countHost) SetTimer(key []byte, at int64) error       { return nil }
+func (h *countHost) DeleteTimer(key []byte, at int64) error    { return nil }
+func (h *countHost) Put(key, sub, value []byte) error          { copy(h.agg[:], value); return nil }
+func (h *countHost) Delete(key, sub []byte) error              { return nil }
 func (h *countHost) Get(key, sub []byte) ([]byte, bool, error) { return h.agg[:], true, nil }
 func (h *countHost) Scan(key, prefix []byte, fn func(sub, value []byte) bool) error {
 	return nil
