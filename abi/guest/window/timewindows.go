@@ -126,13 +126,13 @@ func (w *TimeWindows) fire(h Host, key []byte, at int64, out guest.Emitter) erro
 	// timer is another Windows', or a window's size or grace changed since
 	// it was set), the scan below finds what is due.
 	if start := at - w.grace - w.size; start <= at {
-		sub := appendStart(append(make([]byte, 0, len(w.prefix)+8), w.prefix...), start)
-		agg, ok, err := h.Get(key, sub)
+		w.sub = appendStart(append(w.sub[:0], w.prefix...), start)
+		agg, ok, err := h.Get(key, w.sub)
 		if err != nil {
 			return err
 		}
 		if ok {
-			if err := h.Delete(key, sub); err != nil {
+			if err := h.Delete(key, w.sub); err != nil {
 				return err
 			}
 			return w.emit(Result{Key: bytes.Clone(key), Start: start, End: start + w.size, Agg: agg}, out)

@@ -262,9 +262,13 @@ func (b *base) emit(res Result, out guest.Emitter) error {
 	if b.opt.OnClose != nil {
 		return b.opt.OnClose(res, out)
 	}
+	// Both numbers in one allocation: start, then end.
+	nums := strconv.AppendInt(make([]byte, 0, 40), res.Start, 10)
+	n := len(nums)
+	nums = strconv.AppendInt(nums, res.End, 10)
 	return out.Emit(guest.Output{Topic: b.opt.Output, Key: res.Key, Value: res.Agg, Headers: []guest.Header{
-		{Key: HeaderStart, Value: strconv.AppendInt(nil, res.Start, 10)},
-		{Key: HeaderEnd, Value: strconv.AppendInt(nil, res.End, 10)},
+		{Key: HeaderStart, Value: nums[:n:n]},
+		{Key: HeaderEnd, Value: nums[n:]},
 	}})
 }
 
