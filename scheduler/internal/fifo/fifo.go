@@ -70,19 +70,42 @@ func (q *Queue[T]) Insert(i int, v T) {
 	if i < 0 || i > q.n {
 		panic("fifo: index out of range")
 	}
+	var last int // buf's last slot, once the push made room
 	if i < q.n-i {
+		// The items before i move one slot towards the front, a copy per
+		// run of slots that does not wrap (a swap each was a cost of every
+		// work a timer round places after its record).
 		q.PushFront(v)
-		for k := 0; k < i; k++ {
-			a, b := q.slot(k), q.slot(k+1)
-			q.buf[a], q.buf[b] = q.buf[b], q.buf[a]
+		last = len(q.buf) - 1
+		for k := 0; k < i; {
+			d := q.slot(k)
+			if d == last {
+				q.buf[d] = q.buf[0]
+				k++
+				continue
+			}
+			c := min(i-k, last-d)
+			copy(q.buf[d:d+c], q.buf[d+1:d+1+c])
+			k += c
 		}
+		q.buf[q.slot(i)] = v
 		return
 	}
+	// The items from i on move one slot towards the back, likewise.
 	q.Push(v)
-	for k := q.n - 1; k > i; k-- {
-		a, b := q.slot(k), q.slot(k-1)
-		q.buf[a], q.buf[b] = q.buf[b], q.buf[a]
+	last = len(q.buf) - 1
+	for k := q.n - 1; k > i; {
+		d := q.slot(k)
+		if d == 0 {
+			q.buf[0] = q.buf[last]
+			k--
+			continue
+		}
+		c := min(k-i, d)
+		copy(q.buf[d-c+1:d+1], q.buf[d-c:d])
+		k -= c
 	}
+	q.buf[q.slot(i)] = v
 }
 
 // Peek returns the front item; ok is false when the queue is empty.

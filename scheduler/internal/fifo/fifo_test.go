@@ -233,6 +233,8 @@ func TestShrink(t *testing.T) {
 
 // TestAgainstSlice runs random operations against a plain slice.
 func TestAgainstSlice(t *testing.T) {
+	// Pushes, pops, pushes at the front and inserts anywhere, against a
+	// slice, wrapped or not.
 	rng := rand.New(rand.NewSource(2))
 	var q Queue[int]
 	var model []int
@@ -259,9 +261,14 @@ func TestAgainstSlice(t *testing.T) {
 				}
 				model = model[1:]
 			}
-		case r < 98:
+		case r < 94:
 			q.PushFront(-next)
 			model = append([]int{-next}, model...)
+			next++
+		case r < 98:
+			i := rng.Intn(len(model) + 1)
+			q.Insert(i, -next)
+			model = slices.Insert(model, i, -next)
 			next++
 		case r < 99:
 			if got := contents(t, &q); !slices.Equal(got, model) {

@@ -354,6 +354,11 @@ func (rl *releaser) heldByWork(h *job) bool {
 	return false
 }
 
+// isOwn tells whether n is trig or a work trig triggered.
+func (rl *releaser) isOwn(n, trig *job) bool {
+	return n == trig || n.isWork() && n.rare.after == trig
+}
+
 // reserveAfter gives work wk, triggered by the record wk.After, its place
 // in a release order reserved by offset now, as it is placed: right after
 // the place of that record (and of the work it triggered before), which
@@ -378,9 +383,16 @@ func (rl *releaser) reserveAfter(wk *Work) *job {
 		return nil
 	}
 	trig := *rl.q.At(i)
-	for i++; i < rl.q.Len(); i++ {
-		if n := *rl.q.At(i); !n.isWork() || n.rare.after != trig {
-			break
+	// After the works trig triggered before: the order is sorted, and
+	// they are the places after trig of its order, so the first place of
+	// a later order ends them — unless an order appended at the end took
+	// trig's (insertBefore): then the places after trig are walked. A
+	// round of a thousand timers was a walk of a thousand places a
+	// firing.
+	if e := rl.q.Index(func(p **job) bool { return (*p).order() > r.Offset }); e > i && rl.isOwn(*rl.q.At(e - 1), trig) {
+		i = e
+	} else {
+		for i++; i < rl.q.Len() && rl.isOwn(*rl.q.At(i), trig); i++ {
 		}
 	}
 	j := &job{release: jobRelease{ordered: true}, rare: &jobRare{work: wk, at: r.Offset, after: trig}}
