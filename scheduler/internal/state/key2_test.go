@@ -367,7 +367,7 @@ func TestStreamTimeSurvivesCompaction(t *testing.T) {
 }
 
 // The overlay's two-part keys are indexed by key only once a scan of a
-// key's subs asks (Partition.subsIndexed): a scan then lists what the
+// key's subs asks (overlayGroups.subs): a scan then lists what the
 // committed records wrote before it, and the index follows what they
 // write after it, deletes and flushes included.
 func TestScan2IndexesTheOverlayAtItsFirstScan(t *testing.T) {
@@ -384,7 +384,7 @@ func TestScan2IndexesTheOverlayAtItsFirstScan(t *testing.T) {
 		rs.Put2([]byte("b"), []byte("1"), []byte("z"))
 	})
 	ts.mu.Lock()
-	groups := len(ts.overlayGroups)
+	groups := len(ts.groups.m)
 	ts.mu.Unlock()
 	if groups != 0 {
 		t.Fatalf("%d groups indexed before any scan of subs", groups)

@@ -41,22 +41,9 @@ type Partition struct {
 
 	mu      sync.Mutex
 	overlay map[string]overlayEntry
-	// overlayGroups indexes the overlay's two-part keys and timers by
-	// their group (statestore.Key2Group): a scan of one key's subs
-	// (state_scan2) or of the timers walks its group's keys, not the
-	// whole overlay. One-part keys are not indexed (their scans walk the
-	// overlay).
-	overlayGroups map[string]map[string]struct{}
-	// subsIndexed: a scan of a key's subs happened, so the overlay's
-	// two-part keys are indexed in overlayGroups from then on, as the
-	// timers always are (Due scans them each round). Before it, a put of a
-	// two-part key makes no index entry: a windowed count's firings read
-	// their window alone and never scan, and its records' index entries,
-	// a map per key made again after each flush, were a cost of every
-	// record for nothing.
-	subsIndexed bool
-	clock       partClock  // stream time (ABI.md §4.2)
-	timers      partTimers // what Due knows of the timers (timers.go)
+	groups  overlayGroups // the overlay's two-part keys and timers by group
+	clock   partClock     // stream time (ABI.md §4.2)
+	timers  partTimers    // what Due knows of the timers (timers.go)
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
 	// key's).
 	overlayBytes int64
@@ -133,6 +120,22 @@ func (c *cleanCache) keep(k string, v []byte) {
 	}
 	c.m[k] = v
 	c.bytes += n
+}
+
+// overlayGroups indexes the overlay's two-part keys and timers by their
+// group (statestore.Key2Group): a scan of one key's subs (state_scan2) or
+// of the timers walks its group's keys, not the whole overlay. One-part
+// keys are not indexed (their scans walk the overlay). Under
+// Partition.mu.
+type overlayGroups struct {
+	m map[string]map[string]struct{}
+	// subs: a scan of a key's subs happened, so the overlay's two-part
+	// keys are indexed in m from then on, as the timers always are (Due
+	// scans them each round). Before it, a put of a two-part key makes no
+	// index entry: a windowed count's firings read their window alone and
+	// never scan, and its records' index entries, a map per key made
+	// again after each flush, were a cost of every record for nothing.
+	subs bool
 }
 
 // partClock is a partition's stream time (under Partition.mu).
@@ -1095,7 +1098,7 @@ func (ts *Partition) scan(writes []statestore.Write, prefix, after []byte, fn fu
 	if g, ok := statestore.Key2Group(prefix); ok {
 		// One key's subs, or the timers: its group's keys alone.
 		ts.indexSubs()
-		for k := range ts.overlayGroups[string(g)] {
+		for k := range ts.groups.m[string(g)] {
 			if inRange(k) {
 				newer[k] = ts.overlay[k].value
 			}
@@ -1168,27 +1171,27 @@ func (ts *Partition) merge(newer []newerKey, prefix, after []byte, fn func(k, v 
 // bytes) in its group, if it is a two-part key or a timer's (under ts.mu).
 func (ts *Partition) groupAdd(key []byte, k string) {
 	g, ok := statestore.Key2Group(key)
-	if !ok || !ts.subsIndexed && string(g) != statestore.TimerPrefix {
+	if !ok || !ts.groups.subs && string(g) != statestore.TimerPrefix {
 		return
 	}
-	set := ts.overlayGroups[string(g)]
+	set := ts.groups.m[string(g)]
 	if set == nil {
-		if ts.overlayGroups == nil {
-			ts.overlayGroups = map[string]map[string]struct{}{}
+		if ts.groups.m == nil {
+			ts.groups.m = map[string]map[string]struct{}{}
 		}
 		set = map[string]struct{}{}
-		ts.overlayGroups[string(g)] = set
+		ts.groups.m[string(g)] = set
 	}
 	set[k] = struct{}{}
 }
 
-// indexSubs indexes the overlay's two-part keys in overlayGroups, once
-// (under ts.mu; subsIndexed).
+// indexSubs indexes the overlay's two-part keys in groups, once
+// (under ts.mu; overlayGroups.subs).
 func (ts *Partition) indexSubs() {
-	if ts.subsIndexed {
+	if ts.groups.subs {
 		return
 	}
-	ts.subsIndexed = true
+	ts.groups.subs = true
 	for k := range ts.overlay {
 		if statestore.IsKey2([]byte(k)) && !strings.HasPrefix(k, statestore.TimerPrefix) {
 			ts.groupAdd([]byte(k), k)
@@ -1200,13 +1203,13 @@ func (ts *Partition) indexSubs() {
 // (under ts.mu); a group left empty goes.
 func (ts *Partition) groupRemove(key []byte) {
 	g, ok := statestore.Key2Group(key)
-	if !ok || !ts.subsIndexed && string(g) != statestore.TimerPrefix {
+	if !ok || !ts.groups.subs && string(g) != statestore.TimerPrefix {
 		return
 	}
-	if set := ts.overlayGroups[string(g)]; set != nil {
+	if set := ts.groups.m[string(g)]; set != nil {
 		delete(set, string(key))
 		if len(set) == 0 {
-			delete(ts.overlayGroups, string(g))
+			delete(ts.groups.m, string(g))
 		}
 	}
 }

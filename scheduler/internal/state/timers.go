@@ -192,7 +192,7 @@ func (ts *Partition) scanDue(t int64, fn func(key []byte, at int64) bool) (later
 	later = math.MaxInt64
 	g, _ := statestore.Key2Group([]byte(statestore.TimerPrefix))
 	ts.mu.Lock()
-	group := ts.overlayGroups[string(g)]
+	group := ts.groups.m[string(g)]
 	newer := make([]newerKey, 0, len(group))
 	for k := range group {
 		at, ok := statestore.TimerAt(k)
