@@ -213,20 +213,7 @@ func TestStateStreamTime(t *testing.T) {
 		t.Fatalf("a new view: %d", got)
 	}
 	// A restore from the changelog alone brings it back.
-	fresh, err := statestore.Open(filepath.Join(t.TempDir(), "r.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
-	a := &changelogApplier{store: fresh, last: -1}
-	for i, o := range all {
-		if err := a.add(&kgo.Record{Key: o.Key, Value: o.Value, Offset: int64(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := a.flush(); err != nil {
-		t.Fatal(err)
-	}
+	fresh, a := restored(t, asChangelog(all))
 	if got := now(NewPartition(fresh, 0, 1, Limits{MaxValueBytes: 100}).Begin()); got != 200 || a.skipped != 0 {
 		t.Fatalf("restored: %d (skipped %d)", got, a.skipped)
 	}
@@ -282,17 +269,11 @@ func TestLocalStreamTime(t *testing.T) {
 // record.
 func TestStreamTimeSurvivesCompaction(t *testing.T) {
 	ts := newTestPartition(t)
-	var log []*kgo.Record
+	var all []abi.Output
 	commit := func(at int64, rs *Record) []abi.Output {
 		t.Helper()
-		_, outs := ts.CommitAt(int64(len(log)), at, rs, nil)
-		for _, o := range outs {
-			r := &kgo.Record{Key: o.Key, Value: o.Value, Offset: int64(len(log))}
-			for _, h := range o.Headers {
-				r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
-			log = append(log, r)
-		}
+		_, outs := ts.CommitAt(int64(len(all)), at, rs, nil)
+		all = append(all, outs...)
 		return outs
 	}
 	own := 0 // records of the stream time key
@@ -337,6 +318,7 @@ func TestStreamTimeSurvivesCompaction(t *testing.T) {
 	if own != 3 {
 		t.Fatalf("%d records of the stream time key; want 3", own)
 	}
+	log := asChangelog(all)
 	newest := map[string]*kgo.Record{}
 	for _, r := range log {
 		newest[string(r.Key)] = r
@@ -347,20 +329,7 @@ func TestStreamTimeSurvivesCompaction(t *testing.T) {
 			compacted = append(compacted, r)
 		}
 	}
-	fresh, err := statestore.Open(filepath.Join(t.TempDir(), "r.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
-	a := &changelogApplier{store: fresh, last: -1}
-	for _, r := range compacted {
-		if err := a.add(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := a.flush(); err != nil {
-		t.Fatal(err)
-	}
+	fresh, _ := restored(t, compacted)
 	if got, err := fresh.StreamTime(); err != nil || got != 300 {
 		t.Fatalf("restored from %d of %d records: stream time %d (%v), want 300", len(compacted), len(log), got, err)
 	}
@@ -409,4 +378,38 @@ func TestScan2IndexesTheOverlayAtItsFirstScan(t *testing.T) {
 	if got := scanSubs(t, ts.Begin(), "b", "", ""); got != "(1)=z" {
 		t.Fatalf("b: %s", got)
 	}
+}
+
+// asChangelog is the changelog records outs make, in order from offset 0,
+// their headers kept (the stream time's).
+func asChangelog(outs []abi.Output) []*kgo.Record {
+	recs := make([]*kgo.Record, len(outs))
+	for i, o := range outs {
+		recs[i] = &kgo.Record{Key: o.Key, Value: o.Value, Offset: int64(i)}
+		for _, h := range o.Headers {
+			recs[i].Headers = append(recs[i].Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+	}
+	return recs
+}
+
+// restored is a new store restored from recs (a changelog partition's
+// records) through the restore's applier, which it also returns.
+func restored(t *testing.T, recs []*kgo.Record) (*statestore.Store, *changelogApplier) {
+	t.Helper()
+	st, err := statestore.Open(filepath.Join(t.TempDir(), "r.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := &changelogApplier{store: st, last: -1}
+	for _, r := range recs {
+		if err := a.add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.flush(); err != nil {
+		t.Fatal(err)
+	}
+	return st, a
 }

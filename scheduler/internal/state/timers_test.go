@@ -3,13 +3,9 @@ package state
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
@@ -92,19 +88,9 @@ func TestStateTimers(t *testing.T) {
 	if v := NewPartition(ts.ps.store, 0, 1, Limits{MaxValueBytes: 100}); v.timers.next != 20 {
 		t.Fatalf("a new view's earliest timer: %d", v.timers.next)
 	}
-	fresh, err := statestore.Open(filepath.Join(t.TempDir(), "r.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
-	a := &changelogApplier{store: fresh, last: -1}
-	for i, o := range outs {
-		if err := a.add(&kgo.Record{Key: o.Key, Value: o.Value, Offset: int64(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := a.flush(); err != nil || a.skipped != 0 {
-		t.Fatalf("restore: %v (skipped %d)", err, a.skipped)
+	fresh, a := restored(t, asChangelog(outs))
+	if a.skipped != 0 {
+		t.Fatalf("restore skipped %d", a.skipped)
 	}
 	if got := dueList(t, NewPartition(fresh, 0, 1, Limits{MaxValueBytes: 100}), math.MaxInt64); got != "@20,a@20,b@20,c@30" {
 		t.Fatalf("restored: %s", got)
