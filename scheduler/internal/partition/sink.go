@@ -78,10 +78,11 @@ func refusesLimits(l TopicLimits, output, changelog string, outs []abi.Output, w
 			return fmt.Sprintf("output %d: %s", i, why)
 		}
 	}
+	putHeaders := state.PutHeaders()
 	for _, w := range writes {
 		var hs []abi.Header
 		if w.Value != nil {
-			hs = state.PutHeaders // a put's record carries the stream time
+			hs = putHeaders[:] // a put's record carries the stream time
 		}
 		if why := l.refuses(changelog, w.Key, false, w.Value, hs); why != "" {
 			return "the changelog record of a state write: " + why

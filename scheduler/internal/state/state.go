@@ -168,10 +168,15 @@ type timeHeader struct {
 	headers [1]abi.Header
 }
 
+// putHeaders is the most a put's changelog record carries in headers (the
+// stream time's): PutHeaders.
+var putHeaders = [1]abi.Header{{Key: statestore.StreamTimeHeader, Value: make([]byte, 8)}}
+
 // PutHeaders is the most a put's changelog record carries in headers (the
 // stream time's), for the checks of its size against the changelog's
-// bounds.
-var PutHeaders = []abi.Header{{Key: statestore.StreamTimeHeader, Value: make([]byte, 8)}}
+// bounds: a copy each call, so that no caller can change what the next
+// one checks (one small array, kept on the caller's stack).
+func PutHeaders() [1]abi.Header { return putHeaders }
 
 // carried is what a committed record's changelog records carry of the
 // stream time (partClock.commit): h, in a header of each of its puts'
@@ -218,8 +223,8 @@ func (c *partClock) commit(timestamp int64, rs *Record) carried {
 		rs.addStreamTime(c.h.value[:])
 	}
 	own := len(rs.writes) > 0 && c.streamTime > c.ownSaved
-	for _, w := range rs.writes {
-		if own && w.Value != nil && string(w.Key) != statestore.StreamTimeKey {
+	for i := 0; own && i < len(rs.writes); i++ {
+		if w := rs.writes[i]; w.Value != nil && string(w.Key) != statestore.StreamTimeKey {
 			own = false // a put carries it
 		}
 	}
