@@ -25,7 +25,7 @@ const MaxShareMembers = 2
 // "Lock order").
 type ShareLocks struct {
 	mu   sync.Mutex
-	held map[*kgo.Record]*shareLock
+	held map[*kgo.Record]shareLock // by value: no allocation a record
 	// heldBy counts held records by the member whose poll acquired them.
 	heldBy [MaxShareMembers]int
 	// lockFor is the broker's lock duration as last measured: a fresh
@@ -68,7 +68,7 @@ type ShareStats struct {
 const defaultLockFor = 30 * time.Second
 
 func NewShareLocks(log *slog.Logger) *ShareLocks {
-	s := &ShareLocks{held: map[*kgo.Record]*shareLock{}, lockFor: defaultLockFor, log: log}
+	s := &ShareLocks{held: map[*kgo.Record]shareLock{}, lockFor: defaultLockFor, log: log}
 	for m := range s.empty {
 		s.empty[m] = make(chan struct{}, 1)
 	}
@@ -93,7 +93,7 @@ func (s *ShareLocks) Add(member int, fetches kgo.Fetches, now time.Time) {
 		if until.IsZero() {
 			until = now.Add(s.lockFor)
 		}
-		s.held[r] = &shareLock{until: until, renewAt: until.Add(-s.lockFor / 2), member: member}
+		s.held[r] = shareLock{until: until, renewAt: until.Add(-s.lockFor / 2), member: member}
 		s.heldBy[member]++
 		s.Stats.Acquired.Add(1)
 		dc := max(int(r.DeliveryCount()), 1)
@@ -152,6 +152,7 @@ func (s *ShareLocks) Renew(now time.Time) (renewed int) {
 	for r, l := range s.held {
 		switch {
 		case l.lapsed:
+			continue
 		case now.After(l.until):
 			l.lapsed = true
 			s.Stats.Lapsed.Add(1)
@@ -163,7 +164,10 @@ func (s *ShareLocks) Renew(now time.Time) (renewed int) {
 			renewed++
 			l.until = now.Add(s.lockFor)
 			l.renewAt = now.Add(s.lockFor / 2)
+		default:
+			continue
 		}
+		s.held[r] = l // a value: changing an entry while ranging is allowed
 	}
 	return renewed
 }
