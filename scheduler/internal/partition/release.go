@@ -38,12 +38,11 @@ type job struct {
 
 	started time.Time // the current attempt's first call
 	attempt int32     // 1 to failhdr.MaxAttempt
-	lost    int32     // restarts after its instance was discarded under it
+	lost    uint8     // restarts after its instance was discarded under it (at most maxLostRestarts)
+	pended  bool      // the current attempt waited on asynchronous operations
+	owed    traceOwed // what the current attempt's trace is still to be told (tracing on)
 
 	remaining atomic.Int32 // the sink: acknowledgements of its outputs still awaited
-
-	pended bool      // the current attempt waited on asynchronous operations
-	owed   traceOwed // what the current attempt's trace is still to be told (tracing on)
 
 	release jobRelease // set by settle, acted on by the sink
 
@@ -66,10 +65,12 @@ type jobRelease struct {
 // 312-byte jobs with its allocation's 8-byte header fills Go's 20480-byte
 // size class, 320 bytes a record (448-byte jobs took the 32768-byte class:
 // 512 a record). One field more and the slab takes the next class
-// (TestJobSize, TestNewJobOneAllocation). What stays in it is what every
-// record, or every record of a common mode, uses: its trace and its state
-// (rs, sb: every record of a stateful pipeline), the first output's
-// record, and what the producer's callbacks write (remaining, failedErr).
+// (TestJobSize, TestNewJobOneAllocation): its small fields are packed
+// (lost in a byte) so that the second output's pointer fits. What stays in
+// it is what every record, or every record of a common mode, uses: its
+// trace and its state (rs, sb: every record of a stateful pipeline), the
+// first output's record and where the second's is, and what the producer's
+// callbacks write (remaining, failedErr).
 
 // jobRare is what few records need of a job: a retry topic's origin, inline
 // retries, a failure, more than one output, a kept trace's produces. It is
@@ -97,17 +98,10 @@ type jobRare struct {
 	after *job // the job of the record that triggered the work (Work.After), held until it settles
 
 	// Producing the outputs (the sink): the records of the outputs
-	// after the first, and the trace's per-output callbacks (a kept
-	// trace).
+	// after the first when there are more than two (two: outcome.second),
+	// and the trace's per-output callbacks (a kept trace).
 	extra []*kgo.Record
 	sent  []func(int32, int64, error)
-
-	// A record of two outputs (a stateful record's output and its
-	// changelog record: the count example's) has its second output's
-	// record here, made with the jobRare (outputsRare): one allocation on
-	// its way to the sink instead of three.
-	two    kgo.Record
-	twoPtr [1]*kgo.Record
 }
 
 // rareFields is j's jobRare, made if j has none yet. Only the goroutine
@@ -138,12 +132,20 @@ func (j *job) failed(f failure, clearHistory bool) {
 // allocation still carries a record from its first call to its last
 // acknowledgement.
 type outcome struct {
+	// second is the record of the second of exactly two outputs (a
+	// stateful record's output and its changelog record: the count
+	// example's), from the worker's slab of records (worker.outputRecords):
+	// no jobRare, and a slab's share of an allocation, on its way to the
+	// sink. Kept across attempts.
+	second *kgo.Record
+
 	outs []abi.Output // verdictOutputs: the guest's outputs, then its changelog records
 	held int64        // output bytes it holds in the host's account until acknowledged
 
 	// Producing the outputs (the sink): one record embedded for the
-	// common single output (the others in jobRare), and the first produce
-	// error; job.remaining counts the acknowledgements still awaited.
+	// common single output (second for a second one; the others in
+	// jobRare), and the first produce error; job.remaining counts the
+	// acknowledgements still awaited.
 	out1      kgo.Record
 	failedErr atomic.Pointer[error]
 	one       [1]*job // the run of one it is delivered as without a release order (job.run)

@@ -398,11 +398,12 @@ func (t *outputTime) now() time.Time {
 }
 
 // prepareOutputs makes the records j's outputs are produced as: the one
-// embedded in j for the first output, one allocation for the others.
-// output is the pipeline's output topic (an output naming none goes there),
-// at their timestamp.
+// embedded in j for the first output, outcome.second for the second of
+// two (worker.outputRecords), one allocation for the others. output is
+// the pipeline's output topic (an output naming none goes there), at their
+// timestamp.
 func (j *job) prepareOutputs(output string, at time.Time) {
-	if n := len(j.outcome.outs) - 1; n > 0 && len(j.rare.extra) != n {
+	if n := len(j.outcome.outs) - 1; n > 0 && !j.twoOutputs() && len(j.rare.extra) != n {
 		more := make([]kgo.Record, n)
 		x := j.rare // made by succeeded
 		x.extra = make([]*kgo.Record, n)
@@ -419,10 +420,19 @@ func (j *job) prepareOutputs(output string, at time.Time) {
 
 // outputRecord is the record output i of j is produced as.
 func (j *job) outputRecord(i int) *kgo.Record {
-	if i == 0 {
+	switch {
+	case i == 0:
 		return &j.outcome.out1
+	case j.twoOutputs():
+		return j.outcome.second
 	}
 	return j.rare.extra[i-1]
+}
+
+// twoOutputs reports whether j has exactly two outputs, the second
+// produced as outcome.second.
+func (j *job) twoOutputs() bool {
+	return len(j.outcome.outs) == 2 && j.outcome.second != nil
 }
 
 // fillOutput makes kr the record output o is produced as.

@@ -42,12 +42,13 @@ func TestTxnOutputsAllocateAsProduce(t *testing.T) {
 	outs := make([][2]abi.Output, n)
 	jobs := make([]job, n)
 	prods := make([][2]kgo.Record, n)
+	var w worker
 	setup := func() {
 		for i := range jobs {
 			outs[i] = [2]abi.Output{{Key: []byte("k"), Value: []byte("1"), Partition: -1}, {Topic: "p.changelog", Key: []byte("k"), Value: []byte("1"), Partition: 0}}
 			jobs[i] = job{t: e.t, r: &kgo.Record{Topic: "in", Offset: int64(i)}}
 			jobs[i].outcome.outs = outs[i][:]
-			jobs[i].outputsRare()
+			w.outputRecords(&jobs[i])
 			prods[i] = [2]kgo.Record{{Topic: "out", Key: []byte("k"), Value: []byte("1")}, {Topic: "p.changelog", Key: []byte("k"), Value: []byte("1")}}
 		}
 	}

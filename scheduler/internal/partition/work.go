@@ -294,7 +294,7 @@ func (w *worker) workOutcome(j *job, res host.Result, end time.Time) {
 		return
 	}
 	j.outcome.outs, j.outcome.held = res.Outputs, res.HeldBytes
-	j.outputsRare() // a firing's output and its timer's delete: the second record in the rare fields, as a record's
+	w.outputRecords(j) // a firing's output and its timer's delete: the second record from the worker's slab, as a record's
 	w.settle(j, verdictOutputs)
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
@@ -33,6 +34,9 @@ type worker struct {
 	// jobs is the rest of the worker's last slab of jobs (newJob): jobs are
 	// carved from slabs of jobSlab, one allocation for that many records.
 	jobs []job
+	// recs are the records of second outputs (outcome.second), carved
+	// from slabs of recSlab by worker.outputRecords.
+	recs []kgo.Record
 
 	g     workerGauges // read by metrics from other goroutines
 	calls workerCalls  // accountCalls' last look at its instance's call times

@@ -397,3 +397,8 @@ func (w *worker) retryHold() takeHold {
 // allocation, one zeroing and one object for the collector to mark for a
 // whole run instead of one a record.
 const jobSlab = 64
+
+// recSlab is how many second output records (outcome.second) one
+// allocation holds: 63 records of 160 bytes and the allocation's 8-byte
+// header fill Go's 10240-byte size class (64 would take the next).
+const recSlab = 63

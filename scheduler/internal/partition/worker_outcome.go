@@ -6,6 +6,7 @@ package partition
 
 import (
 	"context"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -168,23 +169,27 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 		return
 	}
 	j.outcome.outs, j.outcome.held = res.Outputs, res.HeldBytes
-	if len(res.Outputs) > 1 || j.tr != nil {
-		// Here, before the sink and the producer's callbacks see j: the
-		// records of its outputs after the first, a kept trace's
-		// per-output callbacks (jobRare).
-		j.outputsRare()
-	}
+	w.outputRecords(j)
 	w.settle(j, verdictOutputs)
 }
 
-// outputsRare makes j's jobRare for its outputs (j.outs) and, for exactly
-// two, points its extra records at the one inside it (jobRare.two), which
-// prepareOutputs then fills instead of allocating.
-func (j *job) outputsRare() {
-	x := j.rareFields()
-	if len(j.outcome.outs) == 2 && x.extra == nil {
-		x.twoPtr[0] = &x.two
-		x.extra = x.twoPtr[:]
+// outputRecords readies what j's outputs (j.outcome.outs) need besides
+// the record embedded in j, here, before the sink and the producer's
+// callbacks see j: for exactly two, the second's record from the worker's
+// slab (outcome.second; the sink fills it: prepareOutputs); for more, or a
+// kept trace's per-output callbacks, j's jobRare. Only the worker's
+// goroutine calls it.
+func (w *worker) outputRecords(j *job) {
+	n := len(j.outcome.outs)
+	if n == 2 && j.outcome.second == nil {
+		if len(w.recs) == 0 {
+			w.recs = make([]kgo.Record, recSlab)
+		}
+		j.outcome.second = &w.recs[0]
+		w.recs = w.recs[1:]
+	}
+	if n > 2 || j.tr != nil {
+		j.rareFields()
 	}
 }
 
