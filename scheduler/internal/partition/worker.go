@@ -31,16 +31,20 @@ type worker struct {
 
 	freed admitLanes // the lanes freed while it admits records (worker_admit.go)
 
-	// jobs is the rest of the worker's last slab of jobs (newJob): jobs are
-	// carved from slabs of jobSlab, one allocation for that many records.
-	jobs []job
-	// recs are the records of second outputs (outcome.second), carved
-	// from slabs of recSlab by worker.outputRecords.
-	recs []kgo.Record
+	slabs workerSlabs // what its records' jobs are carved from
 
 	g     workerGauges // read by metrics from other goroutines
 	calls workerCalls  // accountCalls' last look at its instance's call times
 	runs  workerRun    // the run of records in progress (startRun)
+}
+
+// workerSlabs are the rest of a worker's last slabs: jobs are carved from
+// slabs of jobSlab (newJob), the records of second outputs
+// (outcome.second) from slabs of recSlab (outputRecords), one allocation
+// for that many records. Only the worker's goroutine carves.
+type workerSlabs struct {
+	jobs []job
+	recs []kgo.Record
 }
 
 // workerGauges are a worker's figures, read by metrics from other

@@ -182,11 +182,11 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 func (w *worker) outputRecords(j *job) {
 	n := len(j.outcome.outs)
 	if n == 2 && j.outcome.second == nil {
-		if len(w.recs) == 0 {
-			w.recs = make([]kgo.Record, recSlab)
+		if len(w.slabs.recs) == 0 {
+			w.slabs.recs = make([]kgo.Record, recSlab)
 		}
-		j.outcome.second = &w.recs[0]
-		w.recs = w.recs[1:]
+		j.outcome.second = &w.slabs.recs[0]
+		w.slabs.recs = w.slabs.recs[1:]
 	}
 	if n > 2 || j.tr != nil {
 		j.rareFields()

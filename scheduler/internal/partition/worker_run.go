@@ -19,11 +19,11 @@ import (
 // allocJob is a zeroed job of the worker's slab; only the worker's
 // goroutine calls it.
 func (w *worker) allocJob() *job {
-	if len(w.jobs) == 0 {
-		w.jobs = make([]job, jobSlab)
+	if len(w.slabs.jobs) == 0 {
+		w.slabs.jobs = make([]job, jobSlab)
 	}
-	j := &w.jobs[0]
-	w.jobs = w.jobs[1:]
+	j := &w.slabs.jobs[0]
+	w.slabs.jobs = w.slabs.jobs[1:]
 	return j
 }
 

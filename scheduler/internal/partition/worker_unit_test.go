@@ -67,7 +67,7 @@ func TestNewJobOneAllocation(t *testing.T) {
 	n, b := uint64(1<<63), uint64(1<<63)
 	for range 5 {
 		var m0, m1 runtime.MemStats
-		w.jobs = nil // each measure starts a slab
+		w.slabs.jobs = nil // each measure starts a slab
 		runtime.ReadMemStats(&m0)
 		for range jobSlab * 4 {
 			w.newJob(r, nil)
