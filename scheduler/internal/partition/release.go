@@ -73,7 +73,7 @@ type jobRelease struct {
 // callbacks write (remaining, failedErr).
 
 // jobRare is what few records need of a job: a retry topic's origin, inline
-// retries, a failure, more than one output, a kept trace's produces. It is
+// retries, a failure, more than two outputs, a kept trace's produces. It is
 // made once a record needs it (job.rareFields), always by the goroutine
 // that owns the job then and before the job reaches any other: the worker
 // that decides it (newJob, retryInline, hostFault, a failed verdict,
