@@ -174,8 +174,9 @@ var putHeaders = [1]abi.Header{{Key: statestore.StreamTimeHeader, Value: make([]
 
 // PutHeaders is the most a put's changelog record carries in headers (the
 // stream time's), for the checks of its size against the changelog's
-// bounds: a copy each call, so that no caller can change what the next
-// one checks (one small array, kept on the caller's stack).
+// bounds: the list is a copy each call (one small array, kept on the
+// caller's stack), so no caller can change the list the next one checks;
+// its value's 8 bytes are shared, and only their length is read.
 func PutHeaders() [1]abi.Header { return putHeaders }
 
 // carried is what a committed record's changelog records carry of the
