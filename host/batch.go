@@ -412,7 +412,12 @@ func (in *Instance) takeOutputList(st *recState, list []byte, pooled bool) (abi.
 		raw = b.run.copyList(list, left)
 		if len(st.outputs) == 0 {
 			if n := countOutputs(raw, lim.MaxOutputs); n > 0 {
-				st.outputs = b.run.carve(n, left)
+				if room, ok := st.state.(OutputRoom); ok {
+					st.outputs = room.OutputRoom(n)
+				}
+				if st.outputs == nil {
+					st.outputs = b.run.carve(n, left)
+				}
 			}
 		}
 	} else {

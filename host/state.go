@@ -61,6 +61,18 @@ type State2 interface {
 	StreamTime() (int64, abi.Errno)
 }
 
+// OutputRoom is the part of a State that can hold its record's outputs:
+// the host puts a record's n outputs in the slice OutputRoom returns (its
+// capacity at least n; nil: no room) instead of in its run's slab. A State
+// whose writes go out as outputs beside the record's own (the scheduler's:
+// its changelog records) then adds those after them, where one slice of
+// the record's outputs in the run's slab would be copied into a slice of
+// outputs and writes. Called as State's methods are, when a call's outputs
+// are taken (the first output list of a pooled call).
+type OutputRoom interface {
+	OutputRoom(n int) []abi.Output
+}
+
 // StateReader is a State's read path for asynchronous operations (State.
 // Reader). Safe for use from any goroutine.
 type StateReader interface {

@@ -95,9 +95,10 @@ func (l *countLoad) step(t *testing.T) {
 // job. A run of 64 records (batch_records' default) and of 1,024 (its
 // bound) cost a record the same; before the run's writes were folded once
 // (Run), a record of a run of 64 cost 48 allocations and ~8 KB more, and
-// of 1,024 several hundred. What a record allocates now: its Record (its
-// batch, first write and the room for its output and changelog output
-// inside), its put's key and value; its get, when it misses the overlay
+// of 1,024 several hundred. What a record allocates now: its put's key
+// and value (its Record, with its batch, first write and the room for its
+// output and changelog output inside, is one a flush gave back:
+// spareRecords; before, 384 bytes a record more); its get, when it misses the overlay
 // and the clean cache, bbolt's read transaction (~7); and its share of a
 // commit's flush (bbolt's writes, once per key per commit: Bucket.Put's
 // copy of the key, its cursor and the cursor's stack). Before the clean
@@ -120,12 +121,12 @@ func TestStateRecordAllocs(t *testing.T) {
 	}{
 		// Bytes with the record's output beside its write (605 and 524
 		// both with its slice of their own and with the Record's room).
-		{"alone", 1, 64, 3.2, 490},       // was 11.1 and 782, then 5.7, 4.7 and 605
-		{"run_64", 64, 64, 3.2, 490},     // was 65.8 and 9,719, then 5.7, 4.7 and 605
-		{"run_1024", 1024, 64, 3.2, 490}, // was 107.2 and 37,442, then 4.4, 3.4 and 525
+		{"alone", 1, 64, 2.1, 120},       // was 11.1 and 782, then 5.7, 4.7, 605, 2.8 and 460
+		{"run_64", 64, 64, 2.1, 120},     // was 65.8 and 9,719, then 5.7, 4.7, 605, 2.8 and 460
+		{"run_1024", 1024, 64, 2.1, 120}, // was 107.2 and 37,442, then 4.4, 3.4, 525, 2.8 and 460
 		// Every get misses the overlay (the clean cache holds the key), and
 		// a flush writes every key.
-		{"run_64_keys_1000", 64, 1000, 6, 670}, // was 74.1 and 10,284, then 16.3, 15.3 and 1,200
+		{"run_64_keys_1000", 64, 1000, 4.8, 290}, // was 74.1 and 10,284, then 16.3, 15.3, 1,200, 5.4 and 617
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := newCountLoad(t, c.run, c.keys)
@@ -148,8 +149,12 @@ func TestStateRecordAllocs(t *testing.T) {
 				bytes = min(bytes, float64(m1.TotalAlloc-m0.TotalAlloc)/recs)
 			}
 			t.Logf("%.1f allocations, %.0f bytes a record", allocs, bytes)
-			if allocs > c.allocs || bytes > float64(c.bytes) {
-				t.Fatalf("the state path of a record allocates %.1f times, %.0f bytes; at most %.0f and %d (TestStateRecordAllocs)", allocs, bytes, c.allocs, c.bytes)
+			maxAllocs, maxBytes := c.allocs, float64(c.bytes)
+			if raceEnabled {
+				maxAllocs, maxBytes = maxAllocs+0.3, maxBytes+150 // a Record every fourth record (race_on_test.go)
+			}
+			if allocs > maxAllocs || bytes > maxBytes {
+				t.Fatalf("the state path of a record allocates %.1f times, %.0f bytes; at most %.1f and %.0f (TestStateRecordAllocs)", allocs, bytes, maxAllocs, maxBytes)
 			}
 		})
 	}

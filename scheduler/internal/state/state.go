@@ -47,8 +47,11 @@ type Partition struct {
 	// overlayBytes is the overlay's keys' and values' bytes (a delete: its
 	// key's).
 	overlayBytes int64
-	batches      []*Batch
-	seq          uint64
+	// batches are the records whose writes were committed (their
+	// batches: Record.batch) and are not yet in the store (apply), in
+	// commit order.
+	batches []*Record
+	seq     uint64
 	// spare is a run whose records all ended and no reader holds, for the
 	// next BeginRun.
 	spare  *Run
@@ -290,7 +293,7 @@ type flushScratch struct {
 	// state.Partition.mu (DESIGN.md, "Lock order").
 	mu     sync.Mutex
 	logged time.Time
-	done   []*Batch
+	done   []*Record
 	writes []statestore.Write
 	at     map[string]int
 	upTo   int64     // the highest committed offset Stores.Flush was told
@@ -366,8 +369,53 @@ func (ts *Partition) Decided(timestamp int64) {
 // Changelog is the topic the partition's changelog records go to.
 func (ts *Partition) Changelog() string { return ts.changelog }
 
-// Begin returns the State of one attempt of a record.
-func (ts *Partition) Begin() *Record { return &Record{ts: ts} }
+// OutputRoom is host.OutputRoom: the room for the record's outputs and
+// its changelog outputs (outs), when n outputs leave room for one write's
+// (the count example's record: an output and a put), which CommitAt then
+// adds in place. The host's run slab holds larger lists.
+func (rs *Record) OutputRoom(n int) []abi.Output {
+	if n >= len(rs.outs) {
+		return nil
+	}
+	return rs.outs[:0:len(rs.outs)]
+}
+
+// Begin returns the State of one attempt of a record: a Record a flush
+// gave back (recycle), or a new one.
+func (ts *Partition) Begin() *Record {
+	if rs, _ := spareRecords.Get().(*Record); rs != nil {
+		rs.ts = ts
+		return rs
+	}
+	return &Record{ts: ts}
+}
+
+// spareRecords are Records whose batches a flush applied (recycle), for
+// the next Begin of any partition. A Record lives from its record's
+// attempt until the commit after its outcome (its batch waits in
+// Partition.batches for the flush): a commit interval's records of every
+// partition. Taken back from there, the next interval's records allocate
+// nothing (a Record was 384 of a stateful record's ~1,700 bytes); a
+// sync.Pool gives back to the collector what the next interval did not
+// take.
+var spareRecords sync.Pool
+
+// recycle gives rs, whose batch a flush just applied to the store, to
+// the next Begin, unless something may still read it: a void batch's
+// record (its produces failed: its job's failure path had its outputs),
+// or one a Reader's run holds (pinned). Anything else that held rs let go
+// of it before its offset was committed, which the flush comes after:
+// its job (Record.outs, Batch.Acked: every produce of it was answered
+// before its record was done, or before its transaction's commit), its
+// worker (the attempt's calls), and the overlay and the store, which keep
+// the writes' keys and values, never the Record's own fields.
+func (rs *Record) recycle() {
+	if rs.pinned || rs.batch.void.Load() {
+		return
+	}
+	*rs = Record{}
+	spareRecords.Put(rs)
+}
 
 // checkKey answers whether key may be used by a record of the partition.
 // A one-part key that begins with the two-part keys' marker is refused
@@ -486,7 +534,7 @@ func (ts *Partition) CommitAt(offset, timestamp int64, rs *Record, outs []abi.Ou
 	if c.own {
 		outs = append(outs, abi.Output{Topic: ts.changelog, Key: streamTimeKey, Value: c.h.value[:], Partition: ts.partition})
 	}
-	ts.batches = append(ts.batches, b)
+	ts.batches = append(ts.batches, rs)
 	ts.mu.Unlock()
 	rs.writes, rs.index, rs.bytes = nil, nil, 0 // the batch's now
 	rs.committed.Store(true)                    // after the overlay took them (reader.inRun)
@@ -534,11 +582,11 @@ func (ts *Partition) Flush(upTo int64) error {
 func (ts *Partition) apply(upTo int64) error {
 	ts.mu.Lock()
 	done, keep := ts.flush.done[:0], ts.batches[:0] // keep: in place
-	for _, b := range ts.batches {
-		if b.offset < upTo {
-			done = append(done, b)
+	for _, rs := range ts.batches {
+		if rs.batch.offset < upTo {
+			done = append(done, rs)
 		} else {
-			keep = append(keep, b)
+			keep = append(keep, rs)
 		}
 	}
 	if len(done) == 0 {
@@ -548,17 +596,17 @@ func (ts *Partition) apply(upTo int64) error {
 	clear(ts.batches[len(keep):])
 	ts.batches = keep
 	applied := ts.stored.applied
-	for _, b := range done {
-		if !b.void.Load() {
-			applied = max(applied, b.lastAcked.Load()+1)
+	for _, rs := range done {
+		if !rs.batch.void.Load() {
+			applied = max(applied, rs.batch.lastAcked.Load()+1)
 		}
 	}
 	next := applied
-	for _, b := range keep {
-		next = min(next, b.firstAcked.Load())
+	for _, rs := range keep {
+		next = min(next, rs.batch.firstAcked.Load())
 	}
 	ts.mu.Unlock()
-	slices.SortFunc(done, func(a, b *Batch) int { return cmp.Compare(a.offset, b.offset) })
+	slices.SortFunc(done, func(a, b *Record) int { return cmp.Compare(a.batch.offset, b.batch.offset) })
 	ws := ts.lastWrites(done)
 	err := ts.ps.store.Apply(ws, next)
 	ts.mu.Lock()
@@ -571,7 +619,8 @@ func (ts *Partition) apply(upTo int64) error {
 		for _, w := range ws {
 			ts.stored.clean.keep(keyString(w.Key), w.Value)
 		}
-		for _, b := range done {
+		for _, rs := range done {
+			b := &rs.batch
 			for _, w := range b.writes {
 				if e, ok := ts.overlay[string(w.Key)]; ok && e.seq == b.seq {
 					delete(ts.overlay, keyString(w.Key))
@@ -583,6 +632,11 @@ func (ts *Partition) apply(upTo int64) error {
 	}
 	clear(ws) // the next flush's: it holds no write of these
 	ts.flush.writes = ws[:0]
+	if err == nil {
+		for _, rs := range done {
+			rs.recycle()
+		}
+	}
 	clear(done)
 	ts.flush.done = done[:0]
 	return err
@@ -595,18 +649,18 @@ func (ts *Partition) apply(upTo int64) error {
 // thousand records a second and a commit a second: each key once, not
 // once a record), which is bbolt's cost per write: a cursor, its path and
 // a node update. Its slice and index are the partition's flush scratch.
-func (ts *Partition) lastWrites(done []*Batch) []statestore.Write {
+func (ts *Partition) lastWrites(done []*Record) []statestore.Write {
 	ws, at := ts.flush.writes[:0], ts.flush.at
 	if at == nil {
 		at = map[string]int{} // sized by the keys, not the writes
 		ts.flush.at = at
 	}
 	defer clear(at)
-	for _, b := range done {
-		if b.void.Load() {
+	for _, rs := range done {
+		if rs.batch.void.Load() {
 			continue
 		}
-		for _, w := range b.writes {
+		for _, w := range rs.batch.writes {
 			if i, ok := at[string(w.Key)]; ok {
 				ws[i].Value = w.Value
 				continue
@@ -642,9 +696,11 @@ type Record struct {
 	k   int
 	// batch is the record's writes once committed (Commit).
 	batch Batch
-	// outs is the room Commit gives the record's outputs and changelog
-	// outputs when they are few (an output and a write: the count
-	// example's record), alive as long as batch, which the record's job
+	// outs is the room for the record's outputs and changelog outputs
+	// when they are few (an output and a write: the count example's
+	// record): the host puts the record's output here (OutputRoom) and
+	// Commit adds the changelog output after it, or Commit copies the
+	// outputs here. It is alive as long as batch, which the record's job
 	// holds until they are acknowledged. With it a Record is in the 384-byte
 	// size class instead of 192 beside a 192-byte slice of its own.
 	outs [2]abi.Output
@@ -658,6 +714,9 @@ type Record struct {
 	// the record path).
 	readTime bool
 	over     bool
+	// pinned: a Reader of its run may read it after its attempt
+	// (reader.inRun reads its committed): never recycled.
+	pinned bool
 }
 
 // key2Stack is the room for a two-part key's encoding that Get2 and
@@ -1027,6 +1086,9 @@ func (rs *Record) Reader() host.StateReader {
 	if r := rs.run; r != nil {
 		r.fold(rs.k)
 		r.readers = true // its writes stay as they are: never reused
+		for _, p := range r.recs {
+			p.pinned = true // the reader's priors are among them
+		}
 		rd.run, rd.runWrites, rd.priors = r, len(r.ws), len(r.priors)
 	}
 	return rd

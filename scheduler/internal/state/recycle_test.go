@@ -1,0 +1,83 @@
+package state
+
+import (
+	"fmt"
+	"testing"
+)
+
+// A flush gives the Records of the batches it applied to the next Begin
+// (spareRecords), blank: a record that begins on one reads nothing of the
+// record it was.
+func TestFlushedRecordsAreReusedBlank(t *testing.T) {
+	ts := newTestPartition(t)
+	flushed := map[*Record]bool{}
+	for i := range 100 {
+		rs := ts.Begin()
+		rs.Put([]byte(fmt.Sprintf("k%d", i)), []byte("v"))
+		rs.StreamTime()
+		b, outs := ts.CommitAt(int64(i), 5, rs, nil)
+		if b == nil || len(outs) != 1 {
+			t.Fatalf("record %d: batch %v, %d outputs, want a batch and its changelog output", i, b, len(outs))
+		}
+		b.Acked(int64(i), nil)
+		flushed[rs] = true
+	}
+	if err := ts.Flush(100); err != nil {
+		t.Fatal(err)
+	}
+	reused := 0
+	for range 100 {
+		rs := ts.Begin()
+		if !flushed[rs] {
+			continue
+		}
+		reused++
+		if rs.ts != ts || rs.writes != nil || rs.index != nil || rs.bytes != 0 || rs.run != nil || rs.k != 0 ||
+			rs.batch.writes != nil || rs.batch.offset != 0 || rs.outs[0].Key != nil || rs.outs[1].Topic != "" ||
+			rs.committed.Load() || rs.readTime || rs.over || rs.pinned || rs.overUsed != 0 {
+			t.Fatalf("a reused Record keeps its last record's fields: %+v", rs)
+		}
+		if v, e := rs.Get([]byte("k7")); e != 0 || string(v) != "v" {
+			t.Fatalf("a reused Record reads k7 = %q (%v), want the store's v", v, e)
+		}
+		if len(rs.Writes()) != 0 {
+			t.Fatalf("a reused Record begins with writes %v", rs.Writes())
+		}
+	}
+	if reused == 0 {
+		t.Fatal("no Record of the 100 flushed was reused by the next 100 Begins")
+	}
+	t.Logf("%d of 100 Records reused", reused)
+}
+
+// A Reader taken in a run reads the records before its own after their
+// attempts (reader.inRun asks whether they are committed): a flush does
+// not give those records to another Begin.
+func TestReaderKeepsItsRunsRecords(t *testing.T) {
+	ts := newTestPartition(t)
+	run := ts.BeginRun(func(int) bool { return true })
+	r1 := run.Begin()
+	r1.Put([]byte("a"), []byte("run"))
+	r2 := run.Begin()
+	rd := r2.Reader()
+	r1.EndRun()
+	r2.EndRun()
+	b, _ := ts.Commit(0, r1, nil)
+	b.Acked(0, nil)
+	if err := ts.Flush(1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 { // any spare goes to these
+		rs := ts.Begin()
+		if rs == r1 {
+			t.Fatal("a record a Reader's run holds was given to Begin again")
+		}
+		rs.Put([]byte("a"), []byte(fmt.Sprintf("later-%d", i)))
+	}
+	if r1.ts != ts || !r1.committed.Load() {
+		t.Fatalf("the Reader's prior record was reset: %+v", r1)
+	}
+	if v, ok, e := rd.Get([]byte("a")); !ok || e != 0 || string(v) != "run" {
+		t.Fatalf("the reader reads a = %q (%v, %v), want run", v, ok, e)
+	}
+}
