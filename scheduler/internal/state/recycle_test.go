@@ -3,6 +3,8 @@ package state
 import (
 	"fmt"
 	"testing"
+
+	"github.com/wasmstream/wasmstream/abi"
 )
 
 // A flush gives the Records of the batches it applied to the next Begin
@@ -34,7 +36,7 @@ func TestFlushedRecordsAreReusedBlank(t *testing.T) {
 		reused++
 		if rs.ts != ts || rs.writes != nil || rs.index != nil || rs.bytes != 0 || rs.run != nil || rs.k != 0 ||
 			rs.batch.writes != nil || rs.batch.offset != 0 || rs.outs[0].Key != nil || rs.outs[1].Topic != "" ||
-			rs.committed.Load() || rs.readTime || rs.over || rs.pinned || rs.overUsed != 0 {
+			rs.committed.Load() || rs.readTime || rs.over || rs.pinned || rs.lent || rs.overUsed != 0 {
 			t.Fatalf("a reused Record keeps its last record's fields: %+v", rs)
 		}
 		if v, e := rs.Get([]byte("k7")); e != 0 || string(v) != "v" {
@@ -79,5 +81,44 @@ func TestReaderKeepsItsRunsRecords(t *testing.T) {
 	}
 	if v, ok, e := rd.Get([]byte("a")); !ok || e != 0 || string(v) != "run" {
 		t.Fatalf("the reader reads a = %q (%v, %v), want run", v, ok, e)
+	}
+}
+
+// The room a Record lends the host for its record's outputs (OutputRoom)
+// holds them until they are acknowledged: a commit that is not given them
+// (Local's callers keep the host's outputs apart from the changelog
+// outputs) puts its changelog outputs elsewhere, and one that is given
+// them adds after them.
+func TestOutputRoomIsNotOverwritten(t *testing.T) {
+	ts := newTestPartition(t)
+	for _, given := range []bool{false, true} {
+		rs := ts.Begin()
+		room := rs.OutputRoom(1)
+		if room == nil || cap(room) != 2 {
+			t.Fatalf("OutputRoom(1) = cap %d, want the Record's room for two", cap(room))
+		}
+		if again := rs.OutputRoom(1); again != nil {
+			t.Fatal("the room was lent twice")
+		}
+		room = append(room, abi.Output{Topic: "out", Value: []byte("the record's")})
+		rs.Put([]byte("k"), []byte("v"))
+		var in []abi.Output
+		if given {
+			in = room
+		}
+		_, outs := ts.Commit(1, rs, in)
+		if string(room[0].Value) != "the record's" || room[0].Topic != "out" {
+			t.Fatalf("given %v: the record's output became %+v", given, room[0])
+		}
+		want := 1 + len(in)
+		if len(outs) != want || outs[len(outs)-1].Topic != "p.changelog" {
+			t.Fatalf("given %v: %d outputs %+v, want %d ending with the changelog output", given, len(outs), outs, want)
+		}
+		if given && &outs[0] != &room[0] {
+			t.Fatal("given the room's outputs, the commit did not add after them in place")
+		}
+	}
+	if rs := ts.Begin(); rs.OutputRoom(2) != nil {
+		t.Fatal("OutputRoom(2) lent the room for two, which leaves no place for a write")
 	}
 }

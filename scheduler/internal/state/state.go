@@ -374,9 +374,10 @@ func (ts *Partition) Changelog() string { return ts.changelog }
 // (the count example's record: an output and a put), which CommitAt then
 // adds in place. The host's run slab holds larger lists.
 func (rs *Record) OutputRoom(n int) []abi.Output {
-	if n >= len(rs.outs) {
+	if n >= len(rs.outs) || rs.lent {
 		return nil
 	}
+	rs.lent = true
 	return rs.outs[:0:len(rs.outs)]
 }
 
@@ -495,9 +496,11 @@ func (ts *Partition) CommitAt(offset, timestamp int64, rs *Record, outs []abi.Ou
 		return nil, outs
 	}
 	if n := len(outs) + c.outputs(rs.writes); cap(outs) < n {
-		if n <= len(rs.outs) {
+		if n <= len(rs.outs) && !rs.lent {
 			// The record's own room: a record's output and its write,
-			// the common stateful record, allocate nothing here.
+			// the common stateful record, allocate nothing here. (Lent:
+			// the host holds outputs of the record there that outs is
+			// not, as Local's callers' outputs are: never overwritten.)
 			outs = append(rs.outs[:0:n], outs...)
 		} else {
 			// One allocation (slices.Grow makes two under the race detector).
@@ -717,6 +720,8 @@ type Record struct {
 	// pinned: a Reader of its run may read it after its attempt
 	// (reader.inRun reads its committed): never recycled.
 	pinned bool
+	// lent: outs holds outputs the host put there (OutputRoom).
+	lent bool
 }
 
 // key2Stack is the room for a two-part key's encoding that Get2 and
