@@ -10,8 +10,10 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/linmem"
 	"github.com/wasmstream/wasmstream/host/internal/rpabi"
 )
 
@@ -104,7 +106,8 @@ func (m *Module) newRedpandaInstance(ctx context.Context) (*Instance, error) {
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	in.fuel.startCall(ctx, time.Now().Add(max(InstantiateTimeout, m.limits.RecordTimeout)), "initialisation")
 	defer in.fuel.endCall()
-	mod, err := m.rt.InstantiateModule(in.ctx, m.compiled, mc)
+	// Its memory grows by doubling (linmem), not by the pages asked.
+	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, linmem.Allocator), m.compiled, mc)
 	if err != nil {
 		if in.fault != nil {
 			err = in.fault
