@@ -234,16 +234,7 @@ func checkBatchState(t *testing.T, m *Module) {
 	alone := &mapState{m: map[string][]byte{}, maxValue: 64 << 10, foreign: "x"}
 	batched := &mapState{m: map[string][]byte{}, maxValue: 64 << 10, foreign: "x"}
 	keys := []string{"a", "a", "b", "x-other-partition", "a", "", "b"}
-	recs := make([]abi.Record, len(keys))
-	batch := make([]BatchRecord, len(keys))
-	for i, k := range keys {
-		recs[i] = abi.Record{Topic: "in", Key: []byte(k), Value: []byte("v"), Partition: 1, Offset: int64(i), Attempt: 1}
-		batch[i] = BatchRecord{Rec: &recs[i], Tag: i, State: batched}
-	}
-	out := make([]Outcome, len(recs))
-	if ran := in.ProcessBatch(context.Background(), batch, out); ran != len(recs) {
-		t.Fatalf("ran %d", ran)
-	}
+	recs, out := runKeyedBatch(t, in, keys, func(int) State { return batched })
 	for i := range recs {
 		want := one.ProcessState(context.Background(), &recs[i], nil, alone)
 		o := out[i]
@@ -258,6 +249,23 @@ func checkBatchState(t *testing.T, m *Module) {
 	if fmt.Sprint(batched.m) != fmt.Sprint(alone.m) {
 		t.Fatalf("state %v, one call per record %v", batched.m, alone.m)
 	}
+}
+
+// runKeyedBatch runs one batch on in of a record per key (value "v",
+// partition 1, offset its index), record i with the State stateFor(i).
+func runKeyedBatch(t *testing.T, in *Instance, keys []string, stateFor func(i int) State) ([]abi.Record, []Outcome) {
+	t.Helper()
+	recs := make([]abi.Record, len(keys))
+	batch := make([]BatchRecord, len(keys))
+	for i, k := range keys {
+		recs[i] = abi.Record{Topic: "in", Key: []byte(k), Value: []byte("v"), Partition: 1, Offset: int64(i), Attempt: 1}
+		batch[i] = BatchRecord{Rec: &recs[i], Tag: i, State: stateFor(i)}
+	}
+	out := make([]Outcome, len(recs))
+	if ran := in.ProcessBatch(context.Background(), batch, out); ran != len(recs) {
+		t.Fatalf("ran %d of a batch of %d", ran, len(recs))
+	}
+	return recs, out
 }
 
 // A record of a batch that waits on an operation stays pending while the

@@ -37,18 +37,11 @@ func TestBatchOutputsInTheStatesRoom(t *testing.T) {
 	alone := &mapState{m: map[string][]byte{}, maxValue: 64 << 10}
 	shared := &mapState{m: map[string][]byte{}, maxValue: 64 << 10}
 	keys := []string{"a", "b", "a"}
-	recs := make([]abi.Record, len(keys))
 	states := make([]*roomState, len(keys))
-	batch := make([]BatchRecord, len(keys))
-	for i, k := range keys {
-		recs[i] = abi.Record{Topic: "in", Key: []byte(k), Value: []byte("v"), Partition: 1, Offset: int64(i), Attempt: 1}
+	recs, out := runKeyedBatch(t, in, keys, func(i int) State {
 		states[i] = &roomState{mapState: shared}
-		batch[i] = BatchRecord{Rec: &recs[i], Tag: i, State: states[i]}
-	}
-	out := make([]Outcome, len(recs))
-	if ran := in.ProcessBatch(context.Background(), batch, out); ran != len(recs) {
-		t.Fatalf("ran %d", ran)
-	}
+		return states[i]
+	})
 	for i := range recs {
 		want := one.ProcessState(context.Background(), &recs[i], nil, alone)
 		o := out[i]
