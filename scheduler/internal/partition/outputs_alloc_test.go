@@ -1,10 +1,13 @@
 package partition
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/scheduler/internal/state"
+	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
 )
 
 // A record with two outputs (a stateful record's output and its changelog
@@ -40,5 +43,31 @@ func TestTwoOutputsAllocateNothing(t *testing.T) {
 				t.Fatalf("output %d of %d is produced as %+v", i, c.outs, r)
 			}
 		}
+	}
+}
+
+// A stateful record's second output record is its state batch's
+// (state.Batch.ProduceRoom), which a flush gives to the next record with
+// its Record, not one of the worker's slab.
+func TestStatefulSecondOutputInItsBatch(t *testing.T) {
+	st, err := statestore.Open(filepath.Join(t.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ts := state.NewPartition(st, 0, 1, state.Limits{MaxValueBytes: 64, Changelog: "c"})
+	rs := ts.Begin()
+	rs.Put([]byte("k"), []byte("v"))
+	b, outs := ts.Commit(0, rs, []abi.Output{{Key: []byte("k"), Value: []byte("1"), Partition: -1}})
+	var w worker
+	j := job{sb: b}
+	j.outcome.outs = outs
+	w.outputRecords(&j)
+	j.prepareOutputs("out", time.Now())
+	if j.outcome.second != b.ProduceRoom() || len(w.slabs.recs) != 0 {
+		t.Fatalf("the second output's record is %p, want its batch's %p (the worker's slab: %d left)", j.outcome.second, b.ProduceRoom(), len(w.slabs.recs))
+	}
+	if r := j.outputRecord(1); r.Topic != "c" || string(r.Value) != "v" {
+		t.Fatalf("the changelog output is produced as %+v", r)
 	}
 }

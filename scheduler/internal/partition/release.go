@@ -134,9 +134,10 @@ func (j *job) failed(f failure, clearHistory bool) {
 type outcome struct {
 	// second is the record of the second of exactly two outputs (a
 	// stateful record's output and its changelog record: the count
-	// example's), from the worker's slab of records (worker.outputRecords):
-	// no jobRare, and a slab's share of an allocation, on its way to the
-	// sink. Kept across attempts.
+	// example's), from its state batch (state.Batch.ProduceRoom, used
+	// again after the flush), or else the worker's slab of records
+	// (worker.outputRecords): no jobRare, and at most a slab's share of an
+	// allocation, on its way to the sink. Kept across attempts.
 	second *kgo.Record
 
 	outs []abi.Output // verdictOutputs: the guest's outputs, then its changelog records

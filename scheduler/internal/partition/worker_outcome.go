@@ -175,12 +175,16 @@ func (w *worker) succeeded(j *job, res *host.Result, end time.Time) {
 
 // outputRecords readies what j's outputs (j.outcome.outs) need besides
 // the record embedded in j, here, before the sink and the producer's
-// callbacks see j: for exactly two, the second's record from the worker's
-// slab (outcome.second; the sink fills it: prepareOutputs); for more, or a
-// kept trace's per-output callbacks, j's jobRare. Only the worker's
-// goroutine calls it.
+// callbacks see j: for exactly two, the second's record (outcome.second;
+// the sink fills it: prepareOutputs) from j's state batch, which outlives
+// every produce of j (state.Batch.ProduceRoom), or else from the worker's
+// slab; for more, or a kept trace's per-output callbacks, j's jobRare.
+// Only the worker's goroutine calls it.
 func (w *worker) outputRecords(j *job) {
 	n := len(j.outcome.outs)
+	if n == 2 && j.outcome.second == nil && j.sb != nil {
+		j.outcome.second = j.sb.ProduceRoom()
+	}
 	if n == 2 && j.outcome.second == nil {
 		if len(w.slabs.recs) == 0 {
 			w.slabs.recs = make([]kgo.Record, recSlab)

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/wasmstream/wasmstream/abi"
 )
@@ -120,5 +121,37 @@ func TestOutputRoomIsNotOverwritten(t *testing.T) {
 	}
 	if rs := ts.Begin(); rs.OutputRoom(2) != nil {
 		t.Fatal("OutputRoom(2) lent the room for two, which leaves no place for a write")
+	}
+}
+
+// A Record is 544 bytes, in Go's 576-byte size class: what its first
+// commit interval allocates (the Records used again allocate nothing).
+// One field more that passes 576 shows here.
+func TestRecordSize(t *testing.T) {
+	if got := unsafe.Sizeof(Record{}); got != 544 {
+		t.Fatalf("a state.Record is %d bytes, want 544 (the 576-byte size class; say why it grew)", got)
+	}
+}
+
+// A batch's produce room is the batch's own, and a reused Record's is
+// blank.
+func TestProduceRoomIsTheBatchs(t *testing.T) {
+	ts := newTestPartition(t)
+	rs := ts.Begin()
+	rs.Put([]byte("k"), []byte("v"))
+	b, _ := ts.Commit(0, rs, nil)
+	pr := b.ProduceRoom()
+	if pr != b.ProduceRoom() || pr != &rs.batch.produce {
+		t.Fatal("the produce room is not the batch's own")
+	}
+	pr.Topic, pr.Value = "p.changelog", []byte("v")
+	b.Acked(0, nil)
+	if err := ts.Flush(1); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if again := ts.Begin(); again == rs && (again.batch.produce.Topic != "" || again.batch.produce.Value != nil) {
+			t.Fatalf("a reused Record's produce room keeps %+v", again.batch.produce)
+		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/scheduler/internal/statestore"
@@ -324,7 +326,18 @@ type Batch struct {
 	// acknowledged (math.MaxInt64 until one is); lastAcked the highest.
 	firstAcked, lastAcked atomic.Int64
 	void                  atomic.Bool // a changelog produce failed: never applied
+	// produce is the room for the record one of the batch's record's
+	// outputs is produced as (ProduceRoom).
+	produce kgo.Record
 }
+
+// ProduceRoom is a kgo.Record for the producer to send one of the batch's
+// record's outputs as (its changelog output, the second of the count
+// example's two). It lives as the batch does, until the flush after its
+// record's commit, which comes after every produce of the record was
+// answered; then it goes with its Record to the next Begin (recycle), where
+// a record of its own would have been allocated for every stateful record.
+func (b *Batch) ProduceRoom() *kgo.Record { return &b.produce }
 
 // Limits are a pipeline's bounds on its state and where its changelog
 // records go.
@@ -396,7 +409,8 @@ func (ts *Partition) Begin() *Record {
 // attempt until the commit after its outcome (its batch waits in
 // Partition.batches for the flush): a commit interval's records of every
 // partition. Taken back from there, the next interval's records allocate
-// nothing (a Record was 384 of a stateful record's ~1,700 bytes); a
+// nothing (a Record, 384 bytes then, was a fifth of a stateful record's
+// ~1,700; with the room for a produce record in its batch it is 544); a
 // sync.Pool gives back to the collector what the next interval did not
 // take.
 var spareRecords sync.Pool
@@ -692,7 +706,7 @@ type Record struct {
 	// overUsed is the partition's state bytes when a put was refused for
 	// state.max_bytes (over: one was), for the record's failure
 	// (OverBound): the message is made when asked, not kept (a Record
-	// stays in the 384-byte size class).
+	// stays in the 576-byte size class: TestRecordSize).
 	overUsed int64
 	// run is the run the record is k-th of (Run.Begin), until EndRun.
 	run *Run
@@ -704,8 +718,9 @@ type Record struct {
 	// record): the host puts the record's output here (OutputRoom) and
 	// Commit adds the changelog output after it, or Commit copies the
 	// outputs here. It is alive as long as batch, which the record's job
-	// holds until they are acknowledged. With it a Record is in the 384-byte
-	// size class instead of 192 beside a 192-byte slice of its own.
+	// holds until they are acknowledged; inside the Record, which a flush
+	// gives to the next Begin, it costs a record nothing once Records are
+	// used again, where a slice of its own was an allocation a record.
 	outs [2]abi.Output
 	// committed is set once Commit moved the record's writes into the
 	// overlay: a reader of a later record of its run (Reader), on another
