@@ -7,7 +7,7 @@
 // times its final size allocated in all (the count example's instances:
 // ~90 bytes a record over 2,000,000 records); doubling allocates under
 // twice the final size. The capacity never passes the memory's maximum,
-// which the engine bounds (limits.max_memory_pages): what a guest can make
+// which the engine bounds (limits.memory_pages): what a guest can make
 // the host hold stays bounded as before. The slack is the Go heap's, as
 // the memory is: untouched pages of a fresh allocation are not resident.
 package linmem
