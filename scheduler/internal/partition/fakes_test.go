@@ -214,12 +214,14 @@ func (f *fakeInstance) ProcessBatch(ctx context.Context, recs []host.BatchRecord
 
 // delivered is one outcome a recordingSink was handed.
 type delivered struct {
-	j       *job
+	j       *job  // until ack: a job is given back then (recycle)
 	offset  int64 // -1: not a record
 	key     string
 	verdict verdict
-	outs    []string // the outputs' values
-	run     int      // which delivery (deliver call) it came in, from 1
+	outs    []string     // the outputs' values
+	outputs []abi.Output // the outputs
+	work    bool         // the job is work's (work.go)
+	run     int          // which delivery (deliver call) it came in, from 1
 }
 
 // recordingSink is a Sink that records what it is handed, in order, and
@@ -242,7 +244,7 @@ func (s *recordingSink) deliver(run []*job) {
 	s.mu.Lock()
 	s.runs++
 	for _, j := range run {
-		d := delivered{j: j, offset: -1, verdict: j.release.verdict, run: s.runs}
+		d := delivered{j: j, offset: -1, verdict: j.release.verdict, outputs: j.outcome.outs, work: j.isWork(), run: s.runs}
 		if j.r != nil {
 			d.offset, d.key = j.r.Offset, string(j.r.Key)
 		}
@@ -259,7 +261,8 @@ func (s *recordingSink) deliver(run []*job) {
 }
 
 // ack makes every outcome delivered so far durable, in order, as the
-// broker's answers would: the record is finished (its ledger told).
+// broker's answers would: the record is finished (its ledger told) and its
+// job given back (job.recycle; delivered.j is not read after).
 func (s *recordingSink) ack() {
 	s.mu.Lock()
 	todo := slices.Clone(s.got[s.acked:])
@@ -274,6 +277,7 @@ func (s *recordingSink) ack() {
 			j.t.d.Budget.ReleaseOutputs(j.outcome.held)
 			j.finish()
 			j.tr.End("ok", "", "")
+			j.recycle() // as a sink's last answer does: the engine's next records take it
 		}
 	}
 }

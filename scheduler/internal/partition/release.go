@@ -42,7 +42,7 @@ type job struct {
 	pended  bool      // the current attempt waited on asynchronous operations
 	owed    traceOwed // what the current attempt's trace is still to be told (tracing on)
 
-	remaining atomic.Int32 // the sink: acknowledgements of its outputs still awaited
+	remaining atomic.Int32 // the sink: answers for its outputs still awaited (a TxnSink's: and its release)
 
 	release jobRelease // set by settle, acted on by the sink
 
@@ -102,6 +102,50 @@ type jobRare struct {
 	// and the trace's per-output callbacks (a kept trace).
 	extra []*kgo.Record
 	sent  []func(int32, int64, error)
+}
+
+// spareJobs are jobs whose record is done and that nothing holds any more
+// (job.recycle), for the next record of any partition: allocJob and
+// reserve take one before a slab's share or a new one. A job lives from
+// its record's first call to its last acknowledgement; taken back then,
+// the next records' jobs allocate nothing (a job, its slab's 320 bytes,
+// was a third of what a stateless record allocated beyond franz-go's own).
+// A sync.Pool gives back to the collector what the next records did not
+// take.
+var spareJobs sync.Pool
+
+// spareJob is a zeroed job recycle gave back, or nil.
+func spareJob() *job {
+	j, _ := spareJobs.Get().(*job)
+	return j
+}
+
+// recycle gives j, whose record is done (finished, its trace ended), to
+// the next record, unless something may still read it. Its callers are the
+// points where a job's life ends and nothing else holds it:
+//
+//   - a PlainSink's last answer for its outputs, all acknowledged
+//     (outputAcked): franz-go reads none of a record after calling its
+//     promise, and the release order, the worker and the lane let go of
+//     the job when they delivered it;
+//   - a TxnSink's last of its outputs' answers and its release
+//     (txnAnswered), without a produce error;
+//   - a record that succeeded without outputs (Task.filtered).
+//
+// A job with a jobRare is left to the collector: a failure (its copy is
+// produced on the background), work (its Work, the trigger it was placed
+// after), a kept trace (its per-output callbacks), more than two outputs.
+// So is a job whose trace was begun. A job that ends any other way — dropped,
+// cut off, handed back, abandoned with its task — is not given back
+// either: those endings are rare, and each has holders of its own.
+// Anything that reads a job after one of these points must not exist
+// (DESIGN.md, "Things that will bite you").
+func (j *job) recycle() {
+	if j.rare != nil || j.tr != nil {
+		return
+	}
+	*j = job{}
+	spareJobs.Put(j)
 }
 
 // rareFields is j's jobRare, made if j has none yet. Only the goroutine
@@ -213,7 +257,12 @@ func (rl *releaser) reserve(recs []*kgo.Record, keep func(*kgo.Record) bool) {
 	}
 	for _, r := range recs {
 		if keep(r) {
-			rl.q.Push(&job{r: r, release: jobRelease{ordered: true}})
+			j := spareJob()
+			if j == nil {
+				j = new(job)
+			}
+			j.r, j.release = r, jobRelease{ordered: true}
+			rl.q.Push(j)
 		}
 	}
 }
@@ -535,6 +584,7 @@ func (t *Task) filtered(j *job) {
 		t.out.Dropped.Add(1) // ok with no output: filtered
 	}
 	j.tr.End("ok", "", "")
+	j.recycle()
 }
 
 // drop gives up on j without an outcome: it stays uncommitted, and the

@@ -179,6 +179,7 @@ func outputAcked(pr *kgo.Record, err error) {
 	}
 	j.finish()
 	j.tr.End("ok", "", "")
+	j.recycle() // every produce of it answered, its record done: nothing holds it
 }
 
 // produceFailed keeps err as j's first produce error. Its own function:
@@ -291,7 +292,10 @@ func (s *TxnSink) deliver(run []*job) {
 // is known to refuse never gets here (refuses).
 func (s *TxnSink) deliverOutputs(j *job, at time.Time) {
 	j.prepareOutputs(s.Config.Output, at)
-	j.remaining.Store(int32(len(j.outcome.outs)))
+	// Its outputs' answers and its release below: the last of them lets
+	// go of the job (txnAnswered), whichever it is (a produce can be
+	// answered before Produce returns).
+	j.remaining.Store(int32(len(j.outcome.outs)) + 1)
 	if j.tr != nil {
 		j.rare.sent = make([]func(int32, int64, error), len(j.outcome.outs)) // made by succeeded
 	}
@@ -310,6 +314,22 @@ func (s *TxnSink) deliverOutputs(j *job, at time.Time) {
 	}
 	j.finish()
 	j.tr.End("ok", "", "")
+	j.txnAnswered()
+}
+
+// txnAnswered counts one of what a TxnSink's job waits for: an answer for
+// one of its outputs, or its release. The last gives back the outputs'
+// bytes held in the host's account, and the job (recycle) unless a produce
+// of it failed (its transaction aborts; nothing of the job is read again,
+// but the rare path is left to the collector).
+func (j *job) txnAnswered() {
+	if j.remaining.Add(-1) != 0 {
+		return
+	}
+	j.t.d.Budget.ReleaseOutputs(j.outcome.held)
+	if j.outcome.failedErr.Load() == nil {
+		j.recycle()
+	}
 }
 
 // txnOutputAcked is the producer's callback for every output record of a
@@ -326,11 +346,9 @@ func txnOutputAcked(pr *kgo.Record, err error) {
 			}
 		}
 	}
-	if j.remaining.Add(-1) == 0 {
-		t.d.Budget.ReleaseOutputs(j.outcome.held)
-	}
 	j.acked(pr, err)
 	if err != nil {
+		j.produceFailed(err)
 		s := t.d.Sink.(*TxnSink)
 		if r := j.r; r != nil && refusedForRecord(err) {
 			// Run again, it would be refused again: it fails then
@@ -339,6 +357,7 @@ func txnOutputAcked(pr *kgo.Record, err error) {
 		}
 		s.Gate.Failed(fmt.Errorf("output of %s to %s: %w", j.describe(), pr.Topic, err))
 	}
+	j.txnAnswered() // the last thing read of j: the last answer lets go of it
 }
 
 // deliverFailure releases r's failure copy into the open transaction, like

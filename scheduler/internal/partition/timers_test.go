@@ -306,11 +306,11 @@ func TestTimersFailures(t *testing.T) {
 	if got := g.log(); !slices.Equal(got, want) {
 		t.Fatalf("calls %v, want %v", got, want)
 	}
-	var dlq *job
+	var dlq []abi.Output
 	for _, d := range e.sink.deliveries() {
-		for i, o := range d.j.outcome.outs {
-			if o.Topic == "dlq" && d.j.isWork() {
-				dlq = d.j
+		for i, o := range d.outputs {
+			if o.Topic == "dlq" && d.work {
+				dlq = d.outputs
 				if o.Value != nil || string(o.Key) != "b" || i != 0 {
 					t.Fatalf("dead-letter record %+v", o)
 				}
@@ -324,13 +324,13 @@ func TestTimersFailures(t *testing.T) {
 		t.Fatal("no dead-letter record for the failed firing")
 	}
 	var at string
-	for _, h := range dlq.outcome.outs[0].Headers {
+	for _, h := range dlq[0].Headers {
 		if h.Key == HeaderTimerAt {
 			at = string(h.Value)
 		}
 	}
 	if at != "2" {
-		t.Fatalf("%s = %q, want 2 (headers %v)", HeaderTimerAt, at, dlq.outcome.outs[0].Headers)
+		t.Fatalf("%s = %q, want 2 (headers %v)", HeaderTimerAt, at, dlq[0].Headers)
 	}
 	if due, _ := e.t.State.Due(1<<62, 10); len(due) != 0 {
 		t.Fatalf("timers left: %v", due)

@@ -16,9 +16,12 @@ import (
 	"github.com/wasmstream/wasmstream/scheduler/internal/state"
 )
 
-// allocJob is a zeroed job of the worker's slab; only the worker's
-// goroutine calls it.
+// allocJob is a zeroed job: one a done record's left (job.recycle), or
+// else the worker's slab's next; only the worker's goroutine calls it.
 func (w *worker) allocJob() *job {
+	if j := spareJob(); j != nil {
+		return j
+	}
 	if len(w.slabs.jobs) == 0 {
 		w.slabs.jobs = make([]job, jobSlab)
 	}
