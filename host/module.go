@@ -170,6 +170,9 @@ type Module struct {
 	// rpEnv is a Redpanda transform's environment (nil: a wasmstream
 	// module).
 	rpEnv [][2]string
+	// mems are its instances' memories: a new one starts with the room
+	// the earlier ones grew to (linmem.Family).
+	mems *linmem.Family
 }
 
 // FromCache reports whether the module's compiled code was read from the
@@ -216,7 +219,7 @@ func (e *Engine) Load(ctx context.Context, wasm []byte, cfg ModuleConfig) (*Modu
 		}
 		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
 	}
-	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, clock: e.clock(), asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name), fromCache: fromDisk}
+	m := &Module{cfg: cfg, limits: lim, rt: rt, log: e.log.With("pipeline", cfg.Name), slots: e.slots.Group(cfg.Name, cfg.Weight), held: &e.held, clock: e.clock(), asyncOps: &e.asyncOps, async: cfg.Async, logStats: e.guestLogStats(cfg.Name), fromCache: fromDisk, mems: linmem.NewFamily()}
 	m.async.SetDefaults()
 	m.ops = e.operations(m.async)
 	ok := false
@@ -556,8 +559,9 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	in.fuel.startCall(ctx, time.Now().Add(max(InstantiateTimeout, m.limits.RecordTimeout)), "initialisation")
 	defer in.fuel.endCall()
-	// Its memory grows by doubling (linmem), not by the pages asked.
-	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, linmem.Allocator), m.compiled, mc)
+	// Its memory grows by doubling (linmem), not by the pages asked, from
+	// the room its module's earlier instances grew to.
+	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, m.mems.Allocator()), m.compiled, mc)
 	if err != nil {
 		if in.fault != nil {
 			err = in.fault

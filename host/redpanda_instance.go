@@ -13,7 +13,6 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/wasmstream/wasmstream/abi"
-	"github.com/wasmstream/wasmstream/host/internal/linmem"
 	"github.com/wasmstream/wasmstream/host/internal/rpabi"
 )
 
@@ -106,8 +105,9 @@ func (m *Module) newRedpandaInstance(ctx context.Context) (*Instance, error) {
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	in.fuel.startCall(ctx, time.Now().Add(max(InstantiateTimeout, m.limits.RecordTimeout)), "initialisation")
 	defer in.fuel.endCall()
-	// Its memory grows by doubling (linmem), not by the pages asked.
-	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, linmem.Allocator), m.compiled, mc)
+	// Its memory grows by doubling (linmem), not by the pages asked, from
+	// the room its module's earlier instances grew to.
+	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, m.mems.Allocator()), m.compiled, mc)
 	if err != nil {
 		if in.fault != nil {
 			err = in.fault

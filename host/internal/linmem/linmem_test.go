@@ -41,3 +41,50 @@ func TestGrowsByDoubling(t *testing.T) {
 		t.Fatal("Free kept the memory")
 	}
 }
+
+// A family's next memory starts with the room its earlier ones grew to:
+// grown a page at a time to the same length, it allocates that length
+// once and copies nothing (the first one allocated under twice it); the
+// room never passes MaxHint nor the memory's own maximum, and a memory
+// outside the family starts with wazero's suggestion.
+func TestFamilyStartsAtItsGrownSize(t *testing.T) {
+	const page, pages = 64 << 10, 64
+	f := NewFamily()
+	grow := func(m *Memory, to int) uint64 {
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		for n := 1; n <= to; n++ {
+			if buf := m.Reallocate(uint64(n * page)); len(buf) != n*page {
+				t.Fatalf("%d pages: len %d", n, len(buf))
+			}
+		}
+		runtime.ReadMemStats(&ms1)
+		return ms1.TotalAlloc - ms0.TotalAlloc
+	}
+	first := f.Allocator().Allocate(page, 1<<30).(*Memory)
+	if got := grow(first, pages); got > 2*pages*page {
+		t.Fatalf("the first memory allocated %d bytes growing to %d", got, pages*page)
+	}
+	second := f.Allocator().Allocate(page, 1<<30).(*Memory)
+	if got := grow(second, pages); got > pages*page+page {
+		t.Fatalf("the second memory allocated %d bytes growing to %d, want one allocation of it", got, pages*page)
+	}
+	if cap(second.buf) != pages*page {
+		t.Fatalf("the second memory's room is %d, want %d", cap(second.buf), pages*page)
+	}
+	if small := f.Allocator().Allocate(page, 4*page).(*Memory); cap(small.Reallocate(page)) != 4*page {
+		t.Fatalf("a memory of the family with a maximum of 4 pages got room for %d bytes", cap(small.buf))
+	}
+	big := f.Allocator().Allocate(page, 1<<30).(*Memory)
+	big.Reallocate(2 * MaxHint)
+	if next := f.Allocator().Allocate(page, 1<<30).(*Memory); cap(next.Reallocate(page)) != MaxHint {
+		t.Fatalf("after a memory of %d bytes the next one's room is %d, want MaxHint (%d)", 2*MaxHint, cap(next.buf), MaxHint)
+	}
+	if other := Allocator.Allocate(page, 1<<30).(*Memory); cap(other.Reallocate(page)) != page {
+		t.Fatalf("a memory of no family got room for %d bytes", cap(other.buf))
+	}
+	var none *Family
+	if none.Allocator() == nil {
+		t.Fatal("a nil family has no allocator")
+	}
+}
