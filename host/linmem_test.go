@@ -10,10 +10,11 @@ import (
 // linmem), not by the pages asked: a Go guest's memory grown a page at a
 // time to eight times its start allocates less than twice its final size
 // in all (wazero's own growth, Go's append, allocated about five times the
-// growth and copied the memory as often). Eight times: from a capacity
-// of its start (its module's earlier instances', linmem.Family), three
-// doublings end exactly there; growing past a power of two of it, doubling
-// may allocate up to four times the final size.
+// growth and copied the memory as often). Eight times: its room starts at
+// a power of two of its start (twice what its module's earlier instances
+// reached, linmem.Family), so the doublings end exactly there; growing
+// just past a doubling, doubling may allocate up to four times the final
+// size.
 func TestInstanceMemoryGrowsByDoubling(t *testing.T) {
 	m := loadShared(t, guest(t, "plugins/examples/uppercase"), Limits{})
 	in := newInstance(t, m)

@@ -42,35 +42,34 @@ func TestGrowsByDoubling(t *testing.T) {
 	}
 }
 
-// A family's next memory starts with the room its earlier ones grew to:
-// grown a page at a time to the same length, it allocates that length
-// once and copies nothing (the first one allocated under twice it); the
-// room never passes MaxHint nor the memory's own maximum, and a memory
-// outside the family starts with wazero's suggestion.
+// A family's next memory starts with room for twice the length its
+// earlier ones grew to: grown a page at a time to the same length, it
+// copies nothing (its memory is the one it started with), where the first
+// one allocated under twice it; the room never passes MaxHint nor the
+// memory's own maximum, and a memory outside the family starts with
+// wazero's suggestion.
 func TestFamilyStartsAtItsGrownSize(t *testing.T) {
 	const page, pages = 64 << 10, 64
 	f := NewFamily()
-	grow := func(m *Memory, to int) uint64 {
-		var ms0, ms1 runtime.MemStats
-		runtime.ReadMemStats(&ms0)
-		for n := 1; n <= to; n++ {
-			if buf := m.Reallocate(uint64(n * page)); len(buf) != n*page {
-				t.Fatalf("%d pages: len %d", n, len(buf))
-			}
-		}
-		runtime.ReadMemStats(&ms1)
-		return ms1.TotalAlloc - ms0.TotalAlloc
-	}
 	first := f.Allocator().Allocate(page, 1<<30).(*Memory)
-	if got := grow(first, pages); got > 2*pages*page {
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	for n := 1; n <= pages; n++ {
+		first.Reallocate(uint64(n * page))
+	}
+	runtime.ReadMemStats(&ms1)
+	if got := ms1.TotalAlloc - ms0.TotalAlloc; got > 2*pages*page {
 		t.Fatalf("the first memory allocated %d bytes growing to %d", got, pages*page)
 	}
 	second := f.Allocator().Allocate(page, 1<<30).(*Memory)
-	if got := grow(second, pages); got > pages*page+page {
-		t.Fatalf("the second memory allocated %d bytes growing to %d, want one allocation of it", got, pages*page)
+	at := &second.Reallocate(page)[0]
+	for n := 2; n <= pages; n++ {
+		if buf := second.Reallocate(uint64(n * page)); len(buf) != n*page || &buf[0] != at {
+			t.Fatalf("the second memory was copied growing to %d pages (room %d)", n, cap(buf))
+		}
 	}
-	if cap(second.buf) != pages*page {
-		t.Fatalf("the second memory's room is %d, want %d", cap(second.buf), pages*page)
+	if cap(second.buf) != 2*pages*page {
+		t.Fatalf("the second memory's room is %d, want %d", cap(second.buf), 2*pages*page)
 	}
 	if small := f.Allocator().Allocate(page, 4*page).(*Memory); cap(small.Reallocate(page)) != 4*page {
 		t.Fatalf("a memory of the family with a maximum of 4 pages got room for %d bytes", cap(small.buf))
