@@ -147,3 +147,31 @@ func TestDoneJobsAreReused(t *testing.T) {
 		}
 	})
 }
+
+// Under exactly_once a record's place is reserved at enqueue without a
+// job (a poll's records are reserved at once, tens of thousands a
+// partition): its job is made when a worker claims it, with the worker's
+// allocator (allocJob: a done record's job), once — a record handed back
+// and claimed again gets the same job.
+func TestReservedPlacesHoldNoJob(t *testing.T) {
+	rl := &releaser{sk: &recordingSink{}, byOffset: true}
+	rs := recs(0, "a", "b", "c")
+	rl.reserve(rs, func(*kgo.Record) bool { return true })
+	for i := range rl.q.Len() {
+		if p := rl.q.At(i); p.j != nil || p.r != rs[i] {
+			t.Fatalf("place %d after reserve: %+v, want record %d and no job", i, *p, i)
+		}
+	}
+	made := 0
+	alloc := func() *job { made++; return new(job) }
+	j := rl.claim(rs[1], alloc)
+	if made != 1 || j.r != rs[1] || !j.release.ordered || rl.q.At(1).j != j {
+		t.Fatalf("claim: %d jobs made, job %+v in place %+v", made, j, *rl.q.At(1))
+	}
+	if again := rl.claim(rs[1], alloc); again != j || made != 1 {
+		t.Fatalf("claimed again: a new job (%d made)", made)
+	}
+	if rl.q.At(0).j != nil || rl.q.At(2).j != nil {
+		t.Fatal("claiming one record made the jobs of others")
+	}
+}

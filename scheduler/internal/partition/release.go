@@ -221,7 +221,8 @@ func (*job) Value(any) any               { return nil }
 //
 // Places are taken in one of two ways. Under exactly_once (byOffset) every
 // record takes its place when the poll loop enqueues it (reserve), in
-// offset order, and its job is that place (claim): with a pool of instances
+// offset order, and the worker that picks it makes its job in that place
+// (claim): with a pool of instances
 // or ordering key, records are picked out of offset order (a key's lane
 // holds its next record back while later ones of other keys run) and two
 // workers reach the releaser in either order after their picks, so a place
@@ -234,7 +235,7 @@ func (*job) Value(any) any               { return nil }
 // lock as its settling, and no lock is taken at enqueue or pick.
 type releaser struct {
 	mu       sync.Mutex
-	q        fifo.Queue[*job]
+	q        fifo.Queue[place]
 	byOffset bool        // places are reserved at enqueue (exactly_once)
 	sk       Sink        // where settled heads are delivered, as one run
 	run      []*job      // the run being delivered (reused: guarded by mu)
@@ -246,9 +247,35 @@ type releaser struct {
 	timers timerRound
 }
 
+// place is one place in a release order: a job's, or a record's reserved
+// at enqueue (releaser.reserve), whose job is made when a worker claims
+// it. A reserved place holds no job until then: the poll loop reserves a
+// whole poll's records at once (under exactly_once, tens of thousands a
+// partition when small records come compressed), and a job made for each
+// then was one allocation a record, where one claimed is a done record's
+// (job.recycle).
+type place struct {
+	r *kgo.Record // the record whose place it is; nil: work's
+	j *job        // its job; nil until claimed (a reserved record's place)
+}
+
+// order is where p sorts in a release order reserved by offset (job.order).
+func (p *place) order() int64 {
+	if p.j != nil {
+		return p.j.order()
+	}
+	return p.r.Offset
+}
+
+// settled reports whether p's job has its verdict set.
+func (p *place) settled() bool { return p.j != nil && p.j.release.settled }
+
+// work reports whether p is work's (work.go).
+func (p *place) work() bool { return p.j != nil && p.j.isWork() }
+
 // reserve gives each record of recs (a fetched batch, in offset order, of
-// records that will be picked) its place and its job. Called by the poll
-// loop before the records become runnable.
+// records that will be picked) its place; its job is made when a worker
+// claims it. Called by the poll loop before the records become runnable.
 func (rl *releaser) reserve(recs []*kgo.Record, keep func(*kgo.Record) bool) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
@@ -257,32 +284,35 @@ func (rl *releaser) reserve(recs []*kgo.Record, keep func(*kgo.Record) bool) {
 	}
 	for _, r := range recs {
 		if keep(r) {
-			j := spareJob()
-			if j == nil {
-				j = new(job)
-			}
-			j.r, j.release = r, jobRelease{ordered: true}
-			rl.q.Push(j)
+			rl.q.Push(place{r: r})
 		}
 	}
 }
 
-// claim returns the job reserved for r, or a new one when the order was
-// abandoned (the task closed: its outcome is not released). The work
-// placed before r (insertBefore) sorts at r's offset: it is stepped over.
-func (rl *releaser) claim(r *kgo.Record) *job {
+// claim returns the job of r's reserved place, made now with alloc (a
+// worker's allocJob) unless a worker claimed it before (a record handed
+// back: the same job), or a new one when the order was abandoned (the task
+// closed: its outcome is not released). The work placed before r
+// (insertBefore) sorts at r's offset: it is stepped over.
+func (rl *releaser) claim(r *kgo.Record, alloc func() *job) *job {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	for i := rl.q.Index(func(p **job) bool { return (*p).order() >= r.Offset }); i < rl.q.Len(); i++ {
-		j := *rl.q.At(i)
-		if j.r == r {
-			return j
+	for i := rl.q.Index(func(p *place) bool { return p.order() >= r.Offset }); i < rl.q.Len(); i++ {
+		p := rl.q.At(i)
+		if p.r == r {
+			if p.j == nil {
+				p.j = alloc()
+				p.j.r, p.j.release = r, jobRelease{ordered: true}
+			}
+			return p.j
 		}
-		if !j.isWork() {
+		if !p.work() {
 			break
 		}
 	}
-	return &job{r: r, release: jobRelease{ordered: true}}
+	j := alloc()
+	j.r, j.release = r, jobRelease{ordered: true}
+	return j
 }
 
 // order is where j sorts in a release order reserved by offset: its
@@ -308,9 +338,9 @@ func (rl *releaser) insertBefore(j *job, next *kgo.Record) {
 	}
 	i := rl.q.Len()
 	if next != nil {
-		k := rl.q.Index(func(p **job) bool { return (*p).order() >= next.Offset })
+		k := rl.q.Index(func(p *place) bool { return p.order() >= next.Offset })
 		for ; k < rl.q.Len(); k++ {
-			if (*rl.q.At(k)).r == next {
+			if rl.q.At(k).r == next {
 				i = k
 				break
 			}
@@ -320,15 +350,15 @@ func (rl *releaser) insertBefore(j *job, next *kgo.Record) {
 	case i < rl.q.Len():
 		j.rare.at = next.Offset
 	case rl.q.Len() > 0:
-		j.rare.at = (*rl.q.At(rl.q.Len() - 1)).order() // the last place's: the order stays sorted
+		j.rare.at = rl.q.At(rl.q.Len() - 1).order() // the last place's: the order stays sorted
 	}
-	rl.q.Insert(i, j)
+	rl.q.Insert(i, place{j: j})
 }
 
 func (rl *releaser) add(j *job) {
 	j.release.ordered, j.release.late = true, false
 	rl.mu.Lock()
-	rl.q.Push(j)
+	rl.q.Push(place{r: j.r, j: j})
 	rl.mu.Unlock()
 }
 
@@ -366,17 +396,17 @@ func (rl *releaser) settleRun(run []*job) {
 	for _, j := range run {
 		if j.release.late {
 			j.release.late = false
-			rl.q.Push(j)
+			rl.q.Push(place{r: j.r, j: j})
 		}
 		j.release.settled = true
 	}
 	for {
-		h, ok := rl.q.Peek()
-		if !ok || !h.release.settled || rl.heldByWork(h) {
+		p, ok := rl.q.Peek()
+		if !ok || !p.settled() || rl.heldByWork(p.j) {
 			break
 		}
 		rl.q.Pop()
-		if h.release.verdict != verdictNone {
+		if h := p.j; h.release.verdict != verdictNone {
 			rl.run = append(rl.run, h)
 		}
 	}
@@ -395,20 +425,20 @@ func (rl *releaser) settleRun(run []*job) {
 // the place after it.
 func (rl *releaser) heldByWork(h *job) bool {
 	for i := 1; i < rl.q.Len(); i++ {
-		n := *rl.q.At(i)
-		if !n.isWork() || n.rare.after != h {
+		n := rl.q.At(i)
+		if !n.work() || n.j.rare.after != h {
 			return false
 		}
-		if !n.release.settled {
+		if !n.settled() {
 			return true
 		}
 	}
 	return false
 }
 
-// isOwn tells whether n is trig or a work trig triggered.
-func (rl *releaser) isOwn(n, trig *job) bool {
-	return n == trig || n.isWork() && n.rare.after == trig
+// isOwn tells whether n is trig's place or that of a work trig triggered.
+func (rl *releaser) isOwn(n *place, trig *job) bool {
+	return n.j == trig || n.work() && n.j.rare.after == trig
 }
 
 // reserveAfter gives work wk, triggered by the record wk.After, its place
@@ -425,30 +455,37 @@ func (rl *releaser) reserveAfter(wk *Work) *job {
 		return nil
 	}
 	r := wk.After
-	i := rl.q.Index(func(p **job) bool { return (*p).order() >= r.Offset })
-	for ; i < rl.q.Len() && (*rl.q.At(i)).r != r; i++ {
-		if !(*rl.q.At(i)).isWork() {
+	i := rl.q.Index(func(p *place) bool { return p.order() >= r.Offset })
+	for ; i < rl.q.Len() && rl.q.At(i).r != r; i++ {
+		if !rl.q.At(i).work() {
 			return nil
 		}
 	}
 	if i == rl.q.Len() {
 		return nil
 	}
-	trig := *rl.q.At(i)
+	tp := rl.q.At(i)
+	if tp.j == nil {
+		// Its record is not claimed yet (work placed as the record's
+		// lane takes it): its job is made now, and claimed later.
+		tp.j = new(job)
+		tp.j.r, tp.j.release = r, jobRelease{ordered: true}
+	}
+	trig := tp.j
 	// After the works trig triggered before: the order is sorted, and
 	// they are the places after trig of its order, so the first place of
 	// a later order ends them — unless an order appended at the end took
 	// trig's (insertBefore): then the places after trig are walked. A
 	// round of a thousand timers was a walk of a thousand places a
 	// firing.
-	if e := rl.q.Index(func(p **job) bool { return (*p).order() > r.Offset }); e > i && rl.isOwn(*rl.q.At(e - 1), trig) {
+	if e := rl.q.Index(func(p *place) bool { return p.order() > r.Offset }); e > i && rl.isOwn(rl.q.At(e-1), trig) {
 		i = e
 	} else {
-		for i++; i < rl.q.Len() && rl.isOwn(*rl.q.At(i), trig); i++ {
+		for i++; i < rl.q.Len() && rl.isOwn(rl.q.At(i), trig); i++ {
 		}
 	}
 	j := &job{release: jobRelease{ordered: true}, rare: &jobRare{work: wk, at: r.Offset, after: trig}}
-	rl.q.Insert(i, j)
+	rl.q.Insert(i, place{j: j})
 	return j
 }
 
@@ -459,9 +496,9 @@ func (rl *releaser) reserveAfter(wk *Work) *job {
 func (rl *releaser) abandon(giveBack func(int64)) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	rl.q.Each(func(j *job) {
-		if j.release.settled {
-			giveBack(j.outcome.held)
+	rl.q.Each(func(p place) {
+		if p.settled() {
+			giveBack(p.j.outcome.held)
 		}
 	})
 	rl.q.Reset()

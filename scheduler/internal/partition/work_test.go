@@ -288,7 +288,7 @@ func TestReleaserInsertBefore(t *testing.T) {
 			rl.insertBefore(wj, next)
 			var settle []*job
 			for _, r := range rs {
-				j := rl.claim(r)
+				j := rl.claim(r, newJobForTest)
 				if j.r != r || !j.release.ordered {
 					t.Fatalf("claim(%d) returned %+v, not its reserved place", r.Offset, j)
 				}
@@ -436,7 +436,7 @@ func TestWorkNotRunHoldsItsTrigger(t *testing.T) {
 	w.After = rs[0]
 	e.t.PlaceWork(&w.Work, true)
 	rl := e.t.rel
-	j := rl.claim(rs[0])
+	j := rl.claim(rs[0], newJobForTest)
 	j.t, j.release.verdict = e.t, verdictDone
 	rl.settle(j)
 	if n := len(e.sink.deliveries()); n != 0 {
@@ -450,3 +450,6 @@ func TestWorkNotRunHoldsItsTrigger(t *testing.T) {
 		t.Fatalf("%d delivered once the task stopped: the record went without its work", n)
 	}
 }
+
+// newJobForTest is a claim's allocator in tests: a new job.
+func newJobForTest() *job { return new(job) }

@@ -63,7 +63,7 @@ func (w *worker) newJob(r *kgo.Record, ln *lane) (j *job, forged int) {
 	// wasmstream's headers; on an input topic those are a producer's and
 	// are not believed (role.prior).
 	if t.rel != nil && t.rel.byOffset {
-		j = t.rel.claim(r) // its place was reserved at enqueue
+		j = t.rel.claim(r, w.allocJob) // its place was reserved at enqueue
 	} else {
 		j = w.allocJob()
 		j.r = r
