@@ -170,8 +170,8 @@ type Module struct {
 	// rpEnv is a Redpanda transform's environment (nil: a wasmstream
 	// module).
 	rpEnv [][2]string
-	// mems are its instances' memories: a new one starts with the room
-	// the earlier ones grew to (linmem.Family).
+	// mems are its instances' memories: a new one starts with room for
+	// twice what the first one (the load check's) grew to (linmem.Family).
 	mems *linmem.Family
 }
 
@@ -560,7 +560,7 @@ func (m *Module) NewInstance(ctx context.Context) (*Instance, error) {
 	in.fuel.startCall(ctx, time.Now().Add(max(InstantiateTimeout, m.limits.RecordTimeout)), "initialisation")
 	defer in.fuel.endCall()
 	// Its memory grows by doubling (linmem), not by the pages asked, from
-	// the room its module's earlier instances grew to.
+	// room for twice what its module's load check grew to.
 	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, m.mems.Allocator()), m.compiled, mc)
 	if err != nil {
 		if in.fault != nil {

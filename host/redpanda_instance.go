@@ -106,7 +106,7 @@ func (m *Module) newRedpandaInstance(ctx context.Context) (*Instance, error) {
 	in.fuel.startCall(ctx, time.Now().Add(max(InstantiateTimeout, m.limits.RecordTimeout)), "initialisation")
 	defer in.fuel.endCall()
 	// Its memory grows by doubling (linmem), not by the pages asked, from
-	// the room its module's earlier instances grew to.
+	// room for twice what its module's load check grew to.
 	mod, err := m.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, m.mems.Allocator()), m.compiled, mc)
 	if err != nil {
 		if in.fault != nil {

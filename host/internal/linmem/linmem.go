@@ -12,12 +12,17 @@
 // the memory is: untouched pages of a fresh allocation are not resident.
 //
 // The memories of one module's instances are a Family: a new instance's
-// memory starts with room for twice the length its module's earlier
-// instances grew to (up to MaxHint), so that an instance that grows as
-// they did, or a little further, copies nothing on its way (the count
-// example's eight instances start at their module's load check's length
-// and grow a little past it: one doubling each, a sixth of what a record
-// allocated over a run of 400,000 records).
+// memory starts with room for twice the length its module's first memory
+// (the load check's) grew to (up to MaxHint), so that an instance that
+// grows as it did, or a little further, copies nothing on its way (the
+// count example's eight instances start at their module's load check's
+// length and grow a little past it: one doubling each, a sixth of what a
+// record allocated over a run of 400,000 records). The first memory alone
+// sets the room: a later instance that grew far (a pool's borrowed
+// instance under a burst of lookups) would otherwise make every instance
+// after it hold room it never uses, which the collector counts as live and
+// lets the heap grow by as much again (TestPoolSettlesRealKafka's resident
+// memory rose by a fifth).
 package linmem
 
 import (
@@ -33,16 +38,17 @@ var Allocator experimental.MemoryAllocator = experimental.MemoryAllocatorFunc(fu
 })
 
 // MaxHint bounds the room a family gives a new memory at its first
-// allocation: an instance that once grew far (a large record) does not
-// make every later one start that large. Past it a memory doubles as it
-// grows; a doubling of 16 MiB or more is rare beside the records it
-// serves.
+// allocation: a module whose load check grew far (a large table built at
+// start) does not make every instance hold twice that before it needs it.
+// Past it a memory doubles as it grows; a doubling of 16 MiB or more is
+// rare beside the records it serves.
 const MaxHint = 16 << 20
 
 // A Family is the memories of one module's instances (NewFamily); safe
 // for use by concurrent instantiations.
 type Family struct {
-	grown atomic.Uint64 // the largest length a memory of the family reached, in bytes
+	grown atomic.Uint64 // the largest length the family's first memory reached, in bytes
+	begun atomic.Bool   // the first memory is made
 	alloc experimental.MemoryAllocator
 }
 
@@ -50,15 +56,19 @@ type Family struct {
 func NewFamily() *Family {
 	f := new(Family)
 	f.alloc = experimental.MemoryAllocatorFunc(func(capBytes, maxBytes uint64) experimental.LinearMemory {
-		return &Memory{max: maxBytes, hint: max(capBytes, min(2*f.grown.Load(), MaxHint)), fam: f}
+		m := &Memory{max: maxBytes, hint: max(capBytes, min(2*f.grown.Load(), MaxHint))}
+		if f.begun.CompareAndSwap(false, true) {
+			m.fam = f // the first: it tells the family how far it grows
+		}
+		return m
 	})
 	return f
 }
 
 // Allocator is the family's allocator: a memory it makes starts with room
-// for twice the largest length an earlier memory of the family reached (at
-// most MaxHint and the memory's maximum), and tells the family how far it
-// grows.
+// for twice the largest length the family's first memory reached (at most
+// MaxHint and the memory's maximum); the first tells the family how far
+// it grows.
 // A nil Family's is Allocator.
 func (f *Family) Allocator() experimental.MemoryAllocator {
 	if f == nil {
@@ -67,7 +77,7 @@ func (f *Family) Allocator() experimental.MemoryAllocator {
 	return f.alloc
 }
 
-// grew notes that a memory of the family reached size bytes.
+// grew notes that the family's first memory reached size bytes.
 func (f *Family) grew(size uint64) {
 	for {
 		g := f.grown.Load()
@@ -82,7 +92,7 @@ type Memory struct {
 	buf  []byte
 	max  uint64  // the memory's maximum, in bytes
 	hint uint64  // the capacity of the first allocation: wazero's suggestion, or the family's
-	fam  *Family // nil: none
+	fam  *Family // the family it is the first memory of; nil: none (or not the first)
 }
 
 // Reallocate makes the memory size bytes long, keeping its contents; nil

@@ -42,8 +42,8 @@ func TestGrowsByDoubling(t *testing.T) {
 	}
 }
 
-// A family's next memory starts with room for twice the length its
-// earlier ones grew to: grown a page at a time to the same length, it
+// A family's next memory starts with room for twice the length its first
+// one grew to: grown a page at a time to the same length, it
 // copies nothing (its memory is the one it started with), where the first
 // one allocated under twice it; the room never passes MaxHint nor the
 // memory's own maximum, and a memory outside the family starts with
@@ -74,10 +74,19 @@ func TestFamilyStartsAtItsGrownSize(t *testing.T) {
 	if small := f.Allocator().Allocate(page, 4*page).(*Memory); cap(small.Reallocate(page)) != 4*page {
 		t.Fatalf("a memory of the family with a maximum of 4 pages got room for %d bytes", cap(small.buf))
 	}
+	// A later memory that grows far leaves the room as the first set it:
+	// an instance borrowed for a burst does not make every later one hold
+	// room it never uses (TestPoolSettlesRealKafka's resident memory).
 	big := f.Allocator().Allocate(page, 1<<30).(*Memory)
-	big.Reallocate(2 * MaxHint)
-	if next := f.Allocator().Allocate(page, 1<<30).(*Memory); cap(next.Reallocate(page)) != MaxHint {
-		t.Fatalf("after a memory of %d bytes the next one's room is %d, want MaxHint (%d)", 2*MaxHint, cap(next.buf), MaxHint)
+	big.Reallocate(8 * pages * page)
+	if next := f.Allocator().Allocate(page, 1<<30).(*Memory); cap(next.Reallocate(page)) != 2*pages*page {
+		t.Fatalf("after a later memory of %d bytes the next one's room is %d, want the first's twice (%d)", 8*pages*page, cap(next.buf), 2*pages*page)
+	}
+	// A first memory that grew past MaxHint gives room for MaxHint.
+	g := NewFamily()
+	g.Allocator().Allocate(page, 1<<30).(*Memory).Reallocate(2 * MaxHint)
+	if next := g.Allocator().Allocate(page, 1<<30).(*Memory); cap(next.Reallocate(page)) != MaxHint {
+		t.Fatalf("after a first memory of %d bytes the next one's room is %d, want MaxHint (%d)", 2*MaxHint, cap(next.buf), MaxHint)
 	}
 	if other := Allocator.Allocate(page, 1<<30).(*Memory); cap(other.Reallocate(page)) != page {
 		t.Fatalf("a memory of no family got room for %d bytes", cap(other.buf))
