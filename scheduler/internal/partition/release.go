@@ -273,6 +273,21 @@ func (p *place) settled() bool { return p.j != nil && p.j.release.settled }
 // work reports whether p is work's (work.go).
 func (p *place) work() bool { return p.j != nil && p.j.isWork() }
 
+// jobOf returns the job of p, a record's place, made now from alloc when
+// it has none yet.
+func (p *place) jobOf(alloc func() *job) *job {
+	if p.j == nil {
+		p.j = orderedJob(alloc(), p.r)
+	}
+	return p.j
+}
+
+// orderedJob makes j, blank, the job of r with a place in a release order.
+func orderedJob(j *job, r *kgo.Record) *job {
+	j.r, j.release = r, jobRelease{ordered: true}
+	return j
+}
+
 // reserve gives each record of recs (a fetched batch, in offset order, of
 // records that will be picked) its place; its job is made when a worker
 // claims it. Called by the poll loop before the records become runnable.
@@ -300,19 +315,13 @@ func (rl *releaser) claim(r *kgo.Record, alloc func() *job) *job {
 	for i := rl.q.Index(func(p *place) bool { return p.order() >= r.Offset }); i < rl.q.Len(); i++ {
 		p := rl.q.At(i)
 		if p.r == r {
-			if p.j == nil {
-				p.j = alloc()
-				p.j.r, p.j.release = r, jobRelease{ordered: true}
-			}
-			return p.j
+			return p.jobOf(alloc)
 		}
 		if !p.work() {
 			break
 		}
 	}
-	j := alloc()
-	j.r, j.release = r, jobRelease{ordered: true}
-	return j
+	return orderedJob(alloc(), r)
 }
 
 // order is where j sorts in a release order reserved by offset: its
@@ -464,14 +473,9 @@ func (rl *releaser) reserveAfter(wk *Work) *job {
 	if i == rl.q.Len() {
 		return nil
 	}
-	tp := rl.q.At(i)
-	if tp.j == nil {
-		// Its record is not claimed yet (work placed as the record's
-		// lane takes it): its job is made now, and claimed later.
-		tp.j = new(job)
-		tp.j.r, tp.j.release = r, jobRelease{ordered: true}
-	}
-	trig := tp.j
+	// The trigger's job: made now when its record is not claimed yet
+	// (work placed as the record's lane takes it), and claimed later.
+	trig := rl.q.At(i).jobOf(func() *job { return new(job) })
 	// After the works trig triggered before: the order is sorted, and
 	// they are the places after trig of its order, so the first place of
 	// a later order ends them — unless an order appended at the end took
