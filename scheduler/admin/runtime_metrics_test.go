@@ -10,7 +10,8 @@ import (
 )
 
 // /metrics shows the host's own health beside wasmstream's instruments: the
-// Go runtime (goroutines, heap) and the process (resident memory, fds).
+// Go runtime (goroutines, heap, the live heap of the last collection) and
+// the process (resident memory, fds).
 func TestMetricsServeRuntimeAndProcess(t *testing.T) {
 	_, handler, mp, err := NewMeter()
 	if err != nil {
@@ -40,6 +41,7 @@ func TestMetricsServeRuntimeAndProcess(t *testing.T) {
 		"go_memstats_heap_inuse_bytes",
 		"go_memstats_alloc_bytes",
 		"go_gc_duration_seconds",
+		"go_gc_heap_live_bytes",
 		"process_resident_memory_bytes",
 		"process_open_fds",
 		"process_cpu_seconds_total",

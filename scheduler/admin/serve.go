@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,11 +29,15 @@ type OTLP struct {
 // NewMeter returns a meter whose instruments are exported for Prometheus by
 // the returned handler (and pushed over OTLP when o has an endpoint), and
 // the provider to shut down. The handler also serves the host's own health:
-// the Go runtime's collector (go_goroutines, go_memstats_*, go_gc_*) and the
-// process collector (process_resident_memory_bytes, process_open_fds, ...).
+// the Go runtime's collector (go_goroutines, go_memstats_*, go_gc_*, and
+// go_gc_heap_live_bytes: the heap the last collection found reachable, the
+// steadiest sign of a leak, which neither the heap's sawtooth between
+// collections nor the scavenger's pace moves) and the process collector
+// (process_resident_memory_bytes, process_open_fds, ...).
 func NewMeter(o ...OTLP) (metric.Meter, http.Handler, *sdkmetric.MeterProvider, error) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+	live := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}
+	if err := reg.Register(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(live))); err != nil {
 		return nil, nil, nil, fmt.Errorf("metrics: go collector: %w", err)
 	}
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
