@@ -241,7 +241,7 @@ func (s steady) checkSettled(t *testing.T, minimum int, idle time.Duration) {
 // instance borrowed and given back leaves it at the next one. Its median
 // over the last third is within 25% (+16 MiB) of its median over the two
 // thirds before, which a stall's burst (a few samples) does not move. In
-// five runs of TestPoolSettlesRealKafka it was 39–47 MiB before the stall,
+// seven runs of TestPoolSettlesRealKafka it was 39–47 MiB before the stall,
 // 58–153 during it and 40–53 after (limits 65–75); a family whose room
 // grew with its largest memory, which the stall's borrowed instances made
 // every later instance hold, left 72–75 MiB after it (over its runs'
