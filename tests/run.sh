@@ -131,6 +131,17 @@ install_prereqs() {
 wazevo=github.com/tetratelabs/wazero/internal/engine/wazevo
 race=(-race "-gcflags=$wazevo/backend/...=-race=false" "-gcflags=$wazevo/frontend=-race=false" "-gcflags=$wazevo/ssa/...=-race=false")
 
+# unit_pkgs lists the packages of the unit step, all but the integration
+# tests, the longest first (each took 5-10 minutes under -race in CI; the
+# others take a minute or less).
+unit_pkgs() {
+    local m=github.com/wasmstream/wasmstream heavy=(host scheduler cmd/wasmstream internal/conformance tests/sdkserde internal/schemareg/protocodec host/internal/meter)
+    local p all
+    all="$(go list -tags integration ./... | grep -v '/tests/integration$')"
+    for p in "${heavy[@]}"; do grep -qx "$m/$p" <<<"$all" && echo "$m/$p"; done
+    grep -vxF -f <(printf "$m/%s\n" "${heavy[@]}") <<<"$all"
+}
+
 step "installing what the tests need"
 install_prereqs
 if [[ "$mode" == test ]]; then
@@ -278,11 +289,14 @@ test)
     ) >"$side_log" 2>&1 &
     side_pid=$!
     at_exit 'kill $side_pid 2>/dev/null'
-    # -p 1: packages one at a time, so the timing-sensitive integration tests
-    # (latency, RSS) do not share the cores with another package's
-    # race-instrumented unit tests.
+    # -p 2: two packages at a time. A package's race-instrumented tests keep
+    # about one core busy, and once the work beside them ends (about half
+    # way) one package at a time left the other core idle. The longest
+    # packages go first (unit_pkgs), so that they overlap each other
+    # rather than end the step alone. The integration tests, which measure
+    # latency and RSS, run after this step with the cores to themselves.
     main_rc=0
-    go test "${race[@]}" -count=1 -p 1 -timeout 60m -tags integration -skip "$own" $(go list -tags integration ./... | grep -v '/tests/integration$') 2>&1 | tee -a "$main_log" || main_rc=$?
+    go test "${race[@]}" -count=1 -p 2 -timeout 60m -tags integration -skip "$own" $(unit_pkgs) 2>&1 | tee -a "$main_log" || main_rc=$?
     step "waiting for the benchmark smoke run, the fuzz targets and cargo test (started beside the unit tests)"
     side_rc=0
     wait "$side_pid" || side_rc=$?
