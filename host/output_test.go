@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/wasmtest"
@@ -29,7 +30,10 @@ func TestGuestOutputBounded(t *testing.T) {
 		Params: []byte{wasmtest.I32, wasmtest.I32, wasmtest.I32, wasmtest.I32}, Results: []byte{wasmtest.I32}})
 	m.Funcs[1].Locals = []wasmtest.Locals{{N: 1, Type: wasmtest.I32}}
 	m.Funcs[1].Body = body
-	mod := load(t, m.Bytes(), Limits{})
+	// A minute for the million writes: the test is about what they cost
+	// the host, not how fast they run (under -race, on a busy machine,
+	// they outlasted the default 5 s).
+	mod := load(t, m.Bytes(), Limits{RecordTimeout: time.Minute})
 	in := newInstance(t, mod)
 	res := in.Process(context.Background(), &abi.Record{}, nil)
 	f := res.Fault()

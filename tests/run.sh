@@ -131,15 +131,20 @@ install_prereqs() {
 wazevo=github.com/tetratelabs/wazero/internal/engine/wazevo
 race=(-race "-gcflags=$wazevo/backend/...=-race=false" "-gcflags=$wazevo/frontend=-race=false" "-gcflags=$wazevo/ssa/...=-race=false")
 
-# unit_pkgs lists the packages of the unit step, all but the integration
-# tests, the longest first (each took 5-10 minutes under -race in CI; the
-# others take a minute or less).
+# The unit step's packages (all but the integration tests) run in two
+# lanes, each one package at a time: the first lane from the start; the
+# second after the work that runs beside the first (the benchmark smoke
+# run, the fuzz targets, cargo test), once that ends (it took about half of
+# the step, and a core was idle for the rest). unit_pkgs lists a lane's
+# packages: 2 is those below (about a third of the first lane's time under
+# -race in CI), 1 the others. Two packages at a time from the start (-p 2)
+# put three busy processes on the two cores for the first half, and
+# timing-bound tests failed.
+lane2=(cmd/wasmstream internal/conformance tests/sdkserde)
 unit_pkgs() {
-    local m=github.com/wasmstream/wasmstream heavy=(host scheduler cmd/wasmstream internal/conformance tests/sdkserde internal/schemareg/protocodec host/internal/meter)
-    local p all
-    all="$(go list -tags integration ./... | grep -v '/tests/integration$')"
-    for p in "${heavy[@]}"; do grep -qx "$m/$p" <<<"$all" && echo "$m/$p"; done
-    grep -vxF -f <(printf "$m/%s\n" "${heavy[@]}") <<<"$all"
+    local m=github.com/wasmstream/wasmstream
+    go list -tags integration ./... | grep -v '/tests/integration$' |
+        if [[ $1 == 2 ]]; then grep -xF -f <(printf "$m/%s\n" "${lane2[@]}"); else grep -vxF -f <(printf "$m/%s\n" "${lane2[@]}"); fi
 }
 
 step "installing what the tests need"
@@ -273,10 +278,12 @@ test)
     at_exit 'kill $own_pid 2>/dev/null'
     # Beside the unit packages (one at a time, they keep about one core
     # busy): the benchmark smoke run, the fuzz targets (one fuzzing worker
-    # each) and the Rust SDK's cargo tests. Their output is printed when
-    # they end; they must end before the integration tests start, which
-    # measure latency and RSS and so have the cores to themselves (but for
-    # the tests on brokers of their own, which mostly wait).
+    # each) and the Rust SDK's cargo tests, then the second lane of unit
+    # packages (unit_pkgs). Their output is printed when they end; they
+    # must end before the integration tests start, which measure latency
+    # and RSS and so have the cores to themselves (but for the tests on
+    # brokers of their own, which mostly wait).
+    lane2_pkgs="$(unit_pkgs 2)" lane1_pkgs="$(unit_pkgs 1)"
     (
         set -e
         say "benchmark smoke run (checks the harness, not speed)"
@@ -286,23 +293,19 @@ test)
         FUZZTIME="${FUZZTIME:-5s}" FUZZPARALLEL="${FUZZPARALLEL:-1}" bash tests/fuzz.sh
         say "cargo test: the Rust SDK and the Rust examples, on the host"
         make -s rust-test
+        say "go test -race, the unit packages' second lane"
+        go test "${race[@]}" -count=1 -p 1 -timeout 60m -tags integration -skip "$own" $lane2_pkgs
     ) >"$side_log" 2>&1 &
     side_pid=$!
     at_exit 'kill $side_pid 2>/dev/null'
-    # -p 2: two packages at a time. A package's race-instrumented tests keep
-    # about one core busy, and once the work beside them ends (about half
-    # way) one package at a time left the other core idle. The longest
-    # packages go first (unit_pkgs), so that they overlap each other
-    # rather than end the step alone. The integration tests, which measure
-    # latency and RSS, run after this step with the cores to themselves.
     main_rc=0
-    go test "${race[@]}" -count=1 -p 2 -timeout 60m -tags integration -skip "$own" $(unit_pkgs) 2>&1 | tee -a "$main_log" || main_rc=$?
-    step "waiting for the benchmark smoke run, the fuzz targets and cargo test (started beside the unit tests)"
+    go test "${race[@]}" -count=1 -p 1 -timeout 60m -tags integration -skip "$own" $lane1_pkgs 2>&1 | tee -a "$main_log" || main_rc=$?
+    step "waiting for the benchmark smoke run, the fuzz targets, cargo test and the unit packages' second lane (started beside the first)"
     side_rc=0
     wait "$side_pid" || side_rc=$?
-    say "the benchmark smoke run, fuzz targets and cargo test:"
+    say "the benchmark smoke run, fuzz targets, cargo test and the unit packages' second lane:"
     cat "$side_log" >&2
-    ((side_rc == 0)) || { echo "tests/run.sh: the benchmark smoke run, a fuzz target or cargo test failed (above)" >&2; main_rc=1; }
+    ((side_rc == 0)) || { echo "tests/run.sh: the benchmark smoke run, a fuzz target, cargo test or a unit package of the second lane failed (above)" >&2; main_rc=1; }
     step "go test -race ./tests/integration/ (the integration tests on the real broker)"
     go test "${race[@]}" -count=1 -timeout 40m -tags integration -skip "$own" ./tests/integration/ 2>&1 | tee -a "$main_log" || main_rc=$?
     step "waiting for the tests on brokers of their own (started beside the race run)"
