@@ -137,10 +137,10 @@ race=(-race "-gcflags=$wazevo/backend/...=-race=false" "-gcflags=$wazevo/fronten
 # run, the fuzz targets, cargo test), once that ends (it took about half of
 # the step, and a core was idle for the rest). unit_pkgs lists a lane's
 # packages: 2 is those below (about a third of the first lane's time under
-# -race in CI), 1 the others. Two packages at a time from the start (-p 2)
-# put three busy processes on the two cores for the first half, and
-# timing-bound tests failed.
-lane2=(cmd/wasmstream internal/conformance tests/sdkserde)
+# -race in CI; none asserts a time), 1 the others. Two packages at a time
+# from the start (-p 2) put three busy processes on the two cores for the
+# first half, and timing-bound tests failed.
+lane2=(cmd/wasmstream internal/conformance tests/sdkserde internal/schemareg/protocodec internal/schemareg/avrocodec)
 unit_pkgs() {
     local m=github.com/wasmstream/wasmstream
     go list -tags integration ./... | grep -v '/tests/integration$' |
@@ -261,7 +261,7 @@ test)
     eval "$(cat "$secure_apicurio_env")"
     export SCHEMA_REGISTRY_SECURE_URL SCHEMA_REGISTRY_SECURE_CA_FILE SCHEMA_REGISTRY_SECURE_USER SCHEMA_REGISTRY_SECURE_PASSWORD_FILE
     say "schema registry with TLS and basic auth at $SCHEMA_REGISTRY_SECURE_URL, CA $SCHEMA_REGISTRY_SECURE_CA_FILE"
-    step "go test -race, the unit packages (on the in-process broker; the benchmark smoke run, fuzz targets and cargo test beside them)"
+    step "go test -race, the unit packages (on the in-process broker; the benchmark smoke run, fuzz targets, cargo test and the second lane of unit packages beside them)"
     # The tests on brokers of their own — the 3-node cluster's fault tests,
     # the secured broker's — run in a second go test beside this one: they
     # mostly wait on brokers (a node's restart takes 20-50 s), share nothing
