@@ -137,9 +137,10 @@ race=(-race "-gcflags=$wazevo/backend/...=-race=false" "-gcflags=$wazevo/fronten
 # run, the fuzz targets, cargo test), once that ends (it took about half of
 # the step, and a core was idle for the rest). unit_pkgs lists a lane's
 # packages: 2 is those below (about a third of the first lane's time under
-# -race in CI; none asserts a time), 1 the others. Two packages at a time
-# from the start (-p 2) put three busy processes on the two cores for the
-# first half, and timing-bound tests failed.
+# -race in CI; none measures a speed, their deadlines are waits), 1 the
+# others. Two packages at a time from the start (-p 2) put three busy
+# processes on the two cores for the first half, and timing-bound tests
+# failed.
 lane2=(cmd/wasmstream internal/conformance tests/sdkserde internal/schemareg/protocodec internal/schemareg/avrocodec)
 unit_pkgs() {
     local m=github.com/wasmstream/wasmstream
